@@ -1,0 +1,1 @@
+//! Virtual machine (see issue: artifact + dataflow VM).
