@@ -1,9 +1,34 @@
 //! The AIS intermediate representation.
 //!
-//! Layout: `diag` (diagnostics shared by all phases). The IR proper
-//! (entities, op table, printer, parser, verifier, passes, bytecode) lives in
-//! sibling modules.
+//! - [`entity`]: `u32` entity references and typed arenas.
+//! - [`types`]: value types.
+//! - [`ops`]: the op table (single source of truth for every opcode).
+//! - [`module`]: modules, agents, flows, the data-flow graph and a builder.
+//! - [`printer`] / [`parser`]: the canonical textual form (`.aisir`).
+//! - [`verifier`]: structural and semantic checks, collecting all errors.
+//! - [`graph`]: Graphviz and Mermaid renderings of flows.
+//! - [`diag`]: diagnostics shared by all phases.
 
 pub mod diag;
+pub mod entity;
+pub mod graph;
+pub mod lexer;
+pub mod module;
+pub mod ops;
+pub mod parser;
+pub mod printer;
+pub mod types;
+pub mod verifier;
 
 pub use diag::{Diagnostic, IntoDiagnostic, Label, Severity, Span};
+pub use entity::{AgentId, Arena, EntityRef, FlowId, Op, Region, Value};
+pub use module::{
+    AgentData, Attr, Attrs, BeliefDecl, BeliefInit, Capability, Dfg, FlowBuilder, FlowData,
+    GoalDecl, Handler, MemResource, MemoryDecl, Module, OpData, RegionData, Tier, ValueData,
+    ValueDef,
+};
+pub use ops::{Arity, Effect, Latency, OpInfo, Opcode, RegionSpec, ResultRule};
+pub use parser::{parse_module, ParseError};
+pub use printer::print_module;
+pub use types::Type;
+pub use verifier::{verify, VerifyError};
