@@ -1,7 +1,8 @@
 fn main() {
-    // Generates `grammar.rs` from `src/syntax/grammar.lalrpop` into OUT_DIR.
+    // Generates `syntax/grammar.rs` from `src/syntax/grammar.lalrpop` into OUT_DIR.
     lalrpop::Configuration::new()
         .use_cargo_dir_conventions()
-        .process_file("src/syntax/grammar.lalrpop")
+        .emit_rerun_directives(true)
+        .process()
         .expect("lalrpop grammar failed to compile");
 }

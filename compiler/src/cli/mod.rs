@@ -1,0 +1,186 @@
+//! The `aisc` command line: argument parsing (clap) and the subcommands.
+//! Each subcommand returns an exit code; diagnostics are rendered here, at
+//! the edge, and nowhere else.
+
+mod output;
+
+use crate::diagnostics::explain;
+use crate::driver;
+use crate::syntax::lexer;
+use clap::{Parser, Subcommand, ValueEnum};
+use output::Output;
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "aisc",
+    version,
+    about = "The AIS compiler: check, build and run agent workflows"
+)]
+pub struct Cli {
+    /// How diagnostics are printed.
+    #[arg(long, value_enum, default_value_t = ErrorFormat::Human, global = true)]
+    pub error_format: ErrorFormat,
+    /// Colour in human-readable output (auto: only on a terminal, never with NO_COLOR set).
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto, global = true)]
+    pub color: ColorChoice,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ErrorFormat {
+    Human,
+    Json,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Emit {
+    Tokens,
+    Ast,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Parse and type-check programs; report every error and warning.
+    Check {
+        /// `.ais` source files.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Treat warnings as errors.
+        #[arg(long)]
+        deny_warnings: bool,
+    },
+    /// Compile a program and print an intermediate form.
+    Build {
+        file: PathBuf,
+        /// What to print.
+        #[arg(long, value_enum)]
+        emit: Emit,
+    },
+    /// Print the long explanation of a diagnostic code (e.g. `aisc explain E0100`).
+    Explain {
+        /// The code, or `--list` for all of them.
+        code: Option<String>,
+        #[arg(long)]
+        list: bool,
+    },
+}
+
+/// Runs the CLI and returns the process exit code.
+pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return code;
+        }
+    };
+    let mut out = Output::new(cli.error_format, cli.color);
+    match cli.command {
+        Command::Check {
+            files,
+            deny_warnings,
+        } => check(&mut out, &files, deny_warnings),
+        Command::Build { file, emit } => build(&mut out, &file, emit),
+        Command::Explain { code, list } => explain_cmd(code, list),
+    }
+}
+
+fn check(out: &mut Output, files: &[PathBuf], deny_warnings: bool) -> i32 {
+    let mut failed = false;
+    for path in files {
+        let Some(source) = out.read_source(path) else {
+            failed = true;
+            continue;
+        };
+        let fe = driver::check_source(&source);
+        let name = path.display().to_string();
+        out.diagnostics(&name, &source, &fe.diagnostics);
+        let errors = fe.count(ais_ir::Severity::Error);
+        let warnings = fe.count(ais_ir::Severity::Warning);
+        if errors > 0 || (deny_warnings && warnings > 0) {
+            failed = true;
+        }
+        let flows: usize = fe.index.agents.values().map(|a| a.flows.len()).sum();
+        out.summary(&format!(
+            "{name}: {} agent{}, {flows} flow{}; {errors} error{}, {warnings} warning{}",
+            fe.index.agents.len(),
+            plural(fe.index.agents.len()),
+            plural(flows),
+            plural(errors),
+            plural(warnings),
+        ));
+    }
+    i32::from(failed)
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+fn build(out: &mut Output, path: &PathBuf, emit: Emit) -> i32 {
+    let Some(source) = out.read_source(path) else {
+        return 1;
+    };
+    let name = path.display().to_string();
+    match emit {
+        Emit::Tokens => {
+            let (tokens, _) = lexer::lex(&source);
+            let mut text = String::new();
+            for (l, tok, r) in tokens {
+                let (line, col) = ais_ir::diag::line_col(&source, l);
+                text.push_str(&format!("{line}:{col}\t{l}..{r}\t{tok:?}\n"));
+            }
+            out.stdout(&text);
+            // Lexical errors are reported like any other.
+            let fe = crate::syntax::parse(&source);
+            let diags: Vec<_> = fe
+                .errors
+                .into_iter()
+                .map(ais_ir::IntoDiagnostic::into_diagnostic)
+                .collect();
+            out.diagnostics(&name, &source, &diags);
+            i32::from(!diags.is_empty())
+        }
+        Emit::Ast => {
+            let fe = driver::check_source(&source);
+            out.diagnostics(&name, &source, &fe.diagnostics);
+            out.stdout(&format!("{:#?}\n", fe.file));
+            i32::from(fe.has_errors())
+        }
+    }
+}
+
+fn explain_cmd(code: Option<String>, list: bool) -> i32 {
+    if list || code.is_none() {
+        for e in explain::EXPLANATIONS {
+            println!("{}  {}", e.code, e.title);
+        }
+        return 0;
+    }
+    let code = code.unwrap_or_default();
+    match explain::lookup(&code) {
+        Some(e) => {
+            println!("{}: {}\n\n{}", e.code, e.title, e.text);
+            0
+        }
+        None => {
+            eprintln!("error: no diagnostic has the code `{code}`");
+            eprintln!("help: `aisc explain --list` shows every code");
+            1
+        }
+    }
+}

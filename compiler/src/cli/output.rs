@@ -1,0 +1,89 @@
+//! Where CLI output goes: diagnostics to stderr (human) or stdout (JSON, one
+//! object per line), results to stdout.
+
+use super::{ColorChoice, ErrorFormat};
+use crate::diagnostics::{render_human, render_json};
+use ais_ir::Diagnostic;
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+
+pub struct Output {
+    format: ErrorFormat,
+    color: bool,
+}
+
+impl Output {
+    pub fn new(format: ErrorFormat, color: ColorChoice) -> Output {
+        let color = match color {
+            ColorChoice::Always => true,
+            ColorChoice::Never => false,
+            ColorChoice::Auto => {
+                std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+                    && std::io::stderr().is_terminal()
+            }
+        };
+        Output { format, color }
+    }
+
+    pub fn diagnostics(&mut self, file: &str, source: &str, diags: &[Diagnostic]) {
+        match self.format {
+            ErrorFormat::Human => {
+                let mut err = std::io::stderr().lock();
+                for d in diags {
+                    let _ = err.write_all(render_human(d, file, source, self.color).as_bytes());
+                }
+            }
+            ErrorFormat::Json => {
+                let mut out = std::io::stdout().lock();
+                for d in diags {
+                    let _ = writeln!(out, "{}", render_json(d, file, source));
+                }
+            }
+        }
+    }
+
+    /// A one-line outcome, for people only.
+    pub fn summary(&mut self, line: &str) {
+        if self.format == ErrorFormat::Human {
+            eprintln!("{line}");
+        }
+    }
+
+    pub fn stdout(&mut self, text: &str) {
+        let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    }
+
+    /// Reads a source file; reports a missing or non-UTF-8 file as an error.
+    pub fn read_source(&mut self, path: &Path) -> Option<String> {
+        match std::fs::read(path) {
+            Ok(bytes) => match String::from_utf8(bytes) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    self.io_error(
+                        path,
+                        &format!(
+                            "file is not valid UTF-8 (byte {})",
+                            e.utf8_error().valid_up_to()
+                        ),
+                    );
+                    None
+                }
+            },
+            Err(e) => {
+                self.io_error(path, &e.to_string());
+                None
+            }
+        }
+    }
+
+    fn io_error(&mut self, path: &Path, message: &str) {
+        let text = format!("cannot read `{}`: {message}", path.display());
+        match self.format {
+            ErrorFormat::Human => eprintln!("error: {text}"),
+            ErrorFormat::Json => println!(
+                "{}",
+                serde_json::json!({"$message_type": "diagnostic", "message": text, "code": null, "level": "error", "spans": [], "children": [], "rendered": format!("error: {text}\n")})
+            ),
+        }
+    }
+}

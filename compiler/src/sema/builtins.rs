@@ -1,0 +1,273 @@
+//! The built-in operations of the language: one table, read by the checker
+//! (arity, argument roles, result type) and by lowering (which IR op to emit).
+
+use super::types::Ty;
+
+/// Which IR-level operation a built-in becomes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BuiltinKind {
+    Ask,
+    Think,
+    Reason,
+    Llm,
+    Plan,
+    Reflect,
+    Verify,
+    Inv,
+    Exec,
+    Qmem,
+    Umem,
+    Fence,
+    Merge,
+    WaitAll,
+    Print,
+    Communicate,
+}
+
+/// How the checker treats particular argument positions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArgRole {
+    /// A prompt: must not be an empty literal (E0103).
+    Prompt,
+    /// A tool name: non-empty string literal (E0102, E0115).
+    ToolName,
+    /// A memory tier: "stm" | "ltm" | "episodic" or a declared memory (E0101).
+    Tier,
+    /// Any non-void value.
+    Value,
+}
+
+pub struct Builtin {
+    pub kind: BuiltinKind,
+    /// The name shown in messages.
+    pub name: &'static str,
+    pub aliases: &'static [&'static str],
+    pub min_args: usize,
+    /// `None`: variadic.
+    pub max_args: Option<usize>,
+    /// Roles of the leading arguments; the rest are `Value`.
+    pub roles: &'static [ArgRole],
+    pub result: fn() -> Ty,
+    pub summary: &'static str,
+}
+
+use ArgRole::*;
+use BuiltinKind as K;
+
+pub static BUILTINS: &[Builtin] = &[
+    Builtin {
+        kind: K::Ask,
+        name: "ask",
+        aliases: &[],
+        min_args: 1,
+        max_args: None,
+        roles: &[Prompt],
+        result: || Ty::Str,
+        summary: "fast LLM query (~1 s): prompt, then context values",
+    },
+    Builtin {
+        kind: K::Think,
+        name: "think",
+        aliases: &[],
+        min_args: 1,
+        max_args: None,
+        roles: &[Prompt],
+        result: || Ty::Str,
+        summary: "medium LLM reasoning (~3 s)",
+    },
+    Builtin {
+        kind: K::Reason,
+        name: "reason",
+        aliases: &[],
+        min_args: 1,
+        max_args: None,
+        roles: &[Prompt],
+        result: || Ty::Str,
+        summary: "deep LLM reasoning (~10 s)",
+    },
+    Builtin {
+        kind: K::Llm,
+        name: "llm",
+        aliases: &[],
+        min_args: 1,
+        max_args: None,
+        roles: &[Prompt],
+        result: || Ty::Str,
+        summary: "generic LLM call (ask latency class)",
+    },
+    Builtin {
+        kind: K::Plan,
+        name: "plan",
+        aliases: &[],
+        min_args: 1,
+        max_args: None,
+        roles: &[Prompt],
+        result: || Ty::Json,
+        summary: "structured plan for a goal",
+    },
+    Builtin {
+        kind: K::Reflect,
+        name: "reflect",
+        aliases: &[],
+        min_args: 1,
+        max_args: None,
+        roles: &[Value],
+        result: || Ty::Json,
+        summary: "structured self-critique of content",
+    },
+    Builtin {
+        kind: K::Verify,
+        name: "verify",
+        aliases: &[],
+        min_args: 1,
+        max_args: None,
+        roles: &[Value],
+        result: || Ty::Json,
+        summary: "verdict on a claim against evidence",
+    },
+    Builtin {
+        kind: K::Inv,
+        name: "inv",
+        aliases: &["tool"],
+        min_args: 1,
+        max_args: Some(2),
+        roles: &[ToolName, Value],
+        result: || Ty::Json,
+        summary: "invoke a tool with JSON arguments",
+    },
+    Builtin {
+        kind: K::Exec,
+        name: "exec",
+        aliases: &["exc"],
+        min_args: 1,
+        max_args: None,
+        roles: &[Value],
+        result: || Ty::Json,
+        summary: "run a command through the exec capability",
+    },
+    Builtin {
+        kind: K::Qmem,
+        name: "qmem",
+        aliases: &["mem"],
+        min_args: 2,
+        max_args: Some(3),
+        roles: &[Value, Tier, Value],
+        result: || Ty::Json,
+        summary: "query memory: query, tier[, limit]",
+    },
+    Builtin {
+        kind: K::Umem,
+        name: "umem",
+        aliases: &[],
+        min_args: 2,
+        max_args: Some(3),
+        roles: &[Value, Tier, Value],
+        result: || Ty::Void,
+        summary: "update memory: value, tier[, key]",
+    },
+    Builtin {
+        kind: K::Fence,
+        name: "fence",
+        aliases: &[],
+        min_args: 0,
+        max_args: Some(0),
+        roles: &[],
+        result: || Ty::Void,
+        summary: "order every earlier memory op before every later one",
+    },
+    Builtin {
+        kind: K::Merge,
+        name: "merge",
+        aliases: &[],
+        min_args: 1,
+        max_args: None,
+        roles: &[],
+        result: || Ty::Str,
+        summary: "join parallel results into one text",
+    },
+    Builtin {
+        kind: K::WaitAll,
+        name: "wait_all",
+        aliases: &["wait"],
+        min_args: 1,
+        max_args: None,
+        roles: &[],
+        result: || Ty::Json,
+        summary: "wait for all values; a JSON array of them",
+    },
+    Builtin {
+        kind: K::Print,
+        name: "print",
+        aliases: &[],
+        min_args: 0,
+        max_args: None,
+        roles: &[],
+        result: || Ty::Void,
+        summary: "print values, in program order",
+    },
+    Builtin {
+        kind: K::Communicate,
+        name: "communicate",
+        aliases: &["talk"],
+        min_args: 2,
+        max_args: Some(3),
+        roles: &[Value, Value, Value],
+        result: || Ty::Void,
+        summary: "send a message to another agent: recipient, message[, protocol]",
+    },
+];
+
+pub fn lookup(name: &str) -> Option<&'static Builtin> {
+    BUILTINS
+        .iter()
+        .find(|b| b.name == name || b.aliases.contains(&name))
+}
+
+impl Builtin {
+    pub fn role(&self, index: usize) -> ArgRole {
+        self.roles.get(index).copied().unwrap_or(ArgRole::Value)
+    }
+
+    pub fn arity_text(&self) -> String {
+        match self.max_args {
+            Some(max) if max == self.min_args => format!("{max}"),
+            Some(max) => format!("{} to {max}", self.min_args),
+            None => format!("at least {}", self.min_args),
+        }
+    }
+}
+
+/// Normalizes a written tier (`"STM"`, `"ltm"`, `"Episodic"`) to its canonical name.
+pub fn canonical_tier(text: &str) -> Option<&'static str> {
+    match text.to_ascii_lowercase().as_str() {
+        "stm" | "short_term" | "short-term" => Some("stm"),
+        "ltm" | "long_term" | "long-term" => Some("ltm"),
+        "episodic" => Some("episodic"),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aliases_resolve_to_their_op() {
+        assert_eq!(lookup("tool").map(|b| b.kind), Some(BuiltinKind::Inv));
+        assert_eq!(lookup("mem").map(|b| b.kind), Some(BuiltinKind::Qmem));
+        assert_eq!(lookup("wait").map(|b| b.kind), Some(BuiltinKind::WaitAll));
+        assert_eq!(
+            lookup("talk").map(|b| b.kind),
+            Some(BuiltinKind::Communicate)
+        );
+        assert_eq!(lookup("exc").map(|b| b.kind), Some(BuiltinKind::Exec));
+        assert!(lookup("nope").is_none());
+    }
+
+    #[test]
+    fn tiers_are_case_insensitive() {
+        assert_eq!(canonical_tier("STM"), Some("stm"));
+        assert_eq!(canonical_tier("Episodic"), Some("episodic"));
+        assert_eq!(canonical_tier("disk"), None);
+    }
+}

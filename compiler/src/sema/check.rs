@@ -1,0 +1,935 @@
+//! The body checker: scopes, name resolution, types, and the per-construct
+//! rules. It never stops at the first problem: every error is collected and
+//! an erroneous expression gets type `Unknown` so it is reported only once.
+
+use super::builtins::{self, canonical_tier, ArgRole, Builtin, BuiltinKind};
+use super::errors::SemaError;
+use super::index::{AgentInfo, ParamSig, ProgramIndex};
+use super::types::Ty;
+use crate::syntax::ast::*;
+use crate::syntax::lexer::StrPart;
+use ais_ir::Span;
+
+struct Var {
+    name: String,
+    ty: Ty,
+    span: Span,
+    used: bool,
+    /// Report W0001 if never read.
+    warn_unused: bool,
+}
+
+struct FlowCtx {
+    name: String,
+    ret: Ty,
+    ret_span: Option<Span>,
+}
+
+/// What a block did: whether control can fall off its end, and its value
+/// (the last expression statement), used for `case` blocks.
+struct BlockInfo {
+    falls_through: bool,
+    value: Ty,
+}
+
+pub(super) struct Checker<'a> {
+    index: &'a ProgramIndex,
+    agent: &'a AgentInfo,
+    errors: &'a mut Vec<SemaError>,
+    scopes: Vec<Vec<Var>>,
+    flow: Option<FlowCtx>,
+    /// The body being checked contains a statement that failed to parse: name
+    /// errors there are likely consequences of it, so they are not reported.
+    lenient: bool,
+}
+
+impl<'a> Checker<'a> {
+    pub(super) fn new(
+        index: &'a ProgramIndex,
+        agent: &'a AgentInfo,
+        errors: &'a mut Vec<SemaError>,
+    ) -> Checker<'a> {
+        Checker {
+            index,
+            agent,
+            errors,
+            scopes: Vec::new(),
+            flow: None,
+            lenient: false,
+        }
+    }
+
+    /// Records a problem, unless it is a likely consequence of a syntax error.
+    fn report(&mut self, e: SemaError) {
+        let cascade = matches!(
+            e,
+            SemaError::UndefinedVariable { .. }
+                | SemaError::TemplateHole { .. }
+                | SemaError::UnusedVariable { .. }
+                | SemaError::Unreachable { .. }
+                | SemaError::MissingReturn { .. }
+        );
+        if !(self.lenient && cascade) {
+            self.errors.push(e);
+        }
+    }
+
+    // ------------------------------------------------------------ entry points
+
+    /// A belief initializer: evaluated with no local variables.
+    pub(super) fn check_belief(&mut self, value: &Expr) -> Ty {
+        self.scopes.push(Vec::new());
+        let ty = self.check_value(value);
+        self.pop_scope();
+        ty
+    }
+
+    pub(super) fn check_flow(&mut self, flow: &Flow, params: &[ParamSig], ret: Ty) {
+        self.lenient = block_has_errors(&flow.body);
+        self.flow = Some(FlowCtx {
+            name: flow.name.name.clone(),
+            ret: ret.clone(),
+            ret_span: flow.ret.as_ref().map(TypeExpr::span),
+        });
+        self.scopes.push(
+            params
+                .iter()
+                .map(|p| Var {
+                    name: p.name.clone(),
+                    ty: p.ty.clone(),
+                    span: p.span,
+                    used: false,
+                    warn_unused: false,
+                })
+                .collect(),
+        );
+        let info = self.check_stmts(&flow.body.stmts);
+        self.pop_scope();
+        if info.falls_through && !ret.is_void() {
+            let end = flow.body.span.end as usize;
+            self.report(SemaError::MissingReturn {
+                flow: flow.name.name.clone(),
+                expected: ret,
+                span: Span::new(end.saturating_sub(1), end),
+                decl: flow.ret.as_ref().map_or(flow.name.span, TypeExpr::span),
+            });
+        }
+        self.flow = None;
+    }
+
+    pub(super) fn check_handler(&mut self, handler: &Handler) {
+        self.lenient = block_has_errors(&handler.body);
+        self.flow = Some(FlowCtx {
+            name: format!("on {}", handler.event_name()),
+            ret: Ty::Void,
+            ret_span: None,
+        });
+        let mut fields: Vec<Var> = Vec::new();
+        for f in &handler.fields {
+            if let Some(first) = fields.iter().find(|v| v.name == f.name.name) {
+                self.report(SemaError::Duplicate {
+                    kind: "field",
+                    name: f.name.name.clone(),
+                    span: f.name.span,
+                    first: first.span,
+                });
+                continue;
+            }
+            fields.push(Var {
+                name: f.name.name.clone(),
+                ty: f.ty.as_ref().map_or(Ty::Str, Ty::from_ast),
+                span: f.name.span,
+                used: false,
+                warn_unused: false,
+            });
+        }
+        self.scopes.push(fields);
+        if let Some(guard) = &handler.guard {
+            self.check_value(guard);
+        }
+        self.check_stmts(&handler.body.stmts);
+        self.pop_scope();
+        self.flow = None;
+    }
+
+    // ------------------------------------------------------------ scopes
+
+    fn pop_scope(&mut self) {
+        if let Some(scope) = self.scopes.pop() {
+            for v in scope {
+                if v.warn_unused && !v.used && !v.name.starts_with('_') {
+                    self.report(SemaError::UnusedVariable {
+                        name: v.name,
+                        span: v.span,
+                    });
+                }
+            }
+        }
+    }
+
+    fn define(&mut self, name: &Ident, ty: Ty, warn_unused: bool) {
+        if let Some(scope) = self.scopes.last_mut() {
+            scope.push(Var {
+                name: name.name.clone(),
+                ty,
+                span: name.span,
+                used: false,
+                warn_unused,
+            });
+        }
+    }
+
+    fn lookup(&mut self, name: &str) -> Option<&mut Var> {
+        self.scopes
+            .iter_mut()
+            .rev()
+            .flat_map(|s| s.iter_mut().rev())
+            .find(|v| v.name == name)
+    }
+
+    /// A variable or belief read by name.
+    fn read_var(&mut self, name: &str) -> Option<Ty> {
+        if let Some(v) = self.lookup(name) {
+            v.used = true;
+            return Some(v.ty.clone());
+        }
+        self.agent.beliefs.get(name).map(|b| b.ty.clone())
+    }
+
+    fn visible_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .scopes
+            .iter()
+            .flat_map(|s| s.iter().map(|v| v.name.clone()))
+            .collect();
+        names.extend(self.agent.beliefs.keys().cloned());
+        names
+    }
+
+    // ------------------------------------------------------------ statements
+
+    fn check_block(&mut self, block: &Block) -> BlockInfo {
+        self.scopes.push(Vec::new());
+        let info = self.check_stmts(&block.stmts);
+        self.pop_scope();
+        info
+    }
+
+    fn check_stmts(&mut self, stmts: &[Stmt]) -> BlockInfo {
+        let mut falls_through = true;
+        let mut returned_at: Option<Span> = None;
+        let mut reported_unreachable = false;
+        let mut value = Ty::Void;
+        for stmt in stmts {
+            if let (Some(after), false) = (returned_at, reported_unreachable) {
+                if stmt.kind != StmtKind::Error {
+                    self.report(SemaError::Unreachable {
+                        span: stmt.span,
+                        after,
+                    });
+                    reported_unreachable = true;
+                }
+            }
+            let (ft, v) = self.check_stmt(stmt);
+            value = v;
+            if !ft && falls_through {
+                falls_through = false;
+                returned_at = Some(stmt.span);
+            }
+        }
+        BlockInfo {
+            falls_through,
+            value,
+        }
+    }
+
+    /// Returns (falls through, value of the statement for block values).
+    fn check_stmt(&mut self, stmt: &Stmt) -> (bool, Ty) {
+        match &stmt.kind {
+            StmtKind::Let { name, ty, value } => {
+                let found = self.check_value(value);
+                let var_ty = match ty {
+                    Some(t) => {
+                        let declared = Ty::from_ast(t);
+                        if !declared.accepts(&found) {
+                            self.report(SemaError::TypeMismatch {
+                                expected: declared.clone(),
+                                found,
+                                span: value.span,
+                                context: format!("`{}` is declared `{declared}`", name.name),
+                                decl: Some(t.span()),
+                            });
+                        }
+                        declared
+                    }
+                    None => found,
+                };
+                self.define(name, var_ty, true);
+                (true, Ty::Void)
+            }
+            StmtKind::Bind { value, name } => {
+                let found = self.check_value(value);
+                self.define(name, found.clone(), true);
+                (true, found)
+            }
+            StmtKind::Return(value) => {
+                self.check_return(value.as_ref(), stmt.span);
+                (false, Ty::Void)
+            }
+            StmtKind::If {
+                cond,
+                then,
+                otherwise,
+            } => {
+                self.check_value(cond);
+                let t = self.check_block(then);
+                let e = otherwise.as_ref().map(|b| self.check_block(b));
+                let ft = t.falls_through || e.as_ref().is_none_or(|e| e.falls_through);
+                (ft, Ty::Void)
+            }
+            StmtKind::Parallel(block) => {
+                // Not a scope: what the branches bind is used after the block.
+                let info = self.check_stmts(&block.stmts);
+                (info.falls_through, Ty::Void)
+            }
+            StmtKind::Loop { var, iter, body } => {
+                let iter_ty = self.check_value(iter);
+                let item = match iter_ty {
+                    Ty::List(t) => *t,
+                    t if t.is_dynamic() => Ty::Json,
+                    other => {
+                        self.report(SemaError::TypeMismatch {
+                            expected: Ty::List(Box::new(Ty::Json)),
+                            found: other,
+                            span: iter.span,
+                            context: "a loop iterates over a list".into(),
+                            decl: None,
+                        });
+                        Ty::Unknown
+                    }
+                };
+                self.scopes.push(Vec::new());
+                self.define(var, item, false);
+                self.check_stmts(&body.stmts);
+                self.pop_scope();
+                (true, Ty::Void)
+            }
+            StmtKind::Try { body, err, handler } => {
+                let b = self.check_block(body);
+                self.scopes.push(Vec::new());
+                if let Some(e) = err {
+                    self.define(e, Ty::Json, false);
+                }
+                let h = self.check_stmts(&handler.stmts);
+                self.pop_scope();
+                (b.falls_through || h.falls_through, Ty::Void)
+            }
+            StmtKind::Expr(e) => (true, self.check_expr(e)),
+            StmtKind::Error => (true, Ty::Unknown),
+        }
+    }
+
+    fn check_return(&mut self, value: Option<&Expr>, span: Span) {
+        let Some(ctx) = self.flow.as_ref() else {
+            return;
+        };
+        let (flow, expected, decl) = (ctx.name.clone(), ctx.ret.clone(), ctx.ret_span);
+        match value {
+            Some(v) => {
+                let found = self.check_expr(v);
+                if found.is_void() && !expected.is_void() {
+                    self.report(SemaError::VoidUse {
+                        what: call_name(v),
+                        span: v.span,
+                    });
+                } else if !expected.accepts(&found) || (expected.is_void() && !found.is_void()) {
+                    self.report(SemaError::ReturnMismatch {
+                        flow,
+                        expected,
+                        found,
+                        span: v.span,
+                        decl,
+                    });
+                }
+            }
+            None if !expected.is_void() => self.report(SemaError::ReturnMismatch {
+                flow,
+                expected,
+                found: Ty::Void,
+                span,
+                decl,
+            }),
+            None => {}
+        }
+    }
+
+    // ------------------------------------------------------------ expressions
+
+    /// An expression whose value is used: `void` is an error here.
+    fn check_value(&mut self, e: &Expr) -> Ty {
+        let ty = self.check_expr(e);
+        if ty.is_void() {
+            self.report(SemaError::VoidUse {
+                what: call_name(e),
+                span: e.span,
+            });
+            return Ty::Unknown;
+        }
+        ty
+    }
+
+    fn check_expr(&mut self, e: &Expr) -> Ty {
+        match &e.kind {
+            ExprKind::Str(lit) => {
+                for part in &lit.parts {
+                    if let StrPart::Interp(name, span) = part {
+                        if self.read_var(name).is_none() {
+                            self.report(SemaError::TemplateHole {
+                                name: name.clone(),
+                                span: *span,
+                            });
+                        }
+                    }
+                }
+                Ty::Str
+            }
+            ExprKind::Number(_) => Ty::Number,
+            ExprKind::Bool(_) => Ty::Bool,
+            ExprKind::Null => Ty::Null,
+            ExprKind::List(items) => {
+                let tys: Vec<Ty> = items.iter().map(|i| self.check_value(i)).collect();
+                let elem = match tys.split_first() {
+                    None => Ty::Json,
+                    Some((first, rest)) if rest.iter().all(|t| t == first) => first.clone(),
+                    Some(_) => Ty::Json,
+                };
+                Ty::List(Box::new(elem))
+            }
+            ExprKind::Var(id) => match self.read_var(&id.name) {
+                Some(ty) => ty,
+                None => {
+                    let suggestion = closest(&id.name, self.visible_names().iter());
+                    self.report(SemaError::UndefinedVariable {
+                        name: id.name.clone(),
+                        span: id.span,
+                        suggestion,
+                    });
+                    Ty::Unknown
+                }
+            },
+            ExprKind::Index(x, i) => {
+                let tx = self.check_value(x);
+                let ti = self.check_value(i);
+                if !(ti == Ty::Number || ti == Ty::Str || ti.is_dynamic()) {
+                    self.report(SemaError::TypeMismatch {
+                        expected: Ty::Number,
+                        found: ti,
+                        span: i.span,
+                        context: "an index is a number (or a key for JSON)".into(),
+                        decl: None,
+                    });
+                }
+                match tx {
+                    Ty::List(t) => *t,
+                    Ty::Str => Ty::Str,
+                    t if t.is_dynamic() => Ty::Json,
+                    other => {
+                        self.report(SemaError::TypeMismatch {
+                            expected: Ty::List(Box::new(Ty::Json)),
+                            found: other,
+                            span: x.span,
+                            context: "only lists, text and JSON can be indexed".into(),
+                            decl: None,
+                        });
+                        Ty::Unknown
+                    }
+                }
+            }
+            ExprKind::Member(x, _field) => {
+                let tx = self.check_value(x);
+                if !(tx.is_dynamic() || matches!(tx, Ty::List(_))) {
+                    self.report(SemaError::TypeMismatch {
+                        expected: Ty::Json,
+                        found: tx,
+                        span: x.span,
+                        context: "fields are read from JSON values".into(),
+                        decl: None,
+                    });
+                }
+                Ty::Json
+            }
+            ExprKind::Call { callee, args } => self.check_call(callee, args, e.span),
+            ExprKind::Unary(op, x) => {
+                let t = self.check_value(x);
+                match op {
+                    UnaryOp::Neg => {
+                        if !(t == Ty::Number || t.is_dynamic()) {
+                            self.report(SemaError::TypeMismatch {
+                                expected: Ty::Number,
+                                found: t,
+                                span: x.span,
+                                context: "`-` negates a number".into(),
+                                decl: None,
+                            });
+                        }
+                        Ty::Number
+                    }
+                    UnaryOp::Not => Ty::Bool,
+                }
+            }
+            ExprKind::Binary(op, a, b) => {
+                let ta = self.check_value(a);
+                let tb = self.check_value(b);
+                self.binary(*op, ta, tb, e.span)
+            }
+            ExprKind::Assign(target, value) => {
+                let found = self.check_value(value);
+                match &target.kind {
+                    ExprKind::Var(id) => {
+                        if let Some(var) = self.lookup(&id.name) {
+                            let declared = var.ty.clone();
+                            let decl = var.span;
+                            if !declared.accepts(&found) {
+                                self.report(SemaError::TypeMismatch {
+                                    expected: declared,
+                                    found,
+                                    span: value.span,
+                                    context: format!("`{}` has this type", id.name),
+                                    decl: Some(decl),
+                                });
+                            }
+                        } else if !self.agent.beliefs.contains_key(&id.name) {
+                            let suggestion = closest(&id.name, self.visible_names().iter());
+                            self.report(SemaError::UndefinedVariable {
+                                name: id.name.clone(),
+                                span: id.span,
+                                suggestion,
+                            });
+                        }
+                    }
+                    _ => self.report(SemaError::InvalidAssignTarget { span: target.span }),
+                }
+                Ty::Void
+            }
+            ExprKind::Switch(s) => self.check_switch(s),
+            ExprKind::Error => Ty::Unknown,
+        }
+    }
+
+    fn binary(&mut self, op: BinaryOp, ta: Ty, tb: Ty, span: Span) -> Ty {
+        let numeric = |t: &Ty| *t == Ty::Number || t.is_dynamic();
+        let bad = |this: &mut Self| {
+            this.report(SemaError::BadOperands {
+                op: op.symbol(),
+                lhs: ta.clone(),
+                rhs: tb.clone(),
+                span,
+            });
+            Ty::Unknown
+        };
+        match op {
+            BinaryOp::Add => {
+                if ta.is_text() || tb.is_text() {
+                    Ty::Str
+                } else if ta == Ty::Number && tb == Ty::Number {
+                    Ty::Number
+                } else if (ta.is_dynamic() || ta == Ty::Number)
+                    && (tb.is_dynamic() || tb == Ty::Number)
+                {
+                    Ty::Json
+                } else if let (Ty::List(x), Ty::List(y)) = (&ta, &tb) {
+                    Ty::List(Box::new(if x == y { (**x).clone() } else { Ty::Json }))
+                } else {
+                    bad(self)
+                }
+            }
+            BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Rem => {
+                if numeric(&ta) && numeric(&tb) {
+                    Ty::Number
+                } else {
+                    bad(self)
+                }
+            }
+            BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge => {
+                let text = |t: &Ty| t.is_text() || t.is_dynamic();
+                if (numeric(&ta) && numeric(&tb)) || (text(&ta) && text(&tb)) {
+                    Ty::Bool
+                } else {
+                    bad(self)
+                }
+            }
+            BinaryOp::Eq | BinaryOp::Ne | BinaryOp::And | BinaryOp::Or => Ty::Bool,
+        }
+    }
+
+    fn check_switch(&mut self, s: &Switch) -> Ty {
+        self.check_value(&s.scrutinee);
+        if !s.cases.iter().any(|c| c.pattern.is_some()) {
+            self.report(SemaError::SwitchWithoutCases { span: s.span });
+        }
+        let mut seen: Vec<(String, Span)> = Vec::new();
+        let mut result: Option<Ty> = None;
+        for case in &s.cases {
+            if let Some(p) = &case.pattern {
+                match literal_key(p) {
+                    Some(key) => {
+                        if let Some((_, first)) = seen.iter().find(|(k, _)| *k == key) {
+                            self.report(SemaError::DuplicateCase {
+                                pattern: key.clone(),
+                                span: p.span,
+                                first: *first,
+                            });
+                        } else {
+                            seen.push((key, p.span));
+                        }
+                    }
+                    None => {
+                        self.check_expr(p);
+                        self.report(SemaError::NonLiteralPattern { span: p.span });
+                    }
+                }
+            }
+            let ty = match &case.body {
+                CaseBody::Expr(e) => self.check_expr(e),
+                CaseBody::Block(b) => self.check_block(b).value,
+            };
+            result = Some(match result {
+                None => ty,
+                Some(prev) if prev == ty || ty == Ty::Unknown => prev,
+                Some(Ty::Unknown) => ty,
+                Some(_) => Ty::Json,
+            });
+        }
+        result.unwrap_or(Ty::Void)
+    }
+
+    // ------------------------------------------------------------ calls
+
+    fn check_call(&mut self, callee: &Expr, args: &[Expr], span: Span) -> Ty {
+        match &callee.kind {
+            ExprKind::Var(id) => {
+                let agent = self.agent;
+                if let Some(sig) = agent.flows.get(&id.name) {
+                    let sig = sig.clone();
+                    self.check_args(&id.name, &sig.params, args, span, Some(sig.span));
+                    return sig.ret;
+                }
+                if let Some(cap) = agent.capabilities.get(&id.name) {
+                    let cap = cap.clone();
+                    self.check_args(&id.name, &cap.params, args, span, Some(cap.span));
+                    return cap.ret;
+                }
+                if let Some(b) = builtins::lookup(&id.name) {
+                    return self.check_builtin(b, &id.name, args, span);
+                }
+                for a in args {
+                    self.check_expr(a);
+                }
+                let mut candidates: Vec<String> = builtins::BUILTINS
+                    .iter()
+                    .map(|b| b.name.to_string())
+                    .collect();
+                candidates.extend(agent.flows.keys().cloned());
+                candidates.extend(agent.capabilities.keys().cloned());
+                self.report(SemaError::UnknownOperation {
+                    name: id.name.clone(),
+                    span: id.span,
+                    suggestion: closest(&id.name, candidates.iter()),
+                });
+                Ty::Unknown
+            }
+            ExprKind::Member(target, flow_name) => {
+                let ExprKind::Var(agent_name) = &target.kind else {
+                    return self.unknown_callee(callee, args);
+                };
+                if self.lookup(&agent_name.name).is_some() {
+                    return self.unknown_callee(callee, args);
+                }
+                let index = self.index;
+                let Some(agent) = index.agents.get(&agent_name.name) else {
+                    for a in args {
+                        self.check_expr(a);
+                    }
+                    self.report(SemaError::UnknownAgent {
+                        name: agent_name.name.clone(),
+                        span: agent_name.span,
+                        suggestion: closest(&agent_name.name, index.agents.keys()),
+                    });
+                    return Ty::Unknown;
+                };
+                let Some(sig) = agent.flows.get(&flow_name.name) else {
+                    for a in args {
+                        self.check_expr(a);
+                    }
+                    self.report(SemaError::UnknownFlow {
+                        agent: agent.name.clone(),
+                        flow: flow_name.name.clone(),
+                        span: flow_name.span,
+                        suggestion: closest(&flow_name.name, agent.flows.keys()),
+                    });
+                    return Ty::Unknown;
+                };
+                let name = format!("{}.{}", agent.name, sig.name);
+                self.check_args(&name, &sig.params, args, span, Some(sig.span));
+                sig.ret.clone()
+            }
+            _ => self.unknown_callee(callee, args),
+        }
+    }
+
+    fn unknown_callee(&mut self, callee: &Expr, args: &[Expr]) -> Ty {
+        for a in args {
+            self.check_expr(a);
+        }
+        let name = match &callee.kind {
+            ExprKind::Member(t, f) => match &t.kind {
+                ExprKind::Var(v) => format!("{}.{}", v.name, f.name),
+                _ => format!("….{}", f.name),
+            },
+            _ => "(expression)".to_string(),
+        };
+        self.report(SemaError::UnknownOperation {
+            name,
+            span: callee.span,
+            suggestion: None,
+        });
+        Ty::Unknown
+    }
+
+    fn check_args(
+        &mut self,
+        callee: &str,
+        params: &[ParamSig],
+        args: &[Expr],
+        span: Span,
+        decl: Option<Span>,
+    ) {
+        if args.len() != params.len() {
+            self.report(SemaError::ArgumentCount {
+                callee: callee.to_string(),
+                expected: params.len().to_string(),
+                found: args.len(),
+                span,
+                decl,
+            });
+        }
+        for (i, arg) in args.iter().enumerate() {
+            let found = self.check_value(arg);
+            if let Some(p) = params.get(i) {
+                if !p.ty.accepts(&found) {
+                    self.report(SemaError::TypeMismatch {
+                        expected: p.ty.clone(),
+                        found,
+                        span: arg.span,
+                        context: format!("argument `{}` of `{callee}`", p.name),
+                        decl: Some(p.span),
+                    });
+                }
+            }
+        }
+    }
+
+    fn check_builtin(&mut self, b: &Builtin, written: &str, args: &[Expr], span: Span) -> Ty {
+        let n = args.len();
+        if n < b.min_args || b.max_args.is_some_and(|m| n > m) {
+            self.report(SemaError::ArgumentCount {
+                callee: written.to_string(),
+                expected: b.arity_text(),
+                found: n,
+                span,
+                decl: None,
+            });
+        }
+        let mut result = (b.result)();
+        for (i, arg) in args.iter().enumerate() {
+            match b.role(i) {
+                ArgRole::Prompt => {
+                    if let ExprKind::Str(s) = &arg.kind {
+                        if s.is_blank() {
+                            self.report(SemaError::EmptyPrompt {
+                                op: written.to_string(),
+                                span: arg.span,
+                            });
+                        }
+                    }
+                    self.check_value(arg);
+                }
+                ArgRole::ToolName => match &arg.kind {
+                    ExprKind::Str(s) if !s.has_holes() => {
+                        let name = s.text();
+                        if name.trim().is_empty() {
+                            self.report(SemaError::EmptyToolName {
+                                op: written.to_string(),
+                                span: arg.span,
+                            });
+                        } else if let Some(cap) = self.agent.capabilities.get(&name) {
+                            result = cap.ret.clone();
+                        } else if b.kind == BuiltinKind::Inv {
+                            self.report(SemaError::UndeclaredTool {
+                                tool: name,
+                                agent: self.agent.name.clone(),
+                                span: arg.span,
+                            });
+                        }
+                    }
+                    _ => {
+                        self.check_expr(arg);
+                        self.report(SemaError::ToolNameNotLiteral { span: arg.span });
+                    }
+                },
+                ArgRole::Tier => self.check_tier(arg),
+                ArgRole::Value => {
+                    self.check_value(arg);
+                }
+            }
+        }
+        result
+    }
+
+    fn check_tier(&mut self, arg: &Expr) {
+        match &arg.kind {
+            ExprKind::Str(s) if !s.has_holes() => {
+                let text = s.text();
+                if canonical_tier(&text).is_none() && !self.agent.memories.contains_key(&text) {
+                    self.report(SemaError::InvalidTier {
+                        found: format!("\"{text}\""),
+                        span: arg.span,
+                    });
+                }
+            }
+            ExprKind::Var(id) if self.agent.memories.contains_key(&id.name) => {}
+            _ => {
+                self.check_expr(arg);
+                self.report(SemaError::InvalidTier {
+                    found: "a run-time value".into(),
+                    span: arg.span,
+                });
+            }
+        }
+    }
+}
+
+fn block_has_errors(b: &Block) -> bool {
+    b.stmts.iter().any(stmt_has_errors)
+}
+
+fn stmt_has_errors(s: &Stmt) -> bool {
+    match &s.kind {
+        StmtKind::Error => true,
+        StmtKind::Let { value, .. } | StmtKind::Bind { value, .. } | StmtKind::Expr(value) => {
+            expr_has_errors(value)
+        }
+        StmtKind::Return(v) => v.as_ref().is_some_and(expr_has_errors),
+        StmtKind::If {
+            cond,
+            then,
+            otherwise,
+        } => {
+            expr_has_errors(cond)
+                || block_has_errors(then)
+                || otherwise.as_ref().is_some_and(block_has_errors)
+        }
+        StmtKind::Parallel(b) => block_has_errors(b),
+        StmtKind::Loop { iter, body, .. } => expr_has_errors(iter) || block_has_errors(body),
+        StmtKind::Try { body, handler, .. } => block_has_errors(body) || block_has_errors(handler),
+    }
+}
+
+fn expr_has_errors(e: &Expr) -> bool {
+    match &e.kind {
+        ExprKind::Error => true,
+        ExprKind::Str(_)
+        | ExprKind::Number(_)
+        | ExprKind::Bool(_)
+        | ExprKind::Null
+        | ExprKind::Var(_) => false,
+        ExprKind::List(items) => items.iter().any(expr_has_errors),
+        ExprKind::Index(a, b) | ExprKind::Binary(_, a, b) | ExprKind::Assign(a, b) => {
+            expr_has_errors(a) || expr_has_errors(b)
+        }
+        ExprKind::Member(a, _) | ExprKind::Unary(_, a) => expr_has_errors(a),
+        ExprKind::Call { callee, args } => {
+            expr_has_errors(callee) || args.iter().any(expr_has_errors)
+        }
+        ExprKind::Switch(s) => {
+            expr_has_errors(&s.scrutinee)
+                || s.cases.iter().any(|c| match &c.body {
+                    CaseBody::Expr(e) => expr_has_errors(e),
+                    CaseBody::Block(b) => block_has_errors(b),
+                })
+        }
+    }
+}
+
+/// The tier a memory op addresses, resolved exactly as the checker accepts it.
+pub fn resolve_tier(agent: &AgentInfo, arg: &Expr) -> Option<&'static str> {
+    match &arg.kind {
+        ExprKind::Str(s) if !s.has_holes() => {
+            let text = s.text();
+            canonical_tier(&text).or_else(|| agent.memories.get(&text).map(|m| m.tier))
+        }
+        ExprKind::Var(id) => agent.memories.get(&id.name).map(|m| m.tier),
+        _ => None,
+    }
+}
+
+/// The key used to compare case patterns, for literal patterns only.
+pub fn literal_key(e: &Expr) -> Option<String> {
+    match &e.kind {
+        ExprKind::Str(s) if !s.has_holes() => Some(format!("\"{}\"", s.text())),
+        ExprKind::Number(n) => Some(format!("{n}")),
+        ExprKind::Bool(b) => Some(format!("{b}")),
+        _ => None,
+    }
+}
+
+fn call_name(e: &Expr) -> Option<String> {
+    let ExprKind::Call { callee, .. } = &e.kind else {
+        return None;
+    };
+    match &callee.kind {
+        ExprKind::Var(v) => Some(v.name.clone()),
+        ExprKind::Member(t, f) => match &t.kind {
+            ExprKind::Var(v) => Some(format!("{}.{}", v.name, f.name)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The candidate closest to `name` by edit distance, if close enough to be a typo.
+pub fn closest<'s>(name: &str, candidates: impl Iterator<Item = &'s String>) -> Option<String> {
+    let limit = (name.chars().count() / 3).clamp(1, 3);
+    candidates
+        .filter(|c| c.as_str() != name)
+        .map(|c| (edit_distance(name, c), c))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c.clone())
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != *cb);
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suggestions_only_for_near_misses() {
+        let names = ["topic".to_string(), "summary".to_string()];
+        assert_eq!(closest("topc", names.iter()), Some("topic".into()));
+        assert_eq!(closest("xyz", names.iter()), None);
+    }
+}

@@ -1,0 +1,303 @@
+//! Semantic errors and warnings as data. Codes are stable; long explanations
+//! live in `diagnostics::explain`.
+
+use super::types::Ty;
+use ais_ir::{Diagnostic, IntoDiagnostic, Severity, Span};
+
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum SemaError {
+    #[error("undefined variable `{name}`")]
+    UndefinedVariable {
+        name: String,
+        span: Span,
+        suggestion: Option<String>,
+    },
+    #[error("invalid memory tier `{found}`")]
+    InvalidTier { found: String, span: Span },
+    #[error("empty tool name in `{op}`")]
+    EmptyToolName { op: String, span: Span },
+    #[error("empty prompt in `{op}`")]
+    EmptyPrompt { op: String, span: Span },
+    #[error("switch has no cases")]
+    SwitchWithoutCases { span: Span },
+    #[error("more than one @entry flow in agent `{agent}`")]
+    MultipleEntries {
+        agent: String,
+        span: Span,
+        first: Span,
+    },
+    #[error("unknown agent `{name}`")]
+    UnknownAgent {
+        name: String,
+        span: Span,
+        suggestion: Option<String>,
+    },
+    #[error("unknown flow `{flow}` in agent `{agent}`")]
+    UnknownFlow {
+        agent: String,
+        flow: String,
+        span: Span,
+        suggestion: Option<String>,
+    },
+    #[error("wrong number of arguments: `{callee}` expects {expected}, found {found}")]
+    ArgumentCount {
+        callee: String,
+        expected: String,
+        found: usize,
+        span: Span,
+        decl: Option<Span>,
+    },
+    #[error("mismatched types: expected `{expected}`, found `{found}`")]
+    TypeMismatch {
+        expected: Ty,
+        found: Ty,
+        span: Span,
+        context: String,
+        decl: Option<Span>,
+    },
+    #[error("value of type `void` used{}", .what.as_ref().map(|w| format!(" (`{w}` returns nothing)")).unwrap_or_default())]
+    VoidUse { what: Option<String>, span: Span },
+    #[error("duplicate definition of {kind} `{name}`")]
+    Duplicate {
+        kind: &'static str,
+        name: String,
+        span: Span,
+        first: Span,
+    },
+    #[error("return type mismatch: flow `{flow}` returns `{expected}`, found `{found}`")]
+    ReturnMismatch {
+        flow: String,
+        expected: Ty,
+        found: Ty,
+        span: Span,
+        decl: Option<Span>,
+    },
+    #[error("missing return: flow `{flow}` declares result `{expected}` but can reach its end without returning")]
+    MissingReturn {
+        flow: String,
+        expected: Ty,
+        span: Span,
+        decl: Span,
+    },
+    #[error("unknown operation `{name}`")]
+    UnknownOperation {
+        name: String,
+        span: Span,
+        suggestion: Option<String>,
+    },
+    #[error("tool name must be a string literal")]
+    ToolNameNotLiteral { span: Span },
+    #[error("invalid memory declaration: `{found}` is not a memory tier")]
+    InvalidMemoryDecl { found: String, span: Span },
+    #[error("invalid assignment target")]
+    InvalidAssignTarget { span: Span },
+    #[error("unknown attribute `@{name}`")]
+    UnknownDecorator { name: String, span: Span },
+    #[error("case pattern must be a string, number or boolean literal")]
+    NonLiteralPattern { span: Span },
+    #[error("duplicate case `{pattern}`")]
+    DuplicateCase {
+        pattern: String,
+        span: Span,
+        first: Span,
+    },
+    #[error("operator `{op}` cannot be applied to `{lhs}` and `{rhs}`")]
+    BadOperands {
+        op: &'static str,
+        lhs: Ty,
+        rhs: Ty,
+        span: Span,
+    },
+    // ---- warnings
+    #[error("unused variable `{name}`")]
+    UnusedVariable { name: String, span: Span },
+    #[error("unreachable statement")]
+    Unreachable { span: Span, after: Span },
+    #[error("tool `{tool}` is not declared as a capability of agent `{agent}`")]
+    UndeclaredTool {
+        tool: String,
+        agent: String,
+        span: Span,
+    },
+    #[error("no variable named `{name}` is in scope; `{{{name}}}` stays literal text")]
+    TemplateHole { name: String, span: Span },
+}
+
+impl SemaError {
+    pub fn code(&self) -> &'static str {
+        use SemaError::*;
+        match self {
+            UndefinedVariable { .. } => "E0100",
+            InvalidTier { .. } => "E0101",
+            EmptyToolName { .. } => "E0102",
+            EmptyPrompt { .. } => "E0103",
+            SwitchWithoutCases { .. } => "E0104",
+            MultipleEntries { .. } => "E0105",
+            UnknownAgent { .. } => "E0106",
+            UnknownFlow { .. } => "E0107",
+            ArgumentCount { .. } => "E0108",
+            TypeMismatch { .. } | BadOperands { .. } => "E0109",
+            VoidUse { .. } => "E0110",
+            Duplicate { .. } | DuplicateCase { .. } => "E0111",
+            ReturnMismatch { .. } => "E0112",
+            MissingReturn { .. } => "E0113",
+            UnknownOperation { .. } => "E0114",
+            ToolNameNotLiteral { .. } => "E0115",
+            InvalidMemoryDecl { .. } => "E0116",
+            InvalidAssignTarget { .. } => "E0117",
+            UnknownDecorator { .. } => "E0118",
+            NonLiteralPattern { .. } => "E0119",
+            UnusedVariable { .. } => "W0001",
+            Unreachable { .. } => "W0002",
+            UndeclaredTool { .. } => "W0003",
+            TemplateHole { .. } => "W0004",
+        }
+    }
+
+    pub fn severity(&self) -> Severity {
+        if self.code().starts_with('W') {
+            Severity::Warning
+        } else {
+            Severity::Error
+        }
+    }
+
+    pub fn span(&self) -> Span {
+        use SemaError::*;
+        match self {
+            UndefinedVariable { span, .. }
+            | InvalidTier { span, .. }
+            | EmptyToolName { span, .. }
+            | EmptyPrompt { span, .. }
+            | SwitchWithoutCases { span }
+            | MultipleEntries { span, .. }
+            | UnknownAgent { span, .. }
+            | UnknownFlow { span, .. }
+            | ArgumentCount { span, .. }
+            | TypeMismatch { span, .. }
+            | VoidUse { span, .. }
+            | Duplicate { span, .. }
+            | ReturnMismatch { span, .. }
+            | MissingReturn { span, .. }
+            | UnknownOperation { span, .. }
+            | ToolNameNotLiteral { span }
+            | InvalidMemoryDecl { span, .. }
+            | InvalidAssignTarget { span }
+            | UnknownDecorator { span, .. }
+            | NonLiteralPattern { span }
+            | DuplicateCase { span, .. }
+            | BadOperands { span, .. }
+            | UnusedVariable { span, .. }
+            | Unreachable { span, .. }
+            | UndeclaredTool { span, .. }
+            | TemplateHole { span, .. } => *span,
+        }
+    }
+}
+
+fn did_you_mean(d: Diagnostic, suggestion: &Option<String>) -> Diagnostic {
+    match suggestion {
+        Some(s) => d.with_help(format!("did you mean `{s}`?")),
+        None => d,
+    }
+}
+
+impl IntoDiagnostic for SemaError {
+    fn into_diagnostic(self) -> Diagnostic {
+        use SemaError::*;
+        let d = Diagnostic::new(self.severity(), self.code(), self.to_string(), self.span());
+        match self {
+            UndefinedVariable { suggestion, .. } => did_you_mean(
+                d.with_label("not defined here or in an enclosing block"),
+                &suggestion,
+            )
+            .with_note("variables are introduced by `let x = ...`, `expr -> x`, flow parameters and beliefs"),
+            InvalidTier { .. } => d
+                .with_label("not a memory tier")
+                .with_help("use \"stm\", \"ltm\" or \"episodic\" (or a name declared in `memory { }`)"),
+            EmptyToolName { .. } => d
+                .with_label("this names no tool")
+                .with_help("write the tool's name, e.g. inv(\"web_search\", args)"),
+            EmptyPrompt { .. } => d
+                .with_label("the model would receive nothing to answer")
+                .with_help("write the instruction for the model here"),
+            SwitchWithoutCases { .. } => d
+                .with_label("needs at least one `case \"value\" => ...`")
+                .with_help("a switch with nothing to choose between is a plain expression; drop the switch"),
+            MultipleEntries { first, .. } => d
+                .with_label("second @entry here")
+                .with_secondary(first, "first @entry here")
+                .with_help("an agent has one entry flow; remove `@entry` from all but one"),
+            UnknownAgent { suggestion, .. } => {
+                did_you_mean(d.with_label("no agent with this name in the program"), &suggestion)
+            }
+            UnknownFlow { suggestion, .. } => {
+                did_you_mean(d.with_label("no flow with this name"), &suggestion)
+            }
+            ArgumentCount { decl, .. } => {
+                let d = d.with_label("called here");
+                match decl {
+                    Some(s) => d.with_secondary(s, "declared here"),
+                    None => d,
+                }
+            }
+            TypeMismatch { context, decl, .. } => {
+                let d = d.with_label(context);
+                match decl {
+                    Some(s) => d.with_secondary(s, "expected because of this"),
+                    None => d,
+                }
+            }
+            VoidUse { .. } => d
+                .with_label("this produces no value")
+                .with_help("only use the result of operations that return a value"),
+            Duplicate { first, .. } => d
+                .with_label("defined again here")
+                .with_secondary(first, "first defined here"),
+            DuplicateCase { first, .. } => d
+                .with_label("this case can never be taken")
+                .with_secondary(first, "first handled here"),
+            ReturnMismatch { decl, .. } => {
+                let d = d.with_label("returned here");
+                match decl {
+                    Some(s) => d.with_secondary(s, "declared result type"),
+                    None => d.with_help("add `-> TYPE` to the flow signature to return a value"),
+                }
+            }
+            MissingReturn { decl, .. } => d
+                .with_label("the flow can end here without a `return`")
+                .with_secondary(decl, "result declared here")
+                .with_help("add `return VALUE` at the end of the flow"),
+            UnknownOperation { suggestion, .. } => did_you_mean(
+                d.with_label("not a flow, capability or built-in operation"),
+                &suggestion,
+            ),
+            ToolNameNotLiteral { .. } => d
+                .with_label("must be known at compile time")
+                .with_help("tools are checked against declared capabilities before the run; write the name as \"text\""),
+            InvalidMemoryDecl { .. } => d
+                .with_label("unknown tier")
+                .with_help("memory tiers are STM, LTM and Episodic"),
+            InvalidAssignTarget { .. } => d
+                .with_label("cannot assign to this")
+                .with_help("only variables and beliefs can be assigned: `name = value`"),
+            UnknownDecorator { .. } => d
+                .with_label("not a known attribute")
+                .with_help("the only flow attribute is `@entry`"),
+            NonLiteralPattern { .. } => d.with_label("not a literal"),
+            BadOperands { .. } => d.with_label("invalid operands"),
+            UnusedVariable { name, .. } => d
+                .with_label("never read")
+                .with_help(format!("if this is intentional, name it `_{name}`")),
+            Unreachable { after, .. } => d
+                .with_label("never runs")
+                .with_secondary(after, "the flow returns here"),
+            UndeclaredTool { .. } => d
+                .with_label("not in the agent's capabilities")
+                .with_help("declare it: `capability NAME(args: json) -> json;` so its arguments can be checked"),
+            TemplateHole { .. } => d
+                .with_label("not a variable in scope")
+                .with_help("write `{{` and `}}` for literal braces, or define the variable"),
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! The program index: every agent with its flows, capabilities, memories,
+//! beliefs and goals, built before any body is checked so that forward
+//! references and cross-agent calls resolve. Lowering reuses it.
+
+use super::builtins::canonical_tier;
+use super::errors::SemaError;
+use super::types::Ty;
+use crate::syntax::ast::{self, Member};
+use ais_ir::Span;
+use indexmap::IndexMap;
+
+#[derive(Clone, Debug)]
+pub struct ParamSig {
+    pub name: String,
+    pub ty: Ty,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub struct FlowSig {
+    pub name: String,
+    pub params: Vec<ParamSig>,
+    pub ret: Ty,
+    /// Span of the written result type, if any.
+    pub ret_span: Option<Span>,
+    pub entry: bool,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub struct CapabilitySig {
+    pub name: String,
+    pub params: Vec<ParamSig>,
+    pub ret: Ty,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub struct MemoryInfo {
+    /// Canonical tier: "stm", "ltm" or "episodic".
+    pub tier: &'static str,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub struct BeliefInfo {
+    pub ty: Ty,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct AgentInfo {
+    pub name: String,
+    pub span: Span,
+    pub flows: IndexMap<String, FlowSig>,
+    pub capabilities: IndexMap<String, CapabilitySig>,
+    pub memories: IndexMap<String, MemoryInfo>,
+    pub beliefs: IndexMap<String, BeliefInfo>,
+    pub goals: IndexMap<String, Span>,
+    pub entry: Option<String>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct ProgramIndex {
+    pub agents: IndexMap<String, AgentInfo>,
+}
+
+impl ProgramIndex {
+    /// The agent holding the program's entry flow: the first agent with an
+    /// `@entry` flow.
+    pub fn entry_agent(&self) -> Option<&AgentInfo> {
+        self.agents.values().find(|a| a.entry.is_some())
+    }
+}
+
+fn params(ps: &[ast::Param], default: Ty, errors: &mut Vec<SemaError>) -> Vec<ParamSig> {
+    let mut out: Vec<ParamSig> = Vec::new();
+    for p in ps {
+        if let Some(first) = out.iter().find(|q| q.name == p.name.name) {
+            errors.push(SemaError::Duplicate {
+                kind: "parameter",
+                name: p.name.name.clone(),
+                span: p.name.span,
+                first: first.span,
+            });
+            continue;
+        }
+        out.push(ParamSig {
+            name: p.name.name.clone(),
+            ty: p.ty.as_ref().map_or(default.clone(), Ty::from_ast),
+            span: p.name.span,
+        });
+    }
+    out
+}
+
+pub fn build(file: &ast::File, errors: &mut Vec<SemaError>) -> ProgramIndex {
+    let mut index = ProgramIndex::default();
+    for agent in &file.agents {
+        if let Some(first) = index.agents.get(&agent.name.name) {
+            errors.push(SemaError::Duplicate {
+                kind: "agent",
+                name: agent.name.name.clone(),
+                span: agent.name.span,
+                first: first.span,
+            });
+            continue;
+        }
+        let mut info = AgentInfo {
+            name: agent.name.name.clone(),
+            span: agent.name.span,
+            ..AgentInfo::default()
+        };
+        let mut entry_span: Option<Span> = None;
+        for member in &agent.members {
+            match member {
+                Member::Memory(decls, _) => {
+                    for d in decls {
+                        let Some(tier) = canonical_tier(&d.tier.name) else {
+                            errors.push(SemaError::InvalidMemoryDecl {
+                                found: d.tier.name.clone(),
+                                span: d.tier.span,
+                            });
+                            continue;
+                        };
+                        if let Some(first) = info.memories.get(&d.name.name) {
+                            errors.push(SemaError::Duplicate {
+                                kind: "memory",
+                                name: d.name.name.clone(),
+                                span: d.name.span,
+                                first: first.span,
+                            });
+                            continue;
+                        }
+                        info.memories.insert(
+                            d.name.name.clone(),
+                            MemoryInfo {
+                                tier,
+                                span: d.name.span,
+                            },
+                        );
+                    }
+                }
+                Member::Beliefs(beliefs, _) => {
+                    for b in beliefs {
+                        if let Some(first) = info.beliefs.get(&b.name.name) {
+                            errors.push(SemaError::Duplicate {
+                                kind: "belief",
+                                name: b.name.name.clone(),
+                                span: b.name.span,
+                                first: first.span,
+                            });
+                            continue;
+                        }
+                        // The type is filled in once the initializer is checked.
+                        info.beliefs.insert(
+                            b.name.name.clone(),
+                            BeliefInfo {
+                                ty: Ty::Unknown,
+                                span: b.name.span,
+                            },
+                        );
+                    }
+                }
+                Member::Goals(goals, _) => {
+                    for g in goals {
+                        if let Some(first) = info.goals.get(&g.name.name) {
+                            errors.push(SemaError::Duplicate {
+                                kind: "goal",
+                                name: g.name.name.clone(),
+                                span: g.name.span,
+                                first: *first,
+                            });
+                            continue;
+                        }
+                        info.goals.insert(g.name.name.clone(), g.name.span);
+                    }
+                }
+                Member::Capability(c) => {
+                    let first = info
+                        .capabilities
+                        .get(&c.name.name)
+                        .map(|x| x.span)
+                        .or_else(|| info.flows.get(&c.name.name).map(|x| x.span));
+                    if let Some(first) = first {
+                        errors.push(SemaError::Duplicate {
+                            kind: "capability",
+                            name: c.name.name.clone(),
+                            span: c.name.span,
+                            first,
+                        });
+                        continue;
+                    }
+                    let sig = CapabilitySig {
+                        name: c.name.name.clone(),
+                        params: params(&c.params, Ty::Json, errors),
+                        ret: c.ret.as_ref().map_or(Ty::Json, Ty::from_ast),
+                        span: c.name.span,
+                    };
+                    info.capabilities.insert(sig.name.clone(), sig);
+                }
+                Member::Flow(f) => {
+                    for d in &f.decorators {
+                        if d.name.name != "entry" {
+                            errors.push(SemaError::UnknownDecorator {
+                                name: d.name.name.clone(),
+                                span: d.span,
+                            });
+                        }
+                    }
+                    let first = info
+                        .flows
+                        .get(&f.name.name)
+                        .map(|x| x.span)
+                        .or_else(|| info.capabilities.get(&f.name.name).map(|x| x.span));
+                    if let Some(first) = first {
+                        errors.push(SemaError::Duplicate {
+                            kind: "flow",
+                            name: f.name.name.clone(),
+                            span: f.name.span,
+                            first,
+                        });
+                        continue;
+                    }
+                    let entry = f.is_entry();
+                    if entry {
+                        let here = f
+                            .decorators
+                            .iter()
+                            .find(|d| d.name.name == "entry")
+                            .map_or(f.name.span, |d| d.span);
+                        match entry_span {
+                            Some(first) => errors.push(SemaError::MultipleEntries {
+                                agent: info.name.clone(),
+                                span: here,
+                                first,
+                            }),
+                            None => {
+                                entry_span = Some(here);
+                                info.entry = Some(f.name.name.clone());
+                            }
+                        }
+                    }
+                    let sig = FlowSig {
+                        name: f.name.name.clone(),
+                        params: params(&f.params, Ty::Json, errors),
+                        ret: f.ret.as_ref().map_or(Ty::Void, Ty::from_ast),
+                        ret_span: f.ret.as_ref().map(|t| t.span()),
+                        entry,
+                        span: f.name.span,
+                    };
+                    info.flows.insert(sig.name.clone(), sig);
+                }
+                Member::Handler(_) | Member::Error(_) => {}
+            }
+        }
+        index.agents.insert(info.name.clone(), info);
+    }
+    index
+}

@@ -1,0 +1,102 @@
+//! Semantic analysis: builds the [`ProgramIndex`], then checks every belief
+//! initializer, flow and handler body. All problems are collected.
+
+pub mod builtins;
+mod check;
+pub mod errors;
+pub mod index;
+pub mod types;
+
+pub use check::{closest, literal_key, resolve_tier};
+pub use errors::SemaError;
+pub use index::ProgramIndex;
+pub use types::Ty;
+
+use crate::syntax::ast::{File, Member};
+use check::Checker;
+
+pub struct Checked {
+    pub index: ProgramIndex,
+    /// Errors and warnings in source order.
+    pub errors: Vec<SemaError>,
+}
+
+impl Checked {
+    pub fn has_errors(&self) -> bool {
+        self.errors
+            .iter()
+            .any(|e| e.severity() == ais_ir::Severity::Error)
+    }
+}
+
+pub fn check(file: &File) -> Checked {
+    let mut errors = Vec::new();
+    let mut index = index::build(file, &mut errors);
+
+    // Belief types come from their initializers.
+    for agent in &file.agents {
+        let mut belief_types = Vec::new();
+        if let Some(info) = index.agents.get(&agent.name.name) {
+            let mut checker = Checker::new(&index, info, &mut errors);
+            for member in &agent.members {
+                if let Member::Beliefs(beliefs, _) = member {
+                    for b in beliefs {
+                        belief_types.push((b.name.name.clone(), checker.check_belief(&b.value)));
+                    }
+                }
+            }
+        }
+        if let Some(info) = index.agents.get_mut(&agent.name.name) {
+            for (name, ty) in belief_types {
+                if let Some(b) = info.beliefs.get_mut(&name) {
+                    if b.ty == Ty::Unknown {
+                        b.ty = ty;
+                    }
+                }
+            }
+        }
+    }
+
+    for (i, agent) in file.agents.iter().enumerate() {
+        // Duplicate agents are skipped (already reported); match by position.
+        let Some(info) = index.agents.get(&agent.name.name) else {
+            continue;
+        };
+        if file.agents[..i]
+            .iter()
+            .any(|a| a.name.name == agent.name.name)
+        {
+            continue;
+        }
+        let mut checker = Checker::new(&index, info, &mut errors);
+        for member in &agent.members {
+            match member {
+                Member::Flow(f) => {
+                    // A duplicate flow is not in the index; check it against its own signature.
+                    let (params, ret) = match info.flows.get(&f.name.name) {
+                        Some(sig) if sig.span == f.name.span => {
+                            (sig.params.clone(), sig.ret.clone())
+                        }
+                        _ => {
+                            let params = f
+                                .params
+                                .iter()
+                                .map(|p| index::ParamSig {
+                                    name: p.name.name.clone(),
+                                    ty: p.ty.as_ref().map_or(Ty::Json, Ty::from_ast),
+                                    span: p.name.span,
+                                })
+                                .collect();
+                            (params, f.ret.as_ref().map_or(Ty::Void, Ty::from_ast))
+                        }
+                    };
+                    checker.check_flow(f, &params, ret);
+                }
+                Member::Handler(h) => checker.check_handler(h),
+                _ => {}
+            }
+        }
+    }
+    errors.sort_by_key(|e| (e.span().start, e.span().end));
+    Checked { index, errors }
+}

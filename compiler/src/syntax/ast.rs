@@ -1,0 +1,288 @@
+//! The abstract syntax tree. Every node carries the byte span of its source.
+//!
+//! The tree is a faithful record of what was written (aliases are kept as
+//! written; `x |> f(a)` is already desugared to `f(x, a)` by the parser).
+//! Meaning is assigned by `sema`.
+
+use super::lexer::StrLit;
+use ais_ir::Span;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ident {
+    pub name: String,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct File {
+    pub agents: Vec<Agent>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Agent {
+    pub name: Ident,
+    pub members: Vec<Member>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Member {
+    Memory(Vec<MemoryDecl>, Span),
+    Beliefs(Vec<Belief>, Span),
+    Goals(Vec<Goal>, Span),
+    Capability(Capability),
+    Flow(Flow),
+    Handler(Handler),
+    /// A member that failed to parse (already reported).
+    Error(Span),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemoryDecl {
+    pub name: Ident,
+    /// As written: `STM`, `LTM`, `Episodic` (any case).
+    pub tier: Ident,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Belief {
+    pub name: Ident,
+    /// `from` was written before the initializer.
+    pub from: bool,
+    pub value: Expr,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Goal {
+    pub name: Ident,
+    pub description: Option<StrLit>,
+    pub priority: Option<(f64, Span)>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Capability {
+    pub name: Ident,
+    pub params: Vec<Param>,
+    pub ret: Option<TypeExpr>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Param {
+    pub name: Ident,
+    /// Omitted types default per context (`token` for handler fields, `json` elsewhere).
+    pub ty: Option<TypeExpr>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum TypeExpr {
+    Named(Ident),
+    /// `list<T>`
+    List(Box<TypeExpr>, Span),
+}
+
+impl TypeExpr {
+    pub fn span(&self) -> Span {
+        match self {
+            TypeExpr::Named(i) => i.span,
+            TypeExpr::List(_, s) => *s,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decorator {
+    pub name: Ident,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Flow {
+    pub decorators: Vec<Decorator>,
+    pub name: Ident,
+    pub params: Vec<Param>,
+    pub ret: Option<TypeExpr>,
+    pub body: Block,
+    pub span: Span,
+}
+
+impl Flow {
+    pub fn is_entry(&self) -> bool {
+        self.decorators.iter().any(|d| d.name.name == "entry")
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Handler {
+    /// `on user.message` → ["user", "message"].
+    pub event: Vec<Ident>,
+    pub fields: Vec<Param>,
+    pub guard: Option<Expr>,
+    pub body: Block,
+    pub span: Span,
+}
+
+impl Handler {
+    pub fn event_name(&self) -> String {
+        self.event
+            .iter()
+            .map(|i| i.name.as_str())
+            .collect::<Vec<_>>()
+            .join(".")
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Block {
+    pub stmts: Vec<Stmt>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stmt {
+    pub kind: StmtKind,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum StmtKind {
+    Let {
+        name: Ident,
+        ty: Option<TypeExpr>,
+        value: Expr,
+    },
+    /// `expr -> name`
+    Bind {
+        value: Expr,
+        name: Ident,
+    },
+    Return(Option<Expr>),
+    If {
+        cond: Expr,
+        then: Block,
+        /// `else { }` or `else if` (as a block holding one `If`).
+        otherwise: Option<Block>,
+    },
+    Parallel(Block),
+    Loop {
+        var: Ident,
+        iter: Expr,
+        body: Block,
+    },
+    Try {
+        body: Block,
+        /// `catch (e)` binds the structured error.
+        err: Option<Ident>,
+        handler: Block,
+    },
+    Expr(Expr),
+    /// A statement that failed to parse (already reported).
+    Error,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expr {
+    pub kind: ExprKind,
+    pub span: Span,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnaryOp {
+    Neg,
+    Not,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinaryOp {
+    Mul,
+    Div,
+    Rem,
+    Add,
+    Sub,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Eq,
+    Ne,
+    And,
+    Or,
+}
+
+impl BinaryOp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinaryOp::Mul => "*",
+            BinaryOp::Div => "/",
+            BinaryOp::Rem => "%",
+            BinaryOp::Add => "+",
+            BinaryOp::Sub => "-",
+            BinaryOp::Lt => "<",
+            BinaryOp::Le => "<=",
+            BinaryOp::Gt => ">",
+            BinaryOp::Ge => ">=",
+            BinaryOp::Eq => "==",
+            BinaryOp::Ne => "!=",
+            BinaryOp::And => "&&",
+            BinaryOp::Or => "||",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExprKind {
+    Str(StrLit),
+    Number(f64),
+    Bool(bool),
+    Null,
+    List(Vec<Expr>),
+    Var(Ident),
+    Index(Box<Expr>, Box<Expr>),
+    Member(Box<Expr>, Ident),
+    Call {
+        callee: Box<Expr>,
+        args: Vec<Expr>,
+    },
+    Unary(UnaryOp, Box<Expr>),
+    Binary(BinaryOp, Box<Expr>, Box<Expr>),
+    Assign(Box<Expr>, Box<Expr>),
+    Switch(Box<Switch>),
+    /// An expression that failed to parse (already reported).
+    Error,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Switch {
+    pub scrutinee: Expr,
+    /// In source order; `default` arms have no pattern.
+    pub cases: Vec<Case>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Case {
+    /// `None` for `default`.
+    pub pattern: Option<Expr>,
+    pub body: CaseBody,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum CaseBody {
+    Expr(Expr),
+    Block(Block),
+}
+
+impl CaseBody {
+    pub fn span(&self) -> Span {
+        match self {
+            CaseBody::Expr(e) => e.span,
+            CaseBody::Block(b) => b.span,
+        }
+    }
+}

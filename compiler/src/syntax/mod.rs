@@ -1,0 +1,7 @@
+//! Source text to AST: `lexer` (logos) → `grammar.lalrpop` → `ast`.
+
+pub mod ast;
+pub mod lexer;
+pub mod parser;
+
+pub use parser::{parse, Parsed, SyntaxError};
