@@ -716,12 +716,15 @@ impl<'s> Parser<'s> {
             }
             self.expect(Tok::Eq)?;
         }
-        let ms = self.expect(Tok::Ident).map_err(|b| {
-            if let Some(ParseError::Expected { expected, .. }) = self.errors.last_mut() {
-                *expected = "an op".into();
+        let ms = match self.expect(Tok::Ident) {
+            Ok(s) => s,
+            Err(b) => {
+                if let Some(ParseError::Expected { expected, .. }) = self.errors.last_mut() {
+                    *expected = "an op".into();
+                }
+                return Err(b);
             }
-            b
-        })?;
+        };
         let mnemonic = self.text(ms);
         let Some(opcode) = Opcode::from_mnemonic(mnemonic) else {
             return Err(self.error(ParseError::UnknownOp {
@@ -810,11 +813,10 @@ impl<'s> Parser<'s> {
     /// At `{`: an attribute dict (`{name = ..`, `{flag}`, `{flag, ..`, `{}`)
     /// rather than a region list (`{label {`, `{label "key"`, `{label(`).
     fn brace_is_attrs(&self) -> bool {
-        match (self.peek_at(1), self.peek_at(2)) {
-            (Some(Tok::RBrace), _) => true,
-            (Some(Tok::Ident), Some(Tok::Eq | Tok::Comma | Tok::RBrace)) => true,
-            _ => false,
-        }
+        matches!(
+            (self.peek_at(1), self.peek_at(2)),
+            (Some(Tok::RBrace), _) | (Some(Tok::Ident), Some(Tok::Eq | Tok::Comma | Tok::RBrace))
+        )
     }
 
     fn region(&mut self, f: &mut FlowData, op: Op, scope: &mut Scope) -> PResult<()> {

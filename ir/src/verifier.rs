@@ -1409,3 +1409,61 @@ pub fn placeholders(t: &str) -> Vec<usize> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::module::{AgentData, FlowData};
+
+    fn module_with(flow: FlowData) -> Module {
+        let mut a = AgentData::new("A");
+        a.add_flow(flow);
+        let mut m = Module::new();
+        m.add_agent(a);
+        m
+    }
+
+    #[test]
+    fn bad_handles_are_reported_before_semantics() {
+        let mut flow = FlowData::new("f", Type::Str);
+        let mut b = flow.builder();
+        let op = b.ins(Opcode::Return, &[Value::from_u32(99)], &[]);
+        let codes: Vec<_> = verify(&module_with(flow.clone()))
+            .iter()
+            .map(|e| e.code())
+            .collect();
+        assert_eq!(codes, ["V0001"]);
+        // The same op placed twice is malformed.
+        flow.dfg.ops[op].operands.clear();
+        flow.dfg.regions[flow.body].ops.push(op);
+        let codes: Vec<_> = verify(&module_with(flow))
+            .iter()
+            .map(|e| e.code())
+            .collect();
+        assert_eq!(codes, ["V0002"]);
+    }
+
+    #[test]
+    fn builder_flow_verifies_clean() {
+        let mut flow = FlowData::new("f", Type::Str);
+        let p = flow.add_param("q", Type::Str);
+        let mut b = flow.builder();
+        let c = b.const_bool(true);
+        let i = b.ins(Opcode::If, &[c], &[Type::Str]);
+        b.with_region(i, "then", None, |b, _| {
+            let a = b.ins1(Opcode::Ask, &[p], Type::Str);
+            b.yield_(&[a]);
+        });
+        b.with_region(i, "else", None, |b, _| {
+            b.yield_(&[p]);
+        });
+        let r = b.result(i, 0);
+        b.ret(Some(r));
+        assert_eq!(verify(&module_with(flow)), []);
+    }
+
+    #[test]
+    fn placeholders_are_found() {
+        assert_eq!(placeholders("a {0} b {12} {x} {"), [0, 12]);
+    }
+}

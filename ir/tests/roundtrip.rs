@@ -26,7 +26,8 @@ fn printing_is_a_fixed_point() {
         let src = std::fs::read_to_string(&path).unwrap_or_default();
         let m = parse_module(&src).unwrap_or_else(|e| panic!("{}: {e:?}", path.display()));
         let once = print_module(&m);
-        let again = parse_module(&once).unwrap_or_else(|e| panic!("{}: reparse: {e:?}\n{once}", path.display()));
+        let again = parse_module(&once)
+            .unwrap_or_else(|e| panic!("{}: reparse: {e:?}\n{once}", path.display()));
         assert_eq!(print_module(&again), once, "{}", path.display());
     }
 }

@@ -71,7 +71,10 @@ fn verifier_corpus() {
     let mut failures = Vec::new();
     for path in files {
         let src = std::fs::read_to_string(&path).unwrap_or_default();
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let m = match parse_module(&src) {
             Ok(m) => m,
             Err(errs) => {
@@ -81,7 +84,14 @@ fn verifier_corpus() {
         };
         let got: Vec<(usize, Severity, String, &'static str)> = verifier::verify(&m)
             .into_iter()
-            .map(|e| (line_col(&src, e.span().start as usize).0, e.severity(), e.to_string(), e.code()))
+            .map(|e| {
+                (
+                    line_col(&src, e.span().start as usize).0,
+                    e.severity(),
+                    e.to_string(),
+                    e.code(),
+                )
+            })
             .collect();
         let expects = annotations(&src);
         assert!(!expects.is_empty(), "{name}: no expectations");
@@ -97,9 +107,9 @@ fn verifier_corpus() {
             }
         }
         for (l, s, msg, code) in &got {
-            let expected = expects
-                .iter()
-                .any(|e| e.line == *l && e.severity == *s && (msg.contains(&e.text) || *code == e.text));
+            let expected = expects.iter().any(|e| {
+                e.line == *l && e.severity == *s && (msg.contains(&e.text) || *code == e.text)
+            });
             if !expected {
                 failures.push(format!("{name}:{l}: unexpected {s} {code}: {msg}"));
             }
