@@ -110,8 +110,8 @@ impl<'a> Checker<'a> {
             self.report(SemaError::MissingReturn {
                 flow: flow.name.name.clone(),
                 expected: ret,
-                span: Span::new(end.saturating_sub(1), end),
-                decl: flow.ret.as_ref().map_or(flow.name.span, TypeExpr::span),
+                span: flow.ret.as_ref().map_or(flow.name.span, TypeExpr::span),
+                end: Span::new(end.saturating_sub(1), end),
             });
         }
         self.flow = None;
@@ -600,7 +600,8 @@ impl<'a> Checker<'a> {
                 Some(_) => Ty::Json,
             });
         }
-        result.unwrap_or(Ty::Void)
+        // With no arms at all (already reported) the type is unknown, not void.
+        result.unwrap_or(Ty::Unknown)
     }
 
     // ------------------------------------------------------------ calls
@@ -704,7 +705,8 @@ impl<'a> Checker<'a> {
         span: Span,
         decl: Option<Span>,
     ) {
-        if args.len() != params.len() {
+        let count_ok = args.len() == params.len();
+        if !count_ok {
             self.report(SemaError::ArgumentCount {
                 callee: callee.to_string(),
                 expected: params.len().to_string(),
@@ -715,7 +717,8 @@ impl<'a> Checker<'a> {
         }
         for (i, arg) in args.iter().enumerate() {
             let found = self.check_value(arg);
-            if let Some(p) = params.get(i) {
+            // With the wrong count, positions do not line up: report the count only.
+            if let (true, Some(p)) = (count_ok, params.get(i)) {
                 if !p.ty.accepts(&found) {
                     self.report(SemaError::TypeMismatch {
                         expected: p.ty.clone(),

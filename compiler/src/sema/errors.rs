@@ -76,8 +76,10 @@ pub enum SemaError {
     MissingReturn {
         flow: String,
         expected: Ty,
+        /// The declared result type.
         span: Span,
-        decl: Span,
+        /// The end of the body, reachable without a return.
+        end: Span,
     },
     #[error("unknown operation `{name}`")]
     UnknownOperation {
@@ -264,9 +266,9 @@ impl IntoDiagnostic for SemaError {
                     None => d.with_help("add `-> TYPE` to the flow signature to return a value"),
                 }
             }
-            MissingReturn { decl, .. } => d
-                .with_label("the flow can end here without a `return`")
-                .with_secondary(decl, "result declared here")
+            MissingReturn { end, .. } => d
+                .with_label("result declared here")
+                .with_secondary(end, "the flow can end here without a `return`")
                 .with_help("add `return VALUE` at the end of the flow"),
             UnknownOperation { suggestion, .. } => did_you_mean(
                 d.with_label("not a flow, capability or built-in operation"),

@@ -693,6 +693,14 @@ fn hole_name(rest: &str) -> Option<&str> {
     }
 }
 
+/// `@entry` on its own line decorates the flow on the next line.
+fn ends_with_decorator(out: &[Spanned]) -> bool {
+    matches!(
+        out,
+        [.., (_, Tok::At, _), (_, Tok::Ident(_), _)]
+    )
+}
+
 /// Keeps a separator only where a statement may end: outside parentheses and
 /// brackets, after a token that can end an expression, and before a token that
 /// can start a statement. Runs of separators collapse into one.
@@ -704,7 +712,8 @@ fn filter_separators(tokens: Vec<Spanned>) -> Vec<Spanned> {
     for (start, tok, end) in tokens {
         if tok == Tok::Sep {
             let inside_parens = matches!(delims.last(), Some(Tok::LParen | Tok::LBracket));
-            let after_ok = out.last().is_some_and(|(_, t, _)| !t.continues_after());
+            let after_ok = out.last().is_some_and(|(_, t, _)| !t.continues_after())
+                && !ends_with_decorator(&out);
             if !inside_parens && after_ok && pending.is_none() {
                 pending = Some((start, end));
             }

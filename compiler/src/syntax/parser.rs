@@ -59,57 +59,56 @@ fn expected_suffix(expected: &[String]) -> String {
     }
 }
 
-/// Turns LALRPOP's list of terminal names into words a person reads.
+/// Turns LALRPOP's list of terminal names into words a person reads:
+/// expression starters become "an expression", operators "an operator",
+/// keywords usable as names fold into "a name".
 fn describe_expected(expected: &[String]) -> String {
+    const EXPR_STARTS: &[&str] = &[
+        "IDENT", "NUMBER", "STRING", "\"(\"", "\"[\"", "\"true\"", "\"false\"", "\"null\"",
+        "\"-\"", "\"!\"", "\"switch\"",
+    ];
+    const SOFT_KEYWORDS: &[&str] = &[
+        "\"memory\"", "\"beliefs\"", "\"goals\"", "\"capability\"", "\"agent\"", "\"flow\"",
+        "\"on\"",
+    ];
+    const OPERATORS: &[&str] = &[
+        "\"+\"", "\"-\"", "\"*\"", "\"/\"", "\"%\"", "\"==\"", "\"!=\"", "\"<\"", "\"<=\"",
+        "\">\"", "\">=\"", "\"&&\"", "\"||\"", "\"|>\"", "\".\"", "\"(\"", "\"[\"", "\"=\"",
+        "\"->\"",
+    ];
+    let has = |t: &str| expected.iter().any(|e| e == t);
+    // Where an expression may start, a name, a string and a number all may.
+    let is_expr = has("IDENT") && has("STRING") && has("NUMBER");
+    let is_ops = !is_expr && OPERATORS.iter().filter(|t| has(t)).count() >= 4;
+    let has_ident = has("IDENT");
     let mut words: Vec<String> = Vec::new();
-    let mut push = |w: &str| {
-        if !words.iter().any(|x| x == w) {
-            words.push(w.to_string());
+    let mut push = |w: String| {
+        if !words.contains(&w) {
+            words.push(w);
         }
     };
-    let expr_starts = ["IDENT", "NUMBER", "STRING", "\"(\"", "\"[\""];
-    let looks_like_expr = expr_starts
-        .iter()
-        .filter(|t| expected.iter().any(|e| e == *t))
-        .count()
-        >= 3;
-    if looks_like_expr {
-        push("an expression");
-    }
     for e in expected {
-        if looks_like_expr
-            && (expr_starts.contains(&e.as_str())
-                || matches!(
-                    e.as_str(),
-                    "\"true\""
-                        | "\"false\""
-                        | "\"null\""
-                        | "\"-\""
-                        | "\"!\""
-                        | "\"switch\""
-                        | "\"memory\""
-                        | "\"beliefs\""
-                        | "\"goals\""
-                        | "\"capability\""
-                        | "\"agent\""
-                        | "\"flow\""
-                        | "\"on\""
-                ))
-        {
-            continue;
-        }
-        match e.as_str() {
-            "SEP" => push("a new line or `;`"),
-            "IDENT" => push("a name"),
-            "NUMBER" => push("a number"),
-            "STRING" => push("a string"),
-            other => push(&format!("`{}`", other.trim_matches('"'))),
+        let e = e.as_str();
+        if is_expr && (EXPR_STARTS.contains(&e) || SOFT_KEYWORDS.contains(&e)) {
+            push("an expression".into());
+        } else if is_ops && OPERATORS.contains(&e) {
+            push("an operator".into());
+        } else if has_ident && SOFT_KEYWORDS.contains(&e) {
+            push("a name".into());
+        } else {
+            push(match e {
+                "SEP" => "a new line or `;`".into(),
+                "IDENT" => "a name".into(),
+                "NUMBER" => "a number".into(),
+                "STRING" => "a string".into(),
+                other => format!("`{}`", other.trim_matches('"')),
+            });
         }
     }
     match words.len() {
         0 => String::new(),
         1 => words.remove(0),
-        _ if words.len() > 6 => format!("one of {}, …", words[..6].join(", ")),
+        n if n > 6 => format!("one of {}, …", words[..6].join(", ")),
         _ => format!("one of {}", words.join(", ")),
     }
 }
@@ -203,6 +202,7 @@ pub fn parse(source: &str) -> Parsed {
     let file = match result {
         Ok(file) => file,
         Err(e) => {
+            // Recovery could not continue (typically at end of file).
             recovered.push(ErrorRecovery {
                 error: e,
                 dropped_tokens: Vec::new(),
@@ -213,7 +213,19 @@ pub fn parse(source: &str) -> Parsed {
             }
         }
     };
-    errors.extend(recovered.into_iter().map(|r| parse_error(r.error, eof)));
+    // "File ends here" points at the end of the last line with content.
+    let content_end = source.trim_end().len();
+    errors.extend(recovered.into_iter().map(|r| parse_error(r.error, content_end)));
+    // An unterminated string or comment swallows the rest of its line or file,
+    // so running out of input afterwards is a consequence, not a new problem.
+    if errors.iter().any(|e| {
+        matches!(
+            e,
+            SyntaxError::UnterminatedString { .. } | SyntaxError::UnterminatedComment { .. }
+        )
+    }) {
+        errors.retain(|e| !matches!(e, SyntaxError::UnexpectedEof { .. }));
+    }
     errors.sort_by_key(|e| (e.span().start, e.span().end));
     errors.dedup();
     Parsed { file, errors }
@@ -247,9 +259,9 @@ fn parse_error(e: ParseError<usize, Tok, UserError>, eof: usize) -> SyntaxError 
             ch: String::new(),
             span: Span::new(location, location + 1),
         },
-        ParseError::UnrecognizedEof { location, expected } => SyntaxError::UnexpectedEof {
+        ParseError::UnrecognizedEof { expected, .. } => SyntaxError::UnexpectedEof {
             expected,
-            span: Span::new(location.min(eof), eof),
+            span: Span::new(eof.saturating_sub(1), eof),
         },
         ParseError::UnrecognizedToken {
             token: (l, tok, r),

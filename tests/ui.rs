@@ -1,0 +1,96 @@
+//! Front-end golden tests, one generated test per file:
+//! - `tests/ui/`, `tests/type-verification/`: diagnostics match the inline
+//!   `//~` expectations exactly, and the rendered report matches its
+//!   reviewed snapshot in `snapshots/ui/`;
+//! - `examples/`, `tests/parse/`: programs check with no diagnostic at all;
+//! - `docs/diagnostics.md` is what `aisc explain` knows, and every code the
+//!   corpus produces has an explanation.
+
+use ais_compiler::diagnostics::{explain, render_human};
+use ais_compiler::driver::check_source;
+use ais_tests::{compare, corpus, expectations, rel, root, snapshot_dir, snapshot_name};
+use libtest_mimic::{Arguments, Failed, Trial};
+use std::path::PathBuf;
+
+fn read(path: &PathBuf) -> Result<String, Failed> {
+    std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", rel(path)).into())
+}
+
+fn ui_case(path: PathBuf, corpus_dir: &'static str) -> Trial {
+    let name = format!("{corpus_dir}/{}", snapshot_name(&path, corpus_dir));
+    Trial::test(name, move || {
+        let source = read(&path)?;
+        let fe = check_source(&source);
+        let expected = expectations(&source)?;
+        if expected.is_empty() {
+            return Err(format!("{} has no `//~` expectation", rel(&path)).into());
+        }
+        compare(&source, &fe.diagnostics, &expected)?;
+        for d in &fe.diagnostics {
+            if explain::explain(d.code).is_none() {
+                return Err(format!("code {} has no explanation", d.code).into());
+            }
+        }
+        let file = rel(&path);
+        let rendered: String = fe
+            .diagnostics
+            .iter()
+            .map(|d| render_human(d, &file, &source, false))
+            .collect();
+        let snap = snapshot_name(&path, corpus_dir);
+        let mut settings = insta::Settings::clone_current();
+        settings.set_snapshot_path(snapshot_dir(corpus_dir.trim_start_matches("tests/")));
+        settings.set_prepend_module_to_snapshot(false);
+        settings.set_omit_expression(true);
+        settings.bind(|| insta::assert_snapshot!(snap, rendered));
+        Ok(())
+    })
+}
+
+fn clean_case(path: PathBuf, corpus_dir: &'static str) -> Trial {
+    let name = format!("{corpus_dir}/{}", snapshot_name(&path, corpus_dir));
+    Trial::test(name, move || {
+        let source = read(&path)?;
+        let fe = check_source(&source);
+        if fe.diagnostics.is_empty() {
+            Ok(())
+        } else {
+            let file = rel(&path);
+            Err(fe
+                .diagnostics
+                .iter()
+                .map(|d| render_human(d, &file, &source, false))
+                .collect::<String>()
+                .into())
+        }
+    })
+}
+
+fn docs_case() -> Trial {
+    Trial::test("docs/diagnostics.md is generated from the explanations", || {
+        let path = root().join("docs/diagnostics.md");
+        let want = explain::markdown();
+        if std::env::var_os("AIS_BLESS").is_some() {
+            std::fs::write(&path, &want).map_err(|e| e.to_string())?;
+        }
+        let have = std::fs::read_to_string(&path).unwrap_or_default();
+        if have == want {
+            Ok(())
+        } else {
+            Err("docs/diagnostics.md is stale: run `AIS_BLESS=1 cargo test -p ais-tests --test ui`".into())
+        }
+    })
+}
+
+fn main() {
+    let args = Arguments::from_args();
+    let mut trials = Vec::new();
+    for dir in ["tests/ui", "tests/type-verification"] {
+        trials.extend(corpus(dir, "ais").into_iter().map(|p| ui_case(p, dir)));
+    }
+    for dir in ["examples", "tests/parse"] {
+        trials.extend(corpus(dir, "ais").into_iter().map(|p| clean_case(p, dir)));
+    }
+    trials.push(docs_case());
+    libtest_mimic::run(&args, trials).exit();
+}
