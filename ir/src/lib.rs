@@ -22,13 +22,14 @@ pub mod verifier;
 
 pub use diag::{Diagnostic, IntoDiagnostic, Label, Severity, Span};
 pub use entity::{AgentId, Arena, EntityRef, FlowId, Op, Region, Value};
+pub use graph::{to_dot, to_mermaid};
 pub use module::{
     AgentData, Attr, Attrs, BeliefDecl, BeliefInit, Capability, Dfg, FlowBuilder, FlowData,
     GoalDecl, Handler, MemResource, MemoryDecl, Module, OpData, RegionData, Tier, ValueData,
     ValueDef,
 };
 pub use ops::{Arity, Effect, Latency, OpInfo, Opcode, RegionSpec, ResultRule};
-pub use parser::{parse_module, ParseError};
-pub use printer::print_module;
+pub use parser::{parse_module, parse_module_recovering, ParseError};
+pub use printer::{print_flow, print_module, value_names};
 pub use types::Type;
-pub use verifier::{verify, VerifyError};
+pub use verifier::{verify, verify_diagnostics, verify_errors, VerifyError};

@@ -897,7 +897,9 @@ impl FlowVerifier<'_> {
         let ValueDef::Result(def, _) = self.dfg.values[v].def else {
             return false;
         };
-        let d = &self.dfg.ops[def];
+        let Some(d) = self.dfg.ops.get(def) else {
+            return false;
+        };
         d.opcode == Opcode::Const
             && matches!(d.attrs.get("value"), Some(Attr::Str(s)) if s.trim().is_empty())
     }
@@ -1283,7 +1285,9 @@ impl FlowVerifier<'_> {
         let ValueDef::Result(def, _) = self.dfg.values[args].def else {
             return;
         };
-        let d = &self.dfg.ops[def];
+        let Some(d) = self.dfg.ops.get(def) else {
+            return;
+        };
         let Some(Attr::Json(serde_json::Value::Object(obj))) = d.attrs.get("value") else {
             return;
         };
