@@ -67,19 +67,22 @@ fn clean_case(path: PathBuf, corpus_dir: &'static str) -> Trial {
 }
 
 fn docs_case() -> Trial {
-    Trial::test("docs/diagnostics.md is generated from the explanations", || {
-        let path = root().join("docs/diagnostics.md");
-        let want = explain::markdown();
-        if std::env::var_os("AIS_BLESS").is_some() {
-            std::fs::write(&path, &want).map_err(|e| e.to_string())?;
-        }
-        let have = std::fs::read_to_string(&path).unwrap_or_default();
-        if have == want {
-            Ok(())
-        } else {
-            Err("docs/diagnostics.md is stale: run `AIS_BLESS=1 cargo test -p ais-tests --test ui`".into())
-        }
-    })
+    Trial::test(
+        "docs/diagnostics.md is generated from the explanations",
+        || {
+            let path = root().join("docs/diagnostics.md");
+            let want = explain::markdown();
+            if std::env::var_os("AIS_BLESS").is_some() {
+                std::fs::write(&path, &want).map_err(|e| e.to_string())?;
+            }
+            let have = std::fs::read_to_string(&path).unwrap_or_default();
+            if have == want {
+                Ok(())
+            } else {
+                Err("docs/diagnostics.md is stale: run `AIS_BLESS=1 cargo test -p ais-tests --test ui`".into())
+            }
+        },
+    )
 }
 
 fn main() {

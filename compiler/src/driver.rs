@@ -28,7 +28,42 @@ impl FrontEnd {
 /// Parses and checks one source file. Semantic analysis runs even when there
 /// are syntax errors (on the recovered tree), so a single run reports as much
 /// as possible.
+///
+/// The checker (and the tree's destructor) recurse over expression nesting;
+/// callers handling untrusted input run this inside [`with_deep_stack`], as
+/// the CLI does.
 pub fn check_source(source: &str) -> FrontEnd {
+    check_source_here(source)
+}
+
+/// Runs `f` on a thread with a large stack. The parser is table driven, but
+/// the checker and the tree's destructor recurse over nesting, and a
+/// pathological (or generated) input must not overflow a small default stack.
+pub fn with_deep_stack<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    const STACK: usize = 512 << 20; // reserved address space; only touched pages cost memory
+    std::thread::scope(|scope| {
+        match std::thread::Builder::new()
+            .stack_size(STACK)
+            .spawn_scoped(scope, f)
+        {
+            Ok(handle) => match handle.join() {
+                Ok(v) => v,
+                Err(panic) => std::panic::resume_unwind(panic),
+            },
+            // No thread available: run here rather than fail.
+            Err(_) => unreachable_thread_fallback(),
+        }
+    })
+}
+
+#[cold]
+fn unreachable_thread_fallback<T>() -> T {
+    // Spawning failed (resource exhaustion); there is no sensible way to go on.
+    eprintln!("error: could not start the compiler thread (out of resources)");
+    std::process::exit(101)
+}
+
+fn check_source_here(source: &str) -> FrontEnd {
     let parsed = syntax::parse(source);
     let checked = sema::check(&parsed.file);
     let mut diagnostics: Vec<Diagnostic> = parsed

@@ -1,3 +1,6 @@
 fn main() {
-    std::process::exit(ais_compiler::cli::main_with_args(std::env::args_os()));
+    let code = ais_compiler::driver::with_deep_stack(|| {
+        ais_compiler::cli::main_with_args(std::env::args_os())
+    });
+    std::process::exit(code);
 }

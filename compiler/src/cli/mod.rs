@@ -131,7 +131,7 @@ fn plural(n: usize) -> &'static str {
     }
 }
 
-fn build(out: &mut Output, path: &PathBuf, emit: Emit) -> i32 {
+fn build(out: &mut Output, path: &std::path::Path, emit: Emit) -> i32 {
     let Some(source) = out.read_source(path) else {
         return 1;
     };

@@ -222,7 +222,7 @@ impl<'a> Checker<'a> {
         let mut value = Ty::Void;
         for stmt in stmts {
             if let (Some(after), false) = (returned_at, reported_unreachable) {
-                if stmt.kind != StmtKind::Error {
+                if !matches!(stmt.kind, StmtKind::Error(_)) {
                     self.report(SemaError::Unreachable {
                         span: stmt.span,
                         after,
@@ -325,7 +325,12 @@ impl<'a> Checker<'a> {
                 (b.falls_through || h.falls_through, Ty::Void)
             }
             StmtKind::Expr(e) => (true, self.check_expr(e)),
-            StmtKind::Error => (true, Ty::Unknown),
+            StmtKind::Error(bound) => {
+                if let Some(name) = bound {
+                    self.define(name, Ty::Unknown, false);
+                }
+                (true, Ty::Unknown)
+            }
         }
     }
 
@@ -818,7 +823,8 @@ fn block_has_errors(b: &Block) -> bool {
 
 fn stmt_has_errors(s: &Stmt) -> bool {
     match &s.kind {
-        StmtKind::Error => true,
+        // A broken statement whose binding was recovered does not hide names.
+        StmtKind::Error(bound) => bound.is_none(),
         StmtKind::Let { value, .. } | StmtKind::Bind { value, .. } | StmtKind::Expr(value) => {
             expr_has_errors(value)
         }

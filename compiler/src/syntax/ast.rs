@@ -181,8 +181,10 @@ pub enum StmtKind {
         handler: Block,
     },
     Expr(Expr),
-    /// A statement that failed to parse (already reported).
-    Error,
+    /// A statement that failed to parse (already reported). When the name it
+    /// was binding (`let x = ...`, `... -> x`) could be recovered, it is kept
+    /// so later uses of `x` are not reported as undefined.
+    Error(Option<Ident>),
 }
 
 #[derive(Clone, Debug, PartialEq)]

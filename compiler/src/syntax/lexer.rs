@@ -60,7 +60,12 @@ pub enum LexErrorKind {
     UnterminatedComment,
     InvalidNumber,
     InvalidEscape(String),
+    /// Brackets or prefix operators nested past [`MAX_NESTING`].
+    TooDeep,
 }
+
+/// How deeply brackets (and chains of prefix operators) may nest.
+pub const MAX_NESTING: usize = 1024;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct LexError {
@@ -497,7 +502,8 @@ pub fn lex(source: &str) -> (Vec<Spanned>, Vec<LexError>) {
             raw_tokens.push((range.start, tok, range.end));
         }
     }
-    (filter_separators(raw_tokens), errors)
+    let tokens = filter_separators(raw_tokens, &mut errors);
+    (tokens, errors)
 }
 
 fn convert(raw: Raw, slice: &str, start: usize, errors: &mut Vec<LexError>) -> Option<Tok> {
@@ -695,21 +701,33 @@ fn hole_name(rest: &str) -> Option<&str> {
 
 /// `@entry` on its own line decorates the flow on the next line.
 fn ends_with_decorator(out: &[Spanned]) -> bool {
-    matches!(
-        out,
-        [.., (_, Tok::At, _), (_, Tok::Ident(_), _)]
-    )
+    matches!(out, [.., (_, Tok::At, _), (_, Tok::Ident(_), _)])
 }
 
 /// Keeps a separator only where a statement may end: outside parentheses and
 /// brackets, after a token that can end an expression, and before a token that
 /// can start a statement. Runs of separators collapse into one.
-fn filter_separators(tokens: Vec<Spanned>) -> Vec<Spanned> {
+fn filter_separators(tokens: Vec<Spanned>, errors: &mut Vec<LexError>) -> Vec<Spanned> {
     let mut out: Vec<Spanned> = Vec::with_capacity(tokens.len());
     // Stack of open delimiters; separators are dropped while the innermost is ( or [.
     let mut delims: Vec<Tok> = Vec::new();
     let mut pending: Option<(usize, usize)> = None;
+    let mut prefix_run = 0usize;
     for (start, tok, end) in tokens {
+        // Bound nesting so that later recursive passes stay within their stack:
+        // past the limit the rest of the input is cut off (and reported).
+        prefix_run = if matches!(tok, Tok::Minus | Tok::Bang) {
+            prefix_run + 1
+        } else {
+            0
+        };
+        if delims.len() >= MAX_NESTING || prefix_run >= MAX_NESTING {
+            errors.push(LexError {
+                kind: LexErrorKind::TooDeep,
+                span: Span::new(start, end),
+            });
+            break;
+        }
         if tok == Tok::Sep {
             let inside_parens = matches!(delims.last(), Some(Tok::LParen | Tok::LBracket));
             let after_ok = out.last().is_some_and(|(_, t, _)| !t.continues_after())

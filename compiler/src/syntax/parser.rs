@@ -3,7 +3,7 @@
 //! errors into our [`SyntaxError`].
 
 use super::ast::*;
-use super::lexer::{lex, LexError, LexErrorKind, StrLit, Tok};
+use super::lexer::{lex, LexError, LexErrorKind, Spanned, StrLit, Tok};
 use ais_ir::{Diagnostic, IntoDiagnostic, Span};
 use lalrpop_util::{ErrorRecovery, ParseError};
 
@@ -41,6 +41,8 @@ pub enum SyntaxError {
         expected: Vec<String>,
         span: Span,
     },
+    #[error("input nested too deeply (more than {limit} levels)")]
+    TooDeep { limit: usize, span: Span },
     #[error("unexpected end of file{}", expected_suffix(.expected))]
     UnexpectedEof { expected: Vec<String>, span: Span },
     #[error("syntax error: {message}")]
@@ -64,11 +66,25 @@ fn expected_suffix(expected: &[String]) -> String {
 /// keywords usable as names fold into "a name".
 fn describe_expected(expected: &[String]) -> String {
     const EXPR_STARTS: &[&str] = &[
-        "IDENT", "NUMBER", "STRING", "\"(\"", "\"[\"", "\"true\"", "\"false\"", "\"null\"",
-        "\"-\"", "\"!\"", "\"switch\"",
+        "IDENT",
+        "NUMBER",
+        "STRING",
+        "\"(\"",
+        "\"[\"",
+        "\"true\"",
+        "\"false\"",
+        "\"null\"",
+        "\"-\"",
+        "\"!\"",
+        "\"switch\"",
     ];
     const SOFT_KEYWORDS: &[&str] = &[
-        "\"memory\"", "\"beliefs\"", "\"goals\"", "\"capability\"", "\"agent\"", "\"flow\"",
+        "\"memory\"",
+        "\"beliefs\"",
+        "\"goals\"",
+        "\"capability\"",
+        "\"agent\"",
+        "\"flow\"",
         "\"on\"",
     ];
     const OPERATORS: &[&str] = &[
@@ -123,6 +139,7 @@ impl SyntaxError {
             | SyntaxError::InvalidNumber { span, .. }
             | SyntaxError::UnexpectedToken { span, .. }
             | SyntaxError::UnexpectedEof { span, .. }
+            | SyntaxError::TooDeep { span, .. }
             | SyntaxError::Invalid { span, .. } => *span,
         }
     }
@@ -134,6 +151,7 @@ impl SyntaxError {
             SyntaxError::UnexpectedChar { .. } => "E0003",
             SyntaxError::UnexpectedToken { .. } | SyntaxError::Invalid { .. } => "E0004",
             SyntaxError::UnexpectedEof { .. } => "E0005",
+            SyntaxError::TooDeep { .. } => "E0008",
             SyntaxError::UnterminatedComment { .. } => "E0006",
             SyntaxError::InvalidNumber { .. } => "E0007",
         }
@@ -168,6 +186,11 @@ impl IntoDiagnostic for SyntaxError {
                 );
             }
             SyntaxError::UnexpectedToken { .. } => d = d.with_label("unexpected here"),
+            SyntaxError::TooDeep { .. } => {
+                d = d
+                    .with_label("the limit is reached here; the rest of the file is not read")
+                    .with_help("split the expression with `let` bindings");
+            }
             SyntaxError::UnexpectedEof { .. } => {
                 d = d
                     .with_label("file ends here")
@@ -197,38 +220,388 @@ pub fn parse(source: &str) -> Parsed {
         .map(|e| lex_error(source, e))
         .collect();
     let mut recovered: Errors = Vec::new();
-    let eof = source.len();
-    let result = generated::FileParser::new().parse(&mut recovered, tokens);
-    let file = match result {
-        Ok(file) => file,
-        Err(e) => {
-            // Recovery could not continue (typically at end of file).
-            recovered.push(ErrorRecovery {
-                error: e,
-                dropped_tokens: Vec::new(),
-            });
-            File {
-                agents: Vec::new(),
-                span: Span::new(0, eof),
-            }
-        }
-    };
     // "File ends here" points at the end of the last line with content.
     let content_end = source.trim_end().len();
-    errors.extend(recovered.into_iter().map(|r| parse_error(r.error, content_end)));
+    let agents = parse_file(&tokens, content_end, &mut recovered);
+    errors.extend(
+        recovered
+            .into_iter()
+            .map(|r| parse_error(r.error, content_end)),
+    );
     // An unterminated string or comment swallows the rest of its line or file,
     // so running out of input afterwards is a consequence, not a new problem.
     if errors.iter().any(|e| {
         matches!(
             e,
-            SyntaxError::UnterminatedString { .. } | SyntaxError::UnterminatedComment { .. }
+            SyntaxError::UnterminatedString { .. }
+                | SyntaxError::UnterminatedComment { .. }
+                | SyntaxError::TooDeep { .. }
         )
     }) {
         errors.retain(|e| !matches!(e, SyntaxError::UnexpectedEof { .. }));
     }
     errors.sort_by_key(|e| (e.span().start, e.span().end));
     errors.dedup();
-    Parsed { file, errors }
+    // The file can only end once: keep the first report of it.
+    let mut seen_eof = false;
+    errors.retain(|e| {
+        let is_eof = matches!(e, SyntaxError::UnexpectedEof { .. });
+        let keep = !(is_eof && seen_eof);
+        seen_eof |= is_eof;
+        keep
+    });
+    Parsed {
+        file: File {
+            agents,
+            span: Span::new(0, source.len()),
+        },
+        errors,
+    }
+}
+
+fn unexpected(errors: &mut Errors, tok: &Spanned, expected: &[&str]) {
+    errors.push(ErrorRecovery {
+        error: ParseError::UnrecognizedToken {
+            token: tok.clone(),
+            expected: expected.iter().map(|s| s.to_string()).collect(),
+        },
+        dropped_tokens: Vec::new(),
+    });
+}
+
+fn eof(errors: &mut Errors, at: usize, expected: &[&str]) {
+    errors.push(ErrorRecovery {
+        error: ParseError::UnrecognizedEof {
+            location: at,
+            expected: expected.iter().map(|s| s.to_string()).collect(),
+        },
+        dropped_tokens: Vec::new(),
+    });
+}
+
+/// Index just past the `}` matching the `{` at `open`, or `None` if unclosed.
+fn matching_brace(tokens: &[Spanned], open: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, (_, t, _)) in tokens.iter().enumerate().skip(open) {
+        match t {
+            Tok::LBrace => depth += 1,
+            Tok::RBrace => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return Some(i + 1);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// `agent Name { members }`, repeated. Anything else at the top level is
+/// reported once and skipped up to the next `agent`.
+fn parse_file(tokens: &[Spanned], eof_at: usize, errors: &mut Errors) -> Vec<Agent> {
+    let mut agents = Vec::new();
+    let mut i = 0;
+    while i < tokens.len() {
+        let (start, tok, _) = &tokens[i];
+        match tok {
+            Tok::Sep => i += 1,
+            Tok::Agent => {
+                let name = match tokens.get(i + 1) {
+                    Some((l, Tok::Ident(n), r)) => Ident {
+                        name: n.clone(),
+                        span: Span::new(*l, *r),
+                    },
+                    Some(other) => {
+                        unexpected(errors, other, &["IDENT"]);
+                        i = skip_to_agent(tokens, i + 1);
+                        continue;
+                    }
+                    None => {
+                        eof(errors, eof_at, &["IDENT"]);
+                        break;
+                    }
+                };
+                match tokens.get(i + 2) {
+                    Some((_, Tok::LBrace, _)) => {}
+                    Some(other) => {
+                        unexpected(errors, other, &["\"{\""]);
+                        i = skip_to_agent(tokens, i + 2);
+                        continue;
+                    }
+                    None => {
+                        eof(errors, eof_at, &["\"{\""]);
+                        break;
+                    }
+                }
+                let (body_end, end) = match matching_brace(tokens, i + 2) {
+                    Some(after) => (after - 1, after),
+                    None => {
+                        eof(errors, eof_at, &["\"}\""]);
+                        (tokens.len(), tokens.len())
+                    }
+                };
+                let members = parse_members(
+                    &tokens[i + 3..body_end],
+                    tokens.get(body_end),
+                    eof_at,
+                    errors,
+                );
+                let r = tokens
+                    .get(end.saturating_sub(1))
+                    .map_or(eof_at, |(_, _, r)| *r);
+                agents.push(Agent {
+                    name,
+                    members,
+                    span: Span::new(*start, r),
+                });
+                i = end;
+            }
+            _ => {
+                unexpected(errors, &tokens[i], &["\"agent\""]);
+                i = skip_to_agent(tokens, i);
+            }
+        }
+    }
+    agents
+}
+
+/// The index of the next `agent` at bracket depth 0 after `from`.
+fn skip_to_agent(tokens: &[Spanned], from: usize) -> usize {
+    let mut depth = 0usize;
+    for (i, (_, t, _)) in tokens.iter().enumerate().skip(from + 1) {
+        match t {
+            Tok::LBrace => depth += 1,
+            Tok::RBrace => depth = depth.saturating_sub(1),
+            Tok::Agent if depth == 0 => return i,
+            _ => {}
+        }
+    }
+    tokens.len()
+}
+
+/// Splits an agent body at separators outside brackets and parses each
+/// member on its own. `closer` is the token after the body (its `}`), used
+/// to report a member that runs out of tokens.
+fn parse_members(
+    body: &[Spanned],
+    closer: Option<&Spanned>,
+    eof_at: usize,
+    errors: &mut Errors,
+) -> Vec<Member> {
+    let mut members = Vec::new();
+    let mut depth = 0usize;
+    let mut start = 0;
+    for i in 0..=body.len() {
+        let at_end = i == body.len();
+        if !at_end {
+            match body[i].1 {
+                Tok::LBrace | Tok::LParen | Tok::LBracket => depth += 1,
+                Tok::RBrace | Tok::RParen | Tok::RBracket => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+        if at_end || (depth == 0 && body[i].1 == Tok::Sep) {
+            let chunk = &body[start..i];
+            if !chunk.is_empty() {
+                let follow = body.get(i).or(closer);
+                members.push(parse_member(chunk, follow, eof_at, errors));
+            }
+            start = i + 1;
+        }
+    }
+    members
+}
+
+fn parse_member(
+    chunk: &[Spanned],
+    follow: Option<&Spanned>,
+    eof_at: usize,
+    errors: &mut Errors,
+) -> Member {
+    let (mut member, mut local) = parse_member_whole(chunk);
+    if !local.is_empty() {
+        // Retry a broken flow or handler statement by statement, so that one
+        // bad statement neither hides the others nor ends the body early.
+        if let Some((m, e)) = parse_member_by_statements(chunk) {
+            member = m;
+            local = e;
+        }
+    }
+    report_member_errors(local, follow, eof_at, errors);
+    member
+}
+
+fn parse_member_whole(chunk: &[Spanned]) -> (Member, Errors) {
+    let mut local: Errors = Vec::new();
+    let result = generated::MemberParser::new().parse(&mut local, chunk.iter().cloned());
+    let l = chunk.first().map_or(0, |t| t.0);
+    let r = chunk.last().map_or(0, |t| t.2);
+    let member = match result {
+        Ok(m) => m,
+        Err(e) => {
+            local.push(ErrorRecovery {
+                error: e,
+                dropped_tokens: Vec::new(),
+            });
+            Member::Error(Span::new(l, r))
+        }
+    };
+    (member, local)
+}
+
+/// For `... flow name(...) -> T { body }` and `on e ... => { body }`: parses the
+/// header with an empty body, then each top-level statement of the body on
+/// its own. `None` when the chunk does not have that shape.
+fn parse_member_by_statements(chunk: &[Spanned]) -> Option<(Member, Errors)> {
+    let is_body_owner = chunk
+        .iter()
+        .any(|(_, t, _)| matches!(t, Tok::Flow | Tok::On));
+    if !is_body_owner {
+        return None;
+    }
+    // The body is the brace group that ends the chunk.
+    let last = chunk.len().checked_sub(1)?;
+    if chunk[last].1 != Tok::RBrace {
+        return None;
+    }
+    let mut depth = 0usize;
+    let mut open = None;
+    for i in (0..=last).rev() {
+        match chunk[i].1 {
+            Tok::RBrace => depth += 1,
+            Tok::LBrace => {
+                depth -= 1;
+                if depth == 0 {
+                    open = Some(i);
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    let open = open?;
+    let mut header: Vec<Spanned> = chunk[..=open].to_vec();
+    header.push(chunk[last].clone());
+    let (mut member, mut errors) = parse_member_whole(&header);
+    let body = &chunk[open + 1..last];
+    let mut stmts = Vec::new();
+    let mut depth = 0usize;
+    let mut start = 0;
+    for i in 0..=body.len() {
+        let at_end = i == body.len();
+        if !at_end {
+            match body[i].1 {
+                Tok::LBrace | Tok::LParen | Tok::LBracket => depth += 1,
+                Tok::RBrace | Tok::RParen | Tok::RBracket => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+        if at_end || (depth == 0 && body[i].1 == Tok::Sep) {
+            let part = &body[start..i];
+            if !part.is_empty() {
+                let follow = body.get(i).unwrap_or(&chunk[last]);
+                let mut local: Errors = Vec::new();
+                let result = generated::StmtParser::new().parse(&mut local, part.iter().cloned());
+                let span = Span::new(part[0].0, part[part.len() - 1].2);
+                let broken = Stmt {
+                    kind: StmtKind::Error(bound_name(part)),
+                    span,
+                };
+                stmts.push(match result {
+                    // Recovered inside: the statement as a whole is broken.
+                    Ok(_) if !local.is_empty() => broken,
+                    Ok(s) => s,
+                    Err(e) => {
+                        local.push(ErrorRecovery {
+                            error: e,
+                            dropped_tokens: Vec::new(),
+                        });
+                        broken
+                    }
+                });
+                for mut rec in local {
+                    if let ParseError::UnrecognizedEof { expected, .. } = &rec.error {
+                        rec.error = ParseError::UnrecognizedToken {
+                            token: follow.clone(),
+                            expected: expected.clone(),
+                        };
+                    }
+                    // The chunk's end is a statement's end; LALRPOP does not list
+                    // it, but wherever `->` may follow, the statement may also end.
+                    if let ParseError::UnrecognizedToken { expected, .. } = &mut rec.error {
+                        if expected.iter().any(|e| e == "\"->\"") {
+                            expected.insert(0, "SEP".into());
+                        }
+                    }
+                    errors.push(rec);
+                }
+            }
+            start = i + 1;
+        }
+    }
+    let body_span = Span::new(chunk[open].0, chunk[last].2);
+    match &mut member {
+        Member::Flow(f) => {
+            f.body = Block {
+                stmts,
+                span: body_span,
+            }
+        }
+        Member::Handler(h) => {
+            h.body = Block {
+                stmts,
+                span: body_span,
+            }
+        }
+        _ => {}
+    }
+    Some((member, errors))
+}
+
+/// The name a broken statement was binding: `let x ...` or `... -> x`.
+fn bound_name(part: &[Spanned]) -> Option<Ident> {
+    let ident = |t: &Spanned| match t {
+        (l, Tok::Ident(n), r) => Some(Ident {
+            name: n.clone(),
+            span: Span::new(*l, *r),
+        }),
+        _ => None,
+    };
+    match part {
+        [(_, Tok::Let, _), name, ..] => ident(name),
+        [.., (_, Tok::Arrow, _), name] => ident(name),
+        _ => None,
+    }
+}
+
+fn report_member_errors(
+    local: Errors,
+    follow: Option<&Spanned>,
+    eof_at: usize,
+    errors: &mut Errors,
+) {
+    // Running out of tokens inside a member means the next token (a separator
+    // or the agent's `}`) came too early, unless the file really ended.
+    for mut rec in local {
+        if let ParseError::UnrecognizedEof { expected, .. } = &rec.error {
+            match follow {
+                Some(tok) => {
+                    rec.error = ParseError::UnrecognizedToken {
+                        token: tok.clone(),
+                        expected: expected.clone(),
+                    }
+                }
+                None => {
+                    rec.error = ParseError::UnrecognizedEof {
+                        location: eof_at,
+                        expected: expected.clone(),
+                    }
+                }
+            }
+        }
+        errors.push(rec);
+    }
 }
 
 fn lex_error(source: &str, e: LexError) -> SyntaxError {
@@ -246,6 +619,10 @@ fn lex_error(source: &str, e: LexError) -> SyntaxError {
             span: Span::new(e.span.start as usize, e.span.start as usize + 2),
         },
         LexErrorKind::InvalidNumber => SyntaxError::InvalidNumber { text, span: e.span },
+        LexErrorKind::TooDeep => SyntaxError::TooDeep {
+            limit: super::lexer::MAX_NESTING,
+            span: e.span,
+        },
         LexErrorKind::InvalidEscape(escape) => SyntaxError::InvalidEscape {
             escape,
             span: e.span,
