@@ -1,1 +1,4 @@
-//! Virtual machine (see issue: artifact + dataflow VM).
+//! The AIS virtual machine: artifact loader, dataflow scheduler, Agent
+//! Abstract Machine, memory tiers, LLM backends, tools and telemetry.
+
+pub mod llm;
