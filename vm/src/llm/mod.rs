@@ -4,6 +4,8 @@
 //! thread (never on a scheduler worker). Providers (`sim`, `openai`,
 //! `anthropic`, `ollama`) implement the trait in sibling modules.
 
+pub mod schema;
+
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
