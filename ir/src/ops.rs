@@ -323,7 +323,8 @@ opcodes! {
     WaitAll = "wait_all", List = "list", Index = "index", Member = "member",
     Add = "add", Sub = "sub", Mul = "mul", Div = "div", Mod = "mod", Neg = "neg",
     Eq = "eq", Ne = "ne", Lt = "lt", Le = "le", Gt = "gt", Ge = "ge",
-    And = "and", Or = "or", Not = "not", ToStr = "to_str",
+    And = "and", Or = "or", Not = "not", ToStr = "to_str", ToBool = "to_bool",
+    Cast = "cast",
     Ask = "ask", Think = "think", Reason = "reason", Llm = "llm",
     Plan = "plan", Reflect = "reflect", Verify = "verify",
     Inv = "inv", Exec = "exec",
@@ -420,9 +421,9 @@ impl Opcode {
                 i.operands = Fixed(2);
                 i.result_rule = ResultRule::Fixed(&[C::Bool]);
             }
+            // Numbers with numbers or text with text; other pairs fail at run time.
             O::Lt | O::Le | O::Gt | O::Ge => {
                 i.operands = Fixed(2);
-                i.operand_types = &[T::Number];
                 i.result_rule = ResultRule::Fixed(&[C::Bool]);
             }
             O::And | O::Or => {
@@ -438,6 +439,17 @@ impl Opcode {
             O::ToStr => {
                 i.operands = Fixed(1);
                 i.result_rule = ResultRule::Fixed(&[C::Str]);
+            }
+            // Truthiness: false, null, 0, "", [] and {} are false.
+            O::ToBool => {
+                i.operands = Fixed(1);
+                i.result_rule = ResultRule::Fixed(&[C::Bool]);
+            }
+            // A dynamic value (json, opaque) used at a static type: checked at
+            // run time; `null` passes through unchanged.
+            O::Cast => {
+                i.operands = Fixed(1);
+                i.result_rule = ResultRule::Declared;
             }
             // ---- llm ----
             O::Ask | O::Think | O::Reason | O::Llm | O::Plan | O::Reflect | O::Verify => {
