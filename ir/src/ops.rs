@@ -324,7 +324,7 @@ opcodes! {
     Add = "add", Sub = "sub", Mul = "mul", Div = "div", Mod = "mod", Neg = "neg",
     Eq = "eq", Ne = "ne", Lt = "lt", Le = "le", Gt = "gt", Ge = "ge",
     And = "and", Or = "or", Not = "not", ToStr = "to_str", ToBool = "to_bool",
-    Cast = "cast",
+    Cast = "cast", Object = "object",
     Ask = "ask", Think = "think", Reason = "reason", Llm = "llm",
     Plan = "plan", Reflect = "reflect", Verify = "verify",
     Inv = "inv", Exec = "exec",
@@ -445,6 +445,12 @@ impl Opcode {
                 i.operands = Fixed(1);
                 i.result_rule = ResultRule::Fixed(&[C::Bool]);
             }
+            // `{keys[0]: operand 0, keys[1]: operand 1, ...}` (capability arguments).
+            O::Object => {
+                i.operands = AtLeast(0);
+                i.result_rule = ResultRule::Fixed(&[C::Json]);
+                i.attrs = const { &[req("keys", AttrKind::Json)] };
+            }
             // A dynamic value (json, opaque) used at a static type: checked at
             // run time; `null` passes through unchanged.
             O::Cast => {
@@ -486,7 +492,7 @@ impl Opcode {
                 i.latency = Latency::Mem;
                 i.results = Fixed(2);
                 i.result_rule = ResultRule::Fixed(&[C::Json, C::Ord]);
-                i.attrs = const { &[req("tier", AttrKind::Tier)] };
+                i.attrs = const { &[req("tier", AttrKind::Tier), opt("limit", AttrKind::Number)] };
             }
             O::Umem => {
                 i.operands = Range(1, 2);
