@@ -1,6 +1,7 @@
 //! The front-end pipeline as one call: source text in, AST + index +
 //! diagnostics out. Used by the CLI and by tests.
 
+use crate::lower;
 use crate::sema::{self, ProgramIndex};
 use crate::syntax::{self, ast};
 use ais_ir::{Diagnostic, IntoDiagnostic, Severity};
@@ -82,4 +83,53 @@ fn check_source_here(source: &str) -> FrontEnd {
         index: checked.index,
         diagnostics,
     }
+}
+
+/// A program compiled to IR, with the front end's warnings.
+pub struct Compiled {
+    pub module: ais_ir::Module,
+    /// Warnings (there are no errors when compilation succeeds).
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Checks and lowers a source file to verified IR. On errors returns every
+/// diagnostic (errors and warnings).
+///
+/// Lowered IR always verifies; if it does not, that is a compiler bug and is
+/// reported as an internal error (E9999) naming the verifier's complaint.
+pub fn compile_source(source: &str) -> Result<Compiled, Vec<Diagnostic>> {
+    let fe = check_source_here(source);
+    if fe.has_errors() {
+        return Err(fe.diagnostics);
+    }
+    let module = lower::lower(&fe.file, &fe.index);
+    let problems: Vec<Diagnostic> = ais_ir::verify_diagnostics(&module)
+        .into_iter()
+        .filter(Diagnostic::is_error)
+        .map(|d| {
+            Diagnostic::error(
+                "E9999",
+                format!(
+                    "internal compiler error: lowered IR does not verify: {}",
+                    d.message
+                ),
+                d.primary.span,
+            )
+            .with_note("this is a bug in aisc; please report it with the program")
+        })
+        .collect();
+    if !problems.is_empty() {
+        let mut all = fe.diagnostics;
+        all.extend(problems);
+        return Err(all);
+    }
+    Ok(Compiled {
+        module,
+        diagnostics: fe.diagnostics,
+    })
+}
+
+/// [`compile_source`] without the warnings, for tools that only want IR.
+pub fn lower_source(source: &str) -> Result<ais_ir::Module, Vec<Diagnostic>> {
+    compile_source(source).map(|c| c.module)
 }

@@ -6,5 +6,6 @@
 pub mod cli;
 pub mod diagnostics;
 pub mod driver;
+pub mod lower;
 pub mod sema;
 pub mod syntax;

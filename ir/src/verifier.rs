@@ -5,7 +5,7 @@
 //! agree with their values); only a structurally sound flow gets the semantic
 //! checks (scoping, the op table, regions and yields, terminators, attributes,
 //! ordering tokens, calls, capabilities). Every problem is collected; nothing
-//! stops at the first error. Codes are stable: `V0001`.. for errors, `W0001`..
+//! stops at the first error. Codes are stable: `V0001`.. (`V0900` and up are warnings)
 //! for warnings (see `docs/ir.md`).
 
 use crate::diag::{Diagnostic, IntoDiagnostic, Severity};
@@ -201,7 +201,7 @@ impl VerifyError {
             ConstType { .. } => "V0026",
             EmptyPrompt { .. } => "V0027",
             InvalidName { .. } => "V0028",
-            UnusedValue { .. } => "W0001",
+            UnusedValue { .. } => "V0900",
         }
     }
 
@@ -1274,10 +1274,11 @@ impl FlowVerifier<'_> {
 
     fn capability_args(&mut self, cap: &crate::Capability, args: Value, span: Span) {
         let t = self.ty(args);
-        if !t.is_dynamic() {
+        // A JSON object, JSON text (parsed and checked at run time) or null (no arguments).
+        if !(t.is_dynamic() || matches!(t, Type::Str | Type::Null)) {
             self.push(VerifyError::CapabilityArgs {
                 capability: cap.name.clone(),
-                message: format!("arguments must be a JSON object, found `{t}`"),
+                message: format!("arguments must be a JSON object (or JSON text), found `{t}`"),
                 span,
             });
             return;

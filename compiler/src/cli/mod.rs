@@ -43,8 +43,16 @@ pub enum ColorChoice {
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Emit {
+    /// The token stream, one token per line with its position.
     Tokens,
+    /// The syntax tree with spans.
     Ast,
+    /// The AIS IR in its textual form.
+    Ir,
+    /// Each flow's dataflow graph in Graphviz DOT.
+    Dot,
+    /// Each flow's dataflow graph as a Mermaid flowchart.
+    Mermaid,
 }
 
 #[derive(Subcommand, Debug)]
@@ -161,6 +169,22 @@ fn build(out: &mut Output, path: &std::path::Path, emit: Emit) -> i32 {
             out.stdout(&format!("{:#?}\n", fe.file));
             i32::from(fe.has_errors())
         }
+        Emit::Ir | Emit::Dot | Emit::Mermaid => match driver::compile_source(&source) {
+            Ok(compiled) => {
+                out.diagnostics(&name, &source, &compiled.diagnostics);
+                let m = &compiled.module;
+                out.stdout(&match emit {
+                    Emit::Dot => ais_ir::to_dot(m),
+                    Emit::Mermaid => ais_ir::to_mermaid(m),
+                    _ => ais_ir::print_module(m),
+                });
+                0
+            }
+            Err(diags) => {
+                out.diagnostics(&name, &source, &diags);
+                1
+            }
+        },
     }
 }
 

@@ -35,6 +35,8 @@ pub enum ArgRole {
     Tier,
     /// Any non-void value.
     Value,
+    /// A number literal (`qmem`'s result limit).
+    Limit,
 }
 
 pub struct Builtin {
@@ -151,7 +153,7 @@ pub static BUILTINS: &[Builtin] = &[
         aliases: &["mem"],
         min_args: 2,
         max_args: Some(3),
-        roles: &[Value, Tier, Value],
+        roles: &[Value, Tier, Limit],
         result: || Ty::Json,
         summary: "query memory: query, tier[, limit]",
     },

@@ -786,6 +786,12 @@ impl<'a> Checker<'a> {
                     }
                 },
                 ArgRole::Tier => self.check_tier(arg),
+                ArgRole::Limit => {
+                    if !matches!(arg.kind, ExprKind::Number(n) if n >= 1.0 && n.fract() == 0.0) {
+                        self.check_expr(arg);
+                        self.report(SemaError::InvalidLimit { span: arg.span });
+                    }
+                }
                 ArgRole::Value => {
                     self.check_value(arg);
                 }

@@ -110,6 +110,8 @@ pub enum SemaError {
         rhs: Ty,
         span: Span,
     },
+    #[error("invalid result limit")]
+    InvalidLimit { span: Span },
     // ---- warnings
     #[error("unused variable `{name}`")]
     UnusedVariable { name: String, span: Span },
@@ -149,6 +151,7 @@ impl SemaError {
             InvalidAssignTarget { .. } => "E0117",
             UnknownDecorator { .. } => "E0118",
             NonLiteralPattern { .. } => "E0119",
+            InvalidLimit { .. } => "E0120",
             UnusedVariable { .. } => "W0001",
             Unreachable { .. } => "W0002",
             UndeclaredTool { .. } => "W0003",
@@ -187,6 +190,7 @@ impl SemaError {
             | InvalidAssignTarget { span }
             | UnknownDecorator { span, .. }
             | NonLiteralPattern { span }
+            | InvalidLimit { span }
             | DuplicateCase { span, .. }
             | BadOperands { span, .. }
             | UnusedVariable { span, .. }
@@ -287,6 +291,9 @@ impl IntoDiagnostic for SemaError {
                 .with_label("not a known attribute")
                 .with_help("the only flow attribute is `@entry`"),
             NonLiteralPattern { .. } => d.with_label("not a literal"),
+            InvalidLimit { .. } => d
+                .with_label("not a positive whole number literal")
+                .with_help("write how many results to return, e.g. qmem(query, \"ltm\", 5)"),
             BadOperands { .. } => d.with_label("invalid operands"),
             UnusedVariable { name, .. } => d
                 .with_label("never read")

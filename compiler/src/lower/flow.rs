@@ -1,0 +1,1426 @@
+//! Lowering one flow body to SSA with structured regions.
+//!
+//! Variables map to SSA values in a scope stack. Everything that a region
+//! can change and its surroundings must see afterwards is a *slot*: a
+//! variable of an enclosing scope, an effect chain's token, or the pending
+//! early-return state. `if`/`switch`/`try` lower each branch from the same
+//! starting state, then yield the slots any branch changed; `loop` carries
+//! the slots its body may change (found by scanning the body first).
+//!
+//! Early `return` inside a region sets a return flag and value (both slots);
+//! the statements after a statement that may have returned run under
+//! `if (!flag)`, and the flow ends with `return value`.
+
+use super::effects::{Chain, Scan, Scanner, Summaries};
+use super::ty_to_ir;
+use crate::sema::builtins::{self, BuiltinKind};
+use crate::sema::index::AgentInfo;
+use crate::sema::{resolve_tier, ProgramIndex, Ty};
+use crate::syntax::ast::*;
+use crate::syntax::lexer::{StrLit, StrPart};
+use ais_ir::{Attr, Attrs, FlowData, Op, Opcode, Region, Span, Type, Value};
+use std::collections::BTreeMap;
+
+pub(super) struct Ctx<'a> {
+    pub index: &'a ProgramIndex,
+    pub agent: &'a AgentInfo,
+    pub summaries: &'a Summaries,
+}
+
+#[derive(Clone, Debug)]
+struct Binding {
+    name: String,
+    value: Value,
+    ty: Type,
+}
+
+/// Tokens of one chain: the last write and the reads since it. A read
+/// waits for the write; a write waits for the write and all reads.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct ChainState {
+    write: Option<Value>,
+    reads: Vec<Value>,
+}
+
+impl ChainState {
+    fn tokens(&self) -> Vec<Value> {
+        self.write
+            .iter()
+            .chain(self.reads.iter())
+            .copied()
+            .collect()
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Slot {
+    /// Variable `idx` of scope `scope` (scopes existing when the region began).
+    Var(usize, usize),
+    Chain(Chain),
+    RetFlag,
+    RetVal,
+}
+
+#[derive(Clone)]
+struct State {
+    scopes: Vec<Vec<Binding>>,
+    chains: BTreeMap<Chain, ChainState>,
+    ret_flag: Option<Value>,
+    ret_val: Option<Value>,
+}
+
+pub(super) struct FlowLowerer<'a> {
+    ctx: Ctx<'a>,
+    pub flow: FlowData,
+    region: Region,
+    st: State,
+    /// The `const false` the return flag starts as (so "may have returned"
+    /// is `ret_flag != initial`).
+    ret_initial: Option<Value>,
+    span: Span,
+}
+
+impl<'a> FlowLowerer<'a> {
+    pub fn new(ctx: Ctx<'a>, name: &str, result: Type, span: Span) -> FlowLowerer<'a> {
+        let mut flow = FlowData::new(name, result);
+        flow.span = span;
+        let region = flow.body;
+        FlowLowerer {
+            ctx,
+            flow,
+            region,
+            st: State {
+                scopes: vec![Vec::new()],
+                chains: BTreeMap::new(),
+                ret_flag: None,
+                ret_val: None,
+            },
+            ret_initial: None,
+            span,
+        }
+    }
+
+    pub fn param(&mut self, name: &str, ty: Type) {
+        let v = self.flow.add_param(name, ty.clone());
+        self.bind(name, v, ty);
+    }
+
+    /// Lowers a flow (or handler) body and terminates it with `return`.
+    pub fn body(mut self, body: &Block) -> FlowData {
+        if nested_return(body) {
+            let f = self.const_attr(Attr::Bool(false), Type::Bool);
+            self.ret_initial = Some(f);
+            self.st.ret_flag = Some(f);
+            if self.flow.result.is_data() {
+                let placeholder = self.null_of(&self.flow.result.clone());
+                self.st.ret_val = Some(placeholder);
+            }
+        }
+        let done = self.stmts(&body.stmts, true);
+        if !done {
+            self.span = Span::new(
+                body.span.end.saturating_sub(1) as usize,
+                body.span.end as usize,
+            );
+            let value = if self.flow.result.is_data() {
+                self.st.ret_val
+            } else {
+                None
+            };
+            self.ins(
+                Opcode::Return,
+                &value.into_iter().collect::<Vec<_>>(),
+                vec![],
+                &[],
+            );
+        }
+        self.flow
+    }
+
+    // ------------------------------------------------------------ op creation
+
+    fn ins(
+        &mut self,
+        opcode: Opcode,
+        operands: &[Value],
+        attrs: Vec<(String, Attr)>,
+        results: &[Type],
+    ) -> Op {
+        let dfg = &mut self.flow.dfg;
+        let op = dfg.create_op(opcode, operands, results);
+        dfg.ops[op].attrs = Attrs(attrs);
+        dfg.append_op(self.region, op);
+        if !self.span.is_dummy() {
+            dfg.set_span(op, self.span);
+        }
+        op
+    }
+
+    fn ins1(
+        &mut self,
+        opcode: Opcode,
+        operands: &[Value],
+        attrs: Vec<(String, Attr)>,
+        ty: Type,
+    ) -> Value {
+        let op = self.ins(opcode, operands, attrs, &[ty]);
+        self.flow.dfg.ops[op].results[0]
+    }
+
+    fn result(&self, op: Op, i: usize) -> Value {
+        self.flow.dfg.ops[op].results[i]
+    }
+
+    fn ty(&self, v: Value) -> Type {
+        self.flow.dfg.value_type(v).clone()
+    }
+
+    fn const_attr(&mut self, a: Attr, ty: Type) -> Value {
+        self.ins1(Opcode::Const, &[], vec![("value".into(), a)], ty)
+    }
+
+    fn const_str(&mut self, s: &str) -> Value {
+        self.const_attr(Attr::Str(s.to_string()), Type::Str)
+    }
+
+    /// `null` at type `ty` (a `cast` keeps the verifier's types exact).
+    fn null_of(&mut self, ty: &Type) -> Value {
+        let n = self.const_attr(Attr::Json(serde_json::Value::Null), Type::Null);
+        if *ty == Type::Null || *ty == Type::Json {
+            n
+        } else {
+            self.ins1(Opcode::Cast, &[n], vec![], ty.clone())
+        }
+    }
+
+    /// Converts `v` for use where `target` is expected.
+    fn coerce(&mut self, v: Value, target: &Type) -> Value {
+        let src = self.ty(v);
+        if src == *target || target.accepts(&src) {
+            return v;
+        }
+        match target {
+            Type::Str if matches!(src, Type::Number | Type::Bool) => {
+                self.ins1(Opcode::ToStr, &[v], vec![], Type::Str)
+            }
+            Type::Bool if !src.is_dynamic() && src != Type::Null => {
+                self.ins1(Opcode::ToBool, &[v], vec![], Type::Bool)
+            }
+            _ => self.ins1(Opcode::Cast, &[v], vec![], target.clone()),
+        }
+    }
+
+    fn truthy(&mut self, v: Value) -> Value {
+        if self.ty(v) == Type::Bool {
+            v
+        } else {
+            self.ins1(Opcode::ToBool, &[v], vec![], Type::Bool)
+        }
+    }
+
+    fn number(&mut self, v: Value) -> Value {
+        self.coerce(v, &Type::Number)
+    }
+
+    // ------------------------------------------------------------ scopes
+
+    fn bind(&mut self, name: &str, value: Value, ty: Type) {
+        if let Some(scope) = self.st.scopes.last_mut() {
+            scope.push(Binding {
+                name: name.to_string(),
+                value,
+                ty,
+            });
+        }
+    }
+
+    fn lookup(&self, name: &str) -> Option<(usize, usize)> {
+        for (si, scope) in self.st.scopes.iter().enumerate().rev() {
+            if let Some(bi) = scope.iter().rposition(|b| b.name == name) {
+                return Some((si, bi));
+            }
+        }
+        None
+    }
+
+    // ------------------------------------------------------------ chains
+
+    fn chain(&mut self, c: Chain) -> &mut ChainState {
+        self.st.chains.entry(c).or_default()
+    }
+
+    /// One token standing for everything on the chain so far.
+    fn chain_token(&mut self, c: Chain) -> Value {
+        let tokens = self.chain(c).tokens();
+        match tokens.as_slice() {
+            [one] => *one,
+            _ => {
+                let t = self.ins1(Opcode::Fence, &tokens, vec![], Type::Ord);
+                *self.chain(c) = ChainState {
+                    write: Some(t),
+                    reads: Vec::new(),
+                };
+                t
+            }
+        }
+    }
+
+    fn read_after(&mut self, c: Chain) -> Vec<Value> {
+        self.chain(c).write.into_iter().collect()
+    }
+
+    fn record_read(&mut self, c: Chain, token: Value) {
+        self.chain(c).reads.push(token);
+    }
+
+    fn write_after(&mut self, chains: &[Chain]) -> Vec<Value> {
+        let mut out = Vec::new();
+        for c in chains {
+            for t in self.chain(*c).tokens() {
+                if !out.contains(&t) {
+                    out.push(t);
+                }
+            }
+        }
+        out
+    }
+
+    fn record_write(&mut self, chains: &[Chain], token: Value) {
+        for c in chains {
+            *self.chain(*c) = ChainState {
+                write: Some(token),
+                reads: Vec::new(),
+            };
+        }
+    }
+
+    // ------------------------------------------------------------ slots
+
+    fn slot_value(&mut self, slot: Slot) -> Value {
+        match slot {
+            Slot::Var(s, b) => self.st.scopes[s][b].value,
+            Slot::Chain(c) => self.chain_token(c),
+            Slot::RetFlag => match self.st.ret_flag {
+                Some(v) => v,
+                None => self.const_attr(Attr::Bool(false), Type::Bool),
+            },
+            Slot::RetVal => match self.st.ret_val {
+                Some(v) => v,
+                None => {
+                    let ty = self.flow.result.clone();
+                    self.null_of(&ty)
+                }
+            },
+        }
+    }
+
+    fn slot_type(&self, slot: Slot) -> Type {
+        match slot {
+            Slot::Var(s, b) => self.st.scopes[s][b].ty.clone(),
+            Slot::Chain(_) => Type::Ord,
+            Slot::RetFlag => Type::Bool,
+            Slot::RetVal => self.flow.result.clone(),
+        }
+    }
+
+    fn set_slot(&mut self, slot: Slot, v: Value) {
+        match slot {
+            Slot::Var(s, b) => self.st.scopes[s][b].value = v,
+            Slot::Chain(c) => {
+                *self.chain(c) = ChainState {
+                    write: Some(v),
+                    reads: Vec::new(),
+                }
+            }
+            Slot::RetFlag => self.st.ret_flag = Some(v),
+            Slot::RetVal => self.st.ret_val = Some(v),
+        }
+    }
+
+    /// Slots whose value differs between `before` and now (outer scopes only).
+    fn changed_slots(&self, before: &State, out: &mut Vec<Slot>) {
+        let mut push = |s: Slot| {
+            if !out.contains(&s) {
+                out.push(s);
+            }
+        };
+        for (si, scope) in before.scopes.iter().enumerate() {
+            for (bi, b) in scope.iter().enumerate() {
+                if self
+                    .st
+                    .scopes
+                    .get(si)
+                    .and_then(|s| s.get(bi))
+                    .map(|x| x.value)
+                    != Some(b.value)
+                {
+                    push(Slot::Var(si, bi));
+                }
+            }
+        }
+        let keys: std::collections::BTreeSet<Chain> = before
+            .chains
+            .keys()
+            .chain(self.st.chains.keys())
+            .copied()
+            .collect();
+        for c in keys {
+            let was = before.chains.get(&c).cloned().unwrap_or_default();
+            let now = self.st.chains.get(&c).cloned().unwrap_or_default();
+            if was != now {
+                push(Slot::Chain(c));
+            }
+        }
+        if before.ret_flag != self.st.ret_flag {
+            push(Slot::RetFlag);
+        }
+        if before.ret_val != self.st.ret_val {
+            push(Slot::RetVal);
+        }
+    }
+
+    fn may_have_returned(&self) -> bool {
+        self.st.ret_flag.is_some() && self.st.ret_flag != self.ret_initial
+    }
+
+    // ------------------------------------------------------------ regions
+
+    /// Lowers the branches of a control op from the same starting state, then
+    /// yields (branch value if `value_ty`, then every slot any branch changed)
+    /// and appends the op. Returns the op and the value result if any.
+    fn branches(
+        &mut self,
+        opcode: Opcode,
+        operands: &[Value],
+        attrs: Vec<(String, Attr)>,
+        labels: &[(&str, Option<String>)],
+        value_ty: Option<Type>,
+        lower: &mut dyn FnMut(&mut Self, usize, Region) -> Option<Value>,
+    ) -> (Op, Option<Value>) {
+        let span = self.span;
+        let outer = self.region;
+        let before = self.st.clone();
+        let mut ends: Vec<(Region, Option<Value>, State)> = Vec::new();
+        let mut changed: Vec<Slot> = Vec::new();
+        for (i, (label, key)) in labels.iter().enumerate() {
+            let r = self.flow.dfg.create_region(*label, key.clone());
+            self.region = r;
+            self.st = before.clone();
+            self.st.scopes.push(Vec::new());
+            let v = lower(self, i, r);
+            self.st.scopes.pop();
+            self.changed_slots(&before, &mut changed);
+            ends.push((r, v, self.st.clone()));
+        }
+        changed.sort();
+        // Yields, at the end of each branch.
+        for (r, v, st) in &ends {
+            self.region = *r;
+            self.st = st.clone();
+            self.span = span;
+            let mut ys = Vec::new();
+            if let Some(t) = &value_ty {
+                let y = match v {
+                    Some(v) => self.coerce(*v, t),
+                    None => self.null_of(t),
+                };
+                ys.push(y);
+            }
+            for s in &changed {
+                let ty = self.slot_type_in(&before, *s);
+                let v = self.slot_value(*s);
+                let v = self.coerce(v, &ty);
+                ys.push(v);
+            }
+            self.ins(Opcode::Yield, &ys, vec![], &[]);
+        }
+        // The op itself, in the outer region.
+        self.region = outer;
+        self.st = before;
+        self.span = span;
+        let mut types: Vec<Type> = value_ty.iter().cloned().collect();
+        types.extend(changed.iter().map(|s| self.slot_type(*s)));
+        let op = self.ins(opcode, operands, attrs, &types);
+        for (r, _, _) in &ends {
+            self.flow.dfg.attach_region(op, *r);
+        }
+        let offset = usize::from(value_ty.is_some());
+        for (i, s) in changed.iter().enumerate() {
+            let v = self.result(op, offset + i);
+            self.set_slot(*s, v);
+        }
+        let value = value_ty.map(|_| self.result(op, 0));
+        (op, value)
+    }
+
+    fn slot_type_in(&self, before: &State, slot: Slot) -> Type {
+        match slot {
+            Slot::Var(s, b) => before.scopes[s][b].ty.clone(),
+            other => self.slot_type(other),
+        }
+    }
+
+    /// Runs `f` only when `cond` holds, carrying changed slots out.
+    fn guarded(&mut self, cond: Value, f: &mut dyn FnMut(&mut Self)) {
+        self.branches(
+            Opcode::If,
+            &[cond],
+            vec![],
+            &[("then", None), ("else", None)],
+            None,
+            &mut |this, i, _| {
+                if i == 0 {
+                    f(this);
+                }
+                None
+            },
+        );
+    }
+
+    // ------------------------------------------------------------ statements
+
+    /// Lowers statements; returns true when a `return` terminated the flow
+    /// (only at the top level of the body).
+    fn stmts(&mut self, stmts: &[Stmt], top: bool) -> bool {
+        for (i, stmt) in stmts.iter().enumerate() {
+            let was_returned = self.may_have_returned();
+            if let Some(done) = self.stmt(stmt, top) {
+                return done;
+            }
+            let rest = &stmts[i + 1..];
+            if !was_returned && self.may_have_returned() && !rest.is_empty() {
+                // The rest runs only if nothing returned.
+                let flag = self.slot_value(Slot::RetFlag);
+                self.span = rest[0].span;
+                let go = self.ins1(Opcode::Not, &[flag], vec![], Type::Bool);
+                self.guarded(go, &mut |this| {
+                    this.stmts(rest, false);
+                });
+                return false;
+            }
+        }
+        false
+    }
+
+    /// `Some(done)` when the statement ends the block: a `return` (`done` is
+    /// true when it terminated the flow itself).
+    fn stmt(&mut self, stmt: &Stmt, top: bool) -> Option<bool> {
+        self.span = stmt.span;
+        match &stmt.kind {
+            StmtKind::Let { name, ty, value } => {
+                let v = self.value(value);
+                let (v, t) = match ty {
+                    Some(t) => {
+                        let t = ty_to_ir(&Ty::from_ast(t));
+                        (self.coerce(v, &t), t)
+                    }
+                    None => (v, self.ty(v)),
+                };
+                self.bind(&name.name, v, t);
+            }
+            StmtKind::Bind { value, name } => {
+                let v = self.value(value);
+                let t = self.ty(v);
+                self.bind(&name.name, v, t);
+            }
+            StmtKind::Return(value) => {
+                let v = match value {
+                    Some(e) => self.expr(e),
+                    None => None,
+                };
+                self.span = stmt.span;
+                let result = self.flow.result.clone();
+                let v = match (v, result.is_data()) {
+                    (Some(v), true) => Some(self.coerce(v, &result)),
+                    (None, true) => Some(self.null_of(&result)),
+                    (_, false) => None,
+                };
+                if top && !self.may_have_returned() {
+                    self.ins(
+                        Opcode::Return,
+                        &v.into_iter().collect::<Vec<_>>(),
+                        vec![],
+                        &[],
+                    );
+                    return Some(true);
+                }
+                let t = self.const_attr(Attr::Bool(true), Type::Bool);
+                self.st.ret_flag = Some(t);
+                if let Some(v) = v {
+                    self.st.ret_val = Some(v);
+                }
+                return Some(false);
+            }
+            StmtKind::If {
+                cond,
+                then,
+                otherwise,
+            } => {
+                let c = self.value(cond);
+                let c = self.truthy(c);
+                self.span = stmt.span;
+                self.branches(
+                    Opcode::If,
+                    &[c],
+                    vec![],
+                    &[("then", None), ("else", None)],
+                    None,
+                    &mut |this, i, _| {
+                        match (i, otherwise) {
+                            (0, _) => this.block(then),
+                            (_, Some(o)) => this.block(o),
+                            _ => {}
+                        }
+                        None
+                    },
+                );
+            }
+            StmtKind::Parallel(block) => {
+                // Not a scope and not a region: dataflow already runs the
+                // independent statements in parallel.
+                return match self.stmts(&block.stmts, top) {
+                    true => Some(true),
+                    false => None,
+                };
+            }
+            StmtKind::Loop { var, iter, body } => self.lower_loop(var, iter, body, stmt.span),
+            StmtKind::Try { body, err, handler } => {
+                self.branches(
+                    Opcode::TryCatch,
+                    &[],
+                    vec![],
+                    &[("try", None), ("catch", None)],
+                    None,
+                    &mut |this, i, region| {
+                        if i == 0 {
+                            this.block(body);
+                        } else {
+                            let e = this.flow.dfg.add_region_arg(region, Type::Json);
+                            if let Some(name) = err {
+                                this.bind(&name.name, e, Type::Json);
+                            }
+                            this.block(handler);
+                        }
+                        None
+                    },
+                );
+            }
+            StmtKind::Expr(e) => {
+                self.expr(e);
+            }
+            StmtKind::Error(_) => {}
+        }
+        None
+    }
+
+    /// A nested block in its own scope (inside a region being lowered).
+    fn block(&mut self, b: &Block) {
+        self.st.scopes.push(Vec::new());
+        self.stmts(&b.stmts, false);
+        self.st.scopes.pop();
+    }
+
+    fn lower_loop(&mut self, var: &Ident, iter: &Expr, body: &Block, span: Span) {
+        let list = self.value(iter);
+        self.span = span;
+        let list = match self.ty(list) {
+            Type::List(_) => list,
+            _ => self.ins1(Opcode::Cast, &[list], vec![], Type::list(Type::Json)),
+        };
+        let item_ty = self.ty(list).element().unwrap_or(Type::Json);
+        // What the body may change is carried from one iteration to the next.
+        let mut scan = Scan::default();
+        Scanner {
+            agent: self.ctx.agent,
+            index: self.ctx.index,
+        }
+        .block(body, &mut scan);
+        let mut carried: Vec<Slot> = Vec::new();
+        for name in &scan.assigned {
+            if let Some((s, b)) = self.lookup(name) {
+                carried.push(Slot::Var(s, b));
+            }
+        }
+        carried.extend(scan.chains.iter().map(|c| Slot::Chain(*c)));
+        // Chains touched by the flows the body calls.
+        for (agent, flow) in &scan.calls {
+            let same_agent = *agent == self.ctx.agent.name;
+            if let Some(cs) = self.ctx.summaries.get(&(agent.clone(), flow.clone())) {
+                carried.extend(
+                    cs.iter()
+                        .filter(|c| same_agent || **c == Chain::Io)
+                        .map(|c| Slot::Chain(*c)),
+                );
+            }
+        }
+        if scan.returns {
+            carried.push(Slot::RetFlag);
+            if self.flow.result.is_data() {
+                carried.push(Slot::RetVal);
+            }
+        }
+        carried.sort();
+        carried.dedup();
+        let mut operands = vec![list];
+        let mut types = Vec::new();
+        for s in &carried {
+            let t = self.slot_type(*s);
+            let v = self.slot_value(*s);
+            let v = self.coerce(v, &t);
+            operands.push(v);
+            types.push(t);
+        }
+        let outer = self.region;
+        let r = self.flow.dfg.create_region("body", None);
+        let item = self.flow.dfg.add_region_arg(r, item_ty.clone());
+        let _index = self.flow.dfg.add_region_arg(r, Type::Number);
+        for (s, t) in carried.iter().zip(&types) {
+            let a = self.flow.dfg.add_region_arg(r, t.clone());
+            self.set_slot(*s, a);
+        }
+        self.region = r;
+        self.st.scopes.push(Vec::new());
+        self.bind(&var.name, item, item_ty);
+        if scan.returns {
+            // Once the flow has returned, the remaining iterations do nothing.
+            let flag = self.slot_value(Slot::RetFlag);
+            let go = self.ins1(Opcode::Not, &[flag], vec![], Type::Bool);
+            self.guarded(go, &mut |this| this.block(body));
+        } else {
+            self.stmts(&body.stmts, false);
+        }
+        self.st.scopes.pop();
+        self.span = span;
+        let mut ys = Vec::new();
+        for (s, t) in carried.iter().zip(&types) {
+            let v = self.slot_value(*s);
+            ys.push(self.coerce(v, t));
+        }
+        self.ins(Opcode::Yield, &ys, vec![], &[]);
+        self.region = outer;
+        let op = self.ins(Opcode::Loop, &operands, vec![], &types);
+        self.flow.dfg.attach_region(op, r);
+        for (i, s) in carried.iter().enumerate() {
+            let v = self.result(op, i);
+            self.set_slot(*s, v);
+        }
+    }
+
+    // ------------------------------------------------------------ expressions
+
+    /// An expression whose value is used.
+    fn value(&mut self, e: &Expr) -> Value {
+        match self.expr(e) {
+            Some(v) => v,
+            // Checked programs never use a void value; keep the IR well formed anyway.
+            None => self.null_of(&Type::Json),
+        }
+    }
+
+    fn expr(&mut self, e: &Expr) -> Option<Value> {
+        self.span = e.span;
+        Some(match &e.kind {
+            ExprKind::Str(lit) => self.string(lit),
+            ExprKind::Number(n) => self.const_attr(Attr::Number(*n), Type::Number),
+            ExprKind::Bool(b) => self.const_attr(Attr::Bool(*b), Type::Bool),
+            ExprKind::Null => self.const_attr(Attr::Json(serde_json::Value::Null), Type::Null),
+            ExprKind::List(items) => {
+                let vs: Vec<Value> = items.iter().map(|i| self.value(i)).collect();
+                let elem = list_element_type(&vs.iter().map(|v| self.ty(*v)).collect::<Vec<_>>());
+                let vs: Vec<Value> = vs.into_iter().map(|v| self.coerce(v, &elem)).collect();
+                self.span = e.span;
+                self.ins1(Opcode::List, &vs, vec![], Type::list(elem))
+            }
+            ExprKind::Var(id) => self.read_var(&id.name),
+            ExprKind::Index(x, i) => {
+                let xv = self.value(x);
+                let iv = self.value(i);
+                self.span = e.span;
+                let ty = match self.ty(xv) {
+                    Type::List(t) => *t,
+                    Type::Str => Type::Str,
+                    _ => Type::Json,
+                };
+                self.ins1(Opcode::Index, &[xv, iv], vec![], ty)
+            }
+            ExprKind::Member(x, field) => {
+                let xv = self.value(x);
+                self.span = e.span;
+                self.ins1(
+                    Opcode::Member,
+                    &[xv],
+                    vec![("field".into(), Attr::Str(field.name.clone()))],
+                    Type::Json,
+                )
+            }
+            ExprKind::Call { callee, args } => return self.call(callee, args, e.span),
+            ExprKind::Unary(op, x) => {
+                let v = self.value(x);
+                self.span = e.span;
+                match op {
+                    UnaryOp::Neg => {
+                        let n = self.number(v);
+                        self.ins1(Opcode::Neg, &[n], vec![], Type::Number)
+                    }
+                    UnaryOp::Not => {
+                        let b = self.truthy(v);
+                        self.ins1(Opcode::Not, &[b], vec![], Type::Bool)
+                    }
+                }
+            }
+            ExprKind::Binary(op, a, b) => return Some(self.binary(*op, a, b, e.span)),
+            ExprKind::Assign(target, value) => {
+                let v = self.value(value);
+                self.span = e.span;
+                if let ExprKind::Var(id) = &target.kind {
+                    self.assign(&id.name, v);
+                }
+                return None;
+            }
+            ExprKind::Switch(s) => return self.switch(s),
+            ExprKind::Error => self.null_of(&Type::Json),
+        })
+    }
+
+    fn string(&mut self, lit: &StrLit) -> Value {
+        if !lit.has_holes() {
+            return self.const_str(&lit.text());
+        }
+        // Holes naming no variable stay literal text (W0004).
+        let mut template = String::new();
+        let mut operands = Vec::new();
+        for part in &lit.parts {
+            match part {
+                StrPart::Text(t) => template.push_str(&t.replace('{', "{{").replace('}', "}}")),
+                StrPart::Interp(name, _) => {
+                    if self.lookup(name).is_some() || self.ctx.agent.beliefs.contains_key(name) {
+                        let v = self.read_var(name);
+                        template.push_str(&format!("{{{}}}", operands.len()));
+                        operands.push(v);
+                    } else {
+                        template.push_str(&format!("{{{{{name}}}}}"));
+                    }
+                }
+            }
+        }
+        self.span = lit.span;
+        self.ins1(
+            Opcode::Template,
+            &operands,
+            vec![("template".into(), Attr::Str(template))],
+            Type::Str,
+        )
+    }
+
+    fn read_var(&mut self, name: &str) -> Value {
+        if let Some((s, b)) = self.lookup(name) {
+            return self.st.scopes[s][b].value;
+        }
+        // A belief of the agent.
+        let after = self.read_after(Chain::Beliefs);
+        let op = self.ins(
+            Opcode::BeliefGet,
+            &after,
+            vec![("name".into(), Attr::Str(name.to_string()))],
+            &[Type::Json, Type::Ord],
+        );
+        let (v, t) = (self.result(op, 0), self.result(op, 1));
+        self.record_read(Chain::Beliefs, t);
+        let ty = self
+            .ctx
+            .agent
+            .beliefs
+            .get(name)
+            .map_or(Type::Json, |b| ty_to_ir(&b.ty));
+        self.coerce(v, &ty)
+    }
+
+    fn assign(&mut self, name: &str, v: Value) {
+        if let Some((s, b)) = self.lookup(name) {
+            let ty = self.st.scopes[s][b].ty.clone();
+            let v = self.coerce(v, &ty);
+            self.st.scopes[s][b].value = v;
+            return;
+        }
+        let mut operands = vec![v];
+        operands.extend(self.write_after(&[Chain::Beliefs]));
+        let t = self.ins1(
+            Opcode::BeliefSet,
+            &operands,
+            vec![("name".into(), Attr::Str(name.to_string()))],
+            Type::Ord,
+        );
+        self.record_write(&[Chain::Beliefs], t);
+    }
+
+    fn binary(&mut self, op: BinaryOp, a: &Expr, b: &Expr, span: Span) -> Value {
+        if matches!(op, BinaryOp::And | BinaryOp::Or) && has_call(b) {
+            return self.short_circuit(op, a, b, span);
+        }
+        let av = self.value(a);
+        let bv = self.value(b);
+        self.span = span;
+        let (ta, tb) = (self.ty(av), self.ty(bv));
+        let num = |this: &mut Self, opc: Opcode, x: Value, y: Value| {
+            let x = this.number(x);
+            let y = this.number(y);
+            this.ins1(opc, &[x, y], vec![], Type::Number)
+        };
+        let cmp = |this: &mut Self, opc: Opcode, x: Value, y: Value| {
+            this.ins1(opc, &[x, y], vec![], Type::Bool)
+        };
+        match op {
+            BinaryOp::Add if ta == Type::Str || tb == Type::Str => {
+                self.ins1(Opcode::Concat, &[av, bv], vec![], Type::Str)
+            }
+            BinaryOp::Add => num(self, Opcode::Add, av, bv),
+            BinaryOp::Sub => num(self, Opcode::Sub, av, bv),
+            BinaryOp::Mul => num(self, Opcode::Mul, av, bv),
+            BinaryOp::Div => num(self, Opcode::Div, av, bv),
+            BinaryOp::Rem => num(self, Opcode::Mod, av, bv),
+            BinaryOp::Lt => cmp(self, Opcode::Lt, av, bv),
+            BinaryOp::Le => cmp(self, Opcode::Le, av, bv),
+            BinaryOp::Gt => cmp(self, Opcode::Gt, av, bv),
+            BinaryOp::Ge => cmp(self, Opcode::Ge, av, bv),
+            BinaryOp::Eq => cmp(self, Opcode::Eq, av, bv),
+            BinaryOp::Ne => cmp(self, Opcode::Ne, av, bv),
+            BinaryOp::And | BinaryOp::Or => {
+                let x = self.truthy(av);
+                let y = self.truthy(bv);
+                let opc = if op == BinaryOp::And {
+                    Opcode::And
+                } else {
+                    Opcode::Or
+                };
+                self.ins1(opc, &[x, y], vec![], Type::Bool)
+            }
+        }
+    }
+
+    /// `a && b` / `a || b` where `b` makes calls: `b` runs only when needed.
+    fn short_circuit(&mut self, op: BinaryOp, a: &Expr, b: &Expr, span: Span) -> Value {
+        let av = self.value(a);
+        self.span = span;
+        let c = self.truthy(av);
+        let (_, v) = self.branches(
+            Opcode::If,
+            &[c],
+            vec![],
+            &[("then", None), ("else", None)],
+            Some(Type::Bool),
+            &mut |this, i, _| {
+                let evaluate_rhs = (i == 0) == (op == BinaryOp::And);
+                Some(if evaluate_rhs {
+                    let bv = this.value(b);
+                    this.truthy(bv)
+                } else {
+                    this.const_attr(Attr::Bool(op == BinaryOp::Or), Type::Bool)
+                })
+            },
+        );
+        v.unwrap_or(c)
+    }
+
+    fn switch(&mut self, s: &Switch) -> Option<Value> {
+        let disc = self.value(&s.scrutinee);
+        self.span = s.span;
+        let mut arms: Vec<&Case> = s.cases.iter().filter(|c| c.pattern.is_some()).collect();
+        let default = s.cases.iter().find(|c| c.pattern.is_none());
+        // First occurrence wins for duplicated patterns (an error anyway).
+        let mut seen = Vec::new();
+        arms.retain(|c| {
+            let k = c.pattern.as_ref().and_then(case_key);
+            let fresh = !seen.contains(&k);
+            seen.push(k);
+            fresh
+        });
+        let mut labels: Vec<(&str, Option<String>)> = arms
+            .iter()
+            .map(|c| ("case", c.pattern.as_ref().and_then(case_key)))
+            .collect();
+        labels.push(("default", None));
+        // The switch's value type: what the arms produce.
+        let value_ty = self.switch_type(s);
+        let (_, v) = self.branches(
+            Opcode::Switch,
+            &[disc],
+            vec![],
+            &labels,
+            value_ty,
+            &mut |this, i, _| {
+                let body = if i < arms.len() {
+                    Some(&arms[i].body)
+                } else {
+                    default.map(|d| &d.body)
+                };
+                match body {
+                    Some(CaseBody::Expr(e)) => this.expr(e),
+                    Some(CaseBody::Block(b)) => this.block_value(b),
+                    None => None,
+                }
+            },
+        );
+        v
+    }
+
+    /// The IR type of a switch's value, from the arms' language types.
+    fn switch_type(&self, s: &Switch) -> Option<Type> {
+        let mut tys: Vec<Option<Type>> = Vec::new();
+        for c in &s.cases {
+            let e = match &c.body {
+                CaseBody::Expr(e) => Some(e),
+                CaseBody::Block(b) => b.stmts.last().and_then(|st| match &st.kind {
+                    StmtKind::Expr(e) | StmtKind::Bind { value: e, .. } => Some(e),
+                    _ => None,
+                }),
+            };
+            tys.push(e.and_then(|e| self.static_type(e)));
+        }
+        let present: Vec<Type> = tys.iter().flatten().cloned().collect();
+        if present.is_empty() {
+            return None;
+        }
+        let first = present[0].clone();
+        if present.iter().all(|t| *t == first) && tys.iter().all(Option::is_some) {
+            Some(first)
+        } else {
+            Some(Type::Json)
+        }
+    }
+
+    /// The value type of an expression without lowering it (None for void).
+    fn static_type(&self, e: &Expr) -> Option<Type> {
+        match &e.kind {
+            ExprKind::Str(_) => Some(Type::Str),
+            ExprKind::Number(_) => Some(Type::Number),
+            ExprKind::Bool(_) => Some(Type::Bool),
+            ExprKind::Null => Some(Type::Null),
+            ExprKind::Var(id) => match self.lookup(&id.name) {
+                Some((s, b)) => Some(self.st.scopes[s][b].ty.clone()),
+                None => Some(
+                    self.ctx
+                        .agent
+                        .beliefs
+                        .get(&id.name)
+                        .map_or(Type::Json, |b| ty_to_ir(&b.ty)),
+                ),
+            },
+            ExprKind::Call { callee, .. } => match &callee.kind {
+                ExprKind::Var(id) => {
+                    if let Some(f) = self.ctx.agent.flows.get(&id.name) {
+                        ir_result(&f.ret)
+                    } else if let Some(c) = self.ctx.agent.capabilities.get(&id.name) {
+                        ir_result(&c.ret)
+                    } else {
+                        builtins::lookup(&id.name).and_then(|b| ir_result(&(b.result)()))
+                    }
+                }
+                ExprKind::Member(t, f) => match &t.kind {
+                    ExprKind::Var(a) => self
+                        .ctx
+                        .index
+                        .agents
+                        .get(&a.name)
+                        .and_then(|ag| ag.flows.get(&f.name))
+                        .and_then(|sig| ir_result(&sig.ret)),
+                    _ => Some(Type::Json),
+                },
+                _ => Some(Type::Json),
+            },
+            ExprKind::Assign(..) => None,
+            ExprKind::Binary(op, a, b) => Some(match op {
+                BinaryOp::Add => {
+                    if self.static_type(a) == Some(Type::Str)
+                        || self.static_type(b) == Some(Type::Str)
+                    {
+                        Type::Str
+                    } else {
+                        Type::Number
+                    }
+                }
+                BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Rem => Type::Number,
+                _ => Type::Bool,
+            }),
+            ExprKind::Unary(UnaryOp::Neg, _) => Some(Type::Number),
+            ExprKind::Unary(UnaryOp::Not, _) => Some(Type::Bool),
+            _ => Some(Type::Json),
+        }
+    }
+
+    /// A case block's value: its last expression (or bound) statement.
+    fn block_value(&mut self, b: &Block) -> Option<Value> {
+        self.st.scopes.push(Vec::new());
+        let (init, last) = match b.stmts.split_last() {
+            Some((last, init)) => (init, Some(last)),
+            None => (&b.stmts[..], None),
+        };
+        self.stmts(init, false);
+        let v = match last.map(|s| &s.kind) {
+            Some(StmtKind::Expr(e)) if !self.may_have_returned() => self.expr(e),
+            Some(StmtKind::Bind { value, name }) if !self.may_have_returned() => {
+                let v = self.value(value);
+                let t = self.ty(v);
+                self.bind(&name.name, v, t);
+                Some(v)
+            }
+            Some(_) => {
+                if let Some(l) = last {
+                    self.stmts(std::slice::from_ref(l), false);
+                }
+                None
+            }
+            None => None,
+        };
+        self.st.scopes.pop();
+        v
+    }
+
+    // ------------------------------------------------------------ calls
+
+    fn call(&mut self, callee: &Expr, args: &[Expr], span: Span) -> Option<Value> {
+        match &callee.kind {
+            ExprKind::Var(id) => {
+                let agent = self.ctx.agent;
+                if let Some(sig) = agent.flows.get(&id.name) {
+                    let params: Vec<Type> = sig.params.iter().map(|p| ty_to_ir(&p.ty)).collect();
+                    let ret = ir_result(&sig.ret);
+                    return self.flow_call(&agent.name, &id.name, &params, ret, args, span);
+                }
+                if let Some(cap) = agent.capabilities.get(&id.name) {
+                    let keys: Vec<serde_json::Value> = cap
+                        .params
+                        .iter()
+                        .map(|p| serde_json::Value::String(p.name.clone()))
+                        .collect();
+                    let mut vs = Vec::new();
+                    for (a, p) in args.iter().zip(&cap.params) {
+                        let v = self.value(a);
+                        vs.push(self.coerce(v, &ty_to_ir(&p.ty)));
+                    }
+                    self.span = span;
+                    let obj = self.ins1(
+                        Opcode::Object,
+                        &vs,
+                        vec![("keys".into(), Attr::Json(serde_json::Value::Array(keys)))],
+                        Type::Json,
+                    );
+                    let ret = ty_to_ir(&cap.ret);
+                    let ret = if ret.is_data() { ret } else { Type::Json };
+                    return Some(self.ins1(
+                        Opcode::Inv,
+                        &[obj],
+                        vec![("tool".into(), Attr::Str(id.name.clone()))],
+                        ret,
+                    ));
+                }
+                let b = builtins::lookup(&id.name)?;
+                self.builtin(b.kind, args, span)
+            }
+            ExprKind::Member(target, flow) => {
+                let ExprKind::Var(agent_name) = &target.kind else {
+                    return None;
+                };
+                let sig = self
+                    .ctx
+                    .index
+                    .agents
+                    .get(&agent_name.name)?
+                    .flows
+                    .get(&flow.name)?;
+                let params: Vec<Type> = sig.params.iter().map(|p| ty_to_ir(&p.ty)).collect();
+                let ret = ir_result(&sig.ret);
+                self.flow_call(&agent_name.name, &flow.name, &params, ret, args, span)
+            }
+            _ => None,
+        }
+    }
+
+    fn flow_call(
+        &mut self,
+        agent: &str,
+        flow: &str,
+        params: &[Type],
+        ret: Option<Type>,
+        args: &[Expr],
+        span: Span,
+    ) -> Option<Value> {
+        let mut operands = Vec::new();
+        for (a, t) in args.iter().zip(params) {
+            let v = self.value(a);
+            operands.push(self.coerce(v, t));
+        }
+        self.span = span;
+        // Order the call with the caller's effects on the chains it touches.
+        let same_agent = agent == self.ctx.agent.name;
+        let chains: Vec<Chain> = self
+            .ctx
+            .summaries
+            .get(&(agent.to_string(), flow.to_string()))
+            .map(|cs| {
+                cs.iter()
+                    .copied()
+                    .filter(|c| same_agent || *c == Chain::Io)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let tokens = self.write_after(&chains);
+        // With no earlier effect on those chains the call starts them.
+        let ordered = !chains.is_empty();
+        operands.extend(tokens);
+        let mut types: Vec<Type> = ret.iter().cloned().collect();
+        if ordered {
+            types.push(Type::Ord);
+        }
+        let op = self.ins(
+            Opcode::FlowCall,
+            &operands,
+            vec![(
+                "callee".into(),
+                Attr::Symbol {
+                    agent: agent.to_string(),
+                    flow: flow.to_string(),
+                },
+            )],
+            &types,
+        );
+        if ordered {
+            let t = self.result(op, types.len() - 1);
+            self.record_write(&chains, t);
+        }
+        ret.map(|_| self.result(op, 0))
+    }
+
+    fn builtin(&mut self, kind: BuiltinKind, args: &[Expr], span: Span) -> Option<Value> {
+        use BuiltinKind as K;
+        let llm = |k: K| match k {
+            K::Ask => Some((Opcode::Ask, Type::Str)),
+            K::Think => Some((Opcode::Think, Type::Str)),
+            K::Reason => Some((Opcode::Reason, Type::Str)),
+            K::Llm => Some((Opcode::Llm, Type::Str)),
+            K::Plan => Some((Opcode::Plan, Type::Json)),
+            K::Reflect => Some((Opcode::Reflect, Type::Json)),
+            K::Verify => Some((Opcode::Verify, Type::Json)),
+            _ => None,
+        };
+        if let Some((opc, ty)) = llm(kind) {
+            let vs: Vec<Value> = args.iter().map(|a| self.value(a)).collect();
+            self.span = span;
+            return Some(self.ins1(opc, &vs, vec![], ty));
+        }
+        match kind {
+            K::Inv => {
+                let tool = match args.first().map(|a| &a.kind) {
+                    Some(ExprKind::Str(s)) => s.text(),
+                    _ => return None,
+                };
+                let a = match args.get(1) {
+                    Some(a) => self.value(a),
+                    None => self.const_attr(Attr::Json(serde_json::Value::Null), Type::Null),
+                };
+                self.span = span;
+                let ret = self
+                    .ctx
+                    .agent
+                    .capabilities
+                    .get(&tool)
+                    .map(|c| ty_to_ir(&c.ret))
+                    .filter(Type::is_data)
+                    .unwrap_or(Type::Json);
+                Some(self.ins1(
+                    Opcode::Inv,
+                    &[a],
+                    vec![("tool".into(), Attr::Str(tool))],
+                    ret,
+                ))
+            }
+            K::Exec => {
+                let vs: Vec<Value> = args.iter().map(|a| self.value(a)).collect();
+                self.span = span;
+                Some(self.ins1(Opcode::Exec, &vs, vec![], Type::Json))
+            }
+            K::Qmem => {
+                let q = self.value(args.first()?);
+                let tier = resolve_tier(self.ctx.agent, args.get(1)?)?;
+                self.span = span;
+                let chain = Chain::of_tier(tier);
+                let mut operands = vec![q];
+                operands.extend(self.read_after(chain));
+                let mut attrs = vec![("tier".into(), Attr::Str(tier.to_string()))];
+                if let Some(ExprKind::Number(n)) = args.get(2).map(|a| &a.kind) {
+                    attrs.push(("limit".into(), Attr::Number(*n)));
+                }
+                let op = self.ins(Opcode::Qmem, &operands, attrs, &[Type::Json, Type::Ord]);
+                let (v, t) = (self.result(op, 0), self.result(op, 1));
+                self.record_read(chain, t);
+                Some(v)
+            }
+            K::Umem => {
+                let v = self.value(args.first()?);
+                let tier = resolve_tier(self.ctx.agent, args.get(1)?)?;
+                let mut operands = vec![v];
+                if let Some(k) = args.get(2) {
+                    operands.push(self.value(k));
+                }
+                self.span = span;
+                let chain = Chain::of_tier(tier);
+                operands.extend(self.write_after(&[chain]));
+                let t = self.ins1(
+                    Opcode::Umem,
+                    &operands,
+                    vec![("tier".into(), Attr::Str(tier.to_string()))],
+                    Type::Ord,
+                );
+                self.record_write(&[chain], t);
+                None
+            }
+            K::Fence => {
+                self.span = span;
+                let tokens = self.write_after(&Chain::MEMORY);
+                let t = self.ins1(Opcode::Fence, &tokens, vec![], Type::Ord);
+                self.record_write(&Chain::MEMORY, t);
+                None
+            }
+            K::Merge | K::WaitAll => {
+                let vs: Vec<Value> = args.iter().map(|a| self.value(a)).collect();
+                self.span = span;
+                let (opc, ty) = if kind == K::Merge {
+                    (Opcode::Merge, Type::Str)
+                } else {
+                    (Opcode::WaitAll, Type::Json)
+                };
+                Some(self.ins1(opc, &vs, vec![], ty))
+            }
+            K::Print => {
+                let mut vs: Vec<Value> = args.iter().map(|a| self.value(a)).collect();
+                self.span = span;
+                vs.extend(self.write_after(&[Chain::Io]));
+                let t = self.ins1(Opcode::Print, &vs, vec![], Type::Ord);
+                self.record_write(&[Chain::Io], t);
+                None
+            }
+            K::Communicate => {
+                let mut vs: Vec<Value> = args.iter().map(|a| self.value(a)).collect();
+                self.span = span;
+                if vs.len() < 3 {
+                    let p = self.const_str("message");
+                    vs.push(p);
+                }
+                vs.extend(self.write_after(&[Chain::Io]));
+                let t = self.ins1(Opcode::Communicate, &vs, vec![], Type::Ord);
+                self.record_write(&[Chain::Io], t);
+                None
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The IR result type of a callee, `None` for `void`.
+fn ir_result(t: &Ty) -> Option<Type> {
+    let t = ty_to_ir(t);
+    t.is_data().then_some(t)
+}
+
+fn list_element_type(tys: &[Type]) -> Type {
+    match tys.split_first() {
+        Some((first, rest))
+            if rest.iter().all(|t| t == first) && first.is_data() && *first != Type::Null =>
+        {
+            first.clone()
+        }
+        _ => Type::Json,
+    }
+}
+
+/// The key a case is printed and matched with: the literal's text.
+fn case_key(e: &Expr) -> Option<String> {
+    match &e.kind {
+        ExprKind::Str(s) => Some(s.text()),
+        ExprKind::Number(n) => Some(serde_json::Number::from_f64(*n).map_or_else(
+            || n.to_string(),
+            |x| {
+                if n.fract() == 0.0 && n.abs() < 1e15 {
+                    format!("{}", *n as i64)
+                } else {
+                    x.to_string()
+                }
+            },
+        )),
+        ExprKind::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+fn has_call(e: &Expr) -> bool {
+    match &e.kind {
+        ExprKind::Call { .. } | ExprKind::Switch(_) | ExprKind::Assign(..) => true,
+        ExprKind::List(items) => items.iter().any(has_call),
+        ExprKind::Index(a, b) | ExprKind::Binary(_, a, b) => has_call(a) || has_call(b),
+        ExprKind::Member(a, _) | ExprKind::Unary(_, a) => has_call(a),
+        _ => false,
+    }
+}
+
+/// Is there a `return` anywhere but at the top level of the body?
+fn nested_return(body: &Block) -> bool {
+    fn in_block(b: &Block) -> bool {
+        b.stmts.iter().any(|s| {
+            let mut scan = false;
+            walk(s, &mut scan);
+            scan
+        })
+    }
+    fn walk(s: &Stmt, found: &mut bool) {
+        match &s.kind {
+            StmtKind::If {
+                then, otherwise, ..
+            } => {
+                *found |= contains_return(then) || otherwise.as_ref().is_some_and(contains_return);
+            }
+            StmtKind::Loop { body, .. } => *found |= contains_return(body),
+            StmtKind::Try { body, handler, .. } => {
+                *found |= contains_return(body) || contains_return(handler);
+            }
+            StmtKind::Parallel(b) => *found |= in_block(b),
+            StmtKind::Let { value, .. } | StmtKind::Bind { value, .. } | StmtKind::Expr(value) => {
+                *found |= expr_contains_return(value);
+            }
+            _ => {}
+        }
+    }
+    in_block(body)
+}
+
+fn contains_return(b: &Block) -> bool {
+    b.stmts.iter().any(|s| match &s.kind {
+        StmtKind::Return(_) => true,
+        StmtKind::If {
+            then, otherwise, ..
+        } => contains_return(then) || otherwise.as_ref().is_some_and(contains_return),
+        StmtKind::Loop { body, .. } | StmtKind::Parallel(body) => contains_return(body),
+        StmtKind::Try { body, handler, .. } => contains_return(body) || contains_return(handler),
+        StmtKind::Let { value, .. } | StmtKind::Bind { value, .. } | StmtKind::Expr(value) => {
+            expr_contains_return(value)
+        }
+        StmtKind::Error(_) => false,
+    })
+}
+
+/// A `return` inside a switch arm's block.
+fn expr_contains_return(e: &Expr) -> bool {
+    match &e.kind {
+        ExprKind::Switch(s) => s.cases.iter().any(|c| match &c.body {
+            CaseBody::Block(b) => contains_return(b),
+            CaseBody::Expr(e) => expr_contains_return(e),
+        }),
+        ExprKind::Call { callee, args } => {
+            expr_contains_return(callee) || args.iter().any(expr_contains_return)
+        }
+        ExprKind::List(items) => items.iter().any(expr_contains_return),
+        ExprKind::Index(a, b) | ExprKind::Binary(_, a, b) | ExprKind::Assign(a, b) => {
+            expr_contains_return(a) || expr_contains_return(b)
+        }
+        ExprKind::Member(a, _) | ExprKind::Unary(_, a) => expr_contains_return(a),
+        _ => false,
+    }
+}
