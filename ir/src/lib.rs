@@ -16,6 +16,7 @@ pub mod lexer;
 pub mod module;
 pub mod ops;
 pub mod parser;
+pub mod passes;
 pub mod printer;
 pub mod types;
 pub mod verifier;
@@ -30,6 +31,7 @@ pub use module::{
 };
 pub use ops::{Arity, Effect, Latency, OpInfo, Opcode, RegionSpec, ResultRule};
 pub use parser::{parse_module, parse_module_recovering, ParseError};
+pub use passes::{critical_path, OptLevel, PassManager, Pipeline};
 pub use printer::{print_flow, print_module, value_names};
 pub use types::Type;
 pub use verifier::{verify, verify_diagnostics, verify_errors, VerifyError};

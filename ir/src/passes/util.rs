@@ -1,0 +1,294 @@
+//! Small IR helpers shared by the passes.
+
+use crate::entity::{Op, Region, Value};
+use crate::module::{Attr, Dfg, FlowData, ValueDef};
+use crate::ops::{Effect, Opcode};
+use crate::types::Type;
+use std::collections::HashMap;
+
+/// Facts about the live ops of one flow, computed in one walk. Passes rebuild
+/// it after they mutate the flow.
+pub(crate) struct FlowFacts {
+    /// Live ops in pre-order (an op before the ops of its regions).
+    pub order: Vec<Op>,
+    /// The region listing each live op.
+    pub region: HashMap<Op, Region>,
+    /// Position of each live op in pre-order.
+    pub position: HashMap<Op, usize>,
+    /// Every use of a value by a live op: `(user, operand index)`, in pre-order.
+    pub uses: HashMap<Value, Vec<(Op, usize)>>,
+}
+
+impl FlowFacts {
+    pub fn new(flow: &FlowData) -> FlowFacts {
+        let mut facts = FlowFacts {
+            order: Vec::new(),
+            region: HashMap::new(),
+            position: HashMap::new(),
+            uses: HashMap::new(),
+        };
+        let mut seen = std::collections::HashSet::new();
+        facts.walk(&flow.dfg, flow.body, &mut seen);
+        facts
+    }
+
+    fn walk(&mut self, dfg: &Dfg, region: Region, seen: &mut std::collections::HashSet<Region>) {
+        if !seen.insert(region) {
+            return;
+        }
+        let Some(rd) = dfg.regions.get(region) else {
+            return;
+        };
+        for &op in &rd.ops {
+            let Some(od) = dfg.ops.get(op) else { continue };
+            self.position.insert(op, self.order.len());
+            self.order.push(op);
+            self.region.insert(op, region);
+            for (i, &v) in od.operands.iter().enumerate() {
+                self.uses.entry(v).or_default().push((op, i));
+            }
+            for &r in &od.regions {
+                self.walk(dfg, r, seen);
+            }
+        }
+    }
+}
+
+/// The op defining `v`, if `v` is an op result.
+pub(crate) fn def_op(dfg: &Dfg, v: Value) -> Option<Op> {
+    match dfg.values.get(v)?.def {
+        ValueDef::Result(op, _) => Some(op),
+        _ => None,
+    }
+}
+
+/// The text of a `const` string value (`const {value = "..."} : str`).
+pub(crate) fn const_str(dfg: &Dfg, v: Value) -> Option<&str> {
+    let op = def_op(dfg, v)?;
+    let od = dfg.ops.get(op)?;
+    if od.opcode != Opcode::Const || dfg.values.get(v)?.ty != Type::Str {
+        return None;
+    }
+    match od.attrs.get("value")? {
+        Attr::Str(s) => Some(s),
+        _ => None,
+    }
+}
+
+/// The boolean of a `const` bool value.
+pub(crate) fn const_bool(dfg: &Dfg, v: Value) -> Option<bool> {
+    let op = def_op(dfg, v)?;
+    let od = dfg.ops.get(op)?;
+    if od.opcode != Opcode::Const {
+        return None;
+    }
+    match od.attrs.get("value")? {
+        Attr::Bool(b) => Some(*b),
+        _ => None,
+    }
+}
+
+/// The literal attribute of a `const` value.
+pub(crate) fn const_attr(dfg: &Dfg, v: Value) -> Option<&Attr> {
+    let op = def_op(dfg, v)?;
+    let od = dfg.ops.get(op)?;
+    if od.opcode != Opcode::Const {
+        return None;
+    }
+    od.attrs.get("value")
+}
+
+/// Detaches `op` from `region` and, recursively, empties the op lists of the
+/// regions it owns, so no detached region still lists ops (which would
+/// confuse `Dfg::region_of`).
+pub(crate) fn erase_op(dfg: &mut Dfg, region: Region, op: Op) {
+    if let Some(rd) = dfg.regions.get_mut(region) {
+        rd.ops.retain(|&o| o != op);
+    }
+    clear_regions(dfg, op, 0);
+}
+
+fn clear_regions(dfg: &mut Dfg, op: Op, depth: usize) {
+    if depth > 4096 {
+        return;
+    }
+    let regions: Vec<Region> = dfg
+        .ops
+        .get(op)
+        .map(|od| od.regions.to_vec())
+        .unwrap_or_default();
+    for r in regions {
+        let ops = dfg
+            .regions
+            .get_mut(r)
+            .map(|rd| std::mem::take(&mut rd.ops))
+            .unwrap_or_default();
+        for o in ops {
+            clear_regions(dfg, o, depth + 1);
+        }
+    }
+}
+
+/// True if the op or anything in its regions has an effect (anything but
+/// pure ops, `yield`, and control ops whose regions are effect-free).
+pub(crate) fn has_effect(dfg: &Dfg, op: Op) -> bool {
+    has_effect_depth(dfg, op, 0)
+}
+
+fn has_effect_depth(dfg: &Dfg, op: Op, depth: usize) -> bool {
+    let Some(od) = dfg.ops.get(op) else {
+        return true;
+    };
+    if depth > 4096 {
+        return true;
+    }
+    match od.opcode {
+        Opcode::Yield => false,
+        Opcode::Return => true,
+        o if o.is_pure() => false,
+        o if o.effect() == Effect::Control => od.regions.iter().any(|&r| {
+            dfg.regions.get(r).is_none_or(|rd| {
+                rd.ops
+                    .iter()
+                    .any(|&inner| has_effect_depth(dfg, inner, depth + 1))
+            })
+        }),
+        _ => true,
+    }
+}
+
+/// Placeholder indices of a template that uses only `{N}` placeholders and
+/// no other braces; `None` if the text has any other `{` or `}` (whose
+/// meaning the passes do not assume, so they leave such templates alone).
+pub(crate) fn simple_template(text: &str) -> Option<Vec<TemplatePiece>> {
+    let mut out = Vec::new();
+    let mut lit = String::new();
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '{' => {
+                let rest = &text[i + 1..];
+                let close = rest.find('}')?;
+                let n: usize = rest[..close].parse().ok()?;
+                if rest[..close].starts_with('+') {
+                    return None;
+                }
+                if !lit.is_empty() {
+                    out.push(TemplatePiece::Text(std::mem::take(&mut lit)));
+                }
+                out.push(TemplatePiece::Hole(n));
+                // Skip the digits and the closing brace.
+                while let Some(&(j, _)) = chars.peek() {
+                    if j > i + 1 + close {
+                        break;
+                    }
+                    chars.next();
+                }
+            }
+            '}' => return None,
+            c => lit.push(c),
+        }
+    }
+    if !lit.is_empty() {
+        out.push(TemplatePiece::Text(lit));
+    }
+    Some(out)
+}
+
+/// A piece of a template: literal text or the operand `{N}`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum TemplatePiece {
+    Text(String),
+    Hole(usize),
+}
+
+/// Text that can be placed literally into a template (no braces).
+pub(crate) fn template_safe(s: &str) -> bool {
+    !s.contains('{') && !s.contains('}')
+}
+
+/// Number of live LLM calls (ops of the `llm` effect class) in a module.
+pub(crate) fn llm_call_count(m: &crate::Module) -> usize {
+    m.agents
+        .values()
+        .flat_map(|a| a.flows.values())
+        .map(|f| {
+            f.walk()
+                .into_iter()
+                .filter(|&o| {
+                    f.dfg
+                        .ops
+                        .get(o)
+                        .is_some_and(|d| d.opcode.effect() == Effect::Llm)
+                })
+                .count()
+        })
+        .sum()
+}
+
+/// Erases the pure, region-free ops among `candidates` that the rewrites
+/// left without uses, and then their inputs in turn. Ops that were unused
+/// before canonicalize are left to `dce`.
+pub(crate) fn erase_dead(flow: &mut FlowData, mut candidates: Vec<Op>) {
+    if candidates.is_empty() {
+        return;
+    }
+    let facts = FlowFacts::new(flow);
+    let mut counts: std::collections::HashMap<Value, usize> = facts
+        .uses
+        .iter()
+        .map(|(v, u)| (*v, u.len()))
+        .collect();
+    let mut erased = std::collections::HashSet::new();
+    while let Some(op) = candidates.pop() {
+        let Some(&region) = facts.region.get(&op) else {
+            continue;
+        };
+        let Some(od) = flow.dfg.ops.get(op) else {
+            continue;
+        };
+        if erased.contains(&op)
+            || !od.opcode.is_pure()
+            || !od.regions.is_empty()
+            || od.results.iter().any(|r| counts.get(r).copied().unwrap_or(0) > 0)
+        {
+            continue;
+        }
+        let operands = od.operands.to_vec();
+        erase_op(&mut flow.dfg, region, op);
+        erased.insert(op);
+        for v in operands {
+            if let Some(c) = counts.get_mut(&v) {
+                *c = c.saturating_sub(1);
+            }
+            if let Some(d) = def_op(&flow.dfg, v) {
+                candidates.push(d);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn simple_templates() {
+        use TemplatePiece::*;
+        assert_eq!(
+            simple_template("a {0} b {12}"),
+            Some(vec![
+                Text("a ".into()),
+                Hole(0),
+                Text(" b ".into()),
+                Hole(12)
+            ])
+        );
+        assert_eq!(simple_template(""), Some(vec![]));
+        assert_eq!(simple_template("{x}"), None);
+        assert_eq!(simple_template("a } b"), None);
+        assert_eq!(simple_template("{{0}}"), None);
+        assert_eq!(simple_template("{+1}"), None);
+        assert_eq!(simple_template("é{0}é"), Some(vec![Text("é".into()), Hole(0), Text("é".into())]));
+    }
+}
