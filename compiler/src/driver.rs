@@ -119,6 +119,10 @@ pub fn compile_source(source: &str) -> Result<Compiled, Vec<Diagnostic>> {
         })
         .collect();
     if !problems.is_empty() {
+        // Debugging aid for compiler developers: show the IR that failed.
+        if std::env::var_os("AISC_DUMP_UNVERIFIED_IR").is_some() {
+            eprintln!("{}", ais_ir::print_module(&module));
+        }
         let mut all = fe.diagnostics;
         all.extend(problems);
         return Err(all);

@@ -1322,9 +1322,28 @@ impl FlowVerifier<'_> {
     }
 
     /// Two memory writes to the same resource consuming the same token may
-    /// run in either order.
+    /// run in either order, unless they sit in sibling regions (the branches
+    /// of an `if`/`switch` are exclusive; `catch` runs after `try` has ended).
     fn ord_writes(&mut self) {
         let mut writers: HashMap<(Value, crate::MemResource), Op> = HashMap::new();
+        // Region → parent region, to tell nesting from siblings.
+        let mut parent: HashMap<Region, Region> = HashMap::new();
+        for op in self.dfg.walk_region(self.flow.body) {
+            if let Some(outer) = self.dfg.region_of(op) {
+                for &r in &self.dfg.ops[op].regions {
+                    parent.insert(r, outer);
+                }
+            }
+        }
+        let encloses = |outer: Region, mut inner: Region| loop {
+            if inner == outer {
+                return true;
+            }
+            match parent.get(&inner) {
+                Some(&p) => inner = p,
+                None => return false,
+            }
+        };
         for op in self.dfg.walk_region(self.flow.body) {
             let od = &self.dfg.ops[op];
             if od.opcode.effect() != Effect::MemWrite {
@@ -1338,7 +1357,11 @@ impl FlowVerifier<'_> {
                     continue;
                 }
                 if let Some(&first) = writers.get(&(v, res.clone())) {
-                    if first != op {
+                    let nested = match (self.dfg.region_of(first), self.dfg.region_of(op)) {
+                        (Some(a), Some(b)) => encloses(a, b) || encloses(b, a),
+                        _ => true,
+                    };
+                    if first != op && nested {
                         let e = VerifyError::UnorderedWrites {
                             resource: res.to_string(),
                             token: self.name(v),

@@ -95,11 +95,17 @@ impl Scanner<'_> {
 
     fn expr(&self, e: &Expr, out: &mut Scan) {
         match &e.kind {
-            ExprKind::Str(_)
-            | ExprKind::Number(_)
-            | ExprKind::Bool(_)
-            | ExprKind::Null
-            | ExprKind::Error => {}
+            // A template hole may read a belief.
+            ExprKind::Str(lit) => {
+                let reads_belief = lit.parts.iter().any(|p| {
+                    matches!(p, crate::syntax::lexer::StrPart::Interp(name, _)
+                        if self.agent.beliefs.contains_key(name))
+                });
+                if reads_belief {
+                    out.chains.insert(Chain::Beliefs);
+                }
+            }
+            ExprKind::Number(_) | ExprKind::Bool(_) | ExprKind::Null | ExprKind::Error => {}
             ExprKind::Var(id) => {
                 if self.agent.beliefs.contains_key(&id.name) {
                     out.chains.insert(Chain::Beliefs);
