@@ -4,7 +4,18 @@
 //! thread (never on a scheduler worker). Providers (`sim`, `openai`,
 //! `anthropic`, `ollama`) implement the trait in sibling modules.
 
+pub mod anthropic;
+pub mod budget;
+pub mod http;
+pub mod jsonschema;
+pub mod mock;
+pub mod ollama;
+pub mod openai;
+pub mod prompt;
+pub mod record;
 pub mod schema;
+pub mod secret;
+pub mod sim;
 
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -146,5 +157,131 @@ pub trait LlmBackend: Send + Sync {
     fn is_simulated(&self) -> bool {
         false
     }
-    fn complete(&self, request: &LlmRequest, cancel: &CancelToken) -> Result<LlmResponse, LlmError>;
+    fn complete(&self, request: &LlmRequest, cancel: &CancelToken)
+        -> Result<LlmResponse, LlmError>;
+
+    /// Like [`complete`](LlmBackend::complete), reporting every attempt
+    /// (including retries) to `observer` as it finishes. The VM calls this
+    /// with a per-op observer to put retries in telemetry. The default runs
+    /// `complete` and reports it as a single attempt.
+    fn complete_observed(
+        &self,
+        request: &LlmRequest,
+        cancel: &CancelToken,
+        observer: &dyn AttemptObserver,
+    ) -> Result<LlmResponse, LlmError> {
+        let started = std::time::Instant::now();
+        let result = self.complete(request, cancel);
+        observer.on_attempt(&Attempt::single(self.name(), &result, started.elapsed()));
+        result
+    }
+}
+
+/// One try of one request against a provider, reported to an
+/// [`AttemptObserver`] when it ends.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Attempt {
+    /// Backend name (from the configuration).
+    pub provider: String,
+    /// 1-based attempt number within the request.
+    pub number: u32,
+    /// HTTP status, when the server answered.
+    pub status: Option<u16>,
+    /// `None` when the attempt produced a usable reply.
+    pub error: Option<LlmErrorKind>,
+    /// Short description of the failure (never contains keys).
+    pub message: Option<String>,
+    /// Time spent on this attempt.
+    pub latency: Duration,
+    /// The delay before the next attempt when the backend will retry;
+    /// `None` when this attempt is the last.
+    pub retry_in: Option<Duration>,
+    /// True when the delay came from the server (`Retry-After`).
+    pub server_delay: bool,
+}
+
+impl Attempt {
+    /// The attempt record of a call that was not retried.
+    pub fn single(
+        provider: &str,
+        result: &Result<LlmResponse, LlmError>,
+        latency: Duration,
+    ) -> Attempt {
+        let (status, error, message) = match result {
+            Ok(_) => (None, None, None),
+            Err(e) => (e.status, Some(e.kind), Some(e.message.clone())),
+        };
+        Attempt {
+            provider: provider.to_string(),
+            number: 1,
+            status,
+            error,
+            message,
+            latency,
+            retry_in: None,
+            server_delay: false,
+        }
+    }
+
+    pub fn is_ok(&self) -> bool {
+        self.error.is_none()
+    }
+}
+
+/// Receives each [`Attempt`] as it finishes (from the calling I/O thread).
+pub trait AttemptObserver: Send + Sync {
+    fn on_attempt(&self, attempt: &Attempt);
+}
+
+/// Discards attempts.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoObserver;
+
+impl AttemptObserver for NoObserver {
+    fn on_attempt(&self, _attempt: &Attempt) {}
+}
+
+/// Collects attempts in memory (tests, run summaries).
+#[derive(Debug, Default)]
+pub struct AttemptLog(std::sync::Mutex<Vec<Attempt>>);
+
+impl AttemptLog {
+    pub fn new() -> AttemptLog {
+        AttemptLog::default()
+    }
+
+    pub fn attempts(&self) -> Vec<Attempt> {
+        match self.0.lock() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+}
+
+impl AttemptObserver for AttemptLog {
+    fn on_attempt(&self, attempt: &Attempt) {
+        match self.0.lock() {
+            Ok(mut g) => g.push(attempt.clone()),
+            Err(p) => p.into_inner().push(attempt.clone()),
+        }
+    }
+}
+
+impl<F: Fn(&Attempt) + Send + Sync> AttemptObserver for F {
+    fn on_attempt(&self, attempt: &Attempt) {
+        self(attempt)
+    }
+}
+
+impl LlmError {
+    /// An error that happened before or without any provider attempt.
+    pub fn new(provider: &str, kind: LlmErrorKind, message: impl Into<String>) -> LlmError {
+        LlmError {
+            provider: provider.to_string(),
+            status: None,
+            message: message.into(),
+            attempts: 0,
+            kind,
+        }
+    }
 }

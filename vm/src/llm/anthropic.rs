@@ -1,0 +1,102 @@
+//! Anthropic Messages API (`POST {base_url}/v1/messages`). Structured ops
+//! ask for JSON in the system prompt; the reply is validated locally.
+
+use super::http::{ErrorDetail, Reply};
+use super::prompt::Prepared;
+use super::secret::Secret;
+use super::Usage;
+use serde_json::{json, Map, Value};
+
+pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+pub const API_VERSION: &str = "2023-06-01";
+/// The API requires `max_tokens`; used when neither the op nor the backend
+/// sets one.
+pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+
+pub(crate) fn endpoint(base_url: &str) -> String {
+    let base = base_url.trim_end_matches('/');
+    if base.ends_with("/messages") {
+        base.to_string()
+    } else if base.ends_with("/v1") {
+        format!("{base}/messages")
+    } else {
+        format!("{base}/v1/messages")
+    }
+}
+
+pub(crate) fn headers(key: Option<&Secret>) -> Vec<(&'static str, String)> {
+    let mut h = vec![("anthropic-version", API_VERSION.to_string())];
+    if let Some(k) = key.filter(|k| !k.is_empty()) {
+        h.push(("x-api-key", k.expose().to_string()));
+    }
+    h
+}
+
+pub(crate) fn body(p: &Prepared) -> Value {
+    let messages: Vec<Value> = p
+        .messages
+        .iter()
+        .map(|(role, text)| json!({"role": role, "content": text}))
+        .collect();
+    let mut b = Map::new();
+    b.insert("model".into(), json!(p.model));
+    b.insert("system".into(), json!(p.system));
+    b.insert("messages".into(), Value::Array(messages));
+    b.insert(
+        "max_tokens".into(),
+        json!(p.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)),
+    );
+    if let Some(t) = p.temperature {
+        b.insert("temperature".into(), json!(t));
+    }
+    Value::Object(b)
+}
+
+pub(crate) fn parse(v: &Value) -> Result<Reply, String> {
+    let content = v
+        .get("content")
+        .and_then(Value::as_array)
+        .ok_or("reply has no `content` array")?;
+    let text: String = content
+        .iter()
+        .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+        .filter_map(|b| b.get("text").and_then(Value::as_str))
+        .collect::<Vec<_>>()
+        .join("");
+    let usage = v.get("usage");
+    let count = |k: &str| {
+        usage
+            .and_then(|u| u.get(k))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    };
+    Ok(Reply {
+        text,
+        usage: Usage {
+            prompt_tokens: count("input_tokens"),
+            completion_tokens: count("output_tokens"),
+        },
+        finish_reason: v
+            .get("stop_reason")
+            .and_then(Value::as_str)
+            .unwrap_or("unknown")
+            .to_string(),
+        model: v.get("model").and_then(Value::as_str).map(str::to_string),
+    })
+}
+
+/// `{"type": "error", "error": {"type": "overloaded_error", "message": ...}}`.
+pub(crate) fn error_detail(body: &str) -> ErrorDetail {
+    let Ok(v) = serde_json::from_str::<Value>(body) else {
+        return ErrorDetail::plain(body);
+    };
+    let e = v.get("error").unwrap_or(&v);
+    ErrorDetail {
+        message: e
+            .get("message")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| v.to_string()),
+        code: e.get("type").and_then(Value::as_str).map(str::to_string),
+    }
+}

@@ -1,0 +1,144 @@
+//! Per-run token budget.
+//!
+//! [`TokenBudget`] counts the tokens of every call of a run (prompt plus
+//! completion); [`BudgetedBackend`] refuses new calls once it is spent and
+//! fails the call that crosses it, with [`LlmErrorKind::BudgetExceeded`].
+
+use super::{
+    AttemptObserver, CancelToken, LlmBackend, LlmError, LlmErrorKind, LlmRequest, LlmResponse,
+    Usage,
+};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Tokens used by a run, with an optional limit. Shared by all calls.
+#[derive(Debug, Default)]
+pub struct TokenBudget {
+    limit: Option<u64>,
+    prompt: AtomicU64,
+    completion: AtomicU64,
+    calls: AtomicU64,
+}
+
+impl TokenBudget {
+    pub fn new(limit: Option<u64>) -> TokenBudget {
+        TokenBudget {
+            limit,
+            ..TokenBudget::default()
+        }
+    }
+
+    pub fn limit(&self) -> Option<u64> {
+        self.limit
+    }
+
+    /// Total tokens counted so far.
+    pub fn used(&self) -> u64 {
+        self.prompt.load(Ordering::SeqCst) + self.completion.load(Ordering::SeqCst)
+    }
+
+    /// Usage summed over the run (for the run summary).
+    pub fn usage(&self) -> Usage {
+        Usage {
+            prompt_tokens: self.prompt.load(Ordering::SeqCst),
+            completion_tokens: self.completion.load(Ordering::SeqCst),
+        }
+    }
+
+    /// Calls counted so far.
+    pub fn calls(&self) -> u64 {
+        self.calls.load(Ordering::SeqCst)
+    }
+
+    /// Adds one call's usage; returns the new total.
+    pub fn add(&self, usage: Usage) -> u64 {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.prompt.fetch_add(usage.prompt_tokens, Ordering::SeqCst);
+        self.completion
+            .fetch_add(usage.completion_tokens, Ordering::SeqCst);
+        self.used()
+    }
+
+    fn exceeded(&self, provider: &str, used: u64, limit: u64, this_call: Option<u64>) -> LlmError {
+        let call = this_call
+            .map(|t| format!(" (this call: {t})"))
+            .unwrap_or_default();
+        LlmError::new(
+            provider,
+            LlmErrorKind::BudgetExceeded,
+            format!(
+                "token budget exceeded: {used} of {limit} tokens used{call}; raise it with --token-budget or `token_budget` in the config"
+            ),
+        )
+    }
+}
+
+/// Counts usage into a [`TokenBudget`] and enforces its limit.
+pub struct BudgetedBackend {
+    inner: Arc<dyn LlmBackend>,
+    budget: Arc<TokenBudget>,
+}
+
+impl BudgetedBackend {
+    pub fn new(inner: Arc<dyn LlmBackend>, budget: Arc<TokenBudget>) -> BudgetedBackend {
+        BudgetedBackend { inner, budget }
+    }
+
+    pub fn budget(&self) -> &Arc<TokenBudget> {
+        &self.budget
+    }
+
+    fn before(&self) -> Result<(), LlmError> {
+        match self.budget.limit {
+            Some(limit) if self.budget.used() >= limit => {
+                Err(self
+                    .budget
+                    .exceeded(self.inner.name(), self.budget.used(), limit, None))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn after(&self, outcome: Result<LlmResponse, LlmError>) -> Result<LlmResponse, LlmError> {
+        let response = outcome?;
+        let total = self.budget.add(response.usage);
+        match self.budget.limit {
+            Some(limit) if total > limit => Err(self.budget.exceeded(
+                self.inner.name(),
+                total,
+                limit,
+                Some(response.usage.total()),
+            )),
+            _ => Ok(response),
+        }
+    }
+}
+
+impl LlmBackend for BudgetedBackend {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn concurrency(&self) -> usize {
+        self.inner.concurrency()
+    }
+    fn is_simulated(&self) -> bool {
+        self.inner.is_simulated()
+    }
+    fn complete(
+        &self,
+        request: &LlmRequest,
+        cancel: &CancelToken,
+    ) -> Result<LlmResponse, LlmError> {
+        self.before()?;
+        self.after(self.inner.complete(request, cancel))
+    }
+    fn complete_observed(
+        &self,
+        request: &LlmRequest,
+        cancel: &CancelToken,
+        observer: &dyn AttemptObserver,
+    ) -> Result<LlmResponse, LlmError> {
+        self.before()?;
+        self.after(self.inner.complete_observed(request, cancel, observer))
+    }
+}

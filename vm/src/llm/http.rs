@@ -1,0 +1,753 @@
+//! The HTTP backends (`openai`, `anthropic`, `ollama`) and their shared
+//! reliability layer: timeouts, retries with exponential backoff and jitter,
+//! `Retry-After`, cancellation, attempt telemetry, local schema validation
+//! with one repair round, and key redaction.
+//!
+//! Retry policy (see `docs/backends.md`): connection errors, timeouts,
+//! malformed or truncated bodies, 408, 409, 429 and 5xx are retried up to
+//! `max_retries` times; 400/401/403/404 (and other 4xx) and spend-limit
+//! errors (`insufficient_quota`, billing) are not. A server delay
+//! (`retry-after-ms`, `Retry-After` in seconds or as an HTTP date) is
+//! honoured up to `max_retry_after`; otherwise the delay is
+//! `base_delay * 2^(n-1)` capped at `max_delay`, with equal jitter.
+
+use super::jsonschema;
+use super::prompt::{self, Instructions, Models, Prepared};
+use super::secret::{redact, Secret};
+use super::{
+    anthropic, ollama, openai, Attempt, AttemptObserver, CancelToken, LlmBackend, LlmError,
+    LlmErrorKind, LlmRequest, LlmResponse, NoObserver, Usage,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// The wire protocol of an HTTP backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    #[serde(rename = "openai")]
+    OpenAi,
+    Anthropic,
+    Ollama,
+}
+
+impl Protocol {
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::OpenAi => "openai",
+            Protocol::Anthropic => "anthropic",
+            Protocol::Ollama => "ollama",
+        }
+    }
+
+    pub fn default_base_url(self) -> &'static str {
+        match self {
+            Protocol::OpenAi => openai::DEFAULT_BASE_URL,
+            Protocol::Anthropic => anthropic::DEFAULT_BASE_URL,
+            Protocol::Ollama => ollama::DEFAULT_BASE_URL,
+        }
+    }
+
+    /// The URL requests go to, from a configured base URL.
+    pub fn endpoint(self, base_url: &str) -> String {
+        match self {
+            Protocol::OpenAi => openai::endpoint(base_url),
+            Protocol::Anthropic => anthropic::endpoint(base_url),
+            Protocol::Ollama => ollama::endpoint(base_url),
+        }
+    }
+}
+
+/// How a structured op asks for JSON.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StructuredMode {
+    /// `response_format: json_schema` (OpenAI) / `format: <schema>` (Ollama).
+    #[default]
+    JsonSchema,
+    /// `response_format: json_object` / `format: "json"`, for servers
+    /// without schema support.
+    JsonObject,
+    /// Only the instruction in the system prompt.
+    Prompt,
+}
+
+/// When and how long to retry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Retries after the first attempt.
+    pub max_retries: u32,
+    pub base_delay: Duration,
+    pub max_delay: Duration,
+    /// Upper bound on a server-requested delay.
+    pub max_retry_after: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> RetryPolicy {
+        RetryPolicy {
+            max_retries: 3,
+            base_delay: Duration::from_millis(500),
+            max_delay: Duration::from_secs(20),
+            max_retry_after: Duration::from_secs(60),
+        }
+    }
+}
+
+/// A parsed provider reply.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reply {
+    pub text: String,
+    pub usage: Usage,
+    pub finish_reason: String,
+    pub model: Option<String>,
+}
+
+/// A provider error body, reduced to message and machine code.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ErrorDetail {
+    pub message: String,
+    pub code: Option<String>,
+}
+
+impl ErrorDetail {
+    pub(crate) fn plain(body: &str) -> ErrorDetail {
+        let t = body.trim();
+        let message = if t.is_empty() {
+            "empty body".to_string()
+        } else if t.len() > 300 {
+            let cut = (0..=300)
+                .rev()
+                .find(|i| t.is_char_boundary(*i))
+                .unwrap_or(0);
+            format!("{}…", &t[..cut])
+        } else {
+            t.to_string()
+        };
+        ErrorDetail {
+            message,
+            code: None,
+        }
+    }
+
+    /// Quota/billing exhaustion: retrying cannot help.
+    fn is_spend_limit(&self) -> bool {
+        let code = self.code.as_deref().unwrap_or("");
+        let m = self.message.to_ascii_lowercase();
+        matches!(
+            code,
+            "insufficient_quota" | "billing_hard_limit_reached" | "billing_not_active"
+        ) || m.contains("insufficient_quota")
+            || m.contains("exceeded your current quota")
+            || m.contains("credit balance is too low")
+            || m.contains("spend limit")
+    }
+}
+
+/// Settings of an HTTP backend (see `config.rs` for the file form).
+#[derive(Clone, Debug)]
+pub struct HttpOptions {
+    pub name: String,
+    pub protocol: Protocol,
+    pub base_url: String,
+    pub api_key: Option<Secret>,
+    pub models: Models,
+    pub instructions: Instructions,
+    pub temperature: Option<f64>,
+    pub max_tokens: Option<u32>,
+    pub concurrency: usize,
+    pub connect_timeout: Duration,
+    /// Whole-attempt timeout (connect, send, wait, read).
+    pub timeout: Duration,
+    pub retry: RetryPolicy,
+    pub structured: StructuredMode,
+}
+
+impl HttpOptions {
+    pub fn new(name: &str, protocol: Protocol, base_url: &str) -> HttpOptions {
+        HttpOptions {
+            name: name.to_string(),
+            protocol,
+            base_url: base_url.to_string(),
+            api_key: None,
+            models: Models::default(),
+            instructions: Instructions::default(),
+            temperature: None,
+            max_tokens: None,
+            concurrency: 16,
+            connect_timeout: Duration::from_secs(10),
+            timeout: Duration::from_secs(120),
+            retry: RetryPolicy::default(),
+            structured: StructuredMode::default(),
+        }
+    }
+}
+
+/// Largest response body read (bytes).
+const MAX_BODY: u64 = 16 << 20;
+
+/// An `openai`, `anthropic` or `ollama` backend.
+pub struct HttpBackend {
+    opts: HttpOptions,
+    endpoint: String,
+    agent: ureq::Agent,
+    observer: Arc<dyn AttemptObserver>,
+    jitter: AtomicU64,
+}
+
+impl std::fmt::Debug for HttpBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpBackend")
+            .field("opts", &self.opts)
+            .field("endpoint", &self.endpoint)
+            .finish()
+    }
+}
+
+/// What one HTTP exchange produced.
+enum Exchange {
+    Status {
+        status: u16,
+        retry_after: Option<Duration>,
+        body: String,
+    },
+    Transport {
+        kind: LlmErrorKind,
+        message: String,
+    },
+}
+
+impl HttpBackend {
+    pub fn new(opts: HttpOptions) -> HttpBackend {
+        let config = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_connect(Some(opts.connect_timeout))
+            .timeout_global(Some(opts.timeout))
+            .user_agent(concat!("apxm-ais/", env!("CARGO_PKG_VERSION")))
+            .build();
+        let seed = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(7)
+            ^ (opts.name.len() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        HttpBackend {
+            endpoint: opts.protocol.endpoint(&opts.base_url),
+            agent: ureq::Agent::new_with_config(config),
+            observer: Arc::new(NoObserver),
+            jitter: AtomicU64::new(seed | 1),
+            opts,
+        }
+    }
+
+    /// The observer `complete` reports to (`complete_observed` takes its own).
+    pub fn with_observer(mut self, observer: Arc<dyn AttemptObserver>) -> HttpBackend {
+        self.observer = observer;
+        self
+    }
+
+    pub fn options(&self) -> &HttpOptions {
+        &self.opts
+    }
+
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// Resolves the request against this backend's models and prompts.
+    pub fn prepare(&self, request: &LlmRequest) -> Prepared {
+        prompt::prepare(
+            request,
+            &self.opts.instructions,
+            &self.opts.models,
+            "default",
+            self.opts.temperature,
+            self.opts.max_tokens,
+        )
+    }
+
+    /// The JSON body sent for `p`.
+    pub fn body(&self, p: &Prepared) -> Value {
+        match self.opts.protocol {
+            Protocol::OpenAi => openai::body(p, self.opts.structured),
+            Protocol::Anthropic => anthropic::body(p),
+            Protocol::Ollama => ollama::body(p, self.opts.structured),
+        }
+    }
+
+    fn headers(&self, p: &Prepared) -> Vec<(&'static str, String)> {
+        let mut h = match self.opts.protocol {
+            Protocol::OpenAi => openai::headers(self.opts.api_key.as_ref()),
+            Protocol::Anthropic => anthropic::headers(self.opts.api_key.as_ref()),
+            Protocol::Ollama => openai::headers(self.opts.api_key.as_ref()),
+        };
+        h.push(("x-apxm-op", p.kind.name().to_string()));
+        h
+    }
+
+    fn parse(&self, v: &Value) -> Result<Reply, String> {
+        match self.opts.protocol {
+            Protocol::OpenAi => openai::parse(v),
+            Protocol::Anthropic => anthropic::parse(v),
+            Protocol::Ollama => ollama::parse(v),
+        }
+    }
+
+    fn error_detail(&self, body: &str) -> ErrorDetail {
+        match self.opts.protocol {
+            Protocol::OpenAi => openai::error_detail(body),
+            Protocol::Anthropic => anthropic::error_detail(body),
+            Protocol::Ollama => ollama::error_detail(body),
+        }
+    }
+
+    fn redact(&self, text: &str) -> String {
+        redact(text, self.opts.api_key.as_ref())
+    }
+
+    /// One HTTP exchange on a helper thread, so a cancelled run does not
+    /// wait for the network (the helper ends at the attempt timeout).
+    fn exchange(
+        &self,
+        headers: &[(&'static str, String)],
+        body: String,
+        cancel: &CancelToken,
+    ) -> Result<Exchange, LlmError> {
+        let agent = self.agent.clone();
+        let url = self.endpoint.clone();
+        let headers = headers.to_vec();
+        let (tx, rx) = mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name("apxm-http".into())
+            .spawn(move || {
+                let _ = tx.send(send(&agent, &url, &headers, body));
+            });
+        if let Err(e) = spawned {
+            return Err(LlmError::new(
+                &self.opts.name,
+                LlmErrorKind::Connect,
+                format!("cannot start HTTP thread: {e}"),
+            ));
+        }
+        loop {
+            match rx.recv_timeout(Duration::from_millis(20)) {
+                Ok(x) => return Ok(x),
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    if cancel.is_cancelled() {
+                        return Err(LlmError::new(
+                            &self.opts.name,
+                            LlmErrorKind::Cancelled,
+                            "cancelled",
+                        ));
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Ok(Exchange::Transport {
+                        kind: LlmErrorKind::Connect,
+                        message: "HTTP thread ended without a result".into(),
+                    })
+                }
+            }
+        }
+    }
+
+    fn next_jitter(&self) -> u64 {
+        // xorshift64*; races only mix the state further.
+        let mut x = self.jitter.load(Ordering::Relaxed);
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.jitter.store(x, Ordering::Relaxed);
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Backoff before retry number `n` (1-based) without a server delay.
+    fn backoff(&self, n: u32) -> Duration {
+        let r = &self.opts.retry;
+        let exp = r.base_delay.saturating_mul(
+            1u32.checked_shl(n.saturating_sub(1).min(20))
+                .unwrap_or(u32::MAX),
+        );
+        let d = exp.min(r.max_delay);
+        let half = d / 2;
+        let span = half.as_micros() as u64;
+        let extra = if span == 0 {
+            0
+        } else {
+            self.next_jitter() % (span + 1)
+        };
+        half + Duration::from_micros(extra)
+    }
+
+    /// Sends `p` until it succeeds, fails for good, or retries run out.
+    /// `number` counts attempts across the whole call (repairs included).
+    fn call(
+        &self,
+        p: &Prepared,
+        cancel: &CancelToken,
+        observer: &dyn AttemptObserver,
+        number: &mut u32,
+    ) -> Result<Reply, LlmError> {
+        let headers = self.headers(p);
+        let body = self.body(p).to_string();
+        let mut retries = 0u32;
+        loop {
+            if cancel.is_cancelled() {
+                return Err(self.fail(LlmErrorKind::Cancelled, None, "cancelled".into(), *number));
+            }
+            *number += 1;
+            let started = Instant::now();
+            let outcome = match self.exchange(&headers, body.clone(), cancel) {
+                Ok(x) => x,
+                Err(mut e) => {
+                    e.attempts = *number;
+                    return Err(e);
+                }
+            };
+            let latency = started.elapsed();
+            // (kind, status, message, retryable, server delay)
+            let failure: (LlmErrorKind, Option<u16>, String, bool, Option<Duration>) = match outcome
+            {
+                Exchange::Transport { kind, message } => (kind, None, message, true, None),
+                Exchange::Status { status, body, .. } if (200..300).contains(&status) => {
+                    match serde_json::from_str::<Value>(&body)
+                        .map_err(|e| format!("malformed JSON body: {e}"))
+                        .and_then(|v| self.parse(&v))
+                    {
+                        Ok(reply) => {
+                            observer.on_attempt(&Attempt {
+                                provider: self.opts.name.clone(),
+                                number: *number,
+                                status: Some(status),
+                                error: None,
+                                message: None,
+                                latency,
+                                retry_in: None,
+                                server_delay: false,
+                            });
+                            return Ok(reply);
+                        }
+                        Err(m) => (LlmErrorKind::InvalidResponse, Some(status), m, true, None),
+                    }
+                }
+                Exchange::Status {
+                    status,
+                    retry_after,
+                    body,
+                } => {
+                    let detail = self.error_detail(&body);
+                    let spend = detail.is_spend_limit();
+                    let (kind, retryable) = match status {
+                        401 | 403 => (LlmErrorKind::Auth, false),
+                        408 => (LlmErrorKind::Timeout, true),
+                        409 => (LlmErrorKind::Client, true),
+                        429 if spend => (LlmErrorKind::Client, false),
+                        429 => (LlmErrorKind::RateLimited, true),
+                        500..=599 => (LlmErrorKind::Server, !spend),
+                        _ => (LlmErrorKind::Client, false),
+                    };
+                    let mut message = detail.message;
+                    if spend {
+                        message = format!("spend limit or quota exhausted, not retried: {message}");
+                    }
+                    (kind, Some(status), message, retryable, retry_after)
+                }
+            };
+            let (kind, status, message, retryable, server) = failure;
+            let message = self.redact(&message);
+            let again = retryable && retries < self.opts.retry.max_retries;
+            let delay = if again {
+                retries += 1;
+                Some(match server {
+                    Some(d) => d.min(self.opts.retry.max_retry_after),
+                    None => self.backoff(retries),
+                })
+            } else {
+                None
+            };
+            observer.on_attempt(&Attempt {
+                provider: self.opts.name.clone(),
+                number: *number,
+                status,
+                error: Some(kind),
+                message: Some(message.clone()),
+                latency,
+                retry_in: delay,
+                server_delay: again && server.is_some(),
+            });
+            match delay {
+                Some(d) => {
+                    if !sleep_cancellable(d, cancel) {
+                        return Err(self.fail(
+                            LlmErrorKind::Cancelled,
+                            status,
+                            "cancelled while waiting to retry".into(),
+                            *number,
+                        ));
+                    }
+                }
+                None => {
+                    let message = if *number > 1 {
+                        format!("{message} (after {} attempts)", *number)
+                    } else {
+                        message
+                    };
+                    return Err(self.fail(kind, status, message, *number));
+                }
+            }
+        }
+    }
+
+    fn fail(
+        &self,
+        kind: LlmErrorKind,
+        status: Option<u16>,
+        message: String,
+        attempts: u32,
+    ) -> LlmError {
+        LlmError {
+            provider: self.opts.name.clone(),
+            status,
+            message: self.redact(&message),
+            attempts,
+            kind,
+        }
+    }
+}
+
+/// Sleeps `d` in short slices; false when cancelled meanwhile.
+pub(crate) fn sleep_cancellable(d: Duration, cancel: &CancelToken) -> bool {
+    let end = Instant::now() + d;
+    loop {
+        if cancel.is_cancelled() {
+            return false;
+        }
+        let now = Instant::now();
+        if now >= end {
+            return true;
+        }
+        std::thread::sleep((end - now).min(Duration::from_millis(10)));
+    }
+}
+
+fn send(
+    agent: &ureq::Agent,
+    url: &str,
+    headers: &[(&'static str, String)],
+    body: String,
+) -> Exchange {
+    let mut req = agent.post(url).content_type("application/json");
+    for (k, v) in headers {
+        req = req.header(*k, v.as_str());
+    }
+    match req.send(body) {
+        Ok(mut resp) => {
+            let status = resp.status().as_u16();
+            let retry_after = retry_after(resp.headers());
+            match resp
+                .body_mut()
+                .with_config()
+                .limit(MAX_BODY)
+                .read_to_string()
+            {
+                Ok(body) => Exchange::Status {
+                    status,
+                    retry_after,
+                    body,
+                },
+                Err(e) => {
+                    let (kind, message) = transport_error(&e);
+                    Exchange::Transport {
+                        kind,
+                        message: format!("reading the reply body: {message}"),
+                    }
+                }
+            }
+        }
+        Err(e) => {
+            let (kind, message) = transport_error(&e);
+            Exchange::Transport { kind, message }
+        }
+    }
+}
+
+fn transport_error(e: &ureq::Error) -> (LlmErrorKind, String) {
+    match e {
+        ureq::Error::Timeout(t) => (LlmErrorKind::Timeout, format!("timed out ({t})")),
+        ureq::Error::Io(io)
+            if matches!(
+                io.kind(),
+                std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+            ) =>
+        {
+            (LlmErrorKind::Timeout, format!("timed out: {io}"))
+        }
+        ureq::Error::HostNotFound => (LlmErrorKind::Connect, "host not found".into()),
+        ureq::Error::ConnectionFailed => (LlmErrorKind::Connect, "connection failed".into()),
+        other => (LlmErrorKind::Connect, format!("connection error: {other}")),
+    }
+}
+
+/// `retry-after-ms` (OpenAI), else `Retry-After` as seconds or HTTP date.
+fn retry_after(headers: &ureq::http::HeaderMap) -> Option<Duration> {
+    let get = |k: &str| headers.get(k).and_then(|v| v.to_str().ok()).map(str::trim);
+    if let Some(ms) = get("retry-after-ms").and_then(|v| v.parse::<f64>().ok()) {
+        if ms.is_finite() && ms >= 0.0 {
+            return Some(Duration::from_secs_f64(ms / 1000.0));
+        }
+    }
+    let v = get("retry-after")?;
+    if let Ok(secs) = v.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs.min(1e6)));
+    }
+    let at = parse_http_date(v)?;
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).ok()?.as_secs();
+    Some(Duration::from_secs(at.saturating_sub(now)))
+}
+
+/// IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`) to Unix seconds.
+pub fn parse_http_date(s: &str) -> Option<u64> {
+    let parts: Vec<&str> = s.split_whitespace().collect();
+    let [_, day, mon, year, time, "GMT"] = parts.as_slice() else {
+        return None;
+    };
+    let day: u64 = day.parse().ok()?;
+    let months = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let mon = months.iter().position(|m| m == mon)? as u64 + 1;
+    let year: u64 = year.parse().ok()?;
+    let hms: Vec<u64> = time
+        .split(':')
+        .map(|p| p.parse().ok())
+        .collect::<Option<_>>()?;
+    let [h, m, sec] = hms.as_slice() else {
+        return None;
+    };
+    if !(1..=31).contains(&day) || year < 1970 || *h > 23 || *m > 59 || *sec > 60 {
+        return None;
+    }
+    // Days from civil (Howard Hinnant).
+    let (y, mo) = if mon <= 2 {
+        (year - 1, mon + 9)
+    } else {
+        (year, mon - 3)
+    };
+    let era = y / 400;
+    let yoe = y - era * 400;
+    let doy = (153 * mo + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = (era * 146_097 + doe).checked_sub(719_468)?;
+    Some(days * 86_400 + h * 3600 + m * 60 + sec)
+}
+
+impl LlmBackend for HttpBackend {
+    fn name(&self) -> &str {
+        &self.opts.name
+    }
+
+    fn concurrency(&self) -> usize {
+        self.opts.concurrency.max(1)
+    }
+
+    fn complete(
+        &self,
+        request: &LlmRequest,
+        cancel: &CancelToken,
+    ) -> Result<LlmResponse, LlmError> {
+        let observer = Arc::clone(&self.observer);
+        self.complete_observed(request, cancel, observer.as_ref())
+    }
+
+    fn complete_observed(
+        &self,
+        request: &LlmRequest,
+        cancel: &CancelToken,
+        observer: &dyn AttemptObserver,
+    ) -> Result<LlmResponse, LlmError> {
+        let started = Instant::now();
+        let mut p = self.prepare(request);
+        let mut number = 0u32;
+        let mut usage = Usage::default();
+        let mut repaired = false;
+        loop {
+            let reply = self.call(&p, cancel, observer, &mut number)?;
+            usage.prompt_tokens += reply.usage.prompt_tokens;
+            usage.completion_tokens += reply.usage.completion_tokens;
+            let model = reply.model.clone().unwrap_or_else(|| p.model.clone());
+            let Some(schema) = &p.schema else {
+                return Ok(LlmResponse {
+                    text: reply.text,
+                    json: None,
+                    usage,
+                    finish_reason: reply.finish_reason,
+                    model,
+                    latency: started.elapsed(),
+                    simulated: false,
+                });
+            };
+            let checked = jsonschema::extract_json(&reply.text)
+                .map_err(|e| format!("the reply is not JSON ({e})"))
+                .and_then(|v| match jsonschema::validate(schema, &v) {
+                    Ok(()) => Ok(v),
+                    Err(e) => Err(format!(
+                        "the reply does not match the {} schema at {e}",
+                        p.kind.name()
+                    )),
+                });
+            match checked {
+                Ok(v) => {
+                    return Ok(LlmResponse {
+                        text: reply.text,
+                        json: Some(v),
+                        usage,
+                        finish_reason: reply.finish_reason,
+                        model,
+                        latency: started.elapsed(),
+                        simulated: false,
+                    })
+                }
+                Err(problem) if !repaired => {
+                    repaired = true;
+                    observer.on_attempt(&Attempt {
+                        provider: self.opts.name.clone(),
+                        number,
+                        status: None,
+                        error: Some(LlmErrorKind::InvalidResponse),
+                        message: Some(format!("{problem}; asking the model to repair it")),
+                        latency: Duration::ZERO,
+                        retry_in: Some(Duration::ZERO),
+                        server_delay: false,
+                    });
+                    p.messages.push(("assistant", reply.text));
+                    p.messages.push(("user", prompt::repair_message(&problem)));
+                }
+                Err(problem) => {
+                    return Err(self.fail(
+                        LlmErrorKind::InvalidResponse,
+                        None,
+                        format!("{problem}, still after one repair request"),
+                        number,
+                    ))
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn http_dates() {
+        assert_eq!(
+            parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"),
+            Some(784_111_777)
+        );
+        assert_eq!(parse_http_date("soon"), None);
+    }
+}

@@ -1,0 +1,93 @@
+//! Ollama's native chat API (`POST {base_url}/api/chat`, `stream: false`).
+//! Structured ops pass the schema as `format`.
+
+use super::http::{ErrorDetail, Reply, StructuredMode};
+use super::prompt::Prepared;
+use super::Usage;
+use serde_json::{json, Map, Value};
+
+pub const DEFAULT_BASE_URL: &str = "http://127.0.0.1:11434";
+
+pub(crate) fn endpoint(base_url: &str) -> String {
+    let base = base_url.trim_end_matches('/');
+    if base.ends_with("/api/chat") {
+        base.to_string()
+    } else {
+        format!("{}/api/chat", base.trim_end_matches("/api"))
+    }
+}
+
+pub(crate) fn body(p: &Prepared, mode: StructuredMode) -> Value {
+    let mut messages = vec![json!({"role": "system", "content": p.system})];
+    for (role, text) in &p.messages {
+        messages.push(json!({"role": role, "content": text}));
+    }
+    let mut options = Map::new();
+    if let Some(t) = p.temperature {
+        options.insert("temperature".into(), json!(t));
+    }
+    if let Some(m) = p.max_tokens {
+        options.insert("num_predict".into(), json!(m));
+    }
+    let mut b = Map::new();
+    b.insert("model".into(), json!(p.model));
+    b.insert("messages".into(), Value::Array(messages));
+    b.insert("stream".into(), json!(false));
+    if !options.is_empty() {
+        b.insert("options".into(), Value::Object(options));
+    }
+    if let Some(schema) = &p.schema {
+        match mode {
+            StructuredMode::JsonSchema => {
+                b.insert("format".into(), schema.clone());
+            }
+            StructuredMode::JsonObject => {
+                b.insert("format".into(), json!("json"));
+            }
+            StructuredMode::Prompt => {}
+        }
+    }
+    Value::Object(b)
+}
+
+pub(crate) fn parse(v: &Value) -> Result<Reply, String> {
+    let text = v
+        .get("message")
+        .and_then(|m| m.get("content"))
+        .and_then(Value::as_str)
+        .ok_or("reply has no `message.content`")?
+        .to_string();
+    let count = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
+    Ok(Reply {
+        text,
+        usage: Usage {
+            prompt_tokens: count("prompt_eval_count"),
+            completion_tokens: count("eval_count"),
+        },
+        finish_reason: v
+            .get("done_reason")
+            .and_then(Value::as_str)
+            .unwrap_or(if v.get("done") == Some(&Value::Bool(true)) {
+                "stop"
+            } else {
+                "unknown"
+            })
+            .to_string(),
+        model: v.get("model").and_then(Value::as_str).map(str::to_string),
+    })
+}
+
+/// `{"error": "model 'x' not found"}`.
+pub(crate) fn error_detail(body: &str) -> ErrorDetail {
+    match serde_json::from_str::<Value>(body) {
+        Ok(v) => ErrorDetail {
+            message: v
+                .get("error")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .unwrap_or_else(|| v.to_string()),
+            code: None,
+        },
+        Err(_) => ErrorDetail::plain(body),
+    }
+}

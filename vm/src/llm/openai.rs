@@ -1,0 +1,122 @@
+//! OpenAI Chat Completions (`POST {base_url}/chat/completions`), as spoken by
+//! OpenAI, vLLM, llama.cpp server, Ollama's `/v1`, LM Studio and OpenRouter.
+//! Construct it with [`HttpBackend`](super::http::HttpBackend) and
+//! [`Protocol::OpenAi`](super::http::Protocol::OpenAi).
+
+use super::http::{ErrorDetail, Reply, StructuredMode};
+use super::prompt::Prepared;
+use super::secret::Secret;
+use super::Usage;
+use serde_json::{json, Map, Value};
+
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+
+pub(crate) fn endpoint(base_url: &str) -> String {
+    let base = base_url.trim_end_matches('/');
+    if base.ends_with("/chat/completions") {
+        base.to_string()
+    } else {
+        format!("{base}/chat/completions")
+    }
+}
+
+pub(crate) fn headers(key: Option<&Secret>) -> Vec<(&'static str, String)> {
+    match key {
+        Some(k) if !k.is_empty() => vec![("authorization", format!("Bearer {}", k.expose()))],
+        _ => Vec::new(),
+    }
+}
+
+pub(crate) fn body(p: &Prepared, mode: StructuredMode) -> Value {
+    let mut messages = vec![json!({"role": "system", "content": p.system})];
+    for (role, text) in &p.messages {
+        messages.push(json!({"role": role, "content": text}));
+    }
+    let mut b = Map::new();
+    b.insert("model".into(), json!(p.model));
+    b.insert("messages".into(), Value::Array(messages));
+    if let Some(t) = p.temperature {
+        b.insert("temperature".into(), json!(t));
+    }
+    if let Some(m) = p.max_tokens {
+        b.insert("max_tokens".into(), json!(m));
+    }
+    if let Some(schema) = &p.schema {
+        match mode {
+            StructuredMode::JsonSchema => {
+                b.insert(
+                    "response_format".into(),
+                    json!({
+                        "type": "json_schema",
+                        "json_schema": {"name": format!("{}_reply", p.kind.name()), "schema": schema, "strict": false}
+                    }),
+                );
+            }
+            StructuredMode::JsonObject => {
+                b.insert("response_format".into(), json!({"type": "json_object"}));
+            }
+            StructuredMode::Prompt => {}
+        }
+    }
+    Value::Object(b)
+}
+
+pub(crate) fn parse(v: &Value) -> Result<Reply, String> {
+    let choice = v
+        .get("choices")
+        .and_then(|c| c.get(0))
+        .ok_or("reply has no `choices[0]`")?;
+    let message = choice
+        .get("message")
+        .ok_or("reply has no `choices[0].message`")?;
+    let text = match message.get("content") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Null) | None => match message.get("refusal").and_then(Value::as_str) {
+            Some(r) => return Err(format!("the model refused: {r}")),
+            None => String::new(),
+        },
+        Some(other) => return Err(format!("`choices[0].message.content` is {other}, not text")),
+    };
+    let usage = v.get("usage");
+    let count = |k: &str| {
+        usage
+            .and_then(|u| u.get(k))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    };
+    Ok(Reply {
+        text,
+        usage: Usage {
+            prompt_tokens: count("prompt_tokens"),
+            completion_tokens: count("completion_tokens"),
+        },
+        finish_reason: choice
+            .get("finish_reason")
+            .and_then(Value::as_str)
+            .unwrap_or("unknown")
+            .to_string(),
+        model: v.get("model").and_then(Value::as_str).map(str::to_string),
+    })
+}
+
+/// `{"error": {"message", "type", "code"}}`; some servers send a bare
+/// string or `{"detail": ...}`.
+pub(crate) fn error_detail(body: &str) -> ErrorDetail {
+    let Ok(v) = serde_json::from_str::<Value>(body) else {
+        return ErrorDetail::plain(body);
+    };
+    let e = v.get("error").unwrap_or(&v);
+    let message = e
+        .get("message")
+        .and_then(Value::as_str)
+        .or_else(|| e.as_str())
+        .or_else(|| v.get("detail").and_then(Value::as_str))
+        .map(str::to_string)
+        .unwrap_or_else(|| v.to_string());
+    let code = e
+        .get("code")
+        .and_then(Value::as_str)
+        .or_else(|| e.get("type").and_then(Value::as_str))
+        .map(str::to_string);
+    ErrorDetail { message, code }
+}

@@ -1,0 +1,198 @@
+//! From an [`LlmRequest`] to what a provider sees: the system prompt for the
+//! op kind, the user message (prompt plus labelled context blocks), the model
+//! for the op's latency class, and the JSON-schema instruction for
+//! structured ops. Every protocol module builds its body from a [`Prepared`].
+
+use super::{LlmOpKind, LlmRequest};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// Latency class of an op; each backend maps it to a model and the simulator
+/// to a delay. Matches the IR op table (`plan`/`reflect`/`verify` are
+/// `think`-class).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelClass {
+    Ask,
+    Think,
+    Reason,
+}
+
+impl ModelClass {
+    pub fn of(kind: LlmOpKind) -> ModelClass {
+        match kind {
+            LlmOpKind::Ask | LlmOpKind::Llm => ModelClass::Ask,
+            LlmOpKind::Think | LlmOpKind::Plan | LlmOpKind::Reflect | LlmOpKind::Verify => {
+                ModelClass::Think
+            }
+            LlmOpKind::Reason => ModelClass::Reason,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ModelClass::Ask => "ask",
+            ModelClass::Think => "think",
+            ModelClass::Reason => "reason",
+        }
+    }
+}
+
+/// Model names per latency class.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Models {
+    pub ask: Option<String>,
+    pub think: Option<String>,
+    pub reason: Option<String>,
+}
+
+impl Models {
+    /// One model for every class.
+    pub fn all(model: &str) -> Models {
+        Models {
+            ask: Some(model.into()),
+            think: Some(model.into()),
+            reason: Some(model.into()),
+        }
+    }
+
+    /// The model for `class`, falling back to the nearest configured class
+    /// (reason → think → ask and back).
+    pub fn for_class(&self, class: ModelClass) -> Option<&str> {
+        let order: [&Option<String>; 3] = match class {
+            ModelClass::Ask => [&self.ask, &self.think, &self.reason],
+            ModelClass::Think => [&self.think, &self.reason, &self.ask],
+            ModelClass::Reason => [&self.reason, &self.think, &self.ask],
+        };
+        order.into_iter().flatten().map(String::as_str).next()
+    }
+}
+
+/// The default system prompt of each op kind.
+pub fn default_instruction(kind: LlmOpKind) -> &'static str {
+    match kind {
+        LlmOpKind::Ask | LlmOpKind::Llm => {
+            "You are a helpful assistant inside an agent workflow. Answer the request directly and concisely."
+        }
+        LlmOpKind::Think => {
+            "You are a careful analyst inside an agent workflow. Think the problem through, then give a clear, well-organised answer."
+        }
+        LlmOpKind::Reason => {
+            "You are an expert reasoner inside an agent workflow. Reason step by step about the problem and state your conclusion explicitly."
+        }
+        LlmOpKind::Plan => {
+            "You are a planner inside an agent workflow. Break the goal into concrete steps; each step has a short id, a description, and the ids of the steps it depends on."
+        }
+        LlmOpKind::Reflect => {
+            "You are a reviewer inside an agent workflow. Critique the content honestly and give concrete suggestions to improve it."
+        }
+        LlmOpKind::Verify => {
+            "You are a verifier inside an agent workflow. Decide whether the claim is supported by the evidence and explain why."
+        }
+    }
+}
+
+/// System prompts per op kind: the defaults with `[instruction]` overrides.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Instructions {
+    /// Overrides keyed by op kind name (`ask`, `think`, `reason`, `llm`,
+    /// `plan`, `reflect`, `verify`).
+    pub overrides: BTreeMap<String, String>,
+}
+
+impl Instructions {
+    pub fn system_for(&self, kind: LlmOpKind) -> &str {
+        self.overrides
+            .get(kind.name())
+            .map(String::as_str)
+            .unwrap_or_else(|| default_instruction(kind))
+    }
+}
+
+/// A request ready for a protocol: everything resolved.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Prepared {
+    pub kind: LlmOpKind,
+    pub model: String,
+    pub system: String,
+    /// Conversation turns after the system prompt: `(role, text)` with role
+    /// `user` or `assistant`. The first is the rendered prompt; a JSON repair
+    /// adds the bad reply and a correction request.
+    pub messages: Vec<(&'static str, String)>,
+    pub temperature: Option<f64>,
+    pub max_tokens: Option<u32>,
+    pub schema: Option<Value>,
+}
+
+/// Renders the user message: the prompt, then each context block under a
+/// labelled header.
+pub fn render_user(request: &LlmRequest) -> String {
+    let mut out = request.prompt.clone();
+    for block in &request.context {
+        let label = if block.label.trim().is_empty() {
+            "context"
+        } else {
+            block.label.trim()
+        };
+        out.push_str("\n\n### ");
+        out.push_str(label);
+        out.push('\n');
+        out.push_str(&block.text);
+    }
+    out
+}
+
+/// The system-prompt suffix asking for JSON valid against `schema`. The
+/// schema sits in a ```` ```json ```` fence so tools (and the mock server)
+/// can find it.
+pub fn schema_instruction(schema: &Value) -> String {
+    let text = serde_json::to_string_pretty(schema).unwrap_or_else(|_| schema.to_string());
+    format!(
+        "\n\nReply with a single JSON value and nothing else (no prose, no code fence). It must be valid against this JSON schema:\n```json\n{text}\n```"
+    )
+}
+
+/// Resolves `request` against a backend's models and defaults.
+pub fn prepare(
+    request: &LlmRequest,
+    instructions: &Instructions,
+    models: &Models,
+    fallback_model: &str,
+    default_temperature: Option<f64>,
+    default_max_tokens: Option<u32>,
+) -> Prepared {
+    let model = request
+        .model
+        .clone()
+        .or_else(|| {
+            models
+                .for_class(ModelClass::of(request.kind))
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| fallback_model.to_string());
+    let mut system = request
+        .system
+        .clone()
+        .unwrap_or_else(|| instructions.system_for(request.kind).to_string());
+    if let Some(schema) = &request.json_schema {
+        system.push_str(&schema_instruction(schema));
+    }
+    Prepared {
+        kind: request.kind,
+        model,
+        system,
+        messages: vec![("user", render_user(request))],
+        temperature: request.temperature.or(default_temperature),
+        max_tokens: request.max_tokens.or(default_max_tokens),
+        schema: request.json_schema.clone(),
+    }
+}
+
+/// The user turn that asks the model to fix an invalid structured reply.
+pub fn repair_message(problem: &str) -> String {
+    format!(
+        "Your previous reply was not valid: {problem}. Reply again with only the corrected JSON value, valid against the schema in the instructions."
+    )
+}
