@@ -238,18 +238,20 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
     (line, text[start..offset].chars().count() + 1)
 }
 
-/// Hides the value on lines whose key looks secret (`api_key = "sk-..."`).
+/// Hides the value on lines whose key looks secret (`api_key = "sk-..."`),
+/// and on `*_env` lines whose value is not a variable name (a pasted key).
 fn mask_line(line: &str) -> String {
-    let Some((key, _)) = line.split_once('=') else {
+    let Some((key, value)) = line.split_once('=') else {
         return line.to_string();
     };
     let k = key.trim().to_ascii_lowercase();
     let secretish = ["key", "token", "secret", "password"]
         .iter()
-        .any(|w| k.contains(w))
-        && !k.ends_with("_env");
-    if secretish {
-        format!("{}= \"****\"", key)
+        .any(|w| k.contains(w));
+    let v = value.trim().trim_matches(|c| c == '"' || c == '\'');
+    let harmless = k.ends_with("_env") && is_env_name(v);
+    if secretish && !harmless {
+        format!("{key}= \"****\"")
     } else {
         line.to_string()
     }
@@ -438,10 +440,18 @@ impl BackendConfig {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 struct Source {
     path: PathBuf,
     text: String,
+}
+
+impl fmt::Debug for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Source")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The contents of a config file (or the built-in defaults without one).
@@ -481,6 +491,14 @@ impl Config {
         })?;
         let mut backends: Vec<BackendConfig> = Vec::new();
         for fb in file.llm_backends {
+            if backends.iter().any(|b| b.name == fb.name.get_ref().trim()) {
+                return Err(ConfigError::at(
+                    &src,
+                    fb.name.span(),
+                    format!("backend `{}` is defined twice", fb.name.get_ref().trim()),
+                    Some("backend names must be unique".into()),
+                ));
+            }
             let b = resolve_backend(&src, fb)?;
             backends.push(b);
         }
@@ -955,16 +973,18 @@ impl Settings {
         let api_key = match &b.api_key_env {
             Some(var) => match self.env.var(var) {
                 Some(v) => Some(Secret::new(v.trim())),
-                None => return Err(self.config.error_at(
-                    b.api_key_env_span.clone(),
-                    format!(
-                        "environment variable {var} (api_key_env of backend `{}`) is not set",
-                        b.name
-                    ),
-                    Some(format!(
+                None => {
+                    return Err(self.config.error_at(
+                        b.api_key_env_span.clone(),
+                        format!(
+                            "environment variable {var} (api_key_env of backend `{}`) is not set",
+                            b.name
+                        ),
+                        Some(format!(
                         "export {var}=... before running, or pick another backend with --backend"
                     )),
-                )),
+                    ))
+                }
             },
             None => None,
         };

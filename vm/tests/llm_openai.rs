@@ -13,19 +13,30 @@ use serde_json::json;
 fn sends_chat_completions_with_system_prompt_context_and_model_per_class() {
     let server = mock();
     let b = backend(&server, Protocol::OpenAi);
-    let mut r = with_context(request(LlmOpKind::Think, "Summarise the report"), "report", "Sales grew 5%.");
+    let mut r = with_context(
+        request(LlmOpKind::Think, "Summarise the report"),
+        "report",
+        "Sales grew 5%.",
+    );
     r.temperature = Some(0.2);
     r.max_tokens = Some(99);
     let resp = b.complete(&r, &CancelToken::new()).expect("reply");
     assert!(!resp.simulated);
     assert_eq!(resp.model, "m-think");
     assert_eq!(resp.finish_reason, "stop");
-    assert!(resp.text.starts_with("mock reply to: Summarise the report"), "{}", resp.text);
+    assert!(
+        resp.text.starts_with("mock reply to: Summarise the report"),
+        "{}",
+        resp.text
+    );
 
     let got = server.last_request().expect("request");
     assert_eq!(got.method, "POST");
     assert_eq!(got.path, "/v1/chat/completions");
-    assert_eq!(got.header("authorization"), Some(format!("Bearer {KEY}").as_str()));
+    assert_eq!(
+        got.header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
     assert_eq!(got.header("x-apxm-op"), Some("think"));
     assert_eq!(got.header("content-type"), Some("application/json"));
     let body = &got.body;
@@ -34,9 +45,14 @@ fn sends_chat_completions_with_system_prompt_context_and_model_per_class() {
     assert_eq!(body["max_tokens"], 99);
     assert!(body.get("response_format").is_none());
     assert_eq!(body["messages"][0]["role"], "system");
-    assert!(body["messages"][0]["content"].as_str().is_some_and(|s| s.contains("careful analyst")));
+    assert!(body["messages"][0]["content"]
+        .as_str()
+        .is_some_and(|s| s.contains("careful analyst")));
     assert_eq!(body["messages"][1]["role"], "user");
-    assert_eq!(body["messages"][1]["content"], "Summarise the report\n\n### report\nSales grew 5%.");
+    assert_eq!(
+        body["messages"][1]["content"],
+        "Summarise the report\n\n### report\nSales grew 5%."
+    );
 }
 
 #[test]
@@ -63,14 +79,30 @@ fn parses_usage_and_finish_reason() {
     let resp = backend(&server, Protocol::OpenAi)
         .complete(&request(LlmOpKind::Ask, "hi"), &CancelToken::new())
         .expect("reply");
-    assert_eq!((resp.text.as_str(), resp.finish_reason.as_str(), resp.model.as_str()), ("done", "length", "served-model"));
-    assert_eq!((resp.usage.prompt_tokens, resp.usage.completion_tokens, resp.usage.total()), (17, 5, 22));
+    assert_eq!(
+        (
+            resp.text.as_str(),
+            resp.finish_reason.as_str(),
+            resp.model.as_str()
+        ),
+        ("done", "length", "served-model")
+    );
+    assert_eq!(
+        (
+            resp.usage.prompt_tokens,
+            resp.usage.completion_tokens,
+            resp.usage.total()
+        ),
+        (17, 5, 22)
+    );
 }
 
 #[test]
 fn missing_usage_counts_zero() {
     let server = mock();
-    server.push(MockReply::json(json!({"choices": [{"message": {"content": "x"}}]})));
+    server.push(MockReply::json(
+        json!({"choices": [{"message": {"content": "x"}}]}),
+    ));
     let resp = backend(&server, Protocol::OpenAi)
         .complete(&request(LlmOpKind::Ask, "hi"), &CancelToken::new())
         .expect("reply");
@@ -83,14 +115,27 @@ fn missing_usage_counts_zero() {
 fn structured_ops_send_json_schema_and_return_validated_json() {
     let server = mock();
     let b = backend(&server, Protocol::OpenAi);
-    let resp = b.complete(&request(LlmOpKind::Plan, "Write a report"), &CancelToken::new()).expect("reply");
+    let resp = b
+        .complete(
+            &request(LlmOpKind::Plan, "Write a report"),
+            &CancelToken::new(),
+        )
+        .expect("reply");
     let v = resp.json.expect("json");
-    assert_eq!(ais_vm::llm::jsonschema::validate(&ais_vm::llm::schema::plan(), &v), Ok(()));
+    assert_eq!(
+        ais_vm::llm::jsonschema::validate(&ais_vm::llm::schema::plan(), &v),
+        Ok(())
+    );
     let body = server.last_request().expect("request").body;
     assert_eq!(body["response_format"]["type"], "json_schema");
     assert_eq!(body["response_format"]["json_schema"]["name"], "plan_reply");
-    assert_eq!(body["response_format"]["json_schema"]["schema"], ais_vm::llm::schema::plan());
-    assert!(body["messages"][0]["content"].as_str().is_some_and(|s| s.contains("```json")));
+    assert_eq!(
+        body["response_format"]["json_schema"]["schema"],
+        ais_vm::llm::schema::plan()
+    );
+    assert!(body["messages"][0]["content"]
+        .as_str()
+        .is_some_and(|s| s.contains("```json")));
 }
 
 #[test]
@@ -101,19 +146,29 @@ fn json_object_and_prompt_modes() {
     HttpBackend::new(o.clone())
         .complete(&request(LlmOpKind::Verify, "2+2=4"), &CancelToken::new())
         .expect("reply");
-    assert_eq!(server.last_request().expect("request").body["response_format"], json!({"type": "json_object"}));
+    assert_eq!(
+        server.last_request().expect("request").body["response_format"],
+        json!({"type": "json_object"})
+    );
     o.structured = StructuredMode::Prompt;
     let resp = HttpBackend::new(o)
         .complete(&request(LlmOpKind::Verify, "2+2=4"), &CancelToken::new())
         .expect("reply");
-    assert!(server.last_request().expect("request").body.get("response_format").is_none());
+    assert!(server
+        .last_request()
+        .expect("request")
+        .body
+        .get("response_format")
+        .is_none());
     assert_eq!(resp.json.expect("json")["verdict"], true);
 }
 
 #[test]
 fn fenced_json_is_accepted() {
     let server = mock();
-    server.push(MockReply::Content("Here:\n```json\n{\"verdict\": false, \"reason\": \"no\"}\n```".into()));
+    server.push(MockReply::Content(
+        "Here:\n```json\n{\"verdict\": false, \"reason\": \"no\"}\n```".into(),
+    ));
     let resp = backend(&server, Protocol::OpenAi)
         .complete(&request(LlmOpKind::Verify, "claim"), &CancelToken::new())
         .expect("reply");
@@ -127,15 +182,24 @@ fn invalid_json_gets_one_repair_request() {
     server.push(MockReply::Content("I think it is true".into()));
     let log = AttemptLog::new();
     let resp = backend(&server, Protocol::OpenAi)
-        .complete_observed(&request(LlmOpKind::Verify, "claim"), &CancelToken::new(), &log)
+        .complete_observed(
+            &request(LlmOpKind::Verify, "claim"),
+            &CancelToken::new(),
+            &log,
+        )
         .expect("repaired reply");
     assert!(resp.json.is_some());
     assert_eq!(server.request_count(), 2);
     let repair = server.last_request().expect("request").body;
     let msgs = repair["messages"].as_array().expect("messages");
     assert_eq!(msgs.len(), 4);
-    assert_eq!(msgs[2], json!({"role": "assistant", "content": "I think it is true"}));
-    assert!(msgs[3]["content"].as_str().is_some_and(|s| s.contains("not valid")));
+    assert_eq!(
+        msgs[2],
+        json!({"role": "assistant", "content": "I think it is true"})
+    );
+    assert!(msgs[3]["content"]
+        .as_str()
+        .is_some_and(|s| s.contains("not valid")));
     let kinds: Vec<_> = log.attempts().iter().map(|a| a.error).collect();
     assert_eq!(kinds, vec![None, Some(LlmErrorKind::InvalidResponse), None]);
 }
@@ -143,20 +207,30 @@ fn invalid_json_gets_one_repair_request() {
 #[test]
 fn schema_mismatch_twice_is_an_invalid_response_error() {
     let server = mock();
-    server.push_n(MockReply::Content("{\"verdict\": \"yes\", \"reason\": \"r\"}".into()), 2);
+    server.push_n(
+        MockReply::Content("{\"verdict\": \"yes\", \"reason\": \"r\"}".into()),
+        2,
+    );
     let err = backend(&server, Protocol::OpenAi)
         .complete(&request(LlmOpKind::Verify, "claim"), &CancelToken::new())
         .expect_err("still invalid");
     assert_eq!(err.kind, LlmErrorKind::InvalidResponse);
     assert_eq!(err.attempts, 2);
-    assert!(err.message.contains("$.verdict: expected boolean, found string"), "{}", err.message);
+    assert!(
+        err.message
+            .contains("$.verdict: expected boolean, found string"),
+        "{}",
+        err.message
+    );
     assert_eq!(server.request_count(), 2);
 }
 
 #[test]
 fn refusal_is_an_invalid_response() {
     let server = mock();
-    let refusal = MockReply::json(json!({"choices": [{"message": {"content": null, "refusal": "I can't"}, "finish_reason": "stop"}]}));
+    let refusal = MockReply::json(
+        json!({"choices": [{"message": {"content": null, "refusal": "I can't"}, "finish_reason": "stop"}]}),
+    );
     server.push_n(refusal, 4);
     let err = backend(&server, Protocol::OpenAi)
         .complete(&request(LlmOpKind::Ask, "x"), &CancelToken::new())
@@ -170,6 +244,14 @@ fn no_key_sends_no_authorization() {
     let server = mock();
     let mut o = options(&server, Protocol::OpenAi);
     o.api_key = None;
-    HttpBackend::new(o).complete(&request(LlmOpKind::Ask, "x"), &CancelToken::new()).expect("reply");
-    assert_eq!(server.last_request().expect("request").header("authorization"), None);
+    HttpBackend::new(o)
+        .complete(&request(LlmOpKind::Ask, "x"), &CancelToken::new())
+        .expect("reply");
+    assert_eq!(
+        server
+            .last_request()
+            .expect("request")
+            .header("authorization"),
+        None
+    );
 }

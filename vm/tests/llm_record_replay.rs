@@ -5,7 +5,9 @@ mod llm_support;
 use ais_vm::llm::budget::{BudgetedBackend, TokenBudget};
 use ais_vm::llm::http::Protocol;
 use ais_vm::llm::mock::MockReply;
-use ais_vm::llm::record::{canonical_json, recording_path, request_key, RecordingBackend, ReplayBackend};
+use ais_vm::llm::record::{
+    canonical_json, recording_path, request_key, RecordingBackend, ReplayBackend,
+};
 use ais_vm::llm::sim::SimBackend;
 use ais_vm::llm::{CancelToken, LlmBackend, LlmErrorKind, LlmOpKind, Usage};
 use llm_support::*;
@@ -37,7 +39,10 @@ fn key_is_stable_and_covers_every_field() {
     for v in variants {
         assert_ne!(request_key(&v), request_key(&r), "{v:?}");
     }
-    assert_eq!(canonical_json(&json!({"b": 1, "a": [{"d": 2, "c": 3}]})), r#"{"a":[{"c":3,"d":2}],"b":1}"#);
+    assert_eq!(
+        canonical_json(&json!({"b": 1, "a": [{"d": 2, "c": 3}]})),
+        r#"{"a":[{"c":3,"d":2}],"b":1}"#
+    );
 }
 
 #[test]
@@ -46,11 +51,17 @@ fn record_then_replay_without_network() {
     let server = mock();
     let live: Arc<dyn LlmBackend> = Arc::new(backend(&server, Protocol::OpenAi));
     let rec = RecordingBackend::new(live, dir.path()).expect("recorder");
-    let reqs = [request(LlmOpKind::Ask, "one"), request(LlmOpKind::Plan, "two")];
-    let live_replies: Vec<_> =
-        reqs.iter().map(|r| rec.complete(r, &CancelToken::new()).expect("live reply")).collect();
+    let reqs = [
+        request(LlmOpKind::Ask, "one"),
+        request(LlmOpKind::Plan, "two"),
+    ];
+    let live_replies: Vec<_> = reqs
+        .iter()
+        .map(|r| rec.complete(r, &CancelToken::new()).expect("live reply"))
+        .collect();
     assert_eq!(server.request_count(), 2);
-    let file = std::fs::read_to_string(recording_path(dir.path(), &request_key(&reqs[0]))).expect("recording");
+    let file = std::fs::read_to_string(recording_path(dir.path(), &request_key(&reqs[0])))
+        .expect("recording");
     assert!(!file.contains("SECRETKEY"), "{file}");
     drop(server);
 
@@ -65,10 +76,24 @@ fn record_then_replay_without_network() {
 fn replay_of_an_unrecorded_request_is_an_error() {
     let dir = tempfile::tempdir().expect("tempdir");
     let replay = ReplayBackend::new(dir.path()).expect("replay");
-    let e = replay.complete(&request(LlmOpKind::Ask, "never recorded"), &CancelToken::new()).expect_err("missing");
+    let e = replay
+        .complete(
+            &request(LlmOpKind::Ask, "never recorded"),
+            &CancelToken::new(),
+        )
+        .expect_err("missing");
     assert_eq!(e.kind, LlmErrorKind::Replay);
-    assert!(e.message.starts_with("no recording for this ask request (key "), "{}", e.message);
-    assert!(e.message.contains("never calls a live model"), "{}", e.message);
+    assert!(
+        e.message
+            .starts_with("no recording for this ask request (key "),
+        "{}",
+        e.message
+    );
+    assert!(
+        e.message.contains("never calls a live model"),
+        "{}",
+        e.message
+    );
 }
 
 #[test]
@@ -77,9 +102,16 @@ fn replay_rejects_a_missing_dir_and_corrupt_files() {
     assert!(ReplayBackend::new(dir.path().join("absent")).is_err());
     let r = request(LlmOpKind::Ask, "x");
     std::fs::write(recording_path(dir.path(), &request_key(&r)), "{ not json").expect("write");
-    let e = ReplayBackend::new(dir.path()).expect("replay").complete(&r, &CancelToken::new()).expect_err("corrupt");
+    let e = ReplayBackend::new(dir.path())
+        .expect("replay")
+        .complete(&r, &CancelToken::new())
+        .expect_err("corrupt");
     assert_eq!(e.kind, LlmErrorKind::Replay);
-    assert!(e.message.contains("is not a valid recording"), "{}", e.message);
+    assert!(
+        e.message.contains("is not a valid recording"),
+        "{}",
+        e.message
+    );
 }
 
 #[test]
@@ -87,37 +119,68 @@ fn final_errors_are_recorded_and_replayed() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = mock();
     server.push(MockReply::error(400, "bad request"));
-    let rec = RecordingBackend::new(Arc::new(backend(&server, Protocol::OpenAi)), dir.path()).expect("recorder");
+    let rec = RecordingBackend::new(Arc::new(backend(&server, Protocol::OpenAi)), dir.path())
+        .expect("recorder");
     let r = request(LlmOpKind::Ask, "x");
     let live = rec.complete(&r, &CancelToken::new()).expect_err("400");
-    let replayed = ReplayBackend::new(dir.path()).expect("replay").complete(&r, &CancelToken::new()).expect_err("400");
+    let replayed = ReplayBackend::new(dir.path())
+        .expect("replay")
+        .complete(&r, &CancelToken::new())
+        .expect_err("400");
     assert_eq!(live, replayed);
 }
 
 #[test]
 fn simulated_replies_stay_labelled_through_replay() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let rec = RecordingBackend::new(Arc::new(SimBackend::new().with_delay_scale(0.0)), dir.path()).expect("recorder");
+    let rec = RecordingBackend::new(
+        Arc::new(SimBackend::new().with_delay_scale(0.0)),
+        dir.path(),
+    )
+    .expect("recorder");
     assert!(rec.is_simulated());
     let r = request(LlmOpKind::Verify, "claim");
     rec.complete(&r, &CancelToken::new()).expect("reply");
-    let again = ReplayBackend::new(dir.path()).expect("replay").complete(&r, &CancelToken::new()).expect("replayed");
+    let again = ReplayBackend::new(dir.path())
+        .expect("replay")
+        .complete(&r, &CancelToken::new())
+        .expect("replayed");
     assert!(again.simulated);
 }
 
 #[test]
 fn budget_counts_and_stops_the_run() {
     let sim: Arc<dyn LlmBackend> = Arc::new(SimBackend::new().with_delay_scale(0.0));
-    let one = sim.complete(&request(LlmOpKind::Ask, "hello"), &CancelToken::new()).expect("reply").usage.total();
+    let one = sim
+        .complete(&request(LlmOpKind::Ask, "hello"), &CancelToken::new())
+        .expect("reply")
+        .usage
+        .total();
     let budget = Arc::new(TokenBudget::new(Some(one * 2 + one / 2)));
     let b = BudgetedBackend::new(sim, Arc::clone(&budget));
-    assert!(b.complete(&request(LlmOpKind::Ask, "hello"), &CancelToken::new()).is_ok());
-    assert!(b.complete(&request(LlmOpKind::Ask, "hello"), &CancelToken::new()).is_ok());
-    let e = b.complete(&request(LlmOpKind::Ask, "hello"), &CancelToken::new()).expect_err("over budget");
+    assert!(b
+        .complete(&request(LlmOpKind::Ask, "hello"), &CancelToken::new())
+        .is_ok());
+    assert!(b
+        .complete(&request(LlmOpKind::Ask, "hello"), &CancelToken::new())
+        .is_ok());
+    let e = b
+        .complete(&request(LlmOpKind::Ask, "hello"), &CancelToken::new())
+        .expect_err("over budget");
     assert_eq!(e.kind, LlmErrorKind::BudgetExceeded);
-    assert!(e.message.starts_with(&format!("token budget exceeded: {} of {} tokens used (this call: {one})", one * 3, one * 2 + one / 2)), "{}", e.message);
+    assert!(
+        e.message.starts_with(&format!(
+            "token budget exceeded: {} of {} tokens used (this call: {one})",
+            one * 3,
+            one * 2 + one / 2
+        )),
+        "{}",
+        e.message
+    );
     assert!(e.message.contains("--token-budget"), "{}", e.message);
-    let e = b.complete(&request(LlmOpKind::Ask, "hello"), &CancelToken::new()).expect_err("still over");
+    let e = b
+        .complete(&request(LlmOpKind::Ask, "hello"), &CancelToken::new())
+        .expect_err("still over");
     assert_eq!(e.kind, LlmErrorKind::BudgetExceeded);
     assert_eq!(budget.calls(), 3);
     assert_eq!(budget.used(), one * 3);
@@ -126,7 +189,21 @@ fn budget_counts_and_stops_the_run() {
 #[test]
 fn unlimited_budget_only_counts() {
     let budget = TokenBudget::new(None);
-    budget.add(Usage { prompt_tokens: 5, completion_tokens: 2 });
-    budget.add(Usage { prompt_tokens: 1, completion_tokens: 1 });
-    assert_eq!((budget.used(), budget.usage().prompt_tokens, budget.calls(), budget.limit()), (9, 6, 2, None));
+    budget.add(Usage {
+        prompt_tokens: 5,
+        completion_tokens: 2,
+    });
+    budget.add(Usage {
+        prompt_tokens: 1,
+        completion_tokens: 1,
+    });
+    assert_eq!(
+        (
+            budget.used(),
+            budget.usage().prompt_tokens,
+            budget.calls(),
+            budget.limit()
+        ),
+        (9, 6, 2, None)
+    );
 }

@@ -10,20 +10,34 @@ use llm_support::*;
 use std::sync::Arc;
 use std::time::Duration;
 
-fn run(server: &ais_vm::llm::mock::MockServer) -> (Result<ais_vm::llm::LlmResponse, ais_vm::llm::LlmError>, Vec<Attempt>) {
+fn run(
+    server: &ais_vm::llm::mock::MockServer,
+) -> (
+    Result<ais_vm::llm::LlmResponse, ais_vm::llm::LlmError>,
+    Vec<Attempt>,
+) {
     let log = AttemptLog::new();
-    let r = backend(server, Protocol::OpenAi).complete_observed(&request(LlmOpKind::Ask, "hello"), &CancelToken::new(), &log);
+    let r = backend(server, Protocol::OpenAi).complete_observed(
+        &request(LlmOpKind::Ask, "hello"),
+        &CancelToken::new(),
+        &log,
+    );
     (r, log.attempts())
 }
 
 #[test]
 fn retries_500_and_503_then_succeeds() {
     let server = mock();
-    server.push(MockReply::error(500, "boom")).push(MockReply::error(503, "busy"));
+    server
+        .push(MockReply::error(500, "boom"))
+        .push(MockReply::error(503, "busy"));
     let (r, attempts) = run(&server);
     assert!(r.is_ok());
     assert_eq!(server.request_count(), 3);
-    let statuses: Vec<_> = attempts.iter().map(|a| (a.number, a.status, a.error)).collect();
+    let statuses: Vec<_> = attempts
+        .iter()
+        .map(|a| (a.number, a.status, a.error))
+        .collect();
     assert_eq!(
         statuses,
         vec![
@@ -32,7 +46,9 @@ fn retries_500_and_503_then_succeeds() {
             (3, Some(200), None)
         ]
     );
-    assert!(attempts[..2].iter().all(|a| a.retry_in.is_some() && !a.server_delay));
+    assert!(attempts[..2]
+        .iter()
+        .all(|a| a.retry_in.is_some() && !a.server_delay));
     assert_eq!(attempts[0].message.as_deref(), Some("boom"));
 }
 
@@ -54,9 +70,15 @@ fn gives_up_after_max_retries_with_a_structured_error() {
     server.push_n(MockReply::error(500, "still broken"), 10);
     let (r, attempts) = run(&server);
     let e = r.expect_err("fails");
-    assert_eq!((e.kind, e.status, e.attempts, e.provider.as_str()), (LlmErrorKind::Server, Some(500), 4, "mock"));
+    assert_eq!(
+        (e.kind, e.status, e.attempts, e.provider.as_str()),
+        (LlmErrorKind::Server, Some(500), 4, "mock")
+    );
     assert_eq!(e.message, "still broken (after 4 attempts)");
-    assert_eq!(e.to_string(), "mock: still broken (after 4 attempts) (HTTP 500)");
+    assert_eq!(
+        e.to_string(),
+        "mock: still broken (after 4 attempts) (HTTP 500)"
+    );
     assert_eq!(server.request_count(), 4);
     assert_eq!(attempts.len(), 4);
     assert_eq!(attempts[3].retry_in, None);
@@ -65,7 +87,9 @@ fn gives_up_after_max_retries_with_a_structured_error() {
 #[test]
 fn retries_408_and_409() {
     let server = mock();
-    server.push(MockReply::error(408, "timeout")).push(MockReply::error(409, "conflict"));
+    server
+        .push(MockReply::error(408, "timeout"))
+        .push(MockReply::error(409, "conflict"));
     let (r, _) = run(&server);
     assert!(r.is_ok());
     assert_eq!(server.request_count(), 3);
@@ -83,7 +107,11 @@ fn no_retry_on_client_errors() {
         server.push(MockReply::error(status, "nope"));
         let (r, attempts) = run(&server);
         let e = r.expect_err("fails");
-        assert_eq!((e.kind, e.status, e.attempts), (kind, Some(status), 1), "status {status}");
+        assert_eq!(
+            (e.kind, e.status, e.attempts),
+            (kind, Some(status), 1),
+            "status {status}"
+        );
         assert_eq!(server.request_count(), 1);
         assert_eq!(attempts.len(), 1);
     }
@@ -95,8 +123,16 @@ fn no_retry_on_insufficient_quota() {
     server.push(MockReply::insufficient_quota());
     let (r, _) = run(&server);
     let e = r.expect_err("fails");
-    assert_eq!((e.kind, e.status, e.attempts), (LlmErrorKind::Client, Some(429), 1));
-    assert!(e.message.starts_with("spend limit or quota exhausted, not retried"), "{}", e.message);
+    assert_eq!(
+        (e.kind, e.status, e.attempts),
+        (LlmErrorKind::Client, Some(429), 1)
+    );
+    assert!(
+        e.message
+            .starts_with("spend limit or quota exhausted, not retried"),
+        "{}",
+        e.message
+    );
     assert_eq!(server.request_count(), 1);
 }
 
@@ -125,7 +161,9 @@ fn retry_after_seconds_is_bounded() {
 #[test]
 fn retry_after_zero_and_http_date() {
     let server = mock();
-    server.push(MockReply::rate_limited("0")).push(MockReply::rate_limited("Sun, 06 Nov 1994 08:49:37 GMT"));
+    server
+        .push(MockReply::rate_limited("0"))
+        .push(MockReply::rate_limited("Sun, 06 Nov 1994 08:49:37 GMT"));
     let (r, attempts) = run(&server);
     assert!(r.is_ok());
     assert_eq!(attempts[0].retry_in, Some(Duration::ZERO));
@@ -138,13 +176,19 @@ fn persistent_429_ends_rate_limited() {
     server.push_n(MockReply::rate_limited("0"), 5);
     let (r, _) = run(&server);
     let e = r.expect_err("fails");
-    assert_eq!((e.kind, e.status, e.attempts), (LlmErrorKind::RateLimited, Some(429), 4));
+    assert_eq!(
+        (e.kind, e.status, e.attempts),
+        (LlmErrorKind::RateLimited, Some(429), 4)
+    );
 }
 
 #[test]
 fn malformed_truncated_and_hangups_are_retried() {
     let server = mock();
-    server.push(MockReply::Malformed).push(MockReply::Truncated).push(MockReply::Hangup);
+    server
+        .push(MockReply::Malformed)
+        .push(MockReply::Truncated)
+        .push(MockReply::Hangup);
     let (r, attempts) = run(&server);
     assert!(r.is_ok(), "{r:?}");
     let kinds: Vec<_> = attempts.iter().map(|a| a.error).collect();
@@ -161,8 +205,13 @@ fn stalled_server_times_out() {
     let mut o = options(&server, Protocol::OpenAi);
     o.timeout = Duration::from_millis(150);
     o.retry.max_retries = 1;
-    let e = HttpBackend::new(o).complete(&request(LlmOpKind::Ask, "x"), &CancelToken::new()).expect_err("times out");
-    assert_eq!((e.kind, e.status, e.attempts), (LlmErrorKind::Timeout, None, 2));
+    let e = HttpBackend::new(o)
+        .complete(&request(LlmOpKind::Ask, "x"), &CancelToken::new())
+        .expect_err("times out");
+    assert_eq!(
+        (e.kind, e.status, e.attempts),
+        (LlmErrorKind::Timeout, None, 2)
+    );
 }
 
 #[test]
@@ -171,7 +220,9 @@ fn connection_refused_is_a_connect_error() {
     let mut o = options(&server, Protocol::OpenAi);
     drop(server);
     o.retry.max_retries = 1;
-    let e = HttpBackend::new(o).complete(&request(LlmOpKind::Ask, "x"), &CancelToken::new()).expect_err("refused");
+    let e = HttpBackend::new(o)
+        .complete(&request(LlmOpKind::Ask, "x"), &CancelToken::new())
+        .expect_err("refused");
     assert_eq!((e.kind, e.attempts), (LlmErrorKind::Connect, 2));
 }
 
@@ -190,7 +241,9 @@ fn cancel_during_backoff_stops_the_call() {
             c2.cancel();
         }
     };
-    let e = b.complete_observed(&request(LlmOpKind::Ask, "x"), &cancel, &observer).expect_err("cancelled");
+    let e = b
+        .complete_observed(&request(LlmOpKind::Ask, "x"), &cancel, &observer)
+        .expect_err("cancelled");
     assert_eq!((e.kind, e.attempts), (LlmErrorKind::Cancelled, 1));
     assert_eq!(server.request_count(), 1);
 }
@@ -215,15 +268,25 @@ fn cancel_during_a_stalled_request() {
 fn keys_never_appear_in_errors_or_debug() {
     let server = mock();
     let echo = format!("{{\"error\": {{\"message\": \"Incorrect API key provided: {KEY}. Also Bearer {KEY}\", \"code\": \"invalid_api_key\"}}}}");
-    server.push(MockReply::Status { status: 401, headers: vec![], body: echo });
+    server.push(MockReply::Status {
+        status: 401,
+        headers: vec![],
+        body: echo,
+    });
     let b = backend(&server, Protocol::OpenAi);
     let log = AttemptLog::new();
-    let e = b.complete_observed(&request(LlmOpKind::Ask, "x"), &CancelToken::new(), &log).expect_err("401");
+    let e = b
+        .complete_observed(&request(LlmOpKind::Ask, "x"), &CancelToken::new(), &log)
+        .expect_err("401");
     assert_eq!(e.kind, LlmErrorKind::Auth);
     let everything = format!("{e} {e:?} {:?} {:?} {:?}", log.attempts(), b, b.options());
     assert!(!everything.contains("SECRETKEY"), "{everything}");
     assert!(!everything.contains("0123456789abcdef"), "{everything}");
-    assert!(e.message.starts_with("Incorrect API key provided: "), "{}", e.message);
+    assert!(
+        e.message.starts_with("Incorrect API key provided: "),
+        "{}",
+        e.message
+    );
 }
 
 #[test]
@@ -234,7 +297,12 @@ fn concurrent_calls_share_one_backend() {
     let threads: Vec<_> = (0..8)
         .map(|i| {
             let b = Arc::clone(&b);
-            std::thread::spawn(move || b.complete(&request(LlmOpKind::Ask, &format!("q{i}")), &CancelToken::new()))
+            std::thread::spawn(move || {
+                b.complete(
+                    &request(LlmOpKind::Ask, &format!("q{i}")),
+                    &CancelToken::new(),
+                )
+            })
         })
         .collect();
     for t in threads {

@@ -25,7 +25,10 @@ pub fn request(kind: LlmOpKind, prompt: &str) -> LlmRequest {
 }
 
 pub fn with_context(mut r: LlmRequest, label: &str, text: &str) -> LlmRequest {
-    r.context.push(ContextBlock { label: label.into(), text: text.into() });
+    r.context.push(ContextBlock {
+        label: label.into(),
+        text: text.into(),
+    });
     r
 }
 

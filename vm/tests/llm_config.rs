@@ -1,0 +1,497 @@
+//! Configuration: parsing, errors with positions, precedence, masking,
+//! `config show`, `doctor` and building the run backend.
+
+mod llm_support;
+
+use ais_vm::config::{BackendKind, Config, Env, Flags, Settings};
+use ais_vm::llm::{CancelToken, LlmErrorKind, LlmOpKind};
+use llm_support::*;
+use std::path::Path;
+
+const FULL: &str = r#"
+default_backend = "local"
+token_budget = 50000
+
+[[llm_backends]]
+name = "local"
+protocol = "openai"
+base_url = "http://127.0.0.1:8000/v1"
+api_key_env = "LOCAL_KEY"
+concurrency = 8
+timeout_s = 30
+retries = 2
+backoff_ms = 100
+structured_output = "json_object"
+[llm_backends.models]
+ask = "small"
+think = "medium"
+reason = "large"
+[llm_backends.prices]
+input_per_mtok = 0.5
+output_per_mtok = 1.5
+
+[[llm_backends]]
+name = "claude"
+protocol = "anthropic"
+api_key_env = "ANTHROPIC_API_KEY"
+
+[[llm_backends]]
+name = "fast-sim"
+protocol = "sim"
+delay_scale = 0
+
+[instruction]
+ask = "Answer in one sentence."
+"#;
+
+fn parse(text: &str) -> Result<Config, ais_vm::config::ConfigError> {
+    Config::parse(text, Path::new("cfg.toml"))
+}
+
+fn err(text: &str) -> ais_vm::config::ConfigError {
+    match parse(text) {
+        Ok(c) => panic!("expected an error, got {c:?}"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn parses_the_documented_shape() {
+    let c = parse(FULL).expect("valid");
+    let names: Vec<_> = c.backends.iter().map(|b| b.name.as_str()).collect();
+    assert_eq!(names, ["local", "claude", "fast-sim", "sim"]);
+    let local = c.backend("local").expect("local");
+    assert_eq!(local.kind, BackendKind::OpenAi);
+    assert_eq!(local.concurrency, 8);
+    assert_eq!(local.timeout.as_secs(), 30);
+    assert_eq!(local.retry.max_retries, 2);
+    assert_eq!(
+        local
+            .models
+            .for_class(ais_vm::llm::prompt::ModelClass::Reason),
+        Some("large")
+    );
+    assert_eq!(
+        local.prices.map(|p| p.cost(ais_vm::llm::Usage {
+            prompt_tokens: 1_000_000,
+            completion_tokens: 0
+        })),
+        Some(0.5)
+    );
+    assert_eq!(
+        c.backend("claude").expect("claude").base_url,
+        "https://api.anthropic.com"
+    );
+    assert_eq!(c.default_backend.as_deref(), Some("local"));
+    assert_eq!(c.token_budget, Some(50000));
+    assert_eq!(
+        c.instructions.system_for(LlmOpKind::Ask),
+        "Answer in one sentence."
+    );
+    assert!(c
+        .instructions
+        .system_for(LlmOpKind::Plan)
+        .contains("planner"));
+}
+
+#[test]
+fn syntax_errors_point_at_the_position() {
+    let e = err("[[llm_backends]]\nname = \"x\"\nprotocol = openai\n");
+    assert_eq!(e.position(), Some((3, 12)));
+    let text = e.to_string();
+    assert!(text.starts_with("cfg.toml:3:12: "), "{text}");
+    assert!(text.contains("3 | protocol = openai"), "{text}");
+}
+
+#[test]
+fn unknown_protocol_points_at_the_value_with_a_hint() {
+    let e = err("[[llm_backends]]\nname = \"x\"\nprotocol = \"gemini\"\n");
+    assert_eq!(e.position(), Some((3, 12)));
+    assert!(
+        e.message.contains("unknown variant `gemini`"),
+        "{}",
+        e.message
+    );
+    assert_eq!(
+        e.hint.as_deref(),
+        Some("protocol is one of openai, anthropic, ollama, sim")
+    );
+}
+
+#[test]
+fn unknown_keys_are_errors() {
+    let e = err("[[llm_backends]]\nname = \"x\"\nprotocol = \"sim\"\nconcurrence = 3\n");
+    assert_eq!(e.position(), Some((4, 1)));
+    assert!(
+        e.message.contains("unknown field `concurrence`"),
+        "{}",
+        e.message
+    );
+}
+
+#[test]
+fn a_key_in_the_file_is_refused_and_not_echoed() {
+    let e = err("[[llm_backends]]\nname = \"x\"\nprotocol = \"openai\"\napi_key = \"sk-live-abcdef123456\"\n");
+    assert_eq!(e.position(), Some((4, 1)));
+    let text = e.to_string();
+    assert!(!text.contains("abcdef123456"), "{text}");
+    assert!(
+        e.hint.as_deref().is_some_and(|h| h.contains("api_key_env")),
+        "{text}"
+    );
+    let e = err("[[llm_backends]]\nname = \"x\"\nprotocol = \"openai\"\napi_key_env = \"sk-live-abcdef123456\"\n");
+    assert_eq!(e.position(), Some((4, 15)));
+    assert!(!format!("{e} {e:?}").contains("abcdef123456"));
+}
+
+#[test]
+fn semantic_errors_point_at_the_value() {
+    let cases = [
+        (
+            "[[llm_backends]]\nname = \"x\"\nprotocol = \"sim\"\nconcurrency = 0\n",
+            (4, 15),
+            "concurrency must be a positive integer",
+        ),
+        (
+            "[[llm_backends]]\nname = \"x\"\nprotocol = \"openai\"\nbase_url = \"ftp://h\"\n",
+            (4, 12),
+            "base_url must be an http:// or https:// URL",
+        ),
+        (
+            "[[llm_backends]]\nname = \"x\"\nprotocol = \"openai\"\ntimeout_s = -1\n",
+            (4, 13),
+            "timeout_s must be a positive number of seconds",
+        ),
+        (
+            "[[llm_backends]]\nname = \"\"\nprotocol = \"sim\"\n",
+            (2, 8),
+            "backend name must be a non-empty word",
+        ),
+        (
+            "default_backend = \"nope\"\n",
+            (1, 19),
+            "default_backend `nope` is not defined",
+        ),
+        (
+            "token_budget = 0\n",
+            (1, 16),
+            "token_budget must be a positive integer",
+        ),
+        (
+            "[[llm_backends]]\nname = \"x\"\nprotocol = \"openai\"\ntemperature = 3.5\n",
+            (4, 15),
+            "temperature must be between 0 and 2",
+        ),
+    ];
+    for (text, pos, message) in cases {
+        let e = err(text);
+        assert_eq!(
+            (e.position(), e.message.as_str()),
+            (Some(pos), message),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn duplicate_names_are_rejected_at_the_second() {
+    let e = err("[[llm_backends]]\nname = \"a\"\nprotocol = \"sim\"\n[[llm_backends]]\nname = \"a\"\nprotocol = \"sim\"\n");
+    assert_eq!(e.position(), Some((5, 8)));
+    assert_eq!(e.message, "backend `a` is defined twice");
+}
+
+#[test]
+fn missing_fields_have_a_hint() {
+    let e = err("[[llm_backends]]\nname = \"x\"\n");
+    assert!(
+        e.message.contains("missing field `protocol`"),
+        "{}",
+        e.message
+    );
+    assert!(e.hint.is_some());
+    assert!(e.position().is_some());
+}
+
+#[test]
+fn no_config_no_key_is_sim_with_a_notice() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = Settings::load(&Flags::default(), &Env::empty(dir.path())).expect("settings");
+    assert_eq!(s.backend, "sim");
+    assert_eq!(s.notice().as_deref(), Some("note: no LLM backend configured (no .apxm/config.toml, OPENAI_API_KEY unset): using the offline simulator `sim`; replies are simulated"));
+    let run = s.build_run().expect("backend");
+    assert!(run.simulated);
+    assert_eq!(run.notice, s.notice());
+    let resp = run
+        .backend
+        .complete(&request(LlmOpKind::Ask, "hi"), &CancelToken::new())
+        .expect("reply");
+    assert!(resp.simulated);
+}
+
+#[test]
+fn no_config_with_openai_key_uses_openai_at_openai_base_url() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = mock();
+    let env = Env::empty(dir.path())
+        .with_var("OPENAI_API_KEY", KEY)
+        .with_var("OPENAI_BASE_URL", &server.openai_url());
+    let s = Settings::load(&Flags::default(), &env).expect("settings");
+    assert_eq!(s.backend, "openai");
+    assert_eq!(s.notice(), None);
+    let run = s.build_run().expect("backend");
+    assert!(!run.simulated);
+    let resp = run
+        .backend
+        .complete(&request(LlmOpKind::Ask, "hi"), &CancelToken::new())
+        .expect("reply");
+    assert_eq!(resp.model, "gpt-4o-mini");
+    assert_eq!(
+        server
+            .last_request()
+            .expect("request")
+            .header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+}
+
+#[test]
+fn file_lookup_project_then_home_then_flag() {
+    let project = tempfile::tempdir().expect("tempdir");
+    let home = tempfile::tempdir().expect("tempdir");
+    let write = |root: &Path, name: &str| {
+        std::fs::create_dir_all(root.join(".apxm")).expect("mkdir");
+        let text = format!("[[llm_backends]]\nname = \"{name}\"\nprotocol = \"sim\"\n");
+        std::fs::write(root.join(".apxm/config.toml"), text).expect("write");
+    };
+    write(home.path(), "from-home");
+    let env = Env::empty(project.path()).with_home(home.path());
+    assert_eq!(
+        Settings::load(&Flags::default(), &env)
+            .expect("home")
+            .backend,
+        "from-home"
+    );
+    write(project.path(), "from-project");
+    assert_eq!(
+        Settings::load(&Flags::default(), &env)
+            .expect("project")
+            .backend,
+        "from-project"
+    );
+    let other = project.path().join("other.toml");
+    std::fs::write(
+        &other,
+        "[[llm_backends]]\nname = \"from-flag\"\nprotocol = \"sim\"\n",
+    )
+    .expect("write");
+    let flags = Flags {
+        config: Some(other.clone()),
+        ..Flags::default()
+    };
+    assert_eq!(
+        Settings::load(&flags, &env).expect("flag").backend,
+        "from-flag"
+    );
+    let env2 = env
+        .clone()
+        .with_var("APXM_CONFIG", &other.display().to_string());
+    assert_eq!(
+        Settings::load(&Flags::default(), &env2)
+            .expect("env")
+            .backend,
+        "from-flag"
+    );
+    let missing = Flags {
+        config: Some(project.path().join("absent.toml")),
+        ..Flags::default()
+    };
+    let e = Settings::load(&missing, &env).expect_err("missing");
+    assert!(e.to_string().contains("cannot read the config file"), "{e}");
+}
+
+#[test]
+fn flags_over_env_over_file() {
+    let c = parse(FULL).expect("valid");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let env = Env::empty(dir.path());
+    let s = Settings::resolve(c.clone(), &Flags::default(), &env).expect("file");
+    assert_eq!((s.backend.as_str(), s.token_budget), ("local", Some(50000)));
+    let env = env
+        .with_var("APXM_BACKEND", "claude")
+        .with_var("APXM_TOKEN_BUDGET", "700");
+    let s = Settings::resolve(c.clone(), &Flags::default(), &env).expect("env");
+    assert_eq!(
+        (s.backend.as_str(), s.backend_from, s.token_budget),
+        ("claude", "APXM_BACKEND", Some(700))
+    );
+    let flags = Flags {
+        backend: Some("fast-sim".into()),
+        token_budget: Some(9),
+        ..Flags::default()
+    };
+    let s = Settings::resolve(c.clone(), &flags, &env).expect("flags");
+    assert_eq!(
+        (s.backend.as_str(), s.backend_from, s.token_budget),
+        ("fast-sim", "--backend", Some(9))
+    );
+    let bad = Flags {
+        backend: Some("nope".into()),
+        ..Flags::default()
+    };
+    let e = Settings::resolve(c.clone(), &bad, &env).expect_err("unknown");
+    assert_eq!(e.message, "unknown backend `nope` (from --backend)");
+    assert_eq!(
+        e.hint.as_deref(),
+        Some("defined backends: local, claude, fast-sim, sim")
+    );
+    let env = Env::empty(dir.path()).with_var("APXM_TOKEN_BUDGET", "lots");
+    assert!(Settings::resolve(c.clone(), &Flags::default(), &env).is_err());
+    let both = Flags {
+        record: Some("a".into()),
+        replay: Some("b".into()),
+        ..Flags::default()
+    };
+    assert!(Settings::resolve(c, &both, &Env::empty(dir.path())).is_err());
+}
+
+#[test]
+fn missing_key_variable_is_an_error_at_api_key_env() {
+    let c = parse(FULL).expect("valid");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = Settings::resolve(c, &Flags::default(), &Env::empty(dir.path())).expect("settings");
+    let e = s.build_run().expect_err("no key");
+    assert_eq!(
+        e.message,
+        "environment variable LOCAL_KEY (api_key_env of backend `local`) is not set"
+    );
+    assert_eq!(e.position(), Some((9, 15)));
+}
+
+#[test]
+fn show_masks_keys_and_lists_everything() {
+    let c = parse(FULL).expect("valid");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let env = Env::empty(dir.path()).with_var("LOCAL_KEY", KEY);
+    let s = Settings::resolve(c, &Flags::default(), &env).expect("settings");
+    let text = s.show();
+    assert!(!text.contains("SECRETKEY"), "{text}");
+    assert!(!format!("{s:?}").contains("SECRETKEY"));
+    assert!(
+        text.contains("api_key_env = \"LOCAL_KEY\"  # set, value hidden"),
+        "{text}"
+    );
+    assert!(
+        text.contains("api_key_env = \"ANTHROPIC_API_KEY\"  # NOT SET"),
+        "{text}"
+    );
+    assert!(
+        text.contains("# selected backend: local (default_backend)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("ask = \"Answer in one sentence.\"\n"),
+        "{text}"
+    );
+    assert!(text.contains("  # default"), "{text}");
+    assert!(
+        text.contains("structured_output = \"json_object\""),
+        "{text}"
+    );
+    // The output is itself a valid config (comments aside).
+    let reparsed: toml::Table = toml::from_str(&text).expect("show output is TOML");
+    assert!(reparsed.contains_key("llm_backends"));
+}
+
+#[test]
+fn doctor_reports_each_backend() {
+    let server = mock();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = format!(
+        "[[llm_backends]]\nname = \"up\"\nprotocol = \"openai\"\nbase_url = \"{}\"\n\n[[llm_backends]]\nname = \"nokey\"\nprotocol = \"anthropic\"\napi_key_env = \"NOPE_KEY\"\n\n[[llm_backends]]\nname = \"ol\"\nprotocol = \"ollama\"\nbase_url = \"{}\"\n",
+        server.openai_url(),
+        server.url()
+    );
+    let c = parse(&text).expect("valid");
+    let s = Settings::resolve(c, &Flags::default(), &Env::empty(dir.path())).expect("settings");
+    server.push(ais_vm::llm::mock::MockReply::error(500, "down"));
+    let report = s.doctor();
+    let oks: Vec<_> = report
+        .entries
+        .iter()
+        .map(|e| (e.backend.as_str(), e.ok))
+        .collect();
+    assert_eq!(
+        oks,
+        [("up", false), ("nokey", false), ("ol", true), ("sim", true)]
+    );
+    assert!(report.entries[0].detail.contains("down"), "{report}");
+    assert!(report.entries[1].detail.contains("NOPE_KEY"), "{report}");
+    assert!(!report.all_ok());
+    assert!(!report.selected_ok());
+    let shown = report.to_string();
+    assert!(shown.ends_with("4 backend(s) checked, 2 failed"), "{shown}");
+    assert!(shown.contains("FAIL up (selected) [openai "), "{shown}");
+    // The probe does not retry.
+    assert_eq!(server.request_count(), 2);
+}
+
+#[test]
+fn run_backend_records_replays_and_budgets() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rec_dir = dir.path().join("rec");
+    let env = Env::empty(dir.path());
+    let flags = Flags {
+        record: Some(rec_dir.clone()),
+        sim_delay_scale: Some(0.0),
+        ..Flags::default()
+    };
+    let run = Settings::load(&flags, &env)
+        .expect("settings")
+        .build_run()
+        .expect("backend");
+    let r = request(LlmOpKind::Plan, "a plan");
+    let live = run
+        .backend
+        .complete(&r, &CancelToken::new())
+        .expect("reply");
+    assert!(run.budget.used() > 0);
+
+    let flags = Flags {
+        replay: Some(rec_dir.clone()),
+        token_budget: Some(1),
+        ..Flags::default()
+    };
+    let run = Settings::load(&flags, &env)
+        .expect("settings")
+        .build_run()
+        .expect("backend");
+    assert!(run
+        .notice
+        .as_deref()
+        .is_some_and(|n| n.starts_with("note: replaying")));
+    let e = run
+        .backend
+        .complete(&r, &CancelToken::new())
+        .expect_err("budget of 1 token");
+    assert_eq!(e.kind, LlmErrorKind::BudgetExceeded);
+
+    let flags = Flags {
+        replay: Some(rec_dir),
+        ..Flags::default()
+    };
+    let run = Settings::load(&flags, &env)
+        .expect("settings")
+        .build_run()
+        .expect("backend");
+    assert_eq!(
+        run.backend
+            .complete(&r, &CancelToken::new())
+            .expect("replayed"),
+        live
+    );
+    let e = run
+        .backend
+        .complete(&request(LlmOpKind::Ask, "new"), &CancelToken::new())
+        .expect_err("missing");
+    assert_eq!(e.kind, LlmErrorKind::Replay);
+}
