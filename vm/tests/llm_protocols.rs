@@ -212,6 +212,7 @@ fn mock_latency_per_model_and_kind_and_unknown_routes() {
         .is_ok());
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
+        .proxy(None)
         .build()
         .into();
     let resp = agent

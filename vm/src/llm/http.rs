@@ -223,7 +223,13 @@ enum Exchange {
 
 impl HttpBackend {
     pub fn new(opts: HttpOptions) -> HttpBackend {
-        let config = ureq::Agent::config_builder()
+        let endpoint = opts.protocol.endpoint(&opts.base_url);
+        let mut builder = ureq::Agent::config_builder();
+        if is_loopback_url(&endpoint) {
+            // A proxy from the environment must not capture local servers.
+            builder = builder.proxy(None);
+        }
+        let config = builder
             .http_status_as_error(false)
             .timeout_connect(Some(opts.connect_timeout))
             .timeout_global(Some(opts.timeout))
@@ -235,7 +241,7 @@ impl HttpBackend {
             .unwrap_or(7)
             ^ (opts.name.len() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         HttpBackend {
-            endpoint: opts.protocol.endpoint(&opts.base_url),
+            endpoint,
             agent: ureq::Agent::new_with_config(config),
             observer: Arc::new(NoObserver),
             jitter: AtomicU64::new(seed | 1),
@@ -516,6 +522,17 @@ impl HttpBackend {
             kind,
         }
     }
+}
+
+/// True for `http://127.0.0.1…`, `http://localhost…`, `http://[::1]…`.
+fn is_loopback_url(url: &str) -> bool {
+    let rest = url.split_once("://").map(|(_, r)| r).unwrap_or(url);
+    let authority = rest.split('/').next().unwrap_or("");
+    let host = authority
+        .rsplit_once('@')
+        .map(|(_, h)| h)
+        .unwrap_or(authority);
+    host.starts_with("127.") || host.starts_with("localhost") || host.starts_with("[::1]")
 }
 
 /// Sleeps `d` in short slices; false when cancelled meanwhile.
