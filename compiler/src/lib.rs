@@ -7,5 +7,6 @@ pub mod cli;
 pub mod diagnostics;
 pub mod driver;
 pub mod lower;
+pub mod opt;
 pub mod sema;
 pub mod syntax;

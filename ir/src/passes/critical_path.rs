@@ -94,8 +94,10 @@ impl Estimate {
             for s in &f.path {
                 let _ = writeln!(
                     out,
-                    "//   {:>7} ms  +{:<6} ms  {}",
-                    s.start_ms, s.cost_ms, s.label
+                    "//   at {:>6} ms  {:>7} ms  {}",
+                    s.start_ms,
+                    format!("+{}", s.cost_ms),
+                    s.label
                 );
             }
             for r in &f.recursive {

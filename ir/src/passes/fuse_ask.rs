@@ -592,8 +592,9 @@ impl Renderer<'_> {
         if let Some((o, d)) = def {
             let is_glue = self.glue.contains(&o);
             let str_result = self.dfg.value_type(v) == &Type::Str;
-            // Glue is always expanded; other string templates are inlined
-            // for readability (one value per hole either way).
+            // Glue is always expanded; other string templates and concats
+            // are inlined for readability (a merge only as glue, since its
+            // separator is the runtime's).
             if str_result && depth < 8 {
                 match d.opcode {
                     Opcode::Template => {
@@ -620,7 +621,7 @@ impl Renderer<'_> {
                             return;
                         }
                     }
-                    Opcode::Concat if is_glue => {
+                    Opcode::Concat => {
                         for &x in &d.operands {
                             self.render(x, out, depth + 1);
                         }

@@ -168,7 +168,14 @@ impl PipelineError {
 
 impl IntoDiagnostic for PipelineError {
     fn into_diagnostic(self) -> Diagnostic {
-        let mut d = Diagnostic::error(self.code(), self.to_string(), self.span());
+        let label = match &self {
+            PipelineError::Syntax { .. } => "here",
+            PipelineError::UnknownPass { .. } => "no pass has this name",
+            PipelineError::UnknownOption { .. } => "unknown option",
+            PipelineError::BadOptionValue { .. } => "invalid value",
+        };
+        let mut d =
+            Diagnostic::error(self.code(), self.to_string(), self.span()).with_label(label);
         match &self {
             PipelineError::UnknownPass { suggestion, .. } => {
                 d = d.with_help(match suggestion {
