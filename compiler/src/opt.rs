@@ -293,8 +293,10 @@ impl Run {
             match ais_ir::parse_module(&source) {
                 Ok(m) => m,
                 Err(errors) => {
-                    let diags: Vec<Diagnostic> =
-                        errors.into_iter().map(IntoDiagnostic::into_diagnostic).collect();
+                    let diags: Vec<Diagnostic> = errors
+                        .into_iter()
+                        .map(IntoDiagnostic::into_diagnostic)
+                        .collect();
                     self.diagnostics(&file, &source, &diags);
                     return self.fail();
                 }

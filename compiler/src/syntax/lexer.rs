@@ -8,6 +8,7 @@
 use ais_ir::Span;
 use logos::Logos;
 use std::fmt;
+use std::rc::Rc;
 
 /// A piece of a string literal: literal text or an interpolated `{name}`.
 #[derive(Clone, Debug, PartialEq)]
@@ -251,7 +252,7 @@ fn string_body(lex: &mut logos::Lexer<Raw>, quote: u8) -> Result<(), LexErrorKin
 
 /// Tokens as the parser sees them.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Tok {
+pub enum Tok<'a> {
     /// A statement separator: a significant newline or `;`.
     Sep,
     Agent,
@@ -277,9 +278,10 @@ pub enum Tok {
     False,
     Null,
     From,
-    Ident(String),
+    /// Borrowed from the source: lexing allocates nothing for names.
+    Ident(&'a str),
     Number(f64),
-    Str(StrLit),
+    Str(Rc<StrLit>),
     LParen,
     RParen,
     LBrace,
@@ -310,7 +312,7 @@ pub enum Tok {
     Bang,
 }
 
-impl fmt::Display for Tok {
+impl fmt::Display for Tok<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = match self {
             Tok::Sep => "end of statement",
@@ -323,7 +325,7 @@ impl fmt::Display for Tok {
     }
 }
 
-impl Tok {
+impl Tok<'_> {
     /// Source text of fixed tokens (used in messages).
     pub fn text(&self) -> &'static str {
         match self {
@@ -459,12 +461,12 @@ impl Tok {
 }
 
 /// A token with its byte span, in the triple form LALRPOP expects.
-pub type Spanned = (usize, Tok, usize);
+pub type Spanned<'a> = (usize, Tok<'a>, usize);
 
 /// Lexes a whole source text. Returns parser-ready tokens (separators already
 /// filtered) and every lexical error found.
-pub fn lex(source: &str) -> (Vec<Spanned>, Vec<LexError>) {
-    let mut raw_tokens: Vec<Spanned> = Vec::with_capacity(source.len() / 4);
+pub fn lex(source: &str) -> (Vec<Spanned<'_>>, Vec<LexError>) {
+    let mut raw_tokens: Vec<Spanned<'_>> = Vec::with_capacity(source.len() / 4);
     let mut errors = Vec::new();
     let mut lexer = Raw::lexer(source);
     while let Some(item) = lexer.next() {
@@ -479,12 +481,12 @@ pub fn lex(source: &str) -> (Vec<Spanned>, Vec<LexError>) {
                     span,
                 });
                 // Keep a string token so the parser does not cascade.
-                Some(Tok::Str(decode_string(
+                Some(Tok::Str(Rc::new(decode_string(
                     slice,
                     range.start,
                     false,
                     &mut errors,
-                )))
+                ))))
             }
             Err(LexErrorKind::InvalidNumber) => {
                 errors.push(LexError {
@@ -506,7 +508,12 @@ pub fn lex(source: &str) -> (Vec<Spanned>, Vec<LexError>) {
     (tokens, errors)
 }
 
-fn convert(raw: Raw, slice: &str, start: usize, errors: &mut Vec<LexError>) -> Option<Tok> {
+fn convert<'a>(
+    raw: Raw,
+    slice: &'a str,
+    start: usize,
+    errors: &mut Vec<LexError>,
+) -> Option<Tok<'a>> {
     Some(match raw {
         Raw::BlockComment => return None,
         Raw::Newline | Raw::Semi => Tok::Sep,
@@ -533,7 +540,7 @@ fn convert(raw: Raw, slice: &str, start: usize, errors: &mut Vec<LexError>) -> O
         Raw::False => Tok::False,
         Raw::Null => Tok::Null,
         Raw::From => Tok::From,
-        Raw::Ident => Tok::Ident(slice.to_string()),
+        Raw::Ident => Tok::Ident(slice),
         Raw::Number => match slice.replace('_', "").parse::<f64>() {
             Ok(n) if n.is_finite() => Tok::Number(n),
             _ => {
@@ -545,7 +552,7 @@ fn convert(raw: Raw, slice: &str, start: usize, errors: &mut Vec<LexError>) -> O
             }
         },
         Raw::BadNumber => Tok::Number(0.0),
-        Raw::Str => Tok::Str(decode_string(slice, start, true, errors)),
+        Raw::Str => Tok::Str(Rc::new(decode_string(slice, start, true, errors))),
         Raw::LParen => Tok::LParen,
         Raw::RParen => Tok::RParen,
         Raw::LBrace => Tok::LBrace,
@@ -700,17 +707,17 @@ fn hole_name(rest: &str) -> Option<&str> {
 }
 
 /// `@entry` on its own line decorates the flow on the next line.
-fn ends_with_decorator(out: &[Spanned]) -> bool {
+fn ends_with_decorator(out: &[Spanned<'_>]) -> bool {
     matches!(out, [.., (_, Tok::At, _), (_, Tok::Ident(_), _)])
 }
 
 /// Keeps a separator only where a statement may end: outside parentheses and
 /// brackets, after a token that can end an expression, and before a token that
 /// can start a statement. Runs of separators collapse into one.
-fn filter_separators(tokens: Vec<Spanned>, errors: &mut Vec<LexError>) -> Vec<Spanned> {
-    let mut out: Vec<Spanned> = Vec::with_capacity(tokens.len());
+fn filter_separators<'a>(tokens: Vec<Spanned<'a>>, errors: &mut Vec<LexError>) -> Vec<Spanned<'a>> {
+    let mut out: Vec<Spanned<'a>> = Vec::with_capacity(tokens.len());
     // Stack of open delimiters; separators are dropped while the innermost is ( or [.
-    let mut delims: Vec<Tok> = Vec::new();
+    let mut delims: Vec<Tok<'a>> = Vec::new();
     let mut pending: Option<(usize, usize)> = None;
     let mut prefix_run = 0usize;
     for (start, tok, end) in tokens {
@@ -758,7 +765,7 @@ fn filter_separators(tokens: Vec<Spanned>, errors: &mut Vec<LexError>) -> Vec<Sp
 mod tests {
     use super::*;
 
-    fn kinds(src: &str) -> Vec<Tok> {
+    fn kinds(src: &str) -> Vec<Tok<'_>> {
         let (toks, errs) = lex(src);
         assert!(errs.is_empty(), "{errs:?}");
         toks.into_iter().map(|(_, t, _)| t).collect()
@@ -812,7 +819,7 @@ mod tests {
             ]
         );
         // `next` on the following line still lexes.
-        assert!(toks.iter().any(|(_, t, _)| *t == Tok::Ident("next".into())));
+        assert!(toks.iter().any(|(_, t, _)| *t == Tok::Ident("next")));
     }
 
     #[test]

@@ -20,7 +20,12 @@ pub struct UserError {
     pub help: Option<String>,
 }
 
-type Errors = Vec<ErrorRecovery<usize, Tok, UserError>>;
+type Errors<'a> = Vec<ErrorRecovery<usize, Tok<'a>, UserError>>;
+
+/// Takes a string literal out of its token (cloning only if still shared).
+pub fn unrc(s: std::rc::Rc<StrLit>) -> StrLit {
+    std::rc::Rc::unwrap_or_clone(s)
+}
 
 /// Everything that can go wrong before semantic analysis.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -219,7 +224,7 @@ pub fn parse(source: &str) -> Parsed {
         .into_iter()
         .map(|e| lex_error(source, e))
         .collect();
-    let mut recovered: Errors = Vec::new();
+    let mut recovered: Errors<'_> = Vec::new();
     // "File ends here" points at the end of the last line with content.
     let content_end = source.trim_end().len();
     let agents = parse_file(&tokens, content_end, &mut recovered);
@@ -259,7 +264,7 @@ pub fn parse(source: &str) -> Parsed {
     }
 }
 
-fn unexpected(errors: &mut Errors, tok: &Spanned, expected: &[&str]) {
+fn unexpected<'a>(errors: &mut Errors<'a>, tok: &Spanned<'a>, expected: &[&str]) {
     errors.push(ErrorRecovery {
         error: ParseError::UnrecognizedToken {
             token: tok.clone(),
@@ -269,7 +274,7 @@ fn unexpected(errors: &mut Errors, tok: &Spanned, expected: &[&str]) {
     });
 }
 
-fn eof(errors: &mut Errors, at: usize, expected: &[&str]) {
+fn eof(errors: &mut Errors<'_>, at: usize, expected: &[&str]) {
     errors.push(ErrorRecovery {
         error: ParseError::UnrecognizedEof {
             location: at,
@@ -280,7 +285,7 @@ fn eof(errors: &mut Errors, at: usize, expected: &[&str]) {
 }
 
 /// Index just past the `}` matching the `{` at `open`, or `None` if unclosed.
-fn matching_brace(tokens: &[Spanned], open: usize) -> Option<usize> {
+fn matching_brace(tokens: &[Spanned<'_>], open: usize) -> Option<usize> {
     let mut depth = 0usize;
     for (i, (_, t, _)) in tokens.iter().enumerate().skip(open) {
         match t {
@@ -299,7 +304,7 @@ fn matching_brace(tokens: &[Spanned], open: usize) -> Option<usize> {
 
 /// `agent Name { members }`, repeated. Anything else at the top level is
 /// reported once and skipped up to the next `agent`.
-fn parse_file(tokens: &[Spanned], eof_at: usize, errors: &mut Errors) -> Vec<Agent> {
+fn parse_file<'a>(tokens: &[Spanned<'a>], eof_at: usize, errors: &mut Errors<'a>) -> Vec<Agent> {
     let mut agents = Vec::new();
     let mut i = 0;
     while i < tokens.len() {
@@ -309,7 +314,7 @@ fn parse_file(tokens: &[Spanned], eof_at: usize, errors: &mut Errors) -> Vec<Age
             Tok::Agent => {
                 let name = match tokens.get(i + 1) {
                     Some((l, Tok::Ident(n), r)) => Ident {
-                        name: n.clone(),
+                        name: n.to_string(),
                         span: Span::new(*l, *r),
                     },
                     Some(other) => {
@@ -367,7 +372,7 @@ fn parse_file(tokens: &[Spanned], eof_at: usize, errors: &mut Errors) -> Vec<Age
 }
 
 /// The index of the next `agent` at bracket depth 0 after `from`.
-fn skip_to_agent(tokens: &[Spanned], from: usize) -> usize {
+fn skip_to_agent(tokens: &[Spanned<'_>], from: usize) -> usize {
     let mut depth = 0usize;
     for (i, (_, t, _)) in tokens.iter().enumerate().skip(from + 1) {
         match t {
@@ -383,11 +388,11 @@ fn skip_to_agent(tokens: &[Spanned], from: usize) -> usize {
 /// Splits an agent body at separators outside brackets and parses each
 /// member on its own. `closer` is the token after the body (its `}`), used
 /// to report a member that runs out of tokens.
-fn parse_members(
-    body: &[Spanned],
-    closer: Option<&Spanned>,
+fn parse_members<'a>(
+    body: &[Spanned<'a>],
+    closer: Option<&Spanned<'a>>,
     eof_at: usize,
-    errors: &mut Errors,
+    errors: &mut Errors<'a>,
 ) -> Vec<Member> {
     let mut members = Vec::new();
     let mut depth = 0usize;
@@ -413,11 +418,11 @@ fn parse_members(
     members
 }
 
-fn parse_member(
-    chunk: &[Spanned],
-    follow: Option<&Spanned>,
+fn parse_member<'a>(
+    chunk: &[Spanned<'a>],
+    follow: Option<&Spanned<'a>>,
     eof_at: usize,
-    errors: &mut Errors,
+    errors: &mut Errors<'a>,
 ) -> Member {
     let (mut member, mut local) = parse_member_whole(chunk);
     if !local.is_empty() {
@@ -432,8 +437,8 @@ fn parse_member(
     member
 }
 
-fn parse_member_whole(chunk: &[Spanned]) -> (Member, Errors) {
-    let mut local: Errors = Vec::new();
+fn parse_member_whole<'a>(chunk: &[Spanned<'a>]) -> (Member, Errors<'a>) {
+    let mut local: Errors<'a> = Vec::new();
     let result = generated::MemberParser::new().parse(&mut local, chunk.iter().cloned());
     let l = chunk.first().map_or(0, |t| t.0);
     let r = chunk.last().map_or(0, |t| t.2);
@@ -453,7 +458,7 @@ fn parse_member_whole(chunk: &[Spanned]) -> (Member, Errors) {
 /// For `... flow name(...) -> T { body }` and `on e ... => { body }`: parses the
 /// header with an empty body, then each top-level statement of the body on
 /// its own. `None` when the chunk does not have that shape.
-fn parse_member_by_statements(chunk: &[Spanned]) -> Option<(Member, Errors)> {
+fn parse_member_by_statements<'a>(chunk: &[Spanned<'a>]) -> Option<(Member, Errors<'a>)> {
     let is_body_owner = chunk
         .iter()
         .any(|(_, t, _)| matches!(t, Tok::Flow | Tok::On));
@@ -481,7 +486,7 @@ fn parse_member_by_statements(chunk: &[Spanned]) -> Option<(Member, Errors)> {
         }
     }
     let open = open?;
-    let mut header: Vec<Spanned> = chunk[..=open].to_vec();
+    let mut header: Vec<Spanned<'a>> = chunk[..=open].to_vec();
     header.push(chunk[last].clone());
     let (mut member, mut errors) = parse_member_whole(&header);
     let body = &chunk[open + 1..last];
@@ -501,7 +506,7 @@ fn parse_member_by_statements(chunk: &[Spanned]) -> Option<(Member, Errors)> {
             let part = &body[start..i];
             if !part.is_empty() {
                 let follow = body.get(i).unwrap_or(&chunk[last]);
-                let mut local: Errors = Vec::new();
+                let mut local: Errors<'a> = Vec::new();
                 let result = generated::StmtParser::new().parse(&mut local, part.iter().cloned());
                 let span = Span::new(part[0].0, part[part.len() - 1].2);
                 let broken = Stmt {
@@ -560,10 +565,10 @@ fn parse_member_by_statements(chunk: &[Spanned]) -> Option<(Member, Errors)> {
 }
 
 /// The name a broken statement was binding: `let x ...` or `... -> x`.
-fn bound_name(part: &[Spanned]) -> Option<Ident> {
-    let ident = |t: &Spanned| match t {
+fn bound_name(part: &[Spanned<'_>]) -> Option<Ident> {
+    let ident = |t: &Spanned<'_>| match t {
         (l, Tok::Ident(n), r) => Some(Ident {
-            name: n.clone(),
+            name: n.to_string(),
             span: Span::new(*l, *r),
         }),
         _ => None,
@@ -575,11 +580,11 @@ fn bound_name(part: &[Spanned]) -> Option<Ident> {
     }
 }
 
-fn report_member_errors(
-    local: Errors,
-    follow: Option<&Spanned>,
+fn report_member_errors<'a>(
+    local: Errors<'a>,
+    follow: Option<&Spanned<'a>>,
     eof_at: usize,
-    errors: &mut Errors,
+    errors: &mut Errors<'a>,
 ) {
     // Running out of tokens inside a member means the next token (a separator
     // or the agent's `}`) came too early, unless the file really ended.
@@ -630,7 +635,7 @@ fn lex_error(source: &str, e: LexError) -> SyntaxError {
     }
 }
 
-fn parse_error(e: ParseError<usize, Tok, UserError>, eof: usize) -> SyntaxError {
+fn parse_error(e: ParseError<usize, Tok<'_>, UserError>, eof: usize) -> SyntaxError {
     match e {
         ParseError::InvalidToken { location } => SyntaxError::UnexpectedChar {
             ch: String::new(),
@@ -688,7 +693,7 @@ pub fn call(callee: Expr, args: Vec<Expr>, l: usize, r: usize) -> Expr {
     )
 }
 
-fn report(errors: &mut Errors, message: impl Into<String>, span: Span, help: Option<&str>) {
+fn report(errors: &mut Errors<'_>, message: impl Into<String>, span: Span, help: Option<&str>) {
     errors.push(ErrorRecovery {
         error: ParseError::User {
             error: UserError {
@@ -702,7 +707,7 @@ fn report(errors: &mut Errors, message: impl Into<String>, span: Span, help: Opt
 }
 
 /// `x |> f(a)` is `f(x, a)`; `x |> f` is `f(x)`.
-pub fn pipe(errors: &mut Errors, x: Expr, f: Expr, l: usize, r: usize) -> Expr {
+pub fn pipe(errors: &mut Errors<'_>, x: Expr, f: Expr, l: usize, r: usize) -> Expr {
     match f.kind {
         ExprKind::Call { callee, mut args } => {
             args.insert(0, x);
@@ -723,7 +728,7 @@ pub fn pipe(errors: &mut Errors, x: Expr, f: Expr, l: usize, r: usize) -> Expr {
 
 /// `name(priority: 1, description: "...")` or `name(1)`.
 pub fn goal_from_args(
-    errors: &mut Errors,
+    errors: &mut Errors<'_>,
     name: Ident,
     args: Vec<(Option<Ident>, Expr)>,
     span: Span,
@@ -759,7 +764,7 @@ pub fn goal_from_args(
 
 /// `name: "description" priority 2`
 pub fn goal_with_keyword(
-    errors: &mut Errors,
+    errors: &mut Errors<'_>,
     name: Ident,
     description: StrLit,
     keyword: Ident,
@@ -783,7 +788,7 @@ pub fn goal_with_keyword(
 }
 
 /// `list<T>` is the only generic type.
-pub fn generic_type(errors: &mut Errors, name: Ident, arg: TypeExpr, span: Span) -> TypeExpr {
+pub fn generic_type(errors: &mut Errors<'_>, name: Ident, arg: TypeExpr, span: Span) -> TypeExpr {
     if name.name != "list" {
         report(
             errors,

@@ -1,0 +1,192 @@
+//! Front-end benchmarks (issue: `aisc check` speed). Run with
+//! `cargo bench -p ais-compiler --bench frontend`; results are printed and
+//! written to `docs/bench/frontend.md`.
+//!
+//! 1. Throughput of parse + check on a generated 100k-line program
+//!    (target ≥ 500k lines/s).
+//! 2. Whole-process `aisc check` on a file with 5 errors, including process
+//!    start (target ≤ 5 ms; the A-PXM paper reports 65 ms).
+
+use ais_compiler::driver::{check_source, compile_source, with_deep_stack};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// A realistic program of about `lines` lines: many agents, each with memory,
+/// beliefs, a capability, and flows using every statement form.
+fn generate(lines: usize) -> String {
+    let mut s = String::with_capacity(lines * 40);
+    let mut i = 0;
+    while s.lines().count() < lines {
+        s.push_str(&format!(
+            r#"agent Worker{i} {{
+    memory {{ notes: STM, facts: LTM }}
+    beliefs {{ style: "concise", limit: 3 }}
+    capability search(query: str, k: number) -> json;
+
+    flow research(topic: str) -> str {{
+        let hits = search(topic, limit)
+        let outline = ask("Outline {{topic}} in the {{style}} style.", hits)
+        umem(outline, "notes")
+        if (outline == "") {{
+            return "nothing found"
+        }}
+        let detail = think("Expand the outline.", outline)
+        switch ask("Is this short or long?", detail) {{
+            case "short" => detail
+            case "long" => {{
+                let s = reason("Condense it.", detail)
+                s
+            }}
+            default => outline
+        }} -> result
+        return result
+    }}
+
+    @entry flow main(topic: str) -> str {{
+        let total = 0
+        loop (t in [topic, topic + " history", topic + " future"]) {{
+            research(t) -> r
+            total = total + 1
+            print("done", r)
+        }}
+        try {{
+            let f = qmem(topic, "facts")
+            print(f)
+        }} catch (e) {{
+            print("failed", e)
+        }}
+        return "{{total}} parts on {{topic}}"
+    }}
+}}
+
+"#
+        ));
+        i += 1;
+    }
+    s
+}
+
+const FIVE_ERRORS: &str = r#"agent Researcher {
+    flow research(topic: str) -> str {
+        return ask("Research {topic}.")
+    }
+}
+agent Coordinator {
+    capability score(text: str) -> number;
+    @entry flow main(topic: str) -> str {
+        let plan = ask("Plan a report on {topic}.", notes)
+        Researcher.reserch(plan) -> findings
+        let n: number = ask("How many sections?", plan)
+        umem(findings, "disk")
+        let s = score(findings, 3)
+        return findings
+    }
+}
+"#;
+
+fn stats(mut xs: Vec<Duration>) -> (Duration, Duration, Duration) {
+    xs.sort();
+    (xs[0], xs[xs.len() / 2], xs[xs.len() - 1])
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn main() {
+    let mut report = String::from("# Front-end benchmarks\n\n");
+    report.push_str("Command: `cargo bench -p ais-compiler --bench frontend` (release build).\n");
+    report.push_str(&format!(
+        "Machine: {} logical cores.\n\n",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    ));
+
+    // 1. Throughput.
+    let src = generate(100_000);
+    let lines = src.lines().count();
+    let fe = with_deep_stack(|| check_source(&src).diagnostics.len());
+    assert_eq!(fe, 0, "generated program must be clean");
+    let mut runs = Vec::new();
+    for _ in 0..7 {
+        let t = Instant::now();
+        let n = with_deep_stack(|| check_source(&src).diagnostics.len());
+        runs.push(t.elapsed());
+        assert_eq!(n, 0);
+    }
+    let (min, med, max) = stats(runs);
+    let rate = |d: Duration| lines as f64 / d.as_secs_f64();
+    report.push_str(&format!(
+        "## `check` throughput\n\nA generated program of {lines} lines ({} KiB): parse + full semantic check, 7 runs.\n\n| | time | lines/s |\n|---|---|---|\n| min | {:.1} ms | {:.0} |\n| median | {:.1} ms | {:.0} |\n| max | {:.1} ms | {:.0} |\n\nTarget: ≥ 500,000 lines/s.\n\n",
+        src.len() / 1024,
+        ms(min), rate(min), ms(med), rate(med), ms(max), rate(max)
+    ));
+    // Where the time goes.
+    let phase = |f: &dyn Fn() -> usize| {
+        let mut runs = Vec::new();
+        for _ in 0..5 {
+            let t = Instant::now();
+            std::hint::black_box(f());
+            runs.push(t.elapsed());
+        }
+        stats(runs).1
+    };
+    let lex = phase(&|| ais_compiler::syntax::lexer::lex(&src).0.len());
+    let parse = phase(&|| with_deep_stack(|| ais_compiler::syntax::parse(&src).file.agents.len()));
+    report.push_str(&format!(
+        "Phases (median of 5): lex {:.1} ms, lex + parse {:.1} ms, lex + parse + check {:.1} ms.\n\n",
+        ms(lex),
+        ms(parse),
+        ms(med)
+    ));
+    let mut lower_runs = Vec::new();
+    for _ in 0..3 {
+        let t = Instant::now();
+        let ok = with_deep_stack(|| compile_source(&src).is_ok());
+        lower_runs.push(t.elapsed());
+        assert!(ok);
+    }
+    let (lmin, lmed, _) = stats(lower_runs);
+    report.push_str(&format!(
+        "Check + lower to verified IR of the same program: min {:.1} ms, median {:.1} ms ({:.0} lines/s at the median).\n\n",
+        ms(lmin), ms(lmed), rate(lmed)
+    ));
+
+    // 2. Whole process on a file with 5 errors.
+    let dir = std::env::temp_dir().join("ais-bench-frontend");
+    let _ = std::fs::create_dir_all(&dir);
+    let file = dir.join("five_errors.ais");
+    std::fs::write(&file, FIVE_ERRORS).expect("write temp file");
+    let aisc = Path::new(env!("CARGO_BIN_EXE_aisc"));
+    let run = || {
+        let t = Instant::now();
+        let out = Command::new(aisc)
+            .args(["check", "--color", "never"])
+            .arg(&file)
+            .output()
+            .expect("run aisc");
+        (t.elapsed(), out)
+    };
+    let (_, out) = run();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let errors = stderr.matches("] Error:").count();
+    assert_eq!(
+        errors, 5,
+        "the benchmark file must have exactly 5 errors:\n{stderr}"
+    );
+    let mut runs = Vec::new();
+    for _ in 0..50 {
+        runs.push(run().0);
+    }
+    let (min, med, max) = stats(runs);
+    report.push_str(&format!(
+        "## Whole-process `aisc check` on a file with 5 errors\n\nProcess start to exit, including rendering all 5 reports; 50 runs.\n\n| min | median | max |\n|---|---|---|\n| {:.2} ms | {:.2} ms | {:.2} ms |\n\nTarget: ≤ 5 ms (the A-PXM paper: 65 ms for the same job).\n",
+        ms(min), ms(med), ms(max)
+    ));
+
+    print!("{report}");
+    let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/bench/frontend.md");
+    if let Err(e) = std::fs::write(&out, &report) {
+        eprintln!("could not write {}: {e}", out.display());
+    }
+}
