@@ -9,6 +9,7 @@
 //! - [`graph`]: Graphviz and Mermaid renderings of flows.
 //! - [`diag`]: diagnostics shared by all phases.
 
+pub mod bytecode;
 pub mod diag;
 pub mod entity;
 pub mod graph;

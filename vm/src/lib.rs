@@ -2,4 +2,18 @@
 //! Abstract Machine, memory tiers, LLM backends, tools and telemetry.
 
 pub mod config;
+pub mod error;
+pub mod exec;
+mod frame;
+pub mod host;
+pub mod interp;
 pub mod llm;
+pub mod scheduler;
+pub mod telemetry;
+pub mod value;
+
+pub use error::RunError;
+pub use host::{Host, HostError, MemoryHost};
+pub use scheduler::{run, Policy, RunOptions, RunReport};
+pub use telemetry::{OpEvent, RunSummary};
+pub use value::Val;

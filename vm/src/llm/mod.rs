@@ -6,6 +6,7 @@
 
 pub mod anthropic;
 pub mod budget;
+pub mod fake;
 pub mod http;
 pub mod jsonschema;
 pub mod mock;

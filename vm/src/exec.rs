@@ -1,0 +1,625 @@
+//! Op semantics, shared by the dataflow VM and the reference interpreter so
+//! that both compute the same thing; only the scheduling differs.
+
+use crate::host::{Host, Message};
+use crate::llm::{schema, CancelToken, ContextBlock, LlmError, LlmOpKind, LlmRequest, LlmResponse};
+use crate::value::Val;
+use ais_ir::bytecode::{FlowCode, Imm, Instr, Program, RegionKind};
+use ais_ir::Opcode;
+use serde_json::{json, Value as Json};
+use smallvec::{smallvec, SmallVec};
+use std::sync::Arc;
+
+/// Results of one op.
+pub type Results = SmallVec<[Val; 2]>;
+
+/// A failed op, before it is located (flow, op, span) by the caller.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpError {
+    /// Dotted code: `llm.server`, `tool.unknown`, `type.not_number`, ...
+    pub code: String,
+    pub message: String,
+    pub payload: Json,
+}
+
+impl OpError {
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> OpError {
+        OpError {
+            code: code.into(),
+            message: message.into(),
+            payload: Json::Null,
+        }
+    }
+
+    fn ty(what: &str, v: &Val) -> OpError {
+        OpError::new(
+            format!("type.not_{what}"),
+            format!("expected {what}, got {} `{}`", v.kind(), short(&v.text())),
+        )
+    }
+
+    /// The structured error value a `catch` region receives.
+    pub fn to_value(&self, program: &Program, flow: u32, instr: &Instr) -> Val {
+        Val::from_json(json!({
+            "code": self.code,
+            "message": self.message,
+            "op": instr.opcode.mnemonic(),
+            "flow": program.flow_name(flow),
+            "span": {"start": instr.span.start, "end": instr.span.end},
+            "payload": self.payload,
+        }))
+    }
+}
+
+impl From<LlmError> for OpError {
+    fn from(e: LlmError) -> OpError {
+        let kind = serde_json::to_value(e.kind)
+            .ok()
+            .and_then(|k| k.as_str().map(str::to_string))
+            .unwrap_or_else(|| "error".into());
+        OpError {
+            code: format!("llm.{kind}"),
+            message: e.to_string(),
+            payload: serde_json::to_value(&e).unwrap_or(Json::Null),
+        }
+    }
+}
+
+impl From<crate::host::HostError> for OpError {
+    fn from(e: crate::host::HostError) -> OpError {
+        OpError {
+            code: e.code,
+            message: e.message,
+            payload: e.payload,
+        }
+    }
+}
+
+fn short(s: &str) -> String {
+    if s.chars().count() > 60 {
+        let head: String = s.chars().take(57).collect();
+        format!("{head}...")
+    } else {
+        s.to_string()
+    }
+}
+
+/// Where an op runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    /// Computed inline on a worker.
+    Pure,
+    /// A quick host effect (memory, beliefs, print, communicate, fence), inline.
+    Inline,
+    /// Off the workers, on the LLM lane of the I/O executor.
+    Llm,
+    /// Off the workers, on the tool lane.
+    Tool,
+    /// `flow.call`: starts a callee frame.
+    Call,
+    /// `if`, `switch`, `loop`, `try_catch`: start region frames.
+    Control,
+    /// `yield`, `return`.
+    Terminator,
+}
+
+pub fn class(op: Opcode) -> Class {
+    use Opcode as O;
+    match op {
+        O::Ask | O::Think | O::Reason | O::Llm | O::Plan | O::Reflect | O::Verify => Class::Llm,
+        O::Inv | O::Exec => Class::Tool,
+        O::Qmem | O::Umem | O::BeliefGet | O::BeliefSet | O::Print | O::Communicate | O::Fence => {
+            Class::Inline
+        }
+        O::FlowCall => Class::Call,
+        O::If | O::Switch | O::Loop | O::TryCatch => Class::Control,
+        O::Yield | O::Return => Class::Terminator,
+        _ => Class::Pure,
+    }
+}
+
+pub fn llm_kind(op: Opcode) -> LlmOpKind {
+    match op {
+        Opcode::Think => LlmOpKind::Think,
+        Opcode::Reason => LlmOpKind::Reason,
+        Opcode::Llm => LlmOpKind::Llm,
+        Opcode::Plan => LlmOpKind::Plan,
+        Opcode::Reflect => LlmOpKind::Reflect,
+        Opcode::Verify => LlmOpKind::Verify,
+        _ => LlmOpKind::Ask,
+    }
+}
+
+fn num(v: &Val) -> Result<f64, OpError> {
+    v.as_num().ok_or_else(|| OpError::ty("number", v))
+}
+
+fn boolean(v: &Val) -> Result<bool, OpError> {
+    v.as_bool().ok_or_else(|| OpError::ty("bool", v))
+}
+
+fn arg(args: &[Val], i: usize) -> Result<&Val, OpError> {
+    args.get(i)
+        .ok_or_else(|| OpError::new("internal.operand", format!("missing operand {i}")))
+}
+
+/// Fills `{N}` placeholders with the text of operand `N`; anything else
+/// (including `{name}` or an out-of-range `{N}`) stays literal.
+pub fn fill_template(t: &str, args: &[Val]) -> String {
+    let mut out = String::with_capacity(t.len());
+    let mut rest = t;
+    while let Some(i) = rest.find('{') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        match after.find('}') {
+            Some(j) => match after[..j].parse::<usize>().ok().and_then(|n| args.get(n)) {
+                Some(v) if after[..j].bytes().all(|b| b.is_ascii_digit()) => {
+                    out.push_str(&v.text());
+                    rest = &after[j + 1..];
+                }
+                _ => {
+                    out.push('{');
+                    rest = after;
+                }
+            },
+            None => {
+                out.push('{');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Evaluates a pure op on its data operands.
+pub fn eval_pure(program: &Program, instr: &Instr, args: &[Val]) -> Result<Val, OpError> {
+    use Opcode as O;
+    let bin = |f: fn(f64, f64) -> Result<f64, OpError>| -> Result<Val, OpError> {
+        Ok(Val::Num(f(num(arg(args, 0)?)?, num(arg(args, 1)?)?)?))
+    };
+    let cmp = |f: fn(f64, f64) -> bool| -> Result<Val, OpError> {
+        Ok(Val::Bool(f(num(arg(args, 0)?)?, num(arg(args, 1)?)?)))
+    };
+    Ok(match instr.opcode {
+        O::Const => match &instr.imm {
+            Imm::Const(c) => program
+                .consts
+                .get(*c as usize)
+                .and_then(|c| c.to_json())
+                .map(Val::from_json)
+                .ok_or_else(|| OpError::new("internal.const", "bad constant"))?,
+            _ => return Err(OpError::new("internal.const", "bad constant")),
+        },
+        O::Template => match &instr.imm {
+            Imm::Template(t) => Val::str(fill_template(t, args)),
+            _ => return Err(OpError::new("internal.template", "bad template")),
+        },
+        O::Concat => {
+            let mut s = String::new();
+            for a in args {
+                s.push_str(&a.text());
+            }
+            Val::str(s)
+        }
+        O::Merge => Val::str(args.iter().map(Val::text).collect::<Vec<_>>().join("\n\n")),
+        O::WaitAll => Val::Json(Arc::new(Json::Array(
+            args.iter().map(Val::to_json).collect(),
+        ))),
+        O::List => Val::List(Arc::from(args.to_vec())),
+        O::Index => {
+            let c = arg(args, 0)?;
+            let i = arg(args, 1)?;
+            index(c, i)?
+        }
+        O::Member => {
+            let Imm::Field(f) = &instr.imm else {
+                return Err(OpError::new("internal.member", "bad field"));
+            };
+            member(arg(args, 0)?, f)?
+        }
+        O::Add => bin(|a, b| Ok(a + b))?,
+        O::Sub => bin(|a, b| Ok(a - b))?,
+        O::Mul => bin(|a, b| Ok(a * b))?,
+        O::Div => bin(|a, b| {
+            if b == 0.0 {
+                Err(OpError::new("arith.div_by_zero", "division by zero"))
+            } else {
+                Ok(a / b)
+            }
+        })?,
+        O::Mod => bin(|a, b| {
+            if b == 0.0 {
+                Err(OpError::new("arith.div_by_zero", "remainder by zero"))
+            } else {
+                Ok(a % b)
+            }
+        })?,
+        O::Neg => Val::Num(-num(arg(args, 0)?)?),
+        O::Eq => Val::Bool(arg(args, 0)?.same(arg(args, 1)?)),
+        O::Ne => Val::Bool(!arg(args, 0)?.same(arg(args, 1)?)),
+        O::Lt => cmp(|a, b| a < b)?,
+        O::Le => cmp(|a, b| a <= b)?,
+        O::Gt => cmp(|a, b| a > b)?,
+        O::Ge => cmp(|a, b| a >= b)?,
+        O::And => Val::Bool(boolean(arg(args, 0)?)? && boolean(arg(args, 1)?)?),
+        O::Or => Val::Bool(boolean(arg(args, 0)?)? || boolean(arg(args, 1)?)?),
+        O::Not => Val::Bool(!boolean(arg(args, 0)?)?),
+        O::ToStr => Val::str(arg(args, 0)?.text()),
+        other => {
+            return Err(OpError::new(
+                "internal.not_pure",
+                format!("`{other}` is not a pure op"),
+            ))
+        }
+    })
+}
+
+fn index(c: &Val, i: &Val) -> Result<Val, OpError> {
+    let oob = |n: f64, len: usize| {
+        OpError::new(
+            "index.out_of_range",
+            format!("index {n} out of range (length {len})"),
+        )
+    };
+    match (c, i) {
+        (Val::List(xs), _) => {
+            let n = num(i)?;
+            if n < 0.0 || n.fract() != 0.0 || n as usize >= xs.len() {
+                return Err(oob(n, xs.len()));
+            }
+            Ok(xs[n as usize].clone())
+        }
+        (Val::Json(j), _) => match (&**j, i) {
+            (Json::Array(xs), _) => {
+                let n = num(i)?;
+                if n < 0.0 || n.fract() != 0.0 || n as usize >= xs.len() {
+                    return Err(oob(n, xs.len()));
+                }
+                Ok(Val::from_json(xs[n as usize].clone()))
+            }
+            (Json::Object(m), key) => Ok(m
+                .get(&key.text())
+                .cloned()
+                .map(Val::from_json)
+                .unwrap_or(Val::Null)),
+            _ => Err(OpError::ty("list", c)),
+        },
+        (Val::Str(s), _) => {
+            // Strings index by character.
+            let n = num(i)?;
+            let len = s.chars().count();
+            if n < 0.0 || n.fract() != 0.0 || n as usize >= len {
+                return Err(oob(n, len));
+            }
+            Ok(Val::str(
+                s.chars()
+                    .nth(n as usize)
+                    .map(String::from)
+                    .unwrap_or_default(),
+            ))
+        }
+        _ => Err(OpError::ty("list", c)),
+    }
+}
+
+fn member(v: &Val, field: &str) -> Result<Val, OpError> {
+    match v {
+        Val::Json(j) => match &**j {
+            Json::Object(m) => Ok(m
+                .get(field)
+                .cloned()
+                .map(Val::from_json)
+                .unwrap_or(Val::Null)),
+            _ => Err(OpError::ty("object", v)),
+        },
+        // An LLM reply may hold JSON text.
+        Val::Str(s) => match serde_json::from_str::<Json>(s) {
+            Ok(Json::Object(m)) => Ok(m
+                .get(field)
+                .cloned()
+                .map(Val::from_json)
+                .unwrap_or(Val::Null)),
+            _ => Err(OpError::ty("object", v)),
+        },
+        _ => Err(OpError::ty("object", v)),
+    }
+}
+
+/// Runs a quick host effect.
+pub fn exec_inline(
+    host: &dyn Host,
+    agent: &str,
+    instr: &Instr,
+    args: &[Val],
+) -> Result<Results, OpError> {
+    use Opcode as O;
+    let tier = || match &instr.imm {
+        Imm::Tier(t) => Ok(t.tier()),
+        _ => Err(OpError::new("internal.tier", "bad tier")),
+    };
+    let belief = || match &instr.imm {
+        Imm::Belief(n) => Ok(n.as_str()),
+        _ => Err(OpError::new("internal.belief", "bad belief")),
+    };
+    Ok(match instr.opcode {
+        O::Qmem => {
+            let r = host.mem_query(agent, tier()?, &arg(args, 0)?.to_json())?;
+            smallvec![Val::from_json(r), Val::Ord]
+        }
+        O::Umem => {
+            let key = args.get(1).map(Val::to_json);
+            host.mem_update(agent, tier()?, &arg(args, 0)?.to_json(), key.as_ref())?;
+            smallvec![Val::Ord]
+        }
+        O::BeliefGet => smallvec![Val::from_json(host.belief_get(agent, belief()?)?), Val::Ord],
+        O::BeliefSet => {
+            host.belief_set(agent, belief()?, &arg(args, 0)?.to_json())?;
+            smallvec![Val::Ord]
+        }
+        O::Print => {
+            let line = args.iter().map(Val::text).collect::<Vec<_>>().join(" ");
+            host.print(agent, &line);
+            smallvec![Val::Ord]
+        }
+        O::Communicate => {
+            host.communicate(Message {
+                from: agent.to_string(),
+                to: arg(args, 0)?.text(),
+                body: arg(args, 1)?.to_json(),
+                protocol: arg(args, 2)?.text(),
+            })?;
+            smallvec![Val::Ord]
+        }
+        O::Fence => smallvec![Val::Ord],
+        other => {
+            return Err(OpError::new(
+                "internal.not_inline",
+                format!("`{other}` is not an inline effect"),
+            ))
+        }
+    })
+}
+
+/// The request an LLM op sends: the first operand is the prompt, the others
+/// are context blocks labelled `context 1`, `context 2`, ...
+pub fn llm_request(agent: &str, instr: &Instr, args: &[Val]) -> LlmRequest {
+    let kind = llm_kind(instr.opcode);
+    let attrs = match &instr.imm {
+        Imm::Llm(a) => Some(a),
+        _ => None,
+    };
+    LlmRequest {
+        kind,
+        agent: agent.to_string(),
+        system: attrs.and_then(|a| a.system.clone()),
+        prompt: args.first().map(Val::text).unwrap_or_default(),
+        context: args
+            .iter()
+            .skip(1)
+            .enumerate()
+            .map(|(i, v)| ContextBlock {
+                label: format!("context {}", i + 1),
+                text: v.text(),
+            })
+            .collect(),
+        model: attrs.and_then(|a| a.model.clone()),
+        temperature: attrs.and_then(|a| a.temperature),
+        max_tokens: attrs.and_then(|a| a.max_tokens),
+        json_schema: schema::schema_for(kind),
+    }
+}
+
+/// The value of a finished LLM op.
+pub fn llm_value(request: &LlmRequest, response: &LlmResponse) -> Result<Val, OpError> {
+    if request.json_schema.is_none() {
+        return Ok(Val::str(&response.text));
+    }
+    match &response.json {
+        Some(j) => Ok(Val::from_json(j.clone())),
+        None => serde_json::from_str::<Json>(&response.text)
+            .map(Val::from_json)
+            .map_err(|e| {
+                OpError::new(
+                    "llm.invalid_response",
+                    format!("the reply to `{}` is not JSON: {e}", request.kind.name()),
+                )
+            }),
+    }
+}
+
+/// Runs a tool op (blocking; called on an I/O thread).
+pub fn exec_tool(
+    host: &dyn Host,
+    agent: &str,
+    instr: &Instr,
+    args: &[Val],
+    cancel: &CancelToken,
+) -> Result<Val, OpError> {
+    let r = match (&instr.opcode, &instr.imm) {
+        (Opcode::Inv, Imm::Tool(t)) => {
+            host.invoke_tool(agent, t, &arg(args, 0)?.to_json(), cancel)?
+        }
+        (Opcode::Exec, _) => {
+            let js: Vec<Json> = args.iter().map(Val::to_json).collect();
+            host.exec(agent, &js, cancel)?
+        }
+        _ => return Err(OpError::new("internal.tool", "bad tool op")),
+    };
+    Ok(Val::from_json(r))
+}
+
+/// The region an `if` / `switch` takes (index into the flow's regions).
+pub fn select_branch(flow: &FlowCode, instr: &Instr, cond: &Val) -> Result<u32, OpError> {
+    let regions = &instr.regions;
+    let pick = |i: usize| {
+        regions
+            .get(i)
+            .copied()
+            .ok_or_else(|| OpError::new("internal.region", "missing region"))
+    };
+    match instr.opcode {
+        Opcode::If => pick(if boolean(cond)? { 0 } else { 1 }),
+        Opcode::Switch => {
+            let key = cond.text();
+            let mut default = None;
+            for (i, &r) in regions.iter().enumerate() {
+                match flow.regions.get(r as usize).map(|c| &c.kind) {
+                    Some(RegionKind::Case(k)) if *k == key => return Ok(r),
+                    Some(RegionKind::Default) => default = Some(i),
+                    _ => {}
+                }
+            }
+            match default {
+                Some(i) => pick(i),
+                None => Err(OpError::new(
+                    "switch.no_match",
+                    format!(
+                        "no case matches \"{}\" and there is no default",
+                        short(&key)
+                    ),
+                )
+                .with_payload(json!({"value": cond.to_json()}))),
+            }
+        }
+        other => Err(OpError::new(
+            "internal.branch",
+            format!("`{other}` does not branch"),
+        )),
+    }
+}
+
+impl OpError {
+    pub fn with_payload(mut self, payload: Json) -> OpError {
+        self.payload = payload;
+        self
+    }
+}
+
+/// The items a `loop` iterates over, bounded by `max_iters`.
+pub fn loop_items(instr: &Instr, list: &Val) -> Result<Vec<Val>, OpError> {
+    let mut items = list.items().ok_or_else(|| OpError::ty("list", list))?;
+    if let Imm::Loop { max_iters: Some(m) } = instr.imm {
+        items.truncate(usize::try_from(m).unwrap_or(usize::MAX));
+    }
+    Ok(items)
+}
+
+/// Results of a `flow.call` from the callee's returned value.
+pub fn call_results(instr: &Instr, returned: Option<Val>) -> Results {
+    let mut out = Results::new();
+    let n = instr.n_results as usize;
+    if let Some(v) = returned {
+        if out.len() < n {
+            out.push(v);
+        }
+    }
+    while out.len() < n {
+        out.push(Val::Ord);
+    }
+    out
+}
+
+/// Entry-flow arguments by parameter name, converted to the parameter types:
+/// a `number` parameter accepts a number or numeric text, `bool` a boolean or
+/// `true`/`false`, `str` any scalar (as text), `list<T>` an array or JSON
+/// array text, `json` and named types anything (text that parses as JSON is
+/// parsed).
+pub fn entry_args(
+    program: &Program,
+    flow: u32,
+    args: &[(String, Json)],
+) -> Result<Vec<Val>, crate::RunError> {
+    use ais_ir::Type;
+    let bad = |m: String| crate::RunError::Argument(m);
+    let f = program
+        .flows
+        .get(flow as usize)
+        .ok_or_else(|| bad(format!("no flow {flow}")))?;
+    for (name, _) in args {
+        if !f.params.iter().any(|(p, _)| p == name) {
+            let known: Vec<&str> = f.params.iter().map(|(p, _)| p.as_str()).collect();
+            return Err(bad(format!(
+                "@{} has no parameter `{name}` (parameters: {})",
+                program.flow_name(flow),
+                if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                }
+            )));
+        }
+    }
+    let mut out = Vec::with_capacity(f.params.len());
+    for (name, t) in &f.params {
+        let ty = program.type_of(*t);
+        let Some((_, v)) = args.iter().rev().find(|(n, _)| n == name) else {
+            return Err(bad(format!(
+                "missing argument `{name}: {ty}` for @{} (pass --arg {name}=VALUE)",
+                program.flow_name(flow)
+            )));
+        };
+        let mismatch = || bad(format!("argument `{name}` must be {ty}, got {v}"));
+        let parsed = |s: &str| serde_json::from_str::<Json>(s).ok();
+        let val = match (&ty, v) {
+            (Type::Str, Json::String(s)) => Val::str(s),
+            (Type::Str, Json::Number(_) | Json::Bool(_)) => Val::str(v.to_string()),
+            (Type::Number, Json::Number(n)) => Val::Num(n.as_f64().unwrap_or(0.0)),
+            (Type::Number, Json::String(s)) => Val::Num(
+                s.trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|x| x.is_finite())
+                    .ok_or_else(mismatch)?,
+            ),
+            (Type::Bool, Json::Bool(b)) => Val::Bool(*b),
+            (Type::Bool, Json::String(s)) if s == "true" || s == "false" => Val::Bool(s == "true"),
+            (Type::Null, Json::Null) => Val::Null,
+            (Type::List(_), Json::Array(_)) => Val::from_json(v.clone()),
+            (Type::List(_), Json::String(s)) => match parsed(s) {
+                Some(j @ Json::Array(_)) => Val::from_json(j),
+                _ => return Err(mismatch()),
+            },
+            (Type::Json | Type::Opaque(_), Json::String(s)) => {
+                Val::from_json(parsed(s).unwrap_or_else(|| v.clone()))
+            }
+            (Type::Json | Type::Opaque(_), _) => Val::from_json(v.clone()),
+            _ => return Err(mismatch()),
+        };
+        out.push(val);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_fill_numbered_holes_only() {
+        let args = [Val::str("x"), Val::Num(2.0)];
+        assert_eq!(
+            fill_template("a {0} b {1} {2} {x} {", &args),
+            "a x b 2 {2} {x} {"
+        );
+        assert_eq!(fill_template("{\"k\": {0}}", &args), "{\"k\": x}");
+    }
+
+    #[test]
+    fn index_and_member() {
+        let j = Val::from_json(json!({"a": [1, 2], "b": "t"}));
+        assert_eq!(member(&j, "b").unwrap(), Val::str("t"));
+        assert_eq!(member(&j, "zz").unwrap(), Val::Null);
+        let a = member(&j, "a").unwrap();
+        assert_eq!(index(&a, &Val::Num(1.0)).unwrap(), Val::Num(2.0));
+        assert_eq!(
+            index(&a, &Val::Num(5.0)).unwrap_err().code,
+            "index.out_of_range"
+        );
+        assert_eq!(
+            member(&Val::Num(1.0), "a").unwrap_err().code,
+            "type.not_object"
+        );
+    }
+}

@@ -1,0 +1,171 @@
+//! Frames: one live instance of a region (a flow body for a call, or the
+//! region of an `if`/`switch`/`loop`/`try_catch` taken at run time).
+//!
+//! A frame holds one write-once slot per value of its region and one atomic
+//! pending counter per op; a value arriving in a slot decrements the
+//! counters of the slot's consumers and an op whose counter reaches zero is
+//! ready. `remaining` counts ops not yet completed: when it reaches zero the
+//! frame is complete and its owner (the op that started it) completes with
+//! the values the frame yielded or returned.
+
+use crate::exec::Results;
+use crate::value::Val;
+use ais_ir::bytecode::RegionCode;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// What a frame does for the op that started it.
+pub(crate) enum Role {
+    /// Callee body of a `flow.call`.
+    Call,
+    /// The taken region of an `if` / `switch`.
+    Branch,
+    /// The `try` region; `settled` is claimed by the first of completion or failure.
+    Try,
+    /// The `catch` region (its arg is the error value).
+    Catch,
+    /// Iteration `index` of a `loop`.
+    Iter { state: Arc<LoopState>, index: usize },
+}
+
+pub(crate) struct Owner<'r> {
+    pub frame: Arc<Frame<'r>>,
+    pub op: u32,
+    pub role: Role,
+}
+
+/// Shared by the iterations of one `loop` instance.
+pub(crate) struct LoopState {
+    pub remaining: AtomicUsize,
+    pub count: usize,
+    /// Values yielded by the last iteration (the loop's results).
+    pub last: OnceLock<Results>,
+}
+
+pub(crate) struct Frame<'r> {
+    pub id: u64,
+    pub flow: u32,
+    pub region: u32,
+    pub agent: u32,
+    pub code: &'r RegionCode,
+    pub slots: Box<[OnceLock<Val>]>,
+    pub pending: Box<[AtomicU32]>,
+    pub remaining: AtomicUsize,
+    /// `None` for the entry frame.
+    pub owner: Option<Owner<'r>>,
+    pub cancelled: AtomicBool,
+    /// Try frames: set once, by completion or by the first failure inside.
+    pub settled: AtomicBool,
+    /// Values of the region's `yield` / `return`.
+    pub yielded: OnceLock<Results>,
+    /// Loops: the next iteration, which receives this one's yields as its
+    /// carried arguments. Taken when delivered.
+    pub next_iter: Mutex<Option<Arc<Frame<'r>>>>,
+    /// Estimated remaining path after this frame completes (priority base).
+    pub tail_ms: u64,
+    /// Call depth (entry = 0).
+    pub depth: u32,
+}
+
+impl<'r> Frame<'r> {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        id: u64,
+        flow: u32,
+        region: u32,
+        agent: u32,
+        code: &'r RegionCode,
+        owner: Option<Owner<'r>>,
+        tail_ms: u64,
+        depth: u32,
+    ) -> Frame<'r> {
+        let slots = (0..code.n_slots()).map(|_| OnceLock::new()).collect();
+        let pending = code.pending.iter().map(|&p| AtomicU32::new(p)).collect();
+        Frame {
+            id,
+            flow,
+            region,
+            agent,
+            code,
+            slots,
+            pending,
+            remaining: AtomicUsize::new(code.ops.len()),
+            owner,
+            cancelled: AtomicBool::new(false),
+            settled: AtomicBool::new(false),
+            yielded: OnceLock::new(),
+            next_iter: Mutex::new(None),
+            tail_ms,
+            depth,
+        }
+    }
+
+    /// Cancelled itself or below a cancelled frame (an abandoned `try`).
+    pub fn is_cancelled(&self) -> bool {
+        let mut f = self;
+        loop {
+            if f.cancelled.load(Ordering::Acquire) {
+                return true;
+            }
+            match &f.owner {
+                Some(o) => f = &o.frame,
+                None => return false,
+            }
+        }
+    }
+
+    pub fn is_try(&self) -> bool {
+        matches!(
+            self.owner,
+            Some(Owner {
+                role: Role::Try,
+                ..
+            })
+        )
+    }
+
+    pub fn slot(&self, s: u32) -> Option<&Val> {
+        self.slots.get(s as usize).and_then(OnceLock::get)
+    }
+
+    pub fn take_next(&self) -> Option<Arc<Frame<'r>>> {
+        self.next_iter
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
+}
+
+impl<'r> Drop for Frame<'r> {
+    /// Frames form chains (callee → caller, iteration → next iteration) that
+    /// can be long; unlink them iteratively so dropping never recurses deeply.
+    fn drop(&mut self) {
+        let mut work: Vec<Arc<Frame<'r>>> = Vec::new();
+        if let Some(o) = self.owner.take() {
+            work.push(o.frame);
+        }
+        if let Some(n) = self
+            .next_iter
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            work.push(n);
+        }
+        while let Some(f) = work.pop() {
+            if let Ok(mut inner) = Arc::try_unwrap(f) {
+                if let Some(o) = inner.owner.take() {
+                    work.push(o.frame);
+                }
+                if let Some(n) = inner
+                    .next_iter
+                    .get_mut()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .take()
+                {
+                    work.push(n);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,265 @@
+//! A deterministic in-process backend for tests and benchmarks.
+//!
+//! Replies are derived from the request only, so a program gives the same
+//! results whatever the schedule:
+//!
+//! - text ops (`ask`, `think`, `reason`, `llm`): `"{kind}#{h}: {head}"` where
+//!   `h` is an FNV-1a hash (8 hex digits) of the prompt and context blocks and
+//!   `head` the first 24 characters of the prompt;
+//! - structured ops (`plan`, `verify`, `reflect`): a JSON value valid against
+//!   [`schema_for`](super::schema::schema_for) (`json` in the response);
+//! - a prompt containing a configured failure marker fails with
+//!   [`LlmErrorKind::Server`].
+//!
+//! Each call sleeps for the configured latency of its kind (default zero),
+//! in slices, returning early with [`LlmErrorKind::Cancelled`] when the
+//! [`CancelToken`] is set. The backend counts calls and records the highest
+//! number of calls it saw in flight at once.
+
+use super::*;
+use serde_json::json;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::time::Instant;
+
+#[derive(Debug, Default)]
+pub struct FakeBackend {
+    latency: HashMap<LlmOpKind, Duration>,
+    default_latency: Duration,
+    fail_marker: Option<String>,
+    concurrency: Option<usize>,
+    calls: AtomicU64,
+    in_flight: AtomicUsize,
+    peak: AtomicUsize,
+}
+
+/// FNV-1a, 32 bits.
+pub fn fnv1a(parts: &[&str]) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for p in parts {
+        for b in p.bytes().chain(std::iter::once(0xff)) {
+            h ^= u32::from(b);
+            h = h.wrapping_mul(0x0100_0193);
+        }
+    }
+    h
+}
+
+impl FakeBackend {
+    /// Instant replies.
+    pub fn new() -> FakeBackend {
+        FakeBackend::default()
+    }
+
+    /// Every op kind takes `d`.
+    pub fn with_latency(mut self, d: Duration) -> FakeBackend {
+        self.default_latency = d;
+        self
+    }
+
+    /// Op kind `kind` takes `d`.
+    pub fn with_kind_latency(mut self, kind: LlmOpKind, d: Duration) -> FakeBackend {
+        self.latency.insert(kind, d);
+        self
+    }
+
+    /// Calls whose prompt contains `marker` fail.
+    pub fn failing_on(mut self, marker: impl Into<String>) -> FakeBackend {
+        self.fail_marker = Some(marker.into());
+        self
+    }
+
+    /// The concurrency the backend advertises (default 16).
+    pub fn with_concurrency(mut self, n: usize) -> FakeBackend {
+        self.concurrency = Some(n);
+        self
+    }
+
+    pub fn calls(&self) -> u64 {
+        self.calls.load(Ordering::SeqCst)
+    }
+
+    /// Highest number of concurrent calls observed.
+    pub fn peak_in_flight(&self) -> usize {
+        self.peak.load(Ordering::SeqCst)
+    }
+
+    /// The reply text for a text op (what `complete` returns).
+    pub fn reply_text(request: &LlmRequest) -> String {
+        let mut parts: Vec<&str> = vec![request.kind.name(), &request.prompt];
+        for c in &request.context {
+            parts.push(&c.label);
+            parts.push(&c.text);
+        }
+        let head: String = request.prompt.chars().take(24).collect();
+        format!("{}#{:08x}: {head}", request.kind.name(), fnv1a(&parts))
+    }
+
+    fn structured(request: &LlmRequest, text: &str) -> Option<serde_json::Value> {
+        let h = fnv1a(&[text]);
+        Some(match request.kind {
+            LlmOpKind::Plan => json!({
+                "goal": request.prompt,
+                "steps": [
+                    {"id": "s1", "description": format!("research {:04x}", h & 0xffff), "depends_on": []},
+                    {"id": "s2", "description": format!("draft {:04x}", h >> 16), "depends_on": ["s1"]},
+                ]
+            }),
+            LlmOpKind::Verify => json!({
+                "verdict": h.is_multiple_of(2),
+                "reason": text,
+                "confidence": f64::from(h % 100) / 100.0,
+            }),
+            LlmOpKind::Reflect => json!({
+                "critique": text,
+                "suggestions": [format!("improve {:04x}", h & 0xffff)],
+                "score": f64::from(h % 10),
+            }),
+            _ => return None,
+        })
+    }
+
+    fn wait(&self, d: Duration, cancel: &CancelToken) -> bool {
+        let deadline = Instant::now() + d;
+        loop {
+            if cancel.is_cancelled() {
+                return false;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return true;
+            }
+            std::thread::sleep((deadline - now).min(Duration::from_millis(10)));
+        }
+    }
+}
+
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl LlmBackend for FakeBackend {
+    fn name(&self) -> &str {
+        "fake"
+    }
+
+    fn concurrency(&self) -> usize {
+        self.concurrency.unwrap_or(16)
+    }
+
+    fn is_simulated(&self) -> bool {
+        true
+    }
+
+    fn complete(
+        &self,
+        request: &LlmRequest,
+        cancel: &CancelToken,
+    ) -> Result<LlmResponse, LlmError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        let _guard = InFlight(&self.in_flight);
+        self.peak.fetch_max(now, Ordering::SeqCst);
+        let started = Instant::now();
+        let d = self
+            .latency
+            .get(&request.kind)
+            .copied()
+            .unwrap_or(self.default_latency);
+        if !d.is_zero() && !self.wait(d, cancel) {
+            return Err(LlmError::new("fake", LlmErrorKind::Cancelled, "cancelled"));
+        }
+        if cancel.is_cancelled() {
+            return Err(LlmError::new("fake", LlmErrorKind::Cancelled, "cancelled"));
+        }
+        if let Some(m) = &self.fail_marker {
+            if request.prompt.contains(m.as_str()) {
+                return Err(LlmError {
+                    provider: "fake".into(),
+                    status: Some(500),
+                    message: format!("injected failure for a prompt containing {m:?}"),
+                    attempts: 1,
+                    kind: LlmErrorKind::Server,
+                });
+            }
+        }
+        let text = FakeBackend::reply_text(request);
+        let json = if request.json_schema.is_some() {
+            FakeBackend::structured(request, &text)
+        } else {
+            None
+        };
+        let text = match &json {
+            Some(j) => j.to_string(),
+            None => text,
+        };
+        let prompt_words = request.prompt.split_whitespace().count()
+            + request
+                .context
+                .iter()
+                .map(|c| c.text.split_whitespace().count())
+                .sum::<usize>();
+        Ok(LlmResponse {
+            usage: Usage {
+                prompt_tokens: prompt_words as u64,
+                completion_tokens: text.split_whitespace().count() as u64,
+            },
+            text,
+            json,
+            finish_reason: "stop".into(),
+            model: format!("fake-{}", request.kind.name()),
+            latency: started.elapsed(),
+            simulated: true,
+        })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn req(kind: LlmOpKind, prompt: &str) -> LlmRequest {
+        LlmRequest {
+            kind,
+            agent: "A".into(),
+            system: None,
+            prompt: prompt.into(),
+            context: vec![],
+            model: None,
+            temperature: None,
+            max_tokens: None,
+            json_schema: super::super::schema::schema_for(kind),
+        }
+    }
+
+    #[test]
+    fn replies_are_deterministic_and_structured() {
+        let b = FakeBackend::new().failing_on("BOOM");
+        let c = CancelToken::new();
+        let a1 = b.complete(&req(LlmOpKind::Ask, "hello world"), &c).unwrap();
+        let a2 = b.complete(&req(LlmOpKind::Ask, "hello world"), &c).unwrap();
+        assert_eq!(a1.text, a2.text);
+        assert!(a1.text.starts_with("ask#"));
+        let p = b.complete(&req(LlmOpKind::Plan, "x"), &c).unwrap();
+        assert!(p.json.unwrap()["steps"].is_array());
+        let e = b
+            .complete(&req(LlmOpKind::Ask, "a BOOM b"), &c)
+            .unwrap_err();
+        assert_eq!(e.kind, LlmErrorKind::Server);
+        assert_eq!(b.calls(), 4);
+    }
+
+    #[test]
+    fn cancellation_stops_a_slow_call() {
+        let b = FakeBackend::new().with_latency(Duration::from_secs(3600));
+        let c = CancelToken::new();
+        c.cancel();
+        let e = b.complete(&req(LlmOpKind::Ask, "x"), &c).unwrap_err();
+        assert_eq!(e.kind, LlmErrorKind::Cancelled);
+    }
+}

@@ -1,0 +1,96 @@
+//! The I/O executor: lanes of blocking calls (LLM, tools), each with a
+//! fixed number of I/O threads (its concurrency limit) and a policy queue.
+
+use super::policy::{Policy, PolicyQueue};
+use crate::frame::Frame;
+use crate::value::Val;
+use smallvec::SmallVec;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+/// A blocking op waiting for (or running on) an I/O thread.
+pub(crate) struct Job<'r> {
+    pub frame: Arc<Frame<'r>>,
+    pub op: u32,
+    pub ready_ns: u64,
+    /// Worker that dispatched it.
+    pub worker: u32,
+    pub args: SmallVec<[Val; 4]>,
+}
+
+struct State<'r> {
+    queue: PolicyQueue<Job<'r>>,
+    closed: bool,
+}
+
+pub(crate) struct Lane<'r> {
+    state: Mutex<State<'r>>,
+    cv: Condvar,
+    /// Jobs popped and not yet finished (for stall detection and progress).
+    pub busy: AtomicUsize,
+}
+
+fn lock<'a, 'r>(m: &'a Mutex<State<'r>>) -> MutexGuard<'a, State<'r>> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl<'r> Lane<'r> {
+    pub fn new(policy: Policy) -> Lane<'r> {
+        Lane {
+            state: Mutex::new(State {
+                queue: PolicyQueue::new(policy),
+                closed: false,
+            }),
+            cv: Condvar::new(),
+            busy: AtomicUsize::new(0),
+        }
+    }
+
+    pub fn push(&self, job: Job<'r>, prio: u64, agent: u32) {
+        let mut g = lock(&self.state);
+        if g.closed {
+            return;
+        }
+        g.queue.push(job, prio, agent);
+        drop(g);
+        self.cv.notify_one();
+    }
+
+    /// Blocks until a job is available; `None` once the lane is closed.
+    /// The caller must call [`Lane::finished`] after running the job.
+    pub fn pop(&self) -> Option<Job<'r>> {
+        let mut g = lock(&self.state);
+        loop {
+            if g.closed {
+                return None;
+            }
+            if let Some(j) = g.queue.pop() {
+                self.busy.fetch_add(1, Ordering::SeqCst);
+                return Some(j);
+            }
+            g = self.cv.wait(g).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    pub fn finished(&self) {
+        self.busy.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    pub fn queued(&self) -> usize {
+        lock(&self.state).queue.len()
+    }
+
+    /// Stops the lane: queued jobs are dropped, idle threads exit, running
+    /// calls finish (they see the run's cancel token) and then exit.
+    pub fn close(&self) {
+        let dropped = {
+            let mut g = lock(&self.state);
+            g.closed = true;
+            let mut q = PolicyQueue::new(Policy::Fifo);
+            std::mem::swap(&mut q, &mut g.queue);
+            q
+        };
+        drop(dropped);
+        self.cv.notify_all();
+    }
+}

@@ -1,0 +1,1098 @@
+//! The dataflow scheduler.
+//!
+//! Workers (one per core by default) pull ready ops from their own
+//! crossbeam-deque (LIFO), then from the global injector, then steal from
+//! each other; idle workers spin briefly and park. An op is *ready* when the
+//! atomic pending counter of its frame reaches zero. Workers run cheap ops
+//! (pure ops, quick host effects) inline, start frames for calls and control
+//! ops, and hand blocking ops (LLM calls, tools) to the I/O executor, whose
+//! threads deliver results straight into the frame and push newly ready ops
+//! to the injector. See `docs/runtime.md`.
+
+mod io;
+pub mod policy;
+
+pub use policy::{Policy, PolicyQueue, UnknownPolicy};
+
+use crate::error::RunError;
+use crate::exec::{self, Class, OpError, Results};
+use crate::frame::{Frame, LoopState, Owner, Role};
+use crate::host::Host;
+use crate::llm::{CancelToken, LlmBackend};
+use crate::telemetry::{self, LlmInfo, OpEvent, RunSummary, Status, Track};
+use crate::value::Val;
+use ais_ir::bytecode::{Imm, Instr, Program};
+use ais_ir::Opcode;
+use crossbeam::sync::{Parker, Unparker};
+use crossbeam::utils::CachePadded;
+use crossbeam_deque::{Injector, Steal, Stealer, Worker};
+use io::{Job, Lane};
+use serde_json::Value as Json;
+use smallvec::{smallvec, SmallVec};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+/// How to run a program.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Entry flow (`Agent.flow` or a flow name); `None`: the flow marked `entry`.
+    pub entry: Option<String>,
+    /// Entry arguments by parameter name.
+    pub args: Vec<(String, Json)>,
+    /// Scheduler worker threads; `None`: one per available core.
+    pub workers: Option<usize>,
+    /// Order of queued blocking calls.
+    pub policy: Policy,
+    /// Concurrent calls per backend (LLM lane, tool lane); `None`: the LLM
+    /// backend's own limit (`LlmBackend::concurrency`, 16 by default).
+    pub concurrency: Option<usize>,
+    /// Write per-op events as JSONL here.
+    pub events_path: Option<PathBuf>,
+    /// Write a Chrome trace (Perfetto) here.
+    pub trace_path: Option<PathBuf>,
+    /// Live progress on stderr (only when stderr is a terminal).
+    pub progress: bool,
+    /// Keep per-op events in the report (needed for exports; on by default).
+    pub record_events: bool,
+    /// Deepest `flow.call` nesting before the call fails with `call.depth`.
+    pub max_call_depth: u32,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            entry: None,
+            args: Vec::new(),
+            workers: None,
+            policy: Policy::Fifo,
+            concurrency: None,
+            events_path: None,
+            trace_path: None,
+            progress: false,
+            record_events: true,
+            max_call_depth: 512,
+        }
+    }
+}
+
+/// The result of a run.
+#[derive(Debug)]
+pub struct RunReport {
+    /// The entry flow's return value (`null` for a void flow), or why the run failed.
+    pub outcome: Result<Json, RunError>,
+    pub summary: RunSummary,
+    /// Per-op events ordered by start time (empty when `record_events` is off).
+    pub events: Vec<OpEvent>,
+}
+
+pub(crate) struct Task<'r> {
+    frame: Arc<Frame<'r>>,
+    op: u32,
+    ready_ns: u64,
+}
+
+enum Sink<'a, 'r> {
+    Local(&'a Worker<Task<'r>>),
+    Global,
+}
+
+struct Sleep {
+    idle: Mutex<Vec<usize>>,
+    n_idle: AtomicUsize,
+    unparkers: Vec<Unparker>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Sleep {
+    fn notify_one(&self) {
+        fence(Ordering::SeqCst);
+        if self.n_idle.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        let id = {
+            let mut g = lock(&self.idle);
+            let id = g.pop();
+            self.n_idle.store(g.len(), Ordering::SeqCst);
+            id
+        };
+        if let Some(u) = id.and_then(|i| self.unparkers.get(i)) {
+            u.unpark();
+        }
+    }
+
+    fn notify_all(&self) {
+        {
+            let mut g = lock(&self.idle);
+            g.clear();
+            self.n_idle.store(0, Ordering::SeqCst);
+        }
+        for u in &self.unparkers {
+            u.unpark();
+        }
+    }
+
+    fn register(&self, me: usize) {
+        let mut g = lock(&self.idle);
+        if !g.contains(&me) {
+            g.push(me);
+        }
+        self.n_idle.store(g.len(), Ordering::SeqCst);
+    }
+
+    fn unregister(&self, me: usize) {
+        let mut g = lock(&self.idle);
+        g.retain(|&x| x != me);
+        self.n_idle.store(g.len(), Ordering::SeqCst);
+    }
+}
+
+struct Run<'r> {
+    program: &'r Program,
+    backend: &'r dyn LlmBackend,
+    host: &'r dyn Host,
+    injector: Injector<Task<'r>>,
+    stealers: Vec<Stealer<Task<'r>>>,
+    sleep: Sleep,
+    halted: AtomicBool,
+    outcome: Mutex<Option<Result<Json, RunError>>>,
+    done: (Mutex<bool>, Condvar),
+    cancel: CancelToken,
+    llm: Lane<'r>,
+    tool: Lane<'r>,
+    start: Instant,
+    next_frame: AtomicU64,
+    record: bool,
+    max_depth: u32,
+    done_ops: Vec<CachePadded<AtomicU64>>,
+    end_ns: AtomicU64,
+}
+
+struct WorkerCtx<'r> {
+    id: u32,
+    local: Worker<Task<'r>>,
+    events: Vec<OpEvent>,
+    busy_ns: u64,
+    parked_ns: u64,
+}
+
+struct WorkerStats {
+    events: Vec<OpEvent>,
+    busy_ns: u64,
+    parked_ns: u64,
+    life_ns: u64,
+}
+
+impl<'r> Run<'r> {
+    fn now(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    fn halted(&self) -> bool {
+        self.halted.load(Ordering::Acquire)
+    }
+
+    fn agent_name(&self, a: u32) -> &'r str {
+        self.program
+            .agents
+            .get(a as usize)
+            .map_or("?", |a| a.name.as_str())
+    }
+
+    fn push(&self, sink: &Sink<'_, 'r>, t: Task<'r>) {
+        match sink {
+            Sink::Local(w) => w.push(t),
+            Sink::Global => self.injector.push(t),
+        }
+    }
+
+    fn has_work(&self) -> bool {
+        !self.injector.is_empty() || self.stealers.iter().any(|s| !s.is_empty())
+    }
+
+    /// Ends the run (first outcome wins): stops workers, closes the I/O
+    /// lanes and cancels in-flight calls.
+    fn finish(&self, r: Result<Json, RunError>) {
+        {
+            let mut o = lock(&self.outcome);
+            if o.is_some() {
+                return;
+            }
+            *o = Some(r);
+        }
+        self.end_ns.store(self.now(), Ordering::SeqCst);
+        self.halted.store(true, Ordering::Release);
+        self.cancel.cancel();
+        self.llm.close();
+        self.tool.close();
+        self.sleep.notify_all();
+        let (m, cv) = &self.done;
+        *lock(m) = true;
+        cv.notify_all();
+    }
+
+    fn new_frame(
+        &self,
+        flow: u32,
+        region: u32,
+        owner: Option<Owner<'r>>,
+        tail_ms: u64,
+        depth: u32,
+    ) -> Result<Arc<Frame<'r>>, OpError> {
+        let f = self
+            .program
+            .flows
+            .get(flow as usize)
+            .ok_or_else(|| OpError::new("internal.flow", "bad flow"))?;
+        let code = f
+            .regions
+            .get(region as usize)
+            .ok_or_else(|| OpError::new("internal.region", "bad region"))?;
+        let id = self.next_frame.fetch_add(1, Ordering::Relaxed);
+        Ok(Arc::new(Frame::new(
+            id, flow, region, f.agent, code, owner, tail_ms, depth,
+        )))
+    }
+
+    /// Makes the frame's roots ready and delivers its arguments (slots
+    /// `0..`) and captures (read from `parent`).
+    fn start_frame(
+        &self,
+        frame: &Arc<Frame<'r>>,
+        args: impl IntoIterator<Item = Val>,
+        parent: Option<&Frame<'r>>,
+        sink: &Sink<'_, 'r>,
+    ) -> Result<(), OpError> {
+        let now = self.now();
+        for &r in &frame.code.roots {
+            self.push(
+                sink,
+                Task {
+                    frame: frame.clone(),
+                    op: r,
+                    ready_ns: now,
+                },
+            );
+        }
+        for (i, v) in args.into_iter().enumerate() {
+            self.deliver(frame, i as u32, v, now, sink);
+        }
+        if let Some(p) = parent {
+            let base = frame.code.n_args;
+            for (k, &ps) in frame.code.captures.iter().enumerate() {
+                let v = p
+                    .slot(ps)
+                    .cloned()
+                    .ok_or_else(|| OpError::new("internal.capture", "captured value not ready"))?;
+                self.deliver(frame, base + k as u32, v, now, sink);
+            }
+        }
+        Ok(())
+    }
+
+    fn deliver(&self, frame: &Arc<Frame<'r>>, slot: u32, v: Val, now: u64, sink: &Sink<'_, 'r>) {
+        let Some(cell) = frame.slots.get(slot as usize) else {
+            return;
+        };
+        if cell.set(v).is_err() {
+            return;
+        }
+        for &c in frame.code.consumers_of(slot) {
+            if let Some(p) = frame.pending.get(c as usize) {
+                if p.fetch_sub(1, Ordering::AcqRel) == 1 {
+                    self.push(
+                        sink,
+                        Task {
+                            frame: frame.clone(),
+                            op: c,
+                            ready_ns: now,
+                        },
+                    );
+                }
+            }
+        }
+    }
+
+    /// Delivers an op's results; completes frames (and their owners) as
+    /// they finish, iteratively.
+    fn complete_op(
+        &self,
+        mut frame: Arc<Frame<'r>>,
+        mut op: u32,
+        mut results: Results,
+        sink: &Sink<'_, 'r>,
+    ) {
+        loop {
+            let now = self.now();
+            let Some(instr) = frame.code.ops.get(op as usize) else {
+                return;
+            };
+            let n = instr.n_results as usize;
+            for (i, v) in results.into_iter().enumerate().take(n) {
+                self.deliver(&frame, instr.result + i as u32, v, now, sink);
+            }
+            if frame.remaining.fetch_sub(1, Ordering::AcqRel) != 1 {
+                return;
+            }
+            match self.frame_done(&frame) {
+                Some((f, o, r)) => {
+                    frame = f;
+                    op = o;
+                    results = r;
+                }
+                None => return,
+            }
+        }
+    }
+
+    /// A frame completed: the owner op's completion, if any.
+    fn frame_done(&self, frame: &Arc<Frame<'r>>) -> Option<(Arc<Frame<'r>>, u32, Results)> {
+        if frame.is_cancelled() {
+            return None;
+        }
+        let ys = frame.yielded.get().cloned().unwrap_or_default();
+        let Some(owner) = &frame.owner else {
+            self.finish(Ok(ys.first().map_or(Json::Null, Val::to_json)));
+            return None;
+        };
+        let pf = owner.frame.clone();
+        match &owner.role {
+            Role::Call => {
+                let instr = pf.code.ops.get(owner.op as usize)?;
+                let r = exec::call_results(instr, ys.into_iter().next());
+                Some((pf, owner.op, r))
+            }
+            Role::Branch | Role::Catch => Some((pf, owner.op, ys)),
+            Role::Try => frame
+                .settled
+                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+                .then_some((pf, owner.op, ys)),
+            Role::Iter { state, index } => {
+                if index + 1 == state.count {
+                    let _ = state.last.set(ys);
+                }
+                if state.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+                    Some((pf, owner.op, state.last.get().cloned().unwrap_or_default()))
+                } else {
+                    None
+                }
+            }
+        }
+    }
+
+    /// An op failed: the nearest enclosing `try` that is still running
+    /// catches it (its frame is abandoned and the `catch` region starts with
+    /// the error value); without one, the run fails.
+    fn fail(&self, frame: &Arc<Frame<'r>>, op: u32, err: OpError, sink: &Sink<'_, 'r>) {
+        if self.halted() || frame.is_cancelled() {
+            return;
+        }
+        let Some(instr) = frame.code.ops.get(op as usize) else {
+            return;
+        };
+        let value = err.to_value(self.program, frame.flow, instr);
+        let mut f = frame.clone();
+        loop {
+            if f.is_try()
+                && f.settled
+                    .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+            {
+                f.cancelled.store(true, Ordering::Release);
+                if let Some(owner) = &f.owner {
+                    let pf = owner.frame.clone();
+                    let pop = owner.op;
+                    let caught = pf
+                        .code
+                        .ops
+                        .get(pop as usize)
+                        .and_then(|pi| pi.regions.get(1).copied().map(|c| (pi, c)))
+                        .ok_or_else(|| OpError::new("internal.catch", "no catch region"))
+                        .and_then(|(pi, c)| {
+                            let tail = pf.tail_ms + pi.rem_ms.saturating_sub(pi.est_ms);
+                            let owner = Owner {
+                                frame: pf.clone(),
+                                op: pop,
+                                role: Role::Catch,
+                            };
+                            let child = self.new_frame(pf.flow, c, Some(owner), tail, pf.depth)?;
+                            self.start_frame(&child, [value.clone()], Some(&pf), sink)
+                        });
+                    if let Err(e) = caught {
+                        self.fail(&pf, pop, e, sink);
+                    }
+                }
+                return;
+            }
+            let next = match &f.owner {
+                Some(o) => o.frame.clone(),
+                None => break,
+            };
+            f = next;
+        }
+        self.finish(Err(RunError::OpFailed {
+            flow: self.program.flow_name(frame.flow),
+            opcode: instr.opcode.mnemonic(),
+            region: frame.region,
+            op,
+            span: instr.span,
+            code: err.code,
+            message: err.message,
+            payload: Box::new(err.payload),
+        }));
+    }
+
+    fn execute(&self, t: Task<'r>, cx: &mut WorkerCtx<'r>) {
+        let Task {
+            frame,
+            op,
+            ready_ns,
+        } = t;
+        let Some(instr) = frame.code.ops.get(op as usize) else {
+            return;
+        };
+        if self.halted() || frame.is_cancelled() {
+            return;
+        }
+        let start = self.now();
+        let sink = Sink::Local(&cx.local);
+        let mut args: SmallVec<[Val; 4]> = SmallVec::new();
+        for &s in frame.code.data(instr) {
+            match frame.slot(s) {
+                Some(v) => args.push(v.clone()),
+                None => {
+                    let e = OpError::new("internal.operand", "operand not ready");
+                    self.fail(&frame, op, e, &sink);
+                    return;
+                }
+            }
+        }
+        let class = exec::class(instr.opcode);
+        let r: Result<(), OpError> = match class {
+            Class::Pure => exec::eval_pure(self.program, instr, &args)
+                .map(|v| self.complete_op(frame.clone(), op, smallvec![v], &sink)),
+            Class::Inline => {
+                exec::exec_inline(self.host, self.agent_name(frame.agent), instr, &args)
+                    .map(|rs| self.complete_op(frame.clone(), op, rs, &sink))
+            }
+            Class::Llm | Class::Tool => {
+                let prio = frame.tail_ms.saturating_add(instr.rem_ms);
+                let agent = frame.agent;
+                let lane = if class == Class::Llm {
+                    &self.llm
+                } else {
+                    &self.tool
+                };
+                let job = Job {
+                    frame,
+                    op,
+                    ready_ns,
+                    worker: cx.id,
+                    args,
+                };
+                lane.push(job, prio, agent);
+                return;
+            }
+            Class::Call => self.start_call(&frame, op, instr, args, &sink),
+            Class::Control => self.start_control(&frame, op, instr, &args, &sink),
+            Class::Terminator => {
+                if instr.opcode == Opcode::Yield {
+                    if let Some(next) = frame.take_next() {
+                        let now = self.now();
+                        for (k, v) in args.iter().enumerate() {
+                            self.deliver(&next, 2 + k as u32, v.clone(), now, &sink);
+                        }
+                    }
+                }
+                let _ = frame.yielded.set(args.into_iter().collect());
+                self.complete_op(frame.clone(), op, Results::new(), &sink);
+                Ok(())
+            }
+        };
+        let status = match r {
+            Ok(()) => Status::Ok,
+            Err(e) => {
+                self.fail(&frame, op, e, &sink);
+                Status::Failed
+            }
+        };
+        let end = self.now();
+        cx.busy_ns += end - start;
+        if let Some(c) = self.done_ops.get(cx.id as usize) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+        if self.record {
+            cx.events.push(OpEvent {
+                frame: frame.id,
+                flow: frame.flow,
+                op,
+                opcode: instr.opcode,
+                agent: frame.agent,
+                track: Track::Worker(cx.id),
+                worker: cx.id,
+                ready_ns,
+                start_ns: start,
+                end_ns: end,
+                status,
+                llm: None,
+            });
+        }
+        if cx.local.len() > 1 {
+            self.sleep.notify_one();
+        }
+    }
+
+    fn start_call(
+        &self,
+        frame: &Arc<Frame<'r>>,
+        op: u32,
+        instr: &Instr,
+        args: SmallVec<[Val; 4]>,
+        sink: &Sink<'_, 'r>,
+    ) -> Result<(), OpError> {
+        let Imm::Callee(c) = instr.imm else {
+            return Err(OpError::new("internal.call", "no callee"));
+        };
+        if frame.depth >= self.max_depth {
+            return Err(OpError::new(
+                "call.depth",
+                format!(
+                    "call depth limit ({}) exceeded calling @{}",
+                    self.max_depth,
+                    self.program.flow_name(c)
+                ),
+            ));
+        }
+        let tail = frame.tail_ms + instr.rem_ms.saturating_sub(instr.est_ms);
+        let owner = Owner {
+            frame: frame.clone(),
+            op,
+            role: Role::Call,
+        };
+        let child = self.new_frame(c, 0, Some(owner), tail, frame.depth + 1)?;
+        self.start_frame(&child, args, None, sink)
+    }
+
+    fn start_control(
+        &self,
+        frame: &Arc<Frame<'r>>,
+        op: u32,
+        instr: &Instr,
+        args: &[Val],
+        sink: &Sink<'_, 'r>,
+    ) -> Result<(), OpError> {
+        let flow = self
+            .program
+            .flows
+            .get(frame.flow as usize)
+            .ok_or_else(|| OpError::new("internal.flow", "bad flow"))?;
+        let tail = frame.tail_ms + instr.rem_ms.saturating_sub(instr.est_ms);
+        let owner = |role| Owner {
+            frame: frame.clone(),
+            op,
+            role,
+        };
+        let first = || {
+            args.first()
+                .ok_or_else(|| OpError::new("internal.operand", "missing operand"))
+        };
+        match instr.opcode {
+            Opcode::If | Opcode::Switch => {
+                let r = exec::select_branch(flow, instr, first()?)?;
+                let child =
+                    self.new_frame(frame.flow, r, Some(owner(Role::Branch)), tail, frame.depth)?;
+                self.start_frame(&child, [], Some(frame), sink)
+            }
+            Opcode::TryCatch => {
+                let r = instr
+                    .regions
+                    .first()
+                    .copied()
+                    .ok_or_else(|| OpError::new("internal.region", "no try region"))?;
+                let child =
+                    self.new_frame(frame.flow, r, Some(owner(Role::Try)), tail, frame.depth)?;
+                self.start_frame(&child, [], Some(frame), sink)
+            }
+            Opcode::Loop => {
+                let items = exec::loop_items(instr, first()?)?;
+                let carried: Vec<Val> = args.iter().skip(1).cloned().collect();
+                let n = items.len();
+                if n == 0 {
+                    self.complete_op(frame.clone(), op, carried.into_iter().collect(), sink);
+                    return Ok(());
+                }
+                let body = instr
+                    .regions
+                    .first()
+                    .copied()
+                    .ok_or_else(|| OpError::new("internal.region", "no loop body"))?;
+                let state = Arc::new(LoopState {
+                    remaining: AtomicUsize::new(n),
+                    count: n,
+                    last: OnceLock::new(),
+                });
+                // All iterations at once; iteration i+1 receives its carried
+                // values from iteration i's `yield`, so only the carried
+                // chain is sequential.
+                let mut frames = Vec::with_capacity(n);
+                let mut next: Option<Arc<Frame<'r>>> = None;
+                for index in (0..n).rev() {
+                    let role = Role::Iter {
+                        state: state.clone(),
+                        index,
+                    };
+                    let f =
+                        self.new_frame(frame.flow, body, Some(owner(role)), tail, frame.depth)?;
+                    *f.next_iter.lock().unwrap_or_else(|e| e.into_inner()) = next.take();
+                    next = Some(f.clone());
+                    frames.push(f);
+                }
+                drop(next);
+                frames.reverse();
+                let mut carried = Some(carried);
+                for (i, (f, item)) in frames.iter().zip(items).enumerate() {
+                    let mut a = vec![item, Val::Num(i as f64)];
+                    if i == 0 {
+                        a.extend(carried.take().unwrap_or_default());
+                    }
+                    self.start_frame(f, a, Some(frame), sink)?;
+                }
+                Ok(())
+            }
+            other => Err(OpError::new(
+                "internal.control",
+                format!("`{other}` is not a control op"),
+            )),
+        }
+    }
+
+    fn worker_loop(&self, mut cx: WorkerCtx<'r>, parker: Parker) -> WorkerStats {
+        let enter = Instant::now();
+        let me = cx.id as usize;
+        'outer: loop {
+            if let Some(t) = cx.local.pop() {
+                self.execute(t, &mut cx);
+                continue;
+            }
+            if let Some(t) = self.steal(&cx) {
+                self.execute(t, &mut cx);
+                continue;
+            }
+            if self.halted() {
+                break;
+            }
+            for _ in 0..64 {
+                std::hint::spin_loop();
+                if let Some(t) = self.steal(&cx) {
+                    self.execute(t, &mut cx);
+                    continue 'outer;
+                }
+            }
+            self.sleep.register(me);
+            fence(Ordering::SeqCst);
+            if self.has_work() || self.halted() {
+                self.sleep.unregister(me);
+                continue;
+            }
+            let p0 = Instant::now();
+            parker.park_timeout(Duration::from_millis(100));
+            cx.parked_ns += p0.elapsed().as_nanos() as u64;
+            self.sleep.unregister(me);
+        }
+        WorkerStats {
+            events: cx.events,
+            busy_ns: cx.busy_ns,
+            parked_ns: cx.parked_ns,
+            life_ns: enter.elapsed().as_nanos() as u64,
+        }
+    }
+
+    fn steal(&self, cx: &WorkerCtx<'r>) -> Option<Task<'r>> {
+        loop {
+            match self.injector.steal_batch_and_pop(&cx.local) {
+                Steal::Success(t) => return Some(t),
+                Steal::Retry => continue,
+                Steal::Empty => break,
+            }
+        }
+        let n = self.stealers.len();
+        for k in 1..n {
+            let s = &self.stealers[(cx.id as usize + k) % n];
+            loop {
+                match s.steal_batch_and_pop(&cx.local) {
+                    Steal::Success(t) => return Some(t),
+                    Steal::Retry => continue,
+                    Steal::Empty => break,
+                }
+            }
+        }
+        None
+    }
+
+    fn io_loop(&self, lane: &Lane<'r>, llm: bool, idx: u32) -> Vec<OpEvent> {
+        let mut events = Vec::new();
+        while let Some(job) = lane.pop() {
+            let ev = self.run_job(job, llm, idx);
+            lane.finished();
+            if let Some(e) = ev {
+                events.push(e);
+            }
+        }
+        events
+    }
+
+    fn run_job(&self, job: Job<'r>, llm: bool, idx: u32) -> Option<OpEvent> {
+        let Job {
+            frame,
+            op,
+            ready_ns,
+            worker,
+            args,
+        } = job;
+        let instr = frame.code.ops.get(op as usize)?;
+        let track = if llm {
+            Track::Llm(idx)
+        } else {
+            Track::Tool(idx)
+        };
+        let event = |start, end, status, info| OpEvent {
+            frame: frame.id,
+            flow: frame.flow,
+            op,
+            opcode: instr.opcode,
+            agent: frame.agent,
+            track,
+            worker,
+            ready_ns,
+            start_ns: start,
+            end_ns: end,
+            status,
+            llm: info,
+        };
+        if self.halted() || frame.is_cancelled() {
+            let now = self.now();
+            return self
+                .record
+                .then(|| event(now, now, Status::Cancelled, None));
+        }
+        let start = self.now();
+        let agent = self.agent_name(frame.agent);
+        let (result, info) = if llm {
+            let req = exec::llm_request(agent, instr, &args);
+            match self.backend.complete(&req, &self.cancel) {
+                Ok(resp) => {
+                    let info = Box::new(LlmInfo {
+                        model: resp.model.clone(),
+                        input_tokens: resp.usage.prompt_tokens,
+                        output_tokens: resp.usage.completion_tokens,
+                        simulated: resp.simulated,
+                    });
+                    (exec::llm_value(&req, &resp), Some(info))
+                }
+                Err(e) => (Err(OpError::from(e)), None),
+            }
+        } else {
+            (
+                exec::exec_tool(self.host, agent, instr, &args, &self.cancel),
+                None,
+            )
+        };
+        let end = self.now();
+        let status = match result {
+            Ok(v) => {
+                self.complete_op(frame.clone(), op, smallvec![v], &Sink::Global);
+                Status::Ok
+            }
+            Err(_) if self.halted() || frame.is_cancelled() => Status::Cancelled,
+            Err(e) => {
+                self.fail(&frame, op, e, &Sink::Global);
+                Status::Failed
+            }
+        };
+        if !self.injector.is_empty() {
+            self.sleep.notify_one();
+        }
+        self.record.then(|| event(start, end, status, info))
+    }
+
+    /// True when nothing can make progress: every worker parked, no queued
+    /// or running job, no queued task.
+    fn stalled(&self, workers: usize) -> bool {
+        self.sleep.n_idle.load(Ordering::SeqCst) == workers
+            && !self.has_work()
+            && self.llm.busy.load(Ordering::SeqCst) == 0
+            && self.tool.busy.load(Ordering::SeqCst) == 0
+            && self.llm.queued() == 0
+            && self.tool.queued() == 0
+    }
+}
+
+fn uses(program: &Program, pred: impl Fn(Opcode) -> bool) -> bool {
+    program
+        .flows
+        .iter()
+        .flat_map(|f| f.regions.iter())
+        .flat_map(|r| r.ops.iter())
+        .any(|op| pred(op.opcode))
+}
+
+/// Runs `program` from its entry flow on the dataflow VM.
+///
+/// The program must come from [`ais_ir::bytecode::compile`] or
+/// [`ais_ir::bytecode::decode`] (both validate it). Belief initialisers run
+/// first (sequentially, with the reference interpreter), then the entry flow.
+pub fn run(
+    program: &Program,
+    options: &RunOptions,
+    backend: Arc<dyn LlmBackend>,
+    host: Arc<dyn Host>,
+) -> RunReport {
+    let workers = options
+        .workers
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .clamp(1, 1024);
+    let concurrency = options
+        .concurrency
+        .unwrap_or_else(|| backend.concurrency())
+        .clamp(1, 4096);
+    let mut summary = RunSummary {
+        workers,
+        concurrency,
+        policy: options.policy.name().to_string(),
+        ..RunSummary::default()
+    };
+    let failed = |summary: RunSummary, e: RunError| RunReport {
+        outcome: Err(e),
+        summary,
+        events: Vec::new(),
+    };
+    let entry = match program.find_entry(options.entry.as_deref()) {
+        Ok(e) => e,
+        Err(e) => return failed(summary, e.into()),
+    };
+    let args = match exec::entry_args(program, entry, &options.args) {
+        Ok(a) => a,
+        Err(e) => return failed(summary, e),
+    };
+    if let Err(e) = crate::interp::init_beliefs(program, backend.as_ref(), host.as_ref()) {
+        return failed(summary, e);
+    }
+    summary.critical_path_estimate_ms = program.flows.get(entry as usize).map_or(0, |f| f.cp_ms);
+
+    let locals: Vec<Worker<Task<'_>>> = (0..workers).map(|_| Worker::new_lifo()).collect();
+    let parkers: Vec<Parker> = (0..workers).map(|_| Parker::new()).collect();
+    let run = Run {
+        program,
+        backend: backend.as_ref(),
+        host: host.as_ref(),
+        injector: Injector::new(),
+        stealers: locals.iter().map(Worker::stealer).collect(),
+        sleep: Sleep {
+            idle: Mutex::new(Vec::new()),
+            n_idle: AtomicUsize::new(0),
+            unparkers: parkers.iter().map(|p| p.unparker().clone()).collect(),
+        },
+        halted: AtomicBool::new(false),
+        outcome: Mutex::new(None),
+        done: (Mutex::new(false), Condvar::new()),
+        cancel: CancelToken::new(),
+        llm: Lane::new(options.policy),
+        tool: Lane::new(options.policy),
+        start: Instant::now(),
+        next_frame: AtomicU64::new(0),
+        record: options.record_events,
+        max_depth: options.max_call_depth,
+        done_ops: (0..workers)
+            .map(|_| CachePadded::new(AtomicU64::new(0)))
+            .collect(),
+        end_ns: AtomicU64::new(0),
+    };
+    let need_llm = uses(program, |o| exec::class(o) == Class::Llm);
+    let need_tool = uses(program, |o| exec::class(o) == Class::Tool);
+    let mut t0 = 0u64;
+    let mut stats: Vec<WorkerStats> = Vec::new();
+    let mut io_events: Vec<OpEvent> = Vec::new();
+    let spawn_result: Result<(), String> = std::thread::scope(|s| {
+        let run = &run;
+        let mut worker_handles = Vec::new();
+        let mut io_handles = Vec::new();
+        let mut spawn_err = None;
+        for (i, (local, parker)) in locals.into_iter().zip(parkers).enumerate() {
+            let cx = WorkerCtx {
+                id: i as u32,
+                local,
+                events: Vec::new(),
+                busy_ns: 0,
+                parked_ns: 0,
+            };
+            match std::thread::Builder::new()
+                .name(format!("ais-worker-{i}"))
+                .spawn_scoped(s, move || run.worker_loop(cx, parker))
+            {
+                Ok(h) => worker_handles.push(h),
+                Err(e) => spawn_err = Some(e.to_string()),
+            }
+        }
+        for (lane, llm, needed) in [(&run.llm, true, need_llm), (&run.tool, false, need_tool)] {
+            if !needed || spawn_err.is_some() {
+                continue;
+            }
+            for i in 0..concurrency {
+                match std::thread::Builder::new()
+                    .name(format!("ais-io-{}-{i}", if llm { "llm" } else { "tool" }))
+                    .stack_size(256 * 1024)
+                    .spawn_scoped(s, move || run.io_loop(lane, llm, i as u32))
+                {
+                    Ok(h) => io_handles.push(h),
+                    Err(e) => {
+                        spawn_err = Some(e.to_string());
+                        break;
+                    }
+                }
+            }
+        }
+        let progress = (options.progress && std::io::stderr().is_terminal())
+            .then(|| s.spawn(move || progress_loop(run)));
+        if let Some(e) = spawn_err {
+            run.finish(Err(RunError::Internal(format!(
+                "cannot start threads: {e}"
+            ))));
+        } else {
+            t0 = run.now();
+            let started = run
+                .new_frame(entry, 0, None, 0, 0)
+                .and_then(|f| run.start_frame(&f, args, None, &Sink::Global));
+            if let Err(e) = started {
+                run.finish(Err(RunError::Internal(e.message)));
+            }
+            run.sleep.notify_all();
+            // Wait for the end; a stall (nothing runnable, nothing in
+            // flight) would be a VM bug: fail rather than hang.
+            let (m, cv) = &run.done;
+            let mut done = lock(m);
+            let mut stalls = 0;
+            while !*done {
+                let (g, timeout) = cv
+                    .wait_timeout(done, Duration::from_millis(200))
+                    .unwrap_or_else(|e| e.into_inner());
+                done = g;
+                if !*done && timeout.timed_out() {
+                    stalls = if run.stalled(workers) { stalls + 1 } else { 0 };
+                    if stalls >= 3 {
+                        drop(done);
+                        run.finish(Err(RunError::Internal(
+                            "the run stalled: no op can make progress".into(),
+                        )));
+                        done = lock(m);
+                    }
+                }
+            }
+        }
+        for h in worker_handles {
+            if let Ok(st) = h.join() {
+                stats.push(st);
+            }
+        }
+        for h in io_handles {
+            if let Ok(ev) = h.join() {
+                io_events.extend(ev);
+            }
+        }
+        if let Some(p) = progress {
+            let _ = p.join();
+        }
+        Ok(())
+    });
+    let _ = spawn_result;
+
+    let end = run.end_ns.load(Ordering::SeqCst);
+    let outcome = lock(&run.outcome).take().unwrap_or_else(|| {
+        Err(RunError::Internal(
+            "the run ended without an outcome".into(),
+        ))
+    });
+    let mut events: Vec<OpEvent> = stats.iter_mut().flat_map(|s| s.events.drain(..)).collect();
+    events.extend(io_events);
+    for e in &mut events {
+        e.ready_ns = e.ready_ns.saturating_sub(t0);
+        e.start_ns = e.start_ns.saturating_sub(t0);
+        e.end_ns = e.end_ns.saturating_sub(t0);
+    }
+    events.sort_by_key(|e| (e.start_ns, e.end_ns));
+    summary.setup_ms = t0 as f64 / 1e6;
+    summary.makespan_ms = end.saturating_sub(t0) as f64 / 1e6;
+    summary.frames = run.next_frame.load(Ordering::Relaxed);
+    summary.absorb(&events);
+    let worker_ops: u64 = run.done_ops.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+    let overhead_ns: u64 = stats
+        .iter()
+        .map(|s| s.life_ns.saturating_sub(s.busy_ns + s.parked_ns))
+        .sum();
+    if !options.record_events {
+        summary.ops = worker_ops;
+    }
+    if worker_ops > 0 {
+        summary.sched_overhead_us_per_op = overhead_ns as f64 / 1e3 / worker_ops as f64;
+    }
+    let mut outcome = outcome;
+    if let Some(p) = &options.events_path {
+        if let Err(e) = telemetry::write_jsonl(p, program, &events, &summary) {
+            outcome = Err(RunError::Export {
+                what: "events",
+                path: p.display().to_string(),
+                message: e.to_string(),
+            });
+        }
+    }
+    if let Some(p) = &options.trace_path {
+        if let Err(e) = telemetry::write_chrome_trace(p, program, &events, &summary) {
+            outcome = Err(RunError::Export {
+                what: "trace",
+                path: p.display().to_string(),
+                message: e.to_string(),
+            });
+        }
+    }
+    RunReport {
+        outcome,
+        summary,
+        events,
+    }
+}
+
+fn progress_loop(run: &Run<'_>) {
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {elapsed} {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
+    loop {
+        let ops: u64 = run.done_ops.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+        let total = run.program.op_count();
+        bar.set_message(format!(
+            "ops {ops} (program has {total}) · LLM calls in flight {} (queued {}) · tools {}",
+            run.llm.busy.load(Ordering::Relaxed),
+            run.llm.queued(),
+            run.tool.busy.load(Ordering::Relaxed),
+        ));
+        bar.tick();
+        let (m, cv) = &run.done;
+        let g = lock(m);
+        if *g {
+            break;
+        }
+        let (g, _) = cv
+            .wait_timeout(g, Duration::from_millis(100))
+            .unwrap_or_else(|e| e.into_inner());
+        if *g {
+            break;
+        }
+    }
+    bar.finish_and_clear();
+}

@@ -1,0 +1,144 @@
+//! JSONL events and Chrome trace (Perfetto) export.
+
+use super::{OpEvent, RunSummary, Status, Track};
+use ais_ir::bytecode::Program;
+use serde_json::{json, Map, Value as Json};
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+
+fn status(s: Status) -> &'static str {
+    match s {
+        Status::Ok => "ok",
+        Status::Failed => "failed",
+        Status::Cancelled => "cancelled",
+    }
+}
+
+fn agent_name(p: &Program, a: u32) -> &str {
+    p.agents.get(a as usize).map_or("?", |a| a.name.as_str())
+}
+
+fn track_name(t: Track) -> String {
+    match t {
+        Track::Worker(i) => format!("worker:{i}"),
+        Track::Llm(i) => format!("llm:{i}"),
+        Track::Tool(i) => format!("tool:{i}"),
+    }
+}
+
+/// One JSON object per op event, then one `summary` line. LLM calls carry
+/// OpenTelemetry GenAI attribute names (`gen_ai.operation.name`,
+/// `gen_ai.request.model`, `gen_ai.usage.input_tokens`, ...).
+pub fn write_jsonl(
+    path: &Path,
+    program: &Program,
+    events: &[OpEvent],
+    summary: &RunSummary,
+) -> io::Result<()> {
+    let mut w = BufWriter::new(std::fs::File::create(path)?);
+    for e in events {
+        let mut o = Map::new();
+        o.insert("type".into(), json!("op"));
+        o.insert("frame".into(), json!(e.frame));
+        o.insert("flow".into(), json!(program.flow_name(e.flow)));
+        o.insert("op".into(), json!(e.op));
+        o.insert("opcode".into(), json!(e.opcode.mnemonic()));
+        o.insert("agent".into(), json!(agent_name(program, e.agent)));
+        o.insert("track".into(), json!(track_name(e.track)));
+        o.insert("worker".into(), json!(e.worker));
+        o.insert("ready_ns".into(), json!(e.ready_ns));
+        o.insert("start_ns".into(), json!(e.start_ns));
+        o.insert("end_ns".into(), json!(e.end_ns));
+        o.insert("queue_wait_ns".into(), json!(e.queue_wait_ns()));
+        o.insert("status".into(), json!(status(e.status)));
+        if let Some(l) = &e.llm {
+            o.insert("gen_ai.operation.name".into(), json!(e.opcode.mnemonic()));
+            o.insert("gen_ai.request.model".into(), json!(l.model));
+            o.insert("gen_ai.usage.input_tokens".into(), json!(l.input_tokens));
+            o.insert("gen_ai.usage.output_tokens".into(), json!(l.output_tokens));
+            o.insert("gen_ai.simulated".into(), json!(l.simulated));
+        }
+        serde_json::to_writer(&mut w, &Json::Object(o))?;
+        w.write_all(b"\n")?;
+    }
+    let mut s = serde_json::to_value(summary).unwrap_or(Json::Null);
+    if let Json::Object(m) = &mut s {
+        m.insert("type".into(), json!("summary"));
+    }
+    serde_json::to_writer(&mut w, &s)?;
+    w.write_all(b"\n")?;
+    w.flush()
+}
+
+fn us(ns: u64) -> f64 {
+    ns as f64 / 1000.0
+}
+
+/// The Chrome trace JSON (`{"traceEvents": [...]}`): one thread track per
+/// worker with a complete (`X`) event per op it ran, and async (`b`/`e`)
+/// events for LLM and tool calls in flight, grouped by lane.
+pub fn chrome_trace(program: &Program, events: &[OpEvent], summary: &RunSummary) -> Json {
+    let mut out = Vec::with_capacity(events.len() + 16);
+    out.push(json!({"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "ais-vm run"}}));
+    for w in 0..summary.workers {
+        out.push(
+            json!({"ph": "M", "name": "thread_name", "pid": 1, "tid": w + 1,
+            "args": {"name": format!("worker {w}")}}),
+        );
+        out.push(
+            json!({"ph": "M", "name": "thread_sort_index", "pid": 1, "tid": w + 1,
+            "args": {"sort_index": w}}),
+        );
+    }
+    for (i, e) in events.iter().enumerate() {
+        let args = json!({
+            "flow": program.flow_name(e.flow),
+            "agent": agent_name(program, e.agent),
+            "op": e.op,
+            "frame": e.frame,
+            "queue_wait_us": us(e.queue_wait_ns()),
+            "status": status(e.status),
+        });
+        match e.track {
+            Track::Worker(w) => out.push(json!({
+                "ph": "X", "name": e.opcode.mnemonic(), "cat": e.opcode.effect().name(),
+                "ts": us(e.start_ns), "dur": us(e.duration_ns()),
+                "pid": 1, "tid": w + 1, "args": args,
+            })),
+            Track::Llm(_) | Track::Tool(_) => {
+                let cat = if matches!(e.track, Track::Llm(_)) {
+                    "llm"
+                } else {
+                    "tool"
+                };
+                let mut args = args;
+                if let (Some(l), Json::Object(m)) = (&e.llm, &mut args) {
+                    m.insert("model".into(), json!(l.model));
+                    m.insert("input_tokens".into(), json!(l.input_tokens));
+                    m.insert("output_tokens".into(), json!(l.output_tokens));
+                }
+                let name = format!("{} {}", e.opcode.mnemonic(), program.flow_name(e.flow));
+                out.push(json!({"ph": "b", "name": name, "cat": cat, "id": i,
+                    "ts": us(e.start_ns), "pid": 1, "tid": e.worker + 1, "args": args}));
+                out.push(json!({"ph": "e", "name": name, "cat": cat, "id": i,
+                    "ts": us(e.end_ns), "pid": 1, "tid": e.worker + 1}));
+            }
+        }
+    }
+    json!({
+        "traceEvents": out,
+        "displayTimeUnit": "ms",
+        "otherData": serde_json::to_value(summary).unwrap_or(Json::Null),
+    })
+}
+
+pub fn write_chrome_trace(
+    path: &Path,
+    program: &Program,
+    events: &[OpEvent],
+    summary: &RunSummary,
+) -> io::Result<()> {
+    let mut w = BufWriter::new(std::fs::File::create(path)?);
+    serde_json::to_writer(&mut w, &chrome_trace(program, events, summary))?;
+    w.flush()
+}

@@ -1,0 +1,178 @@
+//! Run telemetry: per-op events, the run summary, JSONL and Chrome-trace
+//! exports.
+//!
+//! Times are nanoseconds since the run started (the entry frame was created).
+
+mod export;
+
+pub use export::{chrome_trace, write_chrome_trace, write_jsonl};
+
+use ais_ir::Opcode;
+use serde::Serialize;
+
+/// Where an op ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "index")]
+pub enum Track {
+    /// A scheduler worker (cheap ops, effects, control).
+    Worker(u32),
+    /// An I/O thread of the LLM lane.
+    Llm(u32),
+    /// An I/O thread of the tool lane.
+    Tool(u32),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Ok,
+    Failed,
+    /// Skipped or abandoned because the run failed or its `try` was abandoned.
+    Cancelled,
+}
+
+/// Details of an LLM call.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LlmInfo {
+    pub model: String,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub simulated: bool,
+}
+
+/// One executed op.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct OpEvent {
+    /// Frame (region instance) id.
+    pub frame: u64,
+    pub flow: u32,
+    pub op: u32,
+    pub opcode: Opcode,
+    pub agent: u32,
+    pub track: Track,
+    /// The worker that executed (or, for blocking ops, dispatched) it.
+    pub worker: u32,
+    /// When its last input arrived.
+    pub ready_ns: u64,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub status: Status,
+    pub llm: Option<Box<LlmInfo>>,
+}
+
+impl OpEvent {
+    pub fn queue_wait_ns(&self) -> u64 {
+        self.start_ns.saturating_sub(self.ready_ns)
+    }
+
+    pub fn duration_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.start_ns)
+    }
+}
+
+/// End-of-run figures.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct RunSummary {
+    /// Entry frame created → entry frame complete (or failure).
+    pub makespan_ms: f64,
+    /// Thread start-up before the run clock started.
+    pub setup_ms: f64,
+    /// Static estimate of the entry flow from latency classes (nominal ms).
+    pub critical_path_estimate_ms: u64,
+    /// Σ op durations (I/O calls included) / makespan.
+    pub avg_parallelism: f64,
+    /// Most ops executing (or calls in flight) at one instant.
+    pub peak_parallelism: u32,
+    pub ops: u64,
+    pub frames: u64,
+    pub llm_calls: u64,
+    pub tool_calls: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub failed_ops: u64,
+    pub cancelled_ops: u64,
+    pub workers: usize,
+    pub concurrency: usize,
+    pub policy: String,
+    /// Worker time outside op bodies and outside parking, per executed op (µs).
+    pub sched_overhead_us_per_op: f64,
+    /// Longest wait between ready and start of a blocking call (ms).
+    pub max_queue_wait_ms: f64,
+}
+
+impl RunSummary {
+    /// Fills the event-derived fields.
+    pub fn absorb(&mut self, events: &[OpEvent]) {
+        let mut busy: u128 = 0;
+        let mut edges: Vec<(u64, i32)> = Vec::with_capacity(events.len() * 2);
+        for e in events {
+            match e.status {
+                Status::Ok => {}
+                Status::Failed => self.failed_ops += 1,
+                Status::Cancelled => self.cancelled_ops += 1,
+            }
+            if e.status == Status::Cancelled {
+                continue;
+            }
+            self.ops += 1;
+            busy += u128::from(e.duration_ns());
+            edges.push((e.start_ns, 1));
+            edges.push((e.end_ns.max(e.start_ns), -1));
+            match e.track {
+                Track::Llm(_) => {
+                    self.llm_calls += 1;
+                    self.max_queue_wait_ms =
+                        self.max_queue_wait_ms.max(e.queue_wait_ns() as f64 / 1e6);
+                }
+                Track::Tool(_) => {
+                    self.tool_calls += 1;
+                    self.max_queue_wait_ms =
+                        self.max_queue_wait_ms.max(e.queue_wait_ns() as f64 / 1e6);
+                }
+                Track::Worker(_) => {}
+            }
+            if let Some(l) = &e.llm {
+                self.input_tokens += l.input_tokens;
+                self.output_tokens += l.output_tokens;
+            }
+        }
+        // Ends before starts at the same instant: touching ops do not overlap.
+        edges.sort_unstable();
+        let mut cur = 0i64;
+        let mut peak = 0i64;
+        for (_, d) in edges {
+            cur += i64::from(d);
+            peak = peak.max(cur);
+        }
+        self.peak_parallelism = u32::try_from(peak).unwrap_or(u32::MAX);
+        if self.makespan_ms > 0.0 {
+            self.avg_parallelism = busy as f64 / 1e6 / self.makespan_ms;
+        }
+    }
+
+    /// A few human-readable lines (what `aisc run` prints on stderr).
+    pub fn render(&self) -> String {
+        format!(
+            "makespan {:.2} ms (critical path estimate {} ms) · {} ops in {} frames · parallelism avg {:.2}, peak {}\n\
+             LLM calls {} ({} in / {} out tokens) · tool calls {} · failed {} · cancelled {}\n\
+             {} workers · concurrency {} ({}) · scheduler overhead {:.3} µs/op · setup {:.2} ms",
+            self.makespan_ms,
+            self.critical_path_estimate_ms,
+            self.ops,
+            self.frames,
+            self.avg_parallelism,
+            self.peak_parallelism,
+            self.llm_calls,
+            self.input_tokens,
+            self.output_tokens,
+            self.tool_calls,
+            self.failed_ops,
+            self.cancelled_ops,
+            self.workers,
+            self.concurrency,
+            self.policy,
+            self.sched_overhead_us_per_op,
+            self.setup_ms,
+        )
+    }
+}
