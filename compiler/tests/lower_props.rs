@@ -38,7 +38,10 @@ impl Gen {
             3 => format!("ask(\"Summarize.\", {v})"),
             4 => format!("helper({v})"),
             5 => format!("Other.work({v})"),
-            _ => format!("think(\"Expand on this.\", {}, {v})", self.text(vars, depth + 1)),
+            _ => format!(
+                "think(\"Expand on this.\", {}, {v})",
+                self.text(vars, depth + 1)
+            ),
         }
     }
 
@@ -158,14 +161,16 @@ fn program(seed: u64) -> String {
         out: String::new(),
     };
     g.out.push_str("agent Other {\n    memory { scratch: STM }\n    flow work(x: str) -> str {\n        umem(x, \"scratch\")\n        print(\"working\")\n        return ask(\"Work on it.\", x)\n    }\n}\n");
-    g.out.push_str("agent A {\n    memory { notes: LTM }\n    beliefs { mood: \"calm\" }\n");
+    g.out
+        .push_str("agent A {\n    memory { notes: LTM }\n    beliefs { mood: \"calm\" }\n");
     g.out.push_str("    flow helper(x: str) -> str {\n");
     let mut vars = vec!["x".to_string(), "mood".to_string()];
     let mut budget = 6;
     g.stmts(&mut vars, 2, 1, &mut budget);
     let r = g.text(&vars, 0);
     g.line(2, &format!("return {r}"));
-    g.out.push_str("    }\n    @entry flow main(topic: str) -> str {\n");
+    g.out
+        .push_str("    }\n    @entry flow main(topic: str) -> str {\n");
     let mut vars = vec!["topic".to_string(), "mood".to_string()];
     let mut budget = 25;
     g.stmts(&mut vars, 2, 0, &mut budget);

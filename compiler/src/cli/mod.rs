@@ -73,6 +73,18 @@ pub enum Command {
         #[arg(long, value_enum)]
         emit: Emit,
     },
+    /// Show or check the LLM backend configuration.
+    Config {
+        #[command(subcommand)]
+        action: ConfigAction,
+        #[command(flatten)]
+        backend: BackendArgs,
+    },
+    /// Check that every configured LLM backend answers.
+    Doctor {
+        #[command(flatten)]
+        backend: BackendArgs,
+    },
     /// Print the long explanation of a diagnostic code (e.g. `aisc explain E0100`).
     Explain {
         /// The code, or `--list` for all of them.
@@ -80,6 +92,49 @@ pub enum Command {
         #[arg(long)]
         list: bool,
     },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ConfigAction {
+    /// Print the effective configuration (flags over environment over file), keys masked.
+    Show,
+}
+
+/// Which LLM backend to use and how (shared by `run`, `config`, `doctor`).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct BackendArgs {
+    /// Configuration file (default: ./.apxm/config.toml, then ~/.apxm/config.toml).
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Backend name from the configuration (`sim` is always available).
+    #[arg(long, value_name = "NAME")]
+    pub backend: Option<String>,
+    /// Stop the run when it has used this many tokens.
+    #[arg(long, value_name = "N")]
+    pub token_budget: Option<u64>,
+    /// Store every LLM request/response in DIR.
+    #[arg(long, value_name = "DIR")]
+    pub record: Option<PathBuf>,
+    /// Serve LLM replies from DIR only (no network; a missing entry is an error).
+    #[arg(long, value_name = "DIR", conflicts_with = "record")]
+    pub replay: Option<PathBuf>,
+    /// Scale the simulator's per-latency-class delays (0 = instant).
+    #[arg(long, value_name = "F")]
+    pub sim_delay_scale: Option<f64>,
+}
+
+impl BackendArgs {
+    pub fn settings(&self) -> Result<ais_vm::config::Settings, ais_vm::config::ConfigError> {
+        let flags = ais_vm::config::Flags {
+            config: self.config.clone(),
+            backend: self.backend.clone(),
+            token_budget: self.token_budget,
+            record: self.record.clone(),
+            replay: self.replay.clone(),
+            sim_delay_scale: self.sim_delay_scale,
+        };
+        ais_vm::config::Settings::load(&flags, &ais_vm::config::Env::from_process())
+    }
 }
 
 /// Runs the CLI and returns the process exit code.
@@ -100,6 +155,30 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
         } => check(&mut out, &files, deny_warnings),
         Command::Build { file, emit } => build(&mut out, &file, emit),
         Command::Explain { code, list } => explain_cmd(code, list),
+        Command::Config {
+            action: ConfigAction::Show,
+            backend,
+        } => match backend.settings() {
+            Ok(settings) => {
+                print!("{}", settings.show());
+                0
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                1
+            }
+        },
+        Command::Doctor { backend } => match backend.settings() {
+            Ok(settings) => {
+                let report = settings.doctor();
+                print!("{report}");
+                i32::from(!report.all_ok())
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                1
+            }
+        },
     }
 }
 
