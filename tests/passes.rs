@@ -64,7 +64,10 @@ fn llm_calls(m: &Module) -> usize {
 fn load(path: &Path, source: &str) -> Result<Module, Failed> {
     if path.extension().is_some_and(|e| e == "ais") {
         lower_source(source).map_err(|d| {
-            let msgs: Vec<String> = d.iter().map(|d| format!("{} {}", d.code, d.message)).collect();
+            let msgs: Vec<String> = d
+                .iter()
+                .map(|d| format!("{} {}", d.code, d.message))
+                .collect();
             format!("{} does not lower: {}", rel(path), msgs.join("; ")).into()
         })
     } else {
@@ -93,7 +96,11 @@ fn golden(path: PathBuf) -> Trial {
             text.push_str("// ----- stderr ----- //\n");
             text.push_str(&clean(&out.stderr));
         }
-        if out.code == 0 && !flags.iter().any(|f| f.starts_with("--list-passes") || f.starts_with("-o")) {
+        if out.code == 0
+            && !flags
+                .iter()
+                .any(|f| f.starts_with("--list-passes") || f.starts_with("-o"))
+        {
             let m = parse_module(&out.stdout)
                 .map_err(|e| format!("output does not parse: {e:?}\n{}", out.stdout))?;
             let errors = verify_errors(&m);
@@ -105,7 +112,9 @@ fn golden(path: PathBuf) -> Trial {
                 return Err(format!("output is not canonical IR:\n{}", out.stdout).into());
             }
             if let Some(n) = directive(&source, "// EXPECT-LLM-CALLS:") {
-                let want: usize = n.parse().map_err(|_| format!("bad EXPECT-LLM-CALLS `{n}`"))?;
+                let want: usize = n
+                    .parse()
+                    .map_err(|_| format!("bad EXPECT-LLM-CALLS `{n}`"))?;
                 let have = llm_calls(&m);
                 if have != want {
                     return Err(format!("expected {want} LLM calls, found {have}").into());
@@ -114,7 +123,10 @@ fn golden(path: PathBuf) -> Trial {
             if directive(&source, "// EXPECT-UNCHANGED").is_some() {
                 let input = print_module(&load(&path, &source)?);
                 if input != ir {
-                    return Err(format!("expected no change:\n--- input\n{input}\n--- output\n{ir}").into());
+                    return Err(format!(
+                        "expected no change:\n--- input\n{input}\n--- output\n{ir}"
+                    )
+                    .into());
                 }
             }
         }
@@ -131,7 +143,10 @@ fn golden(path: PathBuf) -> Trial {
 /// module valid, and running `-O1` twice changes nothing the second time
 /// except what a second round may still find (checked: no new calls).
 fn honest(path: PathBuf, dir: &'static str) -> Trial {
-    let name = format!("{dir}/{} passes report changes honestly", snapshot_name(&path, dir));
+    let name = format!(
+        "{dir}/{} passes report changes honestly",
+        snapshot_name(&path, dir)
+    );
     Trial::test(name, move || {
         let source = read(&path)?;
         let m = load(&path, &source)?;
@@ -143,13 +158,19 @@ fn honest(path: PathBuf, dir: &'static str) -> Trial {
             let before = print_module(&copy);
             let mut pm = PassManager::parse(pass).map_err(|e| e.to_string())?;
             pm.verify_each(true);
-            let stats = pm.run(&mut copy).map_err(|e| format!("{e}: {:?}\n{}", e.errors, e.ir))?;
+            let stats = pm
+                .run(&mut copy)
+                .map_err(|e| format!("{e}: {:?}\n{}", e.errors, e.ir))?;
             let after = print_module(&copy);
             if stats.changed() != (before != after) {
                 return Err(format!(
                     "`{pass}` reported changed={} but the IR {}",
                     stats.changed(),
-                    if before == after { "is the same" } else { "changed" }
+                    if before == after {
+                        "is the same"
+                    } else {
+                        "changed"
+                    }
                 )
                 .into());
             }
@@ -157,7 +178,9 @@ fn honest(path: PathBuf, dir: &'static str) -> Trial {
         let mut o1 = m.clone();
         let mut pm = PassManager::new(OptLevel::O1);
         pm.verify_each(true);
-        let first = pm.run(&mut o1).map_err(|e| format!("{e}: {:?}\n{}", e.errors, e.ir))?;
+        let first = pm
+            .run(&mut o1)
+            .map_err(|e| format!("{e}: {:?}\n{}", e.errors, e.ir))?;
         if first.llm_calls_after() > first.llm_calls_before() {
             return Err("-O1 added LLM calls".into());
         }
@@ -166,24 +189,32 @@ fn honest(path: PathBuf, dir: &'static str) -> Trial {
 }
 
 fn chain_fusion_example() -> Trial {
-    Trial::test("examples/02_chain_fusion.ais: -O1 leaves exactly 1 call", || {
-        let path = root().join("examples/02_chain_fusion.ais");
-        let source = read(&path)?;
-        let mut m = load(&path, &source)?;
-        let mut pm = PassManager::new(OptLevel::O1);
-        pm.verify_each(true);
-        let stats = pm.run(&mut m).map_err(|e| e.to_string())?;
-        if (stats.llm_calls_before(), stats.llm_calls_after(), llm_calls(&m)) != (5, 1, 1) {
-            return Err(format!(
-                "calls {} -> {}\n{}",
+    Trial::test(
+        "examples/02_chain_fusion.ais: -O1 leaves exactly 1 call",
+        || {
+            let path = root().join("examples/02_chain_fusion.ais");
+            let source = read(&path)?;
+            let mut m = load(&path, &source)?;
+            let mut pm = PassManager::new(OptLevel::O1);
+            pm.verify_each(true);
+            let stats = pm.run(&mut m).map_err(|e| e.to_string())?;
+            if (
                 stats.llm_calls_before(),
                 stats.llm_calls_after(),
-                print_module(&m)
-            )
-            .into());
-        }
-        Ok(())
-    })
+                llm_calls(&m),
+            ) != (5, 1, 1)
+            {
+                return Err(format!(
+                    "calls {} -> {}\n{}",
+                    stats.llm_calls_before(),
+                    stats.llm_calls_after(),
+                    print_module(&m)
+                )
+                .into());
+            }
+            Ok(())
+        },
+    )
 }
 
 fn main() {
@@ -196,11 +227,22 @@ fn main() {
     trials.extend(
         files
             .into_iter()
-            .filter(|p| !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("input_")))
+            .filter(|p| {
+                !p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("input_"))
+            })
             .map(|p| honest(p, DIR)),
     );
-    trials.extend(corpus("examples", "ais").into_iter().map(|p| honest(p, "examples")));
-    trials.extend(corpus("tests/ir-text", "aisir").into_iter().map(|p| honest(p, "tests/ir-text")));
+    trials.extend(
+        corpus("examples", "ais")
+            .into_iter()
+            .map(|p| honest(p, "examples")),
+    );
+    trials.extend(
+        corpus("tests/ir-text", "aisir")
+            .into_iter()
+            .map(|p| honest(p, "tests/ir-text")),
+    );
     trials.push(chain_fusion_example());
     libtest_mimic::run(&args, trials).exit();
 }

@@ -23,8 +23,8 @@
 //! are folded, so no value ever changes type.
 
 use super::util::{
-    const_attr, const_bool, const_str, def_op, erase_op, simple_template, template_safe,
-    FlowFacts, TemplatePiece,
+    const_attr, const_bool, const_str, def_op, erase_op, simple_template, template_safe, FlowFacts,
+    TemplatePiece,
 };
 use super::{Changed, Pass};
 use crate::entity::{Op, Region, Value};
@@ -456,7 +456,11 @@ fn inline_region(dfg: &mut Dfg, region: Region, op: Op, taken: Region) -> Rewrit
         return Rewrite::None;
     };
     let yielded = yield_data.operands.to_vec();
-    let results = dfg.ops.get(op).map(|d| d.results.to_vec()).unwrap_or_default();
+    let results = dfg
+        .ops
+        .get(op)
+        .map(|d| d.results.to_vec())
+        .unwrap_or_default();
     if yielded.len() != results.len()
         || yielded
             .iter()
@@ -465,7 +469,11 @@ fn inline_region(dfg: &mut Dfg, region: Region, op: Op, taken: Region) -> Rewrit
     {
         return Rewrite::None;
     }
-    if results.iter().zip(&yielded).any(|(r, y)| empty_prompt(dfg, *r, *y)) {
+    if results
+        .iter()
+        .zip(&yielded)
+        .any(|(r, y)| empty_prompt(dfg, *r, *y))
+    {
         return Rewrite::None;
     }
     let body = body.to_vec();
@@ -513,7 +521,11 @@ fn trivial_regions(dfg: &mut Dfg, region: Region, op: Op) -> Option<Rewrite> {
     {
         return None;
     }
-    if results.iter().zip(&yielded).any(|(r, y)| empty_prompt(dfg, *r, *y)) {
+    if results
+        .iter()
+        .zip(&yielded)
+        .any(|(r, y)| empty_prompt(dfg, *r, *y))
+    {
         return None;
     }
     // The values are defined outside the op: each region only yields.
@@ -541,14 +553,23 @@ fn make_const(
         dfg.set_span(c, span);
     }
     if let Some(rd) = dfg.regions.get_mut(region) {
-        let pos = rd.ops.iter().position(|&o| o == anchor).unwrap_or(rd.ops.len());
+        let pos = rd
+            .ops
+            .iter()
+            .position(|&o| o == anchor)
+            .unwrap_or(rd.ops.len());
         rd.ops.insert(pos, c);
     }
     dfg.ops[c].results[0]
 }
 
 fn replace_with_const(dfg: &mut Dfg, region: Region, op: Op, value: Attr, ty: Type) -> Rewrite {
-    if value == Attr::Str(String::new()) && dfg.ops.get(op).is_some_and(|d| d.results.first().is_some_and(|&r| prompt_use(dfg, r))) {
+    if value == Attr::Str(String::new())
+        && dfg
+            .ops
+            .get(op)
+            .is_some_and(|d| d.results.first().is_some_and(|&r| prompt_use(dfg, r)))
+    {
         return Rewrite::None;
     }
     let span = dfg.span(op);
@@ -557,7 +578,11 @@ fn replace_with_const(dfg: &mut Dfg, region: Region, op: Op, value: Attr, ty: Ty
 }
 
 fn replace_with_value(dfg: &mut Dfg, region: Region, op: Op, v: Value) -> Rewrite {
-    let results = dfg.ops.get(op).map(|d| d.results.to_vec()).unwrap_or_default();
+    let results = dfg
+        .ops
+        .get(op)
+        .map(|d| d.results.to_vec())
+        .unwrap_or_default();
     if results.first().is_some_and(|&r| empty_prompt(dfg, r, v)) {
         return Rewrite::None;
     }

@@ -178,7 +178,7 @@ impl Analysis<'_> {
             info: HashMap::new(),
             recursive: Vec::new(),
         };
-        let (end, sequential) = self.region(agent, f, f.body, 0, &mut w, 0);
+        let (end, sequential) = self.region(f, f.body, 0, &mut w, 0);
         self.active.pop();
         // Path: from the body op that finishes last, back through waits.
         let names = value_names(f);
@@ -234,7 +234,6 @@ impl Analysis<'_> {
     /// Walks a region starting at `start`; returns (end, sequential cost).
     fn region(
         &mut self,
-        agent: &str,
         f: &FlowData,
         region: Region,
         start: u64,
@@ -253,7 +252,9 @@ impl Analysis<'_> {
         let mut end = start;
         let mut sequential = 0u64;
         for &op in &rd.ops {
-            let Some(od) = f.dfg.ops.get(op) else { continue };
+            let Some(od) = f.dfg.ops.get(op) else {
+                continue;
+            };
             // Ready when every operand (and every captured value) is.
             let mut inputs: Vec<Value> = od.operands.to_vec();
             for &r in &od.regions {
@@ -280,7 +281,7 @@ impl Analysis<'_> {
                     let mut cost = 0;
                     let mut seq = 0;
                     for &r in &od.regions {
-                        let (e, s) = self.region(agent, f, r, ready, w, depth + 1);
+                        let (e, s) = self.region(f, r, ready, w, depth + 1);
                         cost = cost.max(e - ready);
                         seq = seq.max(s);
                     }
@@ -291,7 +292,7 @@ impl Analysis<'_> {
                     let mut cost = 0;
                     let mut seq = 0;
                     for &r in &od.regions {
-                        let (e, s) = self.region(agent, f, r, ready, w, depth + 1);
+                        let (e, s) = self.region(f, r, ready, w, depth + 1);
                         cost = cost.max(e - ready);
                         seq = seq.max(s);
                     }

@@ -87,8 +87,8 @@ impl Cse {
                 continue;
             }
             let effect = od.opcode.effect();
-            let eligible = effect == Effect::Pure
-                || (effect == Effect::Llm && od.attrs.has("cacheable"));
+            let eligible =
+                effect == Effect::Pure || (effect == Effect::Llm && od.attrs.has("cacheable"));
             if !eligible || od.results.is_empty() {
                 continue;
             }

@@ -58,11 +58,8 @@ pub(crate) fn dce_flow(flow: &mut FlowData) -> u64 {
     let mut removed = 0;
     loop {
         let facts = FlowFacts::new(flow);
-        let mut counts: HashMap<_, usize> = facts
-            .uses
-            .iter()
-            .map(|(v, us)| (*v, us.len()))
-            .collect();
+        let mut counts: HashMap<_, usize> =
+            facts.uses.iter().map(|(v, us)| (*v, us.len())).collect();
         let mut round = 0;
         for &op in facts.order.iter().rev() {
             let Some(od) = flow.dfg.ops.get(op) else {
@@ -142,7 +139,11 @@ impl Dce {
                 };
                 match od.opcode {
                     Opcode::FlowCall => {
-                        if let Some(Attr::Symbol { agent, flow: callee }) = od.attrs.get("callee") {
+                        if let Some(Attr::Symbol {
+                            agent,
+                            flow: callee,
+                        }) = od.attrs.get("callee")
+                        {
                             if let Some(target) = m.resolve(agent, callee) {
                                 work.push(target);
                             }

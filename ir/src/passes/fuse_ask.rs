@@ -78,10 +78,7 @@ pub fn split_fused_prompt(prompt: &str) -> Option<Vec<String>> {
     let rest = prompt.strip_prefix("Complete the following ")?;
     let (n, _) = rest.split_once(' ')?;
     let n: usize = n.parse().ok()?;
-    if prompt.strip_prefix(&header(n)).is_none() {
-        return None;
-    }
-    let body = &prompt[header(n).len()..];
+    let body = prompt.strip_prefix(&header(n))?;
     let mut steps = Vec::new();
     let mut rest = body;
     for k in 1..=n {
@@ -375,8 +372,16 @@ impl FuseAsk {
             Opcode::Ask
         };
         let mut attrs = crate::module::Attrs::default();
-        let head_attrs = dfg.ops.get(head).map(|d| d.attrs.clone()).unwrap_or_default();
-        let last_attrs = dfg.ops.get(last).map(|d| d.attrs.clone()).unwrap_or_default();
+        let head_attrs = dfg
+            .ops
+            .get(head)
+            .map(|d| d.attrs.clone())
+            .unwrap_or_default();
+        let last_attrs = dfg
+            .ops
+            .get(last)
+            .map(|d| d.attrs.clone())
+            .unwrap_or_default();
         for key in ["model", "temperature", "system"] {
             if let Some(a) = head_attrs.get(key) {
                 attrs.set(key, a.clone());
@@ -525,14 +530,16 @@ fn compatible(dfg: &Dfg, a: Op, b: Op) -> bool {
     let (Some(x), Some(y)) = (dfg.ops.get(a), dfg.ops.get(b)) else {
         return false;
     };
-    ["model", "temperature", "system"].iter().all(|k| {
-        x.attrs.get(k).map(|v| attr_text(k, v)) == y.attrs.get(k).map(|v| attr_text(k, v))
-    })
+    ["model", "temperature", "system"]
+        .iter()
+        .all(|k| x.attrs.get(k).map(|v| attr_text(k, v)) == y.attrs.get(k).map(|v| attr_text(k, v)))
 }
 
 /// Estimated characters a step adds to the fused prompt.
 fn step_estimate(dfg: &Dfg, prev: Op, op: Op, link: Option<&Link>) -> usize {
-    let glue: HashSet<Op> = link.map(|l| l.glue.iter().copied().collect()).unwrap_or_default();
+    let glue: HashSet<Op> = link
+        .map(|l| l.glue.iter().copied().collect())
+        .unwrap_or_default();
     let r = Renderer {
         dfg,
         prev: link.and_then(|_| dfg.ops.get(prev).and_then(|d| d.results.first().copied())),

@@ -119,11 +119,7 @@ impl Stats {
             out.push('\n');
         }
         if timing {
-            let _ = writeln!(
-                out,
-                "total {:.3} ms",
-                self.total.as_secs_f64() * 1000.0
-            );
+            let _ = writeln!(out, "total {:.3} ms", self.total.as_secs_f64() * 1000.0);
         }
         out
     }

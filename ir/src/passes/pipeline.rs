@@ -174,8 +174,7 @@ impl IntoDiagnostic for PipelineError {
             PipelineError::UnknownOption { .. } => "unknown option",
             PipelineError::BadOptionValue { .. } => "invalid value",
         };
-        let mut d =
-            Diagnostic::error(self.code(), self.to_string(), self.span()).with_label(label);
+        let mut d = Diagnostic::error(self.code(), self.to_string(), self.span()).with_label(label);
         match &self {
             PipelineError::UnknownPass { suggestion, .. } => {
                 d = d.with_help(match suggestion {
@@ -472,10 +471,17 @@ mod tests {
 
     #[test]
     fn parses_and_prints_pipelines() {
-        let p = Pipeline::parse(" canonicalize , fuse-ask{max-depth=3, think} ,cse,dce").expect("valid");
-        assert_eq!(p.to_string(), "canonicalize,fuse-ask{max-depth=3,think},cse,dce");
+        let p = Pipeline::parse(" canonicalize , fuse-ask{max-depth=3, think} ,cse,dce")
+            .expect("valid");
+        assert_eq!(
+            p.to_string(),
+            "canonicalize,fuse-ask{max-depth=3,think},cse,dce"
+        );
         assert_eq!(Pipeline::parse("").expect("empty").passes.len(), 0);
-        assert_eq!(OptLevel::O1.pipeline().to_string(), "canonicalize,fuse-ask,cse,dce");
+        assert_eq!(
+            OptLevel::O1.pipeline().to_string(),
+            "canonicalize,fuse-ask,cse,dce"
+        );
         assert_eq!(OptLevel::parse("-O2"), Some(OptLevel::O2));
         assert_eq!(OptLevel::parse("3"), None);
     }
@@ -485,13 +491,27 @@ mod tests {
         let e = Pipeline::parse("canonicalize,cs").expect_err("unknown");
         assert_eq!(e.code(), "O0002");
         assert_eq!(e.span(), Span::new(13, 15));
-        assert!(matches!(e, PipelineError::UnknownPass { suggestion: Some("cse"), .. }));
+        assert!(matches!(
+            e,
+            PipelineError::UnknownPass {
+                suggestion: Some("cse"),
+                ..
+            }
+        ));
         let e = Pipeline::parse("fuse-ask{depth=3}").expect_err("unknown option");
         assert_eq!(e.code(), "O0003");
         assert_eq!(e.span(), Span::new(9, 14));
         let e = Pipeline::parse("fuse-ask{max-depth=x}").expect_err("bad value");
         assert_eq!(e.code(), "O0004");
-        for bad in ["cse,", ",cse", "cse dce", "fuse-ask{", "fuse-ask{max-depth=}", "cse{x", "a,,b"] {
+        for bad in [
+            "cse,",
+            ",cse",
+            "cse dce",
+            "fuse-ask{",
+            "fuse-ask{max-depth=}",
+            "cse{x",
+            "a,,b",
+        ] {
             assert!(Pipeline::parse(bad).is_err(), "{bad}");
         }
     }

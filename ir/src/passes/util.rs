@@ -234,11 +234,8 @@ pub(crate) fn erase_dead(flow: &mut FlowData, mut candidates: Vec<Op>) {
         return;
     }
     let facts = FlowFacts::new(flow);
-    let mut counts: std::collections::HashMap<Value, usize> = facts
-        .uses
-        .iter()
-        .map(|(v, u)| (*v, u.len()))
-        .collect();
+    let mut counts: std::collections::HashMap<Value, usize> =
+        facts.uses.iter().map(|(v, u)| (*v, u.len())).collect();
     let mut erased = std::collections::HashSet::new();
     while let Some(op) = candidates.pop() {
         let Some(&region) = facts.region.get(&op) else {
@@ -250,7 +247,10 @@ pub(crate) fn erase_dead(flow: &mut FlowData, mut candidates: Vec<Op>) {
         if erased.contains(&op)
             || !od.opcode.is_pure()
             || !od.regions.is_empty()
-            || od.results.iter().any(|r| counts.get(r).copied().unwrap_or(0) > 0)
+            || od
+                .results
+                .iter()
+                .any(|r| counts.get(r).copied().unwrap_or(0) > 0)
         {
             continue;
         }
@@ -289,6 +289,9 @@ mod tests {
         assert_eq!(simple_template("a } b"), None);
         assert_eq!(simple_template("{{0}}"), None);
         assert_eq!(simple_template("{+1}"), None);
-        assert_eq!(simple_template("é{0}é"), Some(vec![Text("é".into()), Hole(0), Text("é".into())]));
+        assert_eq!(
+            simple_template("é{0}é"),
+            Some(vec![Text("é".into()), Hole(0), Text("é".into())])
+        );
     }
 }
