@@ -137,3 +137,38 @@ pub fn compile_source(source: &str) -> Result<Compiled, Vec<Diagnostic>> {
 pub fn lower_source(source: &str) -> Result<ais_ir::Module, Vec<Diagnostic>> {
     compile_source(source).map(|c| c.module)
 }
+
+/// How to optimize: a preset level or an explicit pipeline string.
+#[derive(Clone, Debug, Default)]
+pub struct OptOptions {
+    pub level: ais_ir::passes::OptLevel,
+    /// `--passes=...` overrides the level.
+    pub pipeline: Option<String>,
+    /// Verify after every pass (always on in tests).
+    pub verify_each: bool,
+}
+
+/// Runs the optimization pipeline over verified IR. A failure is either a
+/// bad pipeline string (the user's) or a pass producing invalid IR (ours).
+pub fn optimize(
+    module: &mut ais_ir::Module,
+    opts: &OptOptions,
+) -> Result<ais_ir::passes::Stats, String> {
+    use ais_ir::passes::PassManager;
+    let mut pm = match &opts.pipeline {
+        Some(p) => PassManager::parse(p).map_err(|e| format!("invalid --passes: {e}"))?,
+        None => PassManager::new(opts.level),
+    };
+    pm.verify_each(opts.verify_each);
+    pm.run(module).map_err(|f| {
+        format!(
+            "internal compiler error: pass `{}` produced invalid IR: {}",
+            f.pass,
+            f.errors
+                .iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("; ")
+        )
+    })
+}

@@ -3,6 +3,7 @@
 //! the edge, and nowhere else.
 
 mod output;
+mod run;
 
 use crate::diagnostics::explain;
 use crate::driver;
@@ -66,13 +67,35 @@ pub enum Command {
         #[arg(long)]
         deny_warnings: bool,
     },
-    /// Compile a program and print an intermediate form.
+    /// Compile a program: print an intermediate form (--emit) or write an
+    /// executable artifact (-o FILE.apxmobj).
     Build {
         file: PathBuf,
         /// What to print.
-        #[arg(long, value_enum)]
-        emit: Emit,
+        #[arg(long, value_enum, required_unless_present = "output")]
+        emit: Option<Emit>,
+        /// Write the executable artifact here.
+        #[arg(short, long, value_name = "FILE.apxmobj", conflicts_with = "emit")]
+        output: Option<PathBuf>,
+        /// Print pass statistics and the critical-path estimate.
+        #[arg(long)]
+        stats: bool,
+        #[command(flatten)]
+        opt: OptArgs,
     },
+    /// Compile (or load) and run a program on the dataflow VM.
+    Run {
+        /// `.ais` source or `.apxmobj` artifact.
+        file: PathBuf,
+        #[command(flatten)]
+        run: run::RunArgs,
+        #[command(flatten)]
+        opt: OptArgs,
+        #[command(flatten)]
+        backend: BackendArgs,
+    },
+    /// Print a readable dump of an artifact.
+    Inspect { file: PathBuf },
     /// Show or check the LLM backend configuration.
     Config {
         #[command(subcommand)]
@@ -92,6 +115,43 @@ pub enum Command {
         #[arg(long)]
         list: bool,
     },
+}
+
+/// Optimization flags (shared by `build` and `run`).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct OptArgs {
+    /// No optimization.
+    #[arg(long = "O0", conflicts_with_all = ["o2", "passes"])]
+    pub o0: bool,
+    /// Canonicalize, fuse ask chains, CSE, DCE (the default).
+    #[arg(long = "O1", conflicts_with_all = ["o0", "o2", "passes"])]
+    pub o1: bool,
+    /// -O1 and a second clean-up round.
+    #[arg(long = "O2", conflicts_with_all = ["o0", "passes"])]
+    pub o2: bool,
+    /// An explicit pipeline, e.g. `canonicalize,fuse-ask{max-depth=3},dce`.
+    #[arg(long, value_name = "PIPELINE")]
+    pub passes: Option<String>,
+    /// Verify the IR after every pass.
+    #[arg(long)]
+    pub verify_each: bool,
+}
+
+impl OptArgs {
+    pub fn options(&self) -> crate::driver::OptOptions {
+        use ais_ir::passes::OptLevel;
+        crate::driver::OptOptions {
+            level: if self.o0 {
+                OptLevel::O0
+            } else if self.o2 {
+                OptLevel::O2
+            } else {
+                OptLevel::O1
+            },
+            pipeline: self.passes.clone(),
+            verify_each: self.verify_each,
+        }
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -153,7 +213,24 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
             files,
             deny_warnings,
         } => check(&mut out, &files, deny_warnings),
-        Command::Build { file, emit } => build(&mut out, &file, emit),
+        Command::Build {
+            file,
+            emit,
+            output,
+            stats,
+            opt,
+        } => match (emit, output) {
+            (_, Some(output)) => run::build_artifact(&mut out, &file, &output, &opt),
+            (Some(emit), None) => build(&mut out, &file, emit, &opt, stats),
+            (None, None) => 2,
+        },
+        Command::Run {
+            file,
+            run,
+            opt,
+            backend,
+        } => run::run(&mut out, &file, &run, &opt, &backend),
+        Command::Inspect { file } => run::inspect(&file),
         Command::Explain { code, list } => explain_cmd(code, list),
         Command::Config {
             action: ConfigAction::Show,
@@ -218,7 +295,7 @@ fn plural(n: usize) -> &'static str {
     }
 }
 
-fn build(out: &mut Output, path: &std::path::Path, emit: Emit) -> i32 {
+fn build(out: &mut Output, path: &std::path::Path, emit: Emit, opt: &OptArgs, stats: bool) -> i32 {
     let Some(source) = out.read_source(path) else {
         return 1;
     };
@@ -249,8 +326,22 @@ fn build(out: &mut Output, path: &std::path::Path, emit: Emit) -> i32 {
             i32::from(fe.has_errors())
         }
         Emit::Ir | Emit::Dot | Emit::Mermaid => match driver::compile_source(&source) {
-            Ok(compiled) => {
+            Ok(mut compiled) => {
                 out.diagnostics(&name, &source, &compiled.diagnostics);
+                match driver::optimize(&mut compiled.module, &opt.options()) {
+                    Ok(s) if stats => {
+                        eprint!("{}", s.render(true));
+                        eprint!(
+                            "{}",
+                            ais_ir::passes::critical_path(&compiled.module).render()
+                        );
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        return 1;
+                    }
+                }
                 let m = &compiled.module;
                 out.stdout(&match emit {
                     Emit::Dot => ais_ir::to_dot(m),
