@@ -154,7 +154,7 @@ impl Canonicalize {
         let Some(od) = dfg.ops.get(op) else {
             return Rewrite::None;
         };
-        if dfg.value_type(od.results[0]) != &Type::Str {
+        if od.results.len() != 1 || dfg.value_type(od.results[0]) != &Type::Str {
             return Rewrite::None;
         }
         let Some(text) = od.attrs.get("template").and_then(Attr::as_str) else {
@@ -199,7 +199,7 @@ impl Canonicalize {
         let Some(od) = dfg.ops.get(op) else {
             return Rewrite::None;
         };
-        if dfg.value_type(od.results[0]) != &Type::Str {
+        if od.results.len() != 1 || dfg.value_type(od.results[0]) != &Type::Str {
             return Rewrite::None;
         }
         let operands = od.operands.to_vec();
