@@ -1,0 +1,184 @@
+//! End-to-end tests of the `aisc` binary: exit codes, output streams, JSON
+//! diagnostics, artifacts and runs on the offline simulator.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn aisc(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_aisc"))
+        .args(args)
+        .env_remove("OPENAI_API_KEY")
+        .env("NO_COLOR", "1")
+        .current_dir(std::env::temp_dir())
+        .output()
+        .expect("aisc runs")
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn path(rel: &str) -> String {
+    root().join(rel).display().to_string()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn check_valid_example_exits_zero() {
+    let o = aisc(&["check", &path("examples/01_parallel_research.ais")]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("0 errors, 0 warnings"), "{}", stderr(&o));
+}
+
+#[test]
+fn check_reports_every_error_and_fails() {
+    let o = aisc(&["check", &path("tests/ui/multi_semantic_errors.ais")]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(err.matches("] Error:").count() >= 5, "{err}");
+    assert!(!err.contains('\u{1b}'), "no colour when not a terminal");
+}
+
+#[test]
+fn json_diagnostics_are_one_object_per_line() {
+    let o = aisc(&[
+        "check",
+        "--error-format=json",
+        &path("tests/type-verification/02_type_mismatch.ais"),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = stdout(&o);
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect();
+    assert!(!lines.is_empty());
+    let d = &lines[0];
+    assert_eq!(d["level"], "error");
+    assert_eq!(d["code"]["code"], "E0109");
+    let span = &d["spans"][0];
+    assert!(span["line_start"].as_u64().is_some_and(|l| l >= 1));
+    assert!(span["column_start"].as_u64().is_some_and(|c| c >= 1));
+    assert!(span["byte_end"].as_u64() >= span["byte_start"].as_u64());
+    assert!(d["rendered"].as_str().is_some_and(|r| r.contains("mismatched types")));
+}
+
+#[test]
+fn explain_known_and_unknown_codes() {
+    let o = aisc(&["explain", "E0100"]);
+    assert!(o.status.success());
+    assert!(stdout(&o).contains("undefined variable"));
+    let o = aisc(&["explain", "E9876"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("no diagnostic has the code"));
+}
+
+#[test]
+fn missing_file_is_an_error_not_a_panic() {
+    let o = aisc(&["check", "/nonexistent/x.ais"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("cannot read"));
+    assert!(!stderr(&o).contains("panicked"));
+}
+
+#[test]
+fn optimization_levels_change_the_call_count() {
+    let f = path("examples/02_chain_fusion.ais");
+    let o0 = aisc(&["build", &f, "--emit=ir", "--O0"]);
+    let o1 = aisc(&["build", &f, "--emit=ir"]);
+    assert!(o0.status.success() && o1.status.success());
+    let asks = |o: &Output| stdout(o).matches("= ask ").count();
+    assert_eq!(asks(&o0), 5);
+    assert_eq!(asks(&o1), 1);
+}
+
+#[test]
+fn graphs_are_emitted() {
+    let f = path("examples/01_parallel_research.ais");
+    let dot = aisc(&["build", &f, "--emit=dot"]);
+    assert!(dot.status.success());
+    assert!(stdout(&dot).contains("digraph"));
+    let mermaid = aisc(&["build", &f, "--emit=mermaid"]);
+    assert!(stdout(&mermaid).contains("flowchart"));
+}
+
+#[test]
+fn artifact_build_inspect_run_and_corruption() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let art = dir.path().join("chain.apxmobj");
+    let art_s = art.display().to_string();
+    let o = aisc(&["build", &path("examples/02_chain_fusion.ais"), "-o", &art_s]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let i = aisc(&["inspect", &art_s]);
+    assert!(i.status.success(), "{}", stderr(&i));
+    assert!(stdout(&i).contains("Copywriter"), "{}", stdout(&i));
+    let r = aisc(&["run", &art_s, "--sim-delay-scale", "0", "--arg", "product=kettle"]);
+    assert!(r.status.success(), "{}", stderr(&r));
+    assert!(!stdout(&r).trim().is_empty());
+    assert!(stderr(&r).contains("1 LLM calls"), "{}", stderr(&r));
+
+    // A flipped byte, a truncation and junk are clear errors.
+    let mut bytes = std::fs::read(&art).expect("artifact");
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    let bad = dir.path().join("bad.apxmobj");
+    std::fs::write(&bad, &bytes).expect("write");
+    let r = aisc(&["run", &bad.display().to_string()]);
+    assert_eq!(r.status.code(), Some(1));
+    assert!(stderr(&r).contains("not a valid artifact"), "{}", stderr(&r));
+    std::fs::write(&bad, &bytes[..10]).expect("write");
+    let r = aisc(&["inspect", &bad.display().to_string()]);
+    assert_eq!(r.status.code(), Some(1));
+    assert!(!stderr(&r).contains("panicked"));
+}
+
+#[test]
+fn run_on_the_simulator_says_so() {
+    let o = aisc(&[
+        "run",
+        &path("examples/01_parallel_research.ais"),
+        "--sim-delay-scale",
+        "0",
+        "--arg",
+        "topic=tidal power",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("simulat"), "{}", stderr(&o));
+    assert!(stdout(&o).contains("simulated"), "{}", stdout(&o));
+}
+
+#[test]
+fn run_with_a_missing_argument_fails_clearly() {
+    let o = aisc(&["run", &path("examples/01_parallel_research.ais"), "--sim-delay-scale", "0"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("missing argument `topic"), "{}", stderr(&o));
+}
+
+#[test]
+fn run_writes_a_json_report() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let report = dir.path().join("r.json");
+    let o = aisc(&[
+        "run",
+        &path("examples/04_scalability_n4.ais"),
+        "--sim-delay-scale",
+        "0",
+        "--arg",
+        "topic=x",
+        "--report-json",
+        &report.display().to_string(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).expect("report")).expect("json");
+    assert_eq!(j["ok"], true);
+    assert_eq!(j["simulated"], true);
+    assert!(j["summary"]["llm_calls"].as_u64().is_some_and(|n| n >= 4));
+}
