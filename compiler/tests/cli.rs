@@ -91,7 +91,7 @@ fn missing_file_is_an_error_not_a_panic() {
 #[test]
 fn optimization_levels_change_the_call_count() {
     let f = path("examples/02_chain_fusion.ais");
-    let o0 = aisc(&["build", &f, "--emit=ir", "--O0"]);
+    let o0 = aisc(&["build", &f, "--emit=ir", "-O0"]);
     let o1 = aisc(&["build", &f, "--emit=ir"]);
     assert!(o0.status.success() && o1.status.success());
     let asks = |o: &Output| stdout(o).matches("= ask ").count();

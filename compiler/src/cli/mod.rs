@@ -120,15 +120,10 @@ pub enum Command {
 /// Optimization flags (shared by `build` and `run`).
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct OptArgs {
-    /// No optimization.
-    #[arg(long = "O0", conflicts_with_all = ["o2", "passes"])]
-    pub o0: bool,
-    /// Canonicalize, fuse ask chains, CSE, DCE (the default).
-    #[arg(long = "O1", conflicts_with_all = ["o0", "o2", "passes"])]
-    pub o1: bool,
-    /// -O1 and a second clean-up round.
-    #[arg(long = "O2", conflicts_with_all = ["o0", "passes"])]
-    pub o2: bool,
+    /// Optimization level: -O0 none; -O1 canonicalize, fuse ask chains, CSE,
+    /// DCE (the default); -O2 -O1 and a second clean-up round.
+    #[arg(short = 'O', value_name = "LEVEL", value_parser = ["0", "1", "2"], conflicts_with = "passes")]
+    pub level: Option<String>,
     /// An explicit pipeline, e.g. `canonicalize,fuse-ask{max-depth=3},dce`.
     #[arg(long, value_name = "PIPELINE")]
     pub passes: Option<String>,
@@ -141,12 +136,10 @@ impl OptArgs {
     pub fn options(&self) -> crate::driver::OptOptions {
         use ais_ir::passes::OptLevel;
         crate::driver::OptOptions {
-            level: if self.o0 {
-                OptLevel::O0
-            } else if self.o2 {
-                OptLevel::O2
-            } else {
-                OptLevel::O1
+            level: match self.level.as_deref() {
+                Some("0") => OptLevel::O0,
+                Some("2") => OptLevel::O2,
+                _ => OptLevel::O1,
             },
             pipeline: self.passes.clone(),
             verify_each: self.verify_each,
