@@ -1,1 +1,205 @@
-//! Built-in tools and standard flows.
+//! Built-in tools of the AIS runtime.
+//!
+//! Every tool takes its arguments as one JSON object and returns JSON. The
+//! tools here have no knowledge of agents, access control or memory: the
+//! Agent Abstract Machine (`ais_vm::aam`) registers them in its capability
+//! registry, checks access, validates arguments against [`BuiltinInfo`]
+//! schemas and records every call. `memory_search` lives in the AAM (it
+//! needs the long-term memory store).
+//!
+//! | tool | class | arguments | result |
+//! |---|---|---|---|
+//! | `http_get` | network | `{url, headers?, timeout_s?}` | the body (parsed JSON, else text) |
+//! | `read_file` | read-only | `{path}` | the file's text |
+//! | `write_file` | write | `{path, content, append?}` | `{path, bytes}` |
+//! | `json_query` | read-only | `{document, path}` | the selected value(s) |
+//! | `calculator` | read-only | `{expression}` | a number |
+//! | `now` | read-only | `{}` | RFC 3339 UTC timestamp |
+
+pub mod calc;
+pub mod fs;
+pub mod http;
+pub mod jsonpath;
+pub mod time;
+
+use serde_json::{json, Value as Json};
+
+/// A failed tool call: a stable dotted code, a message, details.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct ToolError {
+    pub code: String,
+    pub message: String,
+    pub payload: Json,
+}
+
+impl ToolError {
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> ToolError {
+        ToolError {
+            code: code.into(),
+            message: message.into(),
+            payload: Json::Null,
+        }
+    }
+
+    pub fn with_payload(mut self, payload: Json) -> ToolError {
+        self.payload = payload;
+        self
+    }
+}
+
+/// What a tool may do to the world; drives the default access policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ToolClass {
+    /// Reads local state only (allowed by default).
+    ReadOnly,
+    /// Writes local state (needs an explicit allow).
+    Write,
+    /// Talks to the network (needs an explicit allow).
+    Network,
+}
+
+impl ToolClass {
+    pub fn name(self) -> &'static str {
+        match self {
+            ToolClass::ReadOnly => "read-only",
+            ToolClass::Write => "write",
+            ToolClass::Network => "network",
+        }
+    }
+}
+
+/// Static description of a built-in tool.
+#[derive(Clone, Debug)]
+pub struct BuiltinInfo {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub class: ToolClass,
+    pub input_schema: Json,
+    pub output_schema: Json,
+}
+
+/// Settings the file and network tools need.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Root directory of `read_file` / `write_file`.
+    pub workspace: std::path::PathBuf,
+    /// Default timeout of `http_get`.
+    pub http_timeout: std::time::Duration,
+    /// Largest body `http_get` and `read_file` return.
+    pub max_bytes: u64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            workspace: std::path::PathBuf::from("."),
+            http_timeout: std::time::Duration::from_secs(30),
+            max_bytes: 10 * 1024 * 1024,
+        }
+    }
+}
+
+/// The built-in tools implemented in this crate.
+pub fn builtins() -> Vec<BuiltinInfo> {
+    vec![
+        BuiltinInfo {
+            name: "http_get",
+            description: "GET a URL (http or https); returns the body, parsed as JSON when it is JSON",
+            class: ToolClass::Network,
+            input_schema: json!({
+                "type": "object",
+                "required": ["url"],
+                "properties": {
+                    "url": {"type": "string"},
+                    "headers": {"type": "object"},
+                    "timeout_s": {"type": "number"}
+                }
+            }),
+            output_schema: json!({}),
+        },
+        BuiltinInfo {
+            name: "read_file",
+            description: "Read a UTF-8 text file inside the workspace directory",
+            class: ToolClass::ReadOnly,
+            input_schema: json!({
+                "type": "object",
+                "required": ["path"],
+                "properties": {"path": {"type": "string"}}
+            }),
+            output_schema: json!({"type": "string"}),
+        },
+        BuiltinInfo {
+            name: "write_file",
+            description: "Write (or append to) a text file inside the workspace directory",
+            class: ToolClass::Write,
+            input_schema: json!({
+                "type": "object",
+                "required": ["path", "content"],
+                "properties": {
+                    "path": {"type": "string"},
+                    "content": {"type": "string"},
+                    "append": {"type": "boolean"}
+                }
+            }),
+            output_schema: json!({
+                "type": "object",
+                "required": ["path", "bytes"],
+                "properties": {"path": {"type": "string"}, "bytes": {"type": "integer"}}
+            }),
+        },
+        BuiltinInfo {
+            name: "json_query",
+            description: "Select values from a JSON document with a JSONPath subset ($, .name, [n], ['name'], [*], .*)",
+            class: ToolClass::ReadOnly,
+            input_schema: json!({
+                "type": "object",
+                "required": ["document", "path"],
+                "properties": {"path": {"type": "string"}}
+            }),
+            output_schema: json!({}),
+        },
+        BuiltinInfo {
+            name: "calculator",
+            description: "Evaluate an arithmetic expression (+ - * / % ^, parentheses, sqrt, abs, ln, log10, exp, sin, cos, tan, floor, ceil, round, min, max, pow, pi, e)",
+            class: ToolClass::ReadOnly,
+            input_schema: json!({
+                "type": "object",
+                "required": ["expression"],
+                "properties": {"expression": {"type": "string"}}
+            }),
+            output_schema: json!({"type": "number"}),
+        },
+        BuiltinInfo {
+            name: "now",
+            description: "The current UTC time as an RFC 3339 timestamp",
+            class: ToolClass::ReadOnly,
+            input_schema: json!({"type": ["object", "null", "array"]}),
+            output_schema: json!({"type": "string"}),
+        },
+    ]
+}
+
+/// Runs the built-in tool `name`; `None` when there is no such tool.
+pub fn call(name: &str, args: &Json, settings: &Settings) -> Option<Result<Json, ToolError>> {
+    Some(match name {
+        "http_get" => http::http_get(args, settings),
+        "read_file" => fs::read_file(args, settings),
+        "write_file" => fs::write_file(args, settings),
+        "json_query" => jsonpath::json_query(args),
+        "calculator" => calc::calculator(args),
+        "now" => Ok(Json::String(time::now_rfc3339())),
+        _ => return None,
+    })
+}
+
+/// The string field `key` of an argument object.
+pub(crate) fn str_arg<'a>(args: &'a Json, tool: &str, key: &str) -> Result<&'a str, ToolError> {
+    args.get(key).and_then(Json::as_str).ok_or_else(|| {
+        ToolError::new(
+            "tool.invalid_args",
+            format!("`{tool}` needs a string argument `{key}`"),
+        )
+        .with_payload(json!({"tool": tool, "argument": key}))
+    })
+}
