@@ -1,0 +1,21 @@
+//! The benchmark suite of the A-PXM paper's workloads (§5, Tables 2–5) on
+//! the AIS toolchain, side by side with LangGraph baselines.
+//!
+//! - [`workloads`]: the table of workloads (program, entry arguments,
+//!   scripted mock replies, LangGraph script).
+//! - [`env`]: the OpenAI-compatible mock server with fixed latencies per
+//!   latency class, the config file pointing at it, the backend, and the
+//!   host with the canned tools.
+//! - [`ours`]: compile and run one workload in process; the critical path
+//!   of a program under the configured latencies.
+//! - [`stats`], [`plot`] (SVG), [`report`] (markdown).
+//!
+//! The driver is the `ais-bench` binary (`src/main.rs`); the smoke test
+//! (`tests/smoke.rs`) runs every workload once with tiny latencies.
+
+pub mod env;
+pub mod ours;
+pub mod plot;
+pub mod report;
+pub mod stats;
+pub mod workloads;

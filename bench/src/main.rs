@@ -1,0 +1,876 @@
+//! `ais-bench`: the A-PXM paper's workloads on the AIS VM, side by side with
+//! LangGraph (see `docs/benchmarks.md`, section "Workloads vs LangGraph").
+//!
+//! ```text
+//! ais-bench workloads [--quick] [--runs 10] [--warmup 3]
+//!                     [--ask-ms 100 --think-ms 300 --reason-ms 1000 --tool-ms 50]
+//!                     [--only 1,4d,9] [--no-langgraph] [--no-docs] ...
+//! ais-bench exec FILE --config PATH [--arg name=value]... [--tool-ms N] [--report-json PATH]
+//! ```
+
+use ais_bench::env::{self, Latencies};
+use ais_bench::ours::{self, CompileFailure, InFlight};
+use ais_bench::plot::{self, Panel};
+use ais_bench::report::{self, Lg, Ours, Results, TvCase, WorkloadResult};
+use ais_bench::stats::Stats;
+use ais_bench::workloads::{
+    self, Workload, TYPE_VERIFICATION, TYPE_VERIFICATION_PYTHON, WORKLOADS,
+};
+use ais_ir::OptLevel;
+use ais_vm::llm::mock::MockServer;
+use ais_vm::llm::LlmBackend;
+use clap::{Parser, Subcommand};
+use serde_json::Value as Json;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Parser)]
+#[command(name = "ais-bench", about = "AIS workload benchmarks vs LangGraph")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run the paper's workloads on our VM and on LangGraph against a mock LLM server.
+    Workloads(Opts),
+    /// Compile and run one program against a config (the whole-process
+    /// runner for workloads that need the benchmark's tools).
+    Exec(ExecOpts),
+}
+
+#[derive(clap::Args, Clone)]
+struct Opts {
+    /// 1 warm-up + 3 measured runs; results go to target/ais-bench-quick, not docs/.
+    #[arg(long)]
+    quick: bool,
+    /// Measured runs per cell.
+    #[arg(long)]
+    runs: Option<usize>,
+    /// Warm-up runs per cell.
+    #[arg(long)]
+    warmup: Option<usize>,
+    #[arg(long, default_value_t = 100)]
+    ask_ms: u64,
+    #[arg(long, default_value_t = 300)]
+    think_ms: u64,
+    #[arg(long, default_value_t = 1000)]
+    reason_ms: u64,
+    #[arg(long, default_value_t = 50)]
+    tool_ms: u64,
+    /// Only these workload ids (comma-separated: 1,2,3,4a,4b,4c,4d,5,…,10).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Skip the LangGraph baselines.
+    #[arg(long)]
+    no_langgraph: bool,
+    /// Skip whole-process runs of our side.
+    #[arg(long)]
+    no_whole_process: bool,
+    /// Do not update docs/benchmarks.md.
+    #[arg(long)]
+    no_docs: bool,
+    /// Python of the LangGraph venv (default: bench/langgraph/.venv/bin/python).
+    #[arg(long)]
+    python: Option<PathBuf>,
+    /// The `aisc` binary (default: next to this binary).
+    #[arg(long)]
+    aisc: Option<PathBuf>,
+    /// Scheduler workers for in-process runs (default: one per core).
+    #[arg(long)]
+    workers: Option<usize>,
+    /// Where to write workloads.{json,svg,md} (default: docs/bench, or
+    /// target/ais-bench-quick with --quick).
+    #[arg(long)]
+    out_dir: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+struct ExecOpts {
+    file: PathBuf,
+    #[arg(long)]
+    config: PathBuf,
+    #[arg(long = "arg", value_name = "NAME=VALUE")]
+    args: Vec<String>,
+    #[arg(long, default_value_t = 50)]
+    tool_ms: u64,
+    #[arg(long)]
+    report_json: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let code = match cli.command {
+        Cmd::Workloads(o) => match run_workloads(&o) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("error: {e}");
+                1
+            }
+        },
+        Cmd::Exec(o) => exec(&o),
+    };
+    ExitCode::from(code)
+}
+
+// ---------------------------------------------------------------------------
+// exec
+// ---------------------------------------------------------------------------
+
+fn exec(o: &ExecOpts) -> u8 {
+    let mut args = Vec::new();
+    for a in &o.args {
+        match a.split_once('=') {
+            Some((k, v)) => args.push((k.trim().to_string(), v.to_string())),
+            None => {
+                eprintln!("error: --arg expects NAME=VALUE, got `{a}`");
+                return 2;
+            }
+        }
+    }
+    let backend = match env::backend(&o.config) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
+    let program = match ours::compile_file(&o.file, OptLevel::O1) {
+        Ok((p, _)) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 1;
+        }
+    };
+    let refs: Vec<(&str, &str)> = args.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let run = ours::run_program(&program, &refs, backend, env::host(o.tool_ms), None);
+    if let Some(path) = &o.report_json {
+        let json = serde_json::json!({
+            "ok": run.ok,
+            "result": run.result,
+            "error": run.error,
+            "summary": serde_json::to_value(&run.summary).unwrap_or_default(),
+        });
+        if let Err(e) = std::fs::write(path, format!("{json:#}\n")) {
+            eprintln!("error: cannot write `{}`: {e}", path.display());
+        }
+    }
+    match &run.error {
+        None => {
+            println!("{}", text(&run.result));
+            0
+        }
+        Some(e) => {
+            eprintln!("error: run failed: {e}");
+            1
+        }
+    }
+}
+
+fn text(v: &Json) -> String {
+    match v {
+        Json::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Child processes
+// ---------------------------------------------------------------------------
+
+struct Child {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+    wall_ms: f64,
+}
+
+const CHILD_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Runs `cmd` to completion (bounded by [`CHILD_TIMEOUT`]), timing it from
+/// spawn to exit.
+fn run_child(cmd: &mut Command) -> Result<Child, String> {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let start = Instant::now();
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start {cmd:?}: {e}"))?;
+    let mut out = child.stdout.take();
+    let mut err = child.stderr.take();
+    let t_out = std::thread::spawn(move || {
+        let mut s = String::new();
+        if let Some(o) = out.as_mut() {
+            let _ = o.read_to_string(&mut s);
+        }
+        s
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut s = String::new();
+        if let Some(e) = err.as_mut() {
+            let _ = e.read_to_string(&mut s);
+        }
+        s
+    });
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break Some(s),
+            Ok(None) if start.elapsed() > CHILD_TIMEOUT => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_micros(200)),
+            Err(e) => return Err(format!("waiting for {cmd:?}: {e}")),
+        }
+    };
+    let wall_ms = start.elapsed().as_secs_f64() * 1e3;
+    let stdout = t_out.join().unwrap_or_default();
+    let stderr = t_err.join().unwrap_or_default();
+    let Some(status) = status else {
+        return Err(format!("{cmd:?} timed out after {CHILD_TIMEOUT:?}"));
+    };
+    Ok(Child {
+        ok: status.success(),
+        stdout,
+        stderr,
+        wall_ms,
+    })
+}
+
+fn last_json_line(s: &str) -> Option<Json> {
+    s.lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'))
+        .and_then(|l| serde_json::from_str(l).ok())
+}
+
+fn first_line(s: &str) -> String {
+    s.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .chars()
+        .take(300)
+        .collect()
+}
+
+// ---------------------------------------------------------------------------
+// The benchmark
+// ---------------------------------------------------------------------------
+
+struct Ctx<'a> {
+    o: &'a Opts,
+    root: PathBuf,
+    lat: Latencies,
+    runs: usize,
+    warmup: usize,
+    server: MockServer,
+    config: PathBuf,
+    work: PathBuf,
+    backend: Arc<InFlight>,
+    aisc: Option<PathBuf>,
+    python: Option<PathBuf>,
+}
+
+impl Ctx<'_> {
+    fn calls(&self) -> u64 {
+        self.server.request_count() as u64
+    }
+
+    fn prime(&self, w: &Workload) {
+        if let Some(r) = w.first_reply {
+            self.server
+                .push(ais_vm::llm::mock::MockReply::Content(r.to_string()));
+        }
+    }
+
+    fn total(&self) -> usize {
+        self.warmup + self.runs
+    }
+}
+
+fn run_workloads(o: &Opts) -> Result<(), String> {
+    let root = workloads::repo_root();
+    let (runs, warmup) = match o.quick {
+        true => (o.runs.unwrap_or(3), o.warmup.unwrap_or(1)),
+        false => (o.runs.unwrap_or(10), o.warmup.unwrap_or(3)),
+    };
+    if runs == 0 {
+        return Err("--runs must be at least 1".into());
+    }
+    let lat = Latencies {
+        ask_ms: o.ask_ms,
+        think_ms: o.think_ms,
+        reason_ms: o.reason_ms,
+        tool_ms: o.tool_ms,
+    };
+    let server = env::start_mock(&lat).map_err(|e| format!("cannot start the mock server: {e}"))?;
+    let work = std::env::temp_dir().join(format!("ais-bench-{}", std::process::id()));
+    let config = env::write_config(&work, &server.openai_url())
+        .map_err(|e| format!("cannot write the config: {e}"))?;
+    let backend = Arc::new(InFlight::new(env::backend(&config)?));
+    let exe_dir = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf));
+    let aisc = match &o.aisc {
+        Some(p) => Some(p.clone()),
+        None => exe_dir
+            .as_ref()
+            .map(|d| d.join("aisc"))
+            .filter(|p| p.is_file()),
+    };
+    if aisc.is_none() && !o.no_whole_process {
+        eprintln!("note: no `aisc` next to this binary (cargo build --release -p ais-compiler --bin aisc); whole-process runs use `ais-bench exec`");
+    }
+    let python = if o.no_langgraph {
+        None
+    } else {
+        let p = o
+            .python
+            .clone()
+            .unwrap_or_else(|| root.join("bench/langgraph/.venv/bin/python"));
+        if p.is_file() {
+            Some(p)
+        } else {
+            eprintln!(
+                "note: {} not found (run bench/langgraph/setup.sh); skipping LangGraph",
+                p.display()
+            );
+            None
+        }
+    };
+    let cx = Ctx {
+        o,
+        root,
+        lat,
+        runs,
+        warmup,
+        server,
+        config,
+        work,
+        backend,
+        aisc,
+        python,
+    };
+    let result = bench_all(&cx);
+    let _ = std::fs::remove_dir_all(&cx.work);
+    result
+}
+
+fn selected(o: &Opts, id: &str) -> bool {
+    o.only.is_empty() || o.only.iter().any(|x| x == id)
+}
+
+fn bench_all(cx: &Ctx<'_>) -> Result<(), String> {
+    let o = cx.o;
+    let mut results = Results {
+        latencies: Some(cx.lat),
+        runs: cx.runs,
+        warmup: cx.warmup,
+        workers: o
+            .workers
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+        commit: git_commit(&cx.root),
+        langgraph: cx.python.as_ref().and_then(|p| langgraph_versions(p)),
+        ..Results::default()
+    };
+    if selected(o, "3") {
+        eprintln!("== 3 Type Verification");
+        bench_type_verification(cx, &mut results)?;
+    }
+    for w in WORKLOADS.iter().filter(|w| selected(o, w.id)) {
+        eprintln!("== {} {}", w.id, w.name);
+        let r = bench_workload(cx, w)?;
+        eprintln!(
+            "   ours {:.1} ms in process, {:.1} ms whole process, {} calls | LG par {:.1} / {:.1} ms | LG seq {:.1} / {:.1} ms",
+            r.ours.in_process.map_or(f64::NAN, |s| s.mean),
+            r.ours.whole_process.map_or(f64::NAN, |s| s.mean),
+            r.ours.llm_calls.first().copied().unwrap_or(0),
+            r.lg_par.as_ref().and_then(|l| l.in_process).map_or(f64::NAN, |s| s.mean),
+            r.lg_par.as_ref().and_then(|l| l.whole_process).map_or(f64::NAN, |s| s.mean),
+            r.lg_seq.as_ref().and_then(|l| l.in_process).map_or(f64::NAN, |s| s.mean),
+            r.lg_seq.as_ref().and_then(|l| l.whole_process).map_or(f64::NAN, |s| s.mean),
+        );
+        results.workloads.push(r);
+    }
+    write_outputs(cx, &results)
+}
+
+fn git_commit(root: &Path) -> String {
+    Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(root)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+fn langgraph_versions(python: &Path) -> Option<String> {
+    let out = Command::new(python)
+        .args([
+            "-c",
+            "import importlib.metadata as m, platform; print(f\"langgraph {m.version('langgraph')}, langchain-openai {m.version('langchain-openai')}, langchain-core {m.version('langchain-core')}, Python {platform.python_version()}\")",
+        ])
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+fn bench_workload(cx: &Ctx<'_>, w: &Workload) -> Result<WorkloadResult, String> {
+    let path = cx.root.join(w.file);
+    let mut ours = Ours::default();
+    // Compile (also timed per run below) and the critical path.
+    let (program, _) =
+        ours::compile_file(&path, OptLevel::O1).map_err(|e| format!("{}: {e}", w.file))?;
+    ours.critical_path_ms = ours::critical_path_ms(&program, &cx.lat);
+
+    // In process.
+    let (mut wall, mut make, mut comp, mut tok, mut par, mut sched) =
+        (vec![], vec![], vec![], vec![], vec![], vec![]);
+    for i in 0..cx.total() {
+        let (program, compile_ms) =
+            ours::compile_file(&path, OptLevel::O1).map_err(|e| format!("{}: {e}", w.file))?;
+        cx.prime(w);
+        cx.backend.reset();
+        let before = cx.calls();
+        let backend: Arc<dyn LlmBackend> = cx.backend.clone();
+        let run = ours::run_program(
+            &program,
+            w.args,
+            backend,
+            env::host(cx.lat.tool_ms),
+            cx.o.workers,
+        );
+        let calls = cx.calls() - before;
+        if !run.ok {
+            ours.failures += 1;
+            ours.first_error
+                .get_or_insert(run.error.clone().unwrap_or_default());
+            eprintln!(
+                "   ours in-process run failed: {}",
+                run.error.unwrap_or_default()
+            );
+            continue;
+        }
+        if i < cx.warmup {
+            continue;
+        }
+        wall.push(run.wall_ms);
+        make.push(run.summary.makespan_ms);
+        comp.push(compile_ms);
+        tok.push((run.summary.input_tokens + run.summary.output_tokens) as f64);
+        par.push(run.summary.avg_parallelism);
+        sched.push(run.summary.sched_overhead_us_per_op);
+        ours.peak_parallelism = ours.peak_parallelism.max(run.summary.peak_parallelism);
+        ours.max_in_flight = ours.max_in_flight.max(cx.backend.max_in_flight());
+        ours.llm_calls.push(calls);
+    }
+    ours.in_process = Stats::of(&wall);
+    ours.makespan = Stats::of(&make);
+    ours.compile = Stats::of(&comp);
+    ours.tokens = Stats::of(&tok);
+    ours.avg_parallelism = Stats::of(&par);
+    ours.sched_overhead_us = Stats::of(&sched);
+
+    if w.id == "2" {
+        let (p0, _) =
+            ours::compile_file(&path, OptLevel::O0).map_err(|e| format!("{}: {e}", w.file))?;
+        let before = cx.calls();
+        let backend: Arc<dyn LlmBackend> = cx.backend.clone();
+        let run = ours::run_program(
+            &p0,
+            w.args,
+            backend,
+            env::host(cx.lat.tool_ms),
+            cx.o.workers,
+        );
+        if run.ok {
+            ours.llm_calls_o0 = Some(cx.calls() - before);
+        }
+    }
+
+    // Whole process.
+    if !cx.o.no_whole_process {
+        let use_aisc = cx.aisc.clone().filter(|_| !w.tools);
+        ours.whole_via = match use_aisc {
+            Some(_) => "aisc run".into(),
+            None => "ais-bench exec".into(),
+        };
+        let report = cx.work.join(format!("report-{}.json", w.id));
+        let mut times = vec![];
+        for i in 0..cx.total() {
+            let mut cmd = match &use_aisc {
+                Some(aisc) => {
+                    let mut c = Command::new(aisc);
+                    c.arg("run").arg(&path).arg("-q");
+                    c
+                }
+                None => {
+                    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+                    let mut c = Command::new(exe);
+                    c.arg("exec")
+                        .arg(&path)
+                        .arg("--tool-ms")
+                        .arg(cx.lat.tool_ms.to_string());
+                    c
+                }
+            };
+            cmd.arg("--config")
+                .arg(&cx.config)
+                .arg("--report-json")
+                .arg(&report);
+            for (k, v) in w.args {
+                cmd.arg("--arg").arg(format!("{k}={v}"));
+            }
+            cmd.env_remove("APXM_BACKEND").env_remove("APXM_CONFIG");
+            cx.prime(w);
+            let child = run_child(&mut cmd)?;
+            let ok = child.ok
+                && std::fs::read_to_string(&report)
+                    .ok()
+                    .and_then(|t| serde_json::from_str::<Json>(&t).ok())
+                    .and_then(|j| j.get("ok").and_then(Json::as_bool))
+                    .unwrap_or(false);
+            let _ = std::fs::remove_file(&report);
+            if !ok {
+                ours.failures += 1;
+                ours.first_error
+                    .get_or_insert_with(|| format!("whole process: {}", first_line(&child.stderr)));
+                eprintln!(
+                    "   ours whole-process run failed: {}",
+                    first_line(&child.stderr)
+                );
+                continue;
+            }
+            if i >= cx.warmup {
+                times.push(child.wall_ms);
+            }
+        }
+        ours.whole_process = Stats::of(&times);
+    }
+
+    let (lg_seq, lg_par) = match &cx.python {
+        Some(py) => (
+            Some(bench_python(cx, py, w, "seq")?),
+            Some(bench_python(cx, py, w, "par")?),
+        ),
+        None => (None, None),
+    };
+    Ok(WorkloadResult {
+        id: w.id.into(),
+        name: w.name.into(),
+        file: w.file.into(),
+        ours,
+        lg_seq,
+        lg_par,
+    })
+}
+
+fn python_cmd(
+    cx: &Ctx<'_>,
+    py: &Path,
+    script: &str,
+    style: &str,
+    args: &Json,
+    extra: &[&str],
+) -> Command {
+    let dir = cx.root.join("bench/langgraph");
+    let mut cmd = Command::new(py);
+    cmd.arg(dir.join(script))
+        .arg("--style")
+        .arg(style)
+        .arg("--base-url")
+        .arg(cx.server.openai_url())
+        .arg("--tool-ms")
+        .arg(cx.lat.tool_ms.to_string())
+        .arg("--args")
+        .arg(args.to_string())
+        .args(extra)
+        .current_dir(&dir)
+        .env("LANGSMITH_TRACING", "false")
+        .env("LANGCHAIN_TRACING_V2", "false")
+        .env("NO_PROXY", "127.0.0.1,localhost")
+        .env("no_proxy", "127.0.0.1,localhost");
+    cmd
+}
+
+fn bench_python(cx: &Ctx<'_>, py: &Path, w: &Workload, style: &str) -> Result<Lg, String> {
+    let mut lg = Lg::default();
+    let (mut inp, mut whole, mut tok) = (vec![], vec![], vec![]);
+    for i in 0..cx.total() {
+        let mut cmd = python_cmd(
+            cx,
+            py,
+            w.python,
+            style,
+            &workloads::args_json(w),
+            w.python_extra,
+        );
+        cx.prime(w);
+        let before = cx.calls();
+        let child = run_child(&mut cmd)?;
+        let calls = cx.calls() - before;
+        let line = last_json_line(&child.stdout);
+        let ok = child.ok
+            && line
+                .as_ref()
+                .and_then(|j| j.get("ok"))
+                .and_then(Json::as_bool)
+                == Some(true);
+        if !ok {
+            lg.failures += 1;
+            let why = line
+                .as_ref()
+                .and_then(|j| j.get("error"))
+                .and_then(Json::as_str)
+                .map(str::to_string)
+                .unwrap_or_else(|| first_line(&child.stderr));
+            eprintln!("   LangGraph {style} run failed: {why}");
+            lg.first_error.get_or_insert(why);
+            continue;
+        }
+        if i < cx.warmup {
+            continue;
+        }
+        let j = line.unwrap_or_default();
+        let num = |k: &str| j.get(k).and_then(Json::as_f64).unwrap_or(0.0);
+        inp.push(num("in_process_ms"));
+        whole.push(child.wall_ms);
+        tok.push(num("input_tokens") + num("output_tokens"));
+        lg.max_in_flight = lg.max_in_flight.max(num("max_in_flight") as usize);
+        lg.llm_calls.push(calls);
+    }
+    lg.in_process = Stats::of(&inp);
+    lg.whole_process = Stats::of(&whole);
+    lg.tokens = Stats::of(&tok);
+    Ok(lg)
+}
+
+fn bench_type_verification(cx: &Ctx<'_>, results: &mut Results) -> Result<(), String> {
+    for &(file, code) in TYPE_VERIFICATION {
+        let path = cx.root.join(file);
+        let source = std::fs::read_to_string(&path).map_err(|e| format!("{file}: {e}"))?;
+        let mut case = TvCase {
+            file: file.into(),
+            expected_code: code.into(),
+            ..TvCase::default()
+        };
+        let mut detect = vec![];
+        for i in 0..cx.total() {
+            let t = Instant::now();
+            let r = ours::compile_source(&source, OptLevel::O1);
+            let ms = t.elapsed().as_secs_f64() * 1e3;
+            match r {
+                Err(CompileFailure::Rejected { codes, .. }) => {
+                    case.rejected = true;
+                    case.codes = codes;
+                }
+                Err(e) => return Err(format!("{file}: {e}")),
+                Ok(_) => case.rejected = false,
+            }
+            if i >= cx.warmup {
+                detect.push(ms);
+            }
+        }
+        case.detect_in_process = Stats::of(&detect);
+        // `aisc run` against the mock: must exit non-zero with no LLM call.
+        if let Some(aisc) = cx.aisc.as_ref().filter(|_| !cx.o.no_whole_process) {
+            let mut times = vec![];
+            let before = cx.calls();
+            for i in 0..cx.total() {
+                let mut cmd = Command::new(aisc);
+                cmd.arg("run")
+                    .arg(&path)
+                    .arg("-q")
+                    .arg("--config")
+                    .arg(&cx.config)
+                    .arg("--arg")
+                    .arg("topic=x");
+                let child = run_child(&mut cmd)?;
+                if child.ok {
+                    case.rejected = false;
+                }
+                if i >= cx.warmup {
+                    times.push(child.wall_ms);
+                }
+            }
+            case.llm_calls = cx.calls() - before;
+            case.detect_whole_process = Stats::of(&times);
+        }
+        results.type_verification.push(case);
+    }
+    if let Some(py) = &cx.python {
+        let mut whole = vec![];
+        let mut per_case: Vec<Vec<f64>> = vec![vec![]; TYPE_VERIFICATION.len()];
+        for i in 0..cx.total() {
+            let mut cmd = python_cmd(
+                cx,
+                py,
+                TYPE_VERIFICATION_PYTHON,
+                "seq",
+                &Json::Object(Default::default()),
+                &[],
+            );
+            let child = run_child(&mut cmd)?;
+            let Some(j) = last_json_line(&child.stdout) else {
+                eprintln!(
+                    "   LangGraph workload 3 failed: {}",
+                    first_line(&child.stderr)
+                );
+                continue;
+            };
+            if i < cx.warmup {
+                continue;
+            }
+            whole.push(child.wall_ms);
+            let cases = j
+                .get("cases")
+                .and_then(Json::as_array)
+                .cloned()
+                .unwrap_or_default();
+            for (k, c) in cases.iter().enumerate() {
+                let (Some(tc), Some(slot)) =
+                    (results.type_verification.get_mut(k), per_case.get_mut(k))
+                else {
+                    continue;
+                };
+                slot.push(c.get("detect_ms").and_then(Json::as_f64).unwrap_or(0.0));
+                tc.lg_detected = c.get("detected").and_then(Json::as_bool);
+                tc.lg_error = c.get("error").and_then(Json::as_str).map(str::to_string);
+                tc.lg_llm_calls = c.get("llm_calls").and_then(Json::as_u64);
+            }
+        }
+        for (tc, s) in results.type_verification.iter_mut().zip(&per_case) {
+            tc.lg_detect_ms = Stats::of(s);
+        }
+        results.tv_lg_whole_process = Stats::of(&whole);
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Outputs
+// ---------------------------------------------------------------------------
+
+fn commands(o: &Opts) -> String {
+    let mut flags = String::new();
+    if o.quick {
+        flags.push_str(" --quick");
+    }
+    if let Some(r) = o.runs {
+        flags.push_str(&format!(" --runs {r}"));
+    }
+    if let Some(w) = o.warmup {
+        flags.push_str(&format!(" --warmup {w}"));
+    }
+    flags.push_str(&format!(
+        " --ask-ms {} --think-ms {} --reason-ms {} --tool-ms {}",
+        o.ask_ms, o.think_ms, o.reason_ms, o.tool_ms
+    ));
+    if !o.only.is_empty() {
+        flags.push_str(&format!(" --only {}", o.only.join(",")));
+    }
+    format!(
+        "bash bench/langgraph/setup.sh                      # venv with the pinned LangGraph stack\n\
+         export CARGO_TARGET_DIR=/work/target-bench          # any target dir; aisc must sit next to ais-bench\n\
+         cargo build --release -p ais-compiler --bin aisc\n\
+         cargo run --release -p ais-bench -- workloads{flags}"
+    )
+}
+
+fn write_outputs(cx: &Ctx<'_>, r: &Results) -> Result<(), String> {
+    let o = cx.o;
+    let out_dir = o.out_dir.clone().unwrap_or_else(|| {
+        if o.quick {
+            cx.root.join("target/ais-bench-quick")
+        } else {
+            cx.root.join("docs/bench")
+        }
+    });
+    std::fs::create_dir_all(&out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
+    let json = serde_json::to_string_pretty(r).map_err(|e| e.to_string())?;
+    let write = |name: &str, text: &str| -> Result<PathBuf, String> {
+        let p = out_dir.join(name);
+        std::fs::write(&p, text).map_err(|e| format!("{}: {e}", p.display()))?;
+        Ok(p)
+    };
+    write("workloads.json", &(json + "\n"))?;
+    let svg = svg(r);
+    write("workloads.svg", &svg)?;
+    let md = report::markdown(r, &commands(o));
+    let md_path = write("workloads.md", &md)?;
+    println!("{md}");
+    eprintln!("wrote {}/workloads.{{json,svg,md}}", out_dir.display());
+    if !o.quick && !o.no_docs && o.only.is_empty() {
+        let doc_path = cx.root.join("docs/benchmarks.md");
+        let doc = std::fs::read_to_string(&doc_path).unwrap_or_default();
+        let rel = md_path
+            .strip_prefix(cx.root.join("docs"))
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| md_path.display().to_string());
+        let generated = format!("![latency per workload](bench/workloads.svg)\n\n{md}\n(Also in `docs/{rel}` and, machine-readable, `docs/bench/workloads.json`.)\n");
+        let spliced = report::splice(&doc, &generated, INTRO);
+        std::fs::write(&doc_path, spliced).map_err(|e| format!("{}: {e}", doc_path.display()))?;
+        eprintln!("updated {}", doc_path.display());
+    }
+    Ok(())
+}
+
+const INTRO: &str = "The A-PXM paper's workloads (§5, Tables 2–5) on our VM and on LangGraph, against the same OpenAI-compatible mock server with fixed latencies per latency class. Driver: `bench/` (`ais-bench workloads`); baselines: `bench/langgraph/`.";
+
+fn svg(r: &Results) -> String {
+    let groups: Vec<String> = r.workloads.iter().map(|w| w.id.clone()).collect();
+    let bar = |s: &Option<Stats>| s.map(|s| (s.mean, s.std));
+    let lg = |w: &WorkloadResult, par: bool, whole: bool| {
+        let l = if par { &w.lg_par } else { &w.lg_seq };
+        l.as_ref().and_then(|l| {
+            bar(if whole {
+                &l.whole_process
+            } else {
+                &l.in_process
+            })
+        })
+    };
+    let panel = |whole: bool, title: &str| Panel {
+        title: title.into(),
+        bars: r
+            .workloads
+            .iter()
+            .map(|w| {
+                vec![
+                    bar(if whole {
+                        &w.ours.whole_process
+                    } else {
+                        &w.ours.in_process
+                    }),
+                    lg(w, true, whole),
+                    lg(w, false, whole),
+                ]
+            })
+            .collect(),
+    };
+    plot::grouped_bars(
+        "End-to-end latency per workload (mean ± std, log scale)",
+        &groups,
+        &[
+            ("AIS (ours)", "#1f77b4"),
+            ("LangGraph hand-parallel", "#ff7f0e"),
+            ("LangGraph sequential", "#d62728"),
+        ],
+        &[
+            panel(false, "In process (ais_vm::run vs graph.invoke)"),
+            panel(true, "Whole process (process start + compile/import + run)"),
+        ],
+        "ms",
+    )
+}

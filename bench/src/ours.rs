@@ -1,0 +1,281 @@
+//! Our side: compile a workload and run it in process on the VM; the
+//! critical path of a program under the benchmark's latencies.
+
+use crate::env::Latencies;
+use ais_compiler::driver::{self, OptOptions};
+use ais_ir::bytecode::{self, Imm, Program};
+use ais_ir::{Latency, Opcode, OptLevel};
+use ais_vm::llm::{AttemptObserver, CancelToken, LlmBackend, LlmError, LlmRequest, LlmResponse};
+use ais_vm::{Host, RunOptions, RunSummary};
+use serde_json::Value as Json;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Why a program did not compile.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CompileFailure {
+    /// The source could not be read.
+    Io(String),
+    /// Rejected with diagnostics (error codes and messages).
+    Rejected {
+        codes: Vec<String>,
+        messages: Vec<String>,
+    },
+    /// A pass or code generation failed (a compiler bug).
+    Internal(String),
+}
+
+impl std::fmt::Display for CompileFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CompileFailure::Io(e) => write!(f, "cannot read the program: {e}"),
+            CompileFailure::Rejected { codes, messages } => {
+                write!(f, "rejected: ")?;
+                for (c, m) in codes.iter().zip(messages) {
+                    write!(f, "[{c}] {m}; ")?;
+                }
+                Ok(())
+            }
+            CompileFailure::Internal(e) => write!(f, "internal compiler error: {e}"),
+        }
+    }
+}
+
+/// Source → checked, lowered, optimized IR → bytecode.
+pub fn compile_source(source: &str, level: OptLevel) -> Result<Program, CompileFailure> {
+    let mut compiled = driver::compile_source(source).map_err(|diags| {
+        let errors: Vec<_> = diags.iter().filter(|d| d.is_error()).collect();
+        CompileFailure::Rejected {
+            codes: errors.iter().map(|d| d.code.to_string()).collect(),
+            messages: errors.iter().map(|d| d.message.clone()).collect(),
+        }
+    })?;
+    let opts = OptOptions {
+        level,
+        ..OptOptions::default()
+    };
+    driver::optimize(&mut compiled.module, &opts).map_err(CompileFailure::Internal)?;
+    bytecode::compile(&compiled.module).map_err(|e| CompileFailure::Internal(e.to_string()))
+}
+
+/// Reads and compiles a file; returns the program and the compile time (ms).
+pub fn compile_file(path: &Path, level: OptLevel) -> Result<(Program, f64), CompileFailure> {
+    let source = std::fs::read_to_string(path)
+        .map_err(|e| CompileFailure::Io(format!("{}: {e}", path.display())))?;
+    let t = Instant::now();
+    let p = compile_source(&source, level)?;
+    Ok((p, t.elapsed().as_secs_f64() * 1e3))
+}
+
+/// A backend wrapper that counts calls and the most calls in flight at once.
+pub struct InFlight {
+    inner: Arc<dyn LlmBackend>,
+    current: AtomicUsize,
+    max: AtomicUsize,
+    calls: AtomicUsize,
+}
+
+impl InFlight {
+    pub fn new(inner: Arc<dyn LlmBackend>) -> InFlight {
+        InFlight {
+            inner,
+            current: AtomicUsize::new(0),
+            max: AtomicUsize::new(0),
+            calls: AtomicUsize::new(0),
+        }
+    }
+
+    /// Most requests in flight at one instant since the last reset.
+    pub fn max_in_flight(&self) -> usize {
+        self.max.load(Ordering::SeqCst)
+    }
+
+    pub fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+
+    pub fn reset(&self) {
+        self.max.store(0, Ordering::SeqCst);
+        self.calls.store(0, Ordering::SeqCst);
+    }
+}
+
+struct Guard<'a>(&'a AtomicUsize);
+
+impl Drop for Guard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl InFlight {
+    fn enter(&self) -> Guard<'_> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let now = self.current.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max.fetch_max(now, Ordering::SeqCst);
+        Guard(&self.current)
+    }
+}
+
+impl LlmBackend for InFlight {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn concurrency(&self) -> usize {
+        self.inner.concurrency()
+    }
+
+    fn is_simulated(&self) -> bool {
+        self.inner.is_simulated()
+    }
+
+    fn complete(
+        &self,
+        request: &LlmRequest,
+        cancel: &CancelToken,
+    ) -> Result<LlmResponse, LlmError> {
+        let _g = self.enter();
+        self.inner.complete(request, cancel)
+    }
+
+    fn complete_observed(
+        &self,
+        request: &LlmRequest,
+        cancel: &CancelToken,
+        observer: &dyn AttemptObserver,
+    ) -> Result<LlmResponse, LlmError> {
+        let _g = self.enter();
+        self.inner.complete_observed(request, cancel, observer)
+    }
+}
+
+/// One in-process run.
+#[derive(Clone, Debug)]
+pub struct OursRun {
+    pub ok: bool,
+    pub error: Option<String>,
+    pub result: Json,
+    /// Wall time of the `ais_vm::run` call (thread start-up included).
+    pub wall_ms: f64,
+    pub summary: RunSummary,
+}
+
+/// Runs `program` with string entry arguments.
+pub fn run_program(
+    program: &Program,
+    args: &[(&str, &str)],
+    backend: Arc<dyn LlmBackend>,
+    host: Arc<dyn Host>,
+    workers: Option<usize>,
+) -> OursRun {
+    let options = RunOptions {
+        args: args
+            .iter()
+            .map(|(k, v)| (k.to_string(), Json::String(v.to_string())))
+            .collect(),
+        workers,
+        ..RunOptions::default()
+    };
+    let t = Instant::now();
+    let report = ais_vm::run(program, &options, backend, host);
+    let wall_ms = t.elapsed().as_secs_f64() * 1e3;
+    let (ok, error, result) = match report.outcome {
+        Ok(v) => (true, None, v),
+        Err(e) => (false, Some(e.to_string()), Json::Null),
+    };
+    OursRun {
+        ok,
+        error,
+        result,
+        wall_ms,
+        summary: report.summary,
+    }
+}
+
+/// The cost (ms) of an op of this latency class under `lat`.
+pub fn class_ms(l: Latency, lat: &Latencies) -> u64 {
+    match l {
+        Latency::Ask => lat.ask_ms,
+        Latency::Think => lat.think_ms,
+        Latency::Reason => lat.reason_ms,
+        Latency::Tool => lat.tool_ms,
+        _ => 0,
+    }
+}
+
+/// The critical path (ms) of the entry flow if every op started as soon as
+/// its inputs were ready and took exactly its latency class's time under
+/// `lat` (pure, memory and I/O ops: 0). Calls cost the callee's path;
+/// `switch`/`if` their longest region (the benchmark's scripted replies
+/// route workload 9 to its longest branch, so this is the taken path); a
+/// loop one iteration (no workload loops). `None` without an entry flow.
+pub fn critical_path_ms(p: &Program, lat: &Latencies) -> Option<u64> {
+    let entry = p.flows.iter().position(|f| f.entry)?;
+    let mut memo = vec![None; p.flows.len()];
+    let mut busy = vec![false; p.flows.len()];
+    Some(flow_cp(p, entry, lat, &mut memo, &mut busy))
+}
+
+fn flow_cp(
+    p: &Program,
+    f: usize,
+    lat: &Latencies,
+    memo: &mut [Option<u64>],
+    busy: &mut [bool],
+) -> u64 {
+    if let Some(c) = memo.get(f).copied().flatten() {
+        return c;
+    }
+    if busy.get(f).copied().unwrap_or(true) {
+        return 0; // recursion (or a bad index) counts once
+    }
+    busy[f] = true;
+    let c = region_cp(p, f, 0, lat, memo, busy);
+    busy[f] = false;
+    memo[f] = Some(c);
+    c
+}
+
+fn region_cp(
+    p: &Program,
+    f: usize,
+    r: usize,
+    lat: &Latencies,
+    memo: &mut [Option<u64>],
+    busy: &mut [bool],
+) -> u64 {
+    let Some(rc) = p.flows.get(f).and_then(|fc| fc.regions.get(r)) else {
+        return 0;
+    };
+    let est: Vec<u64> = rc
+        .ops
+        .iter()
+        .map(|op| match (&op.opcode, &op.imm) {
+            (Opcode::FlowCall, Imm::Callee(c)) => flow_cp(p, *c as usize, lat, memo, busy),
+            _ if !op.regions.is_empty() => op
+                .regions
+                .iter()
+                .map(|&c| region_cp(p, f, c as usize, lat, memo, busy))
+                .max()
+                .unwrap_or(0),
+            _ => class_ms(op.opcode.info().latency, lat),
+        })
+        .collect();
+    // Consumers come after their producers in op order.
+    let mut rem = vec![0u64; rc.ops.len()];
+    let mut best = 0;
+    for i in (0..rc.ops.len()).rev() {
+        let mut tail = 0;
+        for s in rc.ops[i].results() {
+            for &c in rc.consumers_of(s) {
+                tail = tail.max(rem.get(c as usize).copied().unwrap_or(0));
+            }
+        }
+        rem[i] = est[i].saturating_add(tail);
+        best = best.max(rem[i]);
+    }
+    best
+}
