@@ -143,25 +143,38 @@ fn arg(args: &[Val], i: usize) -> Result<&Val, OpError> {
         .ok_or_else(|| OpError::new("internal.operand", format!("missing operand {i}")))
 }
 
-/// Fills `{N}` placeholders with the text of operand `N`; anything else
-/// (including `{name}` or an out-of-range `{N}`) stays literal.
+/// Fills `{N}` placeholders with the text of operand `N`; `{{` and `}}` are
+/// literal braces; anything else (including `{name}` or an out-of-range
+/// `{N}`) stays literal.
 pub fn fill_template(t: &str, args: &[Val]) -> String {
     let mut out = String::with_capacity(t.len());
     let mut rest = t;
-    while let Some(i) = rest.find('{') {
+    while let Some(i) = rest.find(['{', '}']) {
         out.push_str(&rest[..i]);
-        let after = &rest[i + 1..];
-        match after.find('}') {
-            Some(j) => match after[..j].parse::<usize>().ok().and_then(|n| args.get(n)) {
-                Some(v) if after[..j].bytes().all(|b| b.is_ascii_digit()) => {
-                    out.push_str(&v.text());
-                    rest = &after[j + 1..];
-                }
-                _ => {
-                    out.push('{');
-                    rest = after;
-                }
-            },
+        let tail = &rest[i..];
+        if tail.starts_with("{{") || tail.starts_with("}}") {
+            out.push_str(&tail[..1]);
+            rest = &tail[2..];
+            continue;
+        }
+        if let Some(r) = tail.strip_prefix('}') {
+            out.push('}');
+            rest = r;
+            continue;
+        }
+        let after = &tail[1..];
+        let hole = after.find('}').and_then(|j| {
+            let digits = &after[..j];
+            let ok = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
+            ok.then(|| digits.parse::<usize>().ok().and_then(|n| args.get(n)))
+                .flatten()
+                .map(|v| (v, j))
+        });
+        match hole {
+            Some((v, j)) => {
+                out.push_str(&v.text());
+                rest = &after[j + 1..];
+            }
             None => {
                 out.push('{');
                 rest = after;
@@ -172,14 +185,67 @@ pub fn fill_template(t: &str, args: &[Val]) -> String {
     out
 }
 
+/// Truthiness: `false`, `null`, `0`, `""`, `[]` and `{}` are false.
+pub fn truthy(v: &Val) -> bool {
+    match v {
+        Val::Null | Val::Ord => false,
+        Val::Bool(b) => *b,
+        Val::Num(n) => *n != 0.0,
+        Val::Str(s) => !s.is_empty(),
+        Val::List(xs) => !xs.is_empty(),
+        Val::Json(j) => match &**j {
+            Json::Null => false,
+            Json::Bool(b) => *b,
+            Json::Number(n) => n.as_f64() != Some(0.0),
+            Json::String(s) => !s.is_empty(),
+            Json::Array(a) => !a.is_empty(),
+            Json::Object(o) => !o.is_empty(),
+        },
+    }
+}
+
+/// Does `v` have type `t`? (`null` fits everything; dynamic types accept all.)
+pub fn fits(v: &Val, t: &ais_ir::Type) -> bool {
+    use ais_ir::Type;
+    match (t, v) {
+        (_, Val::Null) => true,
+        (Type::Json | Type::Opaque(_), _) => !matches!(v, Val::Ord),
+        (Type::Str, Val::Str(_)) | (Type::Number, Val::Num(_)) | (Type::Bool, Val::Bool(_)) => true,
+        (Type::Ord, Val::Ord) => true,
+        (Type::List(e), _) => v.items().is_some_and(|xs| xs.iter().all(|x| fits(x, e))),
+        _ => false,
+    }
+}
+
+fn compare(a: &Val, b: &Val) -> Result<std::cmp::Ordering, OpError> {
+    if let (Some(x), Some(y)) = (a.as_num(), b.as_num()) {
+        return x
+            .partial_cmp(&y)
+            .ok_or_else(|| OpError::new("type.nan", "cannot compare NaN"));
+    }
+    match (a, b) {
+        (Val::Str(x), Val::Str(y)) => Ok(x.cmp(y)),
+        _ => Err(OpError::new(
+            "type.not_comparable",
+            format!(
+                "cannot order {} `{}` and {} `{}` (numbers with numbers, text with text)",
+                a.kind(),
+                short(&a.text()),
+                b.kind(),
+                short(&b.text())
+            ),
+        )),
+    }
+}
+
 /// Evaluates a pure op on its data operands.
 pub fn eval_pure(program: &Program, instr: &Instr, args: &[Val]) -> Result<Val, OpError> {
     use Opcode as O;
     let bin = |f: fn(f64, f64) -> Result<f64, OpError>| -> Result<Val, OpError> {
         Ok(Val::Num(f(num(arg(args, 0)?)?, num(arg(args, 1)?)?)?))
     };
-    let cmp = |f: fn(f64, f64) -> bool| -> Result<Val, OpError> {
-        Ok(Val::Bool(f(num(arg(args, 0)?)?, num(arg(args, 1)?)?)))
+    let cmp = |f: fn(std::cmp::Ordering) -> bool| -> Result<Val, OpError> {
+        Ok(Val::Bool(f(compare(arg(args, 0)?, arg(args, 1)?)?)))
     };
     Ok(match instr.opcode {
         O::Const => match &instr.imm {
@@ -238,14 +304,41 @@ pub fn eval_pure(program: &Program, instr: &Instr, args: &[Val]) -> Result<Val, 
         O::Neg => Val::Num(-num(arg(args, 0)?)?),
         O::Eq => Val::Bool(arg(args, 0)?.same(arg(args, 1)?)),
         O::Ne => Val::Bool(!arg(args, 0)?.same(arg(args, 1)?)),
-        O::Lt => cmp(|a, b| a < b)?,
-        O::Le => cmp(|a, b| a <= b)?,
-        O::Gt => cmp(|a, b| a > b)?,
-        O::Ge => cmp(|a, b| a >= b)?,
+        O::Lt => cmp(|o| o.is_lt())?,
+        O::Le => cmp(|o| o.is_le())?,
+        O::Gt => cmp(|o| o.is_gt())?,
+        O::Ge => cmp(|o| o.is_ge())?,
         O::And => Val::Bool(boolean(arg(args, 0)?)? && boolean(arg(args, 1)?)?),
         O::Or => Val::Bool(boolean(arg(args, 0)?)? || boolean(arg(args, 1)?)?),
         O::Not => Val::Bool(!boolean(arg(args, 0)?)?),
         O::ToStr => Val::str(arg(args, 0)?.text()),
+        O::ToBool => Val::Bool(truthy(arg(args, 0)?)),
+        O::Object => {
+            let Imm::Keys(keys) = &instr.imm else {
+                return Err(OpError::new("internal.object", "bad keys"));
+            };
+            let m: serde_json::Map<String, Json> = keys
+                .iter()
+                .zip(args)
+                .map(|(k, v)| (k.clone(), v.to_json()))
+                .collect();
+            Val::Json(Arc::new(Json::Object(m)))
+        }
+        O::Cast => {
+            let Imm::Cast(t) = &instr.imm else {
+                return Err(OpError::new("internal.cast", "bad cast"));
+            };
+            let ty = program.type_of(*t);
+            let v = arg(args, 0)?;
+            if !fits(v, &ty) {
+                return Err(OpError::new(
+                    "type.cast",
+                    format!("expected {ty}, got {} `{}`", v.kind(), short(&v.text())),
+                )
+                .with_payload(json!({"expected": ty.to_string(), "value": v.to_json()})));
+            }
+            v.clone()
+        }
         other => {
             return Err(OpError::new(
                 "internal.not_pure",
@@ -335,7 +428,7 @@ pub fn exec_inline(
 ) -> Result<Results, OpError> {
     use Opcode as O;
     let tier = || match &instr.imm {
-        Imm::Tier(t) => Ok(t.tier()),
+        Imm::Tier(t) | Imm::Query { tier: t, .. } => Ok(t.tier()),
         _ => Err(OpError::new("internal.tier", "bad tier")),
     };
     let belief = || match &instr.imm {
@@ -344,7 +437,12 @@ pub fn exec_inline(
     };
     Ok(match instr.opcode {
         O::Qmem => {
-            let r = host.mem_query(agent, tier()?, &arg(args, 0)?.to_json())?;
+            let mut r = host.mem_query(agent, tier()?, &arg(args, 0)?.to_json())?;
+            if let (Imm::Query { limit: Some(l), .. }, Json::Array(xs)) = (&instr.imm, &mut r) {
+                let keep = usize::try_from(*l).unwrap_or(usize::MAX);
+                let cut = xs.len().saturating_sub(keep);
+                xs.drain(..cut);
+            }
             smallvec![Val::from_json(r), Val::Ord]
         }
         O::Umem => {
@@ -603,7 +701,8 @@ mod tests {
             fill_template("a {0} b {1} {2} {x} {", &args),
             "a x b 2 {2} {x} {"
         );
-        assert_eq!(fill_template("{\"k\": {0}}", &args), "{\"k\": x}");
+        assert_eq!(fill_template("{{\"k\": {0}}}", &args), "{\"k\": x}");
+        assert_eq!(fill_template("}} {{0}} {1}", &args), "} {0} 2");
     }
 
     #[test]

@@ -579,7 +579,7 @@ agent @A {
     };
     let (r, _) = run_with(&p, &o, Arc::new(FakeBackend::new()));
     let v = r.unwrap();
-    assert_eq!(v[0].as_array().unwrap().len(), 2);
+    assert_eq!(v[0].as_array().unwrap().len(), 3);
     assert!(v[1].is_boolean());
     assert!(v[2]["suggestions"].is_array());
     assert_eq!(v, interp_result(&p, &o.args, &FakeBackend::new()).unwrap());

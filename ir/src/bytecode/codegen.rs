@@ -497,11 +497,38 @@ impl FlowGen<'_> {
             Opcode::Template => Imm::Template(string("template")?),
             Opcode::Member => Imm::Field(string("field")?),
             Opcode::Inv => Imm::Tool(string("tool")?),
-            Opcode::Qmem | Opcode::Umem => Imm::Tier(
+            Opcode::Umem => Imm::Tier(
                 crate::Tier::parse(&string("tier")?)
                     .map(TierCode::from_tier)
                     .ok_or_else(|| bad("tier"))?,
             ),
+            Opcode::Qmem => Imm::Query {
+                tier: crate::Tier::parse(&string("tier")?)
+                    .map(TierCode::from_tier)
+                    .ok_or_else(|| bad("tier"))?,
+                limit: match attrs.get("limit") {
+                    Some(Attr::Number(x)) if x.is_finite() && *x >= 0.0 => Some(*x as u64),
+                    Some(_) => return Err(bad("limit")),
+                    None => None,
+                },
+            },
+            Opcode::Object => match attrs.get("keys") {
+                Some(Attr::Json(serde_json::Value::Array(ks))) => Imm::Keys(
+                    ks.iter()
+                        .map(|k| k.as_str().map(str::to_string).ok_or_else(|| bad("keys")))
+                        .collect::<Result<_, _>>()?,
+                ),
+                _ => return Err(bad("keys")),
+            },
+            Opcode::Cast => {
+                let t = od
+                    .results
+                    .first()
+                    .and_then(|&v| self.flow.dfg.values.get(v))
+                    .map(|d| d.ty.clone())
+                    .ok_or_else(|| bad("result"))?;
+                Imm::Cast(cx.intern(&t))
+            }
             Opcode::BeliefGet | Opcode::BeliefSet => Imm::Belief(string("name")?),
             Opcode::FlowCall => match attrs.get("callee") {
                 Some(Attr::Symbol { agent, flow }) => {

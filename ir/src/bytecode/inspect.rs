@@ -22,6 +22,12 @@ fn imm_text(p: &Program, imm: &Imm) -> String {
         Imm::Field(f) => format!(" {{field = {f:?}}}"),
         Imm::Tool(t) => format!(" {{tool = {t:?}}}"),
         Imm::Tier(t) => format!(" {{tier = {:?}}}", t.name()),
+        Imm::Query { tier, limit } => match limit {
+            Some(l) => format!(" {{tier = {:?}, limit = {l}}}", tier.name()),
+            None => format!(" {{tier = {:?}}}", tier.name()),
+        },
+        Imm::Keys(ks) => format!(" {{keys = {ks:?}}}"),
+        Imm::Cast(t) => format!(" {{to = {}}}", p.type_of(*t)),
         Imm::Belief(n) => format!(" {{name = {n:?}}}"),
         Imm::Callee(c) => format!(" {{callee = @{}}}", p.flow_name(*c)),
         Imm::Llm(a) => {
@@ -195,10 +201,15 @@ fn flow(o: &mut String, p: &Program, fi: u32, f: &FlowCode) {
                 .results()
                 .flat_map(|s| r.consumers_of(s).iter().map(|c| c.to_string()))
                 .collect();
+            let head = format!(
+                "{}{}{}",
+                op.opcode,
+                if ins.is_empty() { "" } else { " " },
+                ins
+            );
             let _ = writeln!(
                 o,
-                "      {oi:>4}: {lhs}{} {ins}{}{regions}   ; pending {} → [{}] est {} ms, rem {} ms @{}..{}",
-                op.opcode,
+                "      {oi:>4}: {lhs}{head}{}{regions}   ; pending {} → [{}] est {} ms, rem {} ms @{}..{}",
                 imm_text(p, &op.imm),
                 r.pending.get(oi).copied().unwrap_or(0),
                 cons.join(", "),

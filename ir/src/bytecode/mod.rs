@@ -359,8 +359,17 @@ pub enum Imm {
     Field(String),
     /// `inv`: tool name.
     Tool(String),
-    /// `qmem` / `umem`.
+    /// `umem`.
     Tier(TierCode),
+    /// `qmem`: tier and optional result limit (the most recent `limit` hits).
+    Query {
+        tier: TierCode,
+        limit: Option<u64>,
+    },
+    /// `object`: the key of each operand.
+    Keys(Vec<String>),
+    /// `cast`: the target type (type-table index).
+    Cast(u32),
     /// `belief.get` / `belief.set`.
     Belief(String),
     /// `flow.call`: callee index into `Program::flows`.
@@ -505,3 +514,6 @@ fn scalar_type(t: &TypeEntry) -> Type {
         TypeEntry::List(_) => Type::Json,
     }
 }
+
+#[cfg(test)]
+mod tests;

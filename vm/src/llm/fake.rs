@@ -12,7 +12,7 @@
 //!   [`LlmErrorKind::Server`].
 //!
 //! Each call sleeps for the configured latency of its kind (default zero),
-//! in slices, returning early with [`LlmErrorKind::Cancelled`] when the
+//! in slices of at most 100 ms, returning early with [`LlmErrorKind::Cancelled`] when the
 //! [`CancelToken`] is set. The backend counts calls and records the highest
 //! number of calls it saw in flight at once.
 
@@ -103,6 +103,7 @@ impl FakeBackend {
                 "steps": [
                     {"id": "s1", "description": format!("research {:04x}", h & 0xffff), "depends_on": []},
                     {"id": "s2", "description": format!("draft {:04x}", h >> 16), "depends_on": ["s1"]},
+                    {"id": "s3", "description": format!("review {:02x}", h >> 24), "depends_on": ["s2"]},
                 ]
             }),
             LlmOpKind::Verify => json!({
@@ -129,7 +130,9 @@ impl FakeBackend {
             if now >= deadline {
                 return true;
             }
-            std::thread::sleep((deadline - now).min(Duration::from_millis(10)));
+            // One wake-up per call for short latencies; cancellation is seen
+            // within 100 ms for long ones.
+            std::thread::sleep((deadline - now).min(Duration::from_millis(100)));
         }
     }
 }

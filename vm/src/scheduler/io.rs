@@ -21,6 +21,8 @@ pub(crate) struct Job<'r> {
 struct State<'r> {
     queue: PolicyQueue<Job<'r>>,
     closed: bool,
+    /// Threads waiting for a job.
+    waiting: usize,
 }
 
 pub(crate) struct Lane<'r> {
@@ -40,6 +42,7 @@ impl<'r> Lane<'r> {
             state: Mutex::new(State {
                 queue: PolicyQueue::new(policy),
                 closed: false,
+                waiting: 0,
             }),
             cv: Condvar::new(),
             busy: AtomicUsize::new(0),
@@ -52,8 +55,11 @@ impl<'r> Lane<'r> {
             return;
         }
         g.queue.push(job, prio, agent);
+        let wake = g.waiting > 0;
         drop(g);
-        self.cv.notify_one();
+        if wake {
+            self.cv.notify_one();
+        }
     }
 
     /// Blocks until a job is available; `None` once the lane is closed.
@@ -68,7 +74,9 @@ impl<'r> Lane<'r> {
                 self.busy.fetch_add(1, Ordering::SeqCst);
                 return Some(j);
             }
+            g.waiting += 1;
             g = self.cv.wait(g).unwrap_or_else(|e| e.into_inner());
+            g.waiting -= 1;
         }
     }
 

@@ -178,13 +178,12 @@ struct WorkerCtx<'r> {
     local: Worker<Task<'r>>,
     events: Vec<OpEvent>,
     busy_ns: u64,
-    parked_ns: u64,
 }
 
 struct WorkerStats {
     events: Vec<OpEvent>,
     busy_ns: u64,
-    parked_ns: u64,
+    idle_ns: u64,
     life_ns: u64,
 }
 
@@ -228,12 +227,19 @@ impl<'r> Run<'r> {
         self.end_ns.store(self.now(), Ordering::SeqCst);
         self.halted.store(true, Ordering::Release);
         self.cancel.cancel();
-        self.llm.close();
-        self.tool.close();
+        // Workers see `halted` and exit; the calling thread (worker 0)
+        // then closes the lanes.
         self.sleep.notify_all();
         let (m, cv) = &self.done;
         *lock(m) = true;
         cv.notify_all();
+    }
+
+    /// Teardown after `finish`: drop queued calls, let threads exit.
+    fn shut_down(&self) {
+        self.llm.close();
+        self.tool.close();
+        self.sleep.notify_all();
     }
 
     fn new_frame(
@@ -319,33 +325,63 @@ impl<'r> Run<'r> {
     }
 
     /// Delivers an op's results; completes frames (and their owners) as
-    /// they finish, iteratively.
+    /// they finish, iteratively. Newly ready ops of the same frame are
+    /// pushed to `sink`, except one, returned as a continuation that reuses
+    /// `frame` (saving a reference-count round trip per op).
     fn complete_op(
         &self,
         mut frame: Arc<Frame<'r>>,
         mut op: u32,
         mut results: Results,
+        now: u64,
         sink: &Sink<'_, 'r>,
-    ) {
+    ) -> Option<Task<'r>> {
         loop {
-            let now = self.now();
-            let Some(instr) = frame.code.ops.get(op as usize) else {
-                return;
-            };
+            let instr = frame.code.ops.get(op as usize)?;
             let n = instr.n_results as usize;
+            let mut ready: SmallVec<[u32; 8]> = SmallVec::new();
             for (i, v) in results.into_iter().enumerate().take(n) {
-                self.deliver(&frame, instr.result + i as u32, v, now, sink);
+                let slot = instr.result + i as u32;
+                let Some(cell) = frame.slots.get(slot as usize) else {
+                    continue;
+                };
+                if cell.set(v).is_err() {
+                    continue;
+                }
+                for &c in frame.code.consumers_of(slot) {
+                    if let Some(p) = frame.pending.get(c as usize) {
+                        if p.fetch_sub(1, Ordering::AcqRel) == 1 {
+                            ready.push(c);
+                        }
+                    }
+                }
+            }
+            let last = ready.pop();
+            for c in ready {
+                self.push(
+                    sink,
+                    Task {
+                        frame: frame.clone(),
+                        op: c,
+                        ready_ns: now,
+                    },
+                );
             }
             if frame.remaining.fetch_sub(1, Ordering::AcqRel) != 1 {
-                return;
+                return last.map(|c| Task {
+                    frame,
+                    op: c,
+                    ready_ns: now,
+                });
             }
+            // A complete frame has no op left to run.
             match self.frame_done(&frame) {
                 Some((f, o, r)) => {
                     frame = f;
                     op = o;
                     results = r;
                 }
-                None => return,
+                None => return None,
             }
         }
     }
@@ -448,17 +484,17 @@ impl<'r> Run<'r> {
         }));
     }
 
-    fn execute(&self, t: Task<'r>, cx: &mut WorkerCtx<'r>) {
+    /// Runs one ready op; returns the next op to run on this worker, if
+    /// its completion made one ready.
+    fn execute(&self, t: Task<'r>, cx: &mut WorkerCtx<'r>) -> Option<Task<'r>> {
         let Task {
             frame,
             op,
             ready_ns,
         } = t;
-        let Some(instr) = frame.code.ops.get(op as usize) else {
-            return;
-        };
+        let instr = frame.code.ops.get(op as usize)?;
         if self.halted() || frame.is_cancelled() {
-            return;
+            return None;
         }
         let start = self.now();
         let sink = Sink::Local(&cx.local);
@@ -469,17 +505,17 @@ impl<'r> Run<'r> {
                 None => {
                     let e = OpError::new("internal.operand", "operand not ready");
                     self.fail(&frame, op, e, &sink);
-                    return;
+                    return None;
                 }
             }
         }
         let class = exec::class(instr.opcode);
-        let r: Result<(), OpError> = match class {
-            Class::Pure => exec::eval_pure(self.program, instr, &args)
-                .map(|v| self.complete_op(frame.clone(), op, smallvec![v], &sink)),
+        // `Some(results)`: the op is done, deliver them; `None`: it
+        // completes later (frames it started, or the I/O executor).
+        let r: Result<Option<Results>, OpError> = match class {
+            Class::Pure => exec::eval_pure(self.program, instr, &args).map(|v| Some(smallvec![v])),
             Class::Inline => {
-                exec::exec_inline(self.host, self.agent_name(frame.agent), instr, &args)
-                    .map(|rs| self.complete_op(frame.clone(), op, rs, &sink))
+                exec::exec_inline(self.host, self.agent_name(frame.agent), instr, &args).map(Some)
             }
             Class::Llm | Class::Tool => {
                 let prio = frame.tail_ms.saturating_add(instr.rem_ms);
@@ -497,10 +533,14 @@ impl<'r> Run<'r> {
                     args,
                 };
                 lane.push(job, prio, agent);
-                return;
+                return None;
             }
-            Class::Call => self.start_call(&frame, op, instr, args, &sink),
-            Class::Control => self.start_control(&frame, op, instr, &args, &sink),
+            Class::Call => self
+                .start_call(&frame, op, instr, args, &sink)
+                .map(|()| None),
+            Class::Control => self
+                .start_control(&frame, op, instr, &args, &sink)
+                .map(|()| None),
             Class::Terminator => {
                 if instr.opcode == Opcode::Yield {
                     if let Some(next) = frame.take_next() {
@@ -511,29 +551,35 @@ impl<'r> Run<'r> {
                     }
                 }
                 let _ = frame.yielded.set(args.into_iter().collect());
-                self.complete_op(frame.clone(), op, Results::new(), &sink);
-                Ok(())
+                Ok(Some(Results::new()))
             }
         };
+        // The op's own work ends here; delivering its results is scheduling.
+        let end = self.now();
+        cx.busy_ns += end - start;
+        let (id, flow, agent) = (frame.id, frame.flow, frame.agent);
+        let mut next = None;
         let status = match r {
-            Ok(()) => Status::Ok,
+            Ok(Some(results)) => {
+                next = self.complete_op(frame, op, results, end, &sink);
+                Status::Ok
+            }
+            Ok(None) => Status::Ok,
             Err(e) => {
                 self.fail(&frame, op, e, &sink);
                 Status::Failed
             }
         };
-        let end = self.now();
-        cx.busy_ns += end - start;
         if let Some(c) = self.done_ops.get(cx.id as usize) {
             c.fetch_add(1, Ordering::Relaxed);
         }
         if self.record {
             cx.events.push(OpEvent {
-                frame: frame.id,
-                flow: frame.flow,
+                frame: id,
+                flow,
                 op,
                 opcode: instr.opcode,
-                agent: frame.agent,
+                agent,
                 track: Track::Worker(cx.id),
                 worker: cx.id,
                 ready_ns,
@@ -543,9 +589,11 @@ impl<'r> Run<'r> {
                 llm: None,
             });
         }
-        if cx.local.len() > 1 {
+        // Work left in the local queue: let an idle worker steal it.
+        if !cx.local.is_empty() {
             self.sleep.notify_one();
         }
+        next
     }
 
     fn start_call(
@@ -624,7 +672,16 @@ impl<'r> Run<'r> {
                 let carried: Vec<Val> = args.iter().skip(1).cloned().collect();
                 let n = items.len();
                 if n == 0 {
-                    self.complete_op(frame.clone(), op, carried.into_iter().collect(), sink);
+                    let now = self.now();
+                    if let Some(t) = self.complete_op(
+                        frame.clone(),
+                        op,
+                        carried.into_iter().collect(),
+                        now,
+                        sink,
+                    ) {
+                        self.push(sink, t);
+                    }
                     return Ok(());
                 }
                 let body = instr
@@ -675,22 +732,36 @@ impl<'r> Run<'r> {
     fn worker_loop(&self, mut cx: WorkerCtx<'r>, parker: Parker) -> WorkerStats {
         let enter = Instant::now();
         let me = cx.id as usize;
+        // Time with no task at hand (spinning, stealing in vain, parked).
+        let mut idle_ns = 0u64;
+        let mut idle_since: Option<Instant> = None;
+        let mut stalls = 0u32;
+        let mut found = |t: Task<'r>, cx: &mut WorkerCtx<'r>, since: &mut Option<Instant>| {
+            if let Some(i0) = since.take() {
+                idle_ns += i0.elapsed().as_nanos() as u64;
+            }
+            let mut next = Some(t);
+            while let Some(t) = next.take() {
+                next = self.execute(t, cx);
+            }
+        };
         'outer: loop {
             if let Some(t) = cx.local.pop() {
-                self.execute(t, &mut cx);
+                found(t, &mut cx, &mut idle_since);
                 continue;
             }
             if let Some(t) = self.steal(&cx) {
-                self.execute(t, &mut cx);
+                found(t, &mut cx, &mut idle_since);
                 continue;
             }
             if self.halted() {
                 break;
             }
+            idle_since.get_or_insert_with(Instant::now);
             for _ in 0..64 {
                 std::hint::spin_loop();
                 if let Some(t) = self.steal(&cx) {
-                    self.execute(t, &mut cx);
+                    found(t, &mut cx, &mut idle_since);
                     continue 'outer;
                 }
             }
@@ -700,15 +771,33 @@ impl<'r> Run<'r> {
                 self.sleep.unregister(me);
                 continue;
             }
-            let p0 = Instant::now();
             parker.park_timeout(Duration::from_millis(100));
-            cx.parked_ns += p0.elapsed().as_nanos() as u64;
             self.sleep.unregister(me);
+            // Worker 0 watches for a stall (nothing runnable, nothing in
+            // flight), which would be a VM bug: fail rather than hang.
+            if me == 0
+                && !self.halted()
+                && idle_since.is_some_and(|i0| i0.elapsed() > Duration::from_millis(100))
+            {
+                stalls = if self.stalled(self.stealers.len() - 1) {
+                    stalls + 1
+                } else {
+                    0
+                };
+                if stalls >= 3 {
+                    self.finish(Err(RunError::Internal(
+                        "the run stalled: no op can make progress".into(),
+                    )));
+                }
+            }
+        }
+        if let Some(i0) = idle_since {
+            idle_ns += i0.elapsed().as_nanos() as u64;
         }
         WorkerStats {
             events: cx.events,
             busy_ns: cx.busy_ns,
-            parked_ns: cx.parked_ns,
+            idle_ns,
             life_ns: enter.elapsed().as_nanos() as u64,
         }
     }
@@ -806,7 +895,11 @@ impl<'r> Run<'r> {
         let end = self.now();
         let status = match result {
             Ok(v) => {
-                self.complete_op(frame.clone(), op, smallvec![v], &Sink::Global);
+                if let Some(t) =
+                    self.complete_op(frame.clone(), op, smallvec![v], end, &Sink::Global)
+                {
+                    self.injector.push(t);
+                }
                 Status::Ok
             }
             Err(_) if self.halted() || frame.is_cancelled() => Status::Cancelled,
@@ -824,7 +917,7 @@ impl<'r> Run<'r> {
     /// True when nothing can make progress: every worker parked, no queued
     /// or running job, no queued task.
     fn stalled(&self, workers: usize) -> bool {
-        self.sleep.n_idle.load(Ordering::SeqCst) == workers
+        self.sleep.n_idle.load(Ordering::SeqCst) >= workers
             && !self.has_work()
             && self.llm.busy.load(Ordering::SeqCst) == 0
             && self.tool.busy.load(Ordering::SeqCst) == 0
@@ -923,14 +1016,19 @@ pub fn run(
         let mut worker_handles = Vec::new();
         let mut io_handles = Vec::new();
         let mut spawn_err = None;
+        // Worker 0 is the calling thread itself.
+        let mut own: Option<(WorkerCtx<'_>, Parker)> = None;
         for (i, (local, parker)) in locals.into_iter().zip(parkers).enumerate() {
             let cx = WorkerCtx {
                 id: i as u32,
                 local,
                 events: Vec::new(),
                 busy_ns: 0,
-                parked_ns: 0,
             };
+            if i == 0 {
+                own = Some((cx, parker));
+                continue;
+            }
             match std::thread::Builder::new()
                 .name(format!("ais-worker-{i}"))
                 .spawn_scoped(s, move || run.worker_loop(cx, parker))
@@ -972,28 +1070,11 @@ pub fn run(
                 run.finish(Err(RunError::Internal(e.message)));
             }
             run.sleep.notify_all();
-            // Wait for the end; a stall (nothing runnable, nothing in
-            // flight) would be a VM bug: fail rather than hang.
-            let (m, cv) = &run.done;
-            let mut done = lock(m);
-            let mut stalls = 0;
-            while !*done {
-                let (g, timeout) = cv
-                    .wait_timeout(done, Duration::from_millis(200))
-                    .unwrap_or_else(|e| e.into_inner());
-                done = g;
-                if !*done && timeout.timed_out() {
-                    stalls = if run.stalled(workers) { stalls + 1 } else { 0 };
-                    if stalls >= 3 {
-                        drop(done);
-                        run.finish(Err(RunError::Internal(
-                            "the run stalled: no op can make progress".into(),
-                        )));
-                        done = lock(m);
-                    }
-                }
+            if let Some((cx, parker)) = own.take() {
+                stats.push(run.worker_loop(cx, parker));
             }
         }
+        run.shut_down();
         for h in worker_handles {
             if let Ok(st) = h.join() {
                 stats.push(st);
@@ -1032,7 +1113,7 @@ pub fn run(
     let worker_ops: u64 = run.done_ops.iter().map(|c| c.load(Ordering::Relaxed)).sum();
     let overhead_ns: u64 = stats
         .iter()
-        .map(|s| s.life_ns.saturating_sub(s.busy_ns + s.parked_ns))
+        .map(|s| s.life_ns.saturating_sub(s.busy_ns + s.idle_ns))
         .sum();
     if !options.record_events {
         summary.ops = worker_ops;

@@ -94,7 +94,8 @@ pub struct RunSummary {
     pub workers: usize,
     pub concurrency: usize,
     pub policy: String,
-    /// Worker time outside op bodies and outside parking, per executed op (µs).
+    /// Worker time spent scheduling (not running op bodies, not idle), per
+    /// op executed on a worker (µs).
     pub sched_overhead_us_per_op: f64,
     /// Longest wait between ready and start of a blocking call (ms).
     pub max_queue_wait_ms: f64,

@@ -1,0 +1,228 @@
+//! Scheduler benchmarks (`cargo bench -p ais-vm --bench vm_scheduler`).
+//!
+//! 1. Scheduler overhead on the paper's synthetic shape: one op fanning out
+//!    to 48 cheap ops, joined, 20 loop iterations (carried dependency).
+//! 2. Layered DAGs of 1k, 100k and 1M cheap ops (width 64, each op adds two
+//!    ops of the previous layer).
+//! 3. Makespan against the critical path with a fake LLM answering every
+//!    call in 50 ms: ask → N parallel asks → wait_all → ask, N = 2, 8, 64,
+//!    1024, concurrency limit ≥ N. Critical path = 3 × 50 ms.
+//!
+//! Prints a Markdown table. `VM_BENCH_QUICK=1` runs fewer repetitions.
+#![allow(clippy::unwrap_used)]
+
+use ais_ir::bytecode::{compile, Program};
+use ais_ir::{AgentData, Attr, FlowData, Module, Opcode, Type, Value};
+use ais_vm::llm::fake::FakeBackend;
+use ais_vm::{MemoryHost, RunOptions};
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn module_of(flow: FlowData) -> Program {
+    let mut a = AgentData::new("Bench");
+    a.add_flow(flow);
+    let mut m = Module::new();
+    m.add_agent(a);
+    // The verifier is not built for million-op flows; small ones are checked
+    // (the bytecode validator runs in `compile` for all).
+    if m.agents
+        .iter()
+        .all(|(_, a)| a.flows.iter().all(|(_, f)| f.dfg.ops.len() < 20_000))
+    {
+        let errs = ais_ir::verify_errors(&m);
+        assert!(errs.is_empty(), "{errs:?}");
+    }
+    compile(&m).unwrap()
+}
+
+/// The paper's shape: per iteration, `root = add(c, 1)`, 48 × `neg root`,
+/// `join = wait_all(...)`, next carried = `join[0]`.
+fn paper_shape() -> Program {
+    let mut f = FlowData::new("main", Type::Json);
+    f.entry = true;
+    let mut b = f.builder();
+    let items: Vec<Value> = (0..20).map(|i| b.const_number(i as f64)).collect();
+    let list = b.ins1(Opcode::List, &items, Type::list(Type::Number));
+    let zero = b.const_number(0.0);
+    let lp = b.ins_attrs(Opcode::Loop, &[list, zero], vec![], &[Type::Number]);
+    b.with_region(lp, "body", None, |b, r| {
+        let _item = b.add_region_arg(r, Type::Number);
+        let _index = b.add_region_arg(r, Type::Number);
+        let c = b.add_region_arg(r, Type::Number);
+        let one = b.const_number(1.0);
+        let root = b.ins1(Opcode::Add, &[c, one], Type::Number);
+        let fan: Vec<Value> = (0..48)
+            .map(|_| b.ins1(Opcode::Neg, &[root], Type::Number))
+            .collect();
+        let join = b.ins1(Opcode::WaitAll, &fan, Type::Json);
+        let k = b.const_number(0.0);
+        let next = b.ins1(Opcode::Index, &[join, k], Type::Number);
+        b.yield_(&[next]);
+    });
+    let out = b.result(lp, 0);
+    let w = b.ins1(Opcode::WaitAll, &[out], Type::Json);
+    b.ret(Some(w));
+    module_of(f)
+}
+
+/// A layered DAG of about `n` cheap ops.
+fn layered(n: usize) -> Program {
+    let width = 64.min(n);
+    let layers = (n / width).max(1);
+    let mut f = FlowData::new("main", Type::Json);
+    f.entry = true;
+    let mut b = f.builder();
+    let mut prev: Vec<Value> = (0..width).map(|i| b.const_number(i as f64)).collect();
+    for _ in 1..layers {
+        prev = (0..width)
+            .map(|i| b.ins1(Opcode::Add, &[prev[i], prev[(i + 1) % width]], Type::Number))
+            .collect();
+    }
+    let w = b.ins1(Opcode::WaitAll, &prev, Type::Json);
+    b.ret(Some(w));
+    module_of(f)
+}
+
+/// ask → N asks → wait_all → ask.
+fn fan_out(n: usize) -> Program {
+    let mut f = FlowData::new("main", Type::Str);
+    f.entry = true;
+    let mut b = f.builder();
+    let p = b.const_str("Plan the work");
+    let root = b.ins1(Opcode::Ask, &[p], Type::Str);
+    let asks: Vec<Value> = (0..n)
+        .map(|i| {
+            let t = b.template(&format!("Part {i} of {{0}}"), &[root]);
+            b.ins1(Opcode::Ask, &[t], Type::Str)
+        })
+        .collect();
+    let join = b.ins1(Opcode::WaitAll, &asks, Type::Json);
+    let s = b.ins_attrs(
+        Opcode::Template,
+        &[join],
+        vec![("template".into(), Attr::Str("Synthesize {0}".into()))],
+        &[Type::Str],
+    );
+    let s = b.result(s, 0);
+    let fin = b.ins1(Opcode::Ask, &[s], Type::Str);
+    b.ret(Some(fin));
+    module_of(f)
+}
+
+struct Stats {
+    min: f64,
+    median: f64,
+    max: f64,
+}
+
+fn stats(mut xs: Vec<f64>) -> Stats {
+    xs.sort_by(|a, b| a.total_cmp(b));
+    Stats {
+        min: xs[0],
+        median: xs[xs.len() / 2],
+        max: xs[xs.len() - 1],
+    }
+}
+
+fn run(p: &Program, o: &RunOptions, backend: Arc<FakeBackend>) -> ais_vm::RunReport {
+    let r = ais_vm::run(p, o, backend, Arc::new(MemoryHost::new()));
+    assert!(r.outcome.is_ok(), "{:?}", r.outcome);
+    r
+}
+
+fn main() {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    // `cargo bench` passes `--bench`; ignore arguments.
+    let quick = std::env::var_os("VM_BENCH_QUICK").is_some();
+    let reps = |n: usize| if quick { n.div_ceil(5).max(2) } else { n };
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!("## Scheduler overhead (cheap ops; {cores} cores)\n");
+    println!("µs per op = makespan / ops executed, over repeated runs (min / median / max); \"sched\" = the summary's scheduler-overhead figure (median).\n");
+    println!("| graph | ops | workers | events | runs | µs/op min | median | max | sched µs/op |");
+    println!("|---|---:|---:|---|---:|---:|---:|---:|---:|");
+    let cases: Vec<(&str, Program, usize)> = vec![
+        (
+            "paper shape: 1→48→join ×20 (loop)",
+            paper_shape(),
+            reps(200),
+        ),
+        ("layered 1k", layered(1_000), reps(200)),
+        ("layered 100k", layered(100_000), reps(20)),
+        ("layered 1M", layered(1_000_000), reps(5)),
+    ];
+    for (name, p, n) in &cases {
+        for workers in [1, cores] {
+            for record in [true, false] {
+                if !record && workers != cores {
+                    continue;
+                }
+                let o = RunOptions {
+                    workers: Some(workers),
+                    record_events: record,
+                    ..RunOptions::default()
+                };
+                let backend = Arc::new(FakeBackend::new());
+                let mut per_op = Vec::new();
+                let mut sched = Vec::new();
+                let mut ops = 0;
+                for _ in 0..*n {
+                    let r = run(p, &o, backend.clone());
+                    ops = r.summary.ops;
+                    per_op.push(r.summary.makespan_ms * 1000.0 / r.summary.ops as f64);
+                    sched.push(r.summary.sched_overhead_us_per_op);
+                }
+                let s = stats(per_op);
+                let sc = stats(sched);
+                println!(
+                    "| {name} | {ops} | {workers} | {} | {n} | {:.3} | {:.3} | {:.3} | {:.3} |",
+                    if record { "on" } else { "off" },
+                    s.min,
+                    s.median,
+                    s.max,
+                    sc.median
+                );
+            }
+        }
+    }
+
+    println!("\n## Makespan vs critical path (fake LLM, every call 50 ms)\n");
+    println!("Shape: ask → N asks → wait_all → ask; critical path 150 ms; target ≤ 1.02 × 150 + 2 = 155 ms.\n");
+    println!("| N | concurrency | policy | runs | makespan min (ms) | median | max | ratio (median / CP) | peak parallelism | setup (ms) |");
+    println!("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|");
+    let latency = Duration::from_millis(50);
+    for n in [2usize, 8, 64, 1024] {
+        let p = fan_out(n);
+        for policy in [ais_vm::Policy::Fifo, ais_vm::Policy::CriticalPath] {
+            let o = RunOptions {
+                concurrency: Some(n.max(16)),
+                policy,
+                ..RunOptions::default()
+            };
+            let runs = reps(10);
+            let mut ms = Vec::new();
+            let mut peak = 0;
+            let mut setup = Vec::new();
+            for _ in 0..runs {
+                let b = Arc::new(FakeBackend::new().with_latency(latency));
+                let r = run(&p, &o, b);
+                ms.push(r.summary.makespan_ms);
+                setup.push(r.summary.setup_ms);
+                peak = peak.max(r.summary.peak_parallelism);
+            }
+            let s = stats(ms);
+            let su = stats(setup);
+            println!(
+                "| {n} | {} | {policy} | {runs} | {:.2} | {:.2} | {:.2} | {:.4} | {peak} | {:.2} |",
+                n.max(16),
+                s.min,
+                s.median,
+                s.max,
+                s.median / 150.0,
+                su.median
+            );
+        }
+    }
+    let _ = json!(null);
+}
