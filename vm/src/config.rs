@@ -270,6 +270,15 @@ struct FileConfig {
     llm_backends: Vec<FileBackend>,
     #[serde(default)]
     instruction: FileInstructions,
+    // Sections read by the Agent Abstract Machine (`crate::aam::config`).
+    #[serde(default, rename = "memory")]
+    _memory: Option<toml::Value>,
+    #[serde(default, rename = "tools")]
+    _tools: Option<toml::Value>,
+    #[serde(default, rename = "mcp_servers")]
+    _mcp_servers: Option<toml::Value>,
+    #[serde(default, rename = "access")]
+    _access: Option<toml::Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]

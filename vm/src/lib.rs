@@ -1,6 +1,7 @@
 //! The AIS virtual machine: artifact loader, dataflow scheduler, Agent
 //! Abstract Machine, memory tiers, LLM backends, tools and telemetry.
 
+pub mod aam;
 pub mod config;
 pub mod error;
 pub mod exec;

@@ -1,0 +1,1307 @@
+//! The Agent Abstract Machine: the [`Host`] the VM runs agents on.
+//!
+//! Per agent instance the AAM holds **beliefs** (a typed key–value store,
+//! initialised by the VM from the program's `beliefs {}`), **goals** (a
+//! priority queue initialised from `goals {}`, read and changed through the
+//! `goals_*` tools), **capabilities** (the registry of tools the agent may
+//! call, with JSON-schema validation of arguments before the call and of
+//! results after it) and three **memory tiers** with independent locks:
+//!
+//! - STM: in memory, sharded per key, bounded; LRU-K evicts to SQLite;
+//! - LTM: SQLite (WAL, transactions, versioned schema, FTS5 search);
+//! - episodic: an append-only, checksummed log file.
+//!
+//! Every AAM transition (belief reads and writes, memory reads and writes,
+//! tool calls and their denials, messages, goal changes, prints) is
+//! appended to the episodic log with the run id, agent, op, inputs,
+//! outputs or error, and timing. See `docs/runtime.md`, "Agent Abstract
+//! Machine", for the language-level semantics.
+
+pub mod config;
+pub mod episodic;
+pub mod inspect;
+pub mod ltm;
+pub mod mcp;
+pub mod messaging;
+pub mod stm;
+pub mod tools;
+
+use crate::host::{Host, HostError, Message, ToolFn};
+use crate::llm::jsonschema;
+use crate::llm::CancelToken;
+use ais_ir::bytecode::{Program, TypeEntry};
+use ais_ir::Tier;
+use config::AamConfig;
+use episodic::Episodic;
+use ltm::{text_of, Ltm};
+use serde_json::{json, Map, Value as Json};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::Instant;
+use stm::Stm;
+use tools::{Kind, Limiter, Origin, ToolSpec};
+
+/// LTM namespace of the LTM tier.
+pub const LTM_NS: &str = "ltm";
+/// Database file inside the memory directory.
+pub const DB_FILE: &str = "memory.db";
+/// Episodic log file inside the memory directory.
+pub const LOG_FILE: &str = "episodic.log";
+/// Default memory directory.
+pub const DEFAULT_DIR: &str = ".apxm";
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The lower-cased words (alphanumeric runs) of `s`: what keyword search
+/// matches on, in every tier.
+pub fn words(s: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for w in s
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
+        let w = w.to_lowercase();
+        if !out.contains(&w) {
+            out.push(w);
+        }
+    }
+    out
+}
+
+/// Does `text` contain every word of `query` (as whole words)?
+fn matches_all(query_words: &[String], text: &str) -> bool {
+    if query_words.is_empty() {
+        return false;
+    }
+    let have: HashSet<String> = words(text).into_iter().collect();
+    query_words.iter().all(|w| have.contains(w))
+}
+
+/// The key `umem(value)` stores under when no key is given: `#` and the
+/// first 16 hex digits of the SHA-256 of the value's JSON text.
+pub fn content_key(value: &Json) -> String {
+    use sha2::{Digest, Sha256};
+    let text = serde_json::to_string(value).unwrap_or_default();
+    let d = Sha256::digest(text.as_bytes());
+    let hex: String = d.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    format!("#{hex}")
+}
+
+/// Where memory lives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Storage {
+    /// `DIR/memory.db` (LTM) and `DIR/episodic.log`.
+    Dir(PathBuf),
+    /// Nothing touches the disk (`--memory :memory:`).
+    Ephemeral,
+}
+
+impl Storage {
+    /// From a `--memory` value: `None` is `.apxm`, `:memory:` is ephemeral.
+    pub fn from_arg(arg: Option<&str>) -> Storage {
+        match arg {
+            Some(":memory:") => Storage::Ephemeral,
+            Some(d) => Storage::Dir(PathBuf::from(d)),
+            None => Storage::Dir(PathBuf::from(DEFAULT_DIR)),
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            Storage::Dir(d) => d.display().to_string(),
+            Storage::Ephemeral => ":memory:".into(),
+        }
+    }
+}
+
+/// What happens when an agent calls a destructive tool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Confirm {
+    /// `--yes`: run it.
+    Yes,
+    /// Ask on the terminal (stdin is a TTY).
+    Ask,
+    /// Refuse with `tool.confirmation_required`.
+    Deny,
+}
+
+impl Confirm {
+    /// `--yes` wins; otherwise ask only when stdin is a terminal.
+    pub fn auto(yes: bool) -> Confirm {
+        if yes {
+            Confirm::Yes
+        } else if std::io::stdin().is_terminal() {
+            Confirm::Ask
+        } else {
+            Confirm::Deny
+        }
+    }
+}
+
+/// How to build an [`AamHost`].
+#[derive(Clone, Debug)]
+pub struct AamOptions {
+    pub storage: Storage,
+    pub config: AamConfig,
+    pub confirm: Confirm,
+    /// Write printed lines to stdout.
+    pub echo: bool,
+}
+
+impl Default for AamOptions {
+    fn default() -> Self {
+        AamOptions {
+            storage: Storage::Ephemeral,
+            config: AamConfig::default(),
+            confirm: Confirm::Deny,
+            echo: false,
+        }
+    }
+}
+
+/// A goal of an agent.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Goal {
+    pub name: String,
+    /// 1 is the most important.
+    pub priority: i64,
+    pub description: String,
+    pub done: bool,
+    order: u64,
+}
+
+impl Goal {
+    fn to_json(&self) -> Json {
+        json!({
+            "name": self.name,
+            "priority": self.priority,
+            "description": self.description,
+            "status": if self.done { "done" } else { "active" },
+        })
+    }
+}
+
+/// A capability declared by the program: JSON schemas of its arguments and result.
+#[derive(Clone, Debug)]
+struct CapSig {
+    args: Json,
+    result: Json,
+}
+
+fn type_schema(types: &[TypeEntry], t: u32, depth: u32) -> Json {
+    if depth > 32 {
+        return json!({});
+    }
+    match types.get(t as usize) {
+        Some(TypeEntry::Str) => json!({"type": "string"}),
+        Some(TypeEntry::Number) => json!({"type": "number"}),
+        Some(TypeEntry::Bool) => json!({"type": "boolean"}),
+        Some(TypeEntry::Null) => json!({"type": "null"}),
+        Some(TypeEntry::List(i)) => {
+            json!({"type": "array", "items": type_schema(types, *i, depth + 1)})
+        }
+        _ => json!({}),
+    }
+}
+
+/// One received message.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Received {
+    pub from: String,
+    pub protocol: String,
+    pub body: Json,
+    pub time_ms: u64,
+}
+
+/// The Agent Abstract Machine host.
+pub struct AamHost {
+    run_id: String,
+    swap_ns: String,
+    storage: Storage,
+    config: AamConfig,
+    confirm: Confirm,
+    echo: bool,
+    clock: Arc<AtomicU64>,
+    seq: AtomicU64,
+    stm: RwLock<HashMap<String, Arc<Stm>>>,
+    swapped: Mutex<HashSet<(String, String)>>,
+    ltm: Ltm,
+    episodic: Episodic,
+    beliefs: Mutex<HashMap<(String, String), Json>>,
+    goals: Mutex<HashMap<String, Vec<Goal>>>,
+    goal_order: AtomicU64,
+    caps: RwLock<HashMap<(String, String), CapSig>>,
+    tools: RwLock<BTreeMap<String, Arc<ToolSpec>>>,
+    inbox: Mutex<HashMap<String, Vec<Received>>>,
+    printed: Mutex<Vec<String>>,
+    answers: Mutex<HashMap<(String, String), bool>>,
+    warnings: Vec<String>,
+    settings: ais_stdlib::Settings,
+}
+
+fn new_run_id() -> String {
+    let ms = ais_stdlib::time::unix_ms();
+    let t = ais_stdlib::time::rfc3339(ms);
+    // 2025-01-31T12:34:56.789Z -> 20250131-123456
+    let compact: String = t
+        .chars()
+        .take(19)
+        .filter(|c| c.is_ascii_digit() || *c == 'T')
+        .collect::<String>()
+        .replace('T', "-");
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let salt = (u64::from(nanos) ^ (u64::from(std::process::id()) << 16)) & 0xffff;
+    format!("{compact}-{salt:04x}")
+}
+
+impl AamHost {
+    /// Opens storage, registers the built-in, subprocess and MCP tools
+    /// (starting the MCP servers). Warnings (e.g. a dropped torn tail of
+    /// the episodic log) are in [`AamHost::warnings`].
+    pub fn open(options: AamOptions) -> Result<AamHost, HostError> {
+        let (ltm, episodic, mut warnings) = match &options.storage {
+            Storage::Ephemeral => (Ltm::open(None)?, Episodic::ephemeral(), Vec::new()),
+            Storage::Dir(d) => {
+                std::fs::create_dir_all(d).map_err(|e| {
+                    HostError::new(
+                        "memory.dir",
+                        format!("cannot create the memory directory `{}`: {e}", d.display()),
+                    )
+                })?;
+                let ltm = Ltm::open(Some(&d.join(DB_FILE)))?;
+                let (ep, w) = Episodic::open(&d.join(LOG_FILE))?;
+                (ltm, ep, w.into_iter().collect())
+            }
+        };
+        let run_id = new_run_id();
+        let cfg = options.config.clone();
+        let host = AamHost {
+            swap_ns: format!("stm:{run_id}:{}", std::process::id()),
+            run_id,
+            storage: options.storage.clone(),
+            confirm: options.confirm,
+            echo: options.echo,
+            clock: Arc::new(AtomicU64::new(0)),
+            seq: AtomicU64::new(0),
+            stm: RwLock::default(),
+            swapped: Mutex::default(),
+            ltm,
+            episodic,
+            beliefs: Mutex::default(),
+            goals: Mutex::default(),
+            goal_order: AtomicU64::new(0),
+            caps: RwLock::default(),
+            tools: RwLock::default(),
+            inbox: Mutex::default(),
+            printed: Mutex::default(),
+            answers: Mutex::default(),
+            warnings: Vec::new(),
+            settings: ais_stdlib::Settings {
+                workspace: cfg.workspace.clone(),
+                http_timeout: cfg.http_timeout,
+                ..ais_stdlib::Settings::default()
+            },
+            config: cfg,
+        };
+        host.register_builtins();
+        for s in host.config.subprocess.clone() {
+            host.add_tool(ToolSpec {
+                name: s.name.clone(),
+                description: s.description.clone(),
+                origin: Origin::Subprocess,
+                input_schema: s.input_schema.as_ref().map(config::toml_to_json),
+                output_schema: s.output_schema.as_ref().map(config::toml_to_json),
+                destructive: s.destructive,
+                limit: s.concurrency.map(|n| Arc::new(Limiter::new(n))),
+                kind: Kind::Subprocess(Arc::new(s)),
+            });
+        }
+        for m in host.config.mcp_servers.clone() {
+            let (client, list) = mcp::McpClient::start(&m)?;
+            let prefix = m.prefix();
+            for t in list {
+                host.add_tool(ToolSpec {
+                    name: format!("{prefix}{}", t.name),
+                    description: t.description.clone(),
+                    origin: Origin::Mcp,
+                    input_schema: t.input_schema.clone(),
+                    output_schema: t.output_schema.clone(),
+                    destructive: t.destructive || m.destructive.contains(&t.name),
+                    limit: m.concurrency.map(|n| Arc::new(Limiter::new(n))),
+                    kind: Kind::Mcp {
+                        client: client.clone(),
+                        remote: t.name.clone(),
+                    },
+                });
+            }
+        }
+        let mut host = host;
+        warnings.retain(|w| !w.is_empty());
+        host.warnings = warnings;
+        Ok(host)
+    }
+
+    /// An ephemeral host with default settings (tests, embedding).
+    pub fn ephemeral() -> AamHost {
+        match AamHost::open(AamOptions::default()) {
+            Ok(h) => h,
+            // An in-memory SQLite database cannot fail to open short of
+            // running out of memory.
+            Err(e) => panic!("cannot open an in-memory AAM: {e}"),
+        }
+    }
+
+    fn register_builtins(&self) {
+        for b in ais_stdlib::builtins() {
+            let origin = match b.class {
+                ais_stdlib::ToolClass::ReadOnly => Origin::BuiltinReadOnly,
+                ais_stdlib::ToolClass::Write => Origin::BuiltinWrite,
+                ais_stdlib::ToolClass::Network => Origin::BuiltinNetwork,
+            };
+            self.add_tool(ToolSpec {
+                name: b.name.to_string(),
+                description: b.description.to_string(),
+                origin,
+                kind: Kind::Builtin,
+                input_schema: Some(b.input_schema),
+                output_schema: Some(b.output_schema),
+                destructive: false,
+                limit: None,
+            });
+        }
+        let aam =
+            |name: &str, kind: Kind, description: &str, input: Json, origin: Origin| ToolSpec {
+                name: name.to_string(),
+                description: description.to_string(),
+                origin,
+                kind,
+                input_schema: Some(input),
+                output_schema: None,
+                destructive: false,
+                limit: None,
+            };
+        self.add_tool(aam(
+            "memory_search",
+            Kind::MemorySearch,
+            "Keyword search over the agent's long-term memory, best match first: [{key, value, score}]",
+            json!({"type": "object", "required": ["query"], "properties": {
+                "query": {"type": "string"}, "limit": {"type": "integer"}}}),
+            Origin::BuiltinReadOnly,
+        ));
+        let obj = json!({"type": ["object", "null", "array"]});
+        self.add_tool(aam(
+            "goals_list",
+            Kind::Goals("list"),
+            "The agent's active goals, most important first ({\"all\": true} includes completed ones)",
+            obj.clone(),
+            Origin::Aam,
+        ));
+        self.add_tool(aam(
+            "goals_next",
+            Kind::Goals("next"),
+            "The agent's most important active goal, or null",
+            obj.clone(),
+            Origin::Aam,
+        ));
+        self.add_tool(aam(
+            "goals_add",
+            Kind::Goals("add"),
+            "Add a goal (or re-prioritise an active one): {name, priority?, description?}",
+            json!({"type": "object", "required": ["name"], "properties": {
+                "name": {"type": "string"}, "priority": {"type": "integer"},
+                "description": {"type": "string"}}}),
+            Origin::Aam,
+        ));
+        self.add_tool(aam(
+            "goals_complete",
+            Kind::Goals("complete"),
+            "Mark an active goal done: {name}",
+            json!({"type": "object", "required": ["name"], "properties": {
+                "name": {"type": "string"}}}),
+            Origin::Aam,
+        ));
+        self.add_tool(aam(
+            "inbox",
+            Kind::Inbox,
+            "Messages received by the agent, oldest first ({\"clear\": true} empties the inbox)",
+            obj,
+            Origin::Aam,
+        ));
+    }
+
+    fn add_tool(&self, mut spec: ToolSpec) {
+        if let Some(n) = self.config.concurrency.get(&spec.name) {
+            spec.limit = Some(Arc::new(Limiter::new(*n)));
+        }
+        if self.config.destructive.contains(&spec.name) {
+            spec.destructive = true;
+        }
+        self.tools
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(spec.name.clone(), Arc::new(spec));
+    }
+
+    /// Registers an in-process tool (trusted: allowed for every agent
+    /// unless `[access.deny]` names it).
+    pub fn register_tool(
+        &self,
+        name: &str,
+        f: impl Fn(&Json) -> Result<Json, HostError> + Send + Sync + 'static,
+    ) {
+        let f: ToolFn = Arc::new(f);
+        self.add_tool(ToolSpec {
+            name: name.to_string(),
+            description: String::new(),
+            origin: Origin::Embedded,
+            kind: Kind::Embedded(f),
+            input_schema: None,
+            output_schema: None,
+            destructive: false,
+            limit: None,
+        });
+    }
+
+    /// Loads the program's agents: goals and capability signatures.
+    pub fn load_program(&self, program: &Program) {
+        let mut goals = lock(&self.goals);
+        let mut caps = self.caps.write().unwrap_or_else(|e| e.into_inner());
+        for a in &program.agents {
+            let list = goals.entry(a.name.clone()).or_default();
+            for g in &a.goals {
+                if list.iter().any(|x| x.name == g.name) {
+                    continue;
+                }
+                list.push(Goal {
+                    name: g.name.clone(),
+                    priority: g.priority,
+                    description: g.description.clone(),
+                    done: false,
+                    order: self.goal_order.fetch_add(1, Ordering::Relaxed),
+                });
+            }
+            for c in &a.capabilities {
+                let mut props = Map::new();
+                for (p, t) in &c.params {
+                    props.insert(p.clone(), type_schema(&program.types, *t, 0));
+                }
+                let required: Vec<Json> = c.params.iter().map(|(p, _)| json!(p)).collect();
+                caps.insert(
+                    (a.name.clone(), c.name.clone()),
+                    CapSig {
+                        args: json!({"type": "object", "required": required, "properties": props}),
+                        result: type_schema(&program.types, c.result, 0),
+                    },
+                );
+            }
+        }
+    }
+
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    pub fn storage(&self) -> &Storage {
+        &self.storage
+    }
+
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    pub fn printed(&self) -> Vec<String> {
+        lock(&self.printed).clone()
+    }
+
+    /// The episodic records of this host (all runs in the log), oldest first.
+    pub fn episodic_records(&self) -> Vec<Arc<Json>> {
+        self.episodic.records()
+    }
+
+    /// Messages `agent` has received.
+    pub fn received(&self, agent: &str) -> Vec<Received> {
+        lock(&self.inbox).get(agent).cloned().unwrap_or_default()
+    }
+
+    /// The agent's goals (active and done), most important first.
+    pub fn goals(&self, agent: &str) -> Vec<Goal> {
+        let mut gs = lock(&self.goals).get(agent).cloned().unwrap_or_default();
+        gs.sort_by_key(|g| (g.done, g.priority, g.order));
+        gs
+    }
+
+    /// Descriptions of every registered tool.
+    pub fn tool_list(&self) -> Vec<Json> {
+        self.tools
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .map(|t| t.describe())
+            .collect()
+    }
+
+    /// The long-term memory store (for inspection).
+    pub fn ltm(&self) -> &Ltm {
+        &self.ltm
+    }
+
+    /// Number of STM entries of `agent` held in memory (not swapped out).
+    pub fn stm_len(&self, agent: &str) -> usize {
+        self.stm
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(agent)
+            .map_or(0, |s| s.len())
+    }
+
+    // -- episodic -------------------------------------------------------
+
+    fn log(
+        &self,
+        agent: &str,
+        op: &str,
+        inputs: Json,
+        out: Result<&Json, &HostError>,
+        t0: Instant,
+    ) {
+        let ms = ais_stdlib::time::unix_ms();
+        let mut rec = json!({
+            "run": self.run_id,
+            "seq": self.seq.fetch_add(1, Ordering::Relaxed) + 1,
+            "time": ais_stdlib::time::rfc3339(ms),
+            "agent": agent,
+            "op": op,
+            "inputs": inputs,
+            "dur_us": u64::try_from(t0.elapsed().as_micros()).unwrap_or(u64::MAX),
+        });
+        match out {
+            Ok(v) => rec["outputs"] = v.clone(),
+            Err(e) => {
+                rec["error"] = json!({"code": e.code, "message": e.message, "payload": e.payload})
+            }
+        }
+        self.append(rec);
+    }
+
+    fn append(&self, rec: Json) {
+        if let Err(e) = self.episodic.append(rec) {
+            // The run goes on; the failure is visible on stderr once per call.
+            let _ = writeln!(std::io::stderr(), "warning: {e}");
+        }
+    }
+
+    // -- STM --------------------------------------------------------------
+
+    fn stm_of(&self, agent: &str) -> Arc<Stm> {
+        if let Some(s) = self
+            .stm
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(agent)
+        {
+            return s.clone();
+        }
+        self.stm
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(agent.to_string())
+            .or_insert_with(|| {
+                Arc::new(Stm::new(
+                    self.config.memory.stm_capacity,
+                    self.config.memory.lru_k,
+                    self.clock.clone(),
+                ))
+            })
+            .clone()
+    }
+
+    fn swap_out(&self, agent: &str, evicted: Vec<stm::StmEntry>) -> Result<(), HostError> {
+        for e in evicted {
+            self.ltm.put(
+                agent,
+                &self.swap_ns,
+                &e.key,
+                &e.value,
+                Some(i64::try_from(e.seq).unwrap_or(i64::MAX)),
+            )?;
+            lock(&self.swapped).insert((agent.to_string(), e.key));
+        }
+        Ok(())
+    }
+
+    fn stm_put(&self, agent: &str, key: &str, value: &Json) -> Result<(), HostError> {
+        let s = self.stm_of(agent);
+        let was_swapped = lock(&self.swapped).remove(&(agent.to_string(), key.to_string()));
+        if was_swapped {
+            self.ltm.remove(agent, &self.swap_ns, key)?;
+        }
+        let ev = s.put(key, value.clone());
+        self.swap_out(agent, ev)
+    }
+
+    fn stm_has_swapped(&self, agent: &str) -> bool {
+        lock(&self.swapped).iter().any(|(a, _)| a == agent)
+    }
+
+    /// STM entries (in memory and swapped out), oldest write first.
+    fn stm_entries(&self, agent: &str) -> Result<Vec<(String, Json, u64)>, HostError> {
+        let mut all: Vec<(String, Json, u64)> = self
+            .stm_of(agent)
+            .entries()
+            .into_iter()
+            .map(|e| (e.key, e.value, e.seq))
+            .collect();
+        if self.stm_has_swapped(agent) {
+            for e in self.ltm.all(agent, &self.swap_ns)? {
+                all.push((e.key, e.value, u64::try_from(e.seq).unwrap_or(0)));
+            }
+            all.sort_by_key(|e| e.2);
+        }
+        Ok(all)
+    }
+
+    fn stm_get(&self, agent: &str, key: &str) -> Result<Option<Json>, HostError> {
+        let s = self.stm_of(agent);
+        if let Some(v) = s.get(key) {
+            return Ok(Some(v));
+        }
+        if !lock(&self.swapped).contains(&(agent.to_string(), key.to_string())) {
+            return Ok(None);
+        }
+        // Swap the entry back in.
+        let Some(e) = self.ltm.get(agent, &self.swap_ns, key)? else {
+            return Ok(None);
+        };
+        self.ltm.remove(agent, &self.swap_ns, key)?;
+        lock(&self.swapped).remove(&(agent.to_string(), key.to_string()));
+        let ev = s.put_at(
+            key,
+            e.value.clone(),
+            Some(u64::try_from(e.seq).unwrap_or(0)),
+        );
+        s.get(key);
+        self.swap_out(agent, ev)?;
+        Ok(Some(e.value))
+    }
+
+    // -- memory semantics -------------------------------------------------
+
+    fn query(&self, agent: &str, tier: Tier, q: &str) -> Result<Json, HostError> {
+        let list = |xs: Vec<Json>| Ok(Json::Array(xs));
+        let everything = q.is_empty() || q == "*";
+        let prefix = q.strip_suffix('*').filter(|_| !everything);
+        match tier {
+            Tier::Stm => {
+                if !everything && prefix.is_none() {
+                    if let Some(v) = self.stm_get(agent, q)? {
+                        return Ok(v);
+                    }
+                }
+                let all = self.stm_entries(agent)?;
+                let ws = words(q);
+                list(
+                    all.into_iter()
+                        .filter(|(k, v, _)| {
+                            everything
+                                || prefix.map_or_else(
+                                    || matches_all(&ws, &format!("{k} {}", text_of(v))),
+                                    |p| k.starts_with(p),
+                                )
+                        })
+                        .map(|(_, v, _)| v)
+                        .collect(),
+                )
+            }
+            Tier::Ltm => {
+                let rows = if everything {
+                    self.ltm.all(agent, LTM_NS)?
+                } else if let Some(p) = prefix {
+                    self.ltm.prefix(agent, LTM_NS, p)?
+                } else if let Some(e) = self.ltm.get(agent, LTM_NS, q)? {
+                    return Ok(e.value);
+                } else {
+                    self.ltm.search_all(agent, LTM_NS, q)?
+                };
+                list(rows.into_iter().map(|e| e.value).collect())
+            }
+            Tier::Episodic => {
+                let recs: Vec<Arc<Json>> = self
+                    .episodic
+                    .records()
+                    .into_iter()
+                    .filter(|r| r.get("agent").and_then(Json::as_str) == Some(agent))
+                    .collect();
+                let key_of = |r: &Json| -> String {
+                    match r.get("op").and_then(Json::as_str) {
+                        Some("note") => r
+                            .get("key")
+                            .and_then(Json::as_str)
+                            .unwrap_or("")
+                            .to_string(),
+                        Some(op) => op.to_string(),
+                        None => String::new(),
+                    }
+                };
+                let value_of = |r: &Json| -> Json {
+                    if r.get("op").and_then(Json::as_str) == Some("note") {
+                        r.get("value").cloned().unwrap_or(Json::Null)
+                    } else {
+                        r.clone()
+                    }
+                };
+                if !everything && prefix.is_none() {
+                    if let Some(r) = recs.iter().rev().find(|r| key_of(r) == q) {
+                        return Ok(value_of(r));
+                    }
+                }
+                let ws = words(q);
+                list(
+                    recs.iter()
+                        .filter(|r| {
+                            everything
+                                || prefix.map_or_else(
+                                    || {
+                                        matches_all(
+                                            &ws,
+                                            &format!("{} {}", key_of(r), text_of(&value_of(r))),
+                                        )
+                                    },
+                                    |p| key_of(r).starts_with(p),
+                                )
+                        })
+                        .map(|r| value_of(r))
+                        .collect(),
+                )
+            }
+        }
+    }
+
+    fn update(
+        &self,
+        agent: &str,
+        tier: Tier,
+        value: &Json,
+        key: Option<&Json>,
+    ) -> Result<Json, HostError> {
+        let key = key.map(text_of);
+        match tier {
+            Tier::Stm => {
+                let k = key.unwrap_or_else(|| content_key(value));
+                self.stm_put(agent, &k, value)?;
+                Ok(json!({"key": k}))
+            }
+            Tier::Ltm => {
+                let k = key.unwrap_or_else(|| content_key(value));
+                self.ltm.put(agent, LTM_NS, &k, value, None)?;
+                Ok(json!({"key": k}))
+            }
+            Tier::Episodic => {
+                let ms = ais_stdlib::time::unix_ms();
+                self.episodic.append(json!({
+                    "run": self.run_id,
+                    "seq": self.seq.fetch_add(1, Ordering::Relaxed) + 1,
+                    "time": ais_stdlib::time::rfc3339(ms),
+                    "agent": agent,
+                    "op": "note",
+                    "key": key,
+                    "value": value,
+                }))?;
+                Ok(json!({"key": key}))
+            }
+        }
+    }
+
+    // -- tools ------------------------------------------------------------
+
+    fn tool(&self, name: &str) -> Option<Arc<ToolSpec>> {
+        self.tools
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    fn check_access(&self, agent: &str, t: &ToolSpec) -> Result<(), HostError> {
+        let a = &self.config.access;
+        let denied = |why: &str| {
+            HostError::new(
+                "tool.denied",
+                format!("agent `{agent}` may not call tool `{}`: {why}", t.name),
+            )
+            .with_payload(json!({"agent": agent, "tool": t.name, "origin": t.origin.name()}))
+        };
+        if a.denied(agent, &t.name) {
+            return Err(denied("[access.deny] lists it"));
+        }
+        if t.origin == Origin::Aam || a.allowed(agent, &t.name) {
+            return Ok(());
+        }
+        if t.origin.allowed_by_default() && a.readonly_default {
+            return Ok(());
+        }
+        Err(denied(&format!(
+            "{} tools need an explicit allow, e.g. `[access.allow] {agent} = [\"{}\"]` in .apxm/config.toml",
+            t.origin.name(),
+            t.name
+        )))
+    }
+
+    fn confirm(&self, agent: &str, t: &ToolSpec, args: &Json) -> Result<(), HostError> {
+        if !t.destructive {
+            return Ok(());
+        }
+        let refuse = |how: &str| {
+            HostError::new(
+                "tool.confirmation_required",
+                format!(
+                    "tool `{}` is destructive and {how}; rerun with --yes to allow it",
+                    t.name
+                ),
+            )
+            .with_payload(json!({"agent": agent, "tool": t.name}))
+        };
+        match self.confirm {
+            Confirm::Yes => Ok(()),
+            Confirm::Deny => Err(refuse("stdin is not a terminal to confirm it")),
+            Confirm::Ask => {
+                // One prompt at a time; the answer holds for the run.
+                let mut answers = lock(&self.answers);
+                let k = (agent.to_string(), t.name.clone());
+                let ok = match answers.get(&k) {
+                    Some(a) => *a,
+                    None => {
+                        let shown: String = args.to_string().chars().take(300).collect();
+                        let mut err = std::io::stderr().lock();
+                        let _ = write!(
+                            err,
+                            "agent `{agent}` wants to run the destructive tool `{}` with {shown}\nallow it for this run? [y/N] ",
+                            t.name
+                        );
+                        let _ = err.flush();
+                        let mut line = String::new();
+                        let yes = std::io::stdin().read_line(&mut line).is_ok()
+                            && matches!(line.trim().to_lowercase().as_str(), "y" | "yes");
+                        answers.insert(k, yes);
+                        yes
+                    }
+                };
+                if ok {
+                    Ok(())
+                } else {
+                    Err(refuse("was not confirmed"))
+                }
+            }
+        }
+    }
+
+    fn validate(
+        &self,
+        agent: &str,
+        t: &ToolSpec,
+        args: &Json,
+        result: Option<&Json>,
+    ) -> Result<(), HostError> {
+        let sig = self
+            .caps
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(agent.to_string(), t.name.clone()))
+            .cloned();
+        let (code, what, value, schemas) = match result {
+            None => (
+                "tool.invalid_args",
+                "arguments",
+                args,
+                [t.input_schema.clone(), sig.map(|s| s.args)],
+            ),
+            Some(r) => (
+                "tool.invalid_result",
+                "result",
+                r,
+                [t.output_schema.clone(), sig.map(|s| s.result)],
+            ),
+        };
+        for (i, s) in schemas.iter().enumerate() {
+            let Some(s) = s else { continue };
+            if let Err(e) = jsonschema::validate(s, value) {
+                let source = if i == 0 {
+                    "the tool's schema".to_string()
+                } else {
+                    format!("the capability declared by agent `{agent}`")
+                };
+                return Err(HostError::new(
+                    code,
+                    format!("tool `{}`: the {what} do not match {source}: {e}", t.name),
+                )
+                .with_payload(
+                    json!({"tool": t.name, "path": e.path, "message": e.message, "schema": s}),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn call(
+        &self,
+        agent: &str,
+        t: &ToolSpec,
+        args: &Json,
+        cancel: &CancelToken,
+    ) -> Result<Json, HostError> {
+        let from_tool = |e: ais_stdlib::ToolError| HostError {
+            code: e.code,
+            message: e.message,
+            payload: e.payload,
+        };
+        match &t.kind {
+            Kind::Builtin => ais_stdlib::call(&t.name, args, &self.settings)
+                .unwrap_or_else(|| {
+                    Err(ais_stdlib::ToolError::new(
+                        "tool.unknown",
+                        format!("no built-in tool `{}`", t.name),
+                    ))
+                })
+                .map_err(from_tool),
+            Kind::MemorySearch => {
+                let q = args.get("query").and_then(Json::as_str).unwrap_or("");
+                let limit = args
+                    .get("limit")
+                    .and_then(Json::as_u64)
+                    .map_or(10, |l| usize::try_from(l).unwrap_or(usize::MAX));
+                let hits = self.ltm.search_ranked(Some(agent), LTM_NS, q, limit)?;
+                Ok(Json::Array(
+                    hits.into_iter()
+                        .map(|(e, s)| json!({"key": e.key, "value": e.value, "score": s}))
+                        .collect(),
+                ))
+            }
+            Kind::Goals(op) => self.goal_op(agent, op, args),
+            Kind::Inbox => {
+                let clear = args.get("clear").and_then(Json::as_bool).unwrap_or(false);
+                let mut ib = lock(&self.inbox);
+                let list = ib.entry(agent.to_string()).or_default();
+                let out = Json::Array(
+                    list.iter()
+                        .map(|m| {
+                            json!({"from": m.from, "protocol": m.protocol, "body": m.body,
+                                   "time": ais_stdlib::time::rfc3339(m.time_ms)})
+                        })
+                        .collect(),
+                );
+                if clear {
+                    list.clear();
+                }
+                Ok(out)
+            }
+            Kind::Subprocess(cfg) => tools::run_subprocess(cfg, args, cancel),
+            Kind::Mcp { client, remote } => client.call_tool(remote, args, cancel),
+            Kind::Embedded(f) => f(args),
+        }
+    }
+
+    fn goal_op(&self, agent: &str, op: &str, args: &Json) -> Result<Json, HostError> {
+        let mut all = lock(&self.goals);
+        let gs = all.entry(agent.to_string()).or_default();
+        let sorted = |gs: &Vec<Goal>, done: bool| -> Vec<Goal> {
+            let mut v: Vec<Goal> = gs.iter().filter(|g| done || !g.done).cloned().collect();
+            v.sort_by_key(|g| (g.done, g.priority, g.order));
+            v
+        };
+        let name = args.get("name").and_then(Json::as_str);
+        match op {
+            "list" => {
+                let all = args.get("all").and_then(Json::as_bool).unwrap_or(false);
+                Ok(Json::Array(
+                    sorted(gs, all).iter().map(Goal::to_json).collect(),
+                ))
+            }
+            "next" => Ok(sorted(gs, false).first().map_or(Json::Null, Goal::to_json)),
+            "add" => {
+                let name = name.unwrap_or_default().to_string();
+                let priority = args
+                    .get("priority")
+                    .and_then(Json::as_i64)
+                    .unwrap_or_else(|| {
+                        gs.iter()
+                            .filter(|g| !g.done)
+                            .map(|g| g.priority)
+                            .max()
+                            .unwrap_or(0)
+                            + 1
+                    });
+                let description = args
+                    .get("description")
+                    .and_then(Json::as_str)
+                    .unwrap_or("")
+                    .to_string();
+                if let Some(g) = gs.iter_mut().find(|g| g.name == name && !g.done) {
+                    g.priority = priority;
+                    if !description.is_empty() {
+                        g.description = description;
+                    }
+                    return Ok(g.to_json());
+                }
+                let g = Goal {
+                    name,
+                    priority,
+                    description,
+                    done: false,
+                    order: self.goal_order.fetch_add(1, Ordering::Relaxed),
+                };
+                let out = g.to_json();
+                gs.push(g);
+                Ok(out)
+            }
+            "complete" => {
+                let name = name.unwrap_or_default();
+                match gs.iter_mut().find(|g| g.name == name && !g.done) {
+                    Some(g) => {
+                        g.done = true;
+                        Ok(g.to_json())
+                    }
+                    None => Err(HostError::new(
+                        "goal.unknown",
+                        format!("agent `{agent}` has no active goal `{name}`"),
+                    )
+                    .with_payload(json!({"agent": agent, "goal": name}))),
+                }
+            }
+            _ => Err(HostError::new(
+                "goal.op",
+                format!("unknown goal operation `{op}`"),
+            )),
+        }
+    }
+
+    fn invoke(
+        &self,
+        agent: &str,
+        tool: &str,
+        args: &Json,
+        cancel: &CancelToken,
+    ) -> Result<Json, HostError> {
+        if cancel.is_cancelled() {
+            return Err(HostError::new("cancelled", "the run was cancelled"));
+        }
+        let Some(t) = self.tool(tool) else {
+            let declared = self
+                .caps
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains_key(&(agent.to_string(), tool.to_string()));
+            let hint = if declared {
+                format!("; `{tool}` is declared as a capability but no built-in, [[tools.subprocess]] or MCP tool provides it")
+            } else {
+                String::new()
+            };
+            return Err(
+                HostError::new("tool.unknown", format!("no tool named `{tool}`{hint}"))
+                    .with_payload(json!({"tool": tool})),
+            );
+        };
+        self.check_access(agent, &t)?;
+        self.validate(agent, &t, args, None)?;
+        self.confirm(agent, &t, args)?;
+        let _permit = match &t.limit {
+            Some(l) => Some(l.acquire(cancel)?),
+            None => None,
+        };
+        let r = self.call(agent, &t, args, cancel)?;
+        self.validate(agent, &t, args, Some(&r))?;
+        Ok(r)
+    }
+}
+
+impl Drop for AamHost {
+    fn drop(&mut self) {
+        // Swapped-out STM belongs to this process only.
+        let _ = self.ltm.clear_ns_prefix(&self.swap_ns);
+        let _ = self.episodic.sync();
+    }
+}
+
+/// `inv` arguments may arrive as JSON text (templates produce strings).
+fn parse_args(args: &Json) -> Json {
+    match args {
+        Json::String(s) => serde_json::from_str::<Json>(s).unwrap_or_else(|_| args.clone()),
+        other => other.clone(),
+    }
+}
+
+fn kind_name(v: &Json) -> &'static str {
+    match v {
+        Json::Null => "null",
+        Json::Bool(_) => "bool",
+        Json::Number(_) => "number",
+        Json::String(_) => "str",
+        Json::Array(_) => "list",
+        Json::Object(_) => "json object",
+    }
+}
+
+impl Host for AamHost {
+    fn invoke_tool(
+        &self,
+        agent: &str,
+        tool: &str,
+        args: &Json,
+        cancel: &CancelToken,
+    ) -> Result<Json, HostError> {
+        let t0 = Instant::now();
+        let args = parse_args(args);
+        let r = self.invoke(agent, tool, &args, cancel);
+        self.log(
+            agent,
+            "inv",
+            json!({"tool": tool, "args": args}),
+            r.as_ref(),
+            t0,
+        );
+        r
+    }
+
+    fn exec(&self, agent: &str, args: &[Json], cancel: &CancelToken) -> Result<Json, HostError> {
+        let t0 = Instant::now();
+        let Some((cmd, rest)) = args.split_first() else {
+            let e = HostError::new("exec.usage", "exec needs a command");
+            self.log(agent, "exec", json!({"args": args}), Err(&e), t0);
+            return Err(e);
+        };
+        let name = text_of(cmd);
+        let rest = Json::Array(rest.to_vec());
+        let r = self.invoke(agent, &name, &rest, cancel);
+        self.log(
+            agent,
+            "exec",
+            json!({"tool": name, "args": rest}),
+            r.as_ref(),
+            t0,
+        );
+        r
+    }
+
+    fn mem_query(&self, agent: &str, tier: Tier, query: &Json) -> Result<Json, HostError> {
+        let t0 = Instant::now();
+        let q = text_of(query);
+        let r = self.query(agent, tier, &q);
+        self.log(
+            agent,
+            "qmem",
+            json!({"tier": tier.name(), "query": q}),
+            r.as_ref(),
+            t0,
+        );
+        r
+    }
+
+    fn mem_update(
+        &self,
+        agent: &str,
+        tier: Tier,
+        value: &Json,
+        key: Option<&Json>,
+    ) -> Result<(), HostError> {
+        let t0 = Instant::now();
+        let r = self.update(agent, tier, value, key);
+        if tier != Tier::Episodic || r.is_err() {
+            let inputs = json!({"tier": tier.name(), "key": key, "value": value});
+            self.log(agent, "umem", inputs, r.as_ref(), t0);
+        }
+        r.map(|_| ())
+    }
+
+    fn belief_get(&self, agent: &str, name: &str) -> Result<Json, HostError> {
+        let t0 = Instant::now();
+        let r = lock(&self.beliefs)
+            .get(&(agent.to_string(), name.to_string()))
+            .cloned()
+            .ok_or_else(|| {
+                HostError::new(
+                    "belief.unknown",
+                    format!("agent `{agent}` has no belief `{name}`"),
+                )
+                .with_payload(json!({"agent": agent, "belief": name}))
+            });
+        self.log(agent, "belief.get", json!({"name": name}), r.as_ref(), t0);
+        r
+    }
+
+    fn belief_set(&self, agent: &str, name: &str, value: &Json) -> Result<(), HostError> {
+        let t0 = Instant::now();
+        let r = {
+            let mut b = lock(&self.beliefs);
+            let k = (agent.to_string(), name.to_string());
+            match b.get(&k) {
+                Some(old)
+                    if !old.is_null()
+                        && !value.is_null()
+                        && std::mem::discriminant(old) != std::mem::discriminant(value) =>
+                {
+                    Err(HostError::new(
+                        "belief.type",
+                        format!(
+                            "belief `{name}` of agent `{agent}` holds a {}; it cannot become a {}",
+                            kind_name(old),
+                            kind_name(value)
+                        ),
+                    )
+                    .with_payload(json!({"agent": agent, "belief": name})))
+                }
+                _ => {
+                    b.insert(k, value.clone());
+                    Ok(Json::Null)
+                }
+            }
+        };
+        self.log(
+            agent,
+            "belief.set",
+            json!({"name": name, "value": value}),
+            r.as_ref(),
+            t0,
+        );
+        r.map(|_| ())
+    }
+
+    fn print(&self, agent: &str, line: &str) {
+        let t0 = Instant::now();
+        if self.echo {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{line}");
+        }
+        lock(&self.printed).push(line.to_string());
+        self.log(agent, "print", json!({"line": line}), Ok(&Json::Null), t0);
+    }
+
+    fn communicate(&self, message: Message) -> Result<(), HostError> {
+        let t0 = Instant::now();
+        let ms = ais_stdlib::time::unix_ms();
+        lock(&self.inbox)
+            .entry(message.to.clone())
+            .or_default()
+            .push(Received {
+                from: message.from.clone(),
+                protocol: message.protocol.clone(),
+                body: message.body.clone(),
+                time_ms: ms,
+            });
+        let inputs = json!({"to": message.to, "protocol": message.protocol, "body": message.body});
+        self.log(&message.from, "send", inputs, Ok(&Json::Null), t0);
+        let inputs =
+            json!({"from": message.from, "protocol": message.protocol, "body": message.body});
+        self.log(&message.to, "receive", inputs, Ok(&Json::Null), t0);
+        Ok(())
+    }
+}
+
+/// Paths of a memory directory's files.
+pub fn files(dir: &Path) -> (PathBuf, PathBuf) {
+    (dir.join(DB_FILE), dir.join(LOG_FILE))
+}

@@ -1,0 +1,276 @@
+//! The tool side of the AAM: tool descriptions, per-tool concurrency
+//! limits and subprocess tools.
+
+use super::config::{secs, SubprocessConfig};
+use super::mcp::McpClient;
+use crate::host::{HostError, ToolFn};
+use crate::llm::CancelToken;
+use serde_json::{json, Value as Json};
+use std::io::{Read, Write};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// Where a tool comes from; drives the default access policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// A built-in tool that only reads (allowed by default).
+    BuiltinReadOnly,
+    /// A built-in tool that writes files (needs an allow).
+    BuiltinWrite,
+    /// A built-in tool that uses the network (needs an allow).
+    BuiltinNetwork,
+    /// Goals, inbox: the agent's own AAM state (always allowed).
+    Aam,
+    /// Declared in `[[tools.subprocess]]` (needs an allow).
+    Subprocess,
+    /// Imported from an MCP server (needs an allow).
+    Mcp,
+    /// Registered in process by the embedding program (trusted: allowed).
+    Embedded,
+}
+
+impl Origin {
+    pub fn name(self) -> &'static str {
+        match self {
+            Origin::BuiltinReadOnly => "builtin (read-only)",
+            Origin::BuiltinWrite => "builtin (write)",
+            Origin::BuiltinNetwork => "builtin (network)",
+            Origin::Aam => "aam",
+            Origin::Subprocess => "subprocess",
+            Origin::Mcp => "mcp",
+            Origin::Embedded => "embedded",
+        }
+    }
+
+    /// Allowed without an `[access]` entry (when `readonly_default` is on).
+    pub fn allowed_by_default(self) -> bool {
+        matches!(self, Origin::BuiltinReadOnly | Origin::Embedded)
+    }
+}
+
+#[derive(Clone)]
+pub enum Kind {
+    Builtin,
+    MemorySearch,
+    Goals(&'static str),
+    Inbox,
+    Subprocess(Arc<SubprocessConfig>),
+    Mcp {
+        client: Arc<McpClient>,
+        remote: String,
+    },
+    Embedded(ToolFn),
+}
+
+/// A tool in the capability registry.
+#[derive(Clone)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub origin: Origin,
+    pub kind: Kind,
+    pub input_schema: Option<Json>,
+    pub output_schema: Option<Json>,
+    pub destructive: bool,
+    pub limit: Option<Arc<Limiter>>,
+}
+
+impl ToolSpec {
+    pub fn describe(&self) -> Json {
+        json!({
+            "name": self.name,
+            "description": self.description,
+            "origin": self.origin.name(),
+            "destructive": self.destructive,
+            "concurrency": self.limit.as_ref().map(|l| l.max),
+            "input_schema": self.input_schema,
+            "output_schema": self.output_schema,
+        })
+    }
+}
+
+/// A counting semaphore: at most `max` concurrent calls of one tool.
+pub struct Limiter {
+    pub max: usize,
+    used: Mutex<usize>,
+    cv: Condvar,
+}
+
+pub struct Permit<'a>(&'a Limiter);
+
+impl Drop for Permit<'_> {
+    fn drop(&mut self) {
+        let mut u = self.0.used.lock().unwrap_or_else(|e| e.into_inner());
+        *u = u.saturating_sub(1);
+        self.0.cv.notify_one();
+    }
+}
+
+impl Limiter {
+    pub fn new(max: usize) -> Limiter {
+        Limiter {
+            max: max.max(1),
+            used: Mutex::new(0),
+            cv: Condvar::new(),
+        }
+    }
+
+    /// Waits for a free slot (or cancellation).
+    pub fn acquire(&self, cancel: &CancelToken) -> Result<Permit<'_>, HostError> {
+        let mut u = self.used.lock().unwrap_or_else(|e| e.into_inner());
+        while *u >= self.max {
+            if cancel.is_cancelled() {
+                return Err(HostError::new("cancelled", "the run was cancelled"));
+            }
+            u = self
+                .cv
+                .wait_timeout(u, Duration::from_millis(50))
+                .map(|(g, _)| g)
+                .unwrap_or_else(|e| e.into_inner().0);
+        }
+        *u += 1;
+        Ok(Permit(self))
+    }
+
+    pub fn in_use(&self) -> usize {
+        *self.used.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Largest stdout accepted from a subprocess tool.
+const MAX_STDOUT: u64 = 16 * 1024 * 1024;
+const MAX_STDERR: u64 = 64 * 1024;
+
+fn tail(s: &str, n: usize) -> String {
+    let chars: Vec<char> = s.chars().collect();
+    chars[chars.len().saturating_sub(n)..].iter().collect()
+}
+
+/// Runs a subprocess tool: `args` as JSON on stdin, one JSON value on stdout.
+pub fn run_subprocess(
+    cfg: &SubprocessConfig,
+    args: &Json,
+    cancel: &CancelToken,
+) -> Result<Json, HostError> {
+    let name = &cfg.name;
+    let timeout = secs(cfg.timeout_s).unwrap_or(Duration::from_secs(30));
+    let (prog, rest) = cfg
+        .command
+        .split_first()
+        .ok_or_else(|| HostError::new("tool.config", format!("tool `{name}` has no command")))?;
+    let mut cmd = Command::new(prog);
+    cmd.args(rest)
+        .envs(&cfg.env)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(d) = &cfg.cwd {
+        cmd.current_dir(d);
+    }
+    let mut child = cmd.spawn().map_err(|e| {
+        HostError::new(
+            "tool.spawn",
+            format!("tool `{name}`: cannot start `{prog}`: {e}"),
+        )
+        .with_payload(json!({"tool": name}))
+    })?;
+    let input = serde_json::to_vec(args).unwrap_or_default();
+    let stdin = child.stdin.take();
+    let writer = std::thread::spawn(move || {
+        if let Some(mut s) = stdin {
+            // A tool that does not read its input closes the pipe: fine.
+            let _ = s.write_all(&input);
+        }
+    });
+    let read = |r: Option<Box<dyn Read + Send>>, max: u64| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(r) = r {
+                let _ = r.take(max + 1).read_to_end(&mut buf);
+            }
+            buf
+        })
+    };
+    let out_h = read(
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+        MAX_STDOUT,
+    );
+    let err_h = read(
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+        MAX_STDERR,
+    );
+    let start = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) => {}
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(HostError::new("tool.io", format!("tool `{name}`: {e}")));
+            }
+        }
+        if cancel.is_cancelled() {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(HostError::new("cancelled", "the run was cancelled"));
+        }
+        if start.elapsed() >= timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            let _ = writer.join();
+            return Err(HostError::new(
+                "tool.timeout",
+                format!(
+                    "tool `{name}` did not finish within {:.1} s and was killed",
+                    timeout.as_secs_f64()
+                ),
+            )
+            .with_payload(json!({"tool": name, "timeout_s": cfg.timeout_s})));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let _ = writer.join();
+    let out = out_h.join().unwrap_or_default();
+    let err = err_h.join().unwrap_or_default();
+    let stderr = String::from_utf8_lossy(&err).into_owned();
+    if !status.success() {
+        let code = status.code();
+        return Err(HostError::new(
+            "tool.exit",
+            format!(
+                "tool `{name}` exited with {}{}",
+                code.map_or("a signal".to_string(), |c| format!("status {c}")),
+                if stderr.trim().is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", tail(stderr.trim(), 300))
+                }
+            ),
+        )
+        .with_payload(json!({"tool": name, "status": code, "stderr": tail(&stderr, 2000)})));
+    }
+    if out.len() as u64 > MAX_STDOUT {
+        return Err(HostError::new(
+            "tool.bad_output",
+            format!("tool `{name}` wrote more than {MAX_STDOUT} bytes"),
+        )
+        .with_payload(json!({"tool": name})));
+    }
+    let text = String::from_utf8_lossy(&out);
+    serde_json::from_str::<Json>(text.trim()).map_err(|e| {
+        let excerpt: String = text.chars().take(200).collect();
+        HostError::new(
+            "tool.bad_output",
+            format!("tool `{name}` did not print one JSON value on stdout: {e}"),
+        )
+        .with_payload(json!({"tool": name, "stdout": excerpt}))
+    })
+}
