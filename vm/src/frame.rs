@@ -26,6 +26,10 @@ pub(crate) enum Role {
     Catch,
     /// Iteration `index` of a `loop`.
     Iter { state: Arc<LoopState>, index: usize },
+    /// An `on` handler started by a `communicate` op (the owner); it runs
+    /// detached: its completion delivers nothing and its failures are not
+    /// caught by the sender's `try`.
+    Handler,
 }
 
 pub(crate) struct Owner<'r> {

@@ -2,6 +2,7 @@
 //! Each subcommand returns an exit code; diagnostics are rendered here, at
 //! the edge, and nowhere else.
 
+mod aam;
 mod output;
 mod run;
 
@@ -107,6 +108,22 @@ pub enum Command {
     Doctor {
         #[command(flatten)]
         backend: BackendArgs,
+    },
+    /// Inspect or clear agent memory (long-term entries, episodic log).
+    Memory {
+        #[command(subcommand)]
+        action: aam::MemoryAction,
+        #[command(flatten)]
+        memory: aam::MemoryArgs,
+    },
+    /// Print the episodic log of one run (`last` for the most recent).
+    Trace {
+        run_id: String,
+        #[command(flatten)]
+        memory: aam::MemoryArgs,
+        /// One JSON record per line.
+        #[arg(long)]
+        json: bool,
     },
     /// Print the long explanation of a diagnostic code (e.g. `aisc explain E0100`).
     Explain {
@@ -225,6 +242,12 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
         } => run::run(&mut out, &file, &run, &opt, &backend),
         Command::Inspect { file } => run::inspect(&file),
         Command::Explain { code, list } => explain_cmd(code, list),
+        Command::Memory { action, memory } => aam::memory(&action, &memory),
+        Command::Trace {
+            run_id,
+            memory,
+            json,
+        } => aam::trace(&run_id, &memory, json),
         Command::Config {
             action: ConfigAction::Show,
             backend,

@@ -6,7 +6,7 @@ use super::{BackendArgs, OptArgs};
 use crate::driver;
 use ais_ir::bytecode::{self, Program};
 use ais_ir::Diagnostic;
-use ais_vm::{MemoryHost, Policy, RunOptions};
+use ais_vm::{Policy, RunOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -172,6 +172,11 @@ pub struct RunArgs {
     /// Do not print the run summary.
     #[arg(long, short)]
     pub quiet: bool,
+    #[command(flatten)]
+    pub memory: super::aam::MemoryArgs,
+    /// Allow tools marked destructive without asking.
+    #[arg(long)]
+    pub yes: bool,
 }
 
 pub fn run(
@@ -225,8 +230,15 @@ pub fn run(
         progress: !run.quiet,
         ..RunOptions::default()
     };
-    let host = Arc::new(MemoryHost::echo());
-    let report = ais_vm::run(&loaded.program, &options, llm.backend.clone(), host);
+    let host = match super::aam::open_host(&run.memory, backend.config.as_deref(), run.yes) {
+        Ok(h) => Arc::new(h),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
+    host.load_program(&loaded.program);
+    let report = ais_vm::run(&loaded.program, &options, llm.backend.clone(), host.clone());
     let s = &report.summary;
     let code = match &report.outcome {
         Ok(value) => {
@@ -259,6 +271,7 @@ pub fn run(
             s.peak_parallelism,
             s.sched_overhead_us_per_op,
         );
+        eprintln!("{}", super::aam::run_footer(&host));
     }
     if let Some(path) = &run.report_json {
         let json = serde_json::json!({

@@ -50,6 +50,8 @@ pub const LTM_NS: &str = "ltm";
 pub const DB_FILE: &str = "memory.db";
 /// Episodic log file inside the memory directory.
 pub const LOG_FILE: &str = "episodic.log";
+/// `qmem(TRACE_QUERY, "episodic")`: the agent's transitions in this run.
+pub const TRACE_QUERY: &str = "@trace";
 /// Default memory directory.
 pub const DEFAULT_DIR: &str = ".apxm";
 
@@ -732,11 +734,28 @@ impl AamHost {
                 list(rows.into_iter().map(|e| e.value).collect())
             }
             Tier::Episodic => {
+                let mine = |r: &Json| r.get("agent").and_then(Json::as_str) == Some(agent);
+                let is_note = |r: &Json| r.get("op").and_then(Json::as_str) == Some("note");
+                if q == TRACE_QUERY {
+                    // This run's transitions of the agent (for reflection).
+                    return list(
+                        self.episodic
+                            .records()
+                            .into_iter()
+                            .filter(|r| {
+                                mine(r)
+                                    && !is_note(r)
+                                    && r.get("run").and_then(Json::as_str) == Some(&self.run_id)
+                            })
+                            .map(|r| (*r).clone())
+                            .collect(),
+                    );
+                }
                 let recs: Vec<Arc<Json>> = self
                     .episodic
                     .records()
                     .into_iter()
-                    .filter(|r| r.get("agent").and_then(Json::as_str) == Some(agent))
+                    .filter(|r| mine(r) && is_note(r))
                     .collect();
                 let key_of = |r: &Json| -> String {
                     match r.get("op").and_then(Json::as_str) {

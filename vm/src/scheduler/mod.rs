@@ -171,6 +171,9 @@ struct Run<'r> {
     max_depth: u32,
     done_ops: Vec<CachePadded<AtomicU64>>,
     end_ns: AtomicU64,
+    /// `on` handlers still running, and the entry flow's result once it is
+    /// done (the run ends when both are settled).
+    handlers: Mutex<(usize, Option<Json>)>,
 }
 
 struct WorkerCtx<'r> {
@@ -393,7 +396,15 @@ impl<'r> Run<'r> {
         }
         let ys = frame.yielded.get().cloned().unwrap_or_default();
         let Some(owner) = &frame.owner else {
-            self.finish(Ok(ys.first().map_or(Json::Null, Val::to_json)));
+            // The entry flow is done; the run ends once no handler runs.
+            let v = ys.first().map_or(Json::Null, Val::to_json);
+            let mut h = lock(&self.handlers);
+            if h.0 == 0 {
+                drop(h);
+                self.finish(Ok(v));
+            } else {
+                h.1 = Some(v);
+            }
             return None;
         };
         let pf = owner.frame.clone();
@@ -404,6 +415,10 @@ impl<'r> Run<'r> {
                 Some((pf, owner.op, r))
             }
             Role::Branch | Role::Catch => Some((pf, owner.op, ys)),
+            Role::Handler => {
+                self.handler_done();
+                None
+            }
             Role::Try => frame
                 .settled
                 .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
@@ -418,6 +433,47 @@ impl<'r> Run<'r> {
                 } else {
                     None
                 }
+            }
+        }
+    }
+
+    /// A delivered message runs the recipient's matching `on` handlers
+    /// (`crate::aam::messaging`), each in a detached frame.
+    fn start_handlers(&self, frame: &Arc<Frame<'r>>, op: u32, args: &[Val], sink: &Sink<'_, 'r>) {
+        let text = |i: usize| args.get(i).map(Val::text).unwrap_or_default();
+        let message = crate::host::Message {
+            from: self.agent_name(frame.agent).to_string(),
+            to: text(0),
+            body: args.get(1).map_or(Json::Null, Val::to_json),
+            protocol: text(2),
+        };
+        for d in crate::aam::messaging::dispatch(self.program, &message) {
+            lock(&self.handlers).0 += 1;
+            let owner = Owner {
+                frame: frame.clone(),
+                op,
+                role: Role::Handler,
+            };
+            let started = self
+                .new_frame(d.flow, 0, Some(owner), 0, frame.depth.saturating_add(1))
+                .and_then(|child| {
+                    self.start_frame(&child, d.args.into_iter().map(Val::from_json), None, sink)
+                });
+            if let Err(e) = started {
+                self.handler_done();
+                self.fail(frame, op, e, sink);
+            }
+        }
+    }
+
+    /// A handler frame completed: end the run if it was the last thing running.
+    fn handler_done(&self) {
+        let mut h = lock(&self.handlers);
+        h.0 = h.0.saturating_sub(1);
+        if h.0 == 0 {
+            if let Some(v) = h.1.take() {
+                drop(h);
+                self.finish(Ok(v));
             }
         }
     }
@@ -467,8 +523,9 @@ impl<'r> Run<'r> {
                 return;
             }
             let next = match &f.owner {
-                Some(o) => o.frame.clone(),
-                None => break,
+                // A handler's failure is its own, not its sender's.
+                Some(o) if !matches!(o.role, Role::Handler) => o.frame.clone(),
+                _ => break,
             };
             f = next;
         }
@@ -515,7 +572,12 @@ impl<'r> Run<'r> {
         let r: Result<Option<Results>, OpError> = match class {
             Class::Pure => exec::eval_pure(self.program, instr, &args).map(|v| Some(smallvec![v])),
             Class::Inline => {
-                exec::exec_inline(self.host, self.agent_name(frame.agent), instr, &args).map(Some)
+                let r = exec::exec_inline(self.host, self.agent_name(frame.agent), instr, &args)
+                    .map(Some);
+                if r.is_ok() && instr.opcode == Opcode::Communicate {
+                    self.start_handlers(&frame, op, &args, &sink);
+                }
+                r
             }
             Class::Llm | Class::Tool => {
                 let prio = frame.tail_ms.saturating_add(instr.rem_ms);
@@ -978,7 +1040,7 @@ pub fn run(
     }
     summary.critical_path_estimate_ms = program.flows.get(entry as usize).map_or(0, |f| f.cp_ms);
 
-    let locals: Vec<Worker<Task<'_>>> = (0..workers).map(|_| Worker::new_lifo()).collect();
+    let locals: Vec<Worker<Task<'_>>> = (0..workers).map(|_| Worker::new_fifo()).collect();
     let parkers: Vec<Parker> = (0..workers).map(|_| Parker::new()).collect();
     let run = Run {
         program,
@@ -1005,6 +1067,7 @@ pub fn run(
             .map(|_| CachePadded::new(AtomicU64::new(0)))
             .collect(),
         end_ns: AtomicU64::new(0),
+        handlers: Mutex::new((0, None)),
     };
     let need_llm = uses(program, |o| exec::class(o) == Class::Llm);
     let need_tool = uses(program, |o| exec::class(o) == Class::Tool);
