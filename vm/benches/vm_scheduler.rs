@@ -136,23 +136,27 @@ fn main() {
     let _ = std::io::stdout().flush();
     // `cargo bench` passes `--bench`; ignore arguments.
     let quick = std::env::var_os("VM_BENCH_QUICK").is_some();
+    // `VM_BENCH_FILTER=text` runs only the cases whose name contains it.
+    let filter = std::env::var("VM_BENCH_FILTER").unwrap_or_default();
+    let wanted = |name: &str| name.contains(filter.as_str());
     let reps = |n: usize| if quick { n.div_ceil(5).max(2) } else { n };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!("## Scheduler overhead (cheap ops; {cores} cores)\n");
     println!("µs per op = makespan / ops executed, over repeated runs (min / median / max); \"sched\" = the summary's scheduler-overhead figure (median).\n");
     println!("| graph | ops | workers | events | runs | µs/op min | median | max | sched µs/op |");
     println!("|---|---:|---:|---|---:|---:|---:|---:|---:|");
-    let cases: Vec<(&str, Program, usize)> = vec![
-        (
-            "paper shape: 1→48→join ×20 (loop)",
-            paper_shape(),
-            reps(200),
-        ),
-        ("layered 1k", layered(1_000), reps(200)),
-        ("layered 100k", layered(100_000), reps(20)),
-        ("layered 1M", layered(1_000_000), reps(5)),
+    type Case = (&'static str, fn() -> Program, usize);
+    let cases: Vec<Case> = vec![
+        ("paper shape: 1→48→join ×20 (loop)", paper_shape, reps(200)),
+        ("layered 1k", || layered(1_000), reps(200)),
+        ("layered 100k", || layered(100_000), reps(20)),
+        ("layered 1M", || layered(1_000_000), reps(5)),
     ];
-    for (name, p, n) in &cases {
+    for (name, make, n) in &cases {
+        if !wanted(name) {
+            continue;
+        }
+        let p = make();
         for workers in [1, cores] {
             for record in [true, false] {
                 if !record && workers != cores {
@@ -168,7 +172,7 @@ fn main() {
                 let mut sched = Vec::new();
                 let mut ops = 0;
                 for _ in 0..*n {
-                    let r = run(p, &o, backend.clone());
+                    let r = run(&p, &o, backend.clone());
                     ops = r.summary.ops;
                     per_op.push(r.summary.makespan_ms * 1000.0 / r.summary.ops as f64);
                     sched.push(r.summary.sched_overhead_us_per_op);
@@ -193,11 +197,18 @@ fn main() {
     println!("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|");
     let latency = Duration::from_millis(50);
     for n in [2usize, 8, 64, 1024] {
+        if !wanted(&format!("fan-out {n}")) {
+            continue;
+        }
         let p = fan_out(n);
         for policy in [ais_vm::Policy::Fifo, ais_vm::Policy::CriticalPath] {
             let o = RunOptions {
                 concurrency: Some(n.max(16)),
                 policy,
+                // `VM_BENCH_EVENTS=dir` keeps the JSONL events of each case.
+                events_path: std::env::var_os("VM_BENCH_EVENTS").map(|d| {
+                    std::path::PathBuf::from(d).join(format!("fanout-{n}-{policy}.jsonl"))
+                }),
                 ..RunOptions::default()
             };
             let runs = reps(10);

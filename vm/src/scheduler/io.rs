@@ -49,16 +49,26 @@ impl<'r> Lane<'r> {
         }
     }
 
-    pub fn push(&self, job: Job<'r>, prio: u64, agent: u32) {
+    /// Queues a job without waking a thread; the caller calls
+    /// [`Lane::wake`] later (workers batch the wake-ups of a burst of
+    /// dispatches, so I/O threads do not preempt them one call at a time).
+    pub fn push_quiet(&self, job: Job<'r>, prio: u64, agent: u32) {
         let mut g = lock(&self.state);
         if g.closed {
             return;
         }
         g.queue.push(job, prio, agent);
-        let wake = g.waiting > 0;
-        drop(g);
-        if wake {
-            self.cv.notify_one();
+    }
+
+    /// Wakes up to `n` waiting threads.
+    pub fn wake(&self, n: usize) {
+        let waiting = lock(&self.state).waiting;
+        if n >= waiting {
+            self.cv.notify_all();
+        } else {
+            for _ in 0..n {
+                self.cv.notify_one();
+            }
         }
     }
 

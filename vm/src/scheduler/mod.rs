@@ -181,6 +181,8 @@ struct WorkerCtx<'r> {
     local: Worker<Task<'r>>,
     events: Vec<OpEvent>,
     busy_ns: u64,
+    /// Calls queued on the LLM / tool lane whose thread is not woken yet.
+    unwoken: [usize; 2],
 }
 
 struct WorkerStats {
@@ -594,7 +596,11 @@ impl<'r> Run<'r> {
                     worker: cx.id,
                     args,
                 };
-                lane.push(job, prio, agent);
+                lane.push_quiet(job, prio, agent);
+                cx.unwoken[usize::from(class != Class::Llm)] += 1;
+                if cx.unwoken.iter().sum::<usize>() >= 64 {
+                    self.wake_io(cx);
+                }
                 return None;
             }
             Class::Call => self
@@ -791,6 +797,17 @@ impl<'r> Run<'r> {
         }
     }
 
+    /// Wakes I/O threads for the calls this worker queued.
+    fn wake_io(&self, cx: &mut WorkerCtx<'r>) {
+        let [llm, tool] = std::mem::take(&mut cx.unwoken);
+        if llm > 0 {
+            self.llm.wake(llm);
+        }
+        if tool > 0 {
+            self.tool.wake(tool);
+        }
+    }
+
     fn worker_loop(&self, mut cx: WorkerCtx<'r>, parker: Parker) -> WorkerStats {
         let enter = Instant::now();
         let me = cx.id as usize;
@@ -806,6 +823,9 @@ impl<'r> Run<'r> {
             while let Some(t) = next.take() {
                 next = self.execute(t, cx);
             }
+            if cx.local.is_empty() {
+                self.wake_io(cx);
+            }
         };
         'outer: loop {
             if let Some(t) = cx.local.pop() {
@@ -816,6 +836,7 @@ impl<'r> Run<'r> {
                 found(t, &mut cx, &mut idle_since);
                 continue;
             }
+            self.wake_io(&mut cx);
             if self.halted() {
                 break;
             }
@@ -1087,6 +1108,7 @@ pub fn run(
                 local,
                 events: Vec::new(),
                 busy_ns: 0,
+                unwoken: [0; 2],
             };
             if i == 0 {
                 own = Some((cx, parker));
