@@ -24,7 +24,7 @@ pub const MODEL_REASON: &str = "bench-reason";
 pub const BACKEND: &str = "mock";
 
 /// In-flight requests the VM may send to the mock (≥ the widest fan-out).
-pub const CONCURRENCY: usize = 128;
+pub const CONCURRENCY: usize = 64;
 
 /// Fixed latencies (ms) of the mock per latency class, and of every tool.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]

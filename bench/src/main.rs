@@ -275,6 +275,9 @@ struct Ctx<'a> {
     work: PathBuf,
     backend: Arc<InFlight>,
     aisc: Option<PathBuf>,
+    /// `--memory :memory:` when this `aisc` persists memory by default
+    /// (every run starts from empty memory, like the LangGraph scripts).
+    aisc_memory: Vec<String>,
     python: Option<PathBuf>,
 }
 
@@ -345,6 +348,10 @@ fn run_workloads(o: &Opts) -> Result<(), String> {
             None
         }
     };
+    let aisc_memory = match &aisc {
+        Some(a) => aisc_has_memory_flag(a),
+        None => Vec::new(),
+    };
     let cx = Ctx {
         o,
         root,
@@ -356,11 +363,25 @@ fn run_workloads(o: &Opts) -> Result<(), String> {
         work,
         backend,
         aisc,
+        aisc_memory,
         python,
     };
     let result = bench_all(&cx);
     let _ = std::fs::remove_dir_all(&cx.work);
     result
+}
+
+fn aisc_has_memory_flag(aisc: &Path) -> Vec<String> {
+    let help = Command::new(aisc)
+        .args(["run", "--help"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    if help.contains("--memory") {
+        vec!["--memory".into(), ":memory:".into()]
+    } else {
+        Vec::new()
+    }
 }
 
 fn selected(o: &Opts, id: &str) -> bool {
@@ -380,6 +401,26 @@ fn bench_all(cx: &Ctx<'_>) -> Result<(), String> {
         langgraph: cx.python.as_ref().and_then(|p| langgraph_versions(p)),
         ..Results::default()
     };
+    {
+        let backend: &dyn LlmBackend = cx.backend.as_ref();
+        let ask = cx.lat.ask_ms as f64;
+        let over =
+            |v: Vec<f64>| -> Vec<f64> { v.iter().skip(cx.warmup).map(|ms| ms - ask).collect() };
+        results.transport_floor =
+            Stats::of(&over(ours::probe_backend(backend, 1, cx.warmup + 20)?));
+        results.transport_floor_64 = Stats::of(&over(ours::probe_backend(
+            backend,
+            64,
+            cx.warmup + cx.runs,
+        )?));
+        if let (Some(a), Some(b)) = (&results.transport_floor, &results.transport_floor_64) {
+            eprintln!(
+                "== transport floor: 1 call +{} ms, 64 concurrent calls +{} ms",
+                a.pm(),
+                b.pm()
+            );
+        }
+    }
     if selected(o, "3") {
         eprintln!("== 3 Type Verification");
         bench_type_verification(cx, &mut results)?;
@@ -512,7 +553,7 @@ fn bench_workload(cx: &Ctx<'_>, w: &Workload) -> Result<WorkloadResult, String> 
             let mut cmd = match &use_aisc {
                 Some(aisc) => {
                     let mut c = Command::new(aisc);
-                    c.arg("run").arg(&path).arg("-q");
+                    c.arg("run").arg(&path).arg("-q").args(&cx.aisc_memory);
                     c
                 }
                 None => {
@@ -532,7 +573,9 @@ fn bench_workload(cx: &Ctx<'_>, w: &Workload) -> Result<WorkloadResult, String> 
             for (k, v) in w.args {
                 cmd.arg("--arg").arg(format!("{k}={v}"));
             }
-            cmd.env_remove("APXM_BACKEND").env_remove("APXM_CONFIG");
+            cmd.env_remove("APXM_BACKEND")
+                .env_remove("APXM_CONFIG")
+                .current_dir(&cx.work);
             cx.prime(w);
             let child = run_child(&mut cmd)?;
             let ok = child.ok
@@ -597,6 +640,7 @@ fn python_cmd(
         .arg(args.to_string())
         .args(extra)
         .current_dir(&dir)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("LANGSMITH_TRACING", "false")
         .env("LANGCHAIN_TRACING_V2", "false")
         .env("NO_PROXY", "127.0.0.1,localhost")
@@ -689,9 +733,11 @@ fn bench_type_verification(cx: &Ctx<'_>, results: &mut Results) -> Result<(), St
             let before = cx.calls();
             for i in 0..cx.total() {
                 let mut cmd = Command::new(aisc);
-                cmd.arg("run")
+                cmd.current_dir(&cx.work)
+                    .arg("run")
                     .arg(&path)
                     .arg("-q")
+                    .args(&cx.aisc_memory)
                     .arg("--config")
                     .arg(&cx.config)
                     .arg("--arg")

@@ -279,3 +279,60 @@ fn region_cp(
     }
     best
 }
+
+fn probe_request(i: usize) -> LlmRequest {
+    LlmRequest {
+        kind: ais_vm::llm::LlmOpKind::Ask,
+        agent: "Probe".into(),
+        system: None,
+        prompt: format!("probe {i}"),
+        context: Vec::new(),
+        model: None,
+        temperature: None,
+        max_tokens: None,
+        json_schema: None,
+    }
+}
+
+/// Times `rounds` rounds of `width` concurrent direct `ask` calls through
+/// `backend` (no VM, one thread per call): the transport floor (HTTP
+/// client, loopback, mock, thread wake-ups) that LLM ops pay on top of the
+/// mock's configured latency. Returns each round's wall time (ms), or the
+/// first error.
+pub fn probe_backend(
+    backend: &dyn LlmBackend,
+    width: usize,
+    rounds: usize,
+) -> Result<Vec<f64>, String> {
+    let cancel = CancelToken::new();
+    let mut out = Vec::with_capacity(rounds);
+    for r in 0..rounds {
+        let t = Instant::now();
+        let results: Vec<Result<LlmResponse, LlmError>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..width.max(1))
+                .map(|i| {
+                    let cancel = &cancel;
+                    s.spawn(move || backend.complete(&probe_request(r * width + i), cancel))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(LlmError::new(
+                            "probe",
+                            ais_vm::llm::LlmErrorKind::Connect,
+                            "probe thread panicked",
+                        ))
+                    })
+                })
+                .collect()
+        });
+        let elapsed = t.elapsed().as_secs_f64() * 1e3;
+        for x in results {
+            x.map_err(|e| e.to_string())?;
+        }
+        out.push(elapsed);
+    }
+    Ok(out)
+}

@@ -86,6 +86,12 @@ pub struct Results {
     pub type_verification: Vec<TvCase>,
     /// LangGraph workload-3 script, whole process (all five cases) (ms).
     pub tv_lg_whole_process: Option<Stats>,
+    /// Direct `ask` calls through our backend (no VM), minus the mock's
+    /// latency: the transport floor every LLM op pays (ms).
+    pub transport_floor: Option<Stats>,
+    /// The same for 64 concurrent calls (one round's wall time minus the
+    /// mock's latency) (ms).
+    pub transport_floor_64: Option<Stats>,
 }
 
 /// A target and whether it is met, with the evidence.
@@ -233,6 +239,27 @@ pub fn markdown(r: &Results, commands: &str) -> String {
         r.langgraph.as_deref().unwrap_or("LangGraph not run")
     );
     let _ = writeln!(o, "```sh\n{}\n```\n", commands.trim_end());
+    if let Some(f) = &r.transport_floor {
+        let _ = write!(
+            o,
+            "Transport floor (our OpenAI backend straight to the mock, no VM): one `ask` takes the mock's latency plus {} ms (p50 {:.2}, p95 {:.2})",
+            f.pm(),
+            f.p50,
+            f.p95
+        );
+        if let Some(g) = &r.transport_floor_64 {
+            let _ = write!(
+                o,
+                "; 64 concurrent `ask`s finish {} ms after it (p95 {:.2})",
+                g.pm(),
+                g.p95
+            );
+        }
+        let _ = writeln!(
+            o,
+            ". Every LLM call on a critical path pays this, whatever the scheduler does.\n"
+        );
+    }
     let _ = writeln!(
         o,
         "### Latency, ours vs LangGraph (ms, mean ± std; ratio = LangGraph / ours)\n"
