@@ -223,7 +223,7 @@ fn sub(name: &str, script: &str, timeout: f64) -> String {
 fn subprocess_tools_structured_errors() {
     let mut cfg = String::new();
     cfg += &sub("upper", "tr a-z A-Z", 10.0);
-    cfg += &sub("hang", "sleep 30", 0.3);
+    cfg += &sub("hang", "exec sleep 30", 0.3);
     cfg += &sub("crash", "echo boom >&2; exit 3", 10.0);
     cfg += &sub("garbage", "echo 'this is not json'", 10.0);
     cfg += &sub("silent", "true", 10.0);

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 pub struct MemoryArgs {
     /// Memory directory (LTM database, episodic log); `:memory:` keeps
     /// everything in memory for this run only. Default: ./.apxm
-    #[arg(long = "memory", value_name = "DIR")]
+    #[arg(long = "memory", value_name = "DIR", global = true)]
     pub memory: Option<String>,
 }
 

@@ -58,6 +58,7 @@ pub enum Emit {
 }
 
 #[derive(Subcommand, Debug)]
+#[allow(clippy::large_enum_variant)] // parsed once per process
 pub enum Command {
     /// Parse and type-check programs; report every error and warning.
     Check {
