@@ -24,12 +24,18 @@ fn lowered_text(path: &PathBuf) -> Result<String, Failed> {
     let reparsed = parse_module(&text).map_err(|errs| {
         format!(
             "printed IR does not parse back: {}\n{text}",
-            errs.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; ")
+            errs.iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("; ")
         )
     })?;
     let again = print_module(&reparsed);
     if again != text {
-        return Err(format!("IR does not round-trip:\n--- printed\n{text}\n--- reprinted\n{again}").into());
+        return Err(format!(
+            "IR does not round-trip:\n--- printed\n{text}\n--- reprinted\n{again}"
+        )
+        .into());
     }
     Ok(text)
 }

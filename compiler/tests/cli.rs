@@ -34,7 +34,11 @@ fn stdout(o: &Output) -> String {
 fn check_valid_example_exits_zero() {
     let o = aisc(&["check", &path("examples/01_parallel_research.ais")]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stderr(&o).contains("0 errors, 0 warnings"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("0 errors, 0 warnings"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -67,7 +71,9 @@ fn json_diagnostics_are_one_object_per_line() {
     assert!(span["line_start"].as_u64().is_some_and(|l| l >= 1));
     assert!(span["column_start"].as_u64().is_some_and(|c| c >= 1));
     assert!(span["byte_end"].as_u64() >= span["byte_start"].as_u64());
-    assert!(d["rendered"].as_str().is_some_and(|r| r.contains("mismatched types")));
+    assert!(d["rendered"]
+        .as_str()
+        .is_some_and(|r| r.contains("mismatched types")));
 }
 
 #[test]
@@ -119,7 +125,16 @@ fn artifact_build_inspect_run_and_corruption() {
     let i = aisc(&["inspect", &art_s]);
     assert!(i.status.success(), "{}", stderr(&i));
     assert!(stdout(&i).contains("Copywriter"), "{}", stdout(&i));
-    let r = aisc(&["run", &art_s, "--sim-delay-scale", "0", "--arg", "product=kettle"]);
+    let r = aisc(&[
+        "run",
+        &art_s,
+        "--memory",
+        ":memory:",
+        "--sim-delay-scale",
+        "0",
+        "--arg",
+        "product=kettle",
+    ]);
     assert!(r.status.success(), "{}", stderr(&r));
     assert!(!stdout(&r).trim().is_empty());
     assert!(stderr(&r).contains("1 LLM calls"), "{}", stderr(&r));
@@ -130,9 +145,13 @@ fn artifact_build_inspect_run_and_corruption() {
     bytes[mid] ^= 0xff;
     let bad = dir.path().join("bad.apxmobj");
     std::fs::write(&bad, &bytes).expect("write");
-    let r = aisc(&["run", &bad.display().to_string()]);
+    let r = aisc(&["run", &bad.display().to_string(), "--memory", ":memory:"]);
     assert_eq!(r.status.code(), Some(1));
-    assert!(stderr(&r).contains("not a valid artifact"), "{}", stderr(&r));
+    assert!(
+        stderr(&r).contains("not a valid artifact"),
+        "{}",
+        stderr(&r)
+    );
     std::fs::write(&bad, &bytes[..10]).expect("write");
     let r = aisc(&["inspect", &bad.display().to_string()]);
     assert_eq!(r.status.code(), Some(1));
@@ -144,6 +163,8 @@ fn run_on_the_simulator_says_so() {
     let o = aisc(&[
         "run",
         &path("examples/01_parallel_research.ais"),
+        "--memory",
+        ":memory:",
         "--sim-delay-scale",
         "0",
         "--arg",
@@ -156,9 +177,20 @@ fn run_on_the_simulator_says_so() {
 
 #[test]
 fn run_with_a_missing_argument_fails_clearly() {
-    let o = aisc(&["run", &path("examples/01_parallel_research.ais"), "--sim-delay-scale", "0"]);
+    let o = aisc(&[
+        "run",
+        &path("examples/01_parallel_research.ais"),
+        "--memory",
+        ":memory:",
+        "--sim-delay-scale",
+        "0",
+    ]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("missing argument `topic"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("missing argument `topic"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -168,6 +200,8 @@ fn run_writes_a_json_report() {
     let o = aisc(&[
         "run",
         &path("examples/04_scalability_n4.ais"),
+        "--memory",
+        ":memory:",
         "--sim-delay-scale",
         "0",
         "--arg",
