@@ -561,12 +561,21 @@ pub fn select_branch(flow: &FlowCode, instr: &Instr, cond: &Val) -> Result<u32, 
         Opcode::Switch => {
             let key = cond.text();
             let mut default = None;
+            // An exact match wins; otherwise the first case the value
+            // matches loosely (an LLM's "Billing." picks case "billing").
+            let mut loose = None;
             for (i, &r) in regions.iter().enumerate() {
                 match flow.regions.get(r as usize).map(|c| &c.kind) {
                     Some(RegionKind::Case(k)) if *k == key => return Ok(r),
+                    Some(RegionKind::Case(k)) if loose.is_none() && case_matches(k, &key) => {
+                        loose = Some(r)
+                    }
                     Some(RegionKind::Default) => default = Some(i),
                     _ => {}
                 }
+            }
+            if let Some(r) = loose {
+                return Ok(r);
             }
             match default {
                 Some(i) => pick(i),
@@ -585,6 +594,31 @@ pub fn select_branch(flow: &FlowCode, instr: &Instr, cond: &Val) -> Result<u32, 
             format!("`{other}` does not branch"),
         )),
     }
+}
+
+/// Loose case matching for text produced by models: ignoring case, surrounding
+/// whitespace, quotes, markdown emphasis and trailing punctuation, the value
+/// equals the case, or starts with it followed by a non-word character
+/// (`"bug: crash on save"` matches `bug`).
+pub fn case_matches(case: &str, value: &str) -> bool {
+    fn norm(s: &str) -> String {
+        s.trim()
+            .trim_matches(|c: char| {
+                c.is_whitespace()
+                    || matches!(
+                        c,
+                        '"' | '\'' | '`' | '*' | '_' | '.' | '!' | '?' | ',' | ';' | ':'
+                    )
+            })
+            .to_lowercase()
+    }
+    let (c, v) = (norm(case), norm(value));
+    if c.is_empty() {
+        return v.is_empty();
+    }
+    v == c
+        || v.strip_prefix(c.as_str())
+            .is_some_and(|rest| rest.starts_with(|ch: char| !ch.is_alphanumeric() && ch != '_'))
 }
 
 impl OpError {
@@ -692,6 +726,18 @@ pub fn entry_args(
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+
+    #[test]
+    fn loose_case_matching_for_model_text() {
+        assert!(case_matches("billing", "Billing."));
+        assert!(case_matches("billing", "  **billing**\n"));
+        assert!(case_matches("bug", "bug: crash on save"));
+        assert!(case_matches("short", "\"Short\""));
+        assert!(!case_matches("bug", "debugging"));
+        assert!(!case_matches("bug", "bugfix"));
+        assert!(!case_matches("billing", "other"));
+        assert!(case_matches("", "  "));
+    }
     use super::*;
 
     #[test]

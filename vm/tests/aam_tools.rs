@@ -457,3 +457,24 @@ fn a_failing_handler_fails_the_run() {
     let e = r.outcome.unwrap_err().to_string();
     assert!(e.contains("tool.unknown") || e.contains("nope"), "{e}");
 }
+
+#[test]
+fn every_tool_the_front_end_treats_as_built_in_is_registered() {
+    let host = ais_vm::aam::AamHost::ephemeral();
+    let names: Vec<String> = host
+        .tool_list()
+        .iter()
+        .filter_map(|t| t["name"].as_str().map(str::to_string))
+        .collect();
+    let stdlib = ais_stdlib::builtins();
+    let expected = ais_vm::aam::AAM_TOOL_NAMES
+        .iter()
+        .copied()
+        .chain(stdlib.iter().map(|b| b.name));
+    for name in expected {
+        assert!(
+            names.iter().any(|n| n == name),
+            "`{name}` missing from {names:?}"
+        );
+    }
+}

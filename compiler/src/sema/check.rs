@@ -772,7 +772,7 @@ impl<'a> Checker<'a> {
                             });
                         } else if let Some(cap) = self.agent.capabilities.get(&name) {
                             result = cap.ret.clone();
-                        } else if b.kind == BuiltinKind::Inv {
+                        } else if b.kind == BuiltinKind::Inv && !builtins::is_builtin_tool(&name) {
                             self.report(SemaError::UndeclaredTool {
                                 tool: name,
                                 agent: self.agent.name.clone(),

@@ -17,6 +17,18 @@
 //! outputs or error, and timing. See `docs/runtime.md`, "Agent Abstract
 //! Machine", for the language-level semantics.
 
+/// Tools every agent has without declaring them, besides the stdlib's
+/// built-ins (`ais_stdlib::builtins`). The front end reads this list so
+/// calling them does not warn W0003.
+pub const AAM_TOOL_NAMES: &[&str] = &[
+    "memory_search",
+    "goals_list",
+    "goals_next",
+    "goals_add",
+    "goals_complete",
+    "inbox",
+];
+
 pub mod config;
 pub mod episodic;
 pub mod inspect;
