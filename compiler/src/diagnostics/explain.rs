@@ -288,8 +288,11 @@ still costs a call; the optimizer never removes calls."#,
     Explanation {
         code: "W0003",
         title: "tool not declared as a capability",
-        text: r#"`inv("name", ...)` calls a tool the agent does not declare. Declare it so
-its arguments and result are type-checked and the access policy can name it:
+        text: r#"`inv("name", ...)` calls a tool the agent does not declare and that is not
+one of the toolchain's built-in tools (`http_get`, `read_file`, `write_file`,
+`json_query`, `calculator`, `now`, `memory_search`, `goals_list`,
+`goals_next`, `goals_add`, `goals_complete`, `inbox`). Declare it so its
+arguments and result are type-checked and the access policy can name it:
 
     capability web_search(query: str) -> json;"#,
     },
