@@ -599,6 +599,13 @@ fn decode_string(
         slice.len()
     };
     let body = slice.get(1..body_end).unwrap_or("");
+    // Most literals have no escape and no braces: one text part, no scanning.
+    if !body.contains(['\\', '{', '}']) {
+        return StrLit {
+            parts: vec![StrPart::Text(body.to_string())],
+            span,
+        };
+    }
     let base = start + 1;
     let mut parts = Vec::new();
     let mut text = String::new();
