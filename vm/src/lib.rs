@@ -8,6 +8,7 @@ pub mod exec;
 mod frame;
 pub mod host;
 pub mod interp;
+pub mod journal;
 pub mod llm;
 pub mod scheduler;
 pub mod telemetry;

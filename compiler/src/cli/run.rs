@@ -177,6 +177,8 @@ pub struct RunArgs {
     /// Allow tools marked destructive without asking.
     #[arg(long)]
     pub yes: bool,
+    #[command(flatten)]
+    pub budget: super::runs::BudgetArgs,
 }
 
 pub fn run(
@@ -186,20 +188,6 @@ pub fn run(
     opt: &OptArgs,
     backend: &BackendArgs,
 ) -> i32 {
-    let settings = match backend.settings() {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return 2;
-        }
-    };
-    let llm = match settings.build_run() {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return 2;
-        }
-    };
     let mut args = Vec::new();
     for a in &run.args {
         match a.split_once('=') {
@@ -216,10 +204,38 @@ pub fn run(
     let Some(loaded) = load(out, file, opt) else {
         return 1;
     };
+    run_loaded(out, loaded, args, run, backend, None)
+}
+
+/// Runs a loaded program on the AAM host with a run journal: a new run, or
+/// (`resume`) an earlier run whose completed ops are replayed.
+pub fn run_loaded(
+    out: &mut Output,
+    loaded: Loaded,
+    args: Vec<(String, serde_json::Value)>,
+    run: &RunArgs,
+    backend: &BackendArgs,
+    resume: Option<Arc<ais_vm::journal::Journal>>,
+) -> i32 {
+    let settings = match backend.settings() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
+    let llm = match settings.build_run() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
     if let Some(n) = &llm.notice {
         eprintln!("{n}");
     }
-    let options = RunOptions {
+    let journal_args = args.clone();
+    let mut options = RunOptions {
         entry: run.entry.clone(),
         args,
         workers: run.workers,
@@ -228,6 +244,7 @@ pub fn run(
         events_path: run.events.clone(),
         trace_path: run.trace.clone(),
         progress: !run.quiet,
+        budget: super::runs::budget(&run.budget, &settings),
         ..RunOptions::default()
     };
     let host = match super::aam::open_host(&run.memory, backend.config.as_deref(), run.yes) {
@@ -238,6 +255,27 @@ pub fn run(
         }
     };
     host.load_program(&loaded.program);
+    let name = loaded
+        .source
+        .as_ref()
+        .map_or_else(|| "(artifact)".to_string(), |(n, _)| n.clone());
+    options.journal = match resume {
+        Some(j) => Some(j),
+        None => match super::runs::begin(
+            &run.memory,
+            host.run_id(),
+            &name,
+            &loaded,
+            run.entry.as_deref(),
+            &journal_args,
+        ) {
+            Ok(j) => Some(j),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return 2;
+            }
+        },
+    };
     let report = ais_vm::run(&loaded.program, &options, llm.backend.clone(), host.clone());
     let s = &report.summary;
     let code = match &report.outcome {

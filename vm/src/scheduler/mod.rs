@@ -59,6 +59,11 @@ pub struct RunOptions {
     pub record_events: bool,
     /// Deepest `flow.call` nesting before the call fails with `call.depth`.
     pub max_call_depth: u32,
+    /// Journal every effect op's result here (and replay what an earlier
+    /// attempt of the run completed); see `crate::journal`.
+    pub journal: Option<Arc<crate::journal::Journal>>,
+    /// Token, call, deadline and cost limits (`budget.*` errors).
+    pub budget: crate::journal::Budget,
 }
 
 impl Default for RunOptions {
@@ -74,6 +79,8 @@ impl Default for RunOptions {
             progress: false,
             record_events: true,
             max_call_depth: 512,
+            journal: None,
+            budget: crate::journal::Budget::default(),
         }
     }
 }
@@ -174,6 +181,10 @@ struct Run<'r> {
     /// `on` handlers still running, and the entry flow's result once it is
     /// done (the run ends when both are settled).
     handlers: Mutex<(usize, Option<Json>)>,
+    journal: Option<&'r crate::journal::Journal>,
+    budget: &'r crate::journal::Budget,
+    /// LLM calls, tokens and micro-dollars used by the run (with earlier attempts).
+    used: [AtomicU64; 3],
 }
 
 struct WorkerCtx<'r> {
@@ -569,12 +580,31 @@ impl<'r> Run<'r> {
             }
         }
         let class = exec::class(instr.opcode);
+        let jkey = self.journal_key(&frame, op, instr, class, &args);
+        let replayed = match (&jkey, self.journal) {
+            (Some((k, h)), Some(j)) => self.replay(j, k, h, instr, &args),
+            _ => None,
+        };
+        if replayed.is_none() && self.over_budget(&frame, op, instr, class) {
+            return None;
+        }
         // `Some(results)`: the op is done, deliver them; `None`: it
         // completes later (frames it started, or the I/O executor).
         let r: Result<Option<Results>, OpError> = match class {
+            _ if replayed.is_some() => {
+                let r = replayed.unwrap_or(Ok(Results::new())).map(Some);
+                if r.is_ok() && instr.opcode == Opcode::Communicate {
+                    self.start_handlers(&frame, op, &args, &sink);
+                }
+                r
+            }
             Class::Pure => exec::eval_pure(self.program, instr, &args).map(|v| Some(smallvec![v])),
             Class::Inline => {
                 let r = exec::exec_inline(self.host, self.agent_name(frame.agent), instr, &args)
+                    .and_then(|res| {
+                        self.journal_record(jkey.as_ref(), instr, &res, 0)
+                            .map(|()| res)
+                    })
                     .map(Some);
                 if r.is_ok() && instr.opcode == Opcode::Communicate {
                     self.start_handlers(&frame, op, &args, &sink);
@@ -662,6 +692,125 @@ impl<'r> Run<'r> {
             self.sleep.notify_one();
         }
         next
+    }
+
+    /// The journal key and input hash of an effect op (`None`: not journaled).
+    fn journal_key(
+        &self,
+        frame: &Frame<'r>,
+        op: u32,
+        instr: &Instr,
+        class: Class,
+        args: &[Val],
+    ) -> Option<(String, String)> {
+        self.journal?;
+        if !matches!(class, Class::Inline | Class::Llm | Class::Tool)
+            || instr.opcode == Opcode::Fence
+        {
+            return None;
+        }
+        Some((
+            crate::journal::op_key(frame, op),
+            crate::journal::input_hash(args),
+        ))
+    }
+
+    /// An earlier attempt's results for this op: `Some(Ok)` to deliver,
+    /// `Some(Err)` for a side effect in doubt, `None` to execute it.
+    fn replay(
+        &self,
+        j: &crate::journal::Journal,
+        key: &str,
+        hash: &str,
+        instr: &Instr,
+        args: &[Val],
+    ) -> Option<Result<Results, OpError>> {
+        use crate::journal::Replay;
+        match j.lookup(key, hash) {
+            Replay::Done(vs) => Some(Ok(vs.into_iter().collect())),
+            Replay::Miss => None,
+            Replay::InDoubt => {
+                let tool = match &instr.imm {
+                    Imm::Tool(t) => t.to_string(),
+                    _ => args.first().map(Val::text).unwrap_or_default(),
+                };
+                if j.is_idempotent(&tool) {
+                    return None;
+                }
+                let mut e = OpError::new(
+                    "journal.in_doubt",
+                    format!(
+                        "tool `{tool}` was started by an earlier attempt of this run and never recorded as completed; it is not declared idempotent, so it is not repeated"
+                    ),
+                );
+                e.payload = serde_json::json!({"tool": tool, "idempotency_key": key});
+                Some(Err(e))
+            }
+        }
+    }
+
+    /// Durably records an effect op's results before its consumers fire.
+    fn journal_record(
+        &self,
+        jkey: Option<&(String, String)>,
+        instr: &Instr,
+        res: &[Val],
+        tokens: u64,
+    ) -> Result<(), OpError> {
+        match (self.journal, jkey) {
+            (Some(j), Some((k, h))) => j
+                .record(k, instr.opcode.mnemonic(), h, res, tokens)
+                .map_err(|e| OpError::new(e.code, e.message)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Checks the run's budget before an effect op starts; when exceeded,
+    /// stops the run (not catchable) with `budget.<what>` and `{limit, used}`.
+    fn over_budget(&self, frame: &Frame<'r>, op: u32, instr: &Instr, class: Class) -> bool {
+        let b = self.budget;
+        if b.is_empty() || !matches!(class, Class::Llm | Class::Tool | Class::Inline) {
+            return false;
+        }
+        let mut hit: Option<(&str, Json, Json)> = None;
+        if let Some(d) = b.deadline_ms {
+            let el = self.start.elapsed().as_millis() as u64;
+            if el > d {
+                hit = Some(("deadline_ms", d.into(), el.into()));
+            }
+        }
+        if hit.is_none() && class == Class::Llm {
+            let tokens = self.used[1].load(Ordering::SeqCst);
+            let cost = self.used[2].load(Ordering::SeqCst) as f64 / 1e6;
+            if let Some(l) = b.tokens.filter(|&l| tokens >= l) {
+                hit = Some(("tokens", l.into(), tokens.into()));
+            } else if let Some(l) = b.cost_usd.filter(|&l| cost >= l) {
+                hit = Some(("cost_usd", l.into(), cost.into()));
+            } else if let Some(l) = b.llm_calls {
+                let calls = self.used[0].fetch_add(1, Ordering::SeqCst) + 1;
+                if calls > l {
+                    hit = Some(("llm_calls", l.into(), (calls - 1).into()));
+                }
+            } else {
+                self.used[0].fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let Some((what, limit, used)) = hit else {
+            return false;
+        };
+        self.finish(Err(RunError::OpFailed {
+            flow: self.program.flow_name(frame.flow),
+            opcode: instr.opcode.mnemonic(),
+            region: frame.region,
+            op,
+            span: instr.span,
+            code: format!("budget.{what}"),
+            message: format!(
+                "the run's {what} budget is exhausted (limit {limit}, used {used}); completed ops are journaled: resume with a higher limit"
+            ),
+            payload: Box::new(serde_json::json!({"limit": limit, "used": used, "budget": what})),
+        }));
+        true
     }
 
     fn start_call(
@@ -955,6 +1104,13 @@ impl<'r> Run<'r> {
         }
         let start = self.now();
         let agent = self.agent_name(frame.agent);
+        let jkey = self.journal_key(&frame, op, instr, exec::class(instr.opcode), &args);
+        if let (Some(j), Some((k, h)), false) = (self.journal, &jkey, llm) {
+            if let Err(e) = j.intent(k, instr.opcode.mnemonic(), h) {
+                self.fail(&frame, op, OpError::new(e.code, e.message), &Sink::Global);
+                return None;
+            }
+        }
         let (result, info) = if llm {
             let req = exec::llm_request(agent, instr, &args);
             match self.backend.complete(&req, &self.cancel) {
@@ -976,6 +1132,20 @@ impl<'r> Run<'r> {
             )
         };
         let end = self.now();
+        let tokens = info
+            .as_ref()
+            .map_or(0, |i| i.input_tokens + i.output_tokens);
+        let result = result.and_then(|v| {
+            self.journal_record(jkey.as_ref(), instr, std::slice::from_ref(&v), tokens)
+                .map(|()| v)
+        });
+        if let (Ok(_), Some(i)) = (&result, &info) {
+            self.used[1].fetch_add(tokens, Ordering::SeqCst);
+            let c = self
+                .budget
+                .cost_micro_usd(&i.model, i.input_tokens, i.output_tokens);
+            self.used[2].fetch_add(c, Ordering::SeqCst);
+        }
         let status = match result {
             Ok(v) => {
                 if let Some(t) =
@@ -987,6 +1157,9 @@ impl<'r> Run<'r> {
             }
             Err(_) if self.halted() || frame.is_cancelled() => Status::Cancelled,
             Err(e) => {
+                if let (Some(j), Some((k, h)), false) = (self.journal, &jkey, llm) {
+                    let _ = j.failed(k, instr.opcode.mnemonic(), h);
+                }
                 self.fail(&frame, op, e, &Sink::Global);
                 Status::Failed
             }
@@ -1089,6 +1262,12 @@ pub fn run(
             .collect(),
         end_ns: AtomicU64::new(0),
         handlers: Mutex::new((0, None)),
+        journal: options.journal.as_deref(),
+        budget: &options.budget,
+        used: {
+            let (c, t) = options.journal.as_ref().map_or((0, 0), |j| j.prior_usage());
+            [AtomicU64::new(c), AtomicU64::new(t), AtomicU64::new(0)]
+        },
     };
     let need_llm = uses(program, |o| exec::class(o) == Class::Llm);
     let need_tool = uses(program, |o| exec::class(o) == Class::Tool);
@@ -1223,6 +1402,15 @@ pub fn run(
                 path: p.display().to_string(),
                 message: e.to_string(),
             });
+        }
+    }
+    if let Some(j) = &options.journal {
+        let r = match &outcome {
+            Ok(v) => j.finish(Ok(v)),
+            Err(e) => j.finish(Err(&e.to_string())),
+        };
+        if let (Err(e), Ok(_)) = (r, &outcome) {
+            outcome = Err(RunError::Internal(e.to_string()));
         }
     }
     RunReport {

@@ -1,0 +1,221 @@
+//! `aisc runs` and `aisc resume RUN_ID`: the run journal
+//! (`ais_vm::journal`), budgets, and resuming killed or failed runs.
+
+use super::aam::MemoryArgs;
+use super::output::Output;
+use super::run::{Loaded, RunArgs};
+use super::BackendArgs;
+use ais_vm::journal::{self, Budget, Journal, RunInfo};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Run limits beyond `--token-budget` (shared by `run` and `resume`).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct BudgetArgs {
+    /// Stop the run after this many LLM calls (counting earlier attempts).
+    #[arg(long, value_name = "N")]
+    pub llm_call_budget: Option<u64>,
+    /// Stop the run after this many seconds of wall-clock time (this attempt).
+    #[arg(long, value_name = "SECONDS")]
+    pub deadline: Option<f64>,
+    /// Stop the run once its LLM calls cost this many USD (priced by the
+    /// backend's `prices` in the config; this attempt).
+    #[arg(long, value_name = "USD")]
+    pub cost_budget: Option<f64>,
+}
+
+/// Tools that are safe to run again when an earlier attempt's call is in doubt.
+const IDEMPOTENT_TOOLS: &[&str] = &[
+    "echo",
+    "read_file",
+    "json_query",
+    "calculator",
+    "now",
+    "memory_search",
+    "goals_list",
+    "goals_next",
+];
+
+/// The budget of a run from the flags and the selected backend's prices.
+pub fn budget(b: &BudgetArgs, settings: &ais_vm::config::Settings) -> Budget {
+    Budget {
+        tokens: settings.token_budget,
+        llm_calls: b.llm_call_budget,
+        deadline_ms: b.deadline.map(|s| (s.max(0.0) * 1000.0) as u64),
+        cost_usd: b.cost_budget,
+        prices: settings
+            .selected()
+            .prices
+            .as_ref()
+            .map(|p| vec![("*".to_string(), p.input_per_mtok, p.output_per_mtok)])
+            .unwrap_or_default(),
+    }
+}
+
+/// Starts the journal of a new run (in memory for `--memory :memory:`).
+pub fn begin(
+    mem: &MemoryArgs,
+    run_id: &str,
+    name: &str,
+    loaded: &Loaded,
+    entry: Option<&str>,
+    args: &[(String, serde_json::Value)],
+) -> Result<Arc<Journal>, String> {
+    let bytes = ais_ir::bytecode::encode(&loaded.program)
+        .map_err(|e| format!("cannot encode the program for the run journal: {e}"))?;
+    let dir = journal::dir_of(&mem.storage());
+    let mut j = Journal::begin(dir.as_deref(), run_id, name, &bytes, entry, args)
+        .map_err(|e| e.to_string())?;
+    j.set_idempotent_tools(IDEMPOTENT_TOOLS.iter().map(|s| s.to_string()));
+    Ok(Arc::new(j))
+}
+
+fn time(ms: i64) -> String {
+    let t = ais_stdlib::time::rfc3339(u64::try_from(ms).unwrap_or(0));
+    t.chars().take(19).collect::<String>().replace('T', " ")
+}
+
+fn info_json(r: &RunInfo) -> serde_json::Value {
+    serde_json::json!({
+        "id": r.id, "status": r.status.name(), "started_ms": r.started_ms,
+        "ended_ms": r.ended_ms, "program": r.program, "entry": r.entry,
+        "journaled_ops": r.entries, "in_doubt": r.in_doubt, "resumes": r.resumes,
+        "error": r.error,
+    })
+}
+
+/// `aisc runs`: every journaled run with its status.
+pub fn runs(mem: &MemoryArgs, json: bool) -> i32 {
+    let Some(dir) = journal::dir_of(&mem.storage()) else {
+        eprintln!("error: `--memory :memory:` keeps no run journal");
+        return 2;
+    };
+    let list = match journal::list_runs(&dir) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 1;
+        }
+    };
+    if json {
+        for r in &list {
+            println!("{}", info_json(r));
+        }
+        return 0;
+    }
+    if list.is_empty() {
+        println!("no runs journaled in {}", dir.display());
+        return 0;
+    }
+    println!(
+        "{:<22} {:<12} {:<19} {:>6} {:>8}  program",
+        "run", "status", "started", "ops", "resumes"
+    );
+    for r in &list {
+        let doubt = if r.in_doubt > 0 {
+            format!(" ({} in doubt)", r.in_doubt)
+        } else {
+            String::new()
+        };
+        println!(
+            "{:<22} {:<12} {:<19} {:>6} {:>8}  {}{doubt}{}",
+            r.id,
+            r.status.name(),
+            time(r.started_ms),
+            r.entries,
+            r.resumes,
+            r.program,
+            r.error
+                .as_deref()
+                .map(|e| format!("\n{:>24}{e}", ""))
+                .unwrap_or_default(),
+        );
+    }
+    0
+}
+
+/// Options of `aisc resume`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ResumeArgs {
+    /// Do not print the run summary.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Allow tools marked destructive without asking.
+    #[arg(long)]
+    pub yes: bool,
+    /// Scheduler worker threads (default: one per core).
+    #[arg(long)]
+    pub workers: Option<usize>,
+    #[command(flatten)]
+    pub budget: BudgetArgs,
+    #[command(flatten)]
+    pub memory: MemoryArgs,
+}
+
+/// `aisc resume RUN_ID`: the same program and arguments, completed ops
+/// replayed from the journal.
+pub fn resume(out: &mut Output, run_id: &str, r: &ResumeArgs, backend: &BackendArgs) -> i32 {
+    let Some(dir) = journal::dir_of(&r.memory.storage()) else {
+        eprintln!("error: `--memory :memory:` keeps no run journal to resume");
+        return 2;
+    };
+    match resume_in(out, &dir, run_id, r, backend) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            1
+        }
+    }
+}
+
+fn resume_in(
+    out: &mut Output,
+    dir: &Path,
+    run_id: &str,
+    r: &ResumeArgs,
+    backend: &BackendArgs,
+) -> Result<i32, String> {
+    let stored = journal::load_run(dir, run_id).map_err(|e| e.to_string())?;
+    let program = ais_ir::bytecode::decode(&stored.artifact).map_err(|e| {
+        format!(
+            "the program stored for run `{}` is not a valid artifact: {e}",
+            stored.info.id
+        )
+    })?;
+    let mut j = Journal::resume(dir, &stored.info.id).map_err(|e| e.to_string())?;
+    j.set_idempotent_tools(IDEMPOTENT_TOOLS.iter().map(|s| s.to_string()));
+    if !r.quiet {
+        eprintln!(
+            "resuming run {} ({}, {} ops journaled)",
+            stored.info.id,
+            stored.info.status.name(),
+            stored.info.entries
+        );
+    }
+    let loaded = Loaded {
+        program,
+        source: None,
+    };
+    let run = RunArgs {
+        args: Vec::new(),
+        entry: stored.info.entry.clone(),
+        workers: r.workers,
+        policy: "fifo".into(),
+        concurrency: None,
+        events: None,
+        trace: None,
+        report_json: None,
+        quiet: r.quiet,
+        memory: r.memory.clone(),
+        yes: r.yes,
+        budget: r.budget.clone(),
+    };
+    Ok(super::run::run_loaded(
+        out,
+        loaded,
+        stored.args,
+        &run,
+        backend,
+        Some(Arc::new(j)),
+    ))
+}
