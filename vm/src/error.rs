@@ -37,6 +37,28 @@ pub enum RunError {
     Internal(String),
 }
 
+/// A short recovery hint for a dotted failure code (the `hint` of the
+/// structured error a `catch` region receives and `aisc` prints).
+pub fn hint_for(code: &str) -> &'static str {
+    let family = code.split('.').next().unwrap_or(code);
+    match (family, code) {
+        (_, "WATCHDOG_LOOP") => "the loop repeats the same call with the same inputs; change what the loop carries, bound it, or raise/disable the watchdog (--watchdog N, 0 = off)",
+        (_, "journal.in_doubt") => "check whether the side effect happened; declare the tool idempotent to allow a retry, or rerun the program",
+        (_, "llm.rate_limited") => "the provider rate-limited the call; lower --concurrency or retry later",
+        (_, "llm.timeout") => "raise `timeout_s` for the backend or retry",
+        ("budget", _) => "resume the run with a higher limit: `aisc resume RUN_ID` with --token-budget/--llm-call-budget/--deadline/--cost-budget",
+        ("journal", _) => "the run journal could not be used; check the memory directory (--memory) and its free space",
+        ("llm", _) => "check the backend with `aisc doctor`; failed calls can be caught with try/catch",
+        ("tool", _) => "check the tool's arguments against its schema and the [access] configuration",
+        ("mcp", _) => "check the MCP server (command, timeout_s) in the configuration",
+        ("memory", _) => "check the memory directory (--memory) and the tier name",
+        ("belief", _) => "set the belief before reading it, or keep its JSON kind",
+        ("type" | "arith" | "index" | "switch", _) => "check the values reaching this operation (aisc trace shows them)",
+        ("call", _) => "reduce recursion depth",
+        _ => "wrap the operation in `try { } catch { }` to handle the failure",
+    }
+}
+
 impl RunError {
     pub fn code(&self) -> &'static str {
         match self {
@@ -67,7 +89,7 @@ impl IntoDiagnostic for RunError {
             )
             .with_label("this operation failed")
             .with_note(format!("cause: {cause}"))
-            .with_help("wrap it in `try { ... } catch { ... }` to handle the failure"),
+            .with_help(hint_for(cause)),
             other => Diagnostic::error(code, other.to_string(), Span::DUMMY),
         }
     }

@@ -47,6 +47,7 @@ impl OpError {
             "flow": program.flow_name(flow),
             "span": {"start": instr.span.start, "end": instr.span.end},
             "payload": self.payload,
+            "hint": crate::error::hint_for(&self.code),
         }))
     }
 }

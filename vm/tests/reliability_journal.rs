@@ -336,3 +336,90 @@ fn values_round_trip_through_the_journal_encoding() {
     assert!(journal::decode_vals(&json!([{"nope": 1}])).is_none());
     assert!(journal::decode_vals(&json!("x")).is_none());
 }
+
+#[test]
+fn watchdog_stops_a_loop_that_repeats_the_same_call() {
+    let src = r#"
+agent @A {
+  flow @main(%items: list<str>) -> str entry {
+    %0 = const {value = ""} : str
+    %1 = loop %items, %0 : str {
+      body(%2: str, %3: number, %4: str) {
+        %5 = const {value = "same question"} : str
+        %6 = ask %5 : str
+        yield %6
+      }
+    }
+    return %1
+  }
+}
+"#;
+    let p = bytecode::compile(&ais_ir::parse_module(src).unwrap()).unwrap();
+    let o = RunOptions {
+        args: vec![("items".into(), json!(["a", "b", "c", "d", "e"]))],
+        watchdog: Some(3),
+        ..RunOptions::default()
+    };
+    let b = Counting::new(None);
+    match ais_vm::run(&p, &o, b.clone(), Arc::new(MemoryHost::new())).outcome {
+        Err(RunError::OpFailed { code, payload, .. }) => {
+            assert_eq!(code, "WATCHDOG_LOOP");
+            assert_eq!(payload["repeats"], 3);
+        }
+        other => panic!("expected WATCHDOG_LOOP, got {other:?}"),
+    }
+    assert!(b.calls.load(Ordering::SeqCst) <= 2);
+    // Off, or with progress (the item in the prompt), the loop completes.
+    let off = RunOptions {
+        watchdog: None,
+        ..o.clone()
+    };
+    assert!(
+        ais_vm::run(&p, &off, Counting::new(None), Arc::new(MemoryHost::new()))
+            .outcome
+            .is_ok()
+    );
+    let progress = src.replace(
+        "%5 = const {value = \"same question\"} : str\n        %6 = ask %5 : str",
+        "%6 = ask %2 : str",
+    );
+    let p = bytecode::compile(&ais_ir::parse_module(&progress).unwrap()).unwrap();
+    assert!(
+        ais_vm::run(&p, &o, Counting::new(None), Arc::new(MemoryHost::new()))
+            .outcome
+            .is_ok()
+    );
+}
+
+#[test]
+fn catch_receives_a_structured_error_with_a_hint() {
+    let src = r#"
+agent @A {
+  flow @main(%x: str) -> json entry {
+    %0 = try_catch : json {
+      try {
+        %1 = inv %x {tool = "no_such_tool"} : json
+        yield %1
+      }
+      catch(%2: json) {
+        yield %2
+      }
+    }
+    return %0
+  }
+}
+"#;
+    let p = bytecode::compile(&ais_ir::parse_module(src).unwrap()).unwrap();
+    let o = RunOptions {
+        args: vec![("x".into(), json!("{}"))],
+        ..RunOptions::default()
+    };
+    let e = ais_vm::run(&p, &o, Counting::new(None), Arc::new(MemoryHost::new()))
+        .outcome
+        .unwrap();
+    assert_eq!(e["code"], "tool.unknown");
+    assert_eq!(e["op"], "inv");
+    assert!(e["span"]["start"].is_number());
+    assert_eq!(e["hint"], ais_vm::error::hint_for("tool.unknown"));
+    assert!(ais_vm::error::hint_for("budget.tokens").contains("aisc resume"));
+}

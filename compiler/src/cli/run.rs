@@ -245,6 +245,7 @@ pub fn run_loaded(
         trace_path: run.trace.clone(),
         progress: !run.quiet,
         budget: super::runs::budget(&run.budget, &settings),
+        watchdog: Some(run.budget.watchdog),
         ..RunOptions::default()
     };
     let host = match super::aam::open_host(&run.memory, backend.config.as_deref(), run.yes) {
@@ -333,8 +334,15 @@ fn render_run_error(out: &mut Output, loaded: &Loaded, e: &ais_vm::RunError) {
         {
             let d = Diagnostic::error("R0001", format!("run failed: {e}"), *span)
                 .with_label(format!("this `{code}` failure was not caught"))
-                .with_help("wrap the operation in `try { } catch (e) { }` to handle the failure");
+                .with_help(ais_vm::error::hint_for(code));
             out.diagnostics(name, source, &[d]);
+        }
+        (ais_vm::RunError::OpFailed { code, payload, .. }, _) => {
+            eprintln!("error: run failed: {e}");
+            if !payload.is_null() {
+                eprintln!("  payload: {payload}");
+            }
+            eprintln!("  hint: {}", ais_vm::error::hint_for(code));
         }
         _ => eprintln!("error: run failed: {e}"),
     }

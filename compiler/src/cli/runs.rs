@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 /// Run limits beyond `--token-budget` (shared by `run` and `resume`).
-#[derive(clap::Args, Debug, Clone, Default)]
+#[derive(clap::Args, Debug, Clone)]
 pub struct BudgetArgs {
     /// Stop the run after this many LLM calls (counting earlier attempts).
     #[arg(long, value_name = "N")]
@@ -22,6 +22,10 @@ pub struct BudgetArgs {
     /// backend's `prices` in the config; this attempt).
     #[arg(long, value_name = "USD")]
     pub cost_budget: Option<f64>,
+    /// Stop with WATCHDOG_LOOP when an LLM or tool call in a loop repeats
+    /// with the same inputs this many times (0: off).
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub watchdog: u32,
 }
 
 /// Tools that are safe to run again when an earlier attempt's call is in doubt.

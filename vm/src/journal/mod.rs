@@ -15,6 +15,8 @@
 //! Fault injection: `AIS_FAULT_ABORT_AFTER_JOURNAL_WRITES=N` aborts the
 //! process (no unwinding, no cleanup) right after the N-th journal write.
 
+pub(crate) mod watchdog;
+
 use crate::value::Val;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Value as Json};

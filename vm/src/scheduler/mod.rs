@@ -64,6 +64,9 @@ pub struct RunOptions {
     pub journal: Option<Arc<crate::journal::Journal>>,
     /// Token, call, deadline and cost limits (`budget.*` errors).
     pub budget: crate::journal::Budget,
+    /// Stop with `WATCHDOG_LOOP` when an LLM or tool call in a loop runs this many
+    /// times with the same inputs (`None`: off; `aisc run` uses 3).
+    pub watchdog: Option<u32>,
 }
 
 impl Default for RunOptions {
@@ -81,6 +84,7 @@ impl Default for RunOptions {
             max_call_depth: 512,
             journal: None,
             budget: crate::journal::Budget::default(),
+            watchdog: None,
         }
     }
 }
@@ -185,6 +189,7 @@ struct Run<'r> {
     budget: &'r crate::journal::Budget,
     /// LLM calls, tokens and micro-dollars used by the run (with earlier attempts).
     used: [AtomicU64; 3],
+    watchdog: Option<crate::journal::watchdog::Watchdog>,
 }
 
 struct WorkerCtx<'r> {
@@ -588,6 +593,9 @@ impl<'r> Run<'r> {
         if replayed.is_none() && self.over_budget(&frame, op, instr, class) {
             return None;
         }
+        if self.watchdog_tripped(&frame, op, instr, class, &args) {
+            return None;
+        }
         // `Some(results)`: the op is done, deliver them; `None`: it
         // completes later (frames it started, or the I/O executor).
         let r: Result<Option<Results>, OpError> = match class {
@@ -763,6 +771,40 @@ impl<'r> Run<'r> {
                 .map_err(|e| OpError::new(e.code, e.message)),
             _ => Ok(()),
         }
+    }
+
+    /// The loop watchdog (see `crate::journal::watchdog`).
+    fn watchdog_tripped(
+        &self,
+        frame: &Frame<'r>,
+        op: u32,
+        instr: &Instr,
+        class: Class,
+        args: &[Val],
+    ) -> bool {
+        let Some(w) = &self.watchdog else {
+            return false;
+        };
+        if !matches!(class, Class::Llm | Class::Tool) {
+            return false;
+        }
+        let Some(n) = w.observe(frame, op, &crate::journal::input_hash(args)) else {
+            return false;
+        };
+        self.finish(Err(RunError::OpFailed {
+            flow: self.program.flow_name(frame.flow),
+            opcode: instr.opcode.mnemonic(),
+            region: frame.region,
+            op,
+            span: instr.span,
+            code: "WATCHDOG_LOOP".into(),
+            message: format!(
+                "`{}` ran {n} times in a loop with the same inputs: the loop makes no progress",
+                instr.opcode.mnemonic()
+            ),
+            payload: Box::new(serde_json::json!({"repeats": n, "limit": n})),
+        }));
+        true
     }
 
     /// Checks the run's budget before an effect op starts; when exceeded,
@@ -1268,6 +1310,10 @@ pub fn run(
             let (c, t) = options.journal.as_ref().map_or((0, 0), |j| j.prior_usage());
             [AtomicU64::new(c), AtomicU64::new(t), AtomicU64::new(0)]
         },
+        watchdog: options
+            .watchdog
+            .filter(|&n| n > 0)
+            .map(crate::journal::watchdog::Watchdog::new),
     };
     let need_llm = uses(program, |o| exec::class(o) == Class::Llm);
     let need_tool = uses(program, |o| exec::class(o) == Class::Tool);
