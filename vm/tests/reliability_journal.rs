@@ -423,3 +423,40 @@ agent @A {
     assert_eq!(e["hint"], ais_vm::error::hint_for("tool.unknown"));
     assert!(ais_vm::error::hint_for("budget.tokens").contains("aisc resume"));
 }
+
+#[test]
+fn many_iterations_with_thousands_of_calls_in_flight_complete() {
+    // Scaled down from the load probe (`vm/examples/reliability_load.rs`):
+    // 3,000 iterations (~30k ops), 2,000 concurrent calls, journaled.
+    let src = r#"
+agent @A {
+  flow @main(%items: list<str>) -> str entry {
+    %0 = const {value = "done"} : str
+    loop %items {
+      body(%1: str, %2: number) {
+        %3 = template %1 {template = "Q {0}"} : str
+        %4 = ask %3 : str
+        %5 = concat %4, %1 : str
+        %6 = concat %5, %3 : str
+        yield
+      }
+    }
+    return %0
+  }
+}
+"#;
+    let p = bytecode::compile(&ais_ir::parse_module(src).unwrap()).unwrap();
+    let items: Vec<String> = (0..3000).map(|i| format!("i{i}")).collect();
+    let j = Arc::new(Journal::begin(None, "load", "load", &[], None, &[]).unwrap());
+    let o = RunOptions {
+        args: vec![("items".into(), json!(items))],
+        concurrency: Some(2000),
+        record_events: false,
+        journal: Some(j),
+        ..RunOptions::default()
+    };
+    let b = Counting::new(None);
+    let r = ais_vm::run(&p, &o, b.clone(), Arc::new(MemoryHost::new()));
+    assert_eq!(r.outcome.unwrap(), json!("done"));
+    assert_eq!(b.calls.load(Ordering::SeqCst), 3000);
+}

@@ -1251,7 +1251,7 @@ pub fn run(
     let concurrency = options
         .concurrency
         .unwrap_or_else(|| backend.concurrency())
-        .clamp(1, 4096);
+        .clamp(1, 16384);
     let mut summary = RunSummary {
         workers,
         concurrency,
