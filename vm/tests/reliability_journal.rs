@@ -460,3 +460,35 @@ agent @A {
     assert_eq!(r.outcome.unwrap(), json!("done"));
     assert_eq!(b.calls.load(Ordering::SeqCst), 3000);
 }
+
+#[test]
+fn per_agent_call_budget_names_the_agent() {
+    let p = program();
+    let budget = Budget {
+        agents: vec![journal::AgentLimit {
+            agent: "Researcher".into(),
+            llm_calls: Some(1),
+            tokens: None,
+        }],
+        ..Budget::default()
+    };
+    let (r, _) = run(&p, None, Counting::new(None), budget);
+    match r.unwrap_err() {
+        RunError::OpFailed { code, payload, .. } => {
+            assert_eq!(code, "budget.agent_llm_calls");
+            assert_eq!(payload["agent"], "Researcher");
+            assert_eq!(payload["limit"], 1);
+        }
+        other => panic!("expected a budget error, got {other:?}"),
+    }
+    // A limit on another agent only: the run completes.
+    let budget = Budget {
+        agents: vec![journal::AgentLimit {
+            agent: "Nobody".into(),
+            llm_calls: Some(0),
+            tokens: None,
+        }],
+        ..Budget::default()
+    };
+    assert!(run(&p, None, Counting::new(None), budget).0.is_ok());
+}

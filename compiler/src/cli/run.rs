@@ -235,6 +235,13 @@ pub fn run_loaded(
         eprintln!("{n}");
     }
     let journal_args = args.clone();
+    let budget = match super::runs::budget(&run.budget, &settings) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
     let mut options = RunOptions {
         entry: run.entry.clone(),
         args,
@@ -244,7 +251,7 @@ pub fn run_loaded(
         events_path: run.events.clone(),
         trace_path: run.trace.clone(),
         progress: !run.quiet,
-        budget: super::runs::budget(&run.budget, &settings),
+        budget,
         watchdog: Some(run.budget.watchdog),
         ..RunOptions::default()
     };

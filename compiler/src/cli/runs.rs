@@ -26,6 +26,44 @@ pub struct BudgetArgs {
     /// with the same inputs this many times (0: off).
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub watchdog: u32,
+    /// Per-agent token limit `AGENT=N` (`*=N` for every agent; repeatable).
+    #[arg(long, value_name = "AGENT=N")]
+    pub agent_token_budget: Vec<String>,
+    /// Per-agent LLM call limit `AGENT=N` (`*=N` for every agent; repeatable).
+    #[arg(long, value_name = "AGENT=N")]
+    pub agent_llm_call_budget: Vec<String>,
+}
+
+fn agent_limits(b: &BudgetArgs) -> Result<Vec<journal::AgentLimit>, String> {
+    let mut out: Vec<journal::AgentLimit> = Vec::new();
+    for (list, tokens) in [
+        (&b.agent_token_budget, true),
+        (&b.agent_llm_call_budget, false),
+    ] {
+        for item in list {
+            let (agent, n) = item
+                .split_once('=')
+                .and_then(|(a, n)| Some((a.trim(), n.trim().parse::<u64>().ok()?)))
+                .filter(|(a, _)| !a.is_empty())
+                .ok_or_else(|| format!("expected AGENT=N (N a whole number), got `{item}`"))?;
+            let i = match out.iter().position(|l| l.agent == agent) {
+                Some(i) => i,
+                None => {
+                    out.push(journal::AgentLimit {
+                        agent: agent.to_string(),
+                        ..journal::AgentLimit::default()
+                    });
+                    out.len() - 1
+                }
+            };
+            if tokens {
+                out[i].tokens = Some(n);
+            } else {
+                out[i].llm_calls = Some(n);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Tools that are safe to run again when an earlier attempt's call is in doubt.
@@ -41,8 +79,8 @@ const IDEMPOTENT_TOOLS: &[&str] = &[
 ];
 
 /// The budget of a run from the flags and the selected backend's prices.
-pub fn budget(b: &BudgetArgs, settings: &ais_vm::config::Settings) -> Budget {
-    Budget {
+pub fn budget(b: &BudgetArgs, settings: &ais_vm::config::Settings) -> Result<Budget, String> {
+    Ok(Budget {
         tokens: settings.token_budget,
         llm_calls: b.llm_call_budget,
         deadline_ms: b.deadline.map(|s| (s.max(0.0) * 1000.0) as u64),
@@ -53,7 +91,8 @@ pub fn budget(b: &BudgetArgs, settings: &ais_vm::config::Settings) -> Budget {
             .as_ref()
             .map(|p| vec![("*".to_string(), p.input_per_mtok, p.output_per_mtok)])
             .unwrap_or_default(),
-    }
+        agents: agent_limits(b)?,
+    })
 }
 
 /// Starts the journal of a new run (in memory for `--memory :memory:`).

@@ -678,6 +678,17 @@ pub struct Budget {
     pub cost_usd: Option<f64>,
     /// Model name (or `*`) -> (USD per 1M input tokens, USD per 1M output tokens).
     pub prices: Vec<(String, f64, f64)>,
+    /// Per-agent limits (this attempt); agent `*` applies to every agent
+    /// without its own entry.
+    pub agents: Vec<AgentLimit>,
+}
+
+/// The limits of one agent's LLM use within a run.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AgentLimit {
+    pub agent: String,
+    pub tokens: Option<u64>,
+    pub llm_calls: Option<u64>,
 }
 
 impl Budget {
@@ -686,6 +697,15 @@ impl Budget {
             && self.llm_calls.is_none()
             && self.deadline_ms.is_none()
             && self.cost_usd.is_none()
+            && self.agents.is_empty()
+    }
+
+    /// The limits of `agent` (its own entry, else `*`).
+    pub fn agent(&self, agent: &str) -> Option<&AgentLimit> {
+        self.agents
+            .iter()
+            .find(|a| a.agent == agent)
+            .or_else(|| self.agents.iter().find(|a| a.agent == "*"))
     }
 
     /// Cost in micro-dollars of one call.

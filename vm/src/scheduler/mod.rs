@@ -190,6 +190,8 @@ struct Run<'r> {
     /// LLM calls, tokens and micro-dollars used by the run (with earlier attempts).
     used: [AtomicU64; 3],
     watchdog: Option<crate::journal::watchdog::Watchdog>,
+    /// Per agent: LLM calls and tokens of this attempt.
+    agent_used: Vec<[AtomicU64; 2]>,
 }
 
 struct WorkerCtx<'r> {
@@ -837,6 +839,20 @@ impl<'r> Run<'r> {
                 self.used[0].fetch_add(1, Ordering::SeqCst);
             }
         }
+        if hit.is_none() && class == Class::Llm {
+            let name = self.agent_name(frame.agent);
+            if let (Some(l), Some(u)) = (b.agent(name), self.agent_used.get(frame.agent as usize)) {
+                let tokens = u[1].load(Ordering::SeqCst);
+                if let Some(t) = l.tokens.filter(|&t| tokens >= t) {
+                    hit = Some(("agent_tokens", t.into(), tokens.into()));
+                } else if let Some(c) = l.llm_calls {
+                    let calls = u[0].fetch_add(1, Ordering::SeqCst) + 1;
+                    if calls > c {
+                        hit = Some(("agent_llm_calls", c.into(), (calls - 1).into()));
+                    }
+                }
+            }
+        }
         let Some((what, limit, used)) = hit else {
             return false;
         };
@@ -850,7 +866,12 @@ impl<'r> Run<'r> {
             message: format!(
                 "the run's {what} budget is exhausted (limit {limit}, used {used}); completed ops are journaled: resume with a higher limit"
             ),
-            payload: Box::new(serde_json::json!({"limit": limit, "used": used, "budget": what})),
+            payload: Box::new(serde_json::json!({
+                "limit": limit,
+                "used": used,
+                "budget": what,
+                "agent": self.agent_name(frame.agent),
+            })),
         }));
         true
     }
@@ -1183,6 +1204,9 @@ impl<'r> Run<'r> {
         });
         if let (Ok(_), Some(i)) = (&result, &info) {
             self.used[1].fetch_add(tokens, Ordering::SeqCst);
+            if let Some(a) = self.agent_used.get(frame.agent as usize) {
+                a[1].fetch_add(tokens, Ordering::SeqCst);
+            }
             let c = self
                 .budget
                 .cost_micro_usd(&i.model, i.input_tokens, i.output_tokens);
@@ -1314,6 +1338,11 @@ pub fn run(
             .watchdog
             .filter(|&n| n > 0)
             .map(crate::journal::watchdog::Watchdog::new),
+        agent_used: program
+            .agents
+            .iter()
+            .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
+            .collect(),
     };
     let need_llm = uses(program, |o| exec::class(o) == Class::Llm);
     let need_tool = uses(program, |o| exec::class(o) == Class::Tool);
