@@ -150,3 +150,44 @@ fn corrupted_journal_is_a_clear_error() {
     let o = aisc(dir.path(), &["resume", "nope"], None);
     assert_eq!(o.status.code(), Some(1));
 }
+
+#[test]
+fn provider_failures_fail_the_run_and_resume_repeats_only_the_failed_call() {
+    use ais_vm::llm::mock::MockReply;
+    let clean_dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().unwrap();
+    setup(clean_dir.path(), &server);
+    let want = stdout(&aisc(clean_dir.path(), &run_args(), None));
+    let value = want.lines().last().unwrap_or_default().to_string();
+    let faults = [
+        ("500", MockReply::error(500, "boom")),
+        ("429", MockReply::rate_limited("0")),
+        ("malformed", MockReply::Malformed),
+        ("truncated", MockReply::Truncated),
+        ("hangup", MockReply::Hangup),
+    ];
+    for (name, fault) in faults {
+        let dir = tempfile::tempdir().unwrap();
+        let server = MockServer::start().unwrap();
+        setup(dir.path(), &server);
+        server.push(MockReply::Normal).push(fault);
+        let failed = aisc(dir.path(), &run_args(), None);
+        assert!(!failed.status.success(), "{name}: the run must fail");
+        assert_eq!(server.request_count(), 2, "{name}");
+        let listing = stdout(&aisc(dir.path(), &["runs"], None));
+        assert!(listing.contains("failed"), "{name}: {listing}");
+        let resumed = aisc(dir.path(), &["resume", "last"], None);
+        assert!(
+            resumed.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&resumed.stderr)
+        );
+        assert_eq!(
+            stdout(&resumed).lines().last(),
+            Some(value.as_str()),
+            "{name}"
+        );
+        // Call 1 is replayed; the failed call 2 and call 3 are sent.
+        assert_eq!(server.request_count(), 4, "{name}");
+    }
+}
