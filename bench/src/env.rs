@@ -27,7 +27,7 @@ pub const BACKEND: &str = "mock";
 pub const CONCURRENCY: usize = 64;
 
 /// Fixed latencies (ms) of the mock per latency class, and of every tool.
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Latencies {
     pub ask_ms: u64,
     pub think_ms: u64,

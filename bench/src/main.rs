@@ -41,6 +41,18 @@ enum Cmd {
     /// Compile and run one program against a config (the whole-process
     /// runner for workloads that need the benchmark's tools).
     Exec(ExecOpts),
+    /// Re-render workloads.{md,svg} (and docs/benchmarks.md) from a saved
+    /// workloads.json, recomputing the critical paths from the sources.
+    Render(RenderOpts),
+}
+
+#[derive(clap::Args)]
+struct RenderOpts {
+    /// The saved results (default: docs/bench/workloads.json).
+    json: Option<PathBuf>,
+    /// Do not update docs/benchmarks.md.
+    #[arg(long)]
+    no_docs: bool,
 }
 
 #[derive(clap::Args, Clone)]
@@ -113,6 +125,13 @@ fn main() -> ExitCode {
             }
         },
         Cmd::Exec(o) => exec(&o),
+        Cmd::Render(o) => match render(&o) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("error: {e}");
+                1
+            }
+        },
     };
     ExitCode::from(code)
 }
@@ -398,6 +417,7 @@ fn bench_all(cx: &Ctx<'_>) -> Result<(), String> {
             .workers
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
         commit: git_commit(&cx.root),
+        command: commands(o),
         langgraph: cx.python.as_ref().and_then(|p| langgraph_versions(p)),
         ..Results::default()
     };
@@ -473,7 +493,10 @@ fn bench_workload(cx: &Ctx<'_>, w: &Workload) -> Result<WorkloadResult, String> 
     // Compile (also timed per run below) and the critical path.
     let (program, _) =
         ours::compile_file(&path, OptLevel::O1).map_err(|e| format!("{}: {e}", w.file))?;
-    ours.critical_path_ms = ours::critical_path_ms(&program, &cx.lat);
+    if let Some((ms, k)) = ours::critical_path(&program, &cx.lat) {
+        ours.critical_path_ms = Some(ms);
+        ours.critical_path_llm_calls = Some(k);
+    }
 
     // In process.
     let (mut wall, mut make, mut comp, mut tok, mut par, mut sched) =
@@ -843,7 +866,49 @@ fn write_outputs(cx: &Ctx<'_>, r: &Results) -> Result<(), String> {
             cx.root.join("docs/bench")
         }
     });
-    std::fs::create_dir_all(&out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
+    let docs = !o.quick && !o.no_docs && o.only.is_empty();
+    write_files(&cx.root, &out_dir, r, docs)
+}
+
+fn render(o: &RenderOpts) -> Result<(), String> {
+    let root = workloads::repo_root();
+    let path = o
+        .json
+        .clone()
+        .unwrap_or_else(|| root.join("docs/bench/workloads.json"));
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut r: Results =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let lat = r.latencies.unwrap_or_default();
+    for w in &mut r.workloads {
+        if let Ok((p, _)) = ours::compile_file(&root.join(&w.file), OptLevel::O1) {
+            if let Some((ms, k)) = ours::critical_path(&p, &lat) {
+                w.ours.critical_path_ms = Some(ms);
+                w.ours.critical_path_llm_calls = Some(k);
+            }
+        }
+    }
+    if r.command.is_empty() {
+        r.command = default_commands();
+    }
+    let out_dir = path
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."));
+    let docs = !o.no_docs && out_dir.ends_with("docs/bench");
+    write_files(&root, &out_dir, &r, docs)
+}
+
+fn default_commands() -> String {
+    "bash bench/langgraph/setup.sh                      # venv with the pinned LangGraph stack\n\
+     export CARGO_TARGET_DIR=/work/target-bench          # any target dir; aisc must sit next to ais-bench\n\
+     cargo build --release -p ais-compiler --bin aisc\n\
+     cargo run --release -p ais-bench -- workloads"
+        .into()
+}
+
+fn write_files(root: &Path, out_dir: &Path, r: &Results, docs: bool) -> Result<(), String> {
+    std::fs::create_dir_all(out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
     let json = serde_json::to_string_pretty(r).map_err(|e| e.to_string())?;
     let write = |name: &str, text: &str| -> Result<PathBuf, String> {
         let p = out_dir.join(name);
@@ -851,20 +916,15 @@ fn write_outputs(cx: &Ctx<'_>, r: &Results) -> Result<(), String> {
         Ok(p)
     };
     write("workloads.json", &(json + "\n"))?;
-    let svg = svg(r);
-    write("workloads.svg", &svg)?;
-    let md = report::markdown(r, &commands(o));
-    let md_path = write("workloads.md", &md)?;
+    write("workloads.svg", &svg(r))?;
+    let md = report::markdown(r, &r.command);
+    write("workloads.md", &md)?;
     println!("{md}");
     eprintln!("wrote {}/workloads.{{json,svg,md}}", out_dir.display());
-    if !o.quick && !o.no_docs && o.only.is_empty() {
-        let doc_path = cx.root.join("docs/benchmarks.md");
+    if docs {
+        let doc_path = root.join("docs/benchmarks.md");
         let doc = std::fs::read_to_string(&doc_path).unwrap_or_default();
-        let rel = md_path
-            .strip_prefix(cx.root.join("docs"))
-            .map(|p| p.display().to_string())
-            .unwrap_or_else(|_| md_path.display().to_string());
-        let generated = format!("![latency per workload](bench/workloads.svg)\n\n{md}\n(Also in `docs/{rel}` and, machine-readable, `docs/bench/workloads.json`.)\n");
+        let generated = format!("![latency per workload](bench/workloads.svg)\n\n{md}\n(Also in `docs/bench/workloads.md` and, machine-readable, `docs/bench/workloads.json`; `ais-bench render` re-renders them.)\n");
         let spliced = report::splice(&doc, &generated, INTRO);
         std::fs::write(&doc_path, spliced).map_err(|e| format!("{}: {e}", doc_path.display()))?;
         eprintln!("updated {}", doc_path.display());

@@ -213,24 +213,33 @@ pub fn class_ms(l: Latency, lat: &Latencies) -> u64 {
 /// route workload 9 to its longest branch, so this is the taken path); a
 /// loop one iteration (no workload loops). `None` without an entry flow.
 pub fn critical_path_ms(p: &Program, lat: &Latencies) -> Option<u64> {
+    critical_path(p, lat).map(|c| c.0)
+}
+
+/// [`critical_path_ms`] and the number of LLM calls along that path (on
+/// ties, the path with more calls).
+pub fn critical_path(p: &Program, lat: &Latencies) -> Option<(u64, u64)> {
     let entry = p.flows.iter().position(|f| f.entry)?;
     let mut memo = vec![None; p.flows.len()];
     let mut busy = vec![false; p.flows.len()];
     Some(flow_cp(p, entry, lat, &mut memo, &mut busy))
 }
 
+/// (ms, LLM calls) of a path; ordered by time, then calls.
+type Cost = (u64, u64);
+
 fn flow_cp(
     p: &Program,
     f: usize,
     lat: &Latencies,
-    memo: &mut [Option<u64>],
+    memo: &mut [Option<Cost>],
     busy: &mut [bool],
-) -> u64 {
+) -> Cost {
     if let Some(c) = memo.get(f).copied().flatten() {
         return c;
     }
     if busy.get(f).copied().unwrap_or(true) {
-        return 0; // recursion (or a bad index) counts once
+        return (0, 0); // recursion (or a bad index) counts once
     }
     busy[f] = true;
     let c = region_cp(p, f, 0, lat, memo, busy);
@@ -244,13 +253,13 @@ fn region_cp(
     f: usize,
     r: usize,
     lat: &Latencies,
-    memo: &mut [Option<u64>],
+    memo: &mut [Option<Cost>],
     busy: &mut [bool],
-) -> u64 {
+) -> Cost {
     let Some(rc) = p.flows.get(f).and_then(|fc| fc.regions.get(r)) else {
-        return 0;
+        return (0, 0);
     };
-    let est: Vec<u64> = rc
+    let est: Vec<Cost> = rc
         .ops
         .iter()
         .map(|op| match (&op.opcode, &op.imm) {
@@ -260,21 +269,28 @@ fn region_cp(
                 .iter()
                 .map(|&c| region_cp(p, f, c as usize, lat, memo, busy))
                 .max()
-                .unwrap_or(0),
-            _ => class_ms(op.opcode.info().latency, lat),
+                .unwrap_or((0, 0)),
+            _ => {
+                let info = op.opcode.info();
+                let llm = matches!(
+                    info.latency,
+                    Latency::Ask | Latency::Think | Latency::Reason
+                );
+                (class_ms(info.latency, lat), u64::from(llm))
+            }
         })
         .collect();
     // Consumers come after their producers in op order.
-    let mut rem = vec![0u64; rc.ops.len()];
-    let mut best = 0;
+    let mut rem: Vec<Cost> = vec![(0, 0); rc.ops.len()];
+    let mut best = (0, 0);
     for i in (0..rc.ops.len()).rev() {
-        let mut tail = 0;
+        let mut tail = (0, 0);
         for s in rc.ops[i].results() {
             for &c in rc.consumers_of(s) {
-                tail = tail.max(rem.get(c as usize).copied().unwrap_or(0));
+                tail = tail.max(rem.get(c as usize).copied().unwrap_or((0, 0)));
             }
         }
-        rem[i] = est[i].saturating_add(tail);
+        rem[i] = (est[i].0.saturating_add(tail.0), est[i].1 + tail.1);
         best = best.max(rem[i]);
     }
     best

@@ -1,9 +1,9 @@
 //! Summary statistics of repeated measurements.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Mean ± sample standard deviation and percentiles of a set of samples.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Stats {
     pub n: usize,
     pub mean: f64,

@@ -223,4 +223,14 @@ fn critical_path_follows_the_configured_latencies() {
     assert_eq!(cp("9"), Some(500));
     // think → reason (economics), then draft → verify → revise.
     assert_eq!(cp("10"), Some(1800));
+    // …and the LLM calls along those paths.
+    let calls = |id: &str| {
+        let w = workload(id);
+        let (p, _) = ours::compile_file(&workloads::repo_root().join(w.file), OptLevel::O1)
+            .expect("compiles");
+        ours::critical_path(&p, &lat).map(|c| c.1)
+    };
+    assert_eq!(calls("1"), Some(3));
+    assert_eq!(calls("9"), Some(3));
+    assert_eq!(calls("10"), Some(5));
 }
