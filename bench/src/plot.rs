@@ -37,7 +37,11 @@ pub fn grouped_bars(
     values.sort_by(f64::total_cmp);
     let lo = values.first().copied().unwrap_or(1.0);
     let hi = values.last().copied().unwrap_or(10.0);
-    let min_exp = lo.log10().floor() as i32;
+    let mut min_exp = lo.log10().floor() as i32;
+    if lo < 2.0 * 10f64.powi(min_exp) {
+        // Keep the shortest bar visible above the axis.
+        min_exp -= 1;
+    }
     let max_exp = (hi.log10().ceil() as i32).max(min_exp + 1);
     let mut o = String::new();
     let _ = writeln!(
