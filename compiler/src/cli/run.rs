@@ -340,7 +340,11 @@ fn render_run_error(out: &mut Output, loaded: &Loaded, e: &ais_vm::RunError) {
             if !span.is_dummy() =>
         {
             let d = Diagnostic::error("R0001", format!("run failed: {e}"), *span)
-                .with_label(format!("this `{code}` failure was not caught"))
+                .with_label(if code.starts_with("budget.") || code == "WATCHDOG_LOOP" {
+                    format!("the run stopped here: `{code}` (not catchable)")
+                } else {
+                    format!("this `{code}` failure was not caught")
+                })
                 .with_help(ais_vm::error::hint_for(code));
             out.diagnostics(name, source, &[d]);
         }
