@@ -492,3 +492,27 @@ fn per_agent_call_budget_names_the_agent() {
     };
     assert!(run(&p, None, Counting::new(None), budget).0.is_ok());
 }
+
+#[test]
+fn deadline_stops_the_run_before_the_next_call() {
+    let p = program();
+    // Every call takes at least 2 ms and the second call depends on the
+    // first, so the deadline of 1 ms has passed when the second one starts.
+    let b = Arc::new(Counting {
+        inner: FakeBackend::new().with_latency(std::time::Duration::from_millis(2)),
+        live: None,
+        calls: AtomicUsize::new(0),
+        prompts: Mutex::new(Vec::new()),
+    });
+    let budget = Budget {
+        deadline_ms: Some(1),
+        ..Budget::default()
+    };
+    match run(&p, None, b, budget).0.unwrap_err() {
+        RunError::OpFailed { code, payload, .. } => {
+            assert_eq!(code, "budget.deadline_ms");
+            assert_eq!(payload["limit"], 1);
+        }
+        other => panic!("expected a budget error, got {other:?}"),
+    }
+}
