@@ -249,6 +249,14 @@ pub fn canonical_tier(text: &str) -> Option<&'static str> {
     }
 }
 
+/// Tools the toolchain provides to every agent (the stdlib's built-ins and
+/// the AAM's goal, inbox and memory tools): calling them without a
+/// `capability` declaration is not a warning.
+pub fn is_builtin_tool(name: &str) -> bool {
+    ais_vm::aam::AAM_TOOL_NAMES.contains(&name)
+        || ais_stdlib::builtins().iter().any(|b| b.name == name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -272,12 +280,4 @@ mod tests {
         assert_eq!(canonical_tier("Episodic"), Some("episodic"));
         assert_eq!(canonical_tier("disk"), None);
     }
-}
-
-/// Tools the toolchain provides to every agent (the stdlib's built-ins and
-/// the AAM's goal, inbox and memory tools): calling them without a
-/// `capability` declaration is not a warning.
-pub fn is_builtin_tool(name: &str) -> bool {
-    ais_vm::aam::AAM_TOOL_NAMES.contains(&name)
-        || ais_stdlib::builtins().iter().any(|b| b.name == name)
 }
