@@ -1248,6 +1248,22 @@ impl<'r> Run<'r> {
     }
 }
 
+/// How many ops of a class can possibly be in flight at once, when that is
+/// bounded by the program's shape: with no loop, no call and no handler every
+/// op runs at most once. `None` when unbounded.
+fn max_in_flight(program: &Program, pred: impl Fn(Opcode) -> bool) -> Option<usize> {
+    let ops = || {
+        program
+            .flows
+            .iter()
+            .flat_map(|f| f.regions.iter())
+            .flat_map(|r| r.ops.iter())
+    };
+    let repeats = ops().any(|op| matches!(op.opcode, Opcode::Loop | Opcode::FlowCall))
+        || program.agents.iter().any(|a| !a.handlers.is_empty());
+    (!repeats).then(|| ops().filter(|op| pred(op.opcode)).count())
+}
+
 fn uses(program: &Program, pred: impl Fn(Opcode) -> bool) -> bool {
     program
         .flows
@@ -1380,7 +1396,11 @@ pub fn run(
             if !needed || spawn_err.is_some() {
                 continue;
             }
-            for i in 0..concurrency {
+            // Starting threads costs: no more than the program can ever use.
+            let class = if llm { Class::Llm } else { Class::Tool };
+            let threads = max_in_flight(program, |o| exec::class(o) == class)
+                .map_or(concurrency, |n| n.clamp(1, concurrency));
+            for i in 0..threads {
                 match std::thread::Builder::new()
                     .name(format!("ais-io-{}-{i}", if llm { "llm" } else { "tool" }))
                     .stack_size(256 * 1024)
