@@ -19,7 +19,7 @@ use crate::exec::{self, Class, OpError, Results};
 use crate::frame::{Frame, LoopState, Owner, Role};
 use crate::host::Host;
 use crate::llm::{CancelToken, LlmBackend};
-use crate::telemetry::{self, LlmInfo, OpEvent, RunSummary, Status, Track};
+use crate::telemetry::{self, AttemptRecord, LlmInfo, OpEvent, RunSummary, Status, Track};
 use crate::value::Val;
 use ais_ir::bytecode::{Imm, Instr, Program};
 use ais_ir::Opcode;
@@ -1176,17 +1176,35 @@ impl<'r> Run<'r> {
         }
         let (result, info) = if llm {
             let req = exec::llm_request(agent, instr, &args);
-            match self.backend.complete(&req, &self.cancel) {
+            // Every attempt (retries included) goes into the op's telemetry.
+            let log = crate::llm::AttemptLog::new();
+            let result = self.backend.complete_observed(&req, &self.cancel, &log);
+            let attempts: Vec<AttemptRecord> = log
+                .attempts()
+                .iter()
+                .map(AttemptRecord::from_attempt)
+                .collect();
+            match result {
                 Ok(resp) => {
                     let info = Box::new(LlmInfo {
                         model: resp.model.clone(),
                         input_tokens: resp.usage.prompt_tokens,
                         output_tokens: resp.usage.completion_tokens,
                         simulated: resp.simulated,
+                        attempts,
                     });
                     (exec::llm_value(&req, &resp), Some(info))
                 }
-                Err(e) => (Err(OpError::from(e)), None),
+                Err(e) => {
+                    let info = Box::new(LlmInfo {
+                        model: req.model.clone().unwrap_or_default(),
+                        input_tokens: 0,
+                        output_tokens: 0,
+                        simulated: self.backend.is_simulated(),
+                        attempts,
+                    });
+                    (Err(OpError::from(e)), Some(info))
+                }
             }
         } else {
             (

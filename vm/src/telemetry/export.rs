@@ -57,6 +57,7 @@ pub fn write_jsonl(
             o.insert("gen_ai.usage.input_tokens".into(), json!(l.input_tokens));
             o.insert("gen_ai.usage.output_tokens".into(), json!(l.output_tokens));
             o.insert("gen_ai.simulated".into(), json!(l.simulated));
+            o.insert("gen_ai.attempts".into(), json!(l.attempts));
         }
         serde_json::to_writer(&mut w, &Json::Object(o))?;
         w.write_all(b"\n")?;

@@ -38,6 +38,38 @@ pub struct LlmInfo {
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub simulated: bool,
+    /// Every attempt the backend made for this op (retries included).
+    pub attempts: Vec<AttemptRecord>,
+}
+
+/// One attempt of an LLM request, as reported by the backend.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AttemptRecord {
+    pub number: u32,
+    /// HTTP status when the server answered.
+    pub status: Option<u16>,
+    /// Why the attempt failed (`rate_limited`, `server`, ...); `None` if it succeeded.
+    pub error: Option<String>,
+    pub latency_ms: f64,
+    /// Backoff before the next attempt, when there was one.
+    pub retry_in_ms: Option<f64>,
+}
+
+impl AttemptRecord {
+    pub fn from_attempt(a: &crate::llm::Attempt) -> AttemptRecord {
+        AttemptRecord {
+            number: a.number,
+            status: a.status,
+            error: a.error.map(|k| {
+                serde_json::to_value(k)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_else(|| format!("{k:?}"))
+            }),
+            latency_ms: a.latency.as_secs_f64() * 1e3,
+            retry_in_ms: a.retry_in.map(|d| d.as_secs_f64() * 1e3),
+        }
+    }
 }
 
 /// One executed op.
@@ -99,6 +131,8 @@ pub struct RunSummary {
     pub sched_overhead_us_per_op: f64,
     /// Longest wait between ready and start of a blocking call (ms).
     pub max_queue_wait_ms: f64,
+    /// LLM request attempts, retries included (≥ `llm_calls`).
+    pub llm_attempts: u64,
 }
 
 impl RunSummary {
@@ -135,6 +169,7 @@ impl RunSummary {
             if let Some(l) = &e.llm {
                 self.input_tokens += l.input_tokens;
                 self.output_tokens += l.output_tokens;
+                self.llm_attempts += l.attempts.len().max(1) as u64;
             }
         }
         // Ends before starts at the same instant: touching ops do not overlap.
