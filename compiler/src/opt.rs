@@ -102,18 +102,8 @@ pub enum InputFormat {
     Ais,
 }
 
-#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
-pub enum ErrorFormat {
-    Human,
-    Json,
-}
-
-#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
-pub enum ColorChoice {
-    Auto,
-    Always,
-    Never,
-}
+/// The same output choices as `aisc`.
+pub use crate::cli::{ColorChoice, ErrorFormat};
 
 /// What a run produced: the text for stdout and stderr, and the exit code
 /// (0 success, 1 errors in the input or a pass, 2 usage).

@@ -394,28 +394,38 @@ fn parse_members<'a>(
     eof_at: usize,
     errors: &mut Errors<'a>,
 ) -> Vec<Member> {
-    let mut members = Vec::new();
+    top_level_parts(body)
+        .map(|(range, sep)| {
+            let follow = sep.and_then(|i| body.get(i)).or(closer);
+            parse_member(&body[range], follow, eof_at, errors)
+        })
+        .collect()
+}
+
+/// The non-empty runs of `tokens` between separators outside brackets, each
+/// with the index of the separator that ends it (`None` for the last run).
+fn top_level_parts<'t>(
+    tokens: &'t [Spanned<'_>],
+) -> impl Iterator<Item = (std::ops::Range<usize>, Option<usize>)> + 't {
     let mut depth = 0usize;
     let mut start = 0;
-    for i in 0..=body.len() {
-        let at_end = i == body.len();
+    (0..=tokens.len()).filter_map(move |i| {
+        let at_end = i == tokens.len();
         if !at_end {
-            match body[i].1 {
+            match tokens[i].1 {
                 Tok::LBrace | Tok::LParen | Tok::LBracket => depth += 1,
                 Tok::RBrace | Tok::RParen | Tok::RBracket => depth = depth.saturating_sub(1),
                 _ => {}
             }
         }
-        if at_end || (depth == 0 && body[i].1 == Tok::Sep) {
-            let chunk = &body[start..i];
-            if !chunk.is_empty() {
-                let follow = body.get(i).or(closer);
-                members.push(parse_member(chunk, follow, eof_at, errors));
-            }
+        if at_end || (depth == 0 && tokens[i].1 == Tok::Sep) {
+            let part = start..i;
             start = i + 1;
+            (!part.is_empty()).then(|| (part, (!at_end).then_some(i)))
+        } else {
+            None
         }
-    }
-    members
+    })
 }
 
 fn parse_member<'a>(
@@ -491,58 +501,43 @@ fn parse_member_by_statements<'a>(chunk: &[Spanned<'a>]) -> Option<(Member, Erro
     let (mut member, mut errors) = parse_member_whole(&header);
     let body = &chunk[open + 1..last];
     let mut stmts = Vec::new();
-    let mut depth = 0usize;
-    let mut start = 0;
-    for i in 0..=body.len() {
-        let at_end = i == body.len();
-        if !at_end {
-            match body[i].1 {
-                Tok::LBrace | Tok::LParen | Tok::LBracket => depth += 1,
-                Tok::RBrace | Tok::RParen | Tok::RBracket => depth = depth.saturating_sub(1),
-                _ => {}
-            }
-        }
-        if at_end || (depth == 0 && body[i].1 == Tok::Sep) {
-            let part = &body[start..i];
-            if !part.is_empty() {
-                let follow = body.get(i).unwrap_or(&chunk[last]);
-                let mut local: Errors<'a> = Vec::new();
-                let result = generated::StmtParser::new().parse(&mut local, part.iter().cloned());
-                let span = Span::new(part[0].0, part[part.len() - 1].2);
-                let broken = Stmt {
-                    kind: StmtKind::Error(bound_name(part)),
-                    span,
-                };
-                stmts.push(match result {
-                    // Recovered inside: the statement as a whole is broken.
-                    Ok(_) if !local.is_empty() => broken,
-                    Ok(s) => s,
-                    Err(e) => {
-                        local.push(ErrorRecovery {
-                            error: e,
-                            dropped_tokens: Vec::new(),
-                        });
-                        broken
-                    }
+    for (range, sep) in top_level_parts(body) {
+        let part = &body[range];
+        let follow = sep.and_then(|i| body.get(i)).unwrap_or(&chunk[last]);
+        let mut local: Errors<'a> = Vec::new();
+        let result = generated::StmtParser::new().parse(&mut local, part.iter().cloned());
+        let span = Span::new(part[0].0, part[part.len() - 1].2);
+        let broken = Stmt {
+            kind: StmtKind::Error(bound_name(part)),
+            span,
+        };
+        stmts.push(match result {
+            // Recovered inside: the statement as a whole is broken.
+            Ok(_) if !local.is_empty() => broken,
+            Ok(s) => s,
+            Err(e) => {
+                local.push(ErrorRecovery {
+                    error: e,
+                    dropped_tokens: Vec::new(),
                 });
-                for mut rec in local {
-                    if let ParseError::UnrecognizedEof { expected, .. } = &rec.error {
-                        rec.error = ParseError::UnrecognizedToken {
-                            token: follow.clone(),
-                            expected: expected.clone(),
-                        };
-                    }
-                    // The chunk's end is a statement's end; LALRPOP does not list
-                    // it, but wherever `->` may follow, the statement may also end.
-                    if let ParseError::UnrecognizedToken { expected, .. } = &mut rec.error {
-                        if expected.iter().any(|e| e == "\"->\"") {
-                            expected.insert(0, "SEP".into());
-                        }
-                    }
-                    errors.push(rec);
+                broken
+            }
+        });
+        for mut rec in local {
+            if let ParseError::UnrecognizedEof { expected, .. } = &rec.error {
+                rec.error = ParseError::UnrecognizedToken {
+                    token: follow.clone(),
+                    expected: expected.clone(),
+                };
+            }
+            // The chunk's end is a statement's end; LALRPOP does not list
+            // it, but wherever `->` may follow, the statement may also end.
+            if let ParseError::UnrecognizedToken { expected, .. } = &mut rec.error {
+                if expected.iter().any(|e| e == "\"->\"") {
+                    expected.insert(0, "SEP".into());
                 }
             }
-            start = i + 1;
+            errors.push(rec);
         }
     }
     let body_span = Span::new(chunk[open].0, chunk[last].2);
