@@ -253,8 +253,12 @@ pub fn canonical_tier(text: &str) -> Option<&'static str> {
 /// the AAM's goal, inbox and memory tools): calling them without a
 /// `capability` declaration is not a warning.
 pub fn is_builtin_tool(name: &str) -> bool {
+    // The stdlib table carries JSON schemas; keep only its names, built once.
+    static STDLIB: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
     ais_vm::aam::AAM_TOOL_NAMES.contains(&name)
-        || ais_stdlib::builtins().iter().any(|b| b.name == name)
+        || STDLIB
+            .get_or_init(|| ais_stdlib::builtins().iter().map(|b| b.name).collect())
+            .contains(&name)
 }
 
 #[cfg(test)]

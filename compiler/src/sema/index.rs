@@ -73,16 +73,34 @@ impl ProgramIndex {
     }
 }
 
+/// Reports `ident` as a duplicate of the definition at `first`, if any.
+fn duplicate(
+    errors: &mut Vec<SemaError>,
+    kind: &'static str,
+    ident: &ast::Ident,
+    first: Option<Span>,
+) -> bool {
+    let Some(first) = first else {
+        return false;
+    };
+    errors.push(SemaError::Duplicate {
+        kind,
+        name: ident.name.clone(),
+        span: ident.span,
+        first,
+    });
+    true
+}
+
 fn params(ps: &[ast::Param], default: Ty, errors: &mut Vec<SemaError>) -> Vec<ParamSig> {
     let mut out: Vec<ParamSig> = Vec::new();
     for p in ps {
-        if let Some(first) = out.iter().find(|q| q.name == p.name.name) {
-            errors.push(SemaError::Duplicate {
-                kind: "parameter",
-                name: p.name.name.clone(),
-                span: p.name.span,
-                first: first.span,
-            });
+        if duplicate(
+            errors,
+            "parameter",
+            &p.name,
+            out.iter().find(|q| q.name == p.name.name).map(|x| x.span),
+        ) {
             continue;
         }
         out.push(ParamSig {
@@ -97,13 +115,12 @@ fn params(ps: &[ast::Param], default: Ty, errors: &mut Vec<SemaError>) -> Vec<Pa
 pub fn build(file: &ast::File, errors: &mut Vec<SemaError>) -> ProgramIndex {
     let mut index = ProgramIndex::default();
     for agent in &file.agents {
-        if let Some(first) = index.agents.get(&agent.name.name) {
-            errors.push(SemaError::Duplicate {
-                kind: "agent",
-                name: agent.name.name.clone(),
-                span: agent.name.span,
-                first: first.span,
-            });
+        if duplicate(
+            errors,
+            "agent",
+            &agent.name,
+            index.agents.get(&agent.name.name).map(|x| x.span),
+        ) {
             continue;
         }
         let mut info = AgentInfo {
@@ -123,13 +140,12 @@ pub fn build(file: &ast::File, errors: &mut Vec<SemaError>) -> ProgramIndex {
                             });
                             continue;
                         };
-                        if let Some(first) = info.memories.get(&d.name.name) {
-                            errors.push(SemaError::Duplicate {
-                                kind: "memory",
-                                name: d.name.name.clone(),
-                                span: d.name.span,
-                                first: first.span,
-                            });
+                        if duplicate(
+                            errors,
+                            "memory",
+                            &d.name,
+                            info.memories.get(&d.name.name).map(|x| x.span),
+                        ) {
                             continue;
                         }
                         info.memories.insert(
@@ -143,13 +159,12 @@ pub fn build(file: &ast::File, errors: &mut Vec<SemaError>) -> ProgramIndex {
                 }
                 Member::Beliefs(beliefs, _) => {
                     for b in beliefs {
-                        if let Some(first) = info.beliefs.get(&b.name.name) {
-                            errors.push(SemaError::Duplicate {
-                                kind: "belief",
-                                name: b.name.name.clone(),
-                                span: b.name.span,
-                                first: first.span,
-                            });
+                        if duplicate(
+                            errors,
+                            "belief",
+                            &b.name,
+                            info.beliefs.get(&b.name.name).map(|x| x.span),
+                        ) {
                             continue;
                         }
                         // The type is filled in once the initializer is checked.
@@ -164,13 +179,12 @@ pub fn build(file: &ast::File, errors: &mut Vec<SemaError>) -> ProgramIndex {
                 }
                 Member::Goals(goals, _) => {
                     for g in goals {
-                        if let Some(first) = info.goals.get(&g.name.name) {
-                            errors.push(SemaError::Duplicate {
-                                kind: "goal",
-                                name: g.name.name.clone(),
-                                span: g.name.span,
-                                first: *first,
-                            });
+                        if duplicate(
+                            errors,
+                            "goal",
+                            &g.name,
+                            info.goals.get(&g.name.name).copied(),
+                        ) {
                             continue;
                         }
                         info.goals.insert(g.name.name.clone(), g.name.span);
@@ -182,13 +196,7 @@ pub fn build(file: &ast::File, errors: &mut Vec<SemaError>) -> ProgramIndex {
                         .get(&c.name.name)
                         .map(|x| x.span)
                         .or_else(|| info.flows.get(&c.name.name).map(|x| x.span));
-                    if let Some(first) = first {
-                        errors.push(SemaError::Duplicate {
-                            kind: "capability",
-                            name: c.name.name.clone(),
-                            span: c.name.span,
-                            first,
-                        });
+                    if duplicate(errors, "capability", &c.name, first) {
                         continue;
                     }
                     let sig = CapabilitySig {
@@ -213,13 +221,7 @@ pub fn build(file: &ast::File, errors: &mut Vec<SemaError>) -> ProgramIndex {
                         .get(&f.name.name)
                         .map(|x| x.span)
                         .or_else(|| info.capabilities.get(&f.name.name).map(|x| x.span));
-                    if let Some(first) = first {
-                        errors.push(SemaError::Duplicate {
-                            kind: "flow",
-                            name: f.name.name.clone(),
-                            span: f.name.span,
-                            first,
-                        });
+                    if duplicate(errors, "flow", &f.name, first) {
                         continue;
                     }
                     let entry = f.is_entry();
