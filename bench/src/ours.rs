@@ -72,50 +72,61 @@ pub fn compile_file(path: &Path, level: OptLevel) -> Result<(Program, f64), Comp
 /// A backend wrapper that counts calls and the most calls in flight at once.
 pub struct InFlight {
     inner: Arc<dyn LlmBackend>,
+    counts: Arc<Counts>,
+}
+
+#[derive(Default)]
+struct Counts {
     current: AtomicUsize,
     max: AtomicUsize,
     calls: AtomicUsize,
+}
+
+impl Counts {
+    fn enter(&self) {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let now = self.current.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max.fetch_max(now, Ordering::SeqCst);
+    }
+
+    fn leave(&self) {
+        self.current.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl InFlight {
     pub fn new(inner: Arc<dyn LlmBackend>) -> InFlight {
         InFlight {
             inner,
-            current: AtomicUsize::new(0),
-            max: AtomicUsize::new(0),
-            calls: AtomicUsize::new(0),
+            counts: Arc::default(),
         }
     }
 
     /// Most requests in flight at one instant since the last reset.
     pub fn max_in_flight(&self) -> usize {
-        self.max.load(Ordering::SeqCst)
+        self.counts.max.load(Ordering::SeqCst)
     }
 
     pub fn calls(&self) -> usize {
-        self.calls.load(Ordering::SeqCst)
+        self.counts.calls.load(Ordering::SeqCst)
     }
 
     pub fn reset(&self) {
-        self.max.store(0, Ordering::SeqCst);
-        self.calls.store(0, Ordering::SeqCst);
+        self.counts.max.store(0, Ordering::SeqCst);
+        self.counts.calls.store(0, Ordering::SeqCst);
+    }
+
+    fn enter(&self) -> Guard<'_> {
+        self.counts.enter();
+        Guard(&self.counts)
     }
 }
 
-struct Guard<'a>(&'a AtomicUsize);
+struct Guard<'a>(&'a Counts);
 
 impl Drop for Guard<'_> {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-impl InFlight {
-    fn enter(&self) -> Guard<'_> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        let now = self.current.fetch_add(1, Ordering::SeqCst) + 1;
-        self.max.fetch_max(now, Ordering::SeqCst);
-        Guard(&self.current)
+        self.0.leave();
     }
 }
 
@@ -130,6 +141,23 @@ impl LlmBackend for InFlight {
 
     fn is_simulated(&self) -> bool {
         self.inner.is_simulated()
+    }
+
+    fn starts_without_waiting(&self) -> bool {
+        self.inner.starts_without_waiting()
+    }
+
+    fn start(&self, request: LlmRequest, cancel: CancelToken, done: ais_vm::llm::OnDone) {
+        self.counts.enter();
+        let counts = Arc::clone(&self.counts);
+        self.inner.start(
+            request,
+            cancel,
+            Box::new(move |result, attempts| {
+                counts.leave();
+                done(result, attempts)
+            }),
+        );
     }
 
     fn complete(

@@ -270,9 +270,9 @@ pub fn eval_pure(program: &Program, instr: &Instr, args: &[Val]) -> Result<Val, 
             Val::str(s)
         }
         O::Merge => Val::str(args.iter().map(Val::text).collect::<Vec<_>>().join("\n\n")),
-        O::WaitAll => Val::Json(Arc::new(Json::Array(
-            args.iter().map(Val::to_json).collect(),
-        ))),
+        // A list of the values themselves (shared, not copied into JSON):
+        // it reads, prints and indexes like the JSON array it stands for.
+        O::WaitAll => Val::List(Arc::from(args.to_vec())),
         O::List => Val::List(Arc::from(args.to_vec())),
         O::Index => {
             let c = arg(args, 0)?;

@@ -6,7 +6,7 @@
 
 use super::{
     AttemptObserver, CancelToken, LlmBackend, LlmError, LlmErrorKind, LlmRequest, LlmResponse,
-    Usage,
+    OnDone, Usage,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -100,17 +100,23 @@ impl BudgetedBackend {
     }
 
     fn after(&self, outcome: Result<LlmResponse, LlmError>) -> Result<LlmResponse, LlmError> {
-        let response = outcome?;
-        let total = self.budget.add(response.usage);
-        match self.budget.limit {
-            Some(limit) if total > limit => Err(self.budget.exceeded(
-                self.inner.name(),
-                total,
-                limit,
-                Some(response.usage.total()),
-            )),
-            _ => Ok(response),
+        charge(&self.budget, self.inner.name(), outcome)
+    }
+}
+
+/// Adds a reply's tokens to `budget`; an error when that exceeds it.
+fn charge(
+    budget: &TokenBudget,
+    provider: &str,
+    outcome: Result<LlmResponse, LlmError>,
+) -> Result<LlmResponse, LlmError> {
+    let response = outcome?;
+    let total = budget.add(response.usage);
+    match budget.limit {
+        Some(limit) if total > limit => {
+            Err(budget.exceeded(provider, total, limit, Some(response.usage.total())))
         }
+        _ => Ok(response),
     }
 }
 
@@ -140,5 +146,30 @@ impl LlmBackend for BudgetedBackend {
     ) -> Result<LlmResponse, LlmError> {
         self.before()?;
         self.after(self.inner.complete_observed(request, cancel, observer))
+    }
+    fn scheduled_reply(
+        &self,
+        request: &LlmRequest,
+    ) -> Option<(std::time::Duration, Result<LlmResponse, LlmError>)> {
+        if let Err(e) = self.before() {
+            return Some((std::time::Duration::ZERO, Err(e)));
+        }
+        let (delay, outcome) = self.inner.scheduled_reply(request)?;
+        Some((delay, self.after(outcome)))
+    }
+    fn starts_without_waiting(&self) -> bool {
+        self.inner.starts_without_waiting()
+    }
+    fn start(&self, request: LlmRequest, cancel: CancelToken, done: OnDone) {
+        if let Err(e) = self.before() {
+            return done(Err(e), Vec::new());
+        }
+        let budget = Arc::clone(&self.budget);
+        let provider = self.inner.name().to_string();
+        self.inner.start(
+            request,
+            cancel,
+            Box::new(move |outcome, attempts| done(charge(&budget, &provider, outcome), attempts)),
+        );
     }
 }

@@ -28,9 +28,29 @@ pub struct FakeBackend {
     default_latency: Duration,
     fail_marker: Option<String>,
     concurrency: Option<usize>,
+    counters: Counters,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
     calls: AtomicU64,
+    /// Blocking calls in progress.
     in_flight: AtomicUsize,
+    /// When each scheduled reply in flight is due.
+    due: std::sync::Mutex<std::collections::BinaryHeap<std::cmp::Reverse<Instant>>>,
     peak: AtomicUsize,
+}
+
+impl Counters {
+    fn enter(&self) {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+    }
+
+    fn leave(&self) {
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// FNV-1a, 32 bits.
@@ -76,22 +96,33 @@ impl FakeBackend {
     }
 
     pub fn calls(&self) -> u64 {
-        self.calls.load(Ordering::SeqCst)
+        self.counters.calls.load(Ordering::SeqCst)
     }
 
     /// Highest number of concurrent calls observed.
     pub fn peak_in_flight(&self) -> usize {
-        self.peak.load(Ordering::SeqCst)
+        self.counters.peak.load(Ordering::SeqCst)
+    }
+
+    fn latency_of(&self, kind: LlmOpKind) -> Duration {
+        self.latency
+            .get(&kind)
+            .copied()
+            .unwrap_or(self.default_latency)
     }
 
     /// The reply text for a text op (what `complete` returns).
     pub fn reply_text(request: &LlmRequest) -> String {
-        let mut parts: Vec<&str> = vec![request.kind.name(), &request.prompt];
+        let mut parts: smallvec::SmallVec<[&str; 8]> =
+            smallvec::smallvec![request.kind.name(), request.prompt.as_str()];
         for c in &request.context {
             parts.push(&c.label);
             parts.push(&c.text);
         }
-        let head: String = request.prompt.chars().take(24).collect();
+        let head = match request.prompt.char_indices().nth(24) {
+            Some((i, _)) => &request.prompt[..i],
+            None => &request.prompt,
+        };
         format!("{}#{:08x}: {head}", request.kind.name(), fnv1a(&parts))
     }
 
@@ -137,48 +168,13 @@ impl FakeBackend {
     }
 }
 
-struct InFlight<'a>(&'a AtomicUsize);
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
-    }
+fn cancelled() -> LlmError {
+    LlmError::new("fake", LlmErrorKind::Cancelled, "cancelled")
 }
 
-impl LlmBackend for FakeBackend {
-    fn name(&self) -> &str {
-        "fake"
-    }
-
-    fn concurrency(&self) -> usize {
-        self.concurrency.unwrap_or(16)
-    }
-
-    fn is_simulated(&self) -> bool {
-        true
-    }
-
-    fn complete(
-        &self,
-        request: &LlmRequest,
-        cancel: &CancelToken,
-    ) -> Result<LlmResponse, LlmError> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-        let _guard = InFlight(&self.in_flight);
-        self.peak.fetch_max(now, Ordering::SeqCst);
-        let started = Instant::now();
-        let d = self
-            .latency
-            .get(&request.kind)
-            .copied()
-            .unwrap_or(self.default_latency);
-        if !d.is_zero() && !self.wait(d, cancel) {
-            return Err(LlmError::new("fake", LlmErrorKind::Cancelled, "cancelled"));
-        }
-        if cancel.is_cancelled() {
-            return Err(LlmError::new("fake", LlmErrorKind::Cancelled, "cancelled"));
-        }
+impl FakeBackend {
+    /// The outcome of `request`, reported as taking `latency`.
+    fn outcome(&self, request: &LlmRequest, latency: Duration) -> Result<LlmResponse, LlmError> {
         if let Some(m) = &self.fail_marker {
             if request.prompt.contains(m.as_str()) {
                 return Err(LlmError {
@@ -215,9 +211,63 @@ impl LlmBackend for FakeBackend {
             json,
             finish_reason: "stop".into(),
             model: format!("fake-{}", request.kind.name()),
-            latency: started.elapsed(),
+            latency,
             simulated: true,
         })
+    }
+}
+
+impl LlmBackend for FakeBackend {
+    fn name(&self) -> &str {
+        "fake"
+    }
+
+    fn concurrency(&self) -> usize {
+        self.concurrency.unwrap_or(16)
+    }
+
+    fn is_simulated(&self) -> bool {
+        true
+    }
+
+    fn complete(
+        &self,
+        request: &LlmRequest,
+        cancel: &CancelToken,
+    ) -> Result<LlmResponse, LlmError> {
+        self.counters.enter();
+        let started = Instant::now();
+        let d = self.latency_of(request.kind);
+        let waited = d.is_zero() || self.wait(d, cancel);
+        self.counters.leave();
+        if !waited || cancel.is_cancelled() {
+            return Err(cancelled());
+        }
+        self.outcome(request, started.elapsed())
+    }
+
+    fn starts_without_waiting(&self) -> bool {
+        true
+    }
+
+    /// The reply is made at once; the kind's latency is only a wait. The
+    /// call counts as in flight until it is due.
+    fn scheduled_reply(
+        &self,
+        request: &LlmRequest,
+    ) -> Option<(Duration, Result<LlmResponse, LlmError>)> {
+        let d = self.latency_of(request.kind);
+        self.counters.calls.fetch_add(1, Ordering::SeqCst);
+        let now = Instant::now();
+        let mut due = self.counters.due.lock().unwrap_or_else(|e| e.into_inner());
+        while due.peek().is_some_and(|std::cmp::Reverse(at)| *at <= now) {
+            due.pop();
+        }
+        due.push(std::cmp::Reverse(now + d));
+        let in_flight = due.len() + self.counters.in_flight.load(Ordering::SeqCst);
+        self.counters.peak.fetch_max(in_flight, Ordering::SeqCst);
+        drop(due);
+        Some((d, self.outcome(request, d)))
     }
 }
 

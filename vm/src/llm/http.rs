@@ -15,13 +15,12 @@ use super::jsonschema;
 use super::prompt::{self, Instructions, Models, Prepared};
 use super::secret::{redact, Secret};
 use super::{
-    anthropic, ollama, openai, Attempt, AttemptObserver, CancelToken, LlmBackend, LlmError,
-    LlmErrorKind, LlmRequest, LlmResponse, NoObserver, Usage,
+    anthropic, ollama, openai, Attempt, AttemptLog, AttemptObserver, CancelToken, LlmBackend,
+    LlmError, LlmErrorKind, LlmRequest, LlmResponse, NoObserver, OnDone, Usage,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -191,10 +190,21 @@ impl HttpOptions {
 const MAX_BODY: u64 = 16 << 20;
 
 /// An `openai`, `anthropic` or `ollama` backend.
+///
+/// Calls run on the backend's own HTTP threads (kept between calls): a
+/// blocking [`complete`](LlmBackend::complete) waits for one while watching
+/// its cancel token, and [`start`](LlmBackend::start) hands the whole call
+/// (retries included) to one and returns at once.
 pub struct HttpBackend {
+    core: Arc<HttpCore>,
+}
+
+/// The backend's state, shared with the HTTP threads running its calls.
+struct HttpCore {
     opts: HttpOptions,
     endpoint: String,
     agent: ureq::Agent,
+    threads: HttpThreads,
     observer: Arc<dyn AttemptObserver>,
     jitter: AtomicU64,
 }
@@ -202,10 +212,19 @@ pub struct HttpBackend {
 impl std::fmt::Debug for HttpBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HttpBackend")
-            .field("opts", &self.opts)
-            .field("endpoint", &self.endpoint)
+            .field("opts", &self.core.opts)
+            .field("endpoint", &self.core.endpoint)
             .finish()
     }
+}
+
+/// Whether an HTTP exchange runs on the calling thread or on a pool thread.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Via {
+    /// The caller is a pool thread already (a started call).
+    ThisThread,
+    /// The caller waits for a pool thread, watching its cancel token.
+    Pool,
 }
 
 /// What one HTTP exchange produced.
@@ -223,6 +242,41 @@ enum Exchange {
 
 impl HttpBackend {
     pub fn new(opts: HttpOptions) -> HttpBackend {
+        HttpBackend {
+            core: Arc::new(HttpCore::new(opts)),
+        }
+    }
+
+    /// The observer `complete` reports to (`complete_observed` takes its
+    /// own). Set it before the first call.
+    pub fn with_observer(mut self, observer: Arc<dyn AttemptObserver>) -> HttpBackend {
+        if let Some(core) = Arc::get_mut(&mut self.core) {
+            core.observer = observer;
+        }
+        self
+    }
+
+    pub fn options(&self) -> &HttpOptions {
+        &self.core.opts
+    }
+
+    pub fn endpoint(&self) -> &str {
+        &self.core.endpoint
+    }
+
+    /// Resolves the request against this backend's models and prompts.
+    pub fn prepare(&self, request: &LlmRequest) -> Prepared {
+        self.core.prepare(request)
+    }
+
+    /// The JSON body sent for `p`.
+    pub fn body(&self, p: &Prepared) -> Value {
+        self.core.body(p)
+    }
+}
+
+impl HttpCore {
+    fn new(opts: HttpOptions) -> HttpCore {
         let endpoint = opts.protocol.endpoint(&opts.base_url);
         let mut builder = ureq::Agent::config_builder();
         if is_loopback_url(&endpoint) {
@@ -231,8 +285,18 @@ impl HttpBackend {
         }
         let config = builder
             .http_status_as_error(false)
+            // Keep a connection per allowed concurrent call, so a fan-out
+            // reuses its connections instead of reconnecting every round.
+            .max_idle_connections_per_host(opts.concurrency.max(1))
+            .max_idle_connections(opts.concurrency.max(1).max(10))
             .timeout_connect(Some(opts.connect_timeout))
-            .timeout_global(Some(opts.timeout))
+            // Per-phase limits rather than a global one: with a global or
+            // per-call timeout ureq resolves every request's host on a new
+            // thread. The whole attempt is bounded in `exchange`.
+            .timeout_send_request(Some(opts.timeout))
+            .timeout_send_body(Some(opts.timeout))
+            .timeout_recv_response(Some(opts.timeout))
+            .timeout_recv_body(Some(opts.timeout))
             .user_agent(concat!("apxm-ais/", env!("CARGO_PKG_VERSION")))
             .build();
         let seed = SystemTime::now()
@@ -240,31 +304,17 @@ impl HttpBackend {
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(7)
             ^ (opts.name.len() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        HttpBackend {
-            endpoint,
+        HttpCore {
             agent: ureq::Agent::new_with_config(config),
+            threads: HttpThreads::new(),
+            endpoint,
             observer: Arc::new(NoObserver),
             jitter: AtomicU64::new(seed | 1),
             opts,
         }
     }
 
-    /// The observer `complete` reports to (`complete_observed` takes its own).
-    pub fn with_observer(mut self, observer: Arc<dyn AttemptObserver>) -> HttpBackend {
-        self.observer = observer;
-        self
-    }
-
-    pub fn options(&self) -> &HttpOptions {
-        &self.opts
-    }
-
-    pub fn endpoint(&self) -> &str {
-        &self.endpoint
-    }
-
-    /// Resolves the request against this backend's models and prompts.
-    pub fn prepare(&self, request: &LlmRequest) -> Prepared {
+    fn prepare(&self, request: &LlmRequest) -> Prepared {
         prompt::prepare(
             request,
             &self.opts.instructions,
@@ -275,8 +325,7 @@ impl HttpBackend {
         )
     }
 
-    /// The JSON body sent for `p`.
-    pub fn body(&self, p: &Prepared) -> Value {
+    fn body(&self, p: &Prepared) -> Value {
         match self.opts.protocol {
             Protocol::OpenAi => openai::body(p, self.opts.structured),
             Protocol::Anthropic => anthropic::body(p),
@@ -314,34 +363,47 @@ impl HttpBackend {
         redact(text, self.opts.api_key.as_ref())
     }
 
-    /// One HTTP exchange on a helper thread, so a cancelled run does not
-    /// wait for the network (the helper ends at the attempt timeout).
+    /// One HTTP exchange. Through the pool, so a cancelled run does not
+    /// wait for the network (the thread ends the exchange at the attempt
+    /// timeout and then serves the next call).
     fn exchange(
         &self,
         headers: &[(&'static str, String)],
         body: String,
         cancel: &CancelToken,
+        via: Via,
     ) -> Result<Exchange, LlmError> {
-        let agent = self.agent.clone();
-        let url = self.endpoint.clone();
-        let headers = headers.to_vec();
-        let (tx, rx) = mpsc::channel();
-        let spawned = std::thread::Builder::new()
-            .name("apxm-http".into())
-            .spawn(move || {
-                let _ = tx.send(send(&agent, &url, &headers, body));
-            });
-        if let Err(e) = spawned {
+        if via == Via::ThisThread {
+            return Ok(send(&self.agent, &self.endpoint, headers, body));
+        }
+        let (tx, rx) = crossbeam::channel::bounded(1);
+        let (agent, url, headers) = (self.agent.clone(), self.endpoint.clone(), headers.to_vec());
+        let job: PoolJob = Box::new(move |idle: &IdleMark| {
+            let result = send(&agent, &url, &headers, body);
+            idle.set();
+            let _ = tx.send(result);
+        });
+        if let Err(e) = self.threads.submit(job) {
             return Err(LlmError::new(
                 &self.opts.name,
                 LlmErrorKind::Connect,
                 format!("cannot start HTTP thread: {e}"),
             ));
         }
+        let deadline = Instant::now() + self.opts.timeout;
         loop {
             match rx.recv_timeout(Duration::from_millis(20)) {
                 Ok(x) => return Ok(x),
-                Err(mpsc::RecvTimeoutError::Timeout) => {
+                Err(crossbeam::channel::RecvTimeoutError::Timeout) => {
+                    if Instant::now() >= deadline {
+                        return Ok(Exchange::Transport {
+                            kind: LlmErrorKind::Timeout,
+                            message: format!(
+                                "timed out (no complete reply within {} ms)",
+                                self.opts.timeout.as_millis()
+                            ),
+                        });
+                    }
                     if cancel.is_cancelled() {
                         return Err(LlmError::new(
                             &self.opts.name,
@@ -350,7 +412,7 @@ impl HttpBackend {
                         ));
                     }
                 }
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                Err(crossbeam::channel::RecvTimeoutError::Disconnected) => {
                     return Ok(Exchange::Transport {
                         kind: LlmErrorKind::Connect,
                         message: "HTTP thread ended without a result".into(),
@@ -396,6 +458,7 @@ impl HttpBackend {
         cancel: &CancelToken,
         observer: &dyn AttemptObserver,
         number: &mut u32,
+        via: Via,
     ) -> Result<Reply, LlmError> {
         let headers = self.headers(p);
         let body = self.body(p).to_string();
@@ -406,7 +469,7 @@ impl HttpBackend {
             }
             *number += 1;
             let started = Instant::now();
-            let outcome = match self.exchange(&headers, body.clone(), cancel) {
+            let outcome = match self.exchange(&headers, body.clone(), cancel, via) {
                 Ok(x) => x,
                 Err(mut e) => {
                     e.attempts = *number;
@@ -550,6 +613,76 @@ pub(crate) fn sleep_cancellable(d: Duration, cancel: &CancelToken) -> bool {
     }
 }
 
+/// Work for an HTTP thread. It calls [`IdleMark::set`] once its result is
+/// made and before handing it over, so the caller's next call finds this
+/// thread free rather than starting another.
+type PoolJob = Box<dyn FnOnce(&IdleMark) + Send>;
+
+struct IdleMark {
+    idle: Arc<AtomicUsize>,
+    set: std::cell::Cell<bool>,
+}
+
+impl IdleMark {
+    fn set(&self) {
+        if !self.set.replace(true) {
+            self.idle.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// The threads that carry out one backend's HTTP calls. They are kept
+/// between calls (a fan-out of 64 calls would otherwise create and destroy
+/// 64 threads, about 0.3 ms of CPU each on a small machine) and started on
+/// demand: a job goes to an idle thread when one is free, else to a new one.
+/// They end when the backend is dropped (a thread stuck on a hung server
+/// ends at the attempt timeout).
+struct HttpThreads {
+    jobs: crossbeam::channel::Sender<PoolJob>,
+    queue: crossbeam::channel::Receiver<PoolJob>,
+    /// Threads waiting for a job and not yet promised one.
+    idle: Arc<AtomicUsize>,
+}
+
+impl HttpThreads {
+    fn new() -> HttpThreads {
+        let (jobs, queue) = crossbeam::channel::unbounded();
+        HttpThreads {
+            jobs,
+            queue,
+            idle: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    fn submit(&self, job: PoolJob) -> std::io::Result<()> {
+        // Promise the job to an idle thread, or start one for it; either
+        // way exactly one receiver is free for every job in the queue.
+        let promised = self
+            .idle
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if !promised {
+            let queue = self.queue.clone();
+            let idle = self.idle.clone();
+            std::thread::Builder::new()
+                .name("apxm-http".into())
+                .spawn(move || {
+                    while let Ok(job) = queue.recv() {
+                        let mark = IdleMark {
+                            idle: idle.clone(),
+                            set: std::cell::Cell::new(false),
+                        };
+                        job(&mark);
+                        mark.set();
+                    }
+                })?;
+        }
+        // The queue's receiver lives in `self`, so sending cannot fail.
+        let _ = self.jobs.send(job);
+        Ok(())
+    }
+}
+
 fn send(
     agent: &ureq::Agent,
     url: &str,
@@ -663,11 +796,11 @@ pub fn parse_http_date(s: &str) -> Option<u64> {
 
 impl LlmBackend for HttpBackend {
     fn name(&self) -> &str {
-        &self.opts.name
+        &self.core.opts.name
     }
 
     fn concurrency(&self) -> usize {
-        self.opts.concurrency.max(1)
+        self.core.opts.concurrency.max(1)
     }
 
     fn complete(
@@ -675,8 +808,9 @@ impl LlmBackend for HttpBackend {
         request: &LlmRequest,
         cancel: &CancelToken,
     ) -> Result<LlmResponse, LlmError> {
-        let observer = Arc::clone(&self.observer);
-        self.complete_observed(request, cancel, observer.as_ref())
+        let observer = Arc::clone(&self.core.observer);
+        self.core
+            .complete(request, cancel, observer.as_ref(), Via::Pool)
     }
 
     fn complete_observed(
@@ -685,13 +819,57 @@ impl LlmBackend for HttpBackend {
         cancel: &CancelToken,
         observer: &dyn AttemptObserver,
     ) -> Result<LlmResponse, LlmError> {
+        self.core.complete(request, cancel, observer, Via::Pool)
+    }
+
+    fn starts_without_waiting(&self) -> bool {
+        true
+    }
+
+    fn start(&self, request: LlmRequest, cancel: CancelToken, done: OnDone) {
+        let core = Arc::clone(&self.core);
+        // `done` must run exactly once: on the pool thread, or here when no
+        // thread can be started.
+        let slot = Arc::new(std::sync::Mutex::new(Some(done)));
+        let on_thread = Arc::clone(&slot);
+        let job: PoolJob = Box::new(move |idle: &IdleMark| {
+            let log = AttemptLog::new();
+            let result = core.complete(&request, &cancel, &log, Via::ThisThread);
+            idle.set();
+            let taken = on_thread.lock().map(|mut g| g.take()).unwrap_or(None);
+            if let Some(done) = taken {
+                done(result, log.attempts());
+            }
+        });
+        if let Err(e) = self.core.threads.submit(job) {
+            let taken = slot.lock().map(|mut g| g.take()).unwrap_or(None);
+            if let Some(done) = taken {
+                let err = LlmError::new(
+                    &self.core.opts.name,
+                    LlmErrorKind::Connect,
+                    format!("cannot start HTTP thread: {e}"),
+                );
+                done(Err(err), Vec::new());
+            }
+        }
+    }
+}
+
+impl HttpCore {
+    fn complete(
+        &self,
+        request: &LlmRequest,
+        cancel: &CancelToken,
+        observer: &dyn AttemptObserver,
+        via: Via,
+    ) -> Result<LlmResponse, LlmError> {
         let started = Instant::now();
         let mut p = self.prepare(request);
         let mut number = 0u32;
         let mut usage = Usage::default();
         let mut repaired = false;
         loop {
-            let reply = self.call(&p, cancel, observer, &mut number)?;
+            let reply = self.call(&p, cancel, observer, &mut number, via)?;
             usage.prompt_tokens += reply.usage.prompt_tokens;
             usage.completion_tokens += reply.usage.completion_tokens;
             let model = reply.model.clone().unwrap_or_else(|| p.model.clone());

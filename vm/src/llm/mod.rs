@@ -145,8 +145,22 @@ impl CancelToken {
     }
 }
 
-/// A blocking LLM provider. Implementations must be cheap to share across
-/// I/O threads.
+/// Receives the outcome of a call begun with [`LlmBackend::start`], with
+/// every attempt it took. Called exactly once, from any thread.
+pub type OnDone = Box<dyn FnOnce(Result<LlmResponse, LlmError>, Vec<Attempt>) + Send>;
+
+/// An LLM provider. Implementations must be cheap to share across threads.
+///
+/// Three ways in, so calls in flight need no VM thread each where the
+/// backend allows it:
+/// - [`complete`](LlmBackend::complete) blocks the calling thread until the
+///   reply (every backend);
+/// - [`start`](LlmBackend::start) returns at once and reports later, when
+///   the backend [`starts_without_waiting`](LlmBackend::starts_without_waiting)
+///   (HTTP backends, on their own threads);
+/// - [`scheduled_reply`](LlmBackend::scheduled_reply) gives the reply and
+///   when it is due, for backends that know it at once (the simulator, the
+///   fake): the VM keeps the call as a timer entry.
 pub trait LlmBackend: Send + Sync {
     /// Name from the configuration (e.g. "sim", "local").
     fn name(&self) -> &str;
@@ -175,6 +189,38 @@ pub trait LlmBackend: Send + Sync {
         let result = self.complete(request, cancel);
         observer.on_attempt(&Attempt::single(self.name(), &result, started.elapsed()));
         result
+    }
+
+    /// The outcome of `request` and the delay after which it is due, when
+    /// the backend knows it at once and its latency is only a wait (the
+    /// simulator, the fake). Calling it counts as making the call. `None`
+    /// (the default): the call must be made with `start` or `complete`.
+    fn scheduled_reply(
+        &self,
+        request: &LlmRequest,
+    ) -> Option<(Duration, Result<LlmResponse, LlmError>)> {
+        let _ = request;
+        None
+    }
+
+    /// True when calls need no thread of the caller while in flight:
+    /// [`scheduled_reply`](LlmBackend::scheduled_reply) answers, or else
+    /// [`start`](LlmBackend::start) returns without waiting for the reply
+    /// (the default `start` waits).
+    fn starts_without_waiting(&self) -> bool {
+        false
+    }
+
+    /// Begins a call and reports its outcome to `done`. Backends that can,
+    /// return at once and call `done` from a thread of their own (an HTTP
+    /// thread, a timer); when `cancel` is set meanwhile the outcome may
+    /// still arrive, and the caller ignores it. The default runs
+    /// [`complete_observed`](LlmBackend::complete_observed) on the calling
+    /// thread.
+    fn start(&self, request: LlmRequest, cancel: CancelToken, done: OnDone) {
+        let log = AttemptLog::new();
+        let result = self.complete_observed(&request, &cancel, &log);
+        done(result, log.attempts());
     }
 }
 

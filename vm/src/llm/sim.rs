@@ -276,4 +276,23 @@ impl LlmBackend for SimBackend {
             ..response
         })
     }
+
+    fn starts_without_waiting(&self) -> bool {
+        true
+    }
+
+    /// The reply is made at once; the class's delay is only a wait.
+    fn scheduled_reply(
+        &self,
+        request: &LlmRequest,
+    ) -> Option<(Duration, Result<LlmResponse, LlmError>)> {
+        let delay = self.delay_for(request.kind);
+        Some((
+            delay,
+            Ok(LlmResponse {
+                latency: delay,
+                ..self.reply(request)
+            }),
+        ))
+    }
 }

@@ -90,6 +90,31 @@ impl<'r> Lane<'r> {
         }
     }
 
+    /// Pops a job if fewer than `limit` are running (counting it as
+    /// running); never blocks. For backends that start calls without
+    /// waiting, where the limit is not a thread count.
+    pub fn try_pop(&self, limit: usize) -> Option<Job<'r>> {
+        let mut g = lock(&self.state);
+        if g.closed || self.busy.load(Ordering::SeqCst) >= limit {
+            return None;
+        }
+        let j = g.queue.pop()?;
+        self.busy.fetch_add(1, Ordering::SeqCst);
+        Some(j)
+    }
+
+    /// Counts one more job as running if fewer than `limit` are, and
+    /// nothing is queued ahead of it (queued jobs go first, in policy
+    /// order).
+    pub fn try_reserve(&self, limit: usize) -> bool {
+        let g = lock(&self.state);
+        if g.closed || !g.queue.is_empty() || self.busy.load(Ordering::SeqCst) >= limit {
+            return false;
+        }
+        self.busy.fetch_add(1, Ordering::SeqCst);
+        true
+    }
+
     pub fn finished(&self) {
         self.busy.fetch_sub(1, Ordering::SeqCst);
     }

@@ -105,6 +105,118 @@ pub(crate) struct Task<'r> {
     ready_ns: u64,
 }
 
+/// A blocking op handed to the I/O executor, between its start and its
+/// settling.
+struct Call<'r> {
+    frame: Arc<Frame<'r>>,
+    op: u32,
+    ready_ns: u64,
+    /// Worker that dispatched it.
+    worker: u32,
+    track: Track,
+    start_ns: u64,
+    jkey: Option<(String, String)>,
+    llm: bool,
+}
+
+/// LLM calls started on a backend that does not wait (see
+/// [`Run::pump_llm`]): what each is for, by token.
+#[derive(Default)]
+struct Calls<'r> {
+    table: std::collections::HashMap<u64, (Call<'r>, crate::llm::LlmRequest)>,
+    /// Trace tracks of finished calls, reused so the trace shows at most
+    /// `concurrency` LLM tracks.
+    free_slots: Vec<u32>,
+    slots: u32,
+    /// Events of calls dropped before they started (the run had ended).
+    events: Vec<OpEvent>,
+}
+
+/// The outcome of one LLM call, for the completion thread.
+struct Outcome {
+    token: u64,
+    result: Result<crate::llm::LlmResponse, crate::llm::LlmError>,
+    attempts: Vec<crate::llm::Attempt>,
+}
+
+/// Where LLM outcomes wait for the completion thread: replies of started
+/// calls as they arrive, scheduled replies until they are due. Shared with
+/// the backends' reply callbacks, so it borrows nothing from the run.
+#[derive(Default)]
+struct Inbox {
+    state: Mutex<InboxState>,
+    cv: Condvar,
+}
+
+#[derive(Default)]
+struct InboxState {
+    arrived: Vec<Outcome>,
+    due: std::collections::BinaryHeap<std::cmp::Reverse<(Instant, u64)>>,
+    scheduled: std::collections::HashMap<u64, Outcome>,
+    stop: bool,
+}
+
+impl Inbox {
+    fn arrive(&self, o: Outcome) {
+        lock(&self.state).arrived.push(o);
+        self.cv.notify_one();
+    }
+
+    /// Keeps `o` until `at`; wakes the completion thread only when `at` is
+    /// earlier than everything it waits for (a fan-out of scheduled calls
+    /// costs one wake-up, not one per call).
+    fn schedule(&self, at: Instant, o: Outcome) {
+        let mut g = lock(&self.state);
+        let earliest = g.due.peek().map(|std::cmp::Reverse((t, _))| *t);
+        g.due.push(std::cmp::Reverse((at, o.token)));
+        g.scheduled.insert(o.token, o);
+        drop(g);
+        if earliest.is_none_or(|t| at < t) {
+            self.cv.notify_one();
+        }
+    }
+
+    fn stop(&self) {
+        lock(&self.state).stop = true;
+        self.cv.notify_all();
+    }
+
+    /// Blocks until outcomes are ready (arrived, or due); `None` once
+    /// stopped.
+    fn take(&self) -> Option<Vec<Outcome>> {
+        let mut g = lock(&self.state);
+        loop {
+            if g.stop {
+                return None;
+            }
+            let now = Instant::now();
+            let mut ready = std::mem::take(&mut g.arrived);
+            while let Some(std::cmp::Reverse((at, token))) = g.due.peek().copied() {
+                if at > now {
+                    break;
+                }
+                g.due.pop();
+                if let Some(o) = g.scheduled.remove(&token) {
+                    ready.push(o);
+                }
+            }
+            if !ready.is_empty() {
+                return Some(ready);
+            }
+            g = match g.due.peek() {
+                Some(std::cmp::Reverse((at, _))) => {
+                    let wait = at.saturating_duration_since(now);
+                    self.cv
+                        .wait_timeout(g, wait)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0
+                }
+                None => self.cv.wait(g).unwrap_or_else(|e| e.into_inner()),
+            };
+        }
+    }
+}
+
 enum Sink<'a, 'r> {
     Local(&'a Worker<Task<'r>>),
     Global,
@@ -176,6 +288,13 @@ struct Run<'r> {
     cancel: CancelToken,
     llm: Lane<'r>,
     tool: Lane<'r>,
+    /// The backend starts calls without waiting: no I/O thread per LLM
+    /// call; `pump_llm` starts them and one completion thread settles them.
+    llm_async: bool,
+    llm_limit: usize,
+    calls: Mutex<Calls<'r>>,
+    next_call: AtomicU64,
+    inbox: Arc<Inbox>,
     start: Instant,
     next_frame: AtomicU64,
     record: bool,
@@ -262,6 +381,7 @@ impl<'r> Run<'r> {
     fn shut_down(&self) {
         self.llm.close();
         self.tool.close();
+        self.inbox.stop();
         self.sleep.notify_all();
     }
 
@@ -636,6 +756,18 @@ impl<'r> Run<'r> {
                     worker: cx.id,
                     args,
                 };
+                if class == Class::Llm && self.llm_async {
+                    // Under the limit the call starts here and now; over
+                    // it, it waits in the policy queue for a finishing call
+                    // (the pump after the push closes the race with one).
+                    if self.llm.try_reserve(self.llm_limit) {
+                        self.start_llm(job);
+                    } else {
+                        lane.push_quiet(job, prio, agent);
+                        self.pump_llm();
+                    }
+                    return None;
+                }
                 lane.push_quiet(job, prio, agent);
                 cx.unwoken[usize::from(class != Class::Llm)] += 1;
                 if cx.unwoken.iter().sum::<usize>() >= 64 {
@@ -1013,7 +1145,11 @@ impl<'r> Run<'r> {
     fn wake_io(&self, cx: &mut WorkerCtx<'r>) {
         let [llm, tool] = std::mem::take(&mut cx.unwoken);
         if llm > 0 {
-            self.llm.wake(llm);
+            if self.llm_async {
+                self.pump_llm();
+            } else {
+                self.llm.wake(llm);
+            }
         }
         if tool > 0 {
             self.tool.wake(tool);
@@ -1145,25 +1281,22 @@ impl<'r> Run<'r> {
         } else {
             Track::Tool(idx)
         };
-        let event = |start, end, status, info| OpEvent {
-            frame: frame.id,
-            flow: frame.flow,
-            op,
-            opcode: instr.opcode,
-            agent: frame.agent,
-            track,
-            worker,
-            ready_ns,
-            start_ns: start,
-            end_ns: end,
-            status,
-            llm: info,
-        };
         if self.halted() || frame.is_cancelled() {
             let now = self.now();
-            return self
-                .record
-                .then(|| event(now, now, Status::Cancelled, None));
+            return self.record.then(|| OpEvent {
+                frame: frame.id,
+                flow: frame.flow,
+                op,
+                opcode: instr.opcode,
+                agent: frame.agent,
+                track,
+                worker,
+                ready_ns,
+                start_ns: now,
+                end_ns: now,
+                status: Status::Cancelled,
+                llm: None,
+            });
         }
         let start = self.now();
         let agent = self.agent_name(frame.agent);
@@ -1179,39 +1312,78 @@ impl<'r> Run<'r> {
             // Every attempt (retries included) goes into the op's telemetry.
             let log = crate::llm::AttemptLog::new();
             let result = self.backend.complete_observed(&req, &self.cancel, &log);
-            let attempts: Vec<AttemptRecord> = log
-                .attempts()
-                .iter()
-                .map(AttemptRecord::from_attempt)
-                .collect();
-            match result {
-                Ok(resp) => {
-                    let info = Box::new(LlmInfo {
-                        model: resp.model.clone(),
-                        input_tokens: resp.usage.prompt_tokens,
-                        output_tokens: resp.usage.completion_tokens,
-                        simulated: resp.simulated,
-                        attempts,
-                    });
-                    (exec::llm_value(&req, &resp), Some(info))
-                }
-                Err(e) => {
-                    let info = Box::new(LlmInfo {
-                        model: req.model.clone().unwrap_or_default(),
-                        input_tokens: 0,
-                        output_tokens: 0,
-                        simulated: self.backend.is_simulated(),
-                        attempts,
-                    });
-                    (Err(OpError::from(e)), Some(info))
-                }
-            }
+            self.llm_outcome(&req, result, log.attempts())
         } else {
             (
                 exec::exec_tool(self.host, agent, instr, &args, &self.cancel),
                 None,
             )
         };
+        let call = Call {
+            frame,
+            op,
+            ready_ns,
+            worker,
+            track,
+            start_ns: start,
+            jkey,
+            llm,
+        };
+        self.settle(call, result, info)
+    }
+
+    /// An LLM reply (or failure) as the op's value and its telemetry.
+    fn llm_outcome(
+        &self,
+        req: &crate::llm::LlmRequest,
+        result: Result<crate::llm::LlmResponse, crate::llm::LlmError>,
+        attempts: Vec<crate::llm::Attempt>,
+    ) -> (Result<Val, OpError>, Option<Box<LlmInfo>>) {
+        let attempts: Vec<AttemptRecord> =
+            attempts.iter().map(AttemptRecord::from_attempt).collect();
+        match result {
+            Ok(resp) => {
+                let info = Box::new(LlmInfo {
+                    model: resp.model.clone(),
+                    input_tokens: resp.usage.prompt_tokens,
+                    output_tokens: resp.usage.completion_tokens,
+                    simulated: resp.simulated,
+                    attempts,
+                });
+                (exec::llm_value(req, &resp), Some(info))
+            }
+            Err(e) => {
+                let info = Box::new(LlmInfo {
+                    model: req.model.clone().unwrap_or_default(),
+                    input_tokens: 0,
+                    output_tokens: 0,
+                    simulated: self.backend.is_simulated(),
+                    attempts,
+                });
+                (Err(OpError::from(e)), Some(info))
+            }
+        }
+    }
+
+    /// Finishes a blocking op whose call has returned: journal, usage,
+    /// delivery of the value (or failure), and its event.
+    fn settle(
+        &self,
+        call: Call<'r>,
+        result: Result<Val, OpError>,
+        info: Option<Box<LlmInfo>>,
+    ) -> Option<OpEvent> {
+        let Call {
+            frame,
+            op,
+            ready_ns,
+            worker,
+            track,
+            start_ns,
+            jkey,
+            llm,
+        } = call;
+        let instr = frame.code.ops.get(op as usize)?;
         let end = self.now();
         let tokens = info
             .as_ref()
@@ -1230,6 +1402,7 @@ impl<'r> Run<'r> {
                 .cost_micro_usd(&i.model, i.input_tokens, i.output_tokens);
             self.used[2].fetch_add(c, Ordering::SeqCst);
         }
+        let (id, flow, agent, opcode) = (frame.id, frame.flow, frame.agent, instr.opcode);
         let status = match result {
             Ok(v) => {
                 if let Some(t) =
@@ -1251,7 +1424,186 @@ impl<'r> Run<'r> {
         if !self.injector.is_empty() {
             self.sleep.notify_one();
         }
-        self.record.then(|| event(start, end, status, info))
+        self.record.then_some(OpEvent {
+            frame: id,
+            flow,
+            op,
+            opcode,
+            agent,
+            track,
+            worker,
+            ready_ns,
+            start_ns,
+            end_ns: end,
+            status,
+            llm: info,
+        })
+    }
+
+    /// Starts queued LLM calls while the backend's limit allows (backends
+    /// that [start without waiting](LlmBackend::starts_without_waiting)).
+    /// Called by workers after queuing calls and by the completion thread
+    /// after each reply.
+    fn pump_llm(&self) {
+        while let Some(job) = self.llm.try_pop(self.llm_limit) {
+            self.start_llm(job);
+        }
+    }
+
+    fn start_llm(&self, job: Job<'r>) {
+        let Job {
+            frame,
+            op,
+            ready_ns,
+            worker,
+            args,
+        } = job;
+        let Some(instr) = frame.code.ops.get(op as usize) else {
+            self.llm.finished();
+            return;
+        };
+        let start_ns = self.now();
+        if self.halted() || frame.is_cancelled() {
+            if self.record {
+                let ev = OpEvent {
+                    frame: frame.id,
+                    flow: frame.flow,
+                    op,
+                    opcode: instr.opcode,
+                    agent: frame.agent,
+                    track: Track::Llm(0),
+                    worker,
+                    ready_ns,
+                    start_ns,
+                    end_ns: start_ns,
+                    status: Status::Cancelled,
+                    llm: None,
+                };
+                lock(&self.calls).events.push(ev);
+            }
+            self.llm.finished();
+            return;
+        }
+        let req = exec::llm_request(self.agent_name(frame.agent), instr, &args);
+        let jkey = self.journal_key(&frame, op, instr, Class::Llm, &args);
+        let token = self.next_call.fetch_add(1, Ordering::Relaxed);
+        // The request stays in the table for settling the reply (its kind
+        // and schema); `start` gets a copy, `scheduled_reply` a reference.
+        let scheduled = self.backend.scheduled_reply(&req);
+        let copy = scheduled.is_none().then(|| req.clone());
+        {
+            let mut g = lock(&self.calls);
+            let slot = g.free_slots.pop().unwrap_or_else(|| {
+                g.slots += 1;
+                g.slots - 1
+            });
+            let call = Call {
+                frame,
+                op,
+                ready_ns,
+                worker,
+                track: Track::Llm(slot),
+                start_ns,
+                jkey,
+                llm: true,
+            };
+            g.table.insert(token, (call, req));
+        }
+        if let Some((delay, result)) = scheduled {
+            let attempt = crate::llm::Attempt::single(self.backend.name(), &result, delay);
+            let outcome = Outcome {
+                token,
+                result,
+                attempts: vec![attempt],
+            };
+            self.inbox.schedule(Instant::now() + delay, outcome);
+            return;
+        }
+        let Some(req) = copy else { return };
+        let inbox = Arc::clone(&self.inbox);
+        self.backend.start(
+            req,
+            self.cancel.clone(),
+            Box::new(move |result, attempts| {
+                // After the run ends nobody takes it; it is dropped.
+                inbox.arrive(Outcome {
+                    token,
+                    result,
+                    attempts,
+                });
+            }),
+        );
+    }
+
+    /// The completion thread of started LLM calls: settles each reply,
+    /// then starts queued calls the freed slot allows. Returns the events
+    /// of the calls it settled (and of those cancelled by the run's end).
+    fn replies_loop(&self) -> Vec<OpEvent> {
+        let mut events = Vec::new();
+        while let Some(ready) = self.inbox.take() {
+            for o in ready {
+                if let Some(ev) = self.settle_llm(o) {
+                    events.push(ev);
+                }
+            }
+        }
+        // The run is over: calls still out are cancelled.
+        let now = self.now();
+        let mut g = lock(&self.calls);
+        events.append(&mut g.events);
+        for (_, (c, _)) in g.table.drain() {
+            self.llm.finished();
+            if self.record {
+                if let Some(instr) = c.frame.code.ops.get(c.op as usize) {
+                    events.push(OpEvent {
+                        frame: c.frame.id,
+                        flow: c.frame.flow,
+                        op: c.op,
+                        opcode: instr.opcode,
+                        agent: c.frame.agent,
+                        track: c.track,
+                        worker: c.worker,
+                        ready_ns: c.ready_ns,
+                        start_ns: c.start_ns,
+                        end_ns: now,
+                        status: Status::Cancelled,
+                        llm: None,
+                    });
+                }
+            }
+        }
+        events
+    }
+
+    /// Settles one started call's outcome, then starts queued calls the
+    /// freed slot allows.
+    fn settle_llm(&self, o: Outcome) -> Option<OpEvent> {
+        let Outcome {
+            token,
+            result,
+            attempts,
+        } = o;
+        let entry = {
+            let mut g = lock(&self.calls);
+            let entry = g.table.remove(&token);
+            if let Some((
+                Call {
+                    track: Track::Llm(slot),
+                    ..
+                },
+                _,
+            )) = &entry
+            {
+                g.free_slots.push(*slot);
+            }
+            entry
+        };
+        let (call, req) = entry?;
+        let (value, info) = self.llm_outcome(&req, result, attempts);
+        let ev = self.settle(call, value, info);
+        self.llm.finished();
+        self.pump_llm();
+        ev
     }
 
     /// True when nothing can make progress: every worker parked, no queued
@@ -1353,6 +1705,11 @@ pub fn run(
         cancel: CancelToken::new(),
         llm: Lane::new(options.policy),
         tool: Lane::new(options.policy),
+        llm_async: backend.starts_without_waiting(),
+        llm_limit: concurrency,
+        calls: Mutex::new(Calls::default()),
+        next_call: AtomicU64::new(0),
+        inbox: Arc::default(),
         start: Instant::now(),
         next_frame: AtomicU64::new(0),
         record: options.record_events,
@@ -1410,8 +1767,18 @@ pub fn run(
                 Err(e) => spawn_err = Some(e.to_string()),
             }
         }
+        let mut replies_handle = None;
+        if need_llm && run.llm_async && spawn_err.is_none() {
+            match std::thread::Builder::new()
+                .name("ais-llm-replies".into())
+                .spawn_scoped(s, move || run.replies_loop())
+            {
+                Ok(h) => replies_handle = Some(h),
+                Err(e) => spawn_err = Some(e.to_string()),
+            }
+        }
         for (lane, llm, needed) in [(&run.llm, true, need_llm), (&run.tool, false, need_tool)] {
-            if !needed || spawn_err.is_some() {
+            if !needed || spawn_err.is_some() || (llm && run.llm_async) {
                 continue;
             }
             // Starting threads costs: no more than the program can ever use.
@@ -1457,7 +1824,7 @@ pub fn run(
                 stats.push(st);
             }
         }
-        for h in io_handles {
+        for h in io_handles.into_iter().chain(replies_handle) {
             if let Ok(ev) = h.join() {
                 io_events.extend(ev);
             }
