@@ -148,16 +148,23 @@ impl LlmBackend for InFlight {
     }
 
     fn start(&self, request: LlmRequest, cancel: CancelToken, done: ais_vm::llm::OnDone) {
-        self.counts.enter();
-        let counts = Arc::clone(&self.counts);
-        self.inner.start(
-            request,
-            cancel,
-            Box::new(move |result, attempts| {
-                counts.leave();
-                done(result, attempts)
-            }),
-        );
+        self.start_many(vec![(request, cancel, done)]);
+    }
+
+    fn start_many(&self, calls: Vec<(LlmRequest, CancelToken, ais_vm::llm::OnDone)>) {
+        let calls = calls
+            .into_iter()
+            .map(|(request, cancel, done)| {
+                self.counts.enter();
+                let counts = Arc::clone(&self.counts);
+                let done: ais_vm::llm::OnDone = Box::new(move |result, attempts| {
+                    counts.leave();
+                    done(result, attempts)
+                });
+                (request, cancel, done)
+            })
+            .collect();
+        self.inner.start_many(calls);
     }
 
     fn complete(

@@ -161,15 +161,24 @@ impl LlmBackend for BudgetedBackend {
         self.inner.starts_without_waiting()
     }
     fn start(&self, request: LlmRequest, cancel: CancelToken, done: OnDone) {
-        if let Err(e) = self.before() {
-            return done(Err(e), Vec::new());
+        self.start_many(vec![(request, cancel, done)]);
+    }
+    fn start_many(&self, calls: Vec<(LlmRequest, CancelToken, OnDone)>) {
+        let mut wrapped: Vec<(LlmRequest, CancelToken, OnDone)> = Vec::with_capacity(calls.len());
+        for (request, cancel, done) in calls {
+            if let Err(e) = self.before() {
+                done(Err(e), Vec::new());
+                continue;
+            }
+            let budget = Arc::clone(&self.budget);
+            let provider = self.inner.name().to_string();
+            let done: OnDone = Box::new(move |outcome, attempts| {
+                done(charge(&budget, &provider, outcome), attempts)
+            });
+            wrapped.push((request, cancel, done));
         }
-        let budget = Arc::clone(&self.budget);
-        let provider = self.inner.name().to_string();
-        self.inner.start(
-            request,
-            cancel,
-            Box::new(move |outcome, attempts| done(charge(&budget, &provider, outcome), attempts)),
-        );
+        if !wrapped.is_empty() {
+            self.inner.start_many(wrapped);
+        }
     }
 }

@@ -20,7 +20,7 @@ use super::{
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -289,6 +289,10 @@ impl HttpCore {
             // reuses its connections instead of reconnecting every round.
             .max_idle_connections_per_host(opts.concurrency.max(1))
             .max_idle_connections(opts.concurrency.max(1).max(10))
+            // Replies are small; ureq's 128 KiB default per direction and
+            // connection costs page faults on every fresh connection.
+            .input_buffer_size(16 * 1024)
+            .output_buffer_size(16 * 1024)
             .timeout_connect(Some(opts.connect_timeout))
             // Per-phase limits rather than a global one: with a global or
             // per-call timeout ureq resolves every request's host on a new
@@ -618,15 +622,16 @@ pub(crate) fn sleep_cancellable(d: Duration, cancel: &CancelToken) -> bool {
 /// thread free rather than starting another.
 type PoolJob = Box<dyn FnOnce(&IdleMark) + Send>;
 
+/// Held by a thread while it runs a job.
 struct IdleMark {
-    idle: Arc<AtomicUsize>,
+    pool: Arc<Pool>,
     set: std::cell::Cell<bool>,
 }
 
 impl IdleMark {
     fn set(&self) {
         if !self.set.replace(true) {
-            self.idle.fetch_add(1, Ordering::SeqCst);
+            lock_pool(&self.pool.state).finishing += 1;
         }
     }
 }
@@ -634,52 +639,126 @@ impl IdleMark {
 /// The threads that carry out one backend's HTTP calls. They are kept
 /// between calls (a fan-out of 64 calls would otherwise create and destroy
 /// 64 threads, about 0.3 ms of CPU each on a small machine) and started on
-/// demand: a job goes to an idle thread when one is free, else to a new one.
-/// They end when the backend is dropped (a thread stuck on a hung server
-/// ends at the attempt timeout).
+/// demand. A batch of calls is queued first and the threads are woken
+/// together, so the scheduler worker submitting a fan-out is not preempted
+/// by each thread in turn. The threads end when the backend is dropped (a
+/// thread stuck on a hung server ends at the attempt timeout).
 struct HttpThreads {
-    jobs: crossbeam::channel::Sender<PoolJob>,
-    queue: crossbeam::channel::Receiver<PoolJob>,
-    /// Threads waiting for a job and not yet promised one.
-    idle: Arc<AtomicUsize>,
+    pool: Arc<Pool>,
+}
+
+struct Pool {
+    state: std::sync::Mutex<PoolState>,
+    cv: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct PoolState {
+    jobs: std::collections::VecDeque<PoolJob>,
+    /// Threads blocked waiting for a job.
+    sleeping: usize,
+    /// Of those, woken for a job but not yet running.
+    waking: usize,
+    /// Threads whose job's result is made and that will look at the queue
+    /// next, and how many of them a queued job already counts on.
+    finishing: usize,
+    finishing_claimed: usize,
+    closed: bool,
+}
+
+fn lock_pool(m: &std::sync::Mutex<PoolState>) -> std::sync::MutexGuard<'_, PoolState> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl HttpThreads {
     fn new() -> HttpThreads {
-        let (jobs, queue) = crossbeam::channel::unbounded();
         HttpThreads {
-            jobs,
-            queue,
-            idle: Arc::new(AtomicUsize::new(0)),
+            pool: Arc::new(Pool {
+                state: std::sync::Mutex::new(PoolState::default()),
+                cv: std::sync::Condvar::new(),
+            }),
         }
     }
 
     fn submit(&self, job: PoolJob) -> std::io::Result<()> {
-        // Promise the job to an idle thread, or start one for it; either
-        // way exactly one receiver is free for every job in the queue.
-        let promised = self
-            .idle
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok();
-        if !promised {
-            let queue = self.queue.clone();
-            let idle = self.idle.clone();
-            std::thread::Builder::new()
-                .name("apxm-http".into())
-                .spawn(move || {
-                    while let Ok(job) = queue.recv() {
-                        let mark = IdleMark {
-                            idle: idle.clone(),
-                            set: std::cell::Cell::new(false),
-                        };
-                        job(&mark);
-                        mark.set();
-                    }
-                })?;
+        self.submit_all(vec![job])
+    }
+
+    /// Queues `jobs`, wakes as many waiting threads as they need and starts
+    /// new threads for the rest. On error (no thread could be started)
+    /// nothing is queued.
+    fn submit_all(&self, jobs: Vec<PoolJob>) -> std::io::Result<()> {
+        let n = jobs.len();
+        let wake = {
+            let mut g = lock_pool(&self.pool.state);
+            let free_finishing = g.finishing.saturating_sub(g.finishing_claimed);
+            let from_finishing = free_finishing.min(n);
+            g.finishing_claimed += from_finishing;
+            let free_sleeping = g.sleeping.saturating_sub(g.waking);
+            let wake = free_sleeping.min(n - from_finishing);
+            g.waking += wake;
+            g.jobs.extend(jobs);
+            (wake, n - from_finishing - wake, g.sleeping)
+        };
+        let (wake, spawn, sleeping) = (wake.0, wake.1, wake.2);
+        if wake >= sleeping && wake > 0 {
+            self.pool.cv.notify_all();
+        } else {
+            for _ in 0..wake {
+                self.pool.cv.notify_one();
+            }
         }
-        // The queue's receiver lives in `self`, so sending cannot fail.
-        let _ = self.jobs.send(job);
+        for _ in 0..spawn {
+            let pool = Arc::clone(&self.pool);
+            let spawned = std::thread::Builder::new()
+                .name("apxm-http".into())
+                .spawn(move || serve_pool(&pool));
+            if let Err(e) = spawned {
+                // Without a thread the queued jobs may never run: fail the
+                // whole batch rather than leave any waiting.
+                let mut g = lock_pool(&self.pool.state);
+                if g.sleeping == 0 && g.finishing == 0 {
+                    g.jobs.clear();
+                }
+                return Err(e);
+            }
+        }
         Ok(())
+    }
+}
+
+impl Drop for HttpThreads {
+    fn drop(&mut self) {
+        lock_pool(&self.pool.state).closed = true;
+        self.pool.cv.notify_all();
+    }
+}
+
+fn serve_pool(pool: &Arc<Pool>) {
+    let mut g = lock_pool(&pool.state);
+    loop {
+        if let Some(job) = g.jobs.pop_front() {
+            drop(g);
+            let mark = IdleMark {
+                pool: Arc::clone(pool),
+                set: std::cell::Cell::new(false),
+            };
+            job(&mark);
+            mark.set();
+            g = lock_pool(&pool.state);
+            g.finishing -= 1;
+            if g.finishing_claimed > g.finishing {
+                g.finishing_claimed = g.finishing;
+            }
+            continue;
+        }
+        if g.closed {
+            return;
+        }
+        g.sleeping += 1;
+        g = pool.cv.wait(g).unwrap_or_else(|e| e.into_inner());
+        g.sleeping -= 1;
+        g.waking = g.waking.saturating_sub(1);
     }
 }
 
@@ -827,29 +906,41 @@ impl LlmBackend for HttpBackend {
     }
 
     fn start(&self, request: LlmRequest, cancel: CancelToken, done: OnDone) {
-        let core = Arc::clone(&self.core);
-        // `done` must run exactly once: on the pool thread, or here when no
-        // thread can be started.
-        let slot = Arc::new(std::sync::Mutex::new(Some(done)));
-        let on_thread = Arc::clone(&slot);
-        let job: PoolJob = Box::new(move |idle: &IdleMark| {
-            let log = AttemptLog::new();
-            let result = core.complete(&request, &cancel, &log, Via::ThisThread);
-            idle.set();
-            let taken = on_thread.lock().map(|mut g| g.take()).unwrap_or(None);
-            if let Some(done) = taken {
-                done(result, log.attempts());
-            }
-        });
-        if let Err(e) = self.core.threads.submit(job) {
-            let taken = slot.lock().map(|mut g| g.take()).unwrap_or(None);
-            if let Some(done) = taken {
-                let err = LlmError::new(
-                    &self.core.opts.name,
-                    LlmErrorKind::Connect,
-                    format!("cannot start HTTP thread: {e}"),
-                );
-                done(Err(err), Vec::new());
+        self.start_many(vec![(request, cancel, done)]);
+    }
+
+    fn start_many(&self, calls: Vec<(LlmRequest, CancelToken, OnDone)>) {
+        type Slot = Arc<std::sync::Mutex<Option<OnDone>>>;
+        let take = |slot: &Slot| slot.lock().map(|mut g| g.take()).unwrap_or(None);
+        // Each `done` runs exactly once: on its pool thread, or here when
+        // no thread can be started.
+        let mut slots: Vec<Slot> = Vec::with_capacity(calls.len());
+        let mut jobs: Vec<PoolJob> = Vec::with_capacity(calls.len());
+        for (request, cancel, done) in calls {
+            let slot: Slot = Arc::new(std::sync::Mutex::new(Some(done)));
+            let on_thread = Arc::clone(&slot);
+            let core = Arc::clone(&self.core);
+            jobs.push(Box::new(move |idle: &IdleMark| {
+                let log = AttemptLog::new();
+                let result = core.complete(&request, &cancel, &log, Via::ThisThread);
+                idle.set();
+                let taken = on_thread.lock().map(|mut g| g.take()).unwrap_or(None);
+                if let Some(done) = taken {
+                    done(result, log.attempts());
+                }
+            }));
+            slots.push(slot);
+        }
+        if let Err(e) = self.core.threads.submit_all(jobs) {
+            for slot in &slots {
+                if let Some(done) = take(slot) {
+                    let err = LlmError::new(
+                        &self.core.opts.name,
+                        LlmErrorKind::Connect,
+                        format!("cannot start HTTP thread: {e}"),
+                    );
+                    done(Err(err), Vec::new());
+                }
             }
         }
     }

@@ -16,6 +16,9 @@
 //! `Retry-After`, 500, 503…), raw bodies, malformed and truncated bodies,
 //! stalls and hang-ups. Requests are counted and kept for inspection.
 //!
+//! Replies due after a latency are written by one responder thread, so the
+//! mock costs little CPU at the instant a fan-out of calls completes.
+//!
 //! Bounded: at most [`MAX_CONNECTIONS`] open connections, request heads of
 //! 64 KiB, bodies of 8 MiB. Dropping the server stops it and joins its
 //! threads.
@@ -28,12 +31,11 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub const MAX_CONNECTIONS: usize = 256;
 const MAX_HEAD: usize = 64 << 10;
 const MAX_BODY: usize = 8 << 20;
-const POLL: Duration = Duration::from_millis(25);
 
 /// A scripted answer for the next request.
 #[derive(Clone, Debug, PartialEq)]
@@ -136,12 +138,19 @@ struct Latency {
 #[derive(Default)]
 struct Shared {
     stop: AtomicBool,
+    /// Set with `stop`; latency waits watch it (no polling).
+    stopped: (Mutex<bool>, std::sync::Condvar),
+    /// The open connections, shut down on stop so their blocking reads end
+    /// (idle keep-alive connections are not polled).
+    conns: Mutex<HashMap<u64, TcpStream>>,
+    next_conn: AtomicUsize,
     script: Mutex<VecDeque<MockReply>>,
     latency: Mutex<Latency>,
     requests: Mutex<Vec<MockRequest>>,
     count: AtomicUsize,
     open: AtomicUsize,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    responder: Responder,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -156,6 +165,7 @@ pub struct MockServer {
     addr: SocketAddr,
     shared: Arc<Shared>,
     accept: Option<JoinHandle<()>>,
+    responder: Option<JoinHandle<()>>,
 }
 
 impl MockServer {
@@ -164,13 +174,26 @@ impl MockServer {
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared::default());
         let s = Arc::clone(&shared);
-        let accept = std::thread::Builder::new()
+        let responder = std::thread::Builder::new()
+            .name("mock-responder".into())
+            .spawn(move || s.responder.run())?;
+        let s = Arc::clone(&shared);
+        let accept = match std::thread::Builder::new()
             .name("mock-accept".into())
-            .spawn(move || accept_loop(listener, s))?;
+            .spawn(move || accept_loop(listener, s))
+        {
+            Ok(h) => h,
+            Err(e) => {
+                shared.responder.stop();
+                let _ = responder.join();
+                return Err(e);
+            }
+        };
         Ok(MockServer {
             addr,
             shared,
             accept: Some(accept),
+            responder: Some(responder),
         })
     }
 
@@ -243,6 +266,11 @@ impl MockServer {
 impl Drop for MockServer {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::SeqCst);
+        *lock(&self.shared.stopped.0) = true;
+        self.shared.stopped.1.notify_all();
+        for c in lock(&self.shared.conns).values() {
+            let _ = c.shutdown(Shutdown::Both);
+        }
         // Wake the blocking accept.
         let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200));
         if let Some(h) = self.accept.take() {
@@ -251,6 +279,10 @@ impl Drop for MockServer {
         let threads: Vec<JoinHandle<()>> = lock(&self.shared.threads).drain(..).collect();
         for t in threads {
             let _ = t.join();
+        }
+        self.shared.responder.stop();
+        if let Some(h) = self.responder.take() {
+            let _ = h.join();
         }
     }
 }
@@ -270,11 +302,20 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             continue;
         }
         shared.open.fetch_add(1, Ordering::SeqCst);
+        let id = shared.next_conn.fetch_add(1, Ordering::SeqCst) as u64;
+        if let Ok(c) = stream.try_clone() {
+            lock(&shared.conns).insert(id, c);
+        }
+        // A stop between the check above and the registration: end it here.
+        if shared.stop.load(Ordering::SeqCst) {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
         let s = Arc::clone(&shared);
         let spawned = std::thread::Builder::new()
             .name("mock-conn".into())
             .spawn(move || {
                 serve(stream, &s);
+                lock(&s.conns).remove(&id);
                 s.open.fetch_sub(1, Ordering::SeqCst);
             });
         match spawned {
@@ -292,17 +333,12 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
 
 /// Sleeps `d` unless the server stops first; false when stopped.
 fn wait(shared: &Shared, d: Duration) -> bool {
-    let end = Instant::now() + d;
-    loop {
-        if shared.stop.load(Ordering::SeqCst) {
-            return false;
-        }
-        let now = Instant::now();
-        if now >= end {
-            return true;
-        }
-        std::thread::sleep((end - now).min(POLL));
-    }
+    let (m, cv) = &shared.stopped;
+    let g = lock(m);
+    let (g, _) = cv
+        .wait_timeout_while(g, d, |stopped| !*stopped)
+        .unwrap_or_else(|e| e.into_inner());
+    !*g
 }
 
 struct Head {
@@ -427,9 +463,8 @@ fn read_chunked(stream: &mut TcpStream, buf: &mut Vec<u8>, shared: &Shared) -> O
 }
 
 fn serve(mut stream: TcpStream, shared: &Shared) {
-    if stream.set_read_timeout(Some(POLL)).is_err() {
-        return;
-    }
+    // Replies are written whole; no need to wait for ACKs of small writes.
+    let _ = stream.set_nodelay(true);
     let mut buf = Vec::new();
     while let Some((head, body)) = read_request(&mut stream, &mut buf, shared) {
         let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
@@ -447,7 +482,7 @@ fn serve(mut stream: TcpStream, shared: &Shared) {
         let scripted = lock(&shared.script)
             .pop_front()
             .unwrap_or(MockReply::Normal);
-        let keep = respond(&mut stream, shared, &request, scripted);
+        let keep = respond(&mut stream, shared, &request, scripted, !close);
         if !keep || close {
             break;
         }
@@ -461,6 +496,11 @@ fn write_response(
     headers: &[(String, String)],
     body: &str,
 ) -> bool {
+    let out = response_bytes(status, headers, body);
+    stream.write_all(&out).and_then(|()| stream.flush()).is_ok()
+}
+
+fn response_bytes(status: u16, headers: &[(String, String)], body: &str) -> Vec<u8> {
     let reason = match status {
         200 => "OK",
         400 => "Bad Request",
@@ -485,14 +525,120 @@ fn write_response(
     }
     out.push_str("\r\n");
     out.push_str(body);
-    stream
-        .write_all(out.as_bytes())
-        .and_then(|()| stream.flush())
-        .is_ok()
+    out.into_bytes()
 }
 
-/// Answers one request; false when the connection must close.
-fn respond(stream: &mut TcpStream, shared: &Shared, req: &MockRequest, reply: MockReply) -> bool {
+/// Writes replies that are due later, all from one thread: a fan-out of
+/// slow requests costs the server one wake-up when they are due, not one
+/// thread switch each (the mock shares the machine with what it measures).
+#[derive(Default)]
+struct Responder {
+    state: Mutex<ResponderState>,
+    cv: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct ResponderState {
+    due: std::collections::BinaryHeap<std::cmp::Reverse<Due>>,
+    seq: u64,
+    stop: bool,
+}
+
+struct Due {
+    at: std::time::Instant,
+    seq: u64,
+    stream: TcpStream,
+    bytes: Vec<u8>,
+}
+
+impl PartialEq for Due {
+    fn eq(&self, other: &Due) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+
+impl Eq for Due {}
+
+impl PartialOrd for Due {
+    fn partial_cmp(&self, other: &Due) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Due {
+    fn cmp(&self, other: &Due) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+impl Responder {
+    fn schedule(&self, at: std::time::Instant, stream: TcpStream, bytes: Vec<u8>) {
+        let mut g = lock(&self.state);
+        g.seq += 1;
+        let seq = g.seq;
+        let earliest = g.due.peek().map(|std::cmp::Reverse(d)| d.at);
+        g.due.push(std::cmp::Reverse(Due {
+            at,
+            seq,
+            stream,
+            bytes,
+        }));
+        drop(g);
+        if earliest.is_none_or(|t| at < t) {
+            self.cv.notify_one();
+        }
+    }
+
+    fn stop(&self) {
+        lock(&self.state).stop = true;
+        self.cv.notify_all();
+    }
+
+    fn run(&self) {
+        let mut g = lock(&self.state);
+        loop {
+            if g.stop {
+                return;
+            }
+            let now = std::time::Instant::now();
+            let mut ready = Vec::new();
+            while g.due.peek().is_some_and(|std::cmp::Reverse(d)| d.at <= now) {
+                if let Some(std::cmp::Reverse(d)) = g.due.pop() {
+                    ready.push(d);
+                }
+            }
+            if !ready.is_empty() {
+                drop(g);
+                for mut d in ready {
+                    // A failed write breaks the connection; its reader sees it.
+                    let _ = d.stream.write_all(&d.bytes);
+                }
+                g = lock(&self.state);
+                continue;
+            }
+            g = match g.due.peek() {
+                Some(std::cmp::Reverse(d)) => {
+                    let wait = d.at.saturating_duration_since(now);
+                    self.cv
+                        .wait_timeout(g, wait)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0
+                }
+                None => self.cv.wait(g).unwrap_or_else(|e| e.into_inner()),
+            };
+        }
+    }
+}
+
+/// Answers one request; false when the connection must close. `later`: the
+/// connection stays open after this reply (see [`answer`]).
+fn respond(
+    stream: &mut TcpStream,
+    shared: &Shared,
+    req: &MockRequest,
+    reply: MockReply,
+    later: bool,
+) -> bool {
     match reply {
         MockReply::Hangup => false,
         MockReply::Status {
@@ -518,18 +664,21 @@ fn respond(stream: &mut TcpStream, shared: &Shared, req: &MockRequest, reply: Mo
             if !wait(shared, d) {
                 return false;
             }
-            answer(stream, shared, req, None)
+            answer(stream, shared, req, None, later)
         }
-        MockReply::Content(text) => answer(stream, shared, req, Some(text)),
-        MockReply::Normal => answer(stream, shared, req, None),
+        MockReply::Content(text) => answer(stream, shared, req, Some(text), later),
+        MockReply::Normal => answer(stream, shared, req, None, later),
     }
 }
 
+/// Writes the normal reply after the configured latency: from the
+/// responder thread when `later` (the connection stays open), else here.
 fn answer(
     stream: &mut TcpStream,
     shared: &Shared,
     req: &MockRequest,
     text: Option<String>,
+    later: bool,
 ) -> bool {
     let model = req.body.get("model").and_then(Value::as_str).unwrap_or("");
     let delay = {
@@ -540,14 +689,29 @@ fn answer(
             .copied()
             .unwrap_or(l.default)
     };
-    if !delay.is_zero() && !wait(shared, delay) {
-        return false;
-    }
-    if req.method != "POST" || protocol_of(&req.path).is_none() {
+    let bytes = if req.method != "POST" || protocol_of(&req.path).is_none() {
         let body = json!({"error": {"message": format!("no route for {} {}", req.method, req.path), "type": "not_found"}});
-        return write_response(stream, 404, &[], &body.to_string());
+        response_bytes(404, &[], &body.to_string())
+    } else {
+        response_bytes(200, &[], &normal_body(req, text).to_string())
+    };
+    if !delay.is_zero() {
+        // The client waits for this reply before its next request on the
+        // connection, so the responder can write it while this thread
+        // goes back to reading.
+        if let (true, Ok(copy)) = (later, stream.try_clone()) {
+            let at = std::time::Instant::now() + delay;
+            shared.responder.schedule(at, copy, bytes);
+            return true;
+        }
+        if !wait(shared, delay) {
+            return false;
+        }
     }
-    write_response(stream, 200, &[], &normal_body(req, text).to_string())
+    stream
+        .write_all(&bytes)
+        .and_then(|()| stream.flush())
+        .is_ok()
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]

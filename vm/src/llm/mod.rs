@@ -222,6 +222,14 @@ pub trait LlmBackend: Send + Sync {
         let result = self.complete_observed(&request, &cancel, &log);
         done(result, log.attempts());
     }
+
+    /// Starts several calls at once (a fan-out), so a backend can hand them
+    /// to its threads together. The default starts them one by one.
+    fn start_many(&self, calls: Vec<(LlmRequest, CancelToken, OnDone)>) {
+        for (request, cancel, done) in calls {
+            self.start(request, cancel, done);
+        }
+    }
 }
 
 /// One try of one request against a provider, reported to an

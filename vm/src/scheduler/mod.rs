@@ -320,6 +320,9 @@ struct WorkerCtx<'r> {
     busy_ns: u64,
     /// Calls queued on the LLM / tool lane whose thread is not woken yet.
     unwoken: [usize; 2],
+    /// LLM calls dispatched and not yet started (backends that start calls
+    /// without waiting).
+    llm_batch: Vec<Job<'r>>,
 }
 
 struct WorkerStats {
@@ -757,14 +760,12 @@ impl<'r> Run<'r> {
                     args,
                 };
                 if class == Class::Llm && self.llm_async {
-                    // Under the limit the call starts here and now; over
-                    // it, it waits in the policy queue for a finishing call
-                    // (the pump after the push closes the race with one).
-                    if self.llm.try_reserve(self.llm_limit) {
-                        self.start_llm(job);
-                    } else {
-                        lane.push_quiet(job, prio, agent);
-                        self.pump_llm();
+                    // Started with the worker's other calls at the end of
+                    // its burst (`wake_io`), so a fan-out reaches the
+                    // backend as one batch.
+                    cx.llm_batch.push(job);
+                    if cx.llm_batch.len() >= 64 {
+                        self.wake_io(cx);
                     }
                     return None;
                 }
@@ -1143,13 +1144,13 @@ impl<'r> Run<'r> {
 
     /// Wakes I/O threads for the calls this worker queued.
     fn wake_io(&self, cx: &mut WorkerCtx<'r>) {
+        if !cx.llm_batch.is_empty() {
+            let batch = std::mem::take(&mut cx.llm_batch);
+            self.dispatch_llm(batch);
+        }
         let [llm, tool] = std::mem::take(&mut cx.unwoken);
         if llm > 0 {
-            if self.llm_async {
-                self.pump_llm();
-            } else {
-                self.llm.wake(llm);
-            }
+            self.llm.wake(llm);
         }
         if tool > 0 {
             self.tool.wake(tool);
@@ -1445,12 +1446,63 @@ impl<'r> Run<'r> {
     /// Called by workers after queuing calls and by the completion thread
     /// after each reply.
     fn pump_llm(&self) {
+        let mut jobs = Vec::new();
         while let Some(job) = self.llm.try_pop(self.llm_limit) {
-            self.start_llm(job);
+            jobs.push(job);
+        }
+        if !jobs.is_empty() {
+            self.start_llms(jobs);
         }
     }
 
-    fn start_llm(&self, job: Job<'r>) {
+    /// A worker's burst of LLM calls: those the limit allows start now
+    /// (together), the rest wait in the policy queue for a finishing call
+    /// (the pump after queuing closes the race with one).
+    fn dispatch_llm(&self, batch: Vec<Job<'r>>) {
+        let mut now = Vec::with_capacity(batch.len());
+        let mut queued = false;
+        for job in batch {
+            if !queued && self.llm.try_reserve(self.llm_limit) {
+                now.push(job);
+                continue;
+            }
+            queued = true;
+            let (prio, agent) = job
+                .frame
+                .code
+                .ops
+                .get(job.op as usize)
+                .map_or((0, job.frame.agent), |i| {
+                    (job.frame.tail_ms.saturating_add(i.rem_ms), job.frame.agent)
+                });
+            self.llm.push_quiet(job, prio, agent);
+        }
+        if !now.is_empty() {
+            self.start_llms(now);
+        }
+        if queued {
+            self.pump_llm();
+        }
+    }
+
+    fn start_llms(&self, jobs: Vec<Job<'r>>) {
+        let mut started = Vec::new();
+        for job in jobs {
+            if let Some(call) = self.start_llm(job) {
+                started.push(call);
+            }
+        }
+        if !started.is_empty() {
+            self.backend.start_many(started);
+        }
+    }
+
+    /// Registers one call and, when the backend has its reply at once,
+    /// schedules it; otherwise returns what `start_many` needs.
+    fn start_llm(
+        &self,
+        job: Job<'r>,
+    ) -> Option<(crate::llm::LlmRequest, CancelToken, crate::llm::OnDone)> {
         let Job {
             frame,
             op,
@@ -1460,7 +1512,7 @@ impl<'r> Run<'r> {
         } = job;
         let Some(instr) = frame.code.ops.get(op as usize) else {
             self.llm.finished();
-            return;
+            return None;
         };
         let start_ns = self.now();
         if self.halted() || frame.is_cancelled() {
@@ -1482,7 +1534,7 @@ impl<'r> Run<'r> {
                 lock(&self.calls).events.push(ev);
             }
             self.llm.finished();
-            return;
+            return None;
         }
         let req = exec::llm_request(self.agent_name(frame.agent), instr, &args);
         let jkey = self.journal_key(&frame, op, instr, Class::Llm, &args);
@@ -1517,22 +1569,19 @@ impl<'r> Run<'r> {
                 attempts: vec![attempt],
             };
             self.inbox.schedule(Instant::now() + delay, outcome);
-            return;
+            return None;
         }
-        let Some(req) = copy else { return };
+        let req = copy?;
         let inbox = Arc::clone(&self.inbox);
-        self.backend.start(
-            req,
-            self.cancel.clone(),
-            Box::new(move |result, attempts| {
-                // After the run ends nobody takes it; it is dropped.
-                inbox.arrive(Outcome {
-                    token,
-                    result,
-                    attempts,
-                });
-            }),
-        );
+        let done: crate::llm::OnDone = Box::new(move |result, attempts| {
+            // After the run ends nobody takes it; it is dropped.
+            inbox.arrive(Outcome {
+                token,
+                result,
+                attempts,
+            });
+        });
+        Some((req, self.cancel.clone(), done))
     }
 
     /// The completion thread of started LLM calls: settles each reply,
@@ -1754,6 +1803,7 @@ pub fn run(
                 events: Vec::new(),
                 busy_ns: 0,
                 unwoken: [0; 2],
+                llm_batch: Vec::new(),
             };
             if i == 0 {
                 own = Some((cx, parker));
