@@ -103,16 +103,18 @@ impl<'r> Lane<'r> {
         Some(j)
     }
 
-    /// Counts one more job as running if fewer than `limit` are, and
-    /// nothing is queued ahead of it (queued jobs go first, in policy
-    /// order).
-    pub fn try_reserve(&self, limit: usize) -> bool {
+    /// Counts up to `n` more jobs as running, as many as keep the count
+    /// within `limit` when nothing is queued ahead of them (queued jobs go
+    /// first, in policy order); returns how many.
+    pub fn try_reserve(&self, limit: usize, n: usize) -> usize {
         let g = lock(&self.state);
-        if g.closed || !g.queue.is_empty() || self.busy.load(Ordering::SeqCst) >= limit {
-            return false;
+        if g.closed || !g.queue.is_empty() {
+            return 0;
         }
-        self.busy.fetch_add(1, Ordering::SeqCst);
-        true
+        let busy = self.busy.load(Ordering::SeqCst);
+        let k = limit.saturating_sub(busy).min(n);
+        self.busy.fetch_add(k, Ordering::SeqCst);
+        k
     }
 
     pub fn finished(&self) {

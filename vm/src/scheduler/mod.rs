@@ -123,13 +123,51 @@ struct Call<'r> {
 /// [`Run::pump_llm`]): what each is for, by token.
 #[derive(Default)]
 struct Calls<'r> {
-    table: std::collections::HashMap<u64, (Call<'r>, crate::llm::LlmRequest)>,
+    table: std::collections::HashMap<u64, Pending<'r>, TokenHash>,
     /// Trace tracks of finished calls, reused so the trace shows at most
     /// `concurrency` LLM tracks.
     free_slots: Vec<u32>,
     slots: u32,
     /// Events of calls dropped before they started (the run had ended).
     events: Vec<OpEvent>,
+}
+
+/// A started LLM call: its op, its request (for reading the reply) and,
+/// for a scheduled reply, the reply and the delay it was due after.
+struct Pending<'r> {
+    call: Call<'r>,
+    req: crate::llm::LlmRequest,
+    scheduled: Option<(
+        Duration,
+        Result<crate::llm::LlmResponse, crate::llm::LlmError>,
+    )>,
+}
+
+/// Tokens are distinct sequential numbers: hashing them is a multiply.
+#[derive(Clone, Copy, Default)]
+struct TokenHash;
+
+impl std::hash::BuildHasher for TokenHash {
+    type Hasher = TokenHasher;
+    fn build_hasher(&self) -> TokenHasher {
+        TokenHasher(0)
+    }
+}
+
+struct TokenHasher(u64);
+
+impl std::hash::Hasher for TokenHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8 | u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
 }
 
 /// The outcome of one LLM call, for the completion thread.
@@ -151,9 +189,16 @@ struct Inbox {
 #[derive(Default)]
 struct InboxState {
     arrived: Vec<Outcome>,
+    /// Scheduled replies by due time (the replies wait in the calls table).
     due: std::collections::BinaryHeap<std::cmp::Reverse<(Instant, u64)>>,
-    scheduled: std::collections::HashMap<u64, Outcome>,
     stop: bool,
+}
+
+/// What the completion thread takes at once.
+#[derive(Default)]
+struct Ready {
+    arrived: Vec<Outcome>,
+    due: Vec<u64>,
 }
 
 impl Inbox {
@@ -162,17 +207,19 @@ impl Inbox {
         self.cv.notify_one();
     }
 
-    /// Keeps `o` until `at`; wakes the completion thread only when `at` is
-    /// earlier than everything it waits for (a fan-out of scheduled calls
-    /// costs one wake-up, not one per call).
-    fn schedule(&self, at: Instant, o: Outcome) {
+    /// Calls are due at these times; wakes the completion thread only when
+    /// one is earlier than everything it waits for (a fan-out of scheduled
+    /// calls costs one wake-up, not one per call).
+    fn schedule_all(&self, due: Vec<(Instant, u64)>) {
         let mut g = lock(&self.state);
         let earliest = g.due.peek().map(|std::cmp::Reverse((t, _))| *t);
-        g.due.push(std::cmp::Reverse((at, o.token)));
-        g.scheduled.insert(o.token, o);
+        let first = due.iter().map(|(t, _)| *t).min();
+        g.due.extend(due.into_iter().map(std::cmp::Reverse));
         drop(g);
-        if earliest.is_none_or(|t| at < t) {
-            self.cv.notify_one();
+        if let Some(first) = first {
+            if earliest.is_none_or(|t| first < t) {
+                self.cv.notify_one();
+            }
         }
     }
 
@@ -183,24 +230,25 @@ impl Inbox {
 
     /// Blocks until outcomes are ready (arrived, or due); `None` once
     /// stopped.
-    fn take(&self) -> Option<Vec<Outcome>> {
+    fn take(&self) -> Option<Ready> {
         let mut g = lock(&self.state);
         loop {
             if g.stop {
                 return None;
             }
             let now = Instant::now();
-            let mut ready = std::mem::take(&mut g.arrived);
+            let mut ready = Ready {
+                arrived: std::mem::take(&mut g.arrived),
+                due: Vec::new(),
+            };
             while let Some(std::cmp::Reverse((at, token))) = g.due.peek().copied() {
                 if at > now {
                     break;
                 }
                 g.due.pop();
-                if let Some(o) = g.scheduled.remove(&token) {
-                    ready.push(o);
-                }
+                ready.due.push(token);
             }
-            if !ready.is_empty() {
+            if !ready.arrived.is_empty() || !ready.due.is_empty() {
                 return Some(ready);
             }
             g = match g.due.peek() {
@@ -1461,8 +1509,10 @@ impl<'r> Run<'r> {
     fn dispatch_llm(&self, batch: Vec<Job<'r>>) {
         let mut now = Vec::with_capacity(batch.len());
         let mut queued = false;
+        let mut free = self.llm.try_reserve(self.llm_limit, batch.len());
         for job in batch {
-            if !queued && self.llm.try_reserve(self.llm_limit) {
+            if free > 0 {
+                free -= 1;
                 now.push(job);
                 continue;
             }
@@ -1485,24 +1535,63 @@ impl<'r> Run<'r> {
         }
     }
 
+    /// Registers a batch of calls (one lock for the table, one for the
+    /// inbox): scheduled replies go to the inbox, the others to the
+    /// backend's `start_many`.
     fn start_llms(&self, jobs: Vec<Job<'r>>) {
-        let mut started = Vec::new();
+        let mut prepared = Vec::with_capacity(jobs.len());
         for job in jobs {
-            if let Some(call) = self.start_llm(job) {
-                started.push(call);
+            if let Some(p) = self.prepare_llm(job) {
+                prepared.push(p);
             }
         }
-        if !started.is_empty() {
-            self.backend.start_many(started);
+        if prepared.is_empty() {
+            return;
         }
+        let mut due = Vec::new();
+        let mut started = Vec::new();
+        {
+            let mut g = lock(&self.calls);
+            for (token, mut pending) in prepared {
+                let slot = g.free_slots.pop().unwrap_or_else(|| {
+                    g.slots += 1;
+                    g.slots - 1
+                });
+                pending.call.track = Track::Llm(slot);
+                match &pending.scheduled {
+                    Some((delay, _)) => due.push((Instant::now() + *delay, token)),
+                    None => started.push((token, pending.req.clone())),
+                }
+                g.table.insert(token, pending);
+            }
+        }
+        if !due.is_empty() {
+            self.inbox.schedule_all(due);
+        }
+        if started.is_empty() {
+            return;
+        }
+        let calls = started
+            .into_iter()
+            .map(|(token, req)| {
+                let inbox = Arc::clone(&self.inbox);
+                let done: crate::llm::OnDone = Box::new(move |result, attempts| {
+                    // After the run ends nobody takes it; it is dropped.
+                    inbox.arrive(Outcome {
+                        token,
+                        result,
+                        attempts,
+                    });
+                });
+                (req, self.cancel.clone(), done)
+            })
+            .collect();
+        self.backend.start_many(calls);
     }
 
-    /// Registers one call and, when the backend has its reply at once,
-    /// schedules it; otherwise returns what `start_many` needs.
-    fn start_llm(
-        &self,
-        job: Job<'r>,
-    ) -> Option<(crate::llm::LlmRequest, CancelToken, crate::llm::OnDone)> {
+    /// One call's request and, when the backend has its reply at once, the
+    /// reply; `None` when the run has ended (the call is cancelled).
+    fn prepare_llm(&self, job: Job<'r>) -> Option<(u64, Pending<'r>)> {
         let Job {
             frame,
             op,
@@ -1539,49 +1628,25 @@ impl<'r> Run<'r> {
         let req = exec::llm_request(self.agent_name(frame.agent), instr, &args);
         let jkey = self.journal_key(&frame, op, instr, Class::Llm, &args);
         let token = self.next_call.fetch_add(1, Ordering::Relaxed);
-        // The request stays in the table for settling the reply (its kind
-        // and schema); `start` gets a copy, `scheduled_reply` a reference.
         let scheduled = self.backend.scheduled_reply(&req);
-        let copy = scheduled.is_none().then(|| req.clone());
-        {
-            let mut g = lock(&self.calls);
-            let slot = g.free_slots.pop().unwrap_or_else(|| {
-                g.slots += 1;
-                g.slots - 1
-            });
-            let call = Call {
-                frame,
-                op,
-                ready_ns,
-                worker,
-                track: Track::Llm(slot),
-                start_ns,
-                jkey,
-                llm: true,
-            };
-            g.table.insert(token, (call, req));
-        }
-        if let Some((delay, result)) = scheduled {
-            let attempt = crate::llm::Attempt::single(self.backend.name(), &result, delay);
-            let outcome = Outcome {
-                token,
-                result,
-                attempts: vec![attempt],
-            };
-            self.inbox.schedule(Instant::now() + delay, outcome);
-            return None;
-        }
-        let req = copy?;
-        let inbox = Arc::clone(&self.inbox);
-        let done: crate::llm::OnDone = Box::new(move |result, attempts| {
-            // After the run ends nobody takes it; it is dropped.
-            inbox.arrive(Outcome {
-                token,
-                result,
-                attempts,
-            });
-        });
-        Some((req, self.cancel.clone(), done))
+        let call = Call {
+            frame,
+            op,
+            ready_ns,
+            worker,
+            track: Track::Llm(0),
+            start_ns,
+            jkey,
+            llm: true,
+        };
+        Some((
+            token,
+            Pending {
+                call,
+                req,
+                scheduled,
+            },
+        ))
     }
 
     /// The completion thread of started LLM calls: settles each reply,
@@ -1590,8 +1655,10 @@ impl<'r> Run<'r> {
     fn replies_loop(&self) -> Vec<OpEvent> {
         let mut events = Vec::new();
         while let Some(ready) = self.inbox.take() {
-            for o in ready {
-                if let Some(ev) = self.settle_llm(o) {
+            let outcomes = ready.arrived.into_iter().map(|o| (o.token, Some(o)));
+            let due = ready.due.into_iter().map(|t| (t, None));
+            for (token, outcome) in outcomes.chain(due) {
+                if let Some(ev) = self.settle_llm(token, outcome) {
                     events.push(ev);
                 }
             }
@@ -1600,7 +1667,7 @@ impl<'r> Run<'r> {
         let now = self.now();
         let mut g = lock(&self.calls);
         events.append(&mut g.events);
-        for (_, (c, _)) in g.table.drain() {
+        for (_, Pending { call: c, .. }) in g.table.drain() {
             self.llm.finished();
             if self.record {
                 if let Some(instr) = c.frame.code.ops.get(c.op as usize) {
@@ -1624,32 +1691,39 @@ impl<'r> Run<'r> {
         events
     }
 
-    /// Settles one started call's outcome, then starts queued calls the
-    /// freed slot allows.
-    fn settle_llm(&self, o: Outcome) -> Option<OpEvent> {
-        let Outcome {
-            token,
-            result,
-            attempts,
-        } = o;
-        let entry = {
+    /// Settles call `token` with its outcome (a scheduled reply's is in
+    /// the table), then starts queued calls the freed slot allows.
+    fn settle_llm(&self, token: u64, outcome: Option<Outcome>) -> Option<OpEvent> {
+        let pending = {
             let mut g = lock(&self.calls);
-            let entry = g.table.remove(&token);
-            if let Some((
-                Call {
-                    track: Track::Llm(slot),
-                    ..
-                },
-                _,
-            )) = &entry
+            let pending = g.table.remove(&token);
+            if let Some(Pending {
+                call:
+                    Call {
+                        track: Track::Llm(slot),
+                        ..
+                    },
+                ..
+            }) = &pending
             {
                 g.free_slots.push(*slot);
             }
-            entry
+            pending
+        }?;
+        let (result, attempts) = match (outcome, pending.scheduled) {
+            (Some(o), _) => (o.result, o.attempts),
+            (None, Some((delay, result))) => {
+                let attempt = crate::llm::Attempt::single(self.backend.name(), &result, delay);
+                (result, vec![attempt])
+            }
+            (None, None) => {
+                // Not reachable: only scheduled calls are settled by token.
+                self.llm.finished();
+                return None;
+            }
         };
-        let (call, req) = entry?;
-        let (value, info) = self.llm_outcome(&req, result, attempts);
-        let ev = self.settle(call, value, info);
+        let (value, info) = self.llm_outcome(&pending.req, result, attempts);
+        let ev = self.settle(pending.call, value, info);
         self.llm.finished();
         self.pump_llm();
         ev
