@@ -128,6 +128,18 @@ impl<'r> Frame<'r> {
         )
     }
 
+    /// Counts one arrived input of op `op`; true when it was the last.
+    pub fn input_arrived(&self, op: u32) -> bool {
+        // With a single input this is the only arrival: skip the locked
+        // read-modify-write on its counter.
+        if self.code.pending.get(op as usize) == Some(&1) {
+            return true;
+        }
+        self.pending
+            .get(op as usize)
+            .is_some_and(|p| p.fetch_sub(1, Ordering::AcqRel) == 1)
+    }
+
     pub fn slot(&self, s: u32) -> Option<&Val> {
         self.slots.get(s as usize).and_then(OnceLock::get)
     }

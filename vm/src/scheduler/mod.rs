@@ -452,17 +452,15 @@ impl<'r> Run<'r> {
             return;
         }
         for &c in frame.code.consumers_of(slot) {
-            if let Some(p) = frame.pending.get(c as usize) {
-                if p.fetch_sub(1, Ordering::AcqRel) == 1 {
-                    self.push(
-                        sink,
-                        Task {
-                            frame: frame.clone(),
-                            op: c,
-                            ready_ns: now,
-                        },
-                    );
-                }
+            if frame.input_arrived(c) {
+                self.push(
+                    sink,
+                    Task {
+                        frame: frame.clone(),
+                        op: c,
+                        ready_ns: now,
+                    },
+                );
             }
         }
     }
@@ -492,10 +490,8 @@ impl<'r> Run<'r> {
                     continue;
                 }
                 for &c in frame.code.consumers_of(slot) {
-                    if let Some(p) = frame.pending.get(c as usize) {
-                        if p.fetch_sub(1, Ordering::AcqRel) == 1 {
-                            ready.push(c);
-                        }
+                    if frame.input_arrived(c) {
+                        ready.push(c);
                     }
                 }
             }
@@ -811,7 +807,9 @@ impl<'r> Run<'r> {
             }
         };
         if let Some(c) = self.done_ops.get(cx.id as usize) {
-            c.fetch_add(1, Ordering::Relaxed);
+            // Only this worker writes its counter (others just read it): a
+            // plain store avoids a locked read-modify-write per op.
+            c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         }
         if self.record {
             cx.events.push(OpEvent {
@@ -829,8 +827,9 @@ impl<'r> Run<'r> {
                 llm: None,
             });
         }
-        // Work left in the local queue: let an idle worker steal it.
-        if !cx.local.is_empty() {
+        // Work left in the local queue: let an idle worker steal it (there
+        // is none to wake with one worker; skip the fence).
+        if self.stealers.len() > 1 && !cx.local.is_empty() {
             self.sleep.notify_one();
         }
         next
@@ -1735,6 +1734,14 @@ pub fn run(
             .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
             .collect(),
     };
+    // Room for one event per op of the program (capped), so recording does
+    // not regrow and copy the vector while the run is timed; pages are only
+    // touched as events are written.
+    let event_capacity = if options.record_events {
+        program.op_count().min(1 << 22)
+    } else {
+        0
+    };
     let need_llm = uses(program, |o| exec::class(o) == Class::Llm);
     let need_tool = uses(program, |o| exec::class(o) == Class::Tool);
     let mut t0 = 0u64;
@@ -1751,7 +1758,7 @@ pub fn run(
             let cx = WorkerCtx {
                 id: i as u32,
                 local,
-                events: Vec::new(),
+                events: Vec::with_capacity(event_capacity),
                 busy_ns: 0,
                 unwoken: [0; 2],
             };
