@@ -320,6 +320,18 @@ struct WorkerCtx<'r> {
     busy_ns: u64,
     /// Calls queued on the LLM / tool lane whose thread is not woken yet.
     unwoken: [usize; 2],
+    credit: Option<Credit<'r>>,
+}
+
+/// Ops a worker completed in one frame and has not yet counted in the
+/// frame's shared `remaining`: one atomic update per run of ops in a frame
+/// instead of one per op (the counter is contended between workers).
+/// Settled when the worker moves to another frame and before it looks for
+/// work elsewhere, so a frame's completion is never held back by an idle
+/// worker.
+struct Credit<'r> {
+    frame: Arc<Frame<'r>>,
+    ops: usize,
 }
 
 struct WorkerStats {
@@ -471,11 +483,26 @@ impl<'r> Run<'r> {
     /// `frame` (saving a reference-count round trip per op).
     fn complete_op(
         &self,
+        frame: Arc<Frame<'r>>,
+        op: u32,
+        results: Results,
+        now: u64,
+        sink: &Sink<'_, 'r>,
+    ) -> Option<Task<'r>> {
+        self.complete_op_counted(frame, op, results, now, sink, None)
+    }
+
+    /// [`Self::complete_op`] for an op run on a worker: the op is counted
+    /// in the worker's `credit` (see [`Credit`]) instead of the frame's
+    /// `remaining` while it stays in the same frame.
+    fn complete_op_counted(
+        &self,
         mut frame: Arc<Frame<'r>>,
         mut op: u32,
         mut results: Results,
         now: u64,
         sink: &Sink<'_, 'r>,
+        mut credit: Option<&mut Option<Credit<'r>>>,
     ) -> Option<Task<'r>> {
         loop {
             let instr = frame.code.ops.get(op as usize)?;
@@ -506,6 +533,25 @@ impl<'r> Run<'r> {
                     },
                 );
             }
+            if let Some(held) = credit.take() {
+                match held {
+                    Some(cr) if Arc::ptr_eq(&cr.frame, &frame) => cr.ops += 1,
+                    _ => {
+                        let old = held.replace(Credit {
+                            frame: frame.clone(),
+                            ops: 1,
+                        });
+                        if let Some(old) = old {
+                            self.settle_credit(old, now, sink);
+                        }
+                    }
+                }
+                return last.map(|c| Task {
+                    frame,
+                    op: c,
+                    ready_ns: now,
+                });
+            }
             if frame.remaining.fetch_sub(1, Ordering::AcqRel) != 1 {
                 return last.map(|c| Task {
                     frame,
@@ -523,6 +569,30 @@ impl<'r> Run<'r> {
                 None => return None,
             }
         }
+    }
+
+    /// Counts a worker's held completions into their frame's `remaining`;
+    /// completes the frame (and its owners) if they were its last ops.
+    fn settle_credit(&self, cr: Credit<'r>, now: u64, sink: &Sink<'_, 'r>) {
+        let Credit { frame, ops } = cr;
+        if frame.remaining.fetch_sub(ops, Ordering::AcqRel) != ops {
+            return;
+        }
+        if let Some((f, o, r)) = self.frame_done(&frame) {
+            if let Some(t) = self.complete_op(f, o, r, now, sink) {
+                self.push(sink, t);
+            }
+        }
+    }
+
+    /// Settles the worker's held completions; true if that made work.
+    fn flush_credit(&self, cx: &mut WorkerCtx<'r>) -> bool {
+        let Some(cr) = cx.credit.take() else {
+            return false;
+        };
+        let now = self.now();
+        self.settle_credit(cr, now, &Sink::Local(&cx.local));
+        !cx.local.is_empty()
     }
 
     /// A frame completed: the owner op's completion, if any.
@@ -797,7 +867,8 @@ impl<'r> Run<'r> {
         let mut next = None;
         let status = match r {
             Ok(Some(results)) => {
-                next = self.complete_op(frame, op, results, end, &sink);
+                next =
+                    self.complete_op_counted(frame, op, results, end, &sink, Some(&mut cx.credit));
                 Status::Ok
             }
             Ok(None) => Status::Ok,
@@ -1177,6 +1248,9 @@ impl<'r> Run<'r> {
         'outer: loop {
             if let Some(t) = cx.local.pop() {
                 found(t, &mut cx, &mut idle_since);
+                continue;
+            }
+            if self.flush_credit(&mut cx) {
                 continue;
             }
             if let Some(t) = self.steal(&cx) {
@@ -1761,6 +1835,7 @@ pub fn run(
                 events: Vec::with_capacity(event_capacity),
                 busy_ns: 0,
                 unwoken: [0; 2],
+                credit: None,
             };
             if i == 0 {
                 own = Some((cx, parker));
