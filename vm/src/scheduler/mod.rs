@@ -1924,7 +1924,15 @@ pub fn run(
             "the run ended without an outcome".into(),
         ))
     });
-    let mut events: Vec<OpEvent> = stats.iter_mut().flat_map(|s| s.events.drain(..)).collect();
+    // The first worker's vector is reused (it was reserved for the whole
+    // program): no copy of its events into a fresh allocation.
+    let mut events: Vec<OpEvent> = Vec::new();
+    for s in &mut stats {
+        if events.is_empty() {
+            std::mem::swap(&mut events, &mut s.events);
+        }
+        events.append(&mut s.events);
+    }
     events.extend(io_events);
     for e in &mut events {
         e.ready_ns = e.ready_ns.saturating_sub(t0);
