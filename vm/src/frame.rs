@@ -46,6 +46,10 @@ pub(crate) struct LoopState {
     pub last: OnceLock<Results>,
 }
 
+/// Aligned to two cache lines so that, inside its `Arc`, the reference
+/// count (written by any worker whenever a task of the frame is queued or
+/// dropped) does not share a line with the fields every op reads.
+#[repr(align(128))]
 pub(crate) struct Frame<'r> {
     pub id: u64,
     pub flow: u32,
