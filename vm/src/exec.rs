@@ -485,7 +485,7 @@ pub fn exec_inline(
 pub fn llm_request(agent: &str, instr: &Instr, args: &[Val]) -> LlmRequest {
     let kind = llm_kind(instr.opcode);
     let attrs = match &instr.imm {
-        Imm::Llm(a) => Some(a),
+        Imm::Llm(a) => Some(&**a),
         _ => None,
     };
     LlmRequest {

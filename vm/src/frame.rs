@@ -46,6 +46,10 @@ pub(crate) struct LoopState {
     pub last: OnceLock<Results>,
 }
 
+/// Aligned to two cache lines so that, inside its `Arc`, the reference
+/// count (written by any worker whenever a task of the frame is queued or
+/// dropped) does not share a line with the fields every op reads.
+#[repr(align(128))]
 pub(crate) struct Frame<'r> {
     pub id: u64,
     pub flow: u32,
@@ -126,6 +130,18 @@ impl<'r> Frame<'r> {
                 ..
             })
         )
+    }
+
+    /// Counts one arrived input of op `op`; true when it was the last.
+    pub fn input_arrived(&self, op: u32) -> bool {
+        // With a single input this is the only arrival: skip the locked
+        // read-modify-write on its counter.
+        if self.code.pending.get(op as usize) == Some(&1) {
+            return true;
+        }
+        self.pending
+            .get(op as usize)
+            .is_some_and(|p| p.fetch_sub(1, Ordering::AcqRel) == 1)
     }
 
     pub fn slot(&self, s: u32) -> Option<&Val> {

@@ -554,7 +554,7 @@ impl FlowGen<'_> {
                     Some(Attr::Number(x)) => Some(*x),
                     _ => None,
                 };
-                Imm::Llm(LlmAttrs {
+                Imm::Llm(Box::new(LlmAttrs {
                     model: s("model"),
                     temperature: num("temperature"),
                     max_tokens: num("max_tokens")
@@ -563,7 +563,7 @@ impl FlowGen<'_> {
                     system: s("system"),
                     cacheable: attrs.has("cacheable"),
                     no_fuse: attrs.has("no_fuse"),
-                })
+                }))
             }
             Opcode::Loop => Imm::Loop {
                 max_iters: match attrs.get("max_iters") {

@@ -374,8 +374,10 @@ pub enum Imm {
     Belief(String),
     /// `flow.call`: callee index into `Program::flows`.
     Callee(u32),
-    /// LLM ops.
-    Llm(LlmAttrs),
+    /// LLM ops. Boxed: the largest variant would otherwise make every
+    /// `Instr` ~50 bytes bigger, and large graphs are memory-bound on
+    /// reading instructions (postcard encodes a box like its content).
+    Llm(Box<LlmAttrs>),
     /// `loop`.
     Loop {
         max_iters: Option<u64>,

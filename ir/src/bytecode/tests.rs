@@ -5,6 +5,18 @@
 use super::*;
 use proptest::prelude::*;
 
+/// Large graphs are memory-bound on reading instructions: keep `Instr`
+/// small (rare, bulky immediates go behind a box).
+#[test]
+fn instr_stays_small() {
+    eprintln!(
+        "Instr: {} bytes, Imm: {} bytes",
+        std::mem::size_of::<Instr>(),
+        std::mem::size_of::<Imm>()
+    );
+    assert!(std::mem::size_of::<Instr>() <= 112);
+}
+
 const SRC: &str = r#"
 agent @A {
   belief @mood = json "calm"

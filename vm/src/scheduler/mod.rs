@@ -371,6 +371,18 @@ struct WorkerCtx<'r> {
     /// LLM calls dispatched and not yet started (backends that start calls
     /// without waiting).
     llm_batch: Vec<Job<'r>>,
+    credit: Option<Credit<'r>>,
+}
+
+/// Ops a worker completed in one frame and has not yet counted in the
+/// frame's shared `remaining`: one atomic update per run of ops in a frame
+/// instead of one per op (the counter is contended between workers).
+/// Settled when the worker moves to another frame and before it looks for
+/// work elsewhere, so a frame's completion is never held back by an idle
+/// worker.
+struct Credit<'r> {
+    frame: Arc<Frame<'r>>,
+    ops: usize,
 }
 
 struct WorkerStats {
@@ -503,17 +515,15 @@ impl<'r> Run<'r> {
             return;
         }
         for &c in frame.code.consumers_of(slot) {
-            if let Some(p) = frame.pending.get(c as usize) {
-                if p.fetch_sub(1, Ordering::AcqRel) == 1 {
-                    self.push(
-                        sink,
-                        Task {
-                            frame: frame.clone(),
-                            op: c,
-                            ready_ns: now,
-                        },
-                    );
-                }
+            if frame.input_arrived(c) {
+                self.push(
+                    sink,
+                    Task {
+                        frame: frame.clone(),
+                        op: c,
+                        ready_ns: now,
+                    },
+                );
             }
         }
     }
@@ -524,11 +534,26 @@ impl<'r> Run<'r> {
     /// `frame` (saving a reference-count round trip per op).
     fn complete_op(
         &self,
+        frame: Arc<Frame<'r>>,
+        op: u32,
+        results: Results,
+        now: u64,
+        sink: &Sink<'_, 'r>,
+    ) -> Option<Task<'r>> {
+        self.complete_op_counted(frame, op, results, now, sink, None)
+    }
+
+    /// [`Self::complete_op`] for an op run on a worker: the op is counted
+    /// in the worker's `credit` (see [`Credit`]) instead of the frame's
+    /// `remaining` while it stays in the same frame.
+    fn complete_op_counted(
+        &self,
         mut frame: Arc<Frame<'r>>,
         mut op: u32,
         mut results: Results,
         now: u64,
         sink: &Sink<'_, 'r>,
+        mut credit: Option<&mut Option<Credit<'r>>>,
     ) -> Option<Task<'r>> {
         loop {
             let instr = frame.code.ops.get(op as usize)?;
@@ -543,10 +568,8 @@ impl<'r> Run<'r> {
                     continue;
                 }
                 for &c in frame.code.consumers_of(slot) {
-                    if let Some(p) = frame.pending.get(c as usize) {
-                        if p.fetch_sub(1, Ordering::AcqRel) == 1 {
-                            ready.push(c);
-                        }
+                    if frame.input_arrived(c) {
+                        ready.push(c);
                     }
                 }
             }
@@ -560,6 +583,25 @@ impl<'r> Run<'r> {
                         ready_ns: now,
                     },
                 );
+            }
+            if let Some(held) = credit.take() {
+                match held {
+                    Some(cr) if Arc::ptr_eq(&cr.frame, &frame) => cr.ops += 1,
+                    _ => {
+                        let old = held.replace(Credit {
+                            frame: frame.clone(),
+                            ops: 1,
+                        });
+                        if let Some(old) = old {
+                            self.settle_credit(old, now, sink);
+                        }
+                    }
+                }
+                return last.map(|c| Task {
+                    frame,
+                    op: c,
+                    ready_ns: now,
+                });
             }
             if frame.remaining.fetch_sub(1, Ordering::AcqRel) != 1 {
                 return last.map(|c| Task {
@@ -578,6 +620,30 @@ impl<'r> Run<'r> {
                 None => return None,
             }
         }
+    }
+
+    /// Counts a worker's held completions into their frame's `remaining`;
+    /// completes the frame (and its owners) if they were its last ops.
+    fn settle_credit(&self, cr: Credit<'r>, now: u64, sink: &Sink<'_, 'r>) {
+        let Credit { frame, ops } = cr;
+        if frame.remaining.fetch_sub(ops, Ordering::AcqRel) != ops {
+            return;
+        }
+        if let Some((f, o, r)) = self.frame_done(&frame) {
+            if let Some(t) = self.complete_op(f, o, r, now, sink) {
+                self.push(sink, t);
+            }
+        }
+    }
+
+    /// Settles the worker's held completions; true if that made work.
+    fn flush_credit(&self, cx: &mut WorkerCtx<'r>) -> bool {
+        let Some(cr) = cx.credit.take() else {
+            return false;
+        };
+        let now = self.now();
+        self.settle_credit(cr, now, &Sink::Local(&cx.local));
+        !cx.local.is_empty()
     }
 
     /// A frame completed: the owner op's completion, if any.
@@ -850,7 +916,8 @@ impl<'r> Run<'r> {
         let mut next = None;
         let status = match r {
             Ok(Some(results)) => {
-                next = self.complete_op(frame, op, results, end, &sink);
+                next =
+                    self.complete_op_counted(frame, op, results, end, &sink, Some(&mut cx.credit));
                 Status::Ok
             }
             Ok(None) => Status::Ok,
@@ -860,7 +927,9 @@ impl<'r> Run<'r> {
             }
         };
         if let Some(c) = self.done_ops.get(cx.id as usize) {
-            c.fetch_add(1, Ordering::Relaxed);
+            // Only this worker writes its counter (others just read it): a
+            // plain store avoids a locked read-modify-write per op.
+            c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         }
         if self.record {
             cx.events.push(OpEvent {
@@ -878,8 +947,9 @@ impl<'r> Run<'r> {
                 llm: None,
             });
         }
-        // Work left in the local queue: let an idle worker steal it.
-        if !cx.local.is_empty() {
+        // Work left in the local queue: let an idle worker steal it (there
+        // is none to wake with one worker; skip the fence).
+        if self.stealers.len() > 1 && !cx.local.is_empty() {
             self.sleep.notify_one();
         }
         next
@@ -1227,6 +1297,9 @@ impl<'r> Run<'r> {
         'outer: loop {
             if let Some(t) = cx.local.pop() {
                 found(t, &mut cx, &mut idle_since);
+                continue;
+            }
+            if self.flush_credit(&mut cx) {
                 continue;
             }
             if let Some(t) = self.steal(&cx) {
@@ -1858,6 +1931,14 @@ pub fn run(
             .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
             .collect(),
     };
+    // Room for one event per op of the program (capped), so recording does
+    // not regrow and copy the vector while the run is timed; pages are only
+    // touched as events are written.
+    let event_capacity = if options.record_events {
+        program.op_count().min(1 << 22)
+    } else {
+        0
+    };
     let need_llm = uses(program, |o| exec::class(o) == Class::Llm);
     let need_tool = uses(program, |o| exec::class(o) == Class::Tool);
     let mut t0 = 0u64;
@@ -1874,10 +1955,11 @@ pub fn run(
             let cx = WorkerCtx {
                 id: i as u32,
                 local,
-                events: Vec::new(),
+                events: Vec::with_capacity(event_capacity),
                 busy_ns: 0,
                 unwoken: [0; 2],
                 llm_batch: Vec::new(),
+                credit: None,
             };
             if i == 0 {
                 own = Some((cx, parker));
@@ -1966,7 +2048,15 @@ pub fn run(
             "the run ended without an outcome".into(),
         ))
     });
-    let mut events: Vec<OpEvent> = stats.iter_mut().flat_map(|s| s.events.drain(..)).collect();
+    // The first worker's vector is reused (it was reserved for the whole
+    // program): no copy of its events into a fresh allocation.
+    let mut events: Vec<OpEvent> = Vec::new();
+    for s in &mut stats {
+        if events.is_empty() {
+            std::mem::swap(&mut events, &mut s.events);
+        }
+        events.append(&mut s.events);
+    }
     events.extend(io_events);
     for e in &mut events {
         e.ready_ns = e.ready_ns.saturating_sub(t0);
