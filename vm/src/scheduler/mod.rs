@@ -119,6 +119,27 @@ struct Call<'r> {
     llm: bool,
 }
 
+impl Call<'_> {
+    /// The call's telemetry event, ending at `end_ns`.
+    fn event(&self, end_ns: u64, status: Status, llm: Option<Box<LlmInfo>>) -> Option<OpEvent> {
+        let instr = self.frame.code.ops.get(self.op as usize)?;
+        Some(OpEvent {
+            frame: self.frame.id,
+            flow: self.frame.flow,
+            op: self.op,
+            opcode: instr.opcode,
+            agent: self.frame.agent,
+            track: self.track,
+            worker: self.worker,
+            ready_ns: self.ready_ns,
+            start_ns: self.start_ns,
+            end_ns,
+            status,
+            llm,
+        })
+    }
+}
+
 /// LLM calls started on a backend that does not wait (see
 /// [`Run::pump_llm`]): what each is for, by token.
 #[derive(Default)]
@@ -1403,29 +1424,29 @@ impl<'r> Run<'r> {
         } else {
             Track::Tool(idx)
         };
-        if self.halted() || frame.is_cancelled() {
-            let now = self.now();
-            return self.record.then(|| OpEvent {
-                frame: frame.id,
-                flow: frame.flow,
-                op,
-                opcode: instr.opcode,
-                agent: frame.agent,
-                track,
-                worker,
-                ready_ns,
-                start_ns: now,
-                end_ns: now,
-                status: Status::Cancelled,
-                llm: None,
-            });
-        }
         let start = self.now();
+        let mut call = Call {
+            frame,
+            op,
+            ready_ns,
+            worker,
+            track,
+            start_ns: start,
+            jkey: None,
+            llm,
+        };
+        if self.halted() || call.frame.is_cancelled() {
+            return self
+                .record
+                .then(|| call.event(start, Status::Cancelled, None))
+                .flatten();
+        }
+        let frame = &call.frame;
         let agent = self.agent_name(frame.agent);
-        let jkey = self.journal_key(&frame, op, instr, exec::class(instr.opcode), &args);
+        let jkey = self.journal_key(frame, op, instr, exec::class(instr.opcode), &args);
         if let (Some(j), Some((k, h)), false) = (self.journal, &jkey, llm) {
             if let Err(e) = j.intent(k, instr.opcode.mnemonic(), h) {
-                self.fail(&frame, op, OpError::new(e.code, e.message), &Sink::Global);
+                self.fail(frame, op, OpError::new(e.code, e.message), &Sink::Global);
                 return None;
             }
         }
@@ -1441,16 +1462,7 @@ impl<'r> Run<'r> {
                 None,
             )
         };
-        let call = Call {
-            frame,
-            op,
-            ready_ns,
-            worker,
-            track,
-            start_ns: start,
-            jkey,
-            llm,
-        };
+        call.jkey = jkey;
         self.settle(call, result, info)
     }
 
@@ -1495,16 +1507,7 @@ impl<'r> Run<'r> {
         result: Result<Val, OpError>,
         info: Option<Box<LlmInfo>>,
     ) -> Option<OpEvent> {
-        let Call {
-            frame,
-            op,
-            ready_ns,
-            worker,
-            track,
-            start_ns,
-            jkey,
-            llm,
-        } = call;
+        let (frame, op, jkey, llm) = (&call.frame, call.op, &call.jkey, call.llm);
         let instr = frame.code.ops.get(op as usize)?;
         let end = self.now();
         let tokens = info
@@ -1524,7 +1527,6 @@ impl<'r> Run<'r> {
                 .cost_micro_usd(&i.model, i.input_tokens, i.output_tokens);
             self.used[2].fetch_add(c, Ordering::SeqCst);
         }
-        let (id, flow, agent, opcode) = (frame.id, frame.flow, frame.agent, instr.opcode);
         let status = match result {
             Ok(v) => {
                 if let Some(t) =
@@ -1536,30 +1538,21 @@ impl<'r> Run<'r> {
             }
             Err(_) if self.halted() || frame.is_cancelled() => Status::Cancelled,
             Err(e) => {
-                if let (Some(j), Some((k, h)), false) = (self.journal, &jkey, llm) {
+                if let (Some(j), Some((k, h)), false) = (self.journal, jkey, llm) {
                     let _ = j.failed(k, instr.opcode.mnemonic(), h);
                 }
-                self.fail(&frame, op, e, &Sink::Global);
+                self.fail(frame, op, e, &Sink::Global);
                 Status::Failed
             }
         };
         if !self.injector.is_empty() {
             self.sleep.notify_one();
         }
-        self.record.then_some(OpEvent {
-            frame: id,
-            flow,
-            op,
-            opcode,
-            agent,
-            track,
-            worker,
-            ready_ns,
-            start_ns,
-            end_ns: end,
-            status,
-            llm: info,
-        })
+        if self.record {
+            call.event(end, status, info)
+        } else {
+            None
+        }
     }
 
     /// Starts queued LLM calls while the backend's limit allows (backends
@@ -1677,41 +1670,31 @@ impl<'r> Run<'r> {
             return None;
         };
         let start_ns = self.now();
-        if self.halted() || frame.is_cancelled() {
-            if self.record {
-                let ev = OpEvent {
-                    frame: frame.id,
-                    flow: frame.flow,
-                    op,
-                    opcode: instr.opcode,
-                    agent: frame.agent,
-                    track: Track::Llm(0),
-                    worker,
-                    ready_ns,
-                    start_ns,
-                    end_ns: start_ns,
-                    status: Status::Cancelled,
-                    llm: None,
-                };
-                lock(&self.calls).events.push(ev);
-            }
-            self.llm.finished();
-            return None;
-        }
-        let req = exec::llm_request(self.agent_name(frame.agent), instr, &args);
-        let jkey = self.journal_key(&frame, op, instr, Class::Llm, &args);
-        let token = self.next_call.fetch_add(1, Ordering::Relaxed);
-        let scheduled = self.backend.scheduled_reply(&req);
-        let call = Call {
+        let mut call = Call {
             frame,
             op,
             ready_ns,
             worker,
             track: Track::Llm(0),
             start_ns,
-            jkey,
+            jkey: None,
             llm: true,
         };
+        if self.halted() || call.frame.is_cancelled() {
+            if let Some(ev) = self
+                .record
+                .then(|| call.event(start_ns, Status::Cancelled, None))
+                .flatten()
+            {
+                lock(&self.calls).events.push(ev);
+            }
+            self.llm.finished();
+            return None;
+        }
+        let req = exec::llm_request(self.agent_name(call.frame.agent), instr, &args);
+        call.jkey = self.journal_key(&call.frame, op, instr, Class::Llm, &args);
+        let token = self.next_call.fetch_add(1, Ordering::Relaxed);
+        let scheduled = self.backend.scheduled_reply(&req);
         Some((
             token,
             Pending {
@@ -1743,22 +1726,7 @@ impl<'r> Run<'r> {
         for (_, Pending { call: c, .. }) in g.table.drain() {
             self.llm.finished();
             if self.record {
-                if let Some(instr) = c.frame.code.ops.get(c.op as usize) {
-                    events.push(OpEvent {
-                        frame: c.frame.id,
-                        flow: c.frame.flow,
-                        op: c.op,
-                        opcode: instr.opcode,
-                        agent: c.frame.agent,
-                        track: c.track,
-                        worker: c.worker,
-                        ready_ns: c.ready_ns,
-                        start_ns: c.start_ns,
-                        end_ns: now,
-                        status: Status::Cancelled,
-                        llm: None,
-                    });
-                }
+                events.extend(c.event(now, Status::Cancelled, None));
             }
         }
         events
