@@ -30,7 +30,7 @@ use io::{Job, Lane};
 use serde_json::Value as Json;
 use smallvec::{smallvec, SmallVec};
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
@@ -2048,19 +2048,16 @@ pub fn run(
         summary.sched_overhead_us_per_op = overhead_ns as f64 / 1e3 / worker_ops as f64;
     }
     let mut outcome = outcome;
-    if let Some(p) = &options.events_path {
-        if let Err(e) = telemetry::write_jsonl(p, program, &events, &summary) {
+    type Export = fn(&Path, &Program, &[OpEvent], &RunSummary) -> std::io::Result<()>;
+    let exports: [(&str, &Option<PathBuf>, Export); 2] = [
+        ("events", &options.events_path, telemetry::write_jsonl),
+        ("trace", &options.trace_path, telemetry::write_chrome_trace),
+    ];
+    for (what, path, write) in exports {
+        let Some(p) = path else { continue };
+        if let Err(e) = write(p, program, &events, &summary) {
             outcome = Err(RunError::Export {
-                what: "events",
-                path: p.display().to_string(),
-                message: e.to_string(),
-            });
-        }
-    }
-    if let Some(p) = &options.trace_path {
-        if let Err(e) = telemetry::write_chrome_trace(p, program, &events, &summary) {
-            outcome = Err(RunError::Export {
-                what: "trace",
+                what,
                 path: p.display().to_string(),
                 message: e.to_string(),
             });
