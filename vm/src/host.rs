@@ -11,11 +11,12 @@
 //! episodic log and the tool registry with schema validation.
 
 use crate::llm::CancelToken;
+use crate::sync::lock;
 use ais_ir::Tier;
 use serde_json::{json, Value as Json};
 use std::collections::HashMap;
 use std::io::Write;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 /// A failed host operation, surfaced to `try/catch` as `{code, message, payload}`.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -118,11 +119,6 @@ pub struct MemoryHost {
     printed: Mutex<Vec<String>>,
     outbox: Mutex<Vec<Message>>,
     echo: bool,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while holding a lock cannot corrupt these plain collections.
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn tier_index(t: Tier) -> usize {

@@ -11,6 +11,7 @@ pub mod interp;
 pub mod journal;
 pub mod llm;
 pub mod scheduler;
+mod sync;
 pub mod telemetry;
 pub mod value;
 

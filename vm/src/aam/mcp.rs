@@ -11,13 +11,14 @@
 use super::config::{secs, McpServerConfig};
 use crate::host::HostError;
 use crate::llm::CancelToken;
+use crate::sync::lock;
 use serde_json::{json, Value as Json};
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub const PROTOCOL_VERSION: &str = "2024-11-05";
@@ -25,10 +26,6 @@ pub const PROTOCOL_VERSION: &str = "2024-11-05";
 const MAX_LINE: u64 = 32 * 1024 * 1024;
 
 type Reply = Result<Json, HostError>;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// A tool a server offers.
 #[derive(Clone, Debug)]

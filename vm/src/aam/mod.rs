@@ -41,6 +41,7 @@ pub mod tools;
 use crate::host::{Host, HostError, Message, ToolFn};
 use crate::llm::jsonschema;
 use crate::llm::CancelToken;
+use crate::sync::lock;
 use ais_ir::bytecode::{Program, TypeEntry};
 use ais_ir::Tier;
 use config::AamConfig;
@@ -51,7 +52,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 use stm::Stm;
 use tools::{Kind, Limiter, Origin, ToolSpec};
@@ -66,10 +67,6 @@ pub const LOG_FILE: &str = "episodic.log";
 pub const TRACE_QUERY: &str = "@trace";
 /// Default memory directory.
 pub const DEFAULT_DIR: &str = ".apxm";
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// The lower-cased words (alphanumeric runs) of `s`: what keyword search
 /// matches on, in every tier.

@@ -123,7 +123,20 @@ impl FakeBackend {
             Some((i, _)) => &request.prompt[..i],
             None => &request.prompt,
         };
-        format!("{}#{:08x}: {head}", request.kind.name(), fnv1a(&parts))
+        // `{kind}#{hash:08x}: {head}`, without the formatting machinery
+        // (this runs once per simulated call, on the VM's workers).
+        let kind = request.kind.name();
+        let mut text = String::with_capacity(kind.len() + 11 + head.len());
+        text.push_str(kind);
+        text.push('#');
+        let h = fnv1a(&parts);
+        for shift in (0..8).rev() {
+            let d = (h >> (shift * 4)) & 0xf;
+            text.push(char::from_digit(d, 16).unwrap_or('0'));
+        }
+        text.push_str(": ");
+        text.push_str(head);
+        text
     }
 
     fn structured(request: &LlmRequest, text: &str) -> Option<serde_json::Value> {
@@ -210,7 +223,7 @@ impl FakeBackend {
             text,
             json,
             finish_reason: "stop".into(),
-            model: format!("fake-{}", request.kind.name()),
+            model: ["fake-", request.kind.name()].concat(),
             latency,
             simulated: true,
         })
@@ -287,6 +300,24 @@ mod tests {
             temperature: None,
             max_tokens: None,
             json_schema: super::super::schema::schema_for(kind),
+        }
+    }
+
+    #[test]
+    fn reply_text_is_kind_hash_and_prompt_head() {
+        let long = "a prompt that is longer than twenty-four characters";
+        for (kind, prompt) in [
+            (LlmOpKind::Ask, "hi"),
+            (LlmOpKind::Think, long),
+            (LlmOpKind::Ask, "héllo wörld ünïcode prompt text"),
+        ] {
+            let r = req(kind, prompt);
+            let head: String = prompt.chars().take(24).collect();
+            let hash = fnv1a(&[kind.name(), prompt]);
+            assert_eq!(
+                FakeBackend::reply_text(&r),
+                format!("{}#{hash:08x}: {head}", kind.name())
+            );
         }
     }
 

@@ -24,12 +24,13 @@
 //! threads.
 
 use super::jsonschema;
+use crate::sync::{lock, wait_until};
 use serde_json::{json, Value};
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -151,13 +152,6 @@ struct Shared {
     open: AtomicUsize,
     threads: Mutex<Vec<JoinHandle<()>>>,
     responder: Responder,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    match m.lock() {
-        Ok(g) => g,
-        Err(p) => p.into_inner(),
-    }
 }
 
 /// The mock server; stops when dropped.
@@ -616,16 +610,10 @@ impl Responder {
                 g = lock(&self.state);
                 continue;
             }
-            g = match g.due.peek() {
-                Some(std::cmp::Reverse(d)) => {
-                    let wait = d.at.saturating_duration_since(now);
-                    self.cv
-                        .wait_timeout(g, wait)
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0
-                }
-                None => self.cv.wait(g).unwrap_or_else(|e| e.into_inner()),
-            };
+            // On time, not a timer overshoot late: the latency is the
+            // configured one for every client alike.
+            let next = g.due.peek().map(|std::cmp::Reverse(d)| d.at);
+            g = wait_until(&self.state, &self.cv, g, next);
         }
     }
 }

@@ -3,10 +3,11 @@
 
 use super::policy::{Policy, PolicyQueue};
 use crate::frame::Frame;
+use crate::sync::lock;
 use crate::value::Val;
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 
 /// A blocking op waiting for (or running on) an I/O thread.
 pub(crate) struct Job<'r> {
@@ -30,10 +31,6 @@ pub(crate) struct Lane<'r> {
     cv: Condvar,
     /// Jobs popped and not yet finished (for stall detection and progress).
     pub busy: AtomicUsize,
-}
-
-fn lock<'a, 'r>(m: &'a Mutex<State<'r>>) -> MutexGuard<'a, State<'r>> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl<'r> Lane<'r> {

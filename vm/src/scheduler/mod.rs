@@ -19,6 +19,7 @@ use crate::exec::{self, Class, OpError, Results};
 use crate::frame::{Frame, LoopState, Owner, Role};
 use crate::host::Host;
 use crate::llm::{CancelToken, LlmBackend};
+use crate::sync::{lock, wait_until, SPIN};
 use crate::telemetry::{self, AttemptRecord, LlmInfo, OpEvent, RunSummary, Status, Track};
 use crate::value::Val;
 use ais_ir::bytecode::{Imm, Instr, Program};
@@ -32,7 +33,7 @@ use smallvec::{smallvec, SmallVec};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// How to run a program.
@@ -250,9 +251,11 @@ impl Inbox {
     }
 
     /// Blocks until outcomes are ready (arrived, or due); `None` once
-    /// stopped.
-    fn take(&self) -> Option<Ready> {
+    /// stopped. `soon` is called once when a scheduled reply is due within
+    /// [`SPIN`] (the wait then yields instead of sleeping, to be on time).
+    fn take(&self, soon: &dyn Fn()) -> Option<Ready> {
         let mut g = lock(&self.state);
+        let mut warned = false;
         loop {
             if g.stop {
                 return None;
@@ -272,16 +275,15 @@ impl Inbox {
             if !ready.arrived.is_empty() || !ready.due.is_empty() {
                 return Some(ready);
             }
-            g = match g.due.peek() {
-                Some(std::cmp::Reverse((at, _))) => {
-                    let wait = at.saturating_duration_since(now);
-                    self.cv
-                        .wait_timeout(g, wait)
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0
-                }
-                None => self.cv.wait(g).unwrap_or_else(|e| e.into_inner()),
-            };
+            let next = g.due.peek().map(|std::cmp::Reverse((at, _))| *at);
+            if !warned && next.is_some_and(|at| at.saturating_duration_since(now) <= SPIN) {
+                warned = true;
+                drop(g);
+                soon();
+                g = lock(&self.state);
+                continue;
+            }
+            g = wait_until(&self.state, &self.cv, g, next);
         }
     }
 }
@@ -295,10 +297,6 @@ struct Sleep {
     idle: Mutex<Vec<usize>>,
     n_idle: AtomicUsize,
     unparkers: Vec<Unparker>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Sleep {
@@ -344,6 +342,10 @@ impl Sleep {
     }
 }
 
+/// How long a worker that ran out of work keeps looking (yielding the CPU
+/// between looks) before it parks.
+const LINGER: Duration = Duration::from_micros(500);
+
 struct Run<'r> {
     program: &'r Program,
     backend: &'r dyn LlmBackend,
@@ -360,6 +362,10 @@ struct Run<'r> {
     /// The backend starts calls without waiting: no I/O thread per LLM
     /// call; `pump_llm` starts them and one completion thread settles them.
     llm_async: bool,
+    /// A scheduled reply is due within [`SPIN`]: idle workers yield
+    /// instead of parking, so the ops it makes ready start on time (waking
+    /// a parked thread on a virtual machine takes 0.1–1 ms).
+    reply_soon: AtomicBool,
     llm_limit: usize,
     calls: Mutex<Calls<'r>>,
     next_call: AtomicU64,
@@ -1339,6 +1345,15 @@ impl<'r> Run<'r> {
                     continue 'outer;
                 }
             }
+            // Stay awake (yielding) right after work and while a reply is
+            // due: a burst often continues, and a parked thread on a
+            // virtual machine takes 0.1–2 ms to run again once woken.
+            if self.reply_soon.load(Ordering::Acquire)
+                || idle_since.is_some_and(|i0| i0.elapsed() < LINGER)
+            {
+                std::thread::yield_now();
+                continue;
+            }
             self.sleep.register(me);
             fence(Ordering::SeqCst);
             if self.has_work() || self.halted() {
@@ -1710,13 +1725,21 @@ impl<'r> Run<'r> {
     /// of the calls it settled (and of those cancelled by the run's end).
     fn replies_loop(&self) -> Vec<OpEvent> {
         let mut events = Vec::new();
-        while let Some(ready) = self.inbox.take() {
+        let soon = || {
+            self.reply_soon.store(true, Ordering::Release);
+            self.sleep.notify_all();
+        };
+        while let Some(ready) = self.inbox.take(&soon) {
+            let settled_due = !ready.due.is_empty();
             let outcomes = ready.arrived.into_iter().map(|o| (o.token, Some(o)));
             let due = ready.due.into_iter().map(|t| (t, None));
             for (token, outcome) in outcomes.chain(due) {
                 if let Some(ev) = self.settle_llm(token, outcome) {
                     events.push(ev);
                 }
+            }
+            if settled_due {
+                self.reply_soon.store(false, Ordering::Release);
             }
         }
         // The run is over: calls still out are cancelled.
@@ -1870,8 +1893,23 @@ pub fn run(
         llm: Lane::new(options.policy),
         tool: Lane::new(options.policy),
         llm_async: backend.starts_without_waiting(),
+        reply_soon: AtomicBool::new(false),
         llm_limit: concurrency,
-        calls: Mutex::new(Calls::default()),
+        // Room for every call that can be in flight at once (capped), so
+        // the table does not rehash its large entries during a fan-out.
+        calls: Mutex::new(Calls {
+            table: std::collections::HashMap::with_capacity_and_hasher(
+                if backend.starts_without_waiting() {
+                    max_in_flight(program, |o| exec::class(o) == Class::Llm)
+                        .map_or(concurrency, |n| n.min(concurrency))
+                        .min(4096)
+                } else {
+                    0
+                },
+                TokenHash,
+            ),
+            ..Calls::default()
+        }),
         next_call: AtomicU64::new(0),
         inbox: Arc::default(),
         start: Instant::now(),
