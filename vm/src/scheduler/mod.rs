@@ -342,10 +342,6 @@ impl Sleep {
     }
 }
 
-/// How long a worker that ran out of work keeps looking (yielding the CPU
-/// between looks) before it parks.
-const LINGER: Duration = Duration::from_micros(500);
-
 struct Run<'r> {
     program: &'r Program,
     backend: &'r dyn LlmBackend,
@@ -1345,12 +1341,10 @@ impl<'r> Run<'r> {
                     continue 'outer;
                 }
             }
-            // Stay awake (yielding) right after work and while a reply is
-            // due: a burst often continues, and a parked thread on a
+            // Stay awake (yielding) while a scheduled reply is due: the ops
+            // it makes ready start at once, where a parked thread on a
             // virtual machine takes 0.1–2 ms to run again once woken.
-            if self.reply_soon.load(Ordering::Acquire)
-                || idle_since.is_some_and(|i0| i0.elapsed() < LINGER)
-            {
+            if self.reply_soon.load(Ordering::Acquire) {
                 std::thread::yield_now();
                 continue;
             }
