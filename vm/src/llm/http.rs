@@ -11,6 +11,8 @@
 //! honoured up to `max_retry_after`; otherwise the delay is
 //! `base_delay * 2^(n-1)` capped at `max_delay`, with equal jitter.
 
+mod coalesce;
+
 use super::jsonschema;
 use super::prompt::{self, Instructions, Models, Prepared};
 use super::secret::{redact, Secret};
@@ -309,7 +311,14 @@ impl HttpCore {
             .unwrap_or(7)
             ^ (opts.name.len() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         HttpCore {
-            agent: ureq::Agent::new_with_config(config),
+            agent: ureq::Agent::with_parts(
+                config,
+                ureq::unversioned::transport::Connector::chain(
+                    ureq::unversioned::transport::DefaultConnector::default(),
+                    coalesce::CoalesceConnector,
+                ),
+                ureq::unversioned::resolver::DefaultResolver::default(),
+            ),
             threads: HttpThreads::new(),
             endpoint,
             observer: Arc::new(NoObserver),

@@ -147,7 +147,9 @@ struct Shared {
     next_conn: AtomicUsize,
     script: Mutex<VecDeque<MockReply>>,
     latency: Mutex<Latency>,
-    requests: Mutex<Vec<MockRequest>>,
+    /// Shared with the connection threads' own use of the request, so
+    /// logging one does not copy it.
+    requests: Mutex<Vec<Arc<MockRequest>>>,
     count: AtomicUsize,
     open: AtomicUsize,
     threads: Mutex<Vec<JoinHandle<()>>>,
@@ -248,12 +250,17 @@ impl MockServer {
 
     /// Copies of the requests received so far.
     pub fn requests(&self) -> Vec<MockRequest> {
-        lock(&self.shared.requests).clone()
+        lock(&self.shared.requests)
+            .iter()
+            .map(|r| MockRequest::clone(r))
+            .collect()
     }
 
     /// The last request received.
     pub fn last_request(&self) -> Option<MockRequest> {
-        lock(&self.shared.requests).last().cloned()
+        lock(&self.shared.requests)
+            .last()
+            .map(|r| MockRequest::clone(r))
     }
 }
 
@@ -461,6 +468,9 @@ fn serve(mut stream: TcpStream, shared: &Shared) {
     let _ = stream.set_nodelay(true);
     let mut buf = Vec::new();
     while let Some((head, body)) = read_request(&mut stream, &mut buf, shared) {
+        // The latency counts from here: the request is in, and the time
+        // this thread spends on it (or waiting for a CPU) is not added.
+        let received = std::time::Instant::now();
         let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         let request = MockRequest {
             method: head.method,
@@ -471,12 +481,13 @@ fn serve(mut stream: TcpStream, shared: &Shared) {
         let close = request
             .header("connection")
             .is_some_and(|v| v.eq_ignore_ascii_case("close"));
-        lock(&shared.requests).push(request.clone());
+        let request = Arc::new(request);
+        lock(&shared.requests).push(Arc::clone(&request));
         shared.count.fetch_add(1, Ordering::SeqCst);
         let scripted = lock(&shared.script)
             .pop_front()
             .unwrap_or(MockReply::Normal);
-        let keep = respond(&mut stream, shared, &request, scripted, !close);
+        let keep = respond(&mut stream, shared, &request, scripted, !close, received);
         if !keep || close {
             break;
         }
@@ -626,6 +637,7 @@ fn respond(
     req: &MockRequest,
     reply: MockReply,
     later: bool,
+    received: std::time::Instant,
 ) -> bool {
     match reply {
         MockReply::Hangup => false,
@@ -652,21 +664,24 @@ fn respond(
             if !wait(shared, d) {
                 return false;
             }
-            answer(stream, shared, req, None, later)
+            // The normal latency follows the stall.
+            answer(stream, shared, req, None, later, std::time::Instant::now())
         }
-        MockReply::Content(text) => answer(stream, shared, req, Some(text), later),
-        MockReply::Normal => answer(stream, shared, req, None, later),
+        MockReply::Content(text) => answer(stream, shared, req, Some(text), later, received),
+        MockReply::Normal => answer(stream, shared, req, None, later, received),
     }
 }
 
-/// Writes the normal reply after the configured latency: from the
-/// responder thread when `later` (the connection stays open), else here.
+/// Writes the normal reply the configured latency after the request was
+/// `received`: from the responder thread when `later` (the connection stays
+/// open), else here.
 fn answer(
     stream: &mut TcpStream,
     shared: &Shared,
     req: &MockRequest,
     text: Option<String>,
     later: bool,
+    received: std::time::Instant,
 ) -> bool {
     let model = req.body.get("model").and_then(Value::as_str).unwrap_or("");
     let delay = {
@@ -687,12 +702,15 @@ fn answer(
         // The client waits for this reply before its next request on the
         // connection, so the responder can write it while this thread
         // goes back to reading.
+        let at = received + delay;
         if let (true, Ok(copy)) = (later, stream.try_clone()) {
-            let at = std::time::Instant::now() + delay;
             shared.responder.schedule(at, copy, bytes);
             return true;
         }
-        if !wait(shared, delay) {
+        if !wait(
+            shared,
+            at.saturating_duration_since(std::time::Instant::now()),
+        ) {
             return false;
         }
     }
@@ -769,6 +787,23 @@ fn approx_tokens(s: &str) -> u64 {
     (s.len() as u64).div_ceil(4).max(1)
 }
 
+/// [`approx_tokens`] of `v`'s compact JSON text, without building the text.
+fn approx_tokens_of(v: &Value) -> u64 {
+    struct Count(usize);
+    impl io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            self.0 += b.len();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut n = Count(0);
+    let _ = serde_json::to_writer(&mut n, v);
+    (n.0 as u64).div_ceil(4).max(1)
+}
+
 fn normal_body(req: &MockRequest, text: Option<String>) -> Value {
     let proto = protocol_of(&req.path).unwrap_or(Proto::OpenAi);
     let model = req
@@ -785,7 +820,7 @@ fn normal_body(req: &MockRequest, text: Option<String>) -> Value {
             format!("mock reply to: {short}")
         }
     });
-    let prompt_tokens = approx_tokens(&req.body.to_string());
+    let prompt_tokens = approx_tokens_of(&req.body);
     let completion_tokens = approx_tokens(&text);
     match proto {
         Proto::OpenAi => json!({
@@ -812,5 +847,17 @@ fn normal_body(req: &MockRequest, text: Option<String>) -> Value {
             "prompt_eval_count": prompt_tokens,
             "eval_count": completion_tokens
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_estimate_counts_the_compact_json_text() {
+        let v = json!({"model": "m", "messages": [{"role": "user", "content": "héllo \"x\"\n"}]});
+        assert_eq!(approx_tokens_of(&v), approx_tokens(&v.to_string()));
+        assert_eq!(approx_tokens_of(&json!({})), 1);
     }
 }
