@@ -648,9 +648,10 @@ impl IdleMark {
 /// The threads that carry out one backend's HTTP calls. They are kept
 /// between calls (a fan-out of 64 calls would otherwise create and destroy
 /// 64 threads, about 0.3 ms of CPU each on a small machine) and started on
-/// demand. A batch of calls is queued first and the threads are woken
-/// together, so the scheduler worker submitting a fan-out is not preempted
-/// by each thread in turn. The threads end when the backend is dropped (a
+/// demand. A batch of calls is queued first and the threads are woken in a
+/// chain (each woken thread wakes the next), so the scheduler worker
+/// submitting a fan-out makes one wake-up and is not preempted by each
+/// thread in turn. The threads end when the backend is dropped (a
 /// thread stuck on a hung server ends at the attempt timeout).
 struct HttpThreads {
     pool: Arc<Pool>,
@@ -707,15 +708,16 @@ impl HttpThreads {
             let wake = free_sleeping.min(n - from_finishing);
             g.waking += wake;
             g.jobs.extend(jobs);
-            (wake, n - from_finishing - wake, g.sleeping)
+            (wake, n - from_finishing - wake)
         };
-        let (wake, spawn, sleeping) = (wake.0, wake.1, wake.2);
-        if wake >= sleeping && wake > 0 {
-            self.pool.cv.notify_all();
-        } else {
-            for _ in 0..wake {
-                self.pool.cv.notify_one();
-            }
+        let (wake, spawn) = (wake.0, wake.1);
+        if wake > 0 {
+            // One wake-up here; a thread that takes a job and sees more
+            // queued wakes the next (`serve_pool`). Waking them all at once
+            // makes them fight over the queue's lock and preempt this
+            // thread (a scheduler worker with more of the fan-out to
+            // dispatch) one after the other.
+            self.pool.cv.notify_one();
         }
         for _ in 0..spawn {
             let pool = Arc::clone(&self.pool);
@@ -747,7 +749,15 @@ fn serve_pool(pool: &Arc<Pool>) {
     let mut g = lock_pool(&pool.state);
     loop {
         if let Some(job) = g.jobs.pop_front() {
+            // Pass the wake-up on while jobs wait and threads sleep. When
+            // none sleeps, the queued jobs belong to threads that are awake
+            // (finishing a job, or just started): each takes the next job
+            // whenever it is free, so none is left behind.
+            let pass_on = !g.jobs.is_empty() && g.sleeping > 0;
             drop(g);
+            if pass_on {
+                pool.cv.notify_one();
+            }
             let mark = IdleMark {
                 pool: Arc::clone(pool),
                 set: std::cell::Cell::new(false),
