@@ -360,7 +360,7 @@ struct Run<'r> {
     llm_async: bool,
     /// A scheduled reply is due within [`SPIN`]: idle workers yield
     /// instead of parking, so the ops it makes ready start on time (waking
-    /// a parked thread on a virtual machine takes 0.1–1 ms).
+    /// a parked thread on a virtual machine takes 0.1–2 ms).
     reply_soon: AtomicBool,
     llm_limit: usize,
     calls: Mutex<Calls<'r>>,
