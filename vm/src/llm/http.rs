@@ -1055,4 +1055,48 @@ mod tests {
         );
         assert_eq!(parse_http_date("soon"), None);
     }
+
+    /// Submits `n` jobs that each wait (up to 5 s) until all `n` run at
+    /// once; returns how many saw the others.
+    fn all_at_once(threads: &HttpThreads, n: usize) -> usize {
+        let gate = Arc::new((std::sync::Mutex::new(0usize), std::sync::Condvar::new()));
+        let (tx, rx) = crossbeam::channel::unbounded();
+        let jobs: Vec<PoolJob> = (0..n)
+            .map(|_| {
+                let (gate, tx) = (Arc::clone(&gate), tx.clone());
+                let job: PoolJob = Box::new(move |_: &IdleMark| {
+                    let (m, cv) = &*gate;
+                    let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
+                    *g += 1;
+                    cv.notify_all();
+                    let (g, _) = cv
+                        .wait_timeout_while(g, Duration::from_secs(5), |k| *k < n)
+                        .unwrap_or_else(|e| e.into_inner());
+                    let _ = tx.send(*g >= n);
+                });
+                job
+            })
+            .collect();
+        assert!(threads.submit_all(jobs).is_ok());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        (0..n)
+            .filter(|_| {
+                let left = deadline.saturating_duration_since(Instant::now());
+                rx.recv_timeout(left) == Ok(true)
+            })
+            .count()
+    }
+
+    #[test]
+    fn a_batch_runs_all_at_once_on_new_and_on_sleeping_threads() {
+        let threads = HttpThreads::new();
+        // New threads, then the same threads woken from sleep (a chain of
+        // wake-ups: each thread that takes a job wakes the next), then a
+        // wider batch (the sleepers plus new threads).
+        assert_eq!(all_at_once(&threads, 16), 16);
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(all_at_once(&threads, 16), 16);
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(all_at_once(&threads, 24), 24);
+    }
 }
