@@ -3,7 +3,9 @@
 //! recovery of the episodic log, schema versioning.
 #![allow(clippy::unwrap_used)]
 
-use ais_ir::bytecode::{self, Program};
+mod ir_support;
+use ir_support::program;
+
 use ais_ir::Tier;
 use ais_vm::aam::config::AamConfig;
 use ais_vm::aam::{content_key, AamHost, AamOptions, Storage};
@@ -12,13 +14,6 @@ use ais_vm::{Host, RunOptions};
 use serde_json::{json, Value as Json};
 use std::path::Path;
 use std::sync::Arc;
-
-fn program(src: &str) -> Program {
-    let m = ais_ir::parse_module(src).unwrap_or_else(|e| panic!("parse: {e:?}"));
-    let errs = ais_ir::verify_errors(&m);
-    assert!(errs.is_empty(), "verify: {errs:?}");
-    bytecode::compile(&m).unwrap()
-}
 
 fn host_in(dir: &Path) -> AamHost {
     AamHost::open(AamOptions {

@@ -3,7 +3,9 @@
 //! JSON), per-tool concurrency, goals, messaging and `on` handlers.
 #![allow(clippy::unwrap_used)]
 
-use ais_ir::bytecode::{self, Program};
+mod ir_support;
+use ir_support::program;
+
 use ais_vm::aam::config::AamConfig;
 use ais_vm::aam::{AamHost, AamOptions, Confirm, Storage};
 use ais_vm::llm::fake::FakeBackend;
@@ -13,13 +15,6 @@ use serde_json::{json, Value as Json};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-
-fn program(src: &str) -> Program {
-    let m = ais_ir::parse_module(src).unwrap_or_else(|e| panic!("parse: {e:?}"));
-    let errs = ais_ir::verify_errors(&m);
-    assert!(errs.is_empty(), "verify: {errs:?}");
-    bytecode::compile(&m).unwrap()
-}
 
 fn host(config: &str, confirm: Confirm) -> AamHost {
     let config = AamConfig::parse(config, None).unwrap();

@@ -1,6 +1,9 @@
 //! End-to-end behaviour of the dataflow VM on textual IR programs.
 #![allow(clippy::unwrap_used)]
 
+mod ir_support;
+use ir_support::program;
+
 use ais_ir::bytecode::{self, Program};
 use ais_vm::llm::fake::FakeBackend;
 use ais_vm::llm::{CancelToken, LlmBackend, LlmError, LlmErrorKind, LlmRequest, LlmResponse};
@@ -9,13 +12,6 @@ use serde_json::{json, Value as Json};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
-
-fn program(src: &str) -> Program {
-    let m = ais_ir::parse_module(src).unwrap_or_else(|e| panic!("parse: {e:?}"));
-    let errs = ais_ir::verify_errors(&m);
-    assert!(errs.is_empty(), "verify: {errs:?}");
-    bytecode::compile(&m).unwrap()
-}
 
 fn opts(workers: usize) -> RunOptions {
     RunOptions {

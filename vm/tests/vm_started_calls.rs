@@ -6,7 +6,10 @@
 
 mod llm_support;
 
-use ais_ir::bytecode::{self, Program};
+mod ir_support;
+use ir_support::program;
+
+use ais_ir::bytecode::Program;
 use ais_vm::llm::fake::FakeBackend;
 use ais_vm::llm::http::{HttpBackend, Protocol};
 use ais_vm::llm::mock::MockReply;
@@ -17,13 +20,6 @@ use ais_vm::{MemoryHost, Policy, RunOptions};
 use serde_json::json;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
-
-fn program(src: &str) -> Program {
-    let m = ais_ir::parse_module(src).unwrap_or_else(|e| panic!("parse: {e:?}"));
-    let errs = ais_ir::verify_errors(&m);
-    assert!(errs.is_empty(), "verify: {errs:?}");
-    bytecode::compile(&m).unwrap()
-}
 
 /// `n` asks on distinct prompts, joined by `wait_all`.
 fn fan_out(n: usize) -> Program {
