@@ -8,6 +8,8 @@
 //!   host with the canned tools.
 //! - [`ours`]: compile and run one workload in process; the critical path
 //!   of a program under the configured latencies.
+//! - [`steal`]: how much CPU time the host took from this machine during
+//!   a run.
 //! - [`stats`], [`plot`] (SVG), [`report`] (markdown).
 //!
 //! The driver is the `ais-bench` binary (`src/main.rs`); the smoke test
@@ -18,4 +20,5 @@ pub mod ours;
 pub mod plot;
 pub mod report;
 pub mod stats;
+pub mod steal;
 pub mod workloads;

@@ -13,6 +13,7 @@ use ais_bench::ours::{self, CompileFailure, InFlight};
 use ais_bench::plot::{self, Panel};
 use ais_bench::report::{self, Lg, Ours, Results, TvCase, WorkloadResult};
 use ais_bench::stats::Stats;
+use ais_bench::steal;
 use ais_bench::workloads::{
     self, Workload, TYPE_VERIFICATION, TYPE_VERIFICATION_PYTHON, WORKLOADS,
 };
@@ -499,8 +500,9 @@ fn bench_workload(cx: &Ctx<'_>, w: &Workload) -> Result<WorkloadResult, String> 
     }
 
     // In process.
-    let (mut wall, mut make, mut comp, mut tok, mut par, mut sched) =
-        (vec![], vec![], vec![], vec![], vec![], vec![]);
+    let (mut wall, mut make, mut comp, mut tok, mut par, mut sched, mut steal) =
+        (vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     for i in 0..cx.total() {
         let (program, compile_ms) =
             ours::compile_file(&path, OptLevel::O1).map_err(|e| format!("{}: {e}", w.file))?;
@@ -508,6 +510,7 @@ fn bench_workload(cx: &Ctx<'_>, w: &Workload) -> Result<WorkloadResult, String> 
         cx.backend.reset();
         let before = cx.calls();
         let backend: Arc<dyn LlmBackend> = cx.backend.clone();
+        let stolen_before = steal::steal_ticks();
         let run = ours::run_program(
             &program,
             w.args,
@@ -515,6 +518,9 @@ fn bench_workload(cx: &Ctx<'_>, w: &Workload) -> Result<WorkloadResult, String> 
             env::host(cx.lat.tool_ms),
             cx.o.workers,
         );
+        let stolen = steal::steal_ticks()
+            .zip(stolen_before)
+            .map(|(after, before)| after.saturating_sub(before));
         let calls = cx.calls() - before;
         if !run.ok {
             ours.failures += 1;
@@ -535,6 +541,9 @@ fn bench_workload(cx: &Ctx<'_>, w: &Workload) -> Result<WorkloadResult, String> 
         tok.push((run.summary.input_tokens + run.summary.output_tokens) as f64);
         par.push(run.summary.avg_parallelism);
         sched.push(run.summary.sched_overhead_us_per_op);
+        if let Some(ticks) = stolen {
+            steal.push(steal::percent(ticks, run.wall_ms, cpus));
+        }
         ours.peak_parallelism = ours.peak_parallelism.max(run.summary.peak_parallelism);
         ours.max_in_flight = ours.max_in_flight.max(cx.backend.max_in_flight());
         ours.llm_calls.push(calls);
@@ -545,6 +554,7 @@ fn bench_workload(cx: &Ctx<'_>, w: &Workload) -> Result<WorkloadResult, String> 
     ours.tokens = Stats::of(&tok);
     ours.avg_parallelism = Stats::of(&par);
     ours.sched_overhead_us = Stats::of(&sched);
+    ours.host_steal_pct = Stats::of(&steal);
 
     if w.id == "2" {
         let (p0, _) =

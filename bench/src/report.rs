@@ -28,6 +28,9 @@ pub struct Ours {
     pub avg_parallelism: Option<Stats>,
     pub peak_parallelism: u32,
     pub sched_overhead_us: Option<Stats>,
+    /// Per in-process run, the share of the machine's CPU time the host
+    /// took away (%, see [`crate::steal`]); absent where not measurable.
+    pub host_steal_pct: Option<Stats>,
     pub max_in_flight: usize,
     pub failures: usize,
     pub first_error: Option<String>,
@@ -182,6 +185,13 @@ pub fn verdicts(r: &Results) -> Vec<Verdict> {
                     (m.mean - cp as f64) / k as f64
                 );
             }
+            if let Some(s) = &w.ours.host_steal_pct {
+                let _ = write!(
+                    detail,
+                    "; host steal during the runs {:.1}% mean, {:.1}% max",
+                    s.mean, s.max
+                );
+            }
             v.push(Verdict {
                 target: format!(
                     "{} {}: makespan within 2% + 2 ms of the critical path",
@@ -326,17 +336,17 @@ pub fn markdown(r: &Results, commands: &str) -> String {
     let _ = writeln!(o, "### Our runs in detail\n");
     let _ = writeln!(
         o,
-        "| # | critical path (ms) [LLM calls on it] | makespan mean ± std | p50 | p95 | in-process p50 / p95 | tokens | avg / peak parallelism | max calls in flight | scheduler overhead (µs/op) | compile (ms) | failures |"
+        "| # | critical path (ms) [LLM calls on it] | makespan mean ± std | p50 | p95 | in-process p50 / p95 | tokens | avg / peak parallelism | max calls in flight | scheduler overhead (µs/op) | compile (ms) | host steal % mean / max | failures |"
     );
     let _ = writeln!(
         o,
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     for w in &r.workloads {
         let u = &w.ours;
         let _ = writeln!(
             o,
-            "| {} | {} | {} | {} | {} | {} | {} | {} / {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} / {} | {} | {} | {} | {} | {} |",
             w.id,
             match (u.critical_path_ms, u.critical_path_llm_calls) {
                 (Some(c), Some(k)) => format!("{c} [{k}]"),
@@ -356,12 +366,14 @@ pub fn markdown(r: &Results, commands: &str) -> String {
             u.sched_overhead_us
                 .map_or("–".into(), |s| format!("{:.2}", s.mean)),
             u.compile.map_or("–".into(), |s| format!("{:.2}", s.mean)),
+            u.host_steal_pct
+                .map_or("–".into(), |s| format!("{:.1} / {:.1}", s.mean, s.max)),
             u.failures,
         );
     }
     let _ = writeln!(
         o,
-        "\nCritical path: the entry flow's longest dependency chain with every LLM call taking exactly its class's mock latency and every tool call its fixed latency (computed by the driver from the bytecode; workload 9 is routed to its longest branch). Makespan: the VM's run summary (entry frame created → completed). Parallelism: Σ op durations / makespan, and the most ops in flight. Tokens: prompt + completion as reported by the mock.\n"
+        "\nCritical path: the entry flow's longest dependency chain with every LLM call taking exactly its class's mock latency and every tool call its fixed latency (computed by the driver from the bytecode; workload 9 is routed to its longest branch). Makespan: the VM's run summary (entry frame created → completed). Parallelism: Σ op durations / makespan, and the most ops in flight. Tokens: prompt + completion as reported by the mock. Host steal: the CPU time the hypervisor gave to other guests during each in-process run, as a share of the machine's CPUs over the run's wall time (`/proc/stat`, 10 ms ticks); a run that lost CPU time to the host is slow whatever the runtime does.\n"
     );
     if !r.type_verification.is_empty() {
         let _ = writeln!(o, "### Workload 3: type verification\n");
