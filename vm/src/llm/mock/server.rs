@@ -114,7 +114,7 @@ impl EventLoop {
                 }
             }
             for id in ready {
-                self.answer(id);
+                self.queue_replies(id);
                 self.progress(id);
             }
             self.fire_timers();
@@ -213,7 +213,7 @@ impl EventLoop {
     }
 
     /// Queues the replies to every whole request connection `id` has read.
-    fn answer(&mut self, id: usize) {
+    fn queue_replies(&mut self, id: usize) {
         let Some(conn) = self.conns.get_mut(&id) else {
             return;
         };
