@@ -20,6 +20,7 @@ use super::{
     anthropic, ollama, openai, Attempt, AttemptLog, AttemptObserver, CancelToken, LlmBackend,
     LlmError, LlmErrorKind, LlmRequest, LlmResponse, NoObserver, OnDone, Usage,
 };
+use crate::sync::lock;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -640,7 +641,7 @@ struct IdleMark {
 impl IdleMark {
     fn set(&self) {
         if !self.set.replace(true) {
-            lock_pool(&self.pool.state).finishing += 1;
+            lock(&self.pool.state).finishing += 1;
         }
     }
 }
@@ -676,10 +677,6 @@ struct PoolState {
     closed: bool,
 }
 
-fn lock_pool(m: &std::sync::Mutex<PoolState>) -> std::sync::MutexGuard<'_, PoolState> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl HttpThreads {
     fn new() -> HttpThreads {
         HttpThreads {
@@ -700,7 +697,7 @@ impl HttpThreads {
     fn submit_all(&self, jobs: Vec<PoolJob>) -> std::io::Result<()> {
         let n = jobs.len();
         let wake = {
-            let mut g = lock_pool(&self.pool.state);
+            let mut g = lock(&self.pool.state);
             let free_finishing = g.finishing.saturating_sub(g.finishing_claimed);
             let from_finishing = free_finishing.min(n);
             g.finishing_claimed += from_finishing;
@@ -727,7 +724,7 @@ impl HttpThreads {
             if let Err(e) = spawned {
                 // Without a thread the queued jobs may never run: fail the
                 // whole batch rather than leave any waiting.
-                let mut g = lock_pool(&self.pool.state);
+                let mut g = lock(&self.pool.state);
                 if g.sleeping == 0 && g.finishing == 0 {
                     g.jobs.clear();
                 }
@@ -740,13 +737,13 @@ impl HttpThreads {
 
 impl Drop for HttpThreads {
     fn drop(&mut self) {
-        lock_pool(&self.pool.state).closed = true;
+        lock(&self.pool.state).closed = true;
         self.pool.cv.notify_all();
     }
 }
 
 fn serve_pool(pool: &Arc<Pool>) {
-    let mut g = lock_pool(&pool.state);
+    let mut g = lock(&pool.state);
     loop {
         if let Some(job) = g.jobs.pop_front() {
             // Pass the wake-up on while jobs wait and threads sleep. When
@@ -764,7 +761,7 @@ fn serve_pool(pool: &Arc<Pool>) {
             };
             job(&mark);
             mark.set();
-            g = lock_pool(&pool.state);
+            g = lock(&pool.state);
             g.finishing -= 1;
             if g.finishing_claimed > g.finishing {
                 g.finishing_claimed = g.finishing;
@@ -930,7 +927,7 @@ impl LlmBackend for HttpBackend {
 
     fn start_many(&self, calls: Vec<(LlmRequest, CancelToken, OnDone)>) {
         type Slot = Arc<std::sync::Mutex<Option<OnDone>>>;
-        let take = |slot: &Slot| slot.lock().map(|mut g| g.take()).unwrap_or(None);
+        let take = |slot: &Slot| lock(slot).take();
         // Each `done` runs exactly once: on its pool thread, or here when
         // no thread can be started.
         let mut slots: Vec<Slot> = Vec::with_capacity(calls.len());
@@ -943,7 +940,7 @@ impl LlmBackend for HttpBackend {
                 let log = AttemptLog::new();
                 let result = core.complete(&request, &cancel, &log, Via::ThisThread);
                 idle.set();
-                let taken = on_thread.lock().map(|mut g| g.take()).unwrap_or(None);
+                let taken = lock(&on_thread).take();
                 if let Some(done) = taken {
                     done(result, log.attempts());
                 }
