@@ -5,7 +5,9 @@ use crate::env::Latencies;
 use ais_compiler::driver::{self, OptOptions};
 use ais_ir::bytecode::{self, Imm, Program};
 use ais_ir::{Latency, Opcode, OptLevel};
-use ais_vm::llm::{AttemptObserver, CancelToken, LlmBackend, LlmError, LlmRequest, LlmResponse};
+use ais_vm::llm::{
+    AttemptObserver, CancelToken, LlmBackend, LlmError, LlmRequest, LlmResponse, OnDone,
+};
 use ais_vm::{Host, RunOptions, RunSummary};
 use serde_json::Value as Json;
 use std::path::Path;
@@ -346,44 +348,45 @@ fn probe_request(i: usize) -> LlmRequest {
 }
 
 /// Times `rounds` rounds of `width` concurrent direct `ask` calls through
-/// `backend` (no VM, one thread per call): the transport floor (HTTP
+/// `backend`, started together with [`LlmBackend::start_many`] (the path
+/// the VM takes for a fan-out, without the VM): the transport floor (HTTP
 /// client, loopback, mock, thread wake-ups) that LLM ops pay on top of the
-/// mock's configured latency. Returns each round's wall time (ms), or the
-/// first error.
+/// mock's configured latency. Returns each round's wall time (ms), from
+/// starting the calls to the last reply, or the first error.
 pub fn probe_backend(
     backend: &dyn LlmBackend,
     width: usize,
     rounds: usize,
 ) -> Result<Vec<f64>, String> {
-    let cancel = CancelToken::new();
+    let width = width.max(1);
     let mut out = Vec::with_capacity(rounds);
     for r in 0..rounds {
+        let (tx, rx) = std::sync::mpsc::channel::<Result<LlmResponse, LlmError>>();
+        let calls: Vec<(LlmRequest, CancelToken, OnDone)> = (0..width)
+            .map(|i| {
+                let tx = tx.clone();
+                let done: OnDone = Box::new(move |result, _attempts| {
+                    let _ = tx.send(result);
+                });
+                (probe_request(r * width + i), CancelToken::new(), done)
+            })
+            .collect();
+        drop(tx);
         let t = Instant::now();
-        let results: Vec<Result<LlmResponse, LlmError>> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..width.max(1))
-                .map(|i| {
-                    let cancel = &cancel;
-                    s.spawn(move || backend.complete(&probe_request(r * width + i), cancel))
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join().unwrap_or_else(|_| {
-                        Err(LlmError::new(
-                            "probe",
-                            ais_vm::llm::LlmErrorKind::Connect,
-                            "probe thread panicked",
-                        ))
-                    })
-                })
-                .collect()
-        });
-        let elapsed = t.elapsed().as_secs_f64() * 1e3;
-        for x in results {
-            x.map_err(|e| e.to_string())?;
+        backend.start_many(calls);
+        for _ in 0..width {
+            match rx.recv_timeout(PROBE_TIMEOUT) {
+                Ok(result) => {
+                    result.map_err(|e| e.to_string())?;
+                }
+                Err(_) => return Err("transport probe: a call never finished".into()),
+            }
         }
-        out.push(elapsed);
+        out.push(t.elapsed().as_secs_f64() * 1e3);
     }
     Ok(out)
 }
+
+/// How long the probe waits for one reply (the mock answers in its
+/// configured latency; this only bounds a broken run).
+const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
