@@ -2,6 +2,7 @@
 //! reads whatever a socket has and asks here whether a whole request is in.
 
 use super::{MAX_BODY, MAX_HEAD};
+use crate::llm::wire::{self, find};
 
 /// A request head: method, path, headers (names lower-cased, in order).
 #[derive(Debug, PartialEq)]
@@ -13,10 +14,7 @@ pub(super) struct Head {
 
 impl Head {
     fn get(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
+        wire::header(&self.headers, name)
     }
 }
 
@@ -33,10 +31,6 @@ pub(super) enum Parsed {
         body: Vec<u8>,
         used: usize,
     },
-}
-
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
 }
 
 /// Parses the request at the start of `buf`.
@@ -59,10 +53,10 @@ pub(super) fn parse_request(buf: &[u8]) -> Parsed {
         .get("transfer-encoding")
         .is_some_and(|v| v.eq_ignore_ascii_case("chunked"));
     let (body, body_len) = if chunked {
-        match parse_chunked(rest) {
+        match wire::parse_chunked(rest, MAX_BODY, MAX_HEAD) {
             Ok(Some(x)) => x,
             Ok(None) => return Parsed::Incomplete,
-            Err(()) => return Parsed::Invalid,
+            Err(_) => return Parsed::Invalid,
         }
     } else {
         let len = match head.get("content-length").map(str::parse::<usize>) {
@@ -88,46 +82,12 @@ fn parse_head(bytes: &[u8]) -> Option<Head> {
     let mut first = lines.next()?.split_whitespace();
     let method = first.next()?.to_string();
     let path = first.next()?.to_string();
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
+    let headers = wire::header_lines(lines);
     Some(Head {
         method,
         path,
         headers,
     })
-}
-
-/// A chunked body at the start of `buf`: the body and the bytes it took,
-/// `None` while incomplete, `Err` when malformed or too large.
-fn parse_chunked(buf: &[u8]) -> Result<Option<(Vec<u8>, usize)>, ()> {
-    let mut body = Vec::new();
-    let mut at = 0;
-    loop {
-        let Some(line_end) = find(&buf[at..], b"\r\n") else {
-            return if buf.len() - at > MAX_HEAD {
-                Err(())
-            } else {
-                Ok(None)
-            };
-        };
-        let line = String::from_utf8_lossy(&buf[at..at + line_end]);
-        let size_text = line.split(';').next().unwrap_or("").trim();
-        let size = usize::from_str_radix(size_text, 16).map_err(|_| ())?;
-        if body.len() + size > MAX_BODY {
-            return Err(());
-        }
-        at += line_end + 2;
-        if buf.len() < at + size + 2 {
-            return Ok(None);
-        }
-        body.extend_from_slice(&buf[at..at + size]);
-        at += size + 2;
-        if size == 0 {
-            return Ok(Some((body, at)));
-        }
-    }
 }
 
 #[cfg(test)]
