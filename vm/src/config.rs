@@ -14,7 +14,9 @@
 //! backend is built, into a masked [`Secret`].
 
 use crate::llm::budget::{BudgetedBackend, TokenBudget};
-use crate::llm::http::{HttpBackend, HttpOptions, Protocol, RetryPolicy, StructuredMode};
+use crate::llm::http::{
+    HttpBackend, HttpOptions, HttpTransport, Protocol, RetryPolicy, StructuredMode,
+};
 use crate::llm::prompt::{Instructions, Models};
 use crate::llm::record::{RecordingBackend, ReplayBackend};
 use crate::llm::secret::Secret;
@@ -308,6 +310,7 @@ struct FileBackend {
     max_backoff_ms: Option<Spanned<i64>>,
     max_retry_after_s: Option<Spanned<f64>>,
     structured_output: Option<StructuredMode>,
+    transport: Option<HttpTransport>,
     temperature: Option<Spanned<f64>>,
     max_tokens: Option<Spanned<i64>>,
     delay_scale: Option<Spanned<f64>>,
@@ -391,6 +394,8 @@ pub struct BackendConfig {
     pub connect_timeout: Duration,
     pub retry: RetryPolicy,
     pub structured: StructuredMode,
+    /// How calls reach the server (HTTP backends).
+    pub transport: HttpTransport,
     pub temperature: Option<f64>,
     pub max_tokens: Option<u32>,
     /// Simulator delay factor (sim only).
@@ -417,6 +422,7 @@ impl BackendConfig {
             connect_timeout: Duration::from_secs(10),
             retry: RetryPolicy::default(),
             structured: StructuredMode::default(),
+            transport: HttpTransport::default(),
             temperature: None,
             max_tokens: None,
             delay_scale: DEFAULT_DELAY_SCALE,
@@ -739,6 +745,9 @@ fn resolve_backend(src: &Source, fb: FileBackend) -> Result<BackendConfig, Confi
     if let Some(m) = fb.structured_output {
         b.structured = m;
     }
+    if let Some(t) = fb.transport {
+        b.transport = t;
+    }
     if let Some(t) = &fb.temperature {
         let v = *t.get_ref();
         if !(0.0..=2.0).contains(&v) {
@@ -1011,6 +1020,7 @@ impl Settings {
             timeout: b.timeout,
             retry: b.retry,
             structured: b.structured,
+            transport: b.transport,
         };
         Ok(Arc::new(HttpBackend::new(opts)))
     }
@@ -1140,6 +1150,11 @@ impl Settings {
                     StructuredMode::Prompt => "prompt",
                 };
                 let _ = writeln!(o, "structured_output = {}", q(mode));
+                let transport = match b.transport {
+                    HttpTransport::Auto => "auto",
+                    HttpTransport::Threads => "threads",
+                };
+                let _ = writeln!(o, "transport = {}", q(transport));
             }
             let _ = writeln!(o, "concurrency = {}", b.concurrency);
             if let Some(t) = b.temperature {

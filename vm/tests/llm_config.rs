@@ -22,6 +22,7 @@ timeout_s = 30
 retries = 2
 backoff_ms = 100
 structured_output = "json_object"
+transport = "threads"
 [llm_backends.models]
 ask = "small"
 think = "medium"
@@ -65,6 +66,11 @@ fn parses_the_documented_shape() {
     assert_eq!(local.concurrency, 8);
     assert_eq!(local.timeout.as_secs(), 30);
     assert_eq!(local.retry.max_retries, 2);
+    assert_eq!(local.transport, ais_vm::llm::http::HttpTransport::Threads);
+    assert_eq!(
+        c.backend("claude").expect("claude").transport,
+        ais_vm::llm::http::HttpTransport::Auto
+    );
     assert_eq!(
         local
             .models
@@ -116,6 +122,14 @@ fn unknown_protocol_points_at_the_value_with_a_hint() {
         e.hint.as_deref(),
         Some("protocol is one of openai, anthropic, ollama, sim")
     );
+}
+
+#[test]
+fn an_unknown_transport_points_at_the_value() {
+    let e = err("[[llm_backends]]\nname = \"x\"\nprotocol = \"openai\"\ntransport = \"fast\"\n");
+    assert_eq!(e.position().map(|p| p.0), Some(4), "{e}");
+    let text = e.to_string();
+    assert!(text.contains("auto") && text.contains("threads"), "{text}");
 }
 
 #[test]
@@ -397,6 +411,7 @@ fn show_masks_keys_and_lists_everything() {
         text.contains("structured_output = \"json_object\""),
         "{text}"
     );
+    assert!(text.contains("transport = \"threads\""), "{text}");
     // The output is itself a valid config (comments aside).
     let reparsed: toml::Table = toml::from_str(&text).expect("show output is TOML");
     assert!(reparsed.contains_key("llm_backends"));

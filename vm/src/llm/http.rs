@@ -12,6 +12,7 @@
 //! `base_delay * 2^(n-1)` capped at `max_delay`, with equal jitter.
 
 mod coalesce;
+mod events;
 
 use super::jsonschema;
 use super::prompt::{self, Instructions, Models, Prepared};
@@ -76,6 +77,19 @@ pub enum StructuredMode {
     JsonObject,
     /// Only the instruction in the system prompt.
     Prompt,
+}
+
+/// How an HTTP backend's calls reach the server.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HttpTransport {
+    /// Plain-HTTP loopback endpoints (local servers) get the event
+    /// transport: one I/O thread per backend, the request written by the
+    /// thread that starts the call. Everything else gets threads.
+    #[default]
+    Auto,
+    /// A thread per call in flight (ureq), whatever the endpoint.
+    Threads,
 }
 
 /// When and how long to retry.
@@ -167,6 +181,7 @@ pub struct HttpOptions {
     pub timeout: Duration,
     pub retry: RetryPolicy,
     pub structured: StructuredMode,
+    pub transport: HttpTransport,
 }
 
 impl HttpOptions {
@@ -185,6 +200,7 @@ impl HttpOptions {
             timeout: Duration::from_secs(120),
             retry: RetryPolicy::default(),
             structured: StructuredMode::default(),
+            transport: HttpTransport::default(),
         }
     }
 }
@@ -207,6 +223,8 @@ struct HttpCore {
     opts: HttpOptions,
     endpoint: String,
     agent: ureq::Agent,
+    /// Local endpoints: the event transport (see `events.rs`).
+    events: Option<events::EventTransport>,
     threads: HttpThreads,
     observer: Arc<dyn AttemptObserver>,
     jitter: AtomicU64,
@@ -228,9 +246,31 @@ enum Via {
     ThisThread,
     /// The caller waits for a pool thread, watching its cancel token.
     Pool,
+    /// The caller must not wait (the event transport's I/O thread, with a
+    /// reply in hand): anything that needs another exchange or a pause
+    /// stops with [`Stop::NeedsThread`].
+    NoWait,
 }
 
+/// Why a call did not produce a response.
+enum Stop {
+    Failed(LlmError),
+    /// Continuing needs a thread that may wait ([`Via::NoWait`] only).
+    NeedsThread,
+}
+
+impl From<LlmError> for Stop {
+    fn from(e: LlmError) -> Stop {
+        Stop::Failed(e)
+    }
+}
+
+/// A first exchange made before the call's logic ran (by the event
+/// transport), and how long it took.
+type First = Option<(Exchange, Duration)>;
+
 /// What one HTTP exchange produced.
+#[derive(Clone)]
 enum Exchange {
     Status {
         status: u16,
@@ -321,6 +361,11 @@ impl HttpCore {
                 ureq::unversioned::resolver::DefaultResolver::default(),
             ),
             threads: HttpThreads::new(),
+            events: match opts.transport {
+                HttpTransport::Auto => events::Target::of(&endpoint)
+                    .and_then(|t| events::EventTransport::new(t, opts.connect_timeout).ok()),
+                HttpTransport::Threads => None,
+            },
             endpoint,
             observer: Arc::new(NoObserver),
             jitter: AtomicU64::new(seed | 1),
@@ -387,6 +432,9 @@ impl HttpCore {
         cancel: &CancelToken,
         via: Via,
     ) -> Result<Exchange, LlmError> {
+        if let Some(ev) = &self.events {
+            return self.exchange_evented(ev, headers, &body, cancel);
+        }
         if via == Via::ThisThread {
             return Ok(send(&self.agent, &self.endpoint, headers, body));
         }
@@ -436,6 +484,47 @@ impl HttpCore {
         }
     }
 
+    /// One exchange through the event transport, waiting for its outcome
+    /// (the I/O thread watches the deadline and the cancel token).
+    fn exchange_evented(
+        &self,
+        ev: &events::EventTransport,
+        headers: &[(&'static str, String)],
+        body: &str,
+        cancel: &CancelToken,
+    ) -> Result<Exchange, LlmError> {
+        let bytes = match request_bytes(ev.target(), headers, body) {
+            Ok(b) => b,
+            Err(message) => {
+                return Ok(Exchange::Transport {
+                    kind: LlmErrorKind::Client,
+                    message,
+                })
+            }
+        };
+        let (tx, rx) = crossbeam::channel::bounded(1);
+        ev.submit(vec![events::Call {
+            bytes,
+            deadline: Instant::now() + self.opts.timeout,
+            cancel: cancel.clone(),
+            on_outcome: Box::new(move |o| {
+                let _ = tx.send(o);
+            }),
+        }]);
+        match rx.recv() {
+            Ok(events::Outcome::Done(x, _)) => Ok(x),
+            Ok(events::Outcome::Cancelled) => Err(LlmError::new(
+                &self.opts.name,
+                LlmErrorKind::Cancelled,
+                "cancelled",
+            )),
+            Err(_) => Ok(Exchange::Transport {
+                kind: LlmErrorKind::Connect,
+                message: "the I/O thread ended without a result".into(),
+            }),
+        }
+    }
+
     fn next_jitter(&self) -> u64 {
         // xorshift64*; races only mix the state further.
         let mut x = self.jitter.load(Ordering::Relaxed);
@@ -466,6 +555,8 @@ impl HttpCore {
 
     /// Sends `p` until it succeeds, fails for good, or retries run out.
     /// `number` counts attempts across the whole call (repairs included).
+    /// `first`, when given, is the outcome of the first exchange, made
+    /// already.
     fn call(
         &self,
         p: &Prepared,
@@ -473,24 +564,35 @@ impl HttpCore {
         observer: &dyn AttemptObserver,
         number: &mut u32,
         via: Via,
-    ) -> Result<Reply, LlmError> {
+        first: &mut First,
+    ) -> Result<Reply, Stop> {
         let headers = self.headers(p);
         let body = self.body(p).to_string();
         let mut retries = 0u32;
         loop {
             if cancel.is_cancelled() {
-                return Err(self.fail(LlmErrorKind::Cancelled, None, "cancelled".into(), *number));
+                return Err(self
+                    .fail(LlmErrorKind::Cancelled, None, "cancelled".into(), *number)
+                    .into());
+            }
+            let made = first.take();
+            if made.is_none() && via == Via::NoWait {
+                return Err(Stop::NeedsThread);
             }
             *number += 1;
-            let started = Instant::now();
-            let outcome = match self.exchange(&headers, body.clone(), cancel, via) {
-                Ok(x) => x,
-                Err(mut e) => {
-                    e.attempts = *number;
-                    return Err(e);
+            let (outcome, latency) = match made {
+                Some(x) => x,
+                None => {
+                    let started = Instant::now();
+                    match self.exchange(&headers, body.clone(), cancel, via) {
+                        Ok(x) => (x, started.elapsed()),
+                        Err(mut e) => {
+                            e.attempts = *number;
+                            return Err(e.into());
+                        }
+                    }
                 }
             };
-            let latency = started.elapsed();
             // (kind, status, message, retryable, server delay)
             let failure: (LlmErrorKind, Option<u16>, String, bool, Option<Duration>) = match outcome
             {
@@ -542,6 +644,9 @@ impl HttpCore {
             let (kind, status, message, retryable, server) = failure;
             let message = self.redact(&message);
             let again = retryable && retries < self.opts.retry.max_retries;
+            if again && via == Via::NoWait {
+                return Err(Stop::NeedsThread);
+            }
             let delay = if again {
                 retries += 1;
                 Some(match server {
@@ -564,12 +669,14 @@ impl HttpCore {
             match delay {
                 Some(d) => {
                     if !sleep_cancellable(d, cancel) {
-                        return Err(self.fail(
-                            LlmErrorKind::Cancelled,
-                            status,
-                            "cancelled while waiting to retry".into(),
-                            *number,
-                        ));
+                        return Err(self
+                            .fail(
+                                LlmErrorKind::Cancelled,
+                                status,
+                                "cancelled while waiting to retry".into(),
+                                *number,
+                            )
+                            .into());
                     }
                 }
                 None => {
@@ -578,7 +685,7 @@ impl HttpCore {
                     } else {
                         message
                     };
-                    return Err(self.fail(kind, status, message, *number));
+                    return Err(self.fail(kind, status, message, *number).into());
                 }
             }
         }
@@ -791,7 +898,8 @@ fn send(
     match req.send(body) {
         Ok(mut resp) => {
             let status = resp.status().as_u16();
-            let retry_after = retry_after(resp.headers());
+            let headers = resp.headers();
+            let retry_after = retry_after(|k| headers.get(k).and_then(|v| v.to_str().ok()));
             match resp
                 .body_mut()
                 .with_config()
@@ -837,8 +945,8 @@ fn transport_error(e: &ureq::Error) -> (LlmErrorKind, String) {
 }
 
 /// `retry-after-ms` (OpenAI), else `Retry-After` as seconds or HTTP date.
-fn retry_after(headers: &ureq::http::HeaderMap) -> Option<Duration> {
-    let get = |k: &str| headers.get(k).and_then(|v| v.to_str().ok()).map(str::trim);
+fn retry_after<'a>(header: impl Fn(&str) -> Option<&'a str>) -> Option<Duration> {
+    let get = |k: &str| header(k).map(str::trim);
     if let Some(ms) = get("retry-after-ms").and_then(|v| v.parse::<f64>().ok()) {
         if ms.is_finite() && ms >= 0.0 {
             return Some(Duration::from_secs_f64(ms / 1000.0));
@@ -905,7 +1013,7 @@ impl LlmBackend for HttpBackend {
     ) -> Result<LlmResponse, LlmError> {
         let observer = Arc::clone(&self.core.observer);
         self.core
-            .complete(request, cancel, observer.as_ref(), Via::Pool)
+            .complete_here(request, cancel, observer.as_ref(), Via::Pool)
     }
 
     fn complete_observed(
@@ -914,7 +1022,8 @@ impl LlmBackend for HttpBackend {
         cancel: &CancelToken,
         observer: &dyn AttemptObserver,
     ) -> Result<LlmResponse, LlmError> {
-        self.core.complete(request, cancel, observer, Via::Pool)
+        self.core
+            .complete_here(request, cancel, observer, Via::Pool)
     }
 
     fn starts_without_waiting(&self) -> bool {
@@ -926,6 +1035,9 @@ impl LlmBackend for HttpBackend {
     }
 
     fn start_many(&self, calls: Vec<(LlmRequest, CancelToken, OnDone)>) {
+        if let Some(ev) = &self.core.events {
+            return HttpCore::start_evented(&self.core, ev, calls);
+        }
         type Slot = Arc<std::sync::Mutex<Option<OnDone>>>;
         let take = |slot: &Slot| lock(slot).take();
         // Each `done` runs exactly once: on its pool thread, or here when
@@ -938,7 +1050,7 @@ impl LlmBackend for HttpBackend {
             let core = Arc::clone(&self.core);
             jobs.push(Box::new(move |idle: &IdleMark| {
                 let log = AttemptLog::new();
-                let result = core.complete(&request, &cancel, &log, Via::ThisThread);
+                let result = core.complete_here(&request, &cancel, &log, Via::ThisThread);
                 idle.set();
                 let taken = lock(&on_thread).take();
                 if let Some(done) = taken {
@@ -963,20 +1075,45 @@ impl LlmBackend for HttpBackend {
 }
 
 impl HttpCore {
-    fn complete(
+    /// A whole call on this thread (the caller may wait).
+    fn complete_here(
         &self,
         request: &LlmRequest,
         cancel: &CancelToken,
         observer: &dyn AttemptObserver,
         via: Via,
     ) -> Result<LlmResponse, LlmError> {
-        let started = Instant::now();
+        self.complete(request, cancel, observer, via, None, Instant::now())
+            .map_err(|stop| match stop {
+                Stop::Failed(e) => e,
+                // Only `Via::NoWait` stops for a thread.
+                Stop::NeedsThread => LlmError::new(
+                    &self.opts.name,
+                    LlmErrorKind::Connect,
+                    "internal: a waiting call stopped for a thread",
+                ),
+            })
+    }
+
+    /// A call: prepare, exchange (retrying), validate the reply against
+    /// the op's schema with one repair round. `first` is the outcome of
+    /// the first exchange when it was made already; `started` is when the
+    /// call began.
+    fn complete(
+        &self,
+        request: &LlmRequest,
+        cancel: &CancelToken,
+        observer: &dyn AttemptObserver,
+        via: Via,
+        mut first: First,
+        started: Instant,
+    ) -> Result<LlmResponse, Stop> {
         let mut p = self.prepare(request);
         let mut number = 0u32;
         let mut usage = Usage::default();
         let mut repaired = false;
         loop {
-            let reply = self.call(&p, cancel, observer, &mut number, via)?;
+            let reply = self.call(&p, cancel, observer, &mut number, via, &mut first)?;
             usage.prompt_tokens += reply.usage.prompt_tokens;
             usage.completion_tokens += reply.usage.completion_tokens;
             let model = reply.model.clone().unwrap_or_else(|| p.model.clone());
@@ -1028,16 +1165,158 @@ impl HttpCore {
                     p.messages.push(("user", prompt::repair_message(&problem)));
                 }
                 Err(problem) => {
-                    return Err(self.fail(
-                        LlmErrorKind::InvalidResponse,
-                        None,
-                        format!("{problem}, still after one repair request"),
-                        number,
-                    ))
+                    return Err(self
+                        .fail(
+                            LlmErrorKind::InvalidResponse,
+                            None,
+                            format!("{problem}, still after one repair request"),
+                            number,
+                        )
+                        .into())
                 }
             }
         }
     }
+}
+
+impl HttpCore {
+    /// Starts `calls` on the event transport: each request is written from
+    /// this thread; each reply is judged on the I/O thread, and a call that
+    /// needs more (a retry, a repair round) goes on on an HTTP thread.
+    fn start_evented(
+        core: &Arc<HttpCore>,
+        ev: &events::EventTransport,
+        calls: Vec<(LlmRequest, CancelToken, OnDone)>,
+    ) {
+        let mut sends = Vec::with_capacity(calls.len());
+        for (request, cancel, done) in calls {
+            let started = Instant::now();
+            let p = core.prepare(&request);
+            let body = core.body(&p).to_string();
+            let bytes = request_bytes(ev.target(), &core.headers(&p), &body);
+            let watched = cancel.clone();
+            let on = Arc::clone(core);
+            let on_outcome: events::OnOutcome =
+                Box::new(move |outcome| on.finish_started(request, cancel, started, outcome, done));
+            match bytes {
+                Ok(bytes) => sends.push(events::Call {
+                    bytes,
+                    deadline: started + core.opts.timeout,
+                    cancel: watched,
+                    on_outcome,
+                }),
+                Err(message) => on_outcome(events::Outcome::Done(
+                    Exchange::Transport {
+                        kind: LlmErrorKind::Client,
+                        message,
+                    },
+                    Duration::ZERO,
+                )),
+            }
+        }
+        ev.submit(sends);
+    }
+
+    /// The rest of a started call once its first exchange is over: judged
+    /// here when that settles it (a reply, or a failure not retried),
+    /// otherwise carried on on an HTTP thread from the same outcome.
+    fn finish_started(
+        self: &Arc<HttpCore>,
+        request: LlmRequest,
+        cancel: CancelToken,
+        started: Instant,
+        outcome: events::Outcome,
+        done: OnDone,
+    ) {
+        let first = match outcome {
+            events::Outcome::Done(x, took) => (x, took),
+            events::Outcome::Cancelled => {
+                let mut e = LlmError::new(&self.opts.name, LlmErrorKind::Cancelled, "cancelled");
+                e.attempts = 1;
+                return done(Err(e), Vec::new());
+            }
+        };
+        let log = AttemptLog::new();
+        let again = first.clone();
+        match self.complete(&request, &cancel, &log, Via::NoWait, Some(first), started) {
+            Ok(r) => return done(Ok(r), log.attempts()),
+            Err(Stop::Failed(e)) => return done(Err(e), log.attempts()),
+            Err(Stop::NeedsThread) => {}
+        }
+        // Each `done` runs exactly once: on the thread, or here when no
+        // thread can be started.
+        let slot: Arc<std::sync::Mutex<Option<OnDone>>> =
+            Arc::new(std::sync::Mutex::new(Some(done)));
+        let on_thread = Arc::clone(&slot);
+        let core = Arc::clone(self);
+        let job: PoolJob = Box::new(move |idle: &IdleMark| {
+            let log = AttemptLog::new();
+            let result = core
+                .complete(
+                    &request,
+                    &cancel,
+                    &log,
+                    Via::ThisThread,
+                    Some(again),
+                    started,
+                )
+                .map_err(|stop| match stop {
+                    Stop::Failed(e) => e,
+                    Stop::NeedsThread => LlmError::new(
+                        &core.opts.name,
+                        LlmErrorKind::Connect,
+                        "internal: a waiting call stopped for a thread",
+                    ),
+                });
+            idle.set();
+            if let Some(done) = lock(&on_thread).take() {
+                done(result, log.attempts());
+            }
+        });
+        if let Err(e) = self.threads.submit(job) {
+            if let Some(done) = lock(&slot).take() {
+                let err = LlmError::new(
+                    &self.opts.name,
+                    LlmErrorKind::Connect,
+                    format!("cannot start HTTP thread: {e}"),
+                );
+                done(Err(err), Vec::new());
+            }
+        }
+    }
+}
+
+/// The bytes of a POST of `body` to `target` for the event transport.
+/// Header values with line breaks are refused (they would split the
+/// request); the message names the header, never its value.
+fn request_bytes(
+    target: &events::Target,
+    headers: &[(&'static str, String)],
+    body: &str,
+) -> Result<Vec<u8>, String> {
+    use std::fmt::Write as _;
+    let mut head = String::with_capacity(256);
+    let _ = write!(
+        head,
+        "POST {} HTTP/1.1\r\nhost: {}\r\nuser-agent: apxm-ais/{}\r\naccept: */*\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\n",
+        target.path,
+        target.authority,
+        env!("CARGO_PKG_VERSION"),
+        body.len()
+    );
+    for (name, value) in headers {
+        if value.contains(['\r', '\n']) {
+            return Err(format!(
+                "the `{name}` header value contains a line break; check the backend's settings"
+            ));
+        }
+        let _ = write!(head, "{name}: {value}\r\n");
+    }
+    head.push_str("\r\n");
+    let mut bytes = head.into_bytes();
+    bytes.extend_from_slice(body.as_bytes());
+    Ok(bytes)
 }
 
 #[cfg(test)]
