@@ -511,14 +511,23 @@ impl HttpCore {
                 let _ = tx.send(o);
             }),
         }]);
-        match rx.recv() {
+        // The I/O thread ends the call at its deadline; the margin only
+        // guards against that thread being gone.
+        match rx.recv_timeout(self.opts.timeout + Duration::from_secs(5)) {
             Ok(events::Outcome::Done(x, _)) => Ok(x),
             Ok(events::Outcome::Cancelled) => Err(LlmError::new(
                 &self.opts.name,
                 LlmErrorKind::Cancelled,
                 "cancelled",
             )),
-            Err(_) => Ok(Exchange::Transport {
+            Err(crossbeam::channel::RecvTimeoutError::Timeout) => Ok(Exchange::Transport {
+                kind: LlmErrorKind::Timeout,
+                message: format!(
+                    "timed out (no complete reply within {} ms)",
+                    self.opts.timeout.as_millis()
+                ),
+            }),
+            Err(crossbeam::channel::RecvTimeoutError::Disconnected) => Ok(Exchange::Transport {
                 kind: LlmErrorKind::Connect,
                 message: "the I/O thread ended without a result".into(),
             }),
