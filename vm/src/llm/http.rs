@@ -362,8 +362,10 @@ impl HttpCore {
             ),
             threads: HttpThreads::new(),
             events: match opts.transport {
-                HttpTransport::Auto => events::Target::of(&endpoint)
-                    .and_then(|t| events::EventTransport::new(t, opts.connect_timeout).ok()),
+                HttpTransport::Auto => events::Target::of(&endpoint).and_then(|t| {
+                    // Idle connections: one per allowed concurrent call.
+                    events::EventTransport::new(t, opts.connect_timeout, opts.concurrency).ok()
+                }),
                 HttpTransport::Threads => None,
             },
             endpoint,

@@ -161,6 +161,8 @@ struct Shared {
     /// The address of `target` that answered last.
     preferred: std::sync::atomic::AtomicUsize,
     connect_timeout: Duration,
+    /// Idle connections kept for reuse, at most.
+    max_idle: usize,
     registry: Registry,
     waker: Waker,
     state: Mutex<State>,
@@ -175,7 +177,12 @@ pub(super) struct EventTransport {
 }
 
 impl EventTransport {
-    pub fn new(target: Target, connect_timeout: Duration) -> io::Result<EventTransport> {
+    /// A transport to `target` keeping up to `max_idle` idle connections.
+    pub fn new(
+        target: Target,
+        connect_timeout: Duration,
+        max_idle: usize,
+    ) -> io::Result<EventTransport> {
         let poll = Poll::new()?;
         let registry = poll.registry().try_clone()?;
         let waker = Waker::new(poll.registry(), WAKER)?;
@@ -184,6 +191,7 @@ impl EventTransport {
                 target,
                 preferred: std::sync::atomic::AtomicUsize::new(0),
                 connect_timeout,
+                max_idle: max_idle.max(1),
                 registry,
                 waker,
                 state: Mutex::new(State::default()),
@@ -564,7 +572,7 @@ fn on_event(
             let Some(active) = conn.active.take() else {
                 return;
             };
-            if reusable {
+            if reusable && st.idle.len() < shared.max_idle {
                 conn.phase = Phase::Idle;
                 conn.buf.clear();
                 st.idle.push(token);
