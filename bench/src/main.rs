@@ -859,10 +859,14 @@ fn commands(o: &Opts) -> String {
     if !o.only.is_empty() {
         flags.push_str(&format!(" --only {}", o.only.join(",")));
     }
+    command_block(&flags)
+}
+
+/// The commands that reproduce a run with these `flags`.
+fn command_block(flags: &str) -> String {
     format!(
         "bash bench/langgraph/setup.sh                      # venv with the pinned LangGraph stack\n\
-         export CARGO_TARGET_DIR=/work/target-bench          # any target dir; aisc must sit next to ais-bench\n\
-         cargo build --release -p ais-compiler --bin aisc\n\
+         cargo build --release -p ais-compiler --bin aisc   # whole-process runs use the aisc next to ais-bench\n\
          cargo run --release -p ais-bench -- workloads{flags}"
     )
 }
@@ -910,11 +914,7 @@ fn render(o: &RenderOpts) -> Result<(), String> {
 }
 
 fn default_commands() -> String {
-    "bash bench/langgraph/setup.sh                      # venv with the pinned LangGraph stack\n\
-     export CARGO_TARGET_DIR=/work/target-bench          # any target dir; aisc must sit next to ais-bench\n\
-     cargo build --release -p ais-compiler --bin aisc\n\
-     cargo run --release -p ais-bench -- workloads"
-        .into()
+    command_block("")
 }
 
 fn write_files(root: &Path, out_dir: &Path, r: &Results, docs: bool) -> Result<(), String> {
