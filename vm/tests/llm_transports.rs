@@ -271,6 +271,34 @@ fn a_request_larger_than_the_socket_buffers_goes_out_whole() {
     }
 }
 
+/// Reads one request from `s` and answers it with an OpenAI reply whose
+/// text is `text` (a server written by hand, for what the mock cannot do).
+fn answer_once(s: &mut std::net::TcpStream, text: &str) {
+    let mut reader = BufReader::new(s.try_clone().unwrap_or_else(|e| panic!("{e}")));
+    let mut len = 0usize;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+            break;
+        }
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            len = v.trim().parse().unwrap_or(0);
+        }
+    }
+    let mut body = vec![0u8; len];
+    let _ = reader.read_exact(&mut body);
+    let reply = serde_json::json!({
+        "choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1}
+    })
+    .to_string();
+    let _ = write!(
+        s,
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{reply}",
+        reply.len()
+    );
+}
+
 #[test]
 fn a_closed_idle_connection_is_replaced_before_sending() {
     // A server that answers one request per connection and then closes
@@ -284,29 +312,7 @@ fn a_closed_idle_connection_is_replaced_before_sending() {
         let mut n = 0;
         for stream in listener.incoming().take(2) {
             let Ok(mut s) = stream else { continue };
-            let mut reader = BufReader::new(s.try_clone().unwrap_or_else(|e| panic!("{e}")));
-            let mut len = 0usize;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    len = v.trim().parse().unwrap_or(0);
-                }
-            }
-            let mut body = vec![0u8; len];
-            let _ = reader.read_exact(&mut body);
-            let reply = serde_json::json!({
-                "choices": [{"message": {"role": "assistant", "content": format!("reply {n}")}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 1, "completion_tokens": 1}
-            })
-            .to_string();
-            let _ = write!(
-                s,
-                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{reply}",
-                reply.len()
-            );
+            answer_once(&mut s, &format!("reply {n}"));
             n += 1;
             // Closed once answered.
         }
@@ -383,28 +389,9 @@ fn localhost_finds_a_server_listening_on_ipv6_loopback_only() {
         }
     };
     let server = std::thread::spawn(move || {
-        let Ok((mut s, _)) = listener.accept() else {
-            return;
-        };
-        let mut reader = BufReader::new(s.try_clone().unwrap_or_else(|e| panic!("{e}")));
-        let mut len = 0usize;
-        loop {
-            let mut line = String::new();
-            if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                break;
-            }
-            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                len = v.trim().parse().unwrap_or(0);
-            }
+        if let Ok((mut s, _)) = listener.accept() {
+            answer_once(&mut s, "found");
         }
-        let mut body = vec![0u8; len];
-        let _ = reader.read_exact(&mut body);
-        let reply = r#"{"choices":[{"message":{"role":"assistant","content":"found"},"finish_reason":"stop"}]}"#;
-        let _ = write!(
-            s,
-            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{reply}",
-            reply.len()
-        );
     });
     let mut o = ais_vm::llm::http::HttpOptions::new("local", Protocol::OpenAi, &url);
     o.retry.max_retries = 0;

@@ -259,6 +259,21 @@ enum Stop {
     NeedsThread,
 }
 
+impl Stop {
+    /// The error of a call that may wait (only [`Via::NoWait`] stops for a
+    /// thread, so that arm reports an internal mistake).
+    fn into_error(self, provider: &str) -> LlmError {
+        match self {
+            Stop::Failed(e) => e,
+            Stop::NeedsThread => LlmError::new(
+                provider,
+                LlmErrorKind::Connect,
+                "internal: a waiting call stopped for a thread",
+            ),
+        }
+    }
+}
+
 impl From<LlmError> for Stop {
     fn from(e: LlmError) -> Stop {
         Stop::Failed(e)
@@ -1095,15 +1110,7 @@ impl HttpCore {
         via: Via,
     ) -> Result<LlmResponse, LlmError> {
         self.complete(request, cancel, observer, via, None, Instant::now())
-            .map_err(|stop| match stop {
-                Stop::Failed(e) => e,
-                // Only `Via::NoWait` stops for a thread.
-                Stop::NeedsThread => LlmError::new(
-                    &self.opts.name,
-                    LlmErrorKind::Connect,
-                    "internal: a waiting call stopped for a thread",
-                ),
-            })
+            .map_err(|stop| stop.into_error(&self.opts.name))
     }
 
     /// A call: prepare, exchange (retrying), validate the reply against
@@ -1271,14 +1278,7 @@ impl HttpCore {
                     Some(again),
                     started,
                 )
-                .map_err(|stop| match stop {
-                    Stop::Failed(e) => e,
-                    Stop::NeedsThread => LlmError::new(
-                        &core.opts.name,
-                        LlmErrorKind::Connect,
-                        "internal: a waiting call stopped for a thread",
-                    ),
-                });
+                .map_err(|stop| stop.into_error(&core.opts.name));
             idle.set();
             if let Some(done) = lock(&on_thread).take() {
                 done(result, log.attempts());

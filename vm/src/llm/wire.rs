@@ -42,15 +42,18 @@ pub(crate) fn parse_chunked(
     max_body: usize,
     max_line: usize,
 ) -> Result<Option<(Vec<u8>, usize)>, ChunkError> {
+    // The length of the line at `at` (without its CRLF); `Ok(None)` while
+    // it is incomplete.
+    let line_at = |at: usize| match find(&buf[at..], b"\r\n") {
+        Some(n) => Ok(Some(n)),
+        None if buf.len() - at > max_line => Err(ChunkError::Malformed),
+        None => Ok(None),
+    };
     let mut body = Vec::new();
     let mut at = 0;
     loop {
-        let Some(line_end) = find(&buf[at..], b"\r\n") else {
-            return if buf.len() - at > max_line {
-                Err(ChunkError::Malformed)
-            } else {
-                Ok(None)
-            };
+        let Some(line_end) = line_at(at)? else {
+            return Ok(None);
         };
         let line = String::from_utf8_lossy(&buf[at..at + line_end]);
         let size_text = line.split(';').next().unwrap_or("").trim();
@@ -62,12 +65,8 @@ pub(crate) fn parse_chunked(
         if size == 0 {
             // Trailer lines, then an empty line.
             loop {
-                let Some(end) = find(&buf[at..], b"\r\n") else {
-                    return if buf.len() - at > max_line {
-                        Err(ChunkError::Malformed)
-                    } else {
-                        Ok(None)
-                    };
+                let Some(end) = line_at(at)? else {
+                    return Ok(None);
                 };
                 at += end + 2;
                 if end == 0 {

@@ -553,9 +553,9 @@ fn on_event(
         Step::Close => close(shared, st, token),
         Step::Fail(kind, message) => end(shared, st, token, kind, message, finished),
         Step::Unreachable(message) => {
-            let active = conn.active.take();
-            close(shared, st, token);
-            let Some(active) = active else { return };
+            let Some(active) = detach(shared, st, token) else {
+                return;
+            };
             match shared.next_address(active) {
                 Ok(a) => {
                     st.queued.push_back(a);
@@ -700,13 +700,7 @@ fn end(
     message: String,
     finished: &mut Vec<(OnOutcome, Outcome)>,
 ) {
-    let active = st
-        .conns
-        .get_mut(token)
-        .and_then(Option::as_mut)
-        .and_then(|c| c.active.take());
-    close(shared, st, token);
-    if let Some(a) = active {
+    if let Some(a) = detach(shared, st, token) {
         let took = a.started.elapsed();
         finished.push((
             a.call.on_outcome,
@@ -715,16 +709,22 @@ fn end(
     }
 }
 
-/// A reused connection was closed by the server before it replied: send
-/// the call again on a fresh connection, once.
-fn retry_fresh(shared: &Shared, st: &mut State, token: usize) {
+/// The call on `token`, taken off its connection, which is closed.
+fn detach(shared: &Shared, st: &mut State, token: usize) -> Option<Active> {
     let active = st
         .conns
         .get_mut(token)
         .and_then(Option::as_mut)
         .and_then(|c| c.active.take());
     close(shared, st, token);
-    if let Some(a) = active {
+    active
+}
+
+/// A kept-alive connection failed while the request was being written on
+/// it: send the call again on a fresh connection (which is not reused, so
+/// this happens once per call).
+fn retry_fresh(shared: &Shared, st: &mut State, token: usize) {
+    if let Some(a) = detach(shared, st, token) {
         st.queued.push_back(a);
         let _ = shared.waker.wake();
     }
@@ -741,9 +741,7 @@ fn expire(shared: &Shared, st: &mut State, finished: &mut Vec<(OnOutcome, Outcom
             continue;
         };
         if a.call.cancel.is_cancelled() {
-            let a = st.conns[token].as_mut().and_then(|c| c.active.take());
-            close(shared, st, token);
-            if let Some(a) = a {
+            if let Some(a) = detach(shared, st, token) {
                 finished.push((a.call.on_outcome, Outcome::Cancelled));
             }
         } else if conn.phase == Phase::Connecting
