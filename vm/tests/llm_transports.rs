@@ -406,3 +406,57 @@ fn localhost_finds_a_server_listening_on_ipv6_loopback_only() {
     );
     let _ = server.join();
 }
+
+#[test]
+fn a_server_that_does_not_speak_http_gets_a_clear_error_not_a_hang() {
+    // Each connection gets one hostile answer; the call must end with a
+    // named error on both transports, well before its timeout.
+    let hostile: [&[u8]; 3] = [
+        b"SSH-2.0-OpenSSH_9.6\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\ncontent-length: nope\r\n\r\n{}",
+        &[b'x'; 70 * 1024],
+    ];
+    for transport in TRANSPORTS {
+        for answer in hostile {
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind: {e}"));
+            let addr = listener
+                .local_addr()
+                .unwrap_or_else(|e| panic!("addr: {e}"));
+            let answer = answer.to_vec();
+            // Not joined: it holds its connection open after answering.
+            std::thread::spawn(move || {
+                if let Ok((mut s, _)) = listener.accept() {
+                    let mut buf = [0u8; 4096];
+                    let _ = s.read(&mut buf);
+                    let _ = s.write_all(&answer);
+                    // Keep the connection open: the client must not wait
+                    // for more.
+                    std::thread::sleep(Duration::from_millis(1500));
+                }
+            });
+            let mut o = ais_vm::llm::http::HttpOptions::new(
+                "local",
+                Protocol::OpenAi,
+                &format!("http://{addr}/v1"),
+            );
+            o.retry.max_retries = 0;
+            o.timeout = Duration::from_secs(10);
+            o.transport = transport;
+            let b = HttpBackend::new(o);
+            let t = Instant::now();
+            let r = b.complete(&request(LlmOpKind::Ask, "hi"), &CancelToken::new());
+            let e = r
+                .err()
+                .unwrap_or_else(|| panic!("{transport:?}: a hostile reply must fail"));
+            assert!(
+                matches!(
+                    e.kind,
+                    LlmErrorKind::InvalidResponse | LlmErrorKind::Connect
+                ),
+                "{transport:?}: {e}"
+            );
+            assert!(!e.message.is_empty());
+            assert!(t.elapsed() < Duration::from_secs(5), "{transport:?}: {e}");
+        }
+    }
+}
