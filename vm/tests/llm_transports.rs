@@ -304,35 +304,44 @@ fn a_closed_idle_connection_is_replaced_before_sending() {
     // A server that answers one request per connection and then closes
     // it without `Connection: close` (as servers with a short keep-alive
     // do): the second call must not fail.
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind: {e}"));
-    let addr = listener
-        .local_addr()
-        .unwrap_or_else(|e| panic!("addr: {e}"));
-    let served = std::thread::spawn(move || {
-        let mut n = 0;
-        for stream in listener.incoming().take(2) {
-            let Ok(mut s) = stream else { continue };
-            answer_once(&mut s, &format!("reply {n}"));
-            n += 1;
-            // Closed once answered.
+    for transport in TRANSPORTS {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind: {e}"));
+        let addr = listener
+            .local_addr()
+            .unwrap_or_else(|e| panic!("addr: {e}"));
+        let (closed_tx, closed) = mpsc::channel();
+        let served = std::thread::spawn(move || {
+            let mut n = 0;
+            for stream in listener.incoming().take(2) {
+                let Ok(mut s) = stream else { continue };
+                answer_once(&mut s, &format!("reply {n}"));
+                drop(s);
+                let _ = closed_tx.send(());
+                n += 1;
+            }
+            n
+        });
+        let mut o = ais_vm::llm::http::HttpOptions::new(
+            "local",
+            Protocol::OpenAi,
+            &format!("http://{addr}/v1"),
+        );
+        o.retry.max_retries = 0;
+        o.timeout = Duration::from_secs(5);
+        o.transport = transport;
+        let b = HttpBackend::new(o);
+        for want in ["reply 0", "reply 1"] {
+            let r = b.complete(&request(LlmOpKind::Ask, "hi"), &CancelToken::new());
+            assert_eq!(
+                r.map(|x| x.text).ok().as_deref(),
+                Some(want),
+                "{transport:?}"
+            );
+            // The server has closed the connection before the next call.
+            let _ = closed.recv_timeout(Duration::from_secs(5));
         }
-        n
-    });
-    let mut o = ais_vm::llm::http::HttpOptions::new(
-        "local",
-        Protocol::OpenAi,
-        &format!("http://{addr}/v1"),
-    );
-    o.retry.max_retries = 0;
-    o.timeout = Duration::from_secs(5);
-    let b = HttpBackend::new(o);
-    for want in ["reply 0", "reply 1"] {
-        // Let the server's close arrive before the next call.
-        std::thread::sleep(Duration::from_millis(50));
-        let r = b.complete(&request(LlmOpKind::Ask, "hi"), &CancelToken::new());
-        assert_eq!(r.map(|x| x.text).ok().as_deref(), Some(want));
+        assert_eq!(served.join().unwrap_or(0), 2);
     }
-    assert_eq!(served.join().unwrap_or(0), 2);
 }
 
 #[test]
