@@ -27,6 +27,15 @@ fn backend_on(server: &MockServer, transport: HttpTransport) -> HttpBackend {
     HttpBackend::new(o)
 }
 
+/// A backend for a hand-written server at `url`, without retries.
+fn local_backend(url: &str, transport: HttpTransport, timeout: Duration) -> HttpBackend {
+    let mut o = ais_vm::llm::http::HttpOptions::new("local", Protocol::OpenAi, url);
+    o.retry.max_retries = 0;
+    o.timeout = timeout;
+    o.transport = transport;
+    HttpBackend::new(o)
+}
+
 type Outcome = (Result<LlmResponse, LlmError>, Vec<Attempt>);
 
 /// Starts `n` asks with `start_many` and waits for every outcome, in
@@ -321,15 +330,8 @@ fn a_closed_idle_connection_is_replaced_before_sending() {
             }
             n
         });
-        let mut o = ais_vm::llm::http::HttpOptions::new(
-            "local",
-            Protocol::OpenAi,
-            &format!("http://{addr}/v1"),
-        );
-        o.retry.max_retries = 0;
-        o.timeout = Duration::from_secs(5);
-        o.transport = transport;
-        let b = HttpBackend::new(o);
+        let url = format!("http://{addr}/v1");
+        let b = local_backend(&url, transport, Duration::from_secs(5));
         for want in ["reply 0", "reply 1"] {
             let r = b.complete(&request(LlmOpKind::Ask, "hi"), &CancelToken::new());
             assert_eq!(
@@ -351,13 +353,8 @@ fn connection_refused_and_bad_headers_fail_fast_without_leaking_the_key() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind: {e}"));
         l.local_addr().map(|a| a.port()).unwrap_or(9)
     };
-    let mut o = ais_vm::llm::http::HttpOptions::new(
-        "local",
-        Protocol::OpenAi,
-        &format!("http://127.0.0.1:{port}/v1"),
-    );
-    o.retry.max_retries = 0;
-    let b = HttpBackend::new(o);
+    let url = format!("http://127.0.0.1:{port}/v1");
+    let b = local_backend(&url, HttpTransport::Auto, Duration::from_secs(5));
     let out = started(&b, LlmOpKind::Ask, 2, &CancelToken::new());
     for (r, _) in &out {
         assert_eq!(
@@ -402,10 +399,7 @@ fn localhost_finds_a_server_listening_on_ipv6_loopback_only() {
             answer_once(&mut s, "found");
         }
     });
-    let mut o = ais_vm::llm::http::HttpOptions::new("local", Protocol::OpenAi, &url);
-    o.retry.max_retries = 0;
-    o.timeout = Duration::from_secs(5);
-    let b = HttpBackend::new(o);
+    let b = local_backend(&url, HttpTransport::Auto, Duration::from_secs(5));
     let out = started(&b, LlmOpKind::Ask, 1, &CancelToken::new());
     assert_eq!(
         out[0].0.as_ref().map(|r| r.text.as_str()).ok(),
@@ -443,15 +437,8 @@ fn a_server_that_does_not_speak_http_gets_a_clear_error_not_a_hang() {
                     std::thread::sleep(Duration::from_millis(1500));
                 }
             });
-            let mut o = ais_vm::llm::http::HttpOptions::new(
-                "local",
-                Protocol::OpenAi,
-                &format!("http://{addr}/v1"),
-            );
-            o.retry.max_retries = 0;
-            o.timeout = Duration::from_secs(10);
-            o.transport = transport;
-            let b = HttpBackend::new(o);
+            let url = format!("http://{addr}/v1");
+            let b = local_backend(&url, transport, Duration::from_secs(10));
             let t = Instant::now();
             let r = b.complete(&request(LlmOpKind::Ask, "hi"), &CancelToken::new());
             let e = r

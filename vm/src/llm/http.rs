@@ -475,13 +475,7 @@ impl HttpCore {
                 Ok(x) => return Ok(x),
                 Err(crossbeam::channel::RecvTimeoutError::Timeout) => {
                     if Instant::now() >= deadline {
-                        return Ok(Exchange::Transport {
-                            kind: LlmErrorKind::Timeout,
-                            message: format!(
-                                "timed out (no complete reply within {} ms)",
-                                self.opts.timeout.as_millis()
-                            ),
-                        });
+                        return Ok(self.timed_out());
                     }
                     if cancel.is_cancelled() {
                         return Err(LlmError::new(
@@ -498,6 +492,17 @@ impl HttpCore {
                     })
                 }
             }
+        }
+    }
+
+    /// An attempt that got no whole reply within the attempt timeout.
+    fn timed_out(&self) -> Exchange {
+        Exchange::Transport {
+            kind: LlmErrorKind::Timeout,
+            message: format!(
+                "timed out (no complete reply within {} ms)",
+                self.opts.timeout.as_millis()
+            ),
         }
     }
 
@@ -537,13 +542,7 @@ impl HttpCore {
                 LlmErrorKind::Cancelled,
                 "cancelled",
             )),
-            Err(crossbeam::channel::RecvTimeoutError::Timeout) => Ok(Exchange::Transport {
-                kind: LlmErrorKind::Timeout,
-                message: format!(
-                    "timed out (no complete reply within {} ms)",
-                    self.opts.timeout.as_millis()
-                ),
-            }),
+            Err(crossbeam::channel::RecvTimeoutError::Timeout) => Ok(self.timed_out()),
             Err(crossbeam::channel::RecvTimeoutError::Disconnected) => Ok(Exchange::Transport {
                 kind: LlmErrorKind::Connect,
                 message: "the I/O thread ended without a result".into(),
@@ -1064,41 +1063,22 @@ impl LlmBackend for HttpBackend {
         if let Some(ev) = &self.core.events {
             return HttpCore::start_evented(&self.core, ev, calls);
         }
-        type Slot = Arc<std::sync::Mutex<Option<OnDone>>>;
-        let take = |slot: &Slot| lock(slot).take();
-        // Each `done` runs exactly once: on its pool thread, or here when
-        // no thread can be started.
-        let mut slots: Vec<Slot> = Vec::with_capacity(calls.len());
-        let mut jobs: Vec<PoolJob> = Vec::with_capacity(calls.len());
-        for (request, cancel, done) in calls {
-            let slot: Slot = Arc::new(std::sync::Mutex::new(Some(done)));
-            let on_thread = Arc::clone(&slot);
-            let core = Arc::clone(&self.core);
-            jobs.push(Box::new(move |idle: &IdleMark| {
-                let log = AttemptLog::new();
-                let result = core.complete_here(&request, &cancel, &log, Via::ThisThread);
-                idle.set();
-                let taken = lock(&on_thread).take();
-                if let Some(done) = taken {
-                    done(result, log.attempts());
-                }
-            }));
-            slots.push(slot);
-        }
-        if let Err(e) = self.core.threads.submit_all(jobs) {
-            for slot in &slots {
-                if let Some(done) = take(slot) {
-                    let err = LlmError::new(
-                        &self.core.opts.name,
-                        LlmErrorKind::Connect,
-                        format!("cannot start HTTP thread: {e}"),
-                    );
-                    done(Err(err), Vec::new());
-                }
-            }
-        }
+        let calls = calls
+            .into_iter()
+            .map(|(request, cancel, done)| {
+                let run: ThreadCall = Box::new(move |core: &HttpCore, log: &AttemptLog| {
+                    core.complete_here(&request, &cancel, log, Via::ThisThread)
+                });
+                (run, done)
+            })
+            .collect();
+        HttpCore::run_on_threads(&self.core, calls);
     }
 }
+
+/// A call's work for an HTTP thread: everything up to its result, with its
+/// attempts reported to the log.
+type ThreadCall = Box<dyn FnOnce(&HttpCore, &AttemptLog) -> Result<LlmResponse, LlmError> + Send>;
 
 impl HttpCore {
     /// A whole call on this thread (the caller may wait).
@@ -1198,6 +1178,41 @@ impl HttpCore {
 }
 
 impl HttpCore {
+    /// Runs each call on one of the backend's HTTP threads and hands its
+    /// outcome to its `done`, exactly once: on the thread, or here when no
+    /// thread can be started.
+    fn run_on_threads(core: &Arc<HttpCore>, calls: Vec<(ThreadCall, OnDone)>) {
+        type Slot = Arc<std::sync::Mutex<Option<OnDone>>>;
+        let mut slots: Vec<Slot> = Vec::with_capacity(calls.len());
+        let mut jobs: Vec<PoolJob> = Vec::with_capacity(calls.len());
+        for (run, done) in calls {
+            let slot: Slot = Arc::new(std::sync::Mutex::new(Some(done)));
+            let on_thread = Arc::clone(&slot);
+            let core = Arc::clone(core);
+            jobs.push(Box::new(move |idle: &IdleMark| {
+                let log = AttemptLog::new();
+                let result = run(&core, &log);
+                idle.set();
+                if let Some(done) = lock(&on_thread).take() {
+                    done(result, log.attempts());
+                }
+            }));
+            slots.push(slot);
+        }
+        if let Err(e) = core.threads.submit_all(jobs) {
+            for slot in &slots {
+                if let Some(done) = lock(slot).take() {
+                    let err = LlmError::new(
+                        &core.opts.name,
+                        LlmErrorKind::Connect,
+                        format!("cannot start HTTP thread: {e}"),
+                    );
+                    done(Err(err), Vec::new());
+                }
+            }
+        }
+    }
+
     /// Starts `calls` on the event transport: each request is written from
     /// this thread; each reply is judged on the I/O thread, and a call that
     /// needs more (a retry, a repair round) goes on on an HTTP thread.
@@ -1261,39 +1276,18 @@ impl HttpCore {
             Err(Stop::Failed(e)) => return done(Err(e), log.attempts()),
             Err(Stop::NeedsThread) => {}
         }
-        // Each `done` runs exactly once: on the thread, or here when no
-        // thread can be started.
-        let slot: Arc<std::sync::Mutex<Option<OnDone>>> =
-            Arc::new(std::sync::Mutex::new(Some(done)));
-        let on_thread = Arc::clone(&slot);
-        let core = Arc::clone(self);
-        let job: PoolJob = Box::new(move |idle: &IdleMark| {
-            let log = AttemptLog::new();
-            let result = core
-                .complete(
-                    &request,
-                    &cancel,
-                    &log,
-                    Via::ThisThread,
-                    Some(again),
-                    started,
-                )
-                .map_err(|stop| stop.into_error(&core.opts.name));
-            idle.set();
-            if let Some(done) = lock(&on_thread).take() {
-                done(result, log.attempts());
-            }
+        let run: ThreadCall = Box::new(move |core: &HttpCore, log: &AttemptLog| {
+            core.complete(
+                &request,
+                &cancel,
+                log,
+                Via::ThisThread,
+                Some(again),
+                started,
+            )
+            .map_err(|stop| stop.into_error(&core.opts.name))
         });
-        if let Err(e) = self.threads.submit(job) {
-            if let Some(done) = lock(&slot).take() {
-                let err = LlmError::new(
-                    &self.opts.name,
-                    LlmErrorKind::Connect,
-                    format!("cannot start HTTP thread: {e}"),
-                );
-                done(Err(err), Vec::new());
-            }
-        }
+        HttpCore::run_on_threads(self, vec![(run, done)]);
     }
 }
 
