@@ -483,12 +483,16 @@ impl<'a> FlowLowerer<'a> {
     /// (only at the top level of the body).
     fn stmts(&mut self, stmts: &[Stmt], top: bool) -> bool {
         for (i, stmt) in stmts.iter().enumerate() {
-            let was_returned = self.may_have_returned();
+            // Compare the flag itself, not "may have returned": inside the
+            // guard of an earlier statement the flag is already a region
+            // result, and a later statement that may return must guard the
+            // rest again (guard clauses one after another).
+            let flag_before = self.st.ret_flag;
             if let Some(done) = self.stmt(stmt, top) {
                 return done;
             }
             let rest = &stmts[i + 1..];
-            if !was_returned && self.may_have_returned() && !rest.is_empty() {
+            if self.st.ret_flag != flag_before && self.may_have_returned() && !rest.is_empty() {
                 // The rest runs only if nothing returned.
                 let flag = self.slot_value(Slot::RetFlag);
                 self.span = rest[0].span;

@@ -1,0 +1,79 @@
+//! Regression tests for defects found by running programs as a user would.
+//! Each test is named after its defect and runs the program from source at
+//! -O0, -O1 and -O2 on the VM with 1, 2 and 8 workers.
+#![allow(clippy::unwrap_used)]
+
+use ais_compiler::driver::{compile_source, optimize, OptOptions};
+use ais_ir::bytecode;
+use ais_ir::passes::OptLevel;
+use ais_vm::llm::fake::FakeBackend;
+use ais_vm::{MemoryHost, RunOptions};
+use serde_json::{json, Value as Json};
+use std::sync::Arc;
+
+/// Runs `entry`'s flow with `args` at every optimization level and worker
+/// count and returns the single result they all agree on.
+fn run_everywhere(source: &str, args: &[(&str, Json)]) -> Json {
+    let mut seen: Option<Json> = None;
+    for level in [OptLevel::O0, OptLevel::O1, OptLevel::O2] {
+        let mut module = compile_source(source).unwrap().module;
+        optimize(
+            &mut module,
+            &OptOptions {
+                level,
+                verify_each: true,
+                ..OptOptions::default()
+            },
+        )
+        .unwrap();
+        let program = bytecode::compile(&module).unwrap();
+        for workers in [1, 2, 8] {
+            let options = RunOptions {
+                workers: Some(workers),
+                args: args
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.clone()))
+                    .collect(),
+                ..RunOptions::default()
+            };
+            let report = ais_vm::run(
+                &program,
+                &options,
+                Arc::new(FakeBackend::new()),
+                Arc::new(MemoryHost::new()),
+            );
+            let value = report.outcome.unwrap();
+            match &seen {
+                Some(s) => assert_eq!(s, &value, "{level:?}, {workers} workers"),
+                None => seen = Some(value),
+            }
+        }
+    }
+    seen.unwrap()
+}
+
+#[test]
+fn guard_clauses_miscompile() {
+    let source = r#"
+agent A {
+    @entry flow pick3(which: str) -> str {
+        if which == "a" { return "got a" }
+        if which == "b" { return "got b" }
+        if which == "c" { return "got c" }
+        return "default"
+    }
+}
+"#;
+    for (which, expected) in [
+        ("a", "got a"),
+        ("b", "got b"),
+        ("c", "got c"),
+        ("d", "default"),
+    ] {
+        assert_eq!(
+            run_everywhere(source, &[("which", json!(which))]),
+            json!(expected),
+            "pick3({which:?})"
+        );
+    }
+}
