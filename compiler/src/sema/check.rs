@@ -326,7 +326,7 @@ impl<'a> Checker<'a> {
             }
             StmtKind::Expr(e) => (true, self.check_expr(e)),
             StmtKind::Error(bound) => {
-                if let Some(name) = bound {
+                if let Broken::Binds(name) = bound {
                     self.define(name, Ty::Unknown, false);
                 }
                 (true, Ty::Unknown)
@@ -830,7 +830,7 @@ fn block_has_errors(b: &Block) -> bool {
 fn stmt_has_errors(s: &Stmt) -> bool {
     match &s.kind {
         // A broken statement whose binding was recovered does not hide names.
-        StmtKind::Error(bound) => bound.is_none(),
+        StmtKind::Error(bound) => *bound == Broken::Unknown,
         StmtKind::Let { value, .. } | StmtKind::Bind { value, .. } | StmtKind::Expr(value) => {
             expr_has_errors(value)
         }

@@ -181,10 +181,9 @@ pub enum StmtKind {
         handler: Block,
     },
     Expr(Expr),
-    /// A statement that failed to parse (already reported). When the name it
-    /// was binding (`let x = ...`, `... -> x`) could be recovered, it is kept
-    /// so later uses of `x` are not reported as undefined.
-    Error(Option<Ident>),
+    /// A statement that failed to parse (already reported), with what it was
+    /// binding as far as that could be recovered.
+    Error(Broken),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -287,4 +286,17 @@ impl CaseBody {
             CaseBody::Block(b) => b.span,
         }
     }
+}
+
+/// What a statement that failed to parse was binding, so that the checker
+/// neither reports its name as undefined later nor, when the statement
+/// clearly binds nothing, stays silent about the rest of the flow.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Broken {
+    /// `let x ...` or `... -> x`.
+    Binds(Ident),
+    /// Neither `let` nor `->` anywhere in it.
+    Nothing,
+    /// Cannot tell.
+    Unknown,
 }

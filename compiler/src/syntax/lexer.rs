@@ -427,6 +427,24 @@ impl Tok<'_> {
 
     /// Tokens that cannot start a statement, so a line break before them is
     /// a continuation (`}` closes the block and needs no separator either).
+    /// Keywords that begin a statement and can appear nowhere inside an
+    /// expression (nor serve as names).
+    pub fn starts_statement_only(&self) -> bool {
+        matches!(
+            self,
+            Tok::Let | Tok::Return | Tok::If | Tok::Loop | Tok::Try | Tok::Parallel
+        )
+    }
+
+    /// Tokens that start an operand and nothing else (not `-`, `(` or `[`,
+    /// which also continue an expression).
+    fn starts_operand(&self) -> bool {
+        matches!(
+            self,
+            Tok::Ident(_) | Tok::Number(_) | Tok::Str(_) | Tok::True | Tok::False | Tok::Null
+        )
+    }
+
     fn continues_before(&self) -> bool {
         matches!(
             self,
@@ -726,6 +744,8 @@ fn filter_separators<'a>(tokens: Vec<Spanned<'a>>, errors: &mut Vec<LexError>) -
     // Stack of open delimiters; separators are dropped while the innermost is ( or [.
     let mut delims: Vec<Tok<'a>> = Vec::new();
     let mut pending: Option<(usize, usize)> = None;
+    // The first line break seen inside the innermost `(`/`[`.
+    let mut unclosed_at: Option<(usize, usize)> = None;
     let mut prefix_run = 0usize;
     for (start, tok, end) in tokens {
         // Bound nesting so that later recursive passes stay within their stack:
@@ -746,10 +766,26 @@ fn filter_separators<'a>(tokens: Vec<Spanned<'a>>, errors: &mut Vec<LexError>) -
             let inside_parens = matches!(delims.last(), Some(Tok::LParen | Tok::LBracket));
             let after_ok = out.last().is_some_and(|(_, t, _)| !t.continues_after())
                 && !ends_with_decorator(&out);
-            if !inside_parens && after_ok && pending.is_none() {
+            if inside_parens {
+                unclosed_at.get_or_insert((start, end));
+            } else if after_ok && pending.is_none() {
                 pending = Some((start, end));
             }
             continue;
+        }
+        if let Some((s, e)) = unclosed_at.take() {
+            // A line inside `(` or `[` that starts with a statement keyword,
+            // or with an operand right after a complete operand (no comma or
+            // operator between them): the bracket was never closed. End the statement at that line
+            // break (the parser reports the missing `)` there) so the error
+            // does not swallow the rest of the block.
+            let ends_expr = out.last().is_some_and(|(_, t, _)| !t.continues_after());
+            if tok.starts_statement_only() || (ends_expr && tok.starts_operand()) {
+                while matches!(delims.last(), Some(Tok::LParen | Tok::LBracket)) {
+                    delims.pop();
+                }
+                pending = Some((s, e));
+            }
         }
         if let Some((s, e)) = pending.take() {
             if !tok.continues_before() {
@@ -758,8 +794,18 @@ fn filter_separators<'a>(tokens: Vec<Spanned<'a>>, errors: &mut Vec<LexError>) -
         }
         match tok {
             Tok::LParen | Tok::LBracket | Tok::LBrace => delims.push(tok.clone()),
-            Tok::RParen | Tok::RBracket | Tok::RBrace => {
-                delims.pop();
+            // A `}` closes its `{` and any bracket left open inside it.
+            Tok::RBrace => {
+                while let Some(open) = delims.pop() {
+                    if open == Tok::LBrace {
+                        break;
+                    }
+                }
+            }
+            Tok::RParen | Tok::RBracket => {
+                if matches!(delims.last(), Some(Tok::LParen | Tok::LBracket)) {
+                    delims.pop();
+                }
             }
             _ => {}
         }

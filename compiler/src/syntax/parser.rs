@@ -407,18 +407,32 @@ fn parse_members<'a>(
 fn top_level_parts<'t>(
     tokens: &'t [Spanned<'_>],
 ) -> impl Iterator<Item = (std::ops::Range<usize>, Option<usize>)> + 't {
-    let mut depth = 0usize;
+    // Open brackets, matched as the lexer's separator filter matches them: a
+    // separator inside `(`/`[` only appears where the lexer found them
+    // unclosed, and a `}` closes whatever was left open inside its `{`.
+    let mut open: Vec<bool> = Vec::new(); // true for `{`
     let mut start = 0;
     (0..=tokens.len()).filter_map(move |i| {
         let at_end = i == tokens.len();
         if !at_end {
             match tokens[i].1 {
-                Tok::LBrace | Tok::LParen | Tok::LBracket => depth += 1,
-                Tok::RBrace | Tok::RParen | Tok::RBracket => depth = depth.saturating_sub(1),
+                Tok::LBrace => open.push(true),
+                Tok::LParen | Tok::LBracket => open.push(false),
+                Tok::RBrace => while open.pop() == Some(false) {},
+                Tok::RParen | Tok::RBracket => {
+                    if open.last() == Some(&false) {
+                        open.pop();
+                    }
+                }
+                Tok::Sep => {
+                    while open.last() == Some(&false) {
+                        open.pop();
+                    }
+                }
                 _ => {}
             }
         }
-        if at_end || (depth == 0 && tokens[i].1 == Tok::Sep) {
+        if at_end || (open.is_empty() && tokens[i].1 == Tok::Sep) {
             let part = start..i;
             start = i + 1;
             (!part.is_empty()).then(|| (part, (!at_end).then_some(i)))
@@ -559,19 +573,26 @@ fn parse_member_by_statements<'a>(chunk: &[Spanned<'a>]) -> Option<(Member, Erro
     Some((member, errors))
 }
 
-/// The name a broken statement was binding: `let x ...` or `... -> x`.
-fn bound_name(part: &[Spanned<'_>]) -> Option<Ident> {
+/// What a broken statement was binding: `let x ...` or `... -> x`, nothing
+/// (no `let` or `->` anywhere in it), or something that cannot be told.
+fn bound_name(part: &[Spanned<'_>]) -> Broken {
     let ident = |t: &Spanned<'_>| match t {
-        (l, Tok::Ident(n), r) => Some(Ident {
+        (l, Tok::Ident(n), r) => Broken::Binds(Ident {
             name: n.to_string(),
             span: Span::new(*l, *r),
         }),
-        _ => None,
+        _ => Broken::Unknown,
     };
     match part {
         [(_, Tok::Let, _), name, ..] => ident(name),
         [.., (_, Tok::Arrow, _), name] => ident(name),
-        _ => None,
+        _ if part
+            .iter()
+            .any(|(_, t, _)| matches!(t, Tok::Let | Tok::Arrow)) =>
+        {
+            Broken::Unknown
+        }
+        _ => Broken::Nothing,
     }
 }
 
