@@ -419,10 +419,8 @@ fn top_level_parts<'t>(
                 Tok::LBrace => open.push(true),
                 Tok::LParen | Tok::LBracket => open.push(false),
                 Tok::RBrace => while open.pop() == Some(false) {},
-                Tok::RParen | Tok::RBracket => {
-                    if open.last() == Some(&false) {
-                        open.pop();
-                    }
+                Tok::RParen | Tok::RBracket if open.last() == Some(&false) => {
+                    open.pop();
                 }
                 Tok::Sep => {
                     while open.last() == Some(&false) {
