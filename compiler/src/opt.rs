@@ -16,7 +16,7 @@
 //! [`run`] does all the work without touching the process's streams (the
 //! golden tests call it); [`main_with_args`] prints its [`Outcome`].
 
-use crate::diagnostics::{render_human, render_json};
+use crate::diagnostics::{hidden_json, hidden_note, limit, render_human, render_json};
 use ais_ir::passes::{
     critical_path, pass_names, OptLevel, PassManager, Pipeline, PrintOptions, PASSES,
 };
@@ -171,7 +171,8 @@ impl Run {
     }
 
     fn diagnostics(&mut self, file: &str, source: &str, diags: &[Diagnostic]) {
-        for d in diags {
+        let (shown, hidden) = limit(source, diags);
+        for d in shown {
             if self.json {
                 self.out
                     .stdout
@@ -180,6 +181,17 @@ impl Run {
                 self.out
                     .stderr
                     .push_str(&render_human(d, file, source, self.color));
+            }
+        }
+        if hidden > 0 {
+            if self.json {
+                self.out
+                    .stdout
+                    .push_str(&format!("{}\n", hidden_json(file, hidden)));
+            } else {
+                self.out
+                    .stderr
+                    .push_str(&format!("{}\n", hidden_note(file, hidden)));
             }
         }
     }

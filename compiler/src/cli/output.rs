@@ -2,7 +2,7 @@
 //! object per line), results to stdout.
 
 use super::{ColorChoice, ErrorFormat};
-use crate::diagnostics::{render_human, render_json};
+use crate::diagnostics::{hidden_json, hidden_note, limit, render_human, render_json};
 use ais_ir::Diagnostic;
 use std::io::{IsTerminal, Write};
 use std::path::Path;
@@ -26,17 +26,24 @@ impl Output {
     }
 
     pub fn diagnostics(&mut self, file: &str, source: &str, diags: &[Diagnostic]) {
+        let (shown, hidden) = limit(source, diags);
         match self.format {
             ErrorFormat::Human => {
                 let mut err = std::io::stderr().lock();
-                for d in diags {
+                for d in shown {
                     let _ = err.write_all(render_human(d, file, source, self.color).as_bytes());
+                }
+                if hidden > 0 {
+                    let _ = writeln!(err, "{}", hidden_note(file, hidden));
                 }
             }
             ErrorFormat::Json => {
                 let mut out = std::io::stdout().lock();
-                for d in diags {
+                for d in shown {
                     let _ = writeln!(out, "{}", render_json(d, file, source));
+                }
+                if hidden > 0 {
+                    let _ = writeln!(out, "{}", hidden_json(file, hidden));
                 }
             }
         }

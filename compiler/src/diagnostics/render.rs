@@ -21,8 +21,41 @@ fn clamp(src: &str, span: Span) -> std::ops::Range<usize> {
     start..end
 }
 
+/// Files up to this size are rendered by ariadne with the whole file as
+/// context (exact line numbers and multi-line labels).
+const MAX_FULL_SOURCE: usize = 1 << 20;
+/// Lines longer than this are shown as a window around the primary label.
+const MAX_SHOWN_LINE: usize = 240;
+/// Bytes of context kept on each side of the primary label in such a window.
+const WINDOW_CONTEXT: usize = 80;
+
+fn floor_boundary(src: &str, mut i: usize) -> usize {
+    i = i.min(src.len());
+    while !src.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+fn line_start(src: &str, at: usize) -> usize {
+    src[..at].rfind('\n').map_or(0, |i| i + 1)
+}
+
+fn line_end(src: &str, at: usize) -> usize {
+    src[at..].find('\n').map_or(src.len(), |i| at + i)
+}
+
 /// A human-readable report. `color` adds ANSI colours.
+///
+/// Rendering costs the size of the excerpt shown, not of the file: a huge
+/// file or an over-long line gets a compact one-line report (see
+/// [`render_compact`]) instead of ariadne's, which indexes the whole source.
 pub fn render_human(d: &Diagnostic, file: &str, src: &str, color: bool) -> String {
+    let range = clamp(src, d.primary.span);
+    let line_len = line_end(src, range.start) - line_start(src, range.start);
+    if src.len() > MAX_FULL_SOURCE || line_len > MAX_SHOWN_LINE {
+        return render_compact(d, file, src, color);
+    }
     let kind = match d.severity {
         Severity::Error => ReportKind::Error,
         Severity::Warning => ReportKind::Warning,
@@ -34,7 +67,6 @@ pub fn render_human(d: &Diagnostic, file: &str, src: &str, color: bool) -> Strin
         Severity::Note => Color::Cyan,
     };
     let id = file.to_string();
-    let range = clamp(src, d.primary.span);
     let mut primary = Label::new((id.clone(), range.clone())).with_color(primary_color);
     if let Some(m) = &d.primary.message {
         primary = primary.with_message(m);
@@ -73,6 +105,84 @@ pub fn render_human(d: &Diagnostic, file: &str, src: &str, color: bool) -> Strin
         return format!("{}[{}]: {}\n", d.severity, d.code, d.message);
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The report for huge files and long lines: the primary label's line (or a
+/// window of it) underlined, secondary labels as `file:line:col` notes.
+fn render_compact(d: &Diagnostic, file: &str, src: &str, color: bool) -> String {
+    use std::fmt::Write;
+    let range = clamp(src, d.primary.span);
+    let ls = line_start(src, range.start);
+    let le = line_end(src, range.start);
+    let start = floor_boundary(src, range.start.saturating_sub(WINDOW_CONTEXT).max(ls));
+    let end = floor_boundary(
+        src,
+        (range.start + WINDOW_CONTEXT)
+            .max(range.end.min(le))
+            .min(le),
+    );
+    let end = end.min(start + 2 * WINDOW_CONTEXT + 1).max(start);
+    let end = floor_boundary(src, end);
+    let shown = &src[start..end];
+    let (line, col) = line_col(src, range.start);
+    let (paint, reset) = match (color, d.severity) {
+        (false, _) => ("", ""),
+        (true, Severity::Error) => ("\x1b[31m", "\x1b[0m"),
+        (true, Severity::Warning) => ("\x1b[33m", "\x1b[0m"),
+        (true, Severity::Note) => ("\x1b[36m", "\x1b[0m"),
+    };
+    let kind = match d.severity {
+        Severity::Error => "Error",
+        Severity::Warning => "Warning",
+        Severity::Note => "Advice",
+    };
+    let gutter = line.to_string().len();
+    let pad = " ".repeat(gutter);
+    let lead = if start > ls { "…" } else { "" };
+    let tail = if end < le { "…" } else { "" };
+    let before = src[start..range.start.max(start)].chars().count() + lead.chars().count();
+    let width = src[range.start.max(start)..range.end.clamp(range.start.max(start), end)]
+        .chars()
+        .count()
+        .max(1);
+    let mut out = String::new();
+    let _ = writeln!(out, "{paint}[{}] {kind}:{reset} {}", d.code, d.message);
+    let _ = writeln!(out, "{pad} ╭─[ {file}:{line}:{col} ]");
+    let _ = writeln!(out, "{pad} │");
+    let _ = writeln!(out, "{line} │ {lead}{shown}{tail}");
+    let _ = writeln!(
+        out,
+        "{pad} │ {}{paint}{}{reset} {}",
+        " ".repeat(before),
+        "^".repeat(width),
+        d.primary.message.as_deref().unwrap_or("")
+    );
+    let mut notes: Vec<String> = d
+        .secondary
+        .iter()
+        .map(|l| {
+            let (sl, sc) = line_col(src, clamp(src, l.span).start);
+            match &l.message {
+                Some(m) => format!("{file}:{sl}:{sc}: {m}"),
+                None => format!("see {file}:{sl}:{sc}"),
+            }
+        })
+        .collect();
+    notes.extend(d.notes.iter().cloned());
+    if le - ls > MAX_SHOWN_LINE {
+        notes.push(format!(
+            "line {line} is {} bytes long; only the part around the problem is shown",
+            le - ls
+        ));
+    }
+    for n in &notes {
+        let _ = writeln!(out, "{pad} │ Note: {n}");
+    }
+    if let Some(h) = &d.help {
+        let _ = writeln!(out, "{pad} │ Help: {h}");
+    }
+    let _ = writeln!(out, "{}╯", "─".repeat(gutter + 2));
+    out
 }
 
 fn json_span(src: &str, file: &str, span: Span, label: Option<&String>, primary: bool) -> Value {

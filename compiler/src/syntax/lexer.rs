@@ -514,7 +514,18 @@ pub fn lex(source: &str) -> (Vec<Spanned<'_>>, Vec<LexError>) {
                 Some(Tok::Number(0.0))
             }
             Err(kind) => {
-                errors.push(LexError { kind, span });
+                // A run of unexpected characters is one error, not one per
+                // character (a line of junk would otherwise report n errors).
+                match errors.last_mut() {
+                    Some(prev)
+                        if kind == LexErrorKind::UnexpectedChar
+                            && prev.kind == LexErrorKind::UnexpectedChar
+                            && prev.span.end == span.start =>
+                    {
+                        prev.span = Span::new(prev.span.start as usize, span.end as usize);
+                    }
+                    _ => errors.push(LexError { kind, span }),
+                }
                 None
             }
         };

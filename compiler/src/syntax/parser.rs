@@ -34,8 +34,13 @@ pub enum SyntaxError {
     UnterminatedString { span: Span },
     #[error("invalid escape sequence `{escape}`")]
     InvalidEscape { escape: String, span: Span },
-    #[error("unexpected character `{ch}`")]
-    UnexpectedChar { ch: String, span: Span },
+    /// `ch` is the run of unexpected characters, shortened to its first few.
+    #[error("unexpected character{} `{ch}`", if *.count > 1 { format!("s ({} in a row)", .count) } else { String::new() })]
+    UnexpectedChar {
+        ch: String,
+        count: usize,
+        span: Span,
+    },
     #[error("unterminated block comment")]
     UnterminatedComment { span: Span },
     #[error("invalid number literal `{text}`")]
@@ -626,10 +631,19 @@ fn report_member_errors<'a>(
 fn lex_error(source: &str, e: LexError) -> SyntaxError {
     let text = source.get(e.span.range()).unwrap_or("").to_string();
     match e.kind {
-        LexErrorKind::UnexpectedChar => SyntaxError::UnexpectedChar {
-            ch: text.chars().next().map(String::from).unwrap_or_default(),
-            span: e.span,
-        },
+        LexErrorKind::UnexpectedChar => {
+            const SHOWN: usize = 8;
+            let count = text.chars().count();
+            let mut ch: String = text.chars().take(SHOWN).collect();
+            if count > SHOWN {
+                ch.push('…');
+            }
+            SyntaxError::UnexpectedChar {
+                ch,
+                count,
+                span: e.span,
+            }
+        }
         LexErrorKind::UnterminatedString => SyntaxError::UnterminatedString {
             // Point at the opening quote, where the problem starts.
             span: Span::new(e.span.start as usize, e.span.start as usize + 1),
@@ -653,6 +667,7 @@ fn parse_error(e: ParseError<usize, Tok<'_>, UserError>, eof: usize) -> SyntaxEr
     match e {
         ParseError::InvalidToken { location } => SyntaxError::UnexpectedChar {
             ch: String::new(),
+            count: 1,
             span: Span::new(location, location + 1),
         },
         ParseError::UnrecognizedEof { expected, .. } => SyntaxError::UnexpectedEof {
