@@ -1328,10 +1328,22 @@ impl FlowVerifier<'_> {
         let mut writers: HashMap<(Value, crate::MemResource), Op> = HashMap::new();
         // Region → parent region, to tell nesting from siblings.
         let mut parent: HashMap<Region, Region> = HashMap::new();
-        for op in self.dfg.walk_region(self.flow.body) {
-            if let Some(outer) = self.dfg.region_of(op) {
-                for &r in &self.dfg.ops[op].regions {
-                    parent.insert(r, outer);
+        // Op → the region holding it, built once (`Dfg::region_of` scans
+        // every region, which made this check quadratic).
+        let mut home: HashMap<Op, Region> = HashMap::new();
+        let mut stack = vec![self.flow.body];
+        while let Some(r) = stack.pop() {
+            let Some(rd) = self.dfg.regions.get(r) else {
+                continue;
+            };
+            for &op in &rd.ops {
+                if home.insert(op, r).is_some() {
+                    continue;
+                }
+                for &inner in &self.dfg.ops[op].regions {
+                    if parent.insert(inner, r).is_none() {
+                        stack.push(inner);
+                    }
                 }
             }
         }
@@ -1357,8 +1369,8 @@ impl FlowVerifier<'_> {
                     continue;
                 }
                 if let Some(&first) = writers.get(&(v, res.clone())) {
-                    let nested = match (self.dfg.region_of(first), self.dfg.region_of(op)) {
-                        (Some(a), Some(b)) => encloses(a, b) || encloses(b, a),
+                    let nested = match (home.get(&first), home.get(&op)) {
+                        (Some(&a), Some(&b)) => encloses(a, b) || encloses(b, a),
                         _ => true,
                     };
                     if first != op && nested {

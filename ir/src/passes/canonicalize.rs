@@ -31,6 +31,7 @@ use crate::entity::{Op, Region, Value};
 use crate::module::{Attr, Dfg, FlowData, Module};
 use crate::ops::Opcode;
 use crate::types::Type;
+use std::collections::{HashMap, HashSet};
 
 #[derive(Debug, Default)]
 pub struct Canonicalize {
@@ -80,22 +81,18 @@ impl Canonicalize {
         let mut candidates: Vec<Op> = Vec::new();
         for _ in 0..MAX_ROUNDS {
             let facts = FlowFacts::new(flow);
+            let mut p = Pending::default();
             let mut again = false;
             for &op in &facts.order {
                 let Some(&region) = facts.region.get(&op) else {
                     continue;
                 };
-                // Ops erased earlier in this round are no longer listed.
-                if !flow
-                    .dfg
-                    .regions
-                    .get(region)
-                    .is_some_and(|r| r.ops.contains(&op))
-                {
+                // Ops replaced earlier in this round are skipped.
+                if p.dead.contains(&op) {
                     continue;
                 }
                 let inputs = operand_defs(&flow.dfg, op);
-                let r = self.rewrite(&mut flow.dfg, region, op);
+                let r = self.rewrite(&mut flow.dfg, &mut p, &facts, region, op);
                 if !matches!(r, Rewrite::None) {
                     candidates.extend(inputs);
                 }
@@ -112,30 +109,40 @@ impl Canonicalize {
                     }
                 }
             }
+            p.apply(flow);
+            // Now, not after the last round: ops a consumer has absorbed
+            // would otherwise be folded on their own in the next round.
+            super::util::erase_dead(flow, std::mem::take(&mut candidates));
             if !again {
                 break;
             }
         }
-        super::util::erase_dead(flow, candidates);
         changed
     }
 
-    fn rewrite(&mut self, dfg: &mut Dfg, region: Region, op: Op) -> Rewrite {
+    fn rewrite(
+        &mut self,
+        dfg: &mut Dfg,
+        p: &mut Pending,
+        facts: &FlowFacts,
+        region: Region,
+        op: Op,
+    ) -> Rewrite {
         let Some(od) = dfg.ops.get(op) else {
             return Rewrite::None;
         };
         let r = match od.opcode {
-            Opcode::Template => self.template(dfg, region, op),
-            Opcode::Concat => self.concat(dfg, region, op),
-            Opcode::Merge | Opcode::ToStr => identity_of_single_str(dfg, region, op),
+            Opcode::Template => self.template(dfg, p, facts, op),
+            Opcode::Concat => self.concat(dfg, p, facts, op),
+            Opcode::Merge | Opcode::ToStr => identity_of_single_str(dfg, p, op),
             Opcode::Not | Opcode::And | Opcode::Or | Opcode::Eq | Opcode::Ne => {
-                fold_bool(dfg, region, op)
+                fold_bool(dfg, p, op)
             }
             Opcode::If | Opcode::Switch => {
-                if let Some(r) = trivial_regions(dfg, region, op) {
+                if let Some(r) = trivial_regions(dfg, p, region, op) {
                     r
                 } else if let Some(taken) = taken_region(dfg, op) {
-                    inline_region(dfg, region, op, taken)
+                    inline_region(dfg, p, region, op, taken)
                 } else {
                     Rewrite::None
                 }
@@ -150,11 +157,16 @@ impl Canonicalize {
         r
     }
 
-    fn template(&mut self, dfg: &mut Dfg, region: Region, op: Op) -> Rewrite {
+    fn template(&mut self, dfg: &mut Dfg, p: &mut Pending, facts: &FlowFacts, op: Op) -> Rewrite {
         let Some(od) = dfg.ops.get(op) else {
             return Rewrite::None;
         };
         if od.results.len() != 1 || dfg.value_type(od.results[0]) != &Type::Str {
+            return Rewrite::None;
+        }
+        // Its only user, a template too, will take its pieces in: folding
+        // it first would rebuild every link of a long chain (quadratic).
+        if absorbed_by(dfg, facts, od.results[0], Opcode::Template) {
             return Rewrite::None;
         }
         let Some(text) = od.attrs.get("template").and_then(Attr::as_str) else {
@@ -166,24 +178,24 @@ impl Canonicalize {
         let operands = od.operands.to_vec();
         // Expand holes: constants and nested simple templates are inlined.
         let mut expanded: Vec<Piece> = Vec::new();
-        for p in pieces {
-            match p {
+        for piece in pieces {
+            match piece {
                 TemplatePiece::Text(t) => expanded.push(Piece::Text(t)),
                 TemplatePiece::Hole(n) => {
                     let Some(&v) = operands.get(n) else {
                         return Rewrite::None;
                     };
-                    expand_value(dfg, v, &mut expanded);
+                    expand_value(dfg, p, facts, v, &mut expanded);
                 }
             }
         }
         let (new_text, new_operands) = assemble(&expanded);
         let old_text = text.to_string();
         if new_operands.is_empty() {
-            return replace_with_const(dfg, region, op, Attr::Str(new_text), Type::Str);
+            return replace_with_const(dfg, p, op, Attr::Str(new_text), Type::Str);
         }
         if new_text == "{0}" && dfg.value_type(new_operands[0]) == &Type::Str {
-            return replace_with_value(dfg, region, op, new_operands[0]);
+            return replace_with_value(dfg, p, op, new_operands[0]);
         }
         if new_text == old_text && new_operands == operands {
             return Rewrite::None;
@@ -195,18 +207,20 @@ impl Canonicalize {
         Rewrite::Local
     }
 
-    fn concat(&mut self, dfg: &mut Dfg, region: Region, op: Op) -> Rewrite {
+    fn concat(&mut self, dfg: &mut Dfg, p: &mut Pending, facts: &FlowFacts, op: Op) -> Rewrite {
         let Some(od) = dfg.ops.get(op) else {
             return Rewrite::None;
         };
         if od.results.len() != 1 || dfg.value_type(od.results[0]) != &Type::Str {
             return Rewrite::None;
         }
+        // As for templates: the consumer concat flattens this one.
+        if absorbed_by(dfg, facts, od.results[0], Opcode::Concat) {
+            return Rewrite::None;
+        }
         let operands = od.operands.to_vec();
         let mut parts: Vec<Piece> = Vec::new();
-        for &v in &operands {
-            flatten_concat(dfg, v, &mut parts, 0);
-        }
+        flatten_concat(dfg, p, facts, &operands, &mut parts);
         // Join adjacent texts, drop empty ones.
         let mut joined: Vec<Piece> = Vec::new();
         for p in parts {
@@ -217,14 +231,14 @@ impl Canonicalize {
             }
         }
         match joined.as_slice() {
-            [] => return replace_with_const(dfg, region, op, Attr::Str(String::new()), Type::Str),
+            [] => return replace_with_const(dfg, p, op, Attr::Str(String::new()), Type::Str),
             [Piece::Text(t)] => {
                 let t = t.clone();
-                return replace_with_const(dfg, region, op, Attr::Str(t), Type::Str);
+                return replace_with_const(dfg, p, op, Attr::Str(t), Type::Str);
             }
             [Piece::Value(v)] if dfg.value_type(*v) == &Type::Str => {
                 let v = *v;
-                return replace_with_value(dfg, region, op, v);
+                return replace_with_value(dfg, p, op, v);
             }
             _ => {}
         }
@@ -239,11 +253,11 @@ impl Canonicalize {
         }
         let span = dfg.span(op);
         let mut new_operands = Vec::new();
-        for p in joined {
-            match p {
+        for piece in joined {
+            match piece {
                 Piece::Value(v) => new_operands.push(v),
                 Piece::Text(t) => {
-                    let c = make_const(dfg, region, op, Attr::Str(t), Type::Str, span);
+                    let c = make_const(dfg, p, op, Attr::Str(t), Type::Str, span);
                     new_operands.push(c);
                 }
             }
@@ -277,40 +291,78 @@ enum Piece {
 }
 
 /// Appends the pieces of `v` as a template operand: a brace-free constant
-/// string is text, a simple template is expanded (one level per round),
-/// anything else stays a value.
-fn expand_value(dfg: &Dfg, v: Value, out: &mut Vec<Piece>) {
-    if let Some(s) = const_str(dfg, v) {
-        if template_safe(s) {
-            out.push(Piece::Text(s.to_string()));
-            return;
-        }
-    }
-    if let Some(inner) = def_op(dfg, v).and_then(|o| dfg.ops.get(o)) {
-        if inner.opcode == Opcode::Template && dfg.value_type(v) == &Type::Str {
-            let pieces = inner
-                .attrs
-                .get("template")
-                .and_then(Attr::as_str)
-                .and_then(simple_template);
-            if let Some(pieces) = pieces {
-                let ok = pieces.iter().all(|p| match p {
-                    TemplatePiece::Hole(n) => *n < inner.operands.len(),
-                    TemplatePiece::Text(_) => true,
-                });
-                if ok {
-                    for p in pieces {
-                        match p {
-                            TemplatePiece::Text(t) => out.push(Piece::Text(t)),
-                            TemplatePiece::Hole(n) => out.push(Piece::Value(inner.operands[n])),
-                        }
-                    }
-                    return;
-                }
+/// string is text, a simple template is expanded (a single-use one all the
+/// way down, a shared one by one level per round), anything else stays a
+/// value. An explicit stack, not recursion: chains can be as long as the
+/// program.
+fn expand_value(dfg: &Dfg, p: &Pending, facts: &FlowFacts, v: Value, out: &mut Vec<Piece>) {
+    // Pieces still to emit, last first; `true` marks a value to expand.
+    let mut todo: Vec<(Piece, bool)> = vec![(Piece::Value(v), true)];
+    while let Some((piece, expand)) = todo.pop() {
+        let v = match piece {
+            Piece::Value(v) if expand => p.resolve(v),
+            other => {
+                out.push(other);
+                continue;
+            }
+        };
+        if let Some(s) = const_str(dfg, v) {
+            if template_safe(s) {
+                out.push(Piece::Text(s.to_string()));
+                continue;
             }
         }
+        match inner_template(dfg, v) {
+            Some((pieces, operands)) => {
+                let deep = single_use(facts, v);
+                for p in pieces.into_iter().rev() {
+                    todo.push(match p {
+                        TemplatePiece::Text(t) => (Piece::Text(t), false),
+                        TemplatePiece::Hole(n) => (Piece::Value(operands[n]), deep),
+                    });
+                }
+            }
+            None => out.push(Piece::Value(v)),
+        }
     }
-    out.push(Piece::Value(v));
+}
+
+/// The pieces and operands of the simple `str` template defining `v`.
+fn inner_template(dfg: &Dfg, v: Value) -> Option<(Vec<TemplatePiece>, Vec<Value>)> {
+    let inner = def_op(dfg, v).and_then(|o| dfg.ops.get(o))?;
+    if inner.opcode != Opcode::Template || dfg.value_type(v) != &Type::Str {
+        return None;
+    }
+    let pieces = simple_template(inner.attrs.get("template").and_then(Attr::as_str)?)?;
+    let ok = pieces.iter().all(|p| match p {
+        TemplatePiece::Hole(n) => *n < inner.operands.len(),
+        TemplatePiece::Text(_) => true,
+    });
+    ok.then(|| (pieces, inner.operands.to_vec()))
+}
+
+/// `v` has exactly one use (as of the start of the round).
+fn single_use(facts: &FlowFacts, v: Value) -> bool {
+    facts.uses.get(&v).is_some_and(|u| u.len() == 1)
+}
+
+/// `v`'s only user is an op of `opcode` producing a `str` (which folds `v`'s
+/// op into itself, so `v`'s op need not be folded on its own).
+fn absorbed_by(dfg: &Dfg, facts: &FlowFacts, v: Value, opcode: Opcode) -> bool {
+    let Some([(user, _)]) = facts.uses.get(&v).map(Vec::as_slice) else {
+        return false;
+    };
+    dfg.ops.get(*user).is_some_and(|u| {
+        u.opcode == opcode
+            && u.results.len() == 1
+            && dfg.value_type(u.results[0]) == &Type::Str
+            && (opcode != Opcode::Template
+                || u.attrs
+                    .get("template")
+                    .and_then(Attr::as_str)
+                    .and_then(simple_template)
+                    .is_some())
+    })
 }
 
 /// Builds template text and operands from pieces, sharing holes between
@@ -336,39 +388,52 @@ fn assemble(pieces: &[Piece]) -> (String, Vec<Value>) {
     (text, operands)
 }
 
-fn flatten_concat(dfg: &Dfg, v: Value, out: &mut Vec<Piece>, depth: usize) {
-    if let Some(s) = const_str(dfg, v) {
-        out.push(Piece::Text(s.to_string()));
-        return;
-    }
-    if depth < 64 {
-        if let Some(inner) = def_op(dfg, v).and_then(|o| dfg.ops.get(o)) {
-            if inner.opcode == Opcode::Concat && dfg.value_type(v) == &Type::Str {
-                for &x in &inner.operands {
-                    flatten_concat(dfg, x, out, depth + 1);
-                }
-                return;
+/// The pieces of a concat of `operands`: constant strings are text, inner
+/// `str` concats used only here are flattened (all the way down), anything
+/// else stays a value.
+fn flatten_concat(
+    dfg: &Dfg,
+    p: &Pending,
+    facts: &FlowFacts,
+    operands: &[Value],
+    out: &mut Vec<Piece>,
+) {
+    let mut todo: Vec<Value> = operands.iter().rev().copied().collect();
+    while let Some(v) = todo.pop() {
+        let v = p.resolve(v);
+        if let Some(s) = const_str(dfg, v) {
+            out.push(Piece::Text(s.to_string()));
+            continue;
+        }
+        let inner = def_op(dfg, v).and_then(|o| dfg.ops.get(o));
+        match inner {
+            Some(inner)
+                if inner.opcode == Opcode::Concat
+                    && dfg.value_type(v) == &Type::Str
+                    && single_use(facts, v) =>
+            {
+                todo.extend(inner.operands.iter().rev());
             }
+            _ => out.push(Piece::Value(v)),
         }
     }
-    out.push(Piece::Value(v));
 }
 
 /// `merge %x` / `to_str %x` / (single-operand) of a `str` `%x` is `%x`.
-fn identity_of_single_str(dfg: &mut Dfg, region: Region, op: Op) -> Rewrite {
+fn identity_of_single_str(dfg: &mut Dfg, p: &mut Pending, op: Op) -> Rewrite {
     let Some(od) = dfg.ops.get(op) else {
         return Rewrite::None;
     };
     match (od.operands.as_slice(), od.results.as_slice()) {
         ([x], [r]) if dfg.value_type(*x) == &Type::Str && dfg.value_type(*r) == &Type::Str => {
             let x = *x;
-            replace_with_value(dfg, region, op, x)
+            replace_with_value(dfg, p, op, x)
         }
         _ => Rewrite::None,
     }
 }
 
-fn fold_bool(dfg: &mut Dfg, region: Region, op: Op) -> Rewrite {
+fn fold_bool(dfg: &mut Dfg, p: &mut Pending, op: Op) -> Rewrite {
     let Some(od) = dfg.ops.get(op) else {
         return Rewrite::None;
     };
@@ -394,7 +459,7 @@ fn fold_bool(dfg: &mut Dfg, region: Region, op: Op) -> Rewrite {
         _ => None,
     };
     match value {
-        Some(v) => replace_with_const(dfg, region, op, Attr::Bool(v), Type::Bool),
+        Some(v) => replace_with_const(dfg, p, op, Attr::Bool(v), Type::Bool),
         None => Rewrite::None,
     }
 }
@@ -445,7 +510,7 @@ fn taken_region(dfg: &Dfg, op: Op) -> Option<Region> {
 
 /// Replaces `op` by the ops of `taken` (all but its final `yield`) and its
 /// results by the yielded values.
-fn inline_region(dfg: &mut Dfg, region: Region, op: Op, taken: Region) -> Rewrite {
+fn inline_region(dfg: &mut Dfg, p: &Pending, region: Region, op: Op, taken: Region) -> Rewrite {
     let Some(rd) = dfg.regions.get(taken) else {
         return Rewrite::None;
     };
@@ -472,7 +537,7 @@ fn inline_region(dfg: &mut Dfg, region: Region, op: Op, taken: Region) -> Rewrit
     if results
         .iter()
         .zip(&yielded)
-        .any(|(r, y)| empty_prompt(dfg, *r, *y))
+        .any(|(r, y)| empty_prompt(dfg, p, *r, *y))
     {
         return Rewrite::None;
     }
@@ -496,7 +561,7 @@ fn inline_region(dfg: &mut Dfg, region: Region, op: Op, taken: Region) -> Rewrit
 }
 
 /// `if`/`switch` whose regions each consist of one `yield` of the same values.
-fn trivial_regions(dfg: &mut Dfg, region: Region, op: Op) -> Option<Rewrite> {
+fn trivial_regions(dfg: &mut Dfg, p: &Pending, region: Region, op: Op) -> Option<Rewrite> {
     let od = dfg.ops.get(op)?;
     let mut yielded: Option<Vec<Value>> = None;
     for &r in &od.regions {
@@ -524,7 +589,7 @@ fn trivial_regions(dfg: &mut Dfg, region: Region, op: Op) -> Option<Rewrite> {
     if results
         .iter()
         .zip(&yielded)
-        .any(|(r, y)| empty_prompt(dfg, *r, *y))
+        .any(|(r, y)| empty_prompt(dfg, p, *r, *y))
     {
         return None;
     }
@@ -536,10 +601,79 @@ fn trivial_regions(dfg: &mut Dfg, region: Region, op: Op) -> Option<Rewrite> {
     Some(Rewrite::Structural)
 }
 
-/// Creates `const` before `anchor` in `region`; returns its value.
+/// Edits of one round, applied together at its end ([`Pending::apply`]):
+/// replacing a value or inserting an op one at a time would scan the whole
+/// flow or region each time, which made the pass quadratic.
+#[derive(Default)]
+struct Pending {
+    /// Uses of the key are to become uses of the value.
+    subst: HashMap<Value, Value>,
+    /// Ops replaced this round, to leave their regions.
+    dead: HashSet<Op>,
+    /// New ops to place just before the key op.
+    before: HashMap<Op, Vec<Op>>,
+}
+
+impl Pending {
+    /// What `v` stands for after this round's replacements.
+    fn resolve(&self, mut v: Value) -> Value {
+        // Bounded: a chain of replacements is at most as long as the
+        // number of replacements.
+        for _ in 0..=self.subst.len() {
+            match self.subst.get(&v) {
+                Some(&n) if n != v => v = n,
+                _ => break,
+            }
+        }
+        v
+    }
+
+    /// Places new ops, drops dead ones and rewrites every operand through
+    /// `subst`, in one walk of the flow.
+    fn apply(mut self, flow: &mut FlowData) {
+        if self.subst.is_empty() && self.dead.is_empty() && self.before.is_empty() {
+            return;
+        }
+        let dfg = &mut flow.dfg;
+        let mut stack = vec![flow.body];
+        let mut seen = HashSet::new();
+        let mut before = std::mem::take(&mut self.before);
+        while let Some(r) = stack.pop() {
+            if !seen.insert(r) {
+                continue;
+            }
+            let Some(rd) = dfg.regions.get_mut(r) else {
+                continue;
+            };
+            let old = std::mem::take(&mut rd.ops);
+            let mut ops = Vec::with_capacity(old.len());
+            for op in old {
+                if let Some(new) = before.remove(&op) {
+                    ops.extend(new);
+                }
+                if !self.dead.contains(&op) {
+                    ops.push(op);
+                }
+            }
+            for &op in &ops {
+                if let Some(od) = dfg.ops.get_mut(op) {
+                    for v in od.operands.iter_mut() {
+                        *v = self.resolve(*v);
+                    }
+                    stack.extend(od.regions.iter().copied());
+                }
+            }
+            if let Some(rd) = dfg.regions.get_mut(r) {
+                rd.ops = ops;
+            }
+        }
+    }
+}
+
+/// Creates `const` to be placed just before `anchor`; returns its value.
 fn make_const(
     dfg: &mut Dfg,
-    region: Region,
+    p: &mut Pending,
     anchor: Op,
     value: Attr,
     ty: Type,
@@ -552,57 +686,65 @@ fn make_const(
     if !span.is_dummy() {
         dfg.set_span(c, span);
     }
-    if let Some(rd) = dfg.regions.get_mut(region) {
-        let pos = rd
-            .ops
-            .iter()
-            .position(|&o| o == anchor)
-            .unwrap_or(rd.ops.len());
-        rd.ops.insert(pos, c);
-    }
+    p.before.entry(anchor).or_default().push(c);
     dfg.ops[c].results[0]
 }
 
-fn replace_with_const(dfg: &mut Dfg, region: Region, op: Op, value: Attr, ty: Type) -> Rewrite {
+fn replace_with_const(dfg: &mut Dfg, p: &mut Pending, op: Op, value: Attr, ty: Type) -> Rewrite {
     if value == Attr::Str(String::new())
         && dfg
             .ops
             .get(op)
-            .is_some_and(|d| d.results.first().is_some_and(|&r| prompt_use(dfg, r)))
+            .is_some_and(|d| d.results.first().is_some_and(|&r| prompt_use(dfg, p, r)))
     {
         return Rewrite::None;
     }
     let span = dfg.span(op);
-    let c = make_const(dfg, region, op, value, ty, span);
-    replace_with_value(dfg, region, op, c)
+    let c = make_const(dfg, p, op, value, ty, span);
+    replace_with_value(dfg, p, op, c)
 }
 
-fn replace_with_value(dfg: &mut Dfg, region: Region, op: Op, v: Value) -> Rewrite {
+fn replace_with_value(dfg: &mut Dfg, p: &mut Pending, op: Op, v: Value) -> Rewrite {
     let results = dfg
         .ops
         .get(op)
         .map(|d| d.results.to_vec())
         .unwrap_or_default();
-    if results.first().is_some_and(|&r| empty_prompt(dfg, r, v)) {
+    if results.first().is_some_and(|&r| empty_prompt(dfg, p, r, v)) {
         return Rewrite::None;
     }
     if let Some(&r) = results.first() {
-        dfg.replace_all_uses(r, v);
+        p.subst.insert(r, v);
     }
-    erase_op(dfg, region, op);
+    p.dead.insert(op);
     Rewrite::Local
 }
 
 /// Replacing `old` by `new` would make a constant empty LLM prompt, which
 /// the verifier rejects (V0027); at run time the prompt was empty anyway,
 /// but the rewrite is skipped to keep the IR valid.
-fn empty_prompt(dfg: &Dfg, old: Value, new: Value) -> bool {
-    const_str(dfg, new) == Some("") && prompt_use(dfg, old)
+fn empty_prompt(dfg: &Dfg, p: &Pending, old: Value, new: Value) -> bool {
+    const_str(dfg, p.resolve(new)) == Some("") && prompt_use(dfg, p, old)
 }
 
 /// `v` is the prompt (first operand) of an LLM op.
-fn prompt_use(dfg: &Dfg, v: Value) -> bool {
+/// Operands are seen through this round's pending replacements.
+fn prompt_use(dfg: &Dfg, p: &Pending, v: Value) -> bool {
+    let mut aliases: HashSet<Value> = HashSet::from([v]);
+    // Values already replaced by `v` (directly or through others).
+    loop {
+        let before = aliases.len();
+        for (from, to) in &p.subst {
+            if aliases.contains(to) {
+                aliases.insert(*from);
+            }
+        }
+        if aliases.len() == before {
+            break;
+        }
+    }
     dfg.ops.iter().any(|(_, d)| {
-        d.opcode.effect() == crate::ops::Effect::Llm && d.operands.first() == Some(&v)
+        d.opcode.effect() == crate::ops::Effect::Llm
+            && d.operands.first().is_some_and(|f| aliases.contains(f))
     })
 }

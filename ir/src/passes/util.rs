@@ -237,6 +237,7 @@ pub(crate) fn erase_dead(flow: &mut FlowData, mut candidates: Vec<Op>) {
     let mut counts: std::collections::HashMap<Value, usize> =
         facts.uses.iter().map(|(v, u)| (*v, u.len())).collect();
     let mut erased = std::collections::HashSet::new();
+    let mut regions = std::collections::HashSet::new();
     while let Some(op) = candidates.pop() {
         let Some(&region) = facts.region.get(&op) else {
             continue;
@@ -255,8 +256,10 @@ pub(crate) fn erase_dead(flow: &mut FlowData, mut candidates: Vec<Op>) {
             continue;
         }
         let operands = od.operands.to_vec();
-        erase_op(&mut flow.dfg, region, op);
+        // Detached from their regions below, all at once (one at a time
+        // would scan the region for each op: quadratic).
         erased.insert(op);
+        regions.insert(region);
         for v in operands {
             if let Some(c) = counts.get_mut(&v) {
                 *c = c.saturating_sub(1);
@@ -264,6 +267,11 @@ pub(crate) fn erase_dead(flow: &mut FlowData, mut candidates: Vec<Op>) {
             if let Some(d) = def_op(&flow.dfg, v) {
                 candidates.push(d);
             }
+        }
+    }
+    for r in regions {
+        if let Some(rd) = flow.dfg.regions.get_mut(r) {
+            rd.ops.retain(|o| !erased.contains(o));
         }
     }
 }
