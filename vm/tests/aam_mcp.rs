@@ -145,9 +145,14 @@ fn received(record: &Path) -> Vec<Json> {
         .collect()
 }
 
+/// The methods of `msgs`; `start` where the server (re)started.
 fn methods(msgs: &[Json]) -> Vec<String> {
     msgs.iter()
-        .map(|m| m["method"].as_str().unwrap_or("(reply)").to_string())
+        .map(|m| match m["method"].as_str() {
+            Some(method) => method.to_string(),
+            None if m["start"] == true => "start".to_string(),
+            None => "(reply)".to_string(),
+        })
         .collect()
 }
 
@@ -244,6 +249,7 @@ fn mcp_negotiates_protocol_version() {
     assert_eq!(
         methods(&msgs),
         [
+            "start",
             "server/discover",
             "initialize",
             "notifications/initialized",
@@ -252,10 +258,38 @@ fn mcp_negotiates_protocol_version() {
         ]
     );
     assert_eq!(
-        msgs[0]["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"],
+        msgs[1]["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"],
         "2026-07-28"
     );
-    assert_eq!(msgs[1]["params"]["protocolVersion"], "2025-11-25");
+    assert_eq!(msgs[2]["params"]["protocolVersion"], "2025-11-25");
+
+    // A legacy server that ignores the probe: restarted, then `initialize`.
+    let record = d.path().join("ignores-probe.jsonl");
+    let h = host(
+        &scripted_config(", MCP_IGNORE = \"server/discover\"", 0.5, &record),
+        Confirm::Deny,
+    )
+    .unwrap();
+    assert_eq!(inv(&h, "s.echo", json!({"text": "r"})).unwrap(), json!("r"));
+    assert_eq!(status_of(&h, "s")["protocol_version"], "2025-11-25");
+    // (Whether the first process read the probe's cancellation before it
+    // was stopped is a race; the rest is in order.)
+    let seen: Vec<String> = methods(&received(&record))
+        .into_iter()
+        .filter(|m| m != "notifications/cancelled")
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            "start",
+            "server/discover",
+            "start",
+            "initialize",
+            "notifications/initialized",
+            "tools/list",
+            "tools/call"
+        ]
+    );
 
     // A modern server: no handshake; every request carries the version.
     let record = d.path().join("modern.jsonl");
@@ -269,9 +303,9 @@ fn mcp_negotiates_protocol_version() {
     let msgs = received(&record);
     assert_eq!(
         methods(&msgs),
-        ["server/discover", "tools/list", "tools/call"]
+        ["start", "server/discover", "tools/list", "tools/call"]
     );
-    for m in &msgs {
+    for m in msgs.iter().skip(1) {
         assert_eq!(
             m["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"], "2026-07-28",
             "{m}"
@@ -312,7 +346,7 @@ fn mcp_negotiates_protocol_version() {
         e.message
     );
     // It never got an `initialize`: a modern server has none.
-    assert_eq!(methods(&received(&record)), ["server/discover"]);
+    assert_eq!(methods(&received(&record)), ["start", "server/discover"]);
 }
 
 #[test]
@@ -403,6 +437,21 @@ fn non_json_stdout_is_reported() {
     assert_eq!(e.code, "mcp.not_json");
     let quoted = e.payload["line"].as_str().unwrap();
     assert!(quoted.ends_with('…') && quoted.len() < 300, "{quoted}");
+    // A banner, a clean answer to the probe, then no answer to `initialize`:
+    // still the banner's fault.
+    let h = host(
+        &scripted_config(
+            ", MCP_IGNORE = \"initialize\", MCP_BANNER = \"debug: ready\"",
+            0.5,
+            &record,
+        ),
+        Confirm::Deny,
+    )
+    .unwrap();
+    let e = inv(&h, "s.echo", json!({"text": "x"})).unwrap_err();
+    assert_eq!(e.code, "mcp.not_json");
+    assert_eq!(e.payload["method"], "initialize");
+    assert_eq!(e.payload["line"], "debug: ready");
     // A banner before well-formed replies is tolerated.
     let h = host(
         &scripted_config(", MCP_BANNER = \"hello\"", 5.0, &record),

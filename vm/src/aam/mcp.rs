@@ -114,6 +114,9 @@ pub struct McpClient {
     timeout: Duration,
     /// The negotiated protocol version.
     version: OnceLock<String>,
+    /// Start-up is over: from now on only non-JSON lines printed during a
+    /// request are blamed for its failure (before, any line since spawn is).
+    started: AtomicBool,
     /// `serverInfo` from the `initialize` or `server/discover` reply.
     pub server_info: OnceLock<Json>,
 }
@@ -156,6 +159,7 @@ impl McpClient {
             }
         }
         let tools = client.list_tools(cancel)?;
+        client.started.store(true, Ordering::SeqCst);
         Ok((client, tools))
     }
 
@@ -204,6 +208,7 @@ impl McpClient {
             next_id: AtomicU64::new(1),
             timeout,
             version: OnceLock::new(),
+            started: AtomicBool::new(false),
             server_info: OnceLock::new(),
         });
         // stderr: keep the last lines.
@@ -420,7 +425,11 @@ impl McpClient {
                 p.insert("_meta".into(), McpClient::meta());
             }
         }
-        let baseline = self.shared.not_json.load(Ordering::SeqCst);
+        let baseline = if self.started.load(Ordering::SeqCst) {
+            self.shared.not_json.load(Ordering::SeqCst)
+        } else {
+            0
+        };
         let r = self.request_with(method, params, cancel, self.timeout, baseline)?;
         if self.is_modern() && r.get("resultType").and_then(Json::as_str) == Some("input_required")
         {
