@@ -277,8 +277,9 @@ fn new_run_id() -> String {
 impl AamHost {
     /// Opens storage, registers the built-in and subprocess tools and
     /// notes the MCP servers (started lazily: on the first call of one of
-    /// their tools, or by [`AamHost::start_mcp_servers`]). Warnings (e.g. a dropped torn tail of
-    /// the episodic log) are in [`AamHost::warnings`].
+    /// their tools, or by [`AamHost::start_mcp_servers`]). Warnings (e.g.
+    /// a dropped torn tail of the episodic log) are in
+    /// [`AamHost::warnings`].
     pub fn open(options: AamOptions) -> Result<AamHost, HostError> {
         let (ltm, episodic, mut warnings) = match &options.storage {
             Storage::Ephemeral => (Ltm::open(None)?, Episodic::ephemeral(), Vec::new()),
