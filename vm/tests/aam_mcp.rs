@@ -104,13 +104,25 @@ fn mcp_start_up_failures_are_errors() {
     let e = inv(&h, "x.tool", json!({})).unwrap_err();
     assert_eq!(e.code, "mcp.spawn");
     assert_eq!(e.payload["server"], "x");
-    // A server that exits at once.
+    // A server that exits at once: how it exited and what it said.
     let h = host(
-        &cfg("command = [\"sh\", \"-c\", \"exit 0\"]"),
+        &cfg("command = [\"sh\", \"-c\", \"echo 'Error: Cannot find module server.js' >&2; exit 3\"]"),
         Confirm::Deny,
     )
     .unwrap();
-    assert_eq!(inv(&h, "x.tool", json!({})).unwrap_err().code, "mcp.closed");
+    let e = inv(&h, "x.tool", json!({})).unwrap_err();
+    assert_eq!(e.code, "mcp.closed");
+    assert!(e.message.contains("MCP server `x`"), "{}", e.message);
+    assert!(
+        e.message.contains("Cannot find module server.js"),
+        "{}",
+        e.message
+    );
+    assert_eq!(e.payload["exit_code"], 3);
+    assert_eq!(
+        e.payload["stderr"],
+        json!(["Error: Cannot find module server.js"])
+    );
     // A server that never answers.
     let h = host(&cfg("command = [\"sleep\", \"30\"]"), Confirm::Deny).unwrap();
     assert_eq!(

@@ -58,6 +58,9 @@ const MAX_LINE: u64 = 32 * 1024 * 1024;
 /// How long the `server/discover` probe waits before treating the server as
 /// a legacy one that ignores unknown requests (capped by the server's timeout).
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long an error waits for a server that closed stdout to exit and for
+/// its stderr to drain (so the error can say why it exited).
+const EXIT_GRACE: Duration = Duration::from_secs(2);
 /// How much of an offending stdout line an error quotes.
 const QUOTE_CHARS: usize = 160;
 
@@ -81,6 +84,9 @@ struct Shared {
     alive: AtomicBool,
     /// Recent stderr lines and protocol problems, for error messages.
     notes: Mutex<VecDeque<String>>,
+    /// The stderr reader reached the end (the server and any process
+    /// sharing its stderr are gone).
+    stderr_done: AtomicBool,
     /// Lines on stdout that were not JSON, and the latest of them.
     not_json: AtomicU64,
     last_not_json: Mutex<Option<String>>,
@@ -197,6 +203,7 @@ impl McpClient {
             pending: Mutex::default(),
             alive: AtomicBool::new(true),
             notes: Mutex::default(),
+            stderr_done: AtomicBool::new(false),
             not_json: AtomicU64::new(0),
             last_not_json: Mutex::default(),
         });
@@ -223,6 +230,7 @@ impl McpClient {
                             Err(_) => break,
                         }
                     }
+                    sh.stderr_done.store(true, Ordering::SeqCst);
                 })
                 .map_err(|e| err(&name, "mcp.spawn", e.to_string()))?;
         }
@@ -377,6 +385,57 @@ impl McpClient {
         e
     }
 
+    /// `e` (the server closed its output) with how it exited and the end of
+    /// its stderr, which usually say why (a missing module, a bad flag).
+    /// Waits briefly for the exit and for stderr to drain: the reader sees
+    /// the end of stdout a moment before both.
+    fn explain_exit(&self, mut e: HostError) -> HostError {
+        let mut status = None;
+        wait_until(|| {
+            status = lock(&self.child).try_wait().ok().flatten();
+            status.is_some()
+        });
+        if status.is_some() {
+            wait_until(|| self.shared.stderr_done.load(Ordering::SeqCst));
+        }
+        let stderr: Vec<String> = lock(&self.shared.notes)
+            .iter()
+            .filter_map(|n| n.strip_prefix("stderr: "))
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(|l| truncate(l, QUOTE_CHARS))
+            .collect();
+        // The line that names the error beats the trailer after a stack
+        // trace (Node ends with its version, Python with the exception).
+        let telling = stderr.iter().find(|l| {
+            let l = l.to_lowercase();
+            [
+                "error",
+                "fatal",
+                "panic",
+                "exception",
+                "cannot",
+                "not found",
+                "denied",
+            ]
+            .iter()
+            .any(|w| l.contains(w))
+        });
+        let shown = match telling {
+            Some(l) => l.clone(),
+            None => stderr[stderr.len().saturating_sub(3)..].join(" / "),
+        };
+        if let Some(st) = status {
+            e.message = format!("MCP server `{}`: the server exited ({st})", self.name);
+        }
+        if !shown.is_empty() {
+            e.message.push_str(&format!("; its stderr says: `{shown}`"));
+        }
+        e.payload["exit_code"] = json!(status.and_then(|s| s.code()));
+        e.payload["stderr"] = json!(stderr);
+        e
+    }
+
     /// If the server printed non-JSON on stdout since `baseline`, the error
     /// that says so (the likely cause of `failure`).
     fn not_json_since(
@@ -452,7 +511,11 @@ impl McpClient {
     ) -> Reply {
         let r = self.exchange(method, params, cancel, timeout);
         match r {
-            Err(e) if e.code == "mcp.timeout" || e.code == "mcp.closed" => {
+            Err(e) if e.code == "mcp.timeout" => {
+                Err(self.not_json_since(baseline, method, &e).unwrap_or(e))
+            }
+            Err(e) if e.code == "mcp.closed" => {
+                let e = self.explain_exit(e);
                 Err(self.not_json_since(baseline, method, &e).unwrap_or(e))
             }
             other => other,
@@ -553,6 +616,14 @@ impl McpClient {
 
     pub fn is_alive(&self) -> bool {
         self.shared.alive.load(Ordering::SeqCst)
+    }
+}
+
+/// Polls `done` for up to [`EXIT_GRACE`].
+fn wait_until(mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() && start.elapsed() < EXIT_GRACE {
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 
