@@ -339,6 +339,14 @@ fn mcp_negotiates_protocol_version() {
         "{}",
         e.message
     );
+    assert!(
+        e.message.contains(
+            "speaks protocol version `2099-01-01`, but this client asked for `2025-11-25`"
+        ),
+        "{}",
+        e.message
+    );
+    assert_eq!(e.payload["server_versions"], json!(["2099-01-01"]));
     assert_eq!(status_of(&h, "s")["state"], "failed");
     let record = d.path().join("future.jsonl");
     let h = host(

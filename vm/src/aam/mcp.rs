@@ -264,13 +264,25 @@ impl McpClient {
         self.version.get().map(String::as_str)
     }
 
-    fn version_error(&self, theirs: &str, ours: &str) -> HostError {
+    /// `mcp.protocol_version`: the server speaks `theirs`, none of ours.
+    fn version_error(&self, theirs: &[&str], ours: &str) -> HostError {
+        let quoted = |vs: &[&str]| {
+            vs.iter()
+                .map(|v| format!("`{v}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let said = match theirs {
+            [] => "names no protocol version".to_string(),
+            [one] => format!("speaks protocol version `{one}`"),
+            many => format!("speaks protocol versions {}", quoted(many)),
+        };
         err(
             &self.name,
             "mcp.protocol_version",
             format!(
-                "the server speaks protocol version {theirs}, but this client asked for `{ours}` and speaks only {}",
-                PROTOCOL_VERSIONS.join(", ")
+                "the server {said}, but this client asked for `{ours}` and speaks only {}",
+                quoted(PROTOCOL_VERSIONS)
             ),
         )
         .with_payload(json!({"server": self.name, "server_versions": theirs,
@@ -295,8 +307,7 @@ impl McpClient {
                     // It answers the probe yet lists only handshake versions.
                     Ok(Probe::Legacy { restart: false })
                 } else {
-                    let theirs = format!("{versions:?}");
-                    Err(self.version_error(&theirs, MODERN_VERSION))
+                    Err(self.version_error(&versions, MODERN_VERSION))
                 }
             }
             Err(e) if e.code == "mcp.rpc_error" => {
@@ -305,7 +316,7 @@ impl McpClient {
                 match e.payload["error"]["data"]["supported"].as_array() {
                     Some(list) => {
                         let theirs: Vec<&str> = list.iter().filter_map(Json::as_str).collect();
-                        Err(self.version_error(&format!("{theirs:?}"), MODERN_VERSION))
+                        Err(self.version_error(&theirs, MODERN_VERSION))
                     }
                     None => Ok(Probe::Legacy { restart: false }),
                 }
@@ -332,7 +343,7 @@ impl McpClient {
             ));
         };
         if !LEGACY_VERSIONS.contains(&theirs) {
-            return Err(self.version_error(&format!("`{theirs}`"), ours));
+            return Err(self.version_error(&[theirs], ours));
         }
         let _ = self.version.set(theirs.to_string());
         let _ = self
