@@ -317,6 +317,10 @@ fn mcp_negotiates_protocol_version() {
         methods(&msgs),
         ["start", "server/discover", "tools/list", "tools/call"]
     );
+    // Multi round-trip requests are not supported: a clear error.
+    let e = inv(&h, "s.ask", json!({})).unwrap_err();
+    assert_eq!(e.code, "mcp.input_required");
+    assert!(e.message.contains("MCP server `s`"), "{}", e.message);
     for m in msgs.iter().skip(1) {
         assert_eq!(
             m["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"], "2026-07-28",

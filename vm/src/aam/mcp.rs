@@ -471,20 +471,23 @@ impl McpClient {
                     failure.message
                 ),
             )
-            .with_payload(
-                json!({"server": self.name, "line": quoted, "method": method,
-                                 "cause": failure.code}),
-            ),
+            .with_payload(json!({
+                "server": self.name,
+                "line": quoted,
+                "method": method,
+                "cause": failure.code,
+            })),
         )
     }
 
     fn cancel_notice(&self, id: u64, method: &str, reason: &str) {
         // The spec forbids cancelling `initialize`.
         if method != "initialize" {
-            let _ = self.send(
-                &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                                      "params": {"requestId": id, "reason": reason}}),
-            );
+            let _ = self.send(&json!({
+                "jsonrpc": "2.0",
+                "method": "notifications/cancelled",
+                "params": {"requestId": id, "reason": reason},
+            }));
         }
     }
 
