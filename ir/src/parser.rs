@@ -449,7 +449,11 @@ impl<'s> Parser<'s> {
             });
         } else if self.at_ident("capability") {
             self.bump();
-            let (name, ns) = self.symbol()?;
+            let (name, ns) = if self.at(Tok::Str) {
+                self.string()?
+            } else {
+                self.symbol()?
+            };
             self.expect(Tok::LParen)?;
             let mut params = Vec::new();
             while !self.at(Tok::RParen) {

@@ -94,10 +94,15 @@ fn print_agent(out: &mut String, a: &AgentData) {
     }
     for c in &a.capabilities {
         let params: Vec<String> = c.params.iter().map(|(n, t)| format!("{n}: {t}")).collect();
+        // `@name`, or the quoted name when it is no identifier (`"ev.get-sum"`).
+        let name = if crate::verifier::is_ident(&c.name) {
+            format!("@{}", c.name)
+        } else {
+            quote(&c.name)
+        };
         let _ = writeln!(
             out,
-            "  capability @{}({}) -> {}",
-            c.name,
+            "  capability {name}({}) -> {}",
             params.join(", "),
             c.result
         );

@@ -319,6 +319,11 @@ pub(crate) fn is_ident(s: &str) -> bool {
         && c.all(|x| x.is_ascii_alphanumeric() || x == '_')
 }
 
+/// A tool name: not blank, no control characters.
+pub(crate) fn is_tool_name(s: &str) -> bool {
+    !s.trim().is_empty() && !s.chars().any(char::is_control)
+}
+
 fn dup_check<'a>(
     out: &mut Vec<VerifyError>,
     kind: &'static str,
@@ -326,7 +331,14 @@ fn dup_check<'a>(
 ) {
     let mut seen = HashSet::new();
     for (name, span) in items {
-        if !is_ident(name) {
+        // A capability names a tool, and tool names need not be identifiers
+        // (MCP servers' prefixed tools: `ev.get-sum`).
+        let valid = if kind == "capability" {
+            is_tool_name(name)
+        } else {
+            is_ident(name)
+        };
+        if !valid {
             out.push(VerifyError::InvalidName {
                 kind,
                 name: name.to_string(),

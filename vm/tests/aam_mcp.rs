@@ -1,5 +1,6 @@
 //! MCP tools over stdio: against a small test server (fixtures/
-//! mcp_test_server.js) and against the real
+//! mcp_test_server.js), a scripted one that records what the client sends
+//! (fixtures/mcp_scripted_server.js), and against the real
 //! `@modelcontextprotocol/server-filesystem` that `.ci/run` installs with
 //! npm into `$AIS_NPM_DIR` (default `target/npm` in the workspace).
 #![allow(clippy::unwrap_used)]
@@ -95,29 +96,396 @@ fn test_server_tools_are_imported_and_callable() {
 
 #[test]
 fn mcp_start_up_failures_are_errors() {
-    let e = host(
-        "[[mcp_servers]]\nname = \"x\"\ncommand = [\"/nonexistent/server\"]\n",
-        Confirm::Deny,
-    )
-    .err()
-    .unwrap();
+    let cfg = |server: &str| {
+        format!("[[mcp_servers]]\nname = \"x\"\n{server}\ntimeout_s = 0.5\n[access]\nallow = {{ A = [\"x.*\"] }}\n")
+    };
+    // The host opens (servers start lazily); the first call reports it.
+    let h = host(&cfg("command = [\"/nonexistent/server\"]"), Confirm::Deny).unwrap();
+    let e = inv(&h, "x.tool", json!({})).unwrap_err();
     assert_eq!(e.code, "mcp.spawn");
-    // A server that exits at once.
-    let e = host(
-        "[[mcp_servers]]\nname = \"x\"\ncommand = [\"sh\", \"-c\", \"exit 0\"]\n",
+    assert_eq!(e.payload["server"], "x");
+    // A server that exits at once: how it exited and what it said.
+    let h = host(
+        &cfg("command = [\"sh\", \"-c\", \"echo 'Error: Cannot find module server.js' >&2; exit 3\"]"),
         Confirm::Deny,
     )
-    .err()
     .unwrap();
+    let e = inv(&h, "x.tool", json!({})).unwrap_err();
     assert_eq!(e.code, "mcp.closed");
-    // A server that talks nonsense and never answers.
-    let e = host(
-        "[[mcp_servers]]\nname = \"x\"\ncommand = [\"sh\", \"-c\", \"echo hello; exec sleep 30\"]\ntimeout_s = 0.5\n",
+    assert!(e.message.contains("MCP server `x`"), "{}", e.message);
+    assert!(
+        e.message.contains("Cannot find module server.js"),
+        "{}",
+        e.message
+    );
+    assert_eq!(e.payload["exit_code"], 3);
+    assert_eq!(
+        e.payload["stderr"],
+        json!(["Error: Cannot find module server.js"])
+    );
+    // A server that never answers.
+    let h = host(&cfg("command = [\"sleep\", \"30\"]"), Confirm::Deny).unwrap();
+    assert_eq!(
+        inv(&h, "x.tool", json!({})).unwrap_err().code,
+        "mcp.timeout"
+    );
+}
+
+// ---- the scripted server: what the client sends, version negotiation
+
+fn scripted_server() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp_scripted_server.js")
+}
+
+/// An `[[mcp_servers]]` entry `s` running the scripted server with `env`,
+/// recording what it receives in `record`.
+fn scripted_config(env: &str, timeout_s: f64, record: &Path) -> String {
+    format!(
+        "[[mcp_servers]]\nname = \"s\"\ncommand = [\"node\", \"{}\"]\ntimeout_s = {timeout_s}\n\
+         env = {{ MCP_RECORD = \"{}\"{env} }}\n[access]\nallow = {{ A = [\"s.*\"] }}\n",
+        toml_str(&scripted_server()),
+        toml_str(record)
+    )
+}
+
+/// The messages the scripted server received, in order.
+fn received(record: &Path) -> Vec<Json> {
+    std::fs::read_to_string(record)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The methods of `msgs`; `start` where the server (re)started.
+fn methods(msgs: &[Json]) -> Vec<String> {
+    msgs.iter()
+        .map(|m| match m["method"].as_str() {
+            Some(method) => method.to_string(),
+            None if m["start"] == true => "start".to_string(),
+            None => "(reply)".to_string(),
+        })
+        .collect()
+}
+
+fn status_of(h: &AamHost, server: &str) -> Json {
+    h.mcp_status()
+        .into_iter()
+        .find(|s| s["name"] == server)
+        .unwrap()
+}
+
+#[test]
+fn mcp_timeout_sends_cancelled() {
+    let d = tempfile::tempdir().unwrap();
+    let record = d.path().join("received.jsonl");
+    let h = host(&scripted_config("", 0.5, &record), Confirm::Deny).unwrap();
+    let e = inv(&h, "s.slow", json!({})).unwrap_err();
+    assert_eq!(e.code, "mcp.timeout");
+    // The server answers `slow` late, once cancelled; the next call gets
+    // its own reply, not that one.
+    assert_eq!(
+        inv(&h, "s.echo", json!({"text": "next"})).unwrap(),
+        json!("next")
+    );
+    let msgs = received(&record);
+    let call = msgs
+        .iter()
+        .find(|m| m["method"] == "tools/call" && m["params"]["name"] == "slow")
+        .unwrap();
+    let cancelled: Vec<&Json> = msgs
+        .iter()
+        .filter(|m| m["method"] == "notifications/cancelled")
+        .collect();
+    assert_eq!(cancelled.len(), 1, "{msgs:?}");
+    assert_eq!(cancelled[0]["params"]["requestId"], call["id"]);
+    assert_eq!(e.payload["request_id"], call["id"]);
+    let reason = cancelled[0]["params"]["reason"].as_str().unwrap();
+    assert!(reason.contains("timed out"), "{reason}");
+    // The notice went out before the next request.
+    let pos = |method: &str, name: &str| {
+        msgs.iter()
+            .position(|m| m["method"] == method && (name.is_empty() || m["params"]["name"] == name))
+            .unwrap()
+    };
+    assert!(pos("notifications/cancelled", "") < pos("tools/call", "echo"));
+}
+
+#[test]
+fn mcp_run_cancellation_sends_cancelled() {
+    let d = tempfile::tempdir().unwrap();
+    let record = d.path().join("received.jsonl");
+    let h = host(&scripted_config("", 60.0, &record), Confirm::Deny).unwrap();
+    let cancel = CancelToken::new();
+    let e = std::thread::scope(|s| {
+        let call = s.spawn(|| h.invoke_tool("A", "s.slow", &json!({}), &cancel));
+        // Cancel the run once the server has the call.
+        while !received(&record)
+            .iter()
+            .any(|m| m["params"]["name"] == "slow")
+        {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        cancel.cancel();
+        call.join().unwrap().unwrap_err()
+    });
+    assert_eq!(e.code, "cancelled");
+    assert_eq!(
+        inv(&h, "s.echo", json!({"text": "still here"})).unwrap(),
+        json!("still here")
+    );
+    let msgs = received(&record);
+    let call = msgs.iter().find(|m| m["params"]["name"] == "slow").unwrap();
+    let n = msgs
+        .iter()
+        .find(|m| m["method"] == "notifications/cancelled")
+        .unwrap();
+    assert_eq!(n["params"]["requestId"], call["id"]);
+    assert_eq!(n["params"]["reason"], "the run was cancelled");
+}
+
+#[test]
+fn mcp_negotiates_protocol_version() {
+    let d = tempfile::tempdir().unwrap();
+    // A legacy server: probe, then `initialize` with the newest handshake
+    // version; it answers an older one we speak.
+    let record = d.path().join("legacy.jsonl");
+    let h = host(
+        &scripted_config(", MCP_ANSWER_VERSION = \"2024-11-05\"", 5.0, &record),
         Confirm::Deny,
     )
-    .err()
     .unwrap();
-    assert_eq!(e.code, "mcp.timeout");
+    assert_eq!(inv(&h, "s.echo", json!({"text": "a"})).unwrap(), json!("a"));
+    assert_eq!(status_of(&h, "s")["protocol_version"], "2024-11-05");
+    let msgs = received(&record);
+    assert_eq!(
+        methods(&msgs),
+        [
+            "start",
+            "server/discover",
+            "initialize",
+            "notifications/initialized",
+            "tools/list",
+            "tools/call"
+        ]
+    );
+    assert_eq!(
+        msgs[1]["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"],
+        "2026-07-28"
+    );
+    assert_eq!(msgs[2]["params"]["protocolVersion"], "2025-11-25");
+
+    // A legacy server that ignores the probe: restarted, then `initialize`.
+    let record = d.path().join("ignores-probe.jsonl");
+    let h = host(
+        &scripted_config(", MCP_IGNORE = \"server/discover\"", 0.5, &record),
+        Confirm::Deny,
+    )
+    .unwrap();
+    assert_eq!(inv(&h, "s.echo", json!({"text": "r"})).unwrap(), json!("r"));
+    assert_eq!(status_of(&h, "s")["protocol_version"], "2025-11-25");
+    // (Whether the first process read the probe's cancellation before it
+    // was stopped is a race; the rest is in order.)
+    let seen: Vec<String> = methods(&received(&record))
+        .into_iter()
+        .filter(|m| m != "notifications/cancelled")
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            "start",
+            "server/discover",
+            "start",
+            "initialize",
+            "notifications/initialized",
+            "tools/list",
+            "tools/call"
+        ]
+    );
+
+    // A modern server: no handshake; every request carries the version.
+    let record = d.path().join("modern.jsonl");
+    let h = host(
+        &scripted_config(", MCP_ERA = \"modern\"", 5.0, &record),
+        Confirm::Deny,
+    )
+    .unwrap();
+    assert_eq!(inv(&h, "s.echo", json!({"text": "b"})).unwrap(), json!("b"));
+    assert_eq!(status_of(&h, "s")["protocol_version"], "2026-07-28");
+    let msgs = received(&record);
+    assert_eq!(
+        methods(&msgs),
+        ["start", "server/discover", "tools/list", "tools/call"]
+    );
+    // Multi round-trip requests are not supported: a clear error.
+    let e = inv(&h, "s.ask", json!({})).unwrap_err();
+    assert_eq!(e.code, "mcp.input_required");
+    assert!(e.message.contains("MCP server `s`"), "{}", e.message);
+    for m in msgs.iter().skip(1) {
+        assert_eq!(
+            m["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"], "2026-07-28",
+            "{m}"
+        );
+    }
+
+    // Versions this client does not speak: a clear error naming both.
+    let record = d.path().join("unknown.jsonl");
+    let h = host(
+        &scripted_config(", MCP_ANSWER_VERSION = \"2099-01-01\"", 5.0, &record),
+        Confirm::Deny,
+    )
+    .unwrap();
+    let e = inv(&h, "s.echo", json!({"text": "c"})).unwrap_err();
+    assert_eq!(e.code, "mcp.protocol_version");
+    assert!(e.message.contains("`s`"), "{}", e.message);
+    assert!(
+        e.message.contains("2099-01-01") && e.message.contains("2025-11-25"),
+        "{}",
+        e.message
+    );
+    assert!(
+        e.message.contains(
+            "speaks protocol version `2099-01-01`, but this client asked for `2025-11-25`"
+        ),
+        "{}",
+        e.message
+    );
+    assert_eq!(e.payload["server_versions"], json!(["2099-01-01"]));
+    assert_eq!(status_of(&h, "s")["state"], "failed");
+    let record = d.path().join("future.jsonl");
+    let h = host(
+        &scripted_config(
+            ", MCP_ERA = \"modern\", MCP_SUPPORTED = \"2099-01-01\"",
+            5.0,
+            &record,
+        ),
+        Confirm::Deny,
+    )
+    .unwrap();
+    let e = inv(&h, "s.echo", json!({"text": "d"})).unwrap_err();
+    assert_eq!(e.code, "mcp.protocol_version");
+    assert!(
+        e.message.contains("2099-01-01") && e.message.contains("2026-07-28"),
+        "{}",
+        e.message
+    );
+    // It never got an `initialize`: a modern server has none.
+    assert_eq!(methods(&received(&record)), ["start", "server/discover"]);
+}
+
+#[test]
+fn unused_broken_mcp_server_does_not_block() {
+    let d = tempfile::tempdir().unwrap();
+    let record = d.path().join("received.jsonl");
+    let cfg = format!(
+        "[[mcp_servers]]\nname = \"broken\"\ncommand = [\"/nonexistent/server\"]\n{}",
+        scripted_config("", 5.0, &record)
+    );
+    let h = host(&cfg, Confirm::Deny).unwrap();
+    // Built-in tools and the working server's tools work; the broken one
+    // is never started.
+    assert_eq!(
+        inv(&h, "calculator", json!({"expression": "1+2"})).unwrap(),
+        json!(3)
+    );
+    assert_eq!(
+        inv(&h, "s.echo", json!({"text": "ok"})).unwrap(),
+        json!("ok")
+    );
+    assert_eq!(status_of(&h, "broken")["state"], "not started");
+    assert_eq!(status_of(&h, "s")["state"], "running");
+}
+
+#[test]
+fn used_broken_mcp_server_fails_the_call() {
+    let h = host(
+        "[[mcp_servers]]\nname = \"broken\"\ncommand = [\"/nonexistent/server\"]\n[access]\nallow = { A = [\"broken.*\"] }\n",
+        Confirm::Deny,
+    )
+    .unwrap();
+    let e = inv(&h, "broken.read", json!({})).unwrap_err();
+    assert_eq!(e.code, "mcp.spawn");
+    assert_eq!(e.payload["server"], "broken");
+    assert!(e.message.contains("/nonexistent/server"), "{}", e.message);
+    // Remembered: the next call gets the same error without a new attempt.
+    assert_eq!(inv(&h, "broken.read", json!({})).unwrap_err(), e);
+    assert_eq!(status_of(&h, "broken")["state"], "failed");
+    // An agent the policy refuses never starts a server.
+    let h = host(
+        "[[mcp_servers]]\nname = \"broken\"\ncommand = [\"/nonexistent/server\"]\n",
+        Confirm::Deny,
+    )
+    .unwrap();
+    assert_eq!(
+        inv(&h, "broken.read", json!({})).unwrap_err().code,
+        "tool.denied"
+    );
+    assert_eq!(status_of(&h, "broken")["state"], "not started");
+}
+
+#[test]
+fn non_json_stdout_is_reported() {
+    let d = tempfile::tempdir().unwrap();
+    let record = d.path().join("received.jsonl");
+    // A banner on stdout, then silence.
+    let h = host(
+        &scripted_config(
+            ", MCP_ERA = \"mute\", MCP_BANNER = \"Weather server v2 listening\"",
+            0.5,
+            &record,
+        ),
+        Confirm::Deny,
+    )
+    .unwrap();
+    let e = inv(&h, "s.echo", json!({"text": "x"})).unwrap_err();
+    assert_eq!(e.code, "mcp.not_json");
+    assert!(e.message.contains("MCP server `s`"), "{}", e.message);
+    assert!(
+        e.message.contains("`Weather server v2 listening`"),
+        "{}",
+        e.message
+    );
+    assert_eq!(e.payload["line"], "Weather server v2 listening");
+    // A long line is quoted truncated.
+    let long = "x".repeat(1000);
+    let h = host(
+        &scripted_config(
+            &format!(", MCP_ERA = \"mute\", MCP_BANNER = \"{long}\""),
+            0.5,
+            &record,
+        ),
+        Confirm::Deny,
+    )
+    .unwrap();
+    let e = inv(&h, "s.echo", json!({"text": "x"})).unwrap_err();
+    assert_eq!(e.code, "mcp.not_json");
+    let quoted = e.payload["line"].as_str().unwrap();
+    assert!(quoted.ends_with('…') && quoted.len() < 300, "{quoted}");
+    // A banner, a clean answer to the probe, then no answer to `initialize`:
+    // still the banner's fault.
+    let h = host(
+        &scripted_config(
+            ", MCP_IGNORE = \"initialize\", MCP_BANNER = \"debug: ready\"",
+            0.5,
+            &record,
+        ),
+        Confirm::Deny,
+    )
+    .unwrap();
+    let e = inv(&h, "s.echo", json!({"text": "x"})).unwrap_err();
+    assert_eq!(e.code, "mcp.not_json");
+    assert_eq!(e.payload["method"], "initialize");
+    assert_eq!(e.payload["line"], "debug: ready");
+    // A banner before well-formed replies is tolerated.
+    let h = host(
+        &scripted_config(", MCP_BANNER = \"hello\"", 5.0, &record),
+        Confirm::Deny,
+    )
+    .unwrap();
+    assert_eq!(
+        inv(&h, "s.echo", json!({"text": "fine"})).unwrap(),
+        json!("fine")
+    );
 }
 
 /// The npm-installed filesystem server; panics with instructions if absent.
@@ -171,6 +539,9 @@ fn the_real_filesystem_server_works_through_the_capability_registry() {
         other => other["content"].as_str().unwrap_or("").to_string(),
     };
     assert!(text.contains("hello from disk"), "{r}");
+    // server-filesystem 2026.8.31 is a handshake-era server: the probe
+    // falls back to `initialize`, and it answers the version we offered.
+    assert_eq!(status_of(&h, "fs")["protocol_version"], "2025-11-25");
     // Schema validation before the call: `path` is required.
     assert_eq!(
         inv(&h, "fs.read_text_file", json!({})).unwrap_err().code,

@@ -294,7 +294,13 @@ one of the toolchain's built-in tools (`http_get`, `read_file`, `write_file`,
 `goals_next`, `goals_add`, `goals_complete`, `inbox`). Declare it so its
 arguments and result are type-checked and the access policy can name it:
 
-    capability web_search(query: str) -> json;"#,
+    capability web_search(query: str) -> json;
+
+A tool whose name is not an identifier, such as an MCP server's prefixed
+tool, is declared with its name quoted; `inv` and `tool` calls of that
+name then do not warn:
+
+    capability "ev.get-sum"(a: number, b: number) -> number;"#,
     },
     Explanation {
         code: "W0004",

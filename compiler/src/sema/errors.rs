@@ -301,6 +301,11 @@ impl IntoDiagnostic for SemaError {
             Unreachable { after, .. } => d
                 .with_label("never runs")
                 .with_secondary(after, "the flow returns here"),
+            UndeclaredTool { tool, .. } if !is_identifier(&tool) => d
+                .with_label("not in the agent's capabilities")
+                .with_help(format!(
+                    "declare it with its name quoted: `capability {tool:?}(args: json) -> json;` so its arguments can be checked"
+                )),
             UndeclaredTool { .. } => d
                 .with_label("not in the agent's capabilities")
                 .with_help("declare it: `capability NAME(args: json) -> json;` so its arguments can be checked"),
@@ -309,4 +314,12 @@ impl IntoDiagnostic for SemaError {
                 .with_help("write `{{` and `}}` for literal braces, or define the variable"),
         }
     }
+}
+
+/// Can `name` be written as an identifier (`capability name(...)`)?
+fn is_identifier(name: &str) -> bool {
+    let mut cs = name.chars();
+    cs.next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && cs.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }

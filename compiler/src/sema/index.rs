@@ -191,6 +191,14 @@ pub fn build(file: &ast::File, errors: &mut Vec<SemaError>) -> ProgramIndex {
                     }
                 }
                 Member::Capability(c) => {
+                    // Only a quoted name can be empty: `capability ""(...)`.
+                    if c.name.name.trim().is_empty() {
+                        errors.push(SemaError::EmptyToolName {
+                            op: "capability".into(),
+                            span: c.name.span,
+                        });
+                        continue;
+                    }
                     let first = info
                         .capabilities
                         .get(&c.name.name)

@@ -124,7 +124,8 @@ fn default_timeout_s() -> f64 {
     30.0
 }
 
-/// `[[mcp_servers]]`: an MCP server spoken to over stdio.
+/// `[[mcp_servers]]`: an MCP server spoken to over stdio, started on the
+/// first call of one of its tools (`super::mcp::McpServer`).
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct McpServerConfig {
@@ -135,7 +136,8 @@ pub struct McpServerConfig {
     pub cwd: Option<PathBuf>,
     /// Registered tool names are `prefix + tool`; default `"<name>."`.
     pub prefix: Option<String>,
-    /// Per-request timeout (also for `initialize`).
+    /// Per-request timeout (also for `initialize`; the `server/discover`
+    /// probe waits at most 10 s of it).
     #[serde(default = "default_timeout_s")]
     pub timeout_s: f64,
     /// Concurrent calls to each tool of this server.

@@ -248,6 +248,8 @@ pub struct AamHost {
     goal_order: AtomicU64,
     caps: RwLock<HashMap<(String, String), CapSig>>,
     tools: RwLock<BTreeMap<String, Arc<ToolSpec>>>,
+    /// Configured MCP servers, started on first use.
+    mcp: Vec<Arc<mcp::McpServer>>,
     inbox: Mutex<HashMap<String, Vec<Received>>>,
     printed: Mutex<Vec<String>>,
     answers: Mutex<HashMap<(String, String), bool>>,
@@ -273,9 +275,11 @@ fn new_run_id() -> String {
 }
 
 impl AamHost {
-    /// Opens storage, registers the built-in, subprocess and MCP tools
-    /// (starting the MCP servers). Warnings (e.g. a dropped torn tail of
-    /// the episodic log) are in [`AamHost::warnings`].
+    /// Opens storage, registers the built-in and subprocess tools and
+    /// notes the MCP servers (started lazily: on the first call of one of
+    /// their tools, or by [`AamHost::start_mcp_servers`]). Warnings (e.g.
+    /// a dropped torn tail of the episodic log) are in
+    /// [`AamHost::warnings`].
     pub fn open(options: AamOptions) -> Result<AamHost, HostError> {
         let (ltm, episodic, mut warnings) = match &options.storage {
             Storage::Ephemeral => (Ltm::open(None)?, Episodic::ephemeral(), Vec::new()),
@@ -310,6 +314,11 @@ impl AamHost {
             goal_order: AtomicU64::new(0),
             caps: RwLock::default(),
             tools: RwLock::default(),
+            mcp: cfg
+                .mcp_servers
+                .iter()
+                .map(|m| Arc::new(mcp::McpServer::new(m.clone())))
+                .collect(),
             inbox: Mutex::default(),
             printed: Mutex::default(),
             answers: Mutex::default(),
@@ -333,25 +342,6 @@ impl AamHost {
                 limit: s.concurrency.map(|n| Arc::new(Limiter::new(n))),
                 kind: Kind::Subprocess(Arc::new(s)),
             });
-        }
-        for m in host.config.mcp_servers.clone() {
-            let (client, list) = mcp::McpClient::start(&m)?;
-            let prefix = m.prefix();
-            for t in list {
-                host.add_tool(ToolSpec {
-                    name: format!("{prefix}{}", t.name),
-                    description: t.description.clone(),
-                    origin: Origin::Mcp,
-                    input_schema: t.input_schema.clone(),
-                    output_schema: t.output_schema.clone(),
-                    destructive: t.destructive || m.destructive.contains(&t.name),
-                    limit: m.concurrency.map(|n| Arc::new(Limiter::new(n))),
-                    kind: Kind::Mcp {
-                        client: client.clone(),
-                        remote: t.name.clone(),
-                    },
-                });
-            }
         }
         let mut host = host;
         warnings.retain(|w| !w.is_empty());
@@ -460,6 +450,65 @@ impl AamHost {
             .insert(spec.name.clone(), Arc::new(spec));
     }
 
+    /// Registers the tools of a freshly started MCP server.
+    fn register_mcp(
+        &self,
+        m: &config::McpServerConfig,
+        client: &Arc<mcp::McpClient>,
+        list: Vec<mcp::McpTool>,
+    ) {
+        let prefix = m.prefix();
+        let limit = m.concurrency.map(|n| Arc::new(Limiter::new(n)));
+        for t in list {
+            self.add_tool(ToolSpec {
+                name: format!("{prefix}{}", t.name),
+                description: t.description.clone(),
+                origin: Origin::Mcp,
+                input_schema: t.input_schema.clone(),
+                output_schema: t.output_schema.clone(),
+                destructive: t.destructive || m.destructive.contains(&t.name),
+                limit: limit.clone(),
+                kind: Kind::Mcp {
+                    client: client.clone(),
+                    remote: t.name.clone(),
+                },
+            });
+        }
+    }
+
+    /// Starts the MCP servers that could provide `tool` (by prefix, in
+    /// configuration order) until one of them registers it. A server that
+    /// fails to start fails the call with its start-up error.
+    fn start_mcp_for(&self, tool: &str, cancel: &CancelToken) -> Result<(), HostError> {
+        for s in self.mcp.iter().filter(|s| s.may_provide(tool)) {
+            s.ensure_started(cancel, |c, list| self.register_mcp(&s.config, c, list))?;
+            if self.tool(tool).is_some() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts every configured MCP server not started yet (what listing
+    /// all tools needs); the errors of those that cannot start.
+    pub fn start_mcp_servers(&self) -> Vec<HostError> {
+        let never = CancelToken::new();
+        self.mcp
+            .iter()
+            .filter_map(|s| {
+                s.ensure_started(&never, |c, list| self.register_mcp(&s.config, c, list))
+                    .err()
+            })
+            .collect()
+    }
+
+    /// Each configured MCP server: `{name, state, protocol_version?,
+    /// server_info?, error?}`; `state` is `not started`, `running`,
+    /// `exited` or `failed`.
+    pub fn mcp_status(&self) -> Vec<Json> {
+        self.mcp.iter().map(|s| s.status()).collect()
+    }
+
     /// Registers an in-process tool (trusted: allowed for every agent
     /// unless `[access.deny]` names it).
     pub fn register_tool(
@@ -548,8 +597,12 @@ impl AamHost {
         gs
     }
 
-    /// Descriptions of every registered tool.
+    /// Descriptions of every registered tool. Starts the MCP servers not
+    /// started yet, since their tools are only known once they run; a
+    /// server that fails is left out (see [`AamHost::start_mcp_servers`]
+    /// and [`AamHost::mcp_status`] for its error).
     pub fn tool_list(&self) -> Vec<Json> {
+        let _ = self.start_mcp_servers();
         self.tools
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -857,27 +910,35 @@ impl AamHost {
     }
 
     fn check_access(&self, agent: &str, t: &ToolSpec) -> Result<(), HostError> {
+        self.check_access_by_name(agent, &t.name, t.origin)
+    }
+
+    fn check_access_by_name(
+        &self,
+        agent: &str,
+        tool: &str,
+        origin: Origin,
+    ) -> Result<(), HostError> {
         let a = &self.config.access;
         let denied = |why: &str| {
             HostError::new(
                 "tool.denied",
-                format!("agent `{agent}` may not call tool `{}`: {why}", t.name),
+                format!("agent `{agent}` may not call tool `{tool}`: {why}"),
             )
-            .with_payload(json!({"agent": agent, "tool": t.name, "origin": t.origin.name()}))
+            .with_payload(json!({"agent": agent, "tool": tool, "origin": origin.name()}))
         };
-        if a.denied(agent, &t.name) {
+        if a.denied(agent, tool) {
             return Err(denied("[access.deny] lists it"));
         }
-        if t.origin == Origin::Aam || a.allowed(agent, &t.name) {
+        if origin == Origin::Aam || a.allowed(agent, tool) {
             return Ok(());
         }
-        if t.origin.allowed_by_default() && a.readonly_default {
+        if origin.allowed_by_default() && a.readonly_default {
             return Ok(());
         }
         Err(denied(&format!(
-            "{} tools need an explicit allow, e.g. `[access.allow] {agent} = [\"{}\"]` in .apxm/config.toml",
-            t.origin.name(),
-            t.name
+            "{} tools need an explicit allow, e.g. `[access.allow] {agent} = [\"{tool}\"]` in .apxm/config.toml",
+            origin.name(),
         )))
     }
 
@@ -1117,6 +1178,11 @@ impl AamHost {
     ) -> Result<Json, HostError> {
         if cancel.is_cancelled() {
             return Err(HostError::new("cancelled", "the run was cancelled"));
+        }
+        if self.tool(tool).is_none() && self.mcp.iter().any(|s| s.may_provide(tool)) {
+            // A call the access policy refuses never starts a server.
+            self.check_access_by_name(agent, tool, Origin::Mcp)?;
+            self.start_mcp_for(tool, cancel)?;
         }
         let Some(t) = self.tool(tool) else {
             let declared = self
