@@ -7,7 +7,7 @@
 
 use crate::entity::{Region, Value};
 use crate::module::{AgentData, Attr, BeliefInit, Dfg, FlowData, Module};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::fmt::Write;
 
 /// Prints a whole module.
@@ -24,7 +24,7 @@ pub fn print_module(m: &Module) -> String {
 
 /// Printer-visible names (`%topic`, `%3`) of every value defined in a flow.
 pub fn value_names(flow: &FlowData) -> HashMap<Value, String> {
-    let mut names = HashMap::new();
+    let mut names = HashMap::default();
     for (name, v) in &flow.params {
         names.insert(*v, format!("%{name}"));
     }

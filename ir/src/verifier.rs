@@ -15,7 +15,7 @@ use crate::ops::{AttrKind, Effect, Opcode, RegionSpec, ResultRule};
 use crate::printer::value_names;
 use crate::types::Type;
 use crate::Span;
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum VerifyError {
@@ -276,7 +276,7 @@ impl IntoDiagnostic for VerifyError {
 /// Verifies a module; returns every error and warning (empty = clean).
 pub fn verify(m: &Module) -> Vec<VerifyError> {
     let mut out = Vec::new();
-    let mut agent_names = HashSet::new();
+    let mut agent_names = HashSet::default();
     for (_, a) in m.agents.iter() {
         if !is_ident(&a.name) {
             out.push(VerifyError::InvalidName {
@@ -329,7 +329,7 @@ fn dup_check<'a>(
     kind: &'static str,
     items: impl Iterator<Item = (&'a str, Span)>,
 ) {
-    let mut seen = HashSet::new();
+    let mut seen = HashSet::default();
     for (name, span) in items {
         // A capability names a tool, and tool names need not be identifiers
         // (MCP servers' prefixed tools: `ev.get-sum`).
@@ -442,7 +442,7 @@ fn verify_agent(m: &Module, a: &AgentData, out: &mut Vec<VerifyError>) {
             names,
             out,
             scopes: Vec::new(),
-            seen: HashSet::new(),
+            seen: HashSet::default(),
         };
         fv.run();
     }
@@ -473,8 +473,8 @@ fn structure(f: &FlowData, out: &mut Vec<VerifyError>) {
         });
         return;
     }
-    let mut seen_ops = HashSet::new();
-    let mut seen_regions = HashSet::new();
+    let mut seen_ops = HashSet::default();
+    let mut seen_regions = HashSet::default();
     let mut stack = vec![(f.body, None::<Op>)];
     while let Some((r, parent)) = stack.pop() {
         let Some(rd) = dfg.regions.get(r) else {
@@ -606,7 +606,7 @@ impl FlowVerifier<'_> {
     }
 
     fn run(&mut self) {
-        let mut top = HashSet::new();
+        let mut top = HashSet::default();
         for (_, v) in &self.flow.params {
             top.insert(*v);
             self.seen.insert(*v);
@@ -624,7 +624,7 @@ impl FlowVerifier<'_> {
 
     fn region(&mut self, r: Region, is_body: bool) {
         let rd = &self.dfg.regions[r];
-        let mut scope = HashSet::new();
+        let mut scope = HashSet::default();
         for &a in &rd.args {
             scope.insert(a);
             self.seen.insert(a);
@@ -919,7 +919,7 @@ impl FlowVerifier<'_> {
     fn attrs(&mut self, od: &OpData, span: Span) {
         let info = od.opcode.info();
         let mn = info.mnemonic;
-        let mut seen = HashSet::new();
+        let mut seen = HashSet::default();
         for (name, a) in od.attrs.iter() {
             if !seen.insert(name) {
                 self.push(VerifyError::BadAttr {
@@ -1057,7 +1057,7 @@ impl FlowVerifier<'_> {
                 }
             }
             RegionSpec::Switch => {
-                let mut keys = HashSet::new();
+                let mut keys = HashSet::default();
                 let mut cases = 0;
                 for (i, rd) in regs.iter().enumerate() {
                     no_args(self, rd);
@@ -1337,12 +1337,12 @@ impl FlowVerifier<'_> {
     /// run in either order, unless they sit in sibling regions (the branches
     /// of an `if`/`switch` are exclusive; `catch` runs after `try` has ended).
     fn ord_writes(&mut self) {
-        let mut writers: HashMap<(Value, crate::MemResource), Op> = HashMap::new();
+        let mut writers: HashMap<(Value, crate::MemResource), Op> = HashMap::default();
         // Region → parent region, to tell nesting from siblings.
-        let mut parent: HashMap<Region, Region> = HashMap::new();
+        let mut parent: HashMap<Region, Region> = HashMap::default();
         // Op → the region holding it, built once (`Dfg::region_of` scans
         // every region, which made this check quadratic).
-        let mut home: HashMap<Op, Region> = HashMap::new();
+        let mut home: HashMap<Op, Region> = HashMap::default();
         let mut stack = vec![self.flow.body];
         while let Some(r) = stack.pop() {
             let Some(rd) = self.dfg.regions.get(r) else {

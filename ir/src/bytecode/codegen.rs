@@ -4,7 +4,7 @@ use super::*;
 use crate::entity::{AgentId, FlowId, Op, Region, Value};
 use crate::module::{Attr, BeliefInit, FlowData, Module, ValueDef};
 use crate::ops::RegionSpec;
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 /// Why a module could not be compiled. `compile` expects a module the
 /// verifier accepted; these errors report what it would have caught.
@@ -87,11 +87,11 @@ fn json_const(v: &serde_json::Value) -> Const {
 pub fn compile(module: &Module) -> Result<Program, CompileError> {
     let mut cx = Ctx {
         types: Vec::new(),
-        type_ids: HashMap::new(),
+        type_ids: HashMap::default(),
         consts: Vec::new(),
     };
     // Global flow numbering: agents in order, their flows in order.
-    let mut flow_index: HashMap<(AgentId, FlowId), u32> = HashMap::new();
+    let mut flow_index: HashMap<(AgentId, FlowId), u32> = HashMap::default();
     for (aid, agent) in module.agents.iter() {
         for (fid, _) in agent.flows.iter() {
             let n = u32_of(flow_index.len(), "flows")?;
@@ -177,8 +177,8 @@ pub fn compile(module: &Module) -> Result<Program, CompileError> {
                 flow,
                 name: &name,
                 flow_index: &flow_index,
-                region_ids: HashMap::new(),
-                captures: HashMap::new(),
+                region_ids: HashMap::default(),
+                captures: HashMap::default(),
                 out: Vec::new(),
             };
             flows.push(gen.run(&mut cx, ai)?);
@@ -219,7 +219,7 @@ impl FlowGen<'_> {
         let body = self.flow.body;
         // Number regions in pre-order, body first.
         let mut order = Vec::new();
-        self.number(body, &mut order, &mut HashSet::new())?;
+        self.number(body, &mut order, &mut HashSet::default())?;
         for &r in order.iter().rev() {
             let caps = self.compute_captures(r)?;
             self.captures.insert(r, caps);
@@ -305,7 +305,7 @@ impl FlowGen<'_> {
             }
         }
         let mut out = Vec::new();
-        let mut seen = HashSet::new();
+        let mut seen = HashSet::default();
         for &op in &rd.ops {
             let Some(od) = dfg.ops.get(op) else { continue };
             let nested = od
@@ -335,7 +335,7 @@ impl FlowGen<'_> {
             .get(r)
             .ok_or_else(|| self.dangling(format!("region {r}")))?;
         let caps = self.captures.get(&r).cloned().unwrap_or_default();
-        let mut slots: HashMap<Value, u32> = HashMap::new();
+        let mut slots: HashMap<Value, u32> = HashMap::default();
         let mut slot_types = Vec::new();
         let vty = |v: Value| dfg.values.get(v).map(|d| d.ty.clone());
         for &v in args.iter().chain(caps.iter()) {
@@ -370,7 +370,7 @@ impl FlowGen<'_> {
             }
             // Deps: captures of the op's regions, deduplicated.
             let mut deps = Vec::new();
-            let mut seen = HashSet::new();
+            let mut seen = HashSet::default();
             for c in &od.regions {
                 for &v in self.captures.get(c).into_iter().flatten() {
                     if seen.insert(v) {

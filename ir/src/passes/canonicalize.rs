@@ -31,7 +31,7 @@ use crate::entity::{Op, Region, Value};
 use crate::module::{Attr, Dfg, FlowData, Module};
 use crate::ops::Opcode;
 use crate::types::Type;
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 #[derive(Debug, Default)]
 pub struct Canonicalize {
@@ -636,7 +636,7 @@ impl Pending {
         }
         let dfg = &mut flow.dfg;
         let mut stack = vec![flow.body];
-        let mut seen = HashSet::new();
+        let mut seen = HashSet::default();
         let mut before = std::mem::take(&mut self.before);
         while let Some(r) = stack.pop() {
             if !seen.insert(r) {
@@ -730,7 +730,7 @@ fn empty_prompt(dfg: &Dfg, p: &Pending, old: Value, new: Value) -> bool {
 /// `v` is the prompt (first operand) of an LLM op.
 /// Operands are seen through this round's pending replacements.
 fn prompt_use(dfg: &Dfg, p: &Pending, v: Value) -> bool {
-    let mut aliases: HashSet<Value> = HashSet::from([v]);
+    let mut aliases: HashSet<Value> = std::iter::once(v).collect();
     // Values already replaced by `v` (directly or through others).
     loop {
         let before = aliases.len();

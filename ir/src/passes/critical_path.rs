@@ -21,7 +21,7 @@ use crate::entity::{Op, Region, Value};
 use crate::module::{Attr, FlowData, Module};
 use crate::ops::Opcode;
 use crate::printer::value_names;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::fmt::Write;
 
 /// Iterations assumed for a loop with neither a constant list nor `max_iters`.
@@ -112,7 +112,7 @@ impl Estimate {
 pub fn critical_path(m: &Module) -> Estimate {
     let mut cx = Analysis {
         m,
-        memo: HashMap::new(),
+        memo: HashMap::default(),
         active: Vec::new(),
     };
     let mut flows = Vec::new();
@@ -174,8 +174,8 @@ impl Analysis<'_> {
         }
         self.active.push(key.clone());
         let mut w = Walk {
-            finish: HashMap::new(),
-            info: HashMap::new(),
+            finish: HashMap::default(),
+            info: HashMap::default(),
             recursive: Vec::new(),
         };
         let (end, sequential) = self.region(f, f.body, 0, &mut w, 0);

@@ -15,7 +15,7 @@ use crate::entity::{Region, Value};
 use crate::module::{Dfg, FlowData, Module};
 use crate::ops::Effect;
 use crate::printer::attr_text;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 #[derive(Debug, Default)]
 pub struct Cse {
@@ -71,7 +71,7 @@ impl Cse {
         if depth > 256 {
             return;
         }
-        scopes.push(HashMap::new());
+        scopes.push(HashMap::default());
         let ops = dfg
             .regions
             .get(region)

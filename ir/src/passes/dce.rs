@@ -16,7 +16,8 @@ use super::{Changed, Pass};
 use crate::entity::{AgentId, Arena, FlowId};
 use crate::module::{Attr, BeliefInit, FlowData, Module};
 use crate::ops::Opcode;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use std::collections::BTreeSet;
 
 #[derive(Debug, Default)]
 pub struct Dce {
@@ -123,7 +124,7 @@ impl Dce {
         if work.is_empty() {
             return Changed::No;
         }
-        let mut reachable: HashSet<(AgentId, FlowId)> = HashSet::new();
+        let mut reachable: HashSet<(AgentId, FlowId)> = HashSet::default();
         let mut kept_agents: BTreeSet<AgentId> = BTreeSet::new();
         while let Some((aid, fid)) = work.pop() {
             if !reachable.insert((aid, fid)) {
@@ -175,7 +176,7 @@ impl Dce {
                 continue;
             }
             let flows = std::mem::take(&mut a.flows);
-            let mut remap: HashMap<FlowId, FlowId> = HashMap::new();
+            let mut remap: HashMap<FlowId, FlowId> = HashMap::default();
             for (fid, f) in drain(flows, || FlowData::new("", crate::types::Type::Void)) {
                 if reachable.contains(&(aid, fid)) {
                     remap.insert(fid, a.flows.push(f));

@@ -39,7 +39,7 @@ use crate::module::{Attr, Dfg, FlowData, Module};
 use crate::ops::Opcode;
 use crate::printer::attr_text;
 use crate::types::Type;
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 /// Characters a dynamic value (a hole of the fused template) is assumed to
 /// take when checking the prompt budget.
@@ -195,8 +195,8 @@ impl FuseAsk {
     fn flow(&mut self, flow: &mut FlowData) {
         let facts = FlowFacts::new(flow);
         let dfg = &flow.dfg;
-        let mut links: HashMap<Op, Link> = HashMap::new();
-        let mut has_pred: HashSet<Op> = HashSet::new();
+        let mut links: HashMap<Op, Link> = HashMap::default();
+        let mut has_pred: HashSet<Op> = HashSet::default();
         for &op in &facts.order {
             if let Some(l) = self.link(dfg, &facts, op) {
                 has_pred.insert(l.to);
@@ -328,7 +328,7 @@ impl FuseAsk {
                 dfg.ops.get(p).and_then(|d| d.results.first().copied())
             };
             let glue: HashSet<Op> = if k == 0 {
-                HashSet::new()
+                HashSet::default()
             } else {
                 chain.glue[k - 1].iter().copied().collect()
             };
@@ -477,7 +477,7 @@ fn operand_values(dfg: &Dfg, op: Op) -> Vec<Value> {
 
 /// Inputs of `b` and of the glue of link `a → b` other than the chain value.
 fn external_inputs(dfg: &Dfg, a: Op, l: &Link) -> Vec<Value> {
-    let mut internal: HashSet<Value> = HashSet::new();
+    let mut internal: HashSet<Value> = HashSet::default();
     if let Some(d) = dfg.ops.get(a) {
         internal.extend(d.results.iter().copied());
     }
@@ -501,8 +501,8 @@ fn external_inputs(dfg: &Dfg, a: Op, l: &Link) -> Vec<Value> {
 /// through data and ordering tokens. A control op counts as one effect and
 /// depends on everything its regions capture.
 fn effect_ancestors(dfg: &Dfg, values: &[Value]) -> HashSet<Op> {
-    let mut out = HashSet::new();
-    let mut seen: HashSet<Op> = HashSet::new();
+    let mut out = HashSet::default();
+    let mut seen: HashSet<Op> = HashSet::default();
     let mut stack: Vec<Value> = values.to_vec();
     while let Some(v) = stack.pop() {
         let Some(op) = def_op(dfg, v) else { continue };

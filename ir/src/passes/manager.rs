@@ -7,7 +7,7 @@ use crate::entity::Op;
 use crate::printer::print_module;
 use crate::verifier::{verify_errors, VerifyError};
 use crate::Module;
-use std::collections::HashSet;
+use rustc_hash::FxHashSet as HashSet;
 use std::fmt::Write;
 use std::time::{Duration, Instant};
 
@@ -266,7 +266,7 @@ impl PassManager {
 
 /// Live ops, keyed by agent name, flow name and op id.
 fn live_ops(m: &Module) -> HashSet<(String, String, Op)> {
-    let mut out = HashSet::new();
+    let mut out = HashSet::default();
     for a in m.agents.values() {
         for f in a.flows.values() {
             for op in f.walk() {

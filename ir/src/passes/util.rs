@@ -4,7 +4,7 @@ use crate::entity::{Op, Region, Value};
 use crate::module::{Attr, Dfg, FlowData, ValueDef};
 use crate::ops::{Effect, Opcode};
 use crate::types::Type;
-use std::collections::HashMap;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 /// Facts about the live ops of one flow, computed in one walk. Passes rebuild
 /// it after they mutate the flow.
@@ -23,16 +23,16 @@ impl FlowFacts {
     pub fn new(flow: &FlowData) -> FlowFacts {
         let mut facts = FlowFacts {
             order: Vec::new(),
-            region: HashMap::new(),
-            position: HashMap::new(),
-            uses: HashMap::new(),
+            region: HashMap::default(),
+            position: HashMap::default(),
+            uses: HashMap::default(),
         };
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = HashSet::default();
         facts.walk(&flow.dfg, flow.body, &mut seen);
         facts
     }
 
-    fn walk(&mut self, dfg: &Dfg, region: Region, seen: &mut std::collections::HashSet<Region>) {
+    fn walk(&mut self, dfg: &Dfg, region: Region, seen: &mut HashSet<Region>) {
         if !seen.insert(region) {
             return;
         }
@@ -234,10 +234,9 @@ pub(crate) fn erase_dead(flow: &mut FlowData, mut candidates: Vec<Op>) {
         return;
     }
     let facts = FlowFacts::new(flow);
-    let mut counts: std::collections::HashMap<Value, usize> =
-        facts.uses.iter().map(|(v, u)| (*v, u.len())).collect();
-    let mut erased = std::collections::HashSet::new();
-    let mut regions = std::collections::HashSet::new();
+    let mut counts: HashMap<Value, usize> = facts.uses.iter().map(|(v, u)| (*v, u.len())).collect();
+    let mut erased = HashSet::default();
+    let mut regions = HashSet::default();
     while let Some(op) = candidates.pop() {
         let Some(&region) = facts.region.get(&op) else {
             continue;
