@@ -6,6 +6,11 @@
 //!    (target ≥ 500k lines/s).
 //! 2. Whole-process `aisc check` on a file with 5 errors, including process
 //!    start (target ≤ 5 ms; the A-PXM paper reports 65 ms).
+//! 3. Whole-process `aisc run` of a trivial program.
+//! 4. Compile time against program size: the whole `aisc build -O1`
+//!    pipeline (check, lower, verify, optimize, codegen, encode) at about
+//!    10k, 100k and 1M IR ops, plus shapes that used to be quadratic
+//!    (target ≥ 200k ops/s).
 
 use ais_compiler::driver::{check_source, compile_source, with_deep_stack};
 use std::path::Path;
@@ -84,6 +89,93 @@ agent Coordinator {
     }
 }
 "#;
+
+/// IR ops of a module (every flow, nested regions included).
+fn op_count(m: &ais_ir::Module) -> usize {
+    m.agents
+        .values()
+        .flat_map(|a| a.flows.values())
+        .map(|f| f.dfg.walk_region(f.body).len())
+        .sum()
+}
+
+/// The `aisc build -O1 -o FILE` pipeline in process; returns the lowered op
+/// count and the artifact size.
+fn build_o1(src: &str) -> (usize, usize) {
+    with_deep_stack(|| {
+        let mut module = match compile_source(src) {
+            Ok(c) => c.module,
+            Err(d) => panic!("benchmark program must compile: {:?}", d.first()),
+        };
+        let ops = op_count(&module);
+        ais_compiler::driver::optimize(&mut module, &Default::default()).expect("optimize");
+        let program = ais_ir::bytecode::compile(&module).expect("codegen");
+        let bytes = ais_ir::bytecode::encode(&program).expect("encode");
+        let n = bytes.len();
+        // Like `aisc build`, which exits without freeing the IR.
+        std::mem::forget(module);
+        std::mem::forget(program);
+        (ops, n)
+    })
+}
+
+/// A chain of `let`s, each extending the previous string (180k of them took
+/// 21 s before the passes were made linear).
+fn let_chain(n: usize) -> String {
+    let mut s = String::from("agent A {\n    @entry flow main(x: str) -> str {\n        let v0 = x\n");
+    for i in 1..n {
+        s.push_str(&format!("        let v{i} = v{} + \"{i}\"\n", i - 1));
+    }
+    s.push_str(&format!("        return v{}\n    }}\n}}\n", n - 1));
+    s
+}
+
+/// One `return` of a `+` chain of `n` terms (10k took 4.2 s and 1 GB).
+fn plus_chain(n: usize) -> String {
+    let terms: Vec<String> = (0..n)
+        .map(|i| if i % 2 == 0 { "x".into() } else { format!("\"t{i}\"") })
+        .collect();
+    format!(
+        "agent A {{\n    @entry flow main(x: str) -> str {{\n        return {}\n    }}\n}}\n",
+        terms.join(" + ")
+    )
+}
+
+fn compile_scaling() -> String {
+    let mut out = String::from(
+        "\n## Compile time against program size\n\nThe whole `aisc build -O1` pipeline in process (check, lower, verify, optimize, codegen, encode; the IR is not freed, as in `aisc build`), median of 3 runs. *ops* are the IR ops after lowering.\n\n| program | source | ops | time | ops/s |\n|---|---|---|---|---|\n",
+    );
+    // Calibrate the realistic generator: ops per line.
+    let probe = generate(2_000);
+    let per_line = build_o1(&probe).0 as f64 / probe.lines().count() as f64;
+    let mut cases: Vec<(String, String)> = [10_000usize, 100_000, 1_000_000]
+        .iter()
+        .map(|&ops| {
+            let lines = (ops as f64 / per_line).ceil() as usize;
+            (format!("generated agents, ~{ops} ops"), generate(lines))
+        })
+        .collect();
+    cases.push(("180k `let` chain".into(), let_chain(180_000)));
+    cases.push(("10k-term `+` chain".into(), plus_chain(10_000)));
+    for (name, src) in cases {
+        let mut runs = Vec::new();
+        let mut ops = 0;
+        for _ in 0..3 {
+            let t = Instant::now();
+            ops = build_o1(&src).0;
+            runs.push(t.elapsed());
+        }
+        let (_, med, _) = stats(runs);
+        out.push_str(&format!(
+            "| {name} | {} KiB | {ops} | {:.0} ms | {:.0} |\n",
+            src.len() / 1024,
+            ms(med),
+            ops as f64 / med.as_secs_f64()
+        ));
+    }
+    out.push_str("\nTarget: ≥ 200,000 ops/s through `aisc build -O1` at every size.\n");
+    out
+}
 
 fn stats(mut xs: Vec<Duration>) -> (Duration, Duration, Duration) {
     xs.sort();
@@ -232,6 +324,8 @@ fn main() {
         "\n## Whole-process `aisc run` of a trivial program\n\nOne `ask` on the simulator with no delay, ephemeral memory: process start, compile, VM start, run, exit; 50 runs.\n\n| min | median | max |\n|---|---|---|\n| {:.2} ms | {:.2} ms | {:.2} ms |\n\nTarget: ≤ 10 ms.\n",
         ms(min), ms(med), ms(max)
     ));
+
+    report.push_str(&compile_scaling());
 
     print!("{report}");
     let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/bench/frontend.md");
