@@ -77,3 +77,90 @@ agent A {
         );
     }
 }
+
+/// Runs `source` `runs` times at every optimization level and worker count;
+/// returns each run's outcome and printed lines.
+fn run_many(
+    source: &str,
+    args: &[(&str, Json)],
+    runs: usize,
+) -> Vec<(Result<Json, String>, Vec<String>)> {
+    let mut out = Vec::new();
+    for level in [OptLevel::O0, OptLevel::O1, OptLevel::O2] {
+        let mut module = compile_source(source).unwrap().module;
+        optimize(
+            &mut module,
+            &OptOptions {
+                level,
+                verify_each: true,
+                ..OptOptions::default()
+            },
+        )
+        .unwrap();
+        let program = bytecode::compile(&module).unwrap();
+        for workers in [1, 2, 8] {
+            for _ in 0..runs {
+                let options = RunOptions {
+                    workers: Some(workers),
+                    args: args
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.clone()))
+                        .collect(),
+                    ..RunOptions::default()
+                };
+                let host = Arc::new(MemoryHost::new());
+                let report = ais_vm::run(
+                    &program,
+                    &options,
+                    Arc::new(FakeBackend::new()),
+                    host.clone(),
+                );
+                out.push((report.outcome.map_err(|e| e.to_string()), host.printed()));
+            }
+        }
+    }
+    out
+}
+
+/// A `communicate` in a `try` body starts an `on` handler, then the body
+/// fails: the run used to stall ("the run stalled") because abandoning the
+/// `try` cancelled the detached handler frame too, which then never ended.
+#[test]
+fn communicate_in_failing_try_does_not_stall() {
+    let program = |tool: &str| {
+        format!(
+            r#"
+agent B {{
+    on message.received {{ sender: str, content: str }} => {{
+        let h = ask("handle {{content}}")
+        print("handled", h)
+    }}
+}}
+agent Main {{
+    @entry flow main(topic: str) -> str {{
+        let r = "start"
+        try {{
+            communicate("B", topic, "direct")
+            let _t = inv("{tool}", "{{{{}}}}")
+            r = "done"
+        }} catch {{
+            r = "caught"
+        }}
+        return r
+    }}
+}}
+"#
+        )
+    };
+    let failing = run_many(&program("no_such_tool"), &[("topic", json!("t"))], 10);
+    assert_eq!(failing.len(), 90);
+    for (outcome, printed) in &failing {
+        assert_eq!(outcome, &Ok(json!("caught")), "{printed:?}");
+    }
+    let succeeding = run_many(&program("echo"), &[("topic", json!("t"))], 10);
+    for (outcome, printed) in &succeeding {
+        assert_eq!(outcome, &Ok(json!("done")));
+        assert_eq!(printed.len(), 1, "{printed:?}");
+        assert!(printed[0].starts_with("handled"), "{printed:?}");
+    }
+}

@@ -109,6 +109,11 @@ impl<'r> Frame<'r> {
     }
 
     /// Cancelled itself or below a cancelled frame (an abandoned `try`).
+    ///
+    /// The walk stops at an `on` handler: a handler runs detached from the
+    /// op that started it, so abandoning the sender's `try` must not cancel
+    /// it (a cancelled handler frame never completes, so the run would wait
+    /// for it forever and stall).
     pub fn is_cancelled(&self) -> bool {
         let mut f = self;
         loop {
@@ -116,8 +121,12 @@ impl<'r> Frame<'r> {
                 return true;
             }
             match &f.owner {
+                Some(Owner {
+                    role: Role::Handler,
+                    ..
+                })
+                | None => return false,
                 Some(o) => f = &o.frame,
-                None => return false,
             }
         }
     }
