@@ -164,3 +164,118 @@ agent Main {{
         assert!(printed[0].starts_with("handled"), "{printed:?}");
     }
 }
+
+/// Compiles `source` at every optimization level; runs it `runs` times per
+/// level and worker count with a fresh host from `host`; returns outcomes.
+fn run_with_host(
+    source: &str,
+    runs: usize,
+    host: impl Fn() -> Arc<MemoryHost>,
+) -> Vec<Result<Json, String>> {
+    let mut out = Vec::new();
+    for level in [OptLevel::O0, OptLevel::O1, OptLevel::O2] {
+        let mut module = compile_source(source).unwrap().module;
+        optimize(
+            &mut module,
+            &OptOptions {
+                level,
+                verify_each: true,
+                ..OptOptions::default()
+            },
+        )
+        .unwrap();
+        let program = bytecode::compile(&module).unwrap();
+        for workers in [1, 2, 8] {
+            for _ in 0..runs {
+                let options = RunOptions {
+                    workers: Some(workers),
+                    ..RunOptions::default()
+                };
+                let report = ais_vm::run(&program, &options, Arc::new(FakeBackend::new()), host());
+                out.push(report.outcome.map_err(|e| e.to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// A side-effecting call and a later call to the same provider (`kv.*`, as
+/// an MCP server's tools are named) run in program order, so the read sees
+/// the write; `fence()` orders calls of different providers; two read-only
+/// calls still run at the same time.
+#[test]
+fn tool_side_effects_are_ordered_per_provider() {
+    use std::sync::Mutex;
+    let source = r#"
+agent Main {
+    @entry flow main() -> json {
+        let _w = inv("kv.put", "{{\"key\": \"a\", \"value\": \"written\"}}")
+        let seen = inv("kv.get", "{{\"key\": \"a\"}}")
+        let _x = inv("other.put", "{{\"key\": \"b\", \"value\": \"fenced\"}}")
+        fence()
+        let after_fence = inv("kv.get", "{{\"key\": \"b\"}}")
+        return [seen, after_fence]
+    }
+}
+"#;
+    let host = || {
+        let h = Arc::new(MemoryHost::new());
+        let store: Arc<Mutex<std::collections::HashMap<String, Json>>> = Arc::default();
+        for name in ["kv.put", "other.put"] {
+            let s = store.clone();
+            h.register_tool(name, move |args: &Json| {
+                // Slow enough that an unordered read would overtake it.
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                let key = args["key"].as_str().unwrap_or_default().to_string();
+                s.lock().unwrap().insert(key, args["value"].clone());
+                Ok(Json::Null)
+            });
+        }
+        let s = store.clone();
+        h.register_tool("kv.get", move |args: &Json| {
+            let key = args["key"].as_str().unwrap_or_default();
+            Ok(s.lock().unwrap().get(key).cloned().unwrap_or(Json::Null))
+        });
+        h
+    };
+    let outcomes = run_with_host(source, 20, host);
+    assert_eq!(outcomes.len(), 180);
+    for o in outcomes {
+        assert_eq!(o, Ok(json!(["written", "fenced"])));
+    }
+
+    // Two read-only calls overlap: each waits (bounded) until both have
+    // started, and reports whether it saw the other.
+    let source = r#"
+agent Main {
+    @read_only capability probe_a() -> json;
+    @read_only capability probe_b() -> json;
+    @entry flow main() -> json {
+        let a = probe_a()
+        let b = probe_b()
+        return [a, b]
+    }
+}
+"#;
+    let host = || {
+        let h = Arc::new(MemoryHost::new());
+        let started = Arc::new((Mutex::new(0usize), std::sync::Condvar::new()));
+        for name in ["probe_a", "probe_b"] {
+            let s = started.clone();
+            h.register_tool(name, move |_: &Json| {
+                let (m, cv) = &*s;
+                let mut n = m.lock().unwrap();
+                *n += 1;
+                cv.notify_all();
+                let (n, _) = cv
+                    .wait_timeout_while(n, std::time::Duration::from_secs(10), |n| *n < 2)
+                    .unwrap();
+                Ok(json!(*n >= 2))
+            });
+        }
+        h
+    };
+    for o in run_with_host(source, 2, host) {
+        assert_eq!(o, Ok(json!([true, true])));
+    }
+}

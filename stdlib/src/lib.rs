@@ -75,6 +75,9 @@ pub struct BuiltinInfo {
     pub name: &'static str,
     pub description: &'static str,
     pub class: ToolClass,
+    /// What the tool acts on (`fs`, `net`, `local`): calls to one provider
+    /// keep their program order when side-effecting (the compiler orders them).
+    pub provider: &'static str,
     pub input_schema: Json,
     pub output_schema: Json,
 }
@@ -107,6 +110,7 @@ pub fn builtins() -> Vec<BuiltinInfo> {
             name: "http_get",
             description: "GET a URL (http or https); returns the body, parsed as JSON when it is JSON",
             class: ToolClass::Network,
+            provider: "net",
             input_schema: json!({
                 "type": "object",
                 "required": ["url"],
@@ -122,6 +126,7 @@ pub fn builtins() -> Vec<BuiltinInfo> {
             name: "read_file",
             description: "Read a UTF-8 text file inside the workspace directory",
             class: ToolClass::ReadOnly,
+            provider: "fs",
             input_schema: json!({
                 "type": "object",
                 "required": ["path"],
@@ -133,6 +138,7 @@ pub fn builtins() -> Vec<BuiltinInfo> {
             name: "write_file",
             description: "Write (or append to) a text file inside the workspace directory",
             class: ToolClass::Write,
+            provider: "fs",
             input_schema: json!({
                 "type": "object",
                 "required": ["path", "content"],
@@ -152,6 +158,7 @@ pub fn builtins() -> Vec<BuiltinInfo> {
             name: "json_query",
             description: "Select values from a JSON document with a JSONPath subset ($, .name, [n], ['name'], [*], .*)",
             class: ToolClass::ReadOnly,
+            provider: "local",
             input_schema: json!({
                 "type": "object",
                 "required": ["document", "path"],
@@ -163,6 +170,7 @@ pub fn builtins() -> Vec<BuiltinInfo> {
             name: "calculator",
             description: "Evaluate an arithmetic expression (+ - * / % ^, parentheses, sqrt, abs, ln, log10, exp, sin, cos, tan, floor, ceil, round, min, max, pow, pi, e)",
             class: ToolClass::ReadOnly,
+            provider: "local",
             input_schema: json!({
                 "type": "object",
                 "required": ["expression"],
@@ -174,6 +182,7 @@ pub fn builtins() -> Vec<BuiltinInfo> {
             name: "now",
             description: "The current UTC time as an RFC 3339 timestamp",
             class: ToolClass::ReadOnly,
+            provider: "local",
             input_schema: json!({"type": ["object", "null", "array"]}),
             output_schema: json!({"type": "string"}),
         },

@@ -527,6 +527,21 @@ pub fn llm_value(request: &LlmRequest, response: &LlmResponse) -> Result<Val, Op
     }
 }
 
+/// A tool op's results: its value, then the `ord` token that orders it on
+/// its provider's chain (the journal records only the value).
+pub fn tool_results(instr: &Instr, v: Val) -> Results {
+    let mut r: Results = smallvec![v];
+    pad_ord(instr, &mut r);
+    r
+}
+
+/// Appends the `ord` results an op has beyond the values it computed.
+pub fn pad_ord(instr: &Instr, r: &mut Results) {
+    while r.len() < instr.n_results as usize {
+        r.push(Val::Ord);
+    }
+}
+
 /// Runs a tool op (blocking; called on an I/O thread).
 pub fn exec_tool(
     host: &dyn Host,

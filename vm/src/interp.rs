@@ -178,12 +178,10 @@ impl Interp<'_> {
                         .map_err(|e| fail(e.into()))?;
                     smallvec![exec::llm_value(&req, &resp).map_err(fail)?]
                 }
-                Class::Tool => {
-                    smallvec![
-                        exec::exec_tool(self.host, agent, instr, &data, &self.cancel)
-                            .map_err(fail)?
-                    ]
-                }
+                Class::Tool => exec::tool_results(
+                    instr,
+                    exec::exec_tool(self.host, agent, instr, &data, &self.cancel).map_err(fail)?,
+                ),
                 Class::Call => {
                     let Imm::Callee(c) = instr.imm else {
                         return Err(Self::internal(flow, region, op, "no callee"));

@@ -1011,7 +1011,11 @@ impl<'r> Run<'r> {
     ) -> Option<Result<Results, OpError>> {
         use crate::journal::Replay;
         match j.lookup(key, hash) {
-            Replay::Done(vs) => Some(Ok(vs.into_iter().collect())),
+            Replay::Done(vs) => {
+                let mut r: Results = vs.into_iter().collect();
+                exec::pad_ord(instr, &mut r);
+                Some(Ok(r))
+            }
             Replay::Miss => None,
             Replay::InDoubt => {
                 let tool = match &instr.imm {
@@ -1538,9 +1542,13 @@ impl<'r> Run<'r> {
         }
         let status = match result {
             Ok(v) => {
-                if let Some(t) =
-                    self.complete_op(frame.clone(), op, smallvec![v], end, &Sink::Global)
-                {
+                if let Some(t) = self.complete_op(
+                    frame.clone(),
+                    op,
+                    exec::tool_results(instr, v),
+                    end,
+                    &Sink::Global,
+                ) {
                     self.injector.push(t);
                 }
                 Status::Ok
