@@ -279,3 +279,74 @@ agent Main {
         assert_eq!(o, Ok(json!([true, true])));
     }
 }
+
+/// A flow that calls itself twice per call doubles its frames at every
+/// level; the call-depth limit never trips and the process used to run out
+/// of memory. The live-frame limit stops it with `LIMIT_FRAMES` (not
+/// caught by the `try` around it), while a wide but bounded program under
+/// the same limit still succeeds.
+#[test]
+fn binary_recursion_stops_at_the_frame_limit() {
+    let source = r#"
+agent Main {
+    flow grow(n: number) -> number {
+        if n <= 0 { return 1 }
+        return grow(n - 1) + grow(n - 1)
+    }
+    @entry flow main(n: number) -> number {
+        let r = 0
+        try { r = grow(n) } catch { r = -1 }
+        return r
+    }
+}
+"#;
+    let program = {
+        let module = compile_source(source).unwrap().module;
+        bytecode::compile(&module).unwrap()
+    };
+    let run = |n: u32, workers: usize, max: usize| {
+        let options = RunOptions {
+            workers: Some(workers),
+            args: vec![("n".into(), json!(n))],
+            max_live_frames: max,
+            ..RunOptions::default()
+        };
+        ais_vm::run(
+            &program,
+            &options,
+            Arc::new(FakeBackend::new()),
+            Arc::new(MemoryHost::new()),
+        )
+        .outcome
+    };
+    for workers in [1, 2, 8] {
+        // 2^40 calls: far beyond any limit.
+        match run(40, workers, 10_000) {
+            Err(ais_vm::RunError::OpFailed { code, payload, .. }) => {
+                assert_eq!(code, "LIMIT_FRAMES");
+                assert_eq!(payload["limit"], json!(10_000));
+            }
+            other => panic!("{workers} workers: {other:?}"),
+        }
+        // 2^10 leaves, fewer than 10,000 frames alive: completes.
+        assert_eq!(run(10, workers, 10_000).unwrap(), json!(1024));
+    }
+    // A loop of 5,000 iterations, each calling a flow, stays under the
+    // default limit at every optimization level and worker count.
+    let wide = r#"
+agent Main {
+    flow double(x: number) -> number { return x * 2 }
+    @entry flow main(items: list<number>) -> number {
+        let total = 0
+        loop (x in items) { total = total + double(x) }
+        return total
+    }
+}
+"#;
+    let items: Vec<u32> = (1..=5000).collect();
+    let expected: u64 = items.iter().map(|x| u64::from(*x) * 2).sum();
+    assert_eq!(
+        run_everywhere(wide, &[("items", json!(items))]),
+        json!(expected)
+    );
+}

@@ -9,6 +9,7 @@
 //! the values the frame yielded or returned.
 
 use crate::exec::Results;
+use crate::scheduler::limits::FrameCount;
 use crate::value::Val;
 use ais_ir::bytecode::RegionCode;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
@@ -73,6 +74,8 @@ pub(crate) struct Frame<'r> {
     pub tail_ms: u64,
     /// Call depth (entry = 0).
     pub depth: u32,
+    /// The run's live-frame count, released when the frame is dropped.
+    frames: &'r FrameCount,
 }
 
 impl<'r> Frame<'r> {
@@ -86,6 +89,7 @@ impl<'r> Frame<'r> {
         owner: Option<Owner<'r>>,
         tail_ms: u64,
         depth: u32,
+        frames: &'r FrameCount,
     ) -> Frame<'r> {
         let slots = (0..code.n_slots()).map(|_| OnceLock::new()).collect();
         let pending = code.pending.iter().map(|&p| AtomicU32::new(p)).collect();
@@ -105,6 +109,7 @@ impl<'r> Frame<'r> {
             next_iter: Mutex::new(None),
             tail_ms,
             depth,
+            frames,
         }
     }
 
@@ -169,6 +174,7 @@ impl<'r> Drop for Frame<'r> {
     /// Frames form chains (callee → caller, iteration → next iteration) that
     /// can be long; unlink them iteratively so dropping never recurses deeply.
     fn drop(&mut self) {
+        self.frames.release();
         let mut work: Vec<Arc<Frame<'r>>> = Vec::new();
         if let Some(o) = self.owner.take() {
             work.push(o.frame);

@@ -10,6 +10,7 @@
 //! to the injector. See `docs/runtime.md`.
 
 mod io;
+pub mod limits;
 pub mod policy;
 
 pub use policy::{Policy, PolicyQueue, UnknownPolicy};
@@ -60,6 +61,9 @@ pub struct RunOptions {
     pub record_events: bool,
     /// Deepest `flow.call` nesting before the call fails with `call.depth`.
     pub max_call_depth: u32,
+    /// Most frames alive at once (calls, branches, loop iterations, ...)
+    /// before the run stops with `LIMIT_FRAMES` (see `limits`).
+    pub max_live_frames: usize,
     /// Journal every effect op's result here (and replay what an earlier
     /// attempt of the run completed); see `crate::journal`.
     pub journal: Option<Arc<crate::journal::Journal>>,
@@ -83,6 +87,7 @@ impl Default for RunOptions {
             progress: false,
             record_events: true,
             max_call_depth: 512,
+            max_live_frames: limits::DEFAULT_MAX_LIVE_FRAMES,
             journal: None,
             budget: crate::journal::Budget::default(),
             watchdog: None,
@@ -370,6 +375,7 @@ struct Run<'r> {
     next_frame: AtomicU64,
     record: bool,
     max_depth: u32,
+    frames: &'r limits::FrameCount,
     done_ops: Vec<CachePadded<AtomicU64>>,
     end_ns: AtomicU64,
     /// `on` handlers still running, and the entry flow's result once it is
@@ -488,9 +494,27 @@ impl<'r> Run<'r> {
             .regions
             .get(region as usize)
             .ok_or_else(|| OpError::new("internal.region", "bad region"))?;
+        if !self.frames.claim() {
+            return Err(OpError::new(
+                limits::FRAMES_CODE,
+                format!(
+                    "more than {} frames alive at once (calls, branches, loop iterations): the program grows without bound",
+                    self.frames.max
+                ),
+            )
+            .with_payload(serde_json::json!({"limit": self.frames.max})));
+        }
         let id = self.next_frame.fetch_add(1, Ordering::Relaxed);
         Ok(Arc::new(Frame::new(
-            id, flow, region, f.agent, code, owner, tail_ms, depth,
+            id,
+            flow,
+            region,
+            f.agent,
+            code,
+            owner,
+            tail_ms,
+            depth,
+            self.frames,
         )))
     }
 
@@ -770,7 +794,8 @@ impl<'r> Run<'r> {
         };
         let value = err.to_value(self.program, frame.flow, instr);
         let mut f = frame.clone();
-        loop {
+        // A resource limit ends the run: catching it would let it grow on.
+        while !limits::is_fatal(&err.code) {
             if f.is_try()
                 && f.settled
                     .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
@@ -1877,6 +1902,7 @@ pub fn run(
 
     let locals: Vec<Worker<Task<'_>>> = (0..workers).map(|_| Worker::new_fifo()).collect();
     let parkers: Vec<Parker> = (0..workers).map(|_| Parker::new()).collect();
+    let frames = limits::FrameCount::new(options.max_live_frames);
     let run = Run {
         program,
         backend: backend.as_ref(),
@@ -1918,6 +1944,7 @@ pub fn run(
         next_frame: AtomicU64::new(0),
         record: options.record_events,
         max_depth: options.max_call_depth,
+        frames: &frames,
         done_ops: (0..workers)
             .map(|_| CachePadded::new(AtomicU64::new(0)))
             .collect(),
