@@ -156,6 +156,8 @@ agent Main {{
     assert_eq!(failing.len(), 90);
     for (outcome, printed) in &failing {
         assert_eq!(outcome, &Ok(json!("caught")), "{printed:?}");
+        // The failed body's message is discarded: no handler runs.
+        assert!(printed.is_empty(), "{printed:?}");
     }
     let succeeding = run_many(&program("echo"), &[("topic", json!("t"))], 10);
     for (outcome, printed) in &succeeding {
@@ -349,4 +351,63 @@ agent Main {
         run_everywhere(wide, &[("items", json!(items))]),
         json!(expected)
     );
+}
+
+/// A `try` body is all-or-nothing for the program's own state: its prints,
+/// memory writes (every tier), belief updates and messages happen only if
+/// it completes; inside it, its own writes are visible (read-your-writes);
+/// flows it calls belong to it. The same result and output at every
+/// optimization level and worker count, 40 runs each.
+#[test]
+fn failing_try_body_effects_are_discarded() {
+    let program = |tool: &str| {
+        format!(
+            r#"
+agent Main {{
+    beliefs {{ status: "idle" }}
+    flow note(x: str) {{
+        print("noted", x)
+        umem(x, "episodic")
+    }}
+    @entry flow main(topic: str) -> str {{
+        let r = "start"
+        try {{
+            print("in body", topic)
+            umem("draft", "stm", "k")
+            umem("fact", "ltm", "f")
+            status = "busy"
+            note(topic)
+            let seen = qmem("k", "stm")
+            print("seen", seen, status)
+            let _t = inv("{tool}", "{{{{}}}}")
+            r = "completed"
+        }} catch {{
+            r = "caught"
+        }}
+        print("after", qmem("k", "stm"), qmem("f", "ltm"), status)
+        return r
+    }}
+}}
+"#
+        )
+    };
+    let failing = run_many(&program("no_such_tool"), &[("topic", json!("t"))], 40);
+    assert_eq!(failing.len(), 360);
+    for (outcome, printed) in &failing {
+        assert_eq!(outcome, &Ok(json!("caught")));
+        assert_eq!(printed, &vec!["after [] [] idle".to_string()]);
+    }
+    let succeeding = run_many(&program("echo"), &[("topic", json!("t"))], 40);
+    for (outcome, printed) in &succeeding {
+        assert_eq!(outcome, &Ok(json!("completed")));
+        assert_eq!(
+            printed,
+            &vec![
+                "in body t".to_string(),
+                "noted t".to_string(),
+                "seen draft busy".to_string(),
+                "after draft fact busy".to_string(),
+            ]
+        );
+    }
 }

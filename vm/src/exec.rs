@@ -420,6 +420,17 @@ fn member(v: &Val, field: &str) -> Result<Val, OpError> {
     }
 }
 
+/// The message a `communicate` op's operands `(to, body, protocol)` make.
+pub fn message_of(from: &str, args: &[Val]) -> Message {
+    let text = |i: usize| args.get(i).map(Val::text).unwrap_or_default();
+    Message {
+        from: from.to_string(),
+        to: text(0),
+        body: args.get(1).map_or(Json::Null, Val::to_json),
+        protocol: text(2),
+    }
+}
+
 /// Runs a quick host effect.
 pub fn exec_inline(
     host: &dyn Host,

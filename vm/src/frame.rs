@@ -10,6 +10,7 @@
 
 use crate::exec::Results;
 use crate::scheduler::limits::FrameCount;
+use crate::tx::Tx;
 use crate::value::Val;
 use ais_ir::bytecode::RegionCode;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
@@ -76,6 +77,9 @@ pub(crate) struct Frame<'r> {
     pub depth: u32,
     /// The run's live-frame count, released when the frame is dropped.
     frames: &'r FrameCount,
+    /// The buffer of the innermost `try` body this frame belongs to
+    /// (`None`: outside any; see `crate::tx`).
+    pub tx: Option<Arc<Tx<'r>>>,
 }
 
 impl<'r> Frame<'r> {
@@ -90,6 +94,7 @@ impl<'r> Frame<'r> {
         tail_ms: u64,
         depth: u32,
         frames: &'r FrameCount,
+        tx: Option<Arc<Tx<'r>>>,
     ) -> Frame<'r> {
         let slots = (0..code.n_slots()).map(|_| OnceLock::new()).collect();
         let pending = code.pending.iter().map(|&p| AtomicU32::new(p)).collect();
@@ -110,6 +115,7 @@ impl<'r> Frame<'r> {
             tail_ms,
             depth,
             frames,
+            tx,
         }
     }
 

@@ -22,6 +22,7 @@ use crate::host::Host;
 use crate::llm::{CancelToken, LlmBackend};
 use crate::sync::{lock, wait_until, SPIN};
 use crate::telemetry::{self, AttemptRecord, LlmInfo, OpEvent, RunSummary, Status, Track};
+use crate::tx::{Parent as TxParent, Tx};
 use crate::value::Val;
 use ais_ir::bytecode::{Imm, Instr, Program};
 use ais_ir::Opcode;
@@ -504,6 +505,16 @@ impl<'r> Run<'r> {
             )
             .with_payload(serde_json::json!({"limit": self.frames.max})));
         }
+        // A `try` body buffers its effects (`crate::tx`); the frames it
+        // starts share its buffer; handlers run outside any.
+        let tx = owner.as_ref().and_then(|o| match o.role {
+            Role::Try => Some(Arc::new(Tx::new(match &o.frame.tx {
+                Some(t) => TxParent::Tx(t.clone()),
+                None => TxParent::Host(self.host),
+            }))),
+            Role::Handler => None,
+            _ => o.frame.tx.clone(),
+        });
         let id = self.next_frame.fetch_add(1, Ordering::Relaxed);
         Ok(Arc::new(Frame::new(
             id,
@@ -515,6 +526,7 @@ impl<'r> Run<'r> {
             tail_ms,
             depth,
             self.frames,
+            tx,
         )))
     }
 
@@ -723,11 +735,30 @@ impl<'r> Run<'r> {
                 self.handler_done();
                 None
             }
-            Role::Try => frame
-                .settled
-                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-                .then_some((pf, owner.op, ys)),
+            Role::Try => {
+                if frame
+                    .settled
+                    .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+                    .is_err()
+                {
+                    return None;
+                }
+                // The body completed: its effects become visible now.
+                if let Some(tx) = &frame.tx {
+                    match tx.commit() {
+                        Ok(delivered) => {
+                            for m in &delivered {
+                                self.start_handlers_for(&pf, owner.op, m, &Sink::Global);
+                            }
+                        }
+                        Err(e) => {
+                            self.fail(&pf, owner.op, e.into(), &Sink::Global);
+                            return None;
+                        }
+                    }
+                }
+                Some((pf, owner.op, ys))
+            }
             Role::Iter { state, index } => {
                 if index + 1 == state.count {
                     let _ = state.last.set(ys);
@@ -743,15 +774,22 @@ impl<'r> Run<'r> {
 
     /// A delivered message runs the recipient's matching `on` handlers
     /// (`crate::aam::messaging`), each in a detached frame.
+    ///
+    /// Inside a `try` body the message is buffered with the body's other
+    /// effects and its handlers start when the body commits.
     fn start_handlers(&self, frame: &Arc<Frame<'r>>, op: u32, args: &[Val], sink: &Sink<'_, 'r>) {
-        let text = |i: usize| args.get(i).map(Val::text).unwrap_or_default();
-        let message = crate::host::Message {
-            from: self.agent_name(frame.agent).to_string(),
-            to: text(0),
-            body: args.get(1).map_or(Json::Null, Val::to_json),
-            protocol: text(2),
-        };
-        for d in crate::aam::messaging::dispatch(self.program, &message) {
+        let message = exec::message_of(self.agent_name(frame.agent), args);
+        self.start_handlers_for(frame, op, &message, sink);
+    }
+
+    fn start_handlers_for(
+        &self,
+        frame: &Arc<Frame<'r>>,
+        op: u32,
+        message: &crate::host::Message,
+        sink: &Sink<'_, 'r>,
+    ) {
+        for d in crate::aam::messaging::dispatch(self.program, message) {
             lock(&self.handlers).0 += 1;
             let owner = Owner {
                 frame: frame.clone(),
@@ -802,6 +840,10 @@ impl<'r> Run<'r> {
                     .is_ok()
             {
                 f.cancelled.store(true, Ordering::Release);
+                // The body failed: none of its effects happen.
+                if let Some(tx) = &f.tx {
+                    tx.discard();
+                }
                 if let Some(owner) = &f.owner {
                     let pf = owner.frame.clone();
                     let pop = owner.op;
@@ -889,19 +931,31 @@ impl<'r> Run<'r> {
             _ if replayed.is_some() => {
                 let r = replayed.unwrap_or(Ok(Results::new())).map(Some);
                 if r.is_ok() && instr.opcode == Opcode::Communicate {
-                    self.start_handlers(&frame, op, &args, &sink);
+                    match &frame.tx {
+                        // Delivered by an earlier attempt; its handlers
+                        // start when the body commits.
+                        Some(tx) => tx.replayed_message(exec::message_of(
+                            self.agent_name(frame.agent),
+                            &args,
+                        )),
+                        None => self.start_handlers(&frame, op, &args, &sink),
+                    }
                 }
                 r
             }
             Class::Pure => exec::eval_pure(self.program, instr, &args).map(|v| Some(smallvec![v])),
             Class::Inline => {
-                let r = exec::exec_inline(self.host, self.agent_name(frame.agent), instr, &args)
+                let host: &dyn Host = match &frame.tx {
+                    Some(tx) => tx.as_ref(),
+                    None => self.host,
+                };
+                let r = exec::exec_inline(host, self.agent_name(frame.agent), instr, &args)
                     .and_then(|res| {
                         self.journal_record(jkey.as_ref(), instr, &res, 0)
                             .map(|()| res)
                     })
                     .map(Some);
-                if r.is_ok() && instr.opcode == Opcode::Communicate {
+                if r.is_ok() && instr.opcode == Opcode::Communicate && frame.tx.is_none() {
                     self.start_handlers(&frame, op, &args, &sink);
                 }
                 r
