@@ -127,7 +127,8 @@ fn run_many(
 /// `try` cancelled the detached handler frame too, which then never ended.
 #[test]
 fn communicate_in_failing_try_does_not_stall() {
-    let program = |tool: &str| {
+    // The message is sent in the body itself or in a flow the body calls.
+    let program = |tool: &str, send: &str| {
         format!(
             r#"
 agent B {{
@@ -137,10 +138,13 @@ agent B {{
     }}
 }}
 agent Main {{
+    flow tell(topic: str) {{
+        communicate("B", topic, "direct")
+    }}
     @entry flow main(topic: str) -> str {{
         let r = "start"
         try {{
-            communicate("B", topic, "direct")
+            {send}
             let _t = inv("{tool}", "{{{{}}}}")
             r = "done"
         }} catch {{
@@ -152,18 +156,20 @@ agent Main {{
 "#
         )
     };
-    let failing = run_many(&program("no_such_tool"), &[("topic", json!("t"))], 10);
-    assert_eq!(failing.len(), 90);
-    for (outcome, printed) in &failing {
-        assert_eq!(outcome, &Ok(json!("caught")), "{printed:?}");
-        // The failed body's message is discarded: no handler runs.
-        assert!(printed.is_empty(), "{printed:?}");
-    }
-    let succeeding = run_many(&program("echo"), &[("topic", json!("t"))], 10);
-    for (outcome, printed) in &succeeding {
-        assert_eq!(outcome, &Ok(json!("done")));
-        assert_eq!(printed.len(), 1, "{printed:?}");
-        assert!(printed[0].starts_with("handled"), "{printed:?}");
+    for send in ["communicate(\"B\", topic, \"direct\")", "tell(topic)"] {
+        let failing = run_many(&program("no_such_tool", send), &[("topic", json!("t"))], 20);
+        assert_eq!(failing.len(), 180);
+        for (outcome, printed) in &failing {
+            assert_eq!(outcome, &Ok(json!("caught")), "{send}: {printed:?}");
+            // The failed body's message is discarded: no handler runs.
+            assert!(printed.is_empty(), "{send}: {printed:?}");
+        }
+        let succeeding = run_many(&program("echo", send), &[("topic", json!("t"))], 20);
+        for (outcome, printed) in &succeeding {
+            assert_eq!(outcome, &Ok(json!("done")), "{send}");
+            assert_eq!(printed.len(), 1, "{send}: {printed:?}");
+            assert!(printed[0].starts_with("handled"), "{send}: {printed:?}");
+        }
     }
 }
 

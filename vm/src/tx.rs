@@ -9,6 +9,11 @@
 //! effects happened. When the body fails the buffer is dropped, so the
 //! `catch` block runs from the state before the `try`.
 //!
+//! The journal entries of the body's buffered ops are deferred the same
+//! way ([`Deferred`]): an op is journaled as done only once its effect is
+//! applied, so a resumed run re-executes the effects of a body that never
+//! committed instead of replaying ops whose effects never happened.
+//!
 //! Not buffered: LLM and tool calls (`invoke_tool`, `exec`) go straight to
 //! the parent; they are not undone (their cost counts; a tool's external
 //! side effect may or may not have happened, at most once, if the body
@@ -22,6 +27,7 @@
 
 use crate::host::{Host, HostError, Message};
 use crate::llm::CancelToken;
+use crate::value::Val;
 use ais_ir::Tier;
 use serde_json::Value as Json;
 use std::sync::{Arc, Mutex};
@@ -50,6 +56,25 @@ enum Effect {
         message: Message,
         deliver: bool,
     },
+    Journal(Deferred),
+}
+
+/// A journal entry written when the body's effects are applied.
+#[derive(Clone, Debug)]
+pub struct Deferred {
+    pub key: String,
+    pub op: &'static str,
+    pub hash: String,
+    pub results: Vec<Val>,
+}
+
+/// What a commit to the real host leaves for the scheduler to do.
+#[derive(Debug, Default)]
+pub struct Committed {
+    /// Messages delivered: their `on` handlers start now.
+    pub messages: Vec<Message>,
+    /// Journal entries of the applied ops, in order.
+    pub journal: Vec<Deferred>,
 }
 
 /// Where a [`Tx`] commits to.
@@ -92,17 +117,23 @@ impl<'h> Tx<'h> {
         });
     }
 
-    /// Applies the body's effects to the parent, in order. Returns the
-    /// messages that reached the real host (their `on` handlers start now);
-    /// none when the parent is another body (they start when it commits).
-    pub fn commit(&self) -> Result<Vec<Message>, HostError> {
+    /// Journals an op of the body when the body's effects are applied.
+    pub fn defer_journal(&self, d: Deferred) {
+        self.log().push(Effect::Journal(d));
+    }
+
+    /// Applies the body's effects to the parent, in order. Returns what
+    /// reached the real host (messages whose `on` handlers start now, ops
+    /// to journal); nothing when the parent is another body (it does that
+    /// when it commits).
+    pub fn commit(&self) -> Result<Committed, HostError> {
         let effects = std::mem::take(&mut *self.log());
         if let Parent::Tx(p) = &self.parent {
             p.log().extend(effects);
-            return Ok(Vec::new());
+            return Ok(Committed::default());
         }
         let host = self.parent();
-        let mut delivered = Vec::new();
+        let mut done = Committed::default();
         for e in effects {
             match e {
                 Effect::Print { agent, line } => host.print(&agent, &line),
@@ -117,11 +148,12 @@ impl<'h> Tx<'h> {
                     if deliver {
                         host.communicate(message.clone())?;
                     }
-                    delivered.push(message);
+                    done.messages.push(message);
                 }
+                Effect::Journal(d) => done.journal.push(d),
             }
         }
-        Ok(delivered)
+        Ok(done)
     }
 
     /// Drops the body's effects (it failed).
@@ -282,7 +314,7 @@ mod tests {
         assert_eq!(inner.belief_get("A", "mood").unwrap(), json!("busy"));
         // Not visible outside the body yet.
         assert_eq!(outer.belief_get("A", "mood").unwrap(), json!("calm"));
-        assert!(inner.commit().unwrap().is_empty());
+        assert!(inner.commit().unwrap().messages.is_empty());
         assert!(host.printed().is_empty());
         assert_eq!(outer.belief_get("A", "mood").unwrap(), json!("busy"));
         outer.commit().unwrap();
@@ -307,7 +339,7 @@ mod tests {
         })
         .unwrap();
         tx.discard();
-        assert!(tx.commit().unwrap().is_empty());
+        assert!(tx.commit().unwrap().messages.is_empty());
         assert!(host.printed().is_empty());
         assert!(host.outbox().is_empty());
     }

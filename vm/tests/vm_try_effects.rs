@@ -108,3 +108,65 @@ fn failing_try_body_effects_are_discarded() {
         }
     }
 }
+
+/// A body whose first `ask` feeds a `print`, then asks again.
+const STOPPED: &str = r#"
+agent @A {
+  flow @main(%q: str) -> str entry {
+    %0, %1 = try_catch : str, ord {
+      try {
+        %2 = ask %q : str
+        %3 = print %2 : ord
+        %4 = ask %2 : str
+        yield %4, %3
+      }
+      catch(%5: json) {
+        %6 = const {value = "caught"} : str
+        %7 = fence : ord
+        yield %6, %7
+      }
+    }
+    return %0
+  }
+}
+"#;
+
+/// A run stopped (uncatchably, by its LLM call budget) inside a `try` body
+/// never applied the body's `print`, so the journal must not say it did:
+/// the resumed run prints it when the body completes. (Journaling the
+/// buffered op when it ran would make the resume replay it and skip the
+/// output for good.)
+#[test]
+fn a_try_body_stopped_before_it_commits_is_redone_on_resume() {
+    use ais_vm::journal::{Budget, Journal};
+    let p = program(STOPPED);
+    let dir = tempfile::tempdir().unwrap();
+    let args = vec![("q".to_string(), json!("topic"))];
+    let bytes = ais_ir::bytecode::encode(&p).unwrap();
+    let j = Journal::begin(Some(dir.path()), "r", "test", &bytes, None, &args).unwrap();
+    let run = |j: Journal, calls: u64| {
+        let host = Arc::new(ais_vm::MemoryHost::new());
+        let o = RunOptions {
+            args: args.clone(),
+            workers: Some(2),
+            journal: Some(Arc::new(j)),
+            budget: Budget {
+                llm_calls: Some(calls),
+                ..Budget::default()
+            },
+            ..RunOptions::default()
+        };
+        let r = ais_vm::run(&p, &o, Arc::new(FakeBackend::new()), host.clone());
+        (r.outcome, host)
+    };
+    let (r, host) = run(j, 1);
+    match r.unwrap_err() {
+        ais_vm::RunError::OpFailed { code, .. } => assert_eq!(code, "budget.llm_calls"),
+        other => panic!("{other:?}"),
+    }
+    assert!(host.printed().is_empty(), "{:?}", host.printed());
+    let (r, host) = run(Journal::resume(dir.path(), "r").unwrap(), 5);
+    let v = r.unwrap();
+    assert_ne!(v, json!("caught"));
+    assert_eq!(host.printed().len(), 1, "{:?}", host.printed());
+}

@@ -22,7 +22,7 @@ use crate::host::Host;
 use crate::llm::{CancelToken, LlmBackend};
 use crate::sync::{lock, wait_until, SPIN};
 use crate::telemetry::{self, AttemptRecord, LlmInfo, OpEvent, RunSummary, Status, Track};
-use crate::tx::{Parent as TxParent, Tx};
+use crate::tx::{Deferred, Parent as TxParent, Tx};
 use crate::value::Val;
 use ais_ir::bytecode::{Imm, Instr, Program};
 use ais_ir::Opcode;
@@ -745,14 +745,24 @@ impl<'r> Run<'r> {
                 }
                 // The body completed: its effects become visible now.
                 if let Some(tx) = &frame.tx {
-                    match tx.commit() {
+                    let committed = tx.commit().map_err(OpError::from).and_then(|c| {
+                        // Journaled now that their effects happened.
+                        for d in &c.journal {
+                            if let Some(j) = self.journal {
+                                j.record(&d.key, d.op, &d.hash, &d.results, 0)
+                                    .map_err(|e| OpError::new(e.code, e.message))?;
+                            }
+                        }
+                        Ok(c.messages)
+                    });
+                    match committed {
                         Ok(delivered) => {
                             for m in &delivered {
                                 self.start_handlers_for(&pf, owner.op, m, &Sink::Global);
                             }
                         }
                         Err(e) => {
-                            self.fail(&pf, owner.op, e.into(), &Sink::Global);
+                            self.fail(&pf, owner.op, e, &Sink::Global);
                             return None;
                         }
                     }
@@ -950,9 +960,20 @@ impl<'r> Run<'r> {
                     None => self.host,
                 };
                 let r = exec::exec_inline(host, self.agent_name(frame.agent), instr, &args)
-                    .and_then(|res| {
-                        self.journal_record(jkey.as_ref(), instr, &res, 0)
-                            .map(|()| res)
+                    .and_then(|res| match (&frame.tx, &jkey) {
+                        // In a `try` body: journaled when the body commits.
+                        (Some(tx), Some((key, hash))) => {
+                            tx.defer_journal(Deferred {
+                                key: key.clone(),
+                                op: instr.opcode.mnemonic(),
+                                hash: hash.clone(),
+                                results: res.to_vec(),
+                            });
+                            Ok(res)
+                        }
+                        _ => self
+                            .journal_record(jkey.as_ref(), instr, &res, 0)
+                            .map(|()| res),
                     })
                     .map(Some);
                 if r.is_ok() && instr.opcode == Opcode::Communicate && frame.tx.is_none() {
