@@ -189,6 +189,53 @@ pub fn builtins() -> Vec<BuiltinInfo> {
     ]
 }
 
+/// Effect facts of a tool the runtime provides but does not implement here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostToolFacts {
+    pub name: &'static str,
+    /// Calls to one provider are ordered (see [`BuiltinInfo::provider`]).
+    pub provider: &'static str,
+    pub class: ToolClass,
+}
+
+/// The Agent Abstract Machine's tools (`ais_vm::aam`; implemented there
+/// because they need the agent's state): only what the compiler needs to
+/// order their calls, so it need not depend on the VM. The goal tools share
+/// one provider, so `goals_add` then `goals_next` keep their order.
+pub const HOST_TOOLS: &[HostToolFacts] = &[
+    HostToolFacts {
+        name: "memory_search",
+        provider: "aam.memory",
+        class: ToolClass::ReadOnly,
+    },
+    HostToolFacts {
+        name: "goals_list",
+        provider: "aam.goals",
+        class: ToolClass::ReadOnly,
+    },
+    HostToolFacts {
+        name: "goals_next",
+        provider: "aam.goals",
+        class: ToolClass::ReadOnly,
+    },
+    HostToolFacts {
+        name: "goals_add",
+        provider: "aam.goals",
+        class: ToolClass::Write,
+    },
+    HostToolFacts {
+        name: "goals_complete",
+        provider: "aam.goals",
+        class: ToolClass::Write,
+    },
+    // `{"clear": true}` empties the inbox.
+    HostToolFacts {
+        name: "inbox",
+        provider: "aam.inbox",
+        class: ToolClass::Write,
+    },
+];
+
 /// Runs the built-in tool `name`; `None` when there is no such tool.
 pub fn call(name: &str, args: &Json, settings: &Settings) -> Option<Result<Json, ToolError>> {
     Some(match name {

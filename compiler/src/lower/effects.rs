@@ -104,7 +104,8 @@ impl ToolAccess {
 /// The provider of tool `name` and whether a call may have side effects.
 ///
 /// - A capability declared `@read_only` is read-only.
-/// - A built-in tool (`ais-stdlib`) has its provider and class from there.
+/// - A built-in tool, or one of the AAM's (`ais_stdlib::HOST_TOOLS`), has its
+///   provider and class from `ais-stdlib`.
 /// - An MCP tool is exposed as `server.tool`: the part before the first `.`
 ///   names the provider (the server).
 /// - Anything else (a subprocess tool, an undeclared name) is its own
@@ -113,14 +114,23 @@ impl ToolAccess {
 /// Everything not known to be read-only is side-effecting.
 pub fn tool_access(agent: &AgentInfo, providers: &Providers, name: &str) -> ToolAccess {
     let declared_read_only = agent.capabilities.get(name).is_some_and(|c| c.read_only);
-    let builtin = ais_stdlib::builtins().into_iter().find(|b| b.name == name);
+    let builtin = ais_stdlib::builtins()
+        .into_iter()
+        .find(|b| b.name == name)
+        .map(|b| (b.provider, b.class))
+        .or_else(|| {
+            ais_stdlib::HOST_TOOLS
+                .iter()
+                .find(|h| h.name == name)
+                .map(|h| (h.provider, h.class))
+        });
     let provider = match (&builtin, name.split_once('.')) {
-        (Some(b), _) => format!("builtin:{}", b.provider),
+        (Some((p, _)), _) => format!("builtin:{p}"),
         (None, Some((server, _))) => server.to_string(),
         (None, None) => name.to_string(),
     };
     let read_only =
-        declared_read_only || builtin.is_some_and(|b| b.class == ais_stdlib::ToolClass::ReadOnly);
+        declared_read_only || builtin.is_some_and(|(_, c)| c == ais_stdlib::ToolClass::ReadOnly);
     let id = providers.id(&provider);
     if read_only {
         ToolAccess::Read(id)
