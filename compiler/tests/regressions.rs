@@ -77,3 +77,343 @@ agent A {
         );
     }
 }
+
+/// Runs `source` `runs` times at every optimization level and worker count;
+/// returns each run's outcome and printed lines.
+fn run_many(
+    source: &str,
+    args: &[(&str, Json)],
+    runs: usize,
+) -> Vec<(Result<Json, String>, Vec<String>)> {
+    let mut out = Vec::new();
+    for level in [OptLevel::O0, OptLevel::O1, OptLevel::O2] {
+        let mut module = compile_source(source).unwrap().module;
+        optimize(
+            &mut module,
+            &OptOptions {
+                level,
+                verify_each: true,
+                ..OptOptions::default()
+            },
+        )
+        .unwrap();
+        let program = bytecode::compile(&module).unwrap();
+        for workers in [1, 2, 8] {
+            for _ in 0..runs {
+                let options = RunOptions {
+                    workers: Some(workers),
+                    args: args
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.clone()))
+                        .collect(),
+                    ..RunOptions::default()
+                };
+                let host = Arc::new(MemoryHost::new());
+                let report = ais_vm::run(
+                    &program,
+                    &options,
+                    Arc::new(FakeBackend::new()),
+                    host.clone(),
+                );
+                out.push((report.outcome.map_err(|e| e.to_string()), host.printed()));
+            }
+        }
+    }
+    out
+}
+
+/// A `communicate` in a `try` body starts an `on` handler, then the body
+/// fails: the run used to stall ("the run stalled") because abandoning the
+/// `try` cancelled the detached handler frame too, which then never ended.
+#[test]
+fn communicate_in_failing_try_does_not_stall() {
+    // The message is sent in the body itself or in a flow the body calls.
+    let program = |tool: &str, send: &str| {
+        format!(
+            r#"
+agent B {{
+    on message.received {{ sender: str, content: str }} => {{
+        let h = ask("handle {{content}}")
+        print("handled", h)
+    }}
+}}
+agent Main {{
+    flow tell(topic: str) {{
+        communicate("B", topic, "direct")
+    }}
+    @entry flow main(topic: str) -> str {{
+        let r = "start"
+        try {{
+            {send}
+            let _t = inv("{tool}", "{{{{}}}}")
+            r = "done"
+        }} catch {{
+            r = "caught"
+        }}
+        return r
+    }}
+}}
+"#
+        )
+    };
+    for send in ["communicate(\"B\", topic, \"direct\")", "tell(topic)"] {
+        let failing = run_many(&program("no_such_tool", send), &[("topic", json!("t"))], 20);
+        assert_eq!(failing.len(), 180);
+        for (outcome, printed) in &failing {
+            assert_eq!(outcome, &Ok(json!("caught")), "{send}: {printed:?}");
+            // The failed body's message is discarded: no handler runs.
+            assert!(printed.is_empty(), "{send}: {printed:?}");
+        }
+        let succeeding = run_many(&program("echo", send), &[("topic", json!("t"))], 20);
+        for (outcome, printed) in &succeeding {
+            assert_eq!(outcome, &Ok(json!("done")), "{send}");
+            assert_eq!(printed.len(), 1, "{send}: {printed:?}");
+            assert!(printed[0].starts_with("handled"), "{send}: {printed:?}");
+        }
+    }
+}
+
+/// Compiles `source` at every optimization level; runs it `runs` times per
+/// level and worker count with a fresh host from `host`; returns outcomes.
+fn run_with_host(
+    source: &str,
+    runs: usize,
+    host: impl Fn() -> Arc<MemoryHost>,
+) -> Vec<Result<Json, String>> {
+    let mut out = Vec::new();
+    for level in [OptLevel::O0, OptLevel::O1, OptLevel::O2] {
+        let mut module = compile_source(source).unwrap().module;
+        optimize(
+            &mut module,
+            &OptOptions {
+                level,
+                verify_each: true,
+                ..OptOptions::default()
+            },
+        )
+        .unwrap();
+        let program = bytecode::compile(&module).unwrap();
+        for workers in [1, 2, 8] {
+            for _ in 0..runs {
+                let options = RunOptions {
+                    workers: Some(workers),
+                    ..RunOptions::default()
+                };
+                let report = ais_vm::run(&program, &options, Arc::new(FakeBackend::new()), host());
+                out.push(report.outcome.map_err(|e| e.to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// A side-effecting call and a later call to the same provider (`kv.*`, as
+/// an MCP server's tools are named) run in program order, so the read sees
+/// the write; `fence()` orders calls of different providers; two read-only
+/// calls still run at the same time.
+#[test]
+fn tool_side_effects_are_ordered_per_provider() {
+    use std::sync::Mutex;
+    let source = r#"
+agent Main {
+    @entry flow main() -> json {
+        let _w = inv("kv.put", "{{\"key\": \"a\", \"value\": \"written\"}}")
+        let seen = inv("kv.get", "{{\"key\": \"a\"}}")
+        let _x = inv("other.put", "{{\"key\": \"b\", \"value\": \"fenced\"}}")
+        fence()
+        let after_fence = inv("kv.get", "{{\"key\": \"b\"}}")
+        return [seen, after_fence]
+    }
+}
+"#;
+    let host = || {
+        let h = Arc::new(MemoryHost::new());
+        let store: Arc<Mutex<std::collections::HashMap<String, Json>>> = Arc::default();
+        for name in ["kv.put", "other.put"] {
+            let s = store.clone();
+            h.register_tool(name, move |args: &Json| {
+                // Slow enough that an unordered read would overtake it.
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                let key = args["key"].as_str().unwrap_or_default().to_string();
+                s.lock().unwrap().insert(key, args["value"].clone());
+                Ok(Json::Null)
+            });
+        }
+        let s = store.clone();
+        h.register_tool("kv.get", move |args: &Json| {
+            let key = args["key"].as_str().unwrap_or_default();
+            Ok(s.lock().unwrap().get(key).cloned().unwrap_or(Json::Null))
+        });
+        h
+    };
+    let outcomes = run_with_host(source, 20, host);
+    assert_eq!(outcomes.len(), 180);
+    for o in outcomes {
+        assert_eq!(o, Ok(json!(["written", "fenced"])));
+    }
+
+    // Two read-only calls overlap: each waits (bounded) until both have
+    // started, and reports whether it saw the other.
+    let source = r#"
+agent Main {
+    @read_only capability probe_a() -> json;
+    @read_only capability probe_b() -> json;
+    @entry flow main() -> json {
+        let a = probe_a()
+        let b = probe_b()
+        return [a, b]
+    }
+}
+"#;
+    let host = || {
+        let h = Arc::new(MemoryHost::new());
+        let started = Arc::new((Mutex::new(0usize), std::sync::Condvar::new()));
+        for name in ["probe_a", "probe_b"] {
+            let s = started.clone();
+            h.register_tool(name, move |_: &Json| {
+                let (m, cv) = &*s;
+                let mut n = m.lock().unwrap();
+                *n += 1;
+                cv.notify_all();
+                let (n, _) = cv
+                    .wait_timeout_while(n, std::time::Duration::from_secs(10), |n| *n < 2)
+                    .unwrap();
+                Ok(json!(*n >= 2))
+            });
+        }
+        h
+    };
+    for o in run_with_host(source, 2, host) {
+        assert_eq!(o, Ok(json!([true, true])));
+    }
+}
+
+/// A flow that calls itself twice per call doubles its frames at every
+/// level; the call-depth limit never trips and the process used to run out
+/// of memory. The live-frame limit stops it with `LIMIT_FRAMES` (not
+/// caught by the `try` around it), while a wide but bounded program under
+/// the same limit still succeeds.
+#[test]
+fn binary_recursion_stops_at_the_frame_limit() {
+    let source = r#"
+agent Main {
+    flow grow(n: number) -> number {
+        if n <= 0 { return 1 }
+        return grow(n - 1) + grow(n - 1)
+    }
+    @entry flow main(n: number) -> number {
+        let r = 0
+        try { r = grow(n) } catch { r = -1 }
+        return r
+    }
+}
+"#;
+    let program = {
+        let module = compile_source(source).unwrap().module;
+        bytecode::compile(&module).unwrap()
+    };
+    let run = |n: u32, workers: usize, max: usize| {
+        let options = RunOptions {
+            workers: Some(workers),
+            args: vec![("n".into(), json!(n))],
+            max_live_frames: max,
+            ..RunOptions::default()
+        };
+        ais_vm::run(
+            &program,
+            &options,
+            Arc::new(FakeBackend::new()),
+            Arc::new(MemoryHost::new()),
+        )
+        .outcome
+    };
+    for workers in [1, 2, 8] {
+        // 2^40 calls: far beyond any limit.
+        match run(40, workers, 10_000) {
+            Err(ais_vm::RunError::OpFailed { code, payload, .. }) => {
+                assert_eq!(code, "LIMIT_FRAMES");
+                assert_eq!(payload["limit"], json!(10_000));
+            }
+            other => panic!("{workers} workers: {other:?}"),
+        }
+        // 2^10 leaves, fewer than 10,000 frames alive: completes.
+        assert_eq!(run(10, workers, 10_000).unwrap(), json!(1024));
+    }
+    // A loop of 5,000 iterations, each calling a flow, stays under the
+    // default limit at every optimization level and worker count.
+    let wide = r#"
+agent Main {
+    flow double(x: number) -> number { return x * 2 }
+    @entry flow main(items: list<number>) -> number {
+        let total = 0
+        loop (x in items) { total = total + double(x) }
+        return total
+    }
+}
+"#;
+    let items: Vec<u32> = (1..=5000).collect();
+    let expected: u64 = items.iter().map(|x| u64::from(*x) * 2).sum();
+    assert_eq!(
+        run_everywhere(wide, &[("items", json!(items))]),
+        json!(expected)
+    );
+}
+
+/// A `try` body is all-or-nothing for the program's own state: its prints,
+/// memory writes (every tier), belief updates and messages happen only if
+/// it completes; inside it, its own writes are visible (read-your-writes);
+/// flows it calls belong to it. The same result and output at every
+/// optimization level and worker count, 40 runs each.
+#[test]
+fn failing_try_body_effects_are_discarded() {
+    let program = |tool: &str| {
+        format!(
+            r#"
+agent Main {{
+    beliefs {{ status: "idle" }}
+    flow note(x: str) {{
+        print("noted", x)
+        umem(x, "episodic")
+    }}
+    @entry flow main(topic: str) -> str {{
+        let r = "start"
+        try {{
+            print("in body", topic)
+            umem("draft", "stm", "k")
+            umem("fact", "ltm", "f")
+            status = "busy"
+            note(topic)
+            let seen = qmem("k", "stm")
+            print("seen", seen, status)
+            let _t = inv("{tool}", "{{{{}}}}")
+            r = "completed"
+        }} catch {{
+            r = "caught"
+        }}
+        print("after", qmem("k", "stm"), qmem("f", "ltm"), status)
+        return r
+    }}
+}}
+"#
+        )
+    };
+    let failing = run_many(&program("no_such_tool"), &[("topic", json!("t"))], 40);
+    assert_eq!(failing.len(), 360);
+    for (outcome, printed) in &failing {
+        assert_eq!(outcome, &Ok(json!("caught")));
+        assert_eq!(printed, &vec!["after [] [] idle".to_string()]);
+    }
+    let succeeding = run_many(&program("echo"), &[("topic", json!("t"))], 40);
+    for (outcome, printed) in &succeeding {
+        assert_eq!(outcome, &Ok(json!("completed")));
+        assert_eq!(
+            printed,
+            &vec![
+                "in body t".to_string(),
+                "noted t".to_string(),
+                "seen draft busy".to_string(),
+                "after draft fact busy".to_string(),
+            ]
+        );
+    }
+}

@@ -472,18 +472,22 @@ impl Opcode {
                 i.latency = lat;
             }
             // ---- tool ----
+            // The optional `ord` result orders later calls after this one on
+            // its provider's chain (the compiler always emits it).
             O::Inv => {
                 i.operands = Fixed(1);
                 i.effect = Effect::Tool;
                 i.latency = Latency::Tool;
-                i.result_rule = ResultRule::Fixed(&[C::Json]);
+                i.results = Range(1, 2);
+                i.result_rule = ResultRule::Fixed(&[C::Json, C::Ord]);
                 i.attrs = const { &[req("tool", AttrKind::NonEmptyStr)] };
             }
             O::Exec => {
                 i.operands = AtLeast(1);
                 i.effect = Effect::Tool;
                 i.latency = Latency::Tool;
-                i.result_rule = ResultRule::Fixed(&[C::Json]);
+                i.results = Range(1, 2);
+                i.result_rule = ResultRule::Fixed(&[C::Json, C::Ord]);
             }
             // ---- memory ----
             O::Qmem => {
@@ -587,7 +591,7 @@ impl Opcode {
             }
         }
         i.takes_ord = i.effect.takes_ord();
-        if let ResultRule::Fixed(ts) = i.result_rule {
+        if let (ResultRule::Fixed(ts), Fixed(_)) = (i.result_rule, i.results) {
             i.results = Fixed(ts.len());
         }
         i

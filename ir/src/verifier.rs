@@ -781,8 +781,8 @@ impl FlowVerifier<'_> {
             ResultRule::Fixed(canon) => {
                 for (i, (&v, c)) in od.results.iter().zip(canon).enumerate() {
                     let want = match capability {
-                        Some(cap) => cap.result.clone(),
-                        None => c.to_type(),
+                        Some(cap) if i == 0 => cap.result.clone(),
+                        _ => c.to_type(),
                     };
                     let got = self.ty(v);
                     let ok = *got == want || (want != Type::Ord && got.accepts(&want));

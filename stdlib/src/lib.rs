@@ -75,6 +75,9 @@ pub struct BuiltinInfo {
     pub name: &'static str,
     pub description: &'static str,
     pub class: ToolClass,
+    /// What the tool acts on (`fs`, `net`, `local`): calls to one provider
+    /// keep their program order when side-effecting (the compiler orders them).
+    pub provider: &'static str,
     pub input_schema: Json,
     pub output_schema: Json,
 }
@@ -107,6 +110,7 @@ pub fn builtins() -> Vec<BuiltinInfo> {
             name: "http_get",
             description: "GET a URL (http or https); returns the body, parsed as JSON when it is JSON",
             class: ToolClass::Network,
+            provider: "net",
             input_schema: json!({
                 "type": "object",
                 "required": ["url"],
@@ -122,6 +126,7 @@ pub fn builtins() -> Vec<BuiltinInfo> {
             name: "read_file",
             description: "Read a UTF-8 text file inside the workspace directory",
             class: ToolClass::ReadOnly,
+            provider: "fs",
             input_schema: json!({
                 "type": "object",
                 "required": ["path"],
@@ -133,6 +138,7 @@ pub fn builtins() -> Vec<BuiltinInfo> {
             name: "write_file",
             description: "Write (or append to) a text file inside the workspace directory",
             class: ToolClass::Write,
+            provider: "fs",
             input_schema: json!({
                 "type": "object",
                 "required": ["path", "content"],
@@ -152,6 +158,7 @@ pub fn builtins() -> Vec<BuiltinInfo> {
             name: "json_query",
             description: "Select values from a JSON document with a JSONPath subset ($, .name, [n], ['name'], [*], .*)",
             class: ToolClass::ReadOnly,
+            provider: "local",
             input_schema: json!({
                 "type": "object",
                 "required": ["document", "path"],
@@ -163,6 +170,7 @@ pub fn builtins() -> Vec<BuiltinInfo> {
             name: "calculator",
             description: "Evaluate an arithmetic expression (+ - * / % ^, parentheses, sqrt, abs, ln, log10, exp, sin, cos, tan, floor, ceil, round, min, max, pow, pi, e)",
             class: ToolClass::ReadOnly,
+            provider: "local",
             input_schema: json!({
                 "type": "object",
                 "required": ["expression"],
@@ -174,11 +182,59 @@ pub fn builtins() -> Vec<BuiltinInfo> {
             name: "now",
             description: "The current UTC time as an RFC 3339 timestamp",
             class: ToolClass::ReadOnly,
+            provider: "local",
             input_schema: json!({"type": ["object", "null", "array"]}),
             output_schema: json!({"type": "string"}),
         },
     ]
 }
+
+/// Effect facts of a tool the runtime provides but does not implement here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostToolFacts {
+    pub name: &'static str,
+    /// Calls to one provider are ordered (see [`BuiltinInfo::provider`]).
+    pub provider: &'static str,
+    pub class: ToolClass,
+}
+
+/// The Agent Abstract Machine's tools (`ais_vm::aam`; implemented there
+/// because they need the agent's state): only what the compiler needs to
+/// order their calls, so it need not depend on the VM. The goal tools share
+/// one provider, so `goals_add` then `goals_next` keep their order.
+pub const HOST_TOOLS: &[HostToolFacts] = &[
+    HostToolFacts {
+        name: "memory_search",
+        provider: "aam.memory",
+        class: ToolClass::ReadOnly,
+    },
+    HostToolFacts {
+        name: "goals_list",
+        provider: "aam.goals",
+        class: ToolClass::ReadOnly,
+    },
+    HostToolFacts {
+        name: "goals_next",
+        provider: "aam.goals",
+        class: ToolClass::ReadOnly,
+    },
+    HostToolFacts {
+        name: "goals_add",
+        provider: "aam.goals",
+        class: ToolClass::Write,
+    },
+    HostToolFacts {
+        name: "goals_complete",
+        provider: "aam.goals",
+        class: ToolClass::Write,
+    },
+    // `{"clear": true}` empties the inbox.
+    HostToolFacts {
+        name: "inbox",
+        provider: "aam.inbox",
+        class: ToolClass::Write,
+    },
+];
 
 /// Runs the built-in tool `name`; `None` when there is no such tool.
 pub fn call(name: &str, args: &Json, settings: &Settings) -> Option<Result<Json, ToolError>> {

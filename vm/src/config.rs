@@ -272,6 +272,8 @@ struct FileConfig {
     llm_backends: Vec<FileBackend>,
     #[serde(default)]
     instruction: FileInstructions,
+    #[serde(default)]
+    limits: FileLimits,
     // Sections read by the Agent Abstract Machine (`crate::aam::config`).
     #[serde(default, rename = "memory")]
     _memory: Option<toml::Value>,
@@ -281,6 +283,14 @@ struct FileConfig {
     _mcp_servers: Option<toml::Value>,
     #[serde(default, rename = "access")]
     _access: Option<toml::Value>,
+}
+
+/// `[limits]`: per-run resource limits (see `scheduler::limits`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileLimits {
+    max_live_frames: Option<Spanned<i64>>,
+    max_call_depth: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -478,6 +488,17 @@ pub struct Config {
     pub default_backend: Option<String>,
     pub token_budget: Option<u64>,
     pub instructions: Instructions,
+    /// `[limits]`; `None`: the `RunOptions` default (or the `aisc run` flag).
+    pub limits: Limits,
+}
+
+/// Per-run resource limits from the config file.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Limits {
+    /// `max_live_frames`: frames alive at once before `LIMIT_FRAMES`.
+    pub max_live_frames: Option<usize>,
+    /// `max_call_depth`: nested `flow.call`s before `call.depth`.
+    pub max_call_depth: Option<u32>,
 }
 
 impl Config {
@@ -539,6 +560,20 @@ impl Config {
             Some(t) => Some(positive(&src, &t, "token_budget")?),
             None => None,
         };
+        let limits = Limits {
+            max_live_frames: match &file.limits.max_live_frames {
+                Some(n) => Some(
+                    usize::try_from(positive(&src, n, "max_live_frames")?).unwrap_or(usize::MAX),
+                ),
+                None => None,
+            },
+            max_call_depth: match &file.limits.max_call_depth {
+                Some(n) => {
+                    Some(u32::try_from(positive(&src, n, "max_call_depth")?).unwrap_or(u32::MAX))
+                }
+                None => None,
+            },
+        };
         let fi = file.instruction;
         let mut overrides = BTreeMap::new();
         for (k, v) in [
@@ -560,6 +595,7 @@ impl Config {
             default_backend,
             token_budget,
             instructions: Instructions { overrides },
+            limits,
         })
     }
 
@@ -576,6 +612,7 @@ impl Config {
             default_backend: None,
             token_budget: None,
             instructions: Instructions::default(),
+            limits: Limits::default(),
         }
     }
 

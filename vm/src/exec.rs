@@ -420,6 +420,17 @@ fn member(v: &Val, field: &str) -> Result<Val, OpError> {
     }
 }
 
+/// The message a `communicate` op's operands `(to, body, protocol)` make.
+pub fn message_of(from: &str, args: &[Val]) -> Message {
+    let text = |i: usize| args.get(i).map(Val::text).unwrap_or_default();
+    Message {
+        from: from.to_string(),
+        to: text(0),
+        body: args.get(1).map_or(Json::Null, Val::to_json),
+        protocol: text(2),
+    }
+}
+
 /// Runs a quick host effect.
 pub fn exec_inline(
     host: &dyn Host,
@@ -524,6 +535,21 @@ pub fn llm_value(request: &LlmRequest, response: &LlmResponse) -> Result<Val, Op
                     format!("the reply to `{}` is not JSON: {e}", request.kind.name()),
                 )
             }),
+    }
+}
+
+/// A tool op's results: its value, then the `ord` token that orders it on
+/// its provider's chain (the journal records only the value).
+pub fn tool_results(instr: &Instr, v: Val) -> Results {
+    let mut r: Results = smallvec![v];
+    pad_ord(instr, &mut r);
+    r
+}
+
+/// Appends the `ord` results an op has beyond the values it computed.
+pub fn pad_ord(instr: &Instr, r: &mut Results) {
+    while r.len() < instr.n_results as usize {
+        r.push(Val::Ord);
     }
 }
 

@@ -9,6 +9,8 @@
 //! the values the frame yielded or returned.
 
 use crate::exec::Results;
+use crate::scheduler::limits::FrameCount;
+use crate::tx::Tx;
 use crate::value::Val;
 use ais_ir::bytecode::RegionCode;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
@@ -73,6 +75,11 @@ pub(crate) struct Frame<'r> {
     pub tail_ms: u64,
     /// Call depth (entry = 0).
     pub depth: u32,
+    /// The run's live-frame count, released when the frame is dropped.
+    frames: &'r FrameCount,
+    /// The buffer of the innermost `try` body this frame belongs to
+    /// (`None`: outside any; see `crate::tx`).
+    pub tx: Option<Arc<Tx<'r>>>,
 }
 
 impl<'r> Frame<'r> {
@@ -86,6 +93,8 @@ impl<'r> Frame<'r> {
         owner: Option<Owner<'r>>,
         tail_ms: u64,
         depth: u32,
+        frames: &'r FrameCount,
+        tx: Option<Arc<Tx<'r>>>,
     ) -> Frame<'r> {
         let slots = (0..code.n_slots()).map(|_| OnceLock::new()).collect();
         let pending = code.pending.iter().map(|&p| AtomicU32::new(p)).collect();
@@ -105,10 +114,17 @@ impl<'r> Frame<'r> {
             next_iter: Mutex::new(None),
             tail_ms,
             depth,
+            frames,
+            tx,
         }
     }
 
     /// Cancelled itself or below a cancelled frame (an abandoned `try`).
+    ///
+    /// The walk stops at an `on` handler: a handler runs detached from the
+    /// op that started it, so abandoning the sender's `try` must not cancel
+    /// it (a cancelled handler frame never completes, so the run would wait
+    /// for it forever and stall).
     pub fn is_cancelled(&self) -> bool {
         let mut f = self;
         loop {
@@ -116,8 +132,12 @@ impl<'r> Frame<'r> {
                 return true;
             }
             match &f.owner {
+                Some(Owner {
+                    role: Role::Handler,
+                    ..
+                })
+                | None => return false,
                 Some(o) => f = &o.frame,
-                None => return false,
             }
         }
     }
@@ -160,6 +180,7 @@ impl<'r> Drop for Frame<'r> {
     /// Frames form chains (callee → caller, iteration → next iteration) that
     /// can be long; unlink them iteratively so dropping never recurses deeply.
     fn drop(&mut self) {
+        self.frames.release();
         let mut work: Vec<Arc<Frame<'r>>> = Vec::new();
         if let Some(o) = self.owner.take() {
             work.push(o.frame);

@@ -8,6 +8,7 @@ use crate::error::RunError;
 use crate::exec::{self, Class, OpError, Results};
 use crate::host::Host;
 use crate::llm::{CancelToken, LlmBackend};
+use crate::tx::{Parent, Tx};
 use crate::value::Val;
 use ais_ir::bytecode::{BeliefInitCode, Imm, Program};
 use ais_ir::Opcode;
@@ -178,12 +179,10 @@ impl Interp<'_> {
                         .map_err(|e| fail(e.into()))?;
                     smallvec![exec::llm_value(&req, &resp).map_err(fail)?]
                 }
-                Class::Tool => {
-                    smallvec![
-                        exec::exec_tool(self.host, agent, instr, &data, &self.cancel)
-                            .map_err(fail)?
-                    ]
-                }
+                Class::Tool => exec::tool_results(
+                    instr,
+                    exec::exec_tool(self.host, agent, instr, &data, &self.cancel).map_err(fail)?,
+                ),
                 Class::Call => {
                     let Imm::Callee(c) = instr.imm else {
                         return Err(Self::internal(flow, region, op, "no callee"));
@@ -220,9 +219,24 @@ impl Interp<'_> {
                                 [t, c] => (*t, *c),
                                 _ => return Err(Self::internal(flow, region, op, "bad try")),
                             };
-                            match self.region(flow, t, Vec::new(), caps_of(t), depth) {
-                                Ok(ys) => ys,
-                                Err(f) => self.region(flow, c, vec![f.value], caps_of(c), depth)?,
+                            // The body's own effects are buffered and reach
+                            // this level only if it completes (`crate::tx`).
+                            let tx = Tx::new(Parent::Host(self.host));
+                            let body = Interp {
+                                program: self.program,
+                                backend: self.backend,
+                                host: &tx,
+                                cancel: self.cancel.clone(),
+                            };
+                            match body.region(flow, t, Vec::new(), caps_of(t), depth) {
+                                Ok(ys) => {
+                                    tx.commit().map_err(|e| fail(e.into()))?;
+                                    ys
+                                }
+                                Err(f) => {
+                                    tx.discard();
+                                    self.region(flow, c, vec![f.value], caps_of(c), depth)?
+                                }
                             }
                         }
                         Opcode::Loop => {

@@ -13,6 +13,7 @@ pub mod llm;
 pub mod scheduler;
 mod sync;
 pub mod telemetry;
+pub mod tx;
 pub mod value;
 
 pub use error::RunError;

@@ -562,3 +562,69 @@ fn the_real_filesystem_server_works_through_the_capability_registry() {
     inv(&h, "fs.write_file", args).unwrap();
     assert_eq!(std::fs::read_to_string(root.join("new.txt")).unwrap(), "x");
 }
+
+/// What `aisc` lowers a write then a read through the `fs` MCP server to:
+/// the read takes the write's `ord` token (`%2`), so it runs after it.
+const WRITE_THEN_READ: &str = r#"
+agent @A {
+  flow @main(%path: str, %content: str) -> json entry {
+    %0 = template %path, %content {template = "{{\"path\": \"{0}\", \"content\": \"{1}\"}}"} : str
+    %1, %2 = inv %0 {tool = "fs.write_file"} : json, ord
+    %3 = template %path {template = "{{\"path\": \"{0}\"}}"} : str
+    %4, %5 = inv %3, %2 {tool = "fs.read_text_file"} : json, ord
+    return %4
+  }
+}
+"#;
+
+/// Two calls to the same MCP server (write, then read the same file) run
+/// in program order: the read always sees the write, 20 runs × 1/2/8
+/// workers, each run writing new content.
+#[test]
+fn tool_side_effects_are_ordered_per_provider() {
+    let server = filesystem_server();
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().canonicalize().unwrap();
+    let cfg = format!(
+        "[[mcp_servers]]\nname = \"fs\"\ncommand = [\"node\", \"{}\", \"{}\"]\ntimeout_s = 30\n[access]\nallow = {{ A = [\"fs.*\"] }}\n",
+        toml_str(&server),
+        toml_str(&root)
+    );
+    let h: std::sync::Arc<AamHost> = std::sync::Arc::new(host(&cfg, Confirm::Yes).unwrap());
+    let m = ais_ir::parse_module(WRITE_THEN_READ).unwrap();
+    assert!(ais_ir::verify_errors(&m).is_empty());
+    let p = ais_ir::bytecode::compile(&m).unwrap();
+    let path = root.join("graph.txt").display().to_string();
+    let mut n = 0;
+    for workers in [1, 2, 8] {
+        for run in 0..20 {
+            let content = format!("entity {workers}-{run}");
+            let o = ais_vm::RunOptions {
+                workers: Some(workers),
+                args: vec![
+                    ("path".into(), json!(path)),
+                    ("content".into(), json!(content)),
+                ],
+                ..ais_vm::RunOptions::default()
+            };
+            let r = ais_vm::run(
+                &p,
+                &o,
+                std::sync::Arc::new(ais_vm::llm::fake::FakeBackend::new()),
+                h.clone(),
+            );
+            let v = r.outcome.unwrap();
+            let text = match &v {
+                Json::String(s) => s.clone(),
+                other => other["content"].as_str().unwrap_or("").to_string(),
+            };
+            assert_eq!(
+                text.trim_end(),
+                content,
+                "{workers} workers, run {run}: {v}"
+            );
+            n += 1;
+        }
+    }
+    assert_eq!(n, 60);
+}

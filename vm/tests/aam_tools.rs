@@ -473,3 +473,14 @@ fn every_tool_the_front_end_treats_as_built_in_is_registered() {
         );
     }
 }
+
+/// The compiler orders tool calls from the effect facts in `ais-stdlib`;
+/// they must cover exactly the tools the AAM provides.
+#[test]
+fn the_stdlib_knows_the_effect_of_every_aam_tool() {
+    let mut facts: Vec<&str> = ais_stdlib::HOST_TOOLS.iter().map(|h| h.name).collect();
+    let mut aam = ais_vm::aam::AAM_TOOL_NAMES.to_vec();
+    facts.sort_unstable();
+    aam.sort_unstable();
+    assert_eq!(facts, aam);
+}

@@ -144,11 +144,17 @@ fn build(steps: &[Step]) -> Program {
             }
             Step::Try(x, fail) => {
                 let sx = pick(&strs, x);
-                let op = b.ins(Opcode::TryCatch, &[], &[Type::Str]);
+                // The body prints independently of its (maybe failing) ask:
+                // the line appears only if the body completes (`ais_vm::tx`).
+                let op = b.ins(Opcode::TryCatch, &[], &[Type::Str, Type::Ord]);
+                let before = print_tok;
                 b.with_region(op, "try", None, |b, _| {
+                    let mut ops = vec![sx];
+                    ops.extend(before);
+                    let printed = b.ins1(Opcode::Print, &ops, Type::Ord);
                     let p = b.template(if fail { "BOOM {0}" } else { "ok {0}" }, &[sx]);
                     let v = b.ins1(Opcode::Ask, &[p], Type::Str);
-                    b.yield_(&[v]);
+                    b.yield_(&[v, printed]);
                 });
                 b.with_region(op, "catch", None, |b, r| {
                     let e = b.add_region_arg(r, Type::Json);
@@ -167,9 +173,14 @@ fn build(steps: &[Step]) -> Program {
                     );
                     let o = b.result(o, 0);
                     let v = b.template("caught {0} in {1}", &[c, o]);
-                    b.yield_(&[v]);
+                    let t = match before {
+                        Some(t) => t,
+                        None => b.ins1(Opcode::Fence, &[], Type::Ord),
+                    };
+                    b.yield_(&[v, t]);
                 });
                 strs.push(b.result(op, 0));
+                print_tok = Some(b.result(op, 1));
             }
             Step::Print(x) => {
                 let mut ops = vec![pick(&strs, x)];

@@ -253,6 +253,17 @@ pub fn run_loaded(
         progress: !run.quiet,
         budget,
         watchdog: Some(run.budget.watchdog),
+        max_live_frames: run
+            .budget
+            .max_frames
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
+            .or(settings.config.limits.max_live_frames)
+            .unwrap_or(ais_vm::scheduler::limits::DEFAULT_MAX_LIVE_FRAMES),
+        max_call_depth: settings
+            .config
+            .limits
+            .max_call_depth
+            .unwrap_or(RunOptions::default().max_call_depth),
         ..RunOptions::default()
     };
     let host = match super::aam::open_host(&run.memory, backend.config.as_deref(), run.yes) {
@@ -340,11 +351,16 @@ fn render_run_error(out: &mut Output, loaded: &Loaded, e: &ais_vm::RunError) {
             if !span.is_dummy() =>
         {
             let d = Diagnostic::error("R0001", format!("run failed: {e}"), *span)
-                .with_label(if code.starts_with("budget.") || code == "WATCHDOG_LOOP" {
-                    format!("the run stopped here: `{code}` (not catchable)")
-                } else {
-                    format!("this `{code}` failure was not caught")
-                })
+                .with_label(
+                    if code.starts_with("budget.")
+                        || code == "WATCHDOG_LOOP"
+                        || ais_vm::scheduler::limits::is_fatal(code)
+                    {
+                        format!("the run stopped here: `{code}` (not catchable)")
+                    } else {
+                        format!("this `{code}` failure was not caught")
+                    },
+                )
                 .with_help(ais_vm::error::hint_for(code));
             out.diagnostics(name, source, &[d]);
         }

@@ -26,6 +26,11 @@ pub struct BudgetArgs {
     /// with the same inputs this many times (0: off).
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub watchdog: u32,
+    /// Stop with LIMIT_FRAMES when more frames (calls, branches, loop
+    /// iterations) are alive at once (default: `[limits] max_live_frames`
+    /// in the config, else 200000).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_frames: Option<u64>,
     /// Per-agent token limit `AGENT=N` (`*=N` for every agent; repeatable).
     #[arg(long, value_name = "AGENT=N")]
     pub agent_token_budget: Vec<String>,

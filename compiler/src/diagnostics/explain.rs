@@ -274,6 +274,28 @@ literal. Variables and computed values are not allowed as patterns.
     switch kind { case "bug" => ... }      // ok"#,
     },
     Explanation {
+        code: "LIMIT_FRAMES",
+        title: "the run has too many frames alive at once",
+        text: r#"A run failure (not a compile-time diagnostic): the program had more frames
+alive at once than the limit allows (default 200000; `aisc run --max-frames N`,
+or `[limits] max_live_frames = N` in the config). Every call, branch taken,
+loop iteration, `try`/`catch` region and `on` handler is a frame while it
+runs. The call-depth limit does not catch a flow that calls itself twice per
+call: its depth grows slowly while its frames double at every level, and the
+VM starts every call whose inputs are ready.
+
+    flow grow(n: number) -> number {
+        if n <= 0 { return 1 }
+        return grow(n - 1) + grow(n - 1)     // 2^n calls
+    }
+
+The run stops at once (a `try` does not catch it, or the program would keep
+growing), with the op that tried to create the frame. Bound the recursion
+(e.g. a smaller `n`, or a `loop` over a list), or, if the program really is
+that wide, raise the limit and `aisc resume` the run: what completed is kept
+in the run journal."#,
+    },
+    Explanation {
         code: "W0001",
         title: "unused variable",
         text: r#"A variable is bound but never read. Often a sign of a typo or a forgotten

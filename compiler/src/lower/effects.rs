@@ -6,11 +6,21 @@
 //! shares the output chain. A flow's summary says which chains it (or
 //! anything it calls) touches, so a call can be ordered with the caller's
 //! effects on exactly those chains and nothing else.
+//!
+//! Tools: every tool provider (an MCP server, a subprocess tool, the file
+//! system, ...) has its own chain, [`Chain::Tool`]. A side-effecting call is
+//! a write on its provider's chain, a read-only call a read, so calls to one
+//! provider keep program order (reads after writes) while read-only calls
+//! stay parallel. [`Chain::Tools`] stands for *every* provider of the agent:
+//! a call whose provider is not known at compile time (`exec`) writes it and
+//! every call to a known provider reads it, so the unknown call is ordered
+//! against all of them. `fence()` writes every chain.
 
 use crate::sema::builtins::{self, BuiltinKind};
 use crate::sema::index::AgentInfo;
 use crate::sema::{resolve_tier, ProgramIndex};
 use crate::syntax::ast::*;
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -20,6 +30,10 @@ pub enum Chain {
     Episodic,
     Beliefs,
     Io,
+    /// Every tool provider of the agent (see the module comment).
+    Tools,
+    /// One tool provider, by [`Providers`] id.
+    Tool(u32),
 }
 
 impl Chain {
@@ -31,8 +45,98 @@ impl Chain {
         }
     }
 
-    /// The chains a `fence` orders: all of an agent's memory.
-    pub const MEMORY: [Chain; 4] = [Chain::Stm, Chain::Ltm, Chain::Episodic, Chain::Beliefs];
+    /// The chains a `fence` writes: everything (writing `Tools` orders it
+    /// with every tool call, before and after).
+    pub const FENCE: [Chain; 6] = [
+        Chain::Stm,
+        Chain::Ltm,
+        Chain::Episodic,
+        Chain::Beliefs,
+        Chain::Io,
+        Chain::Tools,
+    ];
+
+    /// Chains private to an agent (not shared with a call into another agent).
+    pub fn shared_across_agents(self) -> bool {
+        self == Chain::Io
+    }
+}
+
+/// Tool providers by name, numbered in the order first seen (scanning is
+/// deterministic, so the numbering is too).
+#[derive(Default, Debug)]
+pub struct Providers(RefCell<Vec<String>>);
+
+impl Providers {
+    pub fn id(&self, name: &str) -> u32 {
+        let mut names = self.0.borrow_mut();
+        match names.iter().position(|n| n == name) {
+            Some(i) => i as u32,
+            None => {
+                names.push(name.to_string());
+                (names.len() - 1) as u32
+            }
+        }
+    }
+}
+
+/// How a tool call is ordered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ToolAccess {
+    /// Read-only on a provider's chain.
+    Read(u32),
+    /// Side-effecting on a provider's chain.
+    Write(u32),
+    /// Provider unknown at compile time: ordered with every provider.
+    Any,
+}
+
+impl ToolAccess {
+    /// The chains a call with this access touches (for flow summaries).
+    pub fn chains(self) -> Vec<Chain> {
+        match self {
+            ToolAccess::Read(p) | ToolAccess::Write(p) => vec![Chain::Tool(p), Chain::Tools],
+            ToolAccess::Any => vec![Chain::Tools],
+        }
+    }
+}
+
+/// The provider of tool `name` and whether a call may have side effects.
+///
+/// - A capability declared `@read_only` is read-only.
+/// - A built-in tool, or one of the AAM's (`ais_stdlib::HOST_TOOLS`), has its
+///   provider and class from `ais-stdlib`.
+/// - An MCP tool is exposed as `server.tool`: the part before the first `.`
+///   names the provider (the server).
+/// - Anything else (a subprocess tool, an undeclared name) is its own
+///   provider.
+///
+/// Everything not known to be read-only is side-effecting.
+pub fn tool_access(agent: &AgentInfo, providers: &Providers, name: &str) -> ToolAccess {
+    let declared_read_only = agent.capabilities.get(name).is_some_and(|c| c.read_only);
+    let builtin = ais_stdlib::builtins()
+        .into_iter()
+        .find(|b| b.name == name)
+        .map(|b| (b.provider, b.class))
+        .or_else(|| {
+            ais_stdlib::HOST_TOOLS
+                .iter()
+                .find(|h| h.name == name)
+                .map(|h| (h.provider, h.class))
+        });
+    let provider = match (&builtin, name.split_once('.')) {
+        (Some((p, _)), _) => format!("builtin:{p}"),
+        (None, Some((server, _))) => server.to_string(),
+        (None, None) => name.to_string(),
+    };
+    let read_only =
+        declared_read_only || builtin.is_some_and(|(_, c)| c == ais_stdlib::ToolClass::ReadOnly);
+    let id = providers.id(&provider);
+    if read_only {
+        ToolAccess::Read(id)
+    } else {
+        ToolAccess::Write(id)
+    }
 }
 
 /// What a block does, found by walking its AST.
@@ -49,6 +153,7 @@ pub struct Scan {
 pub struct Scanner<'a> {
     pub agent: &'a AgentInfo,
     pub index: &'a ProgramIndex,
+    pub providers: &'a Providers,
 }
 
 impl Scanner<'_> {
@@ -144,9 +249,19 @@ impl Scanner<'_> {
                         if self.agent.flows.contains_key(&id.name) {
                             out.calls.insert((self.agent.name.clone(), id.name.clone()));
                         } else if self.agent.capabilities.contains_key(&id.name) {
-                            // Tools are not ordered with each other.
+                            out.chains
+                                .extend(tool_access(self.agent, self.providers, &id.name).chains());
                         } else if let Some(b) = builtins::lookup(&id.name) {
                             match b.kind {
+                                BuiltinKind::Inv => {
+                                    if let Some(ExprKind::Str(s)) = args.first().map(|a| &a.kind) {
+                                        out.chains.extend(
+                                            tool_access(self.agent, self.providers, &s.text())
+                                                .chains(),
+                                        );
+                                    }
+                                }
+                                BuiltinKind::Exec => out.chains.extend(ToolAccess::Any.chains()),
                                 BuiltinKind::Qmem | BuiltinKind::Umem => {
                                     if let Some(tier) =
                                         args.get(1).and_then(|t| resolve_tier(self.agent, t))
@@ -154,7 +269,7 @@ impl Scanner<'_> {
                                         out.chains.insert(Chain::of_tier(tier));
                                     }
                                 }
-                                BuiltinKind::Fence => out.chains.extend(Chain::MEMORY),
+                                BuiltinKind::Fence => out.chains.extend(Chain::FENCE),
                                 BuiltinKind::Print | BuiltinKind::Communicate => {
                                     out.chains.insert(Chain::Io);
                                 }
@@ -179,13 +294,17 @@ impl Scanner<'_> {
 /// Chains each flow touches, including through the flows it calls.
 pub type Summaries = BTreeMap<(String, String), BTreeSet<Chain>>;
 
-pub fn summarize(file: &File, index: &ProgramIndex) -> Summaries {
+pub fn summarize(file: &File, index: &ProgramIndex, providers: &Providers) -> Summaries {
     let mut direct: BTreeMap<(String, String), Scan> = BTreeMap::new();
     for agent in &file.agents {
         let Some(info) = index.agents.get(&agent.name.name) else {
             continue;
         };
-        let scanner = Scanner { agent: info, index };
+        let scanner = Scanner {
+            agent: info,
+            index,
+            providers,
+        };
         for m in &agent.members {
             if let Member::Flow(f) = m {
                 let mut scan = Scan::default();
@@ -209,7 +328,10 @@ pub fn summarize(file: &File, index: &ProgramIndex) -> Summaries {
                 let inherited: Vec<Chain> = if callee.0 == caller.0 {
                     theirs.into_iter().collect()
                 } else {
-                    theirs.into_iter().filter(|c| *c == Chain::Io).collect()
+                    theirs
+                        .into_iter()
+                        .filter(|c| c.shared_across_agents())
+                        .collect()
                 };
                 if let Some(mine) = summaries.get_mut(caller) {
                     for c in inherited {

@@ -11,7 +11,7 @@
 //! the statements after a statement that may have returned run under
 //! `if (!flag)`, and the flow ends with `return value`.
 
-use super::effects::{Chain, Scan, Scanner, Summaries};
+use super::effects::{tool_access, Chain, Providers, Scan, Scanner, Summaries, ToolAccess};
 use super::ty_to_ir;
 use crate::sema::builtins::{self, BuiltinKind};
 use crate::sema::index::AgentInfo;
@@ -25,6 +25,7 @@ pub(super) struct Ctx<'a> {
     pub index: &'a ProgramIndex,
     pub agent: &'a AgentInfo,
     pub summaries: &'a Summaries,
+    pub providers: &'a Providers,
 }
 
 #[derive(Clone, Debug)]
@@ -637,6 +638,7 @@ impl<'a> FlowLowerer<'a> {
         Scanner {
             agent: self.ctx.agent,
             index: self.ctx.index,
+            providers: self.ctx.providers,
         }
         .block(body, &mut scan);
         let mut carried: Vec<Slot> = Vec::new();
@@ -652,7 +654,7 @@ impl<'a> FlowLowerer<'a> {
             if let Some(cs) = self.ctx.summaries.get(&(agent.clone(), flow.clone())) {
                 carried.extend(
                     cs.iter()
-                        .filter(|c| same_agent || **c == Chain::Io)
+                        .filter(|c| same_agent || c.shared_across_agents())
                         .map(|c| Slot::Chain(*c)),
                 );
             }
@@ -678,9 +680,11 @@ impl<'a> FlowLowerer<'a> {
         let r = self.flow.dfg.create_region("body", None);
         let item = self.flow.dfg.add_region_arg(r, item_ty.clone());
         let _index = self.flow.dfg.add_region_arg(r, Type::Number);
+        let mut args = Vec::with_capacity(carried.len());
         for (s, t) in carried.iter().zip(&types) {
             let a = self.flow.dfg.add_region_arg(r, t.clone());
             self.set_slot(*s, a);
+            args.push(a);
         }
         self.region = r;
         self.st.scopes.push(Vec::new());
@@ -696,7 +700,17 @@ impl<'a> FlowLowerer<'a> {
         self.st.scopes.pop();
         self.span = span;
         let mut ys = Vec::new();
-        for (s, t) in carried.iter().zip(&types) {
+        for ((s, t), a) in carried.iter().zip(&types).zip(&args) {
+            // A chain the body only read passes its token through unchanged,
+            // so the next iteration's reads do not wait for this one's (reads
+            // stay parallel). Later writes still wait for every read: the
+            // loop delivers its results only once all iterations are done.
+            if let Slot::Chain(c) = s {
+                if self.chain(*c).write == Some(*a) {
+                    ys.push(*a);
+                    continue;
+                }
+            }
             let v = self.slot_value(*s);
             ys.push(self.coerce(v, t));
         }
@@ -1110,12 +1124,7 @@ impl<'a> FlowLowerer<'a> {
                     );
                     let ret = ty_to_ir(&cap.ret);
                     let ret = if ret.is_data() { ret } else { Type::Json };
-                    return Some(self.ins1(
-                        Opcode::Inv,
-                        &[obj],
-                        vec![("tool".into(), Attr::Str(id.name.clone()))],
-                        ret,
-                    ));
+                    return Some(self.inv(&id.name, obj, ret));
                 }
                 let b = builtins::lookup(&id.name)?;
                 self.builtin(b.kind, args, span)
@@ -1163,7 +1172,7 @@ impl<'a> FlowLowerer<'a> {
             .map(|cs| {
                 cs.iter()
                     .copied()
-                    .filter(|c| same_agent || *c == Chain::Io)
+                    .filter(|c| same_agent || c.shared_across_agents())
                     .collect()
             })
             .unwrap_or_default();
@@ -1192,6 +1201,54 @@ impl<'a> FlowLowerer<'a> {
             self.record_write(&chains, t);
         }
         ret.map(|_| self.result(op, 0))
+    }
+
+    /// `inv` of `tool`, ordered on its provider's chain (see `effects`).
+    fn inv(&mut self, tool: &str, arg: Value, ret: Type) -> Value {
+        let access = tool_access(self.ctx.agent, self.ctx.providers, tool);
+        let mut operands = vec![arg];
+        operands.extend(self.tool_tokens(access));
+        let op = self.ins(
+            Opcode::Inv,
+            &operands,
+            vec![("tool".into(), Attr::Str(tool.to_string()))],
+            &[ret, Type::Ord],
+        );
+        let (v, t) = (self.result(op, 0), self.result(op, 1));
+        self.record_tool(access, t);
+        v
+    }
+
+    /// The tokens a tool call waits for: a read waits for its provider's
+    /// last write, a write for everything on its provider's chain; both
+    /// wait for the last call of unknown provider (the write on `Tools`),
+    /// which itself waits for every tool call so far.
+    fn tool_tokens(&mut self, access: ToolAccess) -> Vec<Value> {
+        let mut out = match access {
+            ToolAccess::Read(p) => self.read_after(Chain::Tool(p)),
+            ToolAccess::Write(p) => self.write_after(&[Chain::Tool(p)]),
+            ToolAccess::Any => return self.write_after(&[Chain::Tools]),
+        };
+        for t in self.read_after(Chain::Tools) {
+            if !out.contains(&t) {
+                out.push(t);
+            }
+        }
+        out
+    }
+
+    fn record_tool(&mut self, access: ToolAccess, token: Value) {
+        match access {
+            ToolAccess::Read(p) => {
+                self.record_read(Chain::Tool(p), token);
+                self.record_read(Chain::Tools, token);
+            }
+            ToolAccess::Write(p) => {
+                self.record_write(&[Chain::Tool(p)], token);
+                self.record_read(Chain::Tools, token);
+            }
+            ToolAccess::Any => self.record_write(&[Chain::Tools], token),
+        }
     }
 
     fn builtin(&mut self, kind: BuiltinKind, args: &[Expr], span: Span) -> Option<Value> {
@@ -1230,17 +1287,17 @@ impl<'a> FlowLowerer<'a> {
                     .map(|c| ty_to_ir(&c.ret))
                     .filter(Type::is_data)
                     .unwrap_or(Type::Json);
-                Some(self.ins1(
-                    Opcode::Inv,
-                    &[a],
-                    vec![("tool".into(), Attr::Str(tool))],
-                    ret,
-                ))
+                Some(self.inv(&tool, a, ret))
             }
             K::Exec => {
-                let vs: Vec<Value> = args.iter().map(|a| self.value(a)).collect();
+                let mut vs: Vec<Value> = args.iter().map(|a| self.value(a)).collect();
                 self.span = span;
-                Some(self.ins1(Opcode::Exec, &vs, vec![], Type::Json))
+                // The tool is named at run time: ordered with every provider.
+                vs.extend(self.tool_tokens(ToolAccess::Any));
+                let op = self.ins(Opcode::Exec, &vs, vec![], &[Type::Json, Type::Ord]);
+                let (v, t) = (self.result(op, 0), self.result(op, 1));
+                self.record_tool(ToolAccess::Any, t);
+                Some(v)
             }
             K::Qmem => {
                 let q = self.value(args.first()?);
@@ -1279,9 +1336,9 @@ impl<'a> FlowLowerer<'a> {
             }
             K::Fence => {
                 self.span = span;
-                let tokens = self.write_after(&Chain::MEMORY);
+                let tokens = self.write_after(&Chain::FENCE);
                 let t = self.ins1(Opcode::Fence, &tokens, vec![], Type::Ord);
-                self.record_write(&Chain::MEMORY, t);
+                self.record_write(&Chain::FENCE, t);
                 None
             }
             K::Merge | K::WaitAll => {

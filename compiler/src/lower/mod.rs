@@ -32,7 +32,8 @@ pub fn ty_to_ir(t: &Ty) -> Type {
 }
 
 pub fn lower(file: &ast::File, index: &ProgramIndex) -> Module {
-    let summaries = effects::summarize(file, index);
+    let providers = effects::Providers::default();
+    let summaries = effects::summarize(file, index, &providers);
     let mut module = Module::new();
     for (i, agent) in file.agents.iter().enumerate() {
         // A duplicated agent was reported by sema; the first one wins.
@@ -49,6 +50,7 @@ pub fn lower(file: &ast::File, index: &ProgramIndex) -> Module {
             index,
             agent: info,
             summaries: &summaries,
+            providers: &providers,
         };
         let mut data = AgentData::new(agent.name.name.clone());
         data.span = agent.span;

@@ -30,6 +30,8 @@ pub struct FlowSig {
 #[derive(Clone, Debug)]
 pub struct CapabilitySig {
     pub name: String,
+    /// Declared `@read_only`: calls are not ordered with each other.
+    pub read_only: bool,
     pub params: Vec<ParamSig>,
     pub ret: Ty,
     pub span: Span,
@@ -191,6 +193,14 @@ pub fn build(file: &ast::File, errors: &mut Vec<SemaError>) -> ProgramIndex {
                     }
                 }
                 Member::Capability(c) => {
+                    for d in &c.decorators {
+                        if d.name.name != "read_only" {
+                            errors.push(SemaError::UnknownDecorator {
+                                name: d.name.name.clone(),
+                                span: d.span,
+                            });
+                        }
+                    }
                     // Only a quoted name can be empty: `capability ""(...)`.
                     if c.name.name.trim().is_empty() {
                         errors.push(SemaError::EmptyToolName {
@@ -209,6 +219,7 @@ pub fn build(file: &ast::File, errors: &mut Vec<SemaError>) -> ProgramIndex {
                     }
                     let sig = CapabilitySig {
                         name: c.name.name.clone(),
+                        read_only: c.decorators.iter().any(|d| d.name.name == "read_only"),
                         params: params(&c.params, Ty::Json, errors),
                         ret: c.ret.as_ref().map_or(Ty::Json, Ty::from_ast),
                         span: c.name.span,

@@ -65,6 +65,8 @@ pub struct Goal {
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Capability {
+    /// `@read_only` marks a tool without side effects (see `lower::effects`).
+    pub decorators: Vec<Decorator>,
     pub name: Ident,
     pub params: Vec<Param>,
     pub ret: Option<TypeExpr>,

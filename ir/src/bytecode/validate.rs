@@ -451,7 +451,7 @@ impl FlowCheck<'_> {
                 }
             }
             ResultRule::Fixed(canon) => {
-                if results.len() != canon.len() {
+                if !op.opcode.info().results.allows(results.len()) {
                     return Err(ill(format!(
                         "`{}` has {} result(s), expected {}",
                         op.opcode,

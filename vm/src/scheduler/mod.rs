@@ -10,6 +10,7 @@
 //! to the injector. See `docs/runtime.md`.
 
 mod io;
+pub mod limits;
 pub mod policy;
 
 pub use policy::{Policy, PolicyQueue, UnknownPolicy};
@@ -21,6 +22,7 @@ use crate::host::Host;
 use crate::llm::{CancelToken, LlmBackend};
 use crate::sync::{lock, wait_until, SPIN};
 use crate::telemetry::{self, AttemptRecord, LlmInfo, OpEvent, RunSummary, Status, Track};
+use crate::tx::{Deferred, Parent as TxParent, Tx};
 use crate::value::Val;
 use ais_ir::bytecode::{Imm, Instr, Program};
 use ais_ir::Opcode;
@@ -60,6 +62,9 @@ pub struct RunOptions {
     pub record_events: bool,
     /// Deepest `flow.call` nesting before the call fails with `call.depth`.
     pub max_call_depth: u32,
+    /// Most frames alive at once (calls, branches, loop iterations, ...)
+    /// before the run stops with `LIMIT_FRAMES` (see `limits`).
+    pub max_live_frames: usize,
     /// Journal every effect op's result here (and replay what an earlier
     /// attempt of the run completed); see `crate::journal`.
     pub journal: Option<Arc<crate::journal::Journal>>,
@@ -83,6 +88,7 @@ impl Default for RunOptions {
             progress: false,
             record_events: true,
             max_call_depth: 512,
+            max_live_frames: limits::DEFAULT_MAX_LIVE_FRAMES,
             journal: None,
             budget: crate::journal::Budget::default(),
             watchdog: None,
@@ -370,6 +376,7 @@ struct Run<'r> {
     next_frame: AtomicU64,
     record: bool,
     max_depth: u32,
+    frames: &'r limits::FrameCount,
     done_ops: Vec<CachePadded<AtomicU64>>,
     end_ns: AtomicU64,
     /// `on` handlers still running, and the entry flow's result once it is
@@ -488,9 +495,38 @@ impl<'r> Run<'r> {
             .regions
             .get(region as usize)
             .ok_or_else(|| OpError::new("internal.region", "bad region"))?;
+        if !self.frames.claim() {
+            return Err(OpError::new(
+                limits::FRAMES_CODE,
+                format!(
+                    "more than {} frames alive at once (calls, branches, loop iterations): the program grows without bound",
+                    self.frames.max
+                ),
+            )
+            .with_payload(serde_json::json!({"limit": self.frames.max})));
+        }
+        // A `try` body buffers its effects (`crate::tx`); the frames it
+        // starts share its buffer; handlers run outside any.
+        let tx = owner.as_ref().and_then(|o| match o.role {
+            Role::Try => Some(Arc::new(Tx::new(match &o.frame.tx {
+                Some(t) => TxParent::Tx(t.clone()),
+                None => TxParent::Host(self.host),
+            }))),
+            Role::Handler => None,
+            _ => o.frame.tx.clone(),
+        });
         let id = self.next_frame.fetch_add(1, Ordering::Relaxed);
         Ok(Arc::new(Frame::new(
-            id, flow, region, f.agent, code, owner, tail_ms, depth,
+            id,
+            flow,
+            region,
+            f.agent,
+            code,
+            owner,
+            tail_ms,
+            depth,
+            self.frames,
+            tx,
         )))
     }
 
@@ -699,11 +735,40 @@ impl<'r> Run<'r> {
                 self.handler_done();
                 None
             }
-            Role::Try => frame
-                .settled
-                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-                .then_some((pf, owner.op, ys)),
+            Role::Try => {
+                if frame
+                    .settled
+                    .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+                    .is_err()
+                {
+                    return None;
+                }
+                // The body completed: its effects become visible now.
+                if let Some(tx) = &frame.tx {
+                    let committed = tx.commit().map_err(OpError::from).and_then(|c| {
+                        // Journaled now that their effects happened.
+                        for d in &c.journal {
+                            if let Some(j) = self.journal {
+                                j.record(&d.key, d.op, &d.hash, &d.results, 0)
+                                    .map_err(|e| OpError::new(e.code, e.message))?;
+                            }
+                        }
+                        Ok(c.messages)
+                    });
+                    match committed {
+                        Ok(delivered) => {
+                            for m in &delivered {
+                                self.start_handlers_for(&pf, owner.op, m, &Sink::Global);
+                            }
+                        }
+                        Err(e) => {
+                            self.fail(&pf, owner.op, e, &Sink::Global);
+                            return None;
+                        }
+                    }
+                }
+                Some((pf, owner.op, ys))
+            }
             Role::Iter { state, index } => {
                 if index + 1 == state.count {
                     let _ = state.last.set(ys);
@@ -719,15 +784,22 @@ impl<'r> Run<'r> {
 
     /// A delivered message runs the recipient's matching `on` handlers
     /// (`crate::aam::messaging`), each in a detached frame.
+    ///
+    /// Inside a `try` body the message is buffered with the body's other
+    /// effects and its handlers start when the body commits.
     fn start_handlers(&self, frame: &Arc<Frame<'r>>, op: u32, args: &[Val], sink: &Sink<'_, 'r>) {
-        let text = |i: usize| args.get(i).map(Val::text).unwrap_or_default();
-        let message = crate::host::Message {
-            from: self.agent_name(frame.agent).to_string(),
-            to: text(0),
-            body: args.get(1).map_or(Json::Null, Val::to_json),
-            protocol: text(2),
-        };
-        for d in crate::aam::messaging::dispatch(self.program, &message) {
+        let message = exec::message_of(self.agent_name(frame.agent), args);
+        self.start_handlers_for(frame, op, &message, sink);
+    }
+
+    fn start_handlers_for(
+        &self,
+        frame: &Arc<Frame<'r>>,
+        op: u32,
+        message: &crate::host::Message,
+        sink: &Sink<'_, 'r>,
+    ) {
+        for d in crate::aam::messaging::dispatch(self.program, message) {
             lock(&self.handlers).0 += 1;
             let owner = Owner {
                 frame: frame.clone(),
@@ -770,13 +842,18 @@ impl<'r> Run<'r> {
         };
         let value = err.to_value(self.program, frame.flow, instr);
         let mut f = frame.clone();
-        loop {
+        // A resource limit ends the run: catching it would let it grow on.
+        while !limits::is_fatal(&err.code) {
             if f.is_try()
                 && f.settled
                     .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
                     .is_ok()
             {
                 f.cancelled.store(true, Ordering::Release);
+                // The body failed: none of its effects happen.
+                if let Some(tx) = &f.tx {
+                    tx.discard();
+                }
                 if let Some(owner) = &f.owner {
                     let pf = owner.frame.clone();
                     let pop = owner.op;
@@ -864,19 +941,42 @@ impl<'r> Run<'r> {
             _ if replayed.is_some() => {
                 let r = replayed.unwrap_or(Ok(Results::new())).map(Some);
                 if r.is_ok() && instr.opcode == Opcode::Communicate {
-                    self.start_handlers(&frame, op, &args, &sink);
+                    match &frame.tx {
+                        // Delivered by an earlier attempt; its handlers
+                        // start when the body commits.
+                        Some(tx) => tx.replayed_message(exec::message_of(
+                            self.agent_name(frame.agent),
+                            &args,
+                        )),
+                        None => self.start_handlers(&frame, op, &args, &sink),
+                    }
                 }
                 r
             }
             Class::Pure => exec::eval_pure(self.program, instr, &args).map(|v| Some(smallvec![v])),
             Class::Inline => {
-                let r = exec::exec_inline(self.host, self.agent_name(frame.agent), instr, &args)
-                    .and_then(|res| {
-                        self.journal_record(jkey.as_ref(), instr, &res, 0)
-                            .map(|()| res)
+                let host: &dyn Host = match &frame.tx {
+                    Some(tx) => tx.as_ref(),
+                    None => self.host,
+                };
+                let r = exec::exec_inline(host, self.agent_name(frame.agent), instr, &args)
+                    .and_then(|res| match (&frame.tx, &jkey) {
+                        // In a `try` body: journaled when the body commits.
+                        (Some(tx), Some((key, hash))) => {
+                            tx.defer_journal(Deferred {
+                                key: key.clone(),
+                                op: instr.opcode.mnemonic(),
+                                hash: hash.clone(),
+                                results: res.to_vec(),
+                            });
+                            Ok(res)
+                        }
+                        _ => self
+                            .journal_record(jkey.as_ref(), instr, &res, 0)
+                            .map(|()| res),
                     })
                     .map(Some);
-                if r.is_ok() && instr.opcode == Opcode::Communicate {
+                if r.is_ok() && instr.opcode == Opcode::Communicate && frame.tx.is_none() {
                     self.start_handlers(&frame, op, &args, &sink);
                 }
                 r
@@ -1011,7 +1111,11 @@ impl<'r> Run<'r> {
     ) -> Option<Result<Results, OpError>> {
         use crate::journal::Replay;
         match j.lookup(key, hash) {
-            Replay::Done(vs) => Some(Ok(vs.into_iter().collect())),
+            Replay::Done(vs) => {
+                let mut r: Results = vs.into_iter().collect();
+                exec::pad_ord(instr, &mut r);
+                Some(Ok(r))
+            }
             Replay::Miss => None,
             Replay::InDoubt => {
                 let tool = match &instr.imm {
@@ -1538,9 +1642,13 @@ impl<'r> Run<'r> {
         }
         let status = match result {
             Ok(v) => {
-                if let Some(t) =
-                    self.complete_op(frame.clone(), op, smallvec![v], end, &Sink::Global)
-                {
+                if let Some(t) = self.complete_op(
+                    frame.clone(),
+                    op,
+                    exec::tool_results(instr, v),
+                    end,
+                    &Sink::Global,
+                ) {
                     self.injector.push(t);
                 }
                 Status::Ok
@@ -1869,6 +1977,7 @@ pub fn run(
 
     let locals: Vec<Worker<Task<'_>>> = (0..workers).map(|_| Worker::new_fifo()).collect();
     let parkers: Vec<Parker> = (0..workers).map(|_| Parker::new()).collect();
+    let frames = limits::FrameCount::new(options.max_live_frames);
     let run = Run {
         program,
         backend: backend.as_ref(),
@@ -1910,6 +2019,7 @@ pub fn run(
         next_frame: AtomicU64::new(0),
         record: options.record_events,
         max_depth: options.max_call_depth,
+        frames: &frames,
         done_ops: (0..workers)
             .map(|_| CachePadded::new(AtomicU64::new(0)))
             .collect(),

@@ -1,0 +1,364 @@
+//! `try` bodies are all-or-nothing for the program's own state.
+//!
+//! A [`Tx`] is the host a `try` body (and everything it calls) sees: it
+//! buffers the body's `print` output, `communicate` messages, memory writes
+//! (every tier) and belief updates in order, and serves the body's reads
+//! from its parent with the buffered writes on top (read-your-writes). When
+//! the body completes, [`Tx::commit`] hands the buffer to the parent — the
+//! enclosing `try`'s `Tx` when nested, else the real host, in the order the
+//! effects happened. When the body fails the buffer is dropped, so the
+//! `catch` block runs from the state before the `try`.
+//!
+//! The journal entries of the body's buffered ops are deferred the same
+//! way ([`Deferred`]): an op is journaled as done only once its effect is
+//! applied, so a resumed run re-executes the effects of a body that never
+//! committed instead of replaying ops whose effects never happened.
+//!
+//! Not buffered: LLM and tool calls (`invoke_tool`, `exec`) go straight to
+//! the parent; they are not undone (their cost counts; a tool's external
+//! side effect may or may not have happened, at most once, if the body
+//! failed before the tool's result was used).
+//!
+//! Overlay rules for `qmem` inside a body: a query equal to the key of a
+//! buffered keyed write returns that value; otherwise the parent's list
+//! result gets the buffered values that match the query (`*`/empty: all;
+//! `p*`: keys starting with `p`; words: every word in the key or text,
+//! ignoring case) appended, oldest first.
+
+use crate::host::{Host, HostError, Message};
+use crate::llm::CancelToken;
+use crate::value::Val;
+use ais_ir::Tier;
+use serde_json::Value as Json;
+use std::sync::{Arc, Mutex};
+
+/// One buffered effect.
+#[derive(Clone, Debug)]
+enum Effect {
+    Print {
+        agent: String,
+        line: String,
+    },
+    Mem {
+        agent: String,
+        tier: Tier,
+        value: Json,
+        key: Option<Json>,
+    },
+    Belief {
+        agent: String,
+        name: String,
+        value: Json,
+    },
+    /// `deliver: false`: the message reached the host in an earlier attempt
+    /// (journal replay); committing only starts its `on` handlers.
+    Send {
+        message: Message,
+        deliver: bool,
+    },
+    Journal(Deferred),
+}
+
+/// A journal entry written when the body's effects are applied.
+#[derive(Clone, Debug)]
+pub struct Deferred {
+    pub key: String,
+    pub op: &'static str,
+    pub hash: String,
+    pub results: Vec<Val>,
+}
+
+/// What a commit to the real host leaves for the scheduler to do.
+#[derive(Debug, Default)]
+pub struct Committed {
+    /// Messages delivered: their `on` handlers start now.
+    pub messages: Vec<Message>,
+    /// Journal entries of the applied ops, in order.
+    pub journal: Vec<Deferred>,
+}
+
+/// Where a [`Tx`] commits to.
+pub enum Parent<'h> {
+    Host(&'h dyn Host),
+    Tx(Arc<Tx<'h>>),
+}
+
+/// The buffering host of one `try` body instance.
+pub struct Tx<'h> {
+    parent: Parent<'h>,
+    log: Mutex<Vec<Effect>>,
+}
+
+impl<'h> Tx<'h> {
+    pub fn new(parent: Parent<'h>) -> Tx<'h> {
+        Tx {
+            parent,
+            log: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn parent(&self) -> &dyn Host {
+        match &self.parent {
+            Parent::Host(h) => *h,
+            Parent::Tx(t) => t.as_ref(),
+        }
+    }
+
+    fn log(&self) -> std::sync::MutexGuard<'_, Vec<Effect>> {
+        self.log.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records a message that an earlier attempt already delivered (journal
+    /// replay): committing it only starts the recipient's handlers.
+    pub fn replayed_message(&self, message: Message) {
+        self.log().push(Effect::Send {
+            message,
+            deliver: false,
+        });
+    }
+
+    /// Journals an op of the body when the body's effects are applied.
+    pub fn defer_journal(&self, d: Deferred) {
+        self.log().push(Effect::Journal(d));
+    }
+
+    /// Applies the body's effects to the parent, in order. Returns what
+    /// reached the real host (messages whose `on` handlers start now, ops
+    /// to journal); nothing when the parent is another body (it does that
+    /// when it commits).
+    pub fn commit(&self) -> Result<Committed, HostError> {
+        let effects = std::mem::take(&mut *self.log());
+        if let Parent::Tx(p) = &self.parent {
+            p.log().extend(effects);
+            return Ok(Committed::default());
+        }
+        let host = self.parent();
+        let mut done = Committed::default();
+        for e in effects {
+            match e {
+                Effect::Print { agent, line } => host.print(&agent, &line),
+                Effect::Mem {
+                    agent,
+                    tier,
+                    value,
+                    key,
+                } => host.mem_update(&agent, tier, &value, key.as_ref())?,
+                Effect::Belief { agent, name, value } => host.belief_set(&agent, &name, &value)?,
+                Effect::Send { message, deliver } => {
+                    if deliver {
+                        host.communicate(message.clone())?;
+                    }
+                    done.messages.push(message);
+                }
+                Effect::Journal(d) => done.journal.push(d),
+            }
+        }
+        Ok(done)
+    }
+
+    /// Drops the body's effects (it failed).
+    pub fn discard(&self) {
+        self.log().clear();
+    }
+}
+
+fn text_of(v: &Json) -> String {
+    match v {
+        Json::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Does a buffered write `(key, value)` match query `q` (a list query)?
+fn matches(q: &str, key: Option<&str>, value: &Json) -> bool {
+    if q.is_empty() || q == "*" {
+        return true;
+    }
+    if let Some(p) = q.strip_suffix('*') {
+        return key.is_some_and(|k| k.starts_with(p));
+    }
+    let hay = format!("{} {}", key.unwrap_or_default(), text_of(value)).to_lowercase();
+    q.split_whitespace()
+        .all(|w| hay.contains(&w.to_lowercase()))
+}
+
+impl Host for Tx<'_> {
+    fn invoke_tool(
+        &self,
+        agent: &str,
+        tool: &str,
+        args: &Json,
+        cancel: &CancelToken,
+    ) -> Result<Json, HostError> {
+        self.parent().invoke_tool(agent, tool, args, cancel)
+    }
+
+    fn exec(&self, agent: &str, args: &[Json], cancel: &CancelToken) -> Result<Json, HostError> {
+        self.parent().exec(agent, args, cancel)
+    }
+
+    fn mem_query(&self, agent: &str, tier: Tier, query: &Json) -> Result<Json, HostError> {
+        let q = text_of(query);
+        let mine: Vec<(Option<String>, Json)> = self
+            .log()
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Mem {
+                    agent: a,
+                    tier: t,
+                    value,
+                    key,
+                } if a == agent && *t == tier => Some((key.as_ref().map(text_of), value.clone())),
+                _ => None,
+            })
+            .collect();
+        if let Some((_, v)) = mine.iter().rev().find(|(k, _)| k.as_deref() == Some(&q)) {
+            return Ok(v.clone());
+        }
+        let mut r = self.parent().mem_query(agent, tier, query)?;
+        if let Json::Array(xs) = &mut r {
+            xs.extend(
+                mine.into_iter()
+                    .filter(|(k, v)| matches(&q, k.as_deref(), v))
+                    .map(|(_, v)| v),
+            );
+        }
+        Ok(r)
+    }
+
+    fn mem_update(
+        &self,
+        agent: &str,
+        tier: Tier,
+        value: &Json,
+        key: Option<&Json>,
+    ) -> Result<(), HostError> {
+        self.log().push(Effect::Mem {
+            agent: agent.to_string(),
+            tier,
+            value: value.clone(),
+            key: key.cloned(),
+        });
+        Ok(())
+    }
+
+    fn belief_get(&self, agent: &str, name: &str) -> Result<Json, HostError> {
+        let mine = self.log().iter().rev().find_map(|e| match e {
+            Effect::Belief {
+                agent: a,
+                name: n,
+                value,
+            } if a == agent && n == name => Some(value.clone()),
+            _ => None,
+        });
+        match mine {
+            Some(v) => Ok(v),
+            None => self.parent().belief_get(agent, name),
+        }
+    }
+
+    fn belief_set(&self, agent: &str, name: &str, value: &Json) -> Result<(), HostError> {
+        // An unknown belief fails now, as it would outside a body.
+        let set_here = self.log().iter().any(
+            |e| matches!(e, Effect::Belief { agent: a, name: n, .. } if a == agent && n == name),
+        );
+        if !set_here {
+            self.parent().belief_get(agent, name)?;
+        }
+        self.log().push(Effect::Belief {
+            agent: agent.to_string(),
+            name: name.to_string(),
+            value: value.clone(),
+        });
+        Ok(())
+    }
+
+    fn print(&self, agent: &str, line: &str) {
+        self.log().push(Effect::Print {
+            agent: agent.to_string(),
+            line: line.to_string(),
+        });
+    }
+
+    fn communicate(&self, message: Message) -> Result<(), HostError> {
+        self.log().push(Effect::Send {
+            message,
+            deliver: true,
+        });
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::host::MemoryHost;
+    use serde_json::json;
+
+    #[test]
+    fn a_body_reads_its_writes_and_commits_in_order() {
+        let host = MemoryHost::new();
+        host.belief_set("A", "mood", &json!("calm")).unwrap();
+        let outer = Arc::new(Tx::new(Parent::Host(&host)));
+        let inner = Tx::new(Parent::Tx(outer.clone()));
+        inner.print("A", "one");
+        inner
+            .mem_update("A", Tier::Stm, &json!("v"), Some(&json!("k")))
+            .unwrap();
+        inner.belief_set("A", "mood", &json!("busy")).unwrap();
+        assert_eq!(
+            inner.mem_query("A", Tier::Stm, &json!("k")).unwrap(),
+            json!("v")
+        );
+        assert_eq!(inner.belief_get("A", "mood").unwrap(), json!("busy"));
+        // Not visible outside the body yet.
+        assert_eq!(outer.belief_get("A", "mood").unwrap(), json!("calm"));
+        assert!(inner.commit().unwrap().messages.is_empty());
+        assert!(host.printed().is_empty());
+        assert_eq!(outer.belief_get("A", "mood").unwrap(), json!("busy"));
+        outer.commit().unwrap();
+        assert_eq!(host.printed(), vec!["one".to_string()]);
+        assert_eq!(
+            host.mem_query("A", Tier::Stm, &json!("k")).unwrap(),
+            json!("v")
+        );
+        assert_eq!(host.belief_get("A", "mood").unwrap(), json!("busy"));
+    }
+
+    #[test]
+    fn a_discarded_body_leaves_nothing() {
+        let host = MemoryHost::new();
+        let tx = Tx::new(Parent::Host(&host));
+        tx.print("A", "lost");
+        tx.communicate(Message {
+            from: "A".into(),
+            to: "B".into(),
+            body: json!("hi"),
+            protocol: "direct".into(),
+        })
+        .unwrap();
+        tx.discard();
+        assert!(tx.commit().unwrap().messages.is_empty());
+        assert!(host.printed().is_empty());
+        assert!(host.outbox().is_empty());
+    }
+
+    #[test]
+    fn list_queries_see_buffered_writes() {
+        let host = MemoryHost::new();
+        host.mem_update("A", Tier::Ltm, &json!("old fact"), None)
+            .unwrap();
+        let tx = Tx::new(Parent::Host(&host));
+        tx.mem_update("A", Tier::Ltm, &json!("new fact"), None)
+            .unwrap();
+        assert_eq!(
+            tx.mem_query("A", Tier::Ltm, &json!("fact")).unwrap(),
+            json!(["old fact", "new fact"])
+        );
+        assert_eq!(
+            host.mem_query("A", Tier::Ltm, &json!("fact")).unwrap(),
+            json!(["old fact"])
+        );
+    }
+}
