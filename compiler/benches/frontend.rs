@@ -122,7 +122,8 @@ fn build_o1(src: &str) -> (usize, usize) {
 /// A chain of `let`s, each extending the previous string (180k of them took
 /// 21 s before the passes were made linear).
 fn let_chain(n: usize) -> String {
-    let mut s = String::from("agent A {\n    @entry flow main(x: str) -> str {\n        let v0 = x\n");
+    let mut s =
+        String::from("agent A {\n    @entry flow main(x: str) -> str {\n        let v0 = x\n");
     for i in 1..n {
         s.push_str(&format!("        let v{i} = v{} + \"{i}\"\n", i - 1));
     }
@@ -133,7 +134,13 @@ fn let_chain(n: usize) -> String {
 /// One `return` of a `+` chain of `n` terms (10k took 4.2 s and 1 GB).
 fn plus_chain(n: usize) -> String {
     let terms: Vec<String> = (0..n)
-        .map(|i| if i % 2 == 0 { "x".into() } else { format!("\"t{i}\"") })
+        .map(|i| {
+            if i % 2 == 0 {
+                "x".into()
+            } else {
+                format!("\"t{i}\"")
+            }
+        })
         .collect();
     format!(
         "agent A {{\n    @entry flow main(x: str) -> str {{\n        return {}\n    }}\n}}\n",
