@@ -19,7 +19,7 @@ use crate::sema::{resolve_tier, ProgramIndex, Ty};
 use crate::syntax::ast::*;
 use crate::syntax::lexer::{StrLit, StrPart};
 use ais_ir::{Attr, Attrs, FlowData, Op, Opcode, Region, Span, Type, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 pub(super) struct Ctx<'a> {
     pub index: &'a ProgramIndex,
@@ -65,6 +65,9 @@ enum Slot {
 #[derive(Clone)]
 struct State {
     scopes: Vec<Vec<Binding>>,
+    /// Name → (scope, index) of its visible bindings, innermost last (a scan
+    /// of the scopes per name made long flows quadratic).
+    by_name: HashMap<String, Vec<(usize, usize)>>,
     chains: BTreeMap<Chain, ChainState>,
     ret_flag: Option<Value>,
     ret_val: Option<Value>,
@@ -92,6 +95,7 @@ impl<'a> FlowLowerer<'a> {
             region,
             st: State {
                 scopes: vec![Vec::new()],
+                by_name: HashMap::new(),
                 chains: BTreeMap::new(),
                 ret_flag: None,
                 ret_val: None,
@@ -226,7 +230,13 @@ impl<'a> FlowLowerer<'a> {
     // ------------------------------------------------------------ scopes
 
     fn bind(&mut self, name: &str, value: Value, ty: Type) {
+        let depth = self.st.scopes.len().saturating_sub(1);
         if let Some(scope) = self.st.scopes.last_mut() {
+            self.st
+                .by_name
+                .entry(name.to_string())
+                .or_default()
+                .push((depth, scope.len()));
             scope.push(Binding {
                 name: name.to_string(),
                 value,
@@ -236,12 +246,18 @@ impl<'a> FlowLowerer<'a> {
     }
 
     fn lookup(&self, name: &str) -> Option<(usize, usize)> {
-        for (si, scope) in self.st.scopes.iter().enumerate().rev() {
-            if let Some(bi) = scope.iter().rposition(|b| b.name == name) {
-                return Some((si, bi));
+        self.st.by_name.get(name)?.last().copied()
+    }
+
+    /// Leaves the innermost scope, forgetting its names.
+    fn pop_scope(&mut self) {
+        if let Some(scope) = self.st.scopes.pop() {
+            for b in &scope {
+                if let Some(stack) = self.st.by_name.get_mut(&b.name) {
+                    stack.pop();
+                }
             }
         }
-        None
     }
 
     // ------------------------------------------------------------ chains
@@ -409,7 +425,7 @@ impl<'a> FlowLowerer<'a> {
             self.st = before.clone();
             self.st.scopes.push(Vec::new());
             let v = lower(self, i, r);
-            self.st.scopes.pop();
+            self.pop_scope();
             self.changed_slots(&before, &mut changed);
             ends.push((r, v, self.st.clone()));
         }
@@ -622,7 +638,7 @@ impl<'a> FlowLowerer<'a> {
     fn block(&mut self, b: &Block) {
         self.st.scopes.push(Vec::new());
         self.stmts(&b.stmts, false);
-        self.st.scopes.pop();
+        self.pop_scope();
     }
 
     fn lower_loop(&mut self, var: &Ident, iter: &Expr, body: &Block, span: Span) {
@@ -697,7 +713,7 @@ impl<'a> FlowLowerer<'a> {
         } else {
             self.stmts(&body.stmts, false);
         }
-        self.st.scopes.pop();
+        self.pop_scope();
         self.span = span;
         let mut ys = Vec::new();
         for ((s, t), a) in carried.iter().zip(&types).zip(&args) {
@@ -1089,7 +1105,7 @@ impl<'a> FlowLowerer<'a> {
             }
             None => None,
         };
-        self.st.scopes.pop();
+        self.pop_scope();
         v
     }
 

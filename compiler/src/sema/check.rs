@@ -9,6 +9,7 @@ use super::types::Ty;
 use crate::syntax::ast::*;
 use crate::syntax::lexer::StrPart;
 use ais_ir::Span;
+use std::collections::HashMap;
 
 struct Var {
     name: String,
@@ -37,6 +38,9 @@ pub(super) struct Checker<'a> {
     agent: &'a AgentInfo,
     errors: &'a mut Vec<SemaError>,
     scopes: Vec<Vec<Var>>,
+    /// Name → (scope, index) of each visible variable with that name,
+    /// innermost last; kept in step with `scopes`.
+    by_name: HashMap<String, Vec<(usize, usize)>>,
     flow: Option<FlowCtx>,
     /// The body being checked contains a statement that failed to parse: name
     /// errors there are likely consequences of it, so they are not reported.
@@ -54,6 +58,7 @@ impl<'a> Checker<'a> {
             agent,
             errors,
             scopes: Vec::new(),
+            by_name: HashMap::new(),
             flow: None,
             lenient: false,
         }
@@ -78,7 +83,7 @@ impl<'a> Checker<'a> {
 
     /// A belief initializer: evaluated with no local variables.
     pub(super) fn check_belief(&mut self, value: &Expr) -> Ty {
-        self.scopes.push(Vec::new());
+        self.push_scope(Vec::new());
         let ty = self.check_value(value);
         self.pop_scope();
         ty
@@ -91,7 +96,7 @@ impl<'a> Checker<'a> {
             ret: ret.clone(),
             ret_span: flow.ret.as_ref().map(TypeExpr::span),
         });
-        self.scopes.push(
+        self.push_scope(
             params
                 .iter()
                 .map(|p| Var {
@@ -143,7 +148,7 @@ impl<'a> Checker<'a> {
                 warn_unused: false,
             });
         }
-        self.scopes.push(fields);
+        self.push_scope(fields);
         if let Some(guard) = &handler.guard {
             self.check_value(guard);
         }
@@ -154,8 +159,24 @@ impl<'a> Checker<'a> {
 
     // ------------------------------------------------------------ scopes
 
+    fn push_scope(&mut self, vars: Vec<Var>) {
+        let depth = self.scopes.len();
+        for (i, v) in vars.iter().enumerate() {
+            self.by_name
+                .entry(v.name.clone())
+                .or_default()
+                .push((depth, i));
+        }
+        self.scopes.push(vars);
+    }
+
     fn pop_scope(&mut self) {
         if let Some(scope) = self.scopes.pop() {
+            for v in &scope {
+                if let Some(stack) = self.by_name.get_mut(&v.name) {
+                    stack.pop();
+                }
+            }
             for v in scope {
                 if v.warn_unused && !v.used && !v.name.starts_with('_') {
                     self.report(SemaError::UnusedVariable {
@@ -168,7 +189,12 @@ impl<'a> Checker<'a> {
     }
 
     fn define(&mut self, name: &Ident, ty: Ty, warn_unused: bool) {
+        let depth = self.scopes.len().saturating_sub(1);
         if let Some(scope) = self.scopes.last_mut() {
+            self.by_name
+                .entry(name.name.clone())
+                .or_default()
+                .push((depth, scope.len()));
             scope.push(Var {
                 name: name.name.clone(),
                 ty,
@@ -179,12 +205,11 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// The innermost visible variable named `name` (through the name
+    /// index: scanning the scopes made long flows quadratic).
     fn lookup(&mut self, name: &str) -> Option<&mut Var> {
-        self.scopes
-            .iter_mut()
-            .rev()
-            .flat_map(|s| s.iter_mut().rev())
-            .find(|v| v.name == name)
+        let &(s, i) = self.by_name.get(name)?.last()?;
+        self.scopes.get_mut(s)?.get_mut(i)
     }
 
     /// A variable or belief read by name.
@@ -209,7 +234,7 @@ impl<'a> Checker<'a> {
     // ------------------------------------------------------------ statements
 
     fn check_block(&mut self, block: &Block) -> BlockInfo {
-        self.scopes.push(Vec::new());
+        self.push_scope(Vec::new());
         let info = self.check_stmts(&block.stmts);
         self.pop_scope();
         info
@@ -308,7 +333,7 @@ impl<'a> Checker<'a> {
                         Ty::Unknown
                     }
                 };
-                self.scopes.push(Vec::new());
+                self.push_scope(Vec::new());
                 self.define(var, item, false);
                 self.check_stmts(&body.stmts);
                 self.pop_scope();
@@ -316,7 +341,7 @@ impl<'a> Checker<'a> {
             }
             StmtKind::Try { body, err, handler } => {
                 let b = self.check_block(body);
-                self.scopes.push(Vec::new());
+                self.push_scope(Vec::new());
                 if let Some(e) = err {
                     self.define(e, Ty::Json, false);
                 }

@@ -691,7 +691,8 @@ fn make_const(
 }
 
 fn replace_with_const(dfg: &mut Dfg, p: &mut Pending, op: Op, value: Attr, ty: Type) -> Rewrite {
-    if value == Attr::Str(String::new())
+    // Blank, as the verifier counts it (V0027).
+    if matches!(&value, Attr::Str(t) if t.trim().is_empty())
         && dfg
             .ops
             .get(op)
@@ -724,7 +725,7 @@ fn replace_with_value(dfg: &mut Dfg, p: &mut Pending, op: Op, v: Value) -> Rewri
 /// the verifier rejects (V0027); at run time the prompt was empty anyway,
 /// but the rewrite is skipped to keep the IR valid.
 fn empty_prompt(dfg: &Dfg, p: &Pending, old: Value, new: Value) -> bool {
-    const_str(dfg, p.resolve(new)) == Some("") && prompt_use(dfg, p, old)
+    const_str(dfg, p.resolve(new)).is_some_and(|s| s.trim().is_empty()) && prompt_use(dfg, p, old)
 }
 
 /// `v` is the prompt (first operand) of an LLM op.

@@ -11,7 +11,7 @@
 //!    constant `communicate` recipient is kept (with its reachable flows).
 //!    A module without any entry is a library: symbol DCE leaves it alone.
 
-use super::util::{erase_op, has_effect, FlowFacts};
+use super::util::{erase_ops, has_effect, FlowFacts};
 use super::{Changed, Pass};
 use crate::entity::{AgentId, Arena, FlowId};
 use crate::module::{Attr, BeliefInit, FlowData, Module};
@@ -61,7 +61,8 @@ pub(crate) fn dce_flow(flow: &mut FlowData) -> u64 {
         let facts = FlowFacts::new(flow);
         let mut counts: HashMap<_, usize> =
             facts.uses.iter().map(|(v, us)| (*v, us.len())).collect();
-        let mut round = 0;
+        let mut dead = Vec::new();
+        let mut dead_set: HashSet<crate::entity::Op> = HashSet::default();
         for &op in facts.order.iter().rev() {
             let Some(od) = flow.dfg.ops.get(op) else {
                 continue;
@@ -82,6 +83,11 @@ pub(crate) fn dce_flow(flow: &mut FlowData) -> u64 {
                 gone.extend(flow.dfg.walk_region(r));
             }
             for g in gone {
+                // Ops found dead earlier in this round are still listed in
+                // their regions: their uses were already taken off.
+                if !dead_set.insert(g) {
+                    continue;
+                }
                 if let Some(gd) = flow.dfg.ops.get(g) {
                     for v in &gd.operands {
                         if let Some(c) = counts.get_mut(v) {
@@ -91,10 +97,12 @@ pub(crate) fn dce_flow(flow: &mut FlowData) -> u64 {
                 }
             }
             if let Some(&region) = facts.region.get(&op) {
-                erase_op(&mut flow.dfg, region, op);
-                round += 1;
+                dead.push((region, op));
             }
         }
+        // All at once: one at a time scans the region per op (quadratic).
+        erase_ops(&mut flow.dfg, &dead);
+        let round = dead.len() as u64;
         removed += round;
         if round == 0 {
             return removed;

@@ -108,6 +108,21 @@ pub(crate) fn erase_op(dfg: &mut Dfg, region: Region, op: Op) {
     clear_regions(dfg, op, 0);
 }
 
+/// [`erase_op`] for many ops at once: one pass over each region involved
+/// instead of one per op (which made erasing most of a flow quadratic).
+pub(crate) fn erase_ops(dfg: &mut Dfg, ops: &[(Region, Op)]) {
+    let mut by_region: HashMap<Region, HashSet<Op>> = HashMap::default();
+    for &(r, op) in ops {
+        by_region.entry(r).or_default().insert(op);
+        clear_regions(dfg, op, 0);
+    }
+    for (r, gone) in by_region {
+        if let Some(rd) = dfg.regions.get_mut(r) {
+            rd.ops.retain(|o| !gone.contains(o));
+        }
+    }
+}
+
 fn clear_regions(dfg: &mut Dfg, op: Op, depth: usize) {
     if depth > 4096 {
         return;
@@ -236,7 +251,7 @@ pub(crate) fn erase_dead(flow: &mut FlowData, mut candidates: Vec<Op>) {
     let facts = FlowFacts::new(flow);
     let mut counts: HashMap<Value, usize> = facts.uses.iter().map(|(v, u)| (*v, u.len())).collect();
     let mut erased = HashSet::default();
-    let mut regions = HashSet::default();
+    let mut detach = Vec::new();
     while let Some(op) = candidates.pop() {
         let Some(&region) = facts.region.get(&op) else {
             continue;
@@ -255,10 +270,9 @@ pub(crate) fn erase_dead(flow: &mut FlowData, mut candidates: Vec<Op>) {
             continue;
         }
         let operands = od.operands.to_vec();
-        // Detached from their regions below, all at once (one at a time
-        // would scan the region for each op: quadratic).
+        // Detached from their regions below, all at once.
         erased.insert(op);
-        regions.insert(region);
+        detach.push((region, op));
         for v in operands {
             if let Some(c) = counts.get_mut(&v) {
                 *c = c.saturating_sub(1);
@@ -268,11 +282,7 @@ pub(crate) fn erase_dead(flow: &mut FlowData, mut candidates: Vec<Op>) {
             }
         }
     }
-    for r in regions {
-        if let Some(rd) = flow.dfg.regions.get_mut(r) {
-            rd.ops.retain(|o| !erased.contains(o));
-        }
-    }
+    erase_ops(&mut flow.dfg, &detach);
 }
 
 #[cfg(test)]
