@@ -417,3 +417,117 @@ agent Main {{
         );
     }
 }
+
+/// Runs `aisc` on `source` written to a temporary file.
+fn aisc_check(source: &str) -> std::process::Output {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("p.ais");
+    std::fs::write(&file, source).unwrap();
+    std::process::Command::new(env!("CARGO_BIN_EXE_aisc"))
+        .args(["check", "--color", "never"])
+        .arg(&file)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn compiler_output_blows_up_on_a_line_of_invalid_characters() {
+    // 10 KB of `$` on one line printed 202 MB: one diagnostic per character,
+    // each showing the whole line.
+    let source = format!(
+        "agent A {{ @entry flow main() -> str {{ return \"x\" }} }}\n{}\n",
+        "$".repeat(10_000)
+    );
+    let fe = ais_compiler::driver::check_source(&source);
+    assert_eq!(fe.diagnostics.len(), 1, "{:?}", fe.diagnostics);
+    assert_eq!(fe.diagnostics[0].code, "E0003");
+    let out = aisc_check(&source);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("10000 in a row"), "{stderr}");
+    assert!(stderr.len() < 2_000, "{} bytes:\n{stderr}", stderr.len());
+}
+
+#[test]
+fn compiler_output_is_capped_per_file_and_per_line() {
+    // 300 lines with an error each, and one line with 40.
+    let mut source = String::from("agent A { @entry flow main() -> str { return \"x\" } }\n");
+    for _ in 0..300 {
+        source.push_str("1a\n");
+    }
+    source.push_str(&" 2b".repeat(40));
+    let out = aisc_check(&source);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let shown = stderr.matches("] Error:").count();
+    assert_eq!(shown, ais_compiler::diagnostics::MAX_PER_FILE, "{stderr}");
+    assert!(
+        stderr.contains("more diagnostics not shown"),
+        "{}",
+        &stderr[stderr.len().saturating_sub(500)..]
+    );
+}
+
+#[test]
+fn compile_time_blows_up_on_a_long_plus_chain() {
+    // Every link of a 10k-term `+` chain was folded on its own (4.2 s and
+    // 1 GB in canonicalize); now the last link folds the chain once.
+    let terms: Vec<String> = (0..10_000)
+        .map(|i| {
+            if i % 2 == 0 {
+                "x".to_string()
+            } else {
+                format!("\"t{i}\"")
+            }
+        })
+        .collect();
+    let source = format!(
+        "agent A {{\n    @entry flow main(x: str) -> str {{\n        return {}\n    }}\n}}\n",
+        terms.join(" + ")
+    );
+    // Nested 10k deep: the front end recurses, as `aisc` does on its big stack.
+    let (module, stats) = ais_compiler::driver::with_deep_stack(|| {
+        let mut module = compile_source(&source).unwrap().module;
+        let stats = optimize(&mut module, &OptOptions::default()).unwrap();
+        (module, stats)
+    });
+    let canon = &stats.passes[0];
+    assert_eq!(canon.name, "canonicalize");
+    let folded = canon
+        .counters
+        .iter()
+        .find(|(k, _)| *k == "folded")
+        .map(|(_, v)| *v);
+    assert_eq!(folded, Some(1), "{:?}", canon.counters);
+    // And the result is still right.
+    let program = bytecode::compile(&module).unwrap();
+    let report = ais_vm::run(
+        &program,
+        &RunOptions {
+            args: vec![("x".into(), json!("-"))],
+            ..RunOptions::default()
+        },
+        Arc::new(FakeBackend::new()),
+        Arc::new(MemoryHost::new()),
+    );
+    let expected: String = (0..10_000)
+        .map(|i| if i % 2 == 0 { "-".to_string() } else { format!("t{i}") })
+        .collect();
+    assert_eq!(report.outcome.unwrap(), json!(expected));
+}
+
+#[test]
+fn one_syntax_error_hides_a_whole_flow() {
+    // A missing `)` swallowed every later statement of its flow.
+    let source = r#"
+agent A {
+    @entry flow main(topic: str) -> str {
+        let a = ask("one {topic}"
+        print(a, nope)
+        return a
+    }
+}
+"#;
+    let fe = ais_compiler::driver::check_source(source);
+    let codes: Vec<&str> = fe.diagnostics.iter().map(|d| d.code).collect();
+    assert_eq!(codes, ["E0004", "E0100"], "{:?}", fe.diagnostics);
+}
