@@ -42,7 +42,8 @@ literal backslash:
 
     let cost = $5        // error
 
-Remove it, or put it inside a string."#,
+Remove it, or put it inside a string. A run of such characters is reported
+once, with its length."#,
     },
     Explanation {
         code: "E0004",
