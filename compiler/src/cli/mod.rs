@@ -259,7 +259,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
             opt,
             backend,
         } => run::run(&mut out, &file, &run, &opt, &backend),
-        Command::Inspect { file } => run::inspect(&file),
+        Command::Inspect { file } => run::inspect(&mut out, &file),
         Command::Explain { code, list } => explain_cmd(code, list),
         Command::Memory { action, memory } => aam::memory(&action, &memory),
         Command::Runs { memory, json } => runs::runs(&memory, json),
@@ -320,13 +320,16 @@ fn check(out: &mut Output, files: &[PathBuf], deny_warnings: bool) -> i32 {
         // The process ends right after checking: freeing the tree node by node
         // would only cost time (about a tenth of a large check).
         std::mem::forget(fe);
-        out.summary(&format!(
-            "{name}: {agents} agent{}, {flows} flow{}; {errors} error{}, {warnings} warning{}",
-            plural(agents),
-            plural(flows),
-            plural(errors),
-            plural(warnings),
-        ));
+        out.summary(
+            &format!(
+                "{name}: {agents} agent{}, {flows} flow{}; {errors} error{}, {warnings} warning{}",
+                plural(agents),
+                plural(flows),
+                plural(errors),
+                plural(warnings),
+            ),
+            serde_json::json!({"file": name, "agents": agents, "flows": flows, "errors": errors, "warnings": warnings}),
+        );
     }
     i32::from(failed)
 }

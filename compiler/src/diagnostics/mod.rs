@@ -4,4 +4,4 @@
 pub mod explain;
 pub mod render;
 
-pub use render::{render_human, render_json};
+pub use render::{render_human, render_json, render_json_plain, render_plain};
