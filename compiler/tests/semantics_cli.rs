@@ -129,7 +129,7 @@ fn every_code_is_explained() {
     use ais_compiler::diagnostics::explain;
     let codes = codes_in_source();
     // The scan finds every phase's codes (a broken scan would pass vacuously).
-    for family in ["E", "W", "L", "C", "P", "O", "V", "R"] {
+    for family in ["E", "W", "L", "C", "P", "O", "V", "R", "K"] {
         assert!(
             codes.keys().any(|c| c.starts_with(family)),
             "no {family} code found"
@@ -413,5 +413,109 @@ fn every_example_runs_out_of_the_box_without_a_catch() {
         assert_eq!(j["simulated"], true, "{name:?}");
         // No op failed, so no `catch` region ran.
         assert_eq!(j["summary"]["failed_ops"], 0, "{name:?}: {j}");
+    }
+}
+
+#[test]
+fn config_show_rejects_unknown_keys_with_a_caret() {
+    let dir = tempfile::tempdir().expect("dir");
+    for (section, text, key, line) in [
+        ("tools", "[tools]\nworkspcae = \".\"\n", "workspcae", 2),
+        (
+            "memory",
+            "[memory]\nstm_capacity = 4\nstm_capcity = 3\n",
+            "stm_capcity",
+            3,
+        ),
+        ("access", "[access]\nallw = 1\n", "allw", 2),
+        (
+            "mcp_servers",
+            "[[mcp_servers]]\nname = \"fs\"\ncommand = [\"x\"]\ntimeout = 3\n",
+            "timeout",
+            4,
+        ),
+    ] {
+        let cfg = write(dir.path(), &format!("{section}.toml"), text);
+        let o = aisc_in(dir.path(), &["config", "show", "--config", &cfg]);
+        assert_eq!(o.status.code(), Some(2), "{section}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(err.contains("[K0001]"), "{section}: {err}");
+        assert!(
+            err.contains(&format!("unknown field `{key}`")),
+            "{section}: {err}"
+        );
+        assert!(
+            err.contains(&format!("{section}.toml:{line}:1")),
+            "{section}: {err}"
+        );
+        // The caret underlines the key.
+        let underline = format!("{}┬", "─".repeat(key.len() / 2));
+        assert!(err.contains(&underline), "{section}: {err}");
+        // `run` reports it the same way, before running anything.
+        let f = write(dir.path(), "j.ais", JSON_PARAM);
+        let r = aisc_in(
+            dir.path(),
+            &["run", &f, "--config", &cfg, "--arg", "q=1", "--arg", "n=1"],
+        );
+        assert_eq!(r.status.code(), Some(2), "{section}");
+        assert!(stderr(&r).contains(&format!("unknown field `{key}`")));
+        assert_eq!(stdout(&r), "", "{section}: nothing ran");
+    }
+}
+
+#[test]
+fn config_errors_never_print_secrets() {
+    let dir = tempfile::tempdir().expect("dir");
+    let cfg = write(
+        dir.path(),
+        "c.toml",
+        "[[llm_backends]]\nname = \"x\"\nprotocol = \"openai\"\napi_key = \"sk-do-not-print\"\n",
+    );
+    let o = aisc_in(dir.path(), &["config", "show", "--config", &cfg]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("sk-do-not-print"), "{}", stderr(&o));
+    assert!(!stdout(&o).contains("sk-do-not-print"));
+}
+
+#[test]
+fn config_show_exits_2_on_a_bad_config() {
+    let dir = tempfile::tempdir().expect("dir");
+    let cfg = write(dir.path(), "c.toml", "default_backend = [1\n");
+    let o = aisc_in(dir.path(), &["config", "show", "--config", &cfg]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let missing = dir.path().join("missing.toml").display().to_string();
+    let o = aisc_in(dir.path(), &["config", "show", "--config", &missing]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let o = aisc_in(dir.path(), &["doctor", "--config", &cfg]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    // The documented table says so.
+    assert!(read("docs/cli.md").contains("`2` bad command-line usage or configuration"));
+}
+
+#[test]
+fn global_flags_work_after_subcommands() {
+    let dir = tempfile::tempdir().expect("dir");
+    let cfg = write(
+        dir.path(),
+        "c.toml",
+        "default_backend = \"mine\"\n[[llm_backends]]\nname = \"mine\"\nprotocol = \"sim\"\n",
+    );
+    for args in [
+        vec!["config", "show", "--config", &cfg],
+        vec!["config", "--config", &cfg, "show"],
+        vec![
+            "config",
+            "show",
+            "--config",
+            &cfg,
+            "--backend",
+            "mine",
+            "--color",
+            "never",
+        ],
+    ] {
+        let o = aisc_in(dir.path(), &args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        assert!(stdout(&o).contains("mine"), "{args:?}: {}", stdout(&o));
     }
 }

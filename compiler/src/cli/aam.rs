@@ -3,7 +3,7 @@
 
 use ais_vm::aam::inspect::{self, Which};
 use ais_vm::aam::{AamHost, AamOptions, Confirm, Storage};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// Where memory lives (shared by `run`, `memory`, `trace`).
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -110,9 +110,12 @@ pub fn trace(run: &str, mem: &MemoryArgs, json: bool) -> i32 {
 }
 
 /// The host `aisc run` uses: memory from `--memory`, tools and access from
-/// the config file, printed lines on stdout.
-pub fn open_host(mem: &MemoryArgs, config: Option<&Path>, yes: bool) -> Result<AamHost, String> {
-    let config = ais_vm::aam::config::AamConfig::find(config).map_err(|e| e.to_string())?;
+/// the config file (already validated), printed lines on stdout.
+pub fn open_host(
+    mem: &MemoryArgs,
+    config: ais_vm::aam::config::AamConfig,
+    yes: bool,
+) -> Result<AamHost, String> {
     let host = AamHost::open(AamOptions {
         storage: mem.storage(),
         config,

@@ -3,6 +3,7 @@
 //! the edge, and nowhere else.
 
 mod aam;
+mod config;
 mod output;
 mod run;
 mod runs;
@@ -189,26 +190,28 @@ pub enum ConfigAction {
     Show,
 }
 
-/// Which LLM backend to use and how (shared by `run`, `config`, `doctor`).
+/// Which LLM backend to use and how (shared by `run`, `config`, `doctor`,
+/// `resume`). Global, so they are accepted after a nested subcommand too
+/// (`aisc config show --config F`).
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct BackendArgs {
     /// Configuration file (default: ./.apxm/config.toml, then ~/.apxm/config.toml).
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", global = true)]
     pub config: Option<PathBuf>,
     /// Backend name from the configuration (`sim` is always available).
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", global = true)]
     pub backend: Option<String>,
     /// Stop the run when it has used this many tokens.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", global = true)]
     pub token_budget: Option<u64>,
     /// Store every LLM request/response in DIR.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", global = true)]
     pub record: Option<PathBuf>,
     /// Serve LLM replies from DIR only (no network; a missing entry is an error).
-    #[arg(long, value_name = "DIR", conflicts_with = "record")]
+    #[arg(long, value_name = "DIR", conflicts_with = "record", global = true)]
     pub replay: Option<PathBuf>,
     /// Scale the simulator's per-latency-class delays (0 = instant).
-    #[arg(long, value_name = "F")]
+    #[arg(long, value_name = "F", global = true)]
     pub sim_delay_scale: Option<f64>,
 }
 
@@ -276,26 +279,20 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
         Command::Config {
             action: ConfigAction::Show,
             backend,
-        } => match backend.settings() {
-            Ok(settings) => {
+        } => match config::load_all(&backend) {
+            Ok((settings, _)) => {
                 print!("{}", settings.show());
                 0
             }
-            Err(e) => {
-                eprintln!("error: {e}");
-                1
-            }
+            Err(e) => config::report(&mut out, &e),
         },
-        Command::Doctor { backend } => match backend.settings() {
-            Ok(settings) => {
+        Command::Doctor { backend } => match config::load_all(&backend) {
+            Ok((settings, _)) => {
                 let report = settings.doctor();
                 print!("{report}");
                 i32::from(!report.all_ok())
             }
-            Err(e) => {
-                eprintln!("error: {e}");
-                1
-            }
+            Err(e) => config::report(&mut out, &e),
         },
     }
 }

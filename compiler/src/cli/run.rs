@@ -358,12 +358,9 @@ pub fn run_loaded(
     backend: &BackendArgs,
     resume: Option<Arc<ais_vm::journal::Journal>>,
 ) -> i32 {
-    let settings = match backend.settings() {
+    let (settings, aam_config) = match super::config::load_all(backend) {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return 2;
-        }
+        Err(e) => return super::config::report(out, &e),
     };
     let llm = match settings.build_run() {
         Ok(r) => r,
@@ -396,7 +393,7 @@ pub fn run_loaded(
         watchdog: Some(run.budget.watchdog),
         ..RunOptions::default()
     };
-    let host = match super::aam::open_host(&run.memory, backend.config.as_deref(), run.yes) {
+    let host = match super::aam::open_host(&run.memory, aam_config, run.yes) {
         Ok(h) => Arc::new(h),
         Err(e) => {
             eprintln!("error: {e}");

@@ -840,6 +840,24 @@ directory exists and is writable."#,
 This is a bug in the runtime, not in your program; please report it with the
 program and the command line."#,
     },
+    Explanation {
+        code: "K0001",
+        title: "invalid configuration",
+        text: r#"The configuration file (`--config`, `$APXM_CONFIG`, `./.apxm/config.toml`
+or `~/.apxm/config.toml`) cannot be used: it is not valid TOML, a key is not
+known in its section, a value has the wrong type or is out of range, or a
+backend or tool is defined twice. Every section is checked — the backends
+and `[memory]`, `[tools]`, `[[tools.subprocess]]`, `[[mcp_servers]]` and
+`[access]` — by `aisc config show`, `aisc doctor` and `aisc run`, and the
+report points at the key with a caret.
+
+    [tools]
+    workspcae = "."        # error: unknown field `workspcae`
+
+Fix the key or value named (docs/backends.md and docs/runtime.md list every
+key). A bad configuration is a usage error: exit code 2. API keys never live
+in the file: use `api_key_env = "VAR"`."#,
+    },
 ];
 
 pub fn explain(code: &str) -> Option<&'static str> {
@@ -854,7 +872,7 @@ pub fn lookup(code: &str) -> Option<&'static Explanation> {
 /// The Markdown reference of every code, as written to `docs/diagnostics.md`.
 pub fn markdown() -> String {
     let mut s = String::from(
-        "# Diagnostics reference\n\nEvery diagnostic `aisc` reports has a stable code. `aisc explain CODE` prints the\nsame text as this page (which is generated from it by the test suite).\nErrors (`E…`) stop the build; warnings (`W…`) do not.\n\nCodes by phase: `E`/`W` the front end (`aisc check`, `build`, `run`); `O` the pass\npipeline (`--passes`); `P` textual IR (`ais-opt`); `V` the IR verifier; `C` code\ngeneration; `L` loading an `.apxmobj` artifact; `R` running a program. A test\n(`compiler/tests/semantics_cli.rs`, `every_code_is_explained`) checks that every\ncode constructed in the source has an entry here.\n\n| code | meaning |\n|---|---|\n",
+        "# Diagnostics reference\n\nEvery diagnostic `aisc` reports has a stable code. `aisc explain CODE` prints the\nsame text as this page (which is generated from it by the test suite).\nErrors (`E…`) stop the build; warnings (`W…`) do not.\n\nCodes by phase: `E`/`W` the front end (`aisc check`, `build`, `run`); `O` the pass\npipeline (`--passes`); `P` textual IR (`ais-opt`); `V` the IR verifier; `C` code\ngeneration; `L` loading an `.apxmobj` artifact; `R` running a program; `K` the\nconfiguration file. A test\n(`compiler/tests/semantics_cli.rs`, `every_code_is_explained`) checks that every\ncode constructed in the source has an entry here.\n\n| code | meaning |\n|---|---|\n",
     );
     for e in EXPLANATIONS {
         s.push_str(&format!(
