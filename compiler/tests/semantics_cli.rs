@@ -519,3 +519,31 @@ fn global_flags_work_after_subcommands() {
         assert!(stdout(&o).contains("mine"), "{args:?}: {}", stdout(&o));
     }
 }
+
+#[test]
+fn hints_fit_their_codes() {
+    use ais_vm::error::hint_for;
+    let unknown = hint_for("tool.unknown");
+    assert!(unknown.contains("[[tools.subprocess]]"), "{unknown}");
+    assert!(!unknown.contains("arguments"), "{unknown}");
+    let confirm = hint_for("tool.confirmation_required");
+    assert!(confirm.contains("--yes"), "{confirm}");
+    let invalid = hint_for("llm.invalid_response");
+    assert!(
+        invalid.contains("reply") && invalid.contains("structured_output"),
+        "{invalid}"
+    );
+    assert!(
+        !invalid.contains("aisc doctor"),
+        "the backend answers: {invalid}"
+    );
+    // What a user sees for an uncaught unknown tool.
+    let dir = tempfile::tempdir().expect("dir");
+    let f = write(dir.path(), "f.ais", FAILING);
+    let o = aisc_in(dir.path(), &["run", &f, "--memory", ":memory:", "-q"]);
+    assert!(
+        stderr(&o).contains("no tool has this name"),
+        "{}",
+        stderr(&o)
+    );
+}
