@@ -547,3 +547,99 @@ fn hints_fit_their_codes() {
         stderr(&o)
     );
 }
+
+const LLM_ONLY: &str = r#"agent A {
+    @entry
+    flow main(topic: str) -> str {
+        let a = ask("Name one fact about {topic}.")
+        return ask("Rephrase it.", a)
+    }
+}
+"#;
+
+/// Runs `LLM_ONLY` with its memory (and run journal) in `dir/mem`; returns
+/// the printed result.
+fn run_llm_only(dir: &Path) -> String {
+    let f = write(dir, "llm.ais", LLM_ONLY);
+    let o = aisc_in(
+        dir,
+        &[
+            "run",
+            &f,
+            "--memory",
+            "mem",
+            "--sim-delay-scale",
+            "0",
+            "-q",
+            "-O0",
+            "--arg",
+            "topic=tides",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    stdout(&o)
+}
+
+#[test]
+fn runs_show_prints_a_completed_result() {
+    let dir = tempfile::tempdir().expect("dir");
+    let printed = run_llm_only(dir.path());
+    assert!(printed.contains("simulated"), "{printed}");
+    // Whatever happened to the process after the journal's "completed"
+    // write, the result is read back from the journal.
+    let o = aisc_in(dir.path(), &["runs", "show", "last", "--memory", "mem"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("status   completed"), "{text}");
+    assert!(text.contains("args     topic=\"tides\""), "{text}");
+    assert!(text.contains("2 journaled steps (ask ×2)"), "{text}");
+    assert!(text.ends_with(&format!("result:\n{printed}")), "{text}");
+    let o = aisc_in(
+        dir.path(),
+        &["runs", "show", "last", "--json", "--memory", "mem"],
+    );
+    let j: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("json");
+    assert_eq!(j["status"], "completed");
+    assert_eq!(
+        j["result"].as_str().map(|s| format!("{s}\n")),
+        Some(printed)
+    );
+    assert_eq!(j["summary"]["by_op"]["ask"], 2);
+    // `resume` refuses a completed run and says where its result is.
+    let id = j["id"].as_str().expect("id");
+    let r = aisc_in(dir.path(), &["resume", id, "--memory", "mem"]);
+    assert_eq!(r.status.code(), Some(1));
+    assert!(
+        stderr(&r).contains(&format!("aisc runs show {id}")),
+        "{}",
+        stderr(&r)
+    );
+    // An unknown run is an error.
+    let o = aisc_in(dir.path(), &["runs", "show", "nope", "--memory", "mem"]);
+    assert_eq!(o.status.code(), Some(1));
+}
+
+#[test]
+fn trace_lists_llm_only_steps() {
+    let dir = tempfile::tempdir().expect("dir");
+    run_llm_only(dir.path());
+    let o = aisc_in(dir.path(), &["trace", "last", "--memory", "mem"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.contains("journal: 2 journaled steps (ask ×2)"),
+        "{text}"
+    );
+    assert_eq!(text.matches(" ask ").count(), 2, "{text}");
+    let o = aisc_in(dir.path(), &["trace", "last", "--json", "--memory", "mem"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let ops: Vec<serde_json::Value> = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect();
+    assert_eq!(
+        ops.iter().filter(|j| j["op"] == "ask").count(),
+        2,
+        "{ops:?}"
+    );
+}

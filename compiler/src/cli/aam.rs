@@ -96,17 +96,68 @@ pub fn memory(action: &MemoryAction, mem: &MemoryArgs) -> i32 {
     }
 }
 
+/// `aisc trace RUN_ID`: the run's episodic records, then its journaled
+/// steps. The episodic log holds tool calls, memory, messages and prints but
+/// not LLM calls, so a run of LLM calls only has no episodic records; the
+/// run journal has them (and knows every run, so it resolves `last`).
 pub fn trace(run: &str, mem: &MemoryArgs, json: bool) -> i32 {
-    match inspect::trace(&mem.storage(), run, json) {
-        Ok(text) => {
-            print!("{text}");
-            0
+    let storage = mem.storage();
+    let journal_dir = ais_vm::journal::dir_of(&storage);
+    let record = journal_dir
+        .as_deref()
+        .filter(|d| d.join(ais_vm::journal::DB_FILE).is_file())
+        .and_then(|d| ais_vm::journal::load_record(d, run).ok());
+    let id = record
+        .as_ref()
+        .map_or_else(|| run.to_string(), |r| r.info.id.clone());
+    let episodic = inspect::trace(&storage, &id, json);
+    let Some(record) = record else {
+        return match episodic {
+            Ok(text) => {
+                print!("{text}");
+                0
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                1
+            }
+        };
+    };
+    let episodic = match episodic {
+        Ok(text) => text,
+        // Known to the journal, absent from the log: no episodic records.
+        Err(e) if matches!(e.code.as_str(), "trace.unknown_run" | "trace.empty") => {
+            if json {
+                String::new()
+            } else {
+                format!("run {id}: no episodic records\n")
+            }
         }
         Err(e) => {
             eprintln!("error: {e}");
-            1
+            return 1;
+        }
+    };
+    print!("{episodic}");
+    if json {
+        for s in &record.steps {
+            println!(
+                "{}",
+                serde_json::json!({"run": id, "journal": true, "seq": s.seq, "kind": s.kind, "op": s.op, "tokens": s.tokens})
+            );
+        }
+    } else {
+        println!("journal: {}", super::runs::steps_line(&record.steps));
+        for s in &record.steps {
+            let state = match s.kind.as_str() {
+                "done" => "",
+                "intent" => "  (in doubt)",
+                other => other,
+            };
+            println!("  #{:<4} {:<10} {:>6} tokens{state}", s.seq, s.op, s.tokens);
         }
     }
+    0
 }
 
 /// The host `aisc run` uses: memory from `--memory`, tools and access from

@@ -119,12 +119,15 @@ pub enum Command {
         #[command(flatten)]
         memory: aam::MemoryArgs,
     },
-    /// List journaled runs with their status (running, completed, failed, interrupted).
+    /// List journaled runs with their status (running, completed, failed,
+    /// interrupted), or show one (`aisc runs show RUN_ID`).
     Runs {
+        #[command(subcommand)]
+        action: Option<RunsAction>,
         #[command(flatten)]
         memory: aam::MemoryArgs,
-        /// One JSON object per line.
-        #[arg(long)]
+        /// JSON output (for the list: one object per line).
+        #[arg(long, global = true)]
         json: bool,
     },
     /// Continue a killed or failed run: completed ops are replayed from the
@@ -182,6 +185,16 @@ impl OptArgs {
             verify_each: self.verify_each,
         }
     }
+}
+
+#[derive(Subcommand, Debug)]
+pub enum RunsAction {
+    /// Show one run: status, arguments, result or error, and a summary of its
+    /// journaled steps (`last` for the most recent run).
+    Show {
+        /// A run id from `aisc runs`, or `last`.
+        run_id: String,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -265,7 +278,16 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
         Command::Inspect { file } => run::inspect(&mut out, &file),
         Command::Explain { code, list } => explain_cmd(code, list),
         Command::Memory { action, memory } => aam::memory(&action, &memory),
-        Command::Runs { memory, json } => runs::runs(&memory, json),
+        Command::Runs {
+            action: None,
+            memory,
+            json,
+        } => runs::runs(&memory, json),
+        Command::Runs {
+            action: Some(RunsAction::Show { run_id }),
+            memory,
+            json,
+        } => runs::show(&memory, &run_id, json),
         Command::Resume {
             run_id,
             resume,
