@@ -489,7 +489,7 @@ fn config_show_exits_2_on_a_bad_config() {
     let o = aisc_in(dir.path(), &["doctor", "--config", &cfg]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     // The documented table says so.
-    assert!(read("docs/cli.md").contains("`2` bad command-line usage or configuration"));
+    assert!(read("docs/cli.md").contains("| `2` | bad command-line usage or configuration"));
 }
 
 #[test]
@@ -642,4 +642,76 @@ fn trace_lists_llm_only_steps() {
         2,
         "{ops:?}"
     );
+}
+
+/// Every (sub)command of `aisc` with its path (`["runs", "show"]`), from clap.
+fn commands() -> Vec<(Vec<String>, clap::Command)> {
+    fn walk(path: Vec<String>, c: &clap::Command, out: &mut Vec<(Vec<String>, clap::Command)>) {
+        out.push((path.clone(), c.clone()));
+        for s in c.get_subcommands() {
+            let mut p = path.clone();
+            p.push(s.get_name().to_string());
+            walk(p, s, out);
+        }
+    }
+    let mut root = <ais_compiler::cli::Cli as clap::CommandFactory>::command();
+    root.build();
+    let mut out = Vec::new();
+    walk(Vec::new(), &root, &mut out);
+    // clap's generated `help` subcommands are not ours to document.
+    out.retain(|(p, _)| !p.iter().any(|n| n == "help"));
+    out
+}
+
+fn user_args(c: &clap::Command) -> Vec<&clap::Arg> {
+    c.get_arguments()
+        .filter(|a| !matches!(a.get_id().as_str(), "help" | "version"))
+        .collect()
+}
+
+#[test]
+fn every_clap_arg_has_help() {
+    let mut missing = Vec::new();
+    for (path, c) in commands() {
+        if !path.is_empty() && c.get_about().is_none() {
+            missing.push(format!("aisc {}", path.join(" ")));
+        }
+        for a in user_args(&c) {
+            if a.get_help().is_none() {
+                missing.push(format!("aisc {} {}", path.join(" "), a.get_id()));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "no help text: {missing:#?}");
+}
+
+#[test]
+fn docs_cli_lists_every_subcommand_and_flag() {
+    let docs = read("docs/cli.md");
+    let mut missing = Vec::new();
+    for (path, c) in commands() {
+        if !path.is_empty() {
+            let heading = format!("## `aisc {}", path.join(" "));
+            let named = format!("`aisc {}", path.join(" "));
+            if !docs
+                .lines()
+                .any(|l| l.starts_with('#') && l.contains(&named))
+            {
+                missing.push(heading);
+            }
+        }
+        for a in user_args(&c) {
+            if let Some(long) = a.get_long() {
+                if !docs.contains(&format!("`--{long}")) {
+                    missing.push(format!("aisc {}: --{long}", path.join(" ")));
+                }
+            }
+            if let Some(short) = a.get_short() {
+                if !docs.contains(&format!("`-{short}")) {
+                    missing.push(format!("aisc {}: -{short}", path.join(" ")));
+                }
+            }
+        }
+    }
+    assert!(missing.is_empty(), "not in docs/cli.md: {missing:#?}");
 }

@@ -24,27 +24,36 @@ impl MemoryArgs {
 pub enum MemoryAction {
     /// List long-term memory entries and summarise the episodic log.
     Show {
+        /// Only this agent's memory.
         #[arg(long)]
         agent: Option<String>,
+        /// Which tier to show.
         #[arg(long, value_parser = ["ltm", "episodic", "all"], default_value = "all")]
         tier: String,
+        /// JSON output.
         #[arg(long)]
         json: bool,
     },
     /// Keyword search over long-term memory, best match first.
     Search {
+        /// Words to look for.
         query: String,
+        /// Only this agent's entries.
         #[arg(long)]
         agent: Option<String>,
+        /// At most this many results.
         #[arg(long, default_value_t = 20)]
         limit: usize,
+        /// JSON output.
         #[arg(long)]
         json: bool,
     },
     /// Delete long-term memory entries and/or the episodic log.
     Clear {
+        /// Only this agent's memory.
         #[arg(long)]
         agent: Option<String>,
+        /// Which tier to clear.
         #[arg(long, value_parser = ["ltm", "episodic", "all"], default_value = "all")]
         tier: String,
         /// Required: clearing cannot be undone.

@@ -74,6 +74,7 @@ pub enum Command {
     /// Compile a program: print an intermediate form (--emit) or write an
     /// executable artifact (-o FILE.apxmobj).
     Build {
+        /// The `.ais` source file.
         file: PathBuf,
         /// What to print.
         #[arg(long, value_enum, required_unless_present = "output")]
@@ -99,7 +100,10 @@ pub enum Command {
         backend: BackendArgs,
     },
     /// Print a readable dump of an artifact.
-    Inspect { file: PathBuf },
+    Inspect {
+        /// The `.apxmobj` artifact.
+        file: PathBuf,
+    },
     /// Show or check the LLM backend configuration.
     Config {
         #[command(subcommand)]
@@ -133,6 +137,7 @@ pub enum Command {
     /// Continue a killed or failed run: completed ops are replayed from the
     /// journal, not executed again (`last` for the most recent run).
     Resume {
+        /// A run id from `aisc runs`, or `last`.
         run_id: String,
         #[command(flatten)]
         resume: runs::ResumeArgs,
@@ -141,6 +146,7 @@ pub enum Command {
     },
     /// Print the episodic log of one run (`last` for the most recent).
     Trace {
+        /// A run id from `aisc runs` or the run footer, or `last`.
         run_id: String,
         #[command(flatten)]
         memory: aam::MemoryArgs,
@@ -150,8 +156,9 @@ pub enum Command {
     },
     /// Print the long explanation of a diagnostic code (e.g. `aisc explain E0100`).
     Explain {
-        /// The code, or `--list` for all of them.
+        /// The code (e.g. `E0100`); without one, every code is listed.
         code: Option<String>,
+        /// List every code with its title.
         #[arg(long)]
         list: bool,
     },

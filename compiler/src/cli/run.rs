@@ -165,7 +165,7 @@ pub struct RunArgs {
     /// Write the outcome and run summary as JSON.
     #[arg(long, value_name = "PATH")]
     pub report_json: Option<PathBuf>,
-    /// Do not print the run summary.
+    /// No run summary, progress or simulator note on stderr.
     #[arg(long, short)]
     pub quiet: bool,
     #[command(flatten)]

@@ -180,7 +180,7 @@ pub fn runs(mem: &MemoryArgs, json: bool) -> i32 {
 /// Options of `aisc resume`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ResumeArgs {
-    /// Do not print the run summary.
+    /// No run summary, progress or simulator note on stderr.
     #[arg(long, short)]
     pub quiet: bool,
     /// Allow tools marked destructive without asking.
