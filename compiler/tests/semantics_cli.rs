@@ -715,3 +715,21 @@ fn docs_cli_lists_every_subcommand_and_flag() {
     }
     assert!(missing.is_empty(), "not in docs/cli.md: {missing:#?}");
 }
+
+#[test]
+fn bad_passes_is_a_usage_error_with_its_code() {
+    let dir = tempfile::tempdir().expect("dir");
+    let f = write(dir.path(), "j.ais", JSON_PARAM);
+    for cmd in [vec!["build", &f, "--emit", "ir"], vec!["run", &f]] {
+        let mut args = cmd.clone();
+        args.extend(["--passes", "canonicalize,cs"]);
+        let o = aisc_in(dir.path(), &args);
+        assert_eq!(o.status.code(), Some(2), "{cmd:?}");
+        let err = stderr(&o);
+        assert!(
+            err.contains("[O0002]") && err.contains("--passes:1:14"),
+            "{err}"
+        );
+        assert!(err.contains("did you mean `cse`"), "{err}");
+    }
+}

@@ -180,6 +180,23 @@ pub struct OptArgs {
 }
 
 impl OptArgs {
+    /// Checks `--passes` before anything is compiled: a bad pipeline is a
+    /// usage error (exit 2) reported as its `O` diagnostic, with a caret
+    /// in the pipeline text.
+    pub fn check(&self, out: &mut Output) -> bool {
+        let Some(p) = &self.passes else {
+            return true;
+        };
+        match ais_ir::passes::Pipeline::parse(p) {
+            Ok(_) => true,
+            Err(e) => {
+                let d = ais_ir::IntoDiagnostic::into_diagnostic(e);
+                out.diagnostics("--passes", p, &[d]);
+                false
+            }
+        }
+    }
+
     pub fn options(&self) -> crate::driver::OptOptions {
         use ais_ir::passes::OptLevel;
         crate::driver::OptOptions {
@@ -265,6 +282,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
             files,
             deny_warnings,
         } => check(&mut out, &files, deny_warnings),
+        Command::Build { opt, .. } if !opt.check(&mut out) => 2,
         Command::Build {
             file,
             emit,
@@ -276,6 +294,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
             (Some(emit), None) => build(&mut out, &file, emit, &opt, stats),
             (None, None) => 2,
         },
+        Command::Run { opt, .. } if !opt.check(&mut out) => 2,
         Command::Run {
             file,
             run,
