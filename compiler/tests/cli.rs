@@ -148,7 +148,7 @@ fn artifact_build_inspect_run_and_corruption() {
     let r = aisc(&["run", &bad.display().to_string(), "--memory", ":memory:"]);
     assert_eq!(r.status.code(), Some(1));
     assert!(
-        stderr(&r).contains("not a valid artifact"),
+        stderr(&r).contains("error[L0006]") && stderr(&r).contains("corrupted"),
         "{}",
         stderr(&r)
     );
@@ -185,7 +185,8 @@ fn run_with_a_missing_argument_fails_clearly() {
         "--sim-delay-scale",
         "0",
     ]);
-    assert_eq!(o.status.code(), Some(1));
+    // A missing argument is a usage error (docs/cli.md: exit 2).
+    assert_eq!(o.status.code(), Some(2));
     assert!(
         stderr(&o).contains("missing argument `topic"),
         "{}",

@@ -510,7 +510,13 @@ fn compile_time_blows_up_on_a_long_plus_chain() {
         Arc::new(MemoryHost::new()),
     );
     let expected: String = (0..10_000)
-        .map(|i| if i % 2 == 0 { "-".to_string() } else { format!("t{i}") })
+        .map(|i| {
+            if i % 2 == 0 {
+                "-".to_string()
+            } else {
+                format!("t{i}")
+            }
+        })
         .collect();
     assert_eq!(report.outcome.unwrap(), json!(expected));
 }

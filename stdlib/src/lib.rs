@@ -15,6 +15,7 @@
 //! | `json_query` | read-only | `{document, path}` | the selected value(s) |
 //! | `calculator` | read-only | `{expression}` | a number |
 //! | `now` | read-only | `{}` | RFC 3339 UTC timestamp |
+//! | `echo` | read-only | any JSON | its arguments, unchanged |
 
 pub mod calc;
 pub mod fs;
@@ -186,6 +187,16 @@ pub fn builtins() -> Vec<BuiltinInfo> {
             input_schema: json!({"type": ["object", "null", "array"]}),
             output_schema: json!({"type": "string"}),
         },
+        // Returns what it is given: a stand-in for a real service in the
+        // examples and a probe for argument passing, with no side effect.
+        BuiltinInfo {
+            name: "echo",
+            description: "Return the arguments unchanged",
+            class: ToolClass::ReadOnly,
+            provider: "local",
+            input_schema: json!({}),
+            output_schema: json!({}),
+        },
     ]
 }
 
@@ -245,6 +256,7 @@ pub fn call(name: &str, args: &Json, settings: &Settings) -> Option<Result<Json,
         "json_query" => jsonpath::json_query(args),
         "calculator" => calc::calculator(args),
         "now" => Ok(Json::String(time::now_rfc3339())),
+        "echo" => Ok(args.clone()),
         _ => return None,
     })
 }
@@ -258,4 +270,17 @@ pub(crate) fn str_arg<'a>(args: &'a Json, tool: &str, key: &str) -> Result<&'a s
         )
         .with_payload(json!({"tool": tool, "argument": key}))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn echo_is_a_read_only_builtin_returning_its_arguments() {
+        let info = builtins().into_iter().find(|b| b.name == "echo");
+        assert_eq!(info.map(|b| b.class), Some(ToolClass::ReadOnly));
+        let args = json!({"a": [1, "two"], "b": null});
+        assert_eq!(call("echo", &args, &Settings::default()), Some(Ok(args)));
+    }
 }

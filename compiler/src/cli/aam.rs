@@ -3,7 +3,7 @@
 
 use ais_vm::aam::inspect::{self, Which};
 use ais_vm::aam::{AamHost, AamOptions, Confirm, Storage};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// Where memory lives (shared by `run`, `memory`, `trace`).
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -24,27 +24,36 @@ impl MemoryArgs {
 pub enum MemoryAction {
     /// List long-term memory entries and summarise the episodic log.
     Show {
+        /// Only this agent's memory.
         #[arg(long)]
         agent: Option<String>,
+        /// Which tier to show.
         #[arg(long, value_parser = ["ltm", "episodic", "all"], default_value = "all")]
         tier: String,
+        /// JSON output.
         #[arg(long)]
         json: bool,
     },
     /// Keyword search over long-term memory, best match first.
     Search {
+        /// Words to look for.
         query: String,
+        /// Only this agent's entries.
         #[arg(long)]
         agent: Option<String>,
+        /// At most this many results.
         #[arg(long, default_value_t = 20)]
         limit: usize,
+        /// JSON output.
         #[arg(long)]
         json: bool,
     },
     /// Delete long-term memory entries and/or the episodic log.
     Clear {
+        /// Only this agent's memory.
         #[arg(long)]
         agent: Option<String>,
+        /// Which tier to clear.
         #[arg(long, value_parser = ["ltm", "episodic", "all"], default_value = "all")]
         tier: String,
         /// Required: clearing cannot be undone.
@@ -96,23 +105,77 @@ pub fn memory(action: &MemoryAction, mem: &MemoryArgs) -> i32 {
     }
 }
 
+/// `aisc trace RUN_ID`: the run's episodic records, then its journaled
+/// steps. The episodic log holds tool calls, memory, messages and prints but
+/// not LLM calls, so a run of LLM calls only has no episodic records; the
+/// run journal has them (and knows every run, so it resolves `last`).
 pub fn trace(run: &str, mem: &MemoryArgs, json: bool) -> i32 {
-    match inspect::trace(&mem.storage(), run, json) {
-        Ok(text) => {
-            print!("{text}");
-            0
+    let storage = mem.storage();
+    let journal_dir = ais_vm::journal::dir_of(&storage);
+    let record = journal_dir
+        .as_deref()
+        .filter(|d| d.join(ais_vm::journal::DB_FILE).is_file())
+        .and_then(|d| ais_vm::journal::load_record(d, run).ok());
+    let id = record
+        .as_ref()
+        .map_or_else(|| run.to_string(), |r| r.info.id.clone());
+    let episodic = inspect::trace(&storage, &id, json);
+    let Some(record) = record else {
+        return match episodic {
+            Ok(text) => {
+                print!("{text}");
+                0
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                1
+            }
+        };
+    };
+    let episodic = match episodic {
+        Ok(text) => text,
+        // Known to the journal, absent from the log: no episodic records.
+        Err(e) if matches!(e.code.as_str(), "trace.unknown_run" | "trace.empty") => {
+            if json {
+                String::new()
+            } else {
+                format!("run {id}: no episodic records\n")
+            }
         }
         Err(e) => {
             eprintln!("error: {e}");
-            1
+            return 1;
+        }
+    };
+    print!("{episodic}");
+    if json {
+        for s in &record.steps {
+            println!(
+                "{}",
+                serde_json::json!({"run": id, "journal": true, "seq": s.seq, "kind": s.kind, "op": s.op, "tokens": s.tokens})
+            );
+        }
+    } else {
+        println!("journal: {}", super::runs::steps_line(&record.steps));
+        for s in &record.steps {
+            let state = match s.kind.as_str() {
+                "done" => "",
+                "intent" => "  (in doubt)",
+                other => other,
+            };
+            println!("  #{:<4} {:<10} {:>6} tokens{state}", s.seq, s.op, s.tokens);
         }
     }
+    0
 }
 
 /// The host `aisc run` uses: memory from `--memory`, tools and access from
-/// the config file, printed lines on stdout.
-pub fn open_host(mem: &MemoryArgs, config: Option<&Path>, yes: bool) -> Result<AamHost, String> {
-    let config = ais_vm::aam::config::AamConfig::find(config).map_err(|e| e.to_string())?;
+/// the config file (already validated), printed lines on stdout.
+pub fn open_host(
+    mem: &MemoryArgs,
+    config: ais_vm::aam::config::AamConfig,
+    yes: bool,
+) -> Result<AamHost, String> {
     let host = AamHost::open(AamOptions {
         storage: mem.storage(),
         config,

@@ -3,6 +3,7 @@
 //! the edge, and nowhere else.
 
 mod aam;
+mod config;
 mod output;
 mod run;
 mod runs;
@@ -73,6 +74,7 @@ pub enum Command {
     /// Compile a program: print an intermediate form (--emit) or write an
     /// executable artifact (-o FILE.apxmobj).
     Build {
+        /// The `.ais` source file.
         file: PathBuf,
         /// What to print.
         #[arg(long, value_enum, required_unless_present = "output")]
@@ -98,7 +100,10 @@ pub enum Command {
         backend: BackendArgs,
     },
     /// Print a readable dump of an artifact.
-    Inspect { file: PathBuf },
+    Inspect {
+        /// The `.apxmobj` artifact.
+        file: PathBuf,
+    },
     /// Show or check the LLM backend configuration.
     Config {
         #[command(subcommand)]
@@ -118,17 +123,21 @@ pub enum Command {
         #[command(flatten)]
         memory: aam::MemoryArgs,
     },
-    /// List journaled runs with their status (running, completed, failed, interrupted).
+    /// List journaled runs with their status (running, completed, failed,
+    /// interrupted), or show one (`aisc runs show RUN_ID`).
     Runs {
+        #[command(subcommand)]
+        action: Option<RunsAction>,
         #[command(flatten)]
         memory: aam::MemoryArgs,
-        /// One JSON object per line.
-        #[arg(long)]
+        /// JSON output (for the list: one object per line).
+        #[arg(long, global = true)]
         json: bool,
     },
     /// Continue a killed or failed run: completed ops are replayed from the
     /// journal, not executed again (`last` for the most recent run).
     Resume {
+        /// A run id from `aisc runs`, or `last`.
         run_id: String,
         #[command(flatten)]
         resume: runs::ResumeArgs,
@@ -137,6 +146,7 @@ pub enum Command {
     },
     /// Print the episodic log of one run (`last` for the most recent).
     Trace {
+        /// A run id from `aisc runs` or the run footer, or `last`.
         run_id: String,
         #[command(flatten)]
         memory: aam::MemoryArgs,
@@ -146,8 +156,9 @@ pub enum Command {
     },
     /// Print the long explanation of a diagnostic code (e.g. `aisc explain E0100`).
     Explain {
-        /// The code, or `--list` for all of them.
+        /// The code (e.g. `E0100`); without one, every code is listed.
         code: Option<String>,
+        /// List every code with its title.
         #[arg(long)]
         list: bool,
     },
@@ -169,6 +180,23 @@ pub struct OptArgs {
 }
 
 impl OptArgs {
+    /// Checks `--passes` before anything is compiled: a bad pipeline is a
+    /// usage error (exit 2) reported as its `O` diagnostic, with a caret
+    /// in the pipeline text.
+    pub fn check(&self, out: &mut Output) -> bool {
+        let Some(p) = &self.passes else {
+            return true;
+        };
+        match ais_ir::passes::Pipeline::parse(p) {
+            Ok(_) => true,
+            Err(e) => {
+                let d = ais_ir::IntoDiagnostic::into_diagnostic(e);
+                out.diagnostics("--passes", p, &[d]);
+                false
+            }
+        }
+    }
+
     pub fn options(&self) -> crate::driver::OptOptions {
         use ais_ir::passes::OptLevel;
         crate::driver::OptOptions {
@@ -184,31 +212,43 @@ impl OptArgs {
 }
 
 #[derive(Subcommand, Debug)]
+pub enum RunsAction {
+    /// Show one run: status, arguments, result or error, and a summary of its
+    /// journaled steps (`last` for the most recent run).
+    Show {
+        /// A run id from `aisc runs`, or `last`.
+        run_id: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
 pub enum ConfigAction {
     /// Print the effective configuration (flags over environment over file), keys masked.
     Show,
 }
 
-/// Which LLM backend to use and how (shared by `run`, `config`, `doctor`).
+/// Which LLM backend to use and how (shared by `run`, `config`, `doctor`,
+/// `resume`). Global, so they are accepted after a nested subcommand too
+/// (`aisc config show --config F`).
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct BackendArgs {
     /// Configuration file (default: ./.apxm/config.toml, then ~/.apxm/config.toml).
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", global = true)]
     pub config: Option<PathBuf>,
     /// Backend name from the configuration (`sim` is always available).
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", global = true)]
     pub backend: Option<String>,
     /// Stop the run when it has used this many tokens.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", global = true)]
     pub token_budget: Option<u64>,
     /// Store every LLM request/response in DIR.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", global = true)]
     pub record: Option<PathBuf>,
     /// Serve LLM replies from DIR only (no network; a missing entry is an error).
-    #[arg(long, value_name = "DIR", conflicts_with = "record")]
+    #[arg(long, value_name = "DIR", conflicts_with = "record", global = true)]
     pub replay: Option<PathBuf>,
     /// Scale the simulator's per-latency-class delays (0 = instant).
-    #[arg(long, value_name = "F")]
+    #[arg(long, value_name = "F", global = true)]
     pub sim_delay_scale: Option<f64>,
 }
 
@@ -242,6 +282,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
             files,
             deny_warnings,
         } => check(&mut out, &files, deny_warnings),
+        Command::Build { opt, .. } if !opt.check(&mut out) => 2,
         Command::Build {
             file,
             emit,
@@ -253,16 +294,26 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
             (Some(emit), None) => build(&mut out, &file, emit, &opt, stats),
             (None, None) => 2,
         },
+        Command::Run { opt, .. } if !opt.check(&mut out) => 2,
         Command::Run {
             file,
             run,
             opt,
             backend,
         } => run::run(&mut out, &file, &run, &opt, &backend),
-        Command::Inspect { file } => run::inspect(&file),
+        Command::Inspect { file } => run::inspect(&mut out, &file),
         Command::Explain { code, list } => explain_cmd(code, list),
         Command::Memory { action, memory } => aam::memory(&action, &memory),
-        Command::Runs { memory, json } => runs::runs(&memory, json),
+        Command::Runs {
+            action: None,
+            memory,
+            json,
+        } => runs::runs(&memory, json),
+        Command::Runs {
+            action: Some(RunsAction::Show { run_id }),
+            memory,
+            json,
+        } => runs::show(&memory, &run_id, json),
         Command::Resume {
             run_id,
             resume,
@@ -276,26 +327,20 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
         Command::Config {
             action: ConfigAction::Show,
             backend,
-        } => match backend.settings() {
-            Ok(settings) => {
+        } => match config::load_all(&backend) {
+            Ok((settings, _)) => {
                 print!("{}", settings.show());
                 0
             }
-            Err(e) => {
-                eprintln!("error: {e}");
-                1
-            }
+            Err(e) => config::report(&mut out, &e),
         },
-        Command::Doctor { backend } => match backend.settings() {
-            Ok(settings) => {
+        Command::Doctor { backend } => match config::load_all(&backend) {
+            Ok((settings, _)) => {
                 let report = settings.doctor();
                 print!("{report}");
                 i32::from(!report.all_ok())
             }
-            Err(e) => {
-                eprintln!("error: {e}");
-                1
-            }
+            Err(e) => config::report(&mut out, &e),
         },
     }
 }
@@ -320,13 +365,16 @@ fn check(out: &mut Output, files: &[PathBuf], deny_warnings: bool) -> i32 {
         // The process ends right after checking: freeing the tree node by node
         // would only cost time (about a tenth of a large check).
         std::mem::forget(fe);
-        out.summary(&format!(
-            "{name}: {agents} agent{}, {flows} flow{}; {errors} error{}, {warnings} warning{}",
-            plural(agents),
-            plural(flows),
-            plural(errors),
-            plural(warnings),
-        ));
+        out.summary(
+            &format!(
+                "{name}: {agents} agent{}, {flows} flow{}; {errors} error{}, {warnings} warning{}",
+                plural(agents),
+                plural(flows),
+                plural(errors),
+                plural(warnings),
+            ),
+            serde_json::json!({"file": name, "agents": agents, "flows": flows, "errors": errors, "warnings": warnings}),
+        );
     }
     i32::from(failed)
 }

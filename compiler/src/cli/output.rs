@@ -2,7 +2,9 @@
 //! object per line), results to stdout.
 
 use super::{ColorChoice, ErrorFormat};
-use crate::diagnostics::{hidden_json, hidden_note, limit, render_human, render_json};
+use crate::diagnostics::{
+    hidden_json, hidden_note, limit, render_human, render_json, render_json_plain, render_plain,
+};
 use ais_ir::Diagnostic;
 use std::io::{IsTerminal, Write};
 use std::path::Path;
@@ -49,10 +51,28 @@ impl Output {
         }
     }
 
-    /// A one-line outcome, for people only.
-    pub fn summary(&mut self, line: &str) {
-        if self.format == ErrorFormat::Human {
-            eprintln!("{line}");
+    /// A one-line outcome: the line on stderr for people, or with
+    /// `--error-format=json` one `{"$message_type": "summary", ...}` object
+    /// on stdout holding the line and `fields` (so tools get the counts too).
+    pub fn summary(&mut self, line: &str, fields: serde_json::Value) {
+        match self.format {
+            ErrorFormat::Human => eprintln!("{line}"),
+            ErrorFormat::Json => {
+                let mut j = serde_json::json!({"$message_type": "summary", "message": line});
+                if let (Some(j), serde_json::Value::Object(f)) = (j.as_object_mut(), fields) {
+                    j.extend(f);
+                }
+                println!("{j}");
+            }
+        }
+    }
+
+    /// A diagnostic that points into no source text (artifacts, arguments
+    /// without a snippet, configuration), in the chosen format.
+    pub fn report(&mut self, file: Option<&str>, d: &Diagnostic) {
+        match self.format {
+            ErrorFormat::Human => eprint!("{}", render_plain(d, file)),
+            ErrorFormat::Json => println!("{}", render_json_plain(d, file)),
         }
     }
 
@@ -83,7 +103,7 @@ impl Output {
         }
     }
 
-    fn io_error(&mut self, path: &Path, message: &str) {
+    pub fn io_error(&mut self, path: &Path, message: &str) {
         let text = format!("cannot read `{}`: {message}", path.display());
         match self.format {
             ErrorFormat::Human => eprintln!("error: {text}"),

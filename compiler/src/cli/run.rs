@@ -27,23 +27,10 @@ pub fn is_artifact(path: &Path) -> bool {
 pub fn load(out: &mut Output, path: &Path, opt: &OptArgs) -> Option<Loaded> {
     let name = path.display().to_string();
     if is_artifact(path) {
-        let bytes = match std::fs::read(path) {
-            Ok(b) => b,
-            Err(e) => {
-                eprintln!("error: cannot read `{name}`: {e}");
-                return None;
-            }
-        };
-        return match bytecode::decode(&bytes) {
-            Ok(program) => Some(Loaded {
-                program,
-                source: None,
-            }),
-            Err(e) => {
-                eprintln!("error: `{name}` is not a valid artifact: {e}");
-                None
-            }
-        };
+        return load_artifact(out, path).map(|program| Loaded {
+            program,
+            source: None,
+        });
     }
     let source = out.read_source(path)?;
     let mut compiled = match driver::compile_source(&source) {
@@ -107,11 +94,10 @@ pub fn build_artifact(out: &mut Output, file: &Path, output: &Path, opt: &OptArg
     };
     match write_atomic(output, &bytes) {
         Ok(()) => {
-            out.summary(&format!(
-                "wrote {} ({} bytes)",
-                output.display(),
-                bytes.len()
-            ));
+            out.summary(
+                &format!("wrote {} ({} bytes)", output.display(), bytes.len()),
+                serde_json::json!({"file": output.display().to_string(), "bytes": bytes.len()}),
+            );
             0
         }
         Err(e) => {
@@ -121,23 +107,33 @@ pub fn build_artifact(out: &mut Output, file: &Path, output: &Path, opt: &OptArg
     }
 }
 
-pub fn inspect(path: &Path) -> i32 {
+/// Reads and validates an artifact; a file that is not one is reported as
+/// its `L` diagnostic in the chosen error format.
+fn load_artifact(out: &mut Output, path: &Path) -> Option<Program> {
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) => {
-            eprintln!("error: cannot read `{}`: {e}", path.display());
-            return 1;
+            out.io_error(path, &e.to_string());
+            return None;
         }
     };
     match bytecode::decode(&bytes) {
-        Ok(p) => {
-            print!("{}", bytecode::inspect(&p));
+        Ok(p) => Some(p),
+        Err(e) => {
+            let name = path.display().to_string();
+            out.report(Some(&name), &ais_ir::IntoDiagnostic::into_diagnostic(e));
+            None
+        }
+    }
+}
+
+pub fn inspect(out: &mut Output, path: &Path) -> i32 {
+    match load_artifact(out, path) {
+        Some(p) => {
+            out.stdout(&bytecode::inspect(&p));
             0
         }
-        Err(e) => {
-            eprintln!("error: `{}` is not a valid artifact: {e}", path.display());
-            1
-        }
+        None => 1,
     }
 }
 
@@ -169,7 +165,7 @@ pub struct RunArgs {
     /// Write the outcome and run summary as JSON.
     #[arg(long, value_name = "PATH")]
     pub report_json: Option<PathBuf>,
-    /// Do not print the run summary.
+    /// No run summary, progress or simulator note on stderr.
     #[arg(long, short)]
     pub quiet: bool,
     #[command(flatten)]
@@ -188,23 +184,168 @@ pub fn run(
     opt: &OptArgs,
     backend: &BackendArgs,
 ) -> i32 {
-    let mut args = Vec::new();
-    for a in &run.args {
-        match a.split_once('=') {
-            Some((k, v)) if !k.trim().is_empty() => args.push((
-                k.trim().to_string(),
-                serde_json::Value::String(v.to_string()),
-            )),
-            _ => {
-                eprintln!("error: --arg expects NAME=VALUE, got `{a}`");
-                return 2;
-            }
+    let args = match parse_args(&run.args) {
+        Ok(a) => a,
+        Err(e) => {
+            render_arg_error(out, &e);
+            return 2;
         }
-    }
+    };
     let Some(loaded) = load(out, file, opt) else {
         return 1;
     };
+    if let Err(e) = check_args(&loaded.program, run.entry.as_deref(), &args) {
+        render_arg_error(out, &e);
+        return 2;
+    }
     run_loaded(out, loaded, args, run, backend, None)
+}
+
+/// A bad entry point or `--arg`: a usage error (exit 2), caught before the
+/// run starts so that no run is journaled for it.
+#[derive(Debug, thiserror::Error)]
+pub enum ArgError {
+    #[error("--arg expects NAME=VALUE, got `{0}`")]
+    Malformed(String),
+    #[error("--arg `{0}` is given more than once")]
+    Duplicate(String),
+    #[error("--arg `{name}`: invalid JSON for the `json` parameter at line {line}, column {column}: {message}")]
+    InvalidJson {
+        name: String,
+        value: String,
+        /// Byte offset of the error in `value`.
+        offset: usize,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("{0}")]
+    Entry(#[from] ais_ir::bytecode::EntryError),
+    #[error("{0}")]
+    Argument(String),
+}
+
+impl ArgError {
+    fn code(&self) -> &'static str {
+        match self {
+            ArgError::Entry(_) => "R0001",
+            _ => "R0002",
+        }
+    }
+
+    fn hint(&self) -> &'static str {
+        match self {
+            ArgError::Malformed(_) => "write `--arg name=value`, one per parameter",
+            ArgError::Duplicate(_) => "give each parameter once",
+            ArgError::InvalidJson { .. } => {
+                "a `json` parameter takes JSON text: quote strings (`--arg p='\"text\"'`), objects as `--arg p='{\"k\": 1}'`"
+            }
+            ArgError::Entry(_) => "mark one flow `@entry`, or pass `--entry Agent.flow`",
+            ArgError::Argument(_) => "pass one `--arg NAME=VALUE` per parameter of the entry flow",
+        }
+    }
+}
+
+/// `--arg NAME=VALUE` pairs, in order; a name given twice is an error
+/// (silently keeping one of them would hide a typo in a script).
+pub fn parse_args(raw: &[String]) -> Result<Vec<(String, serde_json::Value)>, ArgError> {
+    let mut args: Vec<(String, serde_json::Value)> = Vec::new();
+    for a in raw {
+        let Some((k, v)) = a.split_once('=').filter(|(k, _)| !k.trim().is_empty()) else {
+            return Err(ArgError::Malformed(a.clone()));
+        };
+        let k = k.trim();
+        if args.iter().any(|(n, _)| n == k) {
+            return Err(ArgError::Duplicate(k.to_string()));
+        }
+        args.push((k.to_string(), serde_json::Value::String(v.to_string())));
+    }
+    Ok(args)
+}
+
+/// Checks the entry flow and the arguments against its parameters before
+/// the run: JSON text for `json` parameters must parse (text that is not JSON
+/// is an error, not a string), and the VM's own conversion must succeed.
+pub fn check_args(
+    program: &Program,
+    entry: Option<&str>,
+    args: &[(String, serde_json::Value)],
+) -> Result<(), ArgError> {
+    let flow = program.find_entry(entry)?;
+    if let Some(f) = program.flows.get(flow as usize) {
+        for (name, t) in &f.params {
+            let Some((_, serde_json::Value::String(v))) = args.iter().find(|(n, _)| n == name)
+            else {
+                continue;
+            };
+            if program.type_of(*t) == ais_ir::Type::Json {
+                if let Err(e) = serde_json::from_str::<serde_json::Value>(v) {
+                    let (line, column) = (e.line(), e.column());
+                    let offset = offset_of(v, line, column);
+                    return Err(ArgError::InvalidJson {
+                        name: name.clone(),
+                        value: v.clone(),
+                        offset,
+                        line,
+                        column,
+                        message: e.to_string(),
+                    });
+                }
+            }
+        }
+    }
+    ais_vm::exec::entry_args(program, flow, args)
+        .map(|_| ())
+        .map_err(|e| match e {
+            ais_vm::RunError::Argument(m) => ArgError::Argument(m),
+            other => ArgError::Argument(other.to_string()),
+        })
+}
+
+/// Byte offset of serde_json's 1-based line and column (column 0: before the
+/// first character, as serde reports for an empty input).
+fn offset_of(text: &str, line: usize, column: usize) -> usize {
+    let start: usize = text
+        .split_inclusive('\n')
+        .take(line.saturating_sub(1))
+        .map(str::len)
+        .sum();
+    let rest = text.get(start..).unwrap_or("");
+    let col = rest
+        .char_indices()
+        .nth(column.saturating_sub(1))
+        .map_or(rest.len(), |(i, _)| i);
+    (start + col).min(text.len())
+}
+
+fn render_arg_error(out: &mut Output, e: &ArgError) {
+    match e {
+        ArgError::InvalidJson {
+            name,
+            value,
+            offset,
+            message,
+            ..
+        } => {
+            // The value itself is the source, so the caret points at the error.
+            let end = value[*offset..]
+                .chars()
+                .next()
+                .map_or(*offset, |c| offset + c.len_utf8());
+            let d = Diagnostic::error(
+                e.code(),
+                format!("--arg `{name}`: invalid JSON for the `json` parameter"),
+                ais_ir::Span::new(*offset, end),
+            )
+            .with_label(message.clone())
+            .with_help(e.hint());
+            out.diagnostics(&format!("--arg {name}"), value, &[d]);
+        }
+        _ => out.report(
+            None,
+            &Diagnostic::error(e.code(), e.to_string(), ais_ir::Span::DUMMY).with_help(e.hint()),
+        ),
+    }
 }
 
 /// Runs a loaded program on the AAM host with a run journal: a new run, or
@@ -217,12 +358,9 @@ pub fn run_loaded(
     backend: &BackendArgs,
     resume: Option<Arc<ais_vm::journal::Journal>>,
 ) -> i32 {
-    let settings = match backend.settings() {
+    let (settings, aam_config) = match super::config::load_all(backend) {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return 2;
-        }
+        Err(e) => return super::config::report(out, &e),
     };
     let llm = match settings.build_run() {
         Ok(r) => r,
@@ -231,7 +369,7 @@ pub fn run_loaded(
             return 2;
         }
     };
-    if let Some(n) = &llm.notice {
+    if let (Some(n), false) = (&llm.notice, run.quiet) {
         eprintln!("{n}");
     }
     let journal_args = args.clone();
@@ -266,7 +404,7 @@ pub fn run_loaded(
             .unwrap_or(RunOptions::default().max_call_depth),
         ..RunOptions::default()
     };
-    let host = match super::aam::open_host(&run.memory, backend.config.as_deref(), run.yes) {
+    let host = match super::aam::open_host(&run.memory, aam_config, run.yes) {
         Ok(h) => Arc::new(h),
         Err(e) => {
             eprintln!("error: {e}");
@@ -334,7 +472,7 @@ pub fn run_loaded(
         let json = serde_json::json!({
             "ok": report.outcome.is_ok(),
             "result": report.outcome.as_ref().ok(),
-            "error": report.outcome.as_ref().err().map(|e| e.to_string()),
+            "error": report.outcome.as_ref().err().map(|e| error_json(e, &loaded)),
             "simulated": llm.simulated,
             "summary": serde_json::to_value(s).unwrap_or_default(),
         });
@@ -345,32 +483,78 @@ pub fn run_loaded(
     code
 }
 
+/// An uncaught failure as a diagnostic with the run error's own code (R0003
+/// for a failed op; see `aisc explain`): with a source snippet when the
+/// program was compiled from source, without one for artifacts and resumes.
+/// The structured form of a run error for `--report-json`: the same fields
+/// a `catch` region receives (`cause` is the dotted failure code), plus the
+/// diagnostic code and the source position when there is one.
+fn error_json(e: &ais_vm::RunError, loaded: &Loaded) -> serde_json::Value {
+    let mut j = serde_json::json!({"code": e.code(), "message": e.to_string()});
+    if let ais_vm::RunError::OpFailed {
+        flow,
+        opcode,
+        span,
+        code,
+        message,
+        payload,
+        ..
+    } = e
+    {
+        j["cause"] = code.as_str().into();
+        j["message"] = message.as_str().into();
+        j["flow"] = flow.as_str().into();
+        j["op"] = (*opcode).into();
+        j["payload"] = (**payload).clone();
+        j["hint"] = ais_vm::error::hint_for(code).into();
+        if !span.is_dummy() {
+            let mut at = serde_json::json!({"start": span.start, "end": span.end});
+            if let Some((name, source)) = &loaded.source {
+                let (line, column) = ais_ir::diag::line_col(source, span.start as usize);
+                at["file"] = name.as_str().into();
+                at["line"] = line.into();
+                at["column"] = column.into();
+            }
+            j["span"] = at;
+        }
+    }
+    j
+}
+
 fn render_run_error(out: &mut Output, loaded: &Loaded, e: &ais_vm::RunError) {
-    match (e, &loaded.source) {
-        (ais_vm::RunError::OpFailed { span, code, .. }, Some((name, source)))
-            if !span.is_dummy() =>
-        {
-            let d = Diagnostic::error("R0001", format!("run failed: {e}"), *span)
-                .with_label(
-                    if code.starts_with("budget.")
-                        || code == "WATCHDOG_LOOP"
-                        || ais_vm::scheduler::limits::is_fatal(code)
-                    {
-                        format!("the run stopped here: `{code}` (not catchable)")
-                    } else {
-                        format!("this `{code}` failure was not caught")
-                    },
-                )
+    let d = match e {
+        ais_vm::RunError::OpFailed {
+            span,
+            code,
+            payload,
+            ..
+        } => {
+            let label = if code.starts_with("budget.")
+                || code == "WATCHDOG_LOOP"
+                || ais_vm::scheduler::limits::is_fatal(code)
+            {
+                format!("the run stopped here: `{code}` (not catchable)")
+            } else {
+                format!("this `{code}` failure was not caught")
+            };
+            let mut d = Diagnostic::error(e.code(), format!("run failed: {e}"), *span)
+                .with_label(label)
                 .with_help(ais_vm::error::hint_for(code));
+            if !payload.is_null() {
+                d = d.with_note(format!("payload: {payload}"));
+            }
+            d
+        }
+        other => Diagnostic::error(
+            other.code(),
+            format!("run failed: {other}"),
+            ais_ir::Span::DUMMY,
+        ),
+    };
+    match &loaded.source {
+        Some((name, source)) if !d.primary.span.is_dummy() => {
             out.diagnostics(name, source, &[d]);
         }
-        (ais_vm::RunError::OpFailed { code, payload, .. }, _) => {
-            eprintln!("error: run failed: {e}");
-            if !payload.is_null() {
-                eprintln!("  payload: {payload}");
-            }
-            eprintln!("  hint: {}", ais_vm::error::hint_for(code));
-        }
-        _ => eprintln!("error: run failed: {e}"),
+        _ => out.report(None, &d),
     }
 }

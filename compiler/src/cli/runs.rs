@@ -185,7 +185,7 @@ pub fn runs(mem: &MemoryArgs, json: bool) -> i32 {
 /// Options of `aisc resume`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ResumeArgs {
-    /// Do not print the run summary.
+    /// No run summary, progress or simulator note on stderr.
     #[arg(long, short)]
     pub quiet: bool,
     /// Allow tools marked destructive without asking.
@@ -230,7 +230,17 @@ fn resume_in(
             stored.info.id
         )
     })?;
-    let mut j = Journal::resume(dir, &stored.info.id).map_err(|e| e.to_string())?;
+    let mut j = Journal::resume(dir, &stored.info.id).map_err(|e| {
+        if e.code == "journal.completed" {
+            // Its result is on disk even if the process died before printing it.
+            format!(
+                "{e}\nhelp: `aisc runs show {}` prints its result",
+                stored.info.id
+            )
+        } else {
+            e.to_string()
+        }
+    })?;
     j.set_idempotent_tools(IDEMPOTENT_TOOLS.iter().map(|s| s.to_string()));
     if !r.quiet {
         eprintln!(
@@ -266,4 +276,127 @@ fn resume_in(
         backend,
         Some(Arc::new(j)),
     ))
+}
+
+/// Counts of journaled steps by op (`ask ×3, inv ×1`), in first-seen order.
+fn steps_by_op(steps: &[journal::Step]) -> Vec<(String, usize)> {
+    let mut out: Vec<(String, usize)> = Vec::new();
+    for s in steps {
+        match out.iter_mut().find(|(op, _)| *op == s.op) {
+            Some((_, n)) => *n += 1,
+            None => out.push((s.op.clone(), 1)),
+        }
+    }
+    out
+}
+
+fn steps_summary_json(steps: &[journal::Step]) -> serde_json::Value {
+    let by_op: serde_json::Map<String, serde_json::Value> = steps_by_op(steps)
+        .into_iter()
+        .map(|(op, n)| (op, n.into()))
+        .collect();
+    serde_json::json!({
+        "steps": steps.len(),
+        "completed": steps.iter().filter(|s| s.kind == "done").count(),
+        "in_doubt": steps.iter().filter(|s| s.kind == "intent").count(),
+        "failed": steps.iter().filter(|s| s.kind == "failed").count(),
+        "by_op": by_op,
+        "tokens": steps.iter().map(|s| s.tokens).sum::<i64>(),
+    })
+}
+
+/// One line: `5 journaled steps (ask ×3, inv ×2), 812 tokens`.
+pub fn steps_line(steps: &[journal::Step]) -> String {
+    let ops: Vec<String> = steps_by_op(steps)
+        .into_iter()
+        .map(|(op, n)| format!("{op} ×{n}"))
+        .collect();
+    let tokens: i64 = steps.iter().map(|s| s.tokens).sum();
+    format!(
+        "{} journaled step{}{}, {tokens} tokens",
+        steps.len(),
+        if steps.len() == 1 { "" } else { "s" },
+        if ops.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", ops.join(", "))
+        }
+    )
+}
+
+/// `aisc runs show RUN_ID`: a journaled run's status, arguments, result or
+/// error and a summary of its steps — also for a run killed after its
+/// "completed" write but before it printed its result.
+pub fn show(mem: &MemoryArgs, run_id: &str, json: bool) -> i32 {
+    let Some(dir) = journal::dir_of(&mem.storage()) else {
+        eprintln!("error: `--memory :memory:` keeps no run journal");
+        return 2;
+    };
+    let r = match journal::load_record(&dir, run_id) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            if e.code == "journal.no_run" {
+                eprintln!("help: `aisc runs` lists the journaled runs");
+            }
+            return 1;
+        }
+    };
+    if json {
+        let mut j = info_json(&r.info);
+        j["args"] = r
+            .args
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect::<serde_json::Map<_, _>>()
+            .into();
+        j["result"] = r.result.clone().unwrap_or_default();
+        j["summary"] = steps_summary_json(&r.steps);
+        println!("{j:#}");
+        return 0;
+    }
+    let i = &r.info;
+    println!("run      {}", i.id);
+    println!("status   {}", i.status.name());
+    println!(
+        "program  {}{}",
+        i.program,
+        i.entry
+            .as_deref()
+            .map(|e| format!(" (entry {e})"))
+            .unwrap_or_default()
+    );
+    let args: Vec<String> = r.args.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    if !args.is_empty() {
+        println!("args     {}", args.join(" "));
+    }
+    println!(
+        "time     {}{}",
+        time(i.started_ms),
+        i.ended_ms
+            .map(|e| format!(" – {}", time(e)))
+            .unwrap_or_default()
+    );
+    println!(
+        "steps    {}; {} in doubt; {} resume{}",
+        steps_line(&r.steps),
+        i.in_doubt,
+        i.resumes,
+        if i.resumes == 1 { "" } else { "s" }
+    );
+    if let Some(e) = &i.error {
+        println!("error    {e}");
+    }
+    if let Some(v) = &r.result {
+        println!("result:");
+        match v {
+            serde_json::Value::String(s) => println!("{s}"),
+            serde_json::Value::Null => {}
+            other => println!(
+                "{}",
+                serde_json::to_string_pretty(other).unwrap_or_default()
+            ),
+        }
+    }
+    0
 }

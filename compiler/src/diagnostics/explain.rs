@@ -85,6 +85,16 @@ Numbers look like `42`, `3.14`, `1_000` or `1e-3`. Names cannot start with a
 digit."#,
     },
     Explanation {
+        code: "E0008",
+        title: "input nested too deeply",
+        text: r#"Expressions, blocks or lists are nested more than 1024 levels deep. The parser
+stops there instead of exhausting its stack.
+
+    let x = ((((((((((((((((((((((((...))))))))))))))))))))))))
+
+Split the expression into named intermediate values with `let`."#,
+    },
+    Explanation {
         code: "E0100",
         title: "undefined variable",
         text: r#"A name is used that is not defined in this block or an enclosing one.
@@ -297,6 +307,25 @@ that wide, raise the limit and `aisc resume` the run: what completed is kept
 in the run journal."#,
     },
     Explanation {
+        code: "E0120",
+        title: "invalid result limit",
+        text: r#"The optional third argument of `qmem` (the most results to return) must be a
+whole number literal of at least 1.
+
+    let hits = qmem("invoices", "ltm", 0)        // error
+    let hits = qmem("invoices", "ltm", n)        // error: not a literal
+
+Write a literal such as `qmem("invoices", "ltm", 5)`."#,
+    },
+    Explanation {
+        code: "E9999",
+        title: "internal compiler error",
+        text: r#"The compiler lowered a program that type-checked into IR that does not verify.
+This is a bug in `aisc`, not in your program; the message names the verifier's
+complaint. Please report it with the source file. Compiling at `-O0` does not
+avoid it (the IR is verified before any pass runs)."#,
+    },
+    Explanation {
         code: "W0001",
         title: "unused variable",
         text: r#"A variable is bound but never read. Often a sign of a typo or a forgotten
@@ -332,6 +361,532 @@ name then do not warn:
 such variable is in scope, so the text stays literal. Write `{{word}}` for
 literal braces, or define the variable."#,
     },
+    Explanation {
+        code: "L0001",
+        title: "artifact shorter than its header",
+        text: r#"The file is shorter than the fixed `.apxmobj` header, so it cannot be an
+artifact (often an empty or cut-off file). Rebuild it with
+`aisc build FILE.ais -o FILE.apxmobj`."#,
+    },
+    Explanation {
+        code: "L0002",
+        title: "not an artifact (bad magic number)",
+        text: r#"The file does not start with the `.apxmobj` magic number: it is some other
+kind of file (a `.ais` source, a text file) given where an artifact was
+expected. Pass the `.ais` source to `aisc run`, or build an artifact first."#,
+    },
+    Explanation {
+        code: "L0003",
+        title: "unsupported artifact format version",
+        text: r#"The artifact was written by a toolchain with a different bytecode format
+version. Artifacts are not portable across format versions; rebuild it from
+its source with this `aisc`."#,
+    },
+    Explanation {
+        code: "L0004",
+        title: "truncated artifact",
+        text: r#"The header announces more payload bytes than the file holds: the file was cut
+off (an interrupted copy or download). Rebuild or copy it again."#,
+    },
+    Explanation {
+        code: "L0005",
+        title: "trailing bytes after the artifact",
+        text: r#"The file holds more bytes than its header announces. Something was appended
+to it, or two files were concatenated. Rebuild it."#,
+    },
+    Explanation {
+        code: "L0006",
+        title: "artifact checksum mismatch",
+        text: r#"The payload's checksum does not match the one in the header: the file is
+corrupted. Rebuild it; `aisc build -o` writes artifacts atomically, so a
+failed build never leaves a partial file."#,
+    },
+    Explanation {
+        code: "L0007",
+        title: "malformed artifact payload",
+        text: r#"The payload passed the checksum but does not decode as a program. It was
+produced by a different tool or a buggy writer. Rebuild it with `aisc build`."#,
+    },
+    Explanation {
+        code: "L0008",
+        title: "index out of range in an artifact",
+        text: r#"An op in the artifact refers to a constant, string, flow, region or value that
+does not exist. The loader validates every index before running anything;
+rebuild the artifact from source."#,
+    },
+    Explanation {
+        code: "L0009",
+        title: "ill-typed bytecode",
+        text: r#"An op in the artifact has operands or results of the wrong kind (for example a
+region where a value is expected). The artifact was not produced by `aisc`
+or is damaged; rebuild it."#,
+    },
+    Explanation {
+        code: "L0010",
+        title: "invalid bytecode",
+        text: r#"The artifact's bytecode breaks a structural rule the VM relies on (a region
+without a terminator, a value defined twice, a missing entry flow). Rebuild
+it from source."#,
+    },
+    Explanation {
+        code: "C0001",
+        title: "code generation failed",
+        text: r#"Lowering the optimized IR to bytecode failed (a value used out of scope, an
+unknown callee, a missing attribute, or a program too large for the
+bytecode format). For programs compiled from `.ais` this is a compiler bug;
+for hand-written textual IR (`ais-opt`), fix what the message names."#,
+    },
+    Explanation {
+        code: "O0001",
+        title: "malformed pass pipeline",
+        text: r#"The `--passes` text does not parse: pass names are separated by commas and
+options go in braces.
+
+    --passes 'canonicalize,fuse-ask{max-depth=3},cse,dce'"#,
+    },
+    Explanation {
+        code: "O0002",
+        title: "unknown pass",
+        text: r#"`--passes` names a pass that does not exist. The passes are `canonicalize`,
+`fuse-ask`, `cse` and `dce` (see docs/passes.md)."#,
+    },
+    Explanation {
+        code: "O0003",
+        title: "unknown pass option",
+        text: r#"A pass in `--passes` is given an option it does not have, e.g.
+`fuse-ask{depth=3}`; the option is `max-depth`. docs/passes.md lists each
+pass's options."#,
+    },
+    Explanation {
+        code: "O0004",
+        title: "invalid pass option value",
+        text: r#"A pass option has a value of the wrong kind, e.g. `fuse-ask{max-depth=x}`;
+`max-depth` takes a whole number."#,
+    },
+    Explanation {
+        code: "P0001",
+        title: "textual IR: unexpected token",
+        text: r#"The textual IR read by `ais-opt` has a token where the IR grammar expects
+something else; the message names both. docs/ir.md describes the syntax."#,
+    },
+    Explanation {
+        code: "P0002",
+        title: "textual IR: unknown op",
+        text: r#"An op name in textual IR is not in the op table (see docs/ir.md for every
+op and its mnemonic)."#,
+    },
+    Explanation {
+        code: "P0003",
+        title: "textual IR: undefined value",
+        text: r#"A `%name` is used in textual IR but never defined (or defined later, or in
+another region)."#,
+    },
+    Explanation {
+        code: "P0004",
+        title: "textual IR: value defined twice",
+        text: r#"A `%name` is defined more than once. IR values are SSA: give each result its
+own name."#,
+    },
+    Explanation {
+        code: "P0005",
+        title: "textual IR: result type count",
+        text: r#"An op defines a different number of results than it lists result types after
+the `:`. Give one type per result."#,
+    },
+    Explanation {
+        code: "P0006",
+        title: "textual IR: unknown type",
+        text: r#"A type in textual IR is not one of the IR types (`str`, `number`, `bool`,
+`json`, `void`, `list<T>`, `!ord`, ...; see docs/ir.md)."#,
+    },
+    Explanation {
+        code: "P0007",
+        title: "textual IR: invalid literal",
+        text: r#"A literal in textual IR (a string, number or attribute value) is malformed;
+the message says why."#,
+    },
+    Explanation {
+        code: "P0008",
+        title: "textual IR: unknown flow",
+        text: r#"A `call` in textual IR names a flow that the agent does not define."#,
+    },
+    Explanation {
+        code: "P0009",
+        title: "textual IR: too many errors",
+        text: r#"The IR parser stops after a fixed number of errors; fix the ones reported and
+run again."#,
+    },
+    Explanation {
+        code: "V0001",
+        title: "IR: invalid reference",
+        text: r#"The IR verifier checks every module after lowering, after each pass with
+`--verify-each`, and on input to `ais-opt`. For IR lowered from `.ais` a
+verifier error is a compiler bug (reported as E9999); for hand-written
+textual IR, fix what the message and span name.
+
+An op refers to a value, region or op that does not exist in the flow."#,
+    },
+    Explanation {
+        code: "V0002",
+        title: "IR: malformed graph",
+        text: r#"The IR verifier checks every module after lowering, after each pass with
+`--verify-each`, and on input to `ais-opt`. For IR lowered from `.ais` a
+verifier error is a compiler bug (reported as E9999); for hand-written
+textual IR, fix what the message and span name.
+
+The flow's op graph is inconsistent (an op placed in two regions, a region
+with two parents)."#,
+    },
+    Explanation {
+        code: "V0003",
+        title: "IR: value used before its definition",
+        text: r#"The IR verifier checks every module after lowering, after each pass with
+`--verify-each`, and on input to `ais-opt`. For IR lowered from `.ais` a
+verifier error is a compiler bug (reported as E9999); for hand-written
+textual IR, fix what the message and span name.
+
+A value is used by an op that comes before the op defining it in the same
+region."#,
+    },
+    Explanation {
+        code: "V0004",
+        title: "IR: value out of scope",
+        text: r#"The IR verifier checks every module after lowering, after each pass with
+`--verify-each`, and on input to `ais-opt`. For IR lowered from `.ais` a
+verifier error is a compiler bug (reported as E9999); for hand-written
+textual IR, fix what the message and span name.
+
+A value defined inside a region (a branch, loop body or `try`) is used
+outside it. Values leave a region only through its `yield`."#,
+    },
+    Explanation {
+        code: "V0005",
+        title: "IR: wrong operand count",
+        text: r#"The IR verifier checks every module after lowering, after each pass with
+`--verify-each`, and on input to `ais-opt`. For IR lowered from `.ais` a
+verifier error is a compiler bug (reported as E9999); for hand-written
+textual IR, fix what the message and span name.
+
+An op has more or fewer data operands than its definition in the op table."#,
+    },
+    Explanation {
+        code: "V0006",
+        title: "IR: wrong result count",
+        text: r#"The IR verifier checks every module after lowering, after each pass with
+`--verify-each`, and on input to `ais-opt`. For IR lowered from `.ais` a
+verifier error is a compiler bug (reported as E9999); for hand-written
+textual IR, fix what the message and span name.
+
+An op has more or fewer results than its definition in the op table."#,
+    },
+    Explanation {
+        code: "V0007",
+        title: "IR: wrong operand type",
+        text: r#"The IR verifier checks every module after lowering, after each pass with
+`--verify-each`, and on input to `ais-opt`. For IR lowered from `.ais` a
+verifier error is a compiler bug (reported as E9999); for hand-written
+textual IR, fix what the message and span name.
+
+An operand's type is not one the op accepts."#,
+    },
+    Explanation {
+        code: "V0008",
+        title: "IR: wrong result type",
+        text: r#"The IR verifier checks every module after lowering, after each pass with
+`--verify-each`, and on input to `ais-opt`. For IR lowered from `.ais` a
+verifier error is a compiler bug (reported as E9999); for hand-written
+textual IR, fix what the message and span name.
+
+A result's declared type is not what the op produces."#,
+    },
+    Explanation {
+        code: "V0009",
+        title: "IR: wrong region shape",
+        text: r#"The IR verifier checks every module after lowering, after each pass with
+`--verify-each`, and on input to `ais-opt`. For IR lowered from `.ais` a
+verifier error is a compiler bug (reported as E9999); for hand-written
+textual IR, fix what the message and span name.
+
+A region-holding op (`if`, `switch`, `loop`, `try`) has the wrong number or
+kind of regions or region arguments."#,
+    },
+    Explanation {
+        code: "V0010",
+        title: "IR: yield does not match",
+        text: r#"The IR verifier checks every module after lowering, after each pass with
+`--verify-each`, and on input to `ais-opt`. For IR lowered from `.ais` a
+verifier error is a compiler bug (reported as E9999); for hand-written
+textual IR, fix what the message and span name.
+
+A region's `yield` passes values whose number or types differ from the
+results of the op that owns the region."#,
+    },
+    Explanation {
+        code: "V0011",
+        title: "IR: missing terminator",
+        text: r#"The IR verifier checks every module after lowering, after each pass with
+`--verify-each`, and on input to `ais-opt`. For IR lowered from `.ais` a
+verifier error is a compiler bug (reported as E9999); for hand-written
+textual IR, fix what the message and span name.
+
+A flow body or region does not end with `return` or `yield`."#,
+    },
+    Explanation {
+        code: "V0012",
+        title: "IR: misplaced terminator",
+        text: r#"The IR verifier checks every module after lowering, after each pass with
+`--verify-each`, and on input to `ais-opt`. For IR lowered from `.ais` a
+verifier error is a compiler bug (reported as E9999); for hand-written
+textual IR, fix what the message and span name.
+
+A `return` or `yield` appears somewhere other than the end of its region, or
+in a region kind that does not allow it."#,
+    },
+    Explanation {
+        code: "V0013",
+        title: "IR: return type mismatch",
+        text: r#"The IR verifier checks every module after lowering, after each pass with
+`--verify-each`, and on input to `ais-opt`. For IR lowered from `.ais` a
+verifier error is a compiler bug (reported as E9999); for hand-written
+textual IR, fix what the message and span name.
+
+A `return` passes a value whose type differs from the flow's declared result
+type."#,
+    },
+    Explanation {
+        code: "V0014",
+        title: "IR: unknown attribute",
+        text: r#"The IR verifier checks every module after lowering, after each pass with
+`--verify-each`, and on input to `ais-opt`. For IR lowered from `.ais` a
+verifier error is a compiler bug (reported as E9999); for hand-written
+textual IR, fix what the message and span name.
+
+An op carries an attribute its definition does not list."#,
+    },
+    Explanation {
+        code: "V0015",
+        title: "IR: missing attribute",
+        text: r#"The IR verifier checks every module after lowering, after each pass with
+`--verify-each`, and on input to `ais-opt`. For IR lowered from `.ais` a
+verifier error is a compiler bug (reported as E9999); for hand-written
+textual IR, fix what the message and span name.
+
+An op lacks an attribute it requires (for example `inv` without `tool`)."#,
+    },
+    Explanation {
+        code: "V0016",
+        title: "IR: invalid attribute",
+        text: r#"The IR verifier checks every module after lowering, after each pass with
+`--verify-each`, and on input to `ais-opt`. For IR lowered from `.ais` a
+verifier error is a compiler bug (reported as E9999); for hand-written
+textual IR, fix what the message and span name.
+
+An attribute has a value of the wrong kind or out of range."#,
+    },
+    Explanation {
+        code: "V0017",
+        title: "IR: ordering token misuse",
+        text: r#"The IR verifier checks every module after lowering, after each pass with
+`--verify-each`, and on input to `ais-opt`. For IR lowered from `.ais` a
+verifier error is a compiler bug (reported as E9999); for hand-written
+textual IR, fix what the message and span name.
+
+An ordering token (`!ord`) is used as data, consumed twice, or not threaded
+through effectful ops in order."#,
+    },
+    Explanation {
+        code: "V0018",
+        title: "IR: unordered writes",
+        text: r#"The IR verifier checks every module after lowering, after each pass with
+`--verify-each`, and on input to `ais-opt`. For IR lowered from `.ais` a
+verifier error is a compiler bug (reported as E9999); for hand-written
+textual IR, fix what the message and span name.
+
+Two effectful ops that write the same memory tier or belief are not ordered
+by ordering tokens, so their order would depend on scheduling."#,
+    },
+    Explanation {
+        code: "V0019",
+        title: "IR: unknown callee",
+        text: r#"The IR verifier checks every module after lowering, after each pass with
+`--verify-each`, and on input to `ais-opt`. For IR lowered from `.ais` a
+verifier error is a compiler bug (reported as E9999); for hand-written
+textual IR, fix what the message and span name.
+
+A `call` names a flow that does not exist."#,
+    },
+    Explanation {
+        code: "V0020",
+        title: "IR: call argument count",
+        text: r#"The IR verifier checks every module after lowering, after each pass with
+`--verify-each`, and on input to `ais-opt`. For IR lowered from `.ais` a
+verifier error is a compiler bug (reported as E9999); for hand-written
+textual IR, fix what the message and span name.
+
+A `call` passes a different number of arguments than the callee takes."#,
+    },
+    Explanation {
+        code: "V0021",
+        title: "IR: call argument type",
+        text: r#"The IR verifier checks every module after lowering, after each pass with
+`--verify-each`, and on input to `ais-opt`. For IR lowered from `.ais` a
+verifier error is a compiler bug (reported as E9999); for hand-written
+textual IR, fix what the message and span name.
+
+A `call` argument's type differs from the callee's parameter type."#,
+    },
+    Explanation {
+        code: "V0022",
+        title: "IR: capability arguments",
+        text: r#"The IR verifier checks every module after lowering, after each pass with
+`--verify-each`, and on input to `ais-opt`. For IR lowered from `.ais` a
+verifier error is a compiler bug (reported as E9999); for hand-written
+textual IR, fix what the message and span name.
+
+An `inv` of a declared capability passes arguments that do not match the
+capability's parameters."#,
+    },
+    Explanation {
+        code: "V0023",
+        title: "IR: more than one entry flow",
+        text: r#"The IR verifier checks every module after lowering, after each pass with
+`--verify-each`, and on input to `ais-opt`. For IR lowered from `.ais` a
+verifier error is a compiler bug (reported as E9999); for hand-written
+textual IR, fix what the message and span name.
+
+An agent in the IR module has more than one flow marked entry."#,
+    },
+    Explanation {
+        code: "V0024",
+        title: "IR: duplicate name",
+        text: r#"The IR verifier checks every module after lowering, after each pass with
+`--verify-each`, and on input to `ais-opt`. For IR lowered from `.ais` a
+verifier error is a compiler bug (reported as E9999); for hand-written
+textual IR, fix what the message and span name.
+
+Two agents, flows or capabilities in the module have the same name."#,
+    },
+    Explanation {
+        code: "V0025",
+        title: "IR: invalid switch cases",
+        text: r#"The IR verifier checks every module after lowering, after each pass with
+`--verify-each`, and on input to `ais-opt`. For IR lowered from `.ais` a
+verifier error is a compiler bug (reported as E9999); for hand-written
+textual IR, fix what the message and span name.
+
+A `switch` has no cases, duplicate case values, or case values of a type
+that differs from the scrutinee's."#,
+    },
+    Explanation {
+        code: "V0026",
+        title: "IR: constant type mismatch",
+        text: r#"The IR verifier checks every module after lowering, after each pass with
+`--verify-each`, and on input to `ais-opt`. For IR lowered from `.ais` a
+verifier error is a compiler bug (reported as E9999); for hand-written
+textual IR, fix what the message and span name.
+
+A `const` op's literal does not have the declared result type."#,
+    },
+    Explanation {
+        code: "V0027",
+        title: "IR: empty prompt",
+        text: r#"The IR verifier checks every module after lowering, after each pass with
+`--verify-each`, and on input to `ais-opt`. For IR lowered from `.ais` a
+verifier error is a compiler bug (reported as E9999); for hand-written
+textual IR, fix what the message and span name.
+
+An LLM op has an empty prompt string."#,
+    },
+    Explanation {
+        code: "V0028",
+        title: "IR: invalid name",
+        text: r#"The IR verifier checks every module after lowering, after each pass with
+`--verify-each`, and on input to `ais-opt`. For IR lowered from `.ais` a
+verifier error is a compiler bug (reported as E9999); for hand-written
+textual IR, fix what the message and span name.
+
+An agent, flow, capability or tool name is empty or contains characters
+that names may not contain."#,
+    },
+    Explanation {
+        code: "V0900",
+        title: "IR: unused pure value",
+        text: r#"The IR verifier checks every module after lowering, after each pass with
+`--verify-each`, and on input to `ais-opt`. For IR lowered from `.ais` a
+verifier error is a compiler bug (reported as E9999); for hand-written
+textual IR, fix what the message and span name.
+
+A pure op's result is never used (a warning; `dce` removes such ops)."#,
+    },
+    Explanation {
+        code: "R0001",
+        title: "invalid entry point",
+        text: r#"The run could not start because its entry flow is not determined: the
+program has no `@entry` flow and no `--entry` was given, it has several, or
+`--entry` names no flow of the program.
+
+    aisc run app.ais --entry Main.run
+
+Mark one flow `@entry` or pass `--entry` naming an existing flow."#,
+    },
+    Explanation {
+        code: "R0002",
+        title: "invalid entry argument",
+        text: r#"An entry-flow argument could not be used: a `--arg` names no parameter, a
+required parameter has no `--arg`, or a value does not convert to the
+parameter's type (`number`, `bool`, or JSON text for a `json` parameter).
+
+    aisc run app.ais --arg count=3 --arg filters='{"lang": "en"}'"#,
+    },
+    Explanation {
+        code: "R0003",
+        title: "uncaught run-time failure",
+        text: r#"An operation failed outside any `try` region, so the run stopped. The report
+names the operation, its flow and source span, the cause code (`llm.server`,
+`tool.unknown`, `budget.tokens`, ...) and a hint for that cause.
+
+    try {
+        let r = inv("search", query)
+    } catch (e) {
+        print("search failed: " + e.code)
+    }
+
+Catch the failure where the program can recover. Budget and watchdog stops
+(`budget.*`, `WATCHDOG_LOOP`) cannot be caught; resume the run with a higher
+limit (`aisc resume RUN_ID`)."#,
+    },
+    Explanation {
+        code: "R0004",
+        title: "cannot write a run export",
+        text: r#"The run finished but its events (`--events`) or trace (`--trace`) file could
+not be written; the message names the path and the reason. Check that the
+directory exists and is writable."#,
+    },
+    Explanation {
+        code: "R0005",
+        title: "internal VM error",
+        text: r#"The VM reached a state it should never reach (a scheduler invariant broke).
+This is a bug in the runtime, not in your program; please report it with the
+program and the command line."#,
+    },
+    Explanation {
+        code: "K0001",
+        title: "invalid configuration",
+        text: r#"The configuration file (`--config`, `$APXM_CONFIG`, `./.apxm/config.toml`
+or `~/.apxm/config.toml`) cannot be used: it is not valid TOML, a key is not
+known in its section, a value has the wrong type or is out of range, or a
+backend or tool is defined twice. Every section is checked — the backends
+and `[memory]`, `[tools]`, `[[tools.subprocess]]`, `[[mcp_servers]]` and
+`[access]` — by `aisc config show`, `aisc doctor` and `aisc run`, and the
+report points at the key with a caret.
+
+    [tools]
+    workspcae = "."        # error: unknown field `workspcae`
+
+Fix the key or value named (docs/backends.md and docs/runtime.md list every
+key). A bad configuration is a usage error: exit code 2. API keys never live
+in the file: use `api_key_env = "VAR"`."#,
+    },
 ];
 
 pub fn explain(code: &str) -> Option<&'static str> {
@@ -346,7 +901,7 @@ pub fn lookup(code: &str) -> Option<&'static Explanation> {
 /// The Markdown reference of every code, as written to `docs/diagnostics.md`.
 pub fn markdown() -> String {
     let mut s = String::from(
-        "# Diagnostics reference\n\nEvery diagnostic `aisc` reports has a stable code. `aisc explain CODE` prints the\nsame text as this page (which is generated from it by the test suite).\nErrors (`E…`) stop the build; warnings (`W…`) do not.\n\n| code | meaning |\n|---|---|\n",
+        "# Diagnostics reference\n\nEvery diagnostic `aisc` reports has a stable code. `aisc explain CODE` prints the\nsame text as this page (which is generated from it by the test suite).\nErrors (`E…`) stop the build; warnings (`W…`) do not.\n\nCodes by phase: `E`/`W` the front end (`aisc check`, `build`, `run`); `O` the pass\npipeline (`--passes`); `P` textual IR (`ais-opt`); `V` the IR verifier; `C` code\ngeneration; `L` loading an `.apxmobj` artifact; `R` running a program; `K` the\nconfiguration file. A test\n(`compiler/tests/semantics_cli.rs`, `every_code_is_explained`) checks that every\ncode constructed in the source has an entry here.\n\n| code | meaning |\n|---|---|\n",
     );
     for e in EXPLANATIONS {
         s.push_str(&format!(

@@ -4,7 +4,7 @@
 pub mod explain;
 pub mod render;
 
-pub use render::{render_human, render_json};
+pub use render::{render_human, render_json, render_json_plain, render_plain};
 
 /// At most this many diagnostics of one file are shown; the rest are
 /// counted. Keeps the output bounded whatever the input.

@@ -235,6 +235,34 @@ pub fn render_json(d: &Diagnostic, file: &str, src: &str) -> Value {
     })
 }
 
+/// A report for a diagnostic that points into no source text (an artifact
+/// that does not load, a configuration value, a run-time failure in an
+/// artifact): the code, message, notes and help, without a snippet.
+pub fn render_plain(d: &Diagnostic, file: Option<&str>) -> String {
+    let mut s = format!("{}[{}]: {}\n", d.severity, d.code, d.message);
+    if let Some(f) = file {
+        s.push_str(&format!("  --> {f}\n"));
+    }
+    if let Some(m) = &d.primary.message {
+        s.push_str(&format!("  = {m}\n"));
+    }
+    for n in &d.notes {
+        s.push_str(&format!("  = note: {n}\n"));
+    }
+    if let Some(h) = &d.help {
+        s.push_str(&format!("  = help: {h}\n"));
+    }
+    s
+}
+
+/// The JSON form of [`render_plain`]: rustc's shape with no spans.
+pub fn render_json_plain(d: &Diagnostic, file: Option<&str>) -> Value {
+    let mut j = render_json(d, file.unwrap_or(""), "");
+    j["spans"] = json!([]);
+    j["rendered"] = json!(render_plain(d, file));
+    j
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

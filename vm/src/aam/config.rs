@@ -41,6 +41,10 @@ use std::time::Duration;
 pub struct AamConfigError {
     pub path: String,
     pub message: String,
+    /// Byte range in the file of the offending key or value, when the TOML
+    /// parser knows it (unknown keys, wrong types), so the CLI can point at
+    /// it with a caret.
+    pub span: Option<std::ops::Range<usize>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -264,6 +268,7 @@ impl AamConfig {
         let text = std::fs::read_to_string(path).map_err(|e| AamConfigError {
             path: path.display().to_string(),
             message: format!("cannot read: {e}"),
+            span: None,
         })?;
         AamConfig::parse(&text, Some(path))
     }
@@ -287,6 +292,7 @@ impl AamConfig {
         let err = |message: String| AamConfigError {
             path: shown.clone(),
             message,
+            span: None,
         };
         let file: FileAam = toml::from_str(text).map_err(|e| {
             let at = e
@@ -296,7 +302,10 @@ impl AamConfig {
                     format!(" (line {line})")
                 })
                 .unwrap_or_default();
-            err(format!("{}{at}", e.message().trim()))
+            AamConfigError {
+                span: e.span(),
+                ..err(format!("{}{at}", e.message().trim()))
+            }
         })?;
         // Relative paths resolve against the project directory.
         let base = path

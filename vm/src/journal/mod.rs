@@ -409,6 +409,68 @@ pub fn load_run(dir: &Path, id: &str) -> Result<StoredRun, JournalError> {
     })
 }
 
+/// One journaled step of a run (an effect op: LLM call, tool call, memory
+/// write, ...), as `aisc trace` and `aisc runs show` list them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    pub seq: i64,
+    /// `done`, `intent` (started, never completed: in doubt) or `failed`.
+    pub kind: String,
+    pub op: String,
+    pub tokens: i64,
+}
+
+/// A run's stored outcome and steps: what a run killed after its
+/// "completed" write but before printing its result still has on disk.
+#[derive(Debug, Clone)]
+pub struct RunRecord {
+    pub info: RunInfo,
+    pub args: Vec<(String, Json)>,
+    /// The entry flow's result, for a completed run.
+    pub result: Option<Json>,
+    pub steps: Vec<Step>,
+}
+
+/// The run `id` (or `last`) with its result and journaled steps (read only).
+pub fn load_record(dir: &Path, id: &str) -> Result<RunRecord, JournalError> {
+    let stored = load_run(dir, id)?;
+    let (conn, path) = open_db(Some(dir))?;
+    let id = stored.info.id.clone();
+    let result: Option<String> = conn
+        .query_row("SELECT result FROM runs WHERE id = ?1", [&id], |r| r.get(0))
+        .map_err(db_err(&path))?;
+    let result = result
+        .map(|t| {
+            serde_json::from_str(&t).map_err(|e| {
+                JournalError::new(
+                    "journal.corrupt",
+                    format!("the result stored for run `{id}` is malformed: {e}"),
+                )
+            })
+        })
+        .transpose()?;
+    let mut stmt = conn
+        .prepare("SELECT seq, kind, op, tokens FROM entries WHERE run = ?1 ORDER BY seq, key")
+        .map_err(db_err(&path))?;
+    let steps = stmt
+        .query_map([&id], |r| {
+            Ok(Step {
+                seq: r.get(0)?,
+                kind: r.get(1)?,
+                op: r.get(2)?,
+                tokens: r.get(3)?,
+            })
+        })
+        .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+        .map_err(db_err(&path))?;
+    Ok(RunRecord {
+        info: stored.info,
+        args: stored.args,
+        result,
+        steps,
+    })
+}
+
 impl Journal {
     /// Starts journaling a new run `run_id` in `dir` (`None`: in memory).
     pub fn begin(
