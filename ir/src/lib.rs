@@ -26,9 +26,9 @@ pub use diag::{Diagnostic, IntoDiagnostic, Label, Severity, Span};
 pub use entity::{AgentId, Arena, EntityRef, FlowId, Op, Region, Value};
 pub use graph::{to_dot, to_mermaid};
 pub use module::{
-    AgentData, Attr, Attrs, BeliefDecl, BeliefInit, Capability, Dfg, FlowBuilder, FlowData,
-    GoalDecl, Handler, MemResource, MemoryDecl, Module, OpData, RegionData, Tier, ValueData,
-    ValueDef,
+    AgentData, AgentIndex, Attr, Attrs, BeliefDecl, BeliefInit, Capability, Dfg, FlowBuilder,
+    FlowData, GoalDecl, Handler, MemResource, MemoryDecl, Module, OpData, RegionData, Tier,
+    ValueData, ValueDef,
 };
 pub use ops::{Arity, Effect, Latency, OpInfo, Opcode, RegionSpec, ResultRule};
 pub use parser::{parse_module, parse_module_recovering, ParseError};

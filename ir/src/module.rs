@@ -41,6 +41,37 @@ impl Module {
         let f = self.agents[a].flow_by_name(flow)?;
         Some((a, f))
     }
+
+    /// Agents by name, for code that resolves many calls: `agent_by_name`
+    /// scans the agents, which made whole-module passes quadratic in the
+    /// number of agents.
+    pub fn agent_index(&self) -> AgentIndex<'_> {
+        let mut by_name = HashMap::with_capacity(self.agents.len());
+        for (id, a) in self.agents.iter() {
+            // The first of duplicate names wins, as with `agent_by_name`.
+            by_name.entry(a.name.as_str()).or_insert(id);
+        }
+        AgentIndex { m: self, by_name }
+    }
+}
+
+/// A snapshot of a module's agent names (see [`Module::agent_index`]).
+pub struct AgentIndex<'m> {
+    m: &'m Module,
+    by_name: HashMap<&'m str, AgentId>,
+}
+
+impl AgentIndex<'_> {
+    pub fn agent(&self, name: &str) -> Option<AgentId> {
+        self.by_name.get(name).copied()
+    }
+
+    /// Resolves `@Agent.flow`, like [`Module::resolve`].
+    pub fn resolve(&self, agent: &str, flow: &str) -> Option<(AgentId, FlowId)> {
+        let a = self.agent(agent)?;
+        let f = self.m.agents[a].flow_by_name(flow)?;
+        Some((a, f))
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

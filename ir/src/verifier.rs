@@ -10,7 +10,7 @@
 
 use crate::diag::{Diagnostic, IntoDiagnostic, Severity};
 use crate::entity::{Op, Region, Value};
-use crate::module::{AgentData, Attr, Dfg, FlowData, Module, OpData, Tier, ValueDef};
+use crate::module::{AgentData, AgentIndex, Attr, Dfg, FlowData, Module, OpData, Tier, ValueDef};
 use crate::ops::{AttrKind, Effect, Opcode, RegionSpec, ResultRule};
 use crate::printer::value_names;
 use crate::types::Type;
@@ -277,6 +277,7 @@ impl IntoDiagnostic for VerifyError {
 pub fn verify(m: &Module) -> Vec<VerifyError> {
     let mut out = Vec::new();
     let mut agent_names = HashSet::default();
+    let index = m.agent_index();
     for (_, a) in m.agents.iter() {
         if !is_ident(&a.name) {
             out.push(VerifyError::InvalidName {
@@ -292,7 +293,7 @@ pub fn verify(m: &Module) -> Vec<VerifyError> {
                 span: a.span,
             });
         }
-        verify_agent(m, a, &mut out);
+        verify_agent(m, &index, a, &mut out);
     }
     out
 }
@@ -355,7 +356,7 @@ fn dup_check<'a>(
     }
 }
 
-fn verify_agent(m: &Module, a: &AgentData, out: &mut Vec<VerifyError>) {
+fn verify_agent(m: &Module, index: &AgentIndex<'_>, a: &AgentData, out: &mut Vec<VerifyError>) {
     dup_check(
         out,
         "memory",
@@ -436,6 +437,7 @@ fn verify_agent(m: &Module, a: &AgentData, out: &mut Vec<VerifyError>) {
         let names = value_names(f);
         let mut fv = FlowVerifier {
             m,
+            index,
             agent: a,
             flow: f,
             dfg: &f.dfg,
@@ -571,6 +573,7 @@ fn structure(f: &FlowData, out: &mut Vec<VerifyError>) {
 
 struct FlowVerifier<'a> {
     m: &'a Module,
+    index: &'a AgentIndex<'a>,
     agent: &'a AgentData,
     flow: &'a FlowData,
     dfg: &'a Dfg,
@@ -1202,7 +1205,7 @@ impl FlowVerifier<'_> {
             return; // reported by the attribute checks
         };
         let callee = format!("{agent}.{flow}");
-        let Some(aid) = self.m.agent_by_name(agent) else {
+        let Some(aid) = self.index.agent(agent) else {
             self.push(VerifyError::UnknownCallee {
                 callee,
                 reason: format!("there is no agent `@{agent}`"),

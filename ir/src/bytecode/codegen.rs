@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::entity::{AgentId, FlowId, Op, Region, Value};
-use crate::module::{Attr, BeliefInit, FlowData, Module, ValueDef};
+use crate::module::{AgentIndex, Attr, BeliefInit, FlowData, Module, ValueDef};
 use crate::ops::RegionSpec;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
@@ -85,6 +85,7 @@ fn json_const(v: &serde_json::Value) -> Const {
 
 /// Lowers a verified module to bytecode. The result passes [`validate`].
 pub fn compile(module: &Module) -> Result<Program, CompileError> {
+    let agent_index = module.agent_index();
     let mut cx = Ctx {
         types: Vec::new(),
         type_ids: HashMap::default(),
@@ -173,7 +174,7 @@ pub fn compile(module: &Module) -> Result<Program, CompileError> {
             code.flows.push(flow_index[&(aid, fid)]);
             let name = format!("{}.{}", agent.name, flow.name);
             let gen = FlowGen {
-                module,
+                agents: &agent_index,
                 flow,
                 name: &name,
                 flow_index: &flow_index,
@@ -198,7 +199,7 @@ pub fn compile(module: &Module) -> Result<Program, CompileError> {
 }
 
 struct FlowGen<'a> {
-    module: &'a Module,
+    agents: &'a AgentIndex<'a>,
     flow: &'a FlowData,
     name: &'a str,
     flow_index: &'a HashMap<(AgentId, FlowId), u32>,
@@ -532,7 +533,7 @@ impl FlowGen<'_> {
             Opcode::BeliefGet | Opcode::BeliefSet => Imm::Belief(string("name")?),
             Opcode::FlowCall => match attrs.get("callee") {
                 Some(Attr::Symbol { agent, flow }) => {
-                    let (a, f) = self.module.resolve(agent, flow).ok_or_else(|| {
+                    let (a, f) = self.agents.resolve(agent, flow).ok_or_else(|| {
                         CompileError::UnknownCallee {
                             flow: self.name.to_string(),
                             callee: format!("{agent}.{flow}"),

@@ -112,6 +112,7 @@ impl Estimate {
 pub fn critical_path(m: &Module) -> Estimate {
     let mut cx = Analysis {
         m,
+        index: m.agent_index(),
         memo: HashMap::default(),
         active: Vec::new(),
     };
@@ -153,6 +154,7 @@ struct FlowResult {
 
 struct Analysis<'m> {
     m: &'m Module,
+    index: crate::module::AgentIndex<'m>,
     memo: HashMap<(String, String), FlowResult>,
     /// Flows being analysed (recursion guard).
     active: Vec<(String, String)>,
@@ -327,7 +329,7 @@ impl Analysis<'_> {
             return (0, 0);
         }
         let m = self.m;
-        let Some((aid, fid)) = m.resolve(agent, flow) else {
+        let Some((aid, fid)) = self.index.resolve(agent, flow) else {
             return (0, 0);
         };
         let r = self.flow(agent, &m.agents[aid].flows[fid]);

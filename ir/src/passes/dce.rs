@@ -132,6 +132,7 @@ impl Dce {
         if work.is_empty() {
             return Changed::No;
         }
+        let index = m.agent_index();
         let mut reachable: HashSet<(AgentId, FlowId)> = HashSet::default();
         let mut kept_agents: BTreeSet<AgentId> = BTreeSet::new();
         while let Some((aid, fid)) = work.pop() {
@@ -153,7 +154,7 @@ impl Dce {
                             flow: callee,
                         }) = od.attrs.get("callee")
                         {
-                            if let Some(target) = m.resolve(agent, callee) {
+                            if let Some(target) = index.resolve(agent, callee) {
                                 work.push(target);
                             }
                         }
@@ -163,7 +164,7 @@ impl Dce {
                             .operands
                             .first()
                             .and_then(|&v| super::util::const_str(&flow.dfg, v));
-                        if let Some(aid) = recipient.and_then(|r| m.agent_by_name(r)) {
+                        if let Some(aid) = recipient.and_then(|r| index.agent(r)) {
                             kept_agents.insert(aid);
                         }
                     }
