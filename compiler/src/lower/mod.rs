@@ -35,12 +35,10 @@ pub fn lower(file: &ast::File, index: &ProgramIndex) -> Module {
     let providers = effects::Providers::default();
     let summaries = effects::summarize(file, index, &providers);
     let mut module = Module::new();
-    for (i, agent) in file.agents.iter().enumerate() {
+    let mut seen = std::collections::HashSet::new();
+    for agent in &file.agents {
         // A duplicated agent was reported by sema; the first one wins.
-        if file.agents[..i]
-            .iter()
-            .any(|a| a.name.name == agent.name.name)
-        {
+        if !seen.insert(agent.name.name.as_str()) {
             continue;
         }
         let Some(info) = index.agents.get(&agent.name.name) else {

@@ -57,15 +57,13 @@ pub fn check(file: &File) -> Checked {
         }
     }
 
-    for (i, agent) in file.agents.iter().enumerate() {
-        // Duplicate agents are skipped (already reported); match by position.
+    let mut seen = std::collections::HashSet::new();
+    for agent in &file.agents {
+        // Duplicate agents are skipped (already reported); the first wins.
         let Some(info) = index.agents.get(&agent.name.name) else {
             continue;
         };
-        if file.agents[..i]
-            .iter()
-            .any(|a| a.name.name == agent.name.name)
-        {
+        if !seen.insert(agent.name.name.as_str()) {
             continue;
         }
         let mut checker = Checker::new(&index, info, &mut errors);

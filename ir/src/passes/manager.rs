@@ -7,7 +7,7 @@ use crate::entity::Op;
 use crate::printer::print_module;
 use crate::verifier::{verify_errors, VerifyError};
 use crate::Module;
-use rustc_hash::FxHashSet as HashSet;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::fmt::Write;
 use std::time::{Duration, Instant};
 
@@ -227,10 +227,10 @@ impl PassManager {
                 name: name.clone(),
                 changed,
                 time,
-                ops_before: live.len(),
-                ops_after: after.len(),
-                removed: live.difference(&after).count(),
-                added: after.difference(&live).count(),
+                ops_before: live.values().map(HashSet::len).sum(),
+                ops_after: after.values().map(HashSet::len).sum(),
+                removed: only_in(&live, &after),
+                added: only_in(&after, &live),
                 llm_calls_before: calls,
                 llm_calls_after: calls_after,
                 counters: pass.counters(),
@@ -265,14 +265,29 @@ impl PassManager {
 }
 
 /// Live ops, keyed by agent name, flow name and op id.
-fn live_ops(m: &Module) -> HashSet<(String, String, Op)> {
-    let mut out = HashSet::default();
+/// Live ops per flow, keyed by the flow's names (ids change when `dce`
+/// drops flows). One key per flow, not per op: keying every op by two
+/// strings made the statistics the slowest part of a large build.
+type LiveOps = HashMap<(String, String), HashSet<Op>>;
+
+fn live_ops(m: &Module) -> LiveOps {
+    let mut out = LiveOps::default();
     for a in m.agents.values() {
         for f in a.flows.values() {
-            for op in f.walk() {
-                out.insert((a.name.clone(), f.name.clone(), op));
-            }
+            out.entry((a.name.clone(), f.name.clone()))
+                .or_default()
+                .extend(f.walk());
         }
     }
     out
+}
+
+/// Ops live in `a` and not in `b`.
+fn only_in(a: &LiveOps, b: &LiveOps) -> usize {
+    a.iter()
+        .map(|(k, ops)| match b.get(k) {
+            Some(other) => ops.difference(other).count(),
+            None => ops.len(),
+        })
+        .sum()
 }
