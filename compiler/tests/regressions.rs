@@ -11,45 +11,56 @@ use ais_vm::{MemoryHost, RunOptions};
 use serde_json::{json, Value as Json};
 use std::sync::Arc;
 
-/// Runs `entry`'s flow with `args` at every optimization level and worker
-/// count and returns the single result they all agree on.
-fn run_everywhere(source: &str, args: &[(&str, Json)]) -> Json {
-    let mut seen: Option<Json> = None;
+/// One run of a program: its outcome and printed lines.
+type Outcome = (Result<Json, String>, Vec<String>);
+
+/// Compiles `source` at -O0, -O1 and -O2 and runs each `runs` times with
+/// 1, 2 and 8 workers, with `args` and a fresh host from `host` each time.
+fn run_matrix(
+    source: &str,
+    args: &[(&str, Json)],
+    runs: usize,
+    host: impl Fn() -> Arc<MemoryHost>,
+) -> Vec<Outcome> {
+    let mut out = Vec::new();
     for level in [OptLevel::O0, OptLevel::O1, OptLevel::O2] {
         let mut module = compile_source(source).unwrap().module;
-        optimize(
-            &mut module,
-            &OptOptions {
-                level,
-                verify_each: true,
-                ..OptOptions::default()
-            },
-        )
-        .unwrap();
+        let opt = OptOptions {
+            level,
+            verify_each: true,
+            ..OptOptions::default()
+        };
+        optimize(&mut module, &opt).unwrap();
         let program = bytecode::compile(&module).unwrap();
         for workers in [1, 2, 8] {
-            let options = RunOptions {
-                workers: Some(workers),
-                args: args
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.clone()))
-                    .collect(),
-                ..RunOptions::default()
-            };
-            let report = ais_vm::run(
-                &program,
-                &options,
-                Arc::new(FakeBackend::new()),
-                Arc::new(MemoryHost::new()),
-            );
-            let value = report.outcome.unwrap();
-            match &seen {
-                Some(s) => assert_eq!(s, &value, "{level:?}, {workers} workers"),
-                None => seen = Some(value),
+            for _ in 0..runs {
+                let options = RunOptions {
+                    workers: Some(workers),
+                    args: args
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.clone()))
+                        .collect(),
+                    ..RunOptions::default()
+                };
+                let h = host();
+                let report =
+                    ais_vm::run(&program, &options, Arc::new(FakeBackend::new()), h.clone());
+                out.push((report.outcome.map_err(|e| e.to_string()), h.printed()));
             }
         }
     }
-    seen.unwrap()
+    out
+}
+
+/// Runs the entry flow with `args` at every optimization level and worker
+/// count and returns the single result they all agree on.
+fn run_everywhere(source: &str, args: &[(&str, Json)]) -> Json {
+    let outcomes = run_matrix(source, args, 1, || Arc::new(MemoryHost::new()));
+    let first = outcomes[0].0.clone().unwrap();
+    for (i, (o, _)) in outcomes.iter().enumerate() {
+        assert_eq!(o.as_ref().unwrap(), &first, "run {i} of the matrix");
+    }
+    first
 }
 
 #[test]
@@ -80,46 +91,8 @@ agent A {
 
 /// Runs `source` `runs` times at every optimization level and worker count;
 /// returns each run's outcome and printed lines.
-fn run_many(
-    source: &str,
-    args: &[(&str, Json)],
-    runs: usize,
-) -> Vec<(Result<Json, String>, Vec<String>)> {
-    let mut out = Vec::new();
-    for level in [OptLevel::O0, OptLevel::O1, OptLevel::O2] {
-        let mut module = compile_source(source).unwrap().module;
-        optimize(
-            &mut module,
-            &OptOptions {
-                level,
-                verify_each: true,
-                ..OptOptions::default()
-            },
-        )
-        .unwrap();
-        let program = bytecode::compile(&module).unwrap();
-        for workers in [1, 2, 8] {
-            for _ in 0..runs {
-                let options = RunOptions {
-                    workers: Some(workers),
-                    args: args
-                        .iter()
-                        .map(|(k, v)| (k.to_string(), v.clone()))
-                        .collect(),
-                    ..RunOptions::default()
-                };
-                let host = Arc::new(MemoryHost::new());
-                let report = ais_vm::run(
-                    &program,
-                    &options,
-                    Arc::new(FakeBackend::new()),
-                    host.clone(),
-                );
-                out.push((report.outcome.map_err(|e| e.to_string()), host.printed()));
-            }
-        }
-    }
-    out
+fn run_many(source: &str, args: &[(&str, Json)], runs: usize) -> Vec<Outcome> {
+    run_matrix(source, args, runs, || Arc::new(MemoryHost::new()))
 }
 
 /// A `communicate` in a `try` body starts an `on` handler, then the body
@@ -180,31 +153,10 @@ fn run_with_host(
     runs: usize,
     host: impl Fn() -> Arc<MemoryHost>,
 ) -> Vec<Result<Json, String>> {
-    let mut out = Vec::new();
-    for level in [OptLevel::O0, OptLevel::O1, OptLevel::O2] {
-        let mut module = compile_source(source).unwrap().module;
-        optimize(
-            &mut module,
-            &OptOptions {
-                level,
-                verify_each: true,
-                ..OptOptions::default()
-            },
-        )
-        .unwrap();
-        let program = bytecode::compile(&module).unwrap();
-        for workers in [1, 2, 8] {
-            for _ in 0..runs {
-                let options = RunOptions {
-                    workers: Some(workers),
-                    ..RunOptions::default()
-                };
-                let report = ais_vm::run(&program, &options, Arc::new(FakeBackend::new()), host());
-                out.push(report.outcome.map_err(|e| e.to_string()));
-            }
-        }
-    }
-    out
+    run_matrix(source, &[], runs, host)
+        .into_iter()
+        .map(|(o, _)| o)
+        .collect()
 }
 
 /// A side-effecting call and a later call to the same provider (`kv.*`, as
