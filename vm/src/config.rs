@@ -311,6 +311,7 @@ struct FileBackend {
     max_retry_after_s: Option<Spanned<f64>>,
     structured_output: Option<StructuredMode>,
     transport: Option<HttpTransport>,
+    accept_incomplete: Option<bool>,
     temperature: Option<Spanned<f64>>,
     max_tokens: Option<Spanned<i64>>,
     delay_scale: Option<Spanned<f64>>,
@@ -396,6 +397,9 @@ pub struct BackendConfig {
     pub structured: StructuredMode,
     /// How calls reach the server (HTTP backends).
     pub transport: HttpTransport,
+    /// Truncated or filtered replies become values instead of
+    /// `llm.truncated` / `llm.content_filter` errors (`accept_incomplete`).
+    pub accept_incomplete: bool,
     pub temperature: Option<f64>,
     pub max_tokens: Option<u32>,
     /// Simulator delay factor (sim only).
@@ -423,6 +427,7 @@ impl BackendConfig {
             retry: RetryPolicy::default(),
             structured: StructuredMode::default(),
             transport: HttpTransport::default(),
+            accept_incomplete: false,
             temperature: None,
             max_tokens: None,
             delay_scale: DEFAULT_DELAY_SCALE,
@@ -639,6 +644,9 @@ fn positive(src: &Source, v: &Spanned<i64>, what: &str) -> Result<u64, ConfigErr
     }
 }
 
+/// The largest `retries` a backend may ask for.
+pub const MAX_RETRIES: u32 = 20;
+
 fn non_negative(src: &Source, v: &Spanned<i64>, what: &str) -> Result<u64, ConfigError> {
     u64::try_from(*v.get_ref())
         .map_err(|_| ConfigError::at(src, v.span(), format!("{what} must not be negative"), None))
@@ -730,8 +738,20 @@ fn resolve_backend(src: &Source, fb: FileBackend) -> Result<BackendConfig, Confi
         b.connect_timeout = seconds(src, t, "connect_timeout_s", false)?;
     }
     if let Some(r) = &fb.retries {
-        b.retry.max_retries =
-            u32::try_from(non_negative(src, r, "retries")?.min(100)).unwrap_or(100);
+        let n = non_negative(src, r, "retries")?;
+        b.retry.max_retries = match u32::try_from(n) {
+            Ok(n) if n <= MAX_RETRIES => n,
+            // Rejected rather than clamped: a silently lowered bound
+            // surprises whoever asked for more.
+            _ => {
+                return Err(ConfigError::at(
+                    src,
+                    r.span(),
+                    format!("retries must be at most {MAX_RETRIES}"),
+                    Some("each retry repeats the whole request; raise timeout_s or max_backoff_ms to wait longer".into()),
+                ))
+            }
+        };
     }
     if let Some(ms) = &fb.backoff_ms {
         b.retry.base_delay = Duration::from_millis(non_negative(src, ms, "backoff_ms")?);
@@ -747,6 +767,9 @@ fn resolve_backend(src: &Source, fb: FileBackend) -> Result<BackendConfig, Confi
     }
     if let Some(t) = fb.transport {
         b.transport = t;
+    }
+    if let Some(a) = fb.accept_incomplete {
+        b.accept_incomplete = a;
     }
     if let Some(t) = &fb.temperature {
         let v = *t.get_ref();
@@ -1021,6 +1044,7 @@ impl Settings {
             retry: b.retry,
             structured: b.structured,
             transport: b.transport,
+            accept_incomplete: b.accept_incomplete,
         };
         Ok(Arc::new(HttpBackend::new(opts)))
     }
@@ -1155,6 +1179,7 @@ impl Settings {
                     HttpTransport::Threads => "threads",
                 };
                 let _ = writeln!(o, "transport = {}", q(transport));
+                let _ = writeln!(o, "accept_incomplete = {}", b.accept_incomplete);
             }
             let _ = writeln!(o, "concurrency = {}", b.concurrency);
             if let Some(t) = b.temperature {

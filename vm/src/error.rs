@@ -46,6 +46,8 @@ pub fn hint_for(code: &str) -> &'static str {
         (_, "journal.in_doubt") => "check whether the side effect happened; declare the tool idempotent to allow a retry, or rerun the program",
         (_, "llm.rate_limited") => "the provider rate-limited the call; lower --concurrency or retry later",
         (_, "llm.timeout") => "raise `timeout_s` for the backend or retry",
+        (_, "llm.truncated") => "the reply hit the token limit: raise max_tokens, shorten the prompt, or set `accept_incomplete = true` on the backend to take the partial text",
+        (_, "llm.content_filter") => "the provider filtered the reply or the model refused; rephrase the prompt (retrying the same request gives the same result)",
         ("budget", _) => "resume the run with a higher limit: `aisc resume RUN_ID` with --token-budget/--llm-call-budget/--deadline/--cost-budget",
         ("journal", _) => "the run journal could not be used; check the memory directory (--memory) and its free space",
         ("llm", _) => "check the backend with `aisc doctor`; failed calls can be caught with try/catch",

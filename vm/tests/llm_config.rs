@@ -196,6 +196,11 @@ fn semantic_errors_point_at_the_value() {
             (4, 15),
             "temperature must be between 0 and 2",
         ),
+        (
+            "[[llm_backends]]\nname = \"x\"\nprotocol = \"openai\"\nretries = 21\n",
+            (4, 11),
+            "retries must be at most 20",
+        ),
     ];
     for (text, pos, message) in cases {
         let e = err(text);
@@ -412,6 +417,7 @@ fn show_masks_keys_and_lists_everything() {
         "{text}"
     );
     assert!(text.contains("transport = \"threads\""), "{text}");
+    assert!(text.contains("accept_incomplete = false"), "{text}");
     // The output is itself a valid config (comments aside).
     let reparsed: toml::Table = toml::from_str(&text).expect("show output is TOML");
     assert!(reparsed.contains_key("llm_backends"));
@@ -509,4 +515,22 @@ fn run_backend_records_replays_and_budgets() {
         .complete(&request(LlmOpKind::Ask, "new"), &CancelToken::new())
         .expect_err("missing");
     assert_eq!(e.kind, LlmErrorKind::Replay);
+}
+
+#[test]
+fn retries_above_the_limit_are_rejected_naming_key_and_limit() {
+    let ok = parse("[[llm_backends]]\nname = \"x\"\nprotocol = \"openai\"\nretries = 20\n")
+        .expect("20 is allowed");
+    assert_eq!(ok.backend("x").expect("x").retry.max_retries, 20);
+    let e = err("[[llm_backends]]\nname = \"x\"\nprotocol = \"openai\"\nretries = 1000000000000\n");
+    assert_eq!(e.message, "retries must be at most 20");
+}
+
+#[test]
+fn accept_incomplete_is_a_backend_key_off_by_default() {
+    let c =
+        parse("[[llm_backends]]\nname = \"x\"\nprotocol = \"openai\"\naccept_incomplete = true\n")
+            .expect("valid");
+    assert!(c.backend("x").expect("x").accept_incomplete);
+    assert!(!c.backend("sim").expect("sim").accept_incomplete);
 }

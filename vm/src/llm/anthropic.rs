@@ -1,7 +1,7 @@
 //! Anthropic Messages API (`POST {base_url}/v1/messages`). Structured ops
 //! ask for JSON in the system prompt; the reply is validated locally.
 
-use super::http::{ErrorDetail, Reply};
+use super::http::{ErrorDetail, Incomplete, Reply};
 use super::prompt::Prepared;
 use super::secret::Secret;
 use super::Usage;
@@ -83,6 +83,16 @@ pub(crate) fn parse(v: &Value) -> Result<Reply, String> {
             .to_string(),
         model: v.get("model").and_then(Value::as_str).map(str::to_string),
     })
+}
+
+/// The error a `stop_reason` stands for, when the reply is not a complete
+/// answer.
+pub(crate) fn incomplete(stop_reason: &str) -> Option<Incomplete> {
+    match stop_reason {
+        "max_tokens" => Some(Incomplete::Truncated),
+        "refusal" => Some(Incomplete::Refusal),
+        _ => None,
+    }
 }
 
 /// `{"type": "error", "error": {"type": "overloaded_error", "message": ...}}`.

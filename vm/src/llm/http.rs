@@ -123,6 +123,42 @@ pub struct Reply {
     pub model: Option<String>,
 }
 
+/// Why a well-formed reply is not a complete answer (from the protocol's
+/// finish/stop/done reason). Each is a structured error, never retried:
+/// the same request would stop the same way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Incomplete {
+    /// Cut off at the token limit (`length`, `max_tokens`).
+    Truncated,
+    /// Withheld by the provider's content filter (`content_filter`).
+    ContentFilter,
+    /// The model declined to answer (`refusal`).
+    Refusal,
+}
+
+impl Incomplete {
+    pub fn kind(self) -> LlmErrorKind {
+        match self {
+            Incomplete::Truncated => LlmErrorKind::Truncated,
+            Incomplete::ContentFilter | Incomplete::Refusal => LlmErrorKind::ContentFilter,
+        }
+    }
+
+    /// The error message for `reply`; a refusal quotes the model's words.
+    fn message(self, reply: &Reply) -> String {
+        let reason = &reply.finish_reason;
+        match self {
+            Incomplete::Truncated => format!(
+                "the reply was cut off at the token limit (finish reason `{reason}`); raise max_tokens"
+            ),
+            Incomplete::ContentFilter => format!(
+                "the provider's content filter withheld the reply (finish reason `{reason}`)"
+            ),
+            Incomplete::Refusal => format!("the model refused: {}", reply.text),
+        }
+    }
+}
+
 /// A provider error body, reduced to message and machine code.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ErrorDetail {
@@ -182,6 +218,10 @@ pub struct HttpOptions {
     pub retry: RetryPolicy,
     pub structured: StructuredMode,
     pub transport: HttpTransport,
+    /// Return truncated or filtered replies as values (their finish reason
+    /// stays on the attempt) instead of failing with `llm.truncated` /
+    /// `llm.content_filter`. Config key `accept_incomplete`.
+    pub accept_incomplete: bool,
 }
 
 impl HttpOptions {
@@ -201,6 +241,7 @@ impl HttpOptions {
             retry: RetryPolicy::default(),
             structured: StructuredMode::default(),
             transport: HttpTransport::default(),
+            accept_incomplete: false,
         }
     }
 }
@@ -427,6 +468,16 @@ impl HttpCore {
         }
     }
 
+    /// Why `reply` is not a complete answer, if it is not.
+    fn incomplete(&self, reply: &Reply) -> Option<Incomplete> {
+        let reason = reply.finish_reason.as_str();
+        match self.opts.protocol {
+            Protocol::OpenAi => openai::incomplete(reason),
+            Protocol::Anthropic => anthropic::incomplete(reason),
+            Protocol::Ollama => ollama::incomplete(reason),
+        }
+    }
+
     fn error_detail(&self, body: &str) -> ErrorDetail {
         match self.opts.protocol {
             Protocol::OpenAi => openai::error_detail(body),
@@ -618,6 +669,10 @@ impl HttpCore {
                     }
                 }
             };
+            // Known when the server sent a well-formed reply (kept on the
+            // attempt even when the reply is not accepted).
+            let mut finish_reason = None;
+            let mut usage = Usage::default();
             // (kind, status, message, retryable, server delay)
             let failure: (LlmErrorKind, Option<u16>, String, bool, Option<Duration>) = match outcome
             {
@@ -628,17 +683,28 @@ impl HttpCore {
                         .and_then(|v| self.parse(&v))
                     {
                         Ok(reply) => {
-                            observer.on_attempt(&Attempt {
-                                provider: self.opts.name.clone(),
-                                number: *number,
-                                status: Some(status),
-                                error: None,
-                                message: None,
-                                latency,
-                                retry_in: None,
-                                server_delay: false,
-                            });
-                            return Ok(reply);
+                            finish_reason = Some(reply.finish_reason.clone());
+                            usage = reply.usage;
+                            match self.incomplete(&reply) {
+                                Some(why) if !self.opts.accept_incomplete => {
+                                    (why.kind(), Some(status), why.message(&reply), false, None)
+                                }
+                                _ => {
+                                    observer.on_attempt(&Attempt {
+                                        provider: self.opts.name.clone(),
+                                        number: *number,
+                                        status: Some(status),
+                                        error: None,
+                                        message: None,
+                                        latency,
+                                        retry_in: None,
+                                        server_delay: false,
+                                        finish_reason,
+                                        usage,
+                                    });
+                                    return Ok(reply);
+                                }
+                            }
                         }
                         Err(m) => (LlmErrorKind::InvalidResponse, Some(status), m, true, None),
                     }
@@ -690,6 +756,8 @@ impl HttpCore {
                 latency,
                 retry_in: delay,
                 server_delay: again && server.is_some(),
+                finish_reason,
+                usage,
             });
             match delay {
                 Some(d) => {
@@ -1158,6 +1226,8 @@ impl HttpCore {
                         latency: Duration::ZERO,
                         retry_in: Some(Duration::ZERO),
                         server_delay: false,
+                        finish_reason: None,
+                        usage: Usage::default(),
                     });
                     p.messages.push(("assistant", reply.text));
                     p.messages.push(("user", prompt::repair_message(&problem)));

@@ -122,6 +122,11 @@ pub enum LlmErrorKind {
     Client,
     Auth,
     InvalidResponse,
+    /// The reply stopped at the token limit (`llm.truncated`).
+    Truncated,
+    /// The provider's filter withheld the reply, or the model refused
+    /// (`llm.content_filter`).
+    ContentFilter,
     BudgetExceeded,
     Cancelled,
     Replay,
@@ -254,6 +259,13 @@ pub struct Attempt {
     pub retry_in: Option<Duration>,
     /// True when the delay came from the server (`Retry-After`).
     pub server_delay: bool,
+    /// The provider's finish/stop reason, when it sent a well-formed reply.
+    #[serde(default)]
+    pub finish_reason: Option<String>,
+    /// Tokens the provider reported for this attempt (zero when it reported
+    /// none), also for attempts whose reply was not accepted.
+    #[serde(default)]
+    pub usage: Usage,
 }
 
 impl Attempt {
@@ -263,9 +275,15 @@ impl Attempt {
         result: &Result<LlmResponse, LlmError>,
         latency: Duration,
     ) -> Attempt {
-        let (status, error, message) = match result {
-            Ok(_) => (None, None, None),
-            Err(e) => (e.status, Some(e.kind), Some(e.message.clone())),
+        let (status, error, message, finish_reason, usage) = match result {
+            Ok(r) => (None, None, None, Some(r.finish_reason.clone()), r.usage),
+            Err(e) => (
+                e.status,
+                Some(e.kind),
+                Some(e.message.clone()),
+                None,
+                Usage::default(),
+            ),
         };
         Attempt {
             provider: provider.to_string(),
@@ -276,6 +294,8 @@ impl Attempt {
             latency,
             retry_in: None,
             server_delay: false,
+            finish_reason,
+            usage,
         }
     }
 

@@ -1,7 +1,7 @@
 //! Ollama's native chat API (`POST {base_url}/api/chat`, `stream: false`).
 //! Structured ops pass the schema as `format`.
 
-use super::http::{ErrorDetail, Reply, StructuredMode};
+use super::http::{ErrorDetail, Incomplete, Reply, StructuredMode};
 use super::prompt::Prepared;
 use super::Usage;
 use serde_json::{json, Map, Value};
@@ -75,6 +75,12 @@ pub(crate) fn parse(v: &Value) -> Result<Reply, String> {
             .to_string(),
         model: v.get("model").and_then(Value::as_str).map(str::to_string),
     })
+}
+
+/// The error a `done_reason` stands for, when the reply is not a complete
+/// answer.
+pub(crate) fn incomplete(done_reason: &str) -> Option<Incomplete> {
+    (done_reason == "length").then_some(Incomplete::Truncated)
 }
 
 /// `{"error": "model 'x' not found"}`.

@@ -3,7 +3,7 @@
 //! Construct it with [`HttpBackend`](super::http::HttpBackend) and
 //! [`Protocol::OpenAi`](super::http::Protocol::OpenAi).
 
-use super::http::{ErrorDetail, Reply, StructuredMode};
+use super::http::{ErrorDetail, Incomplete, Reply, StructuredMode};
 use super::prompt::Prepared;
 use super::secret::Secret;
 use super::Usage;
@@ -69,11 +69,24 @@ pub(crate) fn parse(v: &Value) -> Result<Reply, String> {
     let message = choice
         .get("message")
         .ok_or("reply has no `choices[0].message`")?;
+    let mut finish_reason = choice
+        .get("finish_reason")
+        .and_then(Value::as_str)
+        .unwrap_or("unknown")
+        .to_string();
     let text = match message.get("content") {
         Some(Value::String(s)) => s.clone(),
         Some(Value::Null) | None => match message.get("refusal").and_then(Value::as_str) {
-            Some(r) => return Err(format!("the model refused: {r}")),
-            None => String::new(),
+            // OpenAI reports a refusal with `finish_reason: "stop"`; name it
+            // so the caller does not take the refusal text for an answer.
+            Some(r) => {
+                finish_reason = "refusal".into();
+                r.to_string()
+            }
+            // Tool calls without text are a different reply (handled with
+            // tool use); anything else with no text is not an answer.
+            None if has_tool_calls(message) => String::new(),
+            None => return Err("`choices[0].message.content` is null".into()),
         },
         Some(other) => return Err(format!("`choices[0].message.content` is {other}, not text")),
     };
@@ -90,13 +103,27 @@ pub(crate) fn parse(v: &Value) -> Result<Reply, String> {
             prompt_tokens: count("prompt_tokens"),
             completion_tokens: count("completion_tokens"),
         },
-        finish_reason: choice
-            .get("finish_reason")
-            .and_then(Value::as_str)
-            .unwrap_or("unknown")
-            .to_string(),
+        finish_reason,
         model: v.get("model").and_then(Value::as_str).map(str::to_string),
     })
+}
+
+fn has_tool_calls(message: &Value) -> bool {
+    message
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .is_some_and(|c| !c.is_empty())
+}
+
+/// The error a finish reason stands for, when the reply is not a complete
+/// answer.
+pub(crate) fn incomplete(finish_reason: &str) -> Option<Incomplete> {
+    match finish_reason {
+        "length" => Some(Incomplete::Truncated),
+        "content_filter" => Some(Incomplete::ContentFilter),
+        "refusal" => Some(Incomplete::Refusal),
+        _ => None,
+    }
 }
 
 /// `{"error": {"message", "type", "code"}}`; some servers send a bare

@@ -53,6 +53,10 @@ pub struct AttemptRecord {
     pub latency_ms: f64,
     /// Backoff before the next attempt, when there was one.
     pub retry_in_ms: Option<f64>,
+    /// The provider's finish/stop reason (`stop`, `length`, `max_tokens`,
+    /// `content_filter`, `refusal`, ...) when it sent a well-formed reply.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
 }
 
 impl AttemptRecord {
@@ -68,6 +72,7 @@ impl AttemptRecord {
             }),
             latency_ms: a.latency.as_secs_f64() * 1e3,
             retry_in_ms: a.retry_in.map(|d| d.as_secs_f64() * 1e3),
+            finish_reason: a.finish_reason.clone(),
         }
     }
 }
