@@ -177,3 +177,73 @@ fn null_content_with_tool_calls_is_not_an_invalid_response() {
     assert_eq!(r.expect("left to tool use").text, "");
     assert_eq!(server.request_count(), 1);
 }
+
+#[test]
+fn failed_attempts_count_their_tokens() {
+    use ais_vm::llm::budget::{BudgetedBackend, TokenBudget};
+    use std::sync::Arc;
+    // A cut-off reply fails the call, but its 15 tokens were spent.
+    let server = mock();
+    server.push(MockReply::openai_finish("length"));
+    let budget = Arc::new(TokenBudget::new(None));
+    let b = BudgetedBackend::new(
+        Arc::new(backend(&server, Protocol::OpenAi)),
+        Arc::clone(&budget),
+    );
+    let err = b
+        .complete(&request(LlmOpKind::Ask, "x"), &CancelToken::new())
+        .expect_err("cut off");
+    assert_eq!(err.kind, LlmErrorKind::Truncated);
+    assert_eq!(budget.used(), 15);
+    assert_eq!(budget.calls(), 0, "no call was answered");
+
+    // A rejected reply that is retried: both attempts' tokens count.
+    server.push(MockReply::json(json!({
+        "choices": [{"message": {"content": null}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 7, "completion_tokens": 0}
+    })));
+    let log = AttemptLog::new();
+    let resp = b
+        .complete_observed(&request(LlmOpKind::Ask, "x"), &CancelToken::new(), &log)
+        .expect("the retry answers");
+    assert_eq!(
+        log.attempts().len(),
+        2,
+        "the observer still sees every attempt"
+    );
+    assert_eq!(budget.used(), 15 + 7 + resp.usage.total());
+    assert_eq!(budget.calls(), 1);
+}
+
+#[test]
+fn call_usage_sums_attempts_and_falls_back_to_the_reply() {
+    use ais_vm::llm::{call_usage, Attempt, Usage};
+    let u = |p, c| Usage {
+        prompt_tokens: p,
+        completion_tokens: c,
+    };
+    let mut failed = Attempt::single(
+        "b",
+        &Err(LlmError::new("b", LlmErrorKind::Server, "x")),
+        Default::default(),
+    );
+    failed.usage = u(10, 2);
+    let mut ok = failed.clone();
+    ok.error = None;
+    ok.usage = u(10, 5);
+    assert_eq!(call_usage(None, &[failed.clone(), ok.clone()]), u(20, 7));
+    // A backend that reports no per-attempt usage is counted by its reply.
+    let reply = ais_vm::llm::LlmResponse {
+        text: String::new(),
+        json: None,
+        usage: u(3, 4),
+        finish_reason: "stop".into(),
+        model: "m".into(),
+        latency: Default::default(),
+        simulated: true,
+    };
+    let mut bare = ok;
+    bare.usage = Usage::default();
+    assert_eq!(call_usage(Some(&reply), &[bare]), u(3, 4));
+    assert_eq!(call_usage(Some(&reply), &[]), u(3, 4));
+}

@@ -468,6 +468,14 @@ impl HttpCore {
         }
     }
 
+    fn usage(&self, v: &Value) -> Usage {
+        match self.opts.protocol {
+            Protocol::OpenAi => openai::usage(v),
+            Protocol::Anthropic => anthropic::usage(v),
+            Protocol::Ollama => ollama::usage(v),
+        }
+    }
+
     /// Why `reply` is not a complete answer, if it is not.
     fn incomplete(&self, reply: &Reply) -> Option<Incomplete> {
         let reason = reply.finish_reason.as_str();
@@ -680,11 +688,12 @@ impl HttpCore {
                 Exchange::Status { status, body, .. } if (200..300).contains(&status) => {
                     match serde_json::from_str::<Value>(&body)
                         .map_err(|e| format!("malformed JSON body: {e}"))
-                        .and_then(|v| self.parse(&v))
-                    {
+                        .and_then(|v| {
+                            usage = self.usage(&v);
+                            self.parse(&v)
+                        }) {
                         Ok(reply) => {
                             finish_reason = Some(reply.finish_reason.clone());
-                            usage = reply.usage;
                             match self.incomplete(&reply) {
                                 Some(why) if !self.opts.accept_incomplete => {
                                     (why.kind(), Some(status), why.message(&reply), false, None)

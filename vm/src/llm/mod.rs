@@ -132,6 +132,24 @@ pub enum LlmErrorKind {
     Replay,
 }
 
+/// The tokens a call spent: every attempt's, including attempts whose
+/// reply was rejected (cut off, invalid, repaired) and calls that failed.
+/// Backends that report no per-attempt usage (the simulator, replays) are
+/// counted by their reply; taking the larger of the two per field counts
+/// each token once either way, since a reply's usage is part of its
+/// attempts' when both are known.
+pub fn call_usage(reply: Option<&LlmResponse>, attempts: &[Attempt]) -> Usage {
+    let spent = attempts.iter().fold(Usage::default(), |sum, a| Usage {
+        prompt_tokens: sum.prompt_tokens + a.usage.prompt_tokens,
+        completion_tokens: sum.completion_tokens + a.usage.completion_tokens,
+    });
+    let replied = reply.map(|r| r.usage).unwrap_or_default();
+    Usage {
+        prompt_tokens: spent.prompt_tokens.max(replied.prompt_tokens),
+        completion_tokens: spent.completion_tokens.max(replied.completion_tokens),
+    }
+}
+
 /// Set when the run fails or is interrupted; backends check it between
 /// attempts and while waiting, so in-flight work stops promptly.
 #[derive(Clone, Debug, Default)]

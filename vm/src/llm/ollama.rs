@@ -50,6 +50,16 @@ pub(crate) fn body(p: &Prepared, mode: StructuredMode) -> Value {
     Value::Object(b)
 }
 
+/// The tokens a reply reports (0 when absent); read also from replies
+/// that are rejected, since they were spent.
+pub(crate) fn usage(v: &Value) -> Usage {
+    let count = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
+    Usage {
+        prompt_tokens: count("prompt_eval_count"),
+        completion_tokens: count("eval_count"),
+    }
+}
+
 pub(crate) fn parse(v: &Value) -> Result<Reply, String> {
     let text = v
         .get("message")
@@ -57,13 +67,9 @@ pub(crate) fn parse(v: &Value) -> Result<Reply, String> {
         .and_then(Value::as_str)
         .ok_or("reply has no `message.content`")?
         .to_string();
-    let count = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
     Ok(Reply {
         text,
-        usage: Usage {
-            prompt_tokens: count("prompt_eval_count"),
-            completion_tokens: count("eval_count"),
-        },
+        usage: usage(v),
         finish_reason: v
             .get("done_reason")
             .and_then(Value::as_str)

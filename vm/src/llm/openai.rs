@@ -61,6 +61,21 @@ pub(crate) fn body(p: &Prepared, mode: StructuredMode) -> Value {
     Value::Object(b)
 }
 
+/// The tokens a reply reports (0 when absent); read also from replies
+/// that are rejected, since they were spent.
+pub(crate) fn usage(v: &Value) -> Usage {
+    let count = |k: &str| {
+        v.get("usage")
+            .and_then(|u| u.get(k))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    };
+    Usage {
+        prompt_tokens: count("prompt_tokens"),
+        completion_tokens: count("completion_tokens"),
+    }
+}
+
 pub(crate) fn parse(v: &Value) -> Result<Reply, String> {
     let choice = v
         .get("choices")
@@ -90,19 +105,9 @@ pub(crate) fn parse(v: &Value) -> Result<Reply, String> {
         },
         Some(other) => return Err(format!("`choices[0].message.content` is {other}, not text")),
     };
-    let usage = v.get("usage");
-    let count = |k: &str| {
-        usage
-            .and_then(|u| u.get(k))
-            .and_then(Value::as_u64)
-            .unwrap_or(0)
-    };
     Ok(Reply {
         text,
-        usage: Usage {
-            prompt_tokens: count("prompt_tokens"),
-            completion_tokens: count("completion_tokens"),
-        },
+        usage: usage(v),
         finish_reason,
         model: v.get("model").and_then(Value::as_str).map(str::to_string),
     })
