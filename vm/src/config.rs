@@ -312,6 +312,7 @@ struct FileBackend {
     structured_output: Option<StructuredMode>,
     transport: Option<HttpTransport>,
     accept_incomplete: Option<bool>,
+    reasoning_model: Option<bool>,
     temperature: Option<Spanned<f64>>,
     max_tokens: Option<Spanned<i64>>,
     delay_scale: Option<Spanned<f64>>,
@@ -400,6 +401,9 @@ pub struct BackendConfig {
     /// Truncated or filtered replies become values instead of
     /// `llm.truncated` / `llm.content_filter` errors (`accept_incomplete`).
     pub accept_incomplete: bool,
+    /// OpenAI protocol: reasoning-model parameters on (`true`), off
+    /// (`false`), or by model name (absent) (`reasoning_model`).
+    pub reasoning_model: Option<bool>,
     pub temperature: Option<f64>,
     pub max_tokens: Option<u32>,
     /// Simulator delay factor (sim only).
@@ -428,6 +432,7 @@ impl BackendConfig {
             structured: StructuredMode::default(),
             transport: HttpTransport::default(),
             accept_incomplete: false,
+            reasoning_model: None,
             temperature: None,
             max_tokens: None,
             delay_scale: DEFAULT_DELAY_SCALE,
@@ -771,6 +776,9 @@ fn resolve_backend(src: &Source, fb: FileBackend) -> Result<BackendConfig, Confi
     if let Some(a) = fb.accept_incomplete {
         b.accept_incomplete = a;
     }
+    if let Some(r) = fb.reasoning_model {
+        b.reasoning_model = Some(r);
+    }
     if let Some(t) = &fb.temperature {
         let v = *t.get_ref();
         if !(0.0..=2.0).contains(&v) {
@@ -1045,6 +1053,7 @@ impl Settings {
             structured: b.structured,
             transport: b.transport,
             accept_incomplete: b.accept_incomplete,
+            reasoning_model: b.reasoning_model,
         };
         Ok(Arc::new(HttpBackend::new(opts)))
     }
@@ -1180,6 +1189,14 @@ impl Settings {
                 };
                 let _ = writeln!(o, "transport = {}", q(transport));
                 let _ = writeln!(o, "accept_incomplete = {}", b.accept_incomplete);
+                match b.reasoning_model {
+                    Some(r) => {
+                        let _ = writeln!(o, "reasoning_model = {r}");
+                    }
+                    None => {
+                        let _ = writeln!(o, "# reasoning_model: by model name (o1, o3, o4, gpt-5)");
+                    }
+                }
             }
             let _ = writeln!(o, "concurrency = {}", b.concurrency);
             if let Some(t) = b.temperature {
@@ -1255,7 +1272,18 @@ impl Settings {
         {
             pb.retry.max_retries = 0;
             pb.timeout = pb.timeout.min(Duration::from_secs(30));
+            // The probe checks that the model answers, not that a short
+            // answer fits: a cut-off reply still proves it.
+            pb.accept_incomplete = true;
         }
+        // Reasoning models spend tokens thinking before any text: a tiny
+        // cap would leave them nothing to answer with.
+        let reasoning = b.kind == BackendKind::OpenAi
+            && b.reasoning_model.unwrap_or_else(|| {
+                b.models
+                    .for_class(crate::llm::prompt::ModelClass::Ask)
+                    .is_some_and(crate::llm::openai::is_reasoning_model)
+            });
         probe_settings.sim_delay_scale = Some(0.0);
         let backend = match probe_settings.build_backend(&b.name) {
             Ok(x) => x,
@@ -1275,7 +1303,7 @@ impl Settings {
             context: Vec::<ContextBlock>::new(),
             model: None,
             temperature: Some(0.0),
-            max_tokens: Some(8),
+            max_tokens: if reasoning { None } else { Some(8) },
             json_schema: None,
         };
         let started = Instant::now();

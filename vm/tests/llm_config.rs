@@ -534,3 +534,31 @@ fn accept_incomplete_is_a_backend_key_off_by_default() {
     assert!(c.backend("x").expect("x").accept_incomplete);
     assert!(!c.backend("sim").expect("sim").accept_incomplete);
 }
+
+#[test]
+fn doctor_does_not_cap_a_reasoning_model_and_accepts_a_cut_off_probe() {
+    let server = mock();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = format!(
+        "[[llm_backends]]\nname = \"r\"\nprotocol = \"openai\"\nbase_url = \"{}\"\n[llm_backends.models]\nask = \"o3-mini\"\n\n[[llm_backends]]\nname = \"plain\"\nprotocol = \"openai\"\nbase_url = \"{}\"\n",
+        server.openai_url(),
+        server.openai_url()
+    );
+    let c = parse(&text).expect("valid");
+    let s = Settings::resolve(c, &Flags::default(), &Env::empty(dir.path())).expect("settings");
+    server.push(ais_vm::llm::mock::MockReply::Normal);
+    server.push(ais_vm::llm::mock::MockReply::openai_finish("length"));
+    let report = s.doctor();
+    let bodies: Vec<_> = server.requests().into_iter().map(|r| r.body).collect();
+    assert_eq!(bodies.len(), 2);
+    assert_eq!(bodies[0]["model"], "o3-mini");
+    for key in ["max_tokens", "max_completion_tokens", "temperature"] {
+        assert!(bodies[0].get(key).is_none(), "{key}: {}", bodies[0]);
+    }
+    assert_eq!(bodies[1]["max_tokens"], 8);
+    assert!(report.entries[0].ok, "{report}");
+    assert!(
+        report.entries[1].ok,
+        "a cut-off probe still answered: {report}"
+    );
+}

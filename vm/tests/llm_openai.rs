@@ -241,3 +241,48 @@ fn no_key_sends_no_authorization() {
         None
     );
 }
+
+#[test]
+fn reasoning_models_get_max_completion_tokens() {
+    use ais_vm::llm::openai::is_reasoning_model;
+    for m in [
+        "o1",
+        "o3-mini",
+        "o4-mini-2025-04-16",
+        "gpt-5",
+        "gpt-5-mini",
+        "openai/o3",
+    ] {
+        assert!(is_reasoning_model(m), "{m}");
+    }
+    for m in ["gpt-4o", "gpt-4.1-mini", "o10x", "qwen2.5-7b", "llama-o3"] {
+        assert!(!is_reasoning_model(m), "{m}");
+    }
+    let server = mock();
+    let send = |model: &str, setting: Option<bool>| {
+        let mut o = options(&server, Protocol::OpenAi);
+        o.reasoning_model = setting;
+        let mut r = request(LlmOpKind::Ask, "x");
+        r.model = Some(model.into());
+        r.temperature = Some(0.3);
+        r.max_tokens = Some(50);
+        HttpBackend::new(o)
+            .complete(&r, &CancelToken::new())
+            .expect("reply");
+        server.last_request().expect("request").body
+    };
+    let body = send("o3-mini", None);
+    assert_eq!(body["max_completion_tokens"], 50);
+    assert!(body.get("max_tokens").is_none(), "{body}");
+    assert!(body.get("temperature").is_none(), "{body}");
+    let body = send("gpt-4o", None);
+    assert_eq!(body["max_tokens"], 50);
+    assert_eq!(body["temperature"], 0.3);
+    assert!(body.get("max_completion_tokens").is_none(), "{body}");
+    // The backend key overrides the name rule both ways.
+    let body = send("my-deployment", Some(true));
+    assert_eq!(body["max_completion_tokens"], 50);
+    assert!(body.get("temperature").is_none(), "{body}");
+    let body = send("o3-mini", Some(false));
+    assert_eq!(body["max_tokens"], 50);
+}

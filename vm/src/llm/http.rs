@@ -222,6 +222,10 @@ pub struct HttpOptions {
     /// stays on the attempt) instead of failing with `llm.truncated` /
     /// `llm.content_filter`. Config key `accept_incomplete`.
     pub accept_incomplete: bool,
+    /// Send `max_completion_tokens` and no `temperature` (OpenAI protocol).
+    /// `None`: decided per model by [`openai::is_reasoning_model`]. Config
+    /// key `reasoning_model`.
+    pub reasoning_model: Option<bool>,
 }
 
 impl HttpOptions {
@@ -242,6 +246,7 @@ impl HttpOptions {
             structured: StructuredMode::default(),
             transport: HttpTransport::default(),
             accept_incomplete: false,
+            reasoning_model: None,
         }
     }
 }
@@ -444,7 +449,7 @@ impl HttpCore {
 
     fn body(&self, p: &Prepared) -> Value {
         match self.opts.protocol {
-            Protocol::OpenAi => openai::body(p, self.opts.structured),
+            Protocol::OpenAi => openai::body(p, self.opts.structured, self.reasoning(&p.model)),
             Protocol::Anthropic => anthropic::body(p),
             Protocol::Ollama => ollama::body(p, self.opts.structured),
         }
@@ -466,6 +471,13 @@ impl HttpCore {
             Protocol::Anthropic => anthropic::parse(v),
             Protocol::Ollama => ollama::parse(v),
         }
+    }
+
+    /// Whether `model` gets reasoning-model parameters (OpenAI protocol).
+    fn reasoning(&self, model: &str) -> bool {
+        self.opts
+            .reasoning_model
+            .unwrap_or_else(|| openai::is_reasoning_model(model))
     }
 
     fn usage(&self, v: &Value) -> Usage {

@@ -27,7 +27,26 @@ pub(crate) fn headers(key: Option<&Secret>) -> Vec<(&'static str, String)> {
     }
 }
 
-pub(crate) fn body(p: &Prepared, mode: StructuredMode) -> Value {
+/// True for OpenAI's reasoning-model families (`o1`, `o3`, `o4-mini`,
+/// `gpt-5`, …, also behind a gateway prefix such as `openai/o3`). They
+/// reject `max_tokens` (wanting `max_completion_tokens`, which also covers
+/// hidden reasoning) and sampling parameters such as `temperature`. The
+/// backend key `reasoning_model` overrides this rule.
+pub fn is_reasoning_model(model: &str) -> bool {
+    let name = model
+        .rsplit('/')
+        .next()
+        .unwrap_or(model)
+        .to_ascii_lowercase();
+    let family = |f: &str| {
+        name.strip_prefix(f)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('-'))
+    };
+    family("o1") || family("o3") || family("o4") || name.starts_with("gpt-5")
+}
+
+/// `reasoning`: send `max_completion_tokens` and no sampling parameters.
+pub(crate) fn body(p: &Prepared, mode: StructuredMode, reasoning: bool) -> Value {
     let mut messages = vec![json!({"role": "system", "content": p.system})];
     for (role, text) in &p.messages {
         messages.push(json!({"role": role, "content": text}));
@@ -35,11 +54,16 @@ pub(crate) fn body(p: &Prepared, mode: StructuredMode) -> Value {
     let mut b = Map::new();
     b.insert("model".into(), json!(p.model));
     b.insert("messages".into(), Value::Array(messages));
-    if let Some(t) = p.temperature {
+    if let (Some(t), false) = (p.temperature, reasoning) {
         b.insert("temperature".into(), json!(t));
     }
     if let Some(m) = p.max_tokens {
-        b.insert("max_tokens".into(), json!(m));
+        let key = if reasoning {
+            "max_completion_tokens"
+        } else {
+            "max_tokens"
+        };
+        b.insert(key.into(), json!(m));
     }
     if let Some(schema) = &p.schema {
         match mode {
