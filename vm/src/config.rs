@@ -19,7 +19,7 @@ use crate::llm::http::{
 };
 use crate::llm::prompt::{Instructions, Models};
 use crate::llm::record::{RecordingBackend, ReplayBackend};
-use crate::llm::secret::Secret;
+use crate::llm::secret::{redact_url, redact_url_in, Secret};
 use crate::llm::sim::{SimBackend, DEFAULT_DELAY_SCALE};
 use crate::llm::{CancelToken, ContextBlock, LlmBackend, LlmOpKind, LlmRequest, Usage};
 use serde::{Deserialize, Serialize};
@@ -1153,7 +1153,7 @@ impl Settings {
                 let scale = self.sim_delay_scale.unwrap_or(b.delay_scale);
                 let _ = writeln!(o, "delay_scale = {scale}");
             } else {
-                let _ = writeln!(o, "base_url = {}", q(&b.base_url));
+                let _ = writeln!(o, "base_url = {}", q(&redact_url(&b.base_url)));
                 match &b.api_key_env {
                     Some(var) => {
                         let state = if self.env.var(var).is_some() {
@@ -1253,7 +1253,7 @@ impl Settings {
         let target = if b.kind == BackendKind::Sim {
             "offline".to_string()
         } else {
-            b.base_url.clone()
+            redact_url(&b.base_url)
         };
         let mut entry = DoctorEntry {
             backend: b.name.clone(),
@@ -1319,7 +1319,9 @@ impl Settings {
                 );
             }
             Err(e) => {
-                entry.detail = e.to_string();
+                // Backends redact their errors; this also covers messages
+                // built before any request (e.g. an invalid URL).
+                entry.detail = redact_url_in(&e.to_string(), &b.base_url);
             }
         }
         entry

@@ -562,3 +562,47 @@ fn doctor_does_not_cap_a_reasoning_model_and_accepts_a_cut_off_probe() {
         "a cut-off probe still answered: {report}"
     );
 }
+
+#[test]
+fn base_url_credentials_are_redacted() {
+    use ais_vm::llm::secret::redact_url;
+    assert_eq!(
+        redact_url("https://user:pa55word@h.example/v1?api-key=SECRETQ1&x=1#f"),
+        "https://****@h.example/v1?api-key=****&x=****#f"
+    );
+    assert_eq!(
+        redact_url("http://127.0.0.1:8000/v1"),
+        "http://127.0.0.1:8000/v1"
+    );
+
+    let server = mock();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = server
+        .openai_url()
+        .replace("http://", "http://user:pa55word@")
+        + "?api-key=SECRETQ1";
+    let text =
+        format!("[[llm_backends]]\nname = \"gw\"\nprotocol = \"openai\"\nbase_url = \"{url}\"\n");
+    let s = Settings::resolve(
+        parse(&text).expect("valid"),
+        &Flags::default(),
+        &Env::empty(dir.path()),
+    )
+    .expect("settings");
+    let shown = s.show();
+    assert!(shown.contains("base_url = \"http://****@127.0.0.1:"), "{shown}");
+    assert!(shown.contains("?api-key=****"), "{shown}");
+    // The server echoes the URL it was called with in its error.
+    server.push(ais_vm::llm::mock::MockReply::error(
+        500,
+        &format!("cannot route {url}; password pa55word, key SECRETQ1"),
+    ));
+    let report = s.doctor().to_string();
+    for (what, text) in [("config show", &shown), ("doctor", &report)] {
+        assert!(!text.contains("pa55word"), "{what}: {text}");
+        assert!(!text.contains("SECRETQ1"), "{what}: {text}");
+    }
+    assert!(report.contains("****@127.0.0.1"), "{report}");
+    assert!(report.contains("cannot route"), "the echo was received: {report}");
+    assert_eq!(server.request_count(), 1);
+}

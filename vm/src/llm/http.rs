@@ -507,7 +507,8 @@ impl HttpCore {
     }
 
     fn redact(&self, text: &str) -> String {
-        redact(text, self.opts.api_key.as_ref())
+        let text = super::secret::redact_url_in(text, &self.opts.base_url);
+        redact(&text, self.opts.api_key.as_ref())
     }
 
     /// One HTTP exchange. Through the pool, so a cancelled run does not
