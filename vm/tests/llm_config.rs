@@ -590,7 +590,10 @@ fn base_url_credentials_are_redacted() {
     )
     .expect("settings");
     let shown = s.show();
-    assert!(shown.contains("base_url = \"http://****@127.0.0.1:"), "{shown}");
+    assert!(
+        shown.contains("base_url = \"http://****@127.0.0.1:"),
+        "{shown}"
+    );
     assert!(shown.contains("?api-key=****"), "{shown}");
     // The server echoes the URL it was called with in its error.
     server.push(ais_vm::llm::mock::MockReply::error(
@@ -603,6 +606,9 @@ fn base_url_credentials_are_redacted() {
         assert!(!text.contains("SECRETQ1"), "{what}: {text}");
     }
     assert!(report.contains("****@127.0.0.1"), "{report}");
-    assert!(report.contains("cannot route"), "the echo was received: {report}");
+    assert!(
+        report.contains("cannot route"),
+        "the echo was received: {report}"
+    );
     assert_eq!(server.request_count(), 1);
 }

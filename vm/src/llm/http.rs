@@ -389,6 +389,10 @@ impl HttpCore {
         }
         let config = builder
             .http_status_as_error(false)
+            // Like the event transport: a redirect is the server's answer
+            // (a `client` error), never followed, since following would
+            // send the request, key included, wherever it points.
+            .max_redirects(0)
             // Keep a connection per allowed concurrent call, so a fan-out
             // reuses its connections instead of reconnecting every round.
             .max_idle_connections_per_host(opts.concurrency.max(1))
@@ -748,6 +752,11 @@ impl HttpCore {
                         _ => (LlmErrorKind::Client, false),
                     };
                     let mut message = detail.message;
+                    if (300..400).contains(&status) {
+                        message = format!(
+                            "the server redirected the request (HTTP {status}), which is not followed; set base_url to the final address"
+                        );
+                    }
                     if spend {
                         message = format!("spend limit or quota exhausted, not retried: {message}");
                     }
