@@ -313,6 +313,7 @@ struct FileBackend {
     transport: Option<HttpTransport>,
     accept_incomplete: Option<bool>,
     reasoning_model: Option<bool>,
+    headers: Option<BTreeMap<String, Spanned<String>>>,
     temperature: Option<Spanned<f64>>,
     max_tokens: Option<Spanned<i64>>,
     delay_scale: Option<Spanned<f64>>,
@@ -400,6 +401,10 @@ pub struct BackendConfig {
     pub transport: HttpTransport,
     /// Truncated or filtered replies become values instead of
     /// `llm.truncated` / `llm.content_filter` errors (`accept_incomplete`).
+    /// Extra request headers (`headers = { name = "value" }`); a value
+    /// `"$VAR"` is read from that environment variable when the backend is
+    /// built, and is a secret like the API key.
+    pub headers: Vec<(String, HeaderValue)>,
     pub accept_incomplete: bool,
     /// OpenAI protocol: reasoning-model parameters on (`true`), off
     /// (`false`), or by model name (absent) (`reasoning_model`).
@@ -433,6 +438,7 @@ impl BackendConfig {
             transport: HttpTransport::default(),
             accept_incomplete: false,
             reasoning_model: None,
+            headers: Vec::new(),
             temperature: None,
             max_tokens: None,
             delay_scale: DEFAULT_DELAY_SCALE,
@@ -649,6 +655,60 @@ fn positive(src: &Source, v: &Spanned<i64>, what: &str) -> Result<u64, ConfigErr
     }
 }
 
+/// A configured header's value: written in the file, or read from an
+/// environment variable (`"$VAR"`) when the backend is built.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HeaderValue {
+    Literal(String),
+    Env { var: String, span: Range<usize> },
+}
+
+/// Checks one `headers` entry: a header name (token characters) and a
+/// value without line breaks, which would split the request. Messages name
+/// the header, never the value.
+fn header_value(
+    src: &Source,
+    name: &str,
+    value: &Spanned<String>,
+) -> Result<(String, HeaderValue), ConfigError> {
+    let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+    if name.is_empty() || !name.chars().all(token) {
+        return Err(ConfigError::at(
+            src,
+            value.span(),
+            format!("`{}` is not a valid header name", name.escape_debug()),
+            None,
+        ));
+    }
+    let v = value.get_ref();
+    if let Some(var) = v.strip_prefix('$') {
+        if !is_env_name(var) {
+            return Err(ConfigError::at(
+                src,
+                value.span(),
+                format!(
+                    "the value of header `{name}` must be `$` and an environment variable name"
+                ),
+                Some("for example \"$AZURE_OPENAI_KEY\"".into()),
+            ));
+        }
+        let env = HeaderValue::Env {
+            var: var.to_string(),
+            span: value.span(),
+        };
+        return Ok((name.to_string(), env));
+    }
+    if v.contains(['\r', '\n']) {
+        return Err(ConfigError::at(
+            src,
+            value.span(),
+            format!("the value of header `{name}` contains a line break"),
+            None,
+        ));
+    }
+    Ok((name.to_string(), HeaderValue::Literal(v.clone())))
+}
+
 /// The largest `retries` a backend may ask for.
 pub const MAX_RETRIES: u32 = 20;
 
@@ -778,6 +838,9 @@ fn resolve_backend(src: &Source, fb: FileBackend) -> Result<BackendConfig, Confi
     }
     if let Some(r) = fb.reasoning_model {
         b.reasoning_model = Some(r);
+    }
+    for (name, value) in fb.headers.iter().flatten() {
+        b.headers.push(header_value(src, name, value)?);
     }
     if let Some(t) = &fb.temperature {
         let v = *t.get_ref();
@@ -1037,6 +1100,30 @@ impl Settings {
             },
             None => None,
         };
+        let mut headers = Vec::with_capacity(b.headers.len());
+        for (name, value) in &b.headers {
+            let v = match value {
+                HeaderValue::Literal(v) => v.clone(),
+                HeaderValue::Env { var, span } => match self.env.var(var) {
+                    Some(v) if !v.trim().contains(['\r', '\n']) => v.trim().to_string(),
+                    Some(_) => {
+                        return Err(self.config.error_at(
+                            Some(span.clone()),
+                            format!("the value of header `{name}` (from {var}) contains a line break"),
+                            None,
+                        ))
+                    }
+                    None => {
+                        return Err(self.config.error_at(
+                            Some(span.clone()),
+                            format!("environment variable {var} (header `{name}` of backend `{}`) is not set", b.name),
+                            Some(format!("export {var}=... before running")),
+                        ))
+                    }
+                },
+            };
+            headers.push((name.clone(), Secret::new(v)));
+        }
         let opts = HttpOptions {
             name: b.name.clone(),
             protocol,
@@ -1054,6 +1141,7 @@ impl Settings {
             transport: b.transport,
             accept_incomplete: b.accept_incomplete,
             reasoning_model: b.reasoning_model,
+            headers,
         };
         Ok(Arc::new(HttpBackend::new(opts)))
     }
@@ -1189,6 +1277,20 @@ impl Settings {
                 };
                 let _ = writeln!(o, "transport = {}", q(transport));
                 let _ = writeln!(o, "accept_incomplete = {}", b.accept_incomplete);
+                if !b.headers.is_empty() {
+                    // Literal values are hidden too: they are often keys.
+                    let shown: Vec<String> = b
+                        .headers
+                        .iter()
+                        .map(|(name, value)| match value {
+                            HeaderValue::Literal(_) => format!("{} = \"****\"", q(name)),
+                            HeaderValue::Env { var, .. } => {
+                                format!("{} = {}", q(name), q(&format!("${var}")))
+                            }
+                        })
+                        .collect();
+                    let _ = writeln!(o, "headers = {{ {} }}", shown.join(", "));
+                }
                 match b.reasoning_model {
                     Some(r) => {
                         let _ = writeln!(o, "reasoning_model = {r}");

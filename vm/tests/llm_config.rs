@@ -612,3 +612,77 @@ fn base_url_credentials_are_redacted() {
     );
     assert_eq!(server.request_count(), 1);
 }
+
+#[test]
+fn configured_headers_are_sent_and_their_values_stay_hidden() {
+    let server = mock();
+    let dir = tempfile::tempdir().expect("tempdir");
+    for transport in ["auto", "threads"] {
+        let text = format!(
+            "[[llm_backends]]\nname = \"az\"\nprotocol = \"openai\"\nbase_url = \"{}?api-version=2024-06-01\"\ntransport = \"{transport}\"\nheaders = {{ \"api-key\" = \"$AZ_KEY\", \"OpenAI-Organization\" = \"org-LITERAL1\" }}\n",
+            server.openai_url()
+        );
+        let env = Env::empty(dir.path()).with_var("AZ_KEY", "az-SECRET-VALUE-1");
+        let s = Settings::resolve(parse(&text).expect("valid"), &Flags::default(), &env)
+            .expect("settings");
+        let shown = s.show();
+        assert!(shown.contains("\"api-key\" = \"$AZ_KEY\""), "{shown}");
+        assert!(
+            !shown.contains("az-SECRET-VALUE-1") && !shown.contains("org-LITERAL1"),
+            "{shown}"
+        );
+        // The server echoes the key in its error: it is masked there too.
+        server.push(ais_vm::llm::mock::MockReply::error(
+            400,
+            "bad api-key az-SECRET-VALUE-1",
+        ));
+        let b = s.build_backend("az").expect("backend");
+        let err = b
+            .complete(&request(LlmOpKind::Ask, "x"), &CancelToken::new())
+            .expect_err("400");
+        assert!(
+            !err.message.contains("az-SECRET-VALUE-1"),
+            "{}",
+            err.message
+        );
+        let got = server.last_request().expect("request");
+        assert_eq!(
+            got.header("api-key"),
+            Some("az-SECRET-VALUE-1"),
+            "{transport}"
+        );
+        assert_eq!(got.header("openai-organization"), Some("org-LITERAL1"));
+        assert!(
+            got.path
+                .ends_with("/chat/completions?api-version=2024-06-01"),
+            "{}",
+            got.path
+        );
+    }
+}
+
+#[test]
+fn header_values_with_line_breaks_are_refused_naming_the_header_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = "[[llm_backends]]\nname = \"gw\"\nprotocol = \"openai\"\nheaders = { \"x-gw\" = \"$GW\" }\n";
+    let env = Env::empty(dir.path()).with_var("GW", "v1\r\nx-evil: INJECTED");
+    let s =
+        Settings::resolve(parse(text).expect("valid"), &Flags::default(), &env).expect("settings");
+    let e = match s.build_backend("gw") {
+        Ok(_) => panic!("a header value with a line break was accepted"),
+        Err(e) => e,
+    };
+    assert!(e.message.contains("`x-gw`"), "{}", e.message);
+    assert!(!e.message.contains("INJECTED"), "{}", e.message);
+    let e = err("[[llm_backends]]\nname = \"gw\"\nprotocol = \"openai\"\nheaders = { \"x-gw\" = \"a\\r\\nb: INJECTED\" }\n");
+    assert_eq!(
+        e.message,
+        "the value of header `x-gw` contains a line break"
+    );
+    let e = err("[[llm_backends]]\nname = \"gw\"\nprotocol = \"openai\"\nheaders = { \"bad name\" = \"v\" }\n");
+    assert!(
+        e.message.contains("not a valid header name"),
+        "{}",
+        e.message
+    );
+}

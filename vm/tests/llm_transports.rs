@@ -518,3 +518,23 @@ fn transports_classify_malformed_replies_alike() {
         assert_eq!(seen[0].2, 2, "{name}");
     }
 }
+
+#[test]
+fn a_header_value_with_a_line_break_is_refused_alike_before_sending() {
+    for transport in TRANSPORTS {
+        let server = mock();
+        let mut o = options(&server, Protocol::OpenAi);
+        o.transport = transport;
+        o.headers = vec![(
+            "x-gw".into(),
+            ais_vm::llm::secret::Secret::new("v\r\nx-evil: INJECTED"),
+        )];
+        let err = HttpBackend::new(o)
+            .complete(&request(LlmOpKind::Ask, "q"), &CancelToken::new())
+            .expect_err("refused");
+        assert_eq!(err.kind, LlmErrorKind::Client, "{transport:?}");
+        assert!(err.message.contains("`x-gw`"), "{}", err.message);
+        assert!(!err.message.contains("INJECTED"), "{}", err.message);
+        assert_eq!(server.request_count(), 0, "{transport:?}");
+    }
+}

@@ -56,11 +56,20 @@ impl Protocol {
     }
 
     /// The URL requests go to, from a configured base URL.
+    /// A query in the base URL (Azure's `?api-version=…`) stays at the end.
     pub fn endpoint(self, base_url: &str) -> String {
-        match self {
-            Protocol::OpenAi => openai::endpoint(base_url),
-            Protocol::Anthropic => anthropic::endpoint(base_url),
-            Protocol::Ollama => ollama::endpoint(base_url),
+        let (base, query) = match base_url.split_once('?') {
+            Some((b, q)) => (b, Some(q)),
+            None => (base_url, None),
+        };
+        let url = match self {
+            Protocol::OpenAi => openai::endpoint(base),
+            Protocol::Anthropic => anthropic::endpoint(base),
+            Protocol::Ollama => ollama::endpoint(base),
+        };
+        match query {
+            Some(q) => format!("{url}?{q}"),
+            None => url,
         }
     }
 }
@@ -226,6 +235,9 @@ pub struct HttpOptions {
     /// `None`: decided per model by [`openai::is_reasoning_model`]. Config
     /// key `reasoning_model`.
     pub reasoning_model: Option<bool>,
+    /// Extra request headers (config key `headers`); values are secrets,
+    /// since they may come from the environment (`api-key`).
+    pub headers: Vec<(String, Secret)>,
 }
 
 impl HttpOptions {
@@ -247,6 +259,7 @@ impl HttpOptions {
             transport: HttpTransport::default(),
             accept_incomplete: false,
             reasoning_model: None,
+            headers: Vec::new(),
         }
     }
 }
@@ -459,13 +472,23 @@ impl HttpCore {
         }
     }
 
-    fn headers(&self, p: &Prepared) -> Vec<(&'static str, String)> {
-        let mut h = match self.opts.protocol {
+    fn headers(&self, p: &Prepared) -> Vec<(String, String)> {
+        let protocol = match self.opts.protocol {
             Protocol::OpenAi => openai::headers(self.opts.api_key.as_ref()),
             Protocol::Anthropic => anthropic::headers(self.opts.api_key.as_ref()),
             Protocol::Ollama => openai::headers(self.opts.api_key.as_ref()),
         };
-        h.push(("x-apxm-op", p.kind.name().to_string()));
+        let mut h: Vec<(String, String)> = protocol
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        // Configured headers (Azure `api-key`, OpenAI organization, a
+        // gateway's) replace a protocol header of the same name.
+        for (name, value) in &self.opts.headers {
+            h.retain(|(k, _)| !k.eq_ignore_ascii_case(name));
+            h.push((name.clone(), value.expose().to_string()));
+        }
+        h.push(("x-apxm-op".into(), p.kind.name().to_string()));
         h
     }
 
@@ -511,7 +534,10 @@ impl HttpCore {
     }
 
     fn redact(&self, text: &str) -> String {
-        let text = super::secret::redact_url_in(text, &self.opts.base_url);
+        let mut text = super::secret::redact_url_in(text, &self.opts.base_url);
+        for (_, value) in &self.opts.headers {
+            text = redact(&text, Some(value));
+        }
         redact(&text, self.opts.api_key.as_ref())
     }
 
@@ -520,7 +546,7 @@ impl HttpCore {
     /// timeout and then serves the next call).
     fn exchange(
         &self,
-        headers: &[(&'static str, String)],
+        headers: &[(String, String)],
         body: String,
         cancel: &CancelToken,
         via: Via,
@@ -587,7 +613,7 @@ impl HttpCore {
     fn exchange_evented(
         &self,
         ev: &events::EventTransport,
-        headers: &[(&'static str, String)],
+        headers: &[(String, String)],
         body: &str,
         cancel: &CancelToken,
     ) -> Result<Exchange, LlmError> {
@@ -668,6 +694,19 @@ impl HttpCore {
         first: &mut First,
     ) -> Result<Reply, Stop> {
         let headers = self.headers(p);
+        // Checked here so both transports refuse alike, before sending; a
+        // line break would split the request. The header is named, its
+        // value never shown.
+        if let Some((name, _)) = headers.iter().find(|(_, v)| v.contains(['\r', '\n'])) {
+            return Err(self
+                .fail(
+                    LlmErrorKind::Client,
+                    None,
+                    format!("the `{name}` header value contains a line break; check the backend's settings"),
+                    *number,
+                )
+                .into());
+        }
         let body = self.body(p).to_string();
         let mut retries = 0u32;
         loop {
@@ -1009,15 +1048,10 @@ fn serve_pool(pool: &Arc<Pool>) {
     }
 }
 
-fn send(
-    agent: &ureq::Agent,
-    url: &str,
-    headers: &[(&'static str, String)],
-    body: String,
-) -> Exchange {
+fn send(agent: &ureq::Agent, url: &str, headers: &[(String, String)], body: String) -> Exchange {
     let mut req = agent.post(url).content_type("application/json");
     for (k, v) in headers {
-        req = req.header(*k, v.as_str());
+        req = req.header(k.as_str(), v.as_str());
     }
     match req.send(body) {
         Ok(mut resp) => {
@@ -1397,7 +1431,7 @@ impl HttpCore {
 /// request); the message names the header, never its value.
 fn request_bytes(
     target: &events::Target,
-    headers: &[(&'static str, String)],
+    headers: &[(String, String)],
     body: &str,
 ) -> Result<Vec<u8>, String> {
     use std::fmt::Write as _;
