@@ -19,7 +19,7 @@ use crate::llm::http::{
 };
 use crate::llm::prompt::{Instructions, Models};
 use crate::llm::record::{RecordingBackend, ReplayBackend};
-use crate::llm::secret::Secret;
+use crate::llm::secret::{redact_url, redact_url_in, Secret};
 use crate::llm::sim::{SimBackend, DEFAULT_DELAY_SCALE};
 use crate::llm::{CancelToken, ContextBlock, LlmBackend, LlmOpKind, LlmRequest, Usage};
 use serde::{Deserialize, Serialize};
@@ -321,6 +321,9 @@ struct FileBackend {
     max_retry_after_s: Option<Spanned<f64>>,
     structured_output: Option<StructuredMode>,
     transport: Option<HttpTransport>,
+    accept_incomplete: Option<bool>,
+    reasoning_model: Option<bool>,
+    headers: Option<BTreeMap<String, Spanned<String>>>,
     temperature: Option<Spanned<f64>>,
     max_tokens: Option<Spanned<i64>>,
     delay_scale: Option<Spanned<f64>>,
@@ -406,6 +409,16 @@ pub struct BackendConfig {
     pub structured: StructuredMode,
     /// How calls reach the server (HTTP backends).
     pub transport: HttpTransport,
+    /// Truncated or filtered replies become values instead of
+    /// `llm.truncated` / `llm.content_filter` errors (`accept_incomplete`).
+    /// Extra request headers (`headers = { name = "value" }`); a value
+    /// `"$VAR"` is read from that environment variable when the backend is
+    /// built, and is a secret like the API key.
+    pub headers: Vec<(String, HeaderValue)>,
+    pub accept_incomplete: bool,
+    /// OpenAI protocol: reasoning-model parameters on (`true`), off
+    /// (`false`), or by model name (absent) (`reasoning_model`).
+    pub reasoning_model: Option<bool>,
     pub temperature: Option<f64>,
     pub max_tokens: Option<u32>,
     /// Simulator delay factor (sim only).
@@ -433,6 +446,9 @@ impl BackendConfig {
             retry: RetryPolicy::default(),
             structured: StructuredMode::default(),
             transport: HttpTransport::default(),
+            accept_incomplete: false,
+            reasoning_model: None,
+            headers: Vec::new(),
             temperature: None,
             max_tokens: None,
             delay_scale: DEFAULT_DELAY_SCALE,
@@ -676,6 +692,63 @@ fn positive(src: &Source, v: &Spanned<i64>, what: &str) -> Result<u64, ConfigErr
     }
 }
 
+/// A configured header's value: written in the file, or read from an
+/// environment variable (`"$VAR"`) when the backend is built.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HeaderValue {
+    Literal(String),
+    Env { var: String, span: Range<usize> },
+}
+
+/// Checks one `headers` entry: a header name (token characters) and a
+/// value without line breaks, which would split the request. Messages name
+/// the header, never the value.
+fn header_value(
+    src: &Source,
+    name: &str,
+    value: &Spanned<String>,
+) -> Result<(String, HeaderValue), ConfigError> {
+    let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+    if name.is_empty() || !name.chars().all(token) {
+        return Err(ConfigError::at(
+            src,
+            value.span(),
+            format!("`{}` is not a valid header name", name.escape_debug()),
+            None,
+        ));
+    }
+    let v = value.get_ref();
+    if let Some(var) = v.strip_prefix('$') {
+        if !is_env_name(var) {
+            return Err(ConfigError::at(
+                src,
+                value.span(),
+                format!(
+                    "the value of header `{name}` must be `$` and an environment variable name"
+                ),
+                Some("for example \"$AZURE_OPENAI_KEY\"".into()),
+            ));
+        }
+        let env = HeaderValue::Env {
+            var: var.to_string(),
+            span: value.span(),
+        };
+        return Ok((name.to_string(), env));
+    }
+    if v.contains(['\r', '\n']) {
+        return Err(ConfigError::at(
+            src,
+            value.span(),
+            format!("the value of header `{name}` contains a line break"),
+            None,
+        ));
+    }
+    Ok((name.to_string(), HeaderValue::Literal(v.clone())))
+}
+
+/// The largest `retries` a backend may ask for.
+pub const MAX_RETRIES: u32 = 20;
+
 fn non_negative(src: &Source, v: &Spanned<i64>, what: &str) -> Result<u64, ConfigError> {
     u64::try_from(*v.get_ref())
         .map_err(|_| ConfigError::at(src, v.span(), format!("{what} must not be negative"), None))
@@ -767,8 +840,20 @@ fn resolve_backend(src: &Source, fb: FileBackend) -> Result<BackendConfig, Confi
         b.connect_timeout = seconds(src, t, "connect_timeout_s", false)?;
     }
     if let Some(r) = &fb.retries {
-        b.retry.max_retries =
-            u32::try_from(non_negative(src, r, "retries")?.min(100)).unwrap_or(100);
+        let n = non_negative(src, r, "retries")?;
+        b.retry.max_retries = match u32::try_from(n) {
+            Ok(n) if n <= MAX_RETRIES => n,
+            // Rejected rather than clamped: a silently lowered bound
+            // surprises whoever asked for more.
+            _ => {
+                return Err(ConfigError::at(
+                    src,
+                    r.span(),
+                    format!("retries must be at most {MAX_RETRIES}"),
+                    Some("each retry repeats the whole request; raise timeout_s or max_backoff_ms to wait longer".into()),
+                ))
+            }
+        };
     }
     if let Some(ms) = &fb.backoff_ms {
         b.retry.base_delay = Duration::from_millis(non_negative(src, ms, "backoff_ms")?);
@@ -784,6 +869,15 @@ fn resolve_backend(src: &Source, fb: FileBackend) -> Result<BackendConfig, Confi
     }
     if let Some(t) = fb.transport {
         b.transport = t;
+    }
+    if let Some(a) = fb.accept_incomplete {
+        b.accept_incomplete = a;
+    }
+    if let Some(r) = fb.reasoning_model {
+        b.reasoning_model = Some(r);
+    }
+    for (name, value) in fb.headers.iter().flatten() {
+        b.headers.push(header_value(src, name, value)?);
     }
     if let Some(t) = &fb.temperature {
         let v = *t.get_ref();
@@ -1043,6 +1137,30 @@ impl Settings {
             },
             None => None,
         };
+        let mut headers = Vec::with_capacity(b.headers.len());
+        for (name, value) in &b.headers {
+            let v = match value {
+                HeaderValue::Literal(v) => v.clone(),
+                HeaderValue::Env { var, span } => match self.env.var(var) {
+                    Some(v) if !v.trim().contains(['\r', '\n']) => v.trim().to_string(),
+                    Some(_) => {
+                        return Err(self.config.error_at(
+                            Some(span.clone()),
+                            format!("the value of header `{name}` (from {var}) contains a line break"),
+                            None,
+                        ))
+                    }
+                    None => {
+                        return Err(self.config.error_at(
+                            Some(span.clone()),
+                            format!("environment variable {var} (header `{name}` of backend `{}`) is not set", b.name),
+                            Some(format!("export {var}=... before running")),
+                        ))
+                    }
+                },
+            };
+            headers.push((name.clone(), Secret::new(v)));
+        }
         let opts = HttpOptions {
             name: b.name.clone(),
             protocol,
@@ -1058,6 +1176,9 @@ impl Settings {
             retry: b.retry,
             structured: b.structured,
             transport: b.transport,
+            accept_incomplete: b.accept_incomplete,
+            reasoning_model: b.reasoning_model,
+            headers,
         };
         Ok(Arc::new(HttpBackend::new(opts)))
     }
@@ -1157,7 +1278,7 @@ impl Settings {
                 let scale = self.sim_delay_scale.unwrap_or(b.delay_scale);
                 let _ = writeln!(o, "delay_scale = {scale}");
             } else {
-                let _ = writeln!(o, "base_url = {}", q(&b.base_url));
+                let _ = writeln!(o, "base_url = {}", q(&redact_url(&b.base_url)));
                 match &b.api_key_env {
                     Some(var) => {
                         let state = if self.env.var(var).is_some() {
@@ -1192,6 +1313,29 @@ impl Settings {
                     HttpTransport::Threads => "threads",
                 };
                 let _ = writeln!(o, "transport = {}", q(transport));
+                let _ = writeln!(o, "accept_incomplete = {}", b.accept_incomplete);
+                if !b.headers.is_empty() {
+                    // Literal values are hidden too: they are often keys.
+                    let shown: Vec<String> = b
+                        .headers
+                        .iter()
+                        .map(|(name, value)| match value {
+                            HeaderValue::Literal(_) => format!("{} = \"****\"", q(name)),
+                            HeaderValue::Env { var, .. } => {
+                                format!("{} = {}", q(name), q(&format!("${var}")))
+                            }
+                        })
+                        .collect();
+                    let _ = writeln!(o, "headers = {{ {} }}", shown.join(", "));
+                }
+                match b.reasoning_model {
+                    Some(r) => {
+                        let _ = writeln!(o, "reasoning_model = {r}");
+                    }
+                    None => {
+                        let _ = writeln!(o, "# reasoning_model: by model name (o1, o3, o4, gpt-5)");
+                    }
+                }
             }
             let _ = writeln!(o, "concurrency = {}", b.concurrency);
             if let Some(t) = b.temperature {
@@ -1248,7 +1392,7 @@ impl Settings {
         let target = if b.kind == BackendKind::Sim {
             "offline".to_string()
         } else {
-            b.base_url.clone()
+            redact_url(&b.base_url)
         };
         let mut entry = DoctorEntry {
             backend: b.name.clone(),
@@ -1267,7 +1411,18 @@ impl Settings {
         {
             pb.retry.max_retries = 0;
             pb.timeout = pb.timeout.min(Duration::from_secs(30));
+            // The probe checks that the model answers, not that a short
+            // answer fits: a cut-off reply still proves it.
+            pb.accept_incomplete = true;
         }
+        // Reasoning models spend tokens thinking before any text: a tiny
+        // cap would leave them nothing to answer with.
+        let reasoning = b.kind == BackendKind::OpenAi
+            && b.reasoning_model.unwrap_or_else(|| {
+                b.models
+                    .for_class(crate::llm::prompt::ModelClass::Ask)
+                    .is_some_and(crate::llm::openai::is_reasoning_model)
+            });
         probe_settings.sim_delay_scale = Some(0.0);
         let backend = match probe_settings.build_backend(&b.name) {
             Ok(x) => x,
@@ -1287,7 +1442,7 @@ impl Settings {
             context: Vec::<ContextBlock>::new(),
             model: None,
             temperature: Some(0.0),
-            max_tokens: Some(8),
+            max_tokens: if reasoning { None } else { Some(8) },
             json_schema: None,
         };
         let started = Instant::now();
@@ -1303,7 +1458,9 @@ impl Settings {
                 );
             }
             Err(e) => {
-                entry.detail = e.to_string();
+                // Backends redact their errors; this also covers messages
+                // built before any request (e.g. an invalid URL).
+                entry.detail = redact_url_in(&e.to_string(), &b.base_url);
             }
         }
         entry

@@ -52,6 +52,8 @@ pub fn hint_for(code: &str) -> &'static str {
         (_, "tool.denied") => "allow the tool for this agent in the configuration: `[access.allow] Agent = [\"tool\"]`",
         (_, "tool.confirmation_required") => "the tool is marked destructive: confirm it interactively, or pass --yes to allow destructive tools for this run",
         (_, "tool.invalid_args") => "check the tool's arguments against its schema (the capability declaration or the tool's input schema)",
+        (_, "llm.truncated") => "the reply hit the token limit: raise max_tokens, shorten the prompt, or set `accept_incomplete = true` on the backend to take the partial text",
+        (_, "llm.content_filter") => "the provider filtered the reply or the model refused; rephrase the prompt (retrying the same request gives the same result)",
         ("budget", _) => "resume the run with a higher limit: `aisc resume RUN_ID` with --token-budget/--llm-call-budget/--deadline/--cost-budget",
         ("journal", _) => "the run journal could not be used; check the memory directory (--memory) and its free space",
         ("llm", _) => "check the backend with `aisc doctor`; failed calls can be caught with try/catch",

@@ -196,6 +196,11 @@ fn semantic_errors_point_at_the_value() {
             (4, 15),
             "temperature must be between 0 and 2",
         ),
+        (
+            "[[llm_backends]]\nname = \"x\"\nprotocol = \"openai\"\nretries = 21\n",
+            (4, 11),
+            "retries must be at most 20",
+        ),
     ];
     for (text, pos, message) in cases {
         let e = err(text);
@@ -412,6 +417,7 @@ fn show_masks_keys_and_lists_everything() {
         "{text}"
     );
     assert!(text.contains("transport = \"threads\""), "{text}");
+    assert!(text.contains("accept_incomplete = false"), "{text}");
     // The output is itself a valid config (comments aside).
     let reparsed: toml::Table = toml::from_str(&text).expect("show output is TOML");
     assert!(reparsed.contains_key("llm_backends"));
@@ -509,4 +515,174 @@ fn run_backend_records_replays_and_budgets() {
         .complete(&request(LlmOpKind::Ask, "new"), &CancelToken::new())
         .expect_err("missing");
     assert_eq!(e.kind, LlmErrorKind::Replay);
+}
+
+#[test]
+fn retries_above_the_limit_are_rejected_naming_key_and_limit() {
+    let ok = parse("[[llm_backends]]\nname = \"x\"\nprotocol = \"openai\"\nretries = 20\n")
+        .expect("20 is allowed");
+    assert_eq!(ok.backend("x").expect("x").retry.max_retries, 20);
+    let e = err("[[llm_backends]]\nname = \"x\"\nprotocol = \"openai\"\nretries = 1000000000000\n");
+    assert_eq!(e.message, "retries must be at most 20");
+}
+
+#[test]
+fn accept_incomplete_is_a_backend_key_off_by_default() {
+    let c =
+        parse("[[llm_backends]]\nname = \"x\"\nprotocol = \"openai\"\naccept_incomplete = true\n")
+            .expect("valid");
+    assert!(c.backend("x").expect("x").accept_incomplete);
+    assert!(!c.backend("sim").expect("sim").accept_incomplete);
+}
+
+#[test]
+fn doctor_does_not_cap_a_reasoning_model_and_accepts_a_cut_off_probe() {
+    let server = mock();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = format!(
+        "[[llm_backends]]\nname = \"r\"\nprotocol = \"openai\"\nbase_url = \"{}\"\n[llm_backends.models]\nask = \"o3-mini\"\n\n[[llm_backends]]\nname = \"plain\"\nprotocol = \"openai\"\nbase_url = \"{}\"\n",
+        server.openai_url(),
+        server.openai_url()
+    );
+    let c = parse(&text).expect("valid");
+    let s = Settings::resolve(c, &Flags::default(), &Env::empty(dir.path())).expect("settings");
+    server.push(ais_vm::llm::mock::MockReply::Normal);
+    server.push(ais_vm::llm::mock::MockReply::openai_finish("length"));
+    let report = s.doctor();
+    let bodies: Vec<_> = server.requests().into_iter().map(|r| r.body).collect();
+    assert_eq!(bodies.len(), 2);
+    assert_eq!(bodies[0]["model"], "o3-mini");
+    for key in ["max_tokens", "max_completion_tokens", "temperature"] {
+        assert!(bodies[0].get(key).is_none(), "{key}: {}", bodies[0]);
+    }
+    assert_eq!(bodies[1]["max_tokens"], 8);
+    assert!(report.entries[0].ok, "{report}");
+    assert!(
+        report.entries[1].ok,
+        "a cut-off probe still answered: {report}"
+    );
+}
+
+#[test]
+fn base_url_credentials_are_redacted() {
+    use ais_vm::llm::secret::redact_url;
+    assert_eq!(
+        redact_url("https://user:pa55word@h.example/v1?api-key=SECRETQ1&x=1#f"),
+        "https://****@h.example/v1?api-key=****&x=****#f"
+    );
+    assert_eq!(
+        redact_url("http://127.0.0.1:8000/v1"),
+        "http://127.0.0.1:8000/v1"
+    );
+
+    let server = mock();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = server
+        .openai_url()
+        .replace("http://", "http://user:pa55word@")
+        + "?api-key=SECRETQ1";
+    let text =
+        format!("[[llm_backends]]\nname = \"gw\"\nprotocol = \"openai\"\nbase_url = \"{url}\"\n");
+    let s = Settings::resolve(
+        parse(&text).expect("valid"),
+        &Flags::default(),
+        &Env::empty(dir.path()),
+    )
+    .expect("settings");
+    let shown = s.show();
+    assert!(
+        shown.contains("base_url = \"http://****@127.0.0.1:"),
+        "{shown}"
+    );
+    assert!(shown.contains("?api-key=****"), "{shown}");
+    // The server echoes the URL it was called with in its error.
+    server.push(ais_vm::llm::mock::MockReply::error(
+        500,
+        &format!("cannot route {url}; password pa55word, key SECRETQ1"),
+    ));
+    let report = s.doctor().to_string();
+    for (what, text) in [("config show", &shown), ("doctor", &report)] {
+        assert!(!text.contains("pa55word"), "{what}: {text}");
+        assert!(!text.contains("SECRETQ1"), "{what}: {text}");
+    }
+    assert!(report.contains("****@127.0.0.1"), "{report}");
+    assert!(
+        report.contains("cannot route"),
+        "the echo was received: {report}"
+    );
+    assert_eq!(server.request_count(), 1);
+}
+
+#[test]
+fn configured_headers_are_sent_and_their_values_stay_hidden() {
+    let server = mock();
+    let dir = tempfile::tempdir().expect("tempdir");
+    for transport in ["auto", "threads"] {
+        let text = format!(
+            "[[llm_backends]]\nname = \"az\"\nprotocol = \"openai\"\nbase_url = \"{}?api-version=2024-06-01\"\ntransport = \"{transport}\"\nheaders = {{ \"api-key\" = \"$AZ_KEY\", \"OpenAI-Organization\" = \"org-LITERAL1\" }}\n",
+            server.openai_url()
+        );
+        let env = Env::empty(dir.path()).with_var("AZ_KEY", "az-SECRET-VALUE-1");
+        let s = Settings::resolve(parse(&text).expect("valid"), &Flags::default(), &env)
+            .expect("settings");
+        let shown = s.show();
+        assert!(shown.contains("\"api-key\" = \"$AZ_KEY\""), "{shown}");
+        assert!(
+            !shown.contains("az-SECRET-VALUE-1") && !shown.contains("org-LITERAL1"),
+            "{shown}"
+        );
+        // The server echoes the key in its error: it is masked there too.
+        server.push(ais_vm::llm::mock::MockReply::error(
+            400,
+            "bad api-key az-SECRET-VALUE-1",
+        ));
+        let b = s.build_backend("az").expect("backend");
+        let err = b
+            .complete(&request(LlmOpKind::Ask, "x"), &CancelToken::new())
+            .expect_err("400");
+        assert!(
+            !err.message.contains("az-SECRET-VALUE-1"),
+            "{}",
+            err.message
+        );
+        let got = server.last_request().expect("request");
+        assert_eq!(
+            got.header("api-key"),
+            Some("az-SECRET-VALUE-1"),
+            "{transport}"
+        );
+        assert_eq!(got.header("openai-organization"), Some("org-LITERAL1"));
+        assert!(
+            got.path
+                .ends_with("/chat/completions?api-version=2024-06-01"),
+            "{}",
+            got.path
+        );
+    }
+}
+
+#[test]
+fn header_values_with_line_breaks_are_refused_naming_the_header_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = "[[llm_backends]]\nname = \"gw\"\nprotocol = \"openai\"\nheaders = { \"x-gw\" = \"$GW\" }\n";
+    let env = Env::empty(dir.path()).with_var("GW", "v1\r\nx-evil: INJECTED");
+    let s =
+        Settings::resolve(parse(text).expect("valid"), &Flags::default(), &env).expect("settings");
+    let e = match s.build_backend("gw") {
+        Ok(_) => panic!("a header value with a line break was accepted"),
+        Err(e) => e,
+    };
+    assert!(e.message.contains("`x-gw`"), "{}", e.message);
+    assert!(!e.message.contains("INJECTED"), "{}", e.message);
+    let e = err("[[llm_backends]]\nname = \"gw\"\nprotocol = \"openai\"\nheaders = { \"x-gw\" = \"a\\r\\nb: INJECTED\" }\n");
+    assert_eq!(
+        e.message,
+        "the value of header `x-gw` contains a line break"
+    );
+    let e = err("[[llm_backends]]\nname = \"gw\"\nprotocol = \"openai\"\nheaders = { \"bad name\" = \"v\" }\n");
+    assert!(
+        e.message.contains("not a valid header name"),
+        "{}",
+        e.message
+    );
 }

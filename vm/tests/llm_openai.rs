@@ -73,7 +73,7 @@ fn parses_usage_and_finish_reason() {
     let server = mock();
     server.push(MockReply::json(json!({
         "model": "served-model",
-        "choices": [{"message": {"role": "assistant", "content": "done"}, "finish_reason": "length"}],
+        "choices": [{"message": {"role": "assistant", "content": "done"}, "finish_reason": "tool_free_stop"}],
         "usage": {"prompt_tokens": 17, "completion_tokens": 5, "total_tokens": 22}
     })));
     let resp = backend(&server, Protocol::OpenAi)
@@ -85,7 +85,7 @@ fn parses_usage_and_finish_reason() {
             resp.finish_reason.as_str(),
             resp.model.as_str()
         ),
-        ("done", "length", "served-model")
+        ("done", "tool_free_stop", "served-model")
     );
     assert_eq!(
         (
@@ -226,20 +226,6 @@ fn schema_mismatch_twice_is_an_invalid_response_error() {
 }
 
 #[test]
-fn refusal_is_an_invalid_response() {
-    let server = mock();
-    let refusal = MockReply::json(
-        json!({"choices": [{"message": {"content": null, "refusal": "I can't"}, "finish_reason": "stop"}]}),
-    );
-    server.push_n(refusal, 4);
-    let err = backend(&server, Protocol::OpenAi)
-        .complete(&request(LlmOpKind::Ask, "x"), &CancelToken::new())
-        .expect_err("refused");
-    assert_eq!(err.kind, LlmErrorKind::InvalidResponse);
-    assert!(err.message.contains("refused"), "{}", err.message);
-}
-
-#[test]
 fn no_key_sends_no_authorization() {
     let server = mock();
     let mut o = options(&server, Protocol::OpenAi);
@@ -254,4 +240,49 @@ fn no_key_sends_no_authorization() {
             .header("authorization"),
         None
     );
+}
+
+#[test]
+fn reasoning_models_get_max_completion_tokens() {
+    use ais_vm::llm::openai::is_reasoning_model;
+    for m in [
+        "o1",
+        "o3-mini",
+        "o4-mini-2025-04-16",
+        "gpt-5",
+        "gpt-5-mini",
+        "openai/o3",
+    ] {
+        assert!(is_reasoning_model(m), "{m}");
+    }
+    for m in ["gpt-4o", "gpt-4.1-mini", "o10x", "qwen2.5-7b", "llama-o3"] {
+        assert!(!is_reasoning_model(m), "{m}");
+    }
+    let server = mock();
+    let send = |model: &str, setting: Option<bool>| {
+        let mut o = options(&server, Protocol::OpenAi);
+        o.reasoning_model = setting;
+        let mut r = request(LlmOpKind::Ask, "x");
+        r.model = Some(model.into());
+        r.temperature = Some(0.3);
+        r.max_tokens = Some(50);
+        HttpBackend::new(o)
+            .complete(&r, &CancelToken::new())
+            .expect("reply");
+        server.last_request().expect("request").body
+    };
+    let body = send("o3-mini", None);
+    assert_eq!(body["max_completion_tokens"], 50);
+    assert!(body.get("max_tokens").is_none(), "{body}");
+    assert!(body.get("temperature").is_none(), "{body}");
+    let body = send("gpt-4o", None);
+    assert_eq!(body["max_tokens"], 50);
+    assert_eq!(body["temperature"], 0.3);
+    assert!(body.get("max_completion_tokens").is_none(), "{body}");
+    // The backend key overrides the name rule both ways.
+    let body = send("my-deployment", Some(true));
+    assert_eq!(body["max_completion_tokens"], 50);
+    assert!(body.get("temperature").is_none(), "{body}");
+    let body = send("o3-mini", Some(false));
+    assert_eq!(body["max_tokens"], 50);
 }

@@ -456,3 +456,85 @@ fn a_server_that_does_not_speak_http_gets_a_clear_error_not_a_hang() {
         }
     }
 }
+
+/// A reply with `status`, `location` and an empty body.
+fn redirect(status: u16, location: &str) -> MockReply {
+    MockReply::Status {
+        status,
+        headers: vec![("location".into(), location.into())],
+        body: String::new(),
+    }
+}
+
+#[test]
+fn transports_classify_redirects_alike() {
+    for status in [301u16, 302, 303, 307, 308] {
+        let seen = both_ways(
+            LlmOpKind::Ask,
+            &[redirect(status, "http://127.0.0.1:9/elsewhere")],
+        );
+        assert_same(&seen);
+        // Not followed (a POST with a key must not go where a server
+        // points) and not retried: the same request gets the same answer.
+        assert_eq!(seen[0].1, Err(LlmErrorKind::Client), "{status}");
+        assert_eq!(seen[0].2, 1, "{status}");
+    }
+    let server = mock();
+    server.push(redirect(302, "http://127.0.0.1:9/elsewhere"));
+    let err = backend_on(&server, HttpTransport::Threads)
+        .complete(&request(LlmOpKind::Ask, "q"), &CancelToken::new())
+        .expect_err("not followed");
+    assert!(err.message.contains("redirected"), "{}", err.message);
+    assert_eq!(server.request_count(), 1);
+}
+
+#[test]
+fn transports_classify_malformed_replies_alike() {
+    let cases: Vec<(&str, MockReply)> = vec![
+        ("not JSON", MockReply::Malformed),
+        (
+            "JSON without choices",
+            MockReply::json(serde_json::json!({})),
+        ),
+        (
+            "null content",
+            MockReply::json(
+                serde_json::json!({"choices": [{"message": {"content": null}, "finish_reason": "stop"}]}),
+            ),
+        ),
+        (
+            "an error status with a body that is not JSON",
+            MockReply::Status {
+                status: 502,
+                headers: Vec::new(),
+                body: "<html>bad gateway</html>".into(),
+            },
+        ),
+    ];
+    for (name, reply) in cases {
+        let seen = both_ways(LlmOpKind::Ask, &[reply]);
+        assert_same(&seen);
+        assert!(seen[0].1.is_ok(), "{name}: retried and answered");
+        assert_eq!(seen[0].2, 2, "{name}");
+    }
+}
+
+#[test]
+fn a_header_value_with_a_line_break_is_refused_alike_before_sending() {
+    for transport in TRANSPORTS {
+        let server = mock();
+        let mut o = options(&server, Protocol::OpenAi);
+        o.transport = transport;
+        o.headers = vec![(
+            "x-gw".into(),
+            ais_vm::llm::secret::Secret::new("v\r\nx-evil: INJECTED"),
+        )];
+        let err = HttpBackend::new(o)
+            .complete(&request(LlmOpKind::Ask, "q"), &CancelToken::new())
+            .expect_err("refused");
+        assert_eq!(err.kind, LlmErrorKind::Client, "{transport:?}");
+        assert!(err.message.contains("`x-gw`"), "{}", err.message);
+        assert!(!err.message.contains("INJECTED"), "{}", err.message);
+        assert_eq!(server.request_count(), 0, "{transport:?}");
+    }
+}

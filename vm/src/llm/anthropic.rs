@@ -1,7 +1,7 @@
 //! Anthropic Messages API (`POST {base_url}/v1/messages`). Structured ops
 //! ask for JSON in the system prompt; the reply is validated locally.
 
-use super::http::{ErrorDetail, Reply};
+use super::http::{ErrorDetail, Incomplete, Reply};
 use super::prompt::Prepared;
 use super::secret::Secret;
 use super::Usage;
@@ -52,6 +52,21 @@ pub(crate) fn body(p: &Prepared) -> Value {
     Value::Object(b)
 }
 
+/// The tokens a reply reports (0 when absent); read also from replies
+/// that are rejected, since they were spent.
+pub(crate) fn usage(v: &Value) -> Usage {
+    let count = |k: &str| {
+        v.get("usage")
+            .and_then(|u| u.get(k))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    };
+    Usage {
+        prompt_tokens: count("input_tokens"),
+        completion_tokens: count("output_tokens"),
+    }
+}
+
 pub(crate) fn parse(v: &Value) -> Result<Reply, String> {
     let content = v
         .get("content")
@@ -63,19 +78,9 @@ pub(crate) fn parse(v: &Value) -> Result<Reply, String> {
         .filter_map(|b| b.get("text").and_then(Value::as_str))
         .collect::<Vec<_>>()
         .join("");
-    let usage = v.get("usage");
-    let count = |k: &str| {
-        usage
-            .and_then(|u| u.get(k))
-            .and_then(Value::as_u64)
-            .unwrap_or(0)
-    };
     Ok(Reply {
         text,
-        usage: Usage {
-            prompt_tokens: count("input_tokens"),
-            completion_tokens: count("output_tokens"),
-        },
+        usage: usage(v),
         finish_reason: v
             .get("stop_reason")
             .and_then(Value::as_str)
@@ -83,6 +88,16 @@ pub(crate) fn parse(v: &Value) -> Result<Reply, String> {
             .to_string(),
         model: v.get("model").and_then(Value::as_str).map(str::to_string),
     })
+}
+
+/// The error a `stop_reason` stands for, when the reply is not a complete
+/// answer.
+pub(crate) fn incomplete(stop_reason: &str) -> Option<Incomplete> {
+    match stop_reason {
+        "max_tokens" => Some(Incomplete::Truncated),
+        "refusal" => Some(Incomplete::Refusal),
+        _ => None,
+    }
 }
 
 /// `{"type": "error", "error": {"type": "overloaded_error", "message": ...}}`.

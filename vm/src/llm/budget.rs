@@ -5,8 +5,8 @@
 //! fails the call that crosses it, with [`LlmErrorKind::BudgetExceeded`].
 
 use super::{
-    AttemptObserver, CancelToken, LlmBackend, LlmError, LlmErrorKind, LlmRequest, LlmResponse,
-    OnDone, Usage,
+    call_usage, Attempt, AttemptLog, AttemptObserver, CancelToken, LlmBackend, LlmError,
+    LlmErrorKind, LlmRequest, LlmResponse, OnDone, Usage,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -53,6 +53,12 @@ impl TokenBudget {
     /// Adds one call's usage; returns the new total.
     pub fn add(&self, usage: Usage) -> u64 {
         self.calls.fetch_add(1, Ordering::SeqCst);
+        self.add_tokens(usage)
+    }
+
+    /// Adds tokens that no answered call accounts for (a failed call's
+    /// attempts); returns the new total.
+    pub fn add_tokens(&self, usage: Usage) -> u64 {
         self.prompt.fetch_add(usage.prompt_tokens, Ordering::SeqCst);
         self.completion
             .fetch_add(usage.completion_tokens, Ordering::SeqCst);
@@ -99,22 +105,53 @@ impl BudgetedBackend {
         }
     }
 
-    fn after(&self, outcome: Result<LlmResponse, LlmError>) -> Result<LlmResponse, LlmError> {
-        charge(&self.budget, self.inner.name(), outcome)
+    fn after(
+        &self,
+        outcome: Result<LlmResponse, LlmError>,
+        attempts: &[Attempt],
+    ) -> Result<LlmResponse, LlmError> {
+        charge(&self.budget, self.inner.name(), outcome, attempts)
+    }
+
+    /// Runs `request` on the inner backend, reporting attempts to
+    /// `observer` and keeping them to charge their tokens.
+    fn run(
+        &self,
+        request: &LlmRequest,
+        cancel: &CancelToken,
+        observer: &dyn AttemptObserver,
+    ) -> Result<LlmResponse, LlmError> {
+        self.before()?;
+        let log = AttemptLog::new();
+        let tee = |a: &Attempt| {
+            log.on_attempt(a);
+            observer.on_attempt(a);
+        };
+        let outcome = self.inner.complete_observed(request, cancel, &tee);
+        self.after(outcome, &log.attempts())
     }
 }
 
-/// Adds a reply's tokens to `budget`; an error when that exceeds it.
+/// Adds a call's tokens (every attempt's, failed ones too) to `budget`; an
+/// error when a reply crosses the limit. A failed call keeps its own error.
 fn charge(
     budget: &TokenBudget,
     provider: &str,
     outcome: Result<LlmResponse, LlmError>,
+    attempts: &[Attempt],
 ) -> Result<LlmResponse, LlmError> {
-    let response = outcome?;
-    let total = budget.add(response.usage);
+    let usage = call_usage(outcome.as_ref().ok(), attempts);
+    let response = match outcome {
+        Ok(r) => r,
+        Err(e) => {
+            budget.add_tokens(usage);
+            return Err(e);
+        }
+    };
+    let total = budget.add(usage);
     match budget.limit {
         Some(limit) if total > limit => {
-            Err(budget.exceeded(provider, total, limit, Some(response.usage.total())))
+            Err(budget.exceeded(provider, total, limit, Some(usage.total())))
         }
         _ => Ok(response),
     }
@@ -135,8 +172,7 @@ impl LlmBackend for BudgetedBackend {
         request: &LlmRequest,
         cancel: &CancelToken,
     ) -> Result<LlmResponse, LlmError> {
-        self.before()?;
-        self.after(self.inner.complete(request, cancel))
+        self.run(request, cancel, &super::NoObserver)
     }
     fn complete_observed(
         &self,
@@ -144,8 +180,7 @@ impl LlmBackend for BudgetedBackend {
         cancel: &CancelToken,
         observer: &dyn AttemptObserver,
     ) -> Result<LlmResponse, LlmError> {
-        self.before()?;
-        self.after(self.inner.complete_observed(request, cancel, observer))
+        self.run(request, cancel, observer)
     }
     fn scheduled_reply(
         &self,
@@ -155,7 +190,7 @@ impl LlmBackend for BudgetedBackend {
             return Some((std::time::Duration::ZERO, Err(e)));
         }
         let (delay, outcome) = self.inner.scheduled_reply(request)?;
-        Some((delay, self.after(outcome)))
+        Some((delay, self.after(outcome, &[])))
     }
     fn starts_without_waiting(&self) -> bool {
         self.inner.starts_without_waiting()
@@ -173,7 +208,8 @@ impl LlmBackend for BudgetedBackend {
             let budget = Arc::clone(&self.budget);
             let provider = self.inner.name().to_string();
             let done: OnDone = Box::new(move |outcome, attempts| {
-                done(charge(&budget, &provider, outcome), attempts)
+                let outcome = charge(&budget, &provider, outcome, &attempts);
+                done(outcome, attempts)
             });
             wrapped.push((request, cancel, done));
         }

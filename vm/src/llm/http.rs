@@ -56,11 +56,20 @@ impl Protocol {
     }
 
     /// The URL requests go to, from a configured base URL.
+    /// A query in the base URL (Azure's `?api-version=…`) stays at the end.
     pub fn endpoint(self, base_url: &str) -> String {
-        match self {
-            Protocol::OpenAi => openai::endpoint(base_url),
-            Protocol::Anthropic => anthropic::endpoint(base_url),
-            Protocol::Ollama => ollama::endpoint(base_url),
+        let (base, query) = match base_url.split_once('?') {
+            Some((b, q)) => (b, Some(q)),
+            None => (base_url, None),
+        };
+        let url = match self {
+            Protocol::OpenAi => openai::endpoint(base),
+            Protocol::Anthropic => anthropic::endpoint(base),
+            Protocol::Ollama => ollama::endpoint(base),
+        };
+        match query {
+            Some(q) => format!("{url}?{q}"),
+            None => url,
         }
     }
 }
@@ -123,6 +132,42 @@ pub struct Reply {
     pub model: Option<String>,
 }
 
+/// Why a well-formed reply is not a complete answer (from the protocol's
+/// finish/stop/done reason). Each is a structured error, never retried:
+/// the same request would stop the same way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Incomplete {
+    /// Cut off at the token limit (`length`, `max_tokens`).
+    Truncated,
+    /// Withheld by the provider's content filter (`content_filter`).
+    ContentFilter,
+    /// The model declined to answer (`refusal`).
+    Refusal,
+}
+
+impl Incomplete {
+    pub fn kind(self) -> LlmErrorKind {
+        match self {
+            Incomplete::Truncated => LlmErrorKind::Truncated,
+            Incomplete::ContentFilter | Incomplete::Refusal => LlmErrorKind::ContentFilter,
+        }
+    }
+
+    /// The error message for `reply`; a refusal quotes the model's words.
+    fn message(self, reply: &Reply) -> String {
+        let reason = &reply.finish_reason;
+        match self {
+            Incomplete::Truncated => format!(
+                "the reply was cut off at the token limit (finish reason `{reason}`); raise max_tokens"
+            ),
+            Incomplete::ContentFilter => format!(
+                "the provider's content filter withheld the reply (finish reason `{reason}`)"
+            ),
+            Incomplete::Refusal => format!("the model refused: {}", reply.text),
+        }
+    }
+}
+
 /// A provider error body, reduced to message and machine code.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ErrorDetail {
@@ -182,6 +227,17 @@ pub struct HttpOptions {
     pub retry: RetryPolicy,
     pub structured: StructuredMode,
     pub transport: HttpTransport,
+    /// Return truncated or filtered replies as values (their finish reason
+    /// stays on the attempt) instead of failing with `llm.truncated` /
+    /// `llm.content_filter`. Config key `accept_incomplete`.
+    pub accept_incomplete: bool,
+    /// Send `max_completion_tokens` and no `temperature` (OpenAI protocol).
+    /// `None`: decided per model by [`openai::is_reasoning_model`]. Config
+    /// key `reasoning_model`.
+    pub reasoning_model: Option<bool>,
+    /// Extra request headers (config key `headers`); values are secrets,
+    /// since they may come from the environment (`api-key`).
+    pub headers: Vec<(String, Secret)>,
 }
 
 impl HttpOptions {
@@ -201,6 +257,9 @@ impl HttpOptions {
             retry: RetryPolicy::default(),
             structured: StructuredMode::default(),
             transport: HttpTransport::default(),
+            accept_incomplete: false,
+            reasoning_model: None,
+            headers: Vec::new(),
         }
     }
 }
@@ -343,6 +402,10 @@ impl HttpCore {
         }
         let config = builder
             .http_status_as_error(false)
+            // Like the event transport: a redirect is the server's answer
+            // (a `client` error), never followed, since following would
+            // send the request, key included, wherever it points.
+            .max_redirects(0)
             // Keep a connection per allowed concurrent call, so a fan-out
             // reuses its connections instead of reconnecting every round.
             .max_idle_connections_per_host(opts.concurrency.max(1))
@@ -403,19 +466,29 @@ impl HttpCore {
 
     fn body(&self, p: &Prepared) -> Value {
         match self.opts.protocol {
-            Protocol::OpenAi => openai::body(p, self.opts.structured),
+            Protocol::OpenAi => openai::body(p, self.opts.structured, self.reasoning(&p.model)),
             Protocol::Anthropic => anthropic::body(p),
             Protocol::Ollama => ollama::body(p, self.opts.structured),
         }
     }
 
-    fn headers(&self, p: &Prepared) -> Vec<(&'static str, String)> {
-        let mut h = match self.opts.protocol {
+    fn headers(&self, p: &Prepared) -> Vec<(String, String)> {
+        let protocol = match self.opts.protocol {
             Protocol::OpenAi => openai::headers(self.opts.api_key.as_ref()),
             Protocol::Anthropic => anthropic::headers(self.opts.api_key.as_ref()),
             Protocol::Ollama => openai::headers(self.opts.api_key.as_ref()),
         };
-        h.push(("x-apxm-op", p.kind.name().to_string()));
+        let mut h: Vec<(String, String)> = protocol
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        // Configured headers (Azure `api-key`, OpenAI organization, a
+        // gateway's) replace a protocol header of the same name.
+        for (name, value) in &self.opts.headers {
+            h.retain(|(k, _)| !k.eq_ignore_ascii_case(name));
+            h.push((name.clone(), value.expose().to_string()));
+        }
+        h.push(("x-apxm-op".into(), p.kind.name().to_string()));
         h
     }
 
@@ -424,6 +497,31 @@ impl HttpCore {
             Protocol::OpenAi => openai::parse(v),
             Protocol::Anthropic => anthropic::parse(v),
             Protocol::Ollama => ollama::parse(v),
+        }
+    }
+
+    /// Whether `model` gets reasoning-model parameters (OpenAI protocol).
+    fn reasoning(&self, model: &str) -> bool {
+        self.opts
+            .reasoning_model
+            .unwrap_or_else(|| openai::is_reasoning_model(model))
+    }
+
+    fn usage(&self, v: &Value) -> Usage {
+        match self.opts.protocol {
+            Protocol::OpenAi => openai::usage(v),
+            Protocol::Anthropic => anthropic::usage(v),
+            Protocol::Ollama => ollama::usage(v),
+        }
+    }
+
+    /// Why `reply` is not a complete answer, if it is not.
+    fn incomplete(&self, reply: &Reply) -> Option<Incomplete> {
+        let reason = reply.finish_reason.as_str();
+        match self.opts.protocol {
+            Protocol::OpenAi => openai::incomplete(reason),
+            Protocol::Anthropic => anthropic::incomplete(reason),
+            Protocol::Ollama => ollama::incomplete(reason),
         }
     }
 
@@ -436,7 +534,11 @@ impl HttpCore {
     }
 
     fn redact(&self, text: &str) -> String {
-        redact(text, self.opts.api_key.as_ref())
+        let mut text = super::secret::redact_url_in(text, &self.opts.base_url);
+        for (_, value) in &self.opts.headers {
+            text = redact(&text, Some(value));
+        }
+        redact(&text, self.opts.api_key.as_ref())
     }
 
     /// One HTTP exchange. Through the pool, so a cancelled run does not
@@ -444,7 +546,7 @@ impl HttpCore {
     /// timeout and then serves the next call).
     fn exchange(
         &self,
-        headers: &[(&'static str, String)],
+        headers: &[(String, String)],
         body: String,
         cancel: &CancelToken,
         via: Via,
@@ -511,7 +613,7 @@ impl HttpCore {
     fn exchange_evented(
         &self,
         ev: &events::EventTransport,
-        headers: &[(&'static str, String)],
+        headers: &[(String, String)],
         body: &str,
         cancel: &CancelToken,
     ) -> Result<Exchange, LlmError> {
@@ -592,6 +694,19 @@ impl HttpCore {
         first: &mut First,
     ) -> Result<Reply, Stop> {
         let headers = self.headers(p);
+        // Checked here so both transports refuse alike, before sending; a
+        // line break would split the request. The header is named, its
+        // value never shown.
+        if let Some((name, _)) = headers.iter().find(|(_, v)| v.contains(['\r', '\n'])) {
+            return Err(self
+                .fail(
+                    LlmErrorKind::Client,
+                    None,
+                    format!("the `{name}` header value contains a line break; check the backend's settings"),
+                    *number,
+                )
+                .into());
+        }
         let body = self.body(p).to_string();
         let mut retries = 0u32;
         loop {
@@ -618,6 +733,10 @@ impl HttpCore {
                     }
                 }
             };
+            // Known when the server sent a well-formed reply (kept on the
+            // attempt even when the reply is not accepted).
+            let mut finish_reason = None;
+            let mut usage = Usage::default();
             // (kind, status, message, retryable, server delay)
             let failure: (LlmErrorKind, Option<u16>, String, bool, Option<Duration>) = match outcome
             {
@@ -625,20 +744,32 @@ impl HttpCore {
                 Exchange::Status { status, body, .. } if (200..300).contains(&status) => {
                     match serde_json::from_str::<Value>(&body)
                         .map_err(|e| format!("malformed JSON body: {e}"))
-                        .and_then(|v| self.parse(&v))
-                    {
+                        .and_then(|v| {
+                            usage = self.usage(&v);
+                            self.parse(&v)
+                        }) {
                         Ok(reply) => {
-                            observer.on_attempt(&Attempt {
-                                provider: self.opts.name.clone(),
-                                number: *number,
-                                status: Some(status),
-                                error: None,
-                                message: None,
-                                latency,
-                                retry_in: None,
-                                server_delay: false,
-                            });
-                            return Ok(reply);
+                            finish_reason = Some(reply.finish_reason.clone());
+                            match self.incomplete(&reply) {
+                                Some(why) if !self.opts.accept_incomplete => {
+                                    (why.kind(), Some(status), why.message(&reply), false, None)
+                                }
+                                _ => {
+                                    observer.on_attempt(&Attempt {
+                                        provider: self.opts.name.clone(),
+                                        number: *number,
+                                        status: Some(status),
+                                        error: None,
+                                        message: None,
+                                        latency,
+                                        retry_in: None,
+                                        server_delay: false,
+                                        finish_reason,
+                                        usage,
+                                    });
+                                    return Ok(reply);
+                                }
+                            }
                         }
                         Err(m) => (LlmErrorKind::InvalidResponse, Some(status), m, true, None),
                     }
@@ -660,6 +791,11 @@ impl HttpCore {
                         _ => (LlmErrorKind::Client, false),
                     };
                     let mut message = detail.message;
+                    if (300..400).contains(&status) {
+                        message = format!(
+                            "the server redirected the request (HTTP {status}), which is not followed; set base_url to the final address"
+                        );
+                    }
                     if spend {
                         message = format!("spend limit or quota exhausted, not retried: {message}");
                     }
@@ -690,6 +826,8 @@ impl HttpCore {
                 latency,
                 retry_in: delay,
                 server_delay: again && server.is_some(),
+                finish_reason,
+                usage,
             });
             match delay {
                 Some(d) => {
@@ -910,15 +1048,10 @@ fn serve_pool(pool: &Arc<Pool>) {
     }
 }
 
-fn send(
-    agent: &ureq::Agent,
-    url: &str,
-    headers: &[(&'static str, String)],
-    body: String,
-) -> Exchange {
+fn send(agent: &ureq::Agent, url: &str, headers: &[(String, String)], body: String) -> Exchange {
     let mut req = agent.post(url).content_type("application/json");
     for (k, v) in headers {
-        req = req.header(*k, v.as_str());
+        req = req.header(k.as_str(), v.as_str());
     }
     match req.send(body) {
         Ok(mut resp) => {
@@ -1158,6 +1291,8 @@ impl HttpCore {
                         latency: Duration::ZERO,
                         retry_in: Some(Duration::ZERO),
                         server_delay: false,
+                        finish_reason: None,
+                        usage: Usage::default(),
                     });
                     p.messages.push(("assistant", reply.text));
                     p.messages.push(("user", prompt::repair_message(&problem)));
@@ -1296,7 +1431,7 @@ impl HttpCore {
 /// request); the message names the header, never its value.
 fn request_bytes(
     target: &events::Target,
-    headers: &[(&'static str, String)],
+    headers: &[(String, String)],
     body: &str,
 ) -> Result<Vec<u8>, String> {
     use std::fmt::Write as _;

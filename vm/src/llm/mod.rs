@@ -122,9 +122,32 @@ pub enum LlmErrorKind {
     Client,
     Auth,
     InvalidResponse,
+    /// The reply stopped at the token limit (`llm.truncated`).
+    Truncated,
+    /// The provider's filter withheld the reply, or the model refused
+    /// (`llm.content_filter`).
+    ContentFilter,
     BudgetExceeded,
     Cancelled,
     Replay,
+}
+
+/// The tokens a call spent: every attempt's, including attempts whose
+/// reply was rejected (cut off, invalid, repaired) and calls that failed.
+/// Backends that report no per-attempt usage (the simulator, replays) are
+/// counted by their reply; taking the larger of the two per field counts
+/// each token once either way, since a reply's usage is part of its
+/// attempts' when both are known.
+pub fn call_usage(reply: Option<&LlmResponse>, attempts: &[Attempt]) -> Usage {
+    let spent = attempts.iter().fold(Usage::default(), |sum, a| Usage {
+        prompt_tokens: sum.prompt_tokens + a.usage.prompt_tokens,
+        completion_tokens: sum.completion_tokens + a.usage.completion_tokens,
+    });
+    let replied = reply.map(|r| r.usage).unwrap_or_default();
+    Usage {
+        prompt_tokens: spent.prompt_tokens.max(replied.prompt_tokens),
+        completion_tokens: spent.completion_tokens.max(replied.completion_tokens),
+    }
 }
 
 /// Set when the run fails or is interrupted; backends check it between
@@ -254,6 +277,13 @@ pub struct Attempt {
     pub retry_in: Option<Duration>,
     /// True when the delay came from the server (`Retry-After`).
     pub server_delay: bool,
+    /// The provider's finish/stop reason, when it sent a well-formed reply.
+    #[serde(default)]
+    pub finish_reason: Option<String>,
+    /// Tokens the provider reported for this attempt (zero when it reported
+    /// none), also for attempts whose reply was not accepted.
+    #[serde(default)]
+    pub usage: Usage,
 }
 
 impl Attempt {
@@ -263,9 +293,15 @@ impl Attempt {
         result: &Result<LlmResponse, LlmError>,
         latency: Duration,
     ) -> Attempt {
-        let (status, error, message) = match result {
-            Ok(_) => (None, None, None),
-            Err(e) => (e.status, Some(e.kind), Some(e.message.clone())),
+        let (status, error, message, finish_reason, usage) = match result {
+            Ok(r) => (None, None, None, Some(r.finish_reason.clone()), r.usage),
+            Err(e) => (
+                e.status,
+                Some(e.kind),
+                Some(e.message.clone()),
+                None,
+                Usage::default(),
+            ),
         };
         Attempt {
             provider: provider.to_string(),
@@ -276,6 +312,8 @@ impl Attempt {
             latency,
             retry_in: None,
             server_delay: false,
+            finish_reason,
+            usage,
         }
     }
 

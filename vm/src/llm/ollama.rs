@@ -1,7 +1,7 @@
 //! Ollama's native chat API (`POST {base_url}/api/chat`, `stream: false`).
 //! Structured ops pass the schema as `format`.
 
-use super::http::{ErrorDetail, Reply, StructuredMode};
+use super::http::{ErrorDetail, Incomplete, Reply, StructuredMode};
 use super::prompt::Prepared;
 use super::Usage;
 use serde_json::{json, Map, Value};
@@ -50,6 +50,16 @@ pub(crate) fn body(p: &Prepared, mode: StructuredMode) -> Value {
     Value::Object(b)
 }
 
+/// The tokens a reply reports (0 when absent); read also from replies
+/// that are rejected, since they were spent.
+pub(crate) fn usage(v: &Value) -> Usage {
+    let count = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
+    Usage {
+        prompt_tokens: count("prompt_eval_count"),
+        completion_tokens: count("eval_count"),
+    }
+}
+
 pub(crate) fn parse(v: &Value) -> Result<Reply, String> {
     let text = v
         .get("message")
@@ -57,13 +67,9 @@ pub(crate) fn parse(v: &Value) -> Result<Reply, String> {
         .and_then(Value::as_str)
         .ok_or("reply has no `message.content`")?
         .to_string();
-    let count = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
     Ok(Reply {
         text,
-        usage: Usage {
-            prompt_tokens: count("prompt_eval_count"),
-            completion_tokens: count("eval_count"),
-        },
+        usage: usage(v),
         finish_reason: v
             .get("done_reason")
             .and_then(Value::as_str)
@@ -75,6 +81,12 @@ pub(crate) fn parse(v: &Value) -> Result<Reply, String> {
             .to_string(),
         model: v.get("model").and_then(Value::as_str).map(str::to_string),
     })
+}
+
+/// The error a `done_reason` stands for, when the reply is not a complete
+/// answer.
+pub(crate) fn incomplete(done_reason: &str) -> Option<Incomplete> {
+    (done_reason == "length").then_some(Incomplete::Truncated)
 }
 
 /// `{"error": "model 'x' not found"}`.

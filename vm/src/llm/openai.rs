@@ -3,7 +3,7 @@
 //! Construct it with [`HttpBackend`](super::http::HttpBackend) and
 //! [`Protocol::OpenAi`](super::http::Protocol::OpenAi).
 
-use super::http::{ErrorDetail, Reply, StructuredMode};
+use super::http::{ErrorDetail, Incomplete, Reply, StructuredMode};
 use super::prompt::Prepared;
 use super::secret::Secret;
 use super::Usage;
@@ -27,7 +27,26 @@ pub(crate) fn headers(key: Option<&Secret>) -> Vec<(&'static str, String)> {
     }
 }
 
-pub(crate) fn body(p: &Prepared, mode: StructuredMode) -> Value {
+/// True for OpenAI's reasoning-model families (`o1`, `o3`, `o4-mini`,
+/// `gpt-5`, …, also behind a gateway prefix such as `openai/o3`). They
+/// reject `max_tokens` (wanting `max_completion_tokens`, which also covers
+/// hidden reasoning) and sampling parameters such as `temperature`. The
+/// backend key `reasoning_model` overrides this rule.
+pub fn is_reasoning_model(model: &str) -> bool {
+    let name = model
+        .rsplit('/')
+        .next()
+        .unwrap_or(model)
+        .to_ascii_lowercase();
+    let family = |f: &str| {
+        name.strip_prefix(f)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('-'))
+    };
+    family("o1") || family("o3") || family("o4") || name.starts_with("gpt-5")
+}
+
+/// `reasoning`: send `max_completion_tokens` and no sampling parameters.
+pub(crate) fn body(p: &Prepared, mode: StructuredMode, reasoning: bool) -> Value {
     let mut messages = vec![json!({"role": "system", "content": p.system})];
     for (role, text) in &p.messages {
         messages.push(json!({"role": role, "content": text}));
@@ -35,11 +54,16 @@ pub(crate) fn body(p: &Prepared, mode: StructuredMode) -> Value {
     let mut b = Map::new();
     b.insert("model".into(), json!(p.model));
     b.insert("messages".into(), Value::Array(messages));
-    if let Some(t) = p.temperature {
+    if let (Some(t), false) = (p.temperature, reasoning) {
         b.insert("temperature".into(), json!(t));
     }
     if let Some(m) = p.max_tokens {
-        b.insert("max_tokens".into(), json!(m));
+        let key = if reasoning {
+            "max_completion_tokens"
+        } else {
+            "max_tokens"
+        };
+        b.insert(key.into(), json!(m));
     }
     if let Some(schema) = &p.schema {
         match mode {
@@ -61,6 +85,21 @@ pub(crate) fn body(p: &Prepared, mode: StructuredMode) -> Value {
     Value::Object(b)
 }
 
+/// The tokens a reply reports (0 when absent); read also from replies
+/// that are rejected, since they were spent.
+pub(crate) fn usage(v: &Value) -> Usage {
+    let count = |k: &str| {
+        v.get("usage")
+            .and_then(|u| u.get(k))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    };
+    Usage {
+        prompt_tokens: count("prompt_tokens"),
+        completion_tokens: count("completion_tokens"),
+    }
+}
+
 pub(crate) fn parse(v: &Value) -> Result<Reply, String> {
     let choice = v
         .get("choices")
@@ -69,34 +108,51 @@ pub(crate) fn parse(v: &Value) -> Result<Reply, String> {
     let message = choice
         .get("message")
         .ok_or("reply has no `choices[0].message`")?;
+    let mut finish_reason = choice
+        .get("finish_reason")
+        .and_then(Value::as_str)
+        .unwrap_or("unknown")
+        .to_string();
     let text = match message.get("content") {
         Some(Value::String(s)) => s.clone(),
         Some(Value::Null) | None => match message.get("refusal").and_then(Value::as_str) {
-            Some(r) => return Err(format!("the model refused: {r}")),
-            None => String::new(),
+            // OpenAI reports a refusal with `finish_reason: "stop"`; name it
+            // so the caller does not take the refusal text for an answer.
+            Some(r) => {
+                finish_reason = "refusal".into();
+                r.to_string()
+            }
+            // Tool calls without text are a different reply (handled with
+            // tool use); anything else with no text is not an answer.
+            None if has_tool_calls(message) => String::new(),
+            None => return Err("`choices[0].message.content` is null".into()),
         },
         Some(other) => return Err(format!("`choices[0].message.content` is {other}, not text")),
     };
-    let usage = v.get("usage");
-    let count = |k: &str| {
-        usage
-            .and_then(|u| u.get(k))
-            .and_then(Value::as_u64)
-            .unwrap_or(0)
-    };
     Ok(Reply {
         text,
-        usage: Usage {
-            prompt_tokens: count("prompt_tokens"),
-            completion_tokens: count("completion_tokens"),
-        },
-        finish_reason: choice
-            .get("finish_reason")
-            .and_then(Value::as_str)
-            .unwrap_or("unknown")
-            .to_string(),
+        usage: usage(v),
+        finish_reason,
         model: v.get("model").and_then(Value::as_str).map(str::to_string),
     })
+}
+
+fn has_tool_calls(message: &Value) -> bool {
+    message
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .is_some_and(|c| !c.is_empty())
+}
+
+/// The error a finish reason stands for, when the reply is not a complete
+/// answer.
+pub(crate) fn incomplete(finish_reason: &str) -> Option<Incomplete> {
+    match finish_reason {
+        "length" => Some(Incomplete::Truncated),
+        "content_filter" => Some(Incomplete::ContentFilter),
+        "refusal" => Some(Incomplete::Refusal),
+        _ => None,
+    }
 }
 
 /// `{"error": {"message", "type", "code"}}`; some servers send a bare

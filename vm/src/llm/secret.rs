@@ -67,6 +67,93 @@ pub fn redact(text: &str, secret: Option<&Secret>) -> String {
     redact_key_shapes(&out)
 }
 
+/// `url` with its credentials masked: the user-info (`user:password@`) and
+/// every query value (`?key=…`), so a key pasted into `base_url` never
+/// shows in `config show`, `doctor`, errors or events.
+pub fn redact_url(url: &str) -> String {
+    let (head, fragment) = match url.split_once('#') {
+        Some((h, f)) => (h, Some(f)),
+        None => (url, None),
+    };
+    let (head, query) = match head.split_once('?') {
+        Some((h, q)) => (h, Some(q)),
+        None => (head, None),
+    };
+    let scheme_end = head.find("://").map_or(0, |i| i + 3);
+    let (scheme, rest) = head.split_at(scheme_end);
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    let mut out = String::from(scheme);
+    match authority.rsplit_once('@') {
+        Some((_, host)) => {
+            out.push_str("****@");
+            out.push_str(host);
+        }
+        None => out.push_str(authority),
+    }
+    out.push_str(path);
+    if let Some(q) = query {
+        let masked: Vec<String> = q
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((k, _)) => format!("{k}=****"),
+                None => pair.to_string(),
+            })
+            .collect();
+        out.push('?');
+        out.push_str(&masked.join("&"));
+    }
+    if let Some(f) = fragment {
+        out.push('#');
+        out.push_str(f);
+    }
+    out
+}
+
+/// Masks every occurrence of `url` (and of its credential parts) in
+/// `text` by [`redact_url`].
+pub fn redact_url_in(text: &str, url: &str) -> String {
+    let masked = redact_url(url);
+    if masked == url {
+        return text.to_string();
+    }
+    let mut out = text.replace(url, &masked);
+    // Pieces of the URL a message may quote on their own (a transport
+    // error naming the host with its user-info, a query value).
+    let secrets = url_secrets(url);
+    for s in secrets.iter().filter(|s| s.len() >= 4) {
+        out = out.replace(s.as_str(), "****");
+    }
+    out
+}
+
+/// The user-info and query values of `url`.
+fn url_secrets(url: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let head = url.split('#').next().unwrap_or(url);
+    let (head, query) = match head.split_once('?') {
+        Some((h, q)) => (h, Some(q)),
+        None => (head, None),
+    };
+    let rest = head.split_once("://").map_or(head, |(_, r)| r);
+    let authority = rest.split('/').next().unwrap_or(rest);
+    if let Some((info, _)) = authority.rsplit_once('@') {
+        found.push(format!("{info}@"));
+        found.extend(info.split(':').map(str::to_string));
+    }
+    if let Some(q) = query {
+        found.extend(
+            q.split('&')
+                .filter_map(|p| p.split_once('='))
+                .map(|(_, v)| v.to_string()),
+        );
+    }
+    found.retain(|s| !s.is_empty());
+    // Longest first, so a piece never leaves part of a longer one behind.
+    found.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    found
+}
+
 /// Masks words that look like provider keys (`sk-...`, `sk-ant-...`,
 /// `Bearer ...`), whatever their origin.
 fn redact_key_shapes(text: &str) -> String {

@@ -1586,14 +1586,16 @@ impl<'r> Run<'r> {
         result: Result<crate::llm::LlmResponse, crate::llm::LlmError>,
         attempts: Vec<crate::llm::Attempt>,
     ) -> (Result<Val, OpError>, Option<Box<LlmInfo>>) {
+        // Failed and rejected attempts spent tokens too.
+        let usage = crate::llm::call_usage(result.as_ref().ok(), &attempts);
         let attempts: Vec<AttemptRecord> =
             attempts.iter().map(AttemptRecord::from_attempt).collect();
         match result {
             Ok(resp) => {
                 let info = Box::new(LlmInfo {
                     model: resp.model.clone(),
-                    input_tokens: resp.usage.prompt_tokens,
-                    output_tokens: resp.usage.completion_tokens,
+                    input_tokens: usage.prompt_tokens,
+                    output_tokens: usage.completion_tokens,
                     simulated: resp.simulated,
                     attempts,
                 });
@@ -1602,8 +1604,8 @@ impl<'r> Run<'r> {
             Err(e) => {
                 let info = Box::new(LlmInfo {
                     model: req.model.clone().unwrap_or_default(),
-                    input_tokens: 0,
-                    output_tokens: 0,
+                    input_tokens: usage.prompt_tokens,
+                    output_tokens: usage.completion_tokens,
                     simulated: self.backend.is_simulated(),
                     attempts,
                 });

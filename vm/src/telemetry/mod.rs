@@ -53,6 +53,10 @@ pub struct AttemptRecord {
     pub latency_ms: f64,
     /// Backoff before the next attempt, when there was one.
     pub retry_in_ms: Option<f64>,
+    /// The provider's finish/stop reason (`stop`, `length`, `max_tokens`,
+    /// `content_filter`, `refusal`, ...) when it sent a well-formed reply.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
 }
 
 impl AttemptRecord {
@@ -68,6 +72,7 @@ impl AttemptRecord {
             }),
             latency_ms: a.latency.as_secs_f64() * 1e3,
             retry_in_ms: a.retry_in.map(|d| d.as_secs_f64() * 1e3),
+            finish_reason: a.finish_reason.clone(),
         }
     }
 }
@@ -133,6 +138,9 @@ pub struct RunSummary {
     pub max_queue_wait_ms: f64,
     /// LLM request attempts, retries included (≥ `llm_calls`).
     pub llm_attempts: u64,
+    /// Attempts that were followed by another (retries and repair
+    /// requests).
+    pub llm_retries: u64,
 }
 
 impl RunSummary {
@@ -170,6 +178,11 @@ impl RunSummary {
                 self.input_tokens += l.input_tokens;
                 self.output_tokens += l.output_tokens;
                 self.llm_attempts += l.attempts.len().max(1) as u64;
+                self.llm_retries += l
+                    .attempts
+                    .iter()
+                    .filter(|a| a.retry_in_ms.is_some())
+                    .count() as u64;
             }
         }
         // Ends before starts at the same instant: touching ops do not overlap.
@@ -190,7 +203,7 @@ impl RunSummary {
     pub fn render(&self) -> String {
         format!(
             "makespan {:.2} ms (critical path estimate {} ms) · {} ops in {} frames · parallelism avg {:.2}, peak {}\n\
-             LLM calls {} ({} in / {} out tokens) · tool calls {} · failed {} · cancelled {}\n\
+             LLM calls {} ({} attempts, {} retries; {} in / {} out tokens) · tool calls {} · failed {} · cancelled {}\n\
              {} workers · concurrency {} ({}) · scheduler overhead {:.3} µs/op · setup {:.2} ms",
             self.makespan_ms,
             self.critical_path_estimate_ms,
@@ -199,6 +212,8 @@ impl RunSummary {
             self.avg_parallelism,
             self.peak_parallelism,
             self.llm_calls,
+            self.llm_attempts,
+            self.llm_retries,
             self.input_tokens,
             self.output_tokens,
             self.tool_calls,

@@ -106,6 +106,35 @@ impl MockReply {
         }
     }
 
+    /// An OpenAI reply with this `finish_reason`, some text and usage
+    /// (10 prompt, 5 completion tokens).
+    pub fn openai_finish(reason: &str) -> MockReply {
+        MockReply::json(json!({
+            "model": "mock",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "partial answ"}, "finish_reason": reason}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+        }))
+    }
+
+    /// An Anthropic reply with this `stop_reason` and usage (10 in, 5 out).
+    pub fn anthropic_stop(reason: &str) -> MockReply {
+        MockReply::json(json!({
+            "type": "message", "role": "assistant", "model": "mock",
+            "content": [{"type": "text", "text": "partial answ"}],
+            "stop_reason": reason,
+            "usage": {"input_tokens": 10, "output_tokens": 5}
+        }))
+    }
+
+    /// An Ollama reply with this `done_reason` and counts (10 in, 5 out).
+    pub fn ollama_done(reason: &str) -> MockReply {
+        MockReply::json(json!({
+            "model": "mock", "done": true, "done_reason": reason,
+            "message": {"role": "assistant", "content": "partial answ"},
+            "prompt_eval_count": 10, "eval_count": 5
+        }))
+    }
+
     /// `200` with exactly this JSON body.
     pub fn json(body: Value) -> MockReply {
         MockReply::Status {
