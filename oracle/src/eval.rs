@@ -8,7 +8,7 @@ use crate::error::OracleError;
 use crate::value::{self, text};
 use crate::world::{World, TIERS};
 use ais_compiler::syntax::ast::{
-    Agent, Block, CaseBody, Expr, ExprKind, Flow, Member, Stmt, StmtKind, Switch, UnaryOp,
+    Agent, BinaryOp, Block, CaseBody, Expr, ExprKind, Flow, Member, Stmt, StmtKind, Switch, UnaryOp,
 };
 use ais_compiler::syntax::lexer::{StrLit, StrPart};
 use ais_vm::llm::{
@@ -312,9 +312,16 @@ impl<'p> Interpreter<'p> {
                     },
                 }
             }
+            ExprKind::Binary(op @ (BinaryOp::And | BinaryOp::Or), a, b) => {
+                // Short circuit (docs/language.md §5.3): the right operand
+                // runs only when the left one does not decide.
+                let left = value::truthy(&self.eval(frame, a)?);
+                if left == (*op == BinaryOp::Or) {
+                    return Ok(Json::Bool(left));
+                }
+                Ok(Json::Bool(value::truthy(&self.eval(frame, b)?)))
+            }
             ExprKind::Binary(op, a, b) => {
-                // Both operands are evaluated (no short circuit: the docs
-                // define `&&`/`||` on two values).
                 let a = self.eval(frame, a)?;
                 let b = self.eval(frame, b)?;
                 Ok(value::binary(*op, &a, &b)?)
