@@ -77,3 +77,19 @@ agent A {
         );
     }
 }
+
+#[test]
+fn constant_switch_folded_to_default_despite_loose_match() {
+    // canonicalize folded a switch on a constant that matches a case only
+    // loosely ("**billing**", "Billing.") to its default at -O1/-O2.
+    for scrutinee in ["**billing**", "Billing.", "billing: overdue"] {
+        let source = format!(
+            "agent A {{\n    @entry flow main() -> str {{\n        switch \"{scrutinee}\" {{\n            case \"billing\" => \"loose\"\n            default => \"default\"\n        }} -> v\n        return v\n    }}\n}}\n"
+        );
+        assert_eq!(
+            run_everywhere(&source, &[]),
+            json!("loose"),
+            "{scrutinee:?}"
+        );
+    }
+}
