@@ -101,7 +101,16 @@ pub struct Case {
     pub s: u8,
 }
 
-const WORDS: [&str; 8] = ["billing", "Billing.", " BUG: crash", "bug", "other", "", "x y", "**billing**"];
+const WORDS: [&str; 8] = [
+    "billing",
+    "Billing.",
+    " BUG: crash",
+    "bug",
+    "other",
+    "",
+    "x y",
+    "**billing**",
+];
 const CASES: [&str; 3] = ["billing", "bug", "other"];
 const TEXT_OPS: [&str; 4] = ["ask", "think", "reason", "llm"];
 const TIERS: [&str; 3] = ["stm", "ltm", "episodic"];
@@ -185,24 +194,36 @@ fn stmts(depth: u32) -> BoxedStrategy<Vec<Stmt>> {
     let compound = prop_oneof![
         (cond(), inner.clone(), inner.clone()).prop_map(|(c, t, e)| Stmt::If(c, t, e)),
         (0u8..4, inner.clone()).prop_map(|(n, b)| Stmt::Loop(n, b)),
-        (inner.clone(), proptest::option::of(any::<u8>()), inner.clone())
+        (
+            inner.clone(),
+            proptest::option::of(any::<u8>()),
+            inner.clone()
+        )
             .prop_map(|(b, f, h)| Stmt::Try(b, f, h)),
         (text(1), proptest::collection::vec(inner, 1..4), text(1))
             .prop_map(|(s, arms, d)| Stmt::Switch(s, arms, d)),
     ];
-    proptest::collection::vec(prop_oneof![3 => simple, 1 => compound], 0..5).boxed()
+    proptest::collection::vec(prop_oneof![3 => simple, 1 => compound], 0..4).boxed()
 }
 
 pub fn case() -> impl Strategy<Value = Case> {
-    (stmts(2), stmts(1), stmts(1), -3i8..6, any::<u8>())
-        .prop_map(|(main, step, work, n, s)| Case { main, step, work, n, s })
+    (stmts(2), stmts(1), stmts(1), -3i8..6, any::<u8>()).prop_map(|(main, step, work, n, s)| Case {
+        main,
+        step,
+        work,
+        n,
+        s,
+    })
 }
 
 impl Case {
     pub fn args(&self) -> Vec<(String, serde_json::Value)> {
         vec![
             ("n".into(), serde_json::json!(self.n)),
-            ("s".into(), serde_json::json!(WORDS[self.s as usize % WORDS.len()])),
+            (
+                "s".into(),
+                serde_json::json!(WORDS[self.s as usize % WORDS.len()]),
+            ),
         ]
     }
 }

@@ -85,7 +85,9 @@ impl Ctx {
     fn text(&self, e: &StrE) -> String {
         match e {
             StrE::Lit(i) => format!("\"{}\"", WORDS[*i as usize % WORDS.len()]),
-            StrE::Var(i) => self.pick(Ty::Str, *i, false).unwrap_or_else(|| "\"none\"".into()),
+            StrE::Var(i) => self
+                .pick(Ty::Str, *i, false)
+                .unwrap_or_else(|| "\"none\"".into()),
             StrE::Template(i) => {
                 let all: Vec<&String> = self.vars.iter().map(|(n, _, _)| n).collect();
                 match all.get(*i as usize % all.len().max(1)) {
@@ -106,20 +108,34 @@ impl Ctx {
             }
             StrE::Structured(k, p) => match k % 3 {
                 0 => format!("(\"\" + reflect({}))", self.text(p)),
-                1 => format!("(\"\" + verify(\"claim\" + {}, \"evidence\"))", self.text(p)),
-                _ => format!("(\"\" + plan(\"goal\" + {}).steps[0].description)", self.text(p)),
+                1 => format!(
+                    "(\"\" + verify(\"claim\" + {}, \"evidence\"))",
+                    self.text(p)
+                ),
+                _ => format!(
+                    "(\"\" + plan(\"goal\" + {}).steps[0].description)",
+                    self.text(p)
+                ),
             },
             StrE::Work(a) if self.which == Which::Main && self.effects_ok() => {
                 format!("B.work({})", self.text(a))
             }
             StrE::Work(a) => self.text(a),
             StrE::Lookup(i) => {
-                let v = self.pick(Ty::Str, *i, false).unwrap_or_else(|| "none".into());
-                let v = if v.starts_with('"') { "none".to_string() } else { format!("{{{v}}}") };
+                let v = self
+                    .pick(Ty::Str, *i, false)
+                    .unwrap_or_else(|| "none".into());
+                let v = if v.starts_with('"') {
+                    "none".to_string()
+                } else {
+                    format!("{{{v}}}")
+                };
                 format!("(\"\" + inv(\"lookup\", \"{{{{\\\"q\\\": \\\"{v}\\\"}}}}\"))")
             }
             StrE::Qmem(q, t) => {
-                let q = self.pick(Ty::Str, *q, false).unwrap_or_else(|| "\"*\"".into());
+                let q = self
+                    .pick(Ty::Str, *q, false)
+                    .unwrap_or_else(|| "\"*\"".into());
                 format!("(\"\" + qmem({q}, \"{}\"))", TIERS[*t as usize % 3])
             }
         }
@@ -129,7 +145,11 @@ impl Ctx {
         match c {
             Cond::Less(a, b) => format!("{} < {}", self.num(a), self.num(b)),
             Cond::NumEq(a, b) => format!("{} == {}", self.num(a), self.num(b)),
-            Cond::StrEq(a, w) => format!("{} == \"{}\"", self.text(a), WORDS[*w as usize % WORDS.len()]),
+            Cond::StrEq(a, w) => format!(
+                "{} == \"{}\"",
+                self.text(a),
+                WORDS[*w as usize % WORDS.len()]
+            ),
             Cond::Not(c) => format!("!({})", self.cond(c)),
             Cond::And(a, b) => format!("({}) && ({})", self.cond(a), self.cond(b)),
             Cond::Truthy(a) => format!("!!{}", self.text(a)),
@@ -232,6 +252,8 @@ impl Ctx {
             }
             Stmt::Try(body, fails, handler) => {
                 self.line("try {");
+                // Inside a failing body the nested failure is a call too.
+                let fails = fails.filter(|_| self.calls_ok());
                 let was = (self.in_try, self.in_failing_try);
                 self.in_try = true;
                 self.in_failing_try |= fails.is_some();
@@ -292,7 +314,10 @@ pub fn render(case: &Case, features: Features) -> String {
         out: String::new(),
         indent: 0,
     };
-    let beliefs = [("mood".to_string(), Ty::Str, false), ("count".to_string(), Ty::Num, false)];
+    let beliefs = [
+        ("mood".to_string(), Ty::Str, false),
+        ("count".to_string(), Ty::Num, false),
+    ];
     ctx.line("agent A {");
     ctx.indent += 1;
     ctx.line("beliefs { mood: \"calm\", count = 0 }");

@@ -97,13 +97,20 @@ impl LlmBackend for Recording {
     fn is_simulated(&self) -> bool {
         true
     }
-    fn complete(&self, request: &LlmRequest, _cancel: &CancelToken) -> Result<LlmResponse, LlmError> {
+    fn complete(
+        &self,
+        request: &LlmRequest,
+        _cancel: &CancelToken,
+    ) -> Result<LlmResponse, LlmError> {
         self.reply(request)
     }
     fn starts_without_waiting(&self) -> bool {
         true
     }
-    fn scheduled_reply(&self, request: &LlmRequest) -> Option<(Duration, Result<LlmResponse, LlmError>)> {
+    fn scheduled_reply(
+        &self,
+        request: &LlmRequest,
+    ) -> Option<(Duration, Result<LlmResponse, LlmError>)> {
         Some((Duration::ZERO, self.reply(request)))
     }
 }
@@ -152,7 +159,8 @@ pub struct Observed {
 /// Numbers compare by value (the VM may give `3` where the oracle gives `3.0`).
 pub fn normalize(v: &Json) -> Json {
     match v {
-        Json::Number(n) => json!(n.as_f64().unwrap_or(0.0)),
+        // `-0` and `0` are the same number to a program (same text form).
+        Json::Number(n) => json!(n.as_f64().unwrap_or(0.0) + 0.0),
         Json::Array(a) => Json::Array(a.iter().map(normalize).collect()),
         Json::Object(o) => Json::Object(o.iter().map(|(k, v)| (k.clone(), normalize(v))).collect()),
         other => other.clone(),
@@ -204,12 +212,19 @@ pub fn run_oracle(program: &Program, args: &[(String, Json)], replies: Replies) 
                 .cloned()
                 .unwrap_or_default();
             if !entries.is_empty() {
-                let entries = entries.iter().map(|(k, v)| (k.clone(), normalize(v))).collect();
+                let entries = entries
+                    .iter()
+                    .map(|(k, v)| (k.clone(), normalize(v)))
+                    .collect();
                 memory.push((agent.clone(), tier.to_string(), entries));
             }
         }
         for name in names {
-            let v = world.beliefs.get(&(agent.clone(), name.clone())).cloned().unwrap_or(Json::Null);
+            let v = world
+                .beliefs
+                .get(&(agent.clone(), name.clone()))
+                .cloned()
+                .unwrap_or(Json::Null);
             beliefs.push((agent.clone(), name, normalize(&v)));
         }
     }
@@ -225,14 +240,14 @@ pub fn run_oracle(program: &Program, args: &[(String, Json)], replies: Replies) 
     }
 }
 
-/// Compiles `source` at `level` to bytecode.
-pub fn compile(source: &str, level: OptLevel) -> bytecode::Program {
-    let mut module = compile_source(source).unwrap().module;
+/// Optimizes a copy of the lowered `module` at `level` and encodes it.
+pub fn compile(module: &ais_ir::Module, level: OptLevel) -> bytecode::Program {
+    let mut module = module.clone();
     optimize(
         &mut module,
         &OptOptions {
             level,
-            verify_each: true,
+            verify_each: false,
             ..OptOptions::default()
         },
     )
@@ -255,6 +270,8 @@ pub fn run_vm(
         workers: Some(workers),
         args: args.to_vec(),
         record_events: false,
+        // Fewer I/O threads to start per run; calls still overlap.
+        concurrency: Some(4),
         ..RunOptions::default()
     };
     let report = ais_vm::run(code, &options, backend.clone(), host.clone());
@@ -264,7 +281,10 @@ pub fn run_vm(
         for tier in TIERS {
             let entries = host.entries(&agent, tier_of(tier));
             if !entries.is_empty() {
-                let entries = entries.iter().map(|e| (e.key.clone(), normalize(&e.value))).collect();
+                let entries = entries
+                    .iter()
+                    .map(|e| (e.key.clone(), normalize(&e.value)))
+                    .collect();
                 memory.push((agent.clone(), tier.to_string(), entries));
             }
         }
@@ -286,28 +306,47 @@ pub fn run_vm(
 }
 
 /// Runs `source` on the oracle and on the VM at -O0, -O1 and -O2 with 1, 2
-/// and 8 workers; returns the first disagreement, described.
+/// and 8 workers; returns what the oracle observed at -O0, or the first
+/// disagreement, described. The nine VM runs go on threads of their own:
+/// a run spends most of its time waiting for wake-ups, not computing.
 pub fn differences(source: &str, args: &[(String, Json)]) -> Result<Observed, String> {
     let program = Program::load(source).map_err(|e| format!("does not check: {e}"))?;
-    let mut reference = None;
-    for (level, replies) in [
+    let lowered = compile_source(source)
+        .map_err(|e| format!("does not compile: {e:?}"))?
+        .module;
+    let levels = [
         (OptLevel::O0, Replies::Hashed),
         (OptLevel::O1, Replies::FixedText),
         (OptLevel::O2, Replies::FixedText),
-    ] {
-        let expected = run_oracle(&program, args, replies);
-        let code = compile(source, level);
-        for workers in [1, 2, 8] {
-            let got = run_vm(&program, &code, args, workers, replies);
-            if let Some(diff) = describe(&expected, &got) {
-                return Err(format!("{level:?}, {workers} workers: {diff}"));
-            }
-        }
-        if reference.is_none() {
-            reference = Some(expected);
+    ];
+    let codes: Vec<_> = levels
+        .iter()
+        .map(|(level, _)| compile(&lowered, *level))
+        .collect();
+    let expected: Vec<Observed> = levels
+        .iter()
+        .map(|(_, replies)| run_oracle(&program, args, *replies))
+        .collect();
+    let program = &program;
+    let runs: Vec<(usize, usize, Observed)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..levels.len())
+            .flat_map(|i| [1usize, 2, 8].map(|w| (i, w)))
+            .map(|(i, workers)| {
+                let (code, replies) = (&codes[i], levels[i].1);
+                scope.spawn(move || (i, workers, run_vm(program, code, args, workers, replies)))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (i, workers, got) in runs {
+        if let Some(diff) = describe(&expected[i], &got) {
+            return Err(format!("{:?}, {workers} workers: {diff}", levels[i].0));
         }
     }
-    reference.ok_or_else(|| "no run".to_string())
+    expected
+        .into_iter()
+        .next()
+        .ok_or_else(|| "no run".to_string())
 }
 
 /// The fields on which `oracle` and `vm` differ, or `None`.
@@ -318,11 +357,35 @@ pub fn describe(oracle: &Observed, vm: &Observed) -> Option<String> {
             out.push_str(&format!("\n{name}:\n  oracle: {a}\n  vm:     {b}"));
         }
     };
-    field("result", format!("{:?}", oracle.result), format!("{:?}", vm.result));
-    field("printed", format!("{:?}", oracle.printed), format!("{:?}", vm.printed));
-    field("memory", format!("{:?}", oracle.memory), format!("{:?}", vm.memory));
-    field("beliefs", format!("{:?}", oracle.beliefs), format!("{:?}", vm.beliefs));
-    field("tool calls", format!("{:?}", oracle.tool_calls), format!("{:?}", vm.tool_calls));
-    field("llm requests", format!("{:?}", oracle.llm), format!("{:?}", vm.llm));
+    field(
+        "result",
+        format!("{:?}", oracle.result),
+        format!("{:?}", vm.result),
+    );
+    field(
+        "printed",
+        format!("{:?}", oracle.printed),
+        format!("{:?}", vm.printed),
+    );
+    field(
+        "memory",
+        format!("{:?}", oracle.memory),
+        format!("{:?}", vm.memory),
+    );
+    field(
+        "beliefs",
+        format!("{:?}", oracle.beliefs),
+        format!("{:?}", vm.beliefs),
+    );
+    field(
+        "tool calls",
+        format!("{:?}", oracle.tool_calls),
+        format!("{:?}", vm.tool_calls),
+    );
+    field(
+        "llm requests",
+        format!("{:?}", oracle.llm),
+        format!("{:?}", vm.llm),
+    );
     (!out.is_empty()).then_some(out)
 }
