@@ -9,12 +9,19 @@ mod support;
 
 use proptest::prelude::*;
 
-/// The feature set the VM agrees with today (see docs/runtime.md).
-const FEATURES: gen::Features = gen::Features {
-    effects_in_try: false,
-    calls_in_failing_try: false,
-    side_effecting_tools: false,
-};
+/// The feature set the VM agrees with today (see docs/runtime.md,
+/// "Reference interpreter and tests"). `ORACLE_FEATURES` switches more on,
+/// comma-separated: `effects_in_try`, `calls_in_failing_try`,
+/// `side_effecting_tools` (or `all`).
+fn features() -> gen::Features {
+    let on = std::env::var("ORACLE_FEATURES").unwrap_or_default();
+    let has = |name: &str| on.split(',').any(|f| f.trim() == name || f.trim() == "all");
+    gen::Features {
+        effects_in_try: has("effects_in_try"),
+        calls_in_failing_try: has("calls_in_failing_try"),
+        side_effecting_tools: has("side_effecting_tools"),
+    }
+}
 
 fn config() -> ProptestConfig {
     let cases = std::env::var("PROPTEST_CASES")
@@ -34,7 +41,7 @@ proptest! {
 
     #[test]
     fn oracle_and_vm_agree(case in gen::case()) {
-        let source = gen::render(&case, FEATURES);
+        let source = gen::render(&case, features());
         if let Err(diff) = support::differences(&source, &case.args()) {
             prop_assert!(false, "{diff}\nargs: {:?}\nprogram:\n{source}", case.args());
         }

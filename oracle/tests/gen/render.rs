@@ -76,7 +76,7 @@ impl Ctx {
             }
             NumE::Step(a) => self.num(a),
             NumE::Record if self.features.side_effecting_tools && self.effects_ok() => {
-                "inv(\"record\", \"{{}}\").n".into()
+                "(0 + inv(\"record\", \"{{}}\"))".into()
             }
             NumE::Record => "2".into(),
         }
