@@ -93,3 +93,58 @@ fn constant_switch_folded_to_default_despite_loose_match() {
         );
     }
 }
+
+#[test]
+fn switch_without_default_yielded_null_instead_of_failing() {
+    // Lowering made up a default region yielding null, so a `-> str` switch
+    // with no matching case and no default returned null; the runtime docs
+    // say it fails with `switch.no_match`.
+    let source = r#"
+agent A {
+    @entry flow main(kind: str) -> str {
+        switch kind {
+            case "a" => "first"
+            case "b" => "second"
+        } -> label
+        return label
+    }
+}
+"#;
+    assert_eq!(
+        run_everywhere(source, &[("kind", json!("b"))]),
+        json!("second")
+    );
+    for level in [OptLevel::O0, OptLevel::O1, OptLevel::O2] {
+        let mut module = compile_source(source).unwrap().module;
+        optimize(
+            &mut module,
+            &OptOptions {
+                level,
+                verify_each: true,
+                ..OptOptions::default()
+            },
+        )
+        .unwrap();
+        let program = bytecode::compile(&module).unwrap();
+        for workers in [1, 2, 8] {
+            let options = RunOptions {
+                workers: Some(workers),
+                args: vec![("kind".into(), json!("c"))],
+                ..RunOptions::default()
+            };
+            let report = ais_vm::run(
+                &program,
+                &options,
+                Arc::new(FakeBackend::new()),
+                Arc::new(MemoryHost::new()),
+            );
+            let error = report
+                .outcome
+                .expect_err("no case matches and there is no default");
+            assert!(
+                format!("{error:?}").contains("switch.no_match"),
+                "{level:?}, {workers}: {error:?}"
+            );
+        }
+    }
+}

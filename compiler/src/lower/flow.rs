@@ -942,7 +942,11 @@ impl<'a> FlowLowerer<'a> {
             .iter()
             .map(|c| ("case", c.pattern.as_ref().and_then(case_key)))
             .collect();
-        labels.push(("default", None));
+        // Without a written `default`, no match fails at run time
+        // (`switch.no_match`), so no default region is made up.
+        if default.is_some() {
+            labels.push(("default", None));
+        }
         // The switch's value type: what the arms produce.
         let value_ty = self.switch_type(s);
         let (_, v) = self.branches(
