@@ -148,3 +148,28 @@ agent A {
         }
     }
 }
+
+#[test]
+fn switch_block_arm_after_guard_clause_yielded_null() {
+    // After a guard clause (`if (...) { return ... }`) the rest of the flow
+    // runs under "nothing returned", and a switch arm block's value was
+    // dropped as if the arm itself might have returned: `v1` was null.
+    let source = r#"
+agent A {
+    @entry flow main(s: str) -> str {
+        if (s == "x") { return "early" }
+        switch s {
+            case "billing" => { "arm0" }
+            default => "d"
+        } -> v1
+        return v1
+    }
+}
+"#;
+    assert_eq!(
+        run_everywhere(source, &[("s", json!("billing"))]),
+        json!("arm0")
+    );
+    assert_eq!(run_everywhere(source, &[("s", json!("x"))]), json!("early"));
+    assert_eq!(run_everywhere(source, &[("s", json!("other"))]), json!("d"));
+}

@@ -1062,10 +1062,15 @@ impl<'a> FlowLowerer<'a> {
             Some((last, init)) => (init, Some(last)),
             None => (&b.stmts[..], None),
         };
+        // Whether this block's own statements may have returned: a return
+        // flag set before the block (a guard clause earlier in the flow) does
+        // not make the block's value unreachable.
+        let flag_before = self.st.ret_flag;
         self.stmts(init, false);
+        let returned_here = self.st.ret_flag != flag_before && self.may_have_returned();
         let v = match last.map(|s| &s.kind) {
-            Some(StmtKind::Expr(e)) if !self.may_have_returned() => self.expr(e),
-            Some(StmtKind::Bind { value, name }) if !self.may_have_returned() => {
+            Some(StmtKind::Expr(e)) if !returned_here => self.expr(e),
+            Some(StmtKind::Bind { value, name }) if !returned_here => {
                 let v = self.value(value);
                 let t = self.ty(v);
                 self.bind(&name.name, v, t);
