@@ -48,8 +48,13 @@ fn differential_corpus_agrees_with_expectations() {
             "" => Vec::new(),
             lines => lines.split(" | ").map(str::to_string).collect(),
         };
-        let observed = support::differences(&source, &args).unwrap_or_else(|d| panic!("{name}: {d}"));
-        assert_eq!(observed.result, Ok(support::normalize(&expected)), "{name}: result");
+        let observed =
+            support::differences(&source, &args).unwrap_or_else(|d| panic!("{name}: {d}"));
+        assert_eq!(
+            observed.result,
+            Ok(support::normalize(&expected)),
+            "{name}: result"
+        );
         assert_eq!(observed.printed, prints, "{name}: printed lines");
     }
 }

@@ -15,6 +15,7 @@
 //!   [`FixedText`], whose reply to a text op depends only on the op kind, so a
 //!   fused chain yields the same value as the chain; everything else is
 //!   compared exactly as at -O0.
+//! - When both sides fail, only the failure is compared (see [`describe`]).
 #![allow(clippy::unwrap_used, dead_code)]
 
 use ais_compiler::driver::{compile_source, optimize, OptOptions};
@@ -350,7 +351,14 @@ pub fn differences(source: &str, args: &[(String, Json)]) -> Result<Observed, St
 }
 
 /// The fields on which `oracle` and `vm` differ, or `None`.
+///
+/// When both runs fail, only that is compared: the VM runs independent work
+/// concurrently, so which calls, prints and writes happened before the
+/// failure stopped the run depends on the schedule.
 pub fn describe(oracle: &Observed, vm: &Observed) -> Option<String> {
+    if oracle.result.is_err() && vm.result.is_err() {
+        return None;
+    }
     let mut out = String::new();
     let mut field = |name: &str, a: String, b: String| {
         if a != b {
