@@ -355,7 +355,7 @@ impl<'p> Interpreter<'p> {
         let patterns: Vec<Option<String>> = s
             .cases
             .iter()
-            .map(|c| c.pattern.as_ref().map(|p| pattern_text(p)))
+            .map(|c| c.pattern.as_ref().map(pattern_text))
             .collect();
         let exact = patterns
             .iter()

@@ -30,6 +30,12 @@ use serde_json::{json, Value as Json};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// One LLM request as compared: kind, prompt, `(label, text)` context blocks.
+pub type Request = (String, String, Vec<(String, String)>);
+
+/// One agent's tier: agent, tier, `(key, value)` entries in order.
+pub type TierEntries = (String, String, Vec<(String, Json)>);
+
 /// Which reply function the LLM fake uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Replies {
@@ -43,7 +49,7 @@ pub enum Replies {
 pub struct Recording {
     inner: FakeBackend,
     replies: Replies,
-    pub requests: Mutex<Vec<(String, String, Vec<(String, String)>)>>,
+    pub requests: Mutex<Vec<Request>>,
 }
 
 impl Recording {
@@ -84,7 +90,7 @@ impl Recording {
     }
 
     /// Requests sorted, so independent calls compare in any order.
-    pub fn sorted_requests(&self) -> Vec<(String, String, Vec<(String, String)>)> {
+    pub fn sorted_requests(&self) -> Vec<Request> {
         let mut r = self.requests.lock().unwrap().clone();
         r.sort();
         r
@@ -150,11 +156,11 @@ pub struct Observed {
     /// `Err(())`: the run failed (codes differ in wording between sides).
     pub result: Result<Json, ()>,
     pub printed: Vec<String>,
-    pub memory: Vec<(String, String, Vec<(String, Json)>)>,
+    pub memory: Vec<TierEntries>,
     pub beliefs: Vec<(String, String, Json)>,
     pub tool_calls: Vec<String>,
     /// `None` where LLM requests are not compared (-O1/-O2).
-    pub llm: Option<Vec<(String, String, Vec<(String, String)>)>>,
+    pub llm: Option<Vec<Request>>,
 }
 
 /// Numbers compare by value (the VM may give `3` where the oracle gives `3.0`).
