@@ -173,3 +173,32 @@ agent A {
     assert_eq!(run_everywhere(source, &[("s", json!("x"))]), json!("early"));
     assert_eq!(run_everywhere(source, &[("s", json!("other"))]), json!("d"));
 }
+
+#[test]
+fn switch_block_arm_with_guard_yielded_null() {
+    // A switch arm block holding a guard clause lost its value: the final
+    // expression was lowered as if the guard had certainly returned.
+    let source = r#"
+agent A {
+    @entry flow main(s: str) -> str {
+        switch s {
+            case "billing" => {
+                if (s == "x") { return "early" }
+                "arm0"
+            }
+            case "x" => {
+                if (s == "x") { return "early" }
+                "arm1"
+            }
+            default => "d"
+        } -> v1
+        return v1
+    }
+}
+"#;
+    assert_eq!(
+        run_everywhere(source, &[("s", json!("billing"))]),
+        json!("arm0")
+    );
+    assert_eq!(run_everywhere(source, &[("s", json!("x"))]), json!("early"));
+}

@@ -1070,6 +1070,23 @@ impl<'a> FlowLowerer<'a> {
         let returned_here = self.st.ret_flag != flag_before && self.may_have_returned();
         let v = match last.map(|s| &s.kind) {
             Some(StmtKind::Expr(e)) if !returned_here => self.expr(e),
+            // A guard in the block may have returned: the value is computed
+            // only if nothing did (like the rest of a flow after a guard).
+            Some(StmtKind::Expr(e)) if self.static_type(e).is_some() => {
+                let ty = self.static_type(e);
+                let flag = self.slot_value(Slot::RetFlag);
+                let go = self.ins1(Opcode::Not, &[flag], vec![], Type::Bool);
+                let labels = [("then", None), ("else", None)];
+                let lower_value = &mut |this: &mut Self, i: usize, _: Region| {
+                    if i == 0 {
+                        this.expr(e)
+                    } else {
+                        None
+                    }
+                };
+                self.branches(Opcode::If, &[go], vec![], &labels, ty, lower_value)
+                    .1
+            }
             Some(StmtKind::Bind { value, name }) if !returned_here => {
                 let v = self.value(value);
                 let t = self.ty(v);
