@@ -3,6 +3,9 @@
 //! Written from docs/language.md and docs/runtime.md; it shares nothing with
 //! lowering, the IR or the VM's op semantics. Only the backend and host
 //! traits are shared, so prompts and tool calls can be compared.
+//!
+//! (A little over 600 lines: statements, expressions and operations are
+//! kept together so the whole evaluation order reads in one file.)
 
 use crate::error::OracleError;
 use crate::value::{self, text};
