@@ -12,13 +12,14 @@ use proptest::prelude::*;
 /// The feature set the VM agrees with today (see docs/runtime.md,
 /// "Reference interpreter and tests"). `ORACLE_FEATURES` switches more on,
 /// comma-separated: `effects_in_try`, `calls_in_failing_try`,
-/// `side_effecting_tools` (or `all`).
+/// `effects_in_calls`, `side_effecting_tools` (or `all`).
 fn features() -> gen::Features {
     let on = std::env::var("ORACLE_FEATURES").unwrap_or_default();
     let has = |name: &str| on.split(',').any(|f| f.trim() == name || f.trim() == "all");
     gen::Features {
         effects_in_try: has("effects_in_try"),
         calls_in_failing_try: has("calls_in_failing_try"),
+        effects_in_calls: has("effects_in_calls"),
         side_effecting_tools: has("side_effecting_tools"),
     }
 }

@@ -24,6 +24,10 @@ pub struct Features {
     /// the body at the first failure, so whether a call independent of the
     /// failure was made depends on the schedule.
     pub calls_in_failing_try: bool,
+    /// Effects (print, memory, beliefs) in called flows (`step`, `B.work`):
+    /// the VM runs data-independent calls concurrently and does not order
+    /// their effects on a chain by program order.
+    pub effects_in_calls: bool,
     /// Calls of the side-effecting tool `record` (needs tool effect tokens).
     pub side_effecting_tools: bool,
 }

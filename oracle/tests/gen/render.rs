@@ -61,7 +61,8 @@ impl Ctx {
     }
 
     fn effects_ok(&self) -> bool {
-        !self.in_try || self.features.effects_in_try
+        (!self.in_try || self.features.effects_in_try)
+            && (self.which == Which::Main || self.features.effects_in_calls)
     }
 
     fn num(&self, e: &NumE) -> String {
