@@ -20,6 +20,12 @@ const EXCLUDED: &[(&str, &str)] = &[
          `payload` and an undocumented `hint`, the oracle's only `code` and `message`",
     ),
     (
+        "examples/11_verify_fix_retry.ais",
+        "with the unknown tools `lint`/`run_tests` the VM with 2 workers at -O1/-O2 \
+         sometimes fails the run with `tool.unknown` where the oracle completes \
+         (failures inside `try` bodies; owned by the `runtime` branch)",
+    ),
+    (
         "docs/runtime.md#3",
         "`on` handlers run by `communicate`: not modelled by the oracle \
          (messaging is owned by the `runtime` branch)",
