@@ -489,3 +489,104 @@ agent A {
     let codes: Vec<&str> = fe.diagnostics.iter().map(|d| d.code).collect();
     assert_eq!(codes, ["E0004", "E0100"], "{:?}", fe.diagnostics);
 }
+
+#[test]
+fn constant_switch_folded_to_default_despite_loose_match() {
+    // canonicalize folded a switch on a constant that matches a case only
+    // loosely ("**billing**", "Billing.") to its default at -O1/-O2.
+    for scrutinee in ["**billing**", "Billing.", "billing: overdue"] {
+        let source = format!(
+            "agent A {{\n    @entry flow main() -> str {{\n        switch \"{scrutinee}\" {{\n            case \"billing\" => \"loose\"\n            default => \"default\"\n        }} -> v\n        return v\n    }}\n}}\n"
+        );
+        assert_eq!(
+            run_everywhere(&source, &[]),
+            json!("loose"),
+            "{scrutinee:?}"
+        );
+    }
+}
+
+#[test]
+fn switch_without_default_yielded_null_instead_of_failing() {
+    // Lowering made up a default region yielding null, so a `-> str` switch
+    // with no matching case and no default returned null; the runtime docs
+    // say it fails with `switch.no_match`.
+    let source = r#"
+agent A {
+    @entry flow main(kind: str) -> str {
+        switch kind {
+            case "a" => "first"
+            case "b" => "second"
+        } -> label
+        return label
+    }
+}
+"#;
+    assert_eq!(
+        run_everywhere(source, &[("kind", json!("b"))]),
+        json!("second")
+    );
+    let outcomes = run_matrix(source, &[("kind", json!("c"))], 1, || {
+        Arc::new(MemoryHost::new())
+    });
+    for (i, (outcome, _)) in outcomes.iter().enumerate() {
+        let error = outcome
+            .as_ref()
+            .expect_err("no case matches and there is no default");
+        assert!(error.contains("switch.no_match"), "run {i}: {error}");
+    }
+}
+
+#[test]
+fn switch_block_arm_after_guard_clause_yielded_null() {
+    // After a guard clause (`if (...) { return ... }`) the rest of the flow
+    // runs under "nothing returned", and a switch arm block's value was
+    // dropped as if the arm itself might have returned: `v1` was null.
+    let source = r#"
+agent A {
+    @entry flow main(s: str) -> str {
+        if (s == "x") { return "early" }
+        switch s {
+            case "billing" => { "arm0" }
+            default => "d"
+        } -> v1
+        return v1
+    }
+}
+"#;
+    assert_eq!(
+        run_everywhere(source, &[("s", json!("billing"))]),
+        json!("arm0")
+    );
+    assert_eq!(run_everywhere(source, &[("s", json!("x"))]), json!("early"));
+    assert_eq!(run_everywhere(source, &[("s", json!("other"))]), json!("d"));
+}
+
+#[test]
+fn switch_block_arm_with_guard_yielded_null() {
+    // A switch arm block holding a guard clause lost its value: the final
+    // expression was lowered as if the guard had certainly returned.
+    let source = r#"
+agent A {
+    @entry flow main(s: str) -> str {
+        switch s {
+            case "billing" => {
+                if (s == "x") { return "early" }
+                "arm0"
+            }
+            case "x" => {
+                if (s == "x") { return "early" }
+                "arm1"
+            }
+            default => "d"
+        } -> v1
+        return v1
+    }
+}
+"#;
+    assert_eq!(
+        run_everywhere(source, &[("s", json!("billing"))]),
+        json!("arm0")
+    );
+    assert_eq!(run_everywhere(source, &[("s", json!("x"))]), json!("early"));
+}

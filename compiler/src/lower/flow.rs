@@ -972,7 +972,11 @@ impl<'a> FlowLowerer<'a> {
             .iter()
             .map(|c| ("case", c.pattern.as_ref().and_then(case_key)))
             .collect();
-        labels.push(("default", None));
+        // Without a written `default`, no match fails at run time
+        // (`switch.no_match`), so no default region is made up.
+        if default.is_some() {
+            labels.push(("default", None));
+        }
         // The switch's value type: what the arms produce.
         let value_ty = self.switch_type(s);
         let (_, v) = self.branches(
@@ -1088,10 +1092,32 @@ impl<'a> FlowLowerer<'a> {
             Some((last, init)) => (init, Some(last)),
             None => (&b.stmts[..], None),
         };
+        // Whether this block's own statements may have returned: a return
+        // flag set before the block (a guard clause earlier in the flow) does
+        // not make the block's value unreachable.
+        let flag_before = self.st.ret_flag;
         self.stmts(init, false);
+        let returned_here = self.st.ret_flag != flag_before && self.may_have_returned();
         let v = match last.map(|s| &s.kind) {
-            Some(StmtKind::Expr(e)) if !self.may_have_returned() => self.expr(e),
-            Some(StmtKind::Bind { value, name }) if !self.may_have_returned() => {
+            Some(StmtKind::Expr(e)) if !returned_here => self.expr(e),
+            // A guard in the block may have returned: the value is computed
+            // only if nothing did (like the rest of a flow after a guard).
+            Some(StmtKind::Expr(e)) if self.static_type(e).is_some() => {
+                let ty = self.static_type(e);
+                let flag = self.slot_value(Slot::RetFlag);
+                let go = self.ins1(Opcode::Not, &[flag], vec![], Type::Bool);
+                let labels = [("then", None), ("else", None)];
+                let lower_value = &mut |this: &mut Self, i: usize, _: Region| {
+                    if i == 0 {
+                        this.expr(e)
+                    } else {
+                        None
+                    }
+                };
+                self.branches(Opcode::If, &[go], vec![], &labels, ty, lower_value)
+                    .1
+            }
+            Some(StmtKind::Bind { value, name }) if !returned_here => {
                 let v = self.value(value);
                 let t = self.ty(v);
                 self.bind(&name.name, v, t);

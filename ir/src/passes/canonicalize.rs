@@ -13,9 +13,9 @@
 //! - `not`/`and`/`or` of constant bools, `eq`/`ne` of two constants of the
 //!   same kind (string, number, bool) are folded.
 //! - `if` with a constant condition, and `switch` on a constant string that
-//!   exactly matches a case (or, when no case matches even ignoring case and
-//!   surrounding whitespace, has a `default`), are replaced by the ops of the
-//!   taken region.
+//!   exactly matches a case (or, when no case could match loosely — no case,
+//!   lower-cased, occurs in the lower-cased string — has a `default`), are
+//!   replaced by the ops of the taken region.
 //! - A `switch`/`if` whose regions all just `yield` the same values (e.g. a
 //!   single real case duplicated by its default) is replaced by those values.
 //!
@@ -490,11 +490,16 @@ fn taken_region(dfg: &Dfg, op: Op) -> Option<Region> {
             {
                 return Some(*r);
             }
-            // Take the default only if no case could match under any
-            // reasonable normalisation the runtime might apply.
-            let norm = |x: &str| x.trim().to_lowercase();
+            // Take the default only if no case could match loosely. The
+            // runtime ignores case, decoration (quotes, emphasis,
+            // punctuation) and text after the case, so every loose match
+            // contains the case, lower-cased; anything that does is kept.
+            let lower = s.to_lowercase();
             let near = regions.iter().any(|(_, d)| {
-                d.label == "case" && d.key.as_deref().is_some_and(|k| norm(k) == norm(s))
+                d.label == "case"
+                    && d.key
+                        .as_deref()
+                        .is_some_and(|k| lower.contains(k.trim().to_lowercase().as_str()))
             });
             if near {
                 return None;

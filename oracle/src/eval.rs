@@ -1,0 +1,641 @@
+//! The tree-walking evaluator: one flow body at a time, statements in
+//! source order, calls evaluated to completion where they are written.
+//! Written from docs/language.md and docs/runtime.md; it shares nothing with
+//! lowering, the IR or the VM's op semantics. Only the backend and host
+//! traits are shared, so prompts and tool calls can be compared.
+//!
+//! (A little over 600 lines: statements, expressions and operations are
+//! kept together so the whole evaluation order reads in one file.)
+
+use crate::error::OracleError;
+use crate::value::{self, text};
+use crate::world::{World, TIERS};
+use ais_compiler::syntax::ast::{
+    Agent, BinaryOp, Block, CaseBody, Expr, ExprKind, Flow, Member, Stmt, StmtKind, Switch, UnaryOp,
+};
+use ais_compiler::syntax::lexer::{StrLit, StrPart};
+use ais_vm::llm::{
+    schema::schema_for, CancelToken, ContextBlock, LlmBackend, LlmOpKind, LlmRequest,
+};
+use ais_vm::Host;
+use serde_json::Value as Json;
+use std::collections::HashMap;
+
+/// Deepest flow-call nesting, as the VM's default `max_call_depth`.
+const MAX_CALL_DEPTH: usize = 512;
+
+/// Why evaluation stopped early: a failure (caught by `try`) or a
+/// `return` (caught by the flow call that started the body).
+pub(crate) enum Unwind {
+    Fail(OracleError),
+    Return(Json),
+}
+
+impl From<OracleError> for Unwind {
+    fn from(e: OracleError) -> Unwind {
+        Unwind::Fail(e)
+    }
+}
+
+type Eval<T> = Result<T, Unwind>;
+
+fn fail<T>(code: &str, message: impl Into<String>) -> Eval<T> {
+    Err(Unwind::Fail(OracleError::new(code, message)))
+}
+
+/// One running flow body: its agent and its block scopes (innermost last).
+struct Frame<'p> {
+    agent: &'p Agent,
+    scopes: Vec<HashMap<String, Json>>,
+}
+
+impl Frame<'_> {
+    fn lookup(&self, name: &str) -> Option<&Json> {
+        self.scopes.iter().rev().find_map(|s| s.get(name))
+    }
+}
+
+/// The interpreter of one run.
+pub struct Interpreter<'p> {
+    agents: &'p [Agent],
+    backend: &'p dyn LlmBackend,
+    host: &'p dyn Host,
+    pub world: World,
+    depth: usize,
+}
+
+impl<'p> Interpreter<'p> {
+    pub fn new(agents: &'p [Agent], backend: &'p dyn LlmBackend, host: &'p dyn Host) -> Self {
+        Interpreter {
+            agents,
+            backend,
+            host,
+            world: World::default(),
+            depth: 0,
+        }
+    }
+
+    fn agent(&self, name: &str) -> Result<&'p Agent, OracleError> {
+        self.agents
+            .iter()
+            .find(|a| a.name.name == name)
+            .ok_or_else(|| OracleError::new("agent.unknown", format!("no agent `{name}`")))
+    }
+
+    /// Runs every agent's `beliefs {}` initialisers, in source order.
+    pub fn init_beliefs(&mut self) -> Result<(), OracleError> {
+        for agent in self.agents {
+            for member in &agent.members {
+                if let Member::Beliefs(beliefs, _) = member {
+                    for b in beliefs {
+                        let mut frame = Frame {
+                            agent,
+                            scopes: vec![HashMap::new()],
+                        };
+                        let v = self.eval(&mut frame, &b.value).map_err(settle)?;
+                        self.world
+                            .beliefs
+                            .insert((agent.name.name.clone(), b.name.name.clone()), v);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Calls `agent.flow(args)` and returns its result (`null` for void).
+    pub fn call_flow(
+        &mut self,
+        agent: &'p Agent,
+        flow: &'p Flow,
+        args: Vec<Json>,
+    ) -> Result<Json, OracleError> {
+        if self.depth >= MAX_CALL_DEPTH {
+            return Err(OracleError::new(
+                "call.depth",
+                "flow calls nested too deeply",
+            ));
+        }
+        let scope = flow
+            .params
+            .iter()
+            .map(|p| p.name.name.clone())
+            .zip(args)
+            .collect();
+        let mut frame = Frame {
+            agent,
+            scopes: vec![scope],
+        };
+        self.depth += 1;
+        let outcome = self.block(&mut frame, &flow.body, false);
+        self.depth -= 1;
+        match outcome {
+            Ok(_) => Ok(Json::Null),
+            Err(Unwind::Return(v)) => Ok(v),
+            Err(Unwind::Fail(e)) => Err(e),
+        }
+    }
+
+    /// Runs `block`; its value is that of its last expression statement
+    /// (what a switch arm yields).
+    fn block(&mut self, frame: &mut Frame<'p>, block: &'p Block, new_scope: bool) -> Eval<Json> {
+        if new_scope {
+            frame.scopes.push(HashMap::new());
+        }
+        let mut last = Json::Null;
+        let mut outcome = Ok(());
+        for stmt in &block.stmts {
+            match self.stmt(frame, stmt) {
+                Ok(v) => last = v,
+                Err(u) => {
+                    outcome = Err(u);
+                    break;
+                }
+            }
+        }
+        if new_scope {
+            frame.scopes.pop();
+        }
+        outcome.map(|()| last)
+    }
+
+    fn bind(frame: &mut Frame<'p>, name: &str, v: Json) {
+        if let Some(scope) = frame.scopes.last_mut() {
+            scope.insert(name.to_string(), v);
+        }
+    }
+
+    /// Runs one statement; an expression statement gives its value.
+    fn stmt(&mut self, frame: &mut Frame<'p>, stmt: &'p Stmt) -> Eval<Json> {
+        match &stmt.kind {
+            StmtKind::Let { name, value, .. } | StmtKind::Bind { value, name } => {
+                let v = self.eval(frame, value)?;
+                Self::bind(frame, &name.name, v);
+            }
+            StmtKind::Return(value) => {
+                let v = match value {
+                    Some(e) => self.eval(frame, e)?,
+                    None => Json::Null,
+                };
+                return Err(Unwind::Return(v));
+            }
+            StmtKind::If {
+                cond,
+                then,
+                otherwise,
+            } => {
+                let c = self.eval(frame, cond)?;
+                if value::truthy(&c) {
+                    self.block(frame, then, true)?;
+                } else if let Some(b) = otherwise {
+                    self.block(frame, b, true)?;
+                }
+            }
+            StmtKind::Parallel(b) => {
+                self.block(frame, b, false)?;
+            }
+            StmtKind::Loop { var, iter, body } => {
+                let items = match self.eval(frame, iter)? {
+                    Json::Array(items) => items,
+                    other => return fail("type.not_list", format!("cannot loop over {other}")),
+                };
+                for item in items {
+                    frame.scopes.push(HashMap::from([(var.name.clone(), item)]));
+                    let r = self.block(frame, body, false);
+                    frame.scopes.pop();
+                    r?;
+                }
+            }
+            StmtKind::Try { body, err, handler } => {
+                self.try_catch(frame, body, err.as_ref().map(|e| e.name.as_str()), handler)?
+            }
+            StmtKind::Expr(e) => return self.eval(frame, e),
+            StmtKind::Error(_) => return fail("oracle.parse", "statement failed to parse"),
+        }
+        Ok(Json::Null)
+    }
+
+    /// `try { body } catch (err) { handler }`: the body is all-or-nothing
+    /// for the program's state (variables, memory, beliefs, prints,
+    /// messages); LLM and tool calls it made are not undone.
+    fn try_catch(
+        &mut self,
+        frame: &mut Frame<'p>,
+        body: &'p Block,
+        err: Option<&str>,
+        handler: &'p Block,
+    ) -> Eval<()> {
+        let saved_scopes = frame.scopes.clone();
+        let saved_world = self.world.clone();
+        let saved_depth = self.depth;
+        match self.block(frame, body, true) {
+            Err(Unwind::Fail(e)) => {
+                frame.scopes = saved_scopes;
+                self.world = saved_world;
+                self.depth = saved_depth;
+                let mut scope = HashMap::new();
+                if let Some(name) = err {
+                    scope.insert(name.to_string(), e.to_value());
+                }
+                frame.scopes.push(scope);
+                let r = self.block(frame, handler, false);
+                frame.scopes.pop();
+                r.map(|_| ())
+            }
+            other => other.map(|_| ()),
+        }
+    }
+
+    fn template(&self, frame: &Frame<'p>, lit: &StrLit) -> String {
+        let mut out = String::new();
+        for part in &lit.parts {
+            match part {
+                StrPart::Text(t) => out.push_str(t),
+                StrPart::Interp(name, _) => match self.variable(frame, name) {
+                    Some(v) => out.push_str(&text(&v)),
+                    // W0004: a hole naming nothing in scope stays literal.
+                    None => {
+                        out.push('{');
+                        out.push_str(name);
+                        out.push('}');
+                    }
+                },
+            }
+        }
+        out
+    }
+
+    /// A local (innermost first), else a belief of the frame's agent.
+    fn variable(&self, frame: &Frame<'p>, name: &str) -> Option<Json> {
+        frame.lookup(name).cloned().or_else(|| {
+            self.world
+                .beliefs
+                .get(&(frame.agent.name.name.clone(), name.to_string()))
+                .cloned()
+        })
+    }
+
+    fn eval(&mut self, frame: &mut Frame<'p>, expr: &'p Expr) -> Eval<Json> {
+        match &expr.kind {
+            ExprKind::Str(lit) => Ok(Json::String(self.template(frame, lit))),
+            ExprKind::Number(n) => Ok(value::number(*n)?),
+            ExprKind::Bool(b) => Ok(Json::Bool(*b)),
+            ExprKind::Null => Ok(Json::Null),
+            ExprKind::List(items) => {
+                let mut out = Vec::with_capacity(items.len());
+                for i in items {
+                    out.push(self.eval(frame, i)?);
+                }
+                Ok(Json::Array(out))
+            }
+            ExprKind::Var(id) => match self.variable(frame, &id.name) {
+                Some(v) => Ok(v),
+                None => fail(
+                    "belief.unknown",
+                    format!("no variable or belief `{}`", id.name),
+                ),
+            },
+            ExprKind::Index(base, i) => {
+                let b = self.eval(frame, base)?;
+                let i = self.eval(frame, i)?;
+                Ok(value::index(&b, &i)?)
+            }
+            ExprKind::Member(base, name) => {
+                let b = self.eval(frame, base)?;
+                Ok(value::member(&b, &name.name)?)
+            }
+            ExprKind::Call { callee, args } => self.call(frame, callee, args),
+            ExprKind::Unary(op, e) => {
+                let v = self.eval(frame, e)?;
+                match op {
+                    UnaryOp::Not => Ok(Json::Bool(!value::truthy(&v))),
+                    UnaryOp::Neg => match v.as_f64() {
+                        Some(n) => Ok(value::number(-n)?),
+                        None => fail("type.not_number", format!("cannot negate {v}")),
+                    },
+                }
+            }
+            ExprKind::Binary(op @ (BinaryOp::And | BinaryOp::Or), a, b) => {
+                // Short circuit (docs/language.md §5.3): the right operand
+                // runs only when the left one does not decide.
+                let left = value::truthy(&self.eval(frame, a)?);
+                if left == (*op == BinaryOp::Or) {
+                    return Ok(Json::Bool(left));
+                }
+                Ok(Json::Bool(value::truthy(&self.eval(frame, b)?)))
+            }
+            ExprKind::Binary(op, a, b) => {
+                let a = self.eval(frame, a)?;
+                let b = self.eval(frame, b)?;
+                Ok(value::binary(*op, &a, &b)?)
+            }
+            ExprKind::Assign(target, e) => {
+                let ExprKind::Var(id) = &target.kind else {
+                    return fail("oracle.assign", "invalid assignment target");
+                };
+                let v = self.eval(frame, e)?;
+                self.assign(frame, &id.name, v.clone());
+                Ok(v)
+            }
+            ExprKind::Switch(s) => self.switch(frame, s),
+            ExprKind::Error => fail("oracle.parse", "expression failed to parse"),
+        }
+    }
+
+    /// `x = v`: the innermost binding of `x`, else the agent's belief.
+    fn assign(&mut self, frame: &mut Frame<'p>, name: &str, v: Json) {
+        if let Some(scope) = frame.scopes.iter_mut().rev().find(|s| s.contains_key(name)) {
+            scope.insert(name.to_string(), v);
+        } else {
+            self.world
+                .beliefs
+                .insert((frame.agent.name.name.clone(), name.to_string()), v);
+        }
+    }
+
+    fn switch(&mut self, frame: &mut Frame<'p>, s: &'p Switch) -> Eval<Json> {
+        let key = text(&self.eval(frame, &s.scrutinee)?);
+        let patterns: Vec<Option<String>> = s
+            .cases
+            .iter()
+            .map(|c| c.pattern.as_ref().map(pattern_text))
+            .collect();
+        let exact = patterns
+            .iter()
+            .position(|p| p.as_deref() == Some(key.as_str()));
+        let chosen = exact
+            .or_else(|| {
+                patterns
+                    .iter()
+                    .position(|p| p.as_deref().is_some_and(|p| loosely_matches(p, &key)))
+            })
+            .or_else(|| patterns.iter().position(Option::is_none));
+        let Some(i) = chosen else {
+            return fail("switch.no_match", format!("no case matches {key:?}"));
+        };
+        match &s.cases[i].body {
+            CaseBody::Expr(e) => self.eval(frame, e),
+            CaseBody::Block(b) => self.block(frame, b, true),
+        }
+    }
+}
+
+/// The text a case literal matches.
+fn pattern_text(p: &Expr) -> String {
+    match &p.kind {
+        ExprKind::Str(lit) => lit.text(),
+        ExprKind::Number(n) => value::number(*n).map(|v| text(&v)).unwrap_or_default(),
+        ExprKind::Bool(b) => b.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// Loose case matching (docs/runtime.md, "Frames"): ignoring case,
+/// surrounding whitespace, quotes, markdown emphasis and trailing
+/// punctuation; or the value starts with the case followed by a non-word
+/// character.
+fn loosely_matches(case: &str, value: &str) -> bool {
+    fn normalize(s: &str) -> String {
+        let decoration = |c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '`' | '*' | '_');
+        s.trim_start_matches(decoration)
+            .trim_end_matches(|c: char| {
+                decoration(c) || matches!(c, '.' | '!' | '?' | ',' | ';' | ':')
+            })
+            .to_lowercase()
+    }
+    let (c, v) = (normalize(case), normalize(value));
+    if c.is_empty() {
+        return v.is_empty();
+    }
+    v == c
+        || v.strip_prefix(&c)
+            .and_then(|rest| rest.chars().next())
+            .is_some_and(|ch| !(ch.is_alphanumeric() || ch == '_'))
+}
+
+/// `"stm"`, `"ltm"`, `"episodic"` in any case, `short_term`/`long_term`, or
+/// a store declared in the agent's `memory {}` block.
+fn resolve_tier(agent: &Agent, written: &str) -> Option<&'static str> {
+    let lower = written.to_lowercase();
+    let canonical = |t: &str| match t {
+        "stm" | "short_term" => Some(TIERS[0]),
+        "ltm" | "long_term" => Some(TIERS[1]),
+        "episodic" => Some(TIERS[2]),
+        _ => None,
+    };
+    canonical(&lower).or_else(|| {
+        agent.members.iter().find_map(|m| match m {
+            Member::Memory(decls, _) => decls
+                .iter()
+                .find(|d| d.name.name == written)
+                .and_then(|d| canonical(&d.tier.name.to_lowercase())),
+            _ => None,
+        })
+    })
+}
+
+fn settle(u: Unwind) -> OracleError {
+    match u {
+        Unwind::Fail(e) => e,
+        Unwind::Return(_) => OracleError::new("oracle.return", "`return` outside a flow"),
+    }
+}
+
+fn llm_kind(name: &str) -> Option<LlmOpKind> {
+    Some(match name {
+        "ask" => LlmOpKind::Ask,
+        "think" => LlmOpKind::Think,
+        "reason" => LlmOpKind::Reason,
+        "llm" => LlmOpKind::Llm,
+        "plan" => LlmOpKind::Plan,
+        "reflect" => LlmOpKind::Reflect,
+        "verify" => LlmOpKind::Verify,
+        _ => return None,
+    })
+}
+
+impl<'p> Interpreter<'p> {
+    fn args(&mut self, frame: &mut Frame<'p>, args: &'p [Expr]) -> Eval<Vec<Json>> {
+        let mut out = Vec::with_capacity(args.len());
+        for a in args {
+            out.push(self.eval(frame, a)?);
+        }
+        Ok(out)
+    }
+
+    fn call(&mut self, frame: &mut Frame<'p>, callee: &'p Expr, args: &'p [Expr]) -> Eval<Json> {
+        match &callee.kind {
+            ExprKind::Member(base, flow_name) => {
+                let ExprKind::Var(agent_name) = &base.kind else {
+                    return fail("oracle.call", "callee is not `Agent.flow`");
+                };
+                let agent = self.agent(&agent_name.name)?;
+                let values = self.args(frame, args)?;
+                self.call_named_flow(agent, &flow_name.name, values)
+            }
+            ExprKind::Var(name) => self.call_name(frame, &name.name, args),
+            _ => fail("oracle.call", "callee is not a name"),
+        }
+    }
+
+    fn call_named_flow(&mut self, agent: &'p Agent, name: &str, args: Vec<Json>) -> Eval<Json> {
+        let flow = agent.members.iter().find_map(|m| match m {
+            Member::Flow(f) if f.name.name == name => Some(f),
+            _ => None,
+        });
+        match flow {
+            Some(f) => Ok(self.call_flow(agent, f, args)?),
+            None => fail("flow.unknown", format!("no flow `{name}`")),
+        }
+    }
+
+    /// `name(args)`: an operation, a flow of the agent or a capability.
+    fn call_name(&mut self, frame: &mut Frame<'p>, name: &str, args: &'p [Expr]) -> Eval<Json> {
+        let agent = frame.agent;
+        let agent_name = agent.name.name.as_str();
+        if let Some(kind) = llm_kind(name) {
+            let values = self.args(frame, args)?;
+            return self.llm(agent_name, kind, values);
+        }
+        match name {
+            "inv" | "tool" => {
+                let values = self.args(frame, args)?;
+                let tool = values.first().map(text).unwrap_or_default();
+                let tool_args = values.get(1).cloned().unwrap_or(Json::Null);
+                self.tool(agent_name, &tool, &tool_args)
+            }
+            "qmem" | "mem" | "umem" => {
+                let values = self.args(frame, args)?;
+                let written = values.get(1).map(text).unwrap_or_default();
+                let Some(tier) = resolve_tier(agent, &written) else {
+                    return fail("mem.tier", format!("invalid memory tier {written:?}"));
+                };
+                let first = values.first().cloned().unwrap_or(Json::Null);
+                if name == "umem" {
+                    self.world
+                        .mem_update(agent_name, tier, first, values.get(2));
+                    Ok(Json::Null)
+                } else {
+                    let limit = values.get(2).and_then(Json::as_f64).map(|n| n as usize);
+                    Ok(self.world.mem_query(agent_name, tier, &first, limit))
+                }
+            }
+            "fence" => Ok(Json::Null),
+            "merge" => {
+                let values = self.args(frame, args)?;
+                Ok(Json::String(
+                    values.iter().map(text).collect::<Vec<_>>().join("\n\n"),
+                ))
+            }
+            "wait_all" | "wait" => Ok(Json::Array(self.args(frame, args)?)),
+            "print" => {
+                let values = self.args(frame, args)?;
+                self.world
+                    .printed
+                    .push(values.iter().map(text).collect::<Vec<_>>().join(" "));
+                Ok(Json::Null)
+            }
+            "communicate" | "talk" => {
+                let values = self.args(frame, args)?;
+                let to = values.first().map(text).unwrap_or_default();
+                let body = values.get(1).cloned().unwrap_or(Json::Null);
+                let protocol = values.get(2).map(text).unwrap_or_default();
+                self.world
+                    .outbox
+                    .push((agent_name.to_string(), to, body, protocol));
+                Ok(Json::Null)
+            }
+            "exec" | "exc" => {
+                let values = self.args(frame, args)?;
+                self.host
+                    .exec(agent_name, &values, &CancelToken::new())
+                    .map_err(|e| Unwind::Fail(OracleError::new(e.code, e.message)))
+            }
+            _ => {
+                let values = self.args(frame, args)?;
+                let is_flow = agent
+                    .members
+                    .iter()
+                    .any(|m| matches!(m, Member::Flow(f) if f.name.name == name));
+                if is_flow {
+                    self.call_named_flow(agent, name, values)
+                } else {
+                    self.capability(agent, name, values)
+                }
+            }
+        }
+    }
+
+    /// A declared capability called directly: the tool gets an object of
+    /// the declared parameter names.
+    fn capability(&mut self, agent: &'p Agent, name: &str, values: Vec<Json>) -> Eval<Json> {
+        let Some(cap) = agent.members.iter().find_map(|m| match m {
+            Member::Capability(c) if c.name.name == name => Some(c),
+            _ => None,
+        }) else {
+            return fail("oracle.call", format!("unknown operation `{name}`"));
+        };
+        let object: serde_json::Map<String, Json> = cap
+            .params
+            .iter()
+            .map(|p| p.name.name.clone())
+            .zip(values)
+            .collect();
+        self.tool(&agent.name.name, name, &Json::Object(object))
+    }
+
+    fn tool(&mut self, agent: &str, tool: &str, args: &Json) -> Eval<Json> {
+        self.host
+            .invoke_tool(agent, tool, args, &CancelToken::new())
+            .map_err(|e| Unwind::Fail(OracleError::new(e.code, e.message)))
+    }
+
+    /// An LLM op: the first value is the prompt, the others context blocks
+    /// `context 1`, `context 2`, ...; structured ops ask for their schema.
+    fn llm(&mut self, agent: &str, kind: LlmOpKind, values: Vec<Json>) -> Eval<Json> {
+        let mut values = values.into_iter();
+        let prompt = values.next().map(|v| text(&v)).unwrap_or_default();
+        let context = values
+            .enumerate()
+            .map(|(i, v)| ContextBlock {
+                label: format!("context {}", i + 1),
+                text: text(&v),
+            })
+            .collect();
+        let request = LlmRequest {
+            kind,
+            agent: agent.to_string(),
+            system: None,
+            prompt,
+            context,
+            model: None,
+            temperature: None,
+            max_tokens: None,
+            json_schema: schema_for(kind),
+        };
+        let response = self
+            .backend
+            .complete(&request, &CancelToken::new())
+            .map_err(|e| {
+                Unwind::Fail(OracleError::new(
+                    format!("llm.{}", kind_code(&e)),
+                    e.to_string(),
+                ))
+            })?;
+        if request.json_schema.is_none() {
+            return Ok(Json::String(response.text));
+        }
+        match response.json {
+            Some(j) => Ok(j),
+            None => serde_json::from_str(&response.text)
+                .map_err(|e| Unwind::Fail(OracleError::new("llm.invalid_response", e.to_string()))),
+        }
+    }
+}
+
+fn kind_code(e: &ais_vm::llm::LlmError) -> String {
+    serde_json::to_value(e.kind)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_else(|| "error".into())
+}
