@@ -25,12 +25,10 @@ const EXCLUDED: &[(&str, &str)] = &[
          sometimes fails the run with `tool.unknown` where the oracle completes \
          (failures inside `try` bodies; owned by the `runtime` branch)",
     ),
-    (
-        "docs/runtime.md#3",
-        "`on` handlers run by `communicate`: not modelled by the oracle \
-         (messaging is owned by the `runtime` branch)",
-    ),
 ];
+// Programs that declare `on` handlers are left out as a class (see below):
+// the oracle does not model message delivery, so the handlers' effects
+// exist only on the VM side.
 
 fn ais_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -108,6 +106,14 @@ fn every_runnable_program_agrees() {
         let Ok(program) = ais_oracle::Program::load(&source) else {
             continue;
         };
+        let has_handlers = program
+            .file
+            .agents
+            .iter()
+            .any(|a| a.members.iter().any(|m| matches!(m, Member::Handler(_))));
+        if has_handlers {
+            continue;
+        }
         let entry = program.file.agents.iter().find_map(|a| {
             a.members.iter().find_map(|m| match m {
                 Member::Flow(f) if f.is_entry() => Some(f),
