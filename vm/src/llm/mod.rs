@@ -83,6 +83,21 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// The two counts of a reply's `usage` object (named per protocol);
+    /// 0 when absent. Read also from rejected replies: they were spent.
+    pub(crate) fn from_reply(v: &serde_json::Value, prompt: &str, completion: &str) -> Usage {
+        let count = |k: &str| {
+            v.get("usage")
+                .and_then(|u| u.get(k))
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or(0)
+        };
+        Usage {
+            prompt_tokens: count(prompt),
+            completion_tokens: count(completion),
+        }
+    }
+
     pub fn total(&self) -> u64 {
         self.prompt_tokens + self.completion_tokens
     }

@@ -85,19 +85,9 @@ pub(crate) fn body(p: &Prepared, mode: StructuredMode, reasoning: bool) -> Value
     Value::Object(b)
 }
 
-/// The tokens a reply reports (0 when absent); read also from replies
-/// that are rejected, since they were spent.
+/// The tokens a reply reports (see [`Usage::from_reply`]).
 pub(crate) fn usage(v: &Value) -> Usage {
-    let count = |k: &str| {
-        v.get("usage")
-            .and_then(|u| u.get(k))
-            .and_then(Value::as_u64)
-            .unwrap_or(0)
-    };
-    Usage {
-        prompt_tokens: count("prompt_tokens"),
-        completion_tokens: count("completion_tokens"),
-    }
+    Usage::from_reply(v, "prompt_tokens", "completion_tokens")
 }
 
 pub(crate) fn parse(v: &Value) -> Result<Reply, String> {
