@@ -22,7 +22,14 @@ impl Watchdog {
         }
     }
 
-    /// Counts one execution; `Some(n)` when it is the limit-th repetition.
+    pub(crate) fn limit(&self) -> u32 {
+        self.limit
+    }
+
+    /// Counts one execution; `Some(n)` when it reaches the limit: `n` is
+    /// the limit for the execution that reached it, more for concurrent
+    /// iterations that got there after it (they must not run either, but
+    /// only the first reports: see `Run::watchdog_tripped`).
     pub(crate) fn observe(&self, frame: &Frame<'_>, op: u32, input_hash: &str) -> Option<u32> {
         let mut in_loop = false;
         let mut f = frame;

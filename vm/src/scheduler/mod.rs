@@ -1171,6 +1171,12 @@ impl<'r> Run<'r> {
         let Some(n) = w.observe(frame, op, &crate::journal::input_hash(args)) else {
             return false;
         };
+        if n > w.limit() {
+            // A concurrent iteration reached the limit first and reports
+            // it; this one only must not run (reporting it too would race
+            // that report for the run's outcome).
+            return true;
+        }
         self.finish(Err(RunError::OpFailed {
             flow: self.program.flow_name(frame.flow),
             opcode: instr.opcode.mnemonic(),
