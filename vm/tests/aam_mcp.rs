@@ -139,6 +139,12 @@ fn scripted_server() -> PathBuf {
 
 /// An `[[mcp_servers]]` entry `s` running the scripted server with `env`,
 /// recording what it receives in `record`.
+/// A host whose one MCP server is the scripted test server (denying
+/// confirmations), with `env` appended to its environment.
+fn scripted_host(env: &str, timeout_s: f64, record: &Path) -> AamHost {
+    host(&scripted_config(env, timeout_s, record), Confirm::Deny).unwrap()
+}
+
 fn scripted_config(env: &str, timeout_s: f64, record: &Path) -> String {
     format!(
         "[[mcp_servers]]\nname = \"s\"\ncommand = [\"node\", \"{}\"]\ntimeout_s = {timeout_s}\n\
@@ -179,7 +185,7 @@ fn status_of(h: &AamHost, server: &str) -> Json {
 fn mcp_timeout_sends_cancelled() {
     let d = tempfile::tempdir().unwrap();
     let record = d.path().join("received.jsonl");
-    let h = host(&scripted_config("", 0.5, &record), Confirm::Deny).unwrap();
+    let h = scripted_host("", 0.5, &record);
     let e = inv(&h, "s.slow", json!({})).unwrap_err();
     assert_eq!(e.code, "mcp.timeout");
     // The server answers `slow` late, once cancelled; the next call gets
@@ -215,7 +221,7 @@ fn mcp_timeout_sends_cancelled() {
 fn mcp_run_cancellation_sends_cancelled() {
     let d = tempfile::tempdir().unwrap();
     let record = d.path().join("received.jsonl");
-    let h = host(&scripted_config("", 60.0, &record), Confirm::Deny).unwrap();
+    let h = scripted_host("", 60.0, &record);
     let cancel = CancelToken::new();
     let e = std::thread::scope(|s| {
         let call = s.spawn(|| h.invoke_tool("A", "s.slow", &json!({}), &cancel));
@@ -250,11 +256,7 @@ fn mcp_negotiates_protocol_version() {
     // A legacy server: probe, then `initialize` with the newest handshake
     // version; it answers an older one we speak.
     let record = d.path().join("legacy.jsonl");
-    let h = host(
-        &scripted_config(", MCP_ANSWER_VERSION = \"2024-11-05\"", 5.0, &record),
-        Confirm::Deny,
-    )
-    .unwrap();
+    let h = scripted_host(", MCP_ANSWER_VERSION = \"2024-11-05\"", 5.0, &record);
     assert_eq!(inv(&h, "s.echo", json!({"text": "a"})).unwrap(), json!("a"));
     assert_eq!(status_of(&h, "s")["protocol_version"], "2024-11-05");
     let msgs = received(&record);
@@ -277,11 +279,7 @@ fn mcp_negotiates_protocol_version() {
 
     // A legacy server that ignores the probe: restarted, then `initialize`.
     let record = d.path().join("ignores-probe.jsonl");
-    let h = host(
-        &scripted_config(", MCP_IGNORE = \"server/discover\"", 0.5, &record),
-        Confirm::Deny,
-    )
-    .unwrap();
+    let h = scripted_host(", MCP_IGNORE = \"server/discover\"", 0.5, &record);
     assert_eq!(inv(&h, "s.echo", json!({"text": "r"})).unwrap(), json!("r"));
     assert_eq!(status_of(&h, "s")["protocol_version"], "2025-11-25");
     // (Whether the first process read the probe's cancellation before it
@@ -305,11 +303,7 @@ fn mcp_negotiates_protocol_version() {
 
     // A modern server: no handshake; every request carries the version.
     let record = d.path().join("modern.jsonl");
-    let h = host(
-        &scripted_config(", MCP_ERA = \"modern\"", 5.0, &record),
-        Confirm::Deny,
-    )
-    .unwrap();
+    let h = scripted_host(", MCP_ERA = \"modern\"", 5.0, &record);
     assert_eq!(inv(&h, "s.echo", json!({"text": "b"})).unwrap(), json!("b"));
     assert_eq!(status_of(&h, "s")["protocol_version"], "2026-07-28");
     let msgs = received(&record);
@@ -330,11 +324,7 @@ fn mcp_negotiates_protocol_version() {
 
     // Versions this client does not speak: a clear error naming both.
     let record = d.path().join("unknown.jsonl");
-    let h = host(
-        &scripted_config(", MCP_ANSWER_VERSION = \"2099-01-01\"", 5.0, &record),
-        Confirm::Deny,
-    )
-    .unwrap();
+    let h = scripted_host(", MCP_ANSWER_VERSION = \"2099-01-01\"", 5.0, &record);
     let e = inv(&h, "s.echo", json!({"text": "c"})).unwrap_err();
     assert_eq!(e.code, "mcp.protocol_version");
     assert!(e.message.contains("`s`"), "{}", e.message);
@@ -353,15 +343,11 @@ fn mcp_negotiates_protocol_version() {
     assert_eq!(e.payload["server_versions"], json!(["2099-01-01"]));
     assert_eq!(status_of(&h, "s")["state"], "failed");
     let record = d.path().join("future.jsonl");
-    let h = host(
-        &scripted_config(
-            ", MCP_ERA = \"modern\", MCP_SUPPORTED = \"2099-01-01\"",
-            5.0,
-            &record,
-        ),
-        Confirm::Deny,
-    )
-    .unwrap();
+    let h = scripted_host(
+        ", MCP_ERA = \"modern\", MCP_SUPPORTED = \"2099-01-01\"",
+        5.0,
+        &record,
+    );
     let e = inv(&h, "s.echo", json!({"text": "d"})).unwrap_err();
     assert_eq!(e.code, "mcp.protocol_version");
     assert!(
@@ -428,15 +414,11 @@ fn non_json_stdout_is_reported() {
     let d = tempfile::tempdir().unwrap();
     let record = d.path().join("received.jsonl");
     // A banner on stdout, then silence.
-    let h = host(
-        &scripted_config(
-            ", MCP_ERA = \"mute\", MCP_BANNER = \"Weather server v2 listening\"",
-            0.5,
-            &record,
-        ),
-        Confirm::Deny,
-    )
-    .unwrap();
+    let h = scripted_host(
+        ", MCP_ERA = \"mute\", MCP_BANNER = \"Weather server v2 listening\"",
+        0.5,
+        &record,
+    );
     let e = inv(&h, "s.echo", json!({"text": "x"})).unwrap_err();
     assert_eq!(e.code, "mcp.not_json");
     assert!(e.message.contains("MCP server `s`"), "{}", e.message);
@@ -448,40 +430,28 @@ fn non_json_stdout_is_reported() {
     assert_eq!(e.payload["line"], "Weather server v2 listening");
     // A long line is quoted truncated.
     let long = "x".repeat(1000);
-    let h = host(
-        &scripted_config(
-            &format!(", MCP_ERA = \"mute\", MCP_BANNER = \"{long}\""),
-            0.5,
-            &record,
-        ),
-        Confirm::Deny,
-    )
-    .unwrap();
+    let h = scripted_host(
+        &format!(", MCP_ERA = \"mute\", MCP_BANNER = \"{long}\""),
+        0.5,
+        &record,
+    );
     let e = inv(&h, "s.echo", json!({"text": "x"})).unwrap_err();
     assert_eq!(e.code, "mcp.not_json");
     let quoted = e.payload["line"].as_str().unwrap();
     assert!(quoted.ends_with('…') && quoted.len() < 300, "{quoted}");
     // A banner, a clean answer to the probe, then no answer to `initialize`:
     // still the banner's fault.
-    let h = host(
-        &scripted_config(
-            ", MCP_IGNORE = \"initialize\", MCP_BANNER = \"debug: ready\"",
-            0.5,
-            &record,
-        ),
-        Confirm::Deny,
-    )
-    .unwrap();
+    let h = scripted_host(
+        ", MCP_IGNORE = \"initialize\", MCP_BANNER = \"debug: ready\"",
+        0.5,
+        &record,
+    );
     let e = inv(&h, "s.echo", json!({"text": "x"})).unwrap_err();
     assert_eq!(e.code, "mcp.not_json");
     assert_eq!(e.payload["method"], "initialize");
     assert_eq!(e.payload["line"], "debug: ready");
     // A banner before well-formed replies is tolerated.
-    let h = host(
-        &scripted_config(", MCP_BANNER = \"hello\"", 5.0, &record),
-        Confirm::Deny,
-    )
-    .unwrap();
+    let h = scripted_host(", MCP_BANNER = \"hello\"", 5.0, &record);
     assert_eq!(
         inv(&h, "s.echo", json!({"text": "fine"})).unwrap(),
         json!("fine")

@@ -371,35 +371,40 @@ pub fn describe(oracle: &Observed, vm: &Observed) -> Option<String> {
             out.push_str(&format!("\n{name}:\n  oracle: {a}\n  vm:     {b}"));
         }
     };
-    field(
-        "result",
-        format!("{:?}", oracle.result),
-        format!("{:?}", vm.result),
-    );
-    field(
-        "printed",
-        format!("{:?}", oracle.printed),
-        format!("{:?}", vm.printed),
-    );
-    field(
-        "memory",
-        format!("{:?}", oracle.memory),
-        format!("{:?}", vm.memory),
-    );
-    field(
-        "beliefs",
-        format!("{:?}", oracle.beliefs),
-        format!("{:?}", vm.beliefs),
-    );
-    field(
-        "tool calls",
-        format!("{:?}", oracle.tool_calls),
-        format!("{:?}", vm.tool_calls),
-    );
-    field(
-        "llm requests",
-        format!("{:?}", oracle.llm),
-        format!("{:?}", vm.llm),
-    );
+    let pairs = [
+        (
+            "result",
+            format!("{:?}", oracle.result),
+            format!("{:?}", vm.result),
+        ),
+        (
+            "printed",
+            format!("{:?}", oracle.printed),
+            format!("{:?}", vm.printed),
+        ),
+        (
+            "memory",
+            format!("{:?}", oracle.memory),
+            format!("{:?}", vm.memory),
+        ),
+        (
+            "beliefs",
+            format!("{:?}", oracle.beliefs),
+            format!("{:?}", vm.beliefs),
+        ),
+        (
+            "tool calls",
+            format!("{:?}", oracle.tool_calls),
+            format!("{:?}", vm.tool_calls),
+        ),
+        (
+            "llm requests",
+            format!("{:?}", oracle.llm),
+            format!("{:?}", vm.llm),
+        ),
+    ];
+    for (name, a, b) in pairs {
+        field(name, a, b);
+    }
     (!out.is_empty()).then_some(out)
 }
