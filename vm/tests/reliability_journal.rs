@@ -73,8 +73,11 @@ impl LlmBackend for Counting {
         if self.live.is_some_and(|l| n >= l) {
             return Err(LlmError::new("counting", LlmErrorKind::Server, "down"));
         }
+        // Only calls that returned count: one cancelled because the run
+        // had already failed returned nothing, so resuming repeats it.
+        let reply = self.inner.complete(r, c)?;
         self.prompts.lock().unwrap().push(r.prompt.clone());
-        self.inner.complete(r, c)
+        Ok(reply)
     }
 }
 
