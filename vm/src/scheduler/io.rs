@@ -2,8 +2,11 @@
 //! fixed number of I/O threads (its concurrency limit) and a policy queue.
 
 use super::policy::{Policy, PolicyQueue};
+use super::{Run, Sink};
+use crate::exec::{self, OpError};
 use crate::frame::Frame;
 use crate::sync::lock;
+use crate::telemetry::{AttemptRecord, LlmInfo, OpEvent, Status, Track};
 use crate::value::Val;
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -17,6 +20,8 @@ pub(crate) struct Job<'r> {
     /// Worker that dispatched it.
     pub worker: u32,
     pub args: SmallVec<[Val; 4]>,
+    /// Journal key and input hash ([`Run::admit`]), when journaled.
+    pub jkey: Option<(String, String)>,
 }
 
 struct State<'r> {
@@ -134,5 +139,210 @@ impl<'r> Lane<'r> {
         };
         drop(dropped);
         self.cv.notify_all();
+    }
+}
+
+/// A blocking op handed to the I/O executor, between its start and its
+/// settling.
+pub(super) struct Call<'r> {
+    pub(super) frame: Arc<Frame<'r>>,
+    pub(super) op: u32,
+    pub(super) ready_ns: u64,
+    /// Worker that dispatched it.
+    pub(super) worker: u32,
+    pub(super) track: Track,
+    pub(super) start_ns: u64,
+    pub(super) jkey: Option<(String, String)>,
+    pub(super) llm: bool,
+}
+
+impl Call<'_> {
+    /// The call's telemetry event, ending at `end_ns`.
+    pub(super) fn event(
+        &self,
+        end_ns: u64,
+        status: Status,
+        llm: Option<Box<LlmInfo>>,
+    ) -> Option<OpEvent> {
+        let instr = self.frame.code.ops.get(self.op as usize)?;
+        Some(OpEvent {
+            frame: self.frame.id,
+            flow: self.frame.flow,
+            op: self.op,
+            opcode: instr.opcode,
+            agent: self.frame.agent,
+            track: self.track,
+            worker: self.worker,
+            ready_ns: self.ready_ns,
+            start_ns: self.start_ns,
+            end_ns,
+            status,
+            llm,
+        })
+    }
+}
+
+impl<'r> Run<'r> {
+    pub(super) fn io_loop(&self, lane: &Lane<'r>, llm: bool, idx: u32) -> Vec<OpEvent> {
+        let mut events = Vec::new();
+        while let Some(job) = lane.pop() {
+            let ev = self.run_job(job, llm, idx);
+            lane.finished();
+            if let Some(e) = ev {
+                events.push(e);
+            }
+        }
+        events
+    }
+
+    pub(super) fn run_job(&self, job: Job<'r>, llm: bool, idx: u32) -> Option<OpEvent> {
+        let Job {
+            frame,
+            op,
+            ready_ns,
+            worker,
+            args,
+            jkey,
+        } = job;
+        let instr = frame.code.ops.get(op as usize)?;
+        let track = if llm {
+            Track::Llm(idx)
+        } else {
+            Track::Tool(idx)
+        };
+        let start = self.now();
+        let mut call = Call {
+            frame,
+            op,
+            ready_ns,
+            worker,
+            track,
+            start_ns: start,
+            jkey: None,
+            llm,
+        };
+        if self.halted() || call.frame.is_cancelled() {
+            return self
+                .record
+                .then(|| call.event(start, Status::Cancelled, None))
+                .flatten();
+        }
+        let frame = &call.frame;
+        let agent = self.agent_name(frame.agent);
+        if let (Some(j), Some((k, h)), false) = (self.journal, &jkey, llm) {
+            if let Err(e) = j.intent(k, instr.opcode.mnemonic(), h) {
+                self.fail(frame, op, OpError::new(e.code, e.message), &Sink::Global);
+                return None;
+            }
+        }
+        let (result, info) = if llm {
+            let req = exec::llm_request(agent, instr, &args);
+            // Every attempt (retries included) goes into the op's telemetry.
+            let log = crate::llm::AttemptLog::new();
+            let result = self.backend.complete_observed(&req, &self.cancel, &log);
+            self.llm_outcome(&req, result, log.attempts())
+        } else {
+            (
+                exec::exec_tool(self.host, agent, instr, &args, &self.cancel),
+                None,
+            )
+        };
+        call.jkey = jkey;
+        self.settle(call, result, info)
+    }
+
+    /// An LLM reply (or failure) as the op's value and its telemetry.
+    pub(super) fn llm_outcome(
+        &self,
+        req: &crate::llm::LlmRequest,
+        result: Result<crate::llm::LlmResponse, crate::llm::LlmError>,
+        attempts: Vec<crate::llm::Attempt>,
+    ) -> (Result<Val, OpError>, Option<Box<LlmInfo>>) {
+        // Failed and rejected attempts spent tokens too.
+        let usage = crate::llm::call_usage(result.as_ref().ok(), &attempts);
+        let attempts: Vec<AttemptRecord> =
+            attempts.iter().map(AttemptRecord::from_attempt).collect();
+        match result {
+            Ok(resp) => {
+                let info = Box::new(LlmInfo {
+                    model: resp.model.clone(),
+                    input_tokens: usage.prompt_tokens,
+                    output_tokens: usage.completion_tokens,
+                    simulated: resp.simulated,
+                    attempts,
+                });
+                (exec::llm_value(req, &resp), Some(info))
+            }
+            Err(e) => {
+                let info = Box::new(LlmInfo {
+                    model: req.model.clone().unwrap_or_default(),
+                    input_tokens: usage.prompt_tokens,
+                    output_tokens: usage.completion_tokens,
+                    simulated: self.backend.is_simulated(),
+                    attempts,
+                });
+                (Err(OpError::from(e)), Some(info))
+            }
+        }
+    }
+
+    /// Finishes a blocking op whose call has returned: journal, usage,
+    /// delivery of the value (or failure), and its event.
+    pub(super) fn settle(
+        &self,
+        call: Call<'r>,
+        result: Result<Val, OpError>,
+        info: Option<Box<LlmInfo>>,
+    ) -> Option<OpEvent> {
+        let (frame, op, jkey, llm) = (&call.frame, call.op, &call.jkey, call.llm);
+        let instr = frame.code.ops.get(op as usize)?;
+        let end = self.now();
+        let tokens = info
+            .as_ref()
+            .map_or(0, |i| i.input_tokens + i.output_tokens);
+        let result = result.and_then(|v| {
+            self.journal_record(jkey.as_ref(), instr, std::slice::from_ref(&v), tokens)
+                .map(|()| v)
+        });
+        if let (Ok(_), Some(i)) = (&result, &info) {
+            self.used[1].fetch_add(tokens, Ordering::SeqCst);
+            if let Some(a) = self.agent_used.get(frame.agent as usize) {
+                a[1].fetch_add(tokens, Ordering::SeqCst);
+            }
+            let c = self
+                .budget
+                .cost_micro_usd(&i.model, i.input_tokens, i.output_tokens);
+            self.used[2].fetch_add(c, Ordering::SeqCst);
+        }
+        let status = match result {
+            Ok(v) => {
+                if let Some(t) = self.complete_op(
+                    frame.clone(),
+                    op,
+                    exec::tool_results(instr, v),
+                    end,
+                    &Sink::Global,
+                ) {
+                    self.injector.push(t);
+                }
+                Status::Ok
+            }
+            Err(_) if self.halted() || frame.is_cancelled() => Status::Cancelled,
+            Err(e) => {
+                if let (Some(j), Some((k, h)), false) = (self.journal, jkey, llm) {
+                    let _ = j.failed(k, instr.opcode.mnemonic(), h);
+                }
+                self.fail(frame, op, e, &Sink::Global);
+                Status::Failed
+            }
+        };
+        if !self.injector.is_empty() {
+            self.sleep.notify_one();
+        }
+        if self.record {
+            call.event(end, status, info)
+        } else {
+            None
+        }
     }
 }

@@ -1,0 +1,245 @@
+//! Effect admission: the one check before every effect op runs. An effect
+//! op is replayed from the journal, stopped by the run's budget or the loop
+//! watchdog, or admitted to run (and recorded when it completes).
+
+use super::Run;
+use crate::error::RunError;
+use crate::exec::{self, Class, OpError, Results};
+use crate::frame::Frame;
+use crate::value::Val;
+use ais_ir::bytecode::{Imm, Instr};
+use ais_ir::Opcode;
+use serde_json::Value as Json;
+use std::sync::atomic::Ordering;
+
+/// What [`Run::admit`] decided for an op.
+pub(super) enum Admission {
+    /// Run it; `jkey` is its journal key and input hash when it is journaled.
+    Run { jkey: Option<(String, String)> },
+    /// An earlier attempt's outcome: delivered instead of running the op.
+    Replayed(Result<Results, OpError>),
+    /// The budget or the watchdog stopped the run.
+    Stopped,
+}
+
+impl<'r> Run<'r> {
+    /// The one check before an op runs. Ops that are not effects are
+    /// always admitted. An effect op is replayed when an earlier attempt
+    /// of the run recorded it (a replay costs no budget), else it counts
+    /// against the budget; either way it counts for the loop watchdog.
+    /// The budget and the watchdog stop the run.
+    pub(super) fn admit(
+        &self,
+        frame: &Frame<'r>,
+        op: u32,
+        instr: &Instr,
+        class: Class,
+        args: &[Val],
+    ) -> Admission {
+        let jkey = self.journal_key(frame, op, instr, class, args);
+        let replayed = match (&jkey, self.journal) {
+            (Some((k, h)), Some(j)) => self.replay(j, k, h, instr, args),
+            _ => None,
+        };
+        if replayed.is_none() && self.over_budget(frame, op, instr, class) {
+            return Admission::Stopped;
+        }
+        // Replays count too: a loop that made no progress before the run
+        // was resumed must still be stopped.
+        if self.watchdog_tripped(frame, op, instr, class, args) {
+            return Admission::Stopped;
+        }
+        match replayed {
+            Some(results) => Admission::Replayed(results),
+            None => Admission::Run { jkey },
+        }
+    }
+
+    /// The journal key and input hash of an effect op (`None`: not journaled).
+    pub(super) fn journal_key(
+        &self,
+        frame: &Frame<'r>,
+        op: u32,
+        instr: &Instr,
+        class: Class,
+        args: &[Val],
+    ) -> Option<(String, String)> {
+        self.journal?;
+        if !matches!(class, Class::Inline | Class::Llm | Class::Tool)
+            || instr.opcode == Opcode::Fence
+        {
+            return None;
+        }
+        Some((
+            crate::journal::op_key(frame, op),
+            crate::journal::input_hash(args),
+        ))
+    }
+
+    /// An earlier attempt's results for this op: `Some(Ok)` to deliver,
+    /// `Some(Err)` for a side effect in doubt, `None` to execute it.
+    pub(super) fn replay(
+        &self,
+        j: &crate::journal::Journal,
+        key: &str,
+        hash: &str,
+        instr: &Instr,
+        args: &[Val],
+    ) -> Option<Result<Results, OpError>> {
+        use crate::journal::Replay;
+        match j.lookup(key, hash) {
+            Replay::Done(vs) => {
+                let mut r: Results = vs.into_iter().collect();
+                exec::pad_ord(instr, &mut r);
+                Some(Ok(r))
+            }
+            Replay::Miss => None,
+            Replay::InDoubt => {
+                let tool = match &instr.imm {
+                    Imm::Tool(t) => t.to_string(),
+                    _ => args.first().map(Val::text).unwrap_or_default(),
+                };
+                if j.is_idempotent(&tool) {
+                    return None;
+                }
+                let mut e = OpError::new(
+                    "journal.in_doubt",
+                    format!(
+                        "tool `{tool}` was started by an earlier attempt of this run and never recorded as completed; it is not declared idempotent, so it is not repeated"
+                    ),
+                );
+                e.payload = serde_json::json!({"tool": tool, "idempotency_key": key});
+                Some(Err(e))
+            }
+        }
+    }
+
+    /// Durably records an effect op's results before its consumers fire.
+    pub(super) fn journal_record(
+        &self,
+        jkey: Option<&(String, String)>,
+        instr: &Instr,
+        res: &[Val],
+        tokens: u64,
+    ) -> Result<(), OpError> {
+        match (self.journal, jkey) {
+            (Some(j), Some((k, h))) => j
+                .record(k, instr.opcode.mnemonic(), h, res, tokens)
+                .map_err(|e| OpError::new(e.code, e.message)),
+            _ => Ok(()),
+        }
+    }
+
+    /// The loop watchdog (see `crate::journal::watchdog`).
+    pub(super) fn watchdog_tripped(
+        &self,
+        frame: &Frame<'r>,
+        op: u32,
+        instr: &Instr,
+        class: Class,
+        args: &[Val],
+    ) -> bool {
+        let Some(w) = &self.watchdog else {
+            return false;
+        };
+        if !matches!(class, Class::Llm | Class::Tool) {
+            return false;
+        }
+        let Some(n) = w.observe(frame, op, &crate::journal::input_hash(args)) else {
+            return false;
+        };
+        if n > w.limit() {
+            // A concurrent iteration reached the limit first and reports
+            // it; this one only must not run (reporting it too would race
+            // that report for the run's outcome).
+            return true;
+        }
+        self.finish(Err(RunError::OpFailed {
+            flow: self.program.flow_name(frame.flow),
+            opcode: instr.opcode.mnemonic(),
+            region: frame.region,
+            op,
+            span: instr.span,
+            code: "WATCHDOG_LOOP".into(),
+            message: format!(
+                "`{}` ran {n} times in a loop with the same inputs: the loop makes no progress",
+                instr.opcode.mnemonic()
+            ),
+            payload: Box::new(serde_json::json!({"repeats": n, "limit": n})),
+        }));
+        true
+    }
+
+    /// Checks the run's budget before an effect op starts; when exceeded,
+    /// stops the run (not catchable) with `budget.<what>` and `{limit, used}`.
+    pub(super) fn over_budget(
+        &self,
+        frame: &Frame<'r>,
+        op: u32,
+        instr: &Instr,
+        class: Class,
+    ) -> bool {
+        let b = self.budget;
+        if b.is_empty() || !matches!(class, Class::Llm | Class::Tool | Class::Inline) {
+            return false;
+        }
+        let mut hit: Option<(&str, Json, Json)> = None;
+        if let Some(d) = b.deadline_ms {
+            let el = self.start.elapsed().as_millis() as u64;
+            if el > d {
+                hit = Some(("deadline_ms", d.into(), el.into()));
+            }
+        }
+        if hit.is_none() && class == Class::Llm {
+            let tokens = self.used[1].load(Ordering::SeqCst);
+            let cost = self.used[2].load(Ordering::SeqCst) as f64 / 1e6;
+            if let Some(l) = b.tokens.filter(|&l| tokens >= l) {
+                hit = Some(("tokens", l.into(), tokens.into()));
+            } else if let Some(l) = b.cost_usd.filter(|&l| cost >= l) {
+                hit = Some(("cost_usd", l.into(), cost.into()));
+            } else if let Some(l) = b.llm_calls {
+                let calls = self.used[0].fetch_add(1, Ordering::SeqCst) + 1;
+                if calls > l {
+                    hit = Some(("llm_calls", l.into(), (calls - 1).into()));
+                }
+            } else {
+                self.used[0].fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        if hit.is_none() && class == Class::Llm {
+            let name = self.agent_name(frame.agent);
+            if let (Some(l), Some(u)) = (b.agent(name), self.agent_used.get(frame.agent as usize)) {
+                let tokens = u[1].load(Ordering::SeqCst);
+                if let Some(t) = l.tokens.filter(|&t| tokens >= t) {
+                    hit = Some(("agent_tokens", t.into(), tokens.into()));
+                } else if let Some(c) = l.llm_calls {
+                    let calls = u[0].fetch_add(1, Ordering::SeqCst) + 1;
+                    if calls > c {
+                        hit = Some(("agent_llm_calls", c.into(), (calls - 1).into()));
+                    }
+                }
+            }
+        }
+        let Some((what, limit, used)) = hit else {
+            return false;
+        };
+        self.finish(Err(RunError::OpFailed {
+            flow: self.program.flow_name(frame.flow),
+            opcode: instr.opcode.mnemonic(),
+            region: frame.region,
+            op,
+            span: instr.span,
+            code: format!("budget.{what}"),
+            message: format!(
+                "the run's {what} budget is exhausted (limit {limit}, used {used}); completed ops are journaled: resume with a higher limit"
+            ),
+            payload: Box::new(serde_json::json!({
+                "limit": limit,
+                "used": used,
+                "budget": what,
+                "agent": self.agent_name(frame.agent),
+            })),
+        }));
+        true
+    }
+}

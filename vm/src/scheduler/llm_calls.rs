@@ -1,0 +1,385 @@
+//! LLM calls on backends that start without waiting: the table of calls
+//! in flight, the inbox their replies arrive in, and the completion thread
+//! that settles them.
+
+use super::io::{Call, Job};
+use super::Run;
+use crate::exec;
+use crate::sync::{lock, wait_until, SPIN};
+use crate::telemetry::{OpEvent, Status, Track};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// LLM calls started on a backend that does not wait (see
+/// [`Run::pump_llm`]): what each is for, by token.
+#[derive(Default)]
+pub(super) struct Calls<'r> {
+    pub(super) table: std::collections::HashMap<u64, Pending<'r>, TokenHash>,
+    /// Trace tracks of finished calls, reused so the trace shows at most
+    /// `concurrency` LLM tracks.
+    pub(super) free_slots: Vec<u32>,
+    pub(super) slots: u32,
+    /// Events of calls dropped before they started (the run had ended).
+    pub(super) events: Vec<OpEvent>,
+}
+
+/// A started LLM call: its op, its request (for reading the reply) and,
+/// for a scheduled reply, the reply and the delay it was due after.
+pub(super) struct Pending<'r> {
+    pub(super) call: Call<'r>,
+    pub(super) req: crate::llm::LlmRequest,
+    pub(super) scheduled: Option<(
+        Duration,
+        Result<crate::llm::LlmResponse, crate::llm::LlmError>,
+    )>,
+}
+
+/// Tokens are distinct sequential numbers: hashing them is a multiply.
+#[derive(Clone, Copy, Default)]
+pub(super) struct TokenHash;
+
+impl std::hash::BuildHasher for TokenHash {
+    type Hasher = TokenHasher;
+    fn build_hasher(&self) -> TokenHasher {
+        TokenHasher(0)
+    }
+}
+
+pub(super) struct TokenHasher(u64);
+
+impl std::hash::Hasher for TokenHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8 | u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+/// The outcome of one LLM call, for the completion thread.
+pub(super) struct Outcome {
+    pub(super) token: u64,
+    pub(super) result: Result<crate::llm::LlmResponse, crate::llm::LlmError>,
+    pub(super) attempts: Vec<crate::llm::Attempt>,
+}
+
+/// Where LLM outcomes wait for the completion thread: replies of started
+/// calls as they arrive, scheduled replies until they are due. Shared with
+/// the backends' reply callbacks, so it borrows nothing from the run.
+#[derive(Default)]
+pub(super) struct Inbox {
+    pub(super) state: Mutex<InboxState>,
+    pub(super) cv: Condvar,
+}
+
+#[derive(Default)]
+pub(super) struct InboxState {
+    pub(super) arrived: Vec<Outcome>,
+    /// Scheduled replies by due time (the replies wait in the calls table).
+    pub(super) due: std::collections::BinaryHeap<std::cmp::Reverse<(Instant, u64)>>,
+    pub(super) stop: bool,
+}
+
+/// What the completion thread takes at once.
+#[derive(Default)]
+pub(super) struct Ready {
+    pub(super) arrived: Vec<Outcome>,
+    pub(super) due: Vec<u64>,
+}
+
+impl Inbox {
+    pub(super) fn arrive(&self, o: Outcome) {
+        lock(&self.state).arrived.push(o);
+        self.cv.notify_one();
+    }
+
+    /// Calls are due at these times; wakes the completion thread only when
+    /// one is earlier than everything it waits for (a fan-out of scheduled
+    /// calls costs one wake-up, not one per call).
+    pub(super) fn schedule_all(&self, due: Vec<(Instant, u64)>) {
+        let mut g = lock(&self.state);
+        let earliest = g.due.peek().map(|std::cmp::Reverse((t, _))| *t);
+        let first = due.iter().map(|(t, _)| *t).min();
+        g.due.extend(due.into_iter().map(std::cmp::Reverse));
+        drop(g);
+        if let Some(first) = first {
+            if earliest.is_none_or(|t| first < t) {
+                self.cv.notify_one();
+            }
+        }
+    }
+
+    pub(super) fn stop(&self) {
+        lock(&self.state).stop = true;
+        self.cv.notify_all();
+    }
+
+    /// Blocks until outcomes are ready (arrived, or due); `None` once
+    /// stopped. `soon` is called once when a scheduled reply is due within
+    /// [`SPIN`] (the wait then yields instead of sleeping, to be on time).
+    pub(super) fn take(&self, soon: &dyn Fn()) -> Option<Ready> {
+        let mut g = lock(&self.state);
+        let mut warned = false;
+        loop {
+            if g.stop {
+                return None;
+            }
+            let now = Instant::now();
+            let mut ready = Ready {
+                arrived: std::mem::take(&mut g.arrived),
+                due: Vec::new(),
+            };
+            while let Some(std::cmp::Reverse((at, token))) = g.due.peek().copied() {
+                if at > now {
+                    break;
+                }
+                g.due.pop();
+                ready.due.push(token);
+            }
+            if !ready.arrived.is_empty() || !ready.due.is_empty() {
+                return Some(ready);
+            }
+            let next = g.due.peek().map(|std::cmp::Reverse((at, _))| *at);
+            if !warned && next.is_some_and(|at| at.saturating_duration_since(now) <= SPIN) {
+                warned = true;
+                drop(g);
+                soon();
+                g = lock(&self.state);
+                continue;
+            }
+            g = wait_until(&self.state, &self.cv, g, next);
+        }
+    }
+}
+
+impl<'r> Run<'r> {
+    /// Starts queued LLM calls while the backend's limit allows (backends
+    /// that [start without waiting](LlmBackend::starts_without_waiting)).
+    /// Called by workers after queuing calls and by the completion thread
+    /// after each reply.
+    pub(super) fn pump_llm(&self) {
+        let mut jobs = Vec::new();
+        while let Some(job) = self.llm.try_pop(self.llm_limit) {
+            jobs.push(job);
+        }
+        if !jobs.is_empty() {
+            self.start_llms(jobs);
+        }
+    }
+
+    /// A worker's burst of LLM calls: those the limit allows start now
+    /// (together), the rest wait in the policy queue for a finishing call
+    /// (the pump after queuing closes the race with one).
+    pub(super) fn dispatch_llm(&self, batch: Vec<Job<'r>>) {
+        let mut now = Vec::with_capacity(batch.len());
+        let mut queued = false;
+        let mut free = self.llm.try_reserve(self.llm_limit, batch.len());
+        for job in batch {
+            if free > 0 {
+                free -= 1;
+                now.push(job);
+                continue;
+            }
+            queued = true;
+            let (prio, agent) = job
+                .frame
+                .code
+                .ops
+                .get(job.op as usize)
+                .map_or((0, job.frame.agent), |i| {
+                    (job.frame.tail_ms.saturating_add(i.rem_ms), job.frame.agent)
+                });
+            self.llm.push_quiet(job, prio, agent);
+        }
+        if !now.is_empty() {
+            self.start_llms(now);
+        }
+        if queued {
+            self.pump_llm();
+        }
+    }
+
+    /// Registers a batch of calls (one lock for the table, one for the
+    /// inbox): scheduled replies go to the inbox, the others to the
+    /// backend's `start_many`.
+    pub(super) fn start_llms(&self, jobs: Vec<Job<'r>>) {
+        let mut prepared = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            if let Some(p) = self.prepare_llm(job) {
+                prepared.push(p);
+            }
+        }
+        if prepared.is_empty() {
+            return;
+        }
+        let mut due = Vec::new();
+        let mut started = Vec::new();
+        {
+            let mut g = lock(&self.calls);
+            for (token, mut pending) in prepared {
+                let slot = g.free_slots.pop().unwrap_or_else(|| {
+                    g.slots += 1;
+                    g.slots - 1
+                });
+                pending.call.track = Track::Llm(slot);
+                match &pending.scheduled {
+                    Some((delay, _)) => due.push((Instant::now() + *delay, token)),
+                    None => started.push((token, pending.req.clone())),
+                }
+                g.table.insert(token, pending);
+            }
+        }
+        if !due.is_empty() {
+            self.inbox.schedule_all(due);
+        }
+        if started.is_empty() {
+            return;
+        }
+        let calls = started
+            .into_iter()
+            .map(|(token, req)| {
+                let inbox = Arc::clone(&self.inbox);
+                let done: crate::llm::OnDone = Box::new(move |result, attempts| {
+                    // After the run ends nobody takes it; it is dropped.
+                    inbox.arrive(Outcome {
+                        token,
+                        result,
+                        attempts,
+                    });
+                });
+                (req, self.cancel.clone(), done)
+            })
+            .collect();
+        self.backend.start_many(calls);
+    }
+
+    /// One call's request and, when the backend has its reply at once, the
+    /// reply; `None` when the run has ended (the call is cancelled).
+    pub(super) fn prepare_llm(&self, job: Job<'r>) -> Option<(u64, Pending<'r>)> {
+        let Job {
+            frame,
+            op,
+            ready_ns,
+            worker,
+            args,
+            jkey,
+        } = job;
+        let Some(instr) = frame.code.ops.get(op as usize) else {
+            self.llm.finished();
+            return None;
+        };
+        let start_ns = self.now();
+        let mut call = Call {
+            frame,
+            op,
+            ready_ns,
+            worker,
+            track: Track::Llm(0),
+            start_ns,
+            jkey: None,
+            llm: true,
+        };
+        if self.halted() || call.frame.is_cancelled() {
+            if let Some(ev) = self
+                .record
+                .then(|| call.event(start_ns, Status::Cancelled, None))
+                .flatten()
+            {
+                lock(&self.calls).events.push(ev);
+            }
+            self.llm.finished();
+            return None;
+        }
+        let req = exec::llm_request(self.agent_name(call.frame.agent), instr, &args);
+        call.jkey = jkey;
+        let token = self.next_call.fetch_add(1, Ordering::Relaxed);
+        let scheduled = self.backend.scheduled_reply(&req);
+        Some((
+            token,
+            Pending {
+                call,
+                req,
+                scheduled,
+            },
+        ))
+    }
+
+    /// The completion thread of started LLM calls: settles each reply,
+    /// then starts queued calls the freed slot allows. Returns the events
+    /// of the calls it settled (and of those cancelled by the run's end).
+    pub(super) fn replies_loop(&self) -> Vec<OpEvent> {
+        let mut events = Vec::new();
+        let soon = || {
+            self.reply_soon.store(true, Ordering::Release);
+            self.sleep.notify_all();
+        };
+        while let Some(ready) = self.inbox.take(&soon) {
+            let settled_due = !ready.due.is_empty();
+            let outcomes = ready.arrived.into_iter().map(|o| (o.token, Some(o)));
+            let due = ready.due.into_iter().map(|t| (t, None));
+            for (token, outcome) in outcomes.chain(due) {
+                if let Some(ev) = self.settle_llm(token, outcome) {
+                    events.push(ev);
+                }
+            }
+            if settled_due {
+                self.reply_soon.store(false, Ordering::Release);
+            }
+        }
+        // The run is over: calls still out are cancelled.
+        let now = self.now();
+        let mut g = lock(&self.calls);
+        events.append(&mut g.events);
+        for (_, Pending { call: c, .. }) in g.table.drain() {
+            self.llm.finished();
+            if self.record {
+                events.extend(c.event(now, Status::Cancelled, None));
+            }
+        }
+        events
+    }
+
+    /// Settles call `token` with its outcome (a scheduled reply's is in
+    /// the table), then starts queued calls the freed slot allows.
+    pub(super) fn settle_llm(&self, token: u64, outcome: Option<Outcome>) -> Option<OpEvent> {
+        let pending = {
+            let mut g = lock(&self.calls);
+            let pending = g.table.remove(&token);
+            if let Some(Pending {
+                call:
+                    Call {
+                        track: Track::Llm(slot),
+                        ..
+                    },
+                ..
+            }) = &pending
+            {
+                g.free_slots.push(*slot);
+            }
+            pending
+        }?;
+        let (result, attempts) = match (outcome, pending.scheduled) {
+            (Some(o), _) => (o.result, o.attempts),
+            (None, Some((delay, result))) => {
+                let attempt = crate::llm::Attempt::single(self.backend.name(), &result, delay);
+                (result, vec![attempt])
+            }
+            (None, None) => {
+                // Not reachable: only scheduled calls are settled by token.
+                self.llm.finished();
+                return None;
+            }
+        };
+        let (value, info) = self.llm_outcome(&pending.req, result, attempts);
+        let ev = self.settle(pending.call, value, info);
+        self.llm.finished();
+        self.pump_llm();
+        ev
+    }
+}
