@@ -19,12 +19,6 @@ const EXCLUDED: &[(&str, &str)] = &[
         "prints the whole caught error value; the VM's has `op`, `flow`, `span`, \
          `payload` and an undocumented `hint`, the oracle's only `code` and `message`",
     ),
-    (
-        "examples/11_verify_fix_retry.ais",
-        "with the unknown tools `lint`/`run_tests` the VM with 2 workers at -O1/-O2 \
-         sometimes fails the run with `tool.unknown` where the oracle completes \
-         (failures inside `try` bodies; owned by the `runtime` branch)",
-    ),
 ];
 // Programs that declare `on` handlers are left out as a class (see below):
 // the oracle does not model message delivery, so the handlers' effects

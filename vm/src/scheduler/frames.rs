@@ -376,11 +376,16 @@ impl<'r> Run<'r> {
         let mut f = frame.clone();
         // A resource limit ends the run: catching it would let it grow on.
         while !limits::is_fatal(&err.code) {
-            if f.is_try()
-                && f.settled
+            if f.is_try() {
+                if f.settled
                     .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
-                    .is_ok()
-            {
+                    .is_err()
+                {
+                    // Another op of this body failed first (and is being
+                    // caught) or the body completed: this failure is the
+                    // body's too, and must not escape past its `try`.
+                    return;
+                }
                 f.cancelled.store(true, Ordering::Release);
                 // The body failed: none of its effects happen.
                 if let Some(tx) = &f.tx {
