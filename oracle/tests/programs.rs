@@ -13,13 +13,11 @@ use serde_json::{json, Value as Json};
 use std::path::{Path, PathBuf};
 
 /// Programs left out, with the reason (see docs/runtime.md).
-const EXCLUDED: &[(&str, &str)] = &[
-    (
-        "tests/ir/10_try_catch.ais",
-        "prints the whole caught error value; the VM's has `op`, `flow`, `span`, \
+const EXCLUDED: &[(&str, &str)] = &[(
+    "tests/ir/10_try_catch.ais",
+    "prints the whole caught error value; the VM's has `op`, `flow`, `span`, \
          `payload` and an undocumented `hint`, the oracle's only `code` and `message`",
-    ),
-];
+)];
 // Programs that declare `on` handlers are left out as a class (see below):
 // the oracle does not model message delivery, so the handlers' effects
 // exist only on the VM side.

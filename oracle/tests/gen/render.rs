@@ -72,12 +72,13 @@ impl Ctx {
             NumE::Add(a, b) => format!("({} + {})", self.num(a), self.num(b)),
             NumE::Sub(a, b) => format!("({} - {})", self.num(a), self.num(b)),
             NumE::Times(a, k) => format!("({} * {k})", self.num(a)),
-            NumE::Step(a) if self.which == Which::Main && self.effects_ok() => {
+            // A flow call is gated like the calls its body makes.
+            NumE::Step(a) if self.which == Which::Main && self.effects_ok() && self.calls_ok() => {
                 format!("step({})", self.num(a))
             }
             NumE::Step(a) => self.num(a),
             NumE::Record if self.features.side_effecting_tools && self.effects_ok() => {
-                "(0 + inv(\"record\", \"{{}}\"))".into()
+                "(0 + inv(\"t.record\", \"{{}}\"))".into()
             }
             NumE::Record => "2".into(),
         }
@@ -118,7 +119,7 @@ impl Ctx {
                     self.text(p)
                 ),
             },
-            StrE::Work(a) if self.which == Which::Main && self.effects_ok() => {
+            StrE::Work(a) if self.which == Which::Main && self.effects_ok() && self.calls_ok() => {
                 format!("B.work({})", self.text(a))
             }
             StrE::Work(a) => self.text(a),
@@ -131,7 +132,7 @@ impl Ctx {
                 } else {
                     format!("{{{v}}}")
                 };
-                format!("(\"\" + inv(\"lookup\", \"{{{{\\\"q\\\": \\\"{v}\\\"}}}}\"))")
+                format!("(\"\" + inv(\"t.lookup\", \"{{{{\\\"q\\\": \\\"{v}\\\"}}}}\"))")
             }
             StrE::Qmem(q, t) => {
                 let q = self
@@ -263,12 +264,12 @@ impl Ctx {
                 let at = fails.map(|f| f as usize % (body.len() + 1));
                 for (i, s) in body.iter().enumerate() {
                     if at == Some(i) {
-                        self.line("inv(\"fail\", \"{{}}\")");
+                        self.line("inv(\"t.fail\", \"{{}}\")");
                     }
                     self.stmt(s);
                 }
                 if at == Some(body.len()) {
-                    self.line("inv(\"fail\", \"{{}}\")");
+                    self.line("inv(\"t.fail\", \"{{}}\")");
                 }
                 self.indent -= 1;
                 self.vars.truncate(mark);
@@ -303,6 +304,15 @@ impl Ctx {
     }
 }
 
+/// The test tools share one provider, `t` (see `host_with_tools`): calls
+/// that may have side effects (`t.record`, `t.fail`) keep program order on
+/// its chain, as calls to one MCP server do, so a call after a failing one
+/// in a `try` body never runs on either side. (Calls to *different*
+/// providers in a failing body may or may not run on the VM, which the
+/// sequential oracle cannot mirror.) `t.lookup` is declared read-only, so
+/// lookups still run in parallel.
+const READ_ONLY_LOOKUP: &str = "@read_only capability \"t.lookup\"(q: str) -> json;";
+
 /// The program's source, with `features` deciding what may be generated.
 pub fn render(case: &Case, features: Features) -> String {
     let mut ctx = Ctx {
@@ -322,6 +332,7 @@ pub fn render(case: &Case, features: Features) -> String {
     ctx.line("agent A {");
     ctx.indent += 1;
     ctx.line("beliefs { mood: \"calm\", count = 0 }");
+    ctx.line(READ_ONLY_LOOKUP);
     ctx.line("@entry flow main(n: number, s: str) -> str {");
     ctx.vars = beliefs.to_vec();
     ctx.vars.push(("n".into(), Ty::Num, true));
@@ -345,6 +356,7 @@ pub fn render(case: &Case, features: Features) -> String {
     ctx.which = Which::Work;
     ctx.line("agent B {");
     ctx.indent += 1;
+    ctx.line(READ_ONLY_LOOKUP);
     ctx.line("flow work(t: str) -> str {");
     ctx.vars = vec![("t".into(), Ty::Str, true)];
     ctx.block(&case.work);

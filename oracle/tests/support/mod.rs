@@ -123,30 +123,35 @@ impl LlmBackend for Recording {
 }
 
 /// A `MemoryHost` with the deterministic tools the generated programs use,
-/// and a log of tool calls.
+/// and a log of tool calls. Each tool is registered under its plain name
+/// (programs in `tests/differential/`) and under the provider `t`
+/// (`t.lookup`, `t.fail`, `t.record`: the generator's, see `gen/render.rs`).
 pub fn host_with_tools(log: Arc<Mutex<Vec<String>>>) -> MemoryHost {
     let host = MemoryHost::new();
-    let l = log.clone();
-    // Read-only: a pure function of its arguments.
-    host.register_tool("lookup", move |args| {
-        l.lock().unwrap().push(format!("lookup {args}"));
-        let q = args.get("q").map(ToString::to_string).unwrap_or_default();
-        Ok(json!({ "hit": format!("found {q}"), "len": q.len() }))
-    });
-    let l = log.clone();
-    host.register_tool("fail", move |args| {
-        l.lock().unwrap().push(format!("fail {args}"));
-        Err(HostError::new("tool.failed", "this tool always fails"))
-    });
-    let l = log;
     // Side-effecting: its result depends on how many calls came before.
     let counter = Arc::new(Mutex::new(0u64));
-    host.register_tool("record", move |args| {
-        l.lock().unwrap().push(format!("record {args}"));
-        let mut c = counter.lock().unwrap();
-        *c += 1;
-        Ok(json!(*c))
-    });
+    for prefix in ["", "t."] {
+        let l = log.clone();
+        // Read-only: a pure function of its arguments.
+        host.register_tool(&format!("{prefix}lookup"), move |args| {
+            l.lock().unwrap().push(format!("lookup {args}"));
+            let q = args.get("q").map(ToString::to_string).unwrap_or_default();
+            Ok(json!({ "hit": format!("found {q}"), "len": q.len() }))
+        });
+        let l = log.clone();
+        host.register_tool(&format!("{prefix}fail"), move |args| {
+            l.lock().unwrap().push(format!("fail {args}"));
+            Err(HostError::new("tool.failed", "this tool always fails"))
+        });
+        let l = log.clone();
+        let counter = counter.clone();
+        host.register_tool(&format!("{prefix}record"), move |args| {
+            l.lock().unwrap().push(format!("record {args}"));
+            let mut c = counter.lock().unwrap();
+            *c += 1;
+            Ok(json!(*c))
+        });
+    }
     host
 }
 
