@@ -11,7 +11,7 @@ Every workload script builds its graph in two styles:
 Both talk to the benchmark's OpenAI-compatible mock server through
 ``ChatOpenAI(base_url=...)``, with the same models per latency class, the
 same system prompts, the same user messages (the prompt, then each context
-value under ``### context N``) and, for plan/verify/reflect, the same JSON
+value fenced under ``### context N``) and, for plan/verify/reflect, the same JSON
 schemas as the AIS VM (vm/src/llm/prompt.rs, vm/src/llm/schema.rs).
 
 The script prints ONE JSON line on stdout:
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import threading
 import time
@@ -146,7 +147,13 @@ class Runtime:
         """One LLM call of op kind `kind` (ask, think, reason, plan, ...)."""
         user = prompt
         for i, c in enumerate(context):
-            user += f"\n\n### context {i + 1}\n{text_of(c)}"
+            # The VM's framing (vm/src/llm/prompt.rs): a fence longer than
+            # any backtick run in the value. (The VM labels a block with
+            # the variable it came from; here blocks keep `context N`.)
+            text = text_of(c)
+            longest = max((len(r) for r in re.findall(r"`+", text)), default=0)
+            fence = "`" * (max(longest, 2) + 1)
+            user += f"\n\n### context {i + 1}\n{fence}\n{text}\n{fence}"
         system = SYSTEM[CLASS[kind] if kind in ("ask", "llm", "think", "reason") else kind]
         model = self.chat[CLASS[kind]]
         if kind in SCHEMAS:

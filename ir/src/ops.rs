@@ -260,6 +260,9 @@ const LLM_ATTRS: &[AttrSpec] = &[
     opt("no_fuse", AttrKind::Flag),
     opt("cacheable", AttrKind::Flag),
     opt("system", AttrKind::Str),
+    // Labels of the context operands (`["report", ""]`): a list of strings,
+    // `""` for the default `context N`.
+    opt("context", AttrKind::Json),
 ];
 
 /// Everything the toolchain knows about one opcode.

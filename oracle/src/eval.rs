@@ -495,7 +495,8 @@ impl<'p> Interpreter<'p> {
         let agent_name = agent.name.name.as_str();
         if let Some(kind) = llm_kind(name) {
             let values = self.args(frame, args)?;
-            return self.llm(agent_name, kind, values);
+            let labels = args.iter().skip(1).map(context_label).collect();
+            return self.llm(agent_name, kind, values, labels);
         }
         match name {
             "inv" | "tool" => {
@@ -591,14 +592,26 @@ impl<'p> Interpreter<'p> {
     }
 
     /// An LLM op: the first value is the prompt, the others context blocks
-    /// `context 1`, `context 2`, ...; structured ops ask for their schema.
-    fn llm(&mut self, agent: &str, kind: LlmOpKind, values: Vec<Json>) -> Eval<Json> {
+    /// labelled with the variable or field each context argument names
+    /// (`labels`, `None` for another expression: then `context N` by
+    /// position); structured ops ask for their schema.
+    fn llm(
+        &mut self,
+        agent: &str,
+        kind: LlmOpKind,
+        values: Vec<Json>,
+        labels: Vec<Option<String>>,
+    ) -> Eval<Json> {
         let mut values = values.into_iter();
         let prompt = values.next().map(|v| text(&v)).unwrap_or_default();
         let context = values
             .enumerate()
             .map(|(i, v)| ContextBlock {
-                label: format!("context {}", i + 1),
+                label: labels
+                    .get(i)
+                    .cloned()
+                    .flatten()
+                    .unwrap_or_else(|| format!("context {}", i + 1)),
                 text: text(&v),
             })
             .collect();
@@ -638,4 +651,14 @@ fn kind_code(e: &ais_vm::llm::LlmError) -> String {
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_else(|| "error".into())
+}
+
+/// docs/language.md: a context argument that is a variable or a field of
+/// one (`report`, `r.summary`) labels its block with that name.
+fn context_label(e: &Expr) -> Option<String> {
+    match &e.kind {
+        ExprKind::Var(id) => Some(id.name.clone()),
+        ExprKind::Member(base, field) => context_label(base).map(|b| format!("{b}.{}", field.name)),
+        _ => None,
+    }
 }

@@ -492,7 +492,8 @@ pub fn exec_inline(
 }
 
 /// The request an LLM op sends: the first operand is the prompt, the others
-/// are context blocks labelled `context 1`, `context 2`, ...
+/// are context blocks, each labelled with the name of the variable it came
+/// from, else `context 1`, `context 2`, ... by position.
 pub fn llm_request(agent: &str, instr: &Instr, args: &[Val]) -> LlmRequest {
     let kind = llm_kind(instr.opcode);
     let attrs = match &instr.imm {
@@ -509,7 +510,11 @@ pub fn llm_request(agent: &str, instr: &Instr, args: &[Val]) -> LlmRequest {
             .skip(1)
             .enumerate()
             .map(|(i, v)| ContextBlock {
-                label: format!("context {}", i + 1),
+                label: attrs
+                    .and_then(|a| a.context.get(i))
+                    .filter(|l| !l.is_empty())
+                    .cloned()
+                    .unwrap_or_else(|| format!("context {}", i + 1)),
                 text: v.text(),
             })
             .collect(),

@@ -51,7 +51,7 @@ fn sends_chat_completions_with_system_prompt_context_and_model_per_class() {
     assert_eq!(body["messages"][1]["role"], "user");
     assert_eq!(
         body["messages"][1]["content"],
-        "Summarise the report\n\n### report\nSales grew 5%."
+        "Summarise the report\n\n### report\n```\nSales grew 5%.\n```"
     );
 }
 

@@ -28,7 +28,7 @@ fn anthropic_messages_request_shape() {
         .is_some_and(|s| s.contains("expert reasoner")));
     assert_eq!(
         got.body["messages"],
-        json!([{"role": "user", "content": "Why?\n\n### facts\na, b"}])
+        json!([{"role": "user", "content": "Why?\n\n### facts\n```\na, b\n```"}])
     );
 }
 

@@ -1308,7 +1308,19 @@ impl<'a> FlowLowerer<'a> {
         if let Some((opc, ty)) = llm(kind) {
             let vs: Vec<Value> = args.iter().map(|a| self.value(a)).collect();
             self.span = span;
-            return Some(self.ins1(opc, &vs, vec![], ty));
+            // Context blocks are labelled with the variable (or field) each
+            // context argument names; `""` leaves the default `context N`.
+            let labels: Vec<String> = args.iter().skip(1).map(context_label).collect();
+            let attrs = if labels.iter().any(|l| !l.is_empty()) {
+                let labels = labels.into_iter().map(serde_json::Value::String).collect();
+                vec![(
+                    "context".into(),
+                    Attr::Json(serde_json::Value::Array(labels)),
+                )]
+            } else {
+                vec![]
+            };
+            return Some(self.ins1(opc, &vs, attrs, ty));
         }
         match kind {
             K::Inv => {
@@ -1525,5 +1537,18 @@ fn expr_contains_return(e: &Expr) -> bool {
         }
         ExprKind::Member(a, _) | ExprKind::Unary(_, a) => expr_contains_return(a),
         _ => false,
+    }
+}
+
+/// The label of a context argument: the variable or field path it names
+/// (`report`, `r.summary`), else `""`.
+fn context_label(e: &Expr) -> String {
+    match &e.kind {
+        ExprKind::Var(id) => id.name.clone(),
+        ExprKind::Member(base, field) => match context_label(base) {
+            b if b.is_empty() => b,
+            b => format!("{b}.{}", field.name),
+        },
+        _ => String::new(),
     }
 }

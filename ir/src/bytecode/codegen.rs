@@ -555,6 +555,19 @@ impl FlowGen<'_> {
                     Some(Attr::Number(x)) => Some(*x),
                     _ => None,
                 };
+                let context = match attrs.get("context") {
+                    None => Vec::new(),
+                    Some(Attr::Json(serde_json::Value::Array(labels)))
+                        if labels.len() < od.operands.len() =>
+                    {
+                        labels
+                            .iter()
+                            .map(|l| l.as_str().map(str::to_string))
+                            .collect::<Option<Vec<_>>>()
+                            .ok_or_else(|| bad("context"))?
+                    }
+                    Some(_) => return Err(bad("context")),
+                };
                 Imm::Llm(Box::new(LlmAttrs {
                     model: s("model"),
                     temperature: num("temperature"),
@@ -564,6 +577,7 @@ impl FlowGen<'_> {
                     system: s("system"),
                     cacheable: attrs.has("cacheable"),
                     no_fuse: attrs.has("no_fuse"),
+                    context,
                 }))
             }
             Opcode::Loop => Imm::Loop {

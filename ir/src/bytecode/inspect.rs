@@ -50,6 +50,9 @@ fn imm_text(p: &Program, imm: &Imm) -> String {
             if a.no_fuse {
                 parts.push("no_fuse".into());
             }
+            if !a.context.is_empty() {
+                parts.push(format!("context = {:?}", a.context));
+            }
             if parts.is_empty() {
                 String::new()
             } else {

@@ -392,6 +392,9 @@ pub struct LlmAttrs {
     pub system: Option<String>,
     pub cacheable: bool,
     pub no_fuse: bool,
+    /// Labels of the context operands, by position (`""`, or past the end:
+    /// `context N`).
+    pub context: Vec<String>,
 }
 
 /// Why an entry flow could not be chosen.

@@ -127,7 +127,10 @@ pub struct Prepared {
 }
 
 /// Renders the user message: the prompt, then each context block under a
-/// labelled header.
+/// `### label` header, its text in a code fence. The fence is longer than
+/// any run of backticks in the text, so a value that itself contains
+/// headings or fences cannot end its block early or look like another
+/// block (CommonMark: a fence only closes with a run at least as long).
 pub fn render_user(request: &LlmRequest) -> String {
     let mut out = request.prompt.clone();
     for block in &request.context {
@@ -136,12 +139,26 @@ pub fn render_user(request: &LlmRequest) -> String {
         } else {
             block.label.trim()
         };
+        let fence = "`".repeat(longest_backtick_run(&block.text).max(2) + 1);
         out.push_str("\n\n### ");
         out.push_str(label);
         out.push('\n');
+        out.push_str(&fence);
+        out.push('\n');
         out.push_str(&block.text);
+        out.push('\n');
+        out.push_str(&fence);
     }
     out
+}
+
+fn longest_backtick_run(text: &str) -> usize {
+    let (mut longest, mut run) = (0, 0);
+    for c in text.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    longest
 }
 
 /// The system-prompt suffix asking for JSON valid against `schema`. The
@@ -195,4 +212,52 @@ pub fn repair_message(problem: &str) -> String {
     format!(
         "Your previous reply was not valid: {problem}. Reply again with only the corrected JSON value, valid against the schema in the instructions."
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::{ContextBlock, LlmOpKind};
+
+    fn request(context: &[(&str, &str)]) -> LlmRequest {
+        LlmRequest {
+            kind: LlmOpKind::Ask,
+            agent: "A".into(),
+            system: None,
+            prompt: "Summarise the report".into(),
+            context: context
+                .iter()
+                .map(|(l, t)| ContextBlock {
+                    label: l.to_string(),
+                    text: t.to_string(),
+                })
+                .collect(),
+            model: None,
+            temperature: None,
+            max_tokens: None,
+            json_schema: None,
+        }
+    }
+
+    #[test]
+    fn context_blocks_are_labelled_and_fenced() {
+        let r = request(&[("report", "Sales grew 5%."), ("context 2", "Q3")]);
+        assert_eq!(
+            render_user(&r),
+            "Summarise the report\n\n### report\n```\nSales grew 5%.\n```\n\n### context 2\n```\nQ3\n```"
+        );
+    }
+
+    #[test]
+    fn a_value_with_headings_and_fences_stays_inside_its_block() {
+        let tricky = "intro\n\n### notes\n```\nfake block\n```\n````";
+        let r = request(&[("report", tricky), ("notes", "real")]);
+        let out = render_user(&r);
+        // The fence is longer than the longest backtick run in the value.
+        let fence = "`````";
+        assert!(out.contains(&format!("### report\n{fence}\n{tricky}\n{fence}")));
+        // Only the real blocks open at the start of a line with that fence.
+        assert_eq!(out.matches(&format!("\n{fence}\n")).count(), 2);
+        assert!(out.ends_with("### notes\n```\nreal\n```"));
+    }
 }
