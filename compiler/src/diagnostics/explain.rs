@@ -358,8 +358,8 @@ name then do not warn:
         code: "W0004",
         title: "template hole names no variable",
         text: r#"A string contains `{word}`, which interpolates the variable `word`, but no
-such variable is in scope, so the text stays literal. Write `{{word}}` for
-literal braces, or define the variable."#,
+such variable is in scope, so the text stays literal. (`{{word}}` is the same
+hole.) Write `\{word\}` for literal braces, or define the variable."#,
     },
     Explanation {
         code: "L0001",

@@ -311,7 +311,7 @@ impl IntoDiagnostic for SemaError {
                 .with_help("declare it: `capability NAME(args: json) -> json;` so its arguments can be checked"),
             TemplateHole { .. } => d
                 .with_label("not a variable in scope")
-                .with_help("write `{{` and `}}` for literal braces, or define the variable"),
+                .with_help("write `\\{` and `\\}` for literal braces, or define the variable"),
         }
     }
 }

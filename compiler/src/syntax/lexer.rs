@@ -674,9 +674,31 @@ fn decode_string(
                     });
                 }
             }
+            // `{{name}}` interpolates like `{name}` (the reference language's
+            // spelling); any other `{{` is a literal `{`.
             '{' if matches!(chars.peek(), Some((_, '{'))) => {
-                chars.next();
-                text.push('{');
+                match hole_name(&body[i + 2..])
+                    .filter(|n| body[i + 2 + n.len() + 1..].starts_with('}'))
+                {
+                    Some(name) => {
+                        if !text.is_empty() {
+                            parts.push(StrPart::Text(std::mem::take(&mut text)));
+                        }
+                        let name_start = base + i + 2;
+                        parts.push(StrPart::Interp(
+                            name.to_string(),
+                            Span::new(name_start, name_start + name.len()),
+                        ));
+                        // Skip the second `{`, the name and both closing braces.
+                        for _ in 0..name.chars().count() + 3 {
+                            chars.next();
+                        }
+                    }
+                    None => {
+                        chars.next();
+                        text.push('{');
+                    }
+                }
             }
             '}' if matches!(chars.peek(), Some((_, '}'))) => {
                 chars.next();
@@ -851,22 +873,20 @@ mod tests {
 
     #[test]
     fn string_holes_and_escapes() {
-        let (toks, errs) = lex(r#""a {x} \{y} {{z}} \n""#);
+        let (toks, errs) = lex(r#""a {x} \{y} {{z}} {{1}} {{ \n""#);
         assert!(errs.is_empty());
         let Tok::Str(s) = &toks[0].1 else { panic!() };
-        assert_eq!(s.text(), "a {x} {y} {z} \n");
-        assert_eq!(
-            s.parts
-                .iter()
-                .filter(|p| matches!(p, StrPart::Interp(..)))
-                .count(),
-            1
-        );
-        let StrPart::Interp(name, span) = &s.parts[1] else {
-            panic!()
-        };
-        assert_eq!(name, "x");
-        assert_eq!(span.range(), 4..5);
+        assert_eq!(s.text(), "a {x} {y} {z} {1} { \n");
+        let holes: Vec<_> = s
+            .parts
+            .iter()
+            .filter_map(|p| match p {
+                StrPart::Interp(name, span) => Some((name.as_str(), span.range())),
+                _ => None,
+            })
+            .collect();
+        // `{{z}}` interpolates like `{z}`; `{{1}}` and a lone `{{` are text.
+        assert_eq!(holes, vec![("x", 4..5), ("z", 14..15)]);
     }
 
     #[test]
