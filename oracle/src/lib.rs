@@ -53,7 +53,8 @@ pub struct Outcome {
     pub world: World,
 }
 
-/// Runs the entry flow (the first agent's `@entry` flow) with `args` by
+/// Runs the entry flow (the first agent's `@entry` flow, or the program's
+/// only flow) with `args` by
 /// parameter name (missing ones are `null`).
 pub fn run(
     program: &Program,
@@ -63,12 +64,27 @@ pub fn run(
 ) -> Outcome {
     let mut interp = Interpreter::new(&program.file.agents, backend, host);
     let result = interp.init_beliefs().and_then(|()| {
-        let entry = program.file.agents.iter().find_map(|a| {
-            a.members.iter().find_map(|m| match m {
-                Member::Flow(f) if f.is_entry() => Some((a, f)),
+        let flows: Vec<_> = program
+            .file
+            .agents
+            .iter()
+            .flat_map(|a| {
+                a.members.iter().filter_map(move |m| match m {
+                    Member::Flow(f) => Some((a, f)),
+                    _ => None,
+                })
+            })
+            .collect();
+        // docs/language.md: a program with exactly one flow runs it, marked
+        // `@entry` or not.
+        let entry = flows
+            .iter()
+            .find(|(_, f)| f.is_entry())
+            .or(match flows.as_slice() {
+                [only] => Some(only),
                 _ => None,
             })
-        });
+            .copied();
         let Some((agent, flow)) = entry else {
             return Err(OracleError::new("oracle.no_entry", "no @entry flow"));
         };

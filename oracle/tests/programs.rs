@@ -106,6 +106,20 @@ fn every_runnable_program_agrees() {
         if has_handlers {
             continue;
         }
+        // Entry flows in several agents: `aisc run` needs `--entry` (W0006).
+        let entry_agents = program
+            .file
+            .agents
+            .iter()
+            .filter(|a| {
+                a.members
+                    .iter()
+                    .any(|m| matches!(m, Member::Flow(f) if f.is_entry()))
+            })
+            .count();
+        if entry_agents > 1 {
+            continue;
+        }
         let entry = program.file.agents.iter().find_map(|a| {
             a.members.iter().find_map(|m| match m {
                 Member::Flow(f) if f.is_entry() => Some(f),

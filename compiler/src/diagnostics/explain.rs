@@ -362,6 +362,28 @@ such variable is in scope, so the text stays literal. (`{{word}}` is the same
 hole.) Write `\{word\}` for literal braces, or define the variable."#,
     },
     Explanation {
+        code: "W0005",
+        title: "no entry flow",
+        text: r#"No flow is marked `@entry` and the program has more than one flow, so
+`aisc run` cannot tell which one to run and refuses without `--entry`. (A
+program with exactly one flow runs it, marked or not.)
+
+    agent A {
+        @entry flow main() -> str { return helper() }
+        flow helper() -> str { return "hi" }
+    }
+
+Or run a flow by name: `aisc run FILE --entry A.helper`."#,
+    },
+    Explanation {
+        code: "W0006",
+        title: "entry flows in several agents",
+        text: r#"More than one agent has an `@entry` flow, so `aisc run` cannot tell which
+one to run and refuses without `--entry`. Keep `@entry` on the flow that
+starts the program (it can call the others), or run one by name:
+`aisc run FILE --entry Agent.flow`."#,
+    },
+    Explanation {
         code: "L0001",
         title: "artifact shorter than its header",
         text: r#"The file is shorter than the fixed `.apxmobj` header, so it cannot be an

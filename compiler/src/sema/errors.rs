@@ -125,6 +125,16 @@ pub enum SemaError {
     },
     #[error("no variable named `{name}` is in scope; `{{{name}}}` stays literal text")]
     TemplateHole { name: String, span: Span },
+    #[error(
+        "no flow is marked `@entry` and the program has {flows} flows: `aisc run` needs `--entry`"
+    )]
+    NoEntryFlow { flows: usize, span: Span },
+    #[error("{} agents have an `@entry` flow ({}): `aisc run` needs `--entry`", .entries.len(), .entries.join(", "))]
+    SeveralEntryAgents {
+        entries: Vec<String>,
+        span: Span,
+        first: Span,
+    },
 }
 
 impl SemaError {
@@ -156,6 +166,8 @@ impl SemaError {
             Unreachable { .. } => "W0002",
             UndeclaredTool { .. } => "W0003",
             TemplateHole { .. } => "W0004",
+            NoEntryFlow { .. } => "W0005",
+            SeveralEntryAgents { .. } => "W0006",
         }
     }
 
@@ -196,7 +208,9 @@ impl SemaError {
             | UnusedVariable { span, .. }
             | Unreachable { span, .. }
             | UndeclaredTool { span, .. }
-            | TemplateHole { span, .. } => *span,
+            | TemplateHole { span, .. }
+            | NoEntryFlow { span, .. }
+            | SeveralEntryAgents { span, .. } => *span,
         }
     }
 }
@@ -312,6 +326,13 @@ impl IntoDiagnostic for SemaError {
             TemplateHole { .. } => d
                 .with_label("not a variable in scope")
                 .with_help("write `\\{` and `\\}` for literal braces, or define the variable"),
+            NoEntryFlow { .. } => d
+                .with_label("the first flow")
+                .with_help("mark the flow to run with `@entry`, or name it: `aisc run FILE --entry Agent.flow`"),
+            SeveralEntryAgents { first, .. } => d
+                .with_label("another `@entry` flow")
+                .with_secondary(first, "first `@entry` flow")
+                .with_help("keep `@entry` on one flow, or name the flow to run: `aisc run FILE --entry Agent.flow`"),
         }
     }
 }

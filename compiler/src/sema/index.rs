@@ -277,5 +277,82 @@ pub fn build(file: &ast::File, errors: &mut Vec<SemaError>) -> ProgramIndex {
         }
         index.agents.insert(info.name.clone(), info);
     }
+    implicit_entry(&mut index);
+    report_entry(file, &index, errors);
     index
+}
+
+/// Warns at check time when `aisc run` could not pick an entry flow without
+/// `--entry` (none marked with several flows, or entries in several agents).
+fn report_entry(file: &ast::File, index: &ProgramIndex, errors: &mut Vec<SemaError>) {
+    let flow_span = |agent: &str, flow: &str| {
+        index
+            .agents
+            .get(agent)
+            .and_then(|a| a.flows.get(flow))
+            .map(|f| f.span)
+    };
+    // In source order, so the spans point where a reader looks first.
+    let entries: Vec<(String, Span)> = file
+        .agents
+        .iter()
+        .filter_map(|a| {
+            let info = index.agents.get(&a.name.name)?;
+            let flow = info.entry.as_ref()?;
+            Some((
+                format!("{}.{flow}", info.name),
+                flow_span(&info.name, flow)?,
+            ))
+        })
+        .collect();
+    match entries.as_slice() {
+        [] => {
+            let flows: Vec<Span> = file
+                .agents
+                .iter()
+                .flat_map(|a| {
+                    a.members.iter().filter_map(|m| match m {
+                        ast::Member::Flow(f) => Some(f.name.span),
+                        _ => None,
+                    })
+                })
+                .collect();
+            if let (Some(&span), true) = (flows.first(), flows.len() > 1) {
+                errors.push(SemaError::NoEntryFlow {
+                    flows: flows.len(),
+                    span,
+                });
+            }
+        }
+        [_] => {}
+        [(_, first), (_, span), ..] => errors.push(SemaError::SeveralEntryAgents {
+            entries: entries.iter().map(|(n, _)| n.clone()).collect(),
+            span: *span,
+            first: *first,
+        }),
+    }
+}
+
+/// A program with no `@entry` flow and exactly one flow runs that flow (as
+/// the reference language does): it becomes the entry.
+fn implicit_entry(index: &mut ProgramIndex) {
+    if index.agents.values().any(|a| a.entry.is_some()) {
+        return;
+    }
+    let mut flows = index
+        .agents
+        .values_mut()
+        .flat_map(|a| a.flows.values_mut().map(|f| (f.name.clone(), f)))
+        .collect::<Vec<_>>();
+    if let [(name, flow)] = flows.as_mut_slice() {
+        flow.entry = true;
+        let name = name.clone();
+        if let Some(agent) = index
+            .agents
+            .values_mut()
+            .find(|a| a.flows.contains_key(&name))
+        {
+            agent.entry = Some(name);
+        }
+    }
 }
