@@ -49,6 +49,9 @@ pub enum TypeCon {
     Bool,
     /// `list<T>` or a dynamic value.
     List,
+    /// What a `loop` iterates: a list, a string (a JSON array it holds,
+    /// else its non-empty lines) or a dynamic value.
+    Iterable,
     /// Any type but `void`, including `ord` (carried values, yield, return).
     Value,
 }
@@ -64,6 +67,7 @@ impl TypeCon {
             TypeCon::Number => *t == Type::Number,
             TypeCon::Bool => *t == Type::Bool,
             TypeCon::List => matches!(t, Type::List(_)),
+            TypeCon::Iterable => matches!(t, Type::List(_) | Type::Str),
         }
     }
 }
@@ -76,6 +80,7 @@ impl fmt::Display for TypeCon {
             TypeCon::Number => "number",
             TypeCon::Bool => "bool",
             TypeCon::List => "a list",
+            TypeCon::Iterable => "a list or a string",
             TypeCon::Value => "a non-void value",
         })
     }
@@ -565,7 +570,7 @@ impl Opcode {
             }
             O::Loop => {
                 i.operands = AtLeast(1);
-                i.operand_types = &[T::List, T::Value];
+                i.operand_types = &[T::Iterable, T::Value];
                 i.effect = Effect::Control;
                 i.results = AtLeast(0);
                 i.result_rule = ResultRule::Yielded;

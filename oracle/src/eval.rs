@@ -197,6 +197,17 @@ impl<'p> Interpreter<'p> {
             StmtKind::Loop { var, iter, body } => {
                 let items = match self.eval(frame, iter)? {
                     Json::Array(items) => items,
+                    // docs/language.md: a string holding a JSON array loops
+                    // over its elements, any other string over its
+                    // non-empty lines.
+                    Json::String(s) => match serde_json::from_str(&s) {
+                        Ok(Json::Array(items)) => items,
+                        _ => s
+                            .lines()
+                            .filter(|l| !l.trim().is_empty())
+                            .map(|l| Json::String(l.to_string()))
+                            .collect(),
+                    },
                     other => return fail("type.not_list", format!("cannot loop over {other}")),
                 };
                 for item in items {

@@ -660,9 +660,25 @@ impl OpError {
     }
 }
 
-/// The items a `loop` iterates over, bounded by `max_iters`.
+/// The items a `loop` iterates over, bounded by `max_iters`. A string is
+/// iterated as the JSON array it holds, else as its non-empty lines.
 pub fn loop_items(instr: &Instr, list: &Val) -> Result<Vec<Val>, OpError> {
-    let mut items = list.items().ok_or_else(|| OpError::ty("list", list))?;
+    let text = match list {
+        Val::Str(s) => Some(s.as_ref()),
+        Val::Json(j) => j.as_str(),
+        _ => None,
+    };
+    let mut items = match text {
+        Some(s) => match serde_json::from_str::<Json>(s) {
+            Ok(Json::Array(a)) => a.into_iter().map(Val::from_json).collect(),
+            _ => s
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .map(|l| Val::Str(l.into()))
+                .collect(),
+        },
+        None => list.items().ok_or_else(|| OpError::ty("list", list))?,
+    };
     if let Imm::Loop { max_iters: Some(m) } = instr.imm {
         items.truncate(usize::try_from(m).unwrap_or(usize::MAX));
     }

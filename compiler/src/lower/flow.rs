@@ -645,7 +645,9 @@ impl<'a> FlowLowerer<'a> {
         let list = self.value(iter);
         self.span = span;
         let list = match self.ty(list) {
-            Type::List(_) => list,
+            // A string is iterated by the loop itself (a JSON array it
+            // holds, else its non-empty lines).
+            Type::List(_) | Type::Str => list,
             _ => self.ins1(Opcode::Cast, &[list], vec![], Type::list(Type::Json)),
         };
         let item_ty = self.ty(list).element().unwrap_or(Type::Json);

@@ -321,13 +321,15 @@ impl<'a> Checker<'a> {
                 let iter_ty = self.check_value(iter);
                 let item = match iter_ty {
                     Ty::List(t) => *t,
+                    // A JSON array held in the string, else its lines.
+                    Ty::Str => Ty::Json,
                     t if t.is_dynamic() => Ty::Json,
                     other => {
                         self.report(SemaError::TypeMismatch {
                             expected: Ty::List(Box::new(Ty::Json)),
                             found: other,
                             span: iter.span,
-                            context: "a loop iterates over a list".into(),
+                            context: "a loop iterates over a list or a string".into(),
                             decl: None,
                         });
                         Ty::Unknown
