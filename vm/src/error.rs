@@ -51,6 +51,7 @@ pub fn hint_for(code: &str) -> &'static str {
         (_, "tool.unknown") => "no tool has this name: fix the name, or provide the tool as a built-in, a [[tools.subprocess]] entry or an [[mcp_servers]] server in the configuration",
         (_, "tool.denied") => "allow the tool for this agent in the configuration: `[access.allow] Agent = [\"tool\"]`",
         (_, "tool.confirmation_required") => "the tool is marked destructive: confirm it interactively, or pass --yes to allow destructive tools for this run",
+        (_, "tool.invalid_schema") => "the tool's JSON Schema cannot be used (an unknown type, a reference that does not resolve, a bad pattern): fix the tool's schema or the capability declaration; remote `$ref`s are not fetched",
         (_, "tool.invalid_args") => "check the tool's arguments against its schema (the capability declaration or the tool's input schema)",
         (_, "llm.truncated") => "the reply hit the token limit: raise max_tokens, shorten the prompt, or set `accept_incomplete = true` on the backend to take the partial text",
         (_, "llm.content_filter") => "the provider filtered the reply or the model refused; rephrase the prompt (retrying the same request gives the same result)",

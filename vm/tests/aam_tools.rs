@@ -45,6 +45,46 @@ agent @A {
 }
 "#;
 
+/// Keywords beyond the old hand-written subset are enforced, and a schema
+/// that cannot be used stops the call before the tool runs.
+#[test]
+fn tool_schemas_are_checked_with_every_keyword() {
+    let d = tempfile::tempdir().unwrap();
+    let marker = d.path().join("called");
+    let cfg = format!(
+        r##"
+[[tools.subprocess]]
+name = "probe"
+command = ["sh", "-c", "touch '{m}'; echo '\"ok\"'"]
+input_schema = {{ type = "object", properties = {{ n = {{ type = "number", minimum = 1 }}, id = {{ type = "string", pattern = "^[a-z]+$" }} }} }}
+[[tools.subprocess]]
+name = "broken"
+command = ["sh", "-c", "touch '{m}'; echo '\"ok\"'"]
+input_schema = {{ type = "object", properties = {{ n = {{ "$ref" = "#/$defs/missing" }} }} }}
+[access]
+allow = {{ A = ["probe", "broken"] }}
+"##,
+        m = toml_str(&marker)
+    );
+    let h = host(&cfg, Confirm::Deny);
+    h.load_program(&program(CAPS));
+    let e = inv(&h, "A", "probe", json!({"n": 0})).unwrap_err();
+    assert_eq!(e.code, "tool.invalid_args");
+    assert_eq!(e.payload["path"], "$.n");
+    let e = inv(&h, "A", "probe", json!({"id": "UPPER"})).unwrap_err();
+    assert_eq!(e.code, "tool.invalid_args");
+    assert_eq!(e.payload["path"], "$.id");
+    let e = inv(&h, "A", "broken", json!({"n": 1})).unwrap_err();
+    assert_eq!(e.code, "tool.invalid_schema");
+    assert!(e.message.contains("tool `broken`"), "{}", e.message);
+    assert!(!marker.exists(), "no tool ran");
+    assert_eq!(
+        inv(&h, "A", "probe", json!({"n": 2, "id": "abc"})).unwrap(),
+        json!("ok")
+    );
+    assert!(marker.exists());
+}
+
 #[test]
 fn arguments_are_validated_before_the_call() {
     let d = tempfile::tempdir().unwrap();

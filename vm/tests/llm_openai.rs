@@ -218,7 +218,7 @@ fn schema_mismatch_twice_is_an_invalid_response_error() {
     assert_eq!(err.attempts, 2);
     assert!(
         err.message
-            .contains("$.verdict: expected boolean, found string"),
+            .contains("$.verdict: \"yes\" is not of type \"boolean\""),
         "{}",
         err.message
     );

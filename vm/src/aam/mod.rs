@@ -1025,6 +1025,14 @@ impl AamHost {
                 } else {
                     format!("the capability declared by agent `{agent}`")
                 };
+                if e.path == "$schema" {
+                    // The schema, not the value, is at fault: nothing runs.
+                    return Err(HostError::new(
+                        "tool.invalid_schema",
+                        format!("tool `{}`: {source} is not usable: {}", t.name, e.message),
+                    )
+                    .with_payload(json!({"tool": t.name, "message": e.message, "schema": s})));
+                }
                 return Err(HostError::new(
                     code,
                     format!("tool `{}`: the {what} do not match {source}: {e}", t.name),

@@ -1,12 +1,17 @@
-//! A small JSON-schema validator and instance generator for the subset the
-//! structured ops use: `type` (one name or a list), `required`,
-//! `properties`, `additionalProperties: false`, `items`, `enum`, plus
-//! `minItems`/`maxItems`. Unknown keywords are ignored, as the spec says.
+//! JSON Schema for the structured ops and tool schemas: validation with
+//! the `jsonschema` crate (every keyword of the draft the schema declares,
+//! 2020-12 by default; `$ref` to the schema's own `$defs`/`definitions`; no
+//! fetching of remote references), plus two hand-written helpers no crate
+//! provides: [`extract_json`] (the JSON value in a model's reply) and
+//! [`generate`] (an instance of a schema, for the simulator and the mock).
 
 use serde_json::{Map, Value};
+use std::collections::HashMap;
 use std::fmt;
+use std::sync::{Arc, Mutex, OnceLock};
 
-/// The first place where an instance does not match its schema.
+/// The first place where an instance does not match its schema, or why
+/// the schema itself is unusable (then `path` is `$schema`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SchemaError {
     /// JSON path of the offending value, e.g. `$.steps[1].id`.
@@ -22,120 +27,64 @@ impl fmt::Display for SchemaError {
 
 impl std::error::Error for SchemaError {}
 
+/// Compiled validators by schema text: the same few schemas (the op
+/// kinds', a tool's) are checked over and over.
+type Cache = Mutex<HashMap<String, Arc<jsonschema::Validator>>>;
+
+/// More distinct schemas than this in one process is unusual; past it the
+/// cache starts over rather than grow without bound.
+const CACHE_LIMIT: usize = 512;
+
+fn validator(schema: &Value) -> Result<Arc<jsonschema::Validator>, SchemaError> {
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let key = schema.to_string();
+    let cache = CACHE.get_or_init(Cache::default);
+    if let Some(v) = crate::sync::lock(cache).get(&key) {
+        return Ok(v.clone());
+    }
+    let compiled = jsonschema::validator_for(schema).map_err(|e| SchemaError {
+        path: "$schema".into(),
+        message: format!("the schema is not valid: {e}"),
+    })?;
+    let compiled = Arc::new(compiled);
+    let mut g = crate::sync::lock(cache);
+    if g.len() >= CACHE_LIMIT {
+        g.clear();
+    }
+    g.insert(key, compiled.clone());
+    Ok(compiled)
+}
+
+/// Checks that `schema` is a usable JSON Schema (for schemas that come from
+/// outside: MCP tools, configuration).
+pub fn check_schema(schema: &Value) -> Result<(), SchemaError> {
+    validator(schema).map(|_| ())
+}
+
 /// Checks `value` against `schema`, returning the first mismatch.
 pub fn validate(schema: &Value, value: &Value) -> Result<(), SchemaError> {
-    check(schema, value, "$")
+    let v = validator(schema)?;
+    let first = v.iter_errors(value).next().map(|e| SchemaError {
+        path: json_path(e.instance_path().as_str()),
+        message: e.to_string(),
+    });
+    first.map_or(Ok(()), Err)
 }
 
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
-
-fn type_matches(want: &str, v: &Value) -> bool {
-    match want {
-        "number" => v.is_number(),
-        "integer" => v.is_i64() || v.is_u64() || v.as_f64().is_some_and(|f| f.fract() == 0.0),
-        other => type_name(v) == other,
-    }
-}
-
-fn err(path: &str, message: String) -> SchemaError {
-    SchemaError {
-        path: path.to_string(),
-        message,
-    }
-}
-
-fn check(schema: &Value, value: &Value, path: &str) -> Result<(), SchemaError> {
-    let Some(s) = schema.as_object() else {
-        // `true`/`{}` accept everything; `false` nothing.
-        return if schema == &Value::Bool(false) {
-            Err(err(path, "no value is allowed here".into()))
+/// A JSON pointer (`/steps/1/id`) as the path the messages show
+/// (`$.steps[1].id`).
+fn json_path(pointer: &str) -> String {
+    let mut out = String::from("$");
+    for seg in pointer.split('/').skip(1) {
+        let seg = seg.replace("~1", "/").replace("~0", "~");
+        if !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_digit()) {
+            out.push_str(&format!("[{seg}]"));
         } else {
-            Ok(())
-        };
-    };
-    if let Some(t) = s.get("type") {
-        let wanted: Vec<&str> = match t {
-            Value::String(one) => vec![one.as_str()],
-            Value::Array(many) => many.iter().filter_map(Value::as_str).collect(),
-            _ => Vec::new(),
-        };
-        if !wanted.is_empty() && !wanted.iter().any(|w| type_matches(w, value)) {
-            return Err(err(
-                path,
-                format!(
-                    "expected {}, found {}",
-                    wanted.join(" or "),
-                    type_name(value)
-                ),
-            ));
+            out.push('.');
+            out.push_str(&seg);
         }
     }
-    if let Some(Value::Array(options)) = s.get("enum") {
-        if !options.contains(value) {
-            let list: Vec<String> = options.iter().map(Value::to_string).collect();
-            return Err(err(
-                path,
-                format!("{value} is not one of {}", list.join(", ")),
-            ));
-        }
-    }
-    if let Value::Object(obj) = value {
-        if let Some(Value::Array(req)) = s.get("required") {
-            for name in req.iter().filter_map(Value::as_str) {
-                if !obj.contains_key(name) {
-                    return Err(err(path, format!("missing required property `{name}`")));
-                }
-            }
-        }
-        let props = s.get("properties").and_then(Value::as_object);
-        for (k, v) in obj {
-            match props.and_then(|p| p.get(k)) {
-                Some(sub) => check(sub, v, &format!("{path}.{k}"))?,
-                None => {
-                    if s.get("additionalProperties") == Some(&Value::Bool(false)) {
-                        return Err(err(path, format!("unexpected property `{k}`")));
-                    }
-                    if let Some(extra @ Value::Object(_)) = s.get("additionalProperties") {
-                        check(extra, v, &format!("{path}.{k}"))?;
-                    }
-                }
-            }
-        }
-    }
-    if let Value::Array(items) = value {
-        if let Some(min) = s.get("minItems").and_then(Value::as_u64) {
-            if (items.len() as u64) < min {
-                return Err(err(
-                    path,
-                    format!("expected at least {min} items, found {}", items.len()),
-                ));
-            }
-        }
-        if let Some(max) = s.get("maxItems").and_then(Value::as_u64) {
-            if (items.len() as u64) > max {
-                return Err(err(
-                    path,
-                    format!("expected at most {max} items, found {}", items.len()),
-                ));
-            }
-        }
-        if let Some(item_schema) = s.get("items") {
-            for (i, v) in items.iter().enumerate() {
-                check(item_schema, v, &format!("{path}[{i}]"))?;
-            }
-        }
-    }
-    Ok(())
+    out
 }
 
 /// Finds the JSON value in a model reply: the whole text, else the body of a
@@ -247,8 +196,51 @@ mod tests {
         let e = validate(&schema, &bad).err().map(|e| e.to_string());
         assert_eq!(
             e.as_deref(),
-            Some("$.steps[0].depends_on[0]: expected string, found integer")
+            Some("$.steps[0].depends_on[0]: 1 is not of type \"string\"")
         );
+    }
+
+    /// Keywords the hand-written subset used to ignore are enforced.
+    #[test]
+    fn one_of_ref_pattern_and_minimum_are_enforced() {
+        let schema = json!({
+            "$defs": {"id": {"type": "string", "pattern": "^[a-z]+$"}},
+            "type": "object",
+            "properties": {
+                "id": {"$ref": "#/$defs/id"},
+                "n": {"type": "number", "minimum": 1},
+                "v": {"oneOf": [{"type": "string"}, {"type": "integer"}]}
+            }
+        });
+        assert_eq!(
+            validate(&schema, &json!({"id": "abc", "n": 2, "v": 3})),
+            Ok(())
+        );
+        for (bad, path) in [
+            (json!({"id": "ABC"}), "$.id"),
+            (json!({"n": 0}), "$.n"),
+            (json!({"v": true}), "$.v"),
+            (json!({"v": 1.5}), "$.v"),
+        ] {
+            let e = validate(&schema, &bad).expect_err("must be rejected");
+            assert_eq!(e.path, path, "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn an_unusable_schema_is_an_error_not_a_panic() {
+        for schema in [
+            json!({"type": "no-such-type"}),
+            json!({"$ref": "#/$defs/missing"}),
+            json!({"$ref": "https://example.com/remote.json"}),
+            json!({"pattern": "("}),
+        ] {
+            let e = check_schema(&schema).expect_err("unusable");
+            assert_eq!(e.path, "$schema", "{schema}: {e}");
+            assert!(validate(&schema, &json!(1)).is_err());
+        }
+        assert_eq!(check_schema(&json!({"type": "object"})), Ok(()));
+        assert_eq!(json_path("/a~1b/0/c"), "$.a/b[0].c");
     }
 
     #[test]
