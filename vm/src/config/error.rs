@@ -10,20 +10,9 @@ use std::path::{Path, PathBuf};
 /// A configuration problem.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
-    /// At a place in the config file.
-    #[error("{}", at_text(.path, *.line, *.column, .snippet.as_deref(), .message, .hint.as_deref()))]
-    At {
-        path: PathBuf,
-        /// Bytes of the offending key or value.
-        span: Range<usize>,
-        /// 1-based line and column (characters) of `span.start`.
-        line: usize,
-        column: usize,
-        /// The offending source line (values of secret-looking keys masked).
-        snippet: Option<String>,
-        message: String,
-        hint: Option<String>,
-    },
+    /// At a place in the config file (boxed: it is the largest).
+    #[error("{0}")]
+    At(Box<InFile>),
     /// About the file as a whole: unreadable, or a check with no position.
     #[error("{}: {message}{}", .path.display(), hint_text(.hint.as_deref()))]
     File {
@@ -37,6 +26,22 @@ pub enum ConfigError {
         message: String,
         hint: Option<String>,
     },
+}
+
+/// A problem at a place in the config file.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}", at_text(.path, *.line, *.column, .snippet.as_deref(), .message, .hint.as_deref()))]
+pub struct InFile {
+    pub path: PathBuf,
+    /// Bytes of the offending key or value.
+    pub span: Range<usize>,
+    /// 1-based line and column (characters) of `span.start`.
+    pub line: usize,
+    pub column: usize,
+    /// The offending source line (values of secret-looking keys masked).
+    pub snippet: Option<String>,
+    pub message: String,
+    pub hint: Option<String>,
 }
 
 fn hint_text(hint: Option<&str>) -> String {
@@ -106,7 +111,7 @@ impl ConfigError {
     ) -> ConfigError {
         let (line, column) = line_col(&src.text, span.start);
         let snippet = src.text.lines().nth(line - 1).map(mask_line);
-        ConfigError::At {
+        ConfigError::At(Box::new(InFile {
             path: src.path.clone(),
             span,
             line,
@@ -114,7 +119,7 @@ impl ConfigError {
             snippet,
             message: message.into(),
             hint,
-        }
+        }))
     }
 
     /// A TOML syntax or schema error (unknown key, wrong type, missing key).
@@ -131,24 +136,23 @@ impl ConfigError {
 
     pub fn message(&self) -> &str {
         match self {
-            ConfigError::At { message, .. }
-            | ConfigError::File { message, .. }
-            | ConfigError::Settings { message, .. } => message,
+            ConfigError::At(e) => &e.message,
+            ConfigError::File { message, .. } | ConfigError::Settings { message, .. } => message,
         }
     }
 
     pub fn hint(&self) -> Option<&str> {
         match self {
-            ConfigError::At { hint, .. }
-            | ConfigError::File { hint, .. }
-            | ConfigError::Settings { hint, .. } => hint.as_deref(),
+            ConfigError::At(e) => e.hint.as_deref(),
+            ConfigError::File { hint, .. } | ConfigError::Settings { hint, .. } => hint.as_deref(),
         }
     }
 
     /// The config file the problem is in, if any.
     pub fn path(&self) -> Option<&Path> {
         match self {
-            ConfigError::At { path, .. } | ConfigError::File { path, .. } => Some(path),
+            ConfigError::At(e) => Some(&e.path),
+            ConfigError::File { path, .. } => Some(path),
             ConfigError::Settings { .. } => None,
         }
     }
@@ -156,7 +160,7 @@ impl ConfigError {
     /// Bytes of the offending key or value in the file, when known.
     pub fn span(&self) -> Option<Range<usize>> {
         match self {
-            ConfigError::At { span, .. } => Some(span.clone()),
+            ConfigError::At(e) => Some(e.span.clone()),
             _ => None,
         }
     }
@@ -164,7 +168,7 @@ impl ConfigError {
     /// 1-based line and column in the config file, when known.
     pub fn position(&self) -> Option<(usize, usize)> {
         match self {
-            ConfigError::At { line, column, .. } => Some((*line, *column)),
+            ConfigError::At(e) => Some((e.line, e.column)),
             _ => None,
         }
     }

@@ -31,7 +31,7 @@ pub mod schema;
 mod show;
 
 pub use backend::{BackendConfig, HeaderValue, Origin, MAX_RETRIES};
-pub use error::ConfigError;
+pub use error::{ConfigError, InFile};
 pub use load::{find_config_file, Env, Flags, Settings};
 pub(crate) use resolve::{list, secs};
 pub use resolve::{Config, Limits};

@@ -262,3 +262,46 @@ fn check_tools(t: &ToolsSection) -> Result<(), String> {
 pub(crate) fn secs(s: f64) -> Option<Duration> {
     (s.is_finite() && s > 0.0 && s < 1.0e9).then(|| Duration::from_secs_f64(s))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> ConfigError {
+        match Config::parse(text, Path::new("c.toml")) {
+            Ok(c) => panic!("expected an error, got {c:?}"),
+            Err(e) => e,
+        }
+    }
+
+    #[test]
+    fn one_parse_checks_the_aam_sections_too() {
+        let e =
+            err("[[llm_backends]]\nname = \"x\"\nprotocol = \"sim\"\n[tools]\nworkspcae = \".\"\n");
+        assert_eq!(e.position(), Some((5, 1)));
+        assert_eq!(e.span(), Some(53..62));
+        assert!(e
+            .message()
+            .starts_with("unknown field `workspcae`, expected one of `workspace`"));
+        assert_eq!(e.hint(), Some("see docs/runtime.md for the accepted keys"));
+        let e = err("[memory]\nstm_capacity = 0\n");
+        assert_eq!(
+            e.to_string(),
+            "c.toml: memory.stm_capacity must be at least 1"
+        );
+        assert_eq!(e.span(), None);
+    }
+
+    #[test]
+    fn the_aam_sections_are_kept_for_the_aam() {
+        let c = Config::parse(
+            "[memory]\nlru_k = 3\n[[mcp_servers]]\nname = \"fs\"\ncommand = [\"x\"]\n",
+            Path::new("c.toml"),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.aam.memory.lru_k, 3);
+        assert_eq!(c.aam.memory.stm_capacity, 256);
+        assert_eq!(c.aam.mcp_servers[0].prefix(), "fs.");
+        assert!(c.aam.tools.is_none());
+    }
+}
