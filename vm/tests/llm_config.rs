@@ -114,12 +114,12 @@ fn unknown_protocol_points_at_the_value_with_a_hint() {
     let e = err("[[llm_backends]]\nname = \"x\"\nprotocol = \"gemini\"\n");
     assert_eq!(e.position(), Some((3, 12)));
     assert!(
-        e.message.contains("unknown variant `gemini`"),
+        e.message().contains("unknown variant `gemini`"),
         "{}",
-        e.message
+        e.message()
     );
     assert_eq!(
-        e.hint.as_deref(),
+        e.hint(),
         Some("protocol is one of openai, anthropic, ollama, sim")
     );
 }
@@ -137,9 +137,9 @@ fn unknown_keys_are_errors() {
     let e = err("[[llm_backends]]\nname = \"x\"\nprotocol = \"sim\"\nconcurrence = 3\n");
     assert_eq!(e.position(), Some((4, 1)));
     assert!(
-        e.message.contains("unknown field `concurrence`"),
+        e.message().contains("unknown field `concurrence`"),
         "{}",
-        e.message
+        e.message()
     );
 }
 
@@ -150,7 +150,7 @@ fn a_key_in_the_file_is_refused_and_not_echoed() {
     let text = e.to_string();
     assert!(!text.contains("abcdef123456"), "{text}");
     assert!(
-        e.hint.as_deref().is_some_and(|h| h.contains("api_key_env")),
+        e.hint().is_some_and(|h| h.contains("api_key_env")),
         "{text}"
     );
     let e = err("[[llm_backends]]\nname = \"x\"\nprotocol = \"openai\"\napi_key_env = \"sk-live-abcdef123456\"\n");
@@ -204,11 +204,7 @@ fn semantic_errors_point_at_the_value() {
     ];
     for (text, pos, message) in cases {
         let e = err(text);
-        assert_eq!(
-            (e.position(), e.message.as_str()),
-            (Some(pos), message),
-            "{text}"
-        );
+        assert_eq!((e.position(), e.message()), (Some(pos), message), "{text}");
     }
 }
 
@@ -216,18 +212,18 @@ fn semantic_errors_point_at_the_value() {
 fn duplicate_names_are_rejected_at_the_second() {
     let e = err("[[llm_backends]]\nname = \"a\"\nprotocol = \"sim\"\n[[llm_backends]]\nname = \"a\"\nprotocol = \"sim\"\n");
     assert_eq!(e.position(), Some((5, 8)));
-    assert_eq!(e.message, "backend `a` is defined twice");
+    assert_eq!(e.message(), "backend `a` is defined twice");
 }
 
 #[test]
 fn missing_fields_have_a_hint() {
     let e = err("[[llm_backends]]\nname = \"x\"\n");
     assert!(
-        e.message.contains("missing field `protocol`"),
+        e.message().contains("missing field `protocol`"),
         "{}",
-        e.message
+        e.message()
     );
-    assert!(e.hint.is_some());
+    assert!(e.hint().is_some());
     assert!(e.position().is_some());
 }
 
@@ -358,9 +354,9 @@ fn flags_over_env_over_file() {
         ..Flags::default()
     };
     let e = Settings::resolve(c.clone(), &bad, &env).expect_err("unknown");
-    assert_eq!(e.message, "unknown backend `nope` (from --backend)");
+    assert_eq!(e.message(), "unknown backend `nope` (from --backend)");
     assert_eq!(
-        e.hint.as_deref(),
+        e.hint(),
         Some("defined backends: local, claude, fast-sim, sim")
     );
     let env = Env::empty(dir.path()).with_var("APXM_TOKEN_BUDGET", "lots");
@@ -380,7 +376,7 @@ fn missing_key_variable_is_an_error_at_api_key_env() {
     let s = Settings::resolve(c, &Flags::default(), &Env::empty(dir.path())).expect("settings");
     let e = s.build_run().expect_err("no key");
     assert_eq!(
-        e.message,
+        e.message(),
         "environment variable LOCAL_KEY (api_key_env of backend `local`) is not set"
     );
     assert_eq!(e.position(), Some((9, 15)));
@@ -523,7 +519,7 @@ fn retries_above_the_limit_are_rejected_naming_key_and_limit() {
         .expect("20 is allowed");
     assert_eq!(ok.backend("x").expect("x").retry.max_retries, 20);
     let e = err("[[llm_backends]]\nname = \"x\"\nprotocol = \"openai\"\nretries = 1000000000000\n");
-    assert_eq!(e.message, "retries must be at most 20");
+    assert_eq!(e.message(), "retries must be at most 20");
 }
 
 #[test]
@@ -672,17 +668,17 @@ fn header_values_with_line_breaks_are_refused_naming_the_header_only() {
         Ok(_) => panic!("a header value with a line break was accepted"),
         Err(e) => e,
     };
-    assert!(e.message.contains("`x-gw`"), "{}", e.message);
-    assert!(!e.message.contains("INJECTED"), "{}", e.message);
+    assert!(e.message().contains("`x-gw`"), "{}", e.message());
+    assert!(!e.message().contains("INJECTED"), "{}", e.message());
     let e = err("[[llm_backends]]\nname = \"gw\"\nprotocol = \"openai\"\nheaders = { \"x-gw\" = \"a\\r\\nb: INJECTED\" }\n");
     assert_eq!(
-        e.message,
+        e.message(),
         "the value of header `x-gw` contains a line break"
     );
     let e = err("[[llm_backends]]\nname = \"gw\"\nprotocol = \"openai\"\nheaders = { \"bad name\" = \"v\" }\n");
     assert!(
-        e.message.contains("not a valid header name"),
+        e.message().contains("not a valid header name"),
         "{}",
-        e.message
+        e.message()
     );
 }

@@ -6,77 +6,44 @@
 
 use super::output::Output;
 use ais_ir::{Diagnostic, Span};
-use ais_vm::aam::config::{AamConfig, AamConfigError};
-use ais_vm::config::ConfigError;
+use ais_vm::aam::config::AamConfig;
+use ais_vm::config::{ConfigError, Settings};
 use std::path::Path;
-
-/// Why the configuration cannot be used.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigProblem {
-    /// The backend part (`llm_backends`, budgets, instructions, ...).
-    #[error("{0}")]
-    Backend(ConfigError),
-    /// The AAM sections.
-    #[error("{0}")]
-    Aam(AamConfigError),
-}
 
 /// The code of every configuration diagnostic (see `aisc explain K0001`).
 const CODE: &str = "K0001";
 
-/// Loads the backend settings and checks the AAM sections of the same file.
-pub fn load_all(
-    backend: &super::BackendArgs,
-) -> Result<(ais_vm::config::Settings, AamConfig), ConfigProblem> {
-    let settings = backend.settings().map_err(ConfigProblem::Backend)?;
-    let aam = AamConfig::find(backend.config.as_deref()).map_err(ConfigProblem::Aam)?;
+/// Loads the settings, which checks every section of the file, and the
+/// AAM's settings from the same parse.
+pub fn load_all(backend: &super::BackendArgs) -> Result<(Settings, AamConfig), ConfigError> {
+    let settings = backend.settings()?;
+    let aam = AamConfig::from_config(&settings.config);
     Ok((settings, aam))
 }
 
 /// Renders a configuration problem; returns the exit code (2).
-pub fn report(out: &mut Output, problem: &ConfigProblem) -> i32 {
-    let (path, at, message, hint) = match problem {
-        ConfigProblem::Backend(e) => {
-            let loc = e.location.as_deref();
-            (
-                loc.map(|l| l.path.clone()),
-                loc.and_then(|l| Some(At::LineCol(l.line?, l.column?))),
-                e.message.clone(),
-                e.hint.clone(),
-            )
-        }
-        ConfigProblem::Aam(e) => (
-            Some(e.path.clone().into()),
-            e.span.clone().map(At::Bytes),
-            // The position is shown by the caret; drop the " (line N)" suffix.
-            e.message
-                .rsplit_once(" (line ")
-                .map_or(e.message.as_str(), |(m, _)| m)
-                .to_string(),
-            None,
-        ),
-    };
-    let text = path
-        .as_deref()
-        .and_then(|p| std::fs::read_to_string(p).ok());
+pub fn report(out: &mut Output, problem: &ConfigError) -> i32 {
+    let message = problem.message();
+    let path = problem.path();
+    let text = path.and_then(|p| std::fs::read_to_string(p).ok());
     let mut d = Diagnostic::error(
         CODE,
         format!("invalid configuration: {message}"),
         Span::DUMMY,
     );
-    if let Some(h) = hint {
-        d = d.with_help(h);
+    if let Some(h) = problem.hint() {
+        d = d.with_help(h.to_string());
     }
-    match (path, text, at) {
-        (Some(path), Some(text), Some(at)) => {
+    match (path, text, problem.span()) {
+        (Some(path), Some(text), Some(span)) => {
             let text = mask_secrets(&text);
-            let range = at.range(&text);
+            let range = clamp(&text, span);
             d.primary.span = Span::new(range.start, range.end);
-            let d = d.with_label(label_for(&message));
+            let d = d.with_label(label_for(message));
             out.diagnostics(&path.display().to_string(), &text, &[d]);
         }
         (path, _, _) => {
-            let name = path.as_deref().map(|p: &Path| p.display().to_string());
+            let name = path.map(|p: &Path| p.display().to_string());
             out.report(name.as_deref(), &d);
         }
     }
@@ -91,40 +58,19 @@ fn label_for(message: &str) -> String {
     }
 }
 
-/// A position in the config file, as the two parsers report it.
-enum At {
-    Bytes(std::ops::Range<usize>),
-    /// 1-based line and column (characters).
-    LineCol(usize, usize),
-}
-
-impl At {
-    /// A byte range in `text`: the given span, or the word at line:column.
-    fn range(&self, text: &str) -> std::ops::Range<usize> {
-        match self {
-            At::Bytes(r) => r.start.min(text.len())..r.end.min(text.len()),
-            At::LineCol(line, col) => {
-                let start_of_line: usize = text
-                    .split_inclusive('\n')
-                    .take(line.saturating_sub(1))
-                    .map(str::len)
-                    .sum();
-                let rest = text.get(start_of_line..).unwrap_or("");
-                let start = start_of_line
-                    + rest
-                        .char_indices()
-                        .nth(col.saturating_sub(1))
-                        .map_or(rest.len(), |(i, _)| i);
-                let word = text.get(start..).unwrap_or("");
-                let len = word
-                    .char_indices()
-                    .find(|(_, c)| !(c.is_alphanumeric() || "_-.".contains(*c)))
-                    .map_or(word.len(), |(i, _)| i)
-                    .max(word.chars().next().map_or(0, char::len_utf8));
-                start..start + len
-            }
-        }
+/// The span within `text` (the file may have changed since it was read),
+/// at least one character wide so the caret has something to point at.
+fn clamp(text: &str, span: std::ops::Range<usize>) -> std::ops::Range<usize> {
+    let start = span.start.min(text.len());
+    let end = span.end.min(text.len()).max(start);
+    if end > start {
+        return start..end;
     }
+    let width = text
+        .get(start..)
+        .and_then(|t| t.chars().next())
+        .map_or(0, char::len_utf8);
+    start..start + width
 }
 
 /// The file text with the values of secret-looking keys (`api_key`,
@@ -174,9 +120,10 @@ mod tests {
     }
 
     #[test]
-    fn line_and_column_become_the_word_there() {
-        let text = "a = 1\n[tools]\nworkspcae = \".\"\n";
-        let r = At::LineCol(3, 1).range(text);
-        assert_eq!(&text[r], "workspcae");
+    fn spans_stay_inside_the_text_and_are_never_empty() {
+        let text = "a = 1\nb = é\n";
+        assert_eq!(clamp(text, 0..1), 0..1);
+        assert_eq!(clamp(text, 10..10), 10..12);
+        assert_eq!(clamp(text, 40..50), text.len()..text.len());
     }
 }

@@ -6,6 +6,8 @@
 
 pub mod anthropic;
 pub mod budget;
+pub mod doctor;
+pub mod factory;
 pub mod fake;
 pub mod http;
 pub mod jsonschema;

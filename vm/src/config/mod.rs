@@ -1,0 +1,42 @@
+//! Run configuration: LLM backends, system prompts, token budget,
+//! record/replay, limits, and the Agent Abstract Machine's sections.
+//!
+//! Sources, highest priority first: command-line [`Flags`], environment
+//! variables ([`Env`]), the config file. The file is `--config PATH`, else
+//! `$APXM_CONFIG`, else `.apxm/config.toml` in the working directory, else
+//! `~/.apxm/config.toml`. With no file, the `openai` backend is used when
+//! `OPENAI_API_KEY` is set (at `OPENAI_BASE_URL` if set), else the offline
+//! `sim` backend, with a one-line notice. The file format is documented in
+//! `docs/backends.md` and `docs/runtime.md`.
+//!
+//! Keys never live in the file: a backend names the environment variable
+//! that holds its key (`api_key_env`), and the value is only read when the
+//! backend is built, into a masked `Secret`.
+//!
+//! - `schema`: the serde structs of every section (`deny_unknown_fields`);
+//! - `resolve` and `backend`: values checked, defaults filled in ([`Config`]);
+//! - `load`: flags, environment and file discovery ([`Settings`]);
+//! - `error`: the one [`ConfigError`], with the file's path and span;
+//! - `show`: `aisc config show`.
+//!
+//! Building backends is `crate::llm::factory`, `aisc doctor` is
+//! `crate::llm::doctor`, and the AAM's runtime settings are
+//! `crate::aam::config`.
+
+mod backend;
+mod error;
+mod load;
+mod resolve;
+pub mod schema;
+mod show;
+
+pub use backend::{BackendConfig, HeaderValue, Origin, MAX_RETRIES};
+pub use error::{ConfigError, InFile};
+pub use load::{find_config_file, Env, Flags, Settings};
+pub(crate) use resolve::{list, secs};
+pub use resolve::{Config, Limits};
+pub use schema::{BackendKind, Prices};
+
+/// Directory of the config file, in the project and in the home directory.
+pub const CONFIG_DIR: &str = ".apxm";
+pub const CONFIG_FILE: &str = "config.toml";

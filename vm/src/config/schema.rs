@@ -1,0 +1,284 @@
+//! The schema of `.apxm/config.toml`: one serde struct per section, every
+//! one `deny_unknown_fields`, so a misspelt key anywhere is an error that
+//! names the key and lists the accepted ones. The backend sections are
+//! checked and given their defaults by `super::resolve`; the AAM's sections
+//! (`[memory]`, `[tools]`, `[[tools.subprocess]]`, `[[mcp_servers]]`,
+//! `[access]`) by `super::resolve::check_aam`, and turned into the AAM's
+//! runtime settings by `crate::aam::config`. The file format is documented
+//! in `docs/backends.md` and `docs/runtime.md`.
+
+use crate::llm::http::{HttpTransport, Protocol, StructuredMode};
+use crate::llm::prompt::Models;
+use crate::llm::Usage;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use toml::Spanned;
+
+/// The whole file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FileConfig {
+    pub(crate) default_backend: Option<Spanned<String>>,
+    pub(crate) token_budget: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub(crate) llm_backends: Vec<FileBackend>,
+    #[serde(default)]
+    pub(crate) instruction: FileInstructions,
+    #[serde(default)]
+    pub(crate) limits: FileLimits,
+    // The Agent Abstract Machine's sections.
+    #[serde(default)]
+    pub(crate) memory: Option<MemoryConfig>,
+    #[serde(default)]
+    pub(crate) tools: Option<ToolsSection>,
+    #[serde(default)]
+    pub(crate) mcp_servers: Vec<McpServerConfig>,
+    #[serde(default)]
+    pub(crate) access: Option<AccessConfig>,
+}
+
+/// `[limits]`: per-run resource limits (see `scheduler::limits`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FileLimits {
+    pub(crate) max_live_frames: Option<Spanned<i64>>,
+    pub(crate) max_call_depth: Option<Spanned<i64>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FileInstructions {
+    pub(crate) ask: Option<String>,
+    pub(crate) think: Option<String>,
+    pub(crate) reason: Option<String>,
+    pub(crate) llm: Option<String>,
+    pub(crate) plan: Option<String>,
+    pub(crate) reflect: Option<String>,
+    pub(crate) verify: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FileBackend {
+    pub(crate) name: Spanned<String>,
+    pub(crate) protocol: Spanned<BackendKind>,
+    pub(crate) base_url: Option<Spanned<String>>,
+    pub(crate) api_key_env: Option<Spanned<String>>,
+    pub(crate) concurrency: Option<Spanned<i64>>,
+    pub(crate) timeout_s: Option<Spanned<f64>>,
+    pub(crate) connect_timeout_s: Option<Spanned<f64>>,
+    pub(crate) retries: Option<Spanned<i64>>,
+    pub(crate) backoff_ms: Option<Spanned<i64>>,
+    pub(crate) max_backoff_ms: Option<Spanned<i64>>,
+    pub(crate) max_retry_after_s: Option<Spanned<f64>>,
+    pub(crate) structured_output: Option<StructuredMode>,
+    pub(crate) transport: Option<HttpTransport>,
+    pub(crate) accept_incomplete: Option<bool>,
+    pub(crate) reasoning_model: Option<bool>,
+    pub(crate) headers: Option<BTreeMap<String, Spanned<String>>>,
+    pub(crate) temperature: Option<Spanned<f64>>,
+    pub(crate) max_tokens: Option<Spanned<i64>>,
+    pub(crate) delay_scale: Option<Spanned<f64>>,
+    #[serde(default)]
+    pub(crate) models: Models,
+    pub(crate) prices: Option<Prices>,
+}
+
+/// The protocol a backend speaks (`protocol = "..."`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    #[serde(rename = "openai")]
+    OpenAi,
+    Anthropic,
+    Ollama,
+    Sim,
+}
+
+impl BackendKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendKind::OpenAi => "openai",
+            BackendKind::Anthropic => "anthropic",
+            BackendKind::Ollama => "ollama",
+            BackendKind::Sim => "sim",
+        }
+    }
+
+    pub fn http(self) -> Option<Protocol> {
+        match self {
+            BackendKind::OpenAi => Some(Protocol::OpenAi),
+            BackendKind::Anthropic => Some(Protocol::Anthropic),
+            BackendKind::Ollama => Some(Protocol::Ollama),
+            BackendKind::Sim => None,
+        }
+    }
+}
+
+/// Prices in currency units per million tokens, for cost estimates.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Prices {
+    #[serde(default)]
+    pub input_per_mtok: f64,
+    #[serde(default)]
+    pub output_per_mtok: f64,
+}
+
+impl Prices {
+    pub fn cost(&self, usage: Usage) -> f64 {
+        (usage.prompt_tokens as f64 * self.input_per_mtok
+            + usage.completion_tokens as f64 * self.output_per_mtok)
+            / 1e6
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The Agent Abstract Machine's sections
+// ---------------------------------------------------------------------------
+
+/// `[memory]`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryConfig {
+    /// STM entries kept in memory per agent; beyond it LRU-K evicts to LTM.
+    #[serde(default = "default_stm_capacity")]
+    pub stm_capacity: usize,
+    /// The K of LRU-K.
+    #[serde(default = "default_lru_k")]
+    pub lru_k: usize,
+}
+
+fn default_stm_capacity() -> usize {
+    256
+}
+fn default_lru_k() -> usize {
+    2
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        MemoryConfig {
+            stm_capacity: default_stm_capacity(),
+            lru_k: default_lru_k(),
+        }
+    }
+}
+
+/// `[tools]`, as written (relative paths not yet resolved).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsSection {
+    /// Root of `read_file` / `write_file`.
+    pub workspace: Option<PathBuf>,
+    pub http_timeout_s: Option<f64>,
+    /// Tools that need `--yes` or an interactive confirmation.
+    #[serde(default)]
+    pub destructive: Vec<String>,
+    /// Per-tool concurrent calls.
+    #[serde(default)]
+    pub concurrency: BTreeMap<String, usize>,
+    #[serde(default)]
+    pub subprocess: Vec<SubprocessConfig>,
+}
+
+/// `[[tools.subprocess]]`: a tool run as a child process (JSON arguments on
+/// stdin, one JSON value on stdout).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SubprocessConfig {
+    pub name: String,
+    /// Program and arguments (no shell).
+    pub command: Vec<String>,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default = "default_timeout_s")]
+    pub timeout_s: f64,
+    /// Working directory (default: the current directory).
+    pub cwd: Option<PathBuf>,
+    /// Extra environment variables (never logged).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub input_schema: Option<toml::Value>,
+    pub output_schema: Option<toml::Value>,
+    #[serde(default)]
+    pub destructive: bool,
+    pub concurrency: Option<usize>,
+}
+
+fn default_timeout_s() -> f64 {
+    30.0
+}
+
+/// `[[mcp_servers]]`: an MCP server spoken to over stdio, started on the
+/// first call of one of its tools (`crate::aam::mcp::McpServer`).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerConfig {
+    pub name: String,
+    pub command: Vec<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub cwd: Option<PathBuf>,
+    /// Registered tool names are `prefix + tool`; default `"<name>."`.
+    pub prefix: Option<String>,
+    /// Per-request timeout (also for `initialize`; the `server/discover`
+    /// probe waits at most 10 s of it).
+    #[serde(default = "default_timeout_s")]
+    pub timeout_s: f64,
+    /// Concurrent calls to each tool of this server.
+    pub concurrency: Option<usize>,
+    /// Tool names (without prefix) treated as destructive in addition to
+    /// those the server annotates so.
+    #[serde(default)]
+    pub destructive: Vec<String>,
+}
+
+impl McpServerConfig {
+    pub fn prefix(&self) -> String {
+        self.prefix
+            .clone()
+            .unwrap_or_else(|| format!("{}.", self.name))
+    }
+}
+
+/// `[access]`: which agent may call which tool (checked by
+/// `crate::aam::config`'s `allowed` / `denied`).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AccessConfig {
+    /// Built-in read-only tools are allowed for every agent (default true).
+    #[serde(default = "yes")]
+    pub readonly_default: bool,
+    /// Agent name (or `"*"`) to tool patterns (`name`, `prefix*`, `*`).
+    #[serde(default)]
+    pub allow: BTreeMap<String, Vec<String>>,
+    /// Like `allow`; a deny wins over any allow.
+    #[serde(default)]
+    pub deny: BTreeMap<String, Vec<String>>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for AccessConfig {
+    fn default() -> Self {
+        AccessConfig {
+            readonly_default: true,
+            allow: BTreeMap::new(),
+            deny: BTreeMap::new(),
+        }
+    }
+}
+
+/// The AAM's sections of a file, checked (`super::resolve::check_aam`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AamSections {
+    pub memory: MemoryConfig,
+    /// `None`: no `[tools]` section.
+    pub tools: Option<ToolsSection>,
+    pub mcp_servers: Vec<McpServerConfig>,
+    pub access: AccessConfig,
+}

@@ -1,0 +1,164 @@
+//! The backend factory: builds the [`LlmBackend`]s a configuration names
+//! ([`Settings::build_backend`]) and the wrapped backend of a run
+//! ([`Settings::build_run`]: replay or record, then the token budget). The
+//! configuration itself (`crate::config`) knows no backend implementation.
+
+use crate::config::{list, ConfigError, HeaderValue, Settings};
+use crate::llm::budget::{BudgetedBackend, TokenBudget};
+use crate::llm::http::{HttpBackend, HttpOptions};
+use crate::llm::record::{RecordingBackend, ReplayBackend};
+use crate::llm::secret::Secret;
+use crate::llm::sim::SimBackend;
+use crate::llm::LlmBackend;
+use std::fmt;
+use std::sync::Arc;
+
+/// The backend a run uses, wrapped for replay/record and the token budget.
+pub struct RunBackend {
+    pub backend: Arc<dyn LlmBackend>,
+    /// Counts the run's usage; enforces `--token-budget` when set.
+    pub budget: Arc<TokenBudget>,
+    /// One line for the CLI to print (e.g. that replies are simulated).
+    pub notice: Option<String>,
+    pub simulated: bool,
+}
+
+impl fmt::Debug for RunBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RunBackend")
+            .field("backend", &self.backend.name())
+            .field("budget", &self.budget)
+            .field("notice", &self.notice)
+            .field("simulated", &self.simulated)
+            .finish()
+    }
+}
+
+impl Settings {
+    /// Builds one backend by name, without wrappers. Reads its key from the
+    /// environment; a missing key is an error pointing at `api_key_env`.
+    pub fn build_backend(&self, name: &str) -> Result<Arc<dyn LlmBackend>, ConfigError> {
+        let b = self.config.backend(name).ok_or_else(|| {
+            ConfigError::plain(
+                format!("unknown backend `{name}`"),
+                Some(format!("defined backends: {}", list(&self.config.backends))),
+            )
+        })?;
+        let Some(protocol) = b.kind.http() else {
+            let scale = self.sim_delay_scale.unwrap_or(b.delay_scale);
+            return Ok(Arc::new(
+                SimBackend::named(&b.name)
+                    .with_delay_scale(scale)
+                    .with_concurrency(b.concurrency)
+                    .with_models(b.models.clone())
+                    .with_instructions(self.config.instructions.clone()),
+            ));
+        };
+        let api_key = match &b.api_key_env {
+            Some(var) => match self.env.var(var) {
+                Some(v) => Some(Secret::new(v.trim())),
+                None => {
+                    return Err(self.config.error_at(
+                        b.api_key_env_span.clone(),
+                        format!(
+                            "environment variable {var} (api_key_env of backend `{}`) is not set",
+                            b.name
+                        ),
+                        Some(format!(
+                        "export {var}=... before running, or pick another backend with --backend"
+                    )),
+                    ))
+                }
+            },
+            None => None,
+        };
+        let mut headers = Vec::with_capacity(b.headers.len());
+        for (name, value) in &b.headers {
+            let v = match value {
+                HeaderValue::Literal(v) => v.clone(),
+                HeaderValue::Env { var, span } => match self.env.var(var) {
+                    Some(v) if !v.trim().contains(['\r', '\n']) => v.trim().to_string(),
+                    Some(_) => {
+                        return Err(self.config.error_at(
+                            Some(span.clone()),
+                            format!("the value of header `{name}` (from {var}) contains a line break"),
+                            None,
+                        ))
+                    }
+                    None => {
+                        return Err(self.config.error_at(
+                            Some(span.clone()),
+                            format!("environment variable {var} (header `{name}` of backend `{}`) is not set", b.name),
+                            Some(format!("export {var}=... before running")),
+                        ))
+                    }
+                },
+            };
+            headers.push((name.clone(), Secret::new(v)));
+        }
+        let opts = HttpOptions {
+            name: b.name.clone(),
+            protocol,
+            base_url: b.base_url.clone(),
+            api_key,
+            models: b.models.clone(),
+            instructions: self.config.instructions.clone(),
+            temperature: b.temperature,
+            max_tokens: b.max_tokens,
+            concurrency: b.concurrency,
+            connect_timeout: b.connect_timeout,
+            timeout: b.timeout,
+            retry: b.retry,
+            structured: b.structured,
+            transport: b.transport,
+            accept_incomplete: b.accept_incomplete,
+            reasoning_model: b.reasoning_model,
+            headers,
+        };
+        Ok(Arc::new(HttpBackend::new(opts)))
+    }
+
+    /// The backend for a run: the selected one (or the replay directory),
+    /// recording if asked, counting tokens against the budget.
+    pub fn build_run(&self) -> Result<RunBackend, ConfigError> {
+        let (inner, simulated, notice): (Arc<dyn LlmBackend>, bool, Option<String>) =
+            match &self.replay {
+                Some(dir) => {
+                    let r = ReplayBackend::new(dir).map_err(|e| {
+                        ConfigError::plain(
+                            format!("cannot replay from {}: {e}", dir.display()),
+                            Some("pass the directory written by --record".into()),
+                        )
+                    })?;
+                    (
+                        Arc::new(r),
+                        false,
+                        Some(format!(
+                            "note: replaying recorded LLM replies from {}",
+                            dir.display()
+                        )),
+                    )
+                }
+                None => {
+                    let b = self.build_backend(&self.backend)?;
+                    let sim = b.is_simulated();
+                    (b, sim, self.notice())
+                }
+            };
+        let inner: Arc<dyn LlmBackend> = match &self.record {
+            Some(dir) => Arc::new(RecordingBackend::new(inner, dir).map_err(|e| {
+                ConfigError::plain(format!("cannot record to {}: {e}", dir.display()), None)
+            })?),
+            None => inner,
+        };
+        let budget = Arc::new(TokenBudget::new(self.token_budget));
+        let backend: Arc<dyn LlmBackend> =
+            Arc::new(BudgetedBackend::new(inner, Arc::clone(&budget)));
+        Ok(RunBackend {
+            backend,
+            budget,
+            notice,
+            simulated,
+        })
+    }
+}
