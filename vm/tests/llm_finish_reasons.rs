@@ -178,41 +178,75 @@ fn null_content_with_tool_calls_is_not_an_invalid_response() {
     assert_eq!(server.request_count(), 1);
 }
 
-#[test]
-fn failed_attempts_count_their_tokens() {
-    use ais_vm::llm::budget::{BudgetedBackend, TokenBudget};
-    use std::sync::Arc;
-    // A cut-off reply fails the call, but its 15 tokens were spent.
+/// The first call is cut off (`llm.truncated`, caught); its 15 tokens
+/// were spent, so they count: in the run's usage, and against the run's
+/// token budget, which then stops the second call before it is sent.
+const CUT_OFF_THEN_ASK: &str = r#"
+agent @A {
+  flow @main() -> str entry {
+    %0 = const {value = "one"} : str
+    %1 = try_catch : str {
+      try {
+        %2 = ask %0 : str
+        yield %2
+      }
+      catch(%3: json) {
+        %4 = const {value = "cut"} : str
+        yield %4
+      }
+    }
+    %5 = ask %1 : str
+    return %5
+  }
+}
+"#;
+
+fn run_cut_off_then_ask(budget: ais_vm::journal::Budget) -> (ais_vm::RunReport, usize) {
+    let program = ais_ir::parse_module(CUT_OFF_THEN_ASK)
+        .ok()
+        .and_then(|m| ais_ir::bytecode::compile(&m).ok())
+        .expect("program");
     let server = mock();
     server.push(MockReply::openai_finish("length"));
-    let budget = Arc::new(TokenBudget::new(None));
-    let b = BudgetedBackend::new(
-        Arc::new(backend(&server, Protocol::OpenAi)),
-        Arc::clone(&budget),
+    server.push(MockReply::Content("second".into()));
+    let options = ais_vm::RunOptions {
+        budget,
+        ..ais_vm::RunOptions::default()
+    };
+    let report = ais_vm::run(
+        &program,
+        &options,
+        std::sync::Arc::new(backend(&server, Protocol::OpenAi)),
+        std::sync::Arc::new(ais_vm::MemoryHost::new()),
     );
-    let err = b
-        .complete(&request(LlmOpKind::Ask, "x"), &CancelToken::new())
-        .expect_err("cut off");
-    assert_eq!(err.kind, LlmErrorKind::Truncated);
-    assert_eq!(budget.used(), 15);
-    assert_eq!(budget.calls(), 0, "no call was answered");
+    (report, server.request_count())
+}
 
-    // A rejected reply that is retried: both attempts' tokens count.
-    server.push(MockReply::json(json!({
-        "choices": [{"message": {"content": null}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 7, "completion_tokens": 0}
-    })));
-    let log = AttemptLog::new();
-    let resp = b
-        .complete_observed(&request(LlmOpKind::Ask, "x"), &CancelToken::new(), &log)
-        .expect("the retry answers");
-    assert_eq!(
-        log.attempts().len(),
-        2,
-        "the observer still sees every attempt"
+#[test]
+fn failed_attempts_count_their_tokens() {
+    let (report, requests) = run_cut_off_then_ask(ais_vm::journal::Budget::default());
+    assert_eq!(report.outcome.expect("completes"), json!("second"));
+    assert_eq!(requests, 2);
+    let s = &report.summary;
+    assert!(
+        s.input_tokens >= 10 && s.output_tokens >= 5,
+        "the cut-off call's 10 + 5 tokens are in the usage: {s:?}"
     );
-    assert_eq!(budget.used(), 15 + 7 + resp.usage.total());
-    assert_eq!(budget.calls(), 1);
+
+    let budget = ais_vm::journal::Budget {
+        tokens: Some(10),
+        ..ais_vm::journal::Budget::default()
+    };
+    let (report, requests) = run_cut_off_then_ask(budget);
+    match report.outcome.expect_err("over budget") {
+        ais_vm::RunError::OpFailed { code, payload, .. } => {
+            assert_eq!(code, "budget.tokens");
+            assert_eq!(payload["used"], 15);
+            assert_eq!(payload["limit"], 10);
+        }
+        other => panic!("expected budget.tokens, got {other:?}"),
+    }
+    assert_eq!(requests, 1, "the second call is never sent");
 }
 
 #[test]

@@ -1,15 +1,14 @@
-//! Record/replay and the token budget.
+//! Record/replay. (Budgets are the scheduler's: vm/tests/reliability_journal.rs.)
 
 mod llm_support;
 
-use ais_vm::llm::budget::{BudgetedBackend, TokenBudget};
 use ais_vm::llm::http::Protocol;
 use ais_vm::llm::mock::MockReply;
 use ais_vm::llm::record::{
     canonical_json, recording_path, request_key, RecordingBackend, ReplayBackend,
 };
 use ais_vm::llm::sim::SimBackend;
-use ais_vm::llm::{CancelToken, LlmBackend, LlmErrorKind, LlmOpKind, Usage};
+use ais_vm::llm::{CancelToken, LlmBackend, LlmErrorKind, LlmOpKind};
 use llm_support::*;
 use serde_json::json;
 use std::sync::Arc;
@@ -146,64 +145,4 @@ fn simulated_replies_stay_labelled_through_replay() {
         .complete(&r, &CancelToken::new())
         .expect("replayed");
     assert!(again.simulated);
-}
-
-#[test]
-fn budget_counts_and_stops_the_run() {
-    let sim: Arc<dyn LlmBackend> = Arc::new(SimBackend::new().with_delay_scale(0.0));
-    let one = sim
-        .complete(&request(LlmOpKind::Ask, "hello"), &CancelToken::new())
-        .expect("reply")
-        .usage
-        .total();
-    let budget = Arc::new(TokenBudget::new(Some(one * 2 + one / 2)));
-    let b = BudgetedBackend::new(sim, Arc::clone(&budget));
-    assert!(b
-        .complete(&request(LlmOpKind::Ask, "hello"), &CancelToken::new())
-        .is_ok());
-    assert!(b
-        .complete(&request(LlmOpKind::Ask, "hello"), &CancelToken::new())
-        .is_ok());
-    let e = b
-        .complete(&request(LlmOpKind::Ask, "hello"), &CancelToken::new())
-        .expect_err("over budget");
-    assert_eq!(e.kind, LlmErrorKind::BudgetExceeded);
-    assert!(
-        e.message.starts_with(&format!(
-            "token budget exceeded: {} of {} tokens used (this call: {one})",
-            one * 3,
-            one * 2 + one / 2
-        )),
-        "{}",
-        e.message
-    );
-    assert!(e.message.contains("--token-budget"), "{}", e.message);
-    let e = b
-        .complete(&request(LlmOpKind::Ask, "hello"), &CancelToken::new())
-        .expect_err("still over");
-    assert_eq!(e.kind, LlmErrorKind::BudgetExceeded);
-    assert_eq!(budget.calls(), 3);
-    assert_eq!(budget.used(), one * 3);
-}
-
-#[test]
-fn unlimited_budget_only_counts() {
-    let budget = TokenBudget::new(None);
-    budget.add(Usage {
-        prompt_tokens: 5,
-        completion_tokens: 2,
-    });
-    budget.add(Usage {
-        prompt_tokens: 1,
-        completion_tokens: 1,
-    });
-    assert_eq!(
-        (
-            budget.used(),
-            budget.usage().prompt_tokens,
-            budget.calls(),
-            budget.limit()
-        ),
-        (9, 6, 2, None)
-    );
 }

@@ -1,10 +1,10 @@
 //! The backend factory: builds the [`LlmBackend`]s a configuration names
 //! ([`Settings::build_backend`]) and the wrapped backend of a run
-//! ([`Settings::build_run`]: replay or record, then the token budget). The
+//! ([`Settings::build_run`]: replay or record). Budgets are not a backend
+//! concern: the scheduler enforces them before each call. The
 //! configuration itself (`crate::config`) knows no backend implementation.
 
 use crate::config::{list, ConfigError, HeaderValue, Settings};
-use crate::llm::budget::{BudgetedBackend, TokenBudget};
 use crate::llm::http::{HttpBackend, HttpOptions};
 use crate::llm::record::{RecordingBackend, ReplayBackend};
 use crate::llm::secret::Secret;
@@ -13,11 +13,9 @@ use crate::llm::LlmBackend;
 use std::fmt;
 use std::sync::Arc;
 
-/// The backend a run uses, wrapped for replay/record and the token budget.
+/// The backend a run uses, wrapped for replay/record.
 pub struct RunBackend {
     pub backend: Arc<dyn LlmBackend>,
-    /// Counts the run's usage; enforces `--token-budget` when set.
-    pub budget: Arc<TokenBudget>,
     /// One line for the CLI to print (e.g. that replies are simulated).
     pub notice: Option<String>,
     pub simulated: bool,
@@ -27,7 +25,6 @@ impl fmt::Debug for RunBackend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RunBackend")
             .field("backend", &self.backend.name())
-            .field("budget", &self.budget)
             .field("notice", &self.notice)
             .field("simulated", &self.simulated)
             .finish()
@@ -151,12 +148,8 @@ impl Settings {
             })?),
             None => inner,
         };
-        let budget = Arc::new(TokenBudget::new(self.token_budget));
-        let backend: Arc<dyn LlmBackend> =
-            Arc::new(BudgetedBackend::new(inner, Arc::clone(&budget)));
         Ok(RunBackend {
-            backend,
-            budget,
+            backend: inner,
             notice,
             simulated,
         })

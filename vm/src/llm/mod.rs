@@ -5,7 +5,6 @@
 //! `anthropic`, `ollama`) implement the trait in sibling modules.
 
 pub mod anthropic;
-pub mod budget;
 pub mod doctor;
 pub mod factory;
 pub mod fake;
@@ -144,7 +143,6 @@ pub enum LlmErrorKind {
     /// The provider's filter withheld the reply, or the model refused
     /// (`llm.content_filter`).
     ContentFilter,
-    BudgetExceeded,
     Cancelled,
     Replay,
 }

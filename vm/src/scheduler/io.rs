@@ -304,7 +304,8 @@ impl<'r> Run<'r> {
             self.journal_record(jkey.as_ref(), instr, std::slice::from_ref(&v), tokens)
                 .map(|()| v)
         });
-        if let (Ok(_), Some(i)) = (&result, &info) {
+        // Every attempt's tokens count, a failed call's too: they were spent.
+        if let Some(i) = &info {
             self.used[1].fetch_add(tokens, Ordering::SeqCst);
             if let Some(a) = self.agent_used.get(frame.agent as usize) {
                 a[1].fetch_add(tokens, Ordering::SeqCst);
