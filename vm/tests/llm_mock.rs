@@ -108,8 +108,9 @@ fn many_slow_requests_are_served_at_once_and_none_early() {
             .and_then(|v| v.as_str());
         assert_eq!(text, Some(format!("mock reply to: request {i}").as_str()));
     }
-    // One after the other would take 20 s.
-    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    // Order: all answered before a server taking them one after the other
+    // (100 × 200 ms) could have answered the last.
+    assert!(t.elapsed() < latency * 100, "{:?}", t.elapsed());
     assert_eq!(server.request_count(), 100);
 }
 
@@ -164,7 +165,8 @@ fn stopping_closes_open_and_waiting_connections() {
     }
     let t = Instant::now();
     drop(server);
-    assert!(t.elapsed() < Duration::from_secs(5));
+    // Order: stopped before the waiting request's reply (30 s) was due.
+    assert!(t.elapsed() < Duration::from_secs(30));
     for mut s in [idle, waiting] {
         let mut rest = Vec::new();
         assert_eq!(s.read_to_end(&mut rest).unwrap_or(0), 0);

@@ -89,8 +89,8 @@ fn http_calls_run_concurrently_within_the_limit() {
         let peak = peak_llm_overlap(&r.events);
         assert!(peak <= 4, "{policy}: {peak} calls in flight, limit 4");
         assert!(peak >= 2, "{policy}: calls were not overlapped");
+        // Three waves of 60 ms at least (a lower bound: load only adds).
         assert!(elapsed >= Duration::from_millis(180), "{elapsed:?}");
-        assert!(elapsed < Duration::from_millis(12 * 60), "{elapsed:?}");
     }
 }
 
@@ -114,8 +114,9 @@ fn a_failed_run_does_not_wait_for_a_hung_call() {
     let r = ais_vm::run(&p, &opts, backend, Arc::new(MemoryHost::new()));
     let err = r.outcome.unwrap_err().to_string();
     assert!(err.contains("400"), "{err}");
+    // Order, not speed: the run returned before the hung call could end.
     assert!(
-        t.elapsed() < Duration::from_secs(5),
+        t.elapsed() < Duration::from_secs(30),
         "the run waited {:?} for the hung call",
         t.elapsed()
     );
@@ -177,9 +178,10 @@ fn scheduled_replies_take_their_latency_in_parallel() {
             "{}: replies came early ({ms} ms)",
             backend.name()
         );
+        let peak = peak_llm_overlap(&r.events);
         assert!(
-            ms < 32.0 * 10.0,
-            "{}: calls ran one at a time ({ms} ms)",
+            peak >= 2,
+            "{}: calls ran one at a time (peak overlap {peak})",
             backend.name()
         );
         for e in r.events.iter().filter(|e| matches!(e.track, Track::Llm(_))) {
