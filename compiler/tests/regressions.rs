@@ -311,6 +311,67 @@ agent Main {
     );
 }
 
+/// Text doubled in a loop reaches 2^40 times its size: the value-size limit
+/// stops the run (not caught by `try`) long before memory runs out; under
+/// the limit the same program completes.
+#[test]
+fn a_value_doubled_in_a_loop_stops_at_the_value_limit() {
+    let source = r#"
+agent Main {
+    @entry flow main(n: number) -> str {
+        let rounds = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20,
+                      21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40]
+        let s = "ab"
+        try {
+            loop (r in rounds) {
+                if r <= n { s = s + s }
+            }
+        } catch { s = "caught" }
+        return s
+    }
+}
+"#;
+    for level in [OptLevel::O0, OptLevel::O2] {
+        let mut module = compile_source(source).unwrap().module;
+        optimize(
+            &mut module,
+            &OptOptions {
+                level,
+                ..OptOptions::default()
+            },
+        )
+        .unwrap();
+        let program = bytecode::compile(&module).unwrap();
+        let run = |n: u32, workers: usize| {
+            let options = RunOptions {
+                workers: Some(workers),
+                args: vec![("n".into(), json!(n))],
+                max_value_bytes: 4096,
+                ..RunOptions::default()
+            };
+            ais_vm::run(
+                &program,
+                &options,
+                Arc::new(FakeBackend::new()),
+                Arc::new(MemoryHost::new()),
+            )
+            .outcome
+        };
+        for workers in [1, 2, 8] {
+            match run(40, workers) {
+                Err(ais_vm::RunError::OpFailed { code, payload, .. }) => {
+                    assert_eq!(code, "LIMIT_VALUE_BYTES");
+                    assert_eq!(payload["limit"], json!(4096));
+                    assert_eq!(payload["size"], json!(8192), "the first value over 4096");
+                }
+                other => panic!("{level:?}, {workers} workers: {other:?}"),
+            }
+            // 2 × 2^11 = 4096 bytes: at the limit, not over it.
+            assert_eq!(run(11, workers).unwrap().as_str().map(str::len), Some(4096));
+        }
+    }
+}
+
 /// A `try` body is all-or-nothing for the program's own state: its prints,
 /// memory writes (every tier), belief updates and messages happen only if
 /// it completes; inside it, its own writes are visible (read-your-writes);

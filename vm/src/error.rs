@@ -42,6 +42,7 @@ pub enum RunError {
 pub fn hint_for(code: &str) -> &'static str {
     let family = code.split('.').next().unwrap_or(code);
     match (family, code) {
+        (_, "LIMIT_VALUE_BYTES") => "one value grew past the per-value limit (e.g. text doubled in a loop); bound its growth, or raise the limit ([limits] max_value_bytes) and `aisc resume` the run",
         (_, "LIMIT_FRAMES") => "the program creates frames without bound (e.g. a flow calling itself more than once per call); bound the recursion, or raise the limit (--max-frames N, [limits] max_live_frames) and `aisc resume` the run",
         (_, "WATCHDOG_LOOP") => "the loop repeats the same call with the same inputs; change what the loop carries, bound it, or raise/disable the watchdog (--watchdog N, 0 = off)",
         (_, "journal.in_doubt") => "check whether the side effect happened; declare the tool idempotent to allow a retry, or rerun the program",

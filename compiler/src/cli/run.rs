@@ -402,6 +402,11 @@ pub fn run_loaded(
             .limits
             .max_call_depth
             .unwrap_or(RunOptions::default().max_call_depth),
+        max_value_bytes: settings
+            .config
+            .limits
+            .max_value_bytes
+            .unwrap_or(ais_vm::scheduler::limits::DEFAULT_MAX_VALUE_BYTES),
         ..RunOptions::default()
     };
     let host = match super::aam::open_host(&run.memory, aam_config, run.yes) {

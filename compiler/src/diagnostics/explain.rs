@@ -285,6 +285,22 @@ literal. Variables and computed values are not allowed as patterns.
     switch kind { case "bug" => ... }      // ok"#,
     },
     Explanation {
+        code: "LIMIT_VALUE_BYTES",
+        title: "a value is larger than the per-value limit",
+        text: r#"A run failure (not a compile-time diagnostic): an op computed, or a tool
+returned, a value larger than the limit allows (default 64 MiB of text, or a
+list of 8 Mi items; `[limits] max_value_bytes = N` in the config). A value
+that grows in a loop grows geometrically:
+
+    loop (i in [1, 2, 3, ... 40]) {
+        s = s + s          // 2^40 times the first text
+    }
+
+The run stops before the process runs out of memory. Like a budget, it is
+not caught by `try`; what completed is journaled, and `aisc resume RUN_ID`
+continues with a higher limit once the program or the limit is changed."#,
+    },
+    Explanation {
         code: "LIMIT_FRAMES",
         title: "the run has too many frames alive at once",
         text: r#"A run failure (not a compile-time diagnostic): the program had more frames

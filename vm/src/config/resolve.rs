@@ -34,6 +34,8 @@ pub struct Limits {
     pub max_live_frames: Option<usize>,
     /// `max_call_depth`: nested `flow.call`s before `call.depth`.
     pub max_call_depth: Option<u32>,
+    /// `max_value_bytes`: size of one value before `LIMIT_VALUE_BYTES`.
+    pub max_value_bytes: Option<usize>,
 }
 
 impl Config {
@@ -100,6 +102,12 @@ impl Config {
                 Some(n) => {
                     Some(u32::try_from(positive(&src, n, "max_call_depth")?).unwrap_or(u32::MAX))
                 }
+                None => None,
+            },
+            max_value_bytes: match &file.limits.max_value_bytes {
+                Some(n) => Some(
+                    usize::try_from(positive(&src, n, "max_value_bytes")?).unwrap_or(usize::MAX),
+                ),
                 None => None,
             },
         };

@@ -44,6 +44,7 @@ pub(crate) struct FileConfig {
 pub(crate) struct FileLimits {
     pub(crate) max_live_frames: Option<Spanned<i64>>,
     pub(crate) max_call_depth: Option<Spanned<i64>>,
+    pub(crate) max_value_bytes: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -2,7 +2,7 @@
 //! fixed number of I/O threads (its concurrency limit) and a policy queue.
 
 use super::policy::{Policy, PolicyQueue};
-use super::{Run, Sink};
+use super::{limits, Run, Sink};
 use crate::exec::{self, OpError};
 use crate::frame::Frame;
 use crate::sync::lock;
@@ -300,10 +300,12 @@ impl<'r> Run<'r> {
         let tokens = info
             .as_ref()
             .map_or(0, |i| i.input_tokens + i.output_tokens);
-        let result = result.and_then(|v| {
-            self.journal_record(jkey.as_ref(), instr, std::slice::from_ref(&v), tokens)
-                .map(|()| v)
-        });
+        let result = result
+            .and_then(|v| limits::check_value(&v, self.max_value_bytes).map(|()| v))
+            .and_then(|v| {
+                self.journal_record(jkey.as_ref(), instr, std::slice::from_ref(&v), tokens)
+                    .map(|()| v)
+            });
         // Every attempt's tokens count, a failed call's too: they were spent.
         if let Some(i) = &info {
             self.used[1].fetch_add(tokens, Ordering::SeqCst);

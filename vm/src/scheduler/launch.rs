@@ -137,6 +137,7 @@ pub fn run(
         next_frame: AtomicU64::new(0),
         record: options.record_events,
         max_depth: options.max_call_depth,
+        max_value_bytes: options.max_value_bytes,
         frames: &frames,
         done_ops: (0..workers)
             .map(|_| CachePadded::new(AtomicU64::new(0)))

@@ -83,6 +83,9 @@ pub struct RunOptions {
     /// Most frames alive at once (calls, branches, loop iterations, ...)
     /// before the run stops with `LIMIT_FRAMES` (see `limits`).
     pub max_live_frames: usize,
+    /// Largest value (text bytes, list items × 8) an op may compute or a
+    /// tool return before the run stops with `LIMIT_VALUE_BYTES`.
+    pub max_value_bytes: usize,
     /// Journal every effect op's result here (and replay what an earlier
     /// attempt of the run completed); see `crate::journal`.
     pub journal: Option<Arc<crate::journal::Journal>>,
@@ -107,6 +110,7 @@ impl Default for RunOptions {
             record_events: true,
             max_call_depth: 512,
             max_live_frames: limits::DEFAULT_MAX_LIVE_FRAMES,
+            max_value_bytes: limits::DEFAULT_MAX_VALUE_BYTES,
             journal: None,
             budget: crate::journal::Budget::default(),
             watchdog: None,
@@ -163,6 +167,7 @@ struct Run<'r> {
     next_frame: AtomicU64,
     record: bool,
     max_depth: u32,
+    max_value_bytes: usize,
     frames: &'r limits::FrameCount,
     done_ops: Vec<CachePadded<AtomicU64>>,
     end_ns: AtomicU64,

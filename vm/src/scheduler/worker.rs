@@ -4,7 +4,7 @@
 
 use super::admission::Admission;
 use super::io::Job;
-use super::{Run, Sink, Task};
+use super::{limits, Run, Sink, Task};
 use crate::error::RunError;
 use crate::exec::{self, Class, OpError, Results};
 use crate::frame::Frame;
@@ -175,7 +175,9 @@ impl<'r> Run<'r> {
                 }
                 r
             }
-            Class::Pure => exec::eval_pure(self.program, instr, &args).map(|v| Some(smallvec![v])),
+            Class::Pure => exec::eval_pure(self.program, instr, &args)
+                .and_then(|v| limits::check_value(&v, self.max_value_bytes).map(|()| v))
+                .map(|v| Some(smallvec![v])),
             Class::Inline => {
                 let host: &dyn Host = match &frame.tx {
                     Some(tx) => tx.as_ref(),
