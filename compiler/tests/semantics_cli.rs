@@ -739,3 +739,56 @@ fn bad_passes_is_a_usage_error_with_its_code() {
         assert!(err.contains("did you mean `cse`"), "{err}");
     }
 }
+
+/// A backend with `accept_incomplete = true` takes a cut-off reply as the
+/// op's value, and `aisc run` says so on stderr, even with `-q`.
+#[test]
+fn accepted_incomplete_replies_are_warned_about() {
+    use ais_vm::llm::mock::{MockReply, MockServer};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = MockServer::start().expect("mock");
+    server.push(MockReply::openai_finish("length"));
+    let program = write(
+        dir.path(),
+        "p.ais",
+        "agent A {\n    @entry flow main() -> str {\n        return ask(\"long answer\")\n    }\n}\n",
+    );
+    let config = write(
+        dir.path(),
+        "config.toml",
+        &format!(
+            "default_backend = \"m\"\n[[llm_backends]]\nname = \"m\"\nprotocol = \"openai\"\nbase_url = \"{}\"\naccept_incomplete = true\nretries = 0\n",
+            server.openai_url()
+        ),
+    );
+    let o = aisc_in(dir.path(), &["run", &program, "--config", &config, "-q"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o).trim(), "partial answ");
+    assert!(
+        stderr(&o).contains("warning: 1 incomplete LLM reply (cut off at the token limit, or filtered) used as a value"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(stderr(&o).contains("accept_incomplete"), "{}", stderr(&o));
+
+    // The run line counts attempts and retries when there were retries.
+    server.push(MockReply::error(500, "flaky"));
+    server.push(MockReply::Content("whole".into()));
+    let config = write(
+        dir.path(),
+        "config.toml",
+        &format!(
+            "default_backend = \"m\"\n[[llm_backends]]\nname = \"m\"\nprotocol = \"openai\"\nbase_url = \"{}\"\nretries = 1\n",
+            server.openai_url()
+        ),
+    );
+    let o = aisc_in(dir.path(), &["run", &program, "--config", &config]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o).trim(), "whole");
+    assert!(
+        stderr(&o).contains("1 LLM calls (2 attempts, 1 retries)"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!stderr(&o).contains("incomplete"), "{}", stderr(&o));
+}

@@ -457,10 +457,27 @@ pub fn run_loaded(
             1
         }
     };
+    // Even with -q: a value built from a cut-off or filtered reply must not
+    // pass unnoticed.
+    if s.incomplete_replies > 0 {
+        let one = s.incomplete_replies == 1;
+        eprintln!(
+            "warning: {} incomplete LLM {} (cut off at the token limit, or filtered) used as {}: the backend sets `accept_incomplete` (docs/backends.md)",
+            s.incomplete_replies,
+            if one { "reply" } else { "replies" },
+            if one { "a value" } else { "values" },
+        );
+    }
     if !run.quiet {
         let sim = if llm.simulated { " (simulated)" } else { "" };
+        // Retries are part of the cost: shown when there were any.
+        let attempts = if s.llm_retries > 0 {
+            format!(" ({} attempts, {} retries)", s.llm_attempts, s.llm_retries)
+        } else {
+            String::new()
+        };
         eprintln!(
-            "run: {:.1} ms makespan (critical path estimate {} ms), {} ops, {} LLM calls{sim}, {} tool calls, {} tokens, parallelism avg {:.2} / peak {}, scheduler {:.2} µs/op",
+            "run: {:.1} ms makespan (critical path estimate {} ms), {} ops, {} LLM calls{attempts}{sim}, {} tool calls, {} tokens, parallelism avg {:.2} / peak {}, scheduler {:.2} µs/op",
             s.makespan_ms,
             s.critical_path_estimate_ms,
             s.ops,

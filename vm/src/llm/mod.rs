@@ -394,3 +394,12 @@ impl LlmError {
         }
     }
 }
+
+/// Whether a finish/stop reason, of any of the three protocols, marks a
+/// reply that is not a complete answer (cut off, filtered, refused): such a
+/// reply is an error unless the backend sets `accept_incomplete`.
+pub fn is_incomplete_reason(reason: &str) -> bool {
+    openai::incomplete(reason).is_some()
+        || anthropic::incomplete(reason).is_some()
+        || ollama::incomplete(reason).is_some()
+}

@@ -141,6 +141,9 @@ pub struct RunSummary {
     /// Attempts that were followed by another (retries and repair
     /// requests).
     pub llm_retries: u64,
+    /// Replies that were not complete answers (cut off, filtered) and were
+    /// taken as values because the backend sets `accept_incomplete`.
+    pub incomplete_replies: u64,
 }
 
 impl RunSummary {
@@ -175,6 +178,12 @@ impl RunSummary {
                 Track::Worker(_) => {}
             }
             if let Some(l) = &e.llm {
+                let last_reason = l.attempts.last().and_then(|a| a.finish_reason.as_deref());
+                if e.status == Status::Ok
+                    && last_reason.is_some_and(crate::llm::is_incomplete_reason)
+                {
+                    self.incomplete_replies += 1;
+                }
                 self.input_tokens += l.input_tokens;
                 self.output_tokens += l.output_tokens;
                 self.llm_attempts += l.attempts.len().max(1) as u64;
