@@ -168,9 +168,29 @@ impl<'p> Interpreter<'p> {
     /// Runs one statement; an expression statement gives its value.
     fn stmt(&mut self, frame: &mut Frame<'p>, stmt: &'p Stmt) -> Eval<Json> {
         match &stmt.kind {
-            StmtKind::Let { name, value, .. } | StmtKind::Bind { value, name } => {
+            StmtKind::Let { name, value, .. } => {
                 let v = self.eval(frame, value)?;
                 Self::bind(frame, &name.name, v);
+            }
+            // docs/language.md: inside a block of an `if`, `switch`, `loop`
+            // or `try`, `-> v` with `v` bound outside the block rebinds it.
+            StmtKind::Bind { value, name } => {
+                let v = self.eval(frame, value)?;
+                let (inner, outer) =
+                    frame
+                        .scopes
+                        .split_last()
+                        .map_or((false, false), |(last, rest)| {
+                            (
+                                last.contains_key(&name.name),
+                                rest.iter().any(|s| s.contains_key(&name.name)),
+                            )
+                        });
+                if outer && !inner {
+                    self.assign(frame, &name.name, v);
+                } else {
+                    Self::bind(frame, &name.name, v);
+                }
             }
             StmtKind::Return(value) => {
                 let v = match value {

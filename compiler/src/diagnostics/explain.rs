@@ -378,6 +378,23 @@ such variable is in scope, so the text stays literal. (`{{word}}` is the same
 hole.) Write `\{word\}` for literal braces, or define the variable."#,
     },
     Explanation {
+        code: "W0007",
+        title: "`let` shadows a variable of an enclosing block",
+        text: r#"Inside the block of an `if`, `switch` case, `loop` or `try`/`catch`, `let v`
+makes a new variable local to the block; the `v` outside keeps its value and
+the block's value is lost when the block ends. To change the outer variable,
+assign it or rebind it with `->` (inside such a block, `-> v` with `v` bound
+outside rebinds the outer `v`, as the reference language does):
+
+    let answer = "unknown"
+    if (ready) {
+        answer = ask("...")          // or: ask("...") -> answer
+    }
+    return answer
+
+To keep a separate local variable, give it another name."#,
+    },
+    Explanation {
         code: "W0005",
         title: "no entry flow",
         text: r#"No flow is marked `@entry` and the program has more than one flow, so

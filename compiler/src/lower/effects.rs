@@ -165,8 +165,12 @@ impl Scanner<'_> {
 
     fn stmt(&self, s: &Stmt, out: &mut Scan) {
         match &s.kind {
-            StmtKind::Let { value, .. } | StmtKind::Bind { value, .. } | StmtKind::Expr(value) => {
-                self.expr(value, out)
+            StmtKind::Let { value, .. } | StmtKind::Expr(value) => self.expr(value, out),
+            // `-> name` may rebind a variable of an enclosing block (the
+            // lowering decides): counted as assigned, so loops carry it.
+            StmtKind::Bind { value, name } => {
+                self.expr(value, out);
+                out.assigned.insert(name.name.clone());
             }
             StmtKind::Return(v) => {
                 out.returns = true;

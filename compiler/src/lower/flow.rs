@@ -245,6 +245,19 @@ impl<'a> FlowLowerer<'a> {
         }
     }
 
+    /// `expr -> name`. Inside a block of an `if`, `switch`, `loop` or
+    /// `try` (any scope but the flow's own), a name bound outside the block
+    /// is rebound, as an assignment: its value after the construct is the
+    /// taken branch's (the reference language merges branch variables).
+    /// Otherwise a new binding, as `let`.
+    fn bind_arrow(&mut self, name: &str, v: Value, ty: Type) {
+        let inner = self.st.scopes.len().saturating_sub(1);
+        match self.lookup(name) {
+            Some((s, _)) if inner >= 1 && s < inner => self.assign(name, v),
+            _ => self.bind(name, v, ty),
+        }
+    }
+
     fn lookup(&self, name: &str) -> Option<(usize, usize)> {
         self.st.by_name.get(name)?.last().copied()
     }
@@ -542,7 +555,7 @@ impl<'a> FlowLowerer<'a> {
             StmtKind::Bind { value, name } => {
                 let v = self.value(value);
                 let t = self.ty(v);
-                self.bind(&name.name, v, t);
+                self.bind_arrow(&name.name, v, t);
             }
             StmtKind::Return(value) => {
                 let v = match value {
@@ -1122,7 +1135,7 @@ impl<'a> FlowLowerer<'a> {
             Some(StmtKind::Bind { value, name }) if !returned_here => {
                 let v = self.value(value);
                 let t = self.ty(v);
-                self.bind(&name.name, v, t);
+                self.bind_arrow(&name.name, v, t);
                 Some(v)
             }
             Some(_) => {

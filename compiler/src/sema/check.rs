@@ -212,6 +212,31 @@ impl<'a> Checker<'a> {
         self.scopes.get_mut(s)?.get_mut(i)
     }
 
+    /// Where `name` is bound in an enclosing block, when a `let` of it in
+    /// this construct's block would shadow that binding.
+    fn shadowed_outer(&self, name: &str) -> Option<Span> {
+        let inner = self.scopes.len().checked_sub(1)?;
+        let &(s, i) = self.by_name.get(name)?.last()?;
+        if inner == 0 || s >= inner {
+            return None;
+        }
+        self.scopes.get(s)?.get(i).map(|v| v.span)
+    }
+
+    /// Inside a construct's block (not the flow's own scope), the type and
+    /// declaration of `name` when it is bound in an enclosing block and not
+    /// in this one. The variable counts as used.
+    fn outer_binding(&mut self, name: &str) -> Option<(Ty, Span)> {
+        let inner = self.scopes.len().checked_sub(1)?;
+        let &(s, _) = self.by_name.get(name)?.last()?;
+        if inner == 0 || s >= inner {
+            return None;
+        }
+        let v = self.lookup(name)?;
+        v.used = true;
+        Some((v.ty.clone(), v.span))
+    }
+
     /// A variable or belief read by name.
     fn read_var(&mut self, name: &str) -> Option<Ty> {
         if let Some(v) = self.lookup(name) {
@@ -289,12 +314,37 @@ impl<'a> Checker<'a> {
                     }
                     None => found,
                 };
+                if let Some(outer) = self.shadowed_outer(&name.name) {
+                    self.report(SemaError::ShadowsOuter {
+                        name: name.name.clone(),
+                        span: name.span,
+                        outer,
+                    });
+                }
                 self.define(name, var_ty, true);
                 (true, Ty::Void)
             }
             StmtKind::Bind { value, name } => {
                 let found = self.check_value(value);
-                self.define(name, found.clone(), true);
+                match self.outer_binding(&name.name) {
+                    // Inside a construct's block, `-> v` rebinds the `v`
+                    // bound outside it (see `lower::flow::bind_arrow`).
+                    Some((declared, decl)) => {
+                        if !declared.accepts(&found) {
+                            self.report(SemaError::TypeMismatch {
+                                expected: declared,
+                                found: found.clone(),
+                                span: value.span,
+                                context: format!(
+                                    "`-> {}` rebinds the `{}` bound outside this block, which has this type",
+                                    name.name, name.name
+                                ),
+                                decl: Some(decl),
+                            });
+                        }
+                    }
+                    None => self.define(name, found.clone(), true),
+                }
                 (true, found)
             }
             StmtKind::Return(value) => {

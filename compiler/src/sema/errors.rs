@@ -125,6 +125,12 @@ pub enum SemaError {
     },
     #[error("no variable named `{name}` is in scope; `{{{name}}}` stays literal text")]
     TemplateHole { name: String, span: Span },
+    #[error("`let {name}` shadows the `{name}` bound outside this block; its value is lost after the block")]
+    ShadowsOuter {
+        name: String,
+        span: Span,
+        outer: Span,
+    },
     #[error(
         "no flow is marked `@entry` and the program has {flows} flows: `aisc run` needs `--entry`"
     )]
@@ -168,6 +174,7 @@ impl SemaError {
             TemplateHole { .. } => "W0004",
             NoEntryFlow { .. } => "W0005",
             SeveralEntryAgents { .. } => "W0006",
+            ShadowsOuter { .. } => "W0007",
         }
     }
 
@@ -210,6 +217,7 @@ impl SemaError {
             | UndeclaredTool { span, .. }
             | TemplateHole { span, .. }
             | NoEntryFlow { span, .. }
+            | ShadowsOuter { span, .. }
             | SeveralEntryAgents { span, .. } => *span,
         }
     }
@@ -326,6 +334,10 @@ impl IntoDiagnostic for SemaError {
             TemplateHole { .. } => d
                 .with_label("not a variable in scope")
                 .with_help("write `\\{` and `\\}` for literal braces, or define the variable"),
+            ShadowsOuter { name, outer, .. } => d
+                .with_label("a new variable, local to this block")
+                .with_secondary(outer, "the outer binding")
+                .with_help(format!("to change the outer `{name}`, write `{name} = …` or `… -> {name}`; to keep a separate local, rename it")),
             NoEntryFlow { .. } => d
                 .with_label("the first flow")
                 .with_help("mark the flow to run with `@entry`, or name it: `aisc run FILE --entry Agent.flow`"),
