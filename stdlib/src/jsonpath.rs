@@ -1,20 +1,11 @@
-//! `json_query`: a JSONPath subset.
-//!
-//! `$` the document; `.name` / `['name']` / `["name"]` a member; `[n]` an
-//! element (negative counts from the end); `[*]` / `.*` every element or
-//! member value. Without a wildcard the result is the one selected value
-//! (`null` when the path selects nothing); with a wildcard it is the list
-//! of every selected value.
+//! `json_query`: JSONPath (RFC 9535) over a JSON document, with the
+//! `serde_json_path` crate: members, indexes (negative from the end),
+//! wildcards, slices, descendants (`..`), filters (`[?@.price < 10]`).
+//! A singular path gives one value (`null` when nothing is selected), any
+//! other the list of every selected value.
 
 use crate::ToolError;
 use serde_json::{json, Value as Json};
-
-#[derive(Debug, PartialEq)]
-enum Step {
-    Key(String),
-    Index(i64),
-    All,
-}
 
 pub fn json_query(args: &Json) -> Result<Json, ToolError> {
     let path = crate::str_arg(args, "json_query", "path")?;
@@ -39,117 +30,63 @@ pub fn json_query(args: &Json) -> Result<Json, ToolError> {
     query(doc, path)
 }
 
-/// Applies `path` to `doc`.
+/// Applies `path` to `doc` (RFC 9535 JSONPath, with `serde_json_path`). A
+/// path without the leading `$` is taken as `$.path` (`quote.last_price`).
+/// A singular path (names and indexes only) gives the selected value or
+/// `null`; any other (wildcards, slices, filters, `..`, unions) the list of
+/// every selected value.
 pub fn query(doc: &Json, path: &str) -> Result<Json, ToolError> {
-    let steps = parse(path).map_err(|e| {
-        ToolError::new("json_query.bad_path", format!("bad path `{path}`: {e}"))
-            .with_payload(json!({"path": path}))
-    })?;
-    let wildcard = steps.contains(&Step::All);
-    let mut cur: Vec<&Json> = vec![doc];
-    for s in &steps {
-        let mut next = Vec::new();
-        for v in cur {
-            match (s, v) {
-                (Step::Key(k), Json::Object(m)) => next.extend(m.get(k)),
-                (Step::Index(i), Json::Array(a)) => {
-                    let idx = if *i < 0 { a.len() as i64 + i } else { *i };
-                    if idx >= 0 {
-                        next.extend(a.get(idx as usize));
-                    }
-                }
-                (Step::All, Json::Array(a)) => next.extend(a.iter()),
-                (Step::All, Json::Object(m)) => next.extend(m.values()),
-                _ => {}
-            }
-        }
-        cur = next;
-    }
-    Ok(if wildcard {
-        Json::Array(cur.into_iter().cloned().collect())
+    let trimmed = path.trim();
+    let full = if trimmed.starts_with('$') {
+        trimmed.to_string()
+    } else if trimmed.starts_with('[') {
+        format!("${trimmed}")
     } else {
-        cur.first().map_or(Json::Null, |v| (*v).clone())
+        format!("$.{trimmed}")
+    };
+    let parsed = serde_json_path::JsonPath::parse(&full).map_err(|e| {
+        ToolError::new(
+            "json_query.bad_path",
+            format!("bad path `{path}`: {e} (JSONPath, RFC 9535: `$.a.b`, `$.a[0]`, `$.a[*]`, `$..b`, `$.a[?@.n > 1]`)"),
+        )
+        .with_payload(json!({"path": path}))
+    })?;
+    let nodes = parsed.query(doc);
+    Ok(if is_singular(&full) {
+        nodes.all().first().map_or(Json::Null, |v| (*v).clone())
+    } else {
+        Json::Array(nodes.all().into_iter().cloned().collect())
     })
 }
 
-fn parse(path: &str) -> Result<Vec<Step>, String> {
-    let s: Vec<char> = path.trim().chars().collect();
-    let mut i = 0;
-    if s.first() == Some(&'$') {
-        i = 1;
-    }
-    let mut steps = Vec::new();
-    let name_char = |c: char| c.is_alphanumeric() || c == '_' || c == '-';
-    // A bare leading name (`a.b`) is accepted as `$.a.b`.
-    if i == 0 && s.first().is_some_and(|c| name_char(*c)) {
-        let st = i;
-        while i < s.len() && name_char(s[i]) {
-            i += 1;
-        }
-        steps.push(Step::Key(s[st..i].iter().collect()));
-    }
-    while i < s.len() {
-        match s[i] {
-            '.' => {
-                i += 1;
-                if s.get(i) == Some(&'*') {
-                    i += 1;
-                    steps.push(Step::All);
-                    continue;
+/// Whether a (well-formed) path has only name and index segments: outside
+/// string literals, every other selector is spelled with `*`, `:`, `?`,
+/// `,` or `..`.
+fn is_singular(path: &str) -> bool {
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    let mut prev = '\0';
+    for c in path.chars() {
+        match quote {
+            Some(q) => {
+                if escaped {
+                    escaped = false;
+                } else if c == '\\' {
+                    escaped = true;
+                } else if c == q {
+                    quote = None;
                 }
-                let st = i;
-                while i < s.len() && name_char(s[i]) {
-                    i += 1;
-                }
-                if st == i {
-                    return Err(format!("expected a name at offset {st}"));
-                }
-                steps.push(Step::Key(s[st..i].iter().collect()));
             }
-            '[' => {
-                i += 1;
-                match s.get(i) {
-                    Some('*') => {
-                        i += 1;
-                        steps.push(Step::All);
-                    }
-                    Some(q @ ('\'' | '"')) => {
-                        let q = *q;
-                        i += 1;
-                        let st = i;
-                        while i < s.len() && s[i] != q {
-                            i += 1;
-                        }
-                        if i >= s.len() {
-                            return Err("unterminated quoted name".into());
-                        }
-                        steps.push(Step::Key(s[st..i].iter().collect()));
-                        i += 1;
-                    }
-                    _ => {
-                        let st = i;
-                        if s.get(i) == Some(&'-') {
-                            i += 1;
-                        }
-                        while i < s.len() && s[i].is_ascii_digit() {
-                            i += 1;
-                        }
-                        let text: String = s[st..i].iter().collect();
-                        let n = text
-                            .parse::<i64>()
-                            .map_err(|_| format!("expected an index at offset {st}"))?;
-                        steps.push(Step::Index(n));
-                    }
-                }
-                if s.get(i) != Some(&']') {
-                    return Err(format!("expected `]` at offset {i}"));
-                }
-                i += 1;
-            }
-            c => return Err(format!("unexpected `{c}` at offset {i}")),
+            None => match c {
+                '\'' | '"' => quote = Some(c),
+                '*' | ':' | '?' | ',' => return false,
+                '.' if prev == '.' => return false,
+                _ => {}
+            },
         }
+        prev = c;
     }
-    Ok(steps)
+    true
 }
 
 #[cfg(test)]
@@ -168,6 +105,27 @@ mod tests {
         assert_eq!(query(&d, "$").unwrap(), d);
         assert!(query(&d, "$.[").is_err());
         assert!(query(&d, "$[1").is_err());
+        // RFC 9535 beyond the old subset: slices, descendants, filters.
+        let books = json!({"store": {"book": [
+            {"title": "A", "price": 8}, {"title": "B", "price": 12}, {"title": "C", "price": 5}
+        ]}});
+        assert_eq!(
+            query(&books, "$.store.book[0:2].title").unwrap(),
+            json!(["A", "B"])
+        );
+        assert_eq!(query(&books, "$..title").unwrap(), json!(["A", "B", "C"]));
+        assert_eq!(
+            query(&books, "$.store.book[?@.price < 10].title").unwrap(),
+            json!(["A", "C"])
+        );
+        assert_eq!(query(&books, "$.store.book[-1].title").unwrap(), json!("C"));
+        // A quoted name with a `*` or `..` in it is still one value.
+        assert_eq!(
+            query(&json!({"a*b..c": 3}), "$['a*b..c']").unwrap(),
+            json!(3)
+        );
+        let e = query(&books, "$.store.book[?@.price <]").unwrap_err();
+        assert_eq!(e.code, "json_query.bad_path");
         assert_eq!(
             json_query(&json!({"document": "{\"a\": [1, 2]}", "path": "$.a[1]"})).unwrap(),
             json!(2)
