@@ -1,36 +1,61 @@
-//! The episodic log: append-only, persisted as a framed file.
+//! The episodic log: append-only records of what every agent did (tool
+//! calls, messages, memory writes, notes), in the SQLite store the LTM uses
+//! (`memory.db`, table `episodic`; created by the LTM's schema migration).
 //!
-//! File layout: the 8-byte magic `APXMEPI1`, then records, each
-//! `[u32 LE payload length][u32 LE CRC-32 of the payload][payload]`, the
-//! payload one JSON object. Every record is written with a single
-//! `write` on a file opened for appending.
+//! One row per record, written by one `INSERT` (SQLite's transaction is the
+//! torn-write guarantee: a killed process leaves every committed record and
+//! none half-written). Reads are queries filtered by agent, run and kind, so
+//! nothing loads the whole history.
 //!
-//! On open the whole file is checked. A torn tail (a partial length/CRC
-//! header, a payload shorter than its length, a CRC mismatch or a payload
-//! that is not a JSON object) ends the valid prefix: the file is truncated
-//! there, the dropped bytes are kept next to it in
-//! `episodic.log.dropped-<ms>`, and a warning says so. A file that does not
-//! start with the magic is refused (it is not ours to truncate).
+//! Earlier versions kept the log in a framed file, `episodic.log`
+//! (`APXMEPI1`, then `[u32 length][u32 CRC-32][JSON]` records). When such a
+//! file is found next to the database it is imported once: the records of
+//! its valid prefix go into the table in one transaction and the file is
+//! renamed `episodic.log.imported-<ms>`; a damaged tail is reported as a
+//! warning. A file that does not start with the magic is refused, untouched.
 
 use crate::host::HostError;
+use rusqlite::{params, Connection};
 use serde_json::Value as Json;
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 
+/// The table (run by the LTM's migration, and for in-memory logs).
+pub const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS episodic (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        run TEXT,
+        agent TEXT,
+        op TEXT,
+        record TEXT NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS episodic_by_agent ON episodic (agent, op, seq);
+    CREATE INDEX IF NOT EXISTS episodic_by_run ON episodic (run, seq);";
+
+/// The legacy log file's magic.
 pub const MAGIC: &[u8; 8] = b"APXMEPI1";
-/// Records larger than this are treated as corruption.
+/// Legacy records larger than this are treated as corruption.
 pub const MAX_RECORD: u32 = 64 * 1024 * 1024;
 
-struct State {
-    file: Option<File>,
-    records: Vec<Arc<Json>>,
-}
+/// The legacy log file of a memory directory.
+pub const LEGACY_FILE: &str = "episodic.log";
 
 pub struct Episodic {
+    conn: Mutex<Connection>,
     path: Option<PathBuf>,
-    state: Mutex<State>,
+}
+
+/// Which records a read returns (all given conditions hold).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Filter<'a> {
+    pub agent: Option<&'a str>,
+    pub run: Option<&'a str>,
+    /// `Some(true)`: only `note` records (`umem(…, "episodic")`);
+    /// `Some(false)`: everything but notes.
+    pub notes: Option<bool>,
+}
+
+fn db_err(what: &str, e: rusqlite::Error) -> HostError {
+    HostError::new("memory.episodic", format!("episodic log: {what}: {e}"))
 }
 
 fn io_err(what: &str, path: &Path, e: std::io::Error) -> HostError {
@@ -114,23 +139,8 @@ pub fn scan(bytes: &[u8]) -> Result<Scan, String> {
     })
 }
 
-/// Encodes one record frame.
-pub fn frame(record: &Json) -> Result<Vec<u8>, HostError> {
-    let payload = serde_json::to_vec(record)
-        .map_err(|e| HostError::new("memory.episodic", format!("cannot encode a record: {e}")))?;
-    let len = u32::try_from(payload.len())
-        .ok()
-        .filter(|l| *l <= MAX_RECORD)
-        .ok_or_else(|| HostError::new("memory.episodic", "an episodic record is too large"))?;
-    let mut out = Vec::with_capacity(8 + payload.len());
-    out.extend_from_slice(&len.to_le_bytes());
-    out.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
-    out.extend_from_slice(&payload);
-    Ok(out)
-}
-
-/// Reads a log without modifying it (for `aisc trace`): records of the
-/// valid prefix, and a warning if there is a damaged tail.
+/// Reads a legacy log file without modifying it: the records of its valid
+/// prefix, and a warning if there is a damaged tail.
 pub fn read(path: &Path) -> Result<(Vec<Json>, Option<String>), HostError> {
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
@@ -151,126 +161,133 @@ pub fn read(path: &Path) -> Result<(Vec<Json>, Option<String>), HostError> {
 }
 
 impl Episodic {
-    /// An episodic log kept in memory only.
-    pub fn ephemeral() -> Episodic {
-        Episodic {
+    /// A log that lives only as long as this value (no directory).
+    pub fn ephemeral() -> Result<Episodic, HostError> {
+        let conn = Connection::open_in_memory().map_err(|e| db_err("cannot open", e))?;
+        conn.execute_batch(SCHEMA)
+            .map_err(|e| db_err("creating the table", e))?;
+        Ok(Episodic {
+            conn: Mutex::new(conn),
             path: None,
-            state: Mutex::new(State {
-                file: None,
-                records: Vec::new(),
-            }),
-        }
+        })
     }
 
-    /// Opens (creating) the log at `path`, dropping a torn tail. Returns
-    /// the log and a warning when something was dropped.
-    pub fn open(path: &Path) -> Result<(Episodic, Option<String>), HostError> {
-        let mut file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .open(path)
-            .map_err(|e| io_err("cannot open", path, e))?;
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)
-            .map_err(|e| io_err("cannot read", path, e))?;
-        let s = scan(&bytes).map_err(|m| {
-            HostError::new(
-                "memory.episodic",
-                format!(
-                    "`{}`: {m}; refusing to use it (move it away or pass another --memory directory)",
-                    path.display()
-                ),
-            )
-        })?;
-        let mut warning = None;
-        if let Some(problem) = &s.problem {
-            let dropped = &bytes[usize::try_from(s.valid_len).unwrap_or(bytes.len())..];
-            let side = PathBuf::from(format!(
-                "{}.dropped-{}",
-                path.display(),
-                ais_stdlib::time::unix_ms()
-            ));
-            let kept = std::fs::write(&side, dropped).is_ok();
-            file.set_len(s.valid_len)
-                .map_err(|e| io_err("cannot truncate the damaged tail of", path, e))?;
-            warning = Some(format!(
-                "warning: episodic log `{}` ended with {problem}; dropped {} bytes after the last intact record{}",
-                path.display(),
-                dropped.len(),
-                if kept {
-                    format!(" (saved in `{}`)", side.display())
-                } else {
-                    String::new()
-                }
-            ));
-        }
-        if s.valid_len == 0 {
-            file.set_len(0)
-                .map_err(|e| io_err("cannot reset", path, e))?;
-            file.write_all(MAGIC)
-                .map_err(|e| io_err("cannot write", path, e))?;
-        }
-        file.seek(SeekFrom::End(0))
-            .map_err(|e| io_err("cannot seek", path, e))?;
-        Ok((
-            Episodic {
-                path: Some(path.to_path_buf()),
-                state: Mutex::new(State {
-                    file: Some(file),
-                    records: s.records.into_iter().map(Arc::new).collect(),
-                }),
-            },
-            warning,
-        ))
+    /// Opens the log in the database at `db` (already migrated by the LTM)
+    /// and imports a legacy `episodic.log` next to it. The warning says what
+    /// an import did.
+    pub fn open(db: &Path) -> Result<(Episodic, Option<String>), HostError> {
+        let conn = Connection::open(db)
+            .map_err(|e| db_err(&format!("cannot open `{}`", db.display()), e))?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(|e| db_err("busy_timeout", e))?;
+        conn.execute_batch(SCHEMA)
+            .map_err(|e| db_err("creating the table", e))?;
+        let log = Episodic {
+            conn: Mutex::new(conn),
+            path: Some(db.to_path_buf()),
+        };
+        let legacy = db.with_file_name(LEGACY_FILE);
+        let warning = if legacy.exists() {
+            log.import(&legacy)?
+        } else {
+            None
+        };
+        Ok((log, warning))
     }
 
-    fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    /// Moves a legacy log file's records into the table, in one transaction.
+    fn import(&self, file: &Path) -> Result<Option<String>, HostError> {
+        let (records, damaged) = read(file)?;
+        {
+            let mut c = self.conn();
+            let tx = c.transaction().map_err(|e| db_err("import", e))?;
+            for r in &records {
+                insert(&tx, r)?;
+            }
+            tx.commit().map_err(|e| db_err("import commit", e))?;
+        }
+        let ms = ais_stdlib::time::unix_ms();
+        let kept = file.with_file_name(format!("{LEGACY_FILE}.imported-{ms}"));
+        std::fs::rename(file, &kept).map_err(|e| io_err("cannot rename", file, e))?;
+        let mut w = format!(
+            "imported {} records from the old episodic log into the memory database (the file is kept as `{}`)",
+            records.len(),
+            kept.display()
+        );
+        if let Some(d) = damaged {
+            w.push_str("; ");
+            w.push_str(&d);
+        }
+        Ok(Some(w))
     }
 
+    fn conn(&self) -> MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The database file, if any.
     pub fn path(&self) -> Option<&Path> {
         self.path.as_deref()
     }
 
-    /// Appends one record (persisted before this returns).
+    /// Appends one record (a JSON object with `run`, `agent`, `op`, ...),
+    /// durably.
     pub fn append(&self, record: Json) -> Result<(), HostError> {
-        let bytes = frame(&record)?;
-        let mut st = self.state();
-        if let (Some(f), Some(p)) = (st.file.as_mut(), self.path.as_deref()) {
-            f.write_all(&bytes)
-                .map_err(|e| io_err("cannot append to", p, e))?;
+        insert(&self.conn(), &record)
+    }
+
+    /// The records matching `f`, oldest first.
+    pub fn select(&self, f: &Filter<'_>) -> Result<Vec<Json>, HostError> {
+        let c = self.conn();
+        let mut stmt = c
+            .prepare_cached(
+                "SELECT record FROM episodic
+                 WHERE (?1 IS NULL OR agent = ?1) AND (?2 IS NULL OR run = ?2)
+                   AND (?3 IS NULL OR (op = 'note') = ?3)
+                 ORDER BY seq",
+            )
+            .map_err(|e| db_err("query", e))?;
+        let rows = stmt
+            .query_map(params![f.agent, f.run, f.notes], |r| r.get::<_, String>(0))
+            .map_err(|e| db_err("query", e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let text = row.map_err(|e| db_err("query", e))?;
+            out.push(serde_json::from_str(&text).unwrap_or(Json::Null));
         }
-        st.records.push(Arc::new(record));
-        Ok(())
+        Ok(out)
     }
 
-    /// A snapshot of every record, oldest first.
-    pub fn records(&self) -> Vec<Arc<Json>> {
-        self.state().records.clone()
+    /// The run ids in the log, oldest first.
+    pub fn runs(&self) -> Result<Vec<String>, HostError> {
+        let c = self.conn();
+        let mut stmt = c
+            .prepare(
+                "SELECT run FROM episodic WHERE run IS NOT NULL GROUP BY run ORDER BY MIN(seq)",
+            )
+            .map_err(|e| db_err("query", e))?;
+        let rows = stmt
+            .query_map([], |r| r.get::<_, String>(0))
+            .map_err(|e| db_err("query", e))?;
+        rows.map(|r| r.map_err(|e| db_err("query", e))).collect()
     }
 
-    /// Forces the file to disk.
-    pub fn sync(&self) -> Result<(), HostError> {
-        let st = self.state();
-        if let (Some(f), Some(p)) = (st.file.as_ref(), self.path.as_deref()) {
-            f.sync_data().map_err(|e| io_err("cannot sync", p, e))?;
-        }
-        Ok(())
-    }
-
-    /// Removes every record (the file keeps only its header).
+    /// Deletes every record; returns how many there were.
     pub fn clear(&self) -> Result<usize, HostError> {
-        let mut st = self.state();
-        let n = st.records.len();
-        if let (Some(f), Some(p)) = (st.file.as_mut(), self.path.as_deref()) {
-            f.set_len(0).map_err(|e| io_err("cannot clear", p, e))?;
-            f.write_all(MAGIC)
-                .map_err(|e| io_err("cannot clear", p, e))?;
-        }
-        st.records.clear();
-        Ok(n)
+        self.conn()
+            .execute("DELETE FROM episodic", [])
+            .map_err(|e| db_err("clear", e))
     }
+}
+
+fn insert(c: &Connection, record: &Json) -> Result<(), HostError> {
+    let field = |k: &str| record.get(k).and_then(Json::as_str).map(str::to_string);
+    let text = serde_json::to_string(record)
+        .map_err(|e| HostError::new("memory.episodic", format!("cannot encode a record: {e}")))?;
+    c.prepare_cached("INSERT INTO episodic (run, agent, op, record) VALUES (?1, ?2, ?3, ?4)")
+        .and_then(|mut s| s.execute(params![field("run"), field("agent"), field("op"), text]))
+        .map(|_| ())
+        .map_err(|e| db_err("cannot append", e))
 }
 
 #[cfg(test)]
@@ -279,30 +296,86 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn legacy_frame(record: &Json) -> Vec<u8> {
+        let payload = serde_json::to_vec(record).unwrap();
+        let mut out = (payload.len() as u32).to_le_bytes().to_vec();
+        out.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
+        out.extend_from_slice(&payload);
+        out
+    }
+
     #[test]
-    fn torn_tails_are_dropped() {
+    fn records_are_filtered_by_agent_run_and_kind() {
+        let log = Episodic::ephemeral().unwrap();
+        for (run, agent, op) in [
+            ("r1", "A", "note"),
+            ("r1", "B", "tool"),
+            ("r2", "A", "tool"),
+        ] {
+            log.append(json!({"run": run, "agent": agent, "op": op}))
+                .unwrap();
+        }
+        let a = log
+            .select(&Filter {
+                agent: Some("A"),
+                ..Filter::default()
+            })
+            .unwrap();
+        assert_eq!(a.len(), 2);
+        let notes = log
+            .select(&Filter {
+                notes: Some(true),
+                ..Filter::default()
+            })
+            .unwrap();
+        assert_eq!(
+            notes,
+            vec![json!({"run": "r1", "agent": "A", "op": "note"})]
+        );
+        let r2 = log
+            .select(&Filter {
+                run: Some("r2"),
+                notes: Some(false),
+                ..Filter::default()
+            })
+            .unwrap();
+        assert_eq!(r2.len(), 1);
+        assert_eq!(log.runs().unwrap(), vec!["r1", "r2"]);
+        assert_eq!(log.clear().unwrap(), 3);
+        assert!(log.select(&Filter::default()).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_legacy_log_is_imported_once_without_its_torn_tail() {
         let d = tempfile::tempdir().unwrap();
-        let p = d.path().join("episodic.log");
-        {
-            let (e, w) = Episodic::open(&p).unwrap();
-            assert!(w.is_none());
-            e.append(json!({"n": 1})).unwrap();
-            e.append(json!({"n": 2})).unwrap();
-        }
-        let full = std::fs::read(&p).unwrap();
-        for cut in 1..frame(&json!({"n": 2})).unwrap().len() {
-            std::fs::write(&p, &full[..full.len() - cut]).unwrap();
-            let (e, w) = Episodic::open(&p).unwrap();
-            assert!(w.is_some(), "cut {cut}");
-            assert_eq!(e.records().len(), 1);
-            e.append(json!({"n": 3})).unwrap();
-            drop(e);
-            let (e, w) = Episodic::open(&p).unwrap();
-            assert!(w.is_none());
-            let ns: Vec<Json> = e.records().iter().map(|r| r["n"].clone()).collect();
-            assert_eq!(ns, [json!(1), json!(3)]);
-        }
-        std::fs::write(&p, b"hello world").unwrap();
-        assert!(Episodic::open(&p).is_err());
+        let mut bytes = MAGIC.to_vec();
+        bytes.extend(legacy_frame(
+            &json!({"run": "r", "agent": "A", "op": "note", "value": 1}),
+        ));
+        bytes.extend(legacy_frame(
+            &json!({"run": "r", "agent": "A", "op": "note", "value": 2}),
+        ));
+        let torn = legacy_frame(&json!({"run": "r", "agent": "A", "op": "note", "value": 3}));
+        bytes.extend(&torn[..torn.len() - 3]);
+        std::fs::write(d.path().join(LEGACY_FILE), &bytes).unwrap();
+        let db = d.path().join("memory.db");
+        let (log, warning) = Episodic::open(&db).unwrap();
+        let w = warning.unwrap();
+        assert!(w.contains("imported 2 records"), "{w}");
+        assert!(w.contains("a partial record"), "{w}");
+        assert!(!d.path().join(LEGACY_FILE).exists());
+        assert_eq!(log.select(&Filter::default()).unwrap().len(), 2);
+        drop(log);
+        let (log, warning) = Episodic::open(&db).unwrap();
+        assert!(warning.is_none());
+        assert_eq!(log.select(&Filter::default()).unwrap().len(), 2);
+        // A file that is not a log is refused and left as it is.
+        std::fs::write(d.path().join(LEGACY_FILE), b"not a log").unwrap();
+        let e = Episodic::open(&db).err().unwrap();
+        assert_eq!(e.code, "memory.episodic");
+        assert_eq!(
+            std::fs::read(d.path().join(LEGACY_FILE)).unwrap(),
+            b"not a log"
+        );
     }
 }

@@ -24,6 +24,29 @@ fn open_ltm(dir: &Path) -> Result<Option<Ltm>, HostError> {
     Ltm::open(Some(&db)).map(Some)
 }
 
+/// The episodic log of a memory directory (`None` when it has neither a
+/// database nor a legacy log file), with the warning of a legacy import.
+fn open_log(dir: &Path) -> Result<Option<(episodic::Episodic, Option<String>)>, HostError> {
+    let db = dir.join(DB_FILE);
+    if !db.exists() && !dir.join(LOG_FILE).exists() {
+        return Ok(None);
+    }
+    // The LTM's migration creates the table and checks the schema version.
+    Ltm::open(Some(&db))?;
+    episodic::Episodic::open(&db).map(Some)
+}
+
+/// The records matching `filter`, with the warning of a legacy import.
+fn records(
+    dir: &Path,
+    filter: &episodic::Filter<'_>,
+) -> Result<(Vec<Json>, Option<String>), HostError> {
+    match open_log(dir)? {
+        Some((log, warn)) => Ok((log.select(filter)?, warn)),
+        None => Ok((Vec::new(), None)),
+    }
+}
+
 fn one_line(v: &Json, max: usize) -> String {
     let s = match v {
         Json::String(s) => s.clone(),
@@ -92,11 +115,14 @@ pub fn show(
         );
     }
     if which != Which::Ltm {
-        let (recs, warn) = episodic::read(&dir.join(LOG_FILE))?;
-        let recs: Vec<&Json> = recs
-            .iter()
-            .filter(|r| agent.is_none_or(|a| r.get("agent").and_then(Json::as_str) == Some(a)))
-            .collect();
+        let (recs, warn) = records(
+            dir,
+            &episodic::Filter {
+                agent,
+                ..episodic::Filter::default()
+            },
+        )?;
+        let recs: Vec<&Json> = recs.iter().collect();
         let mut runs: Vec<(String, usize, String)> = Vec::new();
         for r in &recs {
             let run = r
@@ -120,7 +146,7 @@ pub fn show(
             .collect();
         out.push_str(&format!(
             "episodic ({}): {} records in {} runs, {} notes\n",
-            dir.join(LOG_FILE).display(),
+            dir.join(DB_FILE).display(),
             recs.len(),
             runs.len(),
             notes.len()
@@ -196,20 +222,17 @@ pub fn clear(storage: &Storage, agent: Option<&str>, which: Which) -> Result<Str
         out.push_str(&format!("cleared {n} LTM entries\n"));
     }
     if which != Which::Ltm {
-        let path = dir.join(LOG_FILE);
-        if path.exists() {
-            if agent.is_some() {
-                return Err(HostError::new(
-                    "memory.clear",
-                    "the episodic log is append-only: it can only be cleared as a whole (drop --agent, or use --tier ltm)",
-                ));
-            }
-            let (log, _) = episodic::Episodic::open(&path)?;
-            let n = log.clear()?;
-            out.push_str(&format!("cleared {n} episodic records\n"));
-        } else {
-            out.push_str("cleared 0 episodic records\n");
+        if agent.is_some() {
+            return Err(HostError::new(
+                "memory.clear",
+                "the episodic log is append-only: it can only be cleared as a whole (drop --agent, or use --tier ltm)",
+            ));
         }
+        let n = match open_log(dir)? {
+            Some((log, _)) => log.clear()?,
+            None => 0,
+        };
+        out.push_str(&format!("cleared {n} episodic records\n"));
     }
     Ok(out)
 }
@@ -217,23 +240,16 @@ pub fn clear(storage: &Storage, agent: Option<&str>, which: Which) -> Result<Str
 /// The run ids in a log, oldest first.
 pub fn runs(storage: &Storage) -> Result<Vec<String>, HostError> {
     let dir = dir_of(storage)?;
-    let (recs, _) = episodic::read(&dir.join(LOG_FILE))?;
-    let mut ids: Vec<String> = Vec::new();
-    for r in recs {
-        if let Some(id) = r.get("run").and_then(Json::as_str) {
-            if !ids.iter().any(|x| x == id) {
-                ids.push(id.to_string());
-            }
-        }
+    match open_log(dir)? {
+        Some((log, _)) => log.runs(),
+        None => Ok(Vec::new()),
     }
-    Ok(ids)
 }
 
 /// `aisc trace RUN_ID` (`last` is the most recent run): one line per record.
 pub fn trace(storage: &Storage, run: &str, as_json: bool) -> Result<String, HostError> {
     let dir = dir_of(storage)?;
-    let path: PathBuf = dir.join(LOG_FILE);
-    let (recs, warn) = episodic::read(&path)?;
+    let path: PathBuf = dir.join(DB_FILE);
     let id = if run == "last" {
         runs(storage)?.pop().ok_or_else(|| {
             HostError::new("trace.empty", format!("`{}` has no runs", path.display()))
@@ -241,10 +257,14 @@ pub fn trace(storage: &Storage, run: &str, as_json: bool) -> Result<String, Host
     } else {
         run.to_string()
     };
-    let mine: Vec<&Json> = recs
-        .iter()
-        .filter(|r| r.get("run").and_then(Json::as_str) == Some(id.as_str()))
-        .collect();
+    let (recs, warn) = records(
+        dir,
+        &episodic::Filter {
+            run: Some(&id),
+            ..episodic::Filter::default()
+        },
+    )?;
+    let mine: Vec<&Json> = recs.iter().collect();
     if mine.is_empty() {
         let known = runs(storage)?;
         let tail: Vec<&String> = known.iter().rev().take(5).collect();

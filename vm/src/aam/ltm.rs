@@ -14,7 +14,7 @@ use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// One stored entry.
 #[derive(Clone, Debug, PartialEq)]
@@ -151,6 +151,13 @@ impl Ltm {
                 PRAGMA user_version = 1;",
             )
             .map_err(|e| db_err("creating the schema", e))?;
+        }
+        if v < 2 {
+            // The episodic log (`super::episodic`), in the same store.
+            tx.execute_batch(super::episodic::SCHEMA)
+                .map_err(|e| db_err("migration", e))?;
+            tx.execute_batch("PRAGMA user_version = 2;")
+                .map_err(|e| db_err("migration", e))?;
         }
         tx.commit().map_err(|e| db_err("migration commit", e))
     }

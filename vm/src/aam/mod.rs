@@ -61,8 +61,8 @@ use tools::{Kind, Limiter, Origin, ToolSpec};
 pub const LTM_NS: &str = "ltm";
 /// Database file inside the memory directory.
 pub const DB_FILE: &str = "memory.db";
-/// Episodic log file inside the memory directory.
-pub const LOG_FILE: &str = "episodic.log";
+/// The legacy episodic log file (imported into `memory.db` when found).
+pub const LOG_FILE: &str = episodic::LEGACY_FILE;
 /// `qmem(TRACE_QUERY, "episodic")`: the agent's transitions in this run.
 pub const TRACE_QUERY: &str = "@trace";
 /// Default memory directory.
@@ -282,7 +282,7 @@ impl AamHost {
     /// [`AamHost::warnings`].
     pub fn open(options: AamOptions) -> Result<AamHost, HostError> {
         let (ltm, episodic, mut warnings) = match &options.storage {
-            Storage::Ephemeral => (Ltm::open(None)?, Episodic::ephemeral(), Vec::new()),
+            Storage::Ephemeral => (Ltm::open(None)?, Episodic::ephemeral()?, Vec::new()),
             Storage::Dir(d) => {
                 std::fs::create_dir_all(d).map_err(|e| {
                     HostError::new(
@@ -291,7 +291,7 @@ impl AamHost {
                     )
                 })?;
                 let ltm = Ltm::open(Some(&d.join(DB_FILE)))?;
-                let (ep, w) = Episodic::open(&d.join(LOG_FILE))?;
+                let (ep, w) = Episodic::open(&d.join(DB_FILE))?;
                 (ltm, ep, w.into_iter().collect())
             }
         };
@@ -581,8 +581,10 @@ impl AamHost {
     }
 
     /// The episodic records of this host (all runs in the log), oldest first.
-    pub fn episodic_records(&self) -> Vec<Arc<Json>> {
-        self.episodic.records()
+    pub fn episodic_records(&self) -> Vec<Json> {
+        self.episodic
+            .select(&episodic::Filter::default())
+            .unwrap_or_default()
     }
 
     /// Messages `agent` has received.
@@ -796,29 +798,19 @@ impl AamHost {
                 list(rows.into_iter().map(|e| e.value).collect())
             }
             Tier::Episodic => {
-                let mine = |r: &Json| r.get("agent").and_then(Json::as_str) == Some(agent);
-                let is_note = |r: &Json| r.get("op").and_then(Json::as_str) == Some("note");
                 if q == TRACE_QUERY {
                     // This run's transitions of the agent (for reflection).
-                    return list(
-                        self.episodic
-                            .records()
-                            .into_iter()
-                            .filter(|r| {
-                                mine(r)
-                                    && !is_note(r)
-                                    && r.get("run").and_then(Json::as_str) == Some(&self.run_id)
-                            })
-                            .map(|r| (*r).clone())
-                            .collect(),
-                    );
+                    return list(self.episodic.select(&episodic::Filter {
+                        agent: Some(agent),
+                        run: Some(&self.run_id),
+                        notes: Some(false),
+                    })?);
                 }
-                let recs: Vec<Arc<Json>> = self
-                    .episodic
-                    .records()
-                    .into_iter()
-                    .filter(|r| mine(r) && is_note(r))
-                    .collect();
+                let recs = self.episodic.select(&episodic::Filter {
+                    agent: Some(agent),
+                    notes: Some(true),
+                    ..episodic::Filter::default()
+                })?;
                 let key_of = |r: &Json| -> String {
                     match r.get("op").and_then(Json::as_str) {
                         Some("note") => r
@@ -857,7 +849,7 @@ impl AamHost {
                                     |p| key_of(r).starts_with(p),
                                 )
                         })
-                        .map(|r| value_of(r))
+                        .map(value_of)
                         .collect(),
                 )
             }
@@ -1225,7 +1217,6 @@ impl Drop for AamHost {
     fn drop(&mut self) {
         // Swapped-out STM belongs to this process only.
         let _ = self.ltm.clear_ns_prefix(&self.swap_ns);
-        let _ = self.episodic.sync();
     }
 }
 
