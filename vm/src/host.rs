@@ -15,8 +15,18 @@ use crate::sync::lock;
 use ais_ir::Tier;
 use serde_json::{json, Value as Json};
 use std::collections::HashMap;
-use std::io::Write;
 use std::sync::{Arc, Mutex};
+
+/// Receives each line a program prints, as it is printed (the edge decides
+/// where it goes; the VM writes nothing itself).
+#[derive(Clone)]
+pub struct LineSink(pub Arc<dyn Fn(&str) + Send + Sync>);
+
+impl std::fmt::Debug for LineSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LineSink")
+    }
+}
 
 /// A failed host operation, surfaced to `try/catch` as `{code, message, payload}`.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -109,8 +119,7 @@ type TierStores = Arc<[Mutex<Vec<MemEntry>>; 3]>;
 ///   built in: `echo` (returns its arguments). Unknown tools fail with `tool.unknown`.
 ///   `exec(name, args...)` calls the tool `name` with the JSON array of the
 ///   remaining arguments.
-/// - **print** collects lines ([`MemoryHost::printed`]) and echoes them to
-///   stdout when built with [`MemoryHost::echo`].
+/// - **print** collects lines ([`MemoryHost::printed`]).
 /// - **communicate** records messages ([`MemoryHost::outbox`]).
 pub struct MemoryHost {
     memory: Mutex<HashMap<String, TierStores>>,
@@ -118,7 +127,6 @@ pub struct MemoryHost {
     tools: Mutex<HashMap<String, ToolFn>>,
     printed: Mutex<Vec<String>>,
     outbox: Mutex<Vec<Message>>,
-    echo: bool,
 }
 
 fn tier_index(t: Tier) -> usize {
@@ -144,18 +152,9 @@ impl MemoryHost {
             tools: Mutex::default(),
             printed: Mutex::default(),
             outbox: Mutex::default(),
-            echo: false,
         };
         host.register_tool("echo", |args| Ok(args.clone()));
         host
-    }
-
-    /// A host that also writes printed lines to stdout.
-    pub fn echo() -> MemoryHost {
-        MemoryHost {
-            echo: true,
-            ..MemoryHost::new()
-        }
     }
 
     pub fn register_tool(
@@ -304,10 +303,6 @@ impl Host for MemoryHost {
     }
 
     fn print(&self, _agent: &str, line: &str) {
-        if self.echo {
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{line}");
-        }
         lock(&self.printed).push(line.to_string());
     }
 

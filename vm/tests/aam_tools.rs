@@ -22,7 +22,7 @@ fn host(config: &str, confirm: Confirm) -> AamHost {
         storage: Storage::Ephemeral,
         config,
         confirm,
-        echo: false,
+        output: None,
     })
     .unwrap()
 }

@@ -94,9 +94,11 @@ fn many_slow_requests_are_served_at_once_and_none_early() {
     let t = Instant::now();
     let mut sent = Vec::new();
     for (i, c) in conns.iter_mut().enumerate() {
+        // Taken before the write: the server may read the request (and
+        // start its latency) before `write_all` returns.
+        sent.push(Instant::now());
         c.write_all(&chat("m", &format!("request {i}")))
             .expect("write");
-        sent.push(Instant::now());
     }
     for (i, c) in conns.iter_mut().enumerate() {
         let (status, body) = read_response(c, &mut Vec::new()).expect("a reply");

@@ -49,7 +49,6 @@ use episodic::Episodic;
 use ltm::{text_of, Ltm};
 use serde_json::{json, Map, Value as Json};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -130,27 +129,31 @@ impl Storage {
     }
 }
 
+/// Asks whether an agent may run a destructive tool. The edge provides it
+/// (the CLI asks on the terminal); the VM never reads its input itself.
+pub trait Confirmer: Send + Sync {
+    /// `args`: the call's arguments as text, shortened for display.
+    fn confirm(&self, agent: &str, tool: &str, args: &str) -> bool;
+}
+
 /// What happens when an agent calls a destructive tool.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone)]
 pub enum Confirm {
     /// `--yes`: run it.
     Yes,
-    /// Ask on the terminal (stdin is a TTY).
-    Ask,
+    /// Ask once per agent and tool for the run (one question at a time).
+    Ask(Arc<dyn Confirmer>),
     /// Refuse with `tool.confirmation_required`.
     Deny,
 }
 
-impl Confirm {
-    /// `--yes` wins; otherwise ask only when stdin is a terminal.
-    pub fn auto(yes: bool) -> Confirm {
-        if yes {
-            Confirm::Yes
-        } else if std::io::stdin().is_terminal() {
-            Confirm::Ask
-        } else {
-            Confirm::Deny
-        }
+impl std::fmt::Debug for Confirm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Confirm::Yes => "Yes",
+            Confirm::Ask(_) => "Ask",
+            Confirm::Deny => "Deny",
+        })
     }
 }
 
@@ -160,8 +163,9 @@ pub struct AamOptions {
     pub storage: Storage,
     pub config: AamConfig,
     pub confirm: Confirm,
-    /// Write printed lines to stdout.
-    pub echo: bool,
+    /// Where `print`ed lines go as they happen (the CLI: stdout), besides
+    /// [`AamHost::printed`]. The host itself writes nothing.
+    pub output: Option<crate::host::LineSink>,
 }
 
 impl Default for AamOptions {
@@ -170,7 +174,7 @@ impl Default for AamOptions {
             storage: Storage::Ephemeral,
             config: AamConfig::default(),
             confirm: Confirm::Deny,
-            echo: false,
+            output: None,
         }
     }
 }
@@ -236,7 +240,7 @@ pub struct AamHost {
     storage: Storage,
     config: AamConfig,
     confirm: Confirm,
-    echo: bool,
+    output: Option<crate::host::LineSink>,
     clock: Arc<AtomicU64>,
     seq: AtomicU64,
     stm: RwLock<HashMap<String, Arc<Stm>>>,
@@ -253,7 +257,12 @@ pub struct AamHost {
     inbox: Mutex<HashMap<String, Vec<Received>>>,
     printed: Mutex<Vec<String>>,
     answers: Mutex<HashMap<(String, String), bool>>,
+    /// Held while a question is asked: one at a time.
+    asking: Mutex<()>,
     warnings: Vec<String>,
+    /// Problems during the run that did not stop it (an episodic record
+    /// that could not be written), for the edge to show.
+    run_warnings: Mutex<Vec<String>>,
     settings: ais_stdlib::Settings,
 }
 
@@ -301,8 +310,8 @@ impl AamHost {
             swap_ns: format!("stm:{run_id}:{}", std::process::id()),
             run_id,
             storage: options.storage.clone(),
-            confirm: options.confirm,
-            echo: options.echo,
+            confirm: options.confirm.clone(),
+            output: options.output.clone(),
             clock: Arc::new(AtomicU64::new(0)),
             seq: AtomicU64::new(0),
             stm: RwLock::default(),
@@ -322,7 +331,9 @@ impl AamHost {
             inbox: Mutex::default(),
             printed: Mutex::default(),
             answers: Mutex::default(),
+            asking: Mutex::default(),
             warnings: Vec::new(),
+            run_warnings: Mutex::default(),
             settings: ais_stdlib::Settings {
                 workspace: cfg.workspace.clone(),
                 http_timeout: cfg.http_timeout,
@@ -572,8 +583,14 @@ impl AamHost {
         &self.storage
     }
 
+    /// Warnings from opening the host (a legacy log imported, ...).
     pub fn warnings(&self) -> &[String] {
         &self.warnings
+    }
+
+    /// Warnings from the run so far (problems that did not stop it).
+    pub fn run_warnings(&self) -> Vec<String> {
+        lock(&self.run_warnings).clone()
     }
 
     pub fn printed(&self) -> Vec<String> {
@@ -658,8 +675,8 @@ impl AamHost {
 
     fn append(&self, rec: Json) {
         if let Err(e) = self.episodic.append(rec) {
-            // The run goes on; the failure is visible on stderr once per call.
-            let _ = writeln!(std::io::stderr(), "warning: {e}");
+            // The run goes on; the edge shows the warning.
+            lock(&self.run_warnings).push(format!("warning: {e}"));
         }
     }
 
@@ -948,28 +965,24 @@ impl AamHost {
             )
             .with_payload(json!({"agent": agent, "tool": t.name}))
         };
-        match self.confirm {
+        match &self.confirm {
             Confirm::Yes => Ok(()),
-            Confirm::Deny => Err(refuse("stdin is not a terminal to confirm it")),
-            Confirm::Ask => {
-                // One prompt at a time; the answer holds for the run.
-                let mut answers = lock(&self.answers);
+            Confirm::Deny => Err(refuse("nobody can confirm it (no terminal)")),
+            Confirm::Ask(asker) => {
                 let k = (agent.to_string(), t.name.clone());
-                let ok = match answers.get(&k) {
-                    Some(a) => *a,
+                if let Some(a) = lock(&self.answers).get(&k).copied() {
+                    return if a { Ok(()) } else { Err(refuse("was not confirmed")) };
+                }
+                // One question at a time (another call may have asked the
+                // same while this one waited); the answer holds for the run.
+                let _one = lock(&self.asking);
+                let known = lock(&self.answers).get(&k).copied();
+                let ok = match known {
+                    Some(a) => a,
                     None => {
                         let shown: String = args.to_string().chars().take(300).collect();
-                        let mut err = std::io::stderr().lock();
-                        let _ = write!(
-                            err,
-                            "agent `{agent}` wants to run the destructive tool `{}` with {shown}\nallow it for this run? [y/N] ",
-                            t.name
-                        );
-                        let _ = err.flush();
-                        let mut line = String::new();
-                        let yes = std::io::stdin().read_line(&mut line).is_ok()
-                            && matches!(line.trim().to_lowercase().as_str(), "y" | "yes");
-                        answers.insert(k, yes);
+                        let yes = asker.confirm(agent, &t.name, &shown);
+                        lock(&self.answers).insert(k, yes);
                         yes
                     }
                 };
@@ -1365,9 +1378,8 @@ impl Host for AamHost {
 
     fn print(&self, agent: &str, line: &str) {
         let t0 = Instant::now();
-        if self.echo {
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{line}");
+        if let Some(out) = &self.output {
+            (out.0)(line);
         }
         lock(&self.printed).push(line.to_string());
         self.log(agent, "print", json!({"line": line}), Ok(&Json::Null), t0);

@@ -12,8 +12,12 @@
 //! `synchronous = FULL`, so it is on disk (WAL fsynced) before the op's
 //! consumers fire. A side-effecting tool call writes an `intent` row first.
 //!
-//! Fault injection: `AIS_FAULT_ABORT_AFTER_JOURNAL_WRITES=N` aborts the
-//! process (no unwinding, no cleanup) right after the N-th journal write.
+//! Fault injection (tests only): in a build with the `fault-injection`
+//! feature, `AIS_FAULT_ABORT_AFTER_JOURNAL_WRITES=N` aborts the process (no
+//! unwinding, no cleanup) right after the N-th journal write. The feature
+//! is off in every normal build: the shipped binary reads no such variable.
+//! `cargo test` turns it on (a dev-dependency of `ais-compiler`), so the
+//! process-kill tests drive the test build of `aisc`.
 
 pub(crate) mod watchdog;
 
@@ -579,9 +583,12 @@ impl Journal {
     }
 
     fn with(conn: Connection, path: String, run_id: &str, replay: HashMap<String, Rec>) -> Journal {
+        #[cfg(feature = "fault-injection")]
         let abort_after = std::env::var(FAULT_ENV)
             .ok()
             .and_then(|v| v.trim().parse::<u64>().ok());
+        #[cfg(not(feature = "fault-injection"))]
+        let abort_after = None;
         Journal {
             conn: Mutex::new(conn),
             path,
@@ -670,7 +677,6 @@ impl Journal {
     fn count_write(&self) {
         let n = self.writes.fetch_add(1, Ordering::SeqCst) + 1;
         if self.abort_after.is_some_and(|k| n >= k) {
-            eprintln!("{FAULT_ENV}: aborting after journal write {n}");
             std::process::abort();
         }
     }

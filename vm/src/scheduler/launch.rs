@@ -19,7 +19,6 @@ use ais_ir::Opcode;
 use crossbeam::sync::Parker;
 use crossbeam::utils::CachePadded;
 use crossbeam_deque::{Injector, Worker};
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -234,8 +233,10 @@ pub fn run(
                 }
             }
         }
-        let progress = (options.progress && std::io::stderr().is_terminal())
-            .then(|| s.spawn(move || progress_loop(run)));
+        let progress = options
+            .progress
+            .as_ref()
+            .map(|observe| s.spawn(move || progress_loop(run, observe)));
         if let Some(e) = spawn_err {
             run.finish(Err(RunError::Internal(format!(
                 "cannot start threads: {e}"

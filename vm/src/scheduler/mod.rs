@@ -34,6 +34,7 @@ mod progress;
 mod worker;
 
 pub use launch::run;
+pub use progress::{Progress, ProgressObserver};
 
 use llm_calls::{Calls, Inbox};
 use worker::Sleep;
@@ -74,8 +75,9 @@ pub struct RunOptions {
     pub events_path: Option<PathBuf>,
     /// Write a Chrome trace (Perfetto) here.
     pub trace_path: Option<PathBuf>,
-    /// Live progress on stderr (only when stderr is a terminal).
-    pub progress: bool,
+    /// Called with the run's progress about every 100 ms (the edge shows
+    /// it; the VM prints nothing).
+    pub progress: Option<progress::ProgressObserver>,
     /// Keep per-op events in the report (needed for exports; on by default).
     pub record_events: bool,
     /// Deepest `flow.call` nesting before the call fails with `call.depth`.
@@ -106,7 +108,7 @@ impl Default for RunOptions {
             concurrency: None,
             events_path: None,
             trace_path: None,
-            progress: false,
+            progress: None,
             record_events: true,
             max_call_depth: 512,
             max_live_frames: limits::DEFAULT_MAX_LIVE_FRAMES,

@@ -1,26 +1,47 @@
-//! The progress line shown while a run is in flight.
+//! Progress reports while a run is in flight, for the edge to show (the
+//! CLI draws a spinner line); the VM itself prints nothing.
 
 use super::Run;
 use crate::sync::lock;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
-pub(super) fn progress_loop(run: &Run<'_>) {
-    let bar = indicatif::ProgressBar::new_spinner();
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} {elapsed} {msg}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
-    );
+/// A snapshot of a run in flight.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Ops executed so far.
+    pub ops: u64,
+    /// Ops in the program (an op in a loop or a called flow runs many times).
+    pub program_ops: usize,
+    pub llm_in_flight: usize,
+    pub llm_queued: usize,
+    pub tools_in_flight: usize,
+}
+
+/// Receives a [`Progress`] about every 100 ms while a run is in flight,
+/// and a last one (`done = true`) when it ends; called from a thread of
+/// the run.
+#[derive(Clone)]
+pub struct ProgressObserver(pub Arc<dyn Fn(Progress, bool) + Send + Sync>);
+
+impl std::fmt::Debug for ProgressObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProgressObserver")
+    }
+}
+
+/// Reports to `observe` until the run is done.
+pub(super) fn progress_loop(run: &Run<'_>, observe: &ProgressObserver) {
+    let snapshot = || Progress {
+        ops: run.done_ops.iter().map(|c| c.load(Ordering::Relaxed)).sum(),
+        program_ops: run.program.op_count(),
+        llm_in_flight: run.llm.busy.load(Ordering::Relaxed),
+        llm_queued: run.llm.queued(),
+        tools_in_flight: run.tool.busy.load(Ordering::Relaxed),
+    };
     loop {
-        let ops: u64 = run.done_ops.iter().map(|c| c.load(Ordering::Relaxed)).sum();
-        let total = run.program.op_count();
-        bar.set_message(format!(
-            "ops {ops} (program has {total}) · LLM calls in flight {} (queued {}) · tools {}",
-            run.llm.busy.load(Ordering::Relaxed),
-            run.llm.queued(),
-            run.tool.busy.load(Ordering::Relaxed),
-        ));
-        bar.tick();
+        (observe.0)(snapshot(), false);
         let (m, cv) = &run.done;
         let g = lock(m);
         if *g {
@@ -33,5 +54,5 @@ pub(super) fn progress_loop(run: &Run<'_>) {
             break;
         }
     }
-    bar.finish_and_clear();
+    (observe.0)(snapshot(), true);
 }
