@@ -4,6 +4,7 @@
 //! structured ops. Every protocol module builds its body from a [`Prepared`].
 
 use super::{LlmOpKind, LlmRequest};
+use ais_ir::Latency;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -20,13 +21,15 @@ pub enum ModelClass {
 }
 
 impl ModelClass {
+    /// The op's latency class in the op table (an LLM op's is `ask`,
+    /// `think` or `reason`).
     pub fn of(kind: LlmOpKind) -> ModelClass {
-        match kind {
-            LlmOpKind::Ask | LlmOpKind::Llm => ModelClass::Ask,
-            LlmOpKind::Think | LlmOpKind::Plan | LlmOpKind::Reflect | LlmOpKind::Verify => {
-                ModelClass::Think
+        match kind.latency() {
+            Latency::Think => ModelClass::Think,
+            Latency::Reason => ModelClass::Reason,
+            Latency::Ask | Latency::None | Latency::Mem | Latency::Tool | Latency::Io => {
+                ModelClass::Ask
             }
-            LlmOpKind::Reason => ModelClass::Reason,
         }
     }
 

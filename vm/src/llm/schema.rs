@@ -60,6 +60,6 @@ pub fn schema_for(kind: LlmOpKind) -> Option<Value> {
         LlmOpKind::Plan => Some(plan()),
         LlmOpKind::Verify => Some(verify()),
         LlmOpKind::Reflect => Some(reflect()),
-        _ => None,
+        LlmOpKind::Ask | LlmOpKind::Think | LlmOpKind::Reason | LlmOpKind::Llm => None,
     }
 }

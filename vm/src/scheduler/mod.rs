@@ -25,7 +25,7 @@ use crate::telemetry::{self, AttemptRecord, LlmInfo, OpEvent, RunSummary, Status
 use crate::tx::{Deferred, Parent as TxParent, Tx};
 use crate::value::Val;
 use ais_ir::bytecode::{Imm, Instr, Program};
-use ais_ir::Opcode;
+use ais_ir::{Opcode, RegionSpec};
 use crossbeam::sync::{Parker, Unparker};
 use crossbeam::utils::CachePadded;
 use crossbeam_deque::{Injector, Steal, Stealer, Worker};
@@ -924,7 +924,7 @@ impl<'r> Run<'r> {
             }
         }
         let class = exec::class(instr.opcode);
-        let jkey = self.journal_key(&frame, op, instr, class, &args);
+        let jkey = self.journal_key(&frame, op, instr, &args);
         let replayed = match (&jkey, self.journal) {
             (Some((k, h)), Some(j)) => self.replay(j, k, h, instr, &args),
             _ => None,
@@ -1084,13 +1084,10 @@ impl<'r> Run<'r> {
         frame: &Frame<'r>,
         op: u32,
         instr: &Instr,
-        class: Class,
         args: &[Val],
     ) -> Option<(String, String)> {
         self.journal?;
-        if !matches!(class, Class::Inline | Class::Llm | Class::Tool)
-            || instr.opcode == Opcode::Fence
-        {
+        if !instr.opcode.info().journaled {
             return None;
         }
         Some((
@@ -1314,14 +1311,15 @@ impl<'r> Run<'r> {
             args.first()
                 .ok_or_else(|| OpError::new("internal.operand", "missing operand"))
         };
-        match instr.opcode {
-            Opcode::If | Opcode::Switch => {
+        // The op table's region shape says how the op starts its regions.
+        match instr.opcode.info().regions {
+            RegionSpec::IfElse | RegionSpec::Switch => {
                 let r = exec::select_branch(flow, instr, first()?)?;
                 let child =
                     self.new_frame(frame.flow, r, Some(owner(Role::Branch)), tail, frame.depth)?;
                 self.start_frame(&child, [], Some(frame), sink)
             }
-            Opcode::TryCatch => {
+            RegionSpec::TryCatch => {
                 let r = instr
                     .regions
                     .first()
@@ -1331,7 +1329,7 @@ impl<'r> Run<'r> {
                     self.new_frame(frame.flow, r, Some(owner(Role::Try)), tail, frame.depth)?;
                 self.start_frame(&child, [], Some(frame), sink)
             }
-            Opcode::Loop => {
+            RegionSpec::Loop => {
                 let items = exec::loop_items(instr, first()?)?;
                 let carried: Vec<Val> = args.iter().skip(1).cloned().collect();
                 let n = items.len();
@@ -1386,9 +1384,9 @@ impl<'r> Run<'r> {
                 }
                 Ok(())
             }
-            other => Err(OpError::new(
+            RegionSpec::None => Err(OpError::new(
                 "internal.control",
-                format!("`{other}` is not a control op"),
+                format!("`{}` is not a control op", instr.opcode),
             )),
         }
     }
@@ -1562,7 +1560,7 @@ impl<'r> Run<'r> {
         }
         let frame = &call.frame;
         let agent = self.agent_name(frame.agent);
-        let jkey = self.journal_key(frame, op, instr, exec::class(instr.opcode), &args);
+        let jkey = self.journal_key(frame, op, instr, &args);
         if let (Some(j), Some((k, h)), false) = (self.journal, &jkey, llm) {
             if let Err(e) = j.intent(k, instr.opcode.mnemonic(), h) {
                 self.fail(frame, op, OpError::new(e.code, e.message), &Sink::Global);
@@ -1570,11 +1568,15 @@ impl<'r> Run<'r> {
             }
         }
         let (result, info) = if llm {
-            let req = exec::llm_request(agent, instr, &args);
-            // Every attempt (retries included) goes into the op's telemetry.
-            let log = crate::llm::AttemptLog::new();
-            let result = self.backend.complete_observed(&req, &self.cancel, &log);
-            self.llm_outcome(&req, result, log.attempts())
+            match exec::llm_request(agent, instr, &args) {
+                Ok(req) => {
+                    // Every attempt (retries included) goes into the op's telemetry.
+                    let log = crate::llm::AttemptLog::new();
+                    let result = self.backend.complete_observed(&req, &self.cancel, &log);
+                    self.llm_outcome(&req, result, log.attempts())
+                }
+                Err(e) => (Err(e), None),
+            }
         } else {
             (
                 exec::exec_tool(self.host, agent, instr, &args, &self.cancel),
@@ -1816,8 +1818,15 @@ impl<'r> Run<'r> {
             self.llm.finished();
             return None;
         }
-        let req = exec::llm_request(self.agent_name(call.frame.agent), instr, &args);
-        call.jkey = self.journal_key(&call.frame, op, instr, Class::Llm, &args);
+        let req = match exec::llm_request(self.agent_name(call.frame.agent), instr, &args) {
+            Ok(req) => req,
+            Err(e) => {
+                self.fail(&call.frame, op, e, &Sink::Global);
+                self.llm.finished();
+                return None;
+            }
+        };
+        call.jkey = self.journal_key(&call.frame, op, instr, &args);
         let token = self.next_call.fetch_add(1, Ordering::Relaxed);
         let scheduled = self.backend.scheduled_reply(&req);
         Some((
