@@ -9,6 +9,7 @@ pub mod budget;
 pub mod fake;
 pub mod http;
 pub mod jsonschema;
+pub mod kinds;
 pub mod mock;
 pub mod ollama;
 pub mod openai;
