@@ -21,6 +21,10 @@ fn every_llm_op_is_a_builtin_lowered_to_it() {
             .flat_map(|a| a.flows.values())
             .flat_map(|f| f.walk().into_iter().map(move |op| f.dfg.ops[op].opcode))
             .collect();
-        assert!(ops.contains(&k.opcode()), "{}: lowered to {ops:?}", k.name());
+        assert!(
+            ops.contains(&k.opcode()),
+            "{}: lowered to {ops:?}",
+            k.name()
+        );
     }
 }
