@@ -4,7 +4,7 @@
 use crate::env::Latencies;
 use ais_compiler::driver::{self, OptOptions};
 use ais_ir::bytecode::{self, Imm, Program};
-use ais_ir::{Latency, Opcode, OptLevel};
+use ais_ir::{Latency, OptLevel};
 use ais_vm::llm::{
     AttemptObserver, CancelToken, LlmBackend, LlmError, LlmRequest, LlmResponse, OnDone,
 };
@@ -239,7 +239,7 @@ pub fn class_ms(l: Latency, lat: &Latencies) -> u64 {
         Latency::Think => lat.think_ms,
         Latency::Reason => lat.reason_ms,
         Latency::Tool => lat.tool_ms,
-        _ => 0,
+        Latency::None | Latency::Mem | Latency::Io => 0,
     }
 }
 
@@ -299,8 +299,8 @@ fn region_cp(
     let est: Vec<Cost> = rc
         .ops
         .iter()
-        .map(|op| match (&op.opcode, &op.imm) {
-            (Opcode::FlowCall, Imm::Callee(c)) => flow_cp(p, *c as usize, lat, memo, busy),
+        .map(|op| match &op.imm {
+            Imm::Callee(c) => flow_cp(p, *c as usize, lat, memo, busy),
             _ if !op.regions.is_empty() => op
                 .regions
                 .iter()
@@ -309,10 +309,7 @@ fn region_cp(
                 .unwrap_or((0, 0)),
             _ => {
                 let info = op.opcode.info();
-                let llm = matches!(
-                    info.latency,
-                    Latency::Ask | Latency::Think | Latency::Reason
-                );
+                let llm = info.llm.is_some();
                 (class_ms(info.latency, lat), u64::from(llm))
             }
         })

@@ -30,7 +30,10 @@ pub use module::{
     FlowData, GoalDecl, Handler, MemResource, MemoryDecl, Module, OpData, RegionData, Tier,
     ValueData, ValueDef,
 };
-pub use ops::{Arity, Effect, Latency, OpInfo, Opcode, RegionSpec, ResultRule};
+pub use ops::{
+    Arity, ChainKind, Effect, ExecClass, ImmKind, Latency, LlmKind, OpInfo, Opcode, RegionSpec,
+    ResultRule,
+};
 pub use parser::{parse_module, parse_module_recovering, ParseError};
 pub use passes::{critical_path, OptLevel, PassManager, Pipeline};
 pub use printer::{print_flow, print_module, value_names};

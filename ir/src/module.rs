@@ -5,7 +5,7 @@
 //! op list is detached (dead) and is ignored by the printer and verifier.
 
 use crate::entity::{AgentId, Arena, FlowId, Op, Region, Value};
-use crate::ops::Opcode;
+use crate::ops::{ChainKind, Opcode};
 use crate::types::Type;
 use crate::Span;
 use smallvec::SmallVec;
@@ -551,19 +551,19 @@ impl Dfg {
     /// The memory resource an effectful memory op touches: a tier or a belief.
     pub fn mem_resource(&self, op: Op) -> Option<MemResource> {
         let d = self.ops.get(op)?;
-        match d.opcode {
-            Opcode::Qmem | Opcode::Umem => d
+        match d.opcode.info().chain {
+            ChainKind::Memory => d
                 .attrs
                 .get("tier")
                 .and_then(Attr::as_str)
                 .and_then(Tier::parse)
                 .map(MemResource::Tier),
-            Opcode::BeliefGet | Opcode::BeliefSet => d
+            ChainKind::Beliefs => d
                 .attrs
                 .get("name")
                 .and_then(Attr::as_str)
                 .map(|n| MemResource::Belief(n.to_string())),
-            _ => None,
+            ChainKind::None | ChainKind::Tool | ChainKind::Io | ChainKind::All => None,
         }
     }
 }

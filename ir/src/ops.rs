@@ -6,257 +6,11 @@
 //! [`OpInfo::operand_types`]) followed, for effectful ops, by zero or more
 //! trailing *ordering tokens* (operands of type `ord`).
 
+mod kinds;
+
+pub use kinds::*;
 use serde::{Deserialize, Serialize};
 use std::fmt;
-
-/// How many of something an op takes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Arity {
-    Fixed(usize),
-    AtLeast(usize),
-    /// Inclusive range.
-    Range(usize, usize),
-}
-
-impl Arity {
-    pub fn allows(self, n: usize) -> bool {
-        match self {
-            Arity::Fixed(k) => n == k,
-            Arity::AtLeast(k) => n >= k,
-            Arity::Range(lo, hi) => (lo..=hi).contains(&n),
-        }
-    }
-}
-
-impl fmt::Display for Arity {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Arity::Fixed(k) => write!(f, "{k}"),
-            Arity::AtLeast(k) => write!(f, "at least {k}"),
-            Arity::Range(lo, hi) => write!(f, "{lo} to {hi}"),
-        }
-    }
-}
-
-/// A type constraint on an operand. `json` and opaque values satisfy every
-/// data constraint statically (they are checked at run time).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TypeCon {
-    /// Any data type (not `void`, not `ord`).
-    Data,
-    Str,
-    Number,
-    Bool,
-    /// `list<T>` or a dynamic value.
-    List,
-    /// What a `loop` iterates: a list, a string (a JSON array it holds,
-    /// else its non-empty lines) or a dynamic value.
-    Iterable,
-    /// Any type but `void`, including `ord` (carried values, yield, return).
-    Value,
-}
-
-impl TypeCon {
-    pub fn admits(self, t: &crate::Type) -> bool {
-        use crate::Type;
-        match self {
-            TypeCon::Value => *t != Type::Void,
-            TypeCon::Data => t.is_data(),
-            _ if t.is_dynamic() => true,
-            TypeCon::Str => *t == Type::Str,
-            TypeCon::Number => *t == Type::Number,
-            TypeCon::Bool => *t == Type::Bool,
-            TypeCon::List => matches!(t, Type::List(_)),
-            TypeCon::Iterable => matches!(t, Type::List(_) | Type::Str),
-        }
-    }
-}
-
-impl fmt::Display for TypeCon {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            TypeCon::Data => "a data value",
-            TypeCon::Str => "str",
-            TypeCon::Number => "number",
-            TypeCon::Bool => "bool",
-            TypeCon::List => "a list",
-            TypeCon::Iterable => "a list or a string",
-            TypeCon::Value => "a non-void value",
-        })
-    }
-}
-
-/// How the result types of an op are determined.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ResultRule {
-    /// No results.
-    None,
-    /// Exactly these types (a declared result may be `json` or opaque instead,
-    /// i.e. any type that accepts the canonical one).
-    Fixed(&'static [Canon]),
-    /// One result of any data type, as declared (`const`, `index`, `member`).
-    Declared,
-    /// One `list<T>` result whose element accepts every operand.
-    ListOf,
-    /// `[callee result if not void] [, ord]`, checked against the callee.
-    Call,
-    /// Control ops: the results are the values the regions yield.
-    Yielded,
-}
-
-/// Canonical result types usable in the static table.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Canon {
-    Str,
-    Number,
-    Bool,
-    Json,
-    Ord,
-}
-
-impl Canon {
-    pub fn to_type(self) -> crate::Type {
-        use crate::Type;
-        match self {
-            Canon::Str => Type::Str,
-            Canon::Number => Type::Number,
-            Canon::Bool => Type::Bool,
-            Canon::Json => Type::Json,
-            Canon::Ord => Type::Ord,
-        }
-    }
-}
-
-/// Effect class of an op (see `docs/ir.md`, "Effects").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Effect {
-    Pure,
-    Llm,
-    Tool,
-    /// Reads a memory tier (from the `tier` attr) or a belief.
-    MemRead,
-    /// Writes a memory tier (from the `tier` attr) or a belief.
-    MemWrite,
-    Io,
-    Call,
-    Control,
-}
-
-impl Effect {
-    pub fn name(self) -> &'static str {
-        match self {
-            Effect::Pure => "pure",
-            Effect::Llm => "llm",
-            Effect::Tool => "tool",
-            Effect::MemRead => "mem.read",
-            Effect::MemWrite => "mem.write",
-            Effect::Io => "io",
-            Effect::Call => "call",
-            Effect::Control => "control",
-        }
-    }
-
-    /// Effectful ops may consume trailing ordering tokens.
-    pub fn takes_ord(self) -> bool {
-        !matches!(self, Effect::Pure | Effect::Control)
-    }
-}
-
-/// Latency class with a nominal duration, used by scheduling heuristics and
-/// the critical-path analysis.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Latency {
-    None,
-    Mem,
-    Ask,
-    Think,
-    Reason,
-    Tool,
-    Io,
-}
-
-impl Latency {
-    pub fn nominal_ms(self) -> u64 {
-        match self {
-            Latency::None => 0,
-            Latency::Mem => 1,
-            Latency::Ask => 1000,
-            Latency::Think => 3000,
-            Latency::Reason => 10000,
-            Latency::Tool => 500,
-            Latency::Io => 0,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Latency::None => "none",
-            Latency::Mem => "mem",
-            Latency::Ask => "ask",
-            Latency::Think => "think",
-            Latency::Reason => "reason",
-            Latency::Tool => "tool",
-            Latency::Io => "io",
-        }
-    }
-}
-
-/// Which regions an op owns.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RegionSpec {
-    None,
-    /// `then {..}` and `else {..}`, no arguments.
-    IfElse,
-    /// One or more `case "lit" {..}`, then an optional `default {..}`.
-    Switch,
-    /// `body(%item, %index: number, %carried...) {..}`.
-    Loop,
-    /// `try {..}` and `catch(%err: json) {..}`.
-    TryCatch,
-}
-
-/// The kind of value an attribute holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AttrKind {
-    Str,
-    /// A non-empty string.
-    NonEmptyStr,
-    Number,
-    Bool,
-    /// Present or absent, no value.
-    Flag,
-    /// `@Agent.flow`.
-    Symbol,
-    Type,
-    Json,
-    /// A string naming a memory tier: `stm`, `ltm` or `episodic`.
-    Tier,
-    /// Any literal (`const`'s `value`): string, number, bool or json.
-    Literal,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AttrSpec {
-    pub name: &'static str,
-    pub kind: AttrKind,
-    pub required: bool,
-}
-
-const fn req(name: &'static str, kind: AttrKind) -> AttrSpec {
-    AttrSpec {
-        name,
-        kind,
-        required: true,
-    }
-}
-
-const fn opt(name: &'static str, kind: AttrKind) -> AttrSpec {
-    AttrSpec {
-        name,
-        kind,
-        required: false,
-    }
-}
 
 const LLM_ATTRS: &[AttrSpec] = &[
     opt("model", AttrKind::Str),
@@ -289,6 +43,20 @@ pub struct OpInfo {
     pub attrs: &'static [AttrSpec],
     /// `yield` or `return`: must end its region.
     pub terminator: bool,
+    /// The bytecode immediate (codegen, bytecode validation).
+    pub imm: ImmKind,
+    /// Where the VM runs it (derived from `effect` and `terminator`).
+    pub exec: ExecClass,
+    /// The LLM operation it is (`Some` exactly for `Effect::Llm` ops).
+    pub llm: Option<LlmKind>,
+    /// The ordering chain its tokens thread through.
+    pub chain: ChainKind,
+    /// Whether the first data operand is a prompt (must not be an empty
+    /// literal; the checker's `E0103`).
+    pub prompt: bool,
+    /// Whether the run journal records its results (effect ops but `fence`):
+    /// on resume they are replayed instead of executed again.
+    pub journaled: bool,
 }
 
 impl OpInfo {
@@ -304,6 +72,24 @@ impl OpInfo {
     pub fn attr(&self, name: &str) -> Option<&'static AttrSpec> {
         self.attrs.iter().find(|a| a.name == name)
     }
+
+    /// The facts every LLM op shares.
+    const fn llm_op(
+        &mut self,
+        kind: LlmKind,
+        reply: &'static [Canon],
+        latency: Latency,
+        prompt: bool,
+    ) {
+        self.prompt = prompt;
+        self.operands = Arity::AtLeast(1);
+        self.effect = Effect::Llm;
+        self.attrs = LLM_ATTRS;
+        self.imm = ImmKind::Llm;
+        self.llm = Some(kind);
+        self.result_rule = ResultRule::Fixed(reply);
+        self.latency = latency;
+    }
 }
 
 macro_rules! opcodes {
@@ -315,7 +101,7 @@ macro_rules! opcodes {
         impl Opcode {
             pub const ALL: &'static [Opcode] = &[$(Opcode::$variant),*];
 
-            pub fn mnemonic(self) -> &'static str {
+            pub const fn mnemonic(self) -> &'static str {
                 match self { $(Opcode::$variant => $mnem),* }
             }
 
@@ -344,6 +130,17 @@ opcodes! {
     Yield = "yield", Return = "return",
 }
 
+/// Every op's facts, indexed by `Opcode as usize`.
+static TABLE: [OpInfo; Opcode::ALL.len()] = {
+    let mut t = [Opcode::Const.build(); Opcode::ALL.len()];
+    let mut k = 0;
+    while k < Opcode::ALL.len() {
+        t[k] = Opcode::ALL[k].build();
+        k += 1;
+    }
+    t
+};
+
 impl fmt::Display for Opcode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.mnemonic())
@@ -363,8 +160,13 @@ impl Opcode {
         self.info().terminator
     }
 
-    /// The op table.
-    pub fn info(self) -> OpInfo {
+    /// The op's row of the table.
+    pub fn info(self) -> &'static OpInfo {
+        &TABLE[self as usize]
+    }
+
+    /// The op table, evaluated at compile time into [`TABLE`].
+    const fn build(self) -> OpInfo {
         use Arity::*;
         use Canon as C;
         use Opcode as O;
@@ -382,14 +184,22 @@ impl Opcode {
             regions: RegionSpec::None,
             attrs: &[],
             terminator: false,
+            imm: ImmKind::None,
+            exec: ExecClass::Pure,
+            llm: None,
+            chain: ChainKind::None,
+            prompt: false,
+            journaled: false,
         };
         match self {
             // ---- pure ----
             O::Const => {
+                i.imm = ImmKind::Const;
                 i.result_rule = ResultRule::Declared;
                 i.attrs = const { &[req("value", AttrKind::Literal)] };
             }
             O::Template => {
+                i.imm = ImmKind::Template;
                 i.operands = AtLeast(0);
                 i.result_rule = ResultRule::Fixed(&[C::Str]);
                 i.attrs = const { &[req("template", AttrKind::Str)] };
@@ -411,6 +221,7 @@ impl Opcode {
                 i.result_rule = ResultRule::Declared;
             }
             O::Member => {
+                i.imm = ImmKind::Field;
                 i.operands = Fixed(1);
                 i.result_rule = ResultRule::Declared;
                 i.attrs = const { &[req("field", AttrKind::Str)] };
@@ -455,6 +266,7 @@ impl Opcode {
             }
             // `{keys[0]: operand 0, keys[1]: operand 1, ...}` (capability arguments).
             O::Object => {
+                i.imm = ImmKind::Keys;
                 i.operands = AtLeast(0);
                 i.result_rule = ResultRule::Fixed(&[C::Json]);
                 i.attrs = const { &[req("keys", AttrKind::Json)] };
@@ -462,27 +274,25 @@ impl Opcode {
             // A dynamic value (json, opaque) used at a static type: checked at
             // run time; `null` passes through unchanged.
             O::Cast => {
+                i.imm = ImmKind::Cast;
                 i.operands = Fixed(1);
                 i.result_rule = ResultRule::Declared;
             }
             // ---- llm ----
-            O::Ask | O::Think | O::Reason | O::Llm | O::Plan | O::Reflect | O::Verify => {
-                i.operands = AtLeast(1);
-                i.effect = Effect::Llm;
-                i.attrs = LLM_ATTRS;
-                let (rule, lat): (&'static [Canon], _) = match self {
-                    O::Ask | O::Llm => (&[C::Str], Latency::Ask),
-                    O::Think => (&[C::Str], Latency::Think),
-                    O::Reason => (&[C::Str], Latency::Reason),
-                    _ => (&[C::Json], Latency::Think),
-                };
-                i.result_rule = ResultRule::Fixed(rule);
-                i.latency = lat;
-            }
+            // One arm per op: its kind, reply type and latency class.
+            O::Ask => i.llm_op(LlmKind::Ask, &[C::Str], Latency::Ask, true),
+            O::Think => i.llm_op(LlmKind::Think, &[C::Str], Latency::Think, true),
+            O::Reason => i.llm_op(LlmKind::Reason, &[C::Str], Latency::Reason, true),
+            O::Llm => i.llm_op(LlmKind::Llm, &[C::Str], Latency::Ask, true),
+            O::Plan => i.llm_op(LlmKind::Plan, &[C::Json], Latency::Think, false),
+            O::Reflect => i.llm_op(LlmKind::Reflect, &[C::Json], Latency::Think, false),
+            O::Verify => i.llm_op(LlmKind::Verify, &[C::Json], Latency::Think, false),
             // ---- tool ----
             // The optional `ord` result orders later calls after this one on
             // its provider's chain (the compiler always emits it).
             O::Inv => {
+                i.imm = ImmKind::Tool;
+                i.chain = ChainKind::Tool;
                 i.operands = Fixed(1);
                 i.effect = Effect::Tool;
                 i.latency = Latency::Tool;
@@ -491,6 +301,7 @@ impl Opcode {
                 i.attrs = const { &[req("tool", AttrKind::NonEmptyStr)] };
             }
             O::Exec => {
+                i.chain = ChainKind::Tool;
                 i.operands = AtLeast(1);
                 i.effect = Effect::Tool;
                 i.latency = Latency::Tool;
@@ -499,6 +310,8 @@ impl Opcode {
             }
             // ---- memory ----
             O::Qmem => {
+                i.imm = ImmKind::Query;
+                i.chain = ChainKind::Memory;
                 i.operands = Fixed(1);
                 i.effect = Effect::MemRead;
                 i.latency = Latency::Mem;
@@ -507,6 +320,8 @@ impl Opcode {
                 i.attrs = const { &[req("tier", AttrKind::Tier), opt("limit", AttrKind::Number)] };
             }
             O::Umem => {
+                i.imm = ImmKind::Tier;
+                i.chain = ChainKind::Memory;
                 i.operands = Range(1, 2);
                 i.effect = Effect::MemWrite;
                 i.latency = Latency::Mem;
@@ -514,10 +329,13 @@ impl Opcode {
                 i.attrs = const { &[req("tier", AttrKind::Tier)] };
             }
             O::Fence => {
+                i.chain = ChainKind::All;
                 i.effect = Effect::Io;
                 i.result_rule = ResultRule::Fixed(&[C::Ord]);
             }
             O::BeliefGet => {
+                i.imm = ImmKind::Belief;
+                i.chain = ChainKind::Beliefs;
                 i.effect = Effect::MemRead;
                 i.latency = Latency::Mem;
                 i.results = Fixed(2);
@@ -525,6 +343,8 @@ impl Opcode {
                 i.attrs = const { &[req("name", AttrKind::NonEmptyStr)] };
             }
             O::BeliefSet => {
+                i.imm = ImmKind::Belief;
+                i.chain = ChainKind::Beliefs;
                 i.operands = Fixed(1);
                 i.effect = Effect::MemWrite;
                 i.latency = Latency::Mem;
@@ -533,12 +353,14 @@ impl Opcode {
             }
             // ---- io ----
             O::Print => {
+                i.chain = ChainKind::Io;
                 i.operands = AtLeast(0);
                 i.effect = Effect::Io;
                 i.latency = Latency::Io;
                 i.result_rule = ResultRule::Fixed(&[C::Ord]);
             }
             O::Communicate => {
+                i.chain = ChainKind::Io;
                 i.operands = Fixed(3);
                 i.effect = Effect::Io;
                 i.latency = Latency::Io;
@@ -546,6 +368,7 @@ impl Opcode {
             }
             // ---- call ----
             O::FlowCall => {
+                i.imm = ImmKind::Callee;
                 i.operands = AtLeast(0);
                 i.effect = Effect::Call;
                 i.results = Range(0, 2);
@@ -569,6 +392,7 @@ impl Opcode {
                 i.regions = RegionSpec::Switch;
             }
             O::Loop => {
+                i.imm = ImmKind::Loop;
                 i.operands = AtLeast(1);
                 i.operand_types = &[T::Iterable, T::Value];
                 i.effect = Effect::Control;
@@ -599,6 +423,18 @@ impl Opcode {
             }
         }
         i.takes_ord = i.effect.takes_ord();
+        i.exec = match i.effect {
+            Effect::Pure => ExecClass::Pure,
+            Effect::Llm => ExecClass::Llm,
+            Effect::Tool => ExecClass::Tool,
+            Effect::MemRead | Effect::MemWrite | Effect::Io => ExecClass::Inline,
+            Effect::Call => ExecClass::Call,
+            Effect::Control if i.terminator => ExecClass::Terminator,
+            Effect::Control => ExecClass::Control,
+        };
+        // `fence` only orders: nothing to replay.
+        i.journaled = matches!(i.exec, ExecClass::Inline | ExecClass::Llm | ExecClass::Tool)
+            && !matches!(i.chain, ChainKind::All);
         if let (ResultRule::Fixed(ts), Fixed(_)) = (i.result_rule, i.results) {
             i.results = Fixed(ts.len());
         }

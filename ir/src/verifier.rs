@@ -847,6 +847,13 @@ impl FlowVerifier<'_> {
         self.attrs(od, span);
         self.regions(op, od, span);
 
+        if od.opcode.info().prompt {
+            if let Some(&p) = data.first() {
+                if self.is_empty_string_const(p) {
+                    self.push(VerifyError::EmptyPrompt { op: mn, span });
+                }
+            }
+        }
         match od.opcode {
             Opcode::Const => {
                 if let (Some(a), Some(&v)) = (od.attrs.get("value"), od.results.first()) {
@@ -859,13 +866,6 @@ impl FlowVerifier<'_> {
                                 span,
                             });
                         }
-                    }
-                }
-            }
-            Opcode::Ask | Opcode::Think | Opcode::Reason | Opcode::Llm => {
-                if let Some(&p) = data.first() {
-                    if self.is_empty_string_const(p) {
-                        self.push(VerifyError::EmptyPrompt { op: mn, span });
                     }
                 }
             }

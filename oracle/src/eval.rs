@@ -472,17 +472,9 @@ fn settle(u: Unwind) -> OracleError {
     }
 }
 
+/// The LLM operation a built-in names (its op's mnemonic), from the op table.
 fn llm_kind(name: &str) -> Option<LlmOpKind> {
-    Some(match name {
-        "ask" => LlmOpKind::Ask,
-        "think" => LlmOpKind::Think,
-        "reason" => LlmOpKind::Reason,
-        "llm" => LlmOpKind::Llm,
-        "plan" => LlmOpKind::Plan,
-        "reflect" => LlmOpKind::Reflect,
-        "verify" => LlmOpKind::Verify,
-        _ => return None,
-    })
+    ais_ir::Opcode::from_mnemonic(name).and_then(|op| op.info().llm)
 }
 
 impl<'p> Interpreter<'p> {

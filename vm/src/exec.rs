@@ -85,50 +85,16 @@ fn short(s: &str) -> String {
     }
 }
 
-/// Where an op runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Class {
-    /// Computed inline on a worker.
-    Pure,
-    /// A quick host effect (memory, beliefs, print, communicate, fence), inline.
-    Inline,
-    /// Off the workers, on the LLM lane of the I/O executor.
-    Llm,
-    /// Off the workers, on the tool lane.
-    Tool,
-    /// `flow.call`: starts a callee frame.
-    Call,
-    /// `if`, `switch`, `loop`, `try_catch`: start region frames.
-    Control,
-    /// `yield`, `return`.
-    Terminator,
-}
+/// Where an op runs: the op table's [`ais_ir::ExecClass`].
+pub use ais_ir::ExecClass as Class;
 
 pub fn class(op: Opcode) -> Class {
-    use Opcode as O;
-    match op {
-        O::Ask | O::Think | O::Reason | O::Llm | O::Plan | O::Reflect | O::Verify => Class::Llm,
-        O::Inv | O::Exec => Class::Tool,
-        O::Qmem | O::Umem | O::BeliefGet | O::BeliefSet | O::Print | O::Communicate | O::Fence => {
-            Class::Inline
-        }
-        O::FlowCall => Class::Call,
-        O::If | O::Switch | O::Loop | O::TryCatch => Class::Control,
-        O::Yield | O::Return => Class::Terminator,
-        _ => Class::Pure,
-    }
+    op.info().exec
 }
 
-pub fn llm_kind(op: Opcode) -> LlmOpKind {
-    match op {
-        Opcode::Think => LlmOpKind::Think,
-        Opcode::Reason => LlmOpKind::Reason,
-        Opcode::Llm => LlmOpKind::Llm,
-        Opcode::Plan => LlmOpKind::Plan,
-        Opcode::Reflect => LlmOpKind::Reflect,
-        Opcode::Verify => LlmOpKind::Verify,
-        _ => LlmOpKind::Ask,
-    }
+/// The LLM operation `op` is (`None` for any other op); from the op table.
+pub fn llm_kind(op: Opcode) -> Option<LlmOpKind> {
+    op.info().llm
 }
 
 fn num(v: &Val) -> Result<f64, OpError> {
@@ -494,13 +460,18 @@ pub fn exec_inline(
 /// The request an LLM op sends: the first operand is the prompt, the others
 /// are context blocks, each labelled with the name of the variable it came
 /// from, else `context 1`, `context 2`, ... by position.
-pub fn llm_request(agent: &str, instr: &Instr, args: &[Val]) -> LlmRequest {
-    let kind = llm_kind(instr.opcode);
+pub fn llm_request(agent: &str, instr: &Instr, args: &[Val]) -> Result<LlmRequest, OpError> {
+    let kind = llm_kind(instr.opcode).ok_or_else(|| {
+        OpError::new(
+            "internal.not_llm",
+            format!("`{}` is not an LLM op", instr.opcode),
+        )
+    })?;
     let attrs = match &instr.imm {
         Imm::Llm(a) => Some(&**a),
         _ => None,
     };
-    LlmRequest {
+    Ok(LlmRequest {
         kind,
         agent: agent.to_string(),
         system: attrs.and_then(|a| a.system.clone()),
@@ -522,7 +493,7 @@ pub fn llm_request(agent: &str, instr: &Instr, args: &[Val]) -> LlmRequest {
         temperature: attrs.and_then(|a| a.temperature),
         max_tokens: attrs.and_then(|a| a.max_tokens),
         json_schema: schema::schema_for(kind),
-    }
+    })
 }
 
 /// The value of a finished LLM op.

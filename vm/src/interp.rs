@@ -11,7 +11,7 @@ use crate::llm::{CancelToken, LlmBackend};
 use crate::tx::{Parent, Tx};
 use crate::value::Val;
 use ais_ir::bytecode::{BeliefInitCode, Imm, Program};
-use ais_ir::Opcode;
+use ais_ir::RegionSpec;
 use serde_json::Value as Json;
 use smallvec::smallvec;
 
@@ -172,7 +172,7 @@ impl Interp<'_> {
                 Class::Pure => smallvec![exec::eval_pure(p, instr, &data).map_err(fail)?],
                 Class::Inline => exec::exec_inline(self.host, agent, instr, &data).map_err(fail)?,
                 Class::Llm => {
-                    let req = exec::llm_request(agent, instr, &data);
+                    let req = exec::llm_request(agent, instr, &data).map_err(fail)?;
                     let resp = self
                         .backend
                         .complete(&req, &self.cancel)
@@ -206,15 +206,16 @@ impl Interp<'_> {
                             .map(|rc| rc.captures.iter().filter_map(|&s| get(s)).collect())
                             .unwrap_or_default()
                     };
-                    match instr.opcode {
-                        Opcode::If | Opcode::Switch => {
+                    // The op table's region shape says how it runs its regions.
+                    match instr.opcode.info().regions {
+                        RegionSpec::IfElse | RegionSpec::Switch => {
                             let cond = data
                                 .first()
                                 .ok_or_else(|| Self::internal(flow, region, op, "no condition"))?;
                             let r = exec::select_branch(fc, instr, cond).map_err(fail)?;
                             self.region(flow, r, Vec::new(), caps_of(r), depth)?
                         }
-                        Opcode::TryCatch => {
+                        RegionSpec::TryCatch => {
                             let (t, c) = match instr.regions.as_slice() {
                                 [t, c] => (*t, *c),
                                 _ => return Err(Self::internal(flow, region, op, "bad try")),
@@ -239,7 +240,7 @@ impl Interp<'_> {
                                 }
                             }
                         }
-                        Opcode::Loop => {
+                        RegionSpec::Loop => {
                             let list = data
                                 .first()
                                 .ok_or_else(|| Self::internal(flow, region, op, "no list"))?;
@@ -257,7 +258,9 @@ impl Interp<'_> {
                             }
                             carried
                         }
-                        _ => return Err(Self::internal(flow, region, op, "not control")),
+                        RegionSpec::None => {
+                            return Err(Self::internal(flow, region, op, "not control"))
+                        }
                     }
                 }
                 Class::Terminator => return Ok(data.into_iter().collect()),

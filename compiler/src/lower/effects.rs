@@ -16,10 +16,11 @@
 //! every call to a known provider reads it, so the unknown call is ordered
 //! against all of them. `fence()` writes every chain.
 
-use crate::sema::builtins::{self, BuiltinKind};
+use crate::sema::builtins;
 use crate::sema::index::AgentInfo;
 use crate::sema::{resolve_tier, ProgramIndex};
 use crate::syntax::ast::*;
+use ais_ir::{ChainKind, ImmKind, Opcode};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -256,8 +257,11 @@ impl Scanner<'_> {
                             out.chains
                                 .extend(tool_access(self.agent, self.providers, &id.name).chains());
                         } else if let Some(b) = builtins::lookup(&id.name) {
-                            match b.kind {
-                                BuiltinKind::Inv => {
+                            // The op the built-in lowers to (of the same
+                            // name) says which chain it is ordered on.
+                            let op = Opcode::from_mnemonic(b.name).map(|op| op.info());
+                            match op.map(|i| (i.chain, i.imm)) {
+                                Some((ChainKind::Tool, ImmKind::Tool)) => {
                                     if let Some(ExprKind::Str(s)) = args.first().map(|a| &a.kind) {
                                         out.chains.extend(
                                             tool_access(self.agent, self.providers, &s.text())
@@ -265,19 +269,21 @@ impl Scanner<'_> {
                                         );
                                     }
                                 }
-                                BuiltinKind::Exec => out.chains.extend(ToolAccess::Any.chains()),
-                                BuiltinKind::Qmem | BuiltinKind::Umem => {
+                                Some((ChainKind::Tool, _)) => {
+                                    out.chains.extend(ToolAccess::Any.chains())
+                                }
+                                Some((ChainKind::Memory, _)) => {
                                     if let Some(tier) =
                                         args.get(1).and_then(|t| resolve_tier(self.agent, t))
                                     {
                                         out.chains.insert(Chain::of_tier(tier));
                                     }
                                 }
-                                BuiltinKind::Fence => out.chains.extend(Chain::FENCE),
-                                BuiltinKind::Print | BuiltinKind::Communicate => {
+                                Some((ChainKind::All, _)) => out.chains.extend(Chain::FENCE),
+                                Some((ChainKind::Io, _)) => {
                                     out.chains.insert(Chain::Io);
                                 }
-                                _ => {}
+                                Some((ChainKind::Beliefs | ChainKind::None, _)) | None => {}
                             }
                         }
                     }

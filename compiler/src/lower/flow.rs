@@ -1310,15 +1310,15 @@ impl<'a> FlowLowerer<'a> {
 
     fn builtin(&mut self, kind: BuiltinKind, args: &[Expr], span: Span) -> Option<Value> {
         use BuiltinKind as K;
-        let llm = |k: K| match k {
-            K::Ask => Some((Opcode::Ask, Type::Str)),
-            K::Think => Some((Opcode::Think, Type::Str)),
-            K::Reason => Some((Opcode::Reason, Type::Str)),
-            K::Llm => Some((Opcode::Llm, Type::Str)),
-            K::Plan => Some((Opcode::Plan, Type::Json)),
-            K::Reflect => Some((Opcode::Reflect, Type::Json)),
-            K::Verify => Some((Opcode::Verify, Type::Json)),
-            _ => None,
+        // An LLM built-in is the LLM op of the same name; its result type
+        // is the op table's.
+        let llm = |k: K| {
+            let b = builtins::BUILTINS.iter().find(|b| b.kind == k)?;
+            let op = Opcode::from_mnemonic(b.name).filter(|op| op.info().llm.is_some())?;
+            match op.info().result_rule {
+                ais_ir::ResultRule::Fixed([c]) => Some((op, c.to_type())),
+                _ => None,
+            }
         };
         if let Some((opc, ty)) = llm(kind) {
             let vs: Vec<Value> = args.iter().map(|a| self.value(a)).collect();

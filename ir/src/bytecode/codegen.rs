@@ -3,7 +3,7 @@
 use super::*;
 use crate::entity::{AgentId, FlowId, Op, Region, Value};
 use crate::module::{AgentIndex, Attr, BeliefInit, FlowData, Module, ValueDef};
-use crate::ops::RegionSpec;
+use crate::ops::{ImmKind, RegionSpec};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 /// Why a module could not be compiled. `compile` expects a module the
@@ -484,8 +484,11 @@ impl FlowGen<'_> {
                 .map(str::to_string)
                 .ok_or_else(|| bad(name))
         };
-        Ok(match od.opcode {
-            Opcode::Const => {
+        // The immediate's shape comes from the op table; its content from
+        // the op's attributes.
+        Ok(match od.opcode.info().imm {
+            ImmKind::None => Imm::None,
+            ImmKind::Const => {
                 let c = match attrs.get("value") {
                     Some(Attr::Str(s)) => Const::Str(s.clone()),
                     Some(Attr::Number(n)) => Const::Number(*n),
@@ -495,15 +498,15 @@ impl FlowGen<'_> {
                 };
                 Imm::Const(cx.constant(c))
             }
-            Opcode::Template => Imm::Template(string("template")?),
-            Opcode::Member => Imm::Field(string("field")?),
-            Opcode::Inv => Imm::Tool(string("tool")?),
-            Opcode::Umem => Imm::Tier(
+            ImmKind::Template => Imm::Template(string("template")?),
+            ImmKind::Field => Imm::Field(string("field")?),
+            ImmKind::Tool => Imm::Tool(string("tool")?),
+            ImmKind::Tier => Imm::Tier(
                 crate::Tier::parse(&string("tier")?)
                     .map(TierCode::from_tier)
                     .ok_or_else(|| bad("tier"))?,
             ),
-            Opcode::Qmem => Imm::Query {
+            ImmKind::Query => Imm::Query {
                 tier: crate::Tier::parse(&string("tier")?)
                     .map(TierCode::from_tier)
                     .ok_or_else(|| bad("tier"))?,
@@ -513,7 +516,7 @@ impl FlowGen<'_> {
                     None => None,
                 },
             },
-            Opcode::Object => match attrs.get("keys") {
+            ImmKind::Keys => match attrs.get("keys") {
                 Some(Attr::Json(serde_json::Value::Array(ks))) => Imm::Keys(
                     ks.iter()
                         .map(|k| k.as_str().map(str::to_string).ok_or_else(|| bad("keys")))
@@ -521,7 +524,7 @@ impl FlowGen<'_> {
                 ),
                 _ => return Err(bad("keys")),
             },
-            Opcode::Cast => {
+            ImmKind::Cast => {
                 let t = od
                     .results
                     .first()
@@ -530,8 +533,8 @@ impl FlowGen<'_> {
                     .ok_or_else(|| bad("result"))?;
                 Imm::Cast(cx.intern(&t))
             }
-            Opcode::BeliefGet | Opcode::BeliefSet => Imm::Belief(string("name")?),
-            Opcode::FlowCall => match attrs.get("callee") {
+            ImmKind::Belief => Imm::Belief(string("name")?),
+            ImmKind::Callee => match attrs.get("callee") {
                 Some(Attr::Symbol { agent, flow }) => {
                     let (a, f) = self.agents.resolve(agent, flow).ok_or_else(|| {
                         CompileError::UnknownCallee {
@@ -543,13 +546,7 @@ impl FlowGen<'_> {
                 }
                 _ => return Err(bad("callee")),
             },
-            Opcode::Ask
-            | Opcode::Think
-            | Opcode::Reason
-            | Opcode::Llm
-            | Opcode::Plan
-            | Opcode::Reflect
-            | Opcode::Verify => {
+            ImmKind::Llm => {
                 let s = |n: &str| attrs.get(n).and_then(Attr::as_str).map(str::to_string);
                 let num = |n: &str| match attrs.get(n) {
                     Some(Attr::Number(x)) => Some(*x),
@@ -580,14 +577,13 @@ impl FlowGen<'_> {
                     context,
                 }))
             }
-            Opcode::Loop => Imm::Loop {
+            ImmKind::Loop => Imm::Loop {
                 max_iters: match attrs.get("max_iters") {
                     Some(Attr::Number(x)) if x.is_finite() && *x >= 0.0 => Some(*x as u64),
                     Some(_) => return Err(bad("max_iters")),
                     None => None,
                 },
             },
-            _ => Imm::None,
         })
     }
 }
@@ -678,10 +674,8 @@ fn region_cp(
     // Op durations first (may recurse into regions and callees).
     for i in 0..n_ops {
         let op = &p.flows[f].regions[r].ops[i];
-        let est = match (&op.opcode, &op.imm) {
-            (Opcode::FlowCall, Imm::Callee(c)) if (*c as usize) < cp.len() => {
-                flow_cp(p, *c as usize, cp, busy)
-            }
+        let est = match &op.imm {
+            Imm::Callee(c) if (*c as usize) < cp.len() => flow_cp(p, *c as usize, cp, busy),
             _ if !op.regions.is_empty() => {
                 let rs = op.regions.clone();
                 rs.iter()

@@ -384,6 +384,28 @@ pub enum Imm {
     },
 }
 
+impl Imm {
+    /// Its kind, as the op table names it ([`crate::OpInfo::imm`]).
+    pub fn kind(&self) -> crate::ImmKind {
+        use crate::ImmKind as K;
+        match self {
+            Imm::None => K::None,
+            Imm::Const(_) => K::Const,
+            Imm::Template(_) => K::Template,
+            Imm::Field(_) => K::Field,
+            Imm::Tool(_) => K::Tool,
+            Imm::Tier(_) => K::Tier,
+            Imm::Query { .. } => K::Query,
+            Imm::Keys(_) => K::Keys,
+            Imm::Cast(_) => K::Cast,
+            Imm::Belief(_) => K::Belief,
+            Imm::Callee(_) => K::Callee,
+            Imm::Llm(_) => K::Llm,
+            Imm::Loop { .. } => K::Loop,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct LlmAttrs {
     pub model: Option<String>,

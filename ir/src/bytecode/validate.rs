@@ -526,17 +526,23 @@ impl FlowCheck<'_> {
     fn check_imm(&self, ri: usize, oi: usize, op: &Instr) -> Result<(), LoadError> {
         let at = || self.at(ri, Some(oi));
         let ill = |message: String| LoadError::IllTyped { at: at(), message };
-        let ok = match (&op.opcode, &op.imm) {
-            (Opcode::Const, Imm::Const(c)) => {
+        // The op table says which immediate the op carries; its content is
+        // checked per kind.
+        if op.imm.kind() != op.opcode.info().imm {
+            return Err(ill(format!(
+                "immediate {:?} does not fit `{}`",
+                op.imm, op.opcode
+            )));
+        }
+        let ok = match &op.imm {
+            Imm::Const(c) => {
                 range(at(), "constant", *c, self.p.consts.len())?;
                 true
             }
-            (Opcode::Template, Imm::Template(_)) => true,
-            (Opcode::Member, Imm::Field(_)) => true,
-            (Opcode::Inv, Imm::Tool(t)) => !t.is_empty(),
-            (Opcode::Umem, Imm::Tier(_)) => true,
-            (Opcode::Qmem, Imm::Query { .. }) => true,
-            (Opcode::Object, Imm::Keys(ks)) => {
+            Imm::None | Imm::Template(_) | Imm::Field(_) | Imm::Tier(_) | Imm::Query { .. } => true,
+            Imm::Llm(_) | Imm::Loop { .. } => true,
+            Imm::Tool(t) => !t.is_empty(),
+            Imm::Keys(ks) => {
                 let r = &self.flow.regions[ri];
                 if ks.len() != r.data(op).len() {
                     return Err(ill(format!(
@@ -547,14 +553,14 @@ impl FlowCheck<'_> {
                 }
                 true
             }
-            (Opcode::Cast, Imm::Cast(t)) => {
+            Imm::Cast(t) => {
                 range(at(), "type", *t, self.types.len())?;
                 let r = &self.flow.regions[ri];
                 let res = r.slot_types.get(op.result as usize).copied();
                 res.map(|x| self.ty(x)) == Some(self.ty(*t))
             }
-            (Opcode::BeliefGet | Opcode::BeliefSet, Imm::Belief(n)) => !n.is_empty(),
-            (Opcode::FlowCall, Imm::Callee(c)) => {
+            Imm::Belief(n) => !n.is_empty(),
+            Imm::Callee(c) => {
                 range(at(), "flow", *c, self.p.flows.len())?;
                 let callee = &self.p.flows[*c as usize];
                 let r = &self.flow.regions[ri];
@@ -578,33 +584,6 @@ impl FlowCheck<'_> {
                 }
                 true
             }
-            (
-                Opcode::Ask
-                | Opcode::Think
-                | Opcode::Reason
-                | Opcode::Llm
-                | Opcode::Plan
-                | Opcode::Reflect
-                | Opcode::Verify,
-                Imm::Llm(_),
-            ) => true,
-            (Opcode::Loop, Imm::Loop { .. }) => true,
-            (_, Imm::None) => {
-                !matches!(
-                    op.opcode,
-                    Opcode::Const
-                        | Opcode::Template
-                        | Opcode::Member
-                        | Opcode::Inv
-                        | Opcode::Qmem
-                        | Opcode::Umem
-                        | Opcode::BeliefGet
-                        | Opcode::BeliefSet
-                        | Opcode::FlowCall
-                        | Opcode::Loop
-                ) && op.opcode.info().effect != crate::Effect::Llm
-            }
-            _ => false,
         };
         if ok {
             Ok(())

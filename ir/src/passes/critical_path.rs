@@ -19,7 +19,7 @@
 
 use crate::entity::{Op, Region, Value};
 use crate::module::{Attr, FlowData, Module};
-use crate::ops::Opcode;
+use crate::ops::{ExecClass, Opcode, RegionSpec};
 use crate::printer::value_names;
 use rustc_hash::FxHashMap as HashMap;
 use std::fmt::Write;
@@ -277,9 +277,10 @@ impl Analysis<'_> {
                     }
                 }
             }
-            let (cost, seq) = match od.opcode {
-                Opcode::FlowCall => self.call_cost(od.attrs.get("callee"), w),
-                Opcode::If | Opcode::Switch | Opcode::TryCatch => {
+            let info = od.opcode.info();
+            let (cost, seq) = match (info.exec, info.regions) {
+                (ExecClass::Call, _) => self.call_cost(od.attrs.get("callee"), w),
+                (_, RegionSpec::IfElse | RegionSpec::Switch | RegionSpec::TryCatch) => {
                     let mut cost = 0;
                     let mut seq = 0;
                     for &r in &od.regions {
@@ -289,7 +290,7 @@ impl Analysis<'_> {
                     }
                     (cost, seq)
                 }
-                Opcode::Loop => {
+                (_, RegionSpec::Loop) => {
                     let iters = loop_iterations(f, op);
                     let mut cost = 0;
                     let mut seq = 0;
@@ -300,8 +301,8 @@ impl Analysis<'_> {
                     }
                     (cost.saturating_mul(iters), seq.saturating_mul(iters))
                 }
-                o => {
-                    let c = o.info().latency.nominal_ms();
+                (_, RegionSpec::None) => {
+                    let c = info.latency.nominal_ms();
                     (c, c)
                 }
             };

@@ -36,7 +36,7 @@ use super::util::{
 use super::{Changed, Pass};
 use crate::entity::{Op, Value};
 use crate::module::{Attr, Dfg, FlowData, Module};
-use crate::ops::Opcode;
+use crate::ops::{Latency, Opcode};
 use crate::printer::attr_text;
 use crate::types::Type;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
@@ -143,12 +143,12 @@ impl FuseAsk {
         Ok(p)
     }
 
+    /// Text-reply LLM ops fuse; the slower latency classes only with `think`.
     fn fusable(&self, opcode: Opcode) -> bool {
-        match opcode {
-            Opcode::Ask | Opcode::Llm => true,
-            Opcode::Think | Opcode::Reason => self.think,
-            _ => false,
-        }
+        opcode
+            .info()
+            .llm
+            .is_some_and(|k| !k.structured() && (k.latency() == Latency::Ask || self.think))
     }
 }
 

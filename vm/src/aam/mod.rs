@@ -971,7 +971,11 @@ impl AamHost {
             Confirm::Ask(asker) => {
                 let k = (agent.to_string(), t.name.clone());
                 if let Some(a) = lock(&self.answers).get(&k).copied() {
-                    return if a { Ok(()) } else { Err(refuse("was not confirmed")) };
+                    return if a {
+                        Ok(())
+                    } else {
+                        Err(refuse("was not confirmed"))
+                    };
                 }
                 // One question at a time (another call may have asked the
                 // same while this one waited); the answer holds for the run.

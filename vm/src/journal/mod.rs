@@ -562,9 +562,11 @@ impl Journal {
         .map_err(db_err(&path))?;
         let prior: (i64, i64) = conn
             .query_row(
-                "SELECT COUNT(*), COALESCE(SUM(tokens), 0) FROM entries
-                 WHERE run = ?1 AND kind = 'done'
-                 AND op IN ('ask', 'think', 'reason', 'llm', 'plan', 'reflect', 'verify')",
+                &format!(
+                    "SELECT COUNT(*), COALESCE(SUM(tokens), 0) FROM entries
+                     WHERE run = ?1 AND kind = 'done' AND op IN ({})",
+                    llm_op_names_sql()
+                ),
                 [run_id],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
@@ -721,6 +723,17 @@ impl Journal {
         drop(conn);
         Ok(())
     }
+}
+
+/// The mnemonics of the LLM ops, as a SQL list (`'ask', 'think', ...`),
+/// from the op table: entries record an op by its mnemonic.
+pub fn llm_op_names_sql() -> String {
+    ais_ir::Opcode::ALL
+        .iter()
+        .filter(|op| op.info().llm.is_some())
+        .map(|op| format!("'{}'", op.mnemonic()))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The journal directory for a memory directory argument (`None`: ephemeral).

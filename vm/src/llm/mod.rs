@@ -10,6 +10,7 @@ pub mod factory;
 pub mod fake;
 pub mod http;
 pub mod jsonschema;
+pub mod kinds;
 pub mod mock;
 pub mod ollama;
 pub mod openai;
@@ -26,32 +27,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Which AIS operation issued the request; selects system prompt, model and
-/// latency class.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LlmOpKind {
-    Ask,
-    Think,
-    Reason,
-    Llm,
-    Plan,
-    Reflect,
-    Verify,
-}
-
-impl LlmOpKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            LlmOpKind::Ask => "ask",
-            LlmOpKind::Think => "think",
-            LlmOpKind::Reason => "reason",
-            LlmOpKind::Llm => "llm",
-            LlmOpKind::Plan => "plan",
-            LlmOpKind::Reflect => "reflect",
-            LlmOpKind::Verify => "verify",
-        }
-    }
-}
+/// latency class. Defined by the op table (`ais_ir::LlmKind`).
+pub use ais_ir::LlmKind as LlmOpKind;
 
 /// A labelled context block appended to the prompt.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -4,6 +4,7 @@
 //! structured ops. Every protocol module builds its body from a [`Prepared`].
 
 use super::{LlmOpKind, LlmRequest};
+use ais_ir::Latency;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -20,13 +21,15 @@ pub enum ModelClass {
 }
 
 impl ModelClass {
+    /// The op's latency class in the op table (an LLM op's is `ask`,
+    /// `think` or `reason`).
     pub fn of(kind: LlmOpKind) -> ModelClass {
-        match kind {
-            LlmOpKind::Ask | LlmOpKind::Llm => ModelClass::Ask,
-            LlmOpKind::Think | LlmOpKind::Plan | LlmOpKind::Reflect | LlmOpKind::Verify => {
-                ModelClass::Think
+        match kind.latency() {
+            Latency::Think => ModelClass::Think,
+            Latency::Reason => ModelClass::Reason,
+            Latency::Ask | Latency::None | Latency::Mem | Latency::Tool | Latency::Io => {
+                ModelClass::Ask
             }
-            LlmOpKind::Reason => ModelClass::Reason,
         }
     }
 
@@ -72,26 +75,7 @@ impl Models {
 
 /// The default system prompt of each op kind.
 pub fn default_instruction(kind: LlmOpKind) -> &'static str {
-    match kind {
-        LlmOpKind::Ask | LlmOpKind::Llm => {
-            "You are a helpful assistant inside an agent workflow. Answer the request directly and concisely."
-        }
-        LlmOpKind::Think => {
-            "You are a careful analyst inside an agent workflow. Think the problem through, then give a clear, well-organised answer."
-        }
-        LlmOpKind::Reason => {
-            "You are an expert reasoner inside an agent workflow. Reason step by step about the problem and state your conclusion explicitly."
-        }
-        LlmOpKind::Plan => {
-            "You are a planner inside an agent workflow. Break the goal into concrete steps; each step has a short id, a description, and the ids of the steps it depends on."
-        }
-        LlmOpKind::Reflect => {
-            "You are a reviewer inside an agent workflow. Critique the content honestly and give concrete suggestions to improve it."
-        }
-        LlmOpKind::Verify => {
-            "You are a verifier inside an agent workflow. Decide whether the claim is supported by the evidence and explain why."
-        }
-    }
+    super::kinds::semantics(kind).instruction
 }
 
 /// System prompts per op kind: the defaults with `[instruction]` overrides.

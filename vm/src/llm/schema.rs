@@ -56,10 +56,5 @@ pub fn reflect() -> Value {
 
 /// The schema a reply to `kind` must satisfy, if the op is structured.
 pub fn schema_for(kind: LlmOpKind) -> Option<Value> {
-    match kind {
-        LlmOpKind::Plan => Some(plan()),
-        LlmOpKind::Verify => Some(verify()),
-        LlmOpKind::Reflect => Some(reflect()),
-        _ => None,
-    }
+    super::kinds::semantics(kind).schema.map(|schema| schema())
 }

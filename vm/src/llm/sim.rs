@@ -169,14 +169,7 @@ fn summarize(text: &str, n: usize) -> String {
 }
 
 fn prose(request: &LlmRequest, topic: &str, tag: &str) -> String {
-    let lead = match request.kind {
-        LlmOpKind::Ask | LlmOpKind::Llm => "Answer",
-        LlmOpKind::Think => "Analysis",
-        LlmOpKind::Reason => "Reasoned conclusion",
-        LlmOpKind::Plan => "Plan",
-        LlmOpKind::Reflect => "Critique",
-        LlmOpKind::Verify => "Verdict",
-    };
+    let lead = super::kinds::semantics(request.kind).sim_lead;
     let mut s = format!(
         "[simulated {} #{tag}] {lead} for: {topic}",
         request.kind.name()

@@ -8,7 +8,6 @@ use crate::exec::{self, Class, OpError, Results};
 use crate::frame::Frame;
 use crate::value::Val;
 use ais_ir::bytecode::{Imm, Instr};
-use ais_ir::Opcode;
 use serde_json::Value as Json;
 use std::sync::atomic::Ordering;
 
@@ -36,7 +35,7 @@ impl<'r> Run<'r> {
         class: Class,
         args: &[Val],
     ) -> Admission {
-        let jkey = self.journal_key(frame, op, instr, class, args);
+        let jkey = self.journal_key(frame, op, instr, args);
         let replayed = match (&jkey, self.journal) {
             (Some((k, h)), Some(j)) => self.replay(j, k, h, instr, args),
             _ => None,
@@ -61,13 +60,11 @@ impl<'r> Run<'r> {
         frame: &Frame<'r>,
         op: u32,
         instr: &Instr,
-        class: Class,
         args: &[Val],
     ) -> Option<(String, String)> {
         self.journal?;
-        if !matches!(class, Class::Inline | Class::Llm | Class::Tool)
-            || instr.opcode == Opcode::Fence
-        {
+        // The op table says which ops the journal records.
+        if !instr.opcode.info().journaled {
             return None;
         }
         Some((

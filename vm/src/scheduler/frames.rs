@@ -11,7 +11,7 @@ use crate::sync::lock;
 use crate::tx::{Parent as TxParent, Tx};
 use crate::value::Val;
 use ais_ir::bytecode::{Imm, Instr};
-use ais_ir::Opcode;
+use ais_ir::RegionSpec;
 use serde_json::Value as Json;
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -489,14 +489,16 @@ impl<'r> Run<'r> {
             args.first()
                 .ok_or_else(|| OpError::new("internal.operand", "missing operand"))
         };
-        match instr.opcode {
-            Opcode::If | Opcode::Switch => {
+        // By the op table's region shape: a new control op with a known
+        // shape needs no edit here, an unknown shape fails to compile.
+        match instr.opcode.info().regions {
+            RegionSpec::IfElse | RegionSpec::Switch => {
                 let r = exec::select_branch(flow, instr, first()?)?;
                 let child =
                     self.new_frame(frame.flow, r, Some(owner(Role::Branch)), tail, frame.depth)?;
                 self.start_frame(&child, [], Some(frame), sink)
             }
-            Opcode::TryCatch => {
+            RegionSpec::TryCatch => {
                 let r = instr
                     .regions
                     .first()
@@ -506,7 +508,7 @@ impl<'r> Run<'r> {
                     self.new_frame(frame.flow, r, Some(owner(Role::Try)), tail, frame.depth)?;
                 self.start_frame(&child, [], Some(frame), sink)
             }
-            Opcode::Loop => {
+            RegionSpec::Loop => {
                 let items = exec::loop_items(instr, first()?)?;
                 let carried: Vec<Val> = args.iter().skip(1).cloned().collect();
                 let n = items.len();
@@ -561,9 +563,9 @@ impl<'r> Run<'r> {
                 }
                 Ok(())
             }
-            other => Err(OpError::new(
+            RegionSpec::None => Err(OpError::new(
                 "internal.control",
-                format!("`{other}` is not a control op"),
+                format!("`{}` is not a control op", instr.opcode),
             )),
         }
     }

@@ -236,11 +236,16 @@ impl<'r> Run<'r> {
             }
         }
         let (result, info) = if llm {
-            let req = exec::llm_request(agent, instr, &args);
-            // Every attempt (retries included) goes into the op's telemetry.
-            let log = crate::llm::AttemptLog::new();
-            let result = self.backend.complete_observed(&req, &self.cancel, &log);
-            self.llm_outcome(&req, result, log.attempts())
+            match exec::llm_request(agent, instr, &args) {
+                Ok(req) => {
+                    // Every attempt (retries included) goes into the op's
+                    // telemetry.
+                    let log = crate::llm::AttemptLog::new();
+                    let result = self.backend.complete_observed(&req, &self.cancel, &log);
+                    self.llm_outcome(&req, result, log.attempts())
+                }
+                Err(e) => (Err(e), None),
+            }
         } else {
             (
                 exec::exec_tool(self.host, agent, instr, &args, &self.cancel),

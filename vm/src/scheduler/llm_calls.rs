@@ -3,7 +3,7 @@
 //! that settles them.
 
 use super::io::{Call, Job};
-use super::Run;
+use super::{Run, Sink};
 use crate::exec;
 use crate::sync::{lock, wait_until, SPIN};
 use crate::telemetry::{OpEvent, Status, Track};
@@ -296,7 +296,14 @@ impl<'r> Run<'r> {
             self.llm.finished();
             return None;
         }
-        let req = exec::llm_request(self.agent_name(call.frame.agent), instr, &args);
+        let req = match exec::llm_request(self.agent_name(call.frame.agent), instr, &args) {
+            Ok(req) => req,
+            Err(e) => {
+                self.fail(&call.frame, op, e, &Sink::Global);
+                self.llm.finished();
+                return None;
+            }
+        };
         call.jkey = jkey;
         let token = self.next_call.fetch_add(1, Ordering::Relaxed);
         let scheduled = self.backend.scheduled_reply(&req);

@@ -1,0 +1,58 @@
+//! What the VM does differently per LLM operation, in one place: the
+//! default system prompt, the reply schema of structured ops and the
+//! simulator's lead word. Every other fact about an LLM op (its name, model
+//! class, latency, reply type) is in the op table (`ais_ir::LlmKind`).
+
+use super::{schema, LlmOpKind};
+use serde_json::Value;
+
+/// The per-kind behaviour of the LLM layer.
+pub struct Semantics {
+    /// The default system prompt (`[instruction]` in the configuration
+    /// overrides it).
+    pub instruction: &'static str,
+    /// The JSON schema a reply must satisfy (structured ops only).
+    pub schema: Option<fn() -> Value>,
+    /// How the simulator's text reply starts.
+    pub sim_lead: &'static str,
+}
+
+pub fn semantics(kind: LlmOpKind) -> Semantics {
+    let s = |instruction, schema, sim_lead| Semantics {
+        instruction,
+        schema,
+        sim_lead,
+    };
+    match kind {
+        LlmOpKind::Ask | LlmOpKind::Llm => s(
+            "You are a helpful assistant inside an agent workflow. Answer the request directly and concisely.",
+            None,
+            "Answer",
+        ),
+        LlmOpKind::Think => s(
+            "You are a careful analyst inside an agent workflow. Think the problem through, then give a clear, well-organised answer.",
+            None,
+            "Analysis",
+        ),
+        LlmOpKind::Reason => s(
+            "You are an expert reasoner inside an agent workflow. Reason step by step about the problem and state your conclusion explicitly.",
+            None,
+            "Reasoned conclusion",
+        ),
+        LlmOpKind::Plan => s(
+            "You are a planner inside an agent workflow. Break the goal into concrete steps; each step has a short id, a description, and the ids of the steps it depends on.",
+            Some(schema::plan),
+            "Plan",
+        ),
+        LlmOpKind::Reflect => s(
+            "You are a reviewer inside an agent workflow. Critique the content honestly and give concrete suggestions to improve it.",
+            Some(schema::reflect),
+            "Critique",
+        ),
+        LlmOpKind::Verify => s(
+            "You are a verifier inside an agent workflow. Decide whether the claim is supported by the evidence and explain why.",
+            Some(schema::verify),
+            "Verdict",
+        ),
+    }
+}
