@@ -18,8 +18,9 @@
 //! Machine", for the language-level semantics.
 
 /// Tools every agent has without declaring them, besides the stdlib's
-/// built-ins (`ais_stdlib::builtins`). The front end reads this list so
-/// calling them does not warn W0003.
+/// built-ins (`ais_stdlib::builtins`). The front end reads the same names
+/// from `ais_stdlib::HOST_TOOLS` (a test keeps the two equal) so calling
+/// them does not warn W0003.
 pub const AAM_TOOL_NAMES: &[&str] = &[
     "memory_search",
     "goals_list",

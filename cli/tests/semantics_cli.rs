@@ -660,7 +660,7 @@ fn commands() -> Vec<(Vec<String>, clap::Command)> {
             walk(p, s, out);
         }
     }
-    let mut root = <ais_compiler::cli::Cli as clap::CommandFactory>::command();
+    let mut root = <ais_cli::Cli as clap::CommandFactory>::command();
     root.build();
     let mut out = Vec::new();
     walk(Vec::new(), &root, &mut out);

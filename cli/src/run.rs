@@ -3,7 +3,7 @@
 
 use super::output::Output;
 use super::{BackendArgs, OptArgs};
-use crate::driver;
+use ais_compiler::driver;
 use ais_ir::bytecode::{self, Program};
 use ais_ir::Diagnostic;
 use ais_vm::{Policy, RunOptions};
