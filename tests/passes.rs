@@ -14,8 +14,8 @@
 //! "unchanged" exactly when the printed IR did not change, and that
 //! `-O1` leaves exactly one call on `examples/02_chain_fusion.ais`.
 
-use ais_compiler::driver::lower_source;
 use ais_cli::opt;
+use ais_compiler::driver::lower_source;
 use ais_ir::passes::{pass_names, OptLevel, PassManager};
 use ais_ir::{parse_module, print_module, verify_errors, Effect, Module};
 use ais_tests::{corpus, rel, root, snapshot_dir, snapshot_name};

@@ -2,7 +2,7 @@
 //! that `aisc run` runs programs on.
 
 use ais_vm::aam::inspect::{self, Which};
-use ais_vm::aam::{AamHost, AamOptions, Confirm, Storage};
+use ais_vm::aam::{AamHost, AamOptions, Storage};
 use std::path::PathBuf;
 
 /// Where memory lives (shared by `run`, `memory`, `trace`).
@@ -179,8 +179,8 @@ pub fn open_host(
     let host = AamHost::open(AamOptions {
         storage: mem.storage(),
         config,
-        confirm: Confirm::auto(yes),
-        echo: true,
+        confirm: crate::tty::confirm_mode(yes),
+        console: Some(std::sync::Arc::new(crate::tty::TtyConsole)),
     })
     .map_err(|e| e.to_string())?;
     for w in host.warnings() {

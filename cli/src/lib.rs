@@ -11,6 +11,7 @@ pub mod opt;
 mod output;
 mod run;
 mod runs;
+mod tty;
 
 use ais_compiler::diagnostics::explain;
 use ais_compiler::driver;

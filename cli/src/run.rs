@@ -388,7 +388,7 @@ pub fn run_loaded(
         concurrency: run.concurrency,
         events_path: run.events.clone(),
         trace_path: run.trace.clone(),
-        progress: !run.quiet,
+        progress: crate::tty::progress_bar(run.quiet),
         budget,
         watchdog: Some(run.budget.watchdog),
         max_live_frames: run

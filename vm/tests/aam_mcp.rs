@@ -21,7 +21,7 @@ fn host(config: &str, confirm: Confirm) -> Result<AamHost, HostError> {
         storage: Storage::Ephemeral,
         config: AamConfig::parse(config, None).unwrap(),
         confirm,
-        echo: false,
+        console: None,
     })
 }
 

@@ -50,7 +50,6 @@ use episodic::Episodic;
 use ltm::{text_of, Ltm};
 use serde_json::{json, Map, Value as Json};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -132,37 +131,66 @@ impl Storage {
 }
 
 /// What happens when an agent calls a destructive tool.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone)]
 pub enum Confirm {
     /// `--yes`: run it.
     Yes,
-    /// Ask on the terminal (stdin is a TTY).
-    Ask,
-    /// Refuse with `tool.confirmation_required`.
+    /// Ask whoever runs the program (the CLI: a `[y/N]` prompt on the
+    /// terminal). Asked once per agent and tool; the answer holds for the run.
+    Ask(Arc<dyn Confirmer>),
+    /// Refuse with `tool.confirmation_required` (nobody to ask).
     Deny,
 }
 
-impl Confirm {
-    /// `--yes` wins; otherwise ask only when stdin is a terminal.
-    pub fn auto(yes: bool) -> Confirm {
-        if yes {
-            Confirm::Yes
-        } else if std::io::stdin().is_terminal() {
-            Confirm::Ask
-        } else {
-            Confirm::Deny
-        }
+impl std::fmt::Debug for Confirm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Confirm::Yes => "Yes",
+            Confirm::Ask(_) => "Ask",
+            Confirm::Deny => "Deny",
+        })
     }
 }
 
+/// Decides whether a destructive tool call may run. The VM never reads the
+/// terminal itself: the edge (the CLI) provides this.
+pub trait Confirmer: Send + Sync {
+    /// `true` allows `agent` to run `tool` (first called with `args`) for
+    /// the rest of the run.
+    fn confirm(&self, agent: &str, tool: &str, args: &Json) -> bool;
+}
+
+/// Where what the AAM has to show a person goes while a run is under way:
+/// the program's printed lines and warnings. The VM never writes to the
+/// terminal itself; the edge (the CLI) provides this.
+pub trait Console: Send + Sync {
+    /// A line the program printed (it is also kept: [`AamHost::printed`]).
+    fn print(&self, line: &str);
+    /// Something went wrong that does not stop the run (e.g. an episodic
+    /// record could not be written).
+    fn warn(&self, message: &str);
+}
+
 /// How to build an [`AamHost`].
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct AamOptions {
     pub storage: Storage,
     pub config: AamConfig,
     pub confirm: Confirm,
-    /// Write printed lines to stdout.
-    pub echo: bool,
+    /// Shows printed lines and run-time warnings; `None`: printed lines are
+    /// only kept, warnings dropped.
+    pub console: Option<Arc<dyn Console>>,
+}
+
+impl std::fmt::Debug for AamOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AamOptions")
+            .field("storage", &self.storage)
+            .field("config", &self.config)
+            .field("confirm", &self.confirm)
+            .field("console", &self.console.is_some())
+            .finish()
+    }
 }
 
 impl Default for AamOptions {
@@ -171,7 +199,7 @@ impl Default for AamOptions {
             storage: Storage::Ephemeral,
             config: AamConfig::default(),
             confirm: Confirm::Deny,
-            echo: false,
+            console: None,
         }
     }
 }
@@ -237,7 +265,7 @@ pub struct AamHost {
     storage: Storage,
     config: AamConfig,
     confirm: Confirm,
-    echo: bool,
+    console: Option<Arc<dyn Console>>,
     clock: Arc<AtomicU64>,
     seq: AtomicU64,
     stm: RwLock<HashMap<String, Arc<Stm>>>,
@@ -302,8 +330,8 @@ impl AamHost {
             swap_ns: format!("stm:{run_id}:{}", std::process::id()),
             run_id,
             storage: options.storage.clone(),
-            confirm: options.confirm,
-            echo: options.echo,
+            confirm: options.confirm.clone(),
+            console: options.console.clone(),
             clock: Arc::new(AtomicU64::new(0)),
             seq: AtomicU64::new(0),
             stm: RwLock::default(),
@@ -657,8 +685,10 @@ impl AamHost {
 
     fn append(&self, rec: Json) {
         if let Err(e) = self.episodic.append(rec) {
-            // The run goes on; the failure is visible on stderr once per call.
-            let _ = writeln!(std::io::stderr(), "warning: {e}");
+            // The run goes on; the edge shows the failure once per call.
+            if let Some(c) = &self.console {
+                c.warn(&e.to_string());
+            }
         }
     }
 
@@ -957,27 +987,17 @@ impl AamHost {
             )
             .with_payload(json!({"agent": agent, "tool": t.name}))
         };
-        match self.confirm {
+        match &self.confirm {
             Confirm::Yes => Ok(()),
             Confirm::Deny => Err(refuse("stdin is not a terminal to confirm it")),
-            Confirm::Ask => {
-                // One prompt at a time; the answer holds for the run.
+            Confirm::Ask(asker) => {
+                // One question at a time; the answer holds for the run.
                 let mut answers = lock(&self.answers);
                 let k = (agent.to_string(), t.name.clone());
                 let ok = match answers.get(&k) {
                     Some(a) => *a,
                     None => {
-                        let shown: String = args.to_string().chars().take(300).collect();
-                        let mut err = std::io::stderr().lock();
-                        let _ = write!(
-                            err,
-                            "agent `{agent}` wants to run the destructive tool `{}` with {shown}\nallow it for this run? [y/N] ",
-                            t.name
-                        );
-                        let _ = err.flush();
-                        let mut line = String::new();
-                        let yes = std::io::stdin().read_line(&mut line).is_ok()
-                            && matches!(line.trim().to_lowercase().as_str(), "y" | "yes");
+                        let yes = asker.confirm(agent, &t.name, args);
                         answers.insert(k, yes);
                         yes
                     }
@@ -1367,9 +1387,8 @@ impl Host for AamHost {
 
     fn print(&self, agent: &str, line: &str) {
         let t0 = Instant::now();
-        if self.echo {
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{line}");
+        if let Some(c) = &self.console {
+            c.print(line);
         }
         lock(&self.printed).push(line.to_string());
         self.log(agent, "print", json!({"line": line}), Ok(&Json::Null), t0);

@@ -32,7 +32,6 @@ use crossbeam_deque::{Injector, Steal, Stealer, Worker};
 use io::{Job, Lane};
 use serde_json::Value as Json;
 use smallvec::{smallvec, SmallVec};
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
@@ -56,8 +55,8 @@ pub struct RunOptions {
     pub events_path: Option<PathBuf>,
     /// Write a Chrome trace (Perfetto) here.
     pub trace_path: Option<PathBuf>,
-    /// Live progress on stderr (only when stderr is a terminal).
-    pub progress: bool,
+    /// Receives live progress while the run lasts (the CLI draws it).
+    pub progress: Option<crate::progress::ProgressSink>,
     /// Keep per-op events in the report (needed for exports; on by default).
     pub record_events: bool,
     /// Deepest `flow.call` nesting before the call fails with `call.depth`.
@@ -85,7 +84,7 @@ impl Default for RunOptions {
             concurrency: None,
             events_path: None,
             trace_path: None,
-            progress: false,
+            progress: None,
             record_events: true,
             max_call_depth: 512,
             max_live_frames: limits::DEFAULT_MAX_LIVE_FRAMES,
@@ -2123,8 +2122,10 @@ pub fn run(
                 }
             }
         }
-        let progress = (options.progress && std::io::stderr().is_terminal())
-            .then(|| s.spawn(move || progress_loop(run)));
+        let progress = options
+            .progress
+            .as_ref()
+            .map(|p| s.spawn(move || progress_loop(run, &*p.0)));
         if let Some(e) = spawn_err {
             run.finish(Err(RunError::Internal(format!(
                 "cannot start threads: {e}"
@@ -2229,22 +2230,15 @@ pub fn run(
     }
 }
 
-fn progress_loop(run: &Run<'_>) {
-    let bar = indicatif::ProgressBar::new_spinner();
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} {elapsed} {msg}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
-    );
+fn progress_loop(run: &Run<'_>, observer: &dyn crate::progress::ProgressObserver) {
     loop {
-        let ops: u64 = run.done_ops.iter().map(|c| c.load(Ordering::Relaxed)).sum();
-        let total = run.program.op_count();
-        bar.set_message(format!(
-            "ops {ops} (program has {total}) · LLM calls in flight {} (queued {}) · tools {}",
-            run.llm.busy.load(Ordering::Relaxed),
-            run.llm.queued(),
-            run.tool.busy.load(Ordering::Relaxed),
-        ));
-        bar.tick();
+        observer.update(&crate::progress::Progress {
+            ops_done: run.done_ops.iter().map(|c| c.load(Ordering::Relaxed)).sum(),
+            ops_total: run.program.op_count(),
+            llm_busy: run.llm.busy.load(Ordering::Relaxed),
+            llm_queued: run.llm.queued(),
+            tools_busy: run.tool.busy.load(Ordering::Relaxed),
+        });
         let (m, cv) = &run.done;
         let g = lock(m);
         if *g {
@@ -2257,5 +2251,5 @@ fn progress_loop(run: &Run<'_>) {
             break;
         }
     }
-    bar.finish_and_clear();
+    observer.finish();
 }
