@@ -3,7 +3,7 @@
 //!
 //! Each corpus file starts with a `// RUN: ais-opt FLAGS` line. The harness
 //! runs `ais-opt FILE FLAGS --verify-each --color=never` in process
-//! (`ais_compiler::opt::run`) and compares stdout, stderr and the exit code
+//! (`ais_cli::opt::run`) and compares stdout, stderr and the exit code
 //! with the reviewed snapshot in `snapshots/passes/`. On success it also
 //! checks that the output IR verifies and round-trips, and these optional
 //! directives:
@@ -14,8 +14,8 @@
 //! "unchanged" exactly when the printed IR did not change, and that
 //! `-O1` leaves exactly one call on `examples/02_chain_fusion.ais`.
 
+use ais_cli::opt;
 use ais_compiler::driver::lower_source;
-use ais_compiler::opt;
 use ais_ir::passes::{pass_names, OptLevel, PassManager};
 use ais_ir::{parse_module, print_module, verify_errors, Effect, Module};
 use ais_tests::{corpus, rel, root, snapshot_dir, snapshot_name};

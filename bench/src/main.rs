@@ -349,7 +349,7 @@ fn run_workloads(o: &Opts) -> Result<(), String> {
             .filter(|p| p.is_file()),
     };
     if aisc.is_none() && !o.no_whole_process {
-        eprintln!("note: no `aisc` next to this binary (cargo build --release -p ais-compiler --bin aisc); whole-process runs use `ais-bench exec`");
+        eprintln!("note: no `aisc` next to this binary (cargo build --release -p ais-cli --bin aisc); whole-process runs use `ais-bench exec`");
     }
     let python = if o.no_langgraph {
         None
@@ -866,7 +866,7 @@ fn commands(o: &Opts) -> String {
 fn command_block(flags: &str) -> String {
     format!(
         "bash bench/langgraph/setup.sh                      # venv with the pinned LangGraph stack\n\
-         cargo build --release -p ais-compiler --bin aisc   # whole-process runs use the aisc next to ais-bench\n\
+         cargo build --release -p ais-cli --bin aisc   # whole-process runs use the aisc next to ais-bench\n\
          cargo run --release -p ais-bench -- workloads{flags}"
     )
 }

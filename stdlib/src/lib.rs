@@ -19,6 +19,7 @@
 
 pub mod calc;
 pub mod fs;
+#[cfg(feature = "http")]
 pub mod http;
 pub mod jsonpath;
 pub mod time;
@@ -250,7 +251,14 @@ pub const HOST_TOOLS: &[HostToolFacts] = &[
 /// Runs the built-in tool `name`; `None` when there is no such tool.
 pub fn call(name: &str, args: &Json, settings: &Settings) -> Option<Result<Json, ToolError>> {
     Some(match name {
+        #[cfg(feature = "http")]
         "http_get" => http::http_get(args, settings),
+        // Built for the catalogue only (the front end): nothing to call.
+        #[cfg(not(feature = "http"))]
+        "http_get" => Err(ToolError::new(
+            "http.unavailable",
+            "ais-stdlib was built without its `http` feature",
+        )),
         "read_file" => fs::read_file(args, settings),
         "write_file" => fs::write_file(args, settings),
         "json_query" => jsonpath::json_query(args),

@@ -17,17 +17,6 @@ use serde_json::{json, Value as Json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-/// Receives each line a program prints, as it is printed (the edge decides
-/// where it goes; the VM writes nothing itself).
-#[derive(Clone)]
-pub struct LineSink(pub Arc<dyn Fn(&str) + Send + Sync>);
-
-impl std::fmt::Debug for LineSink {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("LineSink")
-    }
-}
-
 /// A failed host operation, surfaced to `try/catch` as `{code, message, payload}`.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[error("{message}")]

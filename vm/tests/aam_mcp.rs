@@ -21,7 +21,7 @@ fn host(config: &str, confirm: Confirm) -> Result<AamHost, HostError> {
         storage: Storage::Ephemeral,
         config: AamConfig::parse(config, None).unwrap(),
         confirm,
-        output: None,
+        console: None,
     })
 }
 

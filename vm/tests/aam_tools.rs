@@ -22,7 +22,7 @@ fn host(config: &str, confirm: Confirm) -> AamHost {
         storage: Storage::Ephemeral,
         config,
         confirm,
-        output: None,
+        console: None,
     })
     .unwrap()
 }
@@ -246,6 +246,46 @@ fn destructive_tools_need_confirmation() {
     assert!(!d.path().join("f").exists());
     inv(&host(&cfg, Confirm::Yes), "A", "write_file", args).unwrap();
     assert!(d.path().join("f").exists());
+}
+
+/// Answers with a fixed verdict and counts the questions.
+struct Scripted {
+    answer: bool,
+    asked: AtomicUsize,
+}
+
+impl ais_vm::aam::Confirmer for Scripted {
+    fn confirm(&self, agent: &str, tool: &str, args: &Json) -> bool {
+        assert_eq!((agent, tool), ("A", "write_file"));
+        assert_eq!(args["path"], "f");
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        self.answer
+    }
+}
+
+#[test]
+fn the_edge_is_asked_once_per_agent_and_tool_and_its_answer_holds() {
+    for answer in [true, false] {
+        let d = tempfile::tempdir().unwrap();
+        let cfg = format!(
+            "[tools]\nworkspace = \"{}\"\ndestructive = [\"write_file\"]\n[access]\nallow = {{ A = [\"write_file\"] }}\n",
+            toml_str(d.path())
+        );
+        let asker = Arc::new(Scripted {
+            answer,
+            asked: AtomicUsize::new(0),
+        });
+        let h = host(&cfg, Confirm::Ask(asker.clone()));
+        for _ in 0..2 {
+            let r = inv(&h, "A", "write_file", json!({"path": "f", "content": "x"}));
+            match answer {
+                true => assert!(r.is_ok(), "{r:?}"),
+                false => assert_eq!(r.unwrap_err().code, "tool.confirmation_required"),
+            }
+        }
+        assert_eq!(asker.asked.load(Ordering::SeqCst), 1);
+        assert_eq!(d.path().join("f").exists(), answer);
+    }
 }
 
 fn sub(name: &str, script: &str, timeout: f64) -> String {

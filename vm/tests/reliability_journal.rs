@@ -1,6 +1,6 @@
 //! Run journal, resume, budgets: in-process fault tests (an LLM backend that
 //! "dies" after N calls stands in for a crash; the process-level kill tests
-//! with the fault switch are in `compiler/tests/reliability_cli.rs`).
+//! with the fault switch are in `cli/tests/reliability_cli.rs`).
 #![allow(clippy::unwrap_used)]
 
 use ais_ir::bytecode::{self, Program};

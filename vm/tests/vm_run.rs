@@ -553,6 +553,46 @@ fn telemetry_events_summary_and_exports() {
         .any(|e| e["ph"] == "M" && e["args"]["name"] == "worker 1"));
 }
 
+/// Keeps every snapshot and counts `finish` calls.
+#[derive(Default)]
+struct Recorder {
+    seen: Mutex<Vec<ais_vm::progress::Progress>>,
+    finished: AtomicUsize,
+}
+
+impl ais_vm::progress::ProgressObserver for Recorder {
+    fn update(&self, p: &ais_vm::progress::Progress) {
+        self.seen.lock().unwrap().push(*p);
+    }
+    fn finish(&self) {
+        self.finished.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn progress_goes_to_the_observer_the_edge_provides() {
+    let p = program(PARALLEL);
+    let rec = Arc::new(Recorder::default());
+    let o = RunOptions {
+        args: vec![("topic".into(), json!("t"))],
+        progress: Some(ais_vm::progress::ProgressSink(rec.clone())),
+        ..opts(2)
+    };
+    let report = ais_vm::run(
+        &p,
+        &o,
+        Arc::new(FakeBackend::new()),
+        Arc::new(MemoryHost::new()),
+    );
+    assert!(report.outcome.is_ok());
+    assert_eq!(rec.finished.load(Ordering::SeqCst), 1);
+    let seen = rec.seen.lock().unwrap();
+    // At least the first sample, each against the whole program.
+    assert!(!seen.is_empty());
+    assert!(seen.iter().all(|s| s.ops_total == p.op_count()));
+    assert!(seen.windows(2).all(|w| w[0].ops_done <= w[1].ops_done));
+}
+
 #[test]
 fn structured_ops_get_their_schema_and_json_results() {
     let src = r#"

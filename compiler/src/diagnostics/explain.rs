@@ -956,7 +956,7 @@ pub fn lookup(code: &str) -> Option<&'static Explanation> {
 /// The Markdown reference of every code, as written to `docs/diagnostics.md`.
 pub fn markdown() -> String {
     let mut s = String::from(
-        "# Diagnostics reference\n\nEvery diagnostic `aisc` reports has a stable code. `aisc explain CODE` prints the\nsame text as this page (which is generated from it by the test suite).\nErrors (`E…`) stop the build; warnings (`W…`) do not.\n\nCodes by phase: `E`/`W` the front end (`aisc check`, `build`, `run`); `O` the pass\npipeline (`--passes`); `P` textual IR (`ais-opt`); `V` the IR verifier; `C` code\ngeneration; `L` loading an `.apxmobj` artifact; `R` running a program; `K` the\nconfiguration file. A test\n(`compiler/tests/semantics_cli.rs`, `every_code_is_explained`) checks that every\ncode constructed in the source has an entry here.\n\n| code | meaning |\n|---|---|\n",
+        "# Diagnostics reference\n\nEvery diagnostic `aisc` reports has a stable code. `aisc explain CODE` prints the\nsame text as this page (which is generated from it by the test suite).\nErrors (`E…`) stop the build; warnings (`W…`) do not.\n\nCodes by phase: `E`/`W` the front end (`aisc check`, `build`, `run`); `O` the pass\npipeline (`--passes`); `P` textual IR (`ais-opt`); `V` the IR verifier; `C` code\ngeneration; `L` loading an `.apxmobj` artifact; `R` running a program; `K` the\nconfiguration file. A test\n(`cli/tests/semantics_cli.rs`, `every_code_is_explained`) checks that every\ncode constructed in the source has an entry here.\n\n| code | meaning |\n|---|---|\n",
     );
     for e in EXPLANATIONS {
         s.push_str(&format!(

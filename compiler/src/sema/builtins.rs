@@ -255,7 +255,7 @@ pub fn canonical_tier(text: &str) -> Option<&'static str> {
 pub fn is_builtin_tool(name: &str) -> bool {
     // The stdlib table carries JSON schemas; keep only its names, built once.
     static STDLIB: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
-    ais_vm::aam::AAM_TOOL_NAMES.contains(&name)
+    ais_stdlib::HOST_TOOLS.iter().any(|h| h.name == name)
         || STDLIB
             .get_or_init(|| ais_stdlib::builtins().iter().map(|b| b.name).collect())
             .contains(&name)

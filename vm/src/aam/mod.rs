@@ -18,8 +18,9 @@
 //! Machine", for the language-level semantics.
 
 /// Tools every agent has without declaring them, besides the stdlib's
-/// built-ins (`ais_stdlib::builtins`). The front end reads this list so
-/// calling them does not warn W0003.
+/// built-ins (`ais_stdlib::builtins`). The front end reads the same names
+/// from `ais_stdlib::HOST_TOOLS` (a test keeps the two equal) so calling
+/// them does not warn W0003.
 pub const AAM_TOOL_NAMES: &[&str] = &[
     "memory_search",
     "goals_list",
@@ -132,8 +133,9 @@ impl Storage {
 /// Asks whether an agent may run a destructive tool. The edge provides it
 /// (the CLI asks on the terminal); the VM never reads its input itself.
 pub trait Confirmer: Send + Sync {
-    /// `args`: the call's arguments as text, shortened for display.
-    fn confirm(&self, agent: &str, tool: &str, args: &str) -> bool;
+    /// `true` allows `agent` to run `tool` (first called with `args`) for
+    /// the rest of the run.
+    fn confirm(&self, agent: &str, tool: &str, args: &Json) -> bool;
 }
 
 /// What happens when an agent calls a destructive tool.
@@ -141,9 +143,10 @@ pub trait Confirmer: Send + Sync {
 pub enum Confirm {
     /// `--yes`: run it.
     Yes,
-    /// Ask once per agent and tool for the run (one question at a time).
+    /// Ask whoever runs the program (the CLI: a `[y/N]` prompt on the
+    /// terminal). Asked once per agent and tool; the answer holds for the run.
     Ask(Arc<dyn Confirmer>),
-    /// Refuse with `tool.confirmation_required`.
+    /// Refuse with `tool.confirmation_required` (nobody to ask).
     Deny,
 }
 
@@ -157,15 +160,37 @@ impl std::fmt::Debug for Confirm {
     }
 }
 
+/// Where what the AAM has to show a person goes while a run is under way:
+/// the program's printed lines and warnings. The VM never writes to the
+/// terminal itself; the edge (the CLI) provides this.
+pub trait Console: Send + Sync {
+    /// A line the program printed (it is also kept: [`AamHost::printed`]).
+    fn print(&self, line: &str);
+    /// Something went wrong that does not stop the run (e.g. an episodic
+    /// record could not be written).
+    fn warn(&self, message: &str);
+}
+
 /// How to build an [`AamHost`].
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct AamOptions {
     pub storage: Storage,
     pub config: AamConfig,
     pub confirm: Confirm,
-    /// Where `print`ed lines go as they happen (the CLI: stdout), besides
-    /// [`AamHost::printed`]. The host itself writes nothing.
-    pub output: Option<crate::host::LineSink>,
+    /// Shows printed lines and run-time warnings; `None`: printed lines are
+    /// only kept, warnings dropped.
+    pub console: Option<Arc<dyn Console>>,
+}
+
+impl std::fmt::Debug for AamOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AamOptions")
+            .field("storage", &self.storage)
+            .field("config", &self.config)
+            .field("confirm", &self.confirm)
+            .field("console", &self.console.is_some())
+            .finish()
+    }
 }
 
 impl Default for AamOptions {
@@ -174,7 +199,7 @@ impl Default for AamOptions {
             storage: Storage::Ephemeral,
             config: AamConfig::default(),
             confirm: Confirm::Deny,
-            output: None,
+            console: None,
         }
     }
 }
@@ -240,7 +265,7 @@ pub struct AamHost {
     storage: Storage,
     config: AamConfig,
     confirm: Confirm,
-    output: Option<crate::host::LineSink>,
+    console: Option<Arc<dyn Console>>,
     clock: Arc<AtomicU64>,
     seq: AtomicU64,
     stm: RwLock<HashMap<String, Arc<Stm>>>,
@@ -260,9 +285,6 @@ pub struct AamHost {
     /// Held while a question is asked: one at a time.
     asking: Mutex<()>,
     warnings: Vec<String>,
-    /// Problems during the run that did not stop it (an episodic record
-    /// that could not be written), for the edge to show.
-    run_warnings: Mutex<Vec<String>>,
     settings: ais_stdlib::Settings,
 }
 
@@ -311,7 +333,7 @@ impl AamHost {
             run_id,
             storage: options.storage.clone(),
             confirm: options.confirm.clone(),
-            output: options.output.clone(),
+            console: options.console.clone(),
             clock: Arc::new(AtomicU64::new(0)),
             seq: AtomicU64::new(0),
             stm: RwLock::default(),
@@ -333,7 +355,6 @@ impl AamHost {
             answers: Mutex::default(),
             asking: Mutex::default(),
             warnings: Vec::new(),
-            run_warnings: Mutex::default(),
             settings: ais_stdlib::Settings {
                 workspace: cfg.workspace.clone(),
                 http_timeout: cfg.http_timeout,
@@ -588,11 +609,6 @@ impl AamHost {
         &self.warnings
     }
 
-    /// Warnings from the run so far (problems that did not stop it).
-    pub fn run_warnings(&self) -> Vec<String> {
-        lock(&self.run_warnings).clone()
-    }
-
     pub fn printed(&self) -> Vec<String> {
         lock(&self.printed).clone()
     }
@@ -675,8 +691,10 @@ impl AamHost {
 
     fn append(&self, rec: Json) {
         if let Err(e) = self.episodic.append(rec) {
-            // The run goes on; the edge shows the warning.
-            lock(&self.run_warnings).push(format!("warning: {e}"));
+            // The run goes on; the edge shows the failure once per call.
+            if let Some(c) = &self.console {
+                c.warn(&e.to_string());
+            }
         }
     }
 
@@ -984,8 +1002,7 @@ impl AamHost {
                 let ok = match known {
                     Some(a) => a,
                     None => {
-                        let shown: String = args.to_string().chars().take(300).collect();
-                        let yes = asker.confirm(agent, &t.name, &shown);
+                        let yes = asker.confirm(agent, &t.name, args);
                         lock(&self.answers).insert(k, yes);
                         yes
                     }
@@ -1382,8 +1399,8 @@ impl Host for AamHost {
 
     fn print(&self, agent: &str, line: &str) {
         let t0 = Instant::now();
-        if let Some(out) = &self.output {
-            (out.0)(line);
+        if let Some(c) = &self.console {
+            c.print(line);
         }
         lock(&self.printed).push(line.to_string());
         self.log(agent, "print", json!({"line": line}), Ok(&Json::Null), t0);

@@ -679,6 +679,7 @@ impl Journal {
     fn count_write(&self) {
         let n = self.writes.fetch_add(1, Ordering::SeqCst) + 1;
         if self.abort_after.is_some_and(|k| n >= k) {
+            // A test hook: the killed process is the signal (SIGABRT).
             std::process::abort();
         }
     }

@@ -236,7 +236,7 @@ pub fn run(
         let progress = options
             .progress
             .as_ref()
-            .map(|observe| s.spawn(move || progress_loop(run, observe)));
+            .map(|p| s.spawn(move || progress_loop(run, &*p.0)));
         if let Some(e) = spawn_err {
             run.finish(Err(RunError::Internal(format!(
                 "cannot start threads: {e}"

@@ -34,7 +34,6 @@ mod progress;
 mod worker;
 
 pub use launch::run;
-pub use progress::{Progress, ProgressObserver};
 
 use llm_calls::{Calls, Inbox};
 use worker::Sleep;
@@ -75,9 +74,8 @@ pub struct RunOptions {
     pub events_path: Option<PathBuf>,
     /// Write a Chrome trace (Perfetto) here.
     pub trace_path: Option<PathBuf>,
-    /// Called with the run's progress about every 100 ms (the edge shows
-    /// it; the VM prints nothing).
-    pub progress: Option<progress::ProgressObserver>,
+    /// Receives live progress while the run lasts (the CLI draws it).
+    pub progress: Option<crate::progress::ProgressSink>,
     /// Keep per-op events in the report (needed for exports; on by default).
     pub record_events: bool,
     /// Deepest `flow.call` nesting before the call fails with `call.depth`.

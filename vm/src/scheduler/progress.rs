@@ -1,47 +1,23 @@
-//! Progress reports while a run is in flight, for the edge to show (the
-//! CLI draws a spinner line); the VM itself prints nothing.
+//! Samples a run's counters for the progress observer the edge provides
+//! (`crate::progress`); the VM itself never writes to the terminal.
 
 use super::Run;
+use crate::progress::{Progress, ProgressObserver};
 use crate::sync::lock;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::Duration;
 
-/// A snapshot of a run in flight.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Progress {
-    /// Ops executed so far.
-    pub ops: u64,
-    /// Ops in the program (an op in a loop or a called flow runs many times).
-    pub program_ops: usize,
-    pub llm_in_flight: usize,
-    pub llm_queued: usize,
-    pub tools_in_flight: usize,
-}
-
-/// Receives a [`Progress`] about every 100 ms while a run is in flight,
-/// and a last one (`done = true`) when it ends; called from a thread of
-/// the run.
-#[derive(Clone)]
-pub struct ProgressObserver(pub Arc<dyn Fn(Progress, bool) + Send + Sync>);
-
-impl std::fmt::Debug for ProgressObserver {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ProgressObserver")
-    }
-}
-
-/// Reports to `observe` until the run is done.
-pub(super) fn progress_loop(run: &Run<'_>, observe: &ProgressObserver) {
-    let snapshot = || Progress {
-        ops: run.done_ops.iter().map(|c| c.load(Ordering::Relaxed)).sum(),
-        program_ops: run.program.op_count(),
-        llm_in_flight: run.llm.busy.load(Ordering::Relaxed),
-        llm_queued: run.llm.queued(),
-        tools_in_flight: run.tool.busy.load(Ordering::Relaxed),
-    };
+/// Reports to `observer` about every 100 ms until the run is done, then
+/// finishes it.
+pub(super) fn progress_loop(run: &Run<'_>, observer: &dyn ProgressObserver) {
     loop {
-        (observe.0)(snapshot(), false);
+        observer.update(&Progress {
+            ops_done: run.done_ops.iter().map(|c| c.load(Ordering::Relaxed)).sum(),
+            ops_total: run.program.op_count(),
+            llm_busy: run.llm.busy.load(Ordering::Relaxed),
+            llm_queued: run.llm.queued(),
+            tools_busy: run.tool.busy.load(Ordering::Relaxed),
+        });
         let (m, cv) = &run.done;
         let g = lock(m);
         if *g {
@@ -54,5 +30,5 @@ pub(super) fn progress_loop(run: &Run<'_>, observe: &ProgressObserver) {
             break;
         }
     }
-    (observe.0)(snapshot(), true);
+    observer.finish();
 }

@@ -2,7 +2,7 @@
 //! object per line), results to stdout.
 
 use super::{ColorChoice, ErrorFormat};
-use crate::diagnostics::{
+use ais_compiler::diagnostics::{
     hidden_json, hidden_note, limit, render_human, render_json, render_json_plain, render_plain,
 };
 use ais_ir::Diagnostic;

@@ -2,8 +2,7 @@
 //! that `aisc run` runs programs on.
 
 use ais_vm::aam::inspect::{self, Which};
-use ais_vm::aam::{AamHost, AamOptions, Confirm, Storage};
-use std::io::IsTerminal;
+use ais_vm::aam::{AamHost, AamOptions, Storage};
 use std::path::PathBuf;
 
 /// Where memory lives (shared by `run`, `memory`, `trace`).
@@ -180,48 +179,14 @@ pub fn open_host(
     let host = AamHost::open(AamOptions {
         storage: mem.storage(),
         config,
-        confirm: if yes {
-            Confirm::Yes
-        } else if std::io::stdin().is_terminal() {
-            Confirm::Ask(std::sync::Arc::new(TerminalConfirm))
-        } else {
-            Confirm::Deny
-        },
-        output: Some(ais_vm::host::LineSink(std::sync::Arc::new(|line: &str| {
-            use std::io::Write;
-            let _ = writeln!(std::io::stdout().lock(), "{line}");
-        }))),
+        confirm: crate::tty::confirm_mode(yes),
+        console: Some(std::sync::Arc::new(crate::tty::TtyConsole)),
     })
     .map_err(|e| e.to_string())?;
     for w in host.warnings() {
         eprintln!("{w}");
     }
     Ok(host)
-}
-
-/// Asks on the terminal whether a destructive tool may run.
-struct TerminalConfirm;
-
-impl ais_vm::aam::Confirmer for TerminalConfirm {
-    fn confirm(&self, agent: &str, tool: &str, args: &str) -> bool {
-        use std::io::Write;
-        let mut err = std::io::stderr().lock();
-        let _ = write!(
-            err,
-            "agent `{agent}` wants to run the destructive tool `{tool}` with {args}\nallow it for this run? [y/N] "
-        );
-        let _ = err.flush();
-        let mut line = String::new();
-        std::io::stdin().read_line(&mut line).is_ok()
-            && matches!(line.trim().to_lowercase().as_str(), "y" | "yes")
-    }
-}
-
-/// Problems of the run that did not stop it (even with `-q`).
-pub fn print_run_warnings(host: &AamHost) {
-    for w in host.run_warnings() {
-        eprintln!("{w}");
-    }
 }
 
 /// The run id line printed after a run.

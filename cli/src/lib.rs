@@ -1,16 +1,21 @@
-//! The `aisc` command line: argument parsing (clap) and the subcommands.
-//! Each subcommand returns an exit code; diagnostics are rendered here, at
-//! the edge, and nowhere else.
+//! The command-line edge of the AIS toolchain: the `aisc` command line
+//! (argument parsing with clap, the subcommands) and the `ais-opt` driver
+//! ([`opt`]). Each subcommand returns an exit code; diagnostics are rendered
+//! here, at the edge, and nowhere else. Terminal interaction the libraries
+//! ask for (the `[y/N]` confirmation of destructive tools, the progress bar)
+//! is implemented here too and handed to the VM as callbacks.
 
 mod aam;
 mod config;
+pub mod opt;
 mod output;
 mod run;
 mod runs;
+mod tty;
 
-use crate::diagnostics::explain;
-use crate::driver;
-use crate::syntax::lexer;
+use ais_compiler::diagnostics::explain;
+use ais_compiler::driver;
+use ais_compiler::syntax::lexer;
 use clap::{Parser, Subcommand, ValueEnum};
 use output::Output;
 use std::path::PathBuf;
@@ -197,9 +202,9 @@ impl OptArgs {
         }
     }
 
-    pub fn options(&self) -> crate::driver::OptOptions {
+    pub fn options(&self) -> ais_compiler::driver::OptOptions {
         use ais_ir::passes::OptLevel;
-        crate::driver::OptOptions {
+        ais_compiler::driver::OptOptions {
             level: match self.level.as_deref() {
                 Some("0") => OptLevel::O0,
                 Some("2") => OptLevel::O2,
@@ -402,7 +407,7 @@ fn build(out: &mut Output, path: &std::path::Path, emit: Emit, opt: &OptArgs, st
             }
             out.stdout(&text);
             // Lexical errors are reported like any other.
-            let fe = crate::syntax::parse(&source);
+            let fe = ais_compiler::syntax::parse(&source);
             let diags: Vec<_> = fe
                 .errors
                 .into_iter()

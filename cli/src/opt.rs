@@ -16,7 +16,7 @@
 //! [`run`] does all the work without touching the process's streams (the
 //! golden tests call it); [`main_with_args`] prints its [`Outcome`].
 
-use crate::diagnostics::{hidden_json, hidden_note, limit, render_human, render_json};
+use ais_compiler::diagnostics::{hidden_json, hidden_note, limit, render_human, render_json};
 use ais_ir::passes::{
     critical_path, pass_names, OptLevel, PassManager, Pipeline, PrintOptions, PASSES,
 };
@@ -103,7 +103,7 @@ pub enum InputFormat {
 }
 
 /// The same output choices as `aisc`.
-pub use crate::cli::{ColorChoice, ErrorFormat};
+pub use crate::{ColorChoice, ErrorFormat};
 
 /// What a run produced: the text for stdout and stderr, and the exit code
 /// (0 success, 1 errors in the input or a pass, 2 usage).
@@ -283,7 +283,7 @@ impl Run {
                 .is_some_and(|e| e == "ais"),
         };
         let mut module = if is_source {
-            match crate::driver::lower_source(&source) {
+            match ais_compiler::driver::lower_source(&source) {
                 Ok(m) => m,
                 Err(diags) => {
                     // Warnings alone never fail lowering; errors are here.

@@ -96,7 +96,7 @@ fn codes_in_source() -> std::collections::BTreeMap<String, String> {
         }
     }
     let mut files = Vec::new();
-    for c in ["compiler/src", "ir/src", "vm/src", "stdlib/src"] {
+    for c in ["compiler/src", "cli/src", "ir/src", "vm/src", "stdlib/src"] {
         walk(&root().join(c), &mut files);
     }
     let mut codes = std::collections::BTreeMap::new();
@@ -660,7 +660,7 @@ fn commands() -> Vec<(Vec<String>, clap::Command)> {
             walk(p, s, out);
         }
     }
-    let mut root = <ais_compiler::cli::Cli as clap::CommandFactory>::command();
+    let mut root = <ais_cli::Cli as clap::CommandFactory>::command();
     root.build();
     let mut out = Vec::new();
     walk(Vec::new(), &root, &mut out);

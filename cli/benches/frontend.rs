@@ -1,5 +1,5 @@
 //! Front-end benchmarks (issue: `aisc check` speed). Run with
-//! `cargo bench -p ais-compiler --bench frontend`; results are printed and
+//! `cargo bench -p ais-cli --bench frontend`; results are printed and
 //! written to `docs/bench/frontend.md`.
 //!
 //! 1. Throughput of parse + check on a generated 100k-line program
@@ -195,7 +195,7 @@ fn ms(d: Duration) -> f64 {
 
 fn main() {
     let mut report = String::from("# Front-end benchmarks\n\n");
-    report.push_str("Command: `cargo bench -p ais-compiler --bench frontend` (release build).\n");
+    report.push_str("Command: `cargo bench -p ais-cli --bench frontend` (release build).\n");
     report.push_str(&format!(
         "Machine: {} logical cores.\n\n",
         std::thread::available_parallelism().map_or(0, |n| n.get())

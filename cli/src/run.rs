@@ -3,11 +3,11 @@
 
 use super::output::Output;
 use super::{BackendArgs, OptArgs};
-use crate::driver;
+use ais_compiler::driver;
 use ais_ir::bytecode::{self, Program};
 use ais_ir::Diagnostic;
 use ais_vm::{Policy, RunOptions};
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -388,7 +388,7 @@ pub fn run_loaded(
         concurrency: run.concurrency,
         events_path: run.events.clone(),
         trace_path: run.trace.clone(),
-        progress: (!run.quiet && std::io::stderr().is_terminal()).then(progress_line),
+        progress: crate::tty::progress_bar(run.quiet),
         budget,
         watchdog: Some(run.budget.watchdog),
         max_live_frames: run
@@ -457,7 +457,6 @@ pub fn run_loaded(
             1
         }
     };
-    super::aam::print_run_warnings(&host);
     // Even with -q: a value built from a cut-off or filtered reply must not
     // pass unnoticed.
     if s.incomplete_replies > 0 {
@@ -580,27 +579,4 @@ fn render_run_error(out: &mut Output, loaded: &Loaded, e: &ais_vm::RunError) {
         }
         _ => out.report(None, &d),
     }
-}
-
-/// The spinner line on stderr while a run is in flight (the VM reports,
-/// the edge draws).
-fn progress_line() -> ais_vm::scheduler::ProgressObserver {
-    let bar = indicatif::ProgressBar::new_spinner();
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} {elapsed} {msg}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
-    );
-    ais_vm::scheduler::ProgressObserver(std::sync::Arc::new(
-        move |p: ais_vm::scheduler::Progress, done: bool| {
-            if done {
-                bar.finish_and_clear();
-                return;
-            }
-            bar.set_message(format!(
-                "ops {} (program has {}) · LLM calls in flight {} (queued {}) · tools {}",
-                p.ops, p.program_ops, p.llm_in_flight, p.llm_queued, p.tools_in_flight
-            ));
-            bar.tick();
-        },
-    ))
 }

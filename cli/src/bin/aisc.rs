@@ -1,0 +1,5 @@
+fn main() {
+    let code =
+        ais_compiler::driver::with_deep_stack(|| ais_cli::main_with_args(std::env::args_os()));
+    std::process::exit(code);
+}

@@ -1,8 +1,0 @@
-//! `ais-opt`: run AIS IR passes on textual IR or source (see `ais_compiler::opt`).
-
-fn main() {
-    let code = ais_compiler::driver::with_deep_stack(|| {
-        ais_compiler::opt::main_with_args(std::env::args_os())
-    });
-    std::process::exit(code);
-}

@@ -1,6 +1,0 @@
-fn main() {
-    let code = ais_compiler::driver::with_deep_stack(|| {
-        ais_compiler::cli::main_with_args(std::env::args_os())
-    });
-    std::process::exit(code);
-}
