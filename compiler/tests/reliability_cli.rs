@@ -4,7 +4,7 @@
 //! without repeating a completed LLM call (counted by the mock server).
 #![allow(clippy::unwrap_used)]
 
-use ais_vm::llm::mock::MockServer;
+use ais_testkit::mock::MockServer;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -153,7 +153,7 @@ fn corrupted_journal_is_a_clear_error() {
 
 #[test]
 fn provider_failures_fail_the_run_and_resume_repeats_only_the_failed_call() {
-    use ais_vm::llm::mock::MockReply;
+    use ais_testkit::mock::MockReply;
     let clean_dir = tempfile::tempdir().unwrap();
     let server = MockServer::start().unwrap();
     setup(clean_dir.path(), &server);

@@ -2,17 +2,15 @@
 //! with no text) are structured errors, not successes; their finish reason
 //! and tokens stay on the attempt.
 
-mod llm_support;
-
+use ais_testkit::llm::*;
+use ais_testkit::mock::MockReply;
 use ais_vm::llm::http::{HttpBackend, HttpTransport, Protocol};
-use ais_vm::llm::mock::MockReply;
 use ais_vm::llm::{AttemptLog, CancelToken, LlmBackend, LlmError, LlmErrorKind, LlmOpKind};
-use llm_support::*;
 use serde_json::json;
 
 /// One `ask` against `server`, with its attempts.
 fn ask(
-    server: &ais_vm::llm::mock::MockServer,
+    server: &ais_testkit::mock::MockServer,
     protocol: Protocol,
     transport: HttpTransport,
     accept_incomplete: bool,

@@ -6,10 +6,8 @@
 
 pub mod anthropic;
 pub mod budget;
-pub mod fake;
 pub mod http;
 pub mod jsonschema;
-pub mod mock;
 pub mod ollama;
 pub mod openai;
 pub mod prompt;
