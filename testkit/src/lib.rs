@@ -6,9 +6,11 @@
 //!   protocols, with scripted faults and latencies;
 //! - [`fake`]: a deterministic in-process [`LlmBackend`](ais_vm::llm::LlmBackend);
 //! - [`host`]: the in-memory [`Host`](ais_vm::Host);
+//! - [`fault`]: the journal fault switch of the `aisc-fault` binary;
 //! - [`llm`]: request and HTTP-backend fixtures of the provider tests.
 
 pub mod fake;
+pub mod fault;
 pub mod host;
 pub mod llm;
 pub mod mock;
