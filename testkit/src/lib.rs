@@ -7,10 +7,13 @@
 //! - [`fake`]: a deterministic in-process [`LlmBackend`](ais_vm::llm::LlmBackend);
 //! - [`host`]: the in-memory [`Host`](ais_vm::Host);
 //! - [`fault`]: the journal fault switch of the `aisc-fault` binary;
+//! - [`golden`]: the golden corpora's annotation dialect, bless switch and
+//!   corpus helpers;
 //! - [`llm`]: request and HTTP-backend fixtures of the provider tests.
 
 pub mod fake;
 pub mod fault;
+pub mod golden;
 pub mod host;
 pub mod llm;
 pub mod mock;
