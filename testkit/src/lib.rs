@@ -4,6 +4,7 @@
 //!
 //! - [`mock`]: a loopback server speaking the OpenAI, Anthropic and Ollama
 //!   protocols, with scripted faults and latencies;
+//! - [`choices`]: generators driven by a proptest-drawn, shrinkable tape;
 //! - [`fake`]: a deterministic in-process [`LlmBackend`](ais_vm::llm::LlmBackend);
 //! - [`host`]: the in-memory [`Host`](ais_vm::Host);
 //! - [`fault`]: the journal fault switch of the `aisc-fault` binary;
@@ -11,6 +12,7 @@
 //!   corpus helpers;
 //! - [`llm`]: request and HTTP-backend fixtures of the provider tests.
 
+pub mod choices;
 pub mod fake;
 pub mod fault;
 pub mod golden;
