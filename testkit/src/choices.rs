@@ -32,7 +32,7 @@ impl Choices {
     }
 
     /// The next raw choice (0 past the end of the tape).
-    pub fn next(&mut self) -> u32 {
+    pub fn choice(&mut self) -> u32 {
         let c = self.tape.get(self.at).copied().unwrap_or(0);
         self.at += 1;
         c
@@ -40,7 +40,7 @@ impl Choices {
 
     /// A number in `0..n` (0 when `n` is 0).
     pub fn below(&mut self, n: usize) -> usize {
-        self.next() as usize % n.max(1)
+        self.choice() as usize % n.max(1)
     }
 
     /// One of `xs` (which must not be empty), the first when the choice is 0.
