@@ -7,7 +7,7 @@
 
 use ais_compiler::driver::compile_source;
 use ais_ir::{parse_module, print_module};
-use ais_tests::{corpus, rel, snapshot_dir, snapshot_name};
+use ais_testkit::golden::{corpus, rel, snapshot_name, snapshot_settings};
 use libtest_mimic::{Arguments, Failed, Trial};
 use std::path::PathBuf;
 
@@ -45,11 +45,7 @@ fn golden(path: PathBuf) -> Trial {
     Trial::test(name, move || {
         let text = lowered_text(&path)?;
         let snap = snapshot_name(&path, "tests/ir");
-        let mut settings = insta::Settings::clone_current();
-        settings.set_snapshot_path(snapshot_dir("ir"));
-        settings.set_prepend_module_to_snapshot(false);
-        settings.set_omit_expression(true);
-        settings.bind(|| insta::assert_snapshot!(snap, text));
+        snapshot_settings("ir").bind(|| insta::assert_snapshot!(snap, text));
         Ok(())
     })
 }
@@ -60,6 +56,7 @@ fn lowers(path: PathBuf, dir: &'static str) -> Trial {
 }
 
 fn main() {
+    ais_testkit::golden::init();
     let args = Arguments::from_args();
     let mut trials: Vec<Trial> = corpus("tests/ir", "ais").into_iter().map(golden).collect();
     for dir in ["examples", "tests/parse"] {

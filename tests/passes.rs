@@ -18,7 +18,7 @@ use ais_cli::opt;
 use ais_compiler::driver::lower_source;
 use ais_ir::passes::{pass_names, OptLevel, PassManager};
 use ais_ir::{parse_module, print_module, verify_errors, Effect, Module};
-use ais_tests::{corpus, rel, root, snapshot_dir, snapshot_name};
+use ais_testkit::golden::{corpus, directive, rel, root, snapshot_name, snapshot_settings};
 use libtest_mimic::{Arguments, Failed, Trial};
 use std::path::{Path, PathBuf};
 
@@ -30,21 +30,13 @@ fn read(path: &Path) -> Result<String, Failed> {
 
 /// The flags of the `// RUN: ais-opt ...` line.
 fn run_flags(source: &str, path: &Path) -> Result<Vec<String>, Failed> {
-    let line = source
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("// RUN:"))
+    let line = directive(source, "RUN")
         .ok_or_else(|| format!("{} has no `// RUN: ais-opt ...` line", rel(path)))?;
     let mut words = line.split_whitespace();
     if words.next() != Some("ais-opt") {
         return Err(format!("{}: RUN line must start with `ais-opt`", rel(path)).into());
     }
     Ok(words.map(str::to_string).collect())
-}
-
-fn directive<'s>(source: &'s str, name: &str) -> Option<&'s str> {
-    source
-        .lines()
-        .find_map(|l| l.trim().strip_prefix(name).map(str::trim))
 }
 
 fn llm_calls(m: &Module) -> usize {
@@ -111,7 +103,7 @@ fn golden(path: PathBuf) -> Trial {
             if !out.stdout.starts_with(&ir) {
                 return Err(format!("output is not canonical IR:\n{}", out.stdout).into());
             }
-            if let Some(n) = directive(&source, "// EXPECT-LLM-CALLS:") {
+            if let Some(n) = directive(&source, "EXPECT-LLM-CALLS") {
                 let want: usize = n
                     .parse()
                     .map_err(|_| format!("bad EXPECT-LLM-CALLS `{n}`"))?;
@@ -120,7 +112,7 @@ fn golden(path: PathBuf) -> Trial {
                     return Err(format!("expected {want} LLM calls, found {have}").into());
                 }
             }
-            if directive(&source, "// EXPECT-UNCHANGED").is_some() {
+            if directive(&source, "EXPECT-UNCHANGED").is_some() {
                 let input = print_module(&load(&path, &source)?);
                 if input != ir {
                     return Err(format!(
@@ -130,11 +122,7 @@ fn golden(path: PathBuf) -> Trial {
                 }
             }
         }
-        let mut settings = insta::Settings::clone_current();
-        settings.set_snapshot_path(snapshot_dir("passes"));
-        settings.set_prepend_module_to_snapshot(false);
-        settings.set_omit_expression(true);
-        settings.bind(|| insta::assert_snapshot!(snap, text));
+        snapshot_settings("passes").bind(|| insta::assert_snapshot!(snap, text));
         Ok(())
     })
 }
@@ -218,6 +206,7 @@ fn chain_fusion_example() -> Trial {
 }
 
 fn main() {
+    ais_testkit::golden::init();
     let args = Arguments::from_args();
     let mut files = corpus(DIR, "aisir");
     files.extend(corpus(DIR, "ais"));

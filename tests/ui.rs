@@ -8,7 +8,9 @@
 
 use ais_compiler::diagnostics::{explain, render_human};
 use ais_compiler::driver::check_source;
-use ais_tests::{compare, corpus, expectations, rel, root, snapshot_dir, snapshot_name};
+use ais_testkit::golden::{
+    blessing, compare, corpus, expectations, rel, root, snapshot_name, snapshot_settings, BLESS_ENV,
+};
 use libtest_mimic::{Arguments, Failed, Trial};
 use std::path::PathBuf;
 
@@ -38,11 +40,8 @@ fn ui_case(path: PathBuf, corpus_dir: &'static str) -> Trial {
             .map(|d| render_human(d, &file, &source, false))
             .collect();
         let snap = snapshot_name(&path, corpus_dir);
-        let mut settings = insta::Settings::clone_current();
-        settings.set_snapshot_path(snapshot_dir(corpus_dir.trim_start_matches("tests/")));
-        settings.set_prepend_module_to_snapshot(false);
-        settings.set_omit_expression(true);
-        settings.bind(|| insta::assert_snapshot!(snap, rendered));
+        snapshot_settings(corpus_dir.trim_start_matches("tests/"))
+            .bind(|| insta::assert_snapshot!(snap, rendered));
         Ok(())
     })
 }
@@ -72,20 +71,21 @@ fn docs_case() -> Trial {
         || {
             let path = root().join("docs/diagnostics.md");
             let want = explain::markdown();
-            if std::env::var_os("AIS_BLESS").is_some() {
+            if blessing() {
                 std::fs::write(&path, &want).map_err(|e| e.to_string())?;
             }
             let have = std::fs::read_to_string(&path).unwrap_or_default();
             if have == want {
                 Ok(())
             } else {
-                Err("docs/diagnostics.md is stale: run `AIS_BLESS=1 cargo test -p ais-tests --test ui`".into())
+                Err(format!("docs/diagnostics.md is stale: run `{BLESS_ENV}=1 cargo test -p ais-tests --test ui`").into())
             }
         },
     )
 }
 
 fn main() {
+    ais_testkit::golden::init();
     let args = Arguments::from_args();
     let mut trials = Vec::new();
     for dir in ["tests/ui", "tests/type-verification"] {

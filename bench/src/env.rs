@@ -2,11 +2,11 @@
 //! per latency class, a config file pointing at it, the VM backend built
 //! from that file, and a host whose tools take a fixed time.
 
+use ais_testkit::mock::MockServer;
+use ais_testkit::MemoryHost;
 use ais_vm::config::{Config, Env, Flags, Settings};
 use ais_vm::host::HostError;
-use ais_vm::llm::mock::MockServer;
 use ais_vm::llm::LlmBackend;
-use ais_vm::MemoryHost;
 use serde_json::{json, Value as Json};
 use std::io;
 use std::path::{Path, PathBuf};

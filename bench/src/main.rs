@@ -18,7 +18,7 @@ use ais_bench::workloads::{
     self, Workload, TYPE_VERIFICATION, TYPE_VERIFICATION_PYTHON, WORKLOADS,
 };
 use ais_ir::OptLevel;
-use ais_vm::llm::mock::MockServer;
+use ais_testkit::mock::MockServer;
 use ais_vm::llm::LlmBackend;
 use clap::{Parser, Subcommand};
 use serde_json::Value as Json;
@@ -309,7 +309,7 @@ impl Ctx<'_> {
     fn prime(&self, w: &Workload) {
         if let Some(r) = w.first_reply {
             self.server
-                .push(ais_vm::llm::mock::MockReply::Content(r.to_string()));
+                .push(ais_testkit::mock::MockReply::Content(r.to_string()));
         }
     }
 

@@ -8,7 +8,7 @@ use ais_bench::env::{self, Latencies};
 use ais_bench::ours::{self, CompileFailure, InFlight};
 use ais_bench::workloads::{self, Workload, TYPE_VERIFICATION, WORKLOADS};
 use ais_ir::OptLevel;
-use ais_vm::llm::mock::{MockReply, MockServer};
+use ais_testkit::mock::{MockReply, MockServer};
 use ais_vm::llm::LlmBackend;
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -6,8 +6,9 @@
 use ais_compiler::driver::{compile_source, optimize, OptOptions};
 use ais_ir::bytecode;
 use ais_ir::passes::OptLevel;
-use ais_vm::llm::fake::FakeBackend;
-use ais_vm::{MemoryHost, RunOptions};
+use ais_testkit::fake::FakeBackend;
+use ais_testkit::MemoryHost;
+use ais_vm::RunOptions;
 use serde_json::{json, Value as Json};
 use std::sync::Arc;
 

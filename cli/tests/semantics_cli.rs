@@ -744,7 +744,7 @@ fn bad_passes_is_a_usage_error_with_its_code() {
 /// op's value, and `aisc run` says so on stderr, even with `-q`.
 #[test]
 fn accepted_incomplete_replies_are_warned_about() {
-    use ais_vm::llm::mock::{MockReply, MockServer};
+    use ais_testkit::mock::{MockReply, MockServer};
     let dir = tempfile::tempdir().expect("tempdir");
     let server = MockServer::start().expect("mock");
     server.push(MockReply::openai_finish("length"));

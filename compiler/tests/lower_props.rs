@@ -1,24 +1,24 @@
 //! Generated programs: random valid AIS programs (nested control flow,
 //! assignments, early returns, memory and output effects, calls) must check
-//! without errors, lower, and verify. The generator is driven by a seed so
-//! proptest explores many shapes; `PROPTEST_CASES` scales the run.
+//! without errors, lower, and verify. The generator takes its decisions from
+//! a proptest-drawn tape of choices, so proptest explores many shapes and
+//! shrinks a failing program (choice 0 is the simpler option);
+//! `PROPTEST_CASES` scales the run.
 
 use ais_compiler::driver::{check_source, compile_source, with_deep_stack};
+use ais_testkit::choices::{tape, Choices};
 use proptest::prelude::*;
 
-/// A small deterministic generator (xorshift) so one seed gives one program.
+/// The program generator: one tape of choices gives one program.
 struct Gen {
-    state: u64,
+    choices: Choices,
     next_var: usize,
     out: String,
 }
 
 impl Gen {
     fn rand(&mut self, n: usize) -> usize {
-        self.state ^= self.state << 13;
-        self.state ^= self.state >> 7;
-        self.state ^= self.state << 17;
-        (self.state % n.max(1) as u64) as usize
+        self.choices.below(n)
     }
 
     fn pick<'a>(&mut self, xs: &'a [String]) -> &'a str {
@@ -154,9 +154,9 @@ impl Gen {
     }
 }
 
-fn program(seed: u64) -> String {
+fn program(choices: Choices) -> String {
     let mut g = Gen {
-        state: seed | 1,
+        choices,
         next_var: 0,
         out: String::new(),
     };
@@ -184,8 +184,8 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
 
     #[test]
-    fn generated_programs_lower_and_verify(seed in any::<u64>()) {
-        let src = program(seed);
+    fn generated_programs_lower_and_verify(choices in tape()) {
+        let src = program(choices);
         with_deep_stack(|| {
             let fe = check_source(&src);
             let errors: Vec<_> = fe.diagnostics.iter().filter(|d| d.is_error()).collect();

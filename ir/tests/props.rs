@@ -6,23 +6,20 @@ use ais_ir::{
     graph, parse_module, print_module, verifier, AgentData, Attr, FlowData, Module, Opcode, Type,
     Value,
 };
+use ais_testkit::choices::{tape, Choices};
 use proptest::prelude::*;
+use proptest::sample::Index;
 
-/// A tiny deterministic PRNG so one `u64` seed describes a whole module.
-struct Rng(u64);
+/// The module generator's decisions, from a proptest-drawn tape (so a
+/// failing module shrinks: choice 0 is always the smaller option).
+struct Rng(Choices);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
     fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
+        self.0.below(n)
     }
     fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
-        xs[self.below(xs.len())]
+        *self.0.pick(xs)
     }
     fn text(&mut self) -> String {
         let alphabet = [
@@ -184,8 +181,8 @@ fn random_flow(rng: &mut Rng, name: String, callees: &[(String, String, usize)])
     flow
 }
 
-fn random_module(seed: u64) -> Module {
-    let mut rng = Rng(seed | 1);
+fn random_module(choices: Choices) -> Module {
+    let mut rng = Rng(choices);
     let mut m = Module::new();
     // Callees are flows made earlier (so the call graph is acyclic).
     let mut callees: Vec<(String, String, usize)> = Vec::new();
@@ -203,12 +200,46 @@ fn random_module(seed: u64) -> Module {
     m
 }
 
+/// One edit of the mutated-text test: what, where, and how much.
+#[derive(Clone, Debug)]
+struct Edit {
+    kind: Kind,
+    at: Index,
+    len: usize,
+    from: Index,
+    junk: Index,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Delete,
+    Insert,
+    Copy,
+}
+
+fn edit() -> impl Strategy<Value = Edit> {
+    (
+        prop_oneof![Just(Kind::Delete), Just(Kind::Insert), Just(Kind::Copy)],
+        any::<Index>(),
+        0usize..40,
+        any::<Index>(),
+        any::<Index>(),
+    )
+        .prop_map(|(kind, at, len, from, junk)| Edit {
+            kind,
+            at,
+            len,
+            from,
+            junk,
+        })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
     #[test]
-    fn builder_modules_round_trip_and_verify(seed in any::<u64>()) {
-        let m = random_module(seed);
+    fn builder_modules_round_trip_and_verify(choices in tape()) {
+        let m = random_module(choices);
         let errors = verifier::verify_errors(&m);
         prop_assert!(errors.is_empty(), "{errors:#?}\n{}", print_module(&m));
         let text = print_module(&m);
@@ -229,22 +260,22 @@ proptest! {
     }
 
     #[test]
-    fn parser_never_panics_on_mutated_text(seed in any::<u64>(), edits in 1usize..6) {
+    fn parser_never_panics_on_mutated_text(edits in proptest::collection::vec(edit(), 1..6)) {
         let base = include_str!("../../tests/ir-text/coordinator.aisir");
-        let mut rng = Rng(seed | 1);
         let mut text: Vec<char> = base.chars().collect();
         let junk = ['{', '}', '%', '@', '"', ':', ',', '=', '(', ')', '<', '>', '\n', '1', 'x', '!', '\\', '-'];
-        for _ in 0..edits {
-            let at = rng.below(text.len() + 1);
-            match rng.below(3) {
-                0 if at < text.len() => {
-                    let n = rng.below(20).min(text.len() - at);
+        for e in edits {
+            let at = e.at.index(text.len() + 1);
+            match e.kind {
+                Kind::Delete if at < text.len() => {
+                    let n = e.len.min(20).min(text.len() - at);
                     text.drain(at..at + n);
                 }
-                1 => text.insert(at, rng.pick(&junk)),
-                _ => {
-                    let from = rng.below(text.len());
-                    let n = rng.below(40).min(text.len() - from);
+                Kind::Insert => text.insert(at, *e.junk.get(&junk)),
+                // Deleting at the end copies instead.
+                Kind::Delete | Kind::Copy => {
+                    let from = e.from.index(text.len().max(1));
+                    let n = e.len.min(text.len().saturating_sub(from));
                     let chunk: Vec<char> = text[from..from + n].to_vec();
                     let at = at.min(text.len());
                     text.splice(at..at, chunk);

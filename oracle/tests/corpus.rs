@@ -13,15 +13,9 @@
 
 mod support;
 
+use ais_testkit::golden::directive as header;
 use serde_json::Value as Json;
 use std::path::Path;
-
-fn header<'a>(source: &'a str, key: &str) -> Option<&'a str> {
-    source
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("// {key}:")))
-        .map(str::trim)
-}
 
 #[test]
 fn differential_corpus_agrees_with_expectations() {

@@ -13,8 +13,9 @@
 
 use ais_ir::bytecode::{compile, Program};
 use ais_ir::{AgentData, Attr, FlowData, Module, Opcode, Type, Value};
-use ais_vm::llm::fake::FakeBackend;
-use ais_vm::{MemoryHost, RunOptions};
+use ais_testkit::fake::FakeBackend;
+use ais_testkit::MemoryHost;
+use ais_vm::RunOptions;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;

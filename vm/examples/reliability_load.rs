@@ -6,10 +6,11 @@
 //! `cargo run --release -p ais-vm --example reliability_load -- ITERS CONCURRENCY LATENCY_MS [journal-dir|none]`
 
 use ais_ir::bytecode;
+use ais_testkit::fake::FakeBackend;
+use ais_testkit::MemoryHost;
 use ais_vm::journal::Journal;
-use ais_vm::llm::fake::FakeBackend;
 use ais_vm::llm::{CancelToken, LlmBackend, LlmError, LlmRequest, LlmResponse};
-use ais_vm::{MemoryHost, RunOptions};
+use ais_vm::RunOptions;
 use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

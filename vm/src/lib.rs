@@ -18,7 +18,7 @@ pub mod tx;
 pub mod value;
 
 pub use error::RunError;
-pub use host::{Host, HostError, MemoryHost};
+pub use host::{Host, HostError};
 pub use scheduler::{run, Policy, RunOptions, RunReport};
 pub use telemetry::{OpEvent, RunSummary};
 pub use value::Val;

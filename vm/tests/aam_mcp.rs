@@ -580,7 +580,7 @@ fn tool_side_effects_are_ordered_per_provider() {
             let r = ais_vm::run(
                 &p,
                 &o,
-                std::sync::Arc::new(ais_vm::llm::fake::FakeBackend::new()),
+                std::sync::Arc::new(ais_testkit::fake::FakeBackend::new()),
                 h.clone(),
             );
             let v = r.outcome.unwrap();

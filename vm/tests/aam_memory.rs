@@ -7,9 +7,9 @@ mod ir_support;
 use ir_support::program;
 
 use ais_ir::Tier;
+use ais_testkit::fake::FakeBackend;
 use ais_vm::aam::config::AamConfig;
 use ais_vm::aam::{content_key, AamHost, AamOptions, Storage};
-use ais_vm::llm::fake::FakeBackend;
 use ais_vm::{Host, RunOptions};
 use serde_json::{json, Value as Json};
 use std::path::Path;

@@ -6,9 +6,9 @@
 mod ir_support;
 use ir_support::program;
 
+use ais_testkit::fake::FakeBackend;
 use ais_vm::aam::config::AamConfig;
 use ais_vm::aam::{AamHost, AamOptions, Confirm, Storage};
-use ais_vm::llm::fake::FakeBackend;
 use ais_vm::llm::CancelToken;
 use ais_vm::{Host, HostError, RunOptions};
 use serde_json::{json, Value as Json};

@@ -1,11 +1,9 @@
 //! Configuration: parsing, errors with positions, precedence, masking,
 //! `config show`, `doctor` and building the run backend.
 
-mod llm_support;
-
+use ais_testkit::llm::*;
 use ais_vm::config::{BackendKind, Config, Env, Flags, Settings};
 use ais_vm::llm::{CancelToken, LlmErrorKind, LlmOpKind};
-use llm_support::*;
 use std::path::Path;
 
 const FULL: &str = r#"
@@ -430,7 +428,7 @@ fn doctor_reports_each_backend() {
     );
     let c = parse(&text).expect("valid");
     let s = Settings::resolve(c, &Flags::default(), &Env::empty(dir.path())).expect("settings");
-    server.push(ais_vm::llm::mock::MockReply::error(500, "down"));
+    server.push(ais_testkit::mock::MockReply::error(500, "down"));
     let report = s.doctor();
     let oks: Vec<_> = report
         .entries
@@ -545,8 +543,8 @@ fn doctor_does_not_cap_a_reasoning_model_and_accepts_a_cut_off_probe() {
     );
     let c = parse(&text).expect("valid");
     let s = Settings::resolve(c, &Flags::default(), &Env::empty(dir.path())).expect("settings");
-    server.push(ais_vm::llm::mock::MockReply::Normal);
-    server.push(ais_vm::llm::mock::MockReply::openai_finish("length"));
+    server.push(ais_testkit::mock::MockReply::Normal);
+    server.push(ais_testkit::mock::MockReply::openai_finish("length"));
     let report = s.doctor();
     let bodies: Vec<_> = server.requests().into_iter().map(|r| r.body).collect();
     assert_eq!(bodies.len(), 2);
@@ -595,7 +593,7 @@ fn base_url_credentials_are_redacted() {
     );
     assert!(shown.contains("?api-key=****"), "{shown}");
     // The server echoes the URL it was called with in its error.
-    server.push(ais_vm::llm::mock::MockReply::error(
+    server.push(ais_testkit::mock::MockReply::error(
         500,
         &format!("cannot route {url}; password pa55word, key SECRETQ1"),
     ));
@@ -631,7 +629,7 @@ fn configured_headers_are_sent_and_their_values_stay_hidden() {
             "{shown}"
         );
         // The server echoes the key in its error: it is masked there too.
-        server.push(ais_vm::llm::mock::MockReply::error(
+        server.push(ais_testkit::mock::MockReply::error(
             400,
             "bad api-key az-SECRET-VALUE-1",
         ));

@@ -2,17 +2,15 @@
 //! with no text) are structured errors, not successes; their finish reason
 //! and tokens stay on the attempt.
 
-mod llm_support;
-
+use ais_testkit::llm::*;
+use ais_testkit::mock::MockReply;
 use ais_vm::llm::http::{HttpBackend, HttpTransport, Protocol};
-use ais_vm::llm::mock::MockReply;
 use ais_vm::llm::{AttemptLog, CancelToken, LlmBackend, LlmError, LlmErrorKind, LlmOpKind};
-use llm_support::*;
 use serde_json::json;
 
 /// One `ask` against `server`, with its attempts.
 fn ask(
-    server: &ais_vm::llm::mock::MockServer,
+    server: &ais_testkit::mock::MockServer,
     protocol: Protocol,
     transport: HttpTransport,
     accept_incomplete: bool,
@@ -217,7 +215,7 @@ fn run_cut_off_then_ask(budget: ais_vm::journal::Budget) -> (ais_vm::RunReport, 
         &program,
         &options,
         std::sync::Arc::new(backend(&server, Protocol::OpenAi)),
-        std::sync::Arc::new(ais_vm::MemoryHost::new()),
+        std::sync::Arc::new(ais_testkit::MemoryHost::new()),
     );
     (report, server.request_count())
 }

@@ -3,9 +3,7 @@
 //! request order, never early, many slow requests at once, half-closed and
 //! invalid connections, stopping with connections open.
 
-mod llm_support;
-
-use llm_support::mock;
+use ais_testkit::llm::mock;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::time::{Duration, Instant};

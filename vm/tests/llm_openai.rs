@@ -1,12 +1,10 @@
 //! The `openai` backend against the mock: request shape, reply parsing,
 //! structured output with local validation and repair.
 
-mod llm_support;
-
+use ais_testkit::llm::*;
+use ais_testkit::mock::MockReply;
 use ais_vm::llm::http::{HttpBackend, Protocol, StructuredMode};
-use ais_vm::llm::mock::MockReply;
 use ais_vm::llm::{AttemptLog, CancelToken, LlmBackend, LlmErrorKind, LlmOpKind};
-use llm_support::*;
 use serde_json::json;
 
 #[test]

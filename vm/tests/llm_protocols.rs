@@ -1,11 +1,9 @@
 //! The `anthropic` and `ollama` backends against the mock server.
 
-mod llm_support;
-
+use ais_testkit::llm::*;
+use ais_testkit::mock::MockReply;
 use ais_vm::llm::http::{HttpBackend, Protocol, StructuredMode};
-use ais_vm::llm::mock::MockReply;
 use ais_vm::llm::{CancelToken, LlmBackend, LlmErrorKind, LlmOpKind};
-use llm_support::*;
 use serde_json::json;
 
 #[test]

@@ -1,15 +1,13 @@
 //! Record/replay. (Budgets are the scheduler's: vm/tests/reliability_journal.rs.)
 
-mod llm_support;
-
+use ais_testkit::llm::*;
+use ais_testkit::mock::MockReply;
 use ais_vm::llm::http::Protocol;
-use ais_vm::llm::mock::MockReply;
 use ais_vm::llm::record::{
     canonical_json, recording_path, request_key, RecordingBackend, ReplayBackend,
 };
 use ais_vm::llm::sim::SimBackend;
 use ais_vm::llm::{CancelToken, LlmBackend, LlmErrorKind, LlmOpKind};
-use llm_support::*;
 use serde_json::json;
 use std::sync::Arc;
 

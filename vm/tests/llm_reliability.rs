@@ -1,17 +1,15 @@
 //! Retries, backoff, Retry-After, timeouts, faults, cancellation and key
 //! masking of the HTTP backends, against the mock server.
 
-mod llm_support;
-
+use ais_testkit::llm::*;
+use ais_testkit::mock::MockReply;
 use ais_vm::llm::http::{HttpBackend, Protocol};
-use ais_vm::llm::mock::MockReply;
 use ais_vm::llm::{Attempt, AttemptLog, CancelToken, LlmBackend, LlmErrorKind, LlmOpKind};
-use llm_support::*;
 use std::sync::Arc;
 use std::time::Duration;
 
 fn run(
-    server: &ais_vm::llm::mock::MockServer,
+    server: &ais_testkit::mock::MockServer,
 ) -> (
     Result<ais_vm::llm::LlmResponse, ais_vm::llm::LlmError>,
     Vec<Attempt>,

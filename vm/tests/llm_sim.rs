@@ -1,11 +1,9 @@
 //! The offline simulator: determinism, schema validity, labelling, delays.
 
-mod llm_support;
-
+use ais_testkit::llm::*;
 use ais_vm::llm::jsonschema::validate;
 use ais_vm::llm::sim::SimBackend;
 use ais_vm::llm::{schema, CancelToken, LlmBackend, LlmErrorKind, LlmOpKind};
-use llm_support::*;
 use serde_json::json;
 use std::time::Duration;
 

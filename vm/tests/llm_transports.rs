@@ -6,14 +6,12 @@
 //! difference: a cancelled started call ends at once on the event
 //! transport, and when its request ends on the thread transport.
 
-mod llm_support;
-
+use ais_testkit::llm::{mock, options, request, KEY};
+use ais_testkit::mock::{MockReply, MockServer};
 use ais_vm::llm::http::{HttpBackend, HttpTransport, Protocol};
-use ais_vm::llm::mock::{MockReply, MockServer};
 use ais_vm::llm::{
     Attempt, CancelToken, LlmBackend, LlmError, LlmErrorKind, LlmOpKind, LlmResponse,
 };
-use llm_support::{mock, options, request, KEY};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::sync::mpsc;

@@ -4,10 +4,11 @@
 #![allow(clippy::unwrap_used)]
 
 use ais_ir::bytecode::{self, Program};
+use ais_testkit::fake::FakeBackend;
+use ais_testkit::MemoryHost;
 use ais_vm::journal::{self, Budget, Journal, Status};
-use ais_vm::llm::fake::FakeBackend;
 use ais_vm::llm::{CancelToken, LlmBackend, LlmError, LlmErrorKind, LlmRequest, LlmResponse};
-use ais_vm::{MemoryHost, RunError, RunOptions};
+use ais_vm::{RunError, RunOptions};
 use serde_json::{json, Value as Json};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -5,8 +5,9 @@
 
 use ais_ir::bytecode::{self, Program};
 use ais_ir::{AgentData, Attr, FlowData, Module, Opcode, Tier, Type, Value};
-use ais_vm::llm::fake::FakeBackend;
-use ais_vm::{interp, MemoryHost, RunOptions};
+use ais_testkit::fake::FakeBackend;
+use ais_testkit::MemoryHost;
+use ais_vm::{interp, RunOptions};
 use proptest::prelude::*;
 use std::sync::Arc;
 
@@ -250,7 +251,7 @@ fn build(steps: &[Step]) -> Program {
     bytecode::compile(&m).unwrap()
 }
 
-type Observed = (serde_json::Value, Vec<String>, Vec<ais_vm::host::MemEntry>);
+type Observed = (serde_json::Value, Vec<String>, Vec<ais_testkit::MemEntry>);
 
 fn observe_vm(p: &Program, workers: usize) -> Observed {
     let host = Arc::new(MemoryHost::new());

@@ -1,11 +1,10 @@
 //! Every attempt of an LLM call — retries included — reaches the run's
 //! telemetry: the op's event lists the attempts and the summary counts them.
 
-mod llm_support;
-
-use ais_vm::llm::mock::MockReply;
-use ais_vm::{MemoryHost, RunOptions};
-use llm_support::*;
+use ais_testkit::llm::*;
+use ais_testkit::mock::MockReply;
+use ais_testkit::MemoryHost;
+use ais_vm::RunOptions;
 use std::sync::Arc;
 
 #[test]

@@ -5,9 +5,10 @@ mod ir_support;
 use ir_support::program;
 
 use ais_ir::bytecode::{self, Program};
-use ais_vm::llm::fake::FakeBackend;
+use ais_testkit::fake::FakeBackend;
+use ais_testkit::MemoryHost;
 use ais_vm::llm::{CancelToken, LlmBackend, LlmError, LlmErrorKind, LlmRequest, LlmResponse};
-use ais_vm::{interp, MemoryHost, Policy, RunError, RunOptions};
+use ais_vm::{interp, Policy, RunError, RunOptions};
 use serde_json::{json, Value as Json};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};

@@ -4,19 +4,18 @@
 //! thread settles them.
 #![allow(clippy::unwrap_used)]
 
-mod llm_support;
-
 mod ir_support;
 use ir_support::program;
 
 use ais_ir::bytecode::Program;
-use ais_vm::llm::fake::FakeBackend;
+use ais_testkit::fake::FakeBackend;
+use ais_testkit::mock::MockReply;
+use ais_testkit::MemoryHost;
 use ais_vm::llm::http::{HttpBackend, Protocol};
-use ais_vm::llm::mock::MockReply;
 use ais_vm::llm::sim::SimBackend;
 use ais_vm::llm::{CancelToken, LlmBackend, LlmOpKind, OnDone};
 use ais_vm::telemetry::{OpEvent, Track};
-use ais_vm::{MemoryHost, Policy, RunOptions};
+use ais_vm::{Policy, RunOptions};
 use serde_json::json;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -56,9 +55,9 @@ fn peak_llm_overlap(events: &[OpEvent]) -> usize {
 
 #[test]
 fn http_calls_run_concurrently_within_the_limit() {
-    let server = llm_support::mock();
+    let server = ais_testkit::llm::mock();
     server.set_latency(Duration::from_millis(60));
-    let mut o = llm_support::options(&server, Protocol::OpenAi);
+    let mut o = ais_testkit::llm::options(&server, Protocol::OpenAi);
     o.concurrency = 4;
     let backend: Arc<dyn LlmBackend> = Arc::new(HttpBackend::new(o));
     assert!(backend.starts_without_waiting());
@@ -96,7 +95,7 @@ fn http_calls_run_concurrently_within_the_limit() {
 
 #[test]
 fn a_failed_run_does_not_wait_for_a_hung_call() {
-    let server = llm_support::mock();
+    let server = ais_testkit::llm::mock();
     // Whichever request comes first hangs; the other gets a final 400.
     server.push(MockReply::Stall(Duration::from_secs(30)));
     server.push(MockReply::Status {
@@ -104,7 +103,8 @@ fn a_failed_run_does_not_wait_for_a_hung_call() {
         headers: Vec::new(),
         body: r#"{"error": {"message": "bad request", "type": "invalid_request_error"}}"#.into(),
     });
-    let backend: Arc<dyn LlmBackend> = Arc::new(llm_support::backend(&server, Protocol::OpenAi));
+    let backend: Arc<dyn LlmBackend> =
+        Arc::new(ais_testkit::llm::backend(&server, Protocol::OpenAi));
     let p = fan_out(2);
     let opts = RunOptions {
         args: vec![("x".into(), json!("topic"))],
@@ -124,9 +124,9 @@ fn a_failed_run_does_not_wait_for_a_hung_call() {
 
 #[test]
 fn start_many_reports_every_call_exactly_once() {
-    let server = llm_support::mock();
+    let server = ais_testkit::llm::mock();
     server.set_latency(Duration::from_millis(20));
-    let backend = llm_support::backend(&server, Protocol::OpenAi);
+    let backend = ais_testkit::llm::backend(&server, Protocol::OpenAi);
     let (tx, rx) = mpsc::channel();
     let calls = (0..24)
         .map(|i| {
@@ -136,7 +136,7 @@ fn start_many_reports_every_call_exactly_once() {
                     .unwrap();
             });
             (
-                llm_support::request(LlmOpKind::Ask, &format!("prompt {i}")),
+                ais_testkit::llm::request(LlmOpKind::Ask, &format!("prompt {i}")),
                 CancelToken::new(),
                 done,
             )

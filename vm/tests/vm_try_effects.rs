@@ -7,8 +7,8 @@ mod ir_support;
 use ir_support::program;
 
 use ais_ir::Tier;
+use ais_testkit::fake::FakeBackend;
 use ais_vm::aam::AamHost;
-use ais_vm::llm::fake::FakeBackend;
 use ais_vm::{Host, RunOptions};
 use serde_json::json;
 use std::sync::Arc;
@@ -145,7 +145,7 @@ fn a_try_body_stopped_before_it_commits_is_redone_on_resume() {
     let bytes = ais_ir::bytecode::encode(&p).unwrap();
     let j = Journal::begin(Some(dir.path()), "r", "test", &bytes, None, &args).unwrap();
     let run = |j: Journal, calls: u64| {
-        let host = Arc::new(ais_vm::MemoryHost::new());
+        let host = Arc::new(ais_testkit::MemoryHost::new());
         let o = RunOptions {
             args: args.clone(),
             workers: Some(2),

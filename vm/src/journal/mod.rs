@@ -12,12 +12,10 @@
 //! `synchronous = FULL`, so it is on disk (WAL fsynced) before the op's
 //! consumers fire. A side-effecting tool call writes an `intent` row first.
 //!
-//! Fault injection (tests only): in a build with the `fault-injection`
-//! feature, `AIS_FAULT_ABORT_AFTER_JOURNAL_WRITES=N` aborts the process (no
-//! unwinding, no cleanup) right after the N-th journal write. The feature
-//! is off in every normal build: the shipped binary reads no such variable.
-//! `cargo test` turns it on (a dev-dependency of `ais-compiler`), so the
-//! process-kill tests drive the test build of `aisc`.
+//! Fault injection: a [`WriteObserver`] installed with
+//! [`set_write_observer`] sees every journal write as it commits. The
+//! product installs none; `ais-testkit` installs one that aborts the process
+//! after the N-th write (its test-only `aisc-fault` binary).
 
 pub(crate) mod watchdog;
 
@@ -28,13 +26,29 @@ use sha2::{Digest, Sha256};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// The journal database file in a memory directory.
 pub const DB_FILE: &str = "runs.db";
-/// Environment variable of the fault-injection switch.
-pub const FAULT_ENV: &str = "AIS_FAULT_ABORT_AFTER_JOURNAL_WRITES";
 const SCHEMA_VERSION: i64 = 1;
+
+/// Sees each journal write right after it committed: the seam for fault
+/// injection (a test kills the process at every point of a run and checks
+/// that resuming gives the uninterrupted result).
+pub trait WriteObserver: Send + Sync {
+    /// The `n`-th write (1-based) of one journal is durable.
+    fn after_write(&self, n: u64);
+}
+
+static WRITE_OBSERVER: OnceLock<Arc<dyn WriteObserver>> = OnceLock::new();
+
+/// Installs the process's write observer, for journals opened from now on.
+/// Process-wide (like a panic hook), so a test binary can install it before
+/// the command-line code opens its journal. Returns `false` (and changes
+/// nothing) when one was already installed.
+pub fn set_write_observer(observer: Arc<dyn WriteObserver>) -> bool {
+    WRITE_OBSERVER.set(observer).is_ok()
+}
 
 /// A journal failure (opening, reading, writing, a corrupted database).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -220,7 +234,7 @@ pub struct Journal {
     /// Entries of earlier attempts of this run (resume), by key.
     replay: HashMap<String, Rec>,
     writes: AtomicU64,
-    abort_after: Option<u64>,
+    observer: Option<Arc<dyn WriteObserver>>,
     idempotent: HashSet<String>,
     pub(crate) replayed: AtomicU64,
     /// LLM calls and tokens recorded by earlier attempts (budgets are per run).
@@ -585,19 +599,13 @@ impl Journal {
     }
 
     fn with(conn: Connection, path: String, run_id: &str, replay: HashMap<String, Rec>) -> Journal {
-        #[cfg(feature = "fault-injection")]
-        let abort_after = std::env::var(FAULT_ENV)
-            .ok()
-            .and_then(|v| v.trim().parse::<u64>().ok());
-        #[cfg(not(feature = "fault-injection"))]
-        let abort_after = None;
         Journal {
             conn: Mutex::new(conn),
             path,
             run_id: run_id.to_string(),
             replay,
             writes: AtomicU64::new(0),
-            abort_after,
+            observer: WRITE_OBSERVER.get().cloned(),
             idempotent: HashSet::new(),
             replayed: AtomicU64::new(0),
             prior: (0, 0),
@@ -678,9 +686,8 @@ impl Journal {
 
     fn count_write(&self) {
         let n = self.writes.fetch_add(1, Ordering::SeqCst) + 1;
-        if self.abort_after.is_some_and(|k| n >= k) {
-            // A test hook: the killed process is the signal (SIGABRT).
-            std::process::abort();
+        if let Some(o) = &self.observer {
+            o.after_write(n);
         }
     }
 

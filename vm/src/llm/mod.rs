@@ -7,11 +7,9 @@
 pub mod anthropic;
 pub mod doctor;
 pub mod factory;
-pub mod fake;
 pub mod http;
 pub mod jsonschema;
 pub mod kinds;
-pub mod mock;
 pub mod ollama;
 pub mod openai;
 pub mod prompt;

@@ -1,8 +1,8 @@
-//! Shared fixtures of the `llm_*` tests.
-#![allow(dead_code)]
+//! Fixtures of the provider tests: requests, and HTTP backends pointed at
+//! a [`MockServer`] with fast retries.
 
+use crate::mock::MockServer;
 use ais_vm::llm::http::{HttpBackend, HttpOptions, Protocol, RetryPolicy};
-use ais_vm::llm::mock::MockServer;
 use ais_vm::llm::prompt::Models;
 use ais_vm::llm::secret::Secret;
 use ais_vm::llm::{ContextBlock, LlmOpKind, LlmRequest};

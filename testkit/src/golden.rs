@@ -1,10 +1,88 @@
-//! Shared helpers for the workspace tests: finding corpus files, reading
-//! inline expectations (`//~ ERROR E0100 text`), and comparing them with
-//! what the compiler reported.
+//! The golden corpora's one dialect and one bless switch.
+//!
+//! Every corpus file (`tests/ui/`, `tests/type-verification/`,
+//! `tests/verifier/`, `tests/passes/`, `tests/differential/`, ...) writes
+//! its expectations in comments of one shape:
+//! - diagnostics inline, on the line they are reported at:
+//!   `//~ ERROR CODE text` (`//~^ ...`: one line up per caret; severities
+//!   `ERROR`, `WARNING`, `NOTE`; `text` is a substring of the message and
+//!   may be empty);
+//! - everything else as a header directive `// KEY: value` (or a bare
+//!   `// KEY`): `// RUN: ais-opt FLAGS`, `// EXPECT-LLM-CALLS: N`,
+//!   `// EXPECT-UNCHANGED`, `// ARGS: {...}`, `// EXPECT: json`,
+//!   `// PRINTS: a | b`.
+//!
+//! Outputs compared whole are insta snapshots under `snapshots/<suite>/`
+//! ([`snapshot_settings`]) or, for files that are their own expected output
+//! (canonical IR text), the file itself ([`check_file`]). `AIS_BLESS=1`
+//! ([`blessing`]) rewrites all of them, and `docs/diagnostics.md`; review the
+//! diff before committing it.
 
 use ais_ir::diag::line_col;
 use ais_ir::{Diagnostic, Severity};
 use std::path::{Path, PathBuf};
+
+/// The bless switch of every golden corpus.
+pub const BLESS_ENV: &str = "AIS_BLESS";
+
+/// Whether expected outputs are being rewritten (`AIS_BLESS` set, not `0`).
+pub fn blessing() -> bool {
+    std::env::var_os(BLESS_ENV).is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+/// Call first in a harness's `main` (before any test thread starts): while
+/// [`blessing`], insta rewrites snapshots in place instead of failing.
+pub fn init() {
+    if blessing() {
+        std::env::set_var("INSTA_UPDATE", "always");
+    }
+}
+
+/// insta settings for the snapshots of `suite` (`snapshots/<suite>/`, named
+/// by the caller, no expression or module prefix in the file). Use as
+/// `snapshot_settings(suite).bind(|| insta::assert_snapshot!(name, text))`:
+/// the assertion stays in the harness so the file's `source:` names it.
+pub fn snapshot_settings(suite: &str) -> insta::Settings {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path(snapshot_dir(suite));
+    settings.set_prepend_module_to_snapshot(false);
+    settings.set_omit_expression(true);
+    settings
+}
+
+/// Compares `path`'s contents with `want` (a file that is its own expected
+/// output); while [`blessing`], writes `want` to it first.
+pub fn check_file(path: &Path, want: &str) -> Result<(), String> {
+    if blessing() {
+        std::fs::write(path, want).map_err(|e| format!("{}: {e}", rel(path)))?;
+    }
+    let have = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", rel(path)))?;
+    if have == want {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} is stale: run with {BLESS_ENV}=1 and review the diff",
+            rel(path)
+        ))
+    }
+}
+
+/// The value of header directive `// KEY: value` (trimmed; empty for a bare
+/// `// KEY`), from the first line that has it.
+pub fn directive<'s>(source: &'s str, key: &str) -> Option<&'s str> {
+    source.lines().find_map(|l| {
+        let rest = l
+            .trim()
+            .strip_prefix("//")?
+            .trim_start()
+            .strip_prefix(key)?;
+        match rest.strip_prefix(':') {
+            Some(v) => Some(v.trim()),
+            None if rest.trim().is_empty() => Some(""),
+            None => None,
+        }
+    })
+}
 
 /// The workspace root (the folder holding `tests/`).
 pub fn root() -> PathBuf {
@@ -152,6 +230,17 @@ mod tests {
         assert_eq!(e[0].code, "E0100");
         assert_eq!(e[1].line, 2);
         assert_eq!(e[1].severity, Severity::Warning);
+    }
+
+    #[test]
+    fn directives_with_and_without_values() {
+        let src = "// RUN: ais-opt -O1\n// EXPECT-UNCHANGED\n// EXPECT-LLM-CALLS: 2\n";
+        assert_eq!(directive(src, "RUN"), Some("ais-opt -O1"));
+        assert_eq!(directive(src, "EXPECT-UNCHANGED"), Some(""));
+        assert_eq!(directive(src, "EXPECT-LLM-CALLS"), Some("2"));
+        // A key is not a prefix match of a longer key.
+        assert_eq!(directive(src, "EXPECT"), None);
+        assert_eq!(directive(src, "ARGS"), None);
     }
 
     #[test]

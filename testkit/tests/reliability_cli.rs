@@ -2,9 +2,11 @@
 //! fault switch aborts the process after the N-th journal write) at every
 //! point, then `aisc resume` must give the result of an uninterrupted run
 //! without repeating a completed LLM call (counted by the mock server).
+//! `aisc` here is the test-only `aisc-fault`: the product's command line
+//! with the fault switch, which the shipped binary does not read.
 #![allow(clippy::unwrap_used)]
 
-use ais_vm::llm::mock::MockServer;
+use ais_testkit::mock::MockServer;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -34,7 +36,7 @@ fn setup(dir: &Path, server: &MockServer) {
 }
 
 fn aisc(dir: &Path, args: &[&str], fault: Option<usize>) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_aisc"));
+    let mut c = Command::new(env!("CARGO_BIN_EXE_aisc-fault"));
     c.current_dir(dir)
         .args(args)
         .args(if matches!(args.first(), Some(&"run") | Some(&"resume")) {
@@ -43,9 +45,9 @@ fn aisc(dir: &Path, args: &[&str], fault: Option<usize>) -> Output {
             &[][..]
         })
         .env("AIS_RELIABILITY_TEST_KEY", "sk-test")
-        .env_remove(ais_vm::journal::FAULT_ENV);
+        .env_remove(ais_testkit::fault::FAULT_ENV);
     if let Some(n) = fault {
-        c.env(ais_vm::journal::FAULT_ENV, n.to_string());
+        c.env(ais_testkit::fault::FAULT_ENV, n.to_string());
     }
     c.output().unwrap()
 }
@@ -153,7 +155,7 @@ fn corrupted_journal_is_a_clear_error() {
 
 #[test]
 fn provider_failures_fail_the_run_and_resume_repeats_only_the_failed_call() {
-    use ais_vm::llm::mock::MockReply;
+    use ais_testkit::mock::MockReply;
     let clean_dir = tempfile::tempdir().unwrap();
     let server = MockServer::start().unwrap();
     setup(clean_dir.path(), &server);

@@ -1,18 +1,20 @@
-//! Textual IR round trips: canonical files print back byte-for-byte, and
+//! Textual IR round trips: canonical files print back byte-for-byte (they
+//! are their own expected output: `AIS_BLESS=1` rewrites them), and
 //! printing is a fixed point of parse∘print for every corpus file.
 
-mod common;
-
 use ais_ir::{parse_module, print_module, verifier};
+use ais_testkit::golden::{check_file, corpus};
 
 #[test]
 fn canonical_files_round_trip_exactly_and_verify() {
-    let files = common::aisir_files("ir-text");
+    let files = corpus("tests/ir-text", "aisir");
     assert!(!files.is_empty(), "no files under tests/ir-text");
     for path in files {
         let src = std::fs::read_to_string(&path).unwrap_or_default();
         let m = parse_module(&src).unwrap_or_else(|e| panic!("{}: {e:?}", path.display()));
-        assert_eq!(print_module(&m), src, "{} is not canonical", path.display());
+        if let Err(e) = check_file(&path, &print_module(&m)) {
+            panic!("not canonical: {e}");
+        }
         let diags = verifier::verify(&m);
         assert!(diags.is_empty(), "{}: {diags:#?}", path.display());
     }
@@ -20,8 +22,8 @@ fn canonical_files_round_trip_exactly_and_verify() {
 
 #[test]
 fn printing_is_a_fixed_point() {
-    let mut files = common::aisir_files("ir-text");
-    files.extend(common::aisir_files("verifier"));
+    let mut files = corpus("tests/ir-text", "aisir");
+    files.extend(corpus("tests/verifier", "aisir"));
     for path in files {
         let src = std::fs::read_to_string(&path).unwrap_or_default();
         let m = parse_module(&src).unwrap_or_else(|e| panic!("{}: {e:?}", path.display()));

@@ -8,7 +8,7 @@
 //!
 //! Replies go out in request order on each connection (HTTP/1.1), each at
 //! its due moment: the request's receipt plus its latency. Like
-//! [`wait_until`](crate::sync::wait_until), the loop sleeps until
+//! the VM's `wait_until`, the loop sleeps until
 //! [`SPIN`] before a due moment and yields from there, so replies are not a
 //! timer overshoot late.
 

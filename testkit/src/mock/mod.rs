@@ -27,9 +27,10 @@
 
 mod http1;
 mod server;
+mod wire;
 
-use super::jsonschema;
 use crate::sync::lock;
+use ais_vm::llm::jsonschema;
 use serde_json::{json, Value};
 use server::{EventLoop, Pending, LISTENER, WAKER};
 use std::collections::{HashMap, VecDeque};

@@ -7,7 +7,7 @@
 //!   `h` is an FNV-1a hash (8 hex digits) of the prompt and context blocks and
 //!   `head` the first 24 characters of the prompt;
 //! - structured ops (`plan`, `verify`, `reflect`): a JSON value valid against
-//!   [`schema_for`](super::schema::schema_for) (`json` in the response);
+//!   [`schema_for`](ais_vm::llm::schema::schema_for) (`json` in the response);
 //! - a prompt containing a configured failure marker fails with
 //!   [`LlmErrorKind::Server`].
 //!
@@ -16,10 +16,12 @@
 //! [`CancelToken`] is set. The backend counts calls and records the highest
 //! number of calls it saw in flight at once.
 
-use super::*;
+use ais_vm::llm::*;
 use serde_json::json;
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::time::Duration;
 use std::time::Instant;
 
 #[derive(Debug, Default)]
@@ -299,7 +301,7 @@ mod tests {
             model: None,
             temperature: None,
             max_tokens: None,
-            json_schema: super::super::schema::schema_for(kind),
+            json_schema: ais_vm::llm::schema::schema_for(kind),
         }
     }
 
