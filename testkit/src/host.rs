@@ -3,10 +3,10 @@
 //! It lives here, not in the VM, because the product never uses it: `aisc`
 //! runs on the AAM host (`ais_vm::aam::AamHost`).
 
-use crate::sync::lock;
 use ais_ir::Tier;
 use ais_vm::host::{Host, HostError, Message, ToolFn};
 use ais_vm::llm::CancelToken;
+use ais_vm::sync::lock;
 use serde_json::{json, Value as Json};
 use std::collections::HashMap;
 use std::io::Write;

@@ -19,7 +19,6 @@ pub mod golden;
 pub mod host;
 pub mod llm;
 pub mod mock;
-mod sync;
 
 pub use fake::FakeBackend;
 pub use host::{MemEntry, MemoryHost};

@@ -12,7 +12,7 @@ pub mod journal;
 pub mod llm;
 pub mod progress;
 pub mod scheduler;
-mod sync;
+pub mod sync;
 pub mod telemetry;
 pub mod tx;
 pub mod value;

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 /// is often woken onto the CPU of the thread that released it (the idle
 /// vCPU looks preempted to the guest's scheduler), where it waits for that
 /// thread's time slice to end, up to milliseconds, while its own CPU idles.
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     for i in 0..LOCK_TRIES {
         match m.try_lock() {
             Ok(g) => return g,
@@ -43,14 +43,14 @@ const LOCK_SPINS: u32 = 64;
 /// How long before a due moment [`wait_until`] stops sleeping and starts
 /// yielding (timed sleeps here overshoot by 0.15–0.5 ms typically, rarely
 /// more than 1 ms).
-pub(crate) const SPIN: Duration = Duration::from_millis(1);
+pub const SPIN: Duration = Duration::from_millis(1);
 
 /// One step of waiting on `cv` (guarding `m`) for a notification or the
 /// moment `at` (`None`: no moment, only notifications). Returns the guard
 /// again; it may return early or spuriously, so callers loop and re-check
 /// their condition. Within [`SPIN`] of `at` the lock is released and the
 /// thread yields instead of sleeping.
-pub(crate) fn wait_until<'a, T>(
+pub fn wait_until<'a, T>(
     m: &'a Mutex<T>,
     cv: &Condvar,
     g: MutexGuard<'a, T>,

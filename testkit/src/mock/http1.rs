@@ -1,8 +1,8 @@
 //! HTTP/1.1 requests parsed from a connection's buffered bytes: the mock
 //! reads whatever a socket has and asks here whether a whole request is in.
 
-use super::wire::{self, find};
 use super::{MAX_BODY, MAX_HEAD};
+use ais_vm::llm::wire::{self, find};
 
 /// A request head: method, path, headers (names lower-cased, in order).
 #[derive(Debug, PartialEq)]

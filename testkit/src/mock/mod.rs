@@ -27,10 +27,9 @@
 
 mod http1;
 mod server;
-mod wire;
 
-use crate::sync::lock;
 use ais_vm::llm::jsonschema;
+use ais_vm::sync::lock;
 use serde_json::{json, Value};
 use server::{EventLoop, Pending, LISTENER, WAKER};
 use std::collections::{HashMap, VecDeque};

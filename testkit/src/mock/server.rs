@@ -14,7 +14,7 @@
 
 use super::http1::{parse_request, Head, Parsed};
 use super::{reply_for, MockRequest, Shared, MAX_CONNECTIONS};
-use crate::sync::{lock, SPIN};
+use ais_vm::sync::{lock, SPIN};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 use serde_json::Value;

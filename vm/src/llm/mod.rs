@@ -17,7 +17,7 @@ pub mod record;
 pub mod schema;
 pub mod secret;
 pub mod sim;
-mod wire;
+pub mod wire;
 
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,16 +1,16 @@
-//! HTTP/1.1 framing shared by the mock server (which reads requests) and
+//! HTTP/1.1 framing shared by the mock server (`ais-testkit`, which reads requests) and
 //! the event-driven client transport (which reads replies): both get bytes
 //! as a socket yields them and ask here whether a whole message is in.
 
 /// The first position of `needle` in `hay`.
-pub(crate) fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+pub fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
 /// Header lines (`Name: value`, after the start line) with names
 /// lower-cased and values trimmed, in order. Lines without a colon are
 /// skipped.
-pub(crate) fn header_lines<'a>(lines: impl Iterator<Item = &'a str>) -> Vec<(String, String)> {
+pub fn header_lines<'a>(lines: impl Iterator<Item = &'a str>) -> Vec<(String, String)> {
     lines
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
@@ -18,7 +18,7 @@ pub(crate) fn header_lines<'a>(lines: impl Iterator<Item = &'a str>) -> Vec<(Str
 }
 
 /// The value of header `name` (lower-case) in `headers`.
-pub(crate) fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+pub fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
     headers
         .iter()
         .find(|(n, _)| n == name)
@@ -27,7 +27,7 @@ pub(crate) fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<
 
 /// Why a chunked body cannot be read.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum ChunkError {
+pub enum ChunkError {
     /// A size line that is not hexadecimal, or a chunk not followed by CRLF.
     Malformed,
     /// The body would exceed the caller's limit.
@@ -37,7 +37,7 @@ pub(crate) enum ChunkError {
 /// A chunked body at the start of `buf`: the body and the bytes it took
 /// (trailers included), `Ok(None)` while incomplete. `max_body` bounds the
 /// joined body, `max_line` a size or trailer line.
-pub(crate) fn parse_chunked(
+pub fn parse_chunked(
     buf: &[u8],
     max_body: usize,
     max_line: usize,
