@@ -13,6 +13,7 @@
 
 mod coalesce;
 mod events;
+mod framing;
 
 use super::jsonschema;
 use super::prompt::{self, Instructions, Models, Prepared};
@@ -1426,37 +1427,14 @@ impl HttpCore {
     }
 }
 
-/// The bytes of a POST of `body` to `target` for the event transport.
-/// Header values with line breaks are refused (they would split the
-/// request); the message names the header, never its value.
+/// The bytes of a POST of `body` to `target` for the event transport
+/// (framed by `ureq-proto`, see `http/framing.rs`).
 fn request_bytes(
     target: &events::Target,
     headers: &[(String, String)],
     body: &str,
 ) -> Result<Vec<u8>, String> {
-    use std::fmt::Write as _;
-    let mut head = String::with_capacity(256);
-    let _ = write!(
-        head,
-        "POST {} HTTP/1.1\r\nhost: {}\r\nuser-agent: apxm-ais/{}\r\naccept: */*\r\n\
-         content-type: application/json\r\ncontent-length: {}\r\n",
-        target.path,
-        target.authority,
-        env!("CARGO_PKG_VERSION"),
-        body.len()
-    );
-    for (name, value) in headers {
-        if value.contains(['\r', '\n']) {
-            return Err(format!(
-                "the `{name}` header value contains a line break; check the backend's settings"
-            ));
-        }
-        let _ = write!(head, "{name}: {value}\r\n");
-    }
-    head.push_str("\r\n");
-    let mut bytes = head.into_bytes();
-    bytes.extend_from_slice(body.as_bytes());
-    Ok(bytes)
+    framing::request_bytes(&target.authority, &target.path, headers, body)
 }
 
 #[cfg(test)]

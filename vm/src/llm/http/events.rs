@@ -20,7 +20,8 @@
 //! out, a lost connection is the call's failure (the server may have acted
 //! on it), left to the retry policy.
 
-use super::super::wire::{self, find};
+use super::super::wire;
+use super::framing::{parse_reply, Parsed, MAX_BODY, MAX_HEAD};
 use super::Exchange;
 use crate::llm::{CancelToken, LlmErrorKind};
 use crate::sync::lock;
@@ -31,10 +32,6 @@ use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// Largest reply head and body read.
-const MAX_HEAD: usize = 64 << 10;
-const MAX_BODY: usize = 16 << 20;
 
 /// How often in-flight calls are checked for cancellation.
 const CANCEL_CHECK: Duration = Duration::from_millis(20);
@@ -766,107 +763,6 @@ fn expire(shared: &Shared, st: &mut State, finished: &mut Vec<(OnOutcome, Outcom
     }
 }
 
-/// What the start of a connection's buffer holds.
-#[derive(Debug, PartialEq)]
-enum Parsed {
-    Incomplete,
-    Invalid(String),
-    Reply {
-        status: u16,
-        headers: Vec<(String, String)>,
-        body: Vec<u8>,
-        keep_alive: bool,
-        used: usize,
-    },
-}
-
-/// Parses the reply at the start of `buf` (`eof`: no more bytes will come,
-/// which ends a body framed by the connection's close). Interim (1xx)
-/// replies are skipped.
-fn parse_reply(buf: &[u8], eof: bool) -> Parsed {
-    let mut at = 0;
-    loop {
-        let rest = &buf[at..];
-        let Some(head_end) = find(rest, b"\r\n\r\n") else {
-            return if rest.len() > MAX_HEAD {
-                Parsed::Invalid("the reply head is over 64 KiB".into())
-            } else {
-                Parsed::Incomplete
-            };
-        };
-        if head_end > MAX_HEAD {
-            return Parsed::Invalid("the reply head is over 64 KiB".into());
-        }
-        let text = String::from_utf8_lossy(&rest[..head_end]);
-        let mut lines = text.split("\r\n");
-        let status_line = lines.next().unwrap_or("");
-        let mut parts = status_line.split_whitespace();
-        let version = parts.next().unwrap_or("");
-        let status = parts.next().and_then(|s| s.parse::<u16>().ok());
-        let (Some(status), true) = (status, version.starts_with("HTTP/1.")) else {
-            let shown: String = status_line.chars().take(60).collect();
-            return Parsed::Invalid(format!("not an HTTP/1 reply: `{shown}`"));
-        };
-        let headers = wire::header_lines(lines);
-        let body_at = at + head_end + 4;
-        if (100..200).contains(&status) {
-            at = body_at;
-            continue;
-        }
-        let connection = wire::header(&headers, "connection").unwrap_or("");
-        let mut keep_alive = if version == "HTTP/1.0" {
-            connection.eq_ignore_ascii_case("keep-alive")
-        } else {
-            !connection.eq_ignore_ascii_case("close")
-        };
-        let chunked = wire::header(&headers, "transfer-encoding")
-            .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
-        let (body, used) = if chunked {
-            match wire::parse_chunked(&buf[body_at..], MAX_BODY, MAX_HEAD) {
-                Ok(Some((body, n))) => (body, body_at + n),
-                Ok(None) => return Parsed::Incomplete,
-                Err(wire::ChunkError::TooLarge) => {
-                    return Parsed::Invalid("the reply body is over 16 MiB".into())
-                }
-                Err(wire::ChunkError::Malformed) => {
-                    return Parsed::Invalid("malformed chunked reply body".into())
-                }
-            }
-        } else if let Some(len) = wire::header(&headers, "content-length") {
-            let Ok(len) = len.parse::<usize>() else {
-                return Parsed::Invalid(format!("bad content-length `{len}`"));
-            };
-            if len > MAX_BODY {
-                return Parsed::Invalid("the reply body is over 16 MiB".into());
-            }
-            if buf.len() < body_at + len {
-                return Parsed::Incomplete;
-            }
-            (buf[body_at..body_at + len].to_vec(), body_at + len)
-        } else if status == 204 || status == 304 {
-            (Vec::new(), body_at)
-        } else {
-            // Framed by the end of the connection.
-            if !eof {
-                return if buf.len() - body_at > MAX_BODY {
-                    Parsed::Invalid("the reply body is over 16 MiB".into())
-                } else {
-                    Parsed::Incomplete
-                };
-            }
-            keep_alive = false;
-            (buf[body_at..].to_vec(), buf.len())
-        };
-        return Parsed::Reply {
-            status,
-            headers,
-            body,
-            keep_alive,
-            used,
-        };
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -905,112 +801,5 @@ mod tests {
         ] {
             assert_eq!(Target::of(other), None, "{other}");
         }
-    }
-
-    fn reply(p: Parsed) -> (u16, Vec<u8>, bool, usize) {
-        match p {
-            Parsed::Reply {
-                status,
-                body,
-                keep_alive,
-                used,
-                ..
-            } => (status, body, keep_alive, used),
-            other => panic!("not a whole reply: {other:?}"),
-        }
-    }
-
-    #[test]
-    fn a_reply_is_whole_only_with_its_whole_body() {
-        let raw = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello";
-        for cut in 0..raw.len() {
-            assert_eq!(
-                parse_reply(&raw[..cut], false),
-                Parsed::Incomplete,
-                "cut {cut}"
-            );
-        }
-        assert_eq!(
-            reply(parse_reply(raw, false)),
-            (200, b"hello".to_vec(), true, raw.len())
-        );
-    }
-
-    #[test]
-    fn interim_replies_are_skipped_and_chunked_bodies_joined() {
-        let raw = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 429 Too Many\r\ntransfer-encoding: chunked\r\nretry-after: 2\r\n\r\n2\r\nab\r\n0\r\n\r\n";
-        let (status, body, keep, used) = reply(parse_reply(raw, false));
-        assert_eq!(
-            (status, body, keep, used),
-            (429, b"ab".to_vec(), true, raw.len())
-        );
-    }
-
-    #[test]
-    fn close_framed_bodies_end_at_eof_and_close_the_connection() {
-        let raw = b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n{\"a\":1}";
-        assert_eq!(parse_reply(raw, false), Parsed::Incomplete);
-        assert_eq!(
-            reply(parse_reply(raw, true)),
-            (200, b"{\"a\":1}".to_vec(), false, raw.len())
-        );
-        let old = b"HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n";
-        assert!(!reply(parse_reply(old, false)).2);
-    }
-
-    proptest::proptest! {
-        /// Any bytes, whole or not, parse without a panic, and a reply
-        /// parsed from a prefix never claims more bytes than it has.
-        #[test]
-        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512), eof in proptest::prelude::any::<bool>()) {
-            if let Parsed::Reply { used, .. } = parse_reply(&bytes, eof) {
-                proptest::prop_assert!(used <= bytes.len());
-            }
-        }
-
-        /// Replies framed with a length or in chunks come out whole from
-        /// any split of their bytes.
-        #[test]
-        fn framed_bodies_survive_any_split(body in "[ -~]{0,200}", chunk in 1usize..40, cut in 0usize..400) {
-            let mut chunked = String::new();
-            for piece in body.as_bytes().chunks(chunk) {
-                chunked.push_str(&format!("{:x}\r\n{}\r\n", piece.len(), String::from_utf8_lossy(piece)));
-            }
-            chunked.push_str("0\r\n\r\n");
-            for raw in [
-                format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}", body.len()),
-                format!("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n{chunked}"),
-            ] {
-                let raw = raw.as_bytes();
-                let cut = cut.min(raw.len());
-                if cut < raw.len() {
-                    proptest::prop_assert_eq!(parse_reply(&raw[..cut], false), Parsed::Incomplete);
-                }
-                let (status, got, keep, used) = reply(parse_reply(raw, false));
-                proptest::prop_assert_eq!((status, keep, used), (200, true, raw.len()));
-                proptest::prop_assert_eq!(got, body.as_bytes().to_vec());
-            }
-        }
-    }
-
-    #[test]
-    fn garbage_and_oversized_replies_are_invalid() {
-        for bad in [
-            &b"SSH-2.0-OpenSSH\r\n\r\n"[..],
-            b"HTTP/1.1 abc\r\n\r\n",
-            b"HTTP/1.1 200 OK\r\ncontent-length: x\r\n\r\n",
-            b"HTTP/1.1 200 OK\r\ncontent-length: 99999999999\r\n\r\n",
-            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n",
-        ] {
-            assert!(
-                matches!(parse_reply(bad, false), Parsed::Invalid(_)),
-                "{}",
-                String::from_utf8_lossy(bad)
-            );
-        }
-        assert!(matches!(
-            parse_reply(&vec![b'a'; MAX_HEAD + 1], false),
-            Parsed::Invalid(_)
-        ));
     }
 }
