@@ -11,7 +11,6 @@
 //! honoured up to `max_retry_after`; otherwise the delay is
 //! `base_delay * 2^(n-1)` capped at `max_delay`, with equal jitter.
 
-mod coalesce;
 mod events;
 mod framing;
 
@@ -431,14 +430,10 @@ impl HttpCore {
             .unwrap_or(7)
             ^ (opts.name.len() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         HttpCore {
-            agent: ureq::Agent::with_parts(
-                config,
-                ureq::unversioned::transport::Connector::chain(
-                    ureq::unversioned::transport::DefaultConnector::default(),
-                    coalesce::CoalesceConnector,
-                ),
-                ureq::unversioned::resolver::DefaultResolver::default(),
-            ),
+            // Only ureq's supported API: the write-coalescing connector
+            // built on `ureq::unversioned` is gone (local servers, where
+            // the extra segment showed, use the event transport).
+            agent: ureq::Agent::new_with_config(config),
             threads: HttpThreads::new(),
             events: match opts.transport {
                 HttpTransport::Auto => events::Target::of(&endpoint).and_then(|t| {
