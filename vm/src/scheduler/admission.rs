@@ -3,7 +3,6 @@
 //! watchdog, or admitted to run (and recorded when it completes).
 
 use super::Run;
-use crate::error::RunError;
 use crate::exec::{self, Class, OpError, Results};
 use crate::frame::Frame;
 use crate::value::Val;
@@ -151,19 +150,19 @@ impl<'r> Run<'r> {
             // that report for the run's outcome).
             return true;
         }
-        self.finish(Err(RunError::OpFailed {
-            flow: self.program.flow_name(frame.flow),
-            opcode: instr.opcode.mnemonic(),
-            region: frame.region,
-            op,
-            span: instr.span,
-            code: "WATCHDOG_LOOP".into(),
-            message: format!(
+        let e = OpError::new(
+            "WATCHDOG_LOOP",
+            format!(
                 "`{}` ran {n} times in a loop with the same inputs: the loop makes no progress",
                 instr.opcode.mnemonic()
             ),
-            payload: Box::new(serde_json::json!({"repeats": n, "limit": n})),
-        }));
+        );
+        self.stop(
+            frame,
+            op,
+            instr,
+            e.with_payload(serde_json::json!({"repeats": n, "limit": n})),
+        );
         true
     }
 
@@ -220,23 +219,23 @@ impl<'r> Run<'r> {
         let Some((what, limit, used)) = hit else {
             return false;
         };
-        self.finish(Err(RunError::OpFailed {
-            flow: self.program.flow_name(frame.flow),
-            opcode: instr.opcode.mnemonic(),
-            region: frame.region,
-            op,
-            span: instr.span,
-            code: format!("budget.{what}"),
-            message: format!(
+        let e = OpError::new(
+            format!("budget.{what}"),
+            format!(
                 "the run's {what} budget is exhausted (limit {limit}, used {used}); completed ops are journaled: resume with a higher limit"
             ),
-            payload: Box::new(serde_json::json!({
+        );
+        self.stop(
+            frame,
+            op,
+            instr,
+            e.with_payload(serde_json::json!({
                 "limit": limit,
                 "used": used,
                 "budget": what,
                 "agent": self.agent_name(frame.agent),
             })),
-        }));
+        );
         true
     }
 }

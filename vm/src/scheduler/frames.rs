@@ -423,6 +423,12 @@ impl<'r> Run<'r> {
             };
             f = next;
         }
+        self.stop(frame, op, instr, err);
+    }
+
+    /// Ends the run with op `op`'s failure (uncaught, or not catchable: a
+    /// limit, a budget, the watchdog).
+    pub(super) fn stop(&self, frame: &Frame<'r>, op: u32, instr: &Instr, err: OpError) {
         self.finish(Err(RunError::OpFailed {
             flow: self.program.flow_name(frame.flow),
             opcode: instr.opcode.mnemonic(),
