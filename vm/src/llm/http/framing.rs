@@ -187,6 +187,9 @@ pub(super) fn parse_reply(buf: &[u8], eof: bool) -> Parsed {
     let rest = &buf[body_at..];
     match recv.body_mode() {
         BodyMode::LengthDelimited(n) if n > MAX_BODY as u64 => return too_large(),
+        // Not all there yet: no decoding (the buffer is parsed again on
+        // every read, so a large body would be copied over and over).
+        BodyMode::LengthDelimited(n) if (rest.len() as u64) < n => return Parsed::Incomplete,
         BodyMode::CloseDelimited => {
             // Framed by the end of the connection.
             if !eof {
