@@ -1,6 +1,7 @@
-//! HTTP/1.1 framing shared by the mock server (`ais-testkit`, which reads requests) and
-//! the event-driven client transport (which reads replies): both get bytes
-//! as a socket yields them and ask here whether a whole message is in.
+//! HTTP/1.1 framing for the mock server (`ais-testkit`), which gets request bytes as a
+//! socket yields them and asks here whether a whole message is in (the
+//! event-driven client transport frames replies with `ureq-proto`, in
+//! `http/framing.rs`; it uses only `header` from here).
 
 /// The first position of `needle` in `hay`.
 pub fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
