@@ -19,6 +19,11 @@
 //! request could be written is replaced by a fresh one; once a request is
 //! out, a lost connection is the call's failure (the server may have acted
 //! on it), left to the retry policy.
+//!
+//! One file over the usual size: the connection states, the I/O loop and
+//! the deadlines are one state machine whose invariant (each call's
+//! `on_outcome` runs exactly once) reads best in one place. HTTP framing
+//! is in `framing.rs`.
 
 use super::super::wire;
 use super::framing::{parse_reply, Parsed, MAX_BODY, MAX_HEAD};
