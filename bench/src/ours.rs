@@ -341,6 +341,10 @@ fn probe_request(i: usize) -> LlmRequest {
         temperature: None,
         max_tokens: None,
         json_schema: None,
+        budget_tokens: None,
+        tools: Vec::new(),
+        turns: Vec::new(),
+        on_text: None,
     }
 }
 

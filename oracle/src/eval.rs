@@ -648,6 +648,10 @@ impl<'p> Interpreter<'p> {
             temperature: None,
             max_tokens: None,
             json_schema: schema_for(kind),
+            budget_tokens: None,
+            tools: Vec::new(),
+            turns: Vec::new(),
+            on_text: None,
         };
         let response = self
             .backend

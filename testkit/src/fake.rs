@@ -228,6 +228,7 @@ impl FakeBackend {
             model: ["fake-", request.kind.name()].concat(),
             latency,
             simulated: true,
+            tool_calls: Vec::new(),
         })
     }
 }
@@ -302,6 +303,10 @@ mod tests {
             temperature: None,
             max_tokens: None,
             json_schema: ais_vm::llm::schema::schema_for(kind),
+            budget_tokens: None,
+            tools: Vec::new(),
+            turns: Vec::new(),
+            on_text: None,
         }
     }
 

@@ -21,6 +21,10 @@ pub fn request(kind: LlmOpKind, prompt: &str) -> LlmRequest {
         temperature: None,
         max_tokens: None,
         json_schema: ais_vm::llm::schema::schema_for(kind),
+        budget_tokens: None,
+        tools: Vec::new(),
+        turns: Vec::new(),
+        on_text: None,
     }
 }
 

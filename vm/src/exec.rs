@@ -493,6 +493,10 @@ pub fn llm_request(agent: &str, instr: &Instr, args: &[Val]) -> Result<LlmReques
         temperature: attrs.and_then(|a| a.temperature),
         max_tokens: attrs.and_then(|a| a.max_tokens),
         json_schema: schema::schema_for(kind),
+        budget_tokens: None,
+        tools: Vec::new(),
+        turns: Vec::new(),
+        on_text: None,
     })
 }
 

@@ -273,6 +273,7 @@ fn call_usage_sums_attempts_and_falls_back_to_the_reply() {
         model: "m".into(),
         latency: Default::default(),
         simulated: true,
+        tool_calls: Vec::new(),
     };
     let mut bare = ok;
     bare.usage = Usage::default();

@@ -84,6 +84,7 @@ impl Recording {
                 model: "fixed".into(),
                 latency: Duration::ZERO,
                 simulated: true,
+                tool_calls: Vec::new(),
             });
         }
         self.inner.complete(request, &CancelToken::new())

@@ -79,6 +79,10 @@ impl Settings {
             temperature: Some(0.0),
             max_tokens: if reasoning { None } else { Some(8) },
             json_schema: None,
+            budget_tokens: None,
+            tools: Vec::new(),
+            turns: Vec::new(),
+            on_text: None,
         };
         let started = Instant::now();
         match backend.complete(&request, &CancelToken::new()) {

@@ -762,6 +762,7 @@ impl HttpCore {
                                         server_delay: false,
                                         finish_reason,
                                         usage,
+                                        first_token: None,
                                     });
                                     return Ok(reply);
                                 }
@@ -824,6 +825,7 @@ impl HttpCore {
                 server_delay: again && server.is_some(),
                 finish_reason,
                 usage,
+                first_token: None,
             });
             match delay {
                 Some(d) => {
@@ -1253,6 +1255,7 @@ impl HttpCore {
                     model,
                     latency: started.elapsed(),
                     simulated: false,
+                    tool_calls: Vec::new(),
                 });
             };
             let checked = jsonschema::extract_json(&reply.text)
@@ -1274,6 +1277,7 @@ impl HttpCore {
                         model,
                         latency: started.elapsed(),
                         simulated: false,
+                        tool_calls: Vec::new(),
                     })
                 }
                 Err(problem) if !repaired => {
@@ -1289,6 +1293,7 @@ impl HttpCore {
                         server_delay: false,
                         finish_reason: None,
                         usage: Usage::default(),
+                        first_token: None,
                     });
                     p.messages.push(("assistant", reply.text));
                     p.messages.push(("user", prompt::repair_message(&problem)));

@@ -50,6 +50,97 @@ pub struct LlmRequest {
     pub max_tokens: Option<u32>,
     /// When set, the reply must be JSON valid against this schema.
     pub json_schema: Option<serde_json::Value>,
+    /// Completion (or, for models that think, thinking) token budget from
+    /// the op's `budget:` argument; each provider honours it its own way.
+    #[serde(default)]
+    pub budget_tokens: Option<u32>,
+    /// Tools the model may call (the op's `tools:`), provider-neutral; the
+    /// backend sends them in its protocol's native form.
+    #[serde(default)]
+    pub tools: Vec<ToolSpec>,
+    /// The exchange so far when the model has called tools: its earlier
+    /// turns and the results, in order, after the prompt and context.
+    #[serde(default)]
+    pub turns: Vec<Turn>,
+    /// Receives the reply's text as it streams in (never serialised).
+    #[serde(skip)]
+    pub on_text: Option<TextSink>,
+}
+
+/// A tool offered to the model: its name as the program knows it (backends
+/// map it to what their protocol allows and back), what it does, and a
+/// JSON Schema of its arguments (an object).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub parameters: serde_json::Value,
+}
+
+/// One tool call the model asked for.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The provider's call id (made up by the backend when it has none),
+    /// echoed back with the result.
+    pub id: String,
+    /// The tool's name as in [`ToolSpec::name`] (already mapped back).
+    pub name: String,
+    /// The arguments as the model wrote them: JSON text, not yet checked
+    /// (it may be invalid; the VM validates it and tells the model).
+    pub arguments: String,
+}
+
+/// One earlier step of a tool-calling exchange.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "turn", rename_all = "snake_case")]
+pub enum Turn {
+    /// The model's reply that asked for tools (its text may be empty).
+    Assistant { text: String, calls: Vec<ToolCall> },
+    /// The outcome of one call: the tool's value as JSON text, or a
+    /// message saying why the call was refused or failed.
+    ToolResult {
+        call_id: String,
+        name: String,
+        content: String,
+        is_error: bool,
+    },
+}
+
+/// Text of a streamed reply, as it arrives.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TextEvent {
+    /// More text of attempt `attempt` (1-based).
+    Delta { attempt: u32, text: String },
+    /// Attempt `attempt` was cut off and will be retried: forget its text.
+    Reset { attempt: u32 },
+}
+
+/// Where streamed text goes; shared by clones of a request.
+#[derive(Clone)]
+pub struct TextSink(pub Arc<dyn Fn(&TextEvent) + Send + Sync>);
+
+impl TextSink {
+    pub fn new(f: impl Fn(&TextEvent) + Send + Sync + 'static) -> TextSink {
+        TextSink(Arc::new(f))
+    }
+
+    pub fn send(&self, event: &TextEvent) {
+        (self.0)(event)
+    }
+}
+
+impl std::fmt::Debug for TextSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TextSink")
+    }
+}
+
+/// A sink does not change what a request asks, so requests that differ
+/// only in where their text streams are equal.
+impl PartialEq for TextSink {
+    fn eq(&self, _: &TextSink) -> bool {
+        true
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -90,6 +181,10 @@ pub struct LlmResponse {
     pub latency: Duration,
     /// True for the offline simulator; shown in output and telemetry.
     pub simulated: bool,
+    /// Tools the model asked to call instead of (or before) answering;
+    /// empty for a final answer.
+    #[serde(default)]
+    pub tool_calls: Vec<ToolCall>,
 }
 
 /// A provider failure, structured so `try/catch` regions can inspect it.
@@ -274,6 +369,10 @@ pub struct Attempt {
     /// none), also for attempts whose reply was not accepted.
     #[serde(default)]
     pub usage: Usage,
+    /// Time from sending the request to the first streamed token, for
+    /// streamed attempts that received one.
+    #[serde(default)]
+    pub first_token: Option<Duration>,
 }
 
 impl Attempt {
@@ -304,6 +403,7 @@ impl Attempt {
             server_delay: false,
             finish_reason,
             usage,
+            first_token: None,
         }
     }
 

@@ -220,6 +220,10 @@ mod tests {
             temperature: None,
             max_tokens: None,
             json_schema: None,
+            budget_tokens: None,
+            tools: Vec::new(),
+            turns: Vec::new(),
+            on_text: None,
         }
     }
 

@@ -140,6 +140,7 @@ impl SimBackend {
             model,
             latency: self.delay_for(request.kind),
             simulated: true,
+            tool_calls: Vec::new(),
         }
     }
 }
