@@ -27,6 +27,9 @@
 
 mod http1;
 mod server;
+mod stream;
+
+pub use stream::MockCall;
 
 use ais_vm::llm::jsonschema;
 use ais_vm::sync::lock;
@@ -66,6 +69,21 @@ pub enum MockReply {
     Stall(Duration),
     /// Closes the connection without answering.
     Hangup,
+    /// A reply that calls tools (several: parallel calls in one turn),
+    /// with this text beside them (may be empty). Names and arguments go
+    /// out exactly as given, so unknown tools and bad arguments can be
+    /// scripted. Streamed when the request asks for a stream.
+    ToolCalls { text: String, calls: Vec<MockCall> },
+    /// A streamed normal reply cut off after its first text event: the
+    /// connection closes with no terminal event and no chunked-body end.
+    /// Like `Truncated` for a request that did not ask for a stream.
+    StreamCut,
+    /// A streamed normal reply with an event that is not JSON after its
+    /// first text event.
+    StreamMalformed,
+    /// A normal streamed reply framed by closing the connection (no
+    /// `content-length`, not chunked).
+    StreamUntilClose,
 }
 
 impl MockReply {
@@ -133,6 +151,17 @@ impl MockReply {
             "message": {"role": "assistant", "content": "partial answ"},
             "prompt_eval_count": 10, "eval_count": 5
         }))
+    }
+
+    /// Tool calls `(name, arguments)` in one turn, without text.
+    pub fn tool_calls(calls: &[(&str, &str)]) -> MockReply {
+        MockReply::ToolCalls {
+            text: String::new(),
+            calls: calls
+                .iter()
+                .map(|(name, arguments)| MockCall::new(name, arguments))
+                .collect(),
+        }
     }
 
     /// `200` with exactly this JSON body.
@@ -297,13 +326,22 @@ impl Drop for MockServer {
     }
 }
 
-/// The reply to `req`, received at `received`, given its scripted answer.
-fn reply_for(shared: &Shared, req: &MockRequest, reply: MockReply, received: Instant) -> Pending {
-    let now = |bytes: Vec<u8>, close: bool| Pending {
-        at: received,
-        bytes,
-        close,
+/// The reply to `req`, received at `received`, given its scripted answer:
+/// its pieces, in order.
+fn reply_for(
+    shared: &Shared,
+    req: &MockRequest,
+    reply: MockReply,
+    received: Instant,
+) -> Vec<Pending> {
+    let now = |bytes: Vec<u8>, close: bool| {
+        vec![Pending {
+            at: received,
+            bytes,
+            close,
+        }]
     };
+    let streams = stream::wants_stream(req);
     match reply {
         MockReply::Hangup => now(Vec::new(), true),
         MockReply::Status {
@@ -315,21 +353,69 @@ fn reply_for(shared: &Shared, req: &MockRequest, reply: MockReply, received: Ins
             response_bytes(200, &[], "{\"choices\": [{\"message\": {\"content\": \"cut"),
             false,
         ),
-        MockReply::Truncated => {
-            let body = normal_body(req, None).to_string();
+        MockReply::ToolCalls { text, calls } => {
+            answer(shared, req, Some(text), calls, received, stream::Cut::None)
+        }
+        MockReply::StreamCut if streams => {
+            answer(shared, req, None, Vec::new(), received, stream::Cut::Close)
+        }
+        MockReply::StreamMalformed if streams => answer(
+            shared,
+            req,
+            None,
+            Vec::new(),
+            received,
+            stream::Cut::Malformed,
+        ),
+        MockReply::StreamUntilClose if streams => answer(
+            shared,
+            req,
+            None,
+            Vec::new(),
+            received,
+            stream::Cut::UntilClose,
+        ),
+        MockReply::StreamUntilClose => {
+            answer(shared, req, None, Vec::new(), received, stream::Cut::None)
+        }
+        MockReply::Truncated | MockReply::StreamCut | MockReply::StreamMalformed => {
+            let body = normal_body(req, None, &[]).to_string();
             let half = &body[..body.len() / 2];
             let out = format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{half}", body.len());
             now(out.into_bytes(), true)
         }
         // The normal latency follows the stall.
-        MockReply::Stall(d) => answer(shared, req, None, received + d),
-        MockReply::Content(text) => answer(shared, req, Some(text), received),
-        MockReply::Normal => answer(shared, req, None, received),
+        MockReply::Stall(d) => answer(
+            shared,
+            req,
+            None,
+            Vec::new(),
+            received + d,
+            stream::Cut::None,
+        ),
+        MockReply::Content(text) => answer(
+            shared,
+            req,
+            Some(text),
+            Vec::new(),
+            received,
+            stream::Cut::None,
+        ),
+        MockReply::Normal => answer(shared, req, None, Vec::new(), received, stream::Cut::None),
     }
 }
 
-/// The normal reply, due the configured latency after `from`.
-fn answer(shared: &Shared, req: &MockRequest, text: Option<String>, from: Instant) -> Pending {
+/// The normal reply (text, or `text` and tool `calls`), due the configured
+/// latency after `from`; streamed when the request asks, ended as `cut`
+/// says.
+fn answer(
+    shared: &Shared,
+    req: &MockRequest,
+    text: Option<String>,
+    calls: Vec<MockCall>,
+    from: Instant,
+    cut: stream::Cut,
+) -> Vec<Pending> {
     let model = req.body.get("model").and_then(Value::as_str).unwrap_or("");
     let delay = {
         let l = lock(&shared.latency);
@@ -339,17 +425,22 @@ fn answer(shared: &Shared, req: &MockRequest, text: Option<String>, from: Instan
             .copied()
             .unwrap_or(l.default)
     };
+    let at = from + delay;
     let bytes = if req.method != "POST" || protocol_of(&req.path).is_none() {
         let body = json!({"error": {"message": format!("no route for {} {}", req.method, req.path), "type": "not_found"}});
         response_bytes(404, &[], &body.to_string())
+    } else if stream::wants_stream(req) {
+        let proto = protocol_of(&req.path).unwrap_or(Proto::OpenAi);
+        let body = normal_body(req, text, &calls);
+        return stream::pieces(proto, &body, &calls, at, cut);
     } else {
-        response_bytes(200, &[], &normal_body(req, text).to_string())
+        response_bytes(200, &[], &normal_body(req, text, &calls).to_string())
     };
-    Pending {
-        at: from + delay,
+    vec![Pending {
+        at,
         bytes,
         close: false,
-    }
+    }]
 }
 
 fn response_bytes(status: u16, headers: &[(String, String)], body: &str) -> Vec<u8> {
@@ -467,7 +558,7 @@ fn approx_tokens_of(v: &Value) -> u64 {
     (n.0 as u64).div_ceil(4).max(1)
 }
 
-fn normal_body(req: &MockRequest, text: Option<String>) -> Value {
+fn normal_body(req: &MockRequest, text: Option<String>, calls: &[MockCall]) -> Value {
     let proto = protocol_of(&req.path).unwrap_or(Proto::OpenAi);
     let model = req
         .body
@@ -484,32 +575,76 @@ fn normal_body(req: &MockRequest, text: Option<String>) -> Value {
         }
     });
     let prompt_tokens = approx_tokens_of(&req.body);
-    let completion_tokens = approx_tokens(&text);
+    let completion_tokens = approx_tokens(&text)
+        + calls
+            .iter()
+            .map(|c| approx_tokens(&c.arguments))
+            .sum::<u64>();
     match proto {
-        Proto::OpenAi => json!({
-            "id": "chatcmpl-mock",
-            "object": "chat.completion",
-            "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}
-        }),
-        Proto::Anthropic => json!({
-            "id": "msg_mock",
-            "type": "message",
-            "role": "assistant",
-            "model": model,
-            "content": [{"type": "text", "text": text}],
-            "stop_reason": "end_turn",
-            "usage": {"input_tokens": prompt_tokens, "output_tokens": completion_tokens}
-        }),
-        Proto::Ollama => json!({
-            "model": model,
-            "message": {"role": "assistant", "content": text},
-            "done": true,
-            "done_reason": "stop",
-            "prompt_eval_count": prompt_tokens,
-            "eval_count": completion_tokens
-        }),
+        Proto::OpenAi => {
+            let mut message = json!({"role": "assistant", "content": text});
+            let mut finish = "stop";
+            if !calls.is_empty() {
+                if text.is_empty() {
+                    message["content"] = Value::Null;
+                }
+                message["tool_calls"] = calls
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| json!({"id": c.id(i), "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
+                    .collect();
+                finish = "tool_calls";
+            }
+            json!({
+                "id": "chatcmpl-mock",
+                "object": "chat.completion",
+                "model": model,
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}
+            })
+        }
+        Proto::Anthropic => {
+            let mut content = Vec::new();
+            if !text.is_empty() || calls.is_empty() {
+                content.push(json!({"type": "text", "text": text}));
+            }
+            for (i, c) in calls.iter().enumerate() {
+                content.push(
+                    json!({"type": "tool_use", "id": c.id(i), "name": c.name, "input": c.input()}),
+                );
+            }
+            let stop = if calls.is_empty() {
+                "end_turn"
+            } else {
+                "tool_use"
+            };
+            json!({
+                "id": "msg_mock",
+                "type": "message",
+                "role": "assistant",
+                "model": model,
+                "content": content,
+                "stop_reason": stop,
+                "usage": {"input_tokens": prompt_tokens, "output_tokens": completion_tokens}
+            })
+        }
+        Proto::Ollama => {
+            let mut message = json!({"role": "assistant", "content": text});
+            if !calls.is_empty() {
+                message["tool_calls"] = calls
+                    .iter()
+                    .map(|c| json!({"function": {"name": c.name, "arguments": c.input()}}))
+                    .collect();
+            }
+            json!({
+                "model": model,
+                "message": message,
+                "done": true,
+                "done_reason": "stop",
+                "prompt_eval_count": prompt_tokens,
+                "eval_count": completion_tokens
+            })
+        }
     }
 }
 

@@ -228,9 +228,9 @@ impl EventLoop {
                     conn.input.drain(..used);
                     // The latency counts from the read that completed the
                     // request, not from here.
-                    let reply = answer_request(&self.shared, head, &body, conn.received);
-                    conn.reading_done = reply.close;
-                    conn.pending.push_back(reply);
+                    let pieces = answer_request(&self.shared, head, &body, conn.received);
+                    conn.reading_done = pieces.last().is_some_and(|p| p.close);
+                    conn.pending.extend(pieces);
                 }
             }
         }
@@ -306,8 +306,9 @@ impl EventLoop {
     }
 }
 
-/// Logs one request and makes its reply (scripted, or the normal one).
-fn answer_request(shared: &Shared, head: Head, body: &[u8], received: Instant) -> Pending {
+/// Logs one request and makes its reply (scripted, or the normal one):
+/// one piece, or a streamed reply's pieces in order.
+fn answer_request(shared: &Shared, head: Head, body: &[u8], received: Instant) -> Vec<Pending> {
     let request = Arc::new(MockRequest {
         method: head.method,
         path: head.path,
@@ -320,7 +321,9 @@ fn answer_request(shared: &Shared, head: Head, body: &[u8], received: Instant) -
     lock(&shared.requests).push(Arc::clone(&request));
     shared.count.fetch_add(1, Ordering::SeqCst);
     let scripted = lock(&shared.script).pop_front().unwrap_or_default();
-    let mut reply = reply_for(shared, &request, scripted, received);
-    reply.close |= close;
-    reply
+    let mut pieces = reply_for(shared, &request, scripted, received);
+    if let Some(last) = pieces.last_mut() {
+        last.close |= close;
+    }
+    pieces
 }

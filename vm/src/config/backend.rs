@@ -44,6 +44,8 @@ pub struct BackendConfig {
     /// OpenAI protocol: reasoning-model parameters on (`true`), off
     /// (`false`), or by model name (absent) (`reasoning_model`).
     pub reasoning_model: Option<bool>,
+    /// Ask HTTP backends for streamed replies (`stream`, default true).
+    pub stream: bool,
     pub temperature: Option<f64>,
     pub max_tokens: Option<u32>,
     /// Simulator delay factor (sim only).
@@ -73,6 +75,7 @@ impl BackendConfig {
             transport: HttpTransport::default(),
             accept_incomplete: false,
             reasoning_model: None,
+            stream: true,
             headers: Vec::new(),
             temperature: None,
             max_tokens: None,
@@ -301,6 +304,9 @@ pub(crate) fn resolve_backend(src: &Source, fb: FileBackend) -> Result<BackendCo
     }
     if let Some(r) = fb.reasoning_model {
         b.reasoning_model = Some(r);
+    }
+    if let Some(on) = fb.stream {
+        b.stream = on;
     }
     for (name, value) in fb.headers.iter().flatten() {
         b.headers.push(header_value(src, name, value)?);

@@ -77,6 +77,7 @@ pub(crate) struct FileBackend {
     pub(crate) transport: Option<HttpTransport>,
     pub(crate) accept_incomplete: Option<bool>,
     pub(crate) reasoning_model: Option<bool>,
+    pub(crate) stream: Option<bool>,
     pub(crate) headers: Option<BTreeMap<String, Spanned<String>>>,
     pub(crate) temperature: Option<Spanned<f64>>,
     pub(crate) max_tokens: Option<Spanned<i64>>,

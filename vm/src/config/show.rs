@@ -96,6 +96,7 @@ impl Settings {
                 };
                 let _ = writeln!(o, "transport = {}", q(transport));
                 let _ = writeln!(o, "accept_incomplete = {}", b.accept_incomplete);
+                let _ = writeln!(o, "stream = {}", b.stream);
                 if !b.headers.is_empty() {
                     // Literal values are hidden too: they are often keys.
                     let shown: Vec<String> = b

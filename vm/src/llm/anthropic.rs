@@ -4,7 +4,7 @@
 use super::http::{ErrorDetail, Incomplete, Reply};
 use super::prompt::Prepared;
 use super::secret::Secret;
-use super::Usage;
+use super::{ToolCall, Turn, Usage};
 use serde_json::{json, Map, Value};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -32,24 +32,116 @@ pub(crate) fn headers(key: Option<&Secret>) -> Vec<(&'static str, String)> {
     h
 }
 
-pub(crate) fn body(p: &Prepared) -> Value {
-    let messages: Vec<Value> = p
-        .messages
-        .iter()
-        .map(|(role, text)| json!({"role": role, "content": text}))
-        .collect();
+/// The smallest thinking budget the API accepts.
+pub const MIN_THINKING_BUDGET: u32 = 1024;
+
+/// `stream`: ask for the Messages event stream.
+pub(crate) fn body(p: &Prepared, stream: bool) -> Value {
+    let mut messages: Vec<Value> = Vec::new();
+    let mut rest = p.messages.iter();
+    if let Some((role, text)) = rest.next() {
+        messages.push(json!({"role": role, "content": text}));
+    }
+    messages.extend(turn_messages(p));
+    for (role, text) in rest {
+        messages.push(json!({"role": role, "content": text}));
+    }
     let mut b = Map::new();
     b.insert("model".into(), json!(p.model));
     b.insert("system".into(), json!(p.system));
     b.insert("messages".into(), Value::Array(messages));
-    b.insert(
-        "max_tokens".into(),
-        json!(p.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)),
-    );
-    if let Some(t) = p.temperature {
-        b.insert("temperature".into(), json!(t));
+    let mut max_tokens = p.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
+    match p.budget_tokens {
+        // Extended thinking: the budget has a floor, `max_tokens` must
+        // exceed it (the answer's room stays what it was), and sampling
+        // parameters are not allowed with it.
+        Some(budget) => {
+            let budget = budget.max(MIN_THINKING_BUDGET);
+            if max_tokens <= budget {
+                max_tokens = budget.saturating_add(max_tokens);
+            }
+            b.insert(
+                "thinking".into(),
+                json!({"type": "enabled", "budget_tokens": budget}),
+            );
+        }
+        None => {
+            if let Some(t) = p.temperature {
+                b.insert("temperature".into(), json!(t));
+            }
+        }
+    }
+    b.insert("max_tokens".into(), json!(max_tokens));
+    if !p.tools.is_empty() {
+        let tools: Vec<Value> = p
+            .tools
+            .iter()
+            .map(|t| {
+                json!({
+                    "name": p.tool_names.to_wire(&t.name),
+                    "description": t.description,
+                    "input_schema": t.parameters,
+                })
+            })
+            .collect();
+        b.insert("tools".into(), Value::Array(tools));
+    }
+    if stream {
+        b.insert("stream".into(), json!(true));
     }
     Value::Object(b)
+}
+
+/// Earlier turns: an assistant message of text and `tool_use` blocks, and
+/// the results that follow it as `tool_result` blocks of one user message
+/// (the API wants all results of a turn together).
+fn turn_messages(p: &Prepared) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    let mut results: Vec<Value> = Vec::new();
+    for turn in &p.turns {
+        match turn {
+            Turn::Assistant { text, calls } => {
+                if !results.is_empty() {
+                    out.push(json!({"role": "user", "content": std::mem::take(&mut results)}));
+                }
+                let mut blocks = Vec::new();
+                if !text.is_empty() {
+                    blocks.push(json!({"type": "text", "text": text}));
+                }
+                for c in calls {
+                    // `input` must be an object: arguments that are not
+                    // one (the model wrote bad JSON) go back as `{}`; the
+                    // tool result says what was wrong with them.
+                    let input = serde_json::from_str::<Value>(&c.arguments)
+                        .ok()
+                        .filter(Value::is_object)
+                        .unwrap_or_else(|| json!({}));
+                    blocks.push(json!({
+                        "type": "tool_use",
+                        "id": c.id,
+                        "name": p.tool_names.to_wire(&c.name),
+                        "input": input,
+                    }));
+                }
+                out.push(json!({"role": "assistant", "content": blocks}));
+            }
+            Turn::ToolResult {
+                call_id,
+                content,
+                is_error,
+                ..
+            } => results.push(json!({
+                "type": "tool_result",
+                "tool_use_id": call_id,
+                "content": content,
+                "is_error": is_error,
+            })),
+        }
+    }
+    if !results.is_empty() {
+        out.push(json!({"role": "user", "content": results}));
+    }
+    out
 }
 
 /// The tokens a reply reports (see [`Usage::from_reply`]).
@@ -77,6 +169,24 @@ pub(crate) fn parse(v: &Value) -> Result<Reply, String> {
             .unwrap_or("unknown")
             .to_string(),
         model: v.get("model").and_then(Value::as_str).map(str::to_string),
+        tool_calls: content
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+            .filter_map(|(i, b)| {
+                let name = b.get("name").and_then(Value::as_str)?.to_string();
+                let id = b
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .map_or_else(|| format!("toolu_{i}"), str::to_string);
+                let arguments = b.get("input").map_or_else(|| "{}".into(), Value::to_string);
+                Some(ToolCall {
+                    id,
+                    name,
+                    arguments,
+                })
+            })
+            .collect(),
     })
 }
 

@@ -111,6 +111,7 @@ impl Settings {
             accept_incomplete: b.accept_incomplete,
             reasoning_model: b.reasoning_model,
             headers,
+            stream: b.stream,
         };
         Ok(Arc::new(HttpBackend::new(opts)))
     }

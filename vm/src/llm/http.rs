@@ -13,13 +13,15 @@
 
 mod events;
 mod framing;
+mod streaming;
 
 use super::jsonschema;
 use super::prompt::{self, Instructions, Models, Prepared};
 use super::secret::{redact, Secret};
 use super::{
     anthropic, ollama, openai, Attempt, AttemptLog, AttemptObserver, CancelToken, LlmBackend,
-    LlmError, LlmErrorKind, LlmRequest, LlmResponse, NoObserver, OnDone, Usage,
+    LlmError, LlmErrorKind, LlmRequest, LlmResponse, NoObserver, OnDone, TextEvent, TextSink,
+    ToolCall, Usage,
 };
 use crate::sync::lock;
 use serde::{Deserialize, Serialize};
@@ -130,6 +132,9 @@ pub struct Reply {
     pub usage: Usage,
     pub finish_reason: String,
     pub model: Option<String>,
+    /// Tool calls with the names as the provider sent them (mapped back
+    /// to program names when the response is made).
+    pub tool_calls: Vec<ToolCall>,
 }
 
 /// Why a well-formed reply is not a complete answer (from the protocol's
@@ -238,6 +243,11 @@ pub struct HttpOptions {
     /// Extra request headers (config key `headers`); values are secrets,
     /// since they may come from the environment (`api-key`).
     pub headers: Vec<(String, Secret)>,
+    /// Ask for streamed replies (config key `stream`, on by default in
+    /// configuration files; off for options built here, which keep the
+    /// event transport for loopback servers). Streamed calls run on the
+    /// thread transport and time out when idle for `timeout`.
+    pub stream: bool,
 }
 
 impl HttpOptions {
@@ -260,6 +270,7 @@ impl HttpOptions {
             accept_incomplete: false,
             reasoning_model: None,
             headers: Vec::new(),
+            stream: false,
         }
     }
 }
@@ -354,6 +365,11 @@ enum Exchange {
     Transport {
         kind: LlmErrorKind,
         message: String,
+    },
+    /// A streamed 2xx reply, decoded as it came.
+    Streamed {
+        status: u16,
+        reply: Reply,
     },
 }
 
@@ -462,9 +478,14 @@ impl HttpCore {
 
     fn body(&self, p: &Prepared) -> Value {
         match self.opts.protocol {
-            Protocol::OpenAi => openai::body(p, self.opts.structured, self.reasoning(&p.model)),
-            Protocol::Anthropic => anthropic::body(p),
-            Protocol::Ollama => ollama::body(p, self.opts.structured),
+            Protocol::OpenAi => openai::body(
+                p,
+                self.opts.structured,
+                self.reasoning(&p.model),
+                self.opts.stream,
+            ),
+            Protocol::Anthropic => anthropic::body(p, self.opts.stream),
+            Protocol::Ollama => ollama::body(p, self.opts.structured, self.opts.stream),
         }
     }
 
@@ -688,6 +709,7 @@ impl HttpCore {
         number: &mut u32,
         via: Via,
         first: &mut First,
+        sink: Option<&TextSink>,
     ) -> Result<Reply, Stop> {
         let headers = self.headers(p);
         // Checked here so both transports refuse alike, before sending; a
@@ -716,12 +738,19 @@ impl HttpCore {
                 return Err(Stop::NeedsThread);
             }
             *number += 1;
-            let (outcome, latency) = match made {
-                Some(x) => x,
+            let (outcome, latency, first_token, sent_text) = match made {
+                Some((x, took)) => (x, took, None, false),
                 None => {
                     let started = Instant::now();
-                    match self.exchange(&headers, body.clone(), cancel, via) {
-                        Ok(x) => (x, started.elapsed()),
+                    let made = if self.opts.stream {
+                        self.exchange_streamed(&headers, body.clone(), cancel, sink, *number)
+                            .map(|s| (s.exchange, s.first_token, s.sent_text))
+                    } else {
+                        self.exchange(&headers, body.clone(), cancel, via)
+                            .map(|x| (x, None, false))
+                    };
+                    match made {
+                        Ok((x, first_token, sent)) => (x, started.elapsed(), first_token, sent),
                         Err(mut e) => {
                             e.attempts = *number;
                             return Err(e.into());
@@ -734,48 +763,78 @@ impl HttpCore {
             let mut finish_reason = None;
             let mut usage = Usage::default();
             // (kind, status, message, retryable, server delay)
-            let failure: (LlmErrorKind, Option<u16>, String, bool, Option<Duration>) = match outcome
-            {
-                Exchange::Transport { kind, message } => (kind, None, message, true, None),
+            // A 2xx reply, parsed (from its body, or decoded from its stream).
+            let (outcome, replied) = match outcome {
                 Exchange::Status { status, body, .. } if (200..300).contains(&status) => {
-                    match serde_json::from_str::<Value>(&body)
+                    let parsed = serde_json::from_str::<Value>(&body)
                         .map_err(|e| format!("malformed JSON body: {e}"))
                         .and_then(|v| {
                             usage = self.usage(&v);
                             self.parse(&v)
-                        }) {
-                        Ok(reply) => {
-                            finish_reason = Some(reply.finish_reason.clone());
-                            match self.incomplete(&reply) {
-                                Some(why) if !self.opts.accept_incomplete => {
-                                    (why.kind(), Some(status), why.message(&reply), false, None)
-                                }
-                                _ => {
-                                    observer.on_attempt(&Attempt {
-                                        provider: self.opts.name.clone(),
-                                        number: *number,
-                                        status: Some(status),
-                                        error: None,
-                                        message: None,
-                                        latency,
-                                        retry_in: None,
-                                        server_delay: false,
-                                        finish_reason,
-                                        usage,
-                                        first_token: None,
-                                    });
-                                    return Ok(reply);
-                                }
-                            }
+                        });
+                    (None, Some((status, parsed)))
+                }
+                Exchange::Streamed { status, reply } => {
+                    usage = reply.usage;
+                    (None, Some((status, Ok(reply))))
+                }
+                other => (Some(other), None),
+            };
+            let failure: (LlmErrorKind, Option<u16>, String, bool, Option<Duration>) = match (
+                outcome, replied,
+            ) {
+                (_, Some((status, Ok(reply)))) => {
+                    finish_reason = Some(reply.finish_reason.clone());
+                    match self.incomplete(&reply) {
+                        Some(why) if !self.opts.accept_incomplete => {
+                            (why.kind(), Some(status), why.message(&reply), false, None)
                         }
-                        Err(m) => (LlmErrorKind::InvalidResponse, Some(status), m, true, None),
+                        _ => {
+                            observer.on_attempt(&Attempt {
+                                provider: self.opts.name.clone(),
+                                number: *number,
+                                status: Some(status),
+                                error: None,
+                                message: None,
+                                latency,
+                                retry_in: None,
+                                server_delay: false,
+                                finish_reason,
+                                usage,
+                                first_token,
+                            });
+                            return Ok(reply);
+                        }
                     }
                 }
-                Exchange::Status {
-                    status,
-                    retry_after,
-                    body,
-                } => {
+                (_, Some((status, Err(m)))) => {
+                    (LlmErrorKind::InvalidResponse, Some(status), m, true, None)
+                }
+                (Some(Exchange::Transport { kind, message }), None) => {
+                    (kind, None, message, true, None)
+                }
+                (Some(Exchange::Streamed { status, .. }), None) => (
+                    LlmErrorKind::InvalidResponse,
+                    Some(status),
+                    "internal: a reply was judged twice".into(),
+                    false,
+                    None,
+                ),
+                (None, None) => (
+                    LlmErrorKind::InvalidResponse,
+                    None,
+                    "internal: no exchange outcome".into(),
+                    false,
+                    None,
+                ),
+                (
+                    Some(Exchange::Status {
+                        status,
+                        retry_after,
+                        body,
+                    }),
+                    None,
+                ) => {
                     let detail = self.error_detail(&body);
                     let spend = detail.is_spend_limit();
                     let (kind, retryable) = match status {
@@ -825,8 +884,12 @@ impl HttpCore {
                 server_delay: again && server.is_some(),
                 finish_reason,
                 usage,
-                first_token: None,
+                first_token,
             });
+            // The sink has text of an attempt that will be retried.
+            if let (Some(sink), true, Some(_)) = (sink, sent_text, delay) {
+                sink.send(&TextEvent::Reset { attempt: *number });
+            }
             match delay {
                 Some(d) => {
                     if !sleep_cancellable(d, cancel) {
@@ -1191,7 +1254,9 @@ impl LlmBackend for HttpBackend {
     }
 
     fn start_many(&self, calls: Vec<(LlmRequest, CancelToken, OnDone)>) {
-        if let Some(ev) = &self.core.events {
+        // Streamed calls need their bytes as they come: threads (see
+        // `http/streaming.rs`).
+        if let (Some(ev), false) = (&self.core.events, self.core.opts.stream) {
             return HttpCore::start_evented(&self.core, ev, calls);
         }
         let calls = calls
@@ -1242,11 +1307,18 @@ impl HttpCore {
         let mut usage = Usage::default();
         let mut repaired = false;
         loop {
-            let reply = self.call(&p, cancel, observer, &mut number, via, &mut first)?;
+            let sink = request.on_text.as_ref();
+            let mut reply = self.call(&p, cancel, observer, &mut number, via, &mut first, sink)?;
+            for call in &mut reply.tool_calls {
+                call.name = p.tool_names.from_wire(&call.name).to_string();
+            }
             usage.prompt_tokens += reply.usage.prompt_tokens;
             usage.completion_tokens += reply.usage.completion_tokens;
             let model = reply.model.clone().unwrap_or_else(|| p.model.clone());
-            let Some(schema) = &p.schema else {
+            // A reply that calls tools is not the answer the schema is
+            // for; the VM runs the tools and asks again.
+            let schema = p.schema.as_ref().filter(|_| reply.tool_calls.is_empty());
+            let Some(schema) = schema else {
                 return Ok(LlmResponse {
                     text: reply.text,
                     json: None,
@@ -1255,7 +1327,7 @@ impl HttpCore {
                     model,
                     latency: started.elapsed(),
                     simulated: false,
-                    tool_calls: Vec::new(),
+                    tool_calls: reply.tool_calls,
                 });
             };
             let checked = jsonschema::extract_json(&reply.text)
@@ -1295,6 +1367,9 @@ impl HttpCore {
                         usage: Usage::default(),
                         first_token: None,
                     });
+                    if let (Some(sink), true) = (&request.on_text, self.opts.stream) {
+                        sink.send(&TextEvent::Reset { attempt: number });
+                    }
                     p.messages.push(("assistant", reply.text));
                     p.messages.push(("user", prompt::repair_message(&problem)));
                 }

@@ -17,6 +17,8 @@ pub mod record;
 pub mod schema;
 pub mod secret;
 pub mod sim;
+pub mod stream;
+pub mod tools;
 pub mod wire;
 
 use serde::{Deserialize, Serialize};

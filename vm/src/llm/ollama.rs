@@ -1,9 +1,9 @@
-//! Ollama's native chat API (`POST {base_url}/api/chat`, `stream: false`).
+//! Ollama's native chat API (`POST {base_url}/api/chat`).
 //! Structured ops pass the schema as `format`.
 
 use super::http::{ErrorDetail, Incomplete, Reply, StructuredMode};
 use super::prompt::Prepared;
-use super::Usage;
+use super::{ToolCall, Turn, Usage};
 use serde_json::{json, Map, Value};
 
 pub const DEFAULT_BASE_URL: &str = "http://127.0.0.1:11434";
@@ -17,22 +17,68 @@ pub(crate) fn endpoint(base_url: &str) -> String {
     }
 }
 
-pub(crate) fn body(p: &Prepared, mode: StructuredMode) -> Value {
+/// `stream`: newline-delimited JSON objects, the last with `done: true`.
+pub(crate) fn body(p: &Prepared, mode: StructuredMode, stream: bool) -> Value {
     let mut messages = vec![json!({"role": "system", "content": p.system})];
-    for (role, text) in &p.messages {
+    let mut rest = p.messages.iter();
+    if let Some((role, text)) = rest.next() {
+        messages.push(json!({"role": role, "content": text}));
+    }
+    for turn in &p.turns {
+        messages.push(match turn {
+            Turn::Assistant { text, calls } => {
+                let calls: Vec<Value> = calls
+                    .iter()
+                    .map(|c| {
+                        // Ollama wants the arguments as an object.
+                        let args = serde_json::from_str::<Value>(&c.arguments)
+                            .ok()
+                            .filter(Value::is_object)
+                            .unwrap_or_else(|| json!({}));
+                        json!({"function": {"name": p.tool_names.to_wire(&c.name), "arguments": args}})
+                    })
+                    .collect();
+                json!({"role": "assistant", "content": text, "tool_calls": calls})
+            }
+            Turn::ToolResult { name, content, .. } => json!({
+                "role": "tool",
+                "content": content,
+                "tool_name": p.tool_names.to_wire(name),
+            }),
+        });
+    }
+    for (role, text) in rest {
         messages.push(json!({"role": role, "content": text}));
     }
     let mut options = Map::new();
     if let Some(t) = p.temperature {
         options.insert("temperature".into(), json!(t));
     }
-    if let Some(m) = p.max_tokens {
+    let cap = match (p.max_tokens, p.budget_tokens) {
+        (Some(m), Some(b)) => Some(m.min(b)),
+        (m, b) => m.or(b),
+    };
+    if let Some(m) = cap {
         options.insert("num_predict".into(), json!(m));
     }
     let mut b = Map::new();
     b.insert("model".into(), json!(p.model));
     b.insert("messages".into(), Value::Array(messages));
-    b.insert("stream".into(), json!(false));
+    b.insert("stream".into(), json!(stream));
+    if !p.tools.is_empty() {
+        let tools: Vec<Value> = p
+            .tools
+            .iter()
+            .map(|t| {
+                json!({"type": "function", "function": {
+                    "name": p.tool_names.to_wire(&t.name),
+                    "description": t.description,
+                    "parameters": t.parameters,
+                }})
+            })
+            .collect();
+        b.insert("tools".into(), Value::Array(tools));
+    }
     if !options.is_empty() {
         b.insert("options".into(), Value::Object(options));
     }
@@ -50,6 +96,38 @@ pub(crate) fn body(p: &Prepared, mode: StructuredMode) -> Value {
     Value::Object(b)
 }
 
+/// `message.tool_calls[*].function`: `{name, arguments}` with arguments an
+/// object (serialised to text here). Ollama has no call ids: they are made
+/// up from the position (`offset` counts calls seen earlier in a stream).
+pub(crate) fn tool_calls(message: &Value, offset: usize) -> Vec<ToolCall> {
+    let Some(calls) = message.get("tool_calls").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    calls
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| {
+            let f = c.get("function")?;
+            let name = f.get("name").and_then(Value::as_str)?.to_string();
+            let arguments = match f.get("arguments") {
+                Some(Value::String(s)) => s.clone(),
+                Some(v) => v.to_string(),
+                None => "{}".into(),
+            };
+            let id = c
+                .get("id")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map_or_else(|| format!("call_{}", offset + i), str::to_string);
+            Some(ToolCall {
+                id,
+                name,
+                arguments,
+            })
+        })
+        .collect()
+}
+
 /// The tokens a reply reports (0 when absent); read also from replies
 /// that are rejected, since they were spent.
 pub(crate) fn usage(v: &Value) -> Usage {
@@ -61,12 +139,13 @@ pub(crate) fn usage(v: &Value) -> Usage {
 }
 
 pub(crate) fn parse(v: &Value) -> Result<Reply, String> {
-    let text = v
-        .get("message")
-        .and_then(|m| m.get("content"))
-        .and_then(Value::as_str)
-        .ok_or("reply has no `message.content`")?
-        .to_string();
+    let message = v.get("message").ok_or("reply has no `message`")?;
+    let tool_calls = tool_calls(message, 0);
+    let text = match message.get("content").and_then(Value::as_str) {
+        Some(t) => t.to_string(),
+        None if !tool_calls.is_empty() => String::new(),
+        None => return Err("reply has no `message.content`".into()),
+    };
     Ok(Reply {
         text,
         usage: usage(v),
@@ -80,6 +159,7 @@ pub(crate) fn parse(v: &Value) -> Result<Reply, String> {
             })
             .to_string(),
         model: v.get("model").and_then(Value::as_str).map(str::to_string),
+        tool_calls,
     })
 }
 

@@ -6,7 +6,7 @@
 use super::http::{ErrorDetail, Incomplete, Reply, StructuredMode};
 use super::prompt::Prepared;
 use super::secret::Secret;
-use super::Usage;
+use super::{ToolCall, Turn, Usage};
 use serde_json::{json, Map, Value};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -46,9 +46,15 @@ pub fn is_reasoning_model(model: &str) -> bool {
 }
 
 /// `reasoning`: send `max_completion_tokens` and no sampling parameters.
-pub(crate) fn body(p: &Prepared, mode: StructuredMode, reasoning: bool) -> Value {
+/// `stream`: ask for Server-Sent Events with a final usage chunk.
+pub(crate) fn body(p: &Prepared, mode: StructuredMode, reasoning: bool, stream: bool) -> Value {
     let mut messages = vec![json!({"role": "system", "content": p.system})];
-    for (role, text) in &p.messages {
+    let mut rest = p.messages.iter();
+    if let Some((role, text)) = rest.next() {
+        messages.push(json!({"role": role, "content": text}));
+    }
+    messages.extend(turn_messages(p));
+    for (role, text) in rest {
         messages.push(json!({"role": role, "content": text}));
     }
     let mut b = Map::new();
@@ -57,13 +63,40 @@ pub(crate) fn body(p: &Prepared, mode: StructuredMode, reasoning: bool) -> Value
     if let (Some(t), false) = (p.temperature, reasoning) {
         b.insert("temperature".into(), json!(t));
     }
-    if let Some(m) = p.max_tokens {
-        let key = if reasoning {
-            "max_completion_tokens"
-        } else {
-            "max_tokens"
-        };
-        b.insert(key.into(), json!(m));
+    // A budget caps the completion, hidden reasoning included, which is
+    // what `max_completion_tokens` means (`max_tokens` excludes it).
+    match (p.budget_tokens, p.max_tokens) {
+        (Some(budget), max) => {
+            let cap = max.map_or(budget, |m| m.min(budget));
+            b.insert("max_completion_tokens".into(), json!(cap));
+        }
+        (None, Some(m)) => {
+            let key = if reasoning {
+                "max_completion_tokens"
+            } else {
+                "max_tokens"
+            };
+            b.insert(key.into(), json!(m));
+        }
+        (None, None) => {}
+    }
+    if !p.tools.is_empty() {
+        let tools: Vec<Value> = p
+            .tools
+            .iter()
+            .map(|t| {
+                json!({"type": "function", "function": {
+                    "name": p.tool_names.to_wire(&t.name),
+                    "description": t.description,
+                    "parameters": t.parameters,
+                }})
+            })
+            .collect();
+        b.insert("tools".into(), Value::Array(tools));
+    }
+    if stream {
+        b.insert("stream".into(), json!(true));
+        b.insert("stream_options".into(), json!({"include_usage": true}));
     }
     if let Some(schema) = &p.schema {
         match mode {
@@ -83,6 +116,40 @@ pub(crate) fn body(p: &Prepared, mode: StructuredMode, reasoning: bool) -> Value
         }
     }
     Value::Object(b)
+}
+
+/// Earlier turns: an assistant message with `tool_calls`, then a `tool`
+/// message per result (OpenAI has no error flag; the content says it).
+fn turn_messages(p: &Prepared) -> Vec<Value> {
+    p.turns
+        .iter()
+        .map(|turn| match turn {
+            Turn::Assistant { text, calls } => {
+                let calls: Vec<Value> = calls
+                    .iter()
+                    .map(|c| {
+                        json!({"id": c.id, "type": "function", "function": {
+                            "name": p.tool_names.to_wire(&c.name),
+                            "arguments": c.arguments,
+                        }})
+                    })
+                    .collect();
+                let content = if text.is_empty() {
+                    Value::Null
+                } else {
+                    json!(text)
+                };
+                let mut m = json!({"role": "assistant", "content": content});
+                if !calls.is_empty() {
+                    m["tool_calls"] = Value::Array(calls);
+                }
+                m
+            }
+            Turn::ToolResult {
+                call_id, content, ..
+            } => json!({"role": "tool", "tool_call_id": call_id, "content": content}),
+        })
+        .collect()
 }
 
 /// The tokens a reply reports (see [`Usage::from_reply`]).
@@ -124,7 +191,42 @@ pub(crate) fn parse(v: &Value) -> Result<Reply, String> {
         usage: usage(v),
         finish_reason,
         model: v.get("model").and_then(Value::as_str).map(str::to_string),
+        tool_calls: tool_calls(message),
     })
+}
+
+/// `message.tool_calls[*]`: `{id, type: "function", function: {name,
+/// arguments}}`, arguments being JSON text as the model wrote it. Entries
+/// without a function name are skipped (nothing could run them); a
+/// missing id is made up from the position.
+pub(crate) fn tool_calls(message: &Value) -> Vec<ToolCall> {
+    let Some(calls) = message.get("tool_calls").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    calls
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| {
+            let f = c.get("function")?;
+            let name = f.get("name").and_then(Value::as_str)?.to_string();
+            let arguments = match f.get("arguments") {
+                Some(Value::String(s)) => s.clone(),
+                // Some servers send an object; keep it as JSON text.
+                Some(Value::Null) | None => String::new(),
+                Some(other) => other.to_string(),
+            };
+            let id = c
+                .get("id")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map_or_else(|| format!("call_{i}"), str::to_string);
+            Some(ToolCall {
+                id,
+                name,
+                arguments,
+            })
+        })
+        .collect()
 }
 
 fn has_tool_calls(message: &Value) -> bool {

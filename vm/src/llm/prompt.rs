@@ -3,7 +3,8 @@
 //! for the op's latency class, and the JSON-schema instruction for
 //! structured ops. Every protocol module builds its body from a [`Prepared`].
 
-use super::{LlmOpKind, LlmRequest};
+use super::tools::ToolNames;
+use super::{LlmOpKind, LlmRequest, ToolSpec, Turn};
 use ais_ir::Latency;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -108,6 +109,14 @@ pub struct Prepared {
     pub temperature: Option<f64>,
     pub max_tokens: Option<u32>,
     pub schema: Option<Value>,
+    /// The op's completion/thinking token budget (`LlmRequest::budget_tokens`).
+    pub budget_tokens: Option<u32>,
+    /// Tools offered, with the names the provider sees (`tool_names`).
+    pub tools: Vec<ToolSpec>,
+    pub tool_names: ToolNames,
+    /// Earlier tool-calling turns; protocols place them after
+    /// `messages[0]` (the prompt) and before any repair turns.
+    pub turns: Vec<Turn>,
 }
 
 /// Renders the user message: the prompt, then each context block under a
@@ -188,6 +197,10 @@ pub fn prepare(
         temperature: request.temperature.or(default_temperature),
         max_tokens: request.max_tokens.or(default_max_tokens),
         schema: request.json_schema.clone(),
+        budget_tokens: request.budget_tokens,
+        tool_names: ToolNames::new(&request.tools),
+        tools: request.tools.clone(),
+        turns: request.turns.clone(),
     }
 }
 
