@@ -136,19 +136,22 @@ impl HttpCore {
                 } => head = Some((status, retry_after, streamed)),
                 Piece::Bytes(bytes) => match head {
                     Some((_, _, true)) => {
-                        if let Err(message) = decoder.feed(&bytes, &mut deltas) {
-                            let exchange = Exchange::Transport {
-                                kind: LlmErrorKind::InvalidResponse,
-                                message,
-                            };
-                            return done(exchange, first_token, sent_text);
-                        }
+                        let fed = decoder.feed(&bytes, &mut deltas);
+                        // Text before a bad event did arrive: it goes out,
+                        // and the retry's `Reset` takes it back.
                         for text in deltas.drain(..) {
                             first_token.get_or_insert_with(|| started.elapsed());
                             if let Some(sink) = sink {
                                 sink.send(&TextEvent::Delta { attempt, text });
                                 sent_text = true;
                             }
+                        }
+                        if let Err(message) = fed {
+                            let exchange = Exchange::Transport {
+                                kind: LlmErrorKind::InvalidResponse,
+                                message,
+                            };
+                            return done(exchange, first_token, sent_text);
                         }
                     }
                     _ => whole.extend_from_slice(&bytes),

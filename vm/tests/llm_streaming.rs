@@ -1,0 +1,304 @@
+//! Streamed replies of the three HTTP protocols against the mock server:
+//! deltas in order that join to the final text, usage, cut and malformed
+//! streams retried with a `Reset`, streaming turned off by configuration,
+//! idle timeouts, cancellation, and both transports.
+
+use ais_testkit::llm::*;
+use ais_testkit::mock::{MockReply, MockServer};
+use ais_vm::llm::http::{HttpBackend, HttpTransport, Protocol};
+use ais_vm::llm::{
+    AttemptLog, CancelToken, LlmBackend, LlmErrorKind, LlmOpKind, LlmRequest, TextEvent, TextSink,
+};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const PROTOCOLS: [Protocol; 3] = [Protocol::OpenAi, Protocol::Anthropic, Protocol::Ollama];
+
+fn streaming(server: &MockServer, protocol: Protocol) -> HttpBackend {
+    let mut o = options(server, protocol);
+    o.stream = true;
+    HttpBackend::new(o)
+}
+
+/// A plain-text request whose streamed text is collected.
+fn watched(prompt: &str) -> (LlmRequest, Arc<Mutex<Vec<TextEvent>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let into = Arc::clone(&seen);
+    let mut r = request(LlmOpKind::Ask, prompt);
+    r.json_schema = None;
+    r.on_text = Some(TextSink::new(move |e: &TextEvent| {
+        into.lock().unwrap_or_else(|p| p.into_inner()).push(e.clone())
+    }));
+    (r, seen)
+}
+
+fn events(seen: &Arc<Mutex<Vec<TextEvent>>>) -> Vec<TextEvent> {
+    seen.lock().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
+/// The text of attempt `n`'s deltas, joined, and how many there were.
+fn text_of(events: &[TextEvent], n: u32) -> (String, usize) {
+    let mut text = String::new();
+    let mut count = 0;
+    for e in events {
+        if let TextEvent::Delta { attempt, text: t } = e {
+            if *attempt == n {
+                text.push_str(t);
+                count += 1;
+            }
+        }
+    }
+    (text, count)
+}
+
+#[test]
+fn streamed_text_arrives_in_deltas_that_make_the_reply() {
+    for protocol in PROTOCOLS {
+        let server = mock();
+        let b = streaming(&server, protocol);
+        let (r, seen) = watched("tell me a longer story please");
+        let log = AttemptLog::new();
+        let resp = b
+            .complete_observed(&r, &CancelToken::new(), &log)
+            .unwrap_or_else(|e| panic!("{protocol:?}: {e}"));
+        let got = events(&seen);
+        let (text, count) = text_of(&got, 1);
+        assert!(count >= 3, "{protocol:?}: {count} deltas");
+        assert_eq!(text, resp.text, "{protocol:?}");
+        assert!(resp.text.starts_with("mock reply to: tell me"), "{protocol:?}");
+        assert!(!got.iter().any(|e| matches!(e, TextEvent::Reset { .. })));
+        assert!(resp.usage.prompt_tokens > 0 && resp.usage.completion_tokens > 0);
+        assert_eq!(resp.model, "m-ask");
+        let attempts = log.attempts();
+        assert_eq!(attempts.len(), 1, "{protocol:?}");
+        assert!(attempts[0].first_token.is_some(), "{protocol:?}");
+        assert_eq!(attempts[0].usage, resp.usage);
+        let body = server.last_request().expect("request").body;
+        assert_eq!(body["stream"], true, "{protocol:?}");
+        if protocol == Protocol::OpenAi {
+            assert_eq!(body["stream_options"]["include_usage"], true);
+        }
+    }
+}
+
+#[test]
+fn a_structured_reply_streams_and_is_validated() {
+    for protocol in PROTOCOLS {
+        let server = mock();
+        let b = streaming(&server, protocol);
+        let (mut r, seen) = watched("plan it");
+        r.kind = LlmOpKind::Plan;
+        r.json_schema = ais_vm::llm::schema::schema_for(LlmOpKind::Plan);
+        let resp = b
+            .complete(&r, &CancelToken::new())
+            .unwrap_or_else(|e| panic!("{protocol:?}: {e}"));
+        assert!(resp.json.is_some(), "{protocol:?}");
+        assert_eq!(text_of(&events(&seen), 1).0, resp.text);
+    }
+}
+
+#[test]
+fn a_cut_stream_is_retried_and_the_retry_is_the_result() {
+    for protocol in PROTOCOLS {
+        for fault in [MockReply::StreamCut, MockReply::StreamMalformed] {
+            let server = mock();
+            server.push(fault.clone());
+            let b = streaming(&server, protocol);
+            let (r, seen) = watched("hello there friend");
+            let log = AttemptLog::new();
+            let resp = b
+                .complete_observed(&r, &CancelToken::new(), &log)
+                .unwrap_or_else(|e| panic!("{protocol:?} {fault:?}: {e}"));
+            let got = events(&seen);
+            let (cut, cut_count) = text_of(&got, 1);
+            assert!(cut_count >= 1, "{protocol:?} {fault:?}: the cut attempt streamed");
+            assert!(resp.text.starts_with(&cut) && resp.text != cut);
+            let reset_at = got
+                .iter()
+                .position(|e| *e == TextEvent::Reset { attempt: 1 })
+                .unwrap_or_else(|| panic!("{protocol:?} {fault:?}: no reset in {got:?}"));
+            let first_of_2 = got
+                .iter()
+                .position(|e| matches!(e, TextEvent::Delta { attempt: 2, .. }))
+                .expect("attempt 2 streamed");
+            assert!(reset_at < first_of_2);
+            assert_eq!(text_of(&got, 2).0, resp.text, "{protocol:?} {fault:?}");
+            let attempts = log.attempts();
+            assert_eq!(attempts.len(), 2);
+            // A chunked body cut mid-way is a transport error (or, when
+            // the cut lands between events, a stream without its end); an
+            // event that does not decode is a bad reply.
+            let allowed: &[LlmErrorKind] = match fault {
+                MockReply::StreamCut => &[LlmErrorKind::Connect, LlmErrorKind::InvalidResponse],
+                _ => &[LlmErrorKind::InvalidResponse],
+            };
+            assert!(
+                attempts[0].error.is_some_and(|k| allowed.contains(&k)),
+                "{protocol:?} {fault:?}: {:?}",
+                attempts[0]
+            );
+            assert!(attempts[0].retry_in.is_some());
+            assert!(attempts[1].is_ok());
+            assert_eq!(server.request_count(), 2);
+        }
+    }
+}
+
+#[test]
+fn a_stream_framed_by_closing_the_connection_is_read_whole() {
+    for protocol in PROTOCOLS {
+        let server = mock();
+        server.push(MockReply::StreamUntilClose);
+        let b = streaming(&server, protocol);
+        let (r, seen) = watched("close framing");
+        let resp = b
+            .complete(&r, &CancelToken::new())
+            .unwrap_or_else(|e| panic!("{protocol:?}: {e}"));
+        assert_eq!(text_of(&events(&seen), 1).0, resp.text);
+        assert!(resp.text.contains("close framing"));
+        assert_eq!(server.request_count(), 1);
+    }
+}
+
+#[test]
+fn errors_and_scripted_whole_replies_still_work_when_streaming() {
+    let server = mock();
+    server.push(MockReply::rate_limited_ms(1));
+    server.push(MockReply::openai_finish("length"));
+    let b = streaming(&server, Protocol::OpenAi);
+    let (r, _) = watched("x");
+    let err = b.complete(&r, &CancelToken::new()).expect_err("truncated");
+    assert_eq!(err.kind, LlmErrorKind::Truncated);
+    assert_eq!(server.request_count(), 2);
+}
+
+#[test]
+fn streaming_off_sends_a_plain_request() {
+    for protocol in PROTOCOLS {
+        let server = mock();
+        let b = backend(&server, protocol);
+        assert!(!b.options().stream);
+        let (r, seen) = watched("no stream");
+        let log = AttemptLog::new();
+        let resp = b
+            .complete_observed(&r, &CancelToken::new(), &log)
+            .expect("reply");
+        assert!(resp.text.contains("no stream"));
+        let body = server.last_request().expect("request").body;
+        match protocol {
+            Protocol::Ollama => assert_eq!(body["stream"], false),
+            _ => assert!(body.get("stream").is_none(), "{protocol:?}: {body}"),
+        }
+        assert!(body.get("stream_options").is_none());
+        assert!(events(&seen).is_empty());
+        assert_eq!(log.attempts()[0].first_token, None);
+    }
+}
+
+#[test]
+fn the_config_turns_streaming_on_by_default_and_off_per_backend() {
+    use ais_vm::config::Config;
+    let on = Config::parse(
+        "[[llm_backends]]\nname = \"x\"\nprotocol = \"openai\"\n",
+        std::path::Path::new("t.toml"),
+    );
+    let off = Config::parse(
+        "[[llm_backends]]\nname = \"x\"\nprotocol = \"openai\"\nstream = false\n",
+        std::path::Path::new("t.toml"),
+    );
+    let bad = Config::parse(
+        "[[llm_backends]]\nname = \"x\"\nprotocol = \"openai\"\nstream = \"yes\"\n",
+        std::path::Path::new("t.toml"),
+    );
+    let stream_of = |c: &Config| c.backends.iter().find(|b| b.name == "x").map(|b| b.stream);
+    assert_eq!(on.as_ref().ok().and_then(stream_of), Some(true));
+    assert_eq!(off.as_ref().ok().and_then(stream_of), Some(false));
+    let message = bad.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(message.contains("stream"), "{message}");
+}
+
+#[test]
+fn an_idle_stream_times_out_and_a_cancel_ends_it() {
+    // A server that sends the head and one event, then nothing.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}/v1", listener.local_addr().expect("addr"));
+    let hold = std::thread::spawn(move || {
+        let mut conns = Vec::new();
+        for _ in 0..2 {
+            let Ok((mut s, _)) = listener.accept() else { return };
+            use std::io::{Read, Write};
+            let mut buf = [0u8; 65536];
+            let _ = s.read(&mut buf);
+            let event = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n";
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n{:x}\r\n{event}\r\n",
+                event.len()
+            );
+            conns.push(s);
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    });
+    let mut o = ais_vm::llm::http::HttpOptions::new("idle", Protocol::OpenAi, &url);
+    o.stream = true;
+    o.timeout = Duration::from_millis(300);
+    o.retry.max_retries = 0;
+    let b = HttpBackend::new(o);
+    let (r, seen) = watched("x");
+    let err = b.complete(&r, &CancelToken::new()).expect_err("idle");
+    assert_eq!(err.kind, LlmErrorKind::Timeout);
+    assert!(err.message.contains("idle"), "{}", err.message);
+    assert_eq!(text_of(&events(&seen), 1).0, "hi");
+
+    let cancel = CancelToken::new();
+    let c2 = cancel.clone();
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        c2.cancel();
+    });
+    let mut o = ais_vm::llm::http::HttpOptions::new("idle", Protocol::OpenAi, &url);
+    o.stream = true;
+    o.timeout = Duration::from_secs(30);
+    let b = HttpBackend::new(o);
+    let err = b.complete(&r, &cancel).expect_err("cancelled");
+    assert_eq!(err.kind, LlmErrorKind::Cancelled);
+    let _ = t.join();
+    let _ = hold.join();
+}
+
+#[test]
+fn started_calls_stream_on_both_transport_settings() {
+    for transport in [HttpTransport::Auto, HttpTransport::Threads] {
+        let server = mock();
+        let mut o = options(&server, Protocol::OpenAi);
+        o.stream = true;
+        o.transport = transport;
+        let b = HttpBackend::new(o);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut calls = Vec::new();
+        let mut seen_all = Vec::new();
+        for i in 0..4 {
+            let (r, seen) = watched(&format!("call number {i}"));
+            seen_all.push(seen);
+            let tx = tx.clone();
+            calls.push((
+                r,
+                CancelToken::new(),
+                Box::new(move |res: Result<_, _>, _attempts| {
+                    let _ = tx.send((i, res));
+                }) as ais_vm::llm::OnDone,
+            ));
+        }
+        b.start_many(calls);
+        for _ in 0..4 {
+            let (i, res) = rx.recv_timeout(Duration::from_secs(20)).expect("outcome");
+            let resp: ais_vm::llm::LlmResponse = res.expect("reply");
+            assert!(resp.text.contains(&format!("call number {i}")));
+            assert_eq!(text_of(&events(&seen_all[i]), 1).0, resp.text, "{transport:?}");
+        }
+        assert!(server
+            .requests()
+            .iter()
+            .all(|r| r.body["stream"] == true));
+    }
+}
