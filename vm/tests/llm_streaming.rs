@@ -27,7 +27,9 @@ fn watched(prompt: &str) -> (LlmRequest, Arc<Mutex<Vec<TextEvent>>>) {
     let mut r = request(LlmOpKind::Ask, prompt);
     r.json_schema = None;
     r.on_text = Some(TextSink::new(move |e: &TextEvent| {
-        into.lock().unwrap_or_else(|p| p.into_inner()).push(e.clone())
+        into.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(e.clone())
     }));
     (r, seen)
 }
@@ -65,7 +67,10 @@ fn streamed_text_arrives_in_deltas_that_make_the_reply() {
         let (text, count) = text_of(&got, 1);
         assert!(count >= 3, "{protocol:?}: {count} deltas");
         assert_eq!(text, resp.text, "{protocol:?}");
-        assert!(resp.text.starts_with("mock reply to: tell me"), "{protocol:?}");
+        assert!(
+            resp.text.starts_with("mock reply to: tell me"),
+            "{protocol:?}"
+        );
         assert!(!got.iter().any(|e| matches!(e, TextEvent::Reset { .. })));
         assert!(resp.usage.prompt_tokens > 0 && resp.usage.completion_tokens > 0);
         assert_eq!(resp.model, "m-ask");
@@ -111,7 +116,10 @@ fn a_cut_stream_is_retried_and_the_retry_is_the_result() {
                 .unwrap_or_else(|e| panic!("{protocol:?} {fault:?}: {e}"));
             let got = events(&seen);
             let (cut, cut_count) = text_of(&got, 1);
-            assert!(cut_count >= 1, "{protocol:?} {fault:?}: the cut attempt streamed");
+            assert!(
+                cut_count >= 1,
+                "{protocol:?} {fault:?}: the cut attempt streamed"
+            );
             assert!(resp.text.starts_with(&cut) && resp.text != cut);
             let reset_at = got
                 .iter()
@@ -225,7 +233,9 @@ fn an_idle_stream_times_out_and_a_cancel_ends_it() {
     let hold = std::thread::spawn(move || {
         let mut conns = Vec::new();
         for _ in 0..2 {
-            let Ok((mut s, _)) = listener.accept() else { return };
+            let Ok((mut s, _)) = listener.accept() else {
+                return;
+            };
             use std::io::{Read, Write};
             let mut buf = [0u8; 65536];
             let _ = s.read(&mut buf);
@@ -294,11 +304,12 @@ fn started_calls_stream_on_both_transport_settings() {
             let (i, res) = rx.recv_timeout(Duration::from_secs(20)).expect("outcome");
             let resp: ais_vm::llm::LlmResponse = res.expect("reply");
             assert!(resp.text.contains(&format!("call number {i}")));
-            assert_eq!(text_of(&events(&seen_all[i]), 1).0, resp.text, "{transport:?}");
+            assert_eq!(
+                text_of(&events(&seen_all[i]), 1).0,
+                resp.text,
+                "{transport:?}"
+            );
         }
-        assert!(server
-            .requests()
-            .iter()
-            .all(|r| r.body["stream"] == true));
+        assert!(server.requests().iter().all(|r| r.body["stream"] == true));
     }
 }

@@ -20,8 +20,8 @@ use super::prompt::{self, Instructions, Models, Prepared};
 use super::secret::{redact, Secret};
 use super::{
     anthropic, ollama, openai, Attempt, AttemptLog, AttemptObserver, CancelToken, LlmBackend,
-    LlmError, LlmErrorKind, LlmRequest, LlmResponse, NoObserver, OnDone, TextEvent, TextSink,
-    ToolCall, Usage,
+    LlmError, LlmErrorKind, LlmRequest, LlmResponse, NoObserver, OnDone, TextEvent, ToolCall,
+    Usage,
 };
 use crate::sync::lock;
 use serde::{Deserialize, Serialize};
@@ -709,8 +709,8 @@ impl HttpCore {
         number: &mut u32,
         via: Via,
         first: &mut First,
-        sink: Option<&TextSink>,
     ) -> Result<Reply, Stop> {
+        let sink = p.on_text.as_ref();
         let headers = self.headers(p);
         // Checked here so both transports refuse alike, before sending; a
         // line break would split the request. The header is named, its
@@ -1307,8 +1307,7 @@ impl HttpCore {
         let mut usage = Usage::default();
         let mut repaired = false;
         loop {
-            let sink = request.on_text.as_ref();
-            let mut reply = self.call(&p, cancel, observer, &mut number, via, &mut first, sink)?;
+            let mut reply = self.call(&p, cancel, observer, &mut number, via, &mut first)?;
             for call in &mut reply.tool_calls {
                 call.name = p.tool_names.from_wire(&call.name).to_string();
             }
@@ -1367,7 +1366,7 @@ impl HttpCore {
                         usage: Usage::default(),
                         first_token: None,
                     });
-                    if let (Some(sink), true) = (&request.on_text, self.opts.stream) {
+                    if let (Some(sink), true) = (&p.on_text, self.opts.stream) {
                         sink.send(&TextEvent::Reset { attempt: number });
                     }
                     p.messages.push(("assistant", reply.text));

@@ -4,7 +4,7 @@
 //! structured ops. Every protocol module builds its body from a [`Prepared`].
 
 use super::tools::ToolNames;
-use super::{LlmOpKind, LlmRequest, ToolSpec, Turn};
+use super::{LlmOpKind, LlmRequest, TextSink, ToolSpec, Turn};
 use ais_ir::Latency;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -117,6 +117,8 @@ pub struct Prepared {
     /// Earlier tool-calling turns; protocols place them after
     /// `messages[0]` (the prompt) and before any repair turns.
     pub turns: Vec<Turn>,
+    /// Where streamed text goes (`LlmRequest::on_text`).
+    pub on_text: Option<TextSink>,
 }
 
 /// Renders the user message: the prompt, then each context block under a
@@ -201,6 +203,7 @@ pub fn prepare(
         tool_names: ToolNames::new(&request.tools),
         tools: request.tools.clone(),
         turns: request.turns.clone(),
+        on_text: request.on_text.clone(),
     }
 }
 

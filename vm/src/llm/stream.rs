@@ -446,7 +446,7 @@ mod tests {
         let (_, r) = run(Protocol::OpenAi, cut, 5);
         assert!(r.is_err());
         let (_, r) = run(Protocol::OpenAi, "data: {not json\n\n", 3);
-        assert!(r.unwrap_err().contains("malformed"));
+        assert!(r.expect_err("an error").contains("malformed"));
         let (_, r) = run(
             Protocol::Anthropic,
             "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":3}}}\n\n",
@@ -491,9 +491,9 @@ mod tests {
     fn an_error_event_fails_the_attempt() {
         let body = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n";
         let (_, r) = run(Protocol::Anthropic, body, 9);
-        assert!(r.unwrap_err().contains("overloaded_error: Overloaded"));
+        assert!(r.expect_err("an error").contains("overloaded_error: Overloaded"));
         let (_, r) = run(Protocol::Ollama, "{\"error\":\"boom\"}\n", 9);
-        assert!(r.unwrap_err().contains("boom"));
+        assert!(r.expect_err("an error").contains("boom"));
     }
 
     #[test]
