@@ -313,3 +313,30 @@ fn started_calls_stream_on_both_transport_settings() {
         assert!(server.requests().iter().all(|r| r.body["stream"] == true));
     }
 }
+
+#[test]
+fn a_streamed_call_records_and_replays_its_text() {
+    use ais_vm::llm::record::{RecordingBackend, ReplayBackend};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = mock();
+    let inner: Arc<dyn LlmBackend> = Arc::new(streaming(&server, Protocol::Anthropic));
+    let rec = RecordingBackend::new(inner, dir.path()).expect("recorder");
+    let (r, seen) = watched("remember this");
+    let live = rec.complete(&r, &CancelToken::new()).expect("live");
+    let (live_text, live_count) = text_of(&events(&seen), 1);
+    assert!(live_count >= 2);
+    assert_eq!(live_text, live.text);
+
+    let replay = ReplayBackend::new(dir.path()).expect("replay");
+    let (r2, seen2) = watched("remember this");
+    let again = replay.complete(&r2, &CancelToken::new()).expect("replayed");
+    assert_eq!(again.text, live.text);
+    assert_eq!(
+        events(&seen2),
+        vec![TextEvent::Delta {
+            attempt: 1,
+            text: live.text.clone()
+        }]
+    );
+    assert_eq!(server.request_count(), 1);
+}

@@ -12,6 +12,7 @@
 
 use super::{
     AttemptObserver, CancelToken, LlmBackend, LlmError, LlmErrorKind, LlmRequest, LlmResponse,
+    TextEvent,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -273,6 +274,17 @@ impl LlmBackend for ReplayBackend {
                 "cancelled",
             ));
         }
-        self.lookup(request)
+        let result = self.lookup(request);
+        // A replayed reply streams as one piece, so a run that shows text
+        // as it comes shows it on replay too.
+        if let (Ok(r), Some(sink)) = (&result, &request.on_text) {
+            if !r.text.is_empty() {
+                sink.send(&TextEvent::Delta {
+                    attempt: 1,
+                    text: r.text.clone(),
+                });
+            }
+        }
+        result
     }
 }
