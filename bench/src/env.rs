@@ -59,7 +59,9 @@ pub fn start_mock(lat: &Latencies) -> io::Result<MockServer> {
 }
 
 /// The `.apxm/config.toml` text for a run against the mock at `base_url`
-/// (OpenAI protocol, no retries: a failed call is a failed run).
+/// (OpenAI protocol, no retries: a failed call is a failed run; whole
+/// replies, not streamed, like the LangGraph side and the measurements in
+/// docs/benchmarks.md).
 pub fn config_text(base_url: &str) -> String {
     format!(
         "default_backend = \"{BACKEND}\"\n\n\
@@ -69,6 +71,7 @@ pub fn config_text(base_url: &str) -> String {
          base_url = \"{base_url}\"\n\
          concurrency = {CONCURRENCY}\n\
          retries = 0\n\
+         stream = false\n\
          timeout_s = 120\n\n\
          [llm_backends.models]\n\
          ask = \"{MODEL_ASK}\"\n\

@@ -327,6 +327,9 @@ impl StreamDecoder {
     }
 
     fn ollama(&mut self, v: &Value, deltas: &mut Vec<String>) -> Result<(), String> {
+        if self.ended {
+            return Ok(());
+        }
         if let Some(e) = v.get("error") {
             return Err(format!("the stream reported an error: {}", error_text(e)));
         }
@@ -345,6 +348,7 @@ impl StreamDecoder {
         }
         if v.get("done") == Some(&Value::Bool(true)) {
             self.done = true;
+            self.ended = true;
             self.usage = ollama::usage(v);
             self.finish_reason = Some(
                 v.get("done_reason")
@@ -491,7 +495,9 @@ mod tests {
     fn an_error_event_fails_the_attempt() {
         let body = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n";
         let (_, r) = run(Protocol::Anthropic, body, 9);
-        assert!(r.expect_err("an error").contains("overloaded_error: Overloaded"));
+        assert!(r
+            .expect_err("an error")
+            .contains("overloaded_error: Overloaded"));
         let (_, r) = run(Protocol::Ollama, "{\"error\":\"boom\"}\n", 9);
         assert!(r.expect_err("an error").contains("boom"));
     }
