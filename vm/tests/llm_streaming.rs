@@ -14,10 +14,19 @@ use std::time::Duration;
 
 const PROTOCOLS: [Protocol; 3] = [Protocol::OpenAi, Protocol::Anthropic, Protocol::Ollama];
 
-fn streaming(server: &MockServer, protocol: Protocol) -> HttpBackend {
+const TRANSPORTS: [HttpTransport; 2] = [HttpTransport::Auto, HttpTransport::Threads];
+
+/// A streaming backend on the mock: `Auto` is the event transport there
+/// (a loopback endpoint), `Threads` the thread transport.
+fn streaming_on(server: &MockServer, protocol: Protocol, transport: HttpTransport) -> HttpBackend {
     let mut o = options(server, protocol);
     o.stream = true;
+    o.transport = transport;
     HttpBackend::new(o)
+}
+
+fn streaming(server: &MockServer, protocol: Protocol) -> HttpBackend {
+    streaming_on(server, protocol, HttpTransport::Auto)
 }
 
 /// A plain-text request whose streamed text is collected.
@@ -55,9 +64,12 @@ fn text_of(events: &[TextEvent], n: u32) -> (String, usize) {
 
 #[test]
 fn streamed_text_arrives_in_deltas_that_make_the_reply() {
-    for protocol in PROTOCOLS {
+    for (protocol, transport) in PROTOCOLS
+        .into_iter()
+        .flat_map(|p| TRANSPORTS.map(|t| (p, t)))
+    {
         let server = mock();
-        let b = streaming(&server, protocol);
+        let b = streaming_on(&server, protocol, transport);
         let (r, seen) = watched("tell me a longer story please");
         let log = AttemptLog::new();
         let resp = b
@@ -104,11 +116,14 @@ fn a_structured_reply_streams_and_is_validated() {
 
 #[test]
 fn a_cut_stream_is_retried_and_the_retry_is_the_result() {
-    for protocol in PROTOCOLS {
+    for (protocol, transport) in PROTOCOLS
+        .into_iter()
+        .flat_map(|p| TRANSPORTS.map(|t| (p, t)))
+    {
         for fault in [MockReply::StreamCut, MockReply::StreamMalformed] {
             let server = mock();
             server.push(fault.clone());
-            let b = streaming(&server, protocol);
+            let b = streaming_on(&server, protocol, transport);
             let (r, seen) = watched("hello there friend");
             let log = AttemptLog::new();
             let resp = b
@@ -154,10 +169,13 @@ fn a_cut_stream_is_retried_and_the_retry_is_the_result() {
 
 #[test]
 fn a_stream_framed_by_closing_the_connection_is_read_whole() {
-    for protocol in PROTOCOLS {
+    for (protocol, transport) in PROTOCOLS
+        .into_iter()
+        .flat_map(|p| TRANSPORTS.map(|t| (p, t)))
+    {
         let server = mock();
         server.push(MockReply::StreamUntilClose);
-        let b = streaming(&server, protocol);
+        let b = streaming_on(&server, protocol, transport);
         let (r, seen) = watched("close framing");
         let resp = b
             .complete(&r, &CancelToken::new())
@@ -225,14 +243,14 @@ fn the_config_turns_streaming_on_by_default_and_off_per_backend() {
     assert!(message.contains("stream"), "{message}");
 }
 
-#[test]
-fn an_idle_stream_times_out_and_a_cancel_ends_it() {
-    // A server that sends the head and one event, then nothing.
+/// A server that answers each of `n` connections with a stream head and
+/// one event, then holds the connection open for `hold`.
+fn silent_server(n: usize, hold: Duration) -> (String, std::thread::JoinHandle<()>) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let url = format!("http://{}/v1", listener.local_addr().expect("addr"));
-    let hold = std::thread::spawn(move || {
+    let t = std::thread::spawn(move || {
         let mut conns = Vec::new();
-        for _ in 0..2 {
+        for _ in 0..n {
             let Ok((mut s, _)) = listener.accept() else {
                 return;
             };
@@ -247,33 +265,122 @@ fn an_idle_stream_times_out_and_a_cancel_ends_it() {
             );
             conns.push(s);
         }
-        std::thread::sleep(Duration::from_secs(2));
+        std::thread::sleep(hold);
     });
-    let mut o = ais_vm::llm::http::HttpOptions::new("idle", Protocol::OpenAi, &url);
-    o.stream = true;
-    o.timeout = Duration::from_millis(300);
-    o.retry.max_retries = 0;
-    let b = HttpBackend::new(o);
-    let (r, seen) = watched("x");
-    let err = b.complete(&r, &CancelToken::new()).expect_err("idle");
-    assert_eq!(err.kind, LlmErrorKind::Timeout);
-    assert!(err.message.contains("idle"), "{}", err.message);
-    assert_eq!(text_of(&events(&seen), 1).0, "hi");
+    (url, t)
+}
 
-    let cancel = CancelToken::new();
-    let c2 = cancel.clone();
-    let t = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(50));
-        c2.cancel();
-    });
-    let mut o = ais_vm::llm::http::HttpOptions::new("idle", Protocol::OpenAi, &url);
-    o.stream = true;
-    o.timeout = Duration::from_secs(30);
-    let b = HttpBackend::new(o);
-    let err = b.complete(&r, &cancel).expect_err("cancelled");
-    assert_eq!(err.kind, LlmErrorKind::Cancelled);
-    let _ = t.join();
-    let _ = hold.join();
+#[test]
+fn an_idle_stream_times_out_and_a_cancel_ends_it() {
+    for transport in TRANSPORTS {
+        let (url, hold) = silent_server(2, Duration::from_secs(2));
+        let mut o = ais_vm::llm::http::HttpOptions::new("idle", Protocol::OpenAi, &url);
+        o.stream = true;
+        o.transport = transport;
+        o.timeout = Duration::from_millis(300);
+        o.retry.max_retries = 0;
+        let b = HttpBackend::new(o);
+        let (r, seen) = watched("x");
+        let err = b.complete(&r, &CancelToken::new()).expect_err("idle");
+        assert_eq!(err.kind, LlmErrorKind::Timeout, "{transport:?}");
+        assert!(
+            err.message.contains("idle"),
+            "{transport:?}: {}",
+            err.message
+        );
+        assert_eq!(text_of(&events(&seen), 1).0, "hi", "{transport:?}");
+
+        let cancel = CancelToken::new();
+        let c2 = cancel.clone();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            c2.cancel();
+        });
+        let mut o = ais_vm::llm::http::HttpOptions::new("idle", Protocol::OpenAi, &url);
+        o.stream = true;
+        o.transport = transport;
+        o.timeout = Duration::from_secs(30);
+        let b = HttpBackend::new(o);
+        let err = b.complete(&r, &cancel).expect_err("cancelled");
+        assert_eq!(err.kind, LlmErrorKind::Cancelled, "{transport:?}");
+        let _ = t.join();
+        let _ = hold.join();
+    }
+}
+
+/// A stream that keeps sending outlives a timeout shorter than the whole
+/// stream: the timeout is for silence.
+#[test]
+fn a_slow_but_steady_stream_is_not_timed_out() {
+    for transport in TRANSPORTS {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}/v1", listener.local_addr().expect("addr"));
+        let server = std::thread::spawn(move || {
+            use std::io::{Read, Write};
+            let Ok((mut s, _)) = listener.accept() else {
+                return;
+            };
+            let mut buf = [0u8; 65536];
+            let _ = s.read(&mut buf);
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+            );
+            let mut chunk = |e: &str| {
+                let _ = write!(s, "{:x}\r\n{e}\r\n", e.len());
+                let _ = s.flush();
+            };
+            for i in 0..6 {
+                chunk(&format!(
+                    "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"p{i} \"}}}}]}}\n\n"
+                ));
+                std::thread::sleep(Duration::from_millis(150));
+            }
+            chunk("data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n");
+            let _ = write!(s, "0\r\n\r\n");
+            let _ = s.flush();
+            std::thread::sleep(Duration::from_millis(200));
+        });
+        let mut o = ais_vm::llm::http::HttpOptions::new("steady", Protocol::OpenAi, &url);
+        o.stream = true;
+        o.transport = transport;
+        // Shorter than the whole stream (6 × 150 ms), longer than any gap.
+        o.timeout = Duration::from_millis(600);
+        o.retry.max_retries = 0;
+        let b = HttpBackend::new(o);
+        let (mut r, seen) = watched("x");
+        // When each delta arrived: they must come as the server sends them
+        // (750 ms from the first to the last), not all at the end.
+        let times = Arc::new(Mutex::new(Vec::new()));
+        let (into, inner) = (Arc::clone(&times), r.on_text.take());
+        r.on_text = Some(TextSink::new(move |e: &TextEvent| {
+            into.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(std::time::Instant::now());
+            if let Some(s) = &inner {
+                s.send(e);
+            }
+        }));
+        let log = AttemptLog::new();
+        let resp = b
+            .complete_observed(&r, &CancelToken::new(), &log)
+            .unwrap_or_else(|e| panic!("{transport:?}: {e}"));
+        assert_eq!(resp.text, "p0 p1 p2 p3 p4 p5 ");
+        assert_eq!(text_of(&events(&seen), 1), (resp.text.clone(), 6));
+        let times = times.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let spread = times[times.len() - 1].duration_since(times[0]);
+        assert!(
+            spread >= Duration::from_millis(600),
+            "{transport:?}: {spread:?}"
+        );
+        let attempt = &log.attempts()[0];
+        let first = attempt.first_token.expect("first token");
+        assert!(
+            attempt.latency >= first + Duration::from_millis(600),
+            "{transport:?}: {attempt:?}"
+        );
+        let _ = server.join();
+    }
 }
 
 #[test]

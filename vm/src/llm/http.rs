@@ -351,8 +351,18 @@ impl From<LlmError> for Stop {
 }
 
 /// A first exchange made before the call's logic ran (by the event
-/// transport), and how long it took.
-type First = Option<(Exchange, Duration)>;
+/// transport).
+type First = Option<Made>;
+
+/// An exchange made, how long it took, and for a streamed one when its
+/// first token came and whether text went to the sink.
+#[derive(Clone)]
+struct Made {
+    exchange: Exchange,
+    took: Duration,
+    first_token: Option<Duration>,
+    sent_text: bool,
+}
 
 /// What one HTTP exchange produced.
 #[derive(Clone)]
@@ -569,7 +579,7 @@ impl HttpCore {
         via: Via,
     ) -> Result<Exchange, LlmError> {
         if let Some(ev) = &self.events {
-            return self.exchange_evented(ev, headers, &body, cancel);
+            return self.exchange_evented(ev, headers, &body, cancel, None);
         }
         if via == Via::ThisThread {
             return Ok(send(&self.agent, &self.endpoint, headers, body));
@@ -626,13 +636,16 @@ impl HttpCore {
     }
 
     /// One exchange through the event transport, waiting for its outcome
-    /// (the I/O thread watches the deadline and the cancel token).
+    /// (the I/O thread watches the deadline and the cancel token). With a
+    /// `feed`, the reply's body goes to it as it arrives and the deadline
+    /// is an idle timeout.
     fn exchange_evented(
         &self,
         ev: &events::EventTransport,
         headers: &[(String, String)],
         body: &str,
         cancel: &CancelToken,
+        feed: Option<&Arc<std::sync::Mutex<streaming::StreamFeed>>>,
     ) -> Result<Exchange, LlmError> {
         let bytes = match request_bytes(ev.target(), headers, body) {
             Ok(b) => b,
@@ -651,10 +664,20 @@ impl HttpCore {
             on_outcome: Box::new(move |o| {
                 let _ = tx.send(o);
             }),
+            stream: feed.map(|f| self.watch(f)),
         }]);
-        // The I/O thread ends the call at its deadline; the margin only
-        // guards against that thread being gone.
-        match rx.recv_timeout(self.opts.timeout + Duration::from_secs(5)) {
+        // The I/O thread ends the call at its deadline (for a stream, once
+        // it is idle that long); the margin only guards against that
+        // thread being gone.
+        let margin = self.opts.timeout + Duration::from_secs(5);
+        let outcome = loop {
+            match rx.recv_timeout(margin) {
+                Err(crossbeam::channel::RecvTimeoutError::Timeout)
+                    if feed.is_some_and(|f| lock(f).last.elapsed() < margin) => {}
+                other => break other,
+            }
+        };
+        match outcome {
             Ok(events::Outcome::Done(x, _)) => Ok(x),
             Ok(events::Outcome::Cancelled) => Err(LlmError::new(
                 &self.opts.name,
@@ -667,6 +690,25 @@ impl HttpCore {
                 message: "the I/O thread ended without a result".into(),
             }),
         }
+    }
+
+    /// How the event transport hands a streamed reply's body to `feed`.
+    fn watch(
+        &self,
+        feed: &Arc<std::sync::Mutex<streaming::StreamFeed>>,
+    ) -> Box<events::StreamWatch> {
+        let feed = Arc::clone(feed);
+        Box::new(events::StreamWatch {
+            on_body: Box::new(move |status, headers, bytes| {
+                let mut f = lock(&feed);
+                f.head(
+                    status,
+                    super::wire::header(headers, "content-type").unwrap_or(""),
+                );
+                f.bytes(bytes);
+            }),
+            idle: self.opts.timeout,
+        })
     }
 
     fn next_jitter(&self) -> u64 {
@@ -739,15 +781,31 @@ impl HttpCore {
             }
             *number += 1;
             let (outcome, latency, first_token, sent_text) = match made {
-                Some((x, took)) => (x, took, None, false),
+                Some(m) => (m.exchange, m.took, m.first_token, m.sent_text),
                 None => {
                     let started = Instant::now();
-                    let made = if self.opts.stream {
-                        self.exchange_streamed(&headers, body.clone(), cancel, sink, *number)
-                            .map(|s| (s.exchange, s.first_token, s.sent_text))
-                    } else {
-                        self.exchange(&headers, body.clone(), cancel, via)
-                            .map(|x| (x, None, false))
+                    let made = match (&self.events, self.opts.stream) {
+                        (Some(ev), true) => {
+                            let feed = streaming::StreamFeed::new(
+                                self.opts.protocol,
+                                sink.cloned(),
+                                *number,
+                                started,
+                            );
+                            let feed = Arc::new(std::sync::Mutex::new(feed));
+                            self.exchange_evented(ev, &headers, &body, cancel, Some(&feed))
+                                .map(|x| {
+                                    let mut f = lock(&feed);
+                                    let x = f.finish(x);
+                                    (x, f.first_token, f.sent_text)
+                                })
+                        }
+                        (None, true) => self
+                            .exchange_streamed(&headers, body.clone(), cancel, sink, *number)
+                            .map(|s| (s.exchange, s.first_token, s.sent_text)),
+                        (_, false) => self
+                            .exchange(&headers, body.clone(), cancel, via)
+                            .map(|x| (x, None, false)),
                     };
                     match made {
                         Ok((x, first_token, sent)) => (x, started.elapsed(), first_token, sent),
@@ -1254,9 +1312,7 @@ impl LlmBackend for HttpBackend {
     }
 
     fn start_many(&self, calls: Vec<(LlmRequest, CancelToken, OnDone)>) {
-        // Streamed calls need their bytes as they come: threads (see
-        // `http/streaming.rs`).
-        if let (Some(ev), false) = (&self.core.events, self.core.opts.stream) {
+        if let Some(ev) = &self.core.events {
             return HttpCore::start_evented(&self.core, ev, calls);
         }
         let calls = calls
@@ -1439,14 +1495,22 @@ impl HttpCore {
             let bytes = request_bytes(ev.target(), &core.headers(&p), &body);
             let watched = cancel.clone();
             let on = Arc::clone(core);
-            let on_outcome: events::OnOutcome =
-                Box::new(move |outcome| on.finish_started(request, cancel, started, outcome, done));
+            let feed = core.opts.stream.then(|| {
+                let feed =
+                    streaming::StreamFeed::new(core.opts.protocol, p.on_text.clone(), 1, started);
+                Arc::new(std::sync::Mutex::new(feed))
+            });
+            let stream = feed.as_ref().map(|f| core.watch(f));
+            let on_outcome: events::OnOutcome = Box::new(move |outcome| {
+                on.finish_started(request, cancel, started, outcome, done, feed)
+            });
             match bytes {
                 Ok(bytes) => sends.push(events::Call {
                     bytes,
                     deadline: started + core.opts.timeout,
                     cancel: watched,
                     on_outcome,
+                    stream,
                 }),
                 Err(message) => on_outcome(events::Outcome::Done(
                     Exchange::Transport {
@@ -1470,9 +1534,26 @@ impl HttpCore {
         started: Instant,
         outcome: events::Outcome,
         done: OnDone,
+        feed: Option<Arc<std::sync::Mutex<streaming::StreamFeed>>>,
     ) {
         let first = match outcome {
-            events::Outcome::Done(x, took) => (x, took),
+            events::Outcome::Done(exchange, took) => match feed {
+                Some(feed) => {
+                    let mut f = lock(&feed);
+                    Made {
+                        exchange: f.finish(exchange),
+                        took,
+                        first_token: f.first_token,
+                        sent_text: f.sent_text,
+                    }
+                }
+                None => Made {
+                    exchange,
+                    took,
+                    first_token: None,
+                    sent_text: false,
+                },
+            },
             events::Outcome::Cancelled => {
                 let mut e = LlmError::new(&self.opts.name, LlmErrorKind::Cancelled, "cancelled");
                 e.attempts = 1;

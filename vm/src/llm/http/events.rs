@@ -26,7 +26,7 @@
 //! is in `framing.rs`.
 
 use super::super::wire;
-use super::framing::{parse_reply, Parsed, MAX_BODY, MAX_HEAD};
+use super::framing::{parse_partial, parse_reply, Parsed, MAX_BODY, MAX_HEAD};
 use super::Exchange;
 use crate::llm::{CancelToken, LlmErrorKind};
 use crate::sync::lock;
@@ -114,6 +114,21 @@ pub(super) struct Call {
     pub deadline: Instant,
     pub cancel: CancelToken,
     pub on_outcome: OnOutcome,
+    /// A streamed call: its reply's body goes out as it arrives.
+    pub stream: Option<Box<StreamWatch>>,
+}
+
+/// Receives a reply's status, head and each new piece of its decoded body
+/// as the bytes come in, on the I/O thread (it must not block). The
+/// outcome still carries the whole body.
+pub(super) type OnBody = Box<dyn FnMut(u16, &[(String, String)], &[u8]) + Send>;
+
+/// How a streamed call is watched.
+pub(super) struct StreamWatch {
+    pub on_body: OnBody,
+    /// The call times out when no bytes came for this long (instead of at
+    /// a fixed deadline).
+    pub idle: Duration,
 }
 
 /// A call in progress.
@@ -122,6 +137,8 @@ struct Active {
     started: Instant,
     /// Addresses of the target tried so far for this call.
     tried: usize,
+    /// Body bytes of a streamed reply handed over so far.
+    fed: usize,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -237,6 +254,7 @@ impl EventTransport {
                     call,
                     started: now,
                     tried: 0,
+                    fed: 0,
                 };
                 match st.idle.pop() {
                     Some(token) => {
@@ -618,6 +636,7 @@ fn step(shared: &Shared, conn: &mut Conn, token: usize) -> Step {
         }
     }
     // Read whatever arrived.
+    let before = conn.buf.len();
     let mut eof = false;
     let mut failure: Option<io::Error> = None;
     let mut chunk = [0u8; 16 * 1024];
@@ -649,13 +668,53 @@ fn step(shared: &Shared, conn: &mut Conn, token: usize) -> Step {
         }
         return Step::Nothing;
     }
-    if conn.active.is_none() {
+    let Some(active) = conn.active.as_mut() else {
         return Step::Nothing;
-    }
+    };
     let ended = eof || failure.is_some();
-    match parse_reply(&conn.buf, ended) {
+    let parsed = match active.call.stream.as_mut() {
+        Some(watch) if conn.buf.len() > before => {
+            // Bytes came: the stream is alive for another idle period.
+            active.call.deadline = Instant::now() + watch.idle;
+            match parse_partial(&conn.buf, ended) {
+                Parsed::Partial {
+                    status,
+                    headers,
+                    body,
+                } => {
+                    if body.len() > active.fed {
+                        (watch.on_body)(status, &headers, &body[active.fed..]);
+                        active.fed = body.len();
+                    }
+                    Parsed::Incomplete
+                }
+                Parsed::Reply {
+                    status,
+                    headers,
+                    body,
+                    keep_alive,
+                    used,
+                } => {
+                    if body.len() > active.fed {
+                        (watch.on_body)(status, &headers, &body[active.fed..]);
+                        active.fed = body.len();
+                    }
+                    Parsed::Reply {
+                        status,
+                        headers,
+                        body,
+                        keep_alive,
+                        used,
+                    }
+                }
+                other => other,
+            }
+        }
+        _ => parse_reply(&conn.buf, ended),
+    };
+    match parsed {
         Parsed::Incomplete if !ended => Step::Nothing,
-        Parsed::Incomplete => {
+        Parsed::Incomplete | Parsed::Partial { .. } => {
             // Not retried here even on a reused connection: the server may
             // have acted on the request; the call's retry policy decides.
             let message = match (&failure, conn.buf.is_empty()) {
@@ -756,13 +815,19 @@ fn expire(shared: &Shared, st: &mut State, finished: &mut Vec<(OnOutcome, Outcom
             );
             end(shared, st, token, LlmErrorKind::Timeout, message, finished);
         } else if now >= a.call.deadline {
-            let message = format!(
-                "timed out (no complete reply within {} ms)",
-                a.call
-                    .deadline
-                    .saturating_duration_since(a.started)
-                    .as_millis()
-            );
+            let message = match &a.call.stream {
+                Some(w) => format!(
+                    "timed out (the stream was idle for {} ms)",
+                    w.idle.as_millis()
+                ),
+                None => format!(
+                    "timed out (no complete reply within {} ms)",
+                    a.call
+                        .deadline
+                        .saturating_duration_since(a.started)
+                        .as_millis()
+                ),
+            };
             end(shared, st, token, LlmErrorKind::Timeout, message, finished);
         }
     }

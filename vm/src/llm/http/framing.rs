@@ -30,6 +30,13 @@ pub(super) enum Parsed {
         /// Bytes of the buffer the reply took.
         used: usize,
     },
+    /// The head and the body decoded so far of a reply not yet whole
+    /// (only when asked for, by [`parse_partial`]).
+    Partial {
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+    },
 }
 
 /// The bytes of a POST of `body` to `path` on `authority`. Header values
@@ -131,6 +138,19 @@ fn too_large() -> Parsed {
 /// which ends a body framed by the connection's close). Interim (1xx)
 /// replies are skipped.
 pub(super) fn parse_reply(buf: &[u8], eof: bool) -> Parsed {
+    parse(buf, eof, false)
+}
+
+/// Like [`parse_reply`], but a reply whose head is in and whose body is
+/// not whole yet is [`Parsed::Partial`] with the body decoded so far (for
+/// streamed replies, whose bytes are wanted as they come). The buffer is
+/// decoded from its start on every call, which is cheap for the replies
+/// of local servers this transport serves.
+pub(super) fn parse_partial(buf: &[u8], eof: bool) -> Parsed {
+    parse(buf, eof, true)
+}
+
+fn parse(buf: &[u8], eof: bool, partial: bool) -> Parsed {
     let mut call = match awaiting_reply() {
         Ok(c) => c,
         Err(m) => return Parsed::Invalid(m),
@@ -174,6 +194,17 @@ pub(super) fn parse_reply(buf: &[u8], eof: bool) -> Parsed {
         keep_alive,
         used,
     };
+    let so_far = |body: Vec<u8>| {
+        if partial {
+            Parsed::Partial {
+                status,
+                headers: headers.clone(),
+                body,
+            }
+        } else {
+            Parsed::Incomplete
+        }
+    };
     let mut recv = match call.proceed() {
         Some(RecvResponseResult::RecvBody(b)) => b,
         Some(RecvResponseResult::Cleanup(c)) => {
@@ -189,14 +220,16 @@ pub(super) fn parse_reply(buf: &[u8], eof: bool) -> Parsed {
         BodyMode::LengthDelimited(n) if n > MAX_BODY as u64 => return too_large(),
         // Not all there yet: no decoding (the buffer is parsed again on
         // every read, so a large body would be copied over and over).
-        BodyMode::LengthDelimited(n) if (rest.len() as u64) < n => return Parsed::Incomplete,
+        BodyMode::LengthDelimited(n) if (rest.len() as u64) < n => {
+            return so_far(if partial { rest.to_vec() } else { Vec::new() })
+        }
         BodyMode::CloseDelimited => {
             // Framed by the end of the connection.
             if !eof {
                 return if rest.len() > MAX_BODY {
                     too_large()
                 } else {
-                    Parsed::Incomplete
+                    so_far(if partial { rest.to_vec() } else { Vec::new() })
                 };
             }
             return reply(rest.to_vec(), false, buf.len());
@@ -228,7 +261,7 @@ pub(super) fn parse_reply(buf: &[u8], eof: bool) -> Parsed {
             reply(body, !r.must_close_connection(), body_at + taken)
         }
         None if rest.len() > MAX_BODY + MAX_HEAD => too_large(),
-        None => Parsed::Incomplete,
+        None => so_far(body),
     }
 }
 
@@ -248,6 +281,21 @@ mod tests {
             } => (status, body, keep_alive, used),
             other => panic!("not a whole reply: {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_partial_chunked_reply_gives_its_body_so_far() {
+        let raw = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n";
+        let cut = raw.len() - 12;
+        match parse_partial(&raw[..cut], false) {
+            Parsed::Partial { status, body, .. } => {
+                assert_eq!(status, 200);
+                assert_eq!(body, b"abc");
+            }
+            other => panic!("not partial: {other:?}"),
+        }
+        assert_eq!(parse_reply(&raw[..cut], false), Parsed::Incomplete);
+        assert_eq!(reply(parse_partial(raw, false)).1, b"abcde".to_vec());
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! Streamed exchanges (`stream = true`), on the thread transport.
+//! Streamed exchanges (`stream = true`): the decoding shared by both
+//! transports ([`StreamFeed`]) and the thread transport's exchange.
 //!
 //! An HTTP thread sends the request with ureq and passes the reply's bytes
 //! on as they arrive (ureq reads chunked and read-until-close bodies); the
@@ -12,6 +13,7 @@
 //! `stream`) is read whole and judged as in a non-streamed exchange.
 
 use super::{retry_after, transport_error, Exchange, HttpCore, IdleMark, PoolJob, MAX_BODY};
+use crate::llm::http::Protocol;
 use crate::llm::stream::StreamDecoder;
 use crate::llm::{CancelToken, LlmError, LlmErrorKind, TextEvent, TextSink};
 use crossbeam::channel::{Receiver, RecvTimeoutError, Sender};
@@ -27,8 +29,7 @@ enum Piece {
     Head {
         status: u16,
         retry_after: Option<Duration>,
-        /// An event stream or NDJSON body, decoded as it comes.
-        streamed: bool,
+        content_type: String,
     },
     Bytes(Vec<u8>),
     /// The body ended: cleanly, or with a transport error.
@@ -43,8 +44,139 @@ pub(super) struct Streamed {
     pub sent_text: bool,
 }
 
+/// True for a reply whose body is a stream to decode as it comes.
+pub(super) fn is_stream(status: u16, content_type: &str) -> bool {
+    let kind = content_type.to_ascii_lowercase();
+    (200..300).contains(&status) && (kind.contains("event-stream") || kind.contains("ndjson"))
+}
+
+/// One attempt's streamed reply on its way in: decodes body bytes, sends
+/// text to the sink, and turns the finished exchange into the decoded
+/// reply. Shared by both transports (on the event transport it is fed on
+/// the I/O thread).
+pub(super) struct StreamFeed {
+    protocol: Protocol,
+    sink: Option<TextSink>,
+    attempt: u32,
+    started: Instant,
+    headed: bool,
+    /// Set once the head said the body is a stream.
+    decoder: Option<StreamDecoder>,
+    /// The first decoding error; the attempt fails with it.
+    error: Option<String>,
+    deltas: Vec<String>,
+    /// When bytes last came.
+    pub last: Instant,
+    pub first_token: Option<Duration>,
+    /// Text went to the sink (a retry must reset it).
+    pub sent_text: bool,
+}
+
+impl StreamFeed {
+    pub fn new(
+        protocol: Protocol,
+        sink: Option<TextSink>,
+        attempt: u32,
+        started: Instant,
+    ) -> StreamFeed {
+        StreamFeed {
+            protocol,
+            sink,
+            attempt,
+            started,
+            headed: false,
+            decoder: None,
+            error: None,
+            deltas: Vec::new(),
+            last: started,
+            first_token: None,
+            sent_text: false,
+        }
+    }
+
+    /// The reply's head (only the first call counts).
+    pub fn head(&mut self, status: u16, content_type: &str) {
+        if !self.headed {
+            self.headed = true;
+            if is_stream(status, content_type) {
+                self.decoder = Some(StreamDecoder::new(self.protocol));
+            }
+        }
+    }
+
+    pub fn is_streamed(&self) -> bool {
+        self.decoder.is_some()
+    }
+
+    /// The decoding error so far, if any.
+    pub fn error(&self) -> Option<&str> {
+        self.error.as_deref()
+    }
+
+    /// More body bytes of a streamed reply (ignored for other replies).
+    pub fn bytes(&mut self, bytes: &[u8]) {
+        self.last = Instant::now();
+        if self.error.is_some() {
+            return;
+        }
+        let Some(d) = self.decoder.as_mut() else {
+            return;
+        };
+        let fed = d.feed(bytes, &mut self.deltas);
+        // Text before a bad event did arrive: it goes out, and the
+        // retry's `Reset` takes it back.
+        self.flush();
+        if let Err(e) = fed {
+            self.error = Some(e);
+        }
+    }
+
+    fn flush(&mut self) {
+        for text in self.deltas.drain(..) {
+            self.first_token
+                .get_or_insert_with(|| self.started.elapsed());
+            if let Some(sink) = &self.sink {
+                sink.send(&TextEvent::Delta {
+                    attempt: self.attempt,
+                    text,
+                });
+                self.sent_text = true;
+            }
+        }
+    }
+
+    /// The exchange as judged: a streamed 2xx reply becomes the decoded
+    /// reply, or the error of a stream that broke or ended early; anything
+    /// else stays as it is.
+    pub fn finish(&mut self, exchange: Exchange) -> Exchange {
+        let Some(decoder) = self.decoder.take() else {
+            return exchange;
+        };
+        let status = match exchange {
+            Exchange::Status { status, .. } if (200..300).contains(&status) => status,
+            other => return other,
+        };
+        if let Some(message) = self.error.take() {
+            return Exchange::Transport {
+                kind: LlmErrorKind::InvalidResponse,
+                message,
+            };
+        }
+        let finished = decoder.finish(&mut self.deltas);
+        self.flush();
+        match finished {
+            Ok(reply) => Exchange::Streamed { status, reply },
+            Err(message) => Exchange::Transport {
+                kind: LlmErrorKind::InvalidResponse,
+                message,
+            },
+        }
+    }
+}
+
 impl HttpCore {
-    /// One streamed exchange; attempt `attempt` names the sink's deltas.
+    /// One streamed exchange on the thread transport; attempt `attempt`
+    /// names the sink's deltas.
     pub(super) fn exchange_streamed(
         &self,
         headers: &[(String, String)],
@@ -67,30 +199,24 @@ impl HttpCore {
                 format!("cannot start HTTP thread: {e}"),
             ));
         }
-        self.receive(&rx, cancel, sink, attempt)
+        let feed = StreamFeed::new(self.opts.protocol, sink.cloned(), attempt, Instant::now());
+        self.receive(&rx, cancel, feed)
     }
 
     fn receive(
         &self,
         rx: &Receiver<Piece>,
         cancel: &CancelToken,
-        sink: Option<&TextSink>,
-        attempt: u32,
+        mut feed: StreamFeed,
     ) -> Result<Streamed, LlmError> {
-        let started = Instant::now();
         let idle = self.opts.timeout;
-        let mut last = started;
-        let mut head: Option<(u16, Option<Duration>, bool)> = None;
-        let mut decoder = StreamDecoder::new(self.opts.protocol);
+        let mut head: Option<(u16, Option<Duration>)> = None;
         let mut whole: Vec<u8> = Vec::new();
-        let mut deltas: Vec<String> = Vec::new();
-        let mut first_token = None;
-        let mut sent_text = false;
-        let done = |exchange: Exchange, first_token, sent_text| {
+        let done = |exchange: Exchange, feed: &StreamFeed| {
             Ok(Streamed {
                 exchange,
-                first_token,
-                sent_text,
+                first_token: feed.first_token,
+                sent_text: feed.sent_text,
             })
         };
         loop {
@@ -104,7 +230,7 @@ impl HttpCore {
                             "cancelled",
                         ));
                     }
-                    if last.elapsed() >= idle {
+                    if feed.last.elapsed() >= idle {
                         let what = if head.is_some() {
                             "the stream was idle"
                         } else {
@@ -115,7 +241,7 @@ impl HttpCore {
                             kind: LlmErrorKind::Timeout,
                             message,
                         };
-                        return done(exchange, first_token, sent_text);
+                        return done(exchange, &feed);
                     }
                     continue;
                 }
@@ -124,75 +250,49 @@ impl HttpCore {
                         kind: LlmErrorKind::Connect,
                         message: "HTTP thread ended without a result".into(),
                     };
-                    return done(exchange, first_token, sent_text);
+                    return done(exchange, &feed);
                 }
             };
-            last = Instant::now();
+            feed.last = Instant::now();
             match piece {
                 Piece::Head {
                     status,
                     retry_after,
-                    streamed,
-                } => head = Some((status, retry_after, streamed)),
-                Piece::Bytes(bytes) => match head {
-                    Some((_, _, true)) => {
-                        let fed = decoder.feed(&bytes, &mut deltas);
-                        // Text before a bad event did arrive: it goes out,
-                        // and the retry's `Reset` takes it back.
-                        for text in deltas.drain(..) {
-                            first_token.get_or_insert_with(|| started.elapsed());
-                            if let Some(sink) = sink {
-                                sink.send(&TextEvent::Delta { attempt, text });
-                                sent_text = true;
-                            }
-                        }
-                        if let Err(message) = fed {
-                            let exchange = Exchange::Transport {
-                                kind: LlmErrorKind::InvalidResponse,
-                                message,
-                            };
-                            return done(exchange, first_token, sent_text);
-                        }
+                    content_type,
+                } => {
+                    feed.head(status, &content_type);
+                    head = Some((status, retry_after));
+                }
+                Piece::Bytes(bytes) if feed.is_streamed() => {
+                    feed.bytes(&bytes);
+                    if let Some(message) = feed.error() {
+                        // Given up at once: the rest would not decode.
+                        let exchange = Exchange::Transport {
+                            kind: LlmErrorKind::InvalidResponse,
+                            message: message.to_string(),
+                        };
+                        return done(exchange, &feed);
                     }
-                    _ => whole.extend_from_slice(&bytes),
-                },
+                }
+                Piece::Bytes(bytes) => whole.extend_from_slice(&bytes),
                 Piece::End(Some((kind, message))) => {
                     let exchange = Exchange::Transport { kind, message };
-                    return done(exchange, first_token, sent_text);
+                    return done(exchange, &feed);
                 }
                 Piece::End(None) => {
-                    let Some((status, retry_after, streamed)) = head else {
+                    let Some((status, retry_after)) = head else {
                         let exchange = Exchange::Transport {
                             kind: LlmErrorKind::Connect,
                             message: "the reply ended before its head".into(),
                         };
-                        return done(exchange, first_token, sent_text);
+                        return done(exchange, &feed);
                     };
-                    if !streamed {
-                        let exchange = Exchange::Status {
-                            status,
-                            retry_after,
-                            body: String::from_utf8_lossy(&whole).into_owned(),
-                        };
-                        return done(exchange, first_token, sent_text);
-                    }
-                    let exchange = match decoder.finish(&mut deltas) {
-                        Ok(reply) => {
-                            for text in deltas.drain(..) {
-                                first_token.get_or_insert_with(|| started.elapsed());
-                                if let Some(sink) = sink {
-                                    sink.send(&TextEvent::Delta { attempt, text });
-                                    sent_text = true;
-                                }
-                            }
-                            Exchange::Streamed { status, reply }
-                        }
-                        Err(message) => Exchange::Transport {
-                            kind: LlmErrorKind::InvalidResponse,
-                            message,
-                        },
-                    };
-                    return done(exchange, first_token, sent_text);
+                    let exchange = feed.finish(Exchange::Status {
+                        status,
+                        retry_after,
+                        body: String::from_utf8_lossy(&whole).into_owned(),
+                    });
+                    return done(exchange, &feed);
                 }
             }
         }
@@ -228,17 +328,15 @@ fn read_stream(
     let status = resp.status().as_u16();
     let headers = resp.headers();
     let retry_after = retry_after(|k| headers.get(k).and_then(|v| v.to_str().ok()));
-    let kind = headers
+    let content_type = headers
         .get("content-type")
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
-        .to_ascii_lowercase();
-    let streamed =
-        (200..300).contains(&status) && (kind.contains("event-stream") || kind.contains("ndjson"));
+        .to_string();
     let head = Piece::Head {
         status,
         retry_after,
-        streamed,
+        content_type,
     };
     if tx.send(head).is_err() {
         return;
