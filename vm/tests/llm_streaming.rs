@@ -447,3 +447,30 @@ fn a_streamed_call_records_and_replays_its_text() {
     );
     assert_eq!(server.request_count(), 1);
 }
+
+#[test]
+fn a_repair_round_resets_the_rejected_text() {
+    for transport in TRANSPORTS {
+        let server = mock();
+        server.push(MockReply::Content("not json at all".into()));
+        let b = streaming_on(&server, Protocol::OpenAi, transport);
+        let (mut r, seen) = watched("plan it");
+        r.kind = LlmOpKind::Plan;
+        r.json_schema = ais_vm::llm::schema::schema_for(LlmOpKind::Plan);
+        let resp = b
+            .complete(&r, &CancelToken::new())
+            .unwrap_or_else(|e| panic!("{transport:?}: {e}"));
+        assert!(resp.json.is_some());
+        let got = events(&seen);
+        assert_eq!(text_of(&got, 1).0, "not json at all");
+        let reset = got
+            .iter()
+            .position(|e| *e == TextEvent::Reset { attempt: 1 })
+            .unwrap_or_else(|| panic!("{transport:?}: no reset in {got:?}"));
+        assert!(got[reset + 1..]
+            .iter()
+            .all(|e| matches!(e, TextEvent::Delta { attempt: 2, .. })));
+        assert_eq!(text_of(&got, 2).0, resp.text);
+        assert_eq!(server.request_count(), 2);
+    }
+}

@@ -10,270 +10,41 @@
 //! (`retry-after-ms`, `Retry-After` in seconds or as an HTTP date) is
 //! honoured up to `max_retry_after`; otherwise the delay is
 //! `base_delay * 2^(n-1)` capped at `max_delay`, with equal jitter.
+//!
+//! Over the usual size: the backend's core (preparing a call, the attempt
+//! loop that judges every outcome, and the three ways a call runs —
+//! blocking, on an HTTP thread, started on the event transport and carried
+//! on on a thread) shares the `Via` / `Stop` / `Made` states that make each
+//! call's outcome arrive exactly once, and reads best in one place. The
+//! settings and reply types are in `http/options.rs`, the threads in
+//! `http/pool.rs`, streamed exchanges in `http/streaming.rs`, the event
+//! transport in `http/events.rs` and `http/framing.rs`.
 
 mod events;
 mod framing;
+mod options;
+mod pool;
 mod streaming;
 
+pub use options::{
+    ErrorDetail, HttpOptions, HttpTransport, Incomplete, Protocol, Reply, RetryPolicy,
+    StructuredMode,
+};
+
+use pool::{HttpThreads, IdleMark, PoolJob};
+
 use super::jsonschema;
-use super::prompt::{self, Instructions, Models, Prepared};
-use super::secret::{redact, Secret};
+use super::prompt::{self, Prepared};
+use super::secret::redact;
 use super::{
     anthropic, ollama, openai, Attempt, AttemptLog, AttemptObserver, CancelToken, LlmBackend,
-    LlmError, LlmErrorKind, LlmRequest, LlmResponse, NoObserver, OnDone, TextEvent, ToolCall,
-    Usage,
+    LlmError, LlmErrorKind, LlmRequest, LlmResponse, NoObserver, OnDone, TextEvent, Usage,
 };
 use crate::sync::lock;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-/// The wire protocol of an HTTP backend.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Protocol {
-    #[serde(rename = "openai")]
-    OpenAi,
-    Anthropic,
-    Ollama,
-}
-
-impl Protocol {
-    pub fn name(self) -> &'static str {
-        match self {
-            Protocol::OpenAi => "openai",
-            Protocol::Anthropic => "anthropic",
-            Protocol::Ollama => "ollama",
-        }
-    }
-
-    pub fn default_base_url(self) -> &'static str {
-        match self {
-            Protocol::OpenAi => openai::DEFAULT_BASE_URL,
-            Protocol::Anthropic => anthropic::DEFAULT_BASE_URL,
-            Protocol::Ollama => ollama::DEFAULT_BASE_URL,
-        }
-    }
-
-    /// The URL requests go to, from a configured base URL.
-    /// A query in the base URL (Azure's `?api-version=…`) stays at the end.
-    pub fn endpoint(self, base_url: &str) -> String {
-        let (base, query) = match base_url.split_once('?') {
-            Some((b, q)) => (b, Some(q)),
-            None => (base_url, None),
-        };
-        let url = match self {
-            Protocol::OpenAi => openai::endpoint(base),
-            Protocol::Anthropic => anthropic::endpoint(base),
-            Protocol::Ollama => ollama::endpoint(base),
-        };
-        match query {
-            Some(q) => format!("{url}?{q}"),
-            None => url,
-        }
-    }
-}
-
-/// How a structured op asks for JSON.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StructuredMode {
-    /// `response_format: json_schema` (OpenAI) / `format: <schema>` (Ollama).
-    #[default]
-    JsonSchema,
-    /// `response_format: json_object` / `format: "json"`, for servers
-    /// without schema support.
-    JsonObject,
-    /// Only the instruction in the system prompt.
-    Prompt,
-}
-
-/// How an HTTP backend's calls reach the server.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum HttpTransport {
-    /// Plain-HTTP loopback endpoints (local servers) get the event
-    /// transport: one I/O thread per backend, the request written by the
-    /// thread that starts the call. Everything else gets threads.
-    #[default]
-    Auto,
-    /// A thread per call in flight (ureq), whatever the endpoint.
-    Threads,
-}
-
-/// When and how long to retry.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RetryPolicy {
-    /// Retries after the first attempt.
-    pub max_retries: u32,
-    pub base_delay: Duration,
-    pub max_delay: Duration,
-    /// Upper bound on a server-requested delay.
-    pub max_retry_after: Duration,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> RetryPolicy {
-        RetryPolicy {
-            max_retries: 3,
-            base_delay: Duration::from_millis(500),
-            max_delay: Duration::from_secs(20),
-            max_retry_after: Duration::from_secs(60),
-        }
-    }
-}
-
-/// A parsed provider reply.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Reply {
-    pub text: String,
-    pub usage: Usage,
-    pub finish_reason: String,
-    pub model: Option<String>,
-    /// Tool calls with the names as the provider sent them (mapped back
-    /// to program names when the response is made).
-    pub tool_calls: Vec<ToolCall>,
-}
-
-/// Why a well-formed reply is not a complete answer (from the protocol's
-/// finish/stop/done reason). Each is a structured error, never retried:
-/// the same request would stop the same way.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Incomplete {
-    /// Cut off at the token limit (`length`, `max_tokens`).
-    Truncated,
-    /// Withheld by the provider's content filter (`content_filter`).
-    ContentFilter,
-    /// The model declined to answer (`refusal`).
-    Refusal,
-}
-
-impl Incomplete {
-    pub fn kind(self) -> LlmErrorKind {
-        match self {
-            Incomplete::Truncated => LlmErrorKind::Truncated,
-            Incomplete::ContentFilter | Incomplete::Refusal => LlmErrorKind::ContentFilter,
-        }
-    }
-
-    /// The error message for `reply`; a refusal quotes the model's words.
-    fn message(self, reply: &Reply) -> String {
-        let reason = &reply.finish_reason;
-        match self {
-            Incomplete::Truncated => format!(
-                "the reply was cut off at the token limit (finish reason `{reason}`); raise max_tokens"
-            ),
-            Incomplete::ContentFilter => format!(
-                "the provider's content filter withheld the reply (finish reason `{reason}`)"
-            ),
-            Incomplete::Refusal => format!("the model refused: {}", reply.text),
-        }
-    }
-}
-
-/// A provider error body, reduced to message and machine code.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ErrorDetail {
-    pub message: String,
-    pub code: Option<String>,
-}
-
-impl ErrorDetail {
-    pub(crate) fn plain(body: &str) -> ErrorDetail {
-        let t = body.trim();
-        let message = if t.is_empty() {
-            "empty body".to_string()
-        } else if t.len() > 300 {
-            let cut = (0..=300)
-                .rev()
-                .find(|i| t.is_char_boundary(*i))
-                .unwrap_or(0);
-            format!("{}…", &t[..cut])
-        } else {
-            t.to_string()
-        };
-        ErrorDetail {
-            message,
-            code: None,
-        }
-    }
-
-    /// Quota/billing exhaustion: retrying cannot help.
-    fn is_spend_limit(&self) -> bool {
-        let code = self.code.as_deref().unwrap_or("");
-        let m = self.message.to_ascii_lowercase();
-        matches!(
-            code,
-            "insufficient_quota" | "billing_hard_limit_reached" | "billing_not_active"
-        ) || m.contains("insufficient_quota")
-            || m.contains("exceeded your current quota")
-            || m.contains("credit balance is too low")
-            || m.contains("spend limit")
-    }
-}
-
-/// Settings of an HTTP backend (see `config.rs` for the file form).
-#[derive(Clone, Debug)]
-pub struct HttpOptions {
-    pub name: String,
-    pub protocol: Protocol,
-    pub base_url: String,
-    pub api_key: Option<Secret>,
-    pub models: Models,
-    pub instructions: Instructions,
-    pub temperature: Option<f64>,
-    pub max_tokens: Option<u32>,
-    pub concurrency: usize,
-    pub connect_timeout: Duration,
-    /// Whole-attempt timeout (connect, send, wait, read).
-    pub timeout: Duration,
-    pub retry: RetryPolicy,
-    pub structured: StructuredMode,
-    pub transport: HttpTransport,
-    /// Return truncated or filtered replies as values (their finish reason
-    /// stays on the attempt) instead of failing with `llm.truncated` /
-    /// `llm.content_filter`. Config key `accept_incomplete`.
-    pub accept_incomplete: bool,
-    /// Send `max_completion_tokens` and no `temperature` (OpenAI protocol).
-    /// `None`: decided per model by [`openai::is_reasoning_model`]. Config
-    /// key `reasoning_model`.
-    pub reasoning_model: Option<bool>,
-    /// Extra request headers (config key `headers`); values are secrets,
-    /// since they may come from the environment (`api-key`).
-    pub headers: Vec<(String, Secret)>,
-    /// Ask for streamed replies (config key `stream`, on by default in
-    /// configuration files; off for options built here, which keep the
-    /// event transport for loopback servers). Streamed calls run on the
-    /// thread transport and time out when idle for `timeout`.
-    pub stream: bool,
-}
-
-impl HttpOptions {
-    pub fn new(name: &str, protocol: Protocol, base_url: &str) -> HttpOptions {
-        HttpOptions {
-            name: name.to_string(),
-            protocol,
-            base_url: base_url.to_string(),
-            api_key: None,
-            models: Models::default(),
-            instructions: Instructions::default(),
-            temperature: None,
-            max_tokens: None,
-            concurrency: 16,
-            connect_timeout: Duration::from_secs(10),
-            timeout: Duration::from_secs(120),
-            retry: RetryPolicy::default(),
-            structured: StructuredMode::default(),
-            transport: HttpTransport::default(),
-            accept_incomplete: false,
-            reasoning_model: None,
-            headers: Vec::new(),
-            stream: false,
-        }
-    }
-}
 
 /// Largest response body read (bytes).
 const MAX_BODY: u64 = 16 << 20;
@@ -1016,157 +787,6 @@ pub(crate) fn sleep_cancellable(d: Duration, cancel: &CancelToken) -> bool {
     }
 }
 
-/// Work for an HTTP thread. It calls [`IdleMark::set`] once its result is
-/// made and before handing it over, so the caller's next call finds this
-/// thread free rather than starting another.
-type PoolJob = Box<dyn FnOnce(&IdleMark) + Send>;
-
-/// Held by a thread while it runs a job.
-struct IdleMark {
-    pool: Arc<Pool>,
-    set: std::cell::Cell<bool>,
-}
-
-impl IdleMark {
-    fn set(&self) {
-        if !self.set.replace(true) {
-            lock(&self.pool.state).finishing += 1;
-        }
-    }
-}
-
-/// The threads that carry out one backend's HTTP calls. They are kept
-/// between calls (a fan-out of 64 calls would otherwise create and destroy
-/// 64 threads, about 0.3 ms of CPU each on a small machine) and started on
-/// demand. A batch of calls is queued first and the threads are woken in a
-/// chain (each woken thread wakes the next), so the scheduler worker
-/// submitting a fan-out makes one wake-up and is not preempted by each
-/// thread in turn. The threads end when the backend is dropped (a
-/// thread stuck on a hung server ends at the attempt timeout).
-struct HttpThreads {
-    pool: Arc<Pool>,
-}
-
-struct Pool {
-    state: std::sync::Mutex<PoolState>,
-    cv: std::sync::Condvar,
-}
-
-#[derive(Default)]
-struct PoolState {
-    jobs: std::collections::VecDeque<PoolJob>,
-    /// Threads blocked waiting for a job.
-    sleeping: usize,
-    /// Of those, woken for a job but not yet running.
-    waking: usize,
-    /// Threads whose job's result is made and that will look at the queue
-    /// next, and how many of them a queued job already counts on.
-    finishing: usize,
-    finishing_claimed: usize,
-    closed: bool,
-}
-
-impl HttpThreads {
-    fn new() -> HttpThreads {
-        HttpThreads {
-            pool: Arc::new(Pool {
-                state: std::sync::Mutex::new(PoolState::default()),
-                cv: std::sync::Condvar::new(),
-            }),
-        }
-    }
-
-    fn submit(&self, job: PoolJob) -> std::io::Result<()> {
-        self.submit_all(vec![job])
-    }
-
-    /// Queues `jobs`, wakes as many waiting threads as they need and starts
-    /// new threads for the rest. On error (no thread could be started)
-    /// nothing is queued.
-    fn submit_all(&self, jobs: Vec<PoolJob>) -> std::io::Result<()> {
-        let n = jobs.len();
-        let wake = {
-            let mut g = lock(&self.pool.state);
-            let free_finishing = g.finishing.saturating_sub(g.finishing_claimed);
-            let from_finishing = free_finishing.min(n);
-            g.finishing_claimed += from_finishing;
-            let free_sleeping = g.sleeping.saturating_sub(g.waking);
-            let wake = free_sleeping.min(n - from_finishing);
-            g.waking += wake;
-            g.jobs.extend(jobs);
-            (wake, n - from_finishing - wake)
-        };
-        let (wake, spawn) = (wake.0, wake.1);
-        if wake > 0 {
-            // One wake-up here; a thread that takes a job and sees more
-            // queued wakes the next (`serve_pool`). Waking them all at once
-            // makes them fight over the queue's lock and preempt this
-            // thread (a scheduler worker with more of the fan-out to
-            // dispatch) one after the other.
-            self.pool.cv.notify_one();
-        }
-        for _ in 0..spawn {
-            let pool = Arc::clone(&self.pool);
-            let spawned = std::thread::Builder::new()
-                .name("apxm-http".into())
-                .spawn(move || serve_pool(&pool));
-            if let Err(e) = spawned {
-                // Without a thread the queued jobs may never run: fail the
-                // whole batch rather than leave any waiting.
-                let mut g = lock(&self.pool.state);
-                if g.sleeping == 0 && g.finishing == 0 {
-                    g.jobs.clear();
-                }
-                return Err(e);
-            }
-        }
-        Ok(())
-    }
-}
-
-impl Drop for HttpThreads {
-    fn drop(&mut self) {
-        lock(&self.pool.state).closed = true;
-        self.pool.cv.notify_all();
-    }
-}
-
-fn serve_pool(pool: &Arc<Pool>) {
-    let mut g = lock(&pool.state);
-    loop {
-        if let Some(job) = g.jobs.pop_front() {
-            // Pass the wake-up on while jobs wait and threads sleep. When
-            // none sleeps, the queued jobs belong to threads that are awake
-            // (finishing a job, or just started): each takes the next job
-            // whenever it is free, so none is left behind.
-            let pass_on = !g.jobs.is_empty() && g.sleeping > 0;
-            drop(g);
-            if pass_on {
-                pool.cv.notify_one();
-            }
-            let mark = IdleMark {
-                pool: Arc::clone(pool),
-                set: std::cell::Cell::new(false),
-            };
-            job(&mark);
-            mark.set();
-            g = lock(&pool.state);
-            g.finishing -= 1;
-            if g.finishing_claimed > g.finishing {
-                g.finishing_claimed = g.finishing;
-            }
-            continue;
-        }
-        if g.closed {
-            return;
-        }
-        g.sleeping += 1;
-        g = pool.cv.wait(g).unwrap_or_else(|e| e.into_inner());
-        g.sleeping -= 1;
-        g.waking = g.waking.saturating_sub(1);
-    }
-}
-
 fn send(agent: &ureq::Agent, url: &str, headers: &[(String, String)], body: String) -> Exchange {
     let mut req = agent.post(url).content_type("application/json");
     for (k, v) in headers {
@@ -1603,49 +1223,5 @@ mod tests {
             Some(784_111_777)
         );
         assert_eq!(parse_http_date("soon"), None);
-    }
-
-    /// Submits `n` jobs that each wait (up to 5 s) until all `n` run at
-    /// once; returns how many saw the others.
-    fn all_at_once(threads: &HttpThreads, n: usize) -> usize {
-        let gate = Arc::new((std::sync::Mutex::new(0usize), std::sync::Condvar::new()));
-        let (tx, rx) = crossbeam::channel::unbounded();
-        let jobs: Vec<PoolJob> = (0..n)
-            .map(|_| {
-                let (gate, tx) = (Arc::clone(&gate), tx.clone());
-                let job: PoolJob = Box::new(move |_: &IdleMark| {
-                    let (m, cv) = &*gate;
-                    let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
-                    *g += 1;
-                    cv.notify_all();
-                    let (g, _) = cv
-                        .wait_timeout_while(g, Duration::from_secs(5), |k| *k < n)
-                        .unwrap_or_else(|e| e.into_inner());
-                    let _ = tx.send(*g >= n);
-                });
-                job
-            })
-            .collect();
-        assert!(threads.submit_all(jobs).is_ok());
-        let deadline = Instant::now() + Duration::from_secs(10);
-        (0..n)
-            .filter(|_| {
-                let left = deadline.saturating_duration_since(Instant::now());
-                rx.recv_timeout(left) == Ok(true)
-            })
-            .count()
-    }
-
-    #[test]
-    fn a_batch_runs_all_at_once_on_new_and_on_sleeping_threads() {
-        let threads = HttpThreads::new();
-        // New threads, then the same threads woken from sleep (a chain of
-        // wake-ups: each thread that takes a job wakes the next), then a
-        // wider batch (the sleepers plus new threads).
-        assert_eq!(all_at_once(&threads, 16), 16);
-        std::thread::sleep(Duration::from_millis(50));
-        assert_eq!(all_at_once(&threads, 16), 16);
-        std::thread::sleep(Duration::from_millis(50));
-        assert_eq!(all_at_once(&threads, 24), 24);
     }
 }

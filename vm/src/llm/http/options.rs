@@ -1,0 +1,252 @@
+//! The settings and reply types of the HTTP backends.
+
+use super::super::prompt::{Instructions, Models};
+use super::super::secret::Secret;
+use super::super::{anthropic, ollama, openai, LlmErrorKind, ToolCall, Usage};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// The wire protocol of an HTTP backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    #[serde(rename = "openai")]
+    OpenAi,
+    Anthropic,
+    Ollama,
+}
+
+impl Protocol {
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::OpenAi => "openai",
+            Protocol::Anthropic => "anthropic",
+            Protocol::Ollama => "ollama",
+        }
+    }
+
+    pub fn default_base_url(self) -> &'static str {
+        match self {
+            Protocol::OpenAi => openai::DEFAULT_BASE_URL,
+            Protocol::Anthropic => anthropic::DEFAULT_BASE_URL,
+            Protocol::Ollama => ollama::DEFAULT_BASE_URL,
+        }
+    }
+
+    /// The URL requests go to, from a configured base URL.
+    /// A query in the base URL (Azure's `?api-version=…`) stays at the end.
+    pub fn endpoint(self, base_url: &str) -> String {
+        let (base, query) = match base_url.split_once('?') {
+            Some((b, q)) => (b, Some(q)),
+            None => (base_url, None),
+        };
+        let url = match self {
+            Protocol::OpenAi => openai::endpoint(base),
+            Protocol::Anthropic => anthropic::endpoint(base),
+            Protocol::Ollama => ollama::endpoint(base),
+        };
+        match query {
+            Some(q) => format!("{url}?{q}"),
+            None => url,
+        }
+    }
+}
+
+/// How a structured op asks for JSON.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StructuredMode {
+    /// `response_format: json_schema` (OpenAI) / `format: <schema>` (Ollama).
+    #[default]
+    JsonSchema,
+    /// `response_format: json_object` / `format: "json"`, for servers
+    /// without schema support.
+    JsonObject,
+    /// Only the instruction in the system prompt.
+    Prompt,
+}
+
+/// How an HTTP backend's calls reach the server.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HttpTransport {
+    /// Plain-HTTP loopback endpoints (local servers) get the event
+    /// transport: one I/O thread per backend, the request written by the
+    /// thread that starts the call. Everything else gets threads.
+    #[default]
+    Auto,
+    /// A thread per call in flight (ureq), whatever the endpoint.
+    Threads,
+}
+
+/// When and how long to retry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Retries after the first attempt.
+    pub max_retries: u32,
+    pub base_delay: Duration,
+    pub max_delay: Duration,
+    /// Upper bound on a server-requested delay.
+    pub max_retry_after: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> RetryPolicy {
+        RetryPolicy {
+            max_retries: 3,
+            base_delay: Duration::from_millis(500),
+            max_delay: Duration::from_secs(20),
+            max_retry_after: Duration::from_secs(60),
+        }
+    }
+}
+
+/// A parsed provider reply.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reply {
+    pub text: String,
+    pub usage: Usage,
+    pub finish_reason: String,
+    pub model: Option<String>,
+    /// Tool calls with the names as the provider sent them (mapped back
+    /// to program names when the response is made).
+    pub tool_calls: Vec<ToolCall>,
+}
+
+/// Why a well-formed reply is not a complete answer (from the protocol's
+/// finish/stop/done reason). Each is a structured error, never retried:
+/// the same request would stop the same way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Incomplete {
+    /// Cut off at the token limit (`length`, `max_tokens`).
+    Truncated,
+    /// Withheld by the provider's content filter (`content_filter`).
+    ContentFilter,
+    /// The model declined to answer (`refusal`).
+    Refusal,
+}
+
+impl Incomplete {
+    pub fn kind(self) -> LlmErrorKind {
+        match self {
+            Incomplete::Truncated => LlmErrorKind::Truncated,
+            Incomplete::ContentFilter | Incomplete::Refusal => LlmErrorKind::ContentFilter,
+        }
+    }
+
+    /// The error message for `reply`; a refusal quotes the model's words.
+    pub(super) fn message(self, reply: &Reply) -> String {
+        let reason = &reply.finish_reason;
+        match self {
+            Incomplete::Truncated => format!(
+                "the reply was cut off at the token limit (finish reason `{reason}`); raise max_tokens"
+            ),
+            Incomplete::ContentFilter => format!(
+                "the provider's content filter withheld the reply (finish reason `{reason}`)"
+            ),
+            Incomplete::Refusal => format!("the model refused: {}", reply.text),
+        }
+    }
+}
+
+/// A provider error body, reduced to message and machine code.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ErrorDetail {
+    pub message: String,
+    pub code: Option<String>,
+}
+
+impl ErrorDetail {
+    pub(crate) fn plain(body: &str) -> ErrorDetail {
+        let t = body.trim();
+        let message = if t.is_empty() {
+            "empty body".to_string()
+        } else if t.len() > 300 {
+            let cut = (0..=300)
+                .rev()
+                .find(|i| t.is_char_boundary(*i))
+                .unwrap_or(0);
+            format!("{}…", &t[..cut])
+        } else {
+            t.to_string()
+        };
+        ErrorDetail {
+            message,
+            code: None,
+        }
+    }
+
+    /// Quota/billing exhaustion: retrying cannot help.
+    pub(super) fn is_spend_limit(&self) -> bool {
+        let code = self.code.as_deref().unwrap_or("");
+        let m = self.message.to_ascii_lowercase();
+        matches!(
+            code,
+            "insufficient_quota" | "billing_hard_limit_reached" | "billing_not_active"
+        ) || m.contains("insufficient_quota")
+            || m.contains("exceeded your current quota")
+            || m.contains("credit balance is too low")
+            || m.contains("spend limit")
+    }
+}
+
+/// Settings of an HTTP backend (see `config.rs` for the file form).
+#[derive(Clone, Debug)]
+pub struct HttpOptions {
+    pub name: String,
+    pub protocol: Protocol,
+    pub base_url: String,
+    pub api_key: Option<Secret>,
+    pub models: Models,
+    pub instructions: Instructions,
+    pub temperature: Option<f64>,
+    pub max_tokens: Option<u32>,
+    pub concurrency: usize,
+    pub connect_timeout: Duration,
+    /// Whole-attempt timeout (connect, send, wait, read).
+    pub timeout: Duration,
+    pub retry: RetryPolicy,
+    pub structured: StructuredMode,
+    pub transport: HttpTransport,
+    /// Return truncated or filtered replies as values (their finish reason
+    /// stays on the attempt) instead of failing with `llm.truncated` /
+    /// `llm.content_filter`. Config key `accept_incomplete`.
+    pub accept_incomplete: bool,
+    /// Send `max_completion_tokens` and no `temperature` (OpenAI protocol).
+    /// `None`: decided per model by [`openai::is_reasoning_model`]. Config
+    /// key `reasoning_model`.
+    pub reasoning_model: Option<bool>,
+    /// Extra request headers (config key `headers`); values are secrets,
+    /// since they may come from the environment (`api-key`).
+    pub headers: Vec<(String, Secret)>,
+    /// Ask for streamed replies (config key `stream`, on by default in
+    /// configuration files; off for options built here, which keep the
+    /// event transport for loopback servers). Streamed calls run on the
+    /// thread transport and time out when idle for `timeout`.
+    pub stream: bool,
+}
+
+impl HttpOptions {
+    pub fn new(name: &str, protocol: Protocol, base_url: &str) -> HttpOptions {
+        HttpOptions {
+            name: name.to_string(),
+            protocol,
+            base_url: base_url.to_string(),
+            api_key: None,
+            models: Models::default(),
+            instructions: Instructions::default(),
+            temperature: None,
+            max_tokens: None,
+            concurrency: 16,
+            connect_timeout: Duration::from_secs(10),
+            timeout: Duration::from_secs(120),
+            retry: RetryPolicy::default(),
+            structured: StructuredMode::default(),
+            transport: HttpTransport::default(),
+            accept_incomplete: false,
+            reasoning_model: None,
+            headers: Vec::new(),
+            stream: false,
+        }
+    }
+}
