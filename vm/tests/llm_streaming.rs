@@ -474,3 +474,46 @@ fn a_repair_round_resets_the_rejected_text() {
         assert_eq!(server.request_count(), 2);
     }
 }
+
+/// A started call whose first reply is judged on the event transport's I/O
+/// thread and carried on on an HTTP thread (a retry, a repair round) sends
+/// one `Reset` per rejected attempt, not one per judging.
+#[test]
+fn a_started_call_resets_each_rejected_attempt_once() {
+    for (fault, kind) in [
+        (MockReply::StreamCut, LlmOpKind::Ask),
+        (MockReply::Content("not json".into()), LlmOpKind::Plan),
+    ] {
+        for transport in TRANSPORTS {
+            let server = mock();
+            server.push(fault.clone());
+            let b = streaming_on(&server, Protocol::OpenAi, transport);
+            let (mut r, seen) = watched("go on");
+            r.kind = kind;
+            r.json_schema = ais_vm::llm::schema::schema_for(kind);
+            let (tx, rx) = std::sync::mpsc::channel();
+            b.start(
+                r,
+                CancelToken::new(),
+                Box::new(move |res, _| {
+                    let _ = tx.send(res);
+                }),
+            );
+            let resp = rx
+                .recv_timeout(Duration::from_secs(20))
+                .expect("outcome")
+                .unwrap_or_else(|e| panic!("{fault:?} {transport:?}: {e}"));
+            let got = events(&seen);
+            let resets: Vec<&TextEvent> = got
+                .iter()
+                .filter(|e| matches!(e, TextEvent::Reset { .. }))
+                .collect();
+            assert_eq!(
+                resets,
+                [&TextEvent::Reset { attempt: 1 }],
+                "{fault:?} {transport:?}"
+            );
+            assert_eq!(text_of(&got, 2).0, resp.text);
+        }
+    }
+}

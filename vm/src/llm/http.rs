@@ -1042,7 +1042,11 @@ impl HttpCore {
                         usage: Usage::default(),
                         first_token: None,
                     });
-                    if let (Some(sink), true) = (&p.on_text, self.opts.stream) {
+                    // Not from the I/O thread: a call that stops there for a
+                    // thread judges this reply again on that thread.
+                    if let (Some(sink), true, false) =
+                        (&p.on_text, self.opts.stream, via == Via::NoWait)
+                    {
                         sink.send(&TextEvent::Reset { attempt: number });
                     }
                     p.messages.push(("assistant", reply.text));
