@@ -223,24 +223,53 @@ fn streaming_off_sends_a_plain_request() {
 
 #[test]
 fn the_config_turns_streaming_on_by_default_and_off_per_backend() {
-    use ais_vm::config::Config;
-    let on = Config::parse(
-        "[[llm_backends]]\nname = \"x\"\nprotocol = \"openai\"\n",
-        std::path::Path::new("t.toml"),
-    );
-    let off = Config::parse(
-        "[[llm_backends]]\nname = \"x\"\nprotocol = \"openai\"\nstream = false\n",
-        std::path::Path::new("t.toml"),
-    );
-    let bad = Config::parse(
-        "[[llm_backends]]\nname = \"x\"\nprotocol = \"openai\"\nstream = \"yes\"\n",
-        std::path::Path::new("t.toml"),
-    );
-    let stream_of = |c: &Config| c.backends.iter().find(|b| b.name == "x").map(|b| b.stream);
-    assert_eq!(on.as_ref().ok().and_then(stream_of), Some(true));
-    assert_eq!(off.as_ref().ok().and_then(stream_of), Some(false));
+    use ais_vm::config::{Config, Env, Flags, Settings};
+    let parse = |text: &str| Config::parse(text, std::path::Path::new("t.toml"));
+    let bad = parse("[[llm_backends]]\nname = \"x\"\nprotocol = \"openai\"\nstream = \"yes\"\n");
     let message = bad.err().map(|e| e.to_string()).unwrap_or_default();
     assert!(message.contains("stream"), "{message}");
+
+    let server = mock();
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (line, streamed) in [
+        ("", true),
+        ("stream = false\n", false),
+        ("stream = true\n", true),
+    ] {
+        let text = format!(
+            "[[llm_backends]]\nname = \"x\"\nprotocol = \"openai\"\nbase_url = \"{}\"\n{line}",
+            server.openai_url()
+        );
+        let config = parse(&text).expect("valid");
+        assert_eq!(
+            config
+                .backends
+                .iter()
+                .find(|b| b.name == "x")
+                .map(|b| b.stream),
+            Some(streamed)
+        );
+        let s = Settings::resolve(config, &Flags::default(), &Env::empty(dir.path()))
+            .expect("settings");
+        assert!(
+            s.show().contains(&format!("stream = {streamed}")),
+            "{}",
+            s.show()
+        );
+        let b = s.build_backend("x").expect("backend");
+        let (r, seen) = watched("configured");
+        let resp = b.complete(&r, &CancelToken::new()).expect("reply");
+        let body = server.last_request().expect("request").body;
+        assert_eq!(body.get("stream").is_some(), streamed, "{line:?}: {body}");
+        assert_eq!(body.get("stream_options").is_some(), streamed);
+        let (text, count) = text_of(&events(&seen), 1);
+        if streamed {
+            assert!(count >= 2);
+            assert_eq!(text, resp.text);
+        } else {
+            assert_eq!(count, 0);
+        }
+    }
 }
 
 /// A server that answers each of `n` connections with a stream head and
@@ -515,5 +544,35 @@ fn a_started_call_resets_each_rejected_attempt_once() {
             );
             assert_eq!(text_of(&got, 2).0, resp.text);
         }
+    }
+}
+
+/// The mock can pace a stream (for benchmarks of work that starts before a
+/// reply ends): deltas then arrive spread over the stream's length.
+#[test]
+fn a_paced_mock_stream_arrives_over_time() {
+    for transport in TRANSPORTS {
+        let server = mock();
+        server.set_stream_interval(Duration::from_millis(40));
+        // 5 text pieces of 8 characters, then the end: 6+ events.
+        server.push(MockReply::Content("a".repeat(40)));
+        let b = streaming_on(&server, Protocol::Anthropic, transport);
+        let (mut r, _) = watched("x");
+        let times = Arc::new(Mutex::new(Vec::new()));
+        let into = Arc::clone(&times);
+        r.on_text = Some(TextSink::new(move |_: &TextEvent| {
+            into.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(std::time::Instant::now());
+        }));
+        let resp = b.complete(&r, &CancelToken::new()).expect("reply");
+        assert_eq!(resp.text.len(), 40);
+        let times = times.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        assert_eq!(times.len(), 5, "{transport:?}");
+        let spread = times[4].duration_since(times[0]);
+        assert!(
+            spread >= Duration::from_millis(150),
+            "{transport:?}: {spread:?}"
+        );
     }
 }

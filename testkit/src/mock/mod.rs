@@ -206,6 +206,8 @@ struct Shared {
     stop: AtomicBool,
     script: Mutex<VecDeque<MockReply>>,
     latency: Mutex<Latency>,
+    /// Time between the events of a streamed reply.
+    stream_interval: Mutex<Duration>,
     /// Shared with the event loop's own use of the request, so logging one
     /// does not copy it.
     requests: Mutex<Vec<Arc<MockRequest>>>,
@@ -277,6 +279,14 @@ impl MockServer {
     /// Latency of every normal reply.
     pub fn set_latency(&self, d: Duration) {
         lock(&self.shared.latency).default = d;
+    }
+
+    /// Time between consecutive events of a streamed reply (default 0:
+    /// all at once, still as separate events). The first event goes out at
+    /// the reply's latency, so a reply of `n` events ends
+    /// `(n - 1) × d` later.
+    pub fn set_stream_interval(&self, d: Duration) {
+        *lock(&self.shared.stream_interval) = d;
     }
 
     /// Latency for requests naming `model` (wins over kind and default).
@@ -432,7 +442,8 @@ fn answer(
     } else if stream::wants_stream(req) {
         let proto = protocol_of(&req.path).unwrap_or(Proto::OpenAi);
         let body = normal_body(req, text, &calls);
-        return stream::pieces(proto, &body, &calls, at, cut);
+        let every = *lock(&shared.stream_interval);
+        return stream::pieces(proto, &body, &calls, at, every, cut);
     } else {
         response_bytes(200, &[], &normal_body(req, text, &calls).to_string())
     };

@@ -6,7 +6,7 @@
 use super::server::Pending;
 use super::{MockRequest, Proto};
 use serde_json::{json, Value};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// One scripted tool call: the name and the argument text exactly as the
 /// "model" writes them (the text may be invalid JSON).
@@ -192,12 +192,14 @@ fn events(proto: Proto, body: &Value, calls: &[super::MockCall]) -> (Vec<String>
     }
 }
 
-/// The pieces of a streamed reply, all due at `at`.
+/// The pieces of a streamed reply: the head and first event due at `at`,
+/// each further event `every` after the one before.
 pub(super) fn pieces(
     proto: Proto,
     body: &Value,
     calls: &[super::MockCall],
     at: Instant,
+    every: Duration,
     cut: Cut,
 ) -> Vec<Pending> {
     let content_type = match proto {
@@ -232,14 +234,18 @@ pub(super) fn pieces(
         bytes: head.into_bytes(),
         close: false,
     }];
-    for e in events {
+    let mut due = at;
+    for (i, e) in events.into_iter().enumerate() {
         let bytes = if until_close {
             e.into_bytes()
         } else {
             format!("{:x}\r\n{e}\r\n", e.len()).into_bytes()
         };
+        if i > 0 {
+            due += every;
+        }
         out.push(Pending {
-            at,
+            at: due,
             bytes,
             close: false,
         });
@@ -248,7 +254,7 @@ pub(super) fn pieces(
         close = true;
     } else if !close {
         out.push(Pending {
-            at,
+            at: due,
             bytes: b"0\r\n\r\n".to_vec(),
             close: false,
         });
