@@ -470,7 +470,7 @@ impl HttpCore {
     ) -> Box<events::StreamWatch> {
         let feed = Arc::clone(feed);
         Box::new(events::StreamWatch {
-            on_body: Box::new(move |status, headers, bytes| {
+            on_body: Arc::new(move |status, headers, bytes| {
                 let mut f = lock(&feed);
                 f.head(
                     status,

@@ -119,9 +119,13 @@ pub(super) struct Call {
 }
 
 /// Receives a reply's status, head and each new piece of its decoded body
-/// as the bytes come in, on the I/O thread (it must not block). The
-/// outcome still carries the whole body.
-pub(super) type OnBody = Box<dyn FnMut(u16, &[(String, String)], &[u8]) + Send>;
+/// as the bytes come in, on the I/O thread (it must not block), before
+/// the call's outcome and with no lock of the transport held. The outcome
+/// still carries the whole body.
+pub(super) type OnBody = Arc<dyn Fn(u16, &[(String, String)], &[u8]) + Send + Sync>;
+
+/// A piece of a streamed body to hand over once the state lock is released.
+type BodyPiece = (OnBody, u16, Vec<(String, String)>, Vec<u8>);
 
 /// How a streamed call is watched.
 pub(super) struct StreamWatch {
@@ -396,19 +400,25 @@ fn run(shared: &Arc<Shared>, mut poll: Poll) {
             }
         }
         let mut finished: Vec<(OnOutcome, Outcome)> = Vec::new();
+        let mut bodies: Vec<BodyPiece> = Vec::new();
         let closed = {
             let mut st = lock(&shared.state);
             if !st.closed {
                 open_queued(shared, &mut st, &mut finished);
                 for event in events.iter() {
                     if event.token() != WAKER {
-                        on_event(shared, &mut st, event.token().0, &mut finished);
+                        on_event(shared, &mut st, event.token().0, &mut finished, &mut bodies);
                     }
                 }
                 expire(shared, &mut st, &mut finished);
             }
             st.closed
         };
+        // Body pieces first: a call's outcome is judged from what its
+        // pieces fed.
+        for (f, status, headers, bytes) in bodies {
+            f(status, &headers, &bytes);
+        }
         for (f, outcome) in finished {
             f(outcome);
         }
@@ -564,11 +574,12 @@ fn on_event(
     st: &mut State,
     token: usize,
     finished: &mut Vec<(OnOutcome, Outcome)>,
+    bodies: &mut Vec<BodyPiece>,
 ) {
     let Some(conn) = st.conns.get_mut(token).and_then(Option::as_mut) else {
         return;
     };
-    match step(shared, conn, token) {
+    match step(shared, conn, token, bodies) {
         Step::Nothing => {}
         Step::Close => close(shared, st, token),
         Step::Fail(kind, message) => end(shared, st, token, kind, message, finished),
@@ -607,7 +618,7 @@ fn on_event(
 
 /// Advances a connection after an event: finishes connecting, writes what
 /// is left of the request, reads what arrived.
-fn step(shared: &Shared, conn: &mut Conn, token: usize) -> Step {
+fn step(shared: &Shared, conn: &mut Conn, token: usize, bodies: &mut Vec<BodyPiece>) -> Step {
     let cannot_connect = |e: &dyn std::fmt::Display| {
         Step::Unreachable(format!(
             "cannot connect to {}: {e}",
@@ -680,11 +691,12 @@ fn step(shared: &Shared, conn: &mut Conn, token: usize) -> Step {
                 Parsed::Partial {
                     status,
                     headers,
-                    body,
+                    mut body,
                 } => {
                     if body.len() > active.fed {
-                        (watch.on_body)(status, &headers, &body[active.fed..]);
-                        active.fed = body.len();
+                        let piece = body.split_off(active.fed);
+                        active.fed += piece.len();
+                        bodies.push((Arc::clone(&watch.on_body), status, headers, piece));
                     }
                     Parsed::Incomplete
                 }
@@ -696,8 +708,9 @@ fn step(shared: &Shared, conn: &mut Conn, token: usize) -> Step {
                     used,
                 } => {
                     if body.len() > active.fed {
-                        (watch.on_body)(status, &headers, &body[active.fed..]);
+                        let piece = body[active.fed..].to_vec();
                         active.fed = body.len();
+                        bodies.push((Arc::clone(&watch.on_body), status, headers.clone(), piece));
                     }
                     Parsed::Reply {
                         status,
