@@ -12,7 +12,7 @@
 //!   corpus helpers;
 //! - [`llm`]: request and HTTP-backend fixtures of the provider tests.
 
-pub mod choices;
+pub use ais_choices as choices;
 pub mod fake;
 pub mod fault;
 pub mod golden;
