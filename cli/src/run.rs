@@ -386,8 +386,6 @@ pub fn run_loaded(
         workers: run.workers,
         policy: run.policy.parse::<Policy>().unwrap_or_default(),
         concurrency: run.concurrency,
-        events_path: run.events.clone(),
-        trace_path: run.trace.clone(),
         progress: crate::tty::progress_bar(run.quiet),
         budget,
         watchdog: Some(run.budget.watchdog),
@@ -440,6 +438,9 @@ pub fn run_loaded(
     };
     let report = ais_vm::run(&loaded.program, &options, llm.backend.clone(), host.clone());
     let s = &report.summary;
+    // The exports are written whatever the outcome: a failed run's telemetry
+    // up to the failure is what its user needs most.
+    let export_failed = write_exports(out, run, &loaded.program, &report);
     let code = match &report.outcome {
         Ok(value) => {
             let text = match value {
@@ -450,7 +451,7 @@ pub fn run_loaded(
             if !text.is_empty() {
                 println!("{text}");
             }
-            0
+            i32::from(export_failed)
         }
         Err(e) => {
             render_run_error(out, &loaded, e);
@@ -503,6 +504,47 @@ pub fn run_loaded(
         }
     }
     code
+}
+
+/// Writes `--events` and `--trace`, each atomically (a file is either
+/// complete or absent); reports each failure as `R0004`. True when one
+/// failed.
+fn write_exports(
+    out: &mut Output,
+    run: &RunArgs,
+    program: &Program,
+    report: &ais_vm::RunReport,
+) -> bool {
+    type Format = fn(
+        &mut dyn Write,
+        &Program,
+        &[ais_vm::telemetry::OpEvent],
+        &ais_vm::telemetry::RunSummary,
+    ) -> std::io::Result<()>;
+    let exports: [(&str, &Option<PathBuf>, Format); 2] = [
+        ("events", &run.events, ais_vm::telemetry::write_jsonl),
+        ("trace", &run.trace, ais_vm::telemetry::write_chrome_trace),
+    ];
+    let mut failed = false;
+    for (what, path, format) in exports {
+        let Some(path) = path else { continue };
+        let mut bytes = Vec::new();
+        let written = format(&mut bytes, program, &report.events, &report.summary)
+            .and_then(|()| write_atomic(path, &bytes));
+        if let Err(e) = written {
+            failed = true;
+            out.report(
+                None,
+                &Diagnostic::error(
+                    "R0004",
+                    format!("cannot write the run's {what} to `{}`: {e}", path.display()),
+                    ais_ir::Span::DUMMY,
+                )
+                .with_help("check that the directory exists and is writable; the run's result and journal are unaffected"),
+            );
+        }
+    }
+    failed
 }
 
 /// An uncaught failure as a diagnostic with the run error's own code (R0003

@@ -217,3 +217,77 @@ fn run_writes_a_json_report() {
     assert_eq!(j["simulated"], true);
     assert!(j["summary"]["llm_calls"].as_u64().is_some_and(|n| n >= 4));
 }
+
+#[test]
+fn exports_are_written_by_the_edge_and_an_unwritable_one_is_r0004() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let events = dir.path().join("events.jsonl");
+    let missing = dir.path().join("no-such-dir").join("trace.json");
+    let o = aisc(&[
+        "run",
+        &path("examples/04_scalability_n4.ais"),
+        "--memory",
+        ":memory:",
+        "--sim-delay-scale",
+        "0",
+        "--arg",
+        "topic=x",
+        "--events",
+        &events.display().to_string(),
+        "--trace",
+        &missing.display().to_string(),
+    ]);
+    // The run's value is still printed; the failed export makes it exit 1.
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stdout(&o).contains("simulated"), "{}", stdout(&o));
+    assert!(stderr(&o).contains("R0004"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("trace"), "{}", stderr(&o));
+    assert!(!missing.exists());
+    // The other export is complete: ops, then one summary line.
+    let text = std::fs::read_to_string(&events).expect("events written");
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    assert!(lines.len() > 5);
+    assert_eq!(lines.last().map(|l| l["type"].clone()), Some("summary".into()));
+    assert!(lines.iter().filter(|l| l["opcode"] == "ask").count() >= 4);
+    // No temporary file is left next to it.
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("dir")
+        .filter_map(|e| e.ok().map(|e| e.file_name()))
+        .collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+}
+
+#[test]
+fn a_failed_run_still_writes_its_events() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let src = dir.path().join("fails.ais");
+    std::fs::write(
+        &src,
+        "agent A {\n    capability lookup_nowhere(q: str) -> str;\n    @entry flow main() -> str {\n        let a = ask(\"first\")\n        let b = lookup_nowhere(a)\n        return b\n    }\n}\n",
+    )
+    .expect("write");
+    let events = dir.path().join("events.jsonl");
+    let o = aisc(&[
+        "run",
+        &src.display().to_string(),
+        "--memory",
+        ":memory:",
+        "--sim-delay-scale",
+        "0",
+        "--events",
+        &events.display().to_string(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("tool.unknown"), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&events).expect("events of a failed run");
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    assert!(lines.iter().any(|l| l["opcode"] == "ask" && l["status"] == "ok"));
+    assert!(lines.iter().any(|l| l["opcode"] == "inv" && l["status"] == "failed"));
+    assert_eq!(lines.last().map(|l| l["type"].clone()), Some("summary".into()));
+}

@@ -913,9 +913,11 @@ limit (`aisc resume RUN_ID`)."#,
     Explanation {
         code: "R0004",
         title: "cannot write a run export",
-        text: r#"The run finished but its events (`--events`) or trace (`--trace`) file could
-not be written; the message names the path and the reason. Check that the
-directory exists and is writable."#,
+        text: r#"The run ended but its events (`--events`) or trace (`--trace`) file could
+not be written; the message names the path and the reason. The run's result
+is still printed and journaled (`aisc runs show RUN_ID`), and no partial file
+is left behind; `aisc run` exits with 1. Check that the directory exists and
+is writable."#,
     },
     Explanation {
         code: "R0005",

@@ -13,13 +13,12 @@ use crate::exec::{self, Class};
 use crate::host::Host;
 use crate::llm::{CancelToken, LlmBackend};
 use crate::sync::lock;
-use crate::telemetry::{self, OpEvent, RunSummary};
+use crate::telemetry::{OpEvent, RunSummary};
 use ais_ir::bytecode::Program;
 use ais_ir::Opcode;
 use crossbeam::sync::Parker;
 use crossbeam::utils::CachePadded;
 use crossbeam_deque::{Injector, Worker};
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
@@ -310,21 +309,6 @@ pub fn run(
         summary.sched_overhead_us_per_op = overhead_ns as f64 / 1e3 / worker_ops as f64;
     }
     let mut outcome = outcome;
-    type Export = fn(&Path, &Program, &[OpEvent], &RunSummary) -> std::io::Result<()>;
-    let exports: [(&str, &Option<PathBuf>, Export); 2] = [
-        ("events", &options.events_path, telemetry::write_jsonl),
-        ("trace", &options.trace_path, telemetry::write_chrome_trace),
-    ];
-    for (what, path, write) in exports {
-        let Some(p) = path else { continue };
-        if let Err(e) = write(p, program, &events, &summary) {
-            outcome = Err(RunError::Export {
-                what,
-                path: p.display().to_string(),
-                message: e.to_string(),
-            });
-        }
-    }
     if let Some(j) = &options.journal {
         let r = match &outcome {
             Ok(v) => j.finish(Ok(v)),

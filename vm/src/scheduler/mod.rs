@@ -51,7 +51,6 @@ use crossbeam::utils::CachePadded;
 use crossbeam_deque::{Injector, Stealer, Worker};
 use io::Lane;
 use serde_json::Value as Json;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
@@ -70,13 +69,10 @@ pub struct RunOptions {
     /// Concurrent calls per backend (LLM lane, tool lane); `None`: the LLM
     /// backend's own limit (`LlmBackend::concurrency`, 16 by default).
     pub concurrency: Option<usize>,
-    /// Write per-op events as JSONL here.
-    pub events_path: Option<PathBuf>,
-    /// Write a Chrome trace (Perfetto) here.
-    pub trace_path: Option<PathBuf>,
     /// Receives live progress while the run lasts (the CLI draws it).
     pub progress: Option<crate::progress::ProgressSink>,
-    /// Keep per-op events in the report (needed for exports; on by default).
+    /// Keep per-op events in the report (the edge exports them with
+    /// `telemetry::write_jsonl` / `write_chrome_trace`; on by default).
     pub record_events: bool,
     /// Deepest `flow.call` nesting before the call fails with `call.depth`.
     pub max_call_depth: u32,
@@ -104,8 +100,6 @@ impl Default for RunOptions {
             workers: None,
             policy: Policy::Fifo,
             concurrency: None,
-            events_path: None,
-            trace_path: None,
             progress: None,
             record_events: true,
             max_call_depth: 512,

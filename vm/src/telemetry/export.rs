@@ -1,10 +1,11 @@
-//! JSONL events and Chrome trace (Perfetto) export.
+//! JSONL events and Chrome trace (Perfetto) formats of a run's telemetry.
+//! They write to any `Write`: files are the edge's business (`aisc run
+//! --events/--trace` writes them atomically after the run).
 
 use super::{OpEvent, RunSummary, Status, Track};
 use ais_ir::bytecode::Program;
 use serde_json::{json, Map, Value as Json};
 use std::io::{self, BufWriter, Write};
-use std::path::Path;
 
 fn status(s: Status) -> &'static str {
     match s {
@@ -30,12 +31,12 @@ fn track_name(t: Track) -> String {
 /// OpenTelemetry GenAI attribute names (`gen_ai.operation.name`,
 /// `gen_ai.request.model`, `gen_ai.usage.input_tokens`, ...).
 pub fn write_jsonl(
-    path: &Path,
+    out: &mut dyn Write,
     program: &Program,
     events: &[OpEvent],
     summary: &RunSummary,
 ) -> io::Result<()> {
-    let mut w = BufWriter::new(std::fs::File::create(path)?);
+    let mut w = BufWriter::new(out);
     for e in events {
         let mut o = Map::new();
         o.insert("type".into(), json!("op"));
@@ -134,12 +135,12 @@ pub fn chrome_trace(program: &Program, events: &[OpEvent], summary: &RunSummary)
 }
 
 pub fn write_chrome_trace(
-    path: &Path,
+    out: &mut dyn Write,
     program: &Program,
     events: &[OpEvent],
     summary: &RunSummary,
 ) -> io::Result<()> {
-    let mut w = BufWriter::new(std::fs::File::create(path)?);
+    let mut w = BufWriter::new(out);
     serde_json::to_writer(&mut w, &chrome_trace(program, events, summary))?;
     w.flush()
 }
