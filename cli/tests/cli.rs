@@ -250,7 +250,10 @@ fn exports_are_written_by_the_edge_and_an_unwritable_one_is_r0004() {
         .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
         .collect();
     assert!(lines.len() > 5);
-    assert_eq!(lines.last().map(|l| l["type"].clone()), Some("summary".into()));
+    assert_eq!(
+        lines.last().map(|l| l["type"].clone()),
+        Some("summary".into())
+    );
     assert!(lines.iter().filter(|l| l["opcode"] == "ask").count() >= 4);
     // No temporary file is left next to it.
     let names: Vec<_> = std::fs::read_dir(dir.path())
@@ -287,7 +290,14 @@ fn a_failed_run_still_writes_its_events() {
         .lines()
         .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
         .collect();
-    assert!(lines.iter().any(|l| l["opcode"] == "ask" && l["status"] == "ok"));
-    assert!(lines.iter().any(|l| l["opcode"] == "inv" && l["status"] == "failed"));
-    assert_eq!(lines.last().map(|l| l["type"].clone()), Some("summary".into()));
+    assert!(lines
+        .iter()
+        .any(|l| l["opcode"] == "ask" && l["status"] == "ok"));
+    assert!(lines
+        .iter()
+        .any(|l| l["opcode"] == "inv" && l["status"] == "failed"));
+    assert_eq!(
+        lines.last().map(|l| l["type"].clone()),
+        Some("summary".into())
+    );
 }
