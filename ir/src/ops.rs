@@ -22,6 +22,10 @@ const LLM_ATTRS: &[AttrSpec] = &[
     // Labels of the context operands (`["report", ""]`): a list of strings,
     // `""` for the default `context N`.
     opt("context", AttrKind::Json),
+    // Tools the model may call: `[{"name", "description", "parameters"}]`.
+    opt("tools", AttrKind::Json),
+    // Most model turns of a tool-calling exchange (default 8).
+    opt("max_steps", AttrKind::Number),
 ];
 
 /// Everything the toolchain knows about one opcode.

@@ -154,6 +154,9 @@ pub(super) struct Call<'r> {
     pub(super) start_ns: u64,
     pub(super) jkey: Option<(String, String)>,
     pub(super) llm: bool,
+    /// Its tokens were already counted against the budgets as they were
+    /// spent (a tool-calling exchange counts each model turn).
+    pub(super) usage_accounted: bool,
 }
 
 impl Call<'_> {
@@ -220,6 +223,7 @@ impl<'r> Run<'r> {
             start_ns: start,
             jkey: None,
             llm,
+            usage_accounted: false,
         };
         if self.halted() || call.frame.is_cancelled() {
             return self
@@ -275,6 +279,7 @@ impl<'r> Run<'r> {
                     output_tokens: usage.completion_tokens,
                     simulated: resp.simulated,
                     attempts,
+                    tool_calls: Vec::new(),
                 });
                 (exec::llm_value(req, &resp), Some(info))
             }
@@ -285,10 +290,25 @@ impl<'r> Run<'r> {
                     output_tokens: usage.completion_tokens,
                     simulated: self.backend.is_simulated(),
                     attempts,
+                    tool_calls: Vec::new(),
                 });
                 (Err(OpError::from(e)), Some(info))
             }
         }
+    }
+
+    /// Counts an LLM call's tokens and cost against the run's and its
+    /// agent's budgets.
+    pub(super) fn account_llm(&self, agent: u32, model: &str, usage: crate::llm::Usage) {
+        let tokens = usage.total();
+        self.used[1].fetch_add(tokens, Ordering::SeqCst);
+        if let Some(a) = self.agent_used.get(agent as usize) {
+            a[1].fetch_add(tokens, Ordering::SeqCst);
+        }
+        let c = self
+            .budget
+            .cost_micro_usd(model, usage.prompt_tokens, usage.completion_tokens);
+        self.used[2].fetch_add(c, Ordering::SeqCst);
     }
 
     /// Finishes a blocking op whose call has returned: journal, usage,
@@ -305,22 +325,29 @@ impl<'r> Run<'r> {
         let tokens = info
             .as_ref()
             .map_or(0, |i| i.input_tokens + i.output_tokens);
+        // Tokens already journaled with each turn are not journaled again.
+        let journal_tokens = if call.usage_accounted { 0 } else { tokens };
         let result = result
             .and_then(|v| limits::check_value(&v, self.max_value_bytes).map(|()| v))
             .and_then(|v| {
-                self.journal_record(jkey.as_ref(), instr, std::slice::from_ref(&v), tokens)
-                    .map(|()| v)
+                self.journal_record(
+                    jkey.as_ref(),
+                    instr,
+                    std::slice::from_ref(&v),
+                    journal_tokens,
+                )
+                .map(|()| v)
             });
         // Every attempt's tokens count, a failed call's too: they were spent.
-        if let Some(i) = &info {
-            self.used[1].fetch_add(tokens, Ordering::SeqCst);
-            if let Some(a) = self.agent_used.get(frame.agent as usize) {
-                a[1].fetch_add(tokens, Ordering::SeqCst);
-            }
-            let c = self
-                .budget
-                .cost_micro_usd(&i.model, i.input_tokens, i.output_tokens);
-            self.used[2].fetch_add(c, Ordering::SeqCst);
+        if let (Some(i), false) = (&info, call.usage_accounted) {
+            self.account_llm(
+                frame.agent,
+                &i.model,
+                crate::llm::Usage {
+                    prompt_tokens: i.input_tokens,
+                    completion_tokens: i.output_tokens,
+                },
+            );
         }
         let status = match result {
             Ok(v) => {

@@ -14,7 +14,7 @@ use crate::host::Host;
 use crate::llm::{CancelToken, LlmBackend};
 use crate::sync::lock;
 use crate::telemetry::{OpEvent, RunSummary};
-use ais_ir::bytecode::Program;
+use ais_ir::bytecode::{Instr, Program};
 use ais_ir::Opcode;
 use crossbeam::sync::Parker;
 use crossbeam::utils::CachePadded;
@@ -26,7 +26,7 @@ use std::time::Instant;
 /// How many ops of a class can possibly be in flight at once, when that is
 /// bounded by the program's shape: with no loop, no call and no handler every
 /// op runs at most once. `None` when unbounded.
-pub(super) fn max_in_flight(program: &Program, pred: impl Fn(Opcode) -> bool) -> Option<usize> {
+pub(super) fn max_in_flight(program: &Program, pred: impl Fn(&Instr) -> bool) -> Option<usize> {
     let ops = || {
         program
             .flows
@@ -36,16 +36,16 @@ pub(super) fn max_in_flight(program: &Program, pred: impl Fn(Opcode) -> bool) ->
     };
     let repeats = ops().any(|op| matches!(op.opcode, Opcode::Loop | Opcode::FlowCall))
         || program.agents.iter().any(|a| !a.handlers.is_empty());
-    (!repeats).then(|| ops().filter(|op| pred(op.opcode)).count())
+    (!repeats).then(|| ops().filter(|op| pred(op)).count())
 }
 
-pub(super) fn uses(program: &Program, pred: impl Fn(Opcode) -> bool) -> bool {
+pub(super) fn uses(program: &Program, pred: impl Fn(&Instr) -> bool) -> bool {
     program
         .flows
         .iter()
         .flat_map(|f| f.regions.iter())
         .flat_map(|r| r.ops.iter())
-        .any(|op| pred(op.opcode))
+        .any(pred)
 }
 
 /// Runs `program` from its entry flow on the dataflow VM.
@@ -111,6 +111,7 @@ pub fn run(
         cancel: CancelToken::new(),
         llm: Lane::new(options.policy),
         tool: Lane::new(options.policy),
+        agent: Lane::new(options.policy),
         llm_async: backend.starts_without_waiting(),
         reply_soon: AtomicBool::new(false),
         llm_limit: concurrency,
@@ -119,7 +120,7 @@ pub fn run(
         calls: Mutex::new(Calls {
             table: std::collections::HashMap::with_capacity_and_hasher(
                 if backend.starts_without_waiting() {
-                    max_in_flight(program, |o| exec::class(o) == Class::Llm)
+                    max_in_flight(program, |o| exec::class(o.opcode) == Class::Llm)
                         .map_or(concurrency, |n| n.min(concurrency))
                         .min(4096)
                 } else {
@@ -166,8 +167,9 @@ pub fn run(
     } else {
         0
     };
-    let need_llm = uses(program, |o| exec::class(o) == Class::Llm);
-    let need_tool = uses(program, |o| exec::class(o) == Class::Tool);
+    let need_llm = uses(program, |o| exec::class(o.opcode) == Class::Llm);
+    let need_tool = uses(program, |o| exec::class(o.opcode) == Class::Tool);
+    let need_agent = uses(program, exec::offers_tools);
     let mut t0 = 0u64;
     let mut stats: Vec<WorkerStats> = Vec::new();
     let mut io_events: Vec<OpEvent> = Vec::new();
@@ -210,19 +212,38 @@ pub fn run(
                 Err(e) => spawn_err = Some(e.to_string()),
             }
         }
-        for (lane, llm, needed) in [(&run.llm, true, need_llm), (&run.tool, false, need_tool)] {
-            if !needed || spawn_err.is_some() || (llm && run.llm_async) {
+        let lanes = [
+            (&run.llm, Class::Llm, need_llm && !run.llm_async),
+            (&run.tool, Class::Tool, need_tool),
+            (&run.agent, Class::Llm, need_agent),
+        ];
+        for (k, (lane, class, needed)) in lanes.into_iter().enumerate() {
+            if !needed || spawn_err.is_some() {
                 continue;
             }
+            let agent_lane = k == 2;
             // Starting threads costs: no more than the program can ever use.
-            let class = if llm { Class::Llm } else { Class::Tool };
-            let threads = max_in_flight(program, |o| exec::class(o) == class)
-                .map_or(concurrency, |n| n.clamp(1, concurrency));
+            let threads = if agent_lane {
+                max_in_flight(program, exec::offers_tools)
+            } else {
+                max_in_flight(program, |o| {
+                    exec::class(o.opcode) == class && !exec::offers_tools(o)
+                })
+            }
+            .map_or(concurrency, |n| n.clamp(1, concurrency));
+            let name = ["llm", "tool", "agent"][k];
             for i in 0..threads {
+                let work = move || {
+                    if agent_lane {
+                        run.agent_loop(lane, i as u32)
+                    } else {
+                        run.io_loop(lane, class == Class::Llm, i as u32)
+                    }
+                };
                 match std::thread::Builder::new()
-                    .name(format!("ais-io-{}-{i}", if llm { "llm" } else { "tool" }))
+                    .name(format!("ais-io-{name}-{i}"))
                     .stack_size(256 * 1024)
-                    .spawn_scoped(s, move || run.io_loop(lane, llm, i as u32))
+                    .spawn_scoped(s, work)
                 {
                     Ok(h) => io_handles.push(h),
                     Err(e) => {

@@ -284,6 +284,7 @@ impl<'r> Run<'r> {
             start_ns,
             jkey: None,
             llm: true,
+            usage_accounted: false,
         };
         if self.halted() || call.frame.is_cancelled() {
             if let Some(ev) = self

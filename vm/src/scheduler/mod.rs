@@ -20,6 +20,9 @@
 //! - `io`: the I/O hand-off: lanes and threads for blocking calls;
 //! - `llm_calls`: calls on backends that start without waiting, and the
 //!   completion thread for their replies;
+//! - `tool_loop`: LLM ops that offer their model tools: model turns and
+//!   the tool calls they ask for, each through the same admission,
+//!   journal, host and telemetry as the program's own;
 //! - `progress`, `limits`, `policy`: the progress line, resource limits,
 //!   the I/O queues' ordering policy.
 
@@ -31,6 +34,7 @@ pub mod limits;
 mod llm_calls;
 pub mod policy;
 mod progress;
+mod tool_loop;
 mod worker;
 
 pub use launch::run;
@@ -146,6 +150,9 @@ struct Run<'r> {
     cancel: CancelToken,
     llm: Lane<'r>,
     tool: Lane<'r>,
+    /// LLM ops that offer their model tools: each holds a thread of this
+    /// lane for its whole exchange (see `tool_loop`).
+    agent: Lane<'r>,
     /// The backend starts calls without waiting: no I/O thread per LLM
     /// call; `pump_llm` starts them and one completion thread settles them.
     llm_async: bool,
@@ -229,6 +236,7 @@ impl<'r> Run<'r> {
     fn shut_down(&self) {
         self.llm.close();
         self.tool.close();
+        self.agent.close();
         self.inbox.stop();
         self.sleep.notify_all();
     }

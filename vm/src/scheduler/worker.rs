@@ -208,10 +208,11 @@ impl<'r> Run<'r> {
             Class::Llm | Class::Tool => {
                 let prio = frame.tail_ms.saturating_add(instr.rem_ms);
                 let agent = frame.agent;
-                let lane = if class == Class::Llm {
-                    &self.llm
-                } else {
-                    &self.tool
+                let tools = exec::offers_tools(instr);
+                let lane = match class {
+                    _ if tools => &self.agent,
+                    Class::Llm => &self.llm,
+                    _ => &self.tool,
                 };
                 let job = Job {
                     frame,
@@ -221,7 +222,7 @@ impl<'r> Run<'r> {
                     args,
                     jkey,
                 };
-                if class == Class::Llm && self.llm_async {
+                if class == Class::Llm && self.llm_async && !tools {
                     // Started with the worker's other calls at the end of
                     // its burst (`wake_io`), so a fan-out reaches the
                     // backend as one batch.
@@ -232,6 +233,11 @@ impl<'r> Run<'r> {
                     return None;
                 }
                 lane.push_quiet(job, prio, agent);
+                if tools {
+                    // One exchange per thread: wake one now.
+                    lane.wake(1);
+                    return None;
+                }
                 cx.unwoken[usize::from(class != Class::Llm)] += 1;
                 if cx.unwoken.iter().sum::<usize>() >= 64 {
                     self.wake_io(cx);
