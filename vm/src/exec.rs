@@ -521,6 +521,17 @@ pub fn max_steps(instr: &Instr) -> u32 {
     }
 }
 
+/// Rounds of repair a `solve` op gives a plan that fails to check.
+pub fn repairs(instr: &Instr) -> u32 {
+    match &instr.imm {
+        Imm::Llm(a) => a.repairs.unwrap_or(DEFAULT_REPAIRS),
+        _ => DEFAULT_REPAIRS,
+    }
+}
+
+/// Repair rounds when a `solve` op sets no `repairs`.
+pub const DEFAULT_REPAIRS: u32 = 2;
+
 /// Model turns of a tool-calling exchange when the op sets no `max_steps`.
 pub const DEFAULT_MAX_STEPS: u32 = 8;
 
@@ -528,6 +539,18 @@ pub const DEFAULT_MAX_STEPS: u32 = 8;
 /// the agent lane, see `scheduler::tool_loop`).
 pub fn offers_tools(instr: &Instr) -> bool {
     matches!(&instr.imm, Imm::Llm(a) if !a.tools.is_empty())
+}
+
+/// Whether an op asks the model for an inner plan (`solve`, see
+/// `scheduler::inner_plan`).
+pub fn plans(instr: &Instr) -> bool {
+    instr.opcode.info().llm == Some(ais_ir::LlmKind::Solve)
+}
+
+/// Whether an LLM op holds an agent-lane thread for a multi-turn exchange
+/// (tools, or an inner plan) instead of being one call.
+pub fn on_agent_lane(instr: &Instr) -> bool {
+    offers_tools(instr) || plans(instr)
 }
 
 /// The value of a finished LLM op.

@@ -591,6 +591,13 @@ impl FlowGen<'_> {
                         }
                         Some(_) => return Err(bad("max_steps")),
                     },
+                    repairs: match attrs.get("repairs") {
+                        None => None,
+                        Some(Attr::Number(x)) if x.is_finite() && *x >= 0.0 => {
+                            Some(x.min(16.0) as u32)
+                        }
+                        Some(_) => return Err(bad("repairs")),
+                    },
                 }))
             }
             ImmKind::Loop => Imm::Loop {

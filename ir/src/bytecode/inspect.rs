@@ -60,6 +60,9 @@ fn imm_text(p: &Program, imm: &Imm) -> String {
             if let Some(n) = a.max_steps {
                 parts.push(format!("max_steps = {n}"));
             }
+            if let Some(n) = a.repairs {
+                parts.push(format!("repairs = {n}"));
+            }
             if parts.is_empty() {
                 String::new()
             } else {

@@ -421,6 +421,8 @@ pub struct LlmAttrs {
     pub tools: Vec<ToolDecl>,
     /// Most model turns of a tool-calling exchange.
     pub max_steps: Option<u32>,
+    /// `solve`: rounds of repair after a plan fails to check.
+    pub repairs: Option<u32>,
 }
 
 /// A tool an LLM op offers its model (from its `tools` attribute).

@@ -170,7 +170,7 @@ impl Call<'_> {
         let instr = self.frame.code.ops.get(self.op as usize)?;
         Some(OpEvent {
             frame: self.frame.id,
-            flow: self.frame.flow,
+            flow: self.frame.flow_id(),
             op: self.op,
             opcode: instr.opcode,
             agent: self.frame.agent,

@@ -77,6 +77,7 @@ pub fn run(
         outcome: Err(e),
         summary,
         events: Vec::new(),
+        plans: Vec::new(),
     };
     let entry = match program.find_entry(options.entry.as_deref()) {
         Ok(e) => e,
@@ -91,6 +92,12 @@ pub fn run(
     }
     summary.critical_path_estimate_ms = program.flows.get(entry as usize).map_or(0, |f| f.cp_ms);
 
+    // Room for linked plans only when the program can make any.
+    let plans = crate::plan::PlanArena::new(if uses(program, exec::plans) {
+        crate::plan::MAX_PLANS_PER_RUN
+    } else {
+        0
+    });
     let locals: Vec<Worker<Task<'_>>> = (0..workers).map(|_| Worker::new_fifo()).collect();
     let parkers: Vec<Parker> = (0..workers).map(|_| Parker::new()).collect();
     let frames = limits::FrameCount::new(options.max_live_frames);
@@ -158,6 +165,9 @@ pub fn run(
             .iter()
             .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
             .collect(),
+        planner: options.planner.as_deref(),
+        plans: &plans,
+        linked: Mutex::new(Vec::new()),
     };
     // Room for one event per op of the program (capped), so recording does
     // not regrow and copy the vector while the run is timed; pages are only
@@ -169,7 +179,7 @@ pub fn run(
     };
     let need_llm = uses(program, |o| exec::class(o.opcode) == Class::Llm);
     let need_tool = uses(program, |o| exec::class(o.opcode) == Class::Tool);
-    let need_agent = uses(program, exec::offers_tools);
+    let need_agent = uses(program, exec::on_agent_lane);
     let mut t0 = 0u64;
     let mut stats: Vec<WorkerStats> = Vec::new();
     let mut io_events: Vec<OpEvent> = Vec::new();
@@ -224,10 +234,10 @@ pub fn run(
             let agent_lane = k == 2;
             // Starting threads costs: no more than the program can ever use.
             let threads = if agent_lane {
-                max_in_flight(program, exec::offers_tools)
+                max_in_flight(program, exec::on_agent_lane)
             } else {
                 max_in_flight(program, |o| {
-                    exec::class(o.opcode) == class && !exec::offers_tools(o)
+                    exec::class(o.opcode) == class && !exec::on_agent_lane(o)
                 })
             }
             .map_or(concurrency, |n| n.clamp(1, concurrency));
@@ -264,7 +274,7 @@ pub fn run(
         } else {
             t0 = run.now();
             let started = run
-                .new_frame(entry, 0, None, 0, 0)
+                .new_frame(run.unit(), entry, 0, None, 0, 0)
                 .and_then(|f| run.start_frame(&f, args, None, &Sink::Global));
             if let Err(e) = started {
                 run.finish(Err(RunError::Internal(e.message)));
@@ -312,6 +322,12 @@ pub fn run(
         e.ready_ns = e.ready_ns.saturating_sub(t0);
         e.start_ns = e.start_ns.saturating_sub(t0);
         e.end_ns = e.end_ns.saturating_sub(t0);
+        if let Some(l) = &mut e.llm {
+            for c in &mut l.tool_calls {
+                c.start_ns = c.start_ns.saturating_sub(t0);
+                c.end_ns = c.end_ns.saturating_sub(t0);
+            }
+        }
     }
     events.sort_by_key(|e| (e.start_ns, e.end_ns));
     summary.setup_ms = t0 as f64 / 1e6;
@@ -339,9 +355,15 @@ pub fn run(
             outcome = Err(RunError::Internal(e.to_string()));
         }
     }
+    let plans = std::mem::take(&mut *lock(&run.linked));
+    summary.linked_flows = plans
+        .iter()
+        .map(|p| format!("{} (plan of op {})", p.made_by, p.op))
+        .collect();
     RunReport {
         outcome,
         summary,
         events,
+        plans,
     }
 }

@@ -20,6 +20,8 @@
 //! - `io`: the I/O hand-off: lanes and threads for blocking calls;
 //! - `llm_calls`: calls on backends that start without waiting, and the
 //!   completion thread for their replies;
+//! - `inner_plan`: `solve` ops: the model's plan checked by the edge's
+//!   plan compiler, repaired, then linked into the run as a frame;
 //! - `tool_loop`: LLM ops that offer their model tools: model turns and
 //!   the tool calls they ask for, each through the same admission,
 //!   journal, host and telemetry as the program's own;
@@ -33,10 +35,12 @@ mod launch;
 pub mod limits;
 mod llm_calls;
 pub mod policy;
+mod inner_plan;
 mod progress;
 mod tool_loop;
 mod worker;
 
+pub use inner_plan::LinkedPlan;
 pub use launch::run;
 
 use llm_calls::{Calls, Inbox};
@@ -94,6 +98,9 @@ pub struct RunOptions {
     /// Stop with `WATCHDOG_LOOP` when an LLM or tool call in a loop runs this many
     /// times with the same inputs (`None`: off; `aisc run` uses 3).
     pub watchdog: Option<u32>,
+    /// Checks the plans `solve` ops ask models for (`None`: such an op
+    /// fails with `plan.unavailable`).
+    pub planner: Option<Arc<dyn crate::plan::PlanCompiler>>,
 }
 
 impl Default for RunOptions {
@@ -112,6 +119,7 @@ impl Default for RunOptions {
             journal: None,
             budget: crate::journal::Budget::default(),
             watchdog: None,
+            planner: None,
         }
     }
 }
@@ -124,6 +132,8 @@ pub struct RunReport {
     pub summary: RunSummary,
     /// Per-op events ordered by start time (empty when `record_events` is off).
     pub events: Vec<OpEvent>,
+    /// The inner plans linked during the run, in the order they were.
+    pub plans: Vec<LinkedPlan>,
 }
 
 pub(crate) struct Task<'r> {
@@ -182,11 +192,24 @@ struct Run<'r> {
     watchdog: Option<crate::journal::watchdog::Watchdog>,
     /// Per agent: LLM calls and tokens of this attempt.
     agent_used: Vec<[AtomicU64; 2]>,
+    planner: Option<&'r dyn crate::plan::PlanCompiler>,
+    /// Accepted plans' bytecode (frames point into it).
+    plans: &'r crate::plan::PlanArena,
+    linked: Mutex<Vec<LinkedPlan>>,
 }
 
 impl<'r> Run<'r> {
     fn now(&self) -> u64 {
         u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// The developer's program as a unit of code (plans are linked as
+    /// others).
+    fn unit(&self) -> crate::frame::Unit<'r> {
+        crate::frame::Unit {
+            program: self.program,
+            base: 0,
+        }
     }
 
     fn halted(&self) -> bool {

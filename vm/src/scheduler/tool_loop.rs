@@ -48,16 +48,23 @@ const MAX_RESULT_CHARS: usize = 64 * 1024;
 
 /// What an exchange has spent and seen so far, for the op's telemetry.
 #[derive(Default)]
-struct Exchange {
+pub(super) struct Exchange {
     attempts: Vec<AttemptRecord>,
     tool_calls: Vec<ToolCallRecord>,
     usage: Usage,
-    model: String,
-    simulated: bool,
+    pub(super) model: String,
+    pub(super) simulated: bool,
 }
 
 impl Exchange {
-    fn info(self) -> Box<LlmInfo> {
+    pub(super) fn new(simulated: bool) -> Exchange {
+        Exchange {
+            simulated,
+            ..Exchange::default()
+        }
+    }
+
+    pub(super) fn info(self) -> Box<LlmInfo> {
         Box::new(LlmInfo {
             model: self.model,
             input_tokens: self.usage.prompt_tokens,
@@ -77,7 +84,7 @@ struct Answer {
 }
 
 /// Why an exchange ends before the model's answer.
-enum Stop {
+pub(super) enum Stop {
     /// The op fails with this error (catchable).
     Fail(OpError),
     /// The run was stopped (budget, watchdog) or cancelled: the op is
@@ -86,12 +93,12 @@ enum Stop {
 }
 
 /// The place of one exchange in the run: its op and journal key.
-struct Site<'a, 'r> {
-    frame: &'a Frame<'r>,
-    op: u32,
-    instr: &'a Instr,
-    agent: &'r str,
-    jkey: Option<&'a (String, String)>,
+pub(super) struct Site<'a, 'r> {
+    pub(super) frame: &'a Frame<'r>,
+    pub(super) op: u32,
+    pub(super) instr: &'a Instr,
+    pub(super) agent: &'r str,
+    pub(super) jkey: Option<&'a (String, String)>,
 }
 
 impl<'r> Run<'r> {
@@ -99,7 +106,17 @@ impl<'r> Run<'r> {
     pub(super) fn agent_loop(&self, lane: &Lane<'r>, idx: u32) -> Vec<OpEvent> {
         let mut events = Vec::new();
         while let Some(job) = lane.pop() {
-            let ev = self.run_exchange(job, idx);
+            let plans = job
+                .frame
+                .code
+                .ops
+                .get(job.op as usize)
+                .is_some_and(exec::plans);
+            let ev = if plans {
+                self.run_solve(job, idx)
+            } else {
+                self.run_exchange(job, idx)
+            };
             lane.finished();
             events.extend(ev);
         }
@@ -239,7 +256,7 @@ impl<'r> Run<'r> {
 
     /// One model turn: replayed from the journal, or asked (and journaled
     /// with the tokens it spent).
-    fn model_turn(
+    pub(super) fn model_turn(
         &self,
         site: &Site<'_, 'r>,
         req: &LlmRequest,

@@ -175,7 +175,7 @@ impl<'r> Run<'r> {
                 }
                 r
             }
-            Class::Pure => exec::eval_pure(self.program, instr, &args)
+            Class::Pure => exec::eval_pure(frame.unit.program, instr, &args)
                 .and_then(|v| limits::check_value(&v, self.max_value_bytes).map(|()| v))
                 .map(|v| Some(smallvec![v])),
             Class::Inline => {
@@ -208,7 +208,7 @@ impl<'r> Run<'r> {
             Class::Llm | Class::Tool => {
                 let prio = frame.tail_ms.saturating_add(instr.rem_ms);
                 let agent = frame.agent;
-                let tools = exec::offers_tools(instr);
+                let tools = exec::on_agent_lane(instr);
                 let lane = match class {
                     _ if tools => &self.agent,
                     Class::Llm => &self.llm,
@@ -266,7 +266,7 @@ impl<'r> Run<'r> {
         // The op's own work ends here; delivering its results is scheduling.
         let end = self.now();
         cx.busy_ns += end - start;
-        let (id, flow, agent) = (frame.id, frame.flow, frame.agent);
+        let (id, flow, agent) = (frame.id, frame.flow_id(), frame.agent);
         let mut next = None;
         let status = match r {
             Ok(Some(results)) => {

@@ -175,6 +175,10 @@ pub struct RunSummary {
     /// Replies that were not complete answers (cut off, filtered) and were
     /// taken as values because the backend sets `accept_incomplete`.
     pub incomplete_replies: u64,
+    /// Names of the flows of inner plans linked during the run, by flow id
+    /// from the program's own flow count on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub linked_flows: Vec<String>,
 }
 
 impl RunSummary {
