@@ -9,6 +9,7 @@ mod aam;
 mod config;
 pub mod opt;
 mod output;
+pub mod plan;
 mod run;
 mod runs;
 mod tty;

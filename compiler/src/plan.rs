@@ -34,6 +34,8 @@ pub struct PlanTool {
     /// Parameters and their AIS types (`str`, `number`, `bool`, `json`,
     /// `list<...>`), in declaration order.
     pub params: Vec<(String, String)>,
+    /// Declared `@read_only` (its calls are not ordered with each other).
+    pub read_only: bool,
 }
 
 impl PlanTool {
@@ -60,6 +62,7 @@ impl PlanTool {
             name: name.to_string(),
             description: description.to_string(),
             params,
+            read_only: false,
         }
     }
 
@@ -266,7 +269,8 @@ fn wrap(spec: &PlanSpec, body: &str) -> (String, usize) {
     let mut s = format!("agent {} {{\n", identifier_or(&spec.agent, "Planner"));
     for t in &spec.tools {
         if is_identifier(&t.name) {
-            s.push_str(&format!("    capability {};\n", t.signature()));
+            let ro = if t.read_only { "@read_only " } else { "" };
+            s.push_str(&format!("    {ro}capability {};\n", t.signature()));
         }
     }
     s.push_str(&format!("    @entry flow {PLAN_FLOW}() -> str {{\n"));

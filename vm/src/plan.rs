@@ -21,6 +21,9 @@ pub struct PlanSpec {
     pub agent: String,
     /// The tools it may call (with the schemas offered to the model).
     pub tools: Vec<ToolSpec>,
+    /// Those of them declared read-only: the plan's calls to them need not
+    /// wait for each other.
+    pub read_only: Vec<String>,
 }
 
 /// A plan that checked.

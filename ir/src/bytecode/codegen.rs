@@ -612,7 +612,7 @@ impl FlowGen<'_> {
 }
 
 /// One entry of an LLM op's `tools` attribute: `{"name", "description"?,
-/// "parameters"?}` (no parameters: any object).
+/// "parameters"?, "read_only"?}` (no parameters: any object).
 fn tool_decl(t: &serde_json::Value) -> Option<crate::bytecode::ToolDecl> {
     let name = t.get("name")?.as_str().filter(|n| !n.is_empty())?;
     let description = match t.get("description") {
@@ -628,6 +628,10 @@ fn tool_decl(t: &serde_json::Value) -> Option<crate::bytecode::ToolDecl> {
         name: name.to_string(),
         description: description.to_string(),
         parameters: parameters.to_string(),
+        read_only: match t.get("read_only") {
+            None => false,
+            Some(b) => b.as_bool()?,
+        },
     })
 }
 

@@ -433,6 +433,8 @@ pub struct ToolDecl {
     /// JSON Schema of the arguments, as JSON text (the artifact encoding
     /// stores no free-form JSON values).
     pub parameters: String,
+    /// Declared `@read_only`: its calls need not wait for each other.
+    pub read_only: bool,
 }
 
 /// Why an entry flow could not be chosen.

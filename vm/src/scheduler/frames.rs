@@ -347,7 +347,14 @@ impl<'r> Run<'r> {
                 role: Role::Handler,
             };
             let started = self
-                .new_frame(self.unit(), d.flow, 0, Some(owner), 0, frame.depth.saturating_add(1))
+                .new_frame(
+                    self.unit(),
+                    d.flow,
+                    0,
+                    Some(owner),
+                    0,
+                    frame.depth.saturating_add(1),
+                )
                 .and_then(|child| {
                     self.start_frame(&child, d.args.into_iter().map(Val::from_json), None, sink)
                 });
@@ -510,8 +517,14 @@ impl<'r> Run<'r> {
         match instr.opcode.info().regions {
             RegionSpec::IfElse | RegionSpec::Switch => {
                 let r = exec::select_branch(flow, instr, first()?)?;
-                let child =
-                    self.new_frame(frame.unit, frame.flow, r, Some(owner(Role::Branch)), tail, frame.depth)?;
+                let child = self.new_frame(
+                    frame.unit,
+                    frame.flow,
+                    r,
+                    Some(owner(Role::Branch)),
+                    tail,
+                    frame.depth,
+                )?;
                 self.start_frame(&child, [], Some(frame), sink)
             }
             RegionSpec::TryCatch => {
@@ -520,8 +533,14 @@ impl<'r> Run<'r> {
                     .first()
                     .copied()
                     .ok_or_else(|| OpError::new("internal.region", "no try region"))?;
-                let child =
-                    self.new_frame(frame.unit, frame.flow, r, Some(owner(Role::Try)), tail, frame.depth)?;
+                let child = self.new_frame(
+                    frame.unit,
+                    frame.flow,
+                    r,
+                    Some(owner(Role::Try)),
+                    tail,
+                    frame.depth,
+                )?;
                 self.start_frame(&child, [], Some(frame), sink)
             }
             RegionSpec::Loop => {
@@ -561,8 +580,14 @@ impl<'r> Run<'r> {
                         state: state.clone(),
                         index,
                     };
-                    let f =
-                        self.new_frame(frame.unit, frame.flow, body, Some(owner(role)), tail, frame.depth)?;
+                    let f = self.new_frame(
+                        frame.unit,
+                        frame.flow,
+                        body,
+                        Some(owner(role)),
+                        tail,
+                        frame.depth,
+                    )?;
                     *f.next_iter.lock().unwrap_or_else(|e| e.into_inner()) = next.take();
                     next = Some(f.clone());
                     frames.push(f);

@@ -122,9 +122,19 @@ impl<'r> Run<'r> {
                 t.parameters = s;
             }
         }
+        let read_only = match &site.instr.imm {
+            ais_ir::bytecode::Imm::Llm(a) => a
+                .tools
+                .iter()
+                .filter(|t| t.read_only)
+                .map(|t| t.name.clone())
+                .collect(),
+            _ => Vec::new(),
+        };
         let spec = PlanSpec {
             agent: site.agent.to_string(),
             tools: std::mem::take(&mut req.tools),
+            read_only,
         };
         // The planner writes code; it does not call the tools itself.
         let goal = std::mem::take(&mut req.prompt);
@@ -207,7 +217,14 @@ impl<'r> Run<'r> {
             role: Role::Plan,
         };
         let child = self
-            .new_frame(unit, entry, 0, Some(owner), tail, frame.depth.saturating_add(1))
+            .new_frame(
+                unit,
+                entry,
+                0,
+                Some(owner),
+                tail,
+                frame.depth.saturating_add(1),
+            )
             .map_err(Stop::Fail)?;
         self.start_frame(&child, [], None, &Sink::Global)
             .map_err(Stop::Fail)?;

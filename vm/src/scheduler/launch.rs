@@ -93,7 +93,7 @@ pub fn run(
     summary.critical_path_estimate_ms = program.flows.get(entry as usize).map_or(0, |f| f.cp_ms);
 
     // Room for linked plans only when the program can make any.
-    let plans = crate::plan::PlanArena::new(if uses(program, exec::plans) {
+    let plan_arena = crate::plan::PlanArena::new(if uses(program, exec::plans) {
         crate::plan::MAX_PLANS_PER_RUN
     } else {
         0
@@ -166,7 +166,7 @@ pub fn run(
             .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
             .collect(),
         planner: options.planner.as_deref(),
-        plans: &plans,
+        plans: &plan_arena,
         linked: Mutex::new(Vec::new()),
     };
     // Room for one event per op of the program (capped), so recording does
@@ -177,8 +177,11 @@ pub fn run(
     } else {
         0
     };
-    let need_llm = uses(program, |o| exec::class(o.opcode) == Class::Llm);
-    let need_tool = uses(program, |o| exec::class(o.opcode) == Class::Tool);
+    // An inner plan may call LLMs and tools the program itself does not:
+    // a program that can link one gets every lane, at full width.
+    let links_plans = uses(program, exec::plans);
+    let need_llm = links_plans || uses(program, |o| exec::class(o.opcode) == Class::Llm);
+    let need_tool = links_plans || uses(program, |o| exec::class(o.opcode) == Class::Tool);
     let need_agent = uses(program, exec::on_agent_lane);
     let mut t0 = 0u64;
     let mut stats: Vec<WorkerStats> = Vec::new();
@@ -235,6 +238,8 @@ pub fn run(
             // Starting threads costs: no more than the program can ever use.
             let threads = if agent_lane {
                 max_in_flight(program, exec::on_agent_lane)
+            } else if links_plans {
+                None
             } else {
                 max_in_flight(program, |o| {
                     exec::class(o.opcode) == class && !exec::on_agent_lane(o)

@@ -30,12 +30,12 @@
 
 mod admission;
 mod frames;
+mod inner_plan;
 mod io;
 mod launch;
 pub mod limits;
 mod llm_calls;
 pub mod policy;
-mod inner_plan;
 mod progress;
 mod tool_loop;
 mod worker;
