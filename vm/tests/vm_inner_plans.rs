@@ -303,3 +303,25 @@ fn a_resumed_run_reads_the_same_plan_and_repeats_no_call() {
     assert_eq!(second.rounds.load(Ordering::SeqCst), 0);
     assert_eq!(n2.load(Ordering::SeqCst), 0);
 }
+
+#[test]
+fn the_simulator_writes_a_plan_that_checks_and_calls_every_tool() {
+    let sim: Arc<dyn LlmBackend> =
+        Arc::new(ais_vm::llm::sim::SimBackend::new().with_delay_scale(0.0));
+    let (host, n) = host();
+    // The simulated plan looks the goal itself up: know it.
+    let c = n.clone();
+    host.register_tool("lookup", move |args| {
+        c.fetch_add(1, Ordering::SeqCst);
+        Ok(json!(format!("fact about {}", args["key"])))
+    });
+    let r = ais_vm::run(&solve_program(false), &options(None), sim, host);
+    let out = r.outcome.unwrap();
+    let out = out.as_str().unwrap();
+    assert!(out.starts_with("[simulated ask"), "{out}");
+    assert!(out.contains("[simulated plan]"), "{out}");
+    assert_eq!(r.plans.len(), 1);
+    assert!(r.plans[0].body.contains("lookup("), "{}", r.plans[0].body);
+    assert!(r.plans[0].body.contains("add(1, 1)"), "{}", r.plans[0].body);
+    assert_eq!(n.load(Ordering::SeqCst), 2);
+}

@@ -127,6 +127,22 @@ impl SimBackend {
                 tool_calls: calls,
             };
         }
+        if request.kind == LlmOpKind::Solve {
+            let text = simulated_plan(request, &topic);
+            return LlmResponse {
+                usage: Usage {
+                    prompt_tokens: tokens(p.system.len() + user.len()),
+                    completion_tokens: tokens(text.len()),
+                },
+                text,
+                json: None,
+                finish_reason: "stop".into(),
+                model,
+                latency: self.delay_for(request.kind),
+                simulated: true,
+                tool_calls: Vec::new(),
+            };
+        }
         let (text, json) = match &request.json_schema {
             Some(s) => {
                 let v = structured(request.kind, s, &topic, &request.context, seed);
@@ -220,6 +236,83 @@ fn prose(request: &LlmRequest, topic: &str, tag: &str) -> String {
         ));
     }
     s
+}
+
+/// The simulator's inner plan for a `solve` op: it reads the tools' AIS
+/// signatures from the planner's guide (lines `- name(p: type, ...) ->
+/// json...` after `Tools:`), calls each once with arguments of the right
+/// types (strings carry the goal), and asks for an answer from all the
+/// results. The plan's `ask` is labelled simulated.
+fn simulated_plan(request: &LlmRequest, topic: &str) -> String {
+    let goal = request
+        .prompt
+        .lines()
+        .find_map(|l| l.strip_prefix("Goal: "))
+        .map_or_else(|| topic.to_string(), |g| summarize(g, 12));
+    // A string literal of the language: no quotes, escapes or `{`
+    // interpolation in it.
+    let goal: String = goal
+        .chars()
+        .map(|c| match c {
+            '"' | '\\' | '{' | '}' | '\n' | '\r' => ' ',
+            c => c,
+        })
+        .collect();
+    let quoted = format!("\"{goal}\"");
+    let mut tools = Vec::new();
+    let mut in_tools = false;
+    for line in request.prompt.lines() {
+        if line.trim() == "Tools:" {
+            in_tools = true;
+            continue;
+        }
+        if !in_tools {
+            continue;
+        }
+        let Some(sig) = line.strip_prefix("- ") else {
+            if line.trim().is_empty() {
+                break;
+            }
+            continue;
+        };
+        let Some((name, rest)) = sig.split_once('(') else {
+            continue;
+        };
+        let Some((params, _)) = rest.split_once(')') else {
+            continue;
+        };
+        let args: Vec<String> = params
+            .split(',')
+            .filter(|p| !p.trim().is_empty())
+            .map(|p| {
+                let ty = p.split_once(':').map_or("json", |(_, t)| t.trim());
+                match ty {
+                    "str" => quoted.clone(),
+                    "number" => "1".into(),
+                    "bool" => "true".into(),
+                    t if t.starts_with("list<str") => format!("[{quoted}]"),
+                    t if t.starts_with("list<") => "[1]".into(),
+                    _ => quoted.clone(),
+                }
+            })
+            .collect();
+        tools.push(format!("{}({})", name.trim(), args.join(", ")));
+    }
+    let mut plan = String::from("```ais\n");
+    let mut names = Vec::new();
+    for (i, call) in tools.iter().enumerate() {
+        plan.push_str(&format!("let r{i} = {call}\n"));
+        names.push(format!("r{i}"));
+    }
+    let ctx = if names.is_empty() {
+        String::new()
+    } else {
+        format!(", {}", names.join(", "))
+    };
+    plan.push_str(&format!(
+        "let answer = ask(\"[simulated plan] Answer the goal from the results: {goal}\"{ctx})\nreturn answer\n```"
+    ));
+    plan
 }
 
 /// The simulator's tool-calling turn: when tools are offered and none has
