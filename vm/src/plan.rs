@@ -9,8 +9,10 @@
 //! the run (`scheduler::inner_plan`): its ops run on the same workers,
 //! journal and telemetry as the program's own.
 
-use crate::llm::ToolSpec;
+use crate::exec::OpError;
+use crate::llm::{LlmRequest, ToolSpec};
 use ais_ir::bytecode::Program;
+use ais_ir::bytecode::{Imm, Instr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
@@ -24,6 +26,69 @@ pub struct PlanSpec {
     /// Those of them declared read-only: the plan's calls to them need not
     /// wait for each other.
     pub read_only: Vec<String>,
+}
+
+impl PlanSpec {
+    /// The spec of a `solve` op, taking the tools out of its request: the
+    /// planner writes code, it does not call them itself.
+    pub fn of(agent: &str, instr: &Instr, request: &mut LlmRequest) -> PlanSpec {
+        let read_only = match &instr.imm {
+            Imm::Llm(a) => a
+                .tools
+                .iter()
+                .filter(|t| t.read_only)
+                .map(|t| t.name.clone())
+                .collect(),
+            _ => Vec::new(),
+        };
+        PlanSpec {
+            agent: agent.to_string(),
+            tools: std::mem::take(&mut request.tools),
+            read_only,
+        }
+    }
+}
+
+/// The planner's prompt: the goal, the guide, and after a rejected plan,
+/// that plan and why it was rejected.
+pub fn planner_prompt(goal: &str, guide: &str, rejected: Option<&Rejected>) -> String {
+    let mut p = format!("Goal: {goal}\n\n{guide}");
+    if let Some(r) = rejected {
+        p.push_str("\n\nYour previous plan was rejected by the checker:\n```ais\n");
+        p.push_str(&r.body);
+        p.push_str("\n```\nProblems:\n");
+        for problem in &r.problems {
+            p.push_str(&format!("- {problem}\n"));
+        }
+        p.push_str("Write a corrected plan.");
+    }
+    p
+}
+
+/// `plan.invalid`: no plan checked in `rounds` rounds; the payload lists
+/// the last plan's diagnostics.
+pub fn invalid(rounds: u32, last: Option<Rejected>) -> OpError {
+    let problems = last.map(|r| r.problems).unwrap_or_default();
+    OpError::new(
+        "plan.invalid",
+        format!(
+            "the model's plan did not check after {rounds} round{}: {}",
+            if rounds == 1 { "" } else { "s" },
+            problems.first().map_or("no plan", String::as_str)
+        ),
+    )
+    .with_payload(serde_json::json!({
+        "rounds": rounds,
+        "diagnostics": problems,
+    }))
+}
+
+/// `plan.unavailable`: a `solve` op in a run without a plan compiler.
+pub fn unavailable() -> OpError {
+    OpError::new(
+        "plan.unavailable",
+        "this run has no plan compiler: `solve` needs one (aisc run provides it; an embedding passes RunOptions::planner)",
+    )
 }
 
 /// A plan that checked.

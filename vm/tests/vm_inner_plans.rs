@@ -325,3 +325,61 @@ fn the_simulator_writes_a_plan_that_checks_and_calls_every_tool() {
     assert!(r.plans[0].body.contains("add(1, 1)"), "{}", r.plans[0].body);
     assert_eq!(n.load(Ordering::SeqCst), 2);
 }
+
+/// A random valid plan over `lookup` and `add`: tool calls, LLM calls on
+/// earlier values, string templates, a branch; returns its last value.
+fn random_plan(c: &mut ais_testkit::choices::Choices) -> String {
+    let n = 1 + c.below(6);
+    let mut lines = Vec::new();
+    for i in 0..n {
+        let earlier = |c: &mut ais_testkit::choices::Choices| format!("v{}", c.below(i.max(1)));
+        let line = match (c.below(5), i) {
+            (0, _) => format!("let v{i} = lookup(\"capital\")"),
+            (1, _) => format!("let v{i} = add({}, {})", c.below(10), c.below(10)),
+            (2, 1..) => format!("let v{i} = ask(\"step {i}\", {})", earlier(c)),
+            (3, 1..) => {
+                let (a, b) = (earlier(c), earlier(c));
+                format!("let v{i} = \"{{{a}}} and {{{b}}}\"")
+            }
+            (4, 1..) => {
+                let a = earlier(c);
+                format!(
+                    "let v{i} = \"none\"\nif (\"{{{a}}}\" == \"Paris\") {{\n    v{i} = ask(\"city\", {a})\n}} else {{\n    v{i} = \"other {{{a}}}\"\n}}"
+                )
+            }
+            _ => format!("let v{i} = \"start {i}\""),
+        };
+        lines.push(line);
+    }
+    lines.push(format!("return \"{{v{}}}\"", n - 1));
+    lines.join("\n")
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// Random plans give the same result linked into the VM (2 workers)
+    /// as interpreted by the reference interpreter.
+    #[test]
+    fn linked_plans_agree_with_the_interpreter(mut tape in ais_testkit::choices::tape()) {
+        let plan = random_plan(&mut tape);
+        let p = solve_program(false);
+        let planner = Planner::new(&[&plan]);
+        let (h, _) = host();
+        let vm = ais_vm::run(&p, &options(None), planner, h).outcome;
+        let planner = Planner::new(&[&plan]);
+        let (h, _) = host();
+        let fe = FrontEndPlanner::default();
+        let it = ais_vm::interp::run_with_planner(
+            &p,
+            None,
+            &options(None).args,
+            planner.as_ref(),
+            h.as_ref(),
+            Some(&fe),
+        );
+        // Every generated plan is valid: both must have run it.
+        proptest::prop_assert!(vm.is_ok(), "{:?}\nplan:\n{}", vm, plan);
+        proptest::prop_assert_eq!(vm.ok(), it.ok(), "plan:\n{}", plan);
+    }
+}

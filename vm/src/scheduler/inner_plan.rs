@@ -110,10 +110,7 @@ impl<'r> Run<'r> {
         ex: &mut Exchange,
     ) -> Result<(), Stop> {
         let Some(planner) = self.planner else {
-            return Err(Stop::Fail(OpError::new(
-                "plan.unavailable",
-                "this run has no plan compiler: `solve` needs one (aisc run provides it; an embedding passes RunOptions::planner)",
-            )));
+            return Err(Stop::Fail(crate::plan::unavailable()));
         };
         let mut req = exec::llm_request(site.agent, site.instr, args).map_err(Stop::Fail)?;
         ex.model = req.model.clone().unwrap_or_default();
@@ -122,21 +119,7 @@ impl<'r> Run<'r> {
                 t.parameters = s;
             }
         }
-        let read_only = match &site.instr.imm {
-            ais_ir::bytecode::Imm::Llm(a) => a
-                .tools
-                .iter()
-                .filter(|t| t.read_only)
-                .map(|t| t.name.clone())
-                .collect(),
-            _ => Vec::new(),
-        };
-        let spec = PlanSpec {
-            agent: site.agent.to_string(),
-            tools: std::mem::take(&mut req.tools),
-            read_only,
-        };
-        // The planner writes code; it does not call the tools itself.
+        let spec = PlanSpec::of(site.agent, site.instr, &mut req);
         let goal = std::mem::take(&mut req.prompt);
         let guide = planner.guide(&spec);
         let rounds = exec::repairs(site.instr).saturating_add(1);
@@ -150,26 +133,14 @@ impl<'r> Run<'r> {
                     return Err(Stop::Halted);
                 }
             }
-            req.prompt = planner_prompt(&goal, &guide, last.as_ref());
+            req.prompt = crate::plan::planner_prompt(&goal, &guide, last.as_ref());
             let reply = self.model_turn(site, &req, round, ex)?;
             match planner.check(&spec, &reply.text) {
                 Ok(plan) => return self.link(site, frame, plan),
                 Err(r) => last = Some(r),
             }
         }
-        let problems = last.map(|r| r.problems).unwrap_or_default();
-        let e = OpError::new(
-            "plan.invalid",
-            format!(
-                "the model's plan did not check after {rounds} round{}: {}",
-                if rounds == 1 { "" } else { "s" },
-                problems.first().map_or("no plan", String::as_str)
-            ),
-        );
-        Err(Stop::Fail(e.with_payload(serde_json::json!({
-            "rounds": rounds,
-            "diagnostics": problems,
-        }))))
+        Err(Stop::Fail(crate::plan::invalid(rounds, last)))
     }
 
     /// Starts an accepted plan as a frame owned by the `solve` op.
@@ -242,20 +213,4 @@ impl<'r> Run<'r> {
             .iter()
             .fold(own, |base, p| base.saturating_add(p.flows))
     }
-}
-
-/// The planner's prompt: the goal, the guide, and after a rejected plan,
-/// that plan and why it was rejected.
-fn planner_prompt(goal: &str, guide: &str, rejected: Option<&Rejected>) -> String {
-    let mut p = format!("Goal: {goal}\n\n{guide}");
-    if let Some(r) = rejected {
-        p.push_str("\n\nYour previous plan was rejected by the checker:\n```ais\n");
-        p.push_str(&r.body);
-        p.push_str("\n```\nProblems:\n");
-        for problem in &r.problems {
-            p.push_str(&format!("- {problem}\n"));
-        }
-        p.push_str("Write a corrected plan.");
-    }
-    p
 }
