@@ -301,3 +301,58 @@ fn a_failed_run_still_writes_its_events() {
         Some("summary".into())
     );
 }
+
+#[test]
+fn solve_on_the_simulator_emits_a_plan_that_checks_and_runs_again() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let src = dir.path().join("solve.ais");
+    std::fs::write(
+        &src,
+        "agent Analyst {\n    @entry flow main(goal: str) -> str {\n        return solve(\"Answer this: {goal}\")\n    }\n}\n",
+    )
+    .expect("write");
+    let plans = dir.path().join("plans");
+    let o = aisc(&[
+        "run",
+        &src.display().to_string(),
+        "--memory",
+        ":memory:",
+        "--sim-delay-scale",
+        "0",
+        "--arg",
+        "goal=why is the sky blue",
+        "--emit-plans",
+        &plans.display().to_string(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // The plan's own `ask` answered: its label is in the result.
+    assert!(stdout(&o).contains("[simulated plan]"), "{}", stdout(&o));
+    assert!(stderr(&o).contains("2 LLM calls"), "{}", stderr(&o));
+    let ais = plans.join("plan-1.ais");
+    let text = std::fs::read_to_string(&ais).expect("plan-1.ais");
+    assert!(text.contains("@entry flow plan() -> str"), "{text}");
+    assert!(text.contains("ask("), "{text}");
+    // What the model wrote is a program of its own: it checks and runs.
+    let check = aisc(&["check", &ais.display().to_string()]);
+    assert!(check.status.success(), "{}", stderr(&check));
+    let rerun = aisc(&[
+        "run",
+        &ais.display().to_string(),
+        "--memory",
+        ":memory:",
+        "--sim-delay-scale",
+        "0",
+    ]);
+    assert!(rerun.status.success(), "{}", stderr(&rerun));
+    let ir = plans.join("plan-1.aisir");
+    let opt = Command::new(env!("CARGO_BIN_EXE_ais-opt"))
+        .arg(&ir)
+        .output()
+        .expect("ais-opt runs");
+    assert!(opt.status.success(), "{}", stderr(&opt));
+    assert!(
+        stdout(&opt).contains("flow @plan() -> str entry"),
+        "{}",
+        stdout(&opt)
+    );
+}

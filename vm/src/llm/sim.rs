@@ -278,6 +278,10 @@ fn simulated_plan(request: &LlmRequest, topic: &str) -> String {
         let Some((name, rest)) = sig.split_once('(') else {
             continue;
         };
+        let name = name.trim();
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            continue;
+        }
         let Some((params, _)) = rest.split_once(')') else {
             continue;
         };
@@ -296,7 +300,7 @@ fn simulated_plan(request: &LlmRequest, topic: &str) -> String {
                 }
             })
             .collect();
-        tools.push(format!("{}({})", name.trim(), args.join(", ")));
+        tools.push(format!("{name}({})", args.join(", ")));
     }
     let mut plan = String::from("```ais\n");
     let mut names = Vec::new();
