@@ -39,8 +39,10 @@ pub struct PlanTool {
 }
 
 impl PlanTool {
-    /// A tool from its JSON Schema (an object's properties; the required
-    /// ones first, in schema order). Types the language lacks become `json`.
+    /// A tool from its JSON Schema: the object's required properties, in
+    /// schema order (all of them when the schema lists none as required);
+    /// a capability's parameters are all required, so optional ones are
+    /// left to the tool's defaults. Types the language lacks become `json`.
     pub fn from_schema(name: &str, description: &str, schema: &Json) -> PlanTool {
         let props = schema.get("properties").and_then(Json::as_object);
         let required: Vec<&str> = schema
@@ -50,8 +52,9 @@ impl PlanTool {
             .unwrap_or_default();
         let mut params: Vec<(String, String)> = Vec::new();
         if let Some(props) = props {
-            let mut names: Vec<&String> = props.keys().collect();
-            names.sort_by_key(|n| !required.contains(&n.as_str()));
+            let names = props
+                .keys()
+                .filter(|n| required.is_empty() || required.contains(&n.as_str()));
             for n in names {
                 if is_identifier(n) {
                     params.push((n.clone(), ais_type(&props[n])));

@@ -383,3 +383,54 @@ proptest::proptest! {
         proptest::prop_assert_eq!(vm.ok(), it.ok(), "plan:\n{}", plan);
     }
 }
+
+/// The AAM host with a workspace and the default access rules: writes
+/// need an explicit allow, which agent `A` does not have.
+fn aam_host(dir: &std::path::Path) -> Arc<ais_vm::aam::AamHost> {
+    let cfg = format!(
+        "[tools]\nworkspace = \"{}\"\n",
+        dir.display().to_string().replace('\\', "\\\\")
+    );
+    let config = ais_vm::aam::config::AamConfig::parse(&cfg, None).unwrap();
+    Arc::new(
+        ais_vm::aam::AamHost::open(ais_vm::aam::AamOptions {
+            storage: ais_vm::aam::Storage::Ephemeral,
+            config,
+            confirm: ais_vm::aam::Confirm::Deny,
+            console: None,
+        })
+        .unwrap(),
+    )
+}
+
+#[test]
+fn a_plan_whose_side_effect_is_denied_writes_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let plan = "let page = read_file(\"in.txt\")\nlet w = write_file(\"out.txt\", \"copied: {page}\")\nreturn \"wrote {w}\"";
+    let planner = Planner::new(&[plan]);
+    std::fs::write(d.path().join("in.txt"), "hello").unwrap();
+    let p = program(
+        r#"agent @A {
+  flow @main(%q: str) -> str entry {
+    %0 = try_catch : str {
+      try {
+        %1 = solve %q {tools = json [{"name":"read_file","read_only":true,"parameters":{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}},{"name":"write_file","parameters":{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}},"required":["path","content"]}}]} : str
+        yield %1
+      }
+      catch(%2: json) {
+        %3 = member %2 {field = "code"} : json
+        %4 = to_str %3 : str
+        yield %4
+      }
+    }
+    return %0
+  }
+}"#,
+    );
+    let r = ais_vm::run(&p, &options(None), planner.clone(), aam_host(d.path()));
+    // The plan checked (its tools were listed) and ran; the host refused
+    // the write: the op fails with the denial, and nothing was written.
+    assert_eq!(r.outcome.unwrap(), json!("tool.denied"));
+    assert_eq!(planner.rounds.load(Ordering::SeqCst), 1);
+    assert!(!d.path().join("out.txt").exists());
+}

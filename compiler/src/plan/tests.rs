@@ -27,18 +27,22 @@ fn problems(body: &str) -> Vec<PlanProblem> {
 }
 
 #[test]
-fn signatures_come_from_the_schemas_required_first() {
+fn signatures_come_from_the_schemas_required_parameters() {
     let s = spec();
     assert_eq!(s.tools[0].signature(), "search(query: str) -> json");
-    assert_eq!(
-        s.tools[1].signature(),
-        "price(item: str, limit: number) -> json"
+    // `limit` is optional: left to the tool's default.
+    assert_eq!(s.tools[1].signature(), "price(item: str) -> json");
+    let all = PlanTool::from_schema(
+        "t",
+        "",
+        &serde_json::json!({"properties": {"a": {"type": "boolean"}, "b": {"type": "array", "items": {"type": "string"}}}}),
     );
+    assert_eq!(all.signature(), "t(a: bool, b: list<str>) -> json");
 }
 
 #[test]
 fn a_valid_plan_compiles_to_an_entry_flow_calling_the_tools() {
-    let body = "let a = search(\"tidal power\")\nlet b = price(\"turbine\", 3)\nlet c = ask(\"Summarise\", a, b)\nreturn c";
+    let body = "let a = search(\"tidal power\")\nlet b = price(\"turbine\")\nlet c = ask(\"Summarise\", a, b)\nreturn c";
     let p = check_plan(&spec(), body).unwrap_or_else(|e| panic!("{e:?}"));
     assert!(p.source.contains("capability search(query: str) -> json;"));
     let text = ais_ir::print_module(&p.module);
