@@ -437,3 +437,51 @@ fn the_simulator_calls_each_offered_tool_and_answers_with_the_results() {
     assert!(text.contains("add → "), "{text}");
     assert_eq!(n.load(Ordering::SeqCst), 2);
 }
+
+#[test]
+fn a_denied_side_effect_is_refused_and_the_model_is_told() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = format!(
+        "[tools]\nworkspace = \"{}\"\n",
+        d.path().display().to_string().replace('\\', "\\\\")
+    );
+    let host = Arc::new(
+        ais_vm::aam::AamHost::open(ais_vm::aam::AamOptions {
+            storage: ais_vm::aam::Storage::Ephemeral,
+            config: ais_vm::aam::config::AamConfig::parse(&cfg, None).unwrap(),
+            confirm: ais_vm::aam::Confirm::Deny,
+            console: None,
+        })
+        .unwrap(),
+    );
+    let p = program(
+        r#"agent @A {
+  flow @main(%q: str) -> str entry {
+    %0 = ask %q {tools = json [{"name":"write_file","parameters":{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}},"required":["path","content"]}}]} : str
+    return %0
+  }
+}"#,
+    );
+    let model = Scripted::new(|turn, r| match turn {
+        1 => Ok(reply(
+            "",
+            vec![call(
+                "w",
+                "write_file",
+                r#"{"path": "exfil.txt", "content": "secret"}"#,
+            )],
+        )),
+        _ => Ok(reply(&results(r)[0].1, vec![])),
+    });
+    let o = RunOptions {
+        args: vec![("q".into(), json!("save it"))],
+        ..RunOptions::default()
+    };
+    let r = ais_vm::run(&p, &o, model, host);
+    let told = r.outcome.unwrap();
+    assert!(told.as_str().unwrap().contains("tool.denied"), "{told}");
+    assert!(!d.path().join("exfil.txt").exists());
+    let info = r.events.iter().find_map(|e| e.llm.as_ref()).unwrap();
+    assert_eq!(info.tool_calls[0].status, "refused");
+    assert_eq!(info.tool_calls[0].code.as_deref(), Some("tool.denied"));
+}
