@@ -356,3 +356,69 @@ fn solve_on_the_simulator_emits_a_plan_that_checks_and_runs_again() {
         stdout(&opt)
     );
 }
+
+#[test]
+fn ops_lists_the_op_table_and_describes_one_op() {
+    let o = aisc(&["ops", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let ops: Vec<serde_json::Value> = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    assert_eq!(ops.len(), ais_ir::Opcode::ALL.len());
+    let solve = ops
+        .iter()
+        .find(|o| o["op"] == "solve")
+        .expect("solve listed");
+    assert_eq!(solve["effect"], "llm");
+    assert_eq!(solve["llm"], "solve");
+    assert!(solve["attributes"]
+        .as_array()
+        .is_some_and(|a| a.iter().any(|x| x["name"] == "tools")));
+    let inv = aisc(&["ops", "inv"]);
+    assert!(
+        stdout(&inv).contains("attributes: tool: nonemptystr"),
+        "{}",
+        stdout(&inv)
+    );
+    let typo = aisc(&["ops", "sove"]);
+    assert_eq!(typo.status.code(), Some(1));
+    assert!(
+        stderr(&typo).contains("did you mean `solve`"),
+        "{}",
+        stderr(&typo)
+    );
+}
+
+#[test]
+fn analyze_reports_critical_path_phases_and_speedup() {
+    let o = aisc(&[
+        "analyze",
+        &path("examples/01_parallel_research.ais"),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let flows: Vec<serde_json::Value> = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    let main = flows
+        .iter()
+        .find(|f| f["entry"] == true)
+        .expect("the entry flow");
+    // ask → three parallel calls (1000 ms each) → ask.
+    assert_eq!(main["critical_path_ms"], 3000);
+    assert_eq!(main["sequential_ms"], 5000);
+    let phases = main["phases"].as_array().expect("phases");
+    assert_eq!(phases.len(), 3);
+    assert_eq!(phases[1]["ops"].as_array().map(Vec::len), Some(3));
+    assert!((main["speedup"].as_f64().unwrap_or(0.0) - 5.0 / 3.0).abs() < 1e-9);
+    let text = aisc(&["analyze", &path("examples/01_parallel_research.ais")]);
+    assert!(
+        stdout(&text).contains("estimated speed-up 1.67×"),
+        "{}",
+        stdout(&text)
+    );
+    let bad = aisc(&["analyze", "/no/such/file.ais"]);
+    assert_ne!(bad.status.code(), Some(0));
+}
