@@ -51,7 +51,7 @@ fn as_json(op: Opcode) -> Json {
         "op": op.mnemonic(),
         "operands": arity(i.operands),
         "ordering_tokens": i.takes_ord,
-        "results": results(&i),
+        "results": results(i),
         "attributes": i.attrs.iter().map(|a| json!({
             "name": a.name, "kind": kind(a.kind), "required": a.required,
         })).collect::<Vec<_>>(),
@@ -107,10 +107,10 @@ pub fn ops(out: &mut Output, name: Option<&str>, json_out: bool) -> i32 {
                 "{:<12} {:<9} {:<14} {:<9} {:<8} {}",
                 op.mnemonic(),
                 arity(i.operands),
-                results(&i),
+                results(i),
                 i.effect.name(),
                 i.latency.name(),
-                attrs(&i)
+                attrs(i)
             ));
         }
     }
@@ -130,13 +130,13 @@ fn describe(op: Opcode, line: &mut impl FnMut(String)) {
             ""
         }
     ));
-    line(format!("  results:    {}", results(&i)));
+    line(format!("  results:    {}", results(i)));
     line(format!(
         "  attributes: {}",
         if i.attrs.is_empty() {
             "none".into()
         } else {
-            attrs(&i)
+            attrs(i)
         }
     ));
     line(format!("  effect:     {}", i.effect.name()));
