@@ -6,11 +6,11 @@
 #![allow(clippy::unwrap_used)]
 
 mod ir_support;
+mod tools_support;
 use ir_support::program;
 
 use ais_ir::bytecode::{self, Program};
 use ais_testkit::{FrontEndPlanner, MemoryHost};
-use ais_vm::host::HostError;
 use ais_vm::journal::Journal;
 use ais_vm::llm::{
     CancelToken, LlmBackend, LlmError, LlmErrorKind, LlmOpKind, LlmRequest, LlmResponse, Usage,
@@ -118,27 +118,8 @@ impl LlmBackend for Planner {
     }
 }
 
-/// `lookup` and `add`, counting the calls that reach them.
 fn host() -> (Arc<MemoryHost>, Arc<AtomicUsize>) {
-    let host = Arc::new(MemoryHost::new());
-    let n = Arc::new(AtomicUsize::new(0));
-    let c = n.clone();
-    host.register_tool("lookup", move |args| {
-        c.fetch_add(1, Ordering::SeqCst);
-        match args["key"].as_str() {
-            Some("capital") => Ok(json!("Paris")),
-            Some(k) => Err(HostError::new("lookup.missing", format!("no fact `{k}`"))),
-            None => Err(HostError::new("lookup.usage", "key must be a string")),
-        }
-    });
-    let c = n.clone();
-    host.register_tool("add", move |args| {
-        c.fetch_add(1, Ordering::SeqCst);
-        Ok(json!(
-            args["a"].as_f64().unwrap_or(0.0) + args["b"].as_f64().unwrap_or(0.0)
-        ))
-    });
-    (host, n)
+    tools_support::lookup_add_host()
 }
 
 fn options(journal: Option<Arc<Journal>>) -> RunOptions {
@@ -384,24 +365,7 @@ proptest::proptest! {
     }
 }
 
-/// The AAM host with a workspace and the default access rules: writes
-/// need an explicit allow, which agent `A` does not have.
-fn aam_host(dir: &std::path::Path) -> Arc<ais_vm::aam::AamHost> {
-    let cfg = format!(
-        "[tools]\nworkspace = \"{}\"\n",
-        dir.display().to_string().replace('\\', "\\\\")
-    );
-    let config = ais_vm::aam::config::AamConfig::parse(&cfg, None).unwrap();
-    Arc::new(
-        ais_vm::aam::AamHost::open(ais_vm::aam::AamOptions {
-            storage: ais_vm::aam::Storage::Ephemeral,
-            config,
-            confirm: ais_vm::aam::Confirm::Deny,
-            console: None,
-        })
-        .unwrap(),
-    )
-}
+use tools_support::aam_host;
 
 #[test]
 fn a_plan_whose_side_effect_is_denied_writes_nothing() {

@@ -5,11 +5,11 @@
 #![allow(clippy::unwrap_used)]
 
 mod ir_support;
+mod tools_support;
 use ir_support::program;
 
 use ais_ir::bytecode::{self, Program};
 use ais_testkit::MemoryHost;
-use ais_vm::host::HostError;
 use ais_vm::journal::Journal;
 use ais_vm::llm::{
     CancelToken, LlmBackend, LlmError, LlmErrorKind, LlmRequest, LlmResponse, ToolCall, Turn, Usage,
@@ -142,27 +142,8 @@ fn results(r: &LlmRequest) -> Vec<(String, String, bool)> {
         .collect()
 }
 
-/// A host whose `lookup` and `add` count their calls.
 fn host() -> (Arc<MemoryHost>, Arc<AtomicUsize>) {
-    let host = Arc::new(MemoryHost::new());
-    let n = Arc::new(AtomicUsize::new(0));
-    let c = n.clone();
-    host.register_tool("lookup", move |args| {
-        c.fetch_add(1, Ordering::SeqCst);
-        match args["key"].as_str() {
-            Some("capital") => Ok(json!("Paris")),
-            Some(k) => Err(HostError::new("lookup.missing", format!("no fact `{k}`"))),
-            None => Err(HostError::new("lookup.usage", "key must be a string")),
-        }
-    });
-    let c = n.clone();
-    host.register_tool("add", move |args| {
-        c.fetch_add(1, Ordering::SeqCst);
-        Ok(json!(
-            args["a"].as_f64().unwrap_or(0.0) + args["b"].as_f64().unwrap_or(0.0)
-        ))
-    });
-    (host, n)
+    tools_support::lookup_add_host()
 }
 
 fn run(
@@ -441,19 +422,7 @@ fn the_simulator_calls_each_offered_tool_and_answers_with_the_results() {
 #[test]
 fn a_denied_side_effect_is_refused_and_the_model_is_told() {
     let d = tempfile::tempdir().unwrap();
-    let cfg = format!(
-        "[tools]\nworkspace = \"{}\"\n",
-        d.path().display().to_string().replace('\\', "\\\\")
-    );
-    let host = Arc::new(
-        ais_vm::aam::AamHost::open(ais_vm::aam::AamOptions {
-            storage: ais_vm::aam::Storage::Ephemeral,
-            config: ais_vm::aam::config::AamConfig::parse(&cfg, None).unwrap(),
-            confirm: ais_vm::aam::Confirm::Deny,
-            console: None,
-        })
-        .unwrap(),
-    );
+    let host = tools_support::aam_host(d.path());
     let p = program(
         r#"agent @A {
   flow @main(%q: str) -> str entry {

@@ -14,7 +14,7 @@
 //! instead of asking again, and the plan's ops replay from their own
 //! entries.
 
-use super::io::{Call, Job};
+use super::io::Job;
 use super::tool_loop::{Exchange, Site, Stop};
 use super::{Run, Sink};
 use crate::exec::{self, Class, OpError};
@@ -41,32 +41,13 @@ pub struct LinkedPlan {
 
 impl<'r> Run<'r> {
     pub(super) fn run_solve(&self, job: Job<'r>, idx: u32) -> Option<OpEvent> {
-        let Job {
-            frame,
-            op,
-            ready_ns,
-            worker,
-            args,
-            jkey,
-        } = job;
-        let instr = frame.code.ops.get(op as usize)?;
-        let start_ns = self.now();
-        let mut call = Call {
-            frame,
-            op,
-            ready_ns,
-            worker,
-            track: Track::Llm(idx),
-            start_ns,
-            jkey: None,
-            llm: true,
-            usage_accounted: true,
-        };
-        if self.halted() || call.frame.is_cancelled() {
-            return self
-                .record
-                .then(|| call.event(start_ns, Status::Cancelled, None))
-                .flatten();
+        let (mut call, args, jkey) = job.into_call(Track::Llm(idx), self.now());
+        let op = call.op;
+        let instr = call.frame.code.ops.get(op as usize)?;
+        // Its tokens are counted turn by turn, as they are spent.
+        call.usage_accounted = true;
+        if let Some(ev) = self.unwanted(&call) {
+            return ev;
         }
         let mut ex = Exchange::new(self.backend.is_simulated());
         let site = Site {

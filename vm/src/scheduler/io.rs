@@ -159,6 +159,30 @@ pub(super) struct Call<'r> {
     pub(super) usage_accounted: bool,
 }
 
+impl<'r> Job<'r> {
+    /// The call this job becomes when it starts at `start_ns` on `track`
+    /// (journal key not yet set: it is once the call has run), with the
+    /// job's arguments and journal key.
+    pub(super) fn into_call(
+        self,
+        track: Track,
+        start_ns: u64,
+    ) -> (Call<'r>, SmallVec<[Val; 4]>, Option<(String, String)>) {
+        let call = Call {
+            frame: self.frame,
+            op: self.op,
+            ready_ns: self.ready_ns,
+            worker: self.worker,
+            track,
+            start_ns,
+            jkey: None,
+            llm: matches!(track, Track::Llm(_)),
+            usage_accounted: false,
+        };
+        (call, self.args, self.jkey)
+    }
+}
+
 impl Call<'_> {
     /// The call's telemetry event, ending at `end_ns`.
     pub(super) fn event(
@@ -198,38 +222,27 @@ impl<'r> Run<'r> {
         events
     }
 
+    /// The event of a call the run no longer wants (ended, or its frame
+    /// abandoned), or `None` when it should run.
+    pub(super) fn unwanted(&self, call: &Call<'r>) -> Option<Option<OpEvent>> {
+        (self.halted() || call.frame.is_cancelled()).then(|| {
+            self.record
+                .then(|| call.event(call.start_ns, Status::Cancelled, None))
+                .flatten()
+        })
+    }
+
     pub(super) fn run_job(&self, job: Job<'r>, llm: bool, idx: u32) -> Option<OpEvent> {
-        let Job {
-            frame,
-            op,
-            ready_ns,
-            worker,
-            args,
-            jkey,
-        } = job;
-        let instr = frame.code.ops.get(op as usize)?;
         let track = if llm {
             Track::Llm(idx)
         } else {
             Track::Tool(idx)
         };
-        let start = self.now();
-        let mut call = Call {
-            frame,
-            op,
-            ready_ns,
-            worker,
-            track,
-            start_ns: start,
-            jkey: None,
-            llm,
-            usage_accounted: false,
-        };
-        if self.halted() || call.frame.is_cancelled() {
-            return self
-                .record
-                .then(|| call.event(start, Status::Cancelled, None))
-                .flatten();
+        let (mut call, args, jkey) = job.into_call(track, self.now());
+        let op = call.op;
+        let instr = call.frame.code.ops.get(op as usize)?;
+        if let Some(ev) = self.unwanted(&call) {
+            return ev;
         }
         let frame = &call.frame;
         let agent = self.agent_name(frame.agent);

@@ -24,7 +24,7 @@
 //! and calls instead of repeating them; the op's own entry records its
 //! final value.
 
-use super::io::{Call, Job, Lane};
+use super::io::{Job, Lane};
 use super::Run;
 use crate::exec::{self, Class, OpError};
 use crate::frame::Frame;
@@ -124,32 +124,13 @@ impl<'r> Run<'r> {
     }
 
     fn run_exchange(&self, job: Job<'r>, idx: u32) -> Option<OpEvent> {
-        let Job {
-            frame,
-            op,
-            ready_ns,
-            worker,
-            args,
-            jkey,
-        } = job;
-        let instr = frame.code.ops.get(op as usize)?;
-        let start_ns = self.now();
-        let mut call = Call {
-            frame,
-            op,
-            ready_ns,
-            worker,
-            track: Track::Llm(idx),
-            start_ns,
-            jkey: None,
-            llm: true,
-            usage_accounted: true,
-        };
-        if self.halted() || call.frame.is_cancelled() {
-            return self
-                .record
-                .then(|| call.event(start_ns, Status::Cancelled, None))
-                .flatten();
+        let (mut call, args, jkey) = job.into_call(Track::Llm(idx), self.now());
+        let op = call.op;
+        let instr = call.frame.code.ops.get(op as usize)?;
+        // Its tokens are counted turn by turn, as they are spent.
+        call.usage_accounted = true;
+        if let Some(ev) = self.unwanted(&call) {
+            return ev;
         }
         let agent = self.agent_name(call.frame.agent);
         let mut ex = Exchange {
