@@ -218,6 +218,21 @@ fn run_writes_a_json_report() {
     assert!(j["summary"]["llm_calls"].as_u64().is_some_and(|n| n >= 4));
 }
 
+/// The lines of an `--events` file, each a JSON object, the last the
+/// summary.
+fn events_of(path: &Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(path).expect("events written");
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    assert_eq!(
+        lines.last().map(|l| l["type"].clone()),
+        Some("summary".into())
+    );
+    lines
+}
+
 #[test]
 fn exports_are_written_by_the_edge_and_an_unwritable_one_is_r0004() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -244,16 +259,8 @@ fn exports_are_written_by_the_edge_and_an_unwritable_one_is_r0004() {
     assert!(stderr(&o).contains("trace"), "{}", stderr(&o));
     assert!(!missing.exists());
     // The other export is complete: ops, then one summary line.
-    let text = std::fs::read_to_string(&events).expect("events written");
-    let lines: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
-        .collect();
+    let lines = events_of(&events);
     assert!(lines.len() > 5);
-    assert_eq!(
-        lines.last().map(|l| l["type"].clone()),
-        Some("summary".into())
-    );
     assert!(lines.iter().filter(|l| l["opcode"] == "ask").count() >= 4);
     // No temporary file is left next to it.
     let names: Vec<_> = std::fs::read_dir(dir.path())
@@ -285,21 +292,13 @@ fn a_failed_run_still_writes_its_events() {
     ]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("tool.unknown"), "{}", stderr(&o));
-    let text = std::fs::read_to_string(&events).expect("events of a failed run");
-    let lines: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
-        .collect();
+    let lines = events_of(&events);
     assert!(lines
         .iter()
         .any(|l| l["opcode"] == "ask" && l["status"] == "ok"));
     assert!(lines
         .iter()
         .any(|l| l["opcode"] == "inv" && l["status"] == "failed"));
-    assert_eq!(
-        lines.last().map(|l| l["type"].clone()),
-        Some("summary".into())
-    );
 }
 
 #[test]
