@@ -518,6 +518,13 @@ impl<'p> Interpreter<'p> {
         let agent_name = agent.name.name.as_str();
         if let Some(kind) = llm_kind(name) {
             let values = self.args(frame, args)?;
+            // The oracle has no plan compiler: like the VM without one.
+            if kind == LlmOpKind::Solve {
+                return fail(
+                    "plan.unavailable",
+                    "this run has no plan compiler: `solve` needs one",
+                );
+            }
             let labels = args.iter().skip(1).map(context_label).collect();
             return self.llm(agent_name, kind, values, labels);
         }
