@@ -454,3 +454,27 @@ fn a_denied_side_effect_is_refused_and_the_model_is_told() {
     assert_eq!(info.tool_calls[0].status, "refused");
     assert_eq!(info.tool_calls[0].code.as_deref(), Some("tool.denied"));
 }
+
+#[test]
+fn a_slow_model_turn_is_not_taken_for_a_stall() {
+    // Workers all park while the only op is in its exchange on the agent
+    // lane: the run must wait for it, not report a stall.
+    let model = Scripted::new(|turn, r| {
+        std::thread::sleep(Duration::from_millis(300));
+        match turn {
+            1 => Ok(reply("", vec![call("c", "add", r#"{"a": 1, "b": 2}"#)])),
+            _ => Ok(reply(&results(r)[0].1, vec![])),
+        }
+    });
+    let (host, n) = host();
+    for workers in [1, 2] {
+        let o = RunOptions {
+            args: vec![("q".into(), json!("1 + 2?"))],
+            workers: Some(workers),
+            ..RunOptions::default()
+        };
+        let r = ais_vm::run(&tool_program(8), &o, model.clone(), host.clone());
+        assert_eq!(r.outcome.unwrap(), json!("3"), "{workers} workers");
+    }
+    assert_eq!(n.load(Ordering::SeqCst), 2);
+}

@@ -434,13 +434,12 @@ impl<'r> Run<'r> {
     }
 
     /// True when nothing can make progress: every worker parked, no queued
-    /// or running job, no queued task.
+    /// or running job on any lane, no queued task.
     pub(super) fn stalled(&self, workers: usize) -> bool {
         self.sleep.n_idle.load(Ordering::SeqCst) >= workers
             && !self.has_work()
-            && self.llm.busy.load(Ordering::SeqCst) == 0
-            && self.tool.busy.load(Ordering::SeqCst) == 0
-            && self.llm.queued() == 0
-            && self.tool.queued() == 0
+            && [&self.llm, &self.tool, &self.agent]
+                .iter()
+                .all(|lane| lane.busy.load(Ordering::SeqCst) == 0 && lane.queued() == 0)
     }
 }
