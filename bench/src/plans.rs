@@ -196,8 +196,9 @@ impl LlmBackend for Model {
         "scripted"
     }
 
+    // What the HTTP backends default to.
     fn concurrency(&self) -> usize {
-        64
+        16
     }
 
     fn complete(&self, r: &LlmRequest, cancel: &CancelToken) -> Result<LlmResponse, LlmError> {
@@ -253,7 +254,6 @@ pub fn run_once(shape: Shape, style: Style, latency: Latency) -> Result<Measured
     let o = RunOptions {
         args: vec![("q".into(), json!("the question"))],
         planner: Some(Arc::new(FrontEndPlanner::default())),
-        concurrency: Some(64),
         ..RunOptions::default()
     };
     let t = Instant::now();
