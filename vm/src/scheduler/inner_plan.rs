@@ -69,16 +69,7 @@ impl<'r> Run<'r> {
                 call.jkey = jkey.clone();
                 self.settle(call, Err(e), Some(ex.info()))
             }
-            Err(Stop::Halted) => {
-                let status = if self.halted() || call.frame.is_cancelled() {
-                    Status::Cancelled
-                } else {
-                    Status::Failed
-                };
-                self.record
-                    .then(|| call.event(end, status, Some(ex.info())))
-                    .flatten()
-            }
+            Err(Stop::Halted) => self.halted_event(&call, ex),
         }
     }
 

@@ -24,7 +24,7 @@
 //! and calls instead of repeating them; the op's own entry records its
 //! final value.
 
-use super::io::{Job, Lane};
+use super::io::{Call, Job, Lane};
 use super::Run;
 use crate::exec::{self, Class, OpError};
 use crate::frame::Frame;
@@ -162,18 +162,22 @@ impl<'r> Run<'r> {
         match result {
             Ok(v) => self.settle(call, Ok(v), Some(ex.info())),
             Err(Stop::Fail(e)) => self.settle(call, Err(e), Some(ex.info())),
-            Err(Stop::Halted) => {
-                let status = if self.halted() || call.frame.is_cancelled() {
-                    Status::Cancelled
-                } else {
-                    Status::Failed
-                };
-                let end = self.now();
-                self.record
-                    .then(|| call.event(end, status, Some(ex.info())))
-                    .flatten()
-            }
+            Err(Stop::Halted) => self.halted_event(&call, ex),
         }
+    }
+
+    /// The event of an exchange that the run's end, a budget or the
+    /// watchdog stopped (the op is already settled by what stopped it).
+    pub(super) fn halted_event(&self, call: &Call<'r>, ex: Exchange) -> Option<OpEvent> {
+        let status = if self.halted() || call.frame.is_cancelled() {
+            Status::Cancelled
+        } else {
+            Status::Failed
+        };
+        let end = self.now();
+        self.record
+            .then(|| call.event(end, status, Some(ex.info())))
+            .flatten()
     }
 
     /// Turns until the model answers without calling tools.
