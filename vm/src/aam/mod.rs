@@ -28,6 +28,7 @@ pub const AAM_TOOL_NAMES: &[&str] = &[
     "goals_add",
     "goals_complete",
     "inbox",
+    "bash",
 ];
 
 pub mod config;
