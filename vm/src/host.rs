@@ -76,14 +76,6 @@ pub trait Host: Send + Sync {
     fn print(&self, agent: &str, line: &str);
     /// `communicate(to, message, protocol)`.
     fn communicate(&self, message: Message) -> Result<(), HostError>;
-    /// The JSON Schema of a tool's arguments when the tool declares one
-    /// (MCP, subprocess tools): what a model that may call it is offered.
-    /// `None` (the default): the schema derived from the capability's
-    /// signature is offered.
-    fn tool_schema(&self, tool: &str) -> Option<Json> {
-        let _ = tool;
-        None
-    }
 }
 
 /// A tool implemented in process.

@@ -398,3 +398,34 @@ fn a_plan_whose_side_effect_is_denied_writes_nothing() {
     assert_eq!(planner.rounds.load(Ordering::SeqCst), 1);
     assert!(!d.path().join("out.txt").exists());
 }
+
+#[test]
+fn an_uncaught_failure_inside_a_plan_is_reported_at_the_solve_op() {
+    let planner = Planner::new(&["let m = lookup(\"moon\")\nreturn \"{m}\""]);
+    let (host, n) = host();
+    let p = solve_program(false);
+    let r = ais_vm::run(&p, &options(None), planner, host);
+    match r.outcome {
+        Err(RunError::OpFailed {
+            opcode,
+            code,
+            message,
+            span,
+            flow,
+            ..
+        }) => {
+            assert_eq!(code, "lookup.missing");
+            // Where the program can show it: the `solve` op of `A.main`.
+            assert_eq!(opcode, "solve");
+            assert_eq!(flow, "A.main");
+            let solve = &p.flows[0].regions[0].ops[0];
+            assert_eq!(span, solve.span);
+            assert!(
+                message.starts_with("in the inner plan (A.plan op"),
+                "{message}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(n.load(Ordering::SeqCst), 1);
+}

@@ -251,6 +251,9 @@ pub enum ExprKind {
         callee: Box<Expr>,
         args: Vec<Expr>,
     },
+    /// `name: value`, only as an argument of a call (after the positional
+    /// ones): the named arguments of LLM operations (`tools:`, `model:`, ...).
+    Named(Ident, Box<Expr>),
     Unary(UnaryOp, Box<Expr>),
     Binary(BinaryOp, Box<Expr>, Box<Expr>),
     Assign(Box<Expr>, Box<Expr>),

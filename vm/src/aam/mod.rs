@@ -1284,10 +1284,6 @@ fn kind_name(v: &Json) -> &'static str {
 }
 
 impl Host for AamHost {
-    fn tool_schema(&self, tool: &str) -> Option<Json> {
-        self.tool(tool).and_then(|t| t.input_schema.clone())
-    }
-
     fn invoke_tool(
         &self,
         agent: &str,

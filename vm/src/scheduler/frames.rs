@@ -444,15 +444,35 @@ impl<'r> Run<'r> {
 
     /// Ends the run with op `op`'s failure (uncaught, or not catchable: a
     /// limit, a budget, the watchdog).
+    ///
+    /// A failure inside an inner plan is reported at the `solve` op that
+    /// linked it (spans in a plan point into the plan's text, not the
+    /// program's), and its message says where in the plan it happened.
     pub(super) fn stop(&self, frame: &Frame<'r>, op: u32, instr: &Instr, err: OpError) {
+        let (mut at, mut at_op, mut at_instr) = (frame, op, instr);
+        let mut message = err.message;
+        while at.unit.base != 0 {
+            let Some(o) = &at.owner else { break };
+            if matches!(o.role, crate::frame::Role::Plan) {
+                message = format!(
+                    "in the inner plan ({} op {at_op} `{}`): {message}",
+                    at.unit.program.flow_name(at.flow),
+                    at_instr.opcode.mnemonic()
+                );
+            }
+            let Some(i) = o.frame.code.ops.get(o.op as usize) else {
+                break;
+            };
+            (at, at_op, at_instr) = (&o.frame, o.op, i);
+        }
         self.finish(Err(RunError::OpFailed {
-            flow: frame.unit.program.flow_name(frame.flow),
-            opcode: instr.opcode.mnemonic(),
-            region: frame.region,
-            op,
-            span: instr.span,
+            flow: at.unit.program.flow_name(at.flow),
+            opcode: at_instr.opcode.mnemonic(),
+            region: at.region,
+            op: at_op,
+            span: at_instr.span,
             code: err.code,
-            message: err.message,
+            message,
             payload: Box::new(err.payload),
         }));
     }

@@ -86,11 +86,6 @@ impl<'r> Run<'r> {
         };
         let mut req = exec::llm_request(site.agent, site.instr, args).map_err(Stop::Fail)?;
         ex.model = req.model.clone().unwrap_or_default();
-        for t in &mut req.tools {
-            if let Some(s) = self.host.tool_schema(&t.name) {
-                t.parameters = s;
-            }
-        }
         let spec = PlanSpec::of(site.agent, site.instr, &mut req);
         let goal = std::mem::take(&mut req.prompt);
         let guide = planner.guide(&spec);

@@ -145,15 +145,8 @@ impl<'r> Run<'r> {
             jkey: jkey.as_ref(),
         };
         let result = match exec::llm_request(agent, instr, &args) {
-            Ok(mut req) => {
+            Ok(req) => {
                 ex.model = req.model.clone().unwrap_or_default();
-                // The tool's own schema (MCP, subprocess) is what its calls
-                // are checked against: offer that one.
-                for t in &mut req.tools {
-                    if let Some(s) = self.host.tool_schema(&t.name) {
-                        t.parameters = s;
-                    }
-                }
                 self.exchange(&site, req, &mut ex)
             }
             Err(e) => Err(Stop::Fail(e)),
