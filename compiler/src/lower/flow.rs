@@ -1414,6 +1414,17 @@ impl<'a> FlowLowerer<'a> {
                 vec![]
             };
             attrs.extend(self.named_attrs(&named));
+            // The agent's `tools: [...]` member, unless the op names its own.
+            if !named.iter().any(|(n, _)| *n == "tools") && !self.ctx.agent.tools.is_empty() {
+                let tools = self
+                    .ctx
+                    .agent
+                    .tools
+                    .iter()
+                    .map(|t| self.offered_tool(t))
+                    .collect();
+                attrs.push(("tools".into(), Attr::Json(serde_json::Value::Array(tools))));
+            }
             return Some(self.ins1(opc, &vs, attrs, ty));
         }
         match kind {

@@ -34,6 +34,9 @@ pub enum Member {
     Capability(Capability),
     Flow(Flow),
     Handler(Handler),
+    /// `tools: [a, b]`: the capabilities the agent's LLM operations offer
+    /// their model when they name none themselves.
+    Tools(Vec<Ident>, Span),
     /// A member that failed to parse (already reported).
     Error(Span),
 }
