@@ -421,3 +421,47 @@ fn analyze_reports_critical_path_phases_and_speedup() {
     let bad = aisc(&["analyze", "/no/such/file.ais"]);
     assert_ne!(bad.status.code(), Some(0));
 }
+
+#[test]
+fn the_tool_agent_and_planner_examples_run_on_the_simulator() {
+    let o = aisc(&[
+        "run",
+        &path("examples/14_tool_agent.ais"),
+        "--memory",
+        ":memory:",
+        "--sim-delay-scale",
+        "0",
+        "--arg",
+        "question=what is new?",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // The model called both offered tools, and both answered.
+    let out = stdout(&o);
+    assert!(out.contains("simulated tool results: echo → {"), "{out}");
+    assert!(out.contains("now → 20"), "{out}");
+    assert!(stderr(&o).contains("2 tool calls"), "{}", stderr(&o));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let o = aisc(&[
+        "run",
+        &path("examples/15_planner.ais"),
+        "--memory",
+        ":memory:",
+        "--sim-delay-scale",
+        "0",
+        "--arg",
+        "goal=status",
+        "--emit-plans",
+        &dir.path().display().to_string(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("[simulated plan]"), "{}", stdout(&o));
+    let plan = std::fs::read_to_string(dir.path().join("plan-1.ais")).expect("plan");
+    assert!(
+        plan.contains("@read_only capability echo(data: json) -> json;"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("= echo(") && plan.contains("= now()"),
+        "{plan}"
+    );
+}
