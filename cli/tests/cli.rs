@@ -14,6 +14,21 @@ fn aisc(args: &[&str]) -> Output {
         .expect("aisc runs")
 }
 
+/// `aisc run FILE` on the simulator, with no delays and no memory kept,
+/// plus `extra` arguments.
+fn sim_run(file: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "run",
+        file,
+        "--memory",
+        ":memory:",
+        "--sim-delay-scale",
+        "0",
+    ];
+    args.extend_from_slice(extra);
+    aisc(&args)
+}
+
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
@@ -125,16 +140,7 @@ fn artifact_build_inspect_run_and_corruption() {
     let i = aisc(&["inspect", &art_s]);
     assert!(i.status.success(), "{}", stderr(&i));
     assert!(stdout(&i).contains("Copywriter"), "{}", stdout(&i));
-    let r = aisc(&[
-        "run",
-        &art_s,
-        "--memory",
-        ":memory:",
-        "--sim-delay-scale",
-        "0",
-        "--arg",
-        "product=kettle",
-    ]);
+    let r = sim_run(&art_s, &["--arg", "product=kettle"]);
     assert!(r.status.success(), "{}", stderr(&r));
     assert!(!stdout(&r).trim().is_empty());
     assert!(stderr(&r).contains("1 LLM calls"), "{}", stderr(&r));
@@ -160,16 +166,10 @@ fn artifact_build_inspect_run_and_corruption() {
 
 #[test]
 fn run_on_the_simulator_says_so() {
-    let o = aisc(&[
-        "run",
+    let o = sim_run(
         &path("examples/01_parallel_research.ais"),
-        "--memory",
-        ":memory:",
-        "--sim-delay-scale",
-        "0",
-        "--arg",
-        "topic=tidal power",
-    ]);
+        &["--arg", "topic=tidal power"],
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("simulat"), "{}", stderr(&o));
     assert!(stdout(&o).contains("simulated"), "{}", stdout(&o));
@@ -177,14 +177,7 @@ fn run_on_the_simulator_says_so() {
 
 #[test]
 fn run_with_a_missing_argument_fails_clearly() {
-    let o = aisc(&[
-        "run",
-        &path("examples/01_parallel_research.ais"),
-        "--memory",
-        ":memory:",
-        "--sim-delay-scale",
-        "0",
-    ]);
+    let o = sim_run(&path("examples/01_parallel_research.ais"), &[]);
     // A missing argument is a usage error (docs/cli.md: exit 2).
     assert_eq!(o.status.code(), Some(2));
     assert!(
@@ -198,18 +191,15 @@ fn run_with_a_missing_argument_fails_clearly() {
 fn run_writes_a_json_report() {
     let dir = tempfile::tempdir().expect("temp dir");
     let report = dir.path().join("r.json");
-    let o = aisc(&[
-        "run",
+    let o = sim_run(
         &path("examples/04_scalability_n4.ais"),
-        "--memory",
-        ":memory:",
-        "--sim-delay-scale",
-        "0",
-        "--arg",
-        "topic=x",
-        "--report-json",
-        &report.display().to_string(),
-    ]);
+        &[
+            "--arg",
+            "topic=x",
+            "--report-json",
+            &report.display().to_string(),
+        ],
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     let j: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&report).expect("report")).expect("json");
@@ -238,20 +228,17 @@ fn exports_are_written_by_the_edge_and_an_unwritable_one_is_r0004() {
     let dir = tempfile::tempdir().expect("temp dir");
     let events = dir.path().join("events.jsonl");
     let missing = dir.path().join("no-such-dir").join("trace.json");
-    let o = aisc(&[
-        "run",
+    let o = sim_run(
         &path("examples/04_scalability_n4.ais"),
-        "--memory",
-        ":memory:",
-        "--sim-delay-scale",
-        "0",
-        "--arg",
-        "topic=x",
-        "--events",
-        &events.display().to_string(),
-        "--trace",
-        &missing.display().to_string(),
-    ]);
+        &[
+            "--arg",
+            "topic=x",
+            "--events",
+            &events.display().to_string(),
+            "--trace",
+            &missing.display().to_string(),
+        ],
+    );
     // The run's value is still printed; the failed export makes it exit 1.
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stdout(&o).contains("simulated"), "{}", stdout(&o));
@@ -280,16 +267,10 @@ fn a_failed_run_still_writes_its_events() {
     )
     .expect("write");
     let events = dir.path().join("events.jsonl");
-    let o = aisc(&[
-        "run",
+    let o = sim_run(
         &src.display().to_string(),
-        "--memory",
-        ":memory:",
-        "--sim-delay-scale",
-        "0",
-        "--events",
-        &events.display().to_string(),
-    ]);
+        &["--events", &events.display().to_string()],
+    );
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("tool.unknown"), "{}", stderr(&o));
     let lines = events_of(&events);
@@ -311,18 +292,15 @@ fn solve_on_the_simulator_emits_a_plan_that_checks_and_runs_again() {
     )
     .expect("write");
     let plans = dir.path().join("plans");
-    let o = aisc(&[
-        "run",
+    let o = sim_run(
         &src.display().to_string(),
-        "--memory",
-        ":memory:",
-        "--sim-delay-scale",
-        "0",
-        "--arg",
-        "goal=why is the sky blue",
-        "--emit-plans",
-        &plans.display().to_string(),
-    ]);
+        &[
+            "--arg",
+            "goal=why is the sky blue",
+            "--emit-plans",
+            &plans.display().to_string(),
+        ],
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     // The plan's own `ask` answered: its label is in the result.
     assert!(stdout(&o).contains("[simulated plan]"), "{}", stdout(&o));
@@ -334,14 +312,7 @@ fn solve_on_the_simulator_emits_a_plan_that_checks_and_runs_again() {
     // What the model wrote is a program of its own: it checks and runs.
     let check = aisc(&["check", &ais.display().to_string()]);
     assert!(check.status.success(), "{}", stderr(&check));
-    let rerun = aisc(&[
-        "run",
-        &ais.display().to_string(),
-        "--memory",
-        ":memory:",
-        "--sim-delay-scale",
-        "0",
-    ]);
+    let rerun = sim_run(&ais.display().to_string(), &[]);
     assert!(rerun.status.success(), "{}", stderr(&rerun));
     let ir = plans.join("plan-1.aisir");
     let opt = Command::new(env!("CARGO_BIN_EXE_ais-opt"))
@@ -424,16 +395,10 @@ fn analyze_reports_critical_path_phases_and_speedup() {
 
 #[test]
 fn the_tool_agent_and_planner_examples_run_on_the_simulator() {
-    let o = aisc(&[
-        "run",
+    let o = sim_run(
         &path("examples/14_tool_agent.ais"),
-        "--memory",
-        ":memory:",
-        "--sim-delay-scale",
-        "0",
-        "--arg",
-        "question=what is new?",
-    ]);
+        &["--arg", "question=what is new?"],
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     // The model called both offered tools, and both answered.
     let out = stdout(&o);
@@ -441,18 +406,15 @@ fn the_tool_agent_and_planner_examples_run_on_the_simulator() {
     assert!(out.contains("now → 20"), "{out}");
     assert!(stderr(&o).contains("2 tool calls"), "{}", stderr(&o));
     let dir = tempfile::tempdir().expect("temp dir");
-    let o = aisc(&[
-        "run",
+    let o = sim_run(
         &path("examples/15_planner.ais"),
-        "--memory",
-        ":memory:",
-        "--sim-delay-scale",
-        "0",
-        "--arg",
-        "goal=status",
-        "--emit-plans",
-        &dir.path().display().to_string(),
-    ]);
+        &[
+            "--arg",
+            "goal=status",
+            "--emit-plans",
+            &dir.path().display().to_string(),
+        ],
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains("[simulated plan]"), "{}", stdout(&o));
     let plan = std::fs::read_to_string(dir.path().join("plan-1.ais")).expect("plan");
