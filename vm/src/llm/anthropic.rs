@@ -77,6 +77,7 @@ pub(crate) fn parse(v: &Value) -> Result<Reply, String> {
             .unwrap_or("unknown")
             .to_string(),
         model: v.get("model").and_then(Value::as_str).map(str::to_string),
+        tool_calls: Vec::new(),
     })
 }
 

@@ -130,6 +130,8 @@ pub struct Reply {
     pub usage: Usage,
     pub finish_reason: String,
     pub model: Option<String>,
+    /// Tools the model asked to call (names as the program knows them).
+    pub tool_calls: Vec<super::ToolCall>,
 }
 
 /// Why a well-formed reply is not a complete answer (from the protocol's
@@ -488,9 +490,9 @@ impl HttpCore {
         h
     }
 
-    fn parse(&self, v: &Value) -> Result<Reply, String> {
+    fn parse(&self, v: &Value, p: &Prepared) -> Result<Reply, String> {
         match self.opts.protocol {
-            Protocol::OpenAi => openai::parse(v),
+            Protocol::OpenAi => openai::parse(v, &p.tools),
             Protocol::Anthropic => anthropic::parse(v),
             Protocol::Ollama => ollama::parse(v),
         }
@@ -703,6 +705,18 @@ impl HttpCore {
                 )
                 .into());
         }
+        // Tool calling speaks the OpenAI protocol so far; another protocol
+        // must not quietly drop the tools and answer without them.
+        if !p.tools.is_empty() && self.opts.protocol != Protocol::OpenAi {
+            return Err(self
+                .fail(
+                    LlmErrorKind::Client,
+                    None,
+                    "this backend's protocol does not support tool calls yet (the `openai` protocol does: Ollama and vLLM serve it too); offer no `tools:` here or use an `openai`-protocol backend".to_string(),
+                    *number,
+                )
+                .into());
+        }
         let body = self.body(p).to_string();
         let mut retries = 0u32;
         loop {
@@ -742,7 +756,7 @@ impl HttpCore {
                         .map_err(|e| format!("malformed JSON body: {e}"))
                         .and_then(|v| {
                             usage = self.usage(&v);
-                            self.parse(&v)
+                            self.parse(&v, p)
                         }) {
                         Ok(reply) => {
                             finish_reason = Some(reply.finish_reason.clone());
@@ -1246,7 +1260,10 @@ impl HttpCore {
             usage.prompt_tokens += reply.usage.prompt_tokens;
             usage.completion_tokens += reply.usage.completion_tokens;
             let model = reply.model.clone().unwrap_or_else(|| p.model.clone());
-            let Some(schema) = &p.schema else {
+            // A turn that calls tools is not the answer: nothing to check
+            // against the reply schema yet.
+            let schema = p.schema.as_ref().filter(|_| reply.tool_calls.is_empty());
+            let Some(schema) = schema else {
                 return Ok(LlmResponse {
                     text: reply.text,
                     json: None,
@@ -1255,7 +1272,7 @@ impl HttpCore {
                     model,
                     latency: started.elapsed(),
                     simulated: false,
-                    tool_calls: Vec::new(),
+                    tool_calls: reply.tool_calls,
                 });
             };
             let checked = jsonschema::extract_json(&reply.text)

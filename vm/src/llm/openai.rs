@@ -6,7 +6,7 @@
 use super::http::{ErrorDetail, Incomplete, Reply, StructuredMode};
 use super::prompt::Prepared;
 use super::secret::Secret;
-use super::Usage;
+use super::{ToolCall, ToolSpec, Turn, Usage};
 use serde_json::{json, Map, Value};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -48,12 +48,55 @@ pub fn is_reasoning_model(model: &str) -> bool {
 /// `reasoning`: send `max_completion_tokens` and no sampling parameters.
 pub(crate) fn body(p: &Prepared, mode: StructuredMode, reasoning: bool) -> Value {
     let mut messages = vec![json!({"role": "system", "content": p.system})];
-    for (role, text) in &p.messages {
+    // The prompt first, then the exchange of a tool-calling op, then (for
+    // a JSON repair) the bad reply and the correction request.
+    let (first, rest) = p.messages.split_at(p.messages.len().min(1));
+    for (role, text) in first {
+        messages.push(json!({"role": role, "content": text}));
+    }
+    for t in &p.turns {
+        messages.push(match t {
+            Turn::Assistant { text, calls } => json!({
+                "role": "assistant",
+                "content": if text.is_empty() { Value::Null } else { json!(text) },
+                "tool_calls": calls.iter().map(|c| json!({
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": wire_name(&c.name), "arguments": c.arguments},
+                })).collect::<Vec<_>>(),
+            }),
+            Turn::ToolResult {
+                call_id,
+                content,
+                is_error,
+                ..
+            } => json!({
+                "role": "tool",
+                "tool_call_id": call_id,
+                "content": if *is_error { format!("ERROR: {content}") } else { content.clone() },
+            }),
+        });
+    }
+    for (role, text) in rest {
         messages.push(json!({"role": role, "content": text}));
     }
     let mut b = Map::new();
     b.insert("model".into(), json!(p.model));
     b.insert("messages".into(), Value::Array(messages));
+    if !p.tools.is_empty() {
+        let tools: Vec<Value> = p
+            .tools
+            .iter()
+            .map(|t| {
+                json!({"type": "function", "function": {
+                    "name": wire_name(&t.name),
+                    "description": t.description,
+                    "parameters": t.parameters,
+                }})
+            })
+            .collect();
+        b.insert("tools".into(), Value::Array(tools));
+    }
     if let (Some(t), false) = (p.temperature, reasoning) {
         b.insert("temperature".into(), json!(t));
     }
@@ -85,12 +128,71 @@ pub(crate) fn body(p: &Prepared, mode: StructuredMode, reasoning: bool) -> Value
     Value::Object(b)
 }
 
+/// A tool's name as the protocol allows it (`[A-Za-z0-9_-]`, at most 64
+/// characters): other characters (an MCP tool's `server.tool` dot) become
+/// `_`; [`program_name`] maps a reply's name back through the offered tools.
+pub(crate) fn wire_name(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect()
+}
+
+/// The program's name of the tool a reply calls: the offered tool whose
+/// wire name it is, else the name as sent (the VM then tells the model no
+/// such tool was offered).
+fn program_name(tools: &[ToolSpec], wire: &str) -> String {
+    tools
+        .iter()
+        .find(|t| wire_name(&t.name) == wire)
+        .map_or_else(|| wire.to_string(), |t| t.name.clone())
+}
+
+/// The tool calls of a reply message (`message.tool_calls`); a call
+/// without an id gets one from its position.
+fn tool_calls(message: &Value, tools: &[ToolSpec]) -> Vec<ToolCall> {
+    let Some(calls) = message.get("tool_calls").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    calls
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let f = c.get("function");
+            let name = f
+                .and_then(|f| f.get("name"))
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            // `arguments` is JSON text; some servers send an object.
+            let arguments = match f.and_then(|f| f.get("arguments")) {
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Null) | None => String::new(),
+                Some(other) => other.to_string(),
+            };
+            ToolCall {
+                id: c
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .map_or_else(|| format!("call_{i}"), str::to_string),
+                name: program_name(tools, name),
+                arguments,
+            }
+        })
+        .collect()
+}
+
 /// The tokens a reply reports (see [`Usage::from_reply`]).
 pub(crate) fn usage(v: &Value) -> Usage {
     Usage::from_reply(v, "prompt_tokens", "completion_tokens")
 }
 
-pub(crate) fn parse(v: &Value) -> Result<Reply, String> {
+pub(crate) fn parse(v: &Value, tools: &[ToolSpec]) -> Result<Reply, String> {
     let choice = v
         .get("choices")
         .and_then(|c| c.get(0))
@@ -124,6 +226,7 @@ pub(crate) fn parse(v: &Value) -> Result<Reply, String> {
         usage: usage(v),
         finish_reason,
         model: v.get("model").and_then(Value::as_str).map(str::to_string),
+        tool_calls: tool_calls(message, tools),
     })
 }
 

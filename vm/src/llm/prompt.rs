@@ -108,6 +108,10 @@ pub struct Prepared {
     pub temperature: Option<f64>,
     pub max_tokens: Option<u32>,
     pub schema: Option<Value>,
+    /// Tools offered to the model, and the exchange so far (see
+    /// `LlmRequest::tools`, `LlmRequest::turns`).
+    pub tools: Vec<super::ToolSpec>,
+    pub turns: Vec<super::Turn>,
 }
 
 /// Renders the user message: the prompt, then each context block under a
@@ -188,6 +192,8 @@ pub fn prepare(
         temperature: request.temperature.or(default_temperature),
         max_tokens: request.max_tokens.or(default_max_tokens),
         schema: request.json_schema.clone(),
+        tools: request.tools.clone(),
+        turns: request.turns.clone(),
     }
 }
 

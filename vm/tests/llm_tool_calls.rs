@@ -1,0 +1,110 @@
+//! Tool calling over the OpenAI protocol, against the mock server: the
+//! request offers the tools in the protocol's form, the reply's
+//! `tool_calls` reach the VM's exchange (names mapped back), and the next
+//! request carries the assistant turn and each `role: tool` result. Other
+//! protocols refuse an op that offers tools instead of dropping them.
+#![allow(clippy::unwrap_used)]
+
+mod ir_support;
+use ir_support::program;
+
+use ais_testkit::{MemoryHost, MockReply};
+use ais_vm::llm::http::Protocol;
+use ais_vm::llm::LlmBackend;
+use ais_vm::{RunError, RunOptions};
+use serde_json::json;
+use std::sync::Arc;
+
+fn tool_program() -> ais_ir::bytecode::Program {
+    program(
+        r#"agent @A {
+  flow @main(%q: str) -> str entry {
+    %0 = ask %q {tools = json [{"name":"fs.lookup","description":"Look up a key","parameters":{"type":"object","properties":{"key":{"type":"string"}},"required":["key"]}}]} : str
+    return %0
+  }
+}"#,
+    )
+}
+
+fn options() -> RunOptions {
+    RunOptions {
+        args: vec![("q".into(), json!("what is the capital?"))],
+        ..RunOptions::default()
+    }
+}
+
+#[test]
+fn an_openai_tool_call_round_trip() {
+    let server = ais_testkit::llm::mock();
+    server.push(MockReply::json(json!({
+        "model": "m",
+        "choices": [{"finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": null,
+            "tool_calls": [
+                {"id": "call_a", "type": "function", "function": {"name": "fs_lookup", "arguments": "{\"key\": \"capital\"}"}},
+                {"id": "call_b", "type": "function", "function": {"name": "fs_lookup", "arguments": "{\"key\": \"moon\"}"}}
+            ]}}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5}
+    })));
+    server.push(MockReply::json(json!({
+        "model": "m",
+        "choices": [{"finish_reason": "stop", "message": {"role": "assistant", "content": "Paris"}}],
+        "usage": {"prompt_tokens": 30, "completion_tokens": 2}
+    })));
+    let host = Arc::new(MemoryHost::new());
+    host.register_tool("fs.lookup", |args| match args["key"].as_str() {
+        Some("capital") => Ok(json!("Paris")),
+        _ => Err(ais_vm::host::HostError::new(
+            "lookup.missing",
+            "no such key",
+        )),
+    });
+    let backend: Arc<dyn LlmBackend> =
+        Arc::new(ais_testkit::llm::backend(&server, Protocol::OpenAi));
+    let r = ais_vm::run(&tool_program(), &options(), backend, host);
+    assert_eq!(r.outcome.unwrap(), json!("Paris"));
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 2);
+    // The tools in the protocol's form, the dot mapped to `_`.
+    let tools = &reqs[0].body["tools"];
+    assert_eq!(tools[0]["type"], "function");
+    assert_eq!(tools[0]["function"]["name"], "fs_lookup");
+    assert_eq!(tools[0]["function"]["parameters"]["required"][0], "key");
+    // The second request: the prompt, the assistant's calls, each result.
+    let msgs = reqs[1].body["messages"].as_array().unwrap();
+    let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["system", "user", "assistant", "tool", "tool"]);
+    assert_eq!(msgs[2]["tool_calls"][1]["id"], "call_b");
+    assert_eq!(msgs[2]["tool_calls"][0]["function"]["name"], "fs_lookup");
+    assert_eq!(msgs[3]["tool_call_id"], "call_a");
+    assert_eq!(msgs[3]["content"], "Paris");
+    assert_eq!(msgs[4]["tool_call_id"], "call_b");
+    assert!(msgs[4]["content"]
+        .as_str()
+        .unwrap()
+        .contains("lookup.missing"));
+    // Both turns' tokens count.
+    assert_eq!(r.summary.input_tokens, 40);
+}
+
+#[test]
+fn other_protocols_refuse_tools_instead_of_dropping_them() {
+    for protocol in [Protocol::Anthropic, Protocol::Ollama] {
+        let server = ais_testkit::llm::mock();
+        let backend: Arc<dyn LlmBackend> = Arc::new(ais_testkit::llm::backend(&server, protocol));
+        let r = ais_vm::run(
+            &tool_program(),
+            &options(),
+            backend,
+            Arc::new(MemoryHost::new()),
+        );
+        match r.outcome {
+            Err(RunError::OpFailed { code, message, .. }) => {
+                assert_eq!(code, "llm.client", "{protocol:?}");
+                assert!(message.contains("tool calls"), "{message}");
+            }
+            other => panic!("{protocol:?}: {other:?}"),
+        }
+        assert_eq!(server.request_count(), 0, "{protocol:?}: nothing sent");
+    }
+}
