@@ -1,8 +1,10 @@
 //! Tool calling over the OpenAI protocol, against the mock server: the
 //! request offers the tools in the protocol's form, the reply's
 //! `tool_calls` reach the VM's exchange (names mapped back), and the next
-//! request carries the assistant turn and each `role: tool` result. Other
-//! protocols refuse an op that offers tools instead of dropping them.
+//! request carries the assistant turn and each `role: tool` result; the
+//! same over the Anthropic protocol (`tool_use` / `tool_result` blocks).
+//! The Ollama protocol refuses an op that offers tools instead of
+//! dropping them.
 #![allow(clippy::unwrap_used)]
 
 mod ir_support;
@@ -88,8 +90,9 @@ fn an_openai_tool_call_round_trip() {
 }
 
 #[test]
-fn other_protocols_refuse_tools_instead_of_dropping_them() {
-    for protocol in [Protocol::Anthropic, Protocol::Ollama] {
+fn the_ollama_protocol_refuses_tools_instead_of_dropping_them() {
+    {
+        let protocol = Protocol::Ollama;
         let server = ais_testkit::llm::mock();
         let backend: Arc<dyn LlmBackend> = Arc::new(ais_testkit::llm::backend(&server, protocol));
         let r = ais_vm::run(
@@ -107,4 +110,47 @@ fn other_protocols_refuse_tools_instead_of_dropping_them() {
         }
         assert_eq!(server.request_count(), 0, "{protocol:?}: nothing sent");
     }
+}
+
+#[test]
+fn an_anthropic_tool_use_round_trip() {
+    let server = ais_testkit::llm::mock();
+    server.push(MockReply::json(json!({
+        "model": "claude",
+        "stop_reason": "tool_use",
+        "content": [
+            {"type": "text", "text": "Let me look."},
+            {"type": "tool_use", "id": "toolu_1", "name": "fs_lookup", "input": {"key": "capital"}}
+        ],
+        "usage": {"input_tokens": 10, "output_tokens": 5}
+    })));
+    server.push(MockReply::json(json!({
+        "model": "claude",
+        "stop_reason": "end_turn",
+        "content": [{"type": "text", "text": "Paris"}],
+        "usage": {"input_tokens": 20, "output_tokens": 1}
+    })));
+    let host = Arc::new(MemoryHost::new());
+    host.register_tool("fs.lookup", |_| Ok(json!("Paris")));
+    let backend: Arc<dyn LlmBackend> =
+        Arc::new(ais_testkit::llm::backend(&server, Protocol::Anthropic));
+    let r = ais_vm::run(&tool_program(), &options(), backend, host);
+    assert_eq!(r.outcome.unwrap(), json!("Paris"));
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs[0].body["tools"][0]["name"], "fs_lookup");
+    assert_eq!(
+        reqs[0].body["tools"][0]["input_schema"]["required"][0],
+        "key"
+    );
+    let msgs = reqs[1].body["messages"].as_array().unwrap();
+    let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["user", "assistant", "user"]);
+    assert_eq!(msgs[1]["content"][0]["text"], "Let me look.");
+    assert_eq!(msgs[1]["content"][1]["type"], "tool_use");
+    assert_eq!(msgs[1]["content"][1]["input"]["key"], "capital");
+    assert_eq!(msgs[2]["content"][0]["type"], "tool_result");
+    assert_eq!(msgs[2]["content"][0]["tool_use_id"], "toolu_1");
+    assert_eq!(msgs[2]["content"][0]["content"], "Paris");
+    assert_eq!(msgs[2]["content"][0]["is_error"], false);
 }

@@ -4,7 +4,7 @@
 use super::http::{ErrorDetail, Incomplete, Reply};
 use super::prompt::Prepared;
 use super::secret::Secret;
-use super::Usage;
+use super::{program_tool_name, wire_tool_name, ToolCall, ToolSpec, Turn, Usage};
 use serde_json::{json, Map, Value};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -33,11 +33,56 @@ pub(crate) fn headers(key: Option<&Secret>) -> Vec<(&'static str, String)> {
 }
 
 pub(crate) fn body(p: &Prepared) -> Value {
-    let messages: Vec<Value> = p
-        .messages
+    // The prompt, the exchange of a tool-calling op (the assistant's
+    // `tool_use` blocks, then one user message with every `tool_result`),
+    // then a JSON repair's turns.
+    let (first, rest) = p.messages.split_at(p.messages.len().min(1));
+    let mut messages: Vec<Value> = first
         .iter()
         .map(|(role, text)| json!({"role": role, "content": text}))
         .collect();
+    let mut results: Vec<Value> = Vec::new();
+    for t in &p.turns {
+        match t {
+            Turn::Assistant { text, calls } => {
+                if !results.is_empty() {
+                    messages.push(json!({"role": "user", "content": std::mem::take(&mut results)}));
+                }
+                let mut content = Vec::new();
+                if !text.is_empty() {
+                    content.push(json!({"type": "text", "text": text}));
+                }
+                for c in calls {
+                    // `input` is an object; arguments that were not one
+                    // were refused by the VM, so send what can be sent.
+                    let input = serde_json::from_str::<Value>(&c.arguments)
+                        .ok()
+                        .filter(Value::is_object)
+                        .unwrap_or_else(|| json!({}));
+                    content.push(json!({"type": "tool_use", "id": c.id, "name": wire_tool_name(&c.name), "input": input}));
+                }
+                messages.push(json!({"role": "assistant", "content": content}));
+            }
+            Turn::ToolResult {
+                call_id,
+                content,
+                is_error,
+                ..
+            } => results.push(json!({
+                "type": "tool_result",
+                "tool_use_id": call_id,
+                "content": content,
+                "is_error": is_error,
+            })),
+        }
+    }
+    if !results.is_empty() {
+        messages.push(json!({"role": "user", "content": results}));
+    }
+    messages.extend(
+        rest.iter()
+            .map(|(role, text)| json!({"role": role, "content": text})),
+    );
     let mut b = Map::new();
     b.insert("model".into(), json!(p.model));
     b.insert("system".into(), json!(p.system));
@@ -49,6 +94,14 @@ pub(crate) fn body(p: &Prepared) -> Value {
     if let Some(t) = p.temperature {
         b.insert("temperature".into(), json!(t));
     }
+    if !p.tools.is_empty() {
+        let tools: Vec<Value> = p
+            .tools
+            .iter()
+            .map(|t| json!({"name": wire_tool_name(&t.name), "description": t.description, "input_schema": t.parameters}))
+            .collect();
+        b.insert("tools".into(), Value::Array(tools));
+    }
     Value::Object(b)
 }
 
@@ -57,7 +110,7 @@ pub(crate) fn usage(v: &Value) -> Usage {
     Usage::from_reply(v, "input_tokens", "output_tokens")
 }
 
-pub(crate) fn parse(v: &Value) -> Result<Reply, String> {
+pub(crate) fn parse(v: &Value, tools: &[ToolSpec]) -> Result<Reply, String> {
     let content = v
         .get("content")
         .and_then(Value::as_array)
@@ -77,7 +130,22 @@ pub(crate) fn parse(v: &Value) -> Result<Reply, String> {
             .unwrap_or("unknown")
             .to_string(),
         model: v.get("model").and_then(Value::as_str).map(str::to_string),
-        tool_calls: Vec::new(),
+        tool_calls: content
+            .iter()
+            .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+            .enumerate()
+            .map(|(i, b)| ToolCall {
+                id: b
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .map_or_else(|| format!("toolu_{i}"), str::to_string),
+                name: program_tool_name(
+                    tools,
+                    b.get("name").and_then(Value::as_str).unwrap_or_default(),
+                ),
+                arguments: b.get("input").map(Value::to_string).unwrap_or_default(),
+            })
+            .collect(),
     })
 }
 

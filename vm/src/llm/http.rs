@@ -493,7 +493,7 @@ impl HttpCore {
     fn parse(&self, v: &Value, p: &Prepared) -> Result<Reply, String> {
         match self.opts.protocol {
             Protocol::OpenAi => openai::parse(v, &p.tools),
-            Protocol::Anthropic => anthropic::parse(v),
+            Protocol::Anthropic => anthropic::parse(v, &p.tools),
             Protocol::Ollama => ollama::parse(v),
         }
     }
@@ -705,14 +705,14 @@ impl HttpCore {
                 )
                 .into());
         }
-        // Tool calling speaks the OpenAI protocol so far; another protocol
-        // must not quietly drop the tools and answer without them.
-        if !p.tools.is_empty() && self.opts.protocol != Protocol::OpenAi {
+        // Tool calling speaks the OpenAI and Anthropic protocols so far;
+        // another must not quietly drop the tools and answer without them.
+        if !p.tools.is_empty() && self.opts.protocol == Protocol::Ollama {
             return Err(self
                 .fail(
                     LlmErrorKind::Client,
                     None,
-                    "this backend's protocol does not support tool calls yet (the `openai` protocol does: Ollama and vLLM serve it too); offer no `tools:` here or use an `openai`-protocol backend".to_string(),
+                    "the `ollama` protocol does not support tool calls yet (Ollama also serves the `openai` protocol at /v1, which does); offer no `tools:` here or use an `openai`-protocol backend".to_string(),
                     *number,
                 )
                 .into());

@@ -470,6 +470,32 @@ impl LlmError {
     }
 }
 
+/// A tool's name as the providers' protocols allow it (`[A-Za-z0-9_-]`, at most 64
+/// characters): other characters (an MCP tool's `server.tool` dot) become
+/// `_`; [`program_tool_name`] maps a reply's name back through the offered tools.
+pub(crate) fn wire_tool_name(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect()
+}
+
+/// The program's name of the tool a reply calls: the offered tool whose
+/// wire name it is, else the name as sent (the VM then tells the model no
+/// such tool was offered).
+pub(crate) fn program_tool_name(tools: &[ToolSpec], wire: &str) -> String {
+    tools
+        .iter()
+        .find(|t| wire_tool_name(&t.name) == wire)
+        .map_or_else(|| wire.to_string(), |t| t.name.clone())
+}
+
 /// Whether a finish/stop reason, of any of the three protocols, marks a
 /// reply that is not a complete answer (cut off, filtered, refused): such a
 /// reply is an error unless the backend sets `accept_incomplete`.

@@ -6,6 +6,7 @@
 use super::http::{ErrorDetail, Incomplete, Reply, StructuredMode};
 use super::prompt::Prepared;
 use super::secret::Secret;
+use super::{program_tool_name as program_name, wire_tool_name as wire_name};
 use super::{ToolCall, ToolSpec, Turn, Usage};
 use serde_json::{json, Map, Value};
 
@@ -126,32 +127,6 @@ pub(crate) fn body(p: &Prepared, mode: StructuredMode, reasoning: bool) -> Value
         }
     }
     Value::Object(b)
-}
-
-/// A tool's name as the protocol allows it (`[A-Za-z0-9_-]`, at most 64
-/// characters): other characters (an MCP tool's `server.tool` dot) become
-/// `_`; [`program_name`] maps a reply's name back through the offered tools.
-pub(crate) fn wire_name(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(64)
-        .collect()
-}
-
-/// The program's name of the tool a reply calls: the offered tool whose
-/// wire name it is, else the name as sent (the VM then tells the model no
-/// such tool was offered).
-fn program_name(tools: &[ToolSpec], wire: &str) -> String {
-    tools
-        .iter()
-        .find(|t| wire_name(&t.name) == wire)
-        .map_or_else(|| wire.to_string(), |t| t.name.clone())
 }
 
 /// The tool calls of a reply message (`message.tool_calls`); a call
