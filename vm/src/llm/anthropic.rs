@@ -130,8 +130,11 @@ pub(crate) fn parse(v: &Value, tools: &[ToolSpec]) -> Result<Reply, String> {
             .unwrap_or("unknown")
             .to_string(),
         model: v.get("model").and_then(Value::as_str).map(str::to_string),
+        // Calls are read only when tools were offered: a `tool_use` block
+        // in a reply to a request without tools is not an answer's part.
         tool_calls: content
             .iter()
+            .filter(|_| !tools.is_empty())
             .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
             .enumerate()
             .map(|(i, b)| ToolCall {

@@ -132,7 +132,12 @@ pub(crate) fn body(p: &Prepared, mode: StructuredMode, reasoning: bool) -> Value
 /// The tool calls of a reply message (`message.tool_calls`); a call
 /// without an id gets one from its position.
 fn tool_calls(message: &Value, tools: &[ToolSpec]) -> Vec<ToolCall> {
-    let Some(calls) = message.get("tool_calls").and_then(Value::as_array) else {
+    // Read only when tools were offered (see the Anthropic parser).
+    let Some(calls) = message
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .filter(|_| !tools.is_empty())
+    else {
         return Vec::new();
     };
     calls
