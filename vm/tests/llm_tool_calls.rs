@@ -2,9 +2,8 @@
 //! request offers the tools in the protocol's form, the reply's
 //! `tool_calls` reach the VM's exchange (names mapped back), and the next
 //! request carries the assistant turn and each `role: tool` result; the
-//! same over the Anthropic protocol (`tool_use` / `tool_result` blocks).
-//! The Ollama protocol refuses an op that offers tools instead of
-//! dropping them.
+//! same over the Anthropic protocol (`tool_use` / `tool_result` blocks)
+//! and Ollama's native chat API.
 #![allow(clippy::unwrap_used)]
 
 mod ir_support;
@@ -13,7 +12,7 @@ use ir_support::program;
 use ais_testkit::{MemoryHost, MockReply};
 use ais_vm::llm::http::Protocol;
 use ais_vm::llm::LlmBackend;
-use ais_vm::{RunError, RunOptions};
+use ais_vm::RunOptions;
 use serde_json::json;
 use std::sync::Arc;
 
@@ -90,26 +89,46 @@ fn an_openai_tool_call_round_trip() {
 }
 
 #[test]
-fn the_ollama_protocol_refuses_tools_instead_of_dropping_them() {
-    {
-        let protocol = Protocol::Ollama;
-        let server = ais_testkit::llm::mock();
-        let backend: Arc<dyn LlmBackend> = Arc::new(ais_testkit::llm::backend(&server, protocol));
-        let r = ais_vm::run(
-            &tool_program(),
-            &options(),
-            backend,
-            Arc::new(MemoryHost::new()),
-        );
-        match r.outcome {
-            Err(RunError::OpFailed { code, message, .. }) => {
-                assert_eq!(code, "llm.client", "{protocol:?}");
-                assert!(message.contains("tool calls"), "{message}");
-            }
-            other => panic!("{protocol:?}: {other:?}"),
-        }
-        assert_eq!(server.request_count(), 0, "{protocol:?}: nothing sent");
-    }
+fn an_ollama_tool_call_round_trip() {
+    let server = ais_testkit::llm::mock();
+    server.push(MockReply::json(json!({
+        "model": "llama",
+        "done": true,
+        "done_reason": "stop",
+        "message": {"role": "assistant", "content": "", "tool_calls": [
+            {"function": {"name": "fs_lookup", "arguments": {"key": "capital"}}}
+        ]},
+        "prompt_eval_count": 10,
+        "eval_count": 5
+    })));
+    server.push(MockReply::json(json!({
+        "model": "llama",
+        "done": true,
+        "done_reason": "stop",
+        "message": {"role": "assistant", "content": "Paris"},
+        "prompt_eval_count": 20,
+        "eval_count": 1
+    })));
+    let host = Arc::new(MemoryHost::new());
+    host.register_tool("fs.lookup", |args| {
+        Ok(json!(format!("found {}", args["key"])))
+    });
+    let backend: Arc<dyn LlmBackend> =
+        Arc::new(ais_testkit::llm::backend(&server, Protocol::Ollama));
+    let r = ais_vm::run(&tool_program(), &options(), backend, host);
+    assert_eq!(r.outcome.unwrap(), json!("Paris"));
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs[0].body["tools"][0]["function"]["name"], "fs_lookup");
+    let msgs = reqs[1].body["messages"].as_array().unwrap();
+    let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["system", "user", "assistant", "tool"]);
+    assert_eq!(
+        msgs[2]["tool_calls"][0]["function"]["arguments"]["key"],
+        "capital"
+    );
+    assert_eq!(msgs[3]["tool_name"], "fs_lookup");
+    assert_eq!(msgs[3]["content"], "found \"capital\"");
 }
 
 #[test]

@@ -494,7 +494,7 @@ impl HttpCore {
         match self.opts.protocol {
             Protocol::OpenAi => openai::parse(v, &p.tools),
             Protocol::Anthropic => anthropic::parse(v, &p.tools),
-            Protocol::Ollama => ollama::parse(v),
+            Protocol::Ollama => ollama::parse(v, &p.tools),
         }
     }
 
@@ -701,18 +701,6 @@ impl HttpCore {
                     LlmErrorKind::Client,
                     None,
                     format!("the `{name}` header value contains a line break; check the backend's settings"),
-                    *number,
-                )
-                .into());
-        }
-        // Tool calling speaks the OpenAI and Anthropic protocols so far;
-        // another must not quietly drop the tools and answer without them.
-        if !p.tools.is_empty() && self.opts.protocol == Protocol::Ollama {
-            return Err(self
-                .fail(
-                    LlmErrorKind::Client,
-                    None,
-                    "the `ollama` protocol does not support tool calls yet (Ollama also serves the `openai` protocol at /v1, which does); offer no `tools:` here or use an `openai`-protocol backend".to_string(),
                     *number,
                 )
                 .into());

@@ -3,7 +3,7 @@
 
 use super::http::{ErrorDetail, Incomplete, Reply, StructuredMode};
 use super::prompt::Prepared;
-use super::Usage;
+use super::{program_tool_name, wire_tool_name, ToolCall, ToolSpec, Turn, Usage};
 use serde_json::{json, Map, Value};
 
 pub const DEFAULT_BASE_URL: &str = "http://127.0.0.1:11434";
@@ -19,7 +19,38 @@ pub(crate) fn endpoint(base_url: &str) -> String {
 
 pub(crate) fn body(p: &Prepared, mode: StructuredMode) -> Value {
     let mut messages = vec![json!({"role": "system", "content": p.system})];
-    for (role, text) in &p.messages {
+    // The prompt, the exchange of a tool-calling op, then a repair's turns.
+    let (first, rest) = p.messages.split_at(p.messages.len().min(1));
+    for (role, text) in first {
+        messages.push(json!({"role": role, "content": text}));
+    }
+    for t in &p.turns {
+        messages.push(match t {
+            Turn::Assistant { text, calls } => json!({
+                "role": "assistant",
+                "content": text,
+                // Ollama's `arguments` is an object.
+                "tool_calls": calls.iter().map(|c| json!({"function": {
+                    "name": wire_tool_name(&c.name),
+                    "arguments": serde_json::from_str::<Value>(&c.arguments)
+                        .ok()
+                        .filter(Value::is_object)
+                        .unwrap_or_else(|| json!({})),
+                }})).collect::<Vec<_>>(),
+            }),
+            Turn::ToolResult {
+                name,
+                content,
+                is_error,
+                ..
+            } => json!({
+                "role": "tool",
+                "tool_name": wire_tool_name(name),
+                "content": if *is_error { format!("ERROR: {content}") } else { content.clone() },
+            }),
+        });
+    }
+    for (role, text) in rest {
         messages.push(json!({"role": role, "content": text}));
     }
     let mut options = Map::new();
@@ -33,6 +64,20 @@ pub(crate) fn body(p: &Prepared, mode: StructuredMode) -> Value {
     b.insert("model".into(), json!(p.model));
     b.insert("messages".into(), Value::Array(messages));
     b.insert("stream".into(), json!(false));
+    if !p.tools.is_empty() {
+        let tools: Vec<Value> = p
+            .tools
+            .iter()
+            .map(|t| {
+                json!({"type": "function", "function": {
+                    "name": wire_tool_name(&t.name),
+                    "description": t.description,
+                    "parameters": t.parameters,
+                }})
+            })
+            .collect();
+        b.insert("tools".into(), Value::Array(tools));
+    }
     if !options.is_empty() {
         b.insert("options".into(), Value::Object(options));
     }
@@ -60,7 +105,7 @@ pub(crate) fn usage(v: &Value) -> Usage {
     }
 }
 
-pub(crate) fn parse(v: &Value) -> Result<Reply, String> {
+pub(crate) fn parse(v: &Value, tools: &[ToolSpec]) -> Result<Reply, String> {
     let text = v
         .get("message")
         .and_then(|m| m.get("content"))
@@ -80,8 +125,45 @@ pub(crate) fn parse(v: &Value) -> Result<Reply, String> {
             })
             .to_string(),
         model: v.get("model").and_then(Value::as_str).map(str::to_string),
-        tool_calls: Vec::new(),
+        tool_calls: message_tool_calls(v, tools),
     })
+}
+
+/// `message.tool_calls` (read only when tools were offered): Ollama sends
+/// no ids, so a call's id is its position.
+fn message_tool_calls(v: &Value, tools: &[ToolSpec]) -> Vec<ToolCall> {
+    if tools.is_empty() {
+        return Vec::new();
+    }
+    let calls = v
+        .get("message")
+        .and_then(|m| m.get("tool_calls"))
+        .and_then(Value::as_array);
+    calls
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, c)| {
+            let f = c.get("function");
+            ToolCall {
+                id: c
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .map_or_else(|| format!("call_{i}"), str::to_string),
+                name: program_tool_name(
+                    tools,
+                    f.and_then(|f| f.get("name"))
+                        .and_then(Value::as_str)
+                        .unwrap_or_default(),
+                ),
+                arguments: match f.and_then(|f| f.get("arguments")) {
+                    Some(Value::String(s)) => s.clone(),
+                    Some(Value::Null) | None => String::new(),
+                    Some(other) => other.to_string(),
+                },
+            }
+        })
+        .collect()
 }
 
 /// The error a `done_reason` stands for, when the reply is not a complete
