@@ -65,18 +65,8 @@ pub(crate) fn body(p: &Prepared, mode: StructuredMode) -> Value {
     b.insert("messages".into(), Value::Array(messages));
     b.insert("stream".into(), json!(false));
     if !p.tools.is_empty() {
-        let tools: Vec<Value> = p
-            .tools
-            .iter()
-            .map(|t| {
-                json!({"type": "function", "function": {
-                    "name": wire_tool_name(&t.name),
-                    "description": t.description,
-                    "parameters": t.parameters,
-                }})
-            })
-            .collect();
-        b.insert("tools".into(), Value::Array(tools));
+        // Ollama takes the OpenAI form.
+        b.insert("tools".into(), super::openai::function_tools(&p.tools));
     }
     if !options.is_empty() {
         b.insert("options".into(), Value::Object(options));

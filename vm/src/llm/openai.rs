@@ -85,18 +85,7 @@ pub(crate) fn body(p: &Prepared, mode: StructuredMode, reasoning: bool) -> Value
     b.insert("model".into(), json!(p.model));
     b.insert("messages".into(), Value::Array(messages));
     if !p.tools.is_empty() {
-        let tools: Vec<Value> = p
-            .tools
-            .iter()
-            .map(|t| {
-                json!({"type": "function", "function": {
-                    "name": wire_name(&t.name),
-                    "description": t.description,
-                    "parameters": t.parameters,
-                }})
-            })
-            .collect();
-        b.insert("tools".into(), Value::Array(tools));
+        b.insert("tools".into(), function_tools(&p.tools));
     }
     if let (Some(t), false) = (p.temperature, reasoning) {
         b.insert("temperature".into(), json!(t));
@@ -127,6 +116,23 @@ pub(crate) fn body(p: &Prepared, mode: StructuredMode, reasoning: bool) -> Value
         }
     }
     Value::Object(b)
+}
+
+/// The offered tools as `[{type: "function", function: {name, description,
+/// parameters}}]` (also Ollama's form).
+pub(crate) fn function_tools(tools: &[ToolSpec]) -> Value {
+    Value::Array(
+        tools
+            .iter()
+            .map(|t| {
+                json!({"type": "function", "function": {
+                    "name": wire_name(&t.name),
+                    "description": t.description,
+                    "parameters": t.parameters,
+                }})
+            })
+            .collect(),
+    )
 }
 
 /// The tool calls of a reply message (`message.tool_calls`); a call
