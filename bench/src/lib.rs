@@ -6,6 +6,8 @@
 //! - [`env`]: the OpenAI-compatible mock server with fixed latencies per
 //!   latency class, the config file pointing at it, the backend, and the
 //!   host with the canned tools.
+//! - [`plans`]: the LLMCompiler shapes, ReAct-style tool calls against
+//!   inner plans, in process.
 //! - [`ours`]: compile and run one workload in process; the critical path
 //!   of a program under the configured latencies.
 //! - [`steal`]: how much CPU time the host took from this machine during
@@ -17,6 +19,7 @@
 
 pub mod env;
 pub mod ours;
+pub mod plans;
 pub mod plot;
 pub mod report;
 pub mod stats;

@@ -45,6 +45,25 @@ enum Cmd {
     /// Re-render workloads.{md,svg} (and docs/benchmarks.md) from a saved
     /// workloads.json, recomputing the critical paths from the sources.
     Render(RenderOpts),
+    /// The LLMCompiler shapes: tool calls one per turn (ReAct), parallel
+    /// in one turn, and an inner plan, in process with fixed latencies.
+    Plans(PlansOpts),
+}
+
+#[derive(clap::Args)]
+struct PlansOpts {
+    /// Runs per cell.
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+    #[arg(long, default_value_t = 200)]
+    turn_ms: u64,
+    #[arg(long, default_value_t = 400)]
+    planner_ms: u64,
+    #[arg(long, default_value_t = 100)]
+    tool_ms: u64,
+    /// Also write the report here (e.g. docs/bench/plans.md).
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -133,8 +152,42 @@ fn main() -> ExitCode {
                 1
             }
         },
+        Cmd::Plans(o) => plans(&o),
     };
     ExitCode::from(code)
+}
+
+// ---------------------------------------------------------------------------
+// plans
+
+fn plans(o: &PlansOpts) -> u8 {
+    let latency = ais_bench::plans::Latency {
+        turn: Duration::from_millis(o.turn_ms),
+        planner: Duration::from_millis(o.planner_ms),
+        tool: Duration::from_millis(o.tool_ms),
+    };
+    match ais_bench::plans::report(latency, o.runs.max(1)) {
+        Ok(text) => {
+            print!("{text}");
+            if let Some(path) = &o.out {
+                let cmd = format!(
+                    "cargo run --release -p ais-bench -- plans --runs {} --turn-ms {} --planner-ms {} --tool-ms {}",
+                    o.runs, o.turn_ms, o.planner_ms, o.tool_ms
+                );
+                let doc =
+                    format!("# LLMCompiler shapes on our runtime\n\n```sh\n{cmd}\n```\n\n{text}");
+                if let Err(e) = std::fs::write(path, doc) {
+                    eprintln!("error: cannot write `{}`: {e}", path.display());
+                    return 1;
+                }
+            }
+            0
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            1
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------

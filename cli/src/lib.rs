@@ -6,9 +6,12 @@
 //! is implemented here too and handed to the VM as callbacks.
 
 mod aam;
+mod analyze;
 mod config;
+pub mod ops;
 pub mod opt;
 mod output;
+pub mod plan;
 mod run;
 mod runs;
 mod tty;
@@ -103,6 +106,27 @@ pub enum Command {
         opt: OptArgs,
         #[command(flatten)]
         backend: BackendArgs,
+    },
+    /// The op table: every op's operands, results, attributes, effect and
+    /// latency class (or one op's, by name).
+    Ops {
+        /// One op's mnemonic (`ask`, `inv`, `flow.call`, ...).
+        name: Option<String>,
+        /// One JSON object per op.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Estimate what the dataflow engine gains on a program before running
+    /// it: per flow, the critical path, the phases of parallel work and the
+    /// speed-up over sequential execution.
+    Analyze {
+        /// The `.ais` source file.
+        file: PathBuf,
+        /// One JSON object per flow.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        opt: OptArgs,
     },
     /// Print a readable dump of an artifact.
     Inspect {
@@ -307,6 +331,9 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
             backend,
         } => run::run(&mut out, &file, &run, &opt, &backend),
         Command::Inspect { file } => run::inspect(&mut out, &file),
+        Command::Ops { name, json } => ops::ops(&mut out, name.as_deref(), json),
+        Command::Analyze { opt, .. } if !opt.check(&mut out) => 2,
+        Command::Analyze { file, json, opt } => analyze::analyze(&mut out, &file, &opt, json),
         Command::Explain { code, list } => explain_cmd(code, list),
         Command::Memory { action, memory } => aam::memory(&action, &memory),
         Command::Runs {

@@ -165,6 +165,11 @@ pub struct RunArgs {
     /// Write the outcome and run summary as JSON.
     #[arg(long, value_name = "PATH")]
     pub report_json: Option<PathBuf>,
+    /// Write each inner plan the run accepted (`solve`) into DIR, as
+    /// `plan-N.ais` (check or rerun it with aisc) and `plan-N.aisir`
+    /// (ais-opt reads it).
+    #[arg(long, value_name = "DIR")]
+    pub emit_plans: Option<PathBuf>,
     /// No run summary, progress or simulator note on stderr.
     #[arg(long, short)]
     pub quiet: bool,
@@ -386,11 +391,10 @@ pub fn run_loaded(
         workers: run.workers,
         policy: run.policy.parse::<Policy>().unwrap_or_default(),
         concurrency: run.concurrency,
-        events_path: run.events.clone(),
-        trace_path: run.trace.clone(),
         progress: crate::tty::progress_bar(run.quiet),
         budget,
         watchdog: Some(run.budget.watchdog),
+        planner: Some(Arc::new(crate::plan::FrontEndPlanner::default())),
         max_live_frames: run
             .budget
             .max_frames
@@ -440,6 +444,10 @@ pub fn run_loaded(
     };
     let report = ais_vm::run(&loaded.program, &options, llm.backend.clone(), host.clone());
     let s = &report.summary;
+    // The exports are written whatever the outcome: a failed run's telemetry
+    // up to the failure is what its user needs most.
+    let export_failed =
+        write_exports(out, run, &loaded.program, &report) | write_plans(out, run, &report.plans);
     let code = match &report.outcome {
         Ok(value) => {
             let text = match value {
@@ -450,7 +458,7 @@ pub fn run_loaded(
             if !text.is_empty() {
                 println!("{text}");
             }
-            0
+            i32::from(export_failed)
         }
         Err(e) => {
             render_run_error(out, &loaded, e);
@@ -503,6 +511,92 @@ pub fn run_loaded(
         }
     }
     code
+}
+
+/// Writes `--events` and `--trace`, each atomically (a file is either
+/// complete or absent); reports each failure as `R0004`. True when one
+/// failed.
+fn write_exports(
+    out: &mut Output,
+    run: &RunArgs,
+    program: &Program,
+    report: &ais_vm::RunReport,
+) -> bool {
+    type Format = fn(
+        &mut dyn Write,
+        &Program,
+        &[ais_vm::telemetry::OpEvent],
+        &ais_vm::telemetry::RunSummary,
+    ) -> std::io::Result<()>;
+    let exports: [(&str, &Option<PathBuf>, Format); 2] = [
+        ("events", &run.events, ais_vm::telemetry::write_jsonl),
+        ("trace", &run.trace, ais_vm::telemetry::write_chrome_trace),
+    ];
+    let mut failed = false;
+    for (what, path, format) in exports {
+        let Some(path) = path else { continue };
+        let mut bytes = Vec::new();
+        let written = format(&mut bytes, program, &report.events, &report.summary)
+            .and_then(|()| write_atomic(path, &bytes));
+        if let Err(e) = written {
+            failed = true;
+            out.report(
+                None,
+                &Diagnostic::error(
+                    "R0004",
+                    format!("cannot write the run's {what} to `{}`: {e}", path.display()),
+                    ais_ir::Span::DUMMY,
+                )
+                .with_help("check that the directory exists and is writable; the run's result and journal are unaffected"),
+            );
+        }
+    }
+    failed
+}
+
+/// Writes `--emit-plans DIR`: for each accepted plan, its program
+/// (`plan-N.ais`) and its optimised IR (`plan-N.aisir`), atomically; a
+/// header comment says where it came from. True when one failed.
+fn write_plans(out: &mut Output, run: &RunArgs, plans: &[ais_vm::scheduler::LinkedPlan]) -> bool {
+    let Some(dir) = &run.emit_plans else {
+        return false;
+    };
+    if plans.is_empty() {
+        return false;
+    }
+    let mut failed = false;
+    let mut report = |what: String, e: std::io::Error| {
+        failed = true;
+        out.report(
+            None,
+            &Diagnostic::error(
+                "R0004",
+                format!("cannot write {what}: {e}"),
+                ais_ir::Span::DUMMY,
+            )
+            .with_help("check that the directory can be created and written; the run's result is unaffected"),
+        );
+    };
+    if let Err(e) = std::fs::create_dir_all(dir) {
+        report(format!("`{}`", dir.display()), e);
+        return true;
+    }
+    for (i, p) in plans.iter().enumerate() {
+        let header = format!(
+            "// Inner plan {} of this run, written by the model for op {} of {} and accepted by the checker.
+",
+            i + 1,
+            p.op,
+            p.made_by
+        );
+        for (ext, text) in [("ais", &p.source), ("aisir", &p.ir)] {
+            let path = dir.join(format!("plan-{}.{ext}", i + 1));
+            if let Err(e) = write_atomic(&path, format!("{header}{text}").as_bytes()) {
+                report(format!("`{}`", path.display()), e);
+            }
+        }
+    }
+    failed
 }
 
 /// An uncaught failure as a diagnostic with the run error's own code (R0003

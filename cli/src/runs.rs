@@ -263,6 +263,7 @@ fn resume_in(
         events: None,
         trace: None,
         report_json: None,
+        emit_plans: None,
         quiet: r.quiet,
         memory: r.memory.clone(),
         yes: r.yes,

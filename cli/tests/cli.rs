@@ -14,6 +14,21 @@ fn aisc(args: &[&str]) -> Output {
         .expect("aisc runs")
 }
 
+/// `aisc run FILE` on the simulator, with no delays and no memory kept,
+/// plus `extra` arguments.
+fn sim_run(file: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "run",
+        file,
+        "--memory",
+        ":memory:",
+        "--sim-delay-scale",
+        "0",
+    ];
+    args.extend_from_slice(extra);
+    aisc(&args)
+}
+
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
@@ -125,16 +140,7 @@ fn artifact_build_inspect_run_and_corruption() {
     let i = aisc(&["inspect", &art_s]);
     assert!(i.status.success(), "{}", stderr(&i));
     assert!(stdout(&i).contains("Copywriter"), "{}", stdout(&i));
-    let r = aisc(&[
-        "run",
-        &art_s,
-        "--memory",
-        ":memory:",
-        "--sim-delay-scale",
-        "0",
-        "--arg",
-        "product=kettle",
-    ]);
+    let r = sim_run(&art_s, &["--arg", "product=kettle"]);
     assert!(r.status.success(), "{}", stderr(&r));
     assert!(!stdout(&r).trim().is_empty());
     assert!(stderr(&r).contains("1 LLM calls"), "{}", stderr(&r));
@@ -160,16 +166,10 @@ fn artifact_build_inspect_run_and_corruption() {
 
 #[test]
 fn run_on_the_simulator_says_so() {
-    let o = aisc(&[
-        "run",
+    let o = sim_run(
         &path("examples/01_parallel_research.ais"),
-        "--memory",
-        ":memory:",
-        "--sim-delay-scale",
-        "0",
-        "--arg",
-        "topic=tidal power",
-    ]);
+        &["--arg", "topic=tidal power"],
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("simulat"), "{}", stderr(&o));
     assert!(stdout(&o).contains("simulated"), "{}", stdout(&o));
@@ -177,14 +177,7 @@ fn run_on_the_simulator_says_so() {
 
 #[test]
 fn run_with_a_missing_argument_fails_clearly() {
-    let o = aisc(&[
-        "run",
-        &path("examples/01_parallel_research.ais"),
-        "--memory",
-        ":memory:",
-        "--sim-delay-scale",
-        "0",
-    ]);
+    let o = sim_run(&path("examples/01_parallel_research.ais"), &[]);
     // A missing argument is a usage error (docs/cli.md: exit 2).
     assert_eq!(o.status.code(), Some(2));
     assert!(
@@ -198,22 +191,239 @@ fn run_with_a_missing_argument_fails_clearly() {
 fn run_writes_a_json_report() {
     let dir = tempfile::tempdir().expect("temp dir");
     let report = dir.path().join("r.json");
-    let o = aisc(&[
-        "run",
+    let o = sim_run(
         &path("examples/04_scalability_n4.ais"),
-        "--memory",
-        ":memory:",
-        "--sim-delay-scale",
-        "0",
-        "--arg",
-        "topic=x",
-        "--report-json",
-        &report.display().to_string(),
-    ]);
+        &[
+            "--arg",
+            "topic=x",
+            "--report-json",
+            &report.display().to_string(),
+        ],
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     let j: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&report).expect("report")).expect("json");
     assert_eq!(j["ok"], true);
     assert_eq!(j["simulated"], true);
     assert!(j["summary"]["llm_calls"].as_u64().is_some_and(|n| n >= 4));
+}
+
+/// The lines of an `--events` file, each a JSON object, the last the
+/// summary.
+fn events_of(path: &Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(path).expect("events written");
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    assert_eq!(
+        lines.last().map(|l| l["type"].clone()),
+        Some("summary".into())
+    );
+    lines
+}
+
+#[test]
+fn exports_are_written_by_the_edge_and_an_unwritable_one_is_r0004() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let events = dir.path().join("events.jsonl");
+    let missing = dir.path().join("no-such-dir").join("trace.json");
+    let o = sim_run(
+        &path("examples/04_scalability_n4.ais"),
+        &[
+            "--arg",
+            "topic=x",
+            "--events",
+            &events.display().to_string(),
+            "--trace",
+            &missing.display().to_string(),
+        ],
+    );
+    // The run's value is still printed; the failed export makes it exit 1.
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stdout(&o).contains("simulated"), "{}", stdout(&o));
+    assert!(stderr(&o).contains("R0004"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("trace"), "{}", stderr(&o));
+    assert!(!missing.exists());
+    // The other export is complete: ops, then one summary line.
+    let lines = events_of(&events);
+    assert!(lines.len() > 5);
+    assert!(lines.iter().filter(|l| l["opcode"] == "ask").count() >= 4);
+    // No temporary file is left next to it.
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("dir")
+        .filter_map(|e| e.ok().map(|e| e.file_name()))
+        .collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+}
+
+#[test]
+fn a_failed_run_still_writes_its_events() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let src = dir.path().join("fails.ais");
+    std::fs::write(
+        &src,
+        "agent A {\n    capability lookup_nowhere(q: str) -> str;\n    @entry flow main() -> str {\n        let a = ask(\"first\")\n        let b = lookup_nowhere(a)\n        return b\n    }\n}\n",
+    )
+    .expect("write");
+    let events = dir.path().join("events.jsonl");
+    let o = sim_run(
+        &src.display().to_string(),
+        &["--events", &events.display().to_string()],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("tool.unknown"), "{}", stderr(&o));
+    let lines = events_of(&events);
+    assert!(lines
+        .iter()
+        .any(|l| l["opcode"] == "ask" && l["status"] == "ok"));
+    assert!(lines
+        .iter()
+        .any(|l| l["opcode"] == "inv" && l["status"] == "failed"));
+}
+
+#[test]
+fn solve_on_the_simulator_emits_a_plan_that_checks_and_runs_again() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let src = dir.path().join("solve.ais");
+    std::fs::write(
+        &src,
+        "agent Analyst {\n    @entry flow main(goal: str) -> str {\n        return solve(\"Answer this: {goal}\")\n    }\n}\n",
+    )
+    .expect("write");
+    let plans = dir.path().join("plans");
+    let o = sim_run(
+        &src.display().to_string(),
+        &[
+            "--arg",
+            "goal=why is the sky blue",
+            "--emit-plans",
+            &plans.display().to_string(),
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    // The plan's own `ask` answered: its label is in the result.
+    assert!(stdout(&o).contains("[simulated plan]"), "{}", stdout(&o));
+    assert!(stderr(&o).contains("2 LLM calls"), "{}", stderr(&o));
+    let ais = plans.join("plan-1.ais");
+    let text = std::fs::read_to_string(&ais).expect("plan-1.ais");
+    assert!(text.contains("@entry flow plan() -> str"), "{text}");
+    assert!(text.contains("ask("), "{text}");
+    // What the model wrote is a program of its own: it checks and runs.
+    let check = aisc(&["check", &ais.display().to_string()]);
+    assert!(check.status.success(), "{}", stderr(&check));
+    let rerun = sim_run(&ais.display().to_string(), &[]);
+    assert!(rerun.status.success(), "{}", stderr(&rerun));
+    let ir = plans.join("plan-1.aisir");
+    let opt = Command::new(env!("CARGO_BIN_EXE_ais-opt"))
+        .arg(&ir)
+        .output()
+        .expect("ais-opt runs");
+    assert!(opt.status.success(), "{}", stderr(&opt));
+    assert!(
+        stdout(&opt).contains("flow @plan() -> str entry"),
+        "{}",
+        stdout(&opt)
+    );
+}
+
+#[test]
+fn ops_lists_the_op_table_and_describes_one_op() {
+    let o = aisc(&["ops", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let ops: Vec<serde_json::Value> = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    assert_eq!(ops.len(), ais_ir::Opcode::ALL.len());
+    let solve = ops
+        .iter()
+        .find(|o| o["op"] == "solve")
+        .expect("solve listed");
+    assert_eq!(solve["effect"], "llm");
+    assert_eq!(solve["llm"], "solve");
+    assert!(solve["attributes"]
+        .as_array()
+        .is_some_and(|a| a.iter().any(|x| x["name"] == "tools")));
+    let inv = aisc(&["ops", "inv"]);
+    assert!(
+        stdout(&inv).contains("attributes: tool: nonemptystr"),
+        "{}",
+        stdout(&inv)
+    );
+    let typo = aisc(&["ops", "sove"]);
+    assert_eq!(typo.status.code(), Some(1));
+    assert!(
+        stderr(&typo).contains("did you mean `solve`"),
+        "{}",
+        stderr(&typo)
+    );
+}
+
+#[test]
+fn analyze_reports_critical_path_phases_and_speedup() {
+    let o = aisc(&[
+        "analyze",
+        &path("examples/01_parallel_research.ais"),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let flows: Vec<serde_json::Value> = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    let main = flows
+        .iter()
+        .find(|f| f["entry"] == true)
+        .expect("the entry flow");
+    // ask → three parallel calls (1000 ms each) → ask.
+    assert_eq!(main["critical_path_ms"], 3000);
+    assert_eq!(main["sequential_ms"], 5000);
+    let phases = main["phases"].as_array().expect("phases");
+    assert_eq!(phases.len(), 3);
+    assert_eq!(phases[1]["ops"].as_array().map(Vec::len), Some(3));
+    assert!((main["speedup"].as_f64().unwrap_or(0.0) - 5.0 / 3.0).abs() < 1e-9);
+    let text = aisc(&["analyze", &path("examples/01_parallel_research.ais")]);
+    assert!(
+        stdout(&text).contains("estimated speed-up 1.67×"),
+        "{}",
+        stdout(&text)
+    );
+    let bad = aisc(&["analyze", "/no/such/file.ais"]);
+    assert_ne!(bad.status.code(), Some(0));
+}
+
+#[test]
+fn the_tool_agent_and_planner_examples_run_on_the_simulator() {
+    let o = sim_run(
+        &path("examples/14_tool_agent.ais"),
+        &["--arg", "question=what is new?"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    // The model called both offered tools, and both answered.
+    let out = stdout(&o);
+    assert!(out.contains("simulated tool results: echo → {"), "{out}");
+    assert!(out.contains("now → 20"), "{out}");
+    assert!(stderr(&o).contains("2 tool calls"), "{}", stderr(&o));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let o = sim_run(
+        &path("examples/15_planner.ais"),
+        &[
+            "--arg",
+            "goal=status",
+            "--emit-plans",
+            &dir.path().display().to_string(),
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("[simulated plan]"), "{}", stdout(&o));
+    let plan = std::fs::read_to_string(dir.path().join("plan-1.ais")).expect("plan");
+    assert!(
+        plan.contains("@read_only capability echo(data: json) -> json;"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("= echo(") && plan.contains("= now()"),
+        "{plan}"
+    );
 }

@@ -7,5 +7,6 @@
 pub mod diagnostics;
 pub mod driver;
 pub mod lower;
+pub mod plan;
 pub mod sema;
 pub mod syntax;

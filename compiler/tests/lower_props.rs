@@ -5,8 +5,8 @@
 //! shrinks a failing program (choice 0 is the simpler option);
 //! `PROPTEST_CASES` scales the run.
 
+use ais_choices::{tape, Choices};
 use ais_compiler::driver::{check_source, compile_source, with_deep_stack};
-use ais_testkit::choices::{tape, Choices};
 use proptest::prelude::*;
 
 /// The program generator: one tape of choices gives one program.

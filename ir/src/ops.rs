@@ -22,6 +22,12 @@ const LLM_ATTRS: &[AttrSpec] = &[
     // Labels of the context operands (`["report", ""]`): a list of strings,
     // `""` for the default `context N`.
     opt("context", AttrKind::Json),
+    // Tools the model may call: `[{"name", "description", "parameters"}]`.
+    opt("tools", AttrKind::Json),
+    // Most model turns of a tool-calling exchange (default 8).
+    opt("max_steps", AttrKind::Number),
+    // `solve`: rounds of repair after a plan fails to check (default 2).
+    opt("repairs", AttrKind::Number),
 ];
 
 /// Everything the toolchain knows about one opcode.
@@ -120,7 +126,7 @@ opcodes! {
     And = "and", Or = "or", Not = "not", ToStr = "to_str", ToBool = "to_bool",
     Cast = "cast", Object = "object",
     Ask = "ask", Think = "think", Reason = "reason", Llm = "llm",
-    Plan = "plan", Reflect = "reflect", Verify = "verify",
+    Plan = "plan", Reflect = "reflect", Verify = "verify", Solve = "solve",
     Inv = "inv", Exec = "exec",
     Qmem = "qmem", Umem = "umem", Fence = "fence",
     BeliefGet = "belief.get", BeliefSet = "belief.set",
@@ -287,6 +293,10 @@ impl Opcode {
             O::Plan => i.llm_op(LlmKind::Plan, &[C::Json], Latency::Think, false),
             O::Reflect => i.llm_op(LlmKind::Reflect, &[C::Json], Latency::Think, false),
             O::Verify => i.llm_op(LlmKind::Verify, &[C::Json], Latency::Think, false),
+            // The model writes an AIS plan; the runtime checks, links and
+            // runs it (`vm/src/scheduler/inner_plan.rs`); its value is the
+            // plan's result, as text.
+            O::Solve => i.llm_op(LlmKind::Solve, &[C::Str], Latency::Think, true),
             // ---- tool ----
             // The optional `ord` result orders later calls after this one on
             // its provider's chain (the compiler always emits it).

@@ -1,12 +1,12 @@
 //! Property tests: random builder-made modules round-trip through the
 //! textual form and verify clean; the parser never panics on junk.
 
+use ais_choices::{tape, Choices};
 use ais_ir::parser::parse_module_recovering;
 use ais_ir::{
     graph, parse_module, print_module, verifier, AgentData, Attr, FlowData, Module, Opcode, Type,
     Value,
 };
-use ais_testkit::choices::{tape, Choices};
 use proptest::prelude::*;
 use proptest::sample::Index;
 

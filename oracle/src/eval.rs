@@ -308,6 +308,8 @@ impl<'p> Interpreter<'p> {
 
     fn eval(&mut self, frame: &mut Frame<'p>, expr: &'p Expr) -> Eval<Json> {
         match &expr.kind {
+            // Only read by the LLM operation it configures (`call_name`).
+            ExprKind::Named(_, v) => self.eval(frame, v),
             ExprKind::Str(lit) => Ok(Json::String(self.template(frame, lit))),
             ExprKind::Number(n) => Ok(value::number(*n)?),
             ExprKind::Bool(b) => Ok(Json::Bool(*b)),
@@ -472,6 +474,32 @@ fn settle(u: Unwind) -> OracleError {
     }
 }
 
+/// What an LLM operation's named arguments set in its request.
+#[derive(Default)]
+struct CallOptions {
+    model: Option<String>,
+    system: Option<String>,
+    temperature: Option<f64>,
+    max_tokens: Option<u32>,
+}
+
+fn named_options(named: &[&Expr]) -> CallOptions {
+    let mut o = CallOptions::default();
+    for a in named {
+        let ExprKind::Named(n, v) = &a.kind else {
+            continue;
+        };
+        match (n.name.as_str(), &v.kind) {
+            ("model", ExprKind::Str(s)) => o.model = Some(s.text()),
+            ("system", ExprKind::Str(s)) => o.system = Some(s.text()),
+            ("temperature", ExprKind::Number(x)) => o.temperature = Some(*x),
+            ("max_tokens", ExprKind::Number(x)) => o.max_tokens = Some(*x as u32),
+            _ => {}
+        }
+    }
+    o
+}
+
 /// The LLM operation a built-in names (its op's mnemonic), from the op table.
 fn llm_kind(name: &str) -> Option<LlmOpKind> {
     ais_ir::Opcode::from_mnemonic(name).and_then(|op| op.info().llm)
@@ -517,9 +545,26 @@ impl<'p> Interpreter<'p> {
         let agent = frame.agent;
         let agent_name = agent.name.name.as_str();
         if let Some(kind) = llm_kind(name) {
-            let values = self.args(frame, args)?;
-            let labels = args.iter().skip(1).map(context_label).collect();
-            return self.llm(agent_name, kind, values, labels);
+            // Named arguments configure the call; the rest are the prompt
+            // and context. (`tools:` is not modelled: the oracle's tests
+            // use backends that never call tools.)
+            let (named, args): (Vec<&'p Expr>, Vec<&'p Expr>) = args
+                .iter()
+                .partition(|a| matches!(a.kind, ExprKind::Named(..)));
+            let options = named_options(&named);
+            let mut values = Vec::with_capacity(args.len());
+            for a in &args {
+                values.push(self.eval(frame, a)?);
+            }
+            // The oracle has no plan compiler: like the VM without one.
+            if kind == LlmOpKind::Solve {
+                return fail(
+                    "plan.unavailable",
+                    "this run has no plan compiler: `solve` needs one",
+                );
+            }
+            let labels = args.iter().skip(1).map(|a| context_label(a)).collect();
+            return self.llm(agent_name, kind, values, labels, options);
         }
         match name {
             "inv" | "tool" => {
@@ -624,6 +669,7 @@ impl<'p> Interpreter<'p> {
         kind: LlmOpKind,
         values: Vec<Json>,
         labels: Vec<Option<String>>,
+        options: CallOptions,
     ) -> Eval<Json> {
         let mut values = values.into_iter();
         let prompt = values.next().map(|v| text(&v)).unwrap_or_default();
@@ -641,12 +687,12 @@ impl<'p> Interpreter<'p> {
         let request = LlmRequest {
             kind,
             agent: agent.to_string(),
-            system: None,
+            system: options.system,
             prompt,
             context,
-            model: None,
-            temperature: None,
-            max_tokens: None,
+            model: options.model,
+            temperature: options.temperature,
+            max_tokens: options.max_tokens,
             json_schema: schema_for(kind),
             budget_tokens: None,
             tools: Vec::new(),

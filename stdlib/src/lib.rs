@@ -16,6 +16,9 @@
 //! | `calculator` | read-only | `{expression}` | a number |
 //! | `now` | read-only | `{}` | RFC 3339 UTC timestamp |
 //! | `echo` | read-only | any JSON | its arguments, unchanged |
+//!
+//! `read` and `write` are other names of `read_file` and `write_file`
+//! ([`ALIASES`]). The shell tool `bash` is the AAM's (`ais_vm::aam::shell`).
 
 pub mod calc;
 pub mod fs;
@@ -105,8 +108,29 @@ impl Default for Settings {
     }
 }
 
-/// The built-in tools implemented in this crate.
+/// Other names of built-in tools (the reference's spellings): same
+/// arguments, class and provider.
+pub const ALIASES: &[(&str, &str)] = &[("read", "read_file"), ("write", "write_file")];
+
+/// The built-in tools implemented in this crate, aliases included.
 pub fn builtins() -> Vec<BuiltinInfo> {
+    let mut all = primary_builtins();
+    for &(alias, of) in ALIASES {
+        if let Some(b) = all.iter().find(|b| b.name == of).cloned() {
+            all.push(BuiltinInfo {
+                name: alias,
+                description: match of {
+                    "read_file" => "Read a UTF-8 text file inside the workspace directory (same as read_file)",
+                    _ => "Write (or append to) a text file inside the workspace directory (same as write_file)",
+                },
+                ..b
+            });
+        }
+    }
+    all
+}
+
+fn primary_builtins() -> Vec<BuiltinInfo> {
     vec![
         BuiltinInfo {
             name: "http_get",
@@ -240,6 +264,13 @@ pub const HOST_TOOLS: &[HostToolFacts] = &[
         provider: "aam.goals",
         class: ToolClass::Write,
     },
+    // A shell command changes the world: ordered like a write, and denied
+    // unless allowed.
+    HostToolFacts {
+        name: "bash",
+        provider: "shell",
+        class: ToolClass::Write,
+    },
     // `{"clear": true}` empties the inbox.
     HostToolFacts {
         name: "inbox",
@@ -259,8 +290,8 @@ pub fn call(name: &str, args: &Json, settings: &Settings) -> Option<Result<Json,
             "http.unavailable",
             "ais-stdlib was built without its `http` feature",
         )),
-        "read_file" => fs::read_file(args, settings),
-        "write_file" => fs::write_file(args, settings),
+        "read_file" | "read" => fs::read_file(args, settings),
+        "write_file" | "write" => fs::write_file(args, settings),
         "json_query" => jsonpath::json_query(args),
         "calculator" => calc::calculator(args),
         "now" => Ok(Json::String(time::now_rfc3339())),
@@ -283,6 +314,36 @@ pub(crate) fn str_arg<'a>(args: &'a Json, tool: &str, key: &str) -> Result<&'a s
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn read_and_write_are_the_file_tools_under_other_names() {
+        let all = builtins();
+        for (alias, of) in ALIASES {
+            let a = all
+                .iter()
+                .find(|b| b.name == *alias)
+                .map(|b| (b.class, b.provider));
+            let o = all
+                .iter()
+                .find(|b| b.name == *of)
+                .map(|b| (b.class, b.provider));
+            assert!(a.is_some());
+            assert_eq!(a, o);
+        }
+        let dir = std::env::temp_dir().join(format!("ais-alias-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap_or_default();
+        let s = Settings {
+            workspace: dir.clone(),
+            ..Settings::default()
+        };
+        let w = call("write", &json!({"path": "a.txt", "content": "hi"}), &s);
+        assert_eq!(w, Some(Ok(json!({"path": "a.txt", "bytes": 2}))));
+        assert_eq!(
+            call("read", &json!({"path": "a.txt"}), &s),
+            Some(Ok(json!("hi")))
+        );
+        let _ = std::fs::remove_dir_all(dir);
+    }
 
     #[test]
     fn echo_is_a_read_only_builtin_returning_its_arguments() {

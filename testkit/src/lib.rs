@@ -12,7 +12,7 @@
 //!   corpus helpers;
 //! - [`llm`]: request and HTTP-backend fixtures of the provider tests.
 
-pub mod choices;
+pub use ais_choices as choices;
 pub mod fake;
 pub mod fault;
 pub mod golden;
@@ -20,6 +20,9 @@ pub mod host;
 pub mod llm;
 pub mod mock;
 
+/// The plan compiler `aisc run` uses (the product's, not a double): VM tests of
+/// `solve` link plans checked by the real front end.
+pub use ais_cli::plan::FrontEndPlanner;
 pub use fake::FakeBackend;
 pub use host::{MemEntry, MemoryHost};
 pub use mock::{MockReply, MockServer};

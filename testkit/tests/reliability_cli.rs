@@ -193,3 +193,69 @@ fn provider_failures_fail_the_run_and_resume_repeats_only_the_failed_call() {
         assert_eq!(server.request_count(), 4, "{name}");
     }
 }
+
+const SOLVE_PROGRAM: &str = r#"
+agent A {
+    @entry flow main(topic: str) -> str {
+        let a = solve("Research {topic}")
+        print("done: {a}")
+        return a
+    }
+}
+"#;
+
+// A chain, so exactly one call is in flight at any kill (an `ask` chain
+// would be fused into one call; `reason` is not fused).
+const PLAN: &str =
+    "```ais\nlet x = ask(\"First step\")\nlet y = reason(\"Second step after {x}\")\nreturn y\n```";
+
+#[test]
+fn kill_during_an_inner_plan_then_resume_repeats_no_planner_or_plan_call() {
+    let setup_solve = |dir: &Path, server: &MockServer| {
+        setup(dir, server);
+        std::fs::write(dir.join("p.ais"), SOLVE_PROGRAM).unwrap();
+        // The planner's reply; every later call gets the mock's default.
+        server.push(ais_testkit::MockReply::Content(PLAN.into()));
+    };
+    let clean_dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().unwrap();
+    setup_solve(clean_dir.path(), &server);
+    let clean = aisc(clean_dir.path(), &run_args(), None);
+    assert!(
+        clean.status.success(),
+        "{}",
+        String::from_utf8_lossy(&clean.stderr)
+    );
+    // The planner, then the plan's two calls.
+    assert_eq!(server.request_count(), 3);
+    let want = stdout(&clean);
+    assert!(want.contains("mock reply to: Second step after"), "{want}");
+    // The planner's reply, the plan's two calls and `print` = 4 journal
+    // writes.
+    for n in 1..=4 {
+        let dir = tempfile::tempdir().unwrap();
+        let server = MockServer::start().unwrap();
+        setup_solve(dir.path(), &server);
+        let killed = aisc(dir.path(), &run_args(), Some(n));
+        assert!(
+            !killed.status.success(),
+            "write {n}: the process must abort"
+        );
+        let resumed = aisc(dir.path(), &["resume", "last"], None);
+        assert!(
+            resumed.status.success(),
+            "write {n}: {}",
+            String::from_utf8_lossy(&resumed.stderr)
+        );
+        assert_eq!(
+            stdout(&resumed).lines().last(),
+            want.lines().last(),
+            "write {n}"
+        );
+        assert_eq!(
+            server.request_count(),
+            3,
+            "write {n}: a completed planner or plan call was repeated"
+        );
+    }
+}

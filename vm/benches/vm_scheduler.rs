@@ -206,10 +206,6 @@ fn main() {
             let o = RunOptions {
                 concurrency: Some(n.max(16)),
                 policy,
-                // `VM_BENCH_EVENTS=dir` keeps the JSONL events of each case.
-                events_path: std::env::var_os("VM_BENCH_EVENTS").map(|d| {
-                    std::path::PathBuf::from(d).join(format!("fanout-{n}-{policy}.jsonl"))
-                }),
                 ..RunOptions::default()
             };
             let runs = reps(10);
@@ -219,6 +215,14 @@ fn main() {
             for _ in 0..runs {
                 let b = Arc::new(FakeBackend::new().with_latency(latency));
                 let r = run(&p, &o, b);
+                // `VM_BENCH_EVENTS=dir` keeps the JSONL events of each case.
+                if let Some(d) = std::env::var_os("VM_BENCH_EVENTS") {
+                    let path =
+                        std::path::PathBuf::from(d).join(format!("fanout-{n}-{policy}.jsonl"));
+                    if let Ok(mut f) = std::fs::File::create(path) {
+                        let _ = ais_vm::telemetry::write_jsonl(&mut f, &p, &r.events, &r.summary);
+                    }
+                }
                 ms.push(r.summary.makespan_ms);
                 setup.push(r.summary.setup_ms);
                 peak = peak.max(r.summary.peak_parallelism);

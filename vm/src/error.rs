@@ -27,12 +27,6 @@ pub enum RunError {
         /// Structured details from the failing component (e.g. the provider error).
         payload: Box<Json>,
     },
-    #[error("cannot write {what} to {path}: {message}")]
-    Export {
-        what: &'static str,
-        path: String,
-        message: String,
-    },
     #[error("internal VM error: {0}")]
     Internal(String),
 }
@@ -75,7 +69,6 @@ impl RunError {
             RunError::Entry(_) => "R0001",
             RunError::Argument(_) => "R0002",
             RunError::OpFailed { .. } => "R0003",
-            RunError::Export { .. } => "R0004",
             RunError::Internal(_) => "R0005",
         }
     }

@@ -494,10 +494,63 @@ pub fn llm_request(agent: &str, instr: &Instr, args: &[Val]) -> Result<LlmReques
         max_tokens: attrs.and_then(|a| a.max_tokens),
         json_schema: schema::schema_for(kind),
         budget_tokens: None,
-        tools: Vec::new(),
+        tools: attrs
+            .map(|a| a.tools.iter().map(tool_spec).collect())
+            .unwrap_or_default(),
         turns: Vec::new(),
         on_text: None,
     })
+}
+
+/// A tool as offered to the model. Parameters that are not valid JSON
+/// (a hand-edited artifact) offer any object.
+fn tool_spec(t: &ais_ir::bytecode::ToolDecl) -> crate::llm::ToolSpec {
+    crate::llm::ToolSpec {
+        name: t.name.clone(),
+        description: t.description.clone(),
+        parameters: serde_json::from_str(&t.parameters)
+            .unwrap_or_else(|_| serde_json::json!({"type": "object"})),
+    }
+}
+
+/// The most model turns an LLM op's tool-calling exchange may take.
+pub fn max_steps(instr: &Instr) -> u32 {
+    match &instr.imm {
+        Imm::Llm(a) => a.max_steps.unwrap_or(DEFAULT_MAX_STEPS),
+        _ => DEFAULT_MAX_STEPS,
+    }
+}
+
+/// Rounds of repair a `solve` op gives a plan that fails to check.
+pub fn repairs(instr: &Instr) -> u32 {
+    match &instr.imm {
+        Imm::Llm(a) => a.repairs.unwrap_or(DEFAULT_REPAIRS),
+        _ => DEFAULT_REPAIRS,
+    }
+}
+
+/// Repair rounds when a `solve` op sets no `repairs`.
+pub const DEFAULT_REPAIRS: u32 = 2;
+
+/// Model turns of a tool-calling exchange when the op sets no `max_steps`.
+pub const DEFAULT_MAX_STEPS: u32 = 8;
+
+/// Whether an LLM op offers its model tools (it then runs its exchange on
+/// the agent lane, see `scheduler::tool_loop`).
+pub fn offers_tools(instr: &Instr) -> bool {
+    matches!(&instr.imm, Imm::Llm(a) if !a.tools.is_empty())
+}
+
+/// Whether an op asks the model for an inner plan (`solve`, see
+/// `scheduler::inner_plan`).
+pub fn plans(instr: &Instr) -> bool {
+    instr.opcode.info().llm == Some(ais_ir::LlmKind::Solve)
+}
+
+/// Whether an LLM op holds an agent-lane thread for a multi-turn exchange
+/// (tools, or an inner plan) instead of being one call.
+pub fn on_agent_lane(instr: &Instr) -> bool {
+    offers_tools(instr) || plans(instr)
 }
 
 /// The value of a finished LLM op.

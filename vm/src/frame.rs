@@ -12,7 +12,7 @@ use crate::exec::Results;
 use crate::scheduler::limits::FrameCount;
 use crate::tx::Tx;
 use crate::value::Val;
-use ais_ir::bytecode::RegionCode;
+use ais_ir::bytecode::{Program, RegionCode};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -32,6 +32,19 @@ pub(crate) enum Role {
     /// detached: its completion delivers nothing and its failures are not
     /// caught by the sender's `try`.
     Handler,
+    /// The entry flow of an inner plan, started by a `solve` op (the owner);
+    /// its return value is the op's.
+    Plan,
+}
+
+/// A compiled program the run executes: the developer's, or an inner plan
+/// linked while the run goes (`scheduler::inner_plan`). A frame's `flow`
+/// indexes its unit's flows; in telemetry its flow id is `base + flow`, so
+/// plan flows get ids past the program's own.
+#[derive(Clone, Copy)]
+pub(crate) struct Unit<'r> {
+    pub program: &'r Program,
+    pub base: u32,
 }
 
 pub(crate) struct Owner<'r> {
@@ -61,6 +74,8 @@ pub(crate) struct Frame<'r> {
     pub slots: Box<[OnceLock<Val>]>,
     pub pending: Box<[AtomicU32]>,
     pub remaining: AtomicUsize,
+    /// The program its code belongs to.
+    pub unit: Unit<'r>,
     /// `None` for the entry frame.
     pub owner: Option<Owner<'r>>,
     pub cancelled: AtomicBool,
@@ -86,6 +101,7 @@ impl<'r> Frame<'r> {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         id: u64,
+        unit: Unit<'r>,
         flow: u32,
         region: u32,
         agent: u32,
@@ -107,6 +123,7 @@ impl<'r> Frame<'r> {
             slots,
             pending,
             remaining: AtomicUsize::new(code.ops.len()),
+            unit,
             owner,
             cancelled: AtomicBool::new(false),
             settled: AtomicBool::new(false),
@@ -117,6 +134,11 @@ impl<'r> Frame<'r> {
             frames,
             tx,
         }
+    }
+
+    /// The flow's id in telemetry (see [`Unit`]).
+    pub fn flow_id(&self) -> u32 {
+        self.unit.base.saturating_add(self.flow)
     }
 
     /// Cancelled itself or below a cancelled frame (an abandoned `try`).

@@ -32,15 +32,30 @@ struct Interp<'r> {
     backend: &'r dyn LlmBackend,
     host: &'r dyn Host,
     cancel: CancelToken,
+    planner: Option<&'r dyn crate::plan::PlanCompiler>,
 }
 
 /// Runs the entry flow (`entry` as in `RunOptions::entry`) to completion.
+/// A `solve` op fails with `plan.unavailable` (see [`run_with_planner`]).
 pub fn run(
     program: &Program,
     entry: Option<&str>,
     args: &[(String, Json)],
     backend: &dyn LlmBackend,
     host: &dyn Host,
+) -> Result<Json, RunError> {
+    run_with_planner(program, entry, args, backend, host, None)
+}
+
+/// [`run`], with a plan compiler for `solve` ops: the plan is asked for,
+/// checked and repaired like in the VM, then interpreted.
+pub fn run_with_planner(
+    program: &Program,
+    entry: Option<&str>,
+    args: &[(String, Json)],
+    backend: &dyn LlmBackend,
+    host: &dyn Host,
+    planner: Option<&dyn crate::plan::PlanCompiler>,
 ) -> Result<Json, RunError> {
     let flow = program.find_entry(entry)?;
     let args = exec::entry_args(program, flow, args)?;
@@ -50,6 +65,7 @@ pub fn run(
         backend,
         host,
         cancel: CancelToken::new(),
+        planner,
     };
     it.call(flow, args, 0)
         .map(|v| v.map_or(Json::Null, |v| v.to_json()))
@@ -68,6 +84,7 @@ pub fn init_beliefs(
         backend,
         host,
         cancel: CancelToken::new(),
+        planner: None,
     };
     for a in &program.agents {
         for b in &a.beliefs {
@@ -107,6 +124,48 @@ impl Interp<'_> {
             message: f.err.message,
             payload: Box::new(f.err.payload),
         }
+    }
+
+    /// A `solve` op: planner rounds until a plan checks, then the plan,
+    /// interpreted as a flow of its own program.
+    fn solve(
+        &self,
+        agent: &str,
+        instr: &ais_ir::bytecode::Instr,
+        mut req: crate::llm::LlmRequest,
+        depth: u32,
+    ) -> Result<Val, OpError> {
+        let planner = self.planner.ok_or_else(crate::plan::unavailable)?;
+        let spec = crate::plan::PlanSpec::of(agent, instr, &mut req);
+        let goal = std::mem::take(&mut req.prompt);
+        let guide = planner.guide(&spec);
+        let rounds = exec::repairs(instr).saturating_add(1);
+        let mut last = None;
+        for _ in 0..rounds {
+            req.prompt = crate::plan::planner_prompt(&goal, &guide, last.as_ref());
+            let reply = self.backend.complete(&req, &self.cancel)?;
+            match planner.check(&spec, &reply.text) {
+                Ok(plan) => {
+                    let flow = plan
+                        .program
+                        .find_entry(None)
+                        .map_err(|e| OpError::new("internal.plan", e.to_string()))?;
+                    let inner = Interp {
+                        program: &plan.program,
+                        backend: self.backend,
+                        host: self.host,
+                        cancel: self.cancel.clone(),
+                        planner: self.planner,
+                    };
+                    return match inner.call(flow, Vec::new(), depth + 1) {
+                        Ok(v) => Ok(v.unwrap_or(Val::Null)),
+                        Err(f) => Err(f.err),
+                    };
+                }
+                Err(r) => last = Some(r),
+            }
+        }
+        Err(crate::plan::invalid(rounds, last))
     }
 
     fn call(&self, flow: u32, args: Vec<Val>, depth: u32) -> Result<Option<Val>, Failure> {
@@ -171,6 +230,10 @@ impl Interp<'_> {
             let results: Results = match exec::class(instr.opcode) {
                 Class::Pure => smallvec![exec::eval_pure(p, instr, &data).map_err(fail)?],
                 Class::Inline => exec::exec_inline(self.host, agent, instr, &data).map_err(fail)?,
+                Class::Llm if exec::plans(instr) => {
+                    let req = exec::llm_request(agent, instr, &data).map_err(fail)?;
+                    smallvec![self.solve(agent, instr, req, depth).map_err(fail)?]
+                }
                 Class::Llm => {
                     let req = exec::llm_request(agent, instr, &data).map_err(fail)?;
                     let resp = self
@@ -228,6 +291,7 @@ impl Interp<'_> {
                                 backend: self.backend,
                                 host: &tx,
                                 cancel: self.cancel.clone(),
+                                planner: self.planner,
                             };
                             match body.region(flow, t, Vec::new(), caps_of(t), depth) {
                                 Ok(ys) => {

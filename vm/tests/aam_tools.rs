@@ -564,3 +564,63 @@ fn the_stdlib_knows_the_effect_of_every_aam_tool() {
     aam.sort_unstable();
     assert_eq!(facts, aam);
 }
+
+#[test]
+fn bash_is_denied_unless_allowed_and_runs_confined_with_limits() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::create_dir(d.path().join("sub")).unwrap();
+    let denied = host(
+        &format!("[tools]\nworkspace = \"{}\"\n", toml_str(d.path())),
+        Confirm::Deny,
+    );
+    let e = inv(&denied, "A", "bash", json!({"command": "touch pwned"})).unwrap_err();
+    assert_eq!(e.code, "tool.denied");
+    assert!(!d.path().join("pwned").exists());
+    let h = host(
+        &format!(
+            "[tools]\nworkspace = \"{}\"\n[access]\nallow = {{ A = [\"bash\"] }}\n",
+            toml_str(d.path())
+        ),
+        Confirm::Deny,
+    );
+    // A failing command is an answer: its exit code and output.
+    let r = inv(
+        &h,
+        "A",
+        "bash",
+        json!({"command": "echo hi; echo oops >&2; exit 3"}),
+    )
+    .unwrap();
+    assert_eq!(r["exit_code"], 3);
+    assert_eq!(r["stdout"], "hi\n");
+    assert_eq!(r["stderr"], "oops\n");
+    assert_eq!(r["truncated"], false);
+    // It runs in the workspace (or a directory inside it), with HOME there.
+    let r = inv(&h, "A", "bash", json!({"command": "pwd", "cwd": "sub"})).unwrap();
+    let pwd = r["stdout"].as_str().unwrap().trim().to_string();
+    assert!(pwd.ends_with("/sub"), "{pwd}");
+    let e = inv(&h, "A", "bash", json!({"command": "pwd", "cwd": ".."})).unwrap_err();
+    assert_eq!(e.code, "tool.outside_workspace");
+    // Output is cut at 64 KiB per stream, and said to be.
+    let r = inv(
+        &h,
+        "A",
+        "bash",
+        json!({"command": "head -c 200000 /dev/zero | tr '\\0' x"}),
+    )
+    .unwrap();
+    assert_eq!(r["stdout"].as_str().map(str::len), Some(64 * 1024));
+    assert_eq!(r["truncated"], true);
+    // A command that outlives its timeout is killed.
+    let e = inv(
+        &h,
+        "A",
+        "bash",
+        json!({"command": "sleep 30", "timeout_s": 0.2}),
+    )
+    .unwrap_err();
+    assert_eq!(e.code, "tool.timeout");
+    // Arguments are checked against the schema before anything runs.
+    let e = inv(&h, "A", "bash", json!({"cmd": "ls"})).unwrap_err();
+    assert!(e.code.starts_with("tool."), "{}", e.code);
+}

@@ -507,11 +507,8 @@ fn argument_and_entry_errors_are_reported() {
 #[test]
 fn telemetry_events_summary_and_exports() {
     let p = program(PARALLEL);
-    let dir = tempfile::tempdir().unwrap();
     let o = RunOptions {
         args: vec![("topic".into(), json!("t"))],
-        events_path: Some(dir.path().join("events.jsonl")),
-        trace_path: Some(dir.path().join("trace.json")),
         ..opts(2)
     };
     let report = ais_vm::run(
@@ -529,7 +526,9 @@ fn telemetry_events_summary_and_exports() {
     assert_eq!(s.llm_calls, 5);
     assert!(s.input_tokens > 0 && s.output_tokens > 0);
     assert!(s.critical_path_estimate_ms >= 3000);
-    let lines = std::fs::read_to_string(dir.path().join("events.jsonl")).unwrap();
+    let mut jsonl = Vec::new();
+    ais_vm::telemetry::write_jsonl(&mut jsonl, &p, &report.events, s).unwrap();
+    let lines = String::from_utf8(jsonl).unwrap();
     let parsed: Vec<Json> = lines
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -542,9 +541,9 @@ fn telemetry_events_summary_and_exports() {
         .iter()
         .all(|e| e["gen_ai.usage.input_tokens"].is_number()
             && e["track"].as_str().unwrap().starts_with("llm:")));
-    let trace: Json =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("trace.json")).unwrap())
-            .unwrap();
+    let mut trace = Vec::new();
+    ais_vm::telemetry::write_chrome_trace(&mut trace, &p, &report.events, s).unwrap();
+    let trace: Json = serde_json::from_slice(&trace).unwrap();
     let evs = trace["traceEvents"].as_array().unwrap();
     assert_eq!(evs.iter().filter(|e| e["ph"] == "b").count(), 5);
     assert_eq!(evs.iter().filter(|e| e["ph"] == "e").count(), 5);

@@ -334,6 +334,54 @@ whole number literal of at least 1.
 Write a literal such as `qmem("invoices", "ltm", 5)`."#,
     },
     Explanation {
+        code: "E0121",
+        title: "named argument not accepted",
+        text: r#"LLM operations (`ask`, `think`, `reason`, `llm`, `plan`, `reflect`,
+`verify`, `solve`) take named arguments after their positional ones:
+`tools`, `max_steps`, `model`, `temperature`, `max_tokens`, `system`, and
+for `solve` also `repairs`. Other calls take none (yet): flows,
+capabilities and the other operations are called by position.
+
+    ask("Summarise", report, temprature: 0.2)   // error: did you mean `temperature`?
+    summarise(text: report)                    // error: pass it by position
+
+The message lists what the callee accepts, or suggests the closest name."#,
+    },
+    Explanation {
+        code: "E0122",
+        title: "named argument given twice",
+        text: r#"A named argument appears once per call.
+
+    ask("Summarise", report, model: "fast", model: "slow")   // error
+
+Keep the one you mean."#,
+    },
+    Explanation {
+        code: "E0123",
+        title: "positional argument after a named one",
+        text: r#"Positional arguments (the prompt, then the context values) come first; named
+arguments follow them.
+
+    ask("Summarise", max_tokens: 200, report)   // error
+    ask("Summarise", report, max_tokens: 200)   // ok"#,
+    },
+    Explanation {
+        code: "E0124",
+        title: "invalid value for a named argument",
+        text: r#"Named arguments configure the call, so their values are written as literals
+the compiler can read:
+
+- `model:`, `system:` a string literal (no `{holes}`);
+- `temperature:` a number from 0 to 2;
+- `max_tokens:`, `max_steps:` a whole number, at least 1;
+- `repairs:` (`solve`) a whole number from 0 to 16;
+- `tools:` a list of names, each a capability of the agent or a built-in
+  tool: `tools: [search, calculator]`.
+
+    ask("Answer", tools: [serch])      // error: did you mean `search`?
+    ask("Answer", max_steps: n)        // error: not a literal"#,
+    },
+    Explanation {
         code: "E9999",
         title: "internal compiler error",
         text: r#"The compiler lowered a program that type-checked into IR that does not verify.
@@ -913,9 +961,11 @@ limit (`aisc resume RUN_ID`)."#,
     Explanation {
         code: "R0004",
         title: "cannot write a run export",
-        text: r#"The run finished but its events (`--events`) or trace (`--trace`) file could
-not be written; the message names the path and the reason. Check that the
-directory exists and is writable."#,
+        text: r#"The run ended but its events (`--events`) or trace (`--trace`) file could
+not be written; the message names the path and the reason. The run's result
+is still printed and journaled (`aisc runs show RUN_ID`), and no partial file
+is left behind; `aisc run` exits with 1. Check that the directory exists and
+is writable."#,
     },
     Explanation {
         code: "R0005",

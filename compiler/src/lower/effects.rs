@@ -215,7 +215,12 @@ impl Scanner<'_> {
                     out.chains.insert(Chain::Beliefs);
                 }
             }
-            ExprKind::Number(_) | ExprKind::Bool(_) | ExprKind::Null | ExprKind::Error => {}
+            // Named arguments are literals and tool names: no effect.
+            ExprKind::Number(_)
+            | ExprKind::Bool(_)
+            | ExprKind::Null
+            | ExprKind::Error
+            | ExprKind::Named(..) => {}
             ExprKind::Var(id) => {
                 if self.agent.beliefs.contains_key(&id.name) {
                     out.chains.insert(Chain::Beliefs);

@@ -828,6 +828,9 @@ impl<'a> FlowLowerer<'a> {
             }
             ExprKind::Switch(s) => return self.switch(s),
             ExprKind::Error => self.null_of(&Type::Json),
+            // Consumed by the call it belongs to; elsewhere the checker
+            // has reported it.
+            ExprKind::Named(_, v) => return self.expr(v),
         })
     }
 
@@ -1308,8 +1311,83 @@ impl<'a> FlowLowerer<'a> {
         }
     }
 
-    fn builtin(&mut self, kind: BuiltinKind, args: &[Expr], span: Span) -> Option<Value> {
+    /// An LLM op's named arguments as its attributes; `tools:` becomes
+    /// what the model is offered: each tool's name, description, JSON
+    /// Schema of its parameters and whether it only reads.
+    fn named_attrs(&self, named: &[(&str, &Expr)]) -> Vec<(String, Attr)> {
+        let mut attrs = Vec::new();
+        for &(name, v) in named {
+            let attr = match (name, &v.kind) {
+                ("model" | "system", ExprKind::Str(s)) => Attr::Str(s.text()),
+                (_, ExprKind::Number(x)) => Attr::Number(*x),
+                ("tools", ExprKind::List(items)) => Attr::Json(serde_json::Value::Array(
+                    items
+                        .iter()
+                        .filter_map(|i| match &i.kind {
+                            ExprKind::Var(t) => Some(self.offered_tool(&t.name)),
+                            _ => None,
+                        })
+                        .collect(),
+                )),
+                _ => continue,
+            };
+            attrs.push((name.to_string(), attr));
+        }
+        attrs
+    }
+
+    /// A tool as an LLM op offers it: a capability of the agent (schema
+    /// from its parameters) or a built-in (its own schema).
+    fn offered_tool(&self, name: &str) -> serde_json::Value {
+        use serde_json::json;
+        if let Some(c) = self.ctx.agent.capabilities.get(name) {
+            let mut props = serde_json::Map::new();
+            for p in &c.params {
+                props.insert(p.name.clone(), ty_schema(&p.ty));
+            }
+            let required: Vec<&str> = c.params.iter().map(|p| p.name.as_str()).collect();
+            let access = tool_access(self.ctx.agent, self.ctx.providers, name);
+            return json!({
+                "name": name,
+                "description": format!("capability {name} of agent {}", self.ctx.agent.name),
+                "parameters": {"type": "object", "properties": props, "required": required},
+                "read_only": matches!(access, ToolAccess::Read(_)),
+            });
+        }
+        match ais_stdlib::builtins().into_iter().find(|b| b.name == name) {
+            Some(b) => json!({
+                "name": name,
+                "description": b.description,
+                "parameters": b.input_schema,
+                "read_only": b.class == ais_stdlib::ToolClass::ReadOnly,
+            }),
+            None => json!({
+                "name": name,
+                "parameters": {"type": "object"},
+                "read_only": ais_stdlib::HOST_TOOLS
+                    .iter()
+                    .any(|h| h.name == name && h.class == ais_stdlib::ToolClass::ReadOnly),
+            }),
+        }
+    }
+
+    fn builtin(&mut self, kind: BuiltinKind, all_args: &[Expr], span: Span) -> Option<Value> {
         use BuiltinKind as K;
+        // Named arguments become the op's attributes; the checker has
+        // accepted them (only LLM operations take any).
+        let args: Vec<Expr> = all_args
+            .iter()
+            .filter(|a| !matches!(a.kind, ExprKind::Named(..)))
+            .cloned()
+            .collect();
+        let args = &args[..];
+        let named: Vec<(&str, &Expr)> = all_args
+            .iter()
+            .filter_map(|a| match &a.kind {
+                ExprKind::Named(n, v) => Some((n.name.as_str(), &**v)),
+                _ => None,
+            })
+            .collect();
         // An LLM built-in is the LLM op of the same name; its result type
         // is the op table's.
         let llm = |k: K| {
@@ -1326,7 +1404,7 @@ impl<'a> FlowLowerer<'a> {
             // Context blocks are labelled with the variable (or field) each
             // context argument names; `""` leaves the default `context N`.
             let labels: Vec<String> = args.iter().skip(1).map(context_label).collect();
-            let attrs = if labels.iter().any(|l| !l.is_empty()) {
+            let mut attrs = if labels.iter().any(|l| !l.is_empty()) {
                 let labels = labels.into_iter().map(serde_json::Value::String).collect();
                 vec![(
                     "context".into(),
@@ -1335,6 +1413,18 @@ impl<'a> FlowLowerer<'a> {
             } else {
                 vec![]
             };
+            attrs.extend(self.named_attrs(&named));
+            // The agent's `tools: [...]` member, unless the op names its own.
+            if !named.iter().any(|(n, _)| *n == "tools") && !self.ctx.agent.tools.is_empty() {
+                let tools = self
+                    .ctx
+                    .agent
+                    .tools
+                    .iter()
+                    .map(|t| self.offered_tool(t))
+                    .collect();
+                attrs.push(("tools".into(), Attr::Json(serde_json::Value::Array(tools))));
+            }
             return Some(self.ins1(opc, &vs, attrs, ty));
         }
         match kind {
@@ -1565,5 +1655,18 @@ fn context_label(e: &Expr) -> String {
             b => format!("{b}.{}", field.name),
         },
         _ => String::new(),
+    }
+}
+
+/// The JSON Schema of a value of type `t` (a tool parameter).
+fn ty_schema(t: &crate::sema::Ty) -> serde_json::Value {
+    use crate::sema::Ty;
+    use serde_json::json;
+    match t {
+        Ty::Str => json!({"type": "string"}),
+        Ty::Number => json!({"type": "number"}),
+        Ty::Bool => json!({"type": "boolean"}),
+        Ty::List(inner) => json!({"type": "array", "items": ty_schema(inner)}),
+        _ => json!({}),
     }
 }

@@ -137,6 +137,8 @@ pub fn lower(file: &ast::File, index: &ProgramIndex) -> Module {
                     flow.entry = sig.entry;
                     data.add_flow(flow);
                 }
+                // Read by flow lowering (`ctx.agent.tools`).
+                Member::Tools(..) => {}
                 Member::Handler(h) => {
                     let event = h.event_name();
                     // Several handlers may listen to one event: number them.

@@ -595,6 +595,17 @@ impl<'a> Checker<'a> {
             }
             ExprKind::Switch(s) => self.check_switch(s),
             ExprKind::Error => Ty::Unknown,
+            // Only LLM operations take named arguments (`check_call`).
+            ExprKind::Named(name, v) => {
+                self.report(SemaError::UnknownNamedArgument {
+                    callee: "this".into(),
+                    name: name.name.clone(),
+                    accepted: Vec::new(),
+                    suggestion: None,
+                    span: name.span,
+                });
+                self.check_expr(v)
+            }
         }
     }
 
@@ -688,7 +699,27 @@ impl<'a> Checker<'a> {
 
     // ------------------------------------------------------------ calls
 
-    fn check_call(&mut self, callee: &Expr, args: &[Expr], span: Span) -> Ty {
+    fn check_call(&mut self, callee: &Expr, all_args: &[Expr], span: Span) -> Ty {
+        let (args, named) = self.split_named(all_args);
+        let args = &args[..];
+        if let ExprKind::Var(id) = &callee.kind {
+            let llm_builtin =
+                builtins::lookup(&id.name).filter(|b| named_arguments(b.name).is_some());
+            match llm_builtin {
+                Some(b) => self.check_named(b.name, &id.name, &named),
+                None => {
+                    for (n, _) in &named {
+                        self.report(SemaError::UnknownNamedArgument {
+                            callee: id.name.clone(),
+                            name: n.name.clone(),
+                            accepted: Vec::new(),
+                            suggestion: None,
+                            span: n.span,
+                        });
+                    }
+                }
+            }
+        }
         match &callee.kind {
             ExprKind::Var(id) => {
                 let agent = self.agent;
@@ -808,6 +839,117 @@ impl<'a> Checker<'a> {
                         span: arg.span,
                         context: format!("argument `{}` of `{callee}`", p.name),
                         decl: Some(p.span),
+                    });
+                }
+            }
+        }
+    }
+
+    /// The positional arguments, and the named ones (reporting a
+    /// positional one after a named one, and duplicates).
+    fn split_named<'e>(&mut self, args: &'e [Expr]) -> (Vec<Expr>, Vec<(&'e Ident, &'e Expr)>) {
+        let mut positional = Vec::new();
+        let mut named: Vec<(&Ident, &Expr)> = Vec::new();
+        for a in args {
+            match &a.kind {
+                ExprKind::Named(n, v) => {
+                    if let Some((first, _)) = named.iter().find(|(f, _)| f.name == n.name) {
+                        self.report(SemaError::DuplicateNamedArgument {
+                            name: n.name.clone(),
+                            span: n.span,
+                            first: first.span,
+                        });
+                    }
+                    named.push((n, v));
+                }
+                _ => {
+                    if let Some((n, _)) = named.first() {
+                        self.report(SemaError::PositionalAfterNamed {
+                            span: a.span,
+                            named: n.span,
+                        });
+                    }
+                    positional.push(a.clone());
+                }
+            }
+        }
+        (positional, named)
+    }
+
+    /// The named arguments of an LLM operation.
+    fn check_named(&mut self, op: &str, written: &str, named: &[(&Ident, &Expr)]) {
+        let Some(accepted) = named_arguments(op) else {
+            return;
+        };
+        for (n, v) in named {
+            let bad = |expected: &str, suggestion: Option<String>| SemaError::BadNamedArgument {
+                name: n.name.clone(),
+                expected: expected.into(),
+                suggestion,
+                span: v.span,
+            };
+            match n.name.as_str() {
+                "model" | "system" => {
+                    if !matches!(&v.kind, ExprKind::Str(s) if !s.has_holes()) {
+                        self.report(bad("takes a string literal", None));
+                    }
+                }
+                "temperature" => {
+                    if !matches!(v.kind, ExprKind::Number(x) if (0.0..=2.0).contains(&x)) {
+                        self.report(bad("takes a number literal from 0 to 2", None));
+                    }
+                }
+                "max_tokens" | "max_steps" => {
+                    if !matches!(v.kind, ExprKind::Number(x) if x >= 1.0 && x.fract() == 0.0) {
+                        self.report(bad("takes a whole number literal, at least 1", None));
+                    }
+                }
+                "repairs" => {
+                    if !matches!(v.kind, ExprKind::Number(x) if (0.0..=16.0).contains(&x) && x.fract() == 0.0)
+                    {
+                        self.report(bad("takes a whole number literal from 0 to 16", None));
+                    }
+                }
+                "tools" => match &v.kind {
+                    ExprKind::List(items) => {
+                        for item in items {
+                            match &item.kind {
+                                ExprKind::Var(t)
+                                    if self.agent.capabilities.contains_key(&t.name)
+                                        || builtins::is_builtin_tool(&t.name) => {}
+                                ExprKind::Var(t) => {
+                                    let names: Vec<String> =
+                                        self.agent.capabilities.keys().cloned().collect();
+                                    self.report(SemaError::BadNamedArgument {
+                                        name: "tools".into(),
+                                        expected: format!(
+                                            "lists capabilities of the agent or built-in tools, and `{}` is neither",
+                                            t.name
+                                        ),
+                                        suggestion: closest(&t.name, names.iter()),
+                                        span: t.span,
+                                    });
+                                }
+                                _ => self.report(bad(
+                                    "takes a list of capability names, e.g. `tools: [search, calculator]`",
+                                    None,
+                                )),
+                            }
+                        }
+                    }
+                    _ => self.report(bad(
+                        "takes a list of capability names, e.g. `tools: [search, calculator]`",
+                        None,
+                    )),
+                },
+                other => {
+                    let names: Vec<String> = accepted.iter().map(|s| s.to_string()).collect();
+                    self.report(SemaError::UnknownNamedArgument {
+                        callee: written.to_string(),
+                        name: other.to_string(),
+                        suggestion: closest(other, names.iter()),
+                        accepted: names,
+                        span: n.span,
                     });
                 }
             }
@@ -939,7 +1081,9 @@ fn expr_has_errors(e: &Expr) -> bool {
         ExprKind::Index(a, b) | ExprKind::Binary(_, a, b) | ExprKind::Assign(a, b) => {
             expr_has_errors(a) || expr_has_errors(b)
         }
-        ExprKind::Member(a, _) | ExprKind::Unary(_, a) => expr_has_errors(a),
+        ExprKind::Member(a, _) | ExprKind::Unary(_, a) | ExprKind::Named(_, a) => {
+            expr_has_errors(a)
+        }
         ExprKind::Call { callee, args } => {
             expr_has_errors(callee) || args.iter().any(expr_has_errors)
         }
@@ -950,6 +1094,32 @@ fn expr_has_errors(e: &Expr) -> bool {
                     CaseBody::Block(b) => block_has_errors(b),
                 })
         }
+    }
+}
+
+/// The named arguments an operation accepts (`None`: it takes none). LLM
+/// operations take the options of their call; `solve` also `repairs`.
+pub fn named_arguments(op: &str) -> Option<&'static [&'static str]> {
+    const LLM: &[&str] = &[
+        "tools",
+        "max_steps",
+        "model",
+        "temperature",
+        "max_tokens",
+        "system",
+    ];
+    const SOLVE: &[&str] = &[
+        "tools",
+        "repairs",
+        "model",
+        "temperature",
+        "max_tokens",
+        "system",
+    ];
+    let op = ais_ir::Opcode::from_mnemonic(op)?;
+    match op.info().llm? {
+        ais_ir::LlmKind::Solve => Some(SOLVE),
+        _ => Some(LLM),
     }
 }
 

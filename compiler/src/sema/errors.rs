@@ -16,6 +16,30 @@ pub enum SemaError {
     InvalidTier { found: String, span: Span },
     #[error("empty tool name in `{op}`")]
     EmptyToolName { op: String, span: Span },
+    #[error("`{callee}` takes no named argument `{name}`")]
+    UnknownNamedArgument {
+        callee: String,
+        name: String,
+        /// What the callee accepts (empty: no named arguments at all).
+        accepted: Vec<String>,
+        suggestion: Option<String>,
+        span: Span,
+    },
+    #[error("named argument `{name}` given twice")]
+    DuplicateNamedArgument {
+        name: String,
+        span: Span,
+        first: Span,
+    },
+    #[error("positional argument after a named one")]
+    PositionalAfterNamed { span: Span, named: Span },
+    #[error("`{name}:` {expected}")]
+    BadNamedArgument {
+        name: String,
+        expected: String,
+        suggestion: Option<String>,
+        span: Span,
+    },
     #[error("empty prompt in `{op}`")]
     EmptyPrompt { op: String, span: Span },
     #[error("switch has no cases")]
@@ -168,6 +192,10 @@ impl SemaError {
             UnknownDecorator { .. } => "E0118",
             NonLiteralPattern { .. } => "E0119",
             InvalidLimit { .. } => "E0120",
+            UnknownNamedArgument { .. } => "E0121",
+            DuplicateNamedArgument { .. } => "E0122",
+            PositionalAfterNamed { .. } => "E0123",
+            BadNamedArgument { .. } => "E0124",
             UnusedVariable { .. } => "W0001",
             Unreachable { .. } => "W0002",
             UndeclaredTool { .. } => "W0003",
@@ -210,6 +238,10 @@ impl SemaError {
             | UnknownDecorator { span, .. }
             | NonLiteralPattern { span }
             | InvalidLimit { span }
+            | UnknownNamedArgument { span, .. }
+            | DuplicateNamedArgument { span, .. }
+            | PositionalAfterNamed { span, .. }
+            | BadNamedArgument { span, .. }
             | DuplicateCase { span, .. }
             | BadOperands { span, .. }
             | UnusedVariable { span, .. }
@@ -243,6 +275,30 @@ impl IntoDiagnostic for SemaError {
             InvalidTier { .. } => d
                 .with_label("not a memory tier")
                 .with_help("use \"stm\", \"ltm\" or \"episodic\" (or a name declared in `memory { }`)"),
+            UnknownNamedArgument {
+                accepted,
+                suggestion,
+                ..
+            } => {
+                let d = d.with_label("not accepted here");
+                match (suggestion, accepted.is_empty()) {
+                    (Some(s), _) => d.with_help(format!("did you mean `{s}`?")),
+                    (None, true) => d.with_help("pass its arguments by position"),
+                    (None, false) => d.with_help(format!("it accepts: {}", accepted.join(", "))),
+                }
+            }
+            DuplicateNamedArgument { first, .. } => d
+                .with_label("given again here")
+                .with_secondary(first, "first given here")
+                .with_help("give each named argument once"),
+            PositionalAfterNamed { named, .. } => d
+                .with_label("positional argument")
+                .with_secondary(named, "after this named one")
+                .with_help("write positional arguments first, then the named ones"),
+            BadNamedArgument { suggestion, .. } => did_you_mean(
+                d.with_label("the value must be written here, as a literal"),
+                &suggestion,
+            ),
             EmptyToolName { .. } => d
                 .with_label("this names no tool")
                 .with_help("write the tool's name, e.g. inv(\"web_search\", args)"),

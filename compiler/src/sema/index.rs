@@ -58,6 +58,9 @@ pub struct AgentInfo {
     pub capabilities: IndexMap<String, CapabilitySig>,
     pub memories: IndexMap<String, MemoryInfo>,
     pub beliefs: IndexMap<String, BeliefInfo>,
+    /// `tools: [a, b]`: what the agent's LLM operations offer their model
+    /// when they name no `tools:` themselves.
+    pub tools: Vec<String>,
     pub goals: IndexMap<String, Span>,
     pub entry: Option<String>,
 }
@@ -272,7 +275,33 @@ pub fn build(file: &ast::File, errors: &mut Vec<SemaError>) -> ProgramIndex {
                     };
                     info.flows.insert(sig.name.clone(), sig);
                 }
+                Member::Tools(names, _) => {
+                    info.tools.extend(names.iter().map(|n| n.name.clone()));
+                }
                 Member::Handler(_) | Member::Error(_) => {}
+            }
+        }
+        // Capabilities may be declared after the list: check it now.
+        for member in &agent.members {
+            let Member::Tools(names, _) = member else {
+                continue;
+            };
+            for t in names {
+                if info.capabilities.contains_key(&t.name)
+                    || super::builtins::is_builtin_tool(&t.name)
+                {
+                    continue;
+                }
+                let caps: Vec<String> = info.capabilities.keys().cloned().collect();
+                errors.push(SemaError::BadNamedArgument {
+                    name: "tools".into(),
+                    expected: format!(
+                        "lists capabilities of the agent or built-in tools, and `{}` is neither",
+                        t.name
+                    ),
+                    suggestion: super::check::closest(&t.name, caps.iter()),
+                    span: t.span,
+                });
             }
         }
         index.agents.insert(info.name.clone(), info);

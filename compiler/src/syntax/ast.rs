@@ -34,6 +34,9 @@ pub enum Member {
     Capability(Capability),
     Flow(Flow),
     Handler(Handler),
+    /// `tools: [a, b]`: the capabilities the agent's LLM operations offer
+    /// their model when they name none themselves.
+    Tools(Vec<Ident>, Span),
     /// A member that failed to parse (already reported).
     Error(Span),
 }
@@ -251,6 +254,9 @@ pub enum ExprKind {
         callee: Box<Expr>,
         args: Vec<Expr>,
     },
+    /// `name: value`, only as an argument of a call (after the positional
+    /// ones): the named arguments of LLM operations (`tools:`, `model:`, ...).
+    Named(Ident, Box<Expr>),
     Unary(UnaryOp, Box<Expr>),
     Binary(BinaryOp, Box<Expr>, Box<Expr>),
     Assign(Box<Expr>, Box<Expr>),

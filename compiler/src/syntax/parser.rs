@@ -817,6 +817,21 @@ pub fn goal_with_keyword(
 }
 
 /// `list<T>` is the only generic type.
+/// `name: [a, b]` as an agent member: `tools` is one; other names are
+/// reported.
+pub fn list_member(errors: &mut Errors<'_>, key: Ident, names: Vec<Ident>, span: Span) -> Member {
+    if key.name == "tools" {
+        return Member::Tools(names, span);
+    }
+    report(
+        errors,
+        format!("unknown agent member `{}`", key.name),
+        key.span,
+        Some("agent members are `memory`, `beliefs`, `goals`, `capability`, `tools: [...]`, flows and `on` handlers"),
+    );
+    Member::Error(span)
+}
+
 pub fn generic_type(errors: &mut Errors<'_>, name: Ident, arg: TypeExpr, span: Span) -> TypeExpr {
     if name.name != "list" {
         report(

@@ -575,6 +575,29 @@ impl FlowGen<'_> {
                     cacheable: attrs.has("cacheable"),
                     no_fuse: attrs.has("no_fuse"),
                     context,
+                    tools: match attrs.get("tools") {
+                        None => Vec::new(),
+                        Some(Attr::Json(serde_json::Value::Array(ts))) => ts
+                            .iter()
+                            .map(tool_decl)
+                            .collect::<Option<Vec<_>>>()
+                            .ok_or_else(|| bad("tools"))?,
+                        Some(_) => return Err(bad("tools")),
+                    },
+                    max_steps: match attrs.get("max_steps") {
+                        None => None,
+                        Some(Attr::Number(x)) if x.is_finite() && *x >= 1.0 => {
+                            Some(x.min(u32::MAX as f64) as u32)
+                        }
+                        Some(_) => return Err(bad("max_steps")),
+                    },
+                    repairs: match attrs.get("repairs") {
+                        None => None,
+                        Some(Attr::Number(x)) if x.is_finite() && *x >= 0.0 => {
+                            Some(x.min(16.0) as u32)
+                        }
+                        Some(_) => return Err(bad("repairs")),
+                    },
                 }))
             }
             ImmKind::Loop => Imm::Loop {
@@ -586,6 +609,30 @@ impl FlowGen<'_> {
             },
         })
     }
+}
+
+/// One entry of an LLM op's `tools` attribute: `{"name", "description"?,
+/// "parameters"?, "read_only"?}` (no parameters: any object).
+fn tool_decl(t: &serde_json::Value) -> Option<crate::bytecode::ToolDecl> {
+    let name = t.get("name")?.as_str().filter(|n| !n.is_empty())?;
+    let description = match t.get("description") {
+        None => "",
+        Some(d) => d.as_str()?,
+    };
+    let parameters = match t.get("parameters") {
+        None => serde_json::json!({"type": "object"}),
+        Some(p) if p.is_object() => p.clone(),
+        Some(_) => return None,
+    };
+    Some(crate::bytecode::ToolDecl {
+        name: name.to_string(),
+        description: description.to_string(),
+        parameters: parameters.to_string(),
+        read_only: match t.get("read_only") {
+            None => false,
+            Some(b) => b.as_bool()?,
+        },
+    })
 }
 
 type Csr = (Vec<u32>, Vec<u32>, Vec<u32>, Vec<u32>);

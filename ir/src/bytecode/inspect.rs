@@ -53,6 +53,16 @@ fn imm_text(p: &Program, imm: &Imm) -> String {
             if !a.context.is_empty() {
                 parts.push(format!("context = {:?}", a.context));
             }
+            if !a.tools.is_empty() {
+                let names: Vec<&str> = a.tools.iter().map(|t| t.name.as_str()).collect();
+                parts.push(format!("tools = {names:?}"));
+            }
+            if let Some(n) = a.max_steps {
+                parts.push(format!("max_steps = {n}"));
+            }
+            if let Some(n) = a.repairs {
+                parts.push(format!("repairs = {n}"));
+            }
             if parts.is_empty() {
                 String::new()
             } else {

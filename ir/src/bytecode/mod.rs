@@ -417,6 +417,24 @@ pub struct LlmAttrs {
     /// Labels of the context operands, by position (`""`, or past the end:
     /// `context N`).
     pub context: Vec<String>,
+    /// Tools offered to the model; empty: none.
+    pub tools: Vec<ToolDecl>,
+    /// Most model turns of a tool-calling exchange.
+    pub max_steps: Option<u32>,
+    /// `solve`: rounds of repair after a plan fails to check.
+    pub repairs: Option<u32>,
+}
+
+/// A tool an LLM op offers its model (from its `tools` attribute).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolDecl {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments, as JSON text (the artifact encoding
+    /// stores no free-form JSON values).
+    pub parameters: String,
+    /// Declared `@read_only`: its calls need not wait for each other.
+    pub read_only: bool,
 }
 
 /// Why an entry flow could not be chosen.

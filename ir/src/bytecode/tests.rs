@@ -156,7 +156,10 @@ fn artifact_round_trips_and_inspects() {
     assert_eq!(decode(&bytes).unwrap(), p);
     let dump = inspect(&p);
     for needle in [
-        "apxmobj format 2 · 2 agent(s) · 2 flow(s)",
+        &format!(
+            "apxmobj format {} · 2 agent(s) · 2 flow(s)",
+            super::artifact::FORMAT_VERSION
+        ),
         "flow #0 @A.main(x: str, xs: list<str>) -> str entry",
         "region 1 case \"a\"",
         "flow.call s3 {callee = @B.helper}",

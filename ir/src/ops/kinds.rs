@@ -316,6 +316,7 @@ pub enum LlmKind {
     Plan,
     Reflect,
     Verify,
+    Solve,
 }
 
 impl LlmKind {
@@ -327,6 +328,7 @@ impl LlmKind {
         LlmKind::Plan,
         LlmKind::Reflect,
         LlmKind::Verify,
+        LlmKind::Solve,
     ];
 
     /// The op's mnemonic (also its key in the journal and the configuration).
@@ -345,6 +347,7 @@ impl LlmKind {
             LlmKind::Plan => O::Plan,
             LlmKind::Reflect => O::Reflect,
             LlmKind::Verify => O::Verify,
+            LlmKind::Solve => O::Solve,
         }
     }
 

@@ -17,7 +17,7 @@
 //! Ops inside a region start no earlier than the region does, and wait for
 //! any value they capture from outside.
 
-use crate::entity::{Op, Region, Value};
+use crate::entity::{EntityRef, Op, Region, Value};
 use crate::module::{Attr, FlowData, Module};
 use crate::ops::{ExecClass, Opcode, RegionSpec};
 use crate::printer::value_names;
@@ -50,6 +50,17 @@ pub struct FlowEstimate {
     pub path: Vec<PathStep>,
     /// Callees skipped because the call is recursive.
     pub recursive: Vec<String>,
+    /// Ops with a cost grouped by the time they would start: each phase is
+    /// work that can run at once.
+    pub phases: Vec<Phase>,
+}
+
+/// Ops that would start together.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Phase {
+    pub start_ms: u64,
+    /// The ops' opcodes, in program order (one entry per op).
+    pub ops: Vec<Opcode>,
 }
 
 /// One op of a critical path.
@@ -138,6 +149,7 @@ pub fn critical_path(m: &Module) -> Estimate {
                     .count(),
                 path: r.path,
                 recursive: r.recursive,
+                phases: r.phases,
             });
         }
     }
@@ -150,6 +162,7 @@ struct FlowResult {
     sequential: u64,
     path: Vec<PathStep>,
     recursive: Vec<String>,
+    phases: Vec<Phase>,
 }
 
 struct Analysis<'m> {
@@ -223,11 +236,30 @@ impl Analysis<'_> {
             cur = pred;
         }
         path.reverse();
+        let mut costly: Vec<(u64, Op)> = w
+            .info
+            .iter()
+            .filter(|(_, &(_, cost, _))| cost > 0)
+            .map(|(&op, &(start, _, _))| (start, op))
+            .collect();
+        costly.sort_by_key(|&(start, op)| (start, op.index()));
+        let mut phases: Vec<Phase> = Vec::new();
+        for (start, op) in costly {
+            let opcode = f.dfg.ops[op].opcode;
+            match phases.last_mut() {
+                Some(p) if p.start_ms == start => p.ops.push(opcode),
+                _ => phases.push(Phase {
+                    start_ms: start,
+                    ops: vec![opcode],
+                }),
+            }
+        }
         let r = FlowResult {
             makespan: end,
             sequential,
             path,
             recursive: w.recursive,
+            phases,
         };
         self.memo.insert(key, r.clone());
         r

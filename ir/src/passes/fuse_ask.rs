@@ -8,7 +8,9 @@
 //!   reaches a data operand (prompt or context) of `b` directly or through a
 //!   chain of `template`/`concat`/`merge` ops in the same region, each of
 //!   whose results has exactly one use (so no intermediate is observable);
-//! - `a` and `b` agree on `model`, `temperature` and `system`.
+//! - `a` and `b` agree on `model`, `temperature` and `system`;
+//! - neither offers its model tools (a non-empty `tools`): such a call is
+//!   an exchange of turns with tool calls, not one text step.
 //!
 //! A chain `a1 → … → an` grows from its head while
 //! - it has fewer than `max-depth` calls (default 5);
@@ -152,6 +154,11 @@ impl FuseAsk {
     }
 }
 
+/// Whether an LLM op's `tools` attribute offers its model any tool.
+fn offers_tools(attrs: &crate::module::Attrs) -> bool {
+    matches!(attrs.get("tools"), Some(Attr::Json(serde_json::Value::Array(t))) if !t.is_empty())
+}
+
 impl Pass for FuseAsk {
     fn name(&self) -> &'static str {
         "fuse-ask"
@@ -257,7 +264,7 @@ impl FuseAsk {
     /// The link out of `a`, if any (ignoring depth, budget and effects).
     fn link(&self, dfg: &Dfg, facts: &FlowFacts, a: Op) -> Option<Link> {
         let ad = dfg.ops.get(a)?;
-        if !self.fusable(ad.opcode) || ad.attrs.has("no_fuse") {
+        if !self.fusable(ad.opcode) || ad.attrs.has("no_fuse") || offers_tools(&ad.attrs) {
             return None;
         }
         let region = *facts.region.get(&a)?;
@@ -300,7 +307,11 @@ impl FuseAsk {
                     glue.push(user);
                     v = *res;
                 }
-                op if self.fusable(op) && !ud.attrs.has("no_fuse") && user != a => {
+                op if self.fusable(op)
+                    && !ud.attrs.has("no_fuse")
+                    && !offers_tools(&ud.attrs)
+                    && user != a =>
+                {
                     return Some(Link { to: user, glue });
                 }
                 _ => return None,

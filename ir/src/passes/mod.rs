@@ -33,7 +33,7 @@ pub(crate) mod util;
 mod tests;
 
 pub use canonicalize::Canonicalize;
-pub use critical_path::{critical_path, Estimate, FlowEstimate, PathStep};
+pub use critical_path::{critical_path, Estimate, FlowEstimate, PathStep, Phase};
 pub use cse::Cse;
 pub use dce::Dce;
 pub use fuse_ask::FuseAsk;

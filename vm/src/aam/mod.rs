@@ -28,6 +28,7 @@ pub const AAM_TOOL_NAMES: &[&str] = &[
     "goals_add",
     "goals_complete",
     "inbox",
+    "bash",
 ];
 
 pub mod config;
@@ -36,6 +37,7 @@ pub mod inspect;
 pub mod ltm;
 pub mod mcp;
 pub mod messaging;
+pub mod shell;
 pub mod stm;
 pub mod tools;
 
@@ -459,6 +461,13 @@ impl AamHost {
             json!({"type": "object", "required": ["name"], "properties": {
                 "name": {"type": "string"}}}),
             Origin::Aam,
+        ));
+        self.add_tool(aam(
+            "bash",
+            Kind::Shell,
+            "Run a shell command (bash -c) in the workspace: {command, cwd?, timeout_s?} -> {exit_code, stdout, stderr, truncated}",
+            shell::input_schema(),
+            Origin::Shell,
         ));
         self.add_tool(aam(
             "inbox",
@@ -1124,6 +1133,7 @@ impl AamHost {
                 Ok(out)
             }
             Kind::Subprocess(cfg) => tools::run_subprocess(cfg, args, cancel),
+            Kind::Shell => shell::run_bash(&self.settings.workspace, args, cancel),
             Kind::Mcp { client, remote } => client.call_tool(remote, args, cancel),
             Kind::Embedded(f) => f(args),
         }

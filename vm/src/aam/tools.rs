@@ -22,6 +22,8 @@ pub enum Origin {
     BuiltinNetwork,
     /// Goals, inbox: the agent's own AAM state (always allowed).
     Aam,
+    /// The `bash` tool (needs an allow).
+    Shell,
     /// Declared in `[[tools.subprocess]]` (needs an allow).
     Subprocess,
     /// Imported from an MCP server (needs an allow).
@@ -37,6 +39,7 @@ impl Origin {
             Origin::BuiltinWrite => "builtin (write)",
             Origin::BuiltinNetwork => "builtin (network)",
             Origin::Aam => "aam",
+            Origin::Shell => "builtin (shell)",
             Origin::Subprocess => "subprocess",
             Origin::Mcp => "mcp",
             Origin::Embedded => "embedded",
@@ -55,6 +58,8 @@ pub enum Kind {
     MemorySearch,
     Goals(&'static str),
     Inbox,
+    /// `bash` (`super::shell`).
+    Shell,
     Subprocess(Arc<SubprocessConfig>),
     Mcp {
         client: Arc<McpClient>,
@@ -147,27 +152,32 @@ fn tail(s: &str, n: usize) -> String {
     chars[chars.len().saturating_sub(n)..].iter().collect()
 }
 
-/// Runs a subprocess tool: `args` as JSON on stdin, one JSON value on stdout.
-pub fn run_subprocess(
-    cfg: &SubprocessConfig,
-    args: &Json,
+/// A finished process: its status and what it wrote (each stream cut at
+/// its limit; `*_cut` says whether it was).
+pub struct Finished {
+    pub status: std::process::ExitStatus,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub stdout_cut: bool,
+    pub stderr_cut: bool,
+}
+
+/// Runs `cmd` to completion: writes `input` to its stdin, reads at most
+/// `max_out` / `max_err` bytes of its output (draining the rest so it does
+/// not block), kills it at `timeout` (`tool.timeout`) or when the run is
+/// cancelled. `name` is the tool, for messages.
+pub fn run_process(
+    name: &str,
+    mut cmd: Command,
+    input: Vec<u8>,
+    timeout: Duration,
+    (max_out, max_err): (u64, u64),
     cancel: &CancelToken,
-) -> Result<Json, HostError> {
-    let name = &cfg.name;
-    let timeout = secs(cfg.timeout_s).unwrap_or(Duration::from_secs(30));
-    let (prog, rest) = cfg
-        .command
-        .split_first()
-        .ok_or_else(|| HostError::new("tool.config", format!("tool `{name}` has no command")))?;
-    let mut cmd = Command::new(prog);
-    cmd.args(rest)
-        .envs(&cfg.env)
-        .stdin(Stdio::piped())
+) -> Result<Finished, HostError> {
+    cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    if let Some(d) = &cfg.cwd {
-        cmd.current_dir(d);
-    }
+    let prog = cmd.get_program().to_string_lossy().into_owned();
     let mut child = cmd.spawn().map_err(|e| {
         HostError::new(
             "tool.spawn",
@@ -175,7 +185,6 @@ pub fn run_subprocess(
         )
         .with_payload(json!({"tool": name}))
     })?;
-    let input = serde_json::to_vec(args).unwrap_or_default();
     let stdin = child.stdin.take();
     let writer = std::thread::spawn(move || {
         if let Some(mut s) = stdin {
@@ -186,10 +195,19 @@ pub fn run_subprocess(
     let read = |r: Option<Box<dyn Read + Send>>, max: u64| {
         std::thread::spawn(move || {
             let mut buf = Vec::new();
-            if let Some(r) = r {
-                let _ = r.take(max + 1).read_to_end(&mut buf);
+            let mut cut = false;
+            if let Some(mut r) = r {
+                let _ = (&mut r).take(max).read_to_end(&mut buf);
+                // Drain the rest so the process is not blocked on a full pipe.
+                let mut sink = [0u8; 8192];
+                while let Ok(n) = r.read(&mut sink) {
+                    if n == 0 {
+                        break;
+                    }
+                    cut = true;
+                }
             }
-            buf
+            (buf, cut)
         })
     };
     let out_h = read(
@@ -197,14 +215,14 @@ pub fn run_subprocess(
             .stdout
             .take()
             .map(|s| Box::new(s) as Box<dyn Read + Send>),
-        MAX_STDOUT,
+        max_out,
     );
     let err_h = read(
         child
             .stderr
             .take()
             .map(|s| Box::new(s) as Box<dyn Read + Send>),
-        MAX_STDERR,
+        max_err,
     );
     let start = Instant::now();
     let status = loop {
@@ -233,13 +251,45 @@ pub fn run_subprocess(
                     timeout.as_secs_f64()
                 ),
             )
-            .with_payload(json!({"tool": name, "timeout_s": cfg.timeout_s})));
+            .with_payload(json!({"tool": name, "timeout_s": timeout.as_secs_f64()})));
         }
         std::thread::sleep(Duration::from_millis(5));
     };
     let _ = writer.join();
-    let out = out_h.join().unwrap_or_default();
-    let err = err_h.join().unwrap_or_default();
+    let (stdout, stdout_cut) = out_h.join().unwrap_or_default();
+    let (stderr, stderr_cut) = err_h.join().unwrap_or_default();
+    Ok(Finished {
+        status,
+        stdout,
+        stderr,
+        stdout_cut,
+        stderr_cut,
+    })
+}
+
+/// Runs a subprocess tool: `args` as JSON on stdin, one JSON value on stdout.
+pub fn run_subprocess(
+    cfg: &SubprocessConfig,
+    args: &Json,
+    cancel: &CancelToken,
+) -> Result<Json, HostError> {
+    let name = &cfg.name;
+    let timeout = secs(cfg.timeout_s).unwrap_or(Duration::from_secs(30));
+    let (prog, rest) = cfg
+        .command
+        .split_first()
+        .ok_or_else(|| HostError::new("tool.config", format!("tool `{name}` has no command")))?;
+    let mut cmd = Command::new(prog);
+    cmd.args(rest).envs(&cfg.env);
+    if let Some(d) = &cfg.cwd {
+        cmd.current_dir(d);
+    }
+    let input = serde_json::to_vec(args).unwrap_or_default();
+    let done = run_process(name, cmd, input, timeout, (MAX_STDOUT, MAX_STDERR), cancel)?;
+    let status = done.status;
+    let out = done.stdout;
+    let err = done.stderr;
+    let cut = done.stdout_cut;
     let stderr = String::from_utf8_lossy(&err).into_owned();
     if !status.success() {
         let code = status.code();
@@ -257,7 +307,7 @@ pub fn run_subprocess(
         )
         .with_payload(json!({"tool": name, "status": code, "stderr": tail(&stderr, 2000)})));
     }
-    if out.len() as u64 > MAX_STDOUT {
+    if cut {
         return Err(HostError::new(
             "tool.bad_output",
             format!("tool `{name}` wrote more than {MAX_STDOUT} bytes"),

@@ -121,6 +121,7 @@ impl Config {
             ("plan", fi.plan),
             ("reflect", fi.reflect),
             ("verify", fi.verify),
+            ("solve", fi.solve),
         ] {
             if let Some(v) = v {
                 overrides.insert(k.to_string(), v);

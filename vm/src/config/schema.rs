@@ -57,6 +57,7 @@ pub(crate) struct FileInstructions {
     pub(crate) plan: Option<String>,
     pub(crate) reflect: Option<String>,
     pub(crate) verify: Option<String>,
+    pub(crate) solve: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

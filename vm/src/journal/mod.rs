@@ -212,6 +212,7 @@ pub(crate) fn op_key(frame: &crate::frame::Frame<'_>, op: u32) -> String {
             Role::Catch => (4, 0),
             Role::Iter { index, .. } => (5, *index as u64),
             Role::Handler => (6, 0),
+            Role::Plan => (7, 0),
         };
         h.update([tag]);
         h.update(idx.to_le_bytes());

@@ -984,6 +984,12 @@ impl HttpCore {
         let mut repaired = false;
         loop {
             let mut reply = self.call(&p, cancel, observer, &mut number, via, &mut first)?;
+            // Calls are read only when tools were offered: a `tool_use`
+            // block or `tool_calls` entry in a reply to a request without
+            // tools is not part of an answer.
+            if p.tools.is_empty() {
+                reply.tool_calls.clear();
+            }
             for call in &mut reply.tool_calls {
                 call.name = p.tool_names.from_wire(&call.name).to_string();
             }

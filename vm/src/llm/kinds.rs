@@ -49,6 +49,11 @@ pub fn semantics(kind: LlmOpKind) -> Semantics {
             Some(schema::reflect),
             "Critique",
         ),
+        LlmOpKind::Solve => s(
+            "You are a planner inside an agent workflow. Write a plan in AIS that reaches the goal using the listed tools and LLM operations; independent steps run in parallel.",
+            None,
+            "Plan result",
+        ),
         LlmOpKind::Verify => s(
             "You are a verifier inside an agent workflow. Decide whether the claim is supported by the evidence and explain why.",
             Some(schema::verify),

@@ -5,13 +5,14 @@
 //! Structured ops get JSON valid against their schema. Each call waits the
 //! nominal delay of its latency class (ask 1 s, think 3 s, reason 10 s)
 //! times `delay_scale` (0 in tests), so parallel speedups show up in runs.
-//! Every reply is marked `simulated`.
+//! Every reply is marked `simulated`. Offered tools, it calls each once
+//! and then answers with what they returned (see `simulated_tool_calls`).
 
 use super::jsonschema;
 use super::prompt::{self, Instructions, ModelClass, Models};
 use super::{
     schema, CancelToken, LlmBackend, LlmError, LlmErrorKind, LlmOpKind, LlmRequest, LlmResponse,
-    Usage,
+    ToolCall, Turn, Usage,
 };
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -110,6 +111,38 @@ impl SimBackend {
         ]);
         let tag = format!("{seed:016x}")[..8].to_string();
         let topic = summarize(&request.prompt, 12);
+        if let Some(calls) = simulated_tool_calls(request, &topic, seed) {
+            let text = String::new();
+            return LlmResponse {
+                usage: Usage {
+                    prompt_tokens: tokens(p.system.len() + user.len()),
+                    completion_tokens: tokens(calls.iter().map(|c| c.arguments.len()).sum()),
+                },
+                text,
+                json: None,
+                finish_reason: "tool_calls".into(),
+                model,
+                latency: self.delay_for(request.kind),
+                simulated: true,
+                tool_calls: calls,
+            };
+        }
+        if request.kind == LlmOpKind::Solve {
+            let text = simulated_plan(request, &topic);
+            return LlmResponse {
+                usage: Usage {
+                    prompt_tokens: tokens(p.system.len() + user.len()),
+                    completion_tokens: tokens(text.len()),
+                },
+                text,
+                json: None,
+                finish_reason: "stop".into(),
+                model,
+                latency: self.delay_for(request.kind),
+                simulated: true,
+                tool_calls: Vec::new(),
+            };
+        }
         let (text, json) = match &request.json_schema {
             Some(s) => {
                 let v = structured(request.kind, s, &topic, &request.context, seed);
@@ -179,7 +212,140 @@ fn prose(request: &LlmRequest, topic: &str, tag: &str) -> String {
         let labels: Vec<&str> = request.context.iter().map(|c| c.label.as_str()).collect();
         s.push_str(&format!(" (using {})", labels.join(", ")));
     }
+    let results: Vec<String> = request
+        .turns
+        .iter()
+        .filter_map(|t| match t {
+            Turn::ToolResult {
+                name,
+                content,
+                is_error,
+                ..
+            } => Some(format!(
+                "{name}{} → {}",
+                if *is_error { " failed" } else { "" },
+                summarize(content, 8)
+            )),
+            Turn::Assistant { .. } => None,
+        })
+        .collect();
+    if !results.is_empty() {
+        s.push_str(&format!(
+            " (simulated tool results: {})",
+            results.join("; ")
+        ));
+    }
     s
+}
+
+/// The simulator's inner plan for a `solve` op: it reads the tools' AIS
+/// signatures from the planner's guide (lines `- name(p: type, ...) ->
+/// json...` after `Tools:`), calls each once with arguments of the right
+/// types (strings carry the goal), and asks for an answer from all the
+/// results. The plan's `ask` is labelled simulated.
+fn simulated_plan(request: &LlmRequest, topic: &str) -> String {
+    let goal = request
+        .prompt
+        .lines()
+        .find_map(|l| l.strip_prefix("Goal: "))
+        .map_or_else(|| topic.to_string(), |g| summarize(g, 12));
+    // A string literal of the language: no quotes, escapes or `{`
+    // interpolation in it.
+    let goal: String = goal
+        .chars()
+        .map(|c| match c {
+            '"' | '\\' | '{' | '}' | '\n' | '\r' => ' ',
+            c => c,
+        })
+        .collect();
+    let quoted = format!("\"{goal}\"");
+    let mut tools = Vec::new();
+    let mut in_tools = false;
+    for line in request.prompt.lines() {
+        if line.trim() == "Tools:" {
+            in_tools = true;
+            continue;
+        }
+        if !in_tools {
+            continue;
+        }
+        let Some(sig) = line.strip_prefix("- ") else {
+            if line.trim().is_empty() {
+                break;
+            }
+            continue;
+        };
+        let Some((name, rest)) = sig.split_once('(') else {
+            continue;
+        };
+        let name = name.trim();
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            continue;
+        }
+        let Some((params, _)) = rest.split_once(')') else {
+            continue;
+        };
+        let args: Vec<String> = params
+            .split(',')
+            .filter(|p| !p.trim().is_empty())
+            .map(|p| {
+                let ty = p.split_once(':').map_or("json", |(_, t)| t.trim());
+                match ty {
+                    "str" => quoted.clone(),
+                    "number" => "1".into(),
+                    "bool" => "true".into(),
+                    t if t.starts_with("list<str") => format!("[{quoted}]"),
+                    t if t.starts_with("list<") => "[1]".into(),
+                    _ => quoted.clone(),
+                }
+            })
+            .collect();
+        tools.push(format!("{name}({})", args.join(", ")));
+    }
+    let mut plan = String::from("```ais\n");
+    let mut names = Vec::new();
+    for (i, call) in tools.iter().enumerate() {
+        plan.push_str(&format!("let r{i} = {call}\n"));
+        names.push(format!("r{i}"));
+    }
+    let ctx = if names.is_empty() {
+        String::new()
+    } else {
+        format!(", {}", names.join(", "))
+    };
+    plan.push_str(&format!(
+        "let answer = ask(\"[simulated plan] Answer the goal from the results: {goal}\"{ctx})\nreturn answer\n```"
+    ));
+    plan
+}
+
+/// The simulator's tool-calling turn: when tools are offered and none has
+/// been called yet, it calls each offered tool once, all in one turn, with
+/// arguments valid against the tool's schema (its string arguments carry
+/// the prompt's topic); once results are in, it answers. Deterministic, and
+/// the ids say the calls are simulated.
+fn simulated_tool_calls(request: &LlmRequest, topic: &str, seed: u64) -> Option<Vec<ToolCall>> {
+    if request.tools.is_empty() || !request.turns.is_empty() {
+        return None;
+    }
+    let calls = request
+        .tools
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let args = jsonschema::generate(&t.parameters, &mut |_path| topic.to_string());
+            let args = match args {
+                Value::Object(_) => args,
+                _ => json!({}),
+            };
+            ToolCall {
+                id: format!("sim-call-{:08x}-{i}", seed as u32),
+                name: t.name.clone(),
+                arguments: args.to_string(),
+            }
+        })
+        .collect();
+    Some(calls)
 }
 
 fn structured(

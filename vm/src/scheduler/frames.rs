@@ -6,7 +6,7 @@ use super::worker::Credit;
 use super::{limits, Run, Sink, Task};
 use crate::error::RunError;
 use crate::exec::{self, OpError, Results};
-use crate::frame::{Frame, LoopState, Owner, Role};
+use crate::frame::{Frame, LoopState, Owner, Role, Unit};
 use crate::sync::lock;
 use crate::tx::{Parent as TxParent, Tx};
 use crate::value::Val;
@@ -20,13 +20,14 @@ use std::sync::{Arc, OnceLock};
 impl<'r> Run<'r> {
     pub(super) fn new_frame(
         &self,
+        unit: Unit<'r>,
         flow: u32,
         region: u32,
         owner: Option<Owner<'r>>,
         tail_ms: u64,
         depth: u32,
     ) -> Result<Arc<Frame<'r>>, OpError> {
-        let f = self
+        let f = unit
             .program
             .flows
             .get(flow as usize)
@@ -55,12 +56,19 @@ impl<'r> Run<'r> {
             Role::Handler => None,
             _ => o.frame.tx.clone(),
         });
+        // A called flow runs as its own agent; a region (and an inner plan)
+        // as the agent of the frame that started it.
+        let agent = match &owner {
+            Some(o) if !matches!(o.role, Role::Call | Role::Handler) => o.frame.agent,
+            _ => f.agent,
+        };
         let id = self.next_frame.fetch_add(1, Ordering::Relaxed);
         Ok(Arc::new(Frame::new(
             id,
+            unit,
             flow,
             region,
-            f.agent,
+            agent,
             code,
             owner,
             tail_ms,
@@ -251,7 +259,7 @@ impl<'r> Run<'r> {
         };
         let pf = owner.frame.clone();
         match &owner.role {
-            Role::Call => {
+            Role::Call | Role::Plan => {
                 let instr = pf.code.ops.get(owner.op as usize)?;
                 let r = exec::call_results(instr, ys.into_iter().next());
                 Some((pf, owner.op, r))
@@ -339,7 +347,14 @@ impl<'r> Run<'r> {
                 role: Role::Handler,
             };
             let started = self
-                .new_frame(d.flow, 0, Some(owner), 0, frame.depth.saturating_add(1))
+                .new_frame(
+                    self.unit(),
+                    d.flow,
+                    0,
+                    Some(owner),
+                    0,
+                    frame.depth.saturating_add(1),
+                )
                 .and_then(|child| {
                     self.start_frame(&child, d.args.into_iter().map(Val::from_json), None, sink)
                 });
@@ -372,7 +387,7 @@ impl<'r> Run<'r> {
         let Some(instr) = frame.code.ops.get(op as usize) else {
             return;
         };
-        let value = err.to_value(self.program, frame.flow, instr);
+        let value = err.to_value(frame.unit.program, frame.flow, instr);
         let mut f = frame.clone();
         // A resource limit ends the run: catching it would let it grow on.
         while !limits::is_fatal(&err.code) {
@@ -407,7 +422,8 @@ impl<'r> Run<'r> {
                                 op: pop,
                                 role: Role::Catch,
                             };
-                            let child = self.new_frame(pf.flow, c, Some(owner), tail, pf.depth)?;
+                            let child =
+                                self.new_frame(pf.unit, pf.flow, c, Some(owner), tail, pf.depth)?;
                             self.start_frame(&child, [value.clone()], Some(&pf), sink)
                         });
                     if let Err(e) = caught {
@@ -428,15 +444,35 @@ impl<'r> Run<'r> {
 
     /// Ends the run with op `op`'s failure (uncaught, or not catchable: a
     /// limit, a budget, the watchdog).
+    ///
+    /// A failure inside an inner plan is reported at the `solve` op that
+    /// linked it (spans in a plan point into the plan's text, not the
+    /// program's), and its message says where in the plan it happened.
     pub(super) fn stop(&self, frame: &Frame<'r>, op: u32, instr: &Instr, err: OpError) {
+        let (mut at, mut at_op, mut at_instr) = (frame, op, instr);
+        let mut message = err.message;
+        while at.unit.base != 0 {
+            let Some(o) = &at.owner else { break };
+            if matches!(o.role, crate::frame::Role::Plan) {
+                message = format!(
+                    "in the inner plan ({} op {at_op} `{}`): {message}",
+                    at.unit.program.flow_name(at.flow),
+                    at_instr.opcode.mnemonic()
+                );
+            }
+            let Some(i) = o.frame.code.ops.get(o.op as usize) else {
+                break;
+            };
+            (at, at_op, at_instr) = (&o.frame, o.op, i);
+        }
         self.finish(Err(RunError::OpFailed {
-            flow: self.program.flow_name(frame.flow),
-            opcode: instr.opcode.mnemonic(),
-            region: frame.region,
-            op,
-            span: instr.span,
+            flow: at.unit.program.flow_name(at.flow),
+            opcode: at_instr.opcode.mnemonic(),
+            region: at.region,
+            op: at_op,
+            span: at_instr.span,
             code: err.code,
-            message: err.message,
+            message,
             payload: Box::new(err.payload),
         }));
     }
@@ -458,7 +494,7 @@ impl<'r> Run<'r> {
                 format!(
                     "call depth limit ({}) exceeded calling @{}",
                     self.max_depth,
-                    self.program.flow_name(c)
+                    frame.unit.program.flow_name(c)
                 ),
             ));
         }
@@ -468,7 +504,7 @@ impl<'r> Run<'r> {
             op,
             role: Role::Call,
         };
-        let child = self.new_frame(c, 0, Some(owner), tail, frame.depth + 1)?;
+        let child = self.new_frame(frame.unit, c, 0, Some(owner), tail, frame.depth + 1)?;
         self.start_frame(&child, args, None, sink)
     }
 
@@ -480,7 +516,8 @@ impl<'r> Run<'r> {
         args: &[Val],
         sink: &Sink<'_, 'r>,
     ) -> Result<(), OpError> {
-        let flow = self
+        let flow = frame
+            .unit
             .program
             .flows
             .get(frame.flow as usize)
@@ -500,8 +537,14 @@ impl<'r> Run<'r> {
         match instr.opcode.info().regions {
             RegionSpec::IfElse | RegionSpec::Switch => {
                 let r = exec::select_branch(flow, instr, first()?)?;
-                let child =
-                    self.new_frame(frame.flow, r, Some(owner(Role::Branch)), tail, frame.depth)?;
+                let child = self.new_frame(
+                    frame.unit,
+                    frame.flow,
+                    r,
+                    Some(owner(Role::Branch)),
+                    tail,
+                    frame.depth,
+                )?;
                 self.start_frame(&child, [], Some(frame), sink)
             }
             RegionSpec::TryCatch => {
@@ -510,8 +553,14 @@ impl<'r> Run<'r> {
                     .first()
                     .copied()
                     .ok_or_else(|| OpError::new("internal.region", "no try region"))?;
-                let child =
-                    self.new_frame(frame.flow, r, Some(owner(Role::Try)), tail, frame.depth)?;
+                let child = self.new_frame(
+                    frame.unit,
+                    frame.flow,
+                    r,
+                    Some(owner(Role::Try)),
+                    tail,
+                    frame.depth,
+                )?;
                 self.start_frame(&child, [], Some(frame), sink)
             }
             RegionSpec::Loop => {
@@ -551,8 +600,14 @@ impl<'r> Run<'r> {
                         state: state.clone(),
                         index,
                     };
-                    let f =
-                        self.new_frame(frame.flow, body, Some(owner(role)), tail, frame.depth)?;
+                    let f = self.new_frame(
+                        frame.unit,
+                        frame.flow,
+                        body,
+                        Some(owner(role)),
+                        tail,
+                        frame.depth,
+                    )?;
                     *f.next_iter.lock().unwrap_or_else(|e| e.into_inner()) = next.take();
                     next = Some(f.clone());
                     frames.push(f);

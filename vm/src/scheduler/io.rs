@@ -154,6 +154,33 @@ pub(super) struct Call<'r> {
     pub(super) start_ns: u64,
     pub(super) jkey: Option<(String, String)>,
     pub(super) llm: bool,
+    /// Its tokens were already counted against the budgets as they were
+    /// spent (a tool-calling exchange counts each model turn).
+    pub(super) usage_accounted: bool,
+}
+
+impl<'r> Job<'r> {
+    /// The call this job becomes when it starts at `start_ns` on `track`
+    /// (journal key not yet set: it is once the call has run), with the
+    /// job's arguments and journal key.
+    pub(super) fn into_call(
+        self,
+        track: Track,
+        start_ns: u64,
+    ) -> (Call<'r>, SmallVec<[Val; 4]>, Option<(String, String)>) {
+        let call = Call {
+            frame: self.frame,
+            op: self.op,
+            ready_ns: self.ready_ns,
+            worker: self.worker,
+            track,
+            start_ns,
+            jkey: None,
+            llm: matches!(track, Track::Llm(_)),
+            usage_accounted: false,
+        };
+        (call, self.args, self.jkey)
+    }
 }
 
 impl Call<'_> {
@@ -167,7 +194,7 @@ impl Call<'_> {
         let instr = self.frame.code.ops.get(self.op as usize)?;
         Some(OpEvent {
             frame: self.frame.id,
-            flow: self.frame.flow,
+            flow: self.frame.flow_id(),
             op: self.op,
             opcode: instr.opcode,
             agent: self.frame.agent,
@@ -195,37 +222,27 @@ impl<'r> Run<'r> {
         events
     }
 
+    /// The event of a call the run no longer wants (ended, or its frame
+    /// abandoned), or `None` when it should run.
+    pub(super) fn unwanted(&self, call: &Call<'r>) -> Option<Option<OpEvent>> {
+        (self.halted() || call.frame.is_cancelled()).then(|| {
+            self.record
+                .then(|| call.event(call.start_ns, Status::Cancelled, None))
+                .flatten()
+        })
+    }
+
     pub(super) fn run_job(&self, job: Job<'r>, llm: bool, idx: u32) -> Option<OpEvent> {
-        let Job {
-            frame,
-            op,
-            ready_ns,
-            worker,
-            args,
-            jkey,
-        } = job;
-        let instr = frame.code.ops.get(op as usize)?;
         let track = if llm {
             Track::Llm(idx)
         } else {
             Track::Tool(idx)
         };
-        let start = self.now();
-        let mut call = Call {
-            frame,
-            op,
-            ready_ns,
-            worker,
-            track,
-            start_ns: start,
-            jkey: None,
-            llm,
-        };
-        if self.halted() || call.frame.is_cancelled() {
-            return self
-                .record
-                .then(|| call.event(start, Status::Cancelled, None))
-                .flatten();
+        let (mut call, args, jkey) = job.into_call(track, self.now());
+        let op = call.op;
+        let instr = call.frame.code.ops.get(op as usize)?;
+        if let Some(ev) = self.unwanted(&call) {
+            return ev;
         }
         let frame = &call.frame;
         let agent = self.agent_name(frame.agent);
@@ -275,6 +292,7 @@ impl<'r> Run<'r> {
                     output_tokens: usage.completion_tokens,
                     simulated: resp.simulated,
                     attempts,
+                    tool_calls: Vec::new(),
                 });
                 (exec::llm_value(req, &resp), Some(info))
             }
@@ -285,10 +303,25 @@ impl<'r> Run<'r> {
                     output_tokens: usage.completion_tokens,
                     simulated: self.backend.is_simulated(),
                     attempts,
+                    tool_calls: Vec::new(),
                 });
                 (Err(OpError::from(e)), Some(info))
             }
         }
+    }
+
+    /// Counts an LLM call's tokens and cost against the run's and its
+    /// agent's budgets.
+    pub(super) fn account_llm(&self, agent: u32, model: &str, usage: crate::llm::Usage) {
+        let tokens = usage.total();
+        self.used[1].fetch_add(tokens, Ordering::SeqCst);
+        if let Some(a) = self.agent_used.get(agent as usize) {
+            a[1].fetch_add(tokens, Ordering::SeqCst);
+        }
+        let c = self
+            .budget
+            .cost_micro_usd(model, usage.prompt_tokens, usage.completion_tokens);
+        self.used[2].fetch_add(c, Ordering::SeqCst);
     }
 
     /// Finishes a blocking op whose call has returned: journal, usage,
@@ -305,22 +338,29 @@ impl<'r> Run<'r> {
         let tokens = info
             .as_ref()
             .map_or(0, |i| i.input_tokens + i.output_tokens);
+        // Tokens already journaled with each turn are not journaled again.
+        let journal_tokens = if call.usage_accounted { 0 } else { tokens };
         let result = result
             .and_then(|v| limits::check_value(&v, self.max_value_bytes).map(|()| v))
             .and_then(|v| {
-                self.journal_record(jkey.as_ref(), instr, std::slice::from_ref(&v), tokens)
-                    .map(|()| v)
+                self.journal_record(
+                    jkey.as_ref(),
+                    instr,
+                    std::slice::from_ref(&v),
+                    journal_tokens,
+                )
+                .map(|()| v)
             });
         // Every attempt's tokens count, a failed call's too: they were spent.
-        if let Some(i) = &info {
-            self.used[1].fetch_add(tokens, Ordering::SeqCst);
-            if let Some(a) = self.agent_used.get(frame.agent as usize) {
-                a[1].fetch_add(tokens, Ordering::SeqCst);
-            }
-            let c = self
-                .budget
-                .cost_micro_usd(&i.model, i.input_tokens, i.output_tokens);
-            self.used[2].fetch_add(c, Ordering::SeqCst);
+        if let (Some(i), false) = (&info, call.usage_accounted) {
+            self.account_llm(
+                frame.agent,
+                &i.model,
+                crate::llm::Usage {
+                    prompt_tokens: i.input_tokens,
+                    completion_tokens: i.output_tokens,
+                },
+            );
         }
         let status = match result {
             Ok(v) => {

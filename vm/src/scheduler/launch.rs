@@ -13,13 +13,12 @@ use crate::exec::{self, Class};
 use crate::host::Host;
 use crate::llm::{CancelToken, LlmBackend};
 use crate::sync::lock;
-use crate::telemetry::{self, OpEvent, RunSummary};
-use ais_ir::bytecode::Program;
+use crate::telemetry::{OpEvent, RunSummary};
+use ais_ir::bytecode::{Instr, Program};
 use ais_ir::Opcode;
 use crossbeam::sync::Parker;
 use crossbeam::utils::CachePadded;
 use crossbeam_deque::{Injector, Worker};
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
@@ -27,7 +26,7 @@ use std::time::Instant;
 /// How many ops of a class can possibly be in flight at once, when that is
 /// bounded by the program's shape: with no loop, no call and no handler every
 /// op runs at most once. `None` when unbounded.
-pub(super) fn max_in_flight(program: &Program, pred: impl Fn(Opcode) -> bool) -> Option<usize> {
+pub(super) fn max_in_flight(program: &Program, pred: impl Fn(&Instr) -> bool) -> Option<usize> {
     let ops = || {
         program
             .flows
@@ -37,16 +36,16 @@ pub(super) fn max_in_flight(program: &Program, pred: impl Fn(Opcode) -> bool) ->
     };
     let repeats = ops().any(|op| matches!(op.opcode, Opcode::Loop | Opcode::FlowCall))
         || program.agents.iter().any(|a| !a.handlers.is_empty());
-    (!repeats).then(|| ops().filter(|op| pred(op.opcode)).count())
+    (!repeats).then(|| ops().filter(|op| pred(op)).count())
 }
 
-pub(super) fn uses(program: &Program, pred: impl Fn(Opcode) -> bool) -> bool {
+pub(super) fn uses(program: &Program, pred: impl Fn(&Instr) -> bool) -> bool {
     program
         .flows
         .iter()
         .flat_map(|f| f.regions.iter())
         .flat_map(|r| r.ops.iter())
-        .any(|op| pred(op.opcode))
+        .any(pred)
 }
 
 /// Runs `program` from its entry flow on the dataflow VM.
@@ -78,6 +77,7 @@ pub fn run(
         outcome: Err(e),
         summary,
         events: Vec::new(),
+        plans: Vec::new(),
     };
     let entry = match program.find_entry(options.entry.as_deref()) {
         Ok(e) => e,
@@ -92,6 +92,12 @@ pub fn run(
     }
     summary.critical_path_estimate_ms = program.flows.get(entry as usize).map_or(0, |f| f.cp_ms);
 
+    // Room for linked plans only when the program can make any.
+    let plan_arena = crate::plan::PlanArena::new(if uses(program, exec::plans) {
+        crate::plan::MAX_PLANS_PER_RUN
+    } else {
+        0
+    });
     let locals: Vec<Worker<Task<'_>>> = (0..workers).map(|_| Worker::new_fifo()).collect();
     let parkers: Vec<Parker> = (0..workers).map(|_| Parker::new()).collect();
     let frames = limits::FrameCount::new(options.max_live_frames);
@@ -112,6 +118,7 @@ pub fn run(
         cancel: CancelToken::new(),
         llm: Lane::new(options.policy),
         tool: Lane::new(options.policy),
+        agent: Lane::new(options.policy),
         llm_async: backend.starts_without_waiting(),
         reply_soon: AtomicBool::new(false),
         llm_limit: concurrency,
@@ -120,7 +127,7 @@ pub fn run(
         calls: Mutex::new(Calls {
             table: std::collections::HashMap::with_capacity_and_hasher(
                 if backend.starts_without_waiting() {
-                    max_in_flight(program, |o| exec::class(o) == Class::Llm)
+                    max_in_flight(program, |o| exec::class(o.opcode) == Class::Llm)
                         .map_or(concurrency, |n| n.min(concurrency))
                         .min(4096)
                 } else {
@@ -158,6 +165,9 @@ pub fn run(
             .iter()
             .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
             .collect(),
+        planner: options.planner.as_deref(),
+        plans: &plan_arena,
+        linked: Mutex::new(Vec::new()),
     };
     // Room for one event per op of the program (capped), so recording does
     // not regrow and copy the vector while the run is timed; pages are only
@@ -167,8 +177,12 @@ pub fn run(
     } else {
         0
     };
-    let need_llm = uses(program, |o| exec::class(o) == Class::Llm);
-    let need_tool = uses(program, |o| exec::class(o) == Class::Tool);
+    // An inner plan may call LLMs and tools the program itself does not:
+    // a program that can link one gets every lane, at full width.
+    let links_plans = uses(program, exec::plans);
+    let need_llm = links_plans || uses(program, |o| exec::class(o.opcode) == Class::Llm);
+    let need_tool = links_plans || uses(program, |o| exec::class(o.opcode) == Class::Tool);
+    let need_agent = uses(program, exec::on_agent_lane);
     let mut t0 = 0u64;
     let mut stats: Vec<WorkerStats> = Vec::new();
     let mut io_events: Vec<OpEvent> = Vec::new();
@@ -211,19 +225,40 @@ pub fn run(
                 Err(e) => spawn_err = Some(e.to_string()),
             }
         }
-        for (lane, llm, needed) in [(&run.llm, true, need_llm), (&run.tool, false, need_tool)] {
-            if !needed || spawn_err.is_some() || (llm && run.llm_async) {
+        let lanes = [
+            (&run.llm, Class::Llm, need_llm && !run.llm_async),
+            (&run.tool, Class::Tool, need_tool),
+            (&run.agent, Class::Llm, need_agent),
+        ];
+        for (k, (lane, class, needed)) in lanes.into_iter().enumerate() {
+            if !needed || spawn_err.is_some() {
                 continue;
             }
+            let agent_lane = k == 2;
             // Starting threads costs: no more than the program can ever use.
-            let class = if llm { Class::Llm } else { Class::Tool };
-            let threads = max_in_flight(program, |o| exec::class(o) == class)
-                .map_or(concurrency, |n| n.clamp(1, concurrency));
+            let threads = if agent_lane {
+                max_in_flight(program, exec::on_agent_lane)
+            } else if links_plans {
+                None
+            } else {
+                max_in_flight(program, |o| {
+                    exec::class(o.opcode) == class && !exec::on_agent_lane(o)
+                })
+            }
+            .map_or(concurrency, |n| n.clamp(1, concurrency));
+            let name = ["llm", "tool", "agent"][k];
             for i in 0..threads {
+                let work = move || {
+                    if agent_lane {
+                        run.agent_loop(lane, i as u32)
+                    } else {
+                        run.io_loop(lane, class == Class::Llm, i as u32)
+                    }
+                };
                 match std::thread::Builder::new()
-                    .name(format!("ais-io-{}-{i}", if llm { "llm" } else { "tool" }))
+                    .name(format!("ais-io-{name}-{i}"))
                     .stack_size(256 * 1024)
-                    .spawn_scoped(s, move || run.io_loop(lane, llm, i as u32))
+                    .spawn_scoped(s, work)
                 {
                     Ok(h) => io_handles.push(h),
                     Err(e) => {
@@ -244,7 +279,7 @@ pub fn run(
         } else {
             t0 = run.now();
             let started = run
-                .new_frame(entry, 0, None, 0, 0)
+                .new_frame(run.unit(), entry, 0, None, 0, 0)
                 .and_then(|f| run.start_frame(&f, args, None, &Sink::Global));
             if let Err(e) = started {
                 run.finish(Err(RunError::Internal(e.message)));
@@ -292,6 +327,12 @@ pub fn run(
         e.ready_ns = e.ready_ns.saturating_sub(t0);
         e.start_ns = e.start_ns.saturating_sub(t0);
         e.end_ns = e.end_ns.saturating_sub(t0);
+        if let Some(l) = &mut e.llm {
+            for c in &mut l.tool_calls {
+                c.start_ns = c.start_ns.saturating_sub(t0);
+                c.end_ns = c.end_ns.saturating_sub(t0);
+            }
+        }
     }
     events.sort_by_key(|e| (e.start_ns, e.end_ns));
     summary.setup_ms = t0 as f64 / 1e6;
@@ -310,21 +351,6 @@ pub fn run(
         summary.sched_overhead_us_per_op = overhead_ns as f64 / 1e3 / worker_ops as f64;
     }
     let mut outcome = outcome;
-    type Export = fn(&Path, &Program, &[OpEvent], &RunSummary) -> std::io::Result<()>;
-    let exports: [(&str, &Option<PathBuf>, Export); 2] = [
-        ("events", &options.events_path, telemetry::write_jsonl),
-        ("trace", &options.trace_path, telemetry::write_chrome_trace),
-    ];
-    for (what, path, write) in exports {
-        let Some(p) = path else { continue };
-        if let Err(e) = write(p, program, &events, &summary) {
-            outcome = Err(RunError::Export {
-                what,
-                path: p.display().to_string(),
-                message: e.to_string(),
-            });
-        }
-    }
     if let Some(j) = &options.journal {
         let r = match &outcome {
             Ok(v) => j.finish(Ok(v)),
@@ -334,9 +360,15 @@ pub fn run(
             outcome = Err(RunError::Internal(e.to_string()));
         }
     }
+    let plans = std::mem::take(&mut *lock(&run.linked));
+    summary.linked_flows = plans
+        .iter()
+        .map(|p| format!("{} (plan of op {})", p.made_by, p.op))
+        .collect();
     RunReport {
         outcome,
         summary,
         events,
+        plans,
     }
 }

@@ -262,35 +262,14 @@ impl<'r> Run<'r> {
     /// One call's request and, when the backend has its reply at once, the
     /// reply; `None` when the run has ended (the call is cancelled).
     pub(super) fn prepare_llm(&self, job: Job<'r>) -> Option<(u64, Pending<'r>)> {
-        let Job {
-            frame,
-            op,
-            ready_ns,
-            worker,
-            args,
-            jkey,
-        } = job;
-        let Some(instr) = frame.code.ops.get(op as usize) else {
+        let (mut call, args, jkey) = job.into_call(Track::Llm(0), self.now());
+        let op = call.op;
+        let Some(instr) = call.frame.code.ops.get(op as usize) else {
             self.llm.finished();
             return None;
         };
-        let start_ns = self.now();
-        let mut call = Call {
-            frame,
-            op,
-            ready_ns,
-            worker,
-            track: Track::Llm(0),
-            start_ns,
-            jkey: None,
-            llm: true,
-        };
-        if self.halted() || call.frame.is_cancelled() {
-            if let Some(ev) = self
-                .record
-                .then(|| call.event(start_ns, Status::Cancelled, None))
-                .flatten()
-            {
+        if let Some(ev) = self.unwanted(&call) {
+            if let Some(ev) = ev {
                 lock(&self.calls).events.push(ev);
             }
             self.llm.finished();

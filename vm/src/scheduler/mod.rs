@@ -20,19 +20,27 @@
 //! - `io`: the I/O hand-off: lanes and threads for blocking calls;
 //! - `llm_calls`: calls on backends that start without waiting, and the
 //!   completion thread for their replies;
+//! - `inner_plan`: `solve` ops: the model's plan checked by the edge's
+//!   plan compiler, repaired, then linked into the run as a frame;
+//! - `tool_loop`: LLM ops that offer their model tools: model turns and
+//!   the tool calls they ask for, each through the same admission,
+//!   journal, host and telemetry as the program's own;
 //! - `progress`, `limits`, `policy`: the progress line, resource limits,
 //!   the I/O queues' ordering policy.
 
 mod admission;
 mod frames;
+mod inner_plan;
 mod io;
 mod launch;
 pub mod limits;
 mod llm_calls;
 pub mod policy;
 mod progress;
+mod tool_loop;
 mod worker;
 
+pub use inner_plan::LinkedPlan;
 pub use launch::run;
 
 use llm_calls::{Calls, Inbox};
@@ -51,7 +59,6 @@ use crossbeam::utils::CachePadded;
 use crossbeam_deque::{Injector, Stealer, Worker};
 use io::Lane;
 use serde_json::Value as Json;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
@@ -70,13 +77,10 @@ pub struct RunOptions {
     /// Concurrent calls per backend (LLM lane, tool lane); `None`: the LLM
     /// backend's own limit (`LlmBackend::concurrency`, 16 by default).
     pub concurrency: Option<usize>,
-    /// Write per-op events as JSONL here.
-    pub events_path: Option<PathBuf>,
-    /// Write a Chrome trace (Perfetto) here.
-    pub trace_path: Option<PathBuf>,
     /// Receives live progress while the run lasts (the CLI draws it).
     pub progress: Option<crate::progress::ProgressSink>,
-    /// Keep per-op events in the report (needed for exports; on by default).
+    /// Keep per-op events in the report (the edge exports them with
+    /// `telemetry::write_jsonl` / `write_chrome_trace`; on by default).
     pub record_events: bool,
     /// Deepest `flow.call` nesting before the call fails with `call.depth`.
     pub max_call_depth: u32,
@@ -94,6 +98,9 @@ pub struct RunOptions {
     /// Stop with `WATCHDOG_LOOP` when an LLM or tool call in a loop runs this many
     /// times with the same inputs (`None`: off; `aisc run` uses 3).
     pub watchdog: Option<u32>,
+    /// Checks the plans `solve` ops ask models for (`None`: such an op
+    /// fails with `plan.unavailable`).
+    pub planner: Option<Arc<dyn crate::plan::PlanCompiler>>,
 }
 
 impl Default for RunOptions {
@@ -104,8 +111,6 @@ impl Default for RunOptions {
             workers: None,
             policy: Policy::Fifo,
             concurrency: None,
-            events_path: None,
-            trace_path: None,
             progress: None,
             record_events: true,
             max_call_depth: 512,
@@ -114,6 +119,7 @@ impl Default for RunOptions {
             journal: None,
             budget: crate::journal::Budget::default(),
             watchdog: None,
+            planner: None,
         }
     }
 }
@@ -126,6 +132,8 @@ pub struct RunReport {
     pub summary: RunSummary,
     /// Per-op events ordered by start time (empty when `record_events` is off).
     pub events: Vec<OpEvent>,
+    /// The inner plans linked during the run, in the order they were.
+    pub plans: Vec<LinkedPlan>,
 }
 
 pub(crate) struct Task<'r> {
@@ -152,6 +160,9 @@ struct Run<'r> {
     cancel: CancelToken,
     llm: Lane<'r>,
     tool: Lane<'r>,
+    /// LLM ops that offer their model tools: each holds a thread of this
+    /// lane for its whole exchange (see `tool_loop`).
+    agent: Lane<'r>,
     /// The backend starts calls without waiting: no I/O thread per LLM
     /// call; `pump_llm` starts them and one completion thread settles them.
     llm_async: bool,
@@ -181,11 +192,24 @@ struct Run<'r> {
     watchdog: Option<crate::journal::watchdog::Watchdog>,
     /// Per agent: LLM calls and tokens of this attempt.
     agent_used: Vec<[AtomicU64; 2]>,
+    planner: Option<&'r dyn crate::plan::PlanCompiler>,
+    /// Accepted plans' bytecode (frames point into it).
+    plans: &'r crate::plan::PlanArena,
+    linked: Mutex<Vec<LinkedPlan>>,
 }
 
 impl<'r> Run<'r> {
     fn now(&self) -> u64 {
         u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// The developer's program as a unit of code (plans are linked as
+    /// others).
+    fn unit(&self) -> crate::frame::Unit<'r> {
+        crate::frame::Unit {
+            program: self.program,
+            base: 0,
+        }
     }
 
     fn halted(&self) -> bool {
@@ -235,6 +259,7 @@ impl<'r> Run<'r> {
     fn shut_down(&self) {
         self.llm.close();
         self.tool.close();
+        self.agent.close();
         self.inbox.stop();
         self.sleep.notify_all();
     }

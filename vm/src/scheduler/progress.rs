@@ -14,8 +14,9 @@ pub(super) fn progress_loop(run: &Run<'_>, observer: &dyn ProgressObserver) {
         observer.update(&Progress {
             ops_done: run.done_ops.iter().map(|c| c.load(Ordering::Relaxed)).sum(),
             ops_total: run.program.op_count(),
-            llm_busy: run.llm.busy.load(Ordering::Relaxed),
-            llm_queued: run.llm.queued(),
+            // Exchanges on the agent lane are LLM work too.
+            llm_busy: run.llm.busy.load(Ordering::Relaxed) + run.agent.busy.load(Ordering::Relaxed),
+            llm_queued: run.llm.queued() + run.agent.queued(),
             tools_busy: run.tool.busy.load(Ordering::Relaxed),
         });
         let (m, cv) = &run.done;

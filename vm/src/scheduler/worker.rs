@@ -175,7 +175,7 @@ impl<'r> Run<'r> {
                 }
                 r
             }
-            Class::Pure => exec::eval_pure(self.program, instr, &args)
+            Class::Pure => exec::eval_pure(frame.unit.program, instr, &args)
                 .and_then(|v| limits::check_value(&v, self.max_value_bytes).map(|()| v))
                 .map(|v| Some(smallvec![v])),
             Class::Inline => {
@@ -208,10 +208,11 @@ impl<'r> Run<'r> {
             Class::Llm | Class::Tool => {
                 let prio = frame.tail_ms.saturating_add(instr.rem_ms);
                 let agent = frame.agent;
-                let lane = if class == Class::Llm {
-                    &self.llm
-                } else {
-                    &self.tool
+                let tools = exec::on_agent_lane(instr);
+                let lane = match class {
+                    _ if tools => &self.agent,
+                    Class::Llm => &self.llm,
+                    _ => &self.tool,
                 };
                 let job = Job {
                     frame,
@@ -221,7 +222,7 @@ impl<'r> Run<'r> {
                     args,
                     jkey,
                 };
-                if class == Class::Llm && self.llm_async {
+                if class == Class::Llm && self.llm_async && !tools {
                     // Started with the worker's other calls at the end of
                     // its burst (`wake_io`), so a fan-out reaches the
                     // backend as one batch.
@@ -232,6 +233,11 @@ impl<'r> Run<'r> {
                     return None;
                 }
                 lane.push_quiet(job, prio, agent);
+                if tools {
+                    // One exchange per thread: wake one now.
+                    lane.wake(1);
+                    return None;
+                }
                 cx.unwoken[usize::from(class != Class::Llm)] += 1;
                 if cx.unwoken.iter().sum::<usize>() >= 64 {
                     self.wake_io(cx);
@@ -260,7 +266,7 @@ impl<'r> Run<'r> {
         // The op's own work ends here; delivering its results is scheduling.
         let end = self.now();
         cx.busy_ns += end - start;
-        let (id, flow, agent) = (frame.id, frame.flow, frame.agent);
+        let (id, flow, agent) = (frame.id, frame.flow_id(), frame.agent);
         let mut next = None;
         let status = match r {
             Ok(Some(results)) => {
@@ -428,13 +434,12 @@ impl<'r> Run<'r> {
     }
 
     /// True when nothing can make progress: every worker parked, no queued
-    /// or running job, no queued task.
+    /// or running job on any lane, no queued task.
     pub(super) fn stalled(&self, workers: usize) -> bool {
         self.sleep.n_idle.load(Ordering::SeqCst) >= workers
             && !self.has_work()
-            && self.llm.busy.load(Ordering::SeqCst) == 0
-            && self.tool.busy.load(Ordering::SeqCst) == 0
-            && self.llm.queued() == 0
-            && self.tool.queued() == 0
+            && [&self.llm, &self.tool, &self.agent]
+                .iter()
+                .all(|lane| lane.busy.load(Ordering::SeqCst) == 0 && lane.queued() == 0)
     }
 }

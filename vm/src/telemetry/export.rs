@@ -1,10 +1,11 @@
-//! JSONL events and Chrome trace (Perfetto) export.
+//! JSONL events and Chrome trace (Perfetto) formats of a run's telemetry.
+//! They write to any `Write`: files are the edge's business (`aisc run
+//! --events/--trace` writes them atomically after the run).
 
 use super::{OpEvent, RunSummary, Status, Track};
 use ais_ir::bytecode::Program;
 use serde_json::{json, Map, Value as Json};
 use std::io::{self, BufWriter, Write};
-use std::path::Path;
 
 fn status(s: Status) -> &'static str {
     match s {
@@ -16,6 +17,20 @@ fn status(s: Status) -> &'static str {
 
 fn agent_name(p: &Program, a: u32) -> &str {
     p.agents.get(a as usize).map_or("?", |a| a.name.as_str())
+}
+
+/// A flow's name by its id in telemetry: the program's own, then the
+/// flows of inner plans linked during the run.
+fn flow_label(p: &Program, summary: &RunSummary, id: u32) -> String {
+    let own = p.flows.len();
+    match (id as usize).checked_sub(own) {
+        Some(k) => summary
+            .linked_flows
+            .get(k)
+            .cloned()
+            .unwrap_or_else(|| format!("flow#{id}")),
+        None => p.flow_name(id),
+    }
 }
 
 fn track_name(t: Track) -> String {
@@ -30,17 +45,17 @@ fn track_name(t: Track) -> String {
 /// OpenTelemetry GenAI attribute names (`gen_ai.operation.name`,
 /// `gen_ai.request.model`, `gen_ai.usage.input_tokens`, ...).
 pub fn write_jsonl(
-    path: &Path,
+    out: &mut dyn Write,
     program: &Program,
     events: &[OpEvent],
     summary: &RunSummary,
 ) -> io::Result<()> {
-    let mut w = BufWriter::new(std::fs::File::create(path)?);
+    let mut w = BufWriter::new(out);
     for e in events {
         let mut o = Map::new();
         o.insert("type".into(), json!("op"));
         o.insert("frame".into(), json!(e.frame));
-        o.insert("flow".into(), json!(program.flow_name(e.flow)));
+        o.insert("flow".into(), json!(flow_label(program, summary, e.flow)));
         o.insert("op".into(), json!(e.op));
         o.insert("opcode".into(), json!(e.opcode.mnemonic()));
         o.insert("agent".into(), json!(agent_name(program, e.agent)));
@@ -58,6 +73,9 @@ pub fn write_jsonl(
             o.insert("gen_ai.usage.output_tokens".into(), json!(l.output_tokens));
             o.insert("gen_ai.simulated".into(), json!(l.simulated));
             o.insert("gen_ai.attempts".into(), json!(l.attempts));
+            if !l.tool_calls.is_empty() {
+                o.insert("gen_ai.tool_calls".into(), json!(l.tool_calls));
+            }
         }
         serde_json::to_writer(&mut w, &Json::Object(o))?;
         w.write_all(b"\n")?;
@@ -93,7 +111,7 @@ pub fn chrome_trace(program: &Program, events: &[OpEvent], summary: &RunSummary)
     }
     for (i, e) in events.iter().enumerate() {
         let args = json!({
-            "flow": program.flow_name(e.flow),
+            "flow": flow_label(program, summary, e.flow),
             "agent": agent_name(program, e.agent),
             "op": e.op,
             "frame": e.frame,
@@ -118,7 +136,11 @@ pub fn chrome_trace(program: &Program, events: &[OpEvent], summary: &RunSummary)
                     m.insert("input_tokens".into(), json!(l.input_tokens));
                     m.insert("output_tokens".into(), json!(l.output_tokens));
                 }
-                let name = format!("{} {}", e.opcode.mnemonic(), program.flow_name(e.flow));
+                let name = format!(
+                    "{} {}",
+                    e.opcode.mnemonic(),
+                    flow_label(program, summary, e.flow)
+                );
                 out.push(json!({"ph": "b", "name": name, "cat": cat, "id": i,
                     "ts": us(e.start_ns), "pid": 1, "tid": e.worker + 1, "args": args}));
                 out.push(json!({"ph": "e", "name": name, "cat": cat, "id": i,
@@ -134,12 +156,12 @@ pub fn chrome_trace(program: &Program, events: &[OpEvent], summary: &RunSummary)
 }
 
 pub fn write_chrome_trace(
-    path: &Path,
+    out: &mut dyn Write,
     program: &Program,
     events: &[OpEvent],
     summary: &RunSummary,
 ) -> io::Result<()> {
-    let mut w = BufWriter::new(std::fs::File::create(path)?);
+    let mut w = BufWriter::new(out);
     serde_json::to_writer(&mut w, &chrome_trace(program, events, summary))?;
     w.flush()
 }

@@ -38,8 +38,30 @@ pub struct LlmInfo {
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub simulated: bool,
-    /// Every attempt the backend made for this op (retries included).
+    /// Every attempt the backend made for this op (retries included; for
+    /// an op that called tools, the attempts of every model turn).
     pub attempts: Vec<AttemptRecord>,
+    /// The tool calls the model made, when the op offered it tools.
+    pub tool_calls: Vec<ToolCallRecord>,
+}
+
+/// One tool call a model made during an LLM op (see
+/// `scheduler::tool_loop`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ToolCallRecord {
+    /// The model turn that asked for it (1-based).
+    pub turn: u32,
+    pub tool: String,
+    /// `ok`, `error` (the tool failed; the model was told) or `refused`
+    /// (not offered, arguments invalid, or denied: the tool did not run).
+    pub status: &'static str,
+    /// The failure's dotted code, when it did not succeed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    /// Replayed from the run journal instead of called again.
+    pub replayed: bool,
+    pub start_ns: u64,
+    pub end_ns: u64,
 }
 
 /// One attempt of an LLM request, as reported by the backend.
@@ -57,6 +79,13 @@ pub struct AttemptRecord {
     /// `content_filter`, `refusal`, ...) when it sent a well-formed reply.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<String>,
+    /// Time to the first streamed token, for streamed attempts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_token_ms: Option<f64>,
+    /// The model turn of a tool-calling exchange it belongs to (1-based;
+    /// absent for ops that offer no tools).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub turn: Option<u32>,
 }
 
 impl AttemptRecord {
@@ -73,6 +102,8 @@ impl AttemptRecord {
             latency_ms: a.latency.as_secs_f64() * 1e3,
             retry_in_ms: a.retry_in.map(|d| d.as_secs_f64() * 1e3),
             finish_reason: a.finish_reason.clone(),
+            first_token_ms: a.first_token.map(|d| d.as_secs_f64() * 1e3),
+            turn: None,
         }
     }
 }
@@ -144,6 +175,10 @@ pub struct RunSummary {
     /// Replies that were not complete answers (cut off, filtered) and were
     /// taken as values because the backend sets `accept_incomplete`.
     pub incomplete_replies: u64,
+    /// Names of the flows of inner plans linked during the run, by flow id
+    /// from the program's own flow count on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub linked_flows: Vec<String>,
 }
 
 impl RunSummary {
@@ -186,6 +221,8 @@ impl RunSummary {
                 }
                 self.input_tokens += l.input_tokens;
                 self.output_tokens += l.output_tokens;
+                // Tools the model called count like the program's own.
+                self.tool_calls += l.tool_calls.len() as u64;
                 self.llm_attempts += l.attempts.len().max(1) as u64;
                 self.llm_retries += l
                     .attempts

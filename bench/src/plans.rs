@@ -1,0 +1,316 @@
+//! `ais-bench plans`: the LLMCompiler shapes (Kim et al., ICML 2024) on our
+//! runtime, a model that calls tools one per turn (ReAct) against one that
+//! writes an inner plan (`solve`), in process, with fixed latencies for
+//! model turns and tools.
+//!
+//! The shapes: `hotpot` (2 independent lookups, then an answer),
+//! `parallel-qa` (4 lookups, then arithmetic over them, then an answer),
+//! `movies` (8 independent lookups, then an answer). The model is scripted
+//! (the benchmark measures the runtime, not a model): as ReAct it asks for
+//! the next lookup each turn and for the arithmetic once all are in; as
+//! ReAct with parallel function calling it asks for all lookups in one
+//! turn; as a planner it writes the whole plan, which the front end checks
+//! and the VM runs. Every tool call sleeps the tool latency; every model
+//! turn the model latency (the planner's turn the planner latency).
+//!
+//! Not measured here yet: the streaming planner (plans are checked whole),
+//! LangGraph's `create_react_agent` and an LLMCompiler-style LangGraph graph
+//! (they need the mock server's tool-calling turns).
+
+use ais_testkit::{FrontEndPlanner, MemoryHost};
+use ais_vm::llm::{
+    CancelToken, LlmBackend, LlmError, LlmOpKind, LlmRequest, LlmResponse, ToolCall, Turn, Usage,
+};
+use ais_vm::RunOptions;
+use serde_json::json;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// One LLMCompiler shape.
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    pub name: &'static str,
+    /// Independent lookups.
+    pub lookups: usize,
+    /// Whether an arithmetic step over all lookups follows.
+    pub arithmetic: bool,
+    /// The speed-up LLMCompiler reports over ReAct for this shape.
+    pub reported: f64,
+}
+
+pub const SHAPES: &[Shape] = &[
+    Shape {
+        name: "hotpot (2 lookups)",
+        lookups: 2,
+        arithmetic: false,
+        reported: 1.8,
+    },
+    Shape {
+        name: "parallel-qa (4 lookups + arithmetic)",
+        lookups: 4,
+        arithmetic: true,
+        reported: 2.2,
+    },
+    Shape {
+        name: "movies (8 lookups)",
+        lookups: 8,
+        arithmetic: false,
+        reported: 3.7,
+    },
+];
+
+/// Latencies of the scripted model and tools.
+#[derive(Clone, Copy, Debug)]
+pub struct Latency {
+    pub turn: Duration,
+    pub planner: Duration,
+    pub tool: Duration,
+}
+
+/// How the model goes about it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Style {
+    /// One tool call per turn.
+    React,
+    /// All independent calls of a step in one turn.
+    ParallelCalls,
+    /// An inner plan (`solve`).
+    Plan,
+}
+
+impl Style {
+    pub fn name(self) -> &'static str {
+        match self {
+            Style::React => "tool calls, one per turn (ReAct)",
+            Style::ParallelCalls => "tool calls, parallel in one turn",
+            Style::Plan => "inner plan (solve)",
+        }
+    }
+}
+
+const TOOLS: &str = r#"[{"name":"lookup","read_only":true,"parameters":{"type":"object","properties":{"q":{"type":"string"}},"required":["q"]}},{"name":"calc","read_only":true,"parameters":{"type":"object","properties":{"expression":{"type":"string"}},"required":["expression"]}}]"#;
+
+fn program(style: Style) -> Result<ais_ir::bytecode::Program, String> {
+    let op = if style == Style::Plan { "solve" } else { "ask" };
+    let src = format!(
+        "agent @Bench {{\n  flow @main(%q: str) -> str entry {{\n    %0 = {op} %q {{tools = json {TOOLS}, max_steps = 16}} : str\n    return %0\n  }}\n}}\n"
+    );
+    let m = ais_ir::parse_module(&src).map_err(|e| format!("{e:?}"))?;
+    ais_ir::bytecode::compile(&m).map_err(|e| e.to_string())
+}
+
+/// The scripted model of one shape and style.
+struct Model {
+    shape: Shape,
+    style: Style,
+    latency: Latency,
+    turns: AtomicUsize,
+}
+
+fn reply(text: String, calls: Vec<ToolCall>) -> LlmResponse {
+    LlmResponse {
+        text,
+        json: None,
+        usage: Usage {
+            prompt_tokens: 100,
+            completion_tokens: 20,
+        },
+        finish_reason: if calls.is_empty() {
+            "stop"
+        } else {
+            "tool_calls"
+        }
+        .into(),
+        model: "scripted".into(),
+        latency: Duration::ZERO,
+        simulated: false,
+        tool_calls: calls,
+    }
+}
+
+fn lookup(i: usize) -> ToolCall {
+    ToolCall {
+        id: format!("l{i}"),
+        name: "lookup".into(),
+        arguments: json!({"q": format!("item {i}")}).to_string(),
+    }
+}
+
+fn calc() -> ToolCall {
+    ToolCall {
+        id: "c".into(),
+        name: "calc".into(),
+        arguments: json!({"expression": "sum"}).to_string(),
+    }
+}
+
+impl Model {
+    /// The plan a planner writes for the shape.
+    fn plan(&self) -> String {
+        let mut p = String::from("```ais\n");
+        let names: Vec<String> = (0..self.shape.lookups).map(|i| format!("r{i}")).collect();
+        for i in 0..self.shape.lookups {
+            p.push_str(&format!("let r{i} = lookup(\"item {i}\")\n"));
+        }
+        let mut ctx = names.join(", ");
+        if self.shape.arithmetic {
+            let holes: Vec<String> = names.iter().map(|n| format!("{{{n}}}")).collect();
+            p.push_str(&format!("let total = calc(\"{}\")\n", holes.join(" + ")));
+            ctx = "total".into();
+        }
+        p.push_str(&format!(
+            "let answer = ask(\"Answer from the results\", {ctx})\nreturn answer\n```"
+        ));
+        p
+    }
+
+    /// The next step of a tool-calling model, from the turns so far.
+    fn next(&self, r: &LlmRequest) -> LlmResponse {
+        let done_lookups = r
+            .turns
+            .iter()
+            .filter(|t| matches!(t, Turn::ToolResult { name, .. } if name == "lookup"))
+            .count();
+        let done_calc = r
+            .turns
+            .iter()
+            .any(|t| matches!(t, Turn::ToolResult { name, .. } if name == "calc"));
+        let n = self.shape.lookups;
+        if done_lookups < n {
+            let calls = match self.style {
+                Style::ParallelCalls => (done_lookups..n).map(lookup).collect(),
+                _ => vec![lookup(done_lookups)],
+            };
+            return reply(String::new(), calls);
+        }
+        if self.shape.arithmetic && !done_calc {
+            return reply(String::new(), vec![calc()]);
+        }
+        reply("the answer".into(), Vec::new())
+    }
+}
+
+impl LlmBackend for Model {
+    fn name(&self) -> &str {
+        "scripted"
+    }
+
+    // What the HTTP backends default to.
+    fn concurrency(&self) -> usize {
+        16
+    }
+
+    fn complete(&self, r: &LlmRequest, cancel: &CancelToken) -> Result<LlmResponse, LlmError> {
+        self.turns.fetch_add(1, Ordering::SeqCst);
+        let planning = r.kind == LlmOpKind::Solve;
+        let wait = if planning {
+            self.latency.planner
+        } else {
+            self.latency.turn
+        };
+        let end = Instant::now() + wait;
+        while Instant::now() < end && !cancel.is_cancelled() {
+            std::thread::sleep(Duration::from_millis(1).min(end - Instant::now()));
+        }
+        Ok(if planning {
+            reply(self.plan(), Vec::new())
+        } else if r.tools.is_empty() {
+            // The plan's own `ask`.
+            reply("the answer".into(), Vec::new())
+        } else {
+            self.next(r)
+        })
+    }
+}
+
+/// One measured run.
+pub struct Measured {
+    pub makespan: Duration,
+    pub model_turns: usize,
+    pub tool_calls: usize,
+}
+
+/// Runs `shape` in `style` once.
+pub fn run_once(shape: Shape, style: Style, latency: Latency) -> Result<Measured, String> {
+    let p = program(style)?;
+    let model = Arc::new(Model {
+        shape,
+        style,
+        latency,
+        turns: AtomicUsize::new(0),
+    });
+    let host = Arc::new(MemoryHost::new());
+    let tools = Arc::new(AtomicUsize::new(0));
+    for name in ["lookup", "calc"] {
+        let n = tools.clone();
+        let wait = latency.tool;
+        host.register_tool(name, move |_| {
+            n.fetch_add(1, Ordering::SeqCst);
+            std::thread::sleep(wait);
+            Ok(json!(7))
+        });
+    }
+    let o = RunOptions {
+        args: vec![("q".into(), json!("the question"))],
+        planner: Some(Arc::new(FrontEndPlanner::default())),
+        ..RunOptions::default()
+    };
+    let t = Instant::now();
+    let r = ais_vm::run(&p, &o, model.clone(), host);
+    let makespan = t.elapsed();
+    r.outcome.map_err(|e| e.to_string())?;
+    Ok(Measured {
+        makespan,
+        model_turns: model.turns.load(Ordering::SeqCst),
+        tool_calls: tools.load(Ordering::SeqCst),
+    })
+}
+
+/// `ais-bench plans`: every shape in every style, `runs` times each; a
+/// Markdown report.
+pub fn report(latency: Latency, runs: usize) -> Result<String, String> {
+    let mut out = format!(
+        "Latencies: model turn {} ms, planner turn {} ms, tool call {} ms; {runs} runs per cell (mean ± std of the makespan, ms).\n\n",
+        latency.turn.as_millis(),
+        latency.planner.as_millis(),
+        latency.tool.as_millis()
+    );
+    out.push_str("| shape | how | makespan | model turns | tool calls | speed-up over ReAct | LLMCompiler reports | target met |\n|---|---|---:|---:|---:|---:|---:|---|\n");
+    for &shape in SHAPES {
+        let mut react_mean = None;
+        for style in [Style::React, Style::ParallelCalls, Style::Plan] {
+            let mut ms = Vec::with_capacity(runs);
+            let mut last = None;
+            for _ in 0..runs {
+                let m = run_once(shape, style, latency)?;
+                ms.push(m.makespan.as_secs_f64() * 1e3);
+                last = Some(m);
+            }
+            let mean = ms.iter().sum::<f64>() / ms.len().max(1) as f64;
+            let var = ms.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / ms.len().max(1) as f64;
+            let (turns, calls) = last.map_or((0, 0), |m| (m.model_turns, m.tool_calls));
+            let react = *react_mean.get_or_insert(mean);
+            let speedup = react / mean;
+            let (reported, met) = match style {
+                Style::Plan => (
+                    format!("{:.1}×", shape.reported),
+                    if speedup >= shape.reported {
+                        "yes"
+                    } else {
+                        "no"
+                    }
+                    .to_string(),
+                ),
+                _ => ("".into(), "".into()),
+            };
+            out.push_str(&format!(
+                "| {} | {} | {mean:.1} ± {:.1} | {turns} | {calls} | {speedup:.2}× | {reported} | {met} |\n",
+                shape.name,
+                style.name(),
+                var.sqrt()
+            ));
+        }
+    }
+    Ok(out)
+}

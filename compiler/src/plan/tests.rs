@@ -1,0 +1,108 @@
+use super::*;
+
+fn spec() -> PlanSpec {
+    PlanSpec {
+        agent: "Researcher".into(),
+        tools: vec![
+            PlanTool::from_schema(
+                "search",
+                "Search the web",
+                &serde_json::json!({"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}),
+            ),
+            PlanTool::from_schema(
+                "price",
+                "",
+                &serde_json::json!({"type": "object", "properties": {"limit": {"type": "integer"}, "item": {"type": "string"}}, "required": ["item"]}),
+            ),
+        ],
+        limits: PlanLimits::default(),
+    }
+}
+
+fn problems(body: &str) -> Vec<PlanProblem> {
+    match check_plan(&spec(), body) {
+        Ok(_) => panic!("accepted:\n{body}"),
+        Err(p) => p,
+    }
+}
+
+#[test]
+fn signatures_come_from_the_schemas_required_parameters() {
+    let s = spec();
+    assert_eq!(s.tools[0].signature(), "search(query: str) -> json");
+    // `limit` is optional: left to the tool's default.
+    assert_eq!(s.tools[1].signature(), "price(item: str) -> json");
+    let all = PlanTool::from_schema(
+        "t",
+        "",
+        &serde_json::json!({"properties": {"a": {"type": "boolean"}, "b": {"type": "array", "items": {"type": "string"}}}}),
+    );
+    assert_eq!(all.signature(), "t(a: bool, b: list<str>) -> json");
+}
+
+#[test]
+fn a_valid_plan_compiles_to_an_entry_flow_calling_the_tools() {
+    let body = "let a = search(\"tidal power\")\nlet b = price(\"turbine\")\nlet c = ask(\"Summarise\", a, b)\nreturn c";
+    let p = check_plan(&spec(), body).unwrap_or_else(|e| panic!("{e:?}"));
+    assert!(p.source.contains("capability search(query: str) -> json;"));
+    let text = ais_ir::print_module(&p.module);
+    assert!(text.contains("tool = \"search\""), "{text}");
+    assert!(text.contains("tool = \"price\""), "{text}");
+    let entry = p.program.find_entry(None).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(p.program.flow_name(entry), "Researcher.plan");
+}
+
+#[test]
+fn a_type_error_is_positioned_in_the_plan() {
+    let p = problems("let a = search(\"x\")\nlet n = a - undefined_name\nreturn \"done\"");
+    assert!(p.iter().any(|p| p.at.is_some_and(|(l, _)| l == 2)), "{p:?}");
+    assert!(p.iter().all(|p| p.to_string().contains("error[")));
+}
+
+#[test]
+fn a_tool_that_was_not_offered_is_refused() {
+    let p = problems("let a = inv(\"send_email\", \"{}\")\nreturn \"sent\"");
+    assert!(
+        p.iter()
+            .any(|p| p.code == "P0003" && p.message.contains("send_email")),
+        "{p:?}"
+    );
+}
+
+#[test]
+fn memory_and_output_are_refused() {
+    let p = problems("print(\"hello\")\nreturn \"x\"");
+    assert!(p.iter().any(|p| p.message.contains("`print`")), "{p:?}");
+}
+
+#[test]
+fn garbage_and_size_limits_are_refused() {
+    assert!(!problems("this is not a plan at all").is_empty());
+    assert_eq!(problems("   ")[0].code, "P0001");
+    let long = "let a = \"x\"\n".repeat(3000) + "return a";
+    assert_eq!(problems(&long)[0].code, "P0002");
+}
+
+#[test]
+fn nesting_is_bounded() {
+    let mut body = String::from("let x = \"a\"\n");
+    for _ in 0..6 {
+        body.push_str("if (x == \"a\") {\n");
+    }
+    body.push_str("x = \"b\"\n");
+    for _ in 0..6 {
+        body.push_str("}\n");
+    }
+    body.push_str("return x");
+    assert!(problems(&body).iter().any(|p| p.code == "P0004"));
+}
+
+#[test]
+fn the_plan_is_taken_from_a_fenced_block() {
+    assert_eq!(
+        extract_plan("Here:\n```ais\nreturn \"x\"\n```\nDone."),
+        "return \"x\""
+    );
+    assert_eq!(extract_plan("return \"x\""), "return \"x\"");
+    assert!(guide(&spec()).contains("- search(query: str) -> json: Search the web"));
+}

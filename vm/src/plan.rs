@@ -1,0 +1,157 @@
+//! Inner plans: the contract between the VM and the front end that checks
+//! them, and where accepted plans live while a run executes them.
+//!
+//! A `solve` op asks the model for a plan written in AIS. The VM does not
+//! know the language: the edge gives it a [`PlanCompiler`] (the `aisc`
+//! command line passes one built on `ais-compiler`), which turns the
+//! model's reply into a checked, compiled program or into the diagnostics
+//! the model gets back. The scheduler then links the plan's bytecode into
+//! the run (`scheduler::inner_plan`): its ops run on the same workers,
+//! journal and telemetry as the program's own.
+
+use crate::exec::OpError;
+use crate::llm::{LlmRequest, ToolSpec};
+use ais_ir::bytecode::Program;
+use ais_ir::bytecode::{Imm, Instr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+/// What a plan may use.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlanSpec {
+    /// The agent the plan acts for.
+    pub agent: String,
+    /// The tools it may call (with the schemas offered to the model).
+    pub tools: Vec<ToolSpec>,
+    /// Those of them declared read-only: the plan's calls to them need not
+    /// wait for each other.
+    pub read_only: Vec<String>,
+}
+
+impl PlanSpec {
+    /// The spec of a `solve` op, taking the tools out of its request: the
+    /// planner writes code, it does not call them itself.
+    pub fn of(agent: &str, instr: &Instr, request: &mut LlmRequest) -> PlanSpec {
+        let read_only = match &instr.imm {
+            Imm::Llm(a) => a
+                .tools
+                .iter()
+                .filter(|t| t.read_only)
+                .map(|t| t.name.clone())
+                .collect(),
+            _ => Vec::new(),
+        };
+        PlanSpec {
+            agent: agent.to_string(),
+            tools: std::mem::take(&mut request.tools),
+            read_only,
+        }
+    }
+}
+
+/// The planner's prompt: the goal, the guide, and after a rejected plan,
+/// that plan and why it was rejected.
+pub fn planner_prompt(goal: &str, guide: &str, rejected: Option<&Rejected>) -> String {
+    let mut p = format!("Goal: {goal}\n\n{guide}");
+    if let Some(r) = rejected {
+        p.push_str("\n\nYour previous plan was rejected by the checker:\n```ais\n");
+        p.push_str(&r.body);
+        p.push_str("\n```\nProblems:\n");
+        for problem in &r.problems {
+            p.push_str(&format!("- {problem}\n"));
+        }
+        p.push_str("Write a corrected plan.");
+    }
+    p
+}
+
+/// `plan.invalid`: no plan checked in `rounds` rounds; the payload lists
+/// the last plan's diagnostics.
+pub fn invalid(rounds: u32, last: Option<Rejected>) -> OpError {
+    let problems = last.map(|r| r.problems).unwrap_or_default();
+    OpError::new(
+        "plan.invalid",
+        format!(
+            "the model's plan did not check after {rounds} round{}: {}",
+            if rounds == 1 { "" } else { "s" },
+            problems.first().map_or("no plan", String::as_str)
+        ),
+    )
+    .with_payload(serde_json::json!({
+        "rounds": rounds,
+        "diagnostics": problems,
+    }))
+}
+
+/// `plan.unavailable`: a `solve` op in a run without a plan compiler.
+pub fn unavailable() -> OpError {
+    OpError::new(
+        "plan.unavailable",
+        "this run has no plan compiler: `solve` needs one (aisc run provides it; an embedding passes RunOptions::planner)",
+    )
+}
+
+/// A plan that checked.
+#[derive(Clone, Debug)]
+pub struct AcceptedPlan {
+    /// The plan text as the model wrote it (the flow body).
+    pub body: String,
+    /// The whole program the plan became (what `aisc check` accepts).
+    pub source: String,
+    /// Its optimised IR, as text (what `ais-opt` accepts).
+    pub ir: String,
+    /// Its bytecode; its entry flow is the plan.
+    pub program: Program,
+}
+
+/// Why a reply is not an acceptable plan: the text it was read as, and
+/// each problem, rendered for the model to read (line and column in the
+/// plan, code, message, help).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rejected {
+    pub body: String,
+    pub problems: Vec<String>,
+}
+
+/// Checks and compiles plans; provided by the edge.
+pub trait PlanCompiler: Send + Sync + std::fmt::Debug {
+    /// The planner's instructions for `spec`: what to write, the subset of
+    /// the language, the tools' signatures.
+    fn guide(&self, spec: &PlanSpec) -> String;
+    /// Reads the plan in a model's reply and checks it against `spec`.
+    fn check(&self, spec: &PlanSpec, reply: &str) -> Result<AcceptedPlan, Rejected>;
+}
+
+/// Accepted plans of one run, at addresses that stay put while frames
+/// point into them. Fixed capacity: a run links at most this many plans
+/// (`plan.limit` past it), which also bounds what model output can make a
+/// run hold in memory.
+pub(crate) struct PlanArena {
+    slots: Box<[OnceLock<Program>]>,
+    next: AtomicUsize,
+}
+
+/// Plans one run may link.
+pub const MAX_PLANS_PER_RUN: usize = 1024;
+
+impl PlanArena {
+    pub(crate) fn new(capacity: usize) -> PlanArena {
+        PlanArena {
+            slots: (0..capacity).map(|_| OnceLock::new()).collect(),
+            next: AtomicUsize::new(0),
+        }
+    }
+
+    /// Keeps `program`; returns its index and a reference valid for the
+    /// arena's life, or `None` when the arena is full.
+    pub(crate) fn add(&self, program: Program) -> Option<(usize, &Program)> {
+        let i = self.next.fetch_add(1, Ordering::SeqCst);
+        let slot = self.slots.get(i)?;
+        let _ = slot.set(program);
+        slot.get().map(|p| (i, p))
+    }
+
+    pub(crate) fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+}

@@ -1,0 +1,183 @@
+//! Inner plans (`solve`). The op asks the model for a plan written in AIS
+//! over the tools it offers; the edge's [`PlanCompiler`] checks it with the
+//! language's own front end. A plan that does not check goes back to the
+//! model with its diagnostics, for a bounded number of repair rounds
+//! (`repairs`, default 2); one that never checks fails the op with
+//! `plan.invalid` and has made no tool call. An accepted plan is kept in
+//! the run's plan arena and linked: its entry flow starts as a frame owned
+//! by the `solve` op (role `Plan`), so its ops run on the same workers, with
+//! the same admission, journal and telemetry as the program's own, and its
+//! return value becomes the op's.
+//!
+//! The planner's replies are journaled like the turns of a tool-calling
+//! exchange (`<op key>#turn<N>`), so a resumed run reads the same plan
+//! instead of asking again, and the plan's ops replay from their own
+//! entries.
+
+use super::io::Job;
+use super::tool_loop::{Exchange, Site, Stop};
+use super::{Run, Sink};
+use crate::exec::{self, Class, OpError};
+use crate::frame::{Frame, Owner, Role, Unit};
+use crate::plan::{PlanSpec, Rejected};
+use crate::telemetry::{OpEvent, Status, Track};
+use crate::value::Val;
+use std::sync::Arc;
+
+/// A plan linked into a run, for the run's report (`aisc run --emit-plans`).
+#[derive(Clone, Debug)]
+pub struct LinkedPlan {
+    /// Where it was made: `Agent.flow`, op index.
+    pub made_by: String,
+    pub op: u32,
+    /// The flow id its entry flow has in telemetry.
+    pub flow_id: u32,
+    /// How many flows it has (their ids follow `flow_id`).
+    pub flows: u32,
+    pub body: String,
+    pub source: String,
+    pub ir: String,
+}
+
+impl<'r> Run<'r> {
+    pub(super) fn run_solve(&self, job: Job<'r>, idx: u32) -> Option<OpEvent> {
+        let (mut call, args, jkey) = job.into_call(Track::Llm(idx), self.now());
+        let op = call.op;
+        let instr = call.frame.code.ops.get(op as usize)?;
+        // Its tokens are counted turn by turn, as they are spent.
+        call.usage_accounted = true;
+        if let Some(ev) = self.unwanted(&call) {
+            return ev;
+        }
+        let mut ex = Exchange::new(self.backend.is_simulated());
+        let site = Site {
+            frame: &call.frame,
+            op,
+            instr,
+            agent: self.agent_name(call.frame.agent),
+            jkey: jkey.as_ref(),
+        };
+        let linked = self.plan_and_link(&site, &call.frame, &args, &mut ex);
+        let end = self.now();
+        match linked {
+            // The op completes when the plan's frame does.
+            Ok(()) => self
+                .record
+                .then(|| call.event(end, Status::Ok, Some(ex.info())))
+                .flatten(),
+            Err(Stop::Fail(e)) => {
+                call.jkey = jkey.clone();
+                self.settle(call, Err(e), Some(ex.info()))
+            }
+            Err(Stop::Halted) => self.halted_event(&call, ex),
+        }
+    }
+
+    /// Planner rounds until a plan checks, then links it.
+    fn plan_and_link(
+        &self,
+        site: &Site<'_, 'r>,
+        frame: &Arc<Frame<'r>>,
+        args: &[Val],
+        ex: &mut Exchange,
+    ) -> Result<(), Stop> {
+        let Some(planner) = self.planner else {
+            return Err(Stop::Fail(crate::plan::unavailable()));
+        };
+        let mut req = exec::llm_request(site.agent, site.instr, args).map_err(Stop::Fail)?;
+        ex.model = req.model.clone().unwrap_or_default();
+        let spec = PlanSpec::of(site.agent, site.instr, &mut req);
+        let goal = std::mem::take(&mut req.prompt);
+        let guide = planner.guide(&spec);
+        let rounds = exec::repairs(site.instr).saturating_add(1);
+        let mut last: Option<Rejected> = None;
+        for round in 1..=rounds {
+            if round > 1 {
+                if self.halted() || site.frame.is_cancelled() {
+                    return Err(Stop::Halted);
+                }
+                if self.over_budget(site.frame, site.op, site.instr, Class::Llm) {
+                    return Err(Stop::Halted);
+                }
+            }
+            req.prompt = crate::plan::planner_prompt(&goal, &guide, last.as_ref());
+            let reply = self.model_turn(site, &req, round, ex)?;
+            match planner.check(&spec, &reply.text) {
+                Ok(plan) => return self.link(site, frame, plan),
+                Err(r) => last = Some(r),
+            }
+        }
+        Err(Stop::Fail(crate::plan::invalid(rounds, last)))
+    }
+
+    /// Starts an accepted plan as a frame owned by the `solve` op.
+    fn link(
+        &self,
+        site: &Site<'_, 'r>,
+        frame: &Arc<Frame<'r>>,
+        plan: crate::plan::AcceptedPlan,
+    ) -> Result<(), Stop> {
+        let fail = |code: &str, m: String| Stop::Fail(OpError::new(code, m));
+        let entry = plan
+            .program
+            .find_entry(None)
+            .map_err(|e| fail("internal.plan", e.to_string()))?;
+        let flows = u32::try_from(plan.program.flows.len()).unwrap_or(u32::MAX);
+        let (body, source, ir) = (plan.body, plan.source, plan.ir);
+        let Some((_, program)) = self.plans.add(plan.program) else {
+            return Err(fail(
+                "plan.limit",
+                format!(
+                    "this run already linked {} plans, the most one run may",
+                    self.plans.capacity()
+                ),
+            ));
+        };
+        let base = {
+            let mut linked = crate::sync::lock(&self.linked);
+            let base = self.linked_flows(&linked);
+            linked.push(LinkedPlan {
+                made_by: frame.unit.program.flow_name(frame.flow),
+                op: site.op,
+                flow_id: base.saturating_add(entry),
+                flows,
+                body,
+                source,
+                ir,
+            });
+            base
+        };
+        let unit = Unit { program, base };
+        let tail = frame.tail_ms + site.instr.rem_ms.saturating_sub(site.instr.est_ms);
+        let owner = Owner {
+            frame: frame.clone(),
+            op: site.op,
+            role: Role::Plan,
+        };
+        let child = self
+            .new_frame(
+                unit,
+                entry,
+                0,
+                Some(owner),
+                tail,
+                frame.depth.saturating_add(1),
+            )
+            .map_err(Stop::Fail)?;
+        self.start_frame(&child, [], None, &Sink::Global)
+            .map_err(Stop::Fail)?;
+        if !self.injector.is_empty() {
+            self.sleep.notify_one();
+        }
+        Ok(())
+    }
+
+    /// The first flow id free for the next plan: past the program's flows
+    /// and those of the plans linked so far.
+    fn linked_flows(&self, linked: &[LinkedPlan]) -> u32 {
+        let own = u32::try_from(self.program.flows.len()).unwrap_or(u32::MAX);
+        linked
+            .iter()
+            .fold(own, |base, p| base.saturating_add(p.flows))
+    }
+}
