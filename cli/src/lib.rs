@@ -14,6 +14,7 @@ mod output;
 pub mod plan;
 mod run;
 mod runs;
+mod stream;
 mod tty;
 
 use ais_compiler::diagnostics::explain;

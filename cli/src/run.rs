@@ -170,6 +170,12 @@ pub struct RunArgs {
     /// (ais-opt reads it).
     #[arg(long, value_name = "DIR")]
     pub emit_plans: Option<PathBuf>,
+    /// Print the text of LLM calls on stderr as the model streams it, each
+    /// line prefixed with its op (`[Agent.flow %3]`); replaces the
+    /// progress line. Backends that do not stream (sim, replays) print
+    /// nothing here.
+    #[arg(long)]
+    pub stream: bool,
     /// No run summary, progress or simulator note on stderr.
     #[arg(long, short)]
     pub quiet: bool,
@@ -391,7 +397,10 @@ pub fn run_loaded(
         workers: run.workers,
         policy: run.policy.parse::<Policy>().unwrap_or_default(),
         concurrency: run.concurrency,
-        progress: crate::tty::progress_bar(run.quiet),
+        progress: crate::tty::progress_bar(run.quiet || run.stream),
+        observer: run.stream.then(|| {
+            ais_vm::observe::Observer(Arc::new(crate::stream::TextPrinter::new(std::io::stderr())))
+        }),
         budget,
         watchdog: Some(run.budget.watchdog),
         planner: Some(Arc::new(crate::plan::FrontEndPlanner::default())),

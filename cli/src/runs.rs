@@ -264,6 +264,7 @@ fn resume_in(
         trace: None,
         report_json: None,
         emit_plans: None,
+        stream: false,
         quiet: r.quiet,
         memory: r.memory.clone(),
         yes: r.yes,

@@ -792,3 +792,39 @@ fn accepted_incomplete_replies_are_warned_about() {
     );
     assert!(!stderr(&o).contains("incomplete"), "{}", stderr(&o));
 }
+
+/// `aisc run --stream` prints the model's text on stderr as it streams in,
+/// line by line, each line prefixed with its op; stdout keeps the result.
+#[test]
+fn run_stream_prints_streamed_text_prefixed_with_its_op() {
+    use ais_testkit::mock::{MockReply, MockServer};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = MockServer::start().expect("mock");
+    server.push(MockReply::Content("first line\nsecond line".into()));
+    let program = write(
+        dir.path(),
+        "p.ais",
+        "agent A {\n    @entry flow main() -> str {\n        return ask(\"two lines\")\n    }\n}\n",
+    );
+    let config = write(
+        dir.path(),
+        "config.toml",
+        &format!(
+            "default_backend = \"m\"\n[[llm_backends]]\nname = \"m\"\nprotocol = \"openai\"\nbase_url = \"{}\"\n",
+            server.openai_url()
+        ),
+    );
+    let o = aisc_in(
+        dir.path(),
+        &["run", &program, "--config", &config, "--stream"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o).trim(), "first line\nsecond line");
+    let err = stderr(&o);
+    let first = err.find("[A.main %").expect(&err);
+    let line1 = err[first..].lines().next().unwrap_or_default();
+    assert!(line1.ends_with("] first line"), "{err}");
+    assert!(err.contains("] second line\n"), "{err}");
+    // The request asked for a stream (the configuration's default).
+    assert_eq!(server.requests()[0].body["stream"], serde_json::json!(true));
+}

@@ -10,6 +10,7 @@ pub mod host;
 pub mod interp;
 pub mod journal;
 pub mod llm;
+pub mod observe;
 pub mod plan;
 pub mod progress;
 pub mod scheduler;

@@ -32,11 +32,31 @@ pub struct LinkedPlan {
     pub op: u32,
     /// The flow id its entry flow has in telemetry.
     pub flow_id: u32,
-    /// How many flows it has (their ids follow `flow_id`).
+    /// How many flows it has (consecutive ids, the entry's among them).
     pub flows: u32,
+    /// The entry flow's index among them.
+    pub entry: u32,
+    /// Their names in the plan's program, in id order.
+    pub flow_names: Vec<String>,
     pub body: String,
     pub source: String,
     pub ir: String,
+}
+
+impl LinkedPlan {
+    /// A label per flow of the plan, in id order, for telemetry:
+    /// `Agent.flow (plan of op N)` for its entry flow, followed by the
+    /// flow's own name for the others.
+    pub fn flow_labels(&self) -> impl Iterator<Item = String> + '_ {
+        self.flow_names.iter().enumerate().map(move |(i, name)| {
+            let plan = format!("{} (plan of op {})", self.made_by, self.op);
+            if i as u32 == self.entry {
+                plan
+            } else {
+                format!("{plan} {name}")
+            }
+        })
+    }
 }
 
 impl<'r> Run<'r> {
@@ -101,6 +121,7 @@ impl<'r> Run<'r> {
                 }
             }
             req.prompt = crate::plan::planner_prompt(&goal, &guide, last.as_ref());
+            req.on_text = self.text_sink(site.frame, site.op, Some(round));
             let reply = self.model_turn(site, &req, round, ex)?;
             match planner.check(&spec, &reply.text) {
                 Ok(plan) => return self.link(site, frame, plan),
@@ -123,6 +144,7 @@ impl<'r> Run<'r> {
             .find_entry(None)
             .map_err(|e| fail("internal.plan", e.to_string()))?;
         let flows = u32::try_from(plan.program.flows.len()).unwrap_or(u32::MAX);
+        let flow_names = (0..flows).map(|f| plan.program.flow_name(f)).collect();
         let (body, source, ir) = (plan.body, plan.source, plan.ir);
         let Some((_, program)) = self.plans.add(plan.program) else {
             return Err(fail(
@@ -141,6 +163,8 @@ impl<'r> Run<'r> {
                 op: site.op,
                 flow_id: base.saturating_add(entry),
                 flows,
+                entry,
+                flow_names,
                 body,
                 source,
                 ir,

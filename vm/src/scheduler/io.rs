@@ -216,6 +216,7 @@ impl<'r> Run<'r> {
             let ev = self.run_job(job, llm, idx);
             lane.finished();
             if let Some(e) = ev {
+                self.observe_op(&e);
                 events.push(e);
             }
         }
@@ -254,7 +255,8 @@ impl<'r> Run<'r> {
         }
         let (result, info) = if llm {
             match exec::llm_request(agent, instr, &args) {
-                Ok(req) => {
+                Ok(mut req) => {
+                    req.on_text = self.text_sink(frame, op, None);
                     // Every attempt (retries included) goes into the op's
                     // telemetry.
                     let log = crate::llm::AttemptLog::new();

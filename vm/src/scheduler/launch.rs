@@ -141,7 +141,7 @@ pub fn run(
         inbox: Arc::default(),
         start: Instant::now(),
         next_frame: AtomicU64::new(0),
-        record: options.record_events,
+        record: options.record_events || options.observer.is_some(),
         max_depth: options.max_call_depth,
         max_value_bytes: options.max_value_bytes,
         frames: &frames,
@@ -168,11 +168,13 @@ pub fn run(
         planner: options.planner.as_deref(),
         plans: &plan_arena,
         linked: Mutex::new(Vec::new()),
+        observer: options.observer.as_ref().map(|o| &*o.0),
+        observer_arc: options.observer.as_ref().map(|o| o.0.clone()),
     };
     // Room for one event per op of the program (capped), so recording does
     // not regrow and copy the vector while the run is timed; pages are only
     // touched as events are written.
-    let event_capacity = if options.record_events {
+    let event_capacity = if run.record {
         program.op_count().min(1 << 22)
     } else {
         0
@@ -344,7 +346,7 @@ pub fn run(
         .iter()
         .map(|s| s.life_ns.saturating_sub(s.busy_ns + s.idle_ns))
         .sum();
-    if !options.record_events {
+    if !run.record {
         summary.ops = worker_ops;
     }
     if worker_ops > 0 {
@@ -363,7 +365,7 @@ pub fn run(
     let plans = std::mem::take(&mut *lock(&run.linked));
     summary.linked_flows = plans
         .iter()
-        .map(|p| format!("{} (plan of op {})", p.made_by, p.op))
+        .flat_map(super::LinkedPlan::flow_labels)
         .collect();
     RunReport {
         outcome,

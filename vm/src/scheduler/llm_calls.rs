@@ -270,13 +270,17 @@ impl<'r> Run<'r> {
         };
         if let Some(ev) = self.unwanted(&call) {
             if let Some(ev) = ev {
+                self.observe_op(&ev);
                 lock(&self.calls).events.push(ev);
             }
             self.llm.finished();
             return None;
         }
         let req = match exec::llm_request(self.agent_name(call.frame.agent), instr, &args) {
-            Ok(req) => req,
+            Ok(mut req) => {
+                req.on_text = self.text_sink(&call.frame, op, None);
+                req
+            }
             Err(e) => {
                 self.fail(&call.frame, op, e, &Sink::Global);
                 self.llm.finished();
@@ -311,6 +315,7 @@ impl<'r> Run<'r> {
             let due = ready.due.into_iter().map(|t| (t, None));
             for (token, outcome) in outcomes.chain(due) {
                 if let Some(ev) = self.settle_llm(token, outcome) {
+                    self.observe_op(&ev);
                     events.push(ev);
                 }
             }
@@ -325,7 +330,10 @@ impl<'r> Run<'r> {
         for (_, Pending { call: c, .. }) in g.table.drain() {
             self.llm.finished();
             if self.record {
-                events.extend(c.event(now, Status::Cancelled, None));
+                if let Some(ev) = c.event(now, Status::Cancelled, None) {
+                    self.observe_op(&ev);
+                    events.push(ev);
+                }
             }
         }
         events

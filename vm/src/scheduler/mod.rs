@@ -35,6 +35,7 @@ mod io;
 mod launch;
 pub mod limits;
 mod llm_calls;
+mod observe;
 pub mod policy;
 mod progress;
 mod tool_loop;
@@ -101,6 +102,9 @@ pub struct RunOptions {
     /// Checks the plans `solve` ops ask models for (`None`: such an op
     /// fails with `plan.unavailable`).
     pub planner: Option<Arc<dyn crate::plan::PlanCompiler>>,
+    /// Receives each op's event as it is recorded and LLM text as it
+    /// streams in (see `crate::observe`); events are recorded when set.
+    pub observer: Option<crate::observe::Observer>,
 }
 
 impl Default for RunOptions {
@@ -120,6 +124,7 @@ impl Default for RunOptions {
             budget: crate::journal::Budget::default(),
             watchdog: None,
             planner: None,
+            observer: None,
         }
     }
 }
@@ -196,6 +201,9 @@ struct Run<'r> {
     /// Accepted plans' bytecode (frames point into it).
     plans: &'r crate::plan::PlanArena,
     linked: Mutex<Vec<LinkedPlan>>,
+    observer: Option<&'r dyn crate::observe::RunObserver>,
+    /// The same observer, for text sinks (they are `'static`).
+    observer_arc: Option<observe::SharedObserver>,
 }
 
 impl<'r> Run<'r> {

@@ -118,7 +118,10 @@ impl<'r> Run<'r> {
                 self.run_exchange(job, idx)
             };
             lane.finished();
-            events.extend(ev);
+            if let Some(e) = ev {
+                self.observe_op(&e);
+                events.push(e);
+            }
         }
         events
     }
@@ -192,6 +195,7 @@ impl<'r> Run<'r> {
                     return Err(Stop::Halted);
                 }
             }
+            req.on_text = self.text_sink(site.frame, site.op, Some(turn));
             let resp = self.model_turn(site, &req, turn, ex)?;
             if resp.tool_calls.is_empty() {
                 return exec::llm_value(&req, &resp).map_err(Stop::Fail);

@@ -286,7 +286,7 @@ impl<'r> Run<'r> {
             c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         }
         if self.record {
-            cx.events.push(OpEvent {
+            let ev = OpEvent {
                 frame: id,
                 flow,
                 op,
@@ -299,7 +299,9 @@ impl<'r> Run<'r> {
                 end_ns: end,
                 status,
                 llm: None,
-            });
+            };
+            self.observe_op(&ev);
+            cx.events.push(ev);
         }
         // Work left in the local queue: let an idle worker steal it (there
         // is none to wake with one worker; skip the fence).

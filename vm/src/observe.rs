@@ -1,0 +1,56 @@
+//! Watching a run live: each op's event as it is recorded, and each LLM
+//! call's text as the model streams it. For whoever shows a run while it
+//! lasts (`aisc run --stream` prints the text, a server sends both to its
+//! clients); the run's report still holds every event at the end.
+//!
+//! The VM calls the observer on the thread that finished the op or, for
+//! text, on the thread reading the reply (for the event transport, the
+//! one I/O thread every call shares): an observer must return quickly and
+//! never wait for the run.
+
+use crate::llm::TextEvent;
+use crate::telemetry::OpEvent;
+use std::sync::Arc;
+
+/// An op finished: its event (as the report will hold it) and names for
+/// its flow and agent.
+#[derive(Debug)]
+pub struct OpUpdate<'a> {
+    pub event: &'a OpEvent,
+    /// `Agent.flow`, or for a flow of an inner plan, the flow that linked
+    /// it and its `solve` op.
+    pub flow: &'a str,
+    pub agent: &'a str,
+}
+
+/// A piece of an LLM call's reply as it arrives.
+#[derive(Debug)]
+pub struct TextUpdate<'a> {
+    /// The frame, flow and op the call belongs to (as in [`OpEvent`]).
+    pub frame: u64,
+    pub flow: &'a str,
+    pub op: u32,
+    pub agent: &'a str,
+    /// The model turn (tool-calling exchanges and planner rounds, from 1);
+    /// `None` for a call of one turn.
+    pub turn: Option<u32>,
+    /// More text, or: forget the text of an attempt that was cut off (a
+    /// retry follows).
+    pub event: &'a TextEvent,
+}
+
+/// Receives a run's updates. Both methods default to ignoring them.
+pub trait RunObserver: Send + Sync {
+    fn op(&self, _update: &OpUpdate<'_>) {}
+    fn text(&self, _update: &TextUpdate<'_>) {}
+}
+
+/// The observer a run reports to ([`crate::RunOptions::observer`]).
+#[derive(Clone)]
+pub struct Observer(pub Arc<dyn RunObserver>);
+
+impl std::fmt::Debug for Observer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Observer")
+    }
+}

@@ -1,0 +1,66 @@
+//! Live updates to the run's observer (`crate::observe`): each op event as
+//! it is recorded, and the text of LLM calls as it streams in.
+
+use super::Run;
+use crate::frame::Frame;
+use crate::llm::{TextEvent, TextSink};
+use crate::observe::{OpUpdate, RunObserver, TextUpdate};
+use crate::telemetry::OpEvent;
+use std::sync::Arc;
+
+impl<'r> Run<'r> {
+    /// Hands a recorded event to the observer, if any.
+    pub(super) fn observe_op(&self, event: &OpEvent) {
+        if let Some(o) = self.observer {
+            o.op(&OpUpdate {
+                event,
+                flow: &self.flow_label(event.flow),
+                agent: self.agent_name(event.agent),
+            });
+        }
+    }
+
+    /// Where the text of the LLM call at `op` of `frame` goes (model turn
+    /// `turn` of an exchange); `None` without an observer.
+    pub(super) fn text_sink(
+        &self,
+        frame: &Frame<'r>,
+        op: u32,
+        turn: Option<u32>,
+    ) -> Option<TextSink> {
+        let observer = self.observer_arc.clone()?;
+        let (id, flow, agent) = (
+            frame.id,
+            self.flow_label(frame.flow_id()),
+            self.agent_name(frame.agent).to_string(),
+        );
+        Some(TextSink::new(move |event: &TextEvent| {
+            observer.text(&TextUpdate {
+                frame: id,
+                flow: &flow,
+                op,
+                agent: &agent,
+                turn,
+                event,
+            });
+        }))
+    }
+
+    /// A flow's name by its telemetry id: the program's own, then the
+    /// flows of the inner plans linked so far.
+    pub(super) fn flow_label(&self, id: u32) -> String {
+        let own = self.program.flows.len();
+        let Some(k) = (id as usize).checked_sub(own) else {
+            return self.program.flow_name(id);
+        };
+        let linked = crate::sync::lock(&self.linked);
+        let label = linked
+            .iter()
+            .flat_map(super::LinkedPlan::flow_labels)
+            .nth(k);
+        label.unwrap_or_else(|| format!("flow#{id}"))
+    }
+}
+
+/// The observer, shared with text sinks that outlive a borrow of the run.
+pub(super) type SharedObserver = Arc<dyn RunObserver>;
