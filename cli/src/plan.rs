@@ -32,6 +32,14 @@ impl PlanCompiler for FrontEndPlanner {
         plan::guide(&self.spec(spec))
     }
 
+    fn check_prefix(
+        &self,
+        spec: &PlanSpec,
+        reply_so_far: &str,
+    ) -> Option<ais_ir::bytecode::Program> {
+        plan::check_prefix(&self.spec(spec), reply_so_far).map(|p| p.program)
+    }
+
     fn check(&self, spec: &PlanSpec, reply: &str) -> Result<AcceptedPlan, Rejected> {
         let body = plan::extract_plan(reply);
         match plan::check_plan(&self.spec(spec), &body) {

@@ -143,6 +143,54 @@ pub const PLAN_FLOW: &str = "plan";
 
 /// Checks a plan body for `spec`.
 pub fn check_plan(spec: &PlanSpec, body: &str) -> Result<CheckedPlan, Vec<PlanProblem>> {
+    check(spec, body, true)
+}
+
+/// The statements of a plan the model is still writing that are complete
+/// and check, as a plan of their own (ending `return ""`), compiled
+/// without optimisation (so no call is dropped for its unused result):
+/// what may start before the model has finished. `None` while nothing
+/// complete checks, and once the reply holds a whole plan (a closing
+/// fence or a `return`), which is checked as a whole.
+pub fn check_prefix(spec: &PlanSpec, reply_so_far: &str) -> Option<CheckedPlan> {
+    let prefix = statement_prefix(reply_so_far)?;
+    check(spec, &format!("{prefix}\nreturn \"\""), false).ok()
+}
+
+/// The complete top-level statements at the start of a plan being written:
+/// the text up to the last line break outside brackets and strings.
+pub fn statement_prefix(reply_so_far: &str) -> Option<&str> {
+    let body = match reply_so_far.find("```") {
+        Some(open) => {
+            let after = &reply_so_far[open + 3..];
+            let start = after.find('\n')? + 1;
+            let body = &after[start..];
+            if body.contains("```") {
+                return None;
+            }
+            body
+        }
+        None => reply_so_far,
+    };
+    let (mut depth, mut in_str, mut escaped) = (0i64, false, false);
+    let mut cut = None;
+    for (i, c) in body.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if in_str => escaped = true,
+            '"' => in_str = !in_str,
+            '(' | '[' | '{' if !in_str => depth += 1,
+            ')' | ']' | '}' if !in_str => depth -= 1,
+            '\n' if !in_str && depth == 0 => cut = Some(i),
+            _ => {}
+        }
+    }
+    let prefix = body[..cut?].trim();
+    let ends = prefix.lines().any(|l| l.trim_start().starts_with("return"));
+    (!prefix.is_empty() && !ends).then_some(prefix)
+}
+
+fn check(spec: &PlanSpec, body: &str, optimise: bool) -> Result<CheckedPlan, Vec<PlanProblem>> {
     let whole = |code: &str, message: String, help: Option<&str>| {
         vec![PlanProblem {
             at: None,
@@ -250,14 +298,16 @@ pub fn check_plan(spec: &PlanSpec, body: &str) -> Result<CheckedPlan, Vec<PlanPr
             help: None,
         }]
     };
-    driver::optimize(
-        &mut module,
-        &driver::OptOptions {
-            verify_each: true,
-            ..driver::OptOptions::default()
-        },
-    )
-    .map_err(internal)?;
+    if optimise {
+        driver::optimize(
+            &mut module,
+            &driver::OptOptions {
+                verify_each: true,
+                ..driver::OptOptions::default()
+            },
+        )
+        .map_err(internal)?;
+    }
     let program = bytecode::compile(&module).map_err(|e| internal(e.to_string()))?;
     Ok(CheckedPlan {
         source,

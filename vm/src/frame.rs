@@ -45,6 +45,9 @@ pub(crate) enum Role {
 pub(crate) struct Unit<'r> {
     pub program: &'r Program,
     pub base: u32,
+    /// An inner plan's early calls (`scheduler::early_calls`), which its
+    /// tool ops take their results from.
+    pub prefetch: Option<&'r crate::scheduler::early_calls::Prefetch>,
 }
 
 pub(crate) struct Owner<'r> {

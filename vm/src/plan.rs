@@ -11,10 +11,11 @@
 
 use crate::exec::OpError;
 use crate::llm::{LlmRequest, ToolSpec};
+use crate::scheduler::early_calls::Prefetch;
 use ais_ir::bytecode::Program;
 use ais_ir::bytecode::{Imm, Instr};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// What a plan may use.
 #[derive(Clone, Debug, PartialEq)]
@@ -120,6 +121,13 @@ pub trait PlanCompiler: Send + Sync + std::fmt::Debug {
     fn guide(&self, spec: &PlanSpec) -> String;
     /// Reads the plan in a model's reply and checks it against `spec`.
     fn check(&self, spec: &PlanSpec, reply: &str) -> Result<AcceptedPlan, Rejected>;
+    /// For a reply still streaming in: the statements complete so far that
+    /// check, compiled as a plan of their own that keeps every call (its
+    /// entry flow's read-only tool calls with known arguments start
+    /// early). `None` (the default) when nothing may start yet.
+    fn check_prefix(&self, _spec: &PlanSpec, _reply_so_far: &str) -> Option<Program> {
+        None
+    }
 }
 
 /// Accepted plans of one run, at addresses that stay put while frames
@@ -127,9 +135,12 @@ pub trait PlanCompiler: Send + Sync + std::fmt::Debug {
 /// (`plan.limit` past it), which also bounds what model output can make a
 /// run hold in memory.
 pub(crate) struct PlanArena {
-    slots: Box<[OnceLock<Program>]>,
+    slots: Box<[OnceLock<Linked>]>,
     next: AtomicUsize,
 }
+
+/// A linked plan's program and the calls started for it while it streamed.
+type Linked = (Program, Arc<Prefetch>);
 
 /// Plans one run may link.
 pub const MAX_PLANS_PER_RUN: usize = 1024;
@@ -142,13 +153,18 @@ impl PlanArena {
         }
     }
 
-    /// Keeps `program`; returns its index and a reference valid for the
-    /// arena's life, or `None` when the arena is full.
-    pub(crate) fn add(&self, program: Program) -> Option<(usize, &Program)> {
+    /// Keeps `program` and the early calls made for it; returns its index
+    /// and references valid for the arena's life, or `None` when the arena
+    /// is full.
+    pub(crate) fn add(
+        &self,
+        program: Program,
+        prefetch: Arc<Prefetch>,
+    ) -> Option<(usize, &Program, &Prefetch)> {
         let i = self.next.fetch_add(1, Ordering::SeqCst);
         let slot = self.slots.get(i)?;
-        let _ = slot.set(program);
-        slot.get().map(|p| (i, p))
+        let _ = slot.set((program, prefetch));
+        slot.get().map(|(p, f)| (i, p, &**f))
     }
 
     pub(crate) fn capacity(&self) -> usize {

@@ -429,3 +429,122 @@ fn an_uncaught_failure_inside_a_plan_is_reported_at_the_solve_op() {
     }
     assert_eq!(n.load(Ordering::SeqCst), 1);
 }
+
+/// A planner that streams its plan through the request's text sink: the
+/// first part, then (when `wait_for_call`) it waits until a tool has been
+/// called before writing the rest; `log` gets `planner done` when it
+/// returns.
+struct StreamingPlanner {
+    first: String,
+    rest: String,
+    wait_for_call: bool,
+    calls: Arc<(Mutex<Vec<String>>, Condvar)>,
+}
+
+impl LlmBackend for StreamingPlanner {
+    fn name(&self) -> &str {
+        "streaming-planner"
+    }
+    fn complete(&self, r: &LlmRequest, _: &CancelToken) -> Result<LlmResponse, LlmError> {
+        if r.kind != LlmOpKind::Solve {
+            let ctx: Vec<&str> = r.context.iter().map(|c| c.text.as_str()).collect();
+            return Ok(text(&format!("answer: {} | {}", r.prompt, ctx.join(", "))));
+        }
+        let send = |t: &str| {
+            if let Some(sink) = &r.on_text {
+                sink.send(&ais_vm::llm::TextEvent::Delta {
+                    attempt: 1,
+                    text: t.into(),
+                });
+            }
+        };
+        send(&self.first);
+        if self.wait_for_call {
+            // A guard against a hang, not a bound that is asserted on.
+            let (m, cv) = &*self.calls;
+            let g = m.lock().unwrap();
+            let _g = cv
+                .wait_timeout_while(g, Duration::from_secs(60), |log| log.is_empty())
+                .unwrap();
+        }
+        send(&self.rest);
+        self.calls.0.lock().unwrap().push("planner done".into());
+        Ok(text(&format!("{}{}", self.first, self.rest)))
+    }
+}
+
+fn streaming_run(read_only: bool, first: &str, rest: &str) -> (ais_vm::RunReport, Vec<String>) {
+    let calls: Arc<(Mutex<Vec<String>>, Condvar)> = Arc::default();
+    let host = Arc::new(MemoryHost::new());
+    let log = calls.clone();
+    host.register_tool("lookup", move |args| {
+        let key = args["key"].as_str().unwrap_or("?").to_string();
+        let (m, cv) = &*log;
+        m.lock().unwrap().push(format!("lookup {key}"));
+        cv.notify_all();
+        Ok(json!(format!("fact about {key}")))
+    });
+    let planner = Arc::new(StreamingPlanner {
+        first: first.into(),
+        rest: rest.into(),
+        wait_for_call: read_only,
+        calls: calls.clone(),
+    });
+    let p = program(&format!(
+        r#"agent @A {{
+  flow @main(%q: str) -> str entry {{
+    %0 = solve %q {{tools = json [{{"name":"lookup","read_only":{read_only},"parameters":{{"type":"object","properties":{{"key":{{"type":"string"}}}},"required":["key"]}}}}]}} : str
+    return %0
+  }}
+}}"#
+    ));
+    let r = ais_vm::run(&p, &options(None), planner, host);
+    let log = calls.0.lock().unwrap().clone();
+    (r, log)
+}
+
+#[test]
+fn a_streaming_plan_starts_read_only_calls_before_the_planner_has_finished() {
+    let (r, log) = streaming_run(
+        true,
+        "```ais\nlet a = lookup(\"one\")\nlet k = \"tw",
+        "o\"\nlet b = lookup(k)\nreturn ask(\"Combine\", a, b)\n```",
+    );
+    assert_eq!(
+        r.outcome.unwrap(),
+        json!("answer: Combine | fact about one, fact about two")
+    );
+    // `lookup one` ran while the planner was still writing; the plan's own
+    // op took its result (two calls in all, not three).
+    assert_eq!(log[0], "lookup one", "{log:?}");
+    assert_eq!(
+        log.iter().filter(|l| l.starts_with("lookup")).count(),
+        2,
+        "{log:?}"
+    );
+    assert!(log.contains(&"lookup two".to_string()), "{log:?}");
+    // The solve op's telemetry lists the early call.
+    let solve = r
+        .events
+        .iter()
+        .find(|e| e.opcode == ais_ir::Opcode::Solve)
+        .unwrap();
+    let early = &solve.llm.as_ref().unwrap().tool_calls;
+    assert_eq!(early.len(), 1, "{early:?}");
+    assert_eq!(early[0].tool, "lookup");
+    assert_eq!(early[0].status, "ok");
+}
+
+#[test]
+fn a_side_effecting_call_never_starts_before_the_whole_plan_checks() {
+    let (r, log) = streaming_run(
+        false,
+        "```ais\nlet a = lookup(\"one\")\n",
+        "return ask(\"Combine\", a)\n```",
+    );
+    assert_eq!(
+        r.outcome.unwrap(),
+        json!("answer: Combine | fact about one")
+    );
+    assert_eq!(log, vec!["planner done".to_string(), "lookup one".into()]);
+}

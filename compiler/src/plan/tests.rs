@@ -106,3 +106,53 @@ fn the_plan_is_taken_from_a_fenced_block() {
     assert_eq!(extract_plan("return \"x\""), "return \"x\"");
     assert!(guide(&spec()).contains("- search(query: str) -> json: Search the web"));
 }
+
+#[test]
+fn the_statement_prefix_is_what_is_complete_outside_brackets_and_strings() {
+    let r = "Here is the plan:\n```ais\nlet a = search(\"one\")\nlet b = search(\"two\n";
+    assert_eq!(statement_prefix(r), Some("let a = search(\"one\")"));
+    // A string with a line break in it, a call spread over lines.
+    let r = "```ais\nlet a = search(\"x\\\"y\")\nlet b = price(\n  \"z\"\n";
+    assert_eq!(statement_prefix(r), Some("let a = search(\"x\\\"y\")"));
+    let r = "```ais\nif (true) {\n  let a = search(\"q\")\n}\nlet b = ";
+    assert_eq!(
+        statement_prefix(r),
+        Some("if (true) {\n  let a = search(\"q\")\n}")
+    );
+    // Nothing complete yet; a whole plan; a plan reaching its return.
+    assert_eq!(statement_prefix("```ais\nlet a = sea"), None);
+    assert_eq!(
+        statement_prefix("```ais\nlet a = search(\"q\")\nreturn a\n```"),
+        None
+    );
+    assert_eq!(
+        statement_prefix("let a = search(\"q\")\nreturn \"x\"\n"),
+        None
+    );
+    // No fence: the text itself.
+    assert_eq!(
+        statement_prefix("let a = search(\"q\")\nlet"),
+        Some("let a = search(\"q\")")
+    );
+}
+
+#[test]
+fn a_checked_prefix_keeps_every_call_and_a_bad_one_checks_nothing() {
+    let p = check_prefix(
+        &spec(),
+        "```ais\nlet a = search(\"one\")\nlet b = search(\"two\")\nlet c = ask(\"x\",",
+    )
+    .expect("the two calls check");
+    let calls = p
+        .program
+        .flows
+        .iter()
+        .flat_map(|f| f.regions.iter())
+        .flat_map(|r| r.ops.iter())
+        .filter(|i| i.opcode == Opcode::Inv)
+        .count();
+    // Unused results, yet both calls are kept (no optimisation).
+    assert_eq!(calls, 2);
+    assert!(check_prefix(&spec(), "```ais\nlet a = nosuch(\"one\")\nlet").is_none());
+    assert!(check_prefix(&spec(), "```ais\nlet a = search(1, 2, 3)\nlet").is_none());
+}

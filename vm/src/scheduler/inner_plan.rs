@@ -14,11 +14,13 @@
 //! instead of asking again, and the plan's ops replay from their own
 //! entries.
 
+use super::early_calls::{self, EarlySite, Prefetch};
 use super::io::Job;
 use super::tool_loop::{Exchange, Site, Stop};
 use super::{Run, Sink};
 use crate::exec::{self, Class, OpError};
 use crate::frame::{Frame, Owner, Role, Unit};
+use crate::llm::{LlmRequest, LlmResponse, TextEvent, TextSink};
 use crate::plan::{PlanSpec, Rejected};
 use crate::telemetry::{OpEvent, Status, Track};
 use crate::value::Val;
@@ -93,7 +95,10 @@ impl<'r> Run<'r> {
         }
     }
 
-    /// Planner rounds until a plan checks, then links it.
+    /// Planner rounds until a plan checks, then links it. Calls the
+    /// streaming planner starts early run on threads of a scope that ends
+    /// once they have all finished (the plan's ops that take their results
+    /// wait for them, not for the scope).
     fn plan_and_link(
         &self,
         site: &Site<'_, 'r>,
@@ -110,25 +115,102 @@ impl<'r> Run<'r> {
         let goal = std::mem::take(&mut req.prompt);
         let guide = planner.guide(&spec);
         let rounds = exec::repairs(site.instr).saturating_add(1);
-        let mut last: Option<Rejected> = None;
-        for round in 1..=rounds {
-            if round > 1 {
-                if self.halted() || site.frame.is_cancelled() {
-                    return Err(Stop::Halted);
+        let prefetch = Arc::new(Prefetch::default());
+        let linked = std::thread::scope(|scope| {
+            let mut last: Option<Rejected> = None;
+            for round in 1..=rounds {
+                if round > 1 {
+                    if self.halted() || site.frame.is_cancelled() {
+                        return Err(Stop::Halted);
+                    }
+                    if self.over_budget(site.frame, site.op, site.instr, Class::Llm) {
+                        return Err(Stop::Halted);
+                    }
                 }
-                if self.over_budget(site.frame, site.op, site.instr, Class::Llm) {
-                    return Err(Stop::Halted);
+                req.prompt = crate::plan::planner_prompt(&goal, &guide, last.as_ref());
+                let early = EarlySite {
+                    agent: site.agent,
+                    jkey: site.jkey.map(|(k, _)| k.as_str()),
+                    round,
+                };
+                let turn =
+                    |req: &LlmRequest, ex: &mut Exchange| self.model_turn(site, req, round, ex);
+                let start_ready = |text: &str| {
+                    if let Some(prefix) = planner.check_prefix(&spec, text) {
+                        let ready = early_calls::ready_calls(&prefix, &spec.read_only);
+                        self.start_early(scope, early, &prefetch, ready);
+                    }
+                };
+                let at = (site.frame, site.op, round);
+                let reply = self.planner_turn(&mut req, ex, turn, start_ready, at)?;
+                match planner.check(&spec, &reply.text) {
+                    Ok(plan) => return self.link(site, frame, plan, Arc::clone(&prefetch)),
+                    Err(r) => last = Some(r),
                 }
             }
-            req.prompt = crate::plan::planner_prompt(&goal, &guide, last.as_ref());
-            req.on_text = self.text_sink(site.frame, site.op, Some(round));
-            let reply = self.model_turn(site, &req, round, ex)?;
-            match planner.check(&spec, &reply.text) {
-                Ok(plan) => return self.link(site, frame, plan),
-                Err(r) => last = Some(r),
+            Err(Stop::Fail(crate::plan::invalid(rounds, last)))
+        });
+        ex.tool_calls.extend(prefetch.records());
+        linked
+    }
+
+    /// One planner turn. Its text, as it streams in, goes to the observer
+    /// and, at each line break, to `on_lines` (the reply so far, on this
+    /// thread) while the turn runs on a thread of `scope`.
+    fn planner_turn(
+        &self,
+        req: &mut LlmRequest,
+        ex: &mut Exchange,
+        turn: impl FnOnce(&LlmRequest, &mut Exchange) -> Result<LlmResponse, Stop> + Send,
+        mut on_lines: impl FnMut(&str),
+        (frame, op, round): (&Frame<'r>, u32, u32),
+    ) -> Result<LlmResponse, Stop> {
+        let (tx, rx) = crossbeam::channel::unbounded::<Option<TextEvent>>();
+        let observer = self.text_sink(frame, op, Some(round));
+        let text_tx = tx.clone();
+        req.on_text = Some(TextSink::new(move |e: &TextEvent| {
+            if let Some(o) = &observer {
+                o.send(e);
             }
-        }
-        Err(Stop::Fail(crate::plan::invalid(rounds, last)))
+            let _ = text_tx.send(Some(e.clone()));
+        }));
+        let req: &LlmRequest = req;
+        std::thread::scope(|inner| {
+            let running = std::thread::Builder::new()
+                .name("ais-planner".into())
+                .spawn_scoped(inner, move || {
+                    let r = turn(req, ex);
+                    let _ = tx.send(None);
+                    r
+                });
+            let Ok(running) = running else {
+                return Err(Stop::Fail(OpError::new(
+                    "internal.thread",
+                    "cannot start a thread for the planner's turn",
+                )));
+            };
+            let mut text = String::new();
+            let mut seen = 0usize;
+            while let Ok(Some(event)) = rx.recv() {
+                match event {
+                    TextEvent::Delta { text: t, .. } => text.push_str(&t),
+                    TextEvent::Reset { .. } => {
+                        text.clear();
+                        seen = 0;
+                    }
+                }
+                if text[seen..].contains('\n') {
+                    seen = text.len();
+                    on_lines(&text);
+                }
+            }
+            running.join().unwrap_or_else(|_| {
+                Err(Stop::Fail(OpError::new(
+                    "internal.thread",
+                    "the planner's turn panicked",
+                )))
+            })
+        })
     }
 
     /// Starts an accepted plan as a frame owned by the `solve` op.
@@ -137,6 +219,7 @@ impl<'r> Run<'r> {
         site: &Site<'_, 'r>,
         frame: &Arc<Frame<'r>>,
         plan: crate::plan::AcceptedPlan,
+        prefetch: Arc<Prefetch>,
     ) -> Result<(), Stop> {
         let fail = |code: &str, m: String| Stop::Fail(OpError::new(code, m));
         let entry = plan
@@ -146,7 +229,7 @@ impl<'r> Run<'r> {
         let flows = u32::try_from(plan.program.flows.len()).unwrap_or(u32::MAX);
         let flow_names = (0..flows).map(|f| plan.program.flow_name(f)).collect();
         let (body, source, ir) = (plan.body, plan.source, plan.ir);
-        let Some((_, program)) = self.plans.add(plan.program) else {
+        let Some((_, program, prefetch)) = self.plans.add(plan.program, prefetch) else {
             return Err(fail(
                 "plan.limit",
                 format!(
@@ -171,7 +254,11 @@ impl<'r> Run<'r> {
             });
             base
         };
-        let unit = Unit { program, base };
+        let unit = Unit {
+            program,
+            base,
+            prefetch: Some(prefetch),
+        };
         let tail = frame.tail_ms + site.instr.rem_ms.saturating_sub(site.instr.est_ms);
         let owner = Owner {
             frame: frame.clone(),

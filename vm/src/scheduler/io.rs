@@ -266,13 +266,29 @@ impl<'r> Run<'r> {
                 Err(e) => (Err(e), None),
             }
         } else {
-            (
-                exec::exec_tool(self.host, agent, instr, &args, &self.cancel),
-                None,
-            )
+            (self.tool_op_call(frame, agent, instr, &args), None)
         };
         call.jkey = jkey;
         self.settle(call, result, info)
+    }
+
+    /// A tool op's call, or in an inner plan, the result of the same call
+    /// started early while the plan was streaming in.
+    fn tool_op_call(
+        &self,
+        frame: &Frame<'r>,
+        agent: &str,
+        instr: &ais_ir::bytecode::Instr,
+        args: &[Val],
+    ) -> Result<Val, OpError> {
+        if let (Some(pre), ais_ir::bytecode::Imm::Tool(t), Some(a)) =
+            (frame.unit.prefetch, &instr.imm, args.first())
+        {
+            if let Some(r) = pre.take(t, &a.to_json()) {
+                return r.map(Val::from_json).map_err(OpError::from);
+            }
+        }
+        exec::exec_tool(self.host, agent, instr, args, &self.cancel)
     }
 
     /// An LLM reply (or failure) as the op's value and its telemetry.

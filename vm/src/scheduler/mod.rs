@@ -29,6 +29,7 @@
 //!   the I/O queues' ordering policy.
 
 mod admission;
+pub(crate) mod early_calls;
 mod frames;
 mod inner_plan;
 mod io;
@@ -217,6 +218,7 @@ impl<'r> Run<'r> {
         crate::frame::Unit {
             program: self.program,
             base: 0,
+            prefetch: None,
         }
     }
 

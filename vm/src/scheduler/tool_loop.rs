@@ -50,7 +50,7 @@ const MAX_RESULT_CHARS: usize = 64 * 1024;
 #[derive(Default)]
 pub(super) struct Exchange {
     attempts: Vec<AttemptRecord>,
-    tool_calls: Vec<ToolCallRecord>,
+    pub(super) tool_calls: Vec<ToolCallRecord>,
     usage: Usage,
     pub(super) model: String,
     pub(super) simulated: bool,

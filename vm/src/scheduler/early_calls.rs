@@ -1,0 +1,252 @@
+//! The streaming planner (LLMCompiler's): while the model is still writing
+//! a plan, every statement that is complete and checks is looked at, and
+//! its calls to read-only tools whose arguments are already known
+//! (constants, or computed from constants) start at once instead of after
+//! the whole plan has checked and been linked. The plan's own `inv` op then
+//! takes the call's result from the solve's [`Prefetch`] instead of calling
+//! the tool again.
+//!
+//! Only read-only tools start early: a call with side effects never runs
+//! before the whole plan has checked. A plan whose complete statements
+//! checked but whose rest never does has still made its early read-only
+//! calls (their results are unused). Early calls go through the host (its
+//! access control and per-tool limits) and are journaled under the `solve`
+//! op's key (`<key>#early/<tool>/<n>`), so a resumed run does not repeat
+//! one that completed, even when the planner is asked again.
+
+use super::Run;
+use crate::exec::{self, Class};
+use crate::host::HostError;
+use crate::journal::Replay;
+use crate::telemetry::ToolCallRecord;
+use crate::value::Val;
+use ais_ir::bytecode::{Imm, Program};
+use ais_ir::Opcode;
+use serde_json::Value as Json;
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::Scope;
+
+/// Most calls one `solve` op starts early.
+pub const MAX_EARLY_CALLS: usize = 64;
+
+/// The early calls of one `solve` op, shared with the plan it links.
+#[derive(Default)]
+pub(crate) struct Prefetch {
+    slots: Mutex<Vec<Slot>>,
+    ready: Condvar,
+}
+
+struct Slot {
+    tool: String,
+    args: Json,
+    state: State,
+    record: Option<ToolCallRecord>,
+}
+
+enum State {
+    Running,
+    Done(Result<Json, HostError>),
+    Taken,
+}
+
+impl Prefetch {
+    /// The result of an early call to `tool` with `args` that no op has
+    /// taken yet, waiting for it while it runs; `None` when there is none.
+    pub(crate) fn take(&self, tool: &str, args: &Json) -> Option<Result<Json, HostError>> {
+        let mut slots = crate::sync::lock(&self.slots);
+        loop {
+            let i = slots.iter().position(|s| {
+                !matches!(s.state, State::Taken) && s.tool == tool && &s.args == args
+            })?;
+            match std::mem::replace(&mut slots[i].state, State::Taken) {
+                State::Done(r) => return Some(r),
+                State::Running => {
+                    slots[i].state = State::Running;
+                    slots = self.ready.wait(slots).unwrap_or_else(|e| e.into_inner());
+                }
+                State::Taken => unreachable!("skipped by the search"),
+            }
+        }
+    }
+
+    /// How many early calls to `tool` with `args` there are.
+    fn count(&self, tool: &str, args: &Json) -> usize {
+        crate::sync::lock(&self.slots)
+            .iter()
+            .filter(|s| s.tool == tool && &s.args == args)
+            .count()
+    }
+
+    fn len(&self) -> usize {
+        crate::sync::lock(&self.slots).len()
+    }
+
+    fn start(&self, tool: &str, args: &Json) -> usize {
+        let mut slots = crate::sync::lock(&self.slots);
+        slots.push(Slot {
+            tool: tool.to_string(),
+            args: args.clone(),
+            state: State::Running,
+            record: None,
+        });
+        slots.len() - 1
+    }
+
+    fn finish(&self, i: usize, result: Result<Json, HostError>, record: ToolCallRecord) {
+        let mut slots = crate::sync::lock(&self.slots);
+        if let Some(s) = slots.get_mut(i) {
+            s.state = State::Done(result);
+            s.record = Some(record);
+        }
+        drop(slots);
+        self.ready.notify_all();
+    }
+
+    /// Forgets a call that could not start (no op will wait for it).
+    fn abandon(&self, i: usize) {
+        if let Some(s) = crate::sync::lock(&self.slots).get_mut(i) {
+            s.state = State::Taken;
+        }
+        self.ready.notify_all();
+    }
+
+    /// The telemetry of the early calls that have finished.
+    pub(crate) fn records(&self) -> Vec<ToolCallRecord> {
+        crate::sync::lock(&self.slots)
+            .iter()
+            .filter_map(|s| s.record.clone())
+            .collect()
+    }
+}
+
+/// The calls in a checked plan prefix that may start now: `inv` ops of the
+/// entry flow's body on read-only tools whose argument is known, in order.
+pub(crate) fn ready_calls(program: &Program, read_only: &[String]) -> Vec<(String, Json)> {
+    let Some(flow) = program
+        .find_entry(None)
+        .ok()
+        .and_then(|e| program.flows.get(e as usize))
+    else {
+        return Vec::new();
+    };
+    let Some(body) = flow.regions.first() else {
+        return Vec::new();
+    };
+    let mut known: Vec<Option<Val>> = vec![None; body.n_slots()];
+    let mut calls = Vec::new();
+    for instr in &body.ops {
+        let first = instr.first_operand as usize;
+        let data = body
+            .operands
+            .get(first..first + instr.n_data as usize)
+            .unwrap_or(&[]);
+        let args: Option<Vec<Val>> = data
+            .iter()
+            .map(|&s| known.get(s as usize).cloned().flatten())
+            .collect();
+        let Some(args) = args else { continue };
+        match (exec::class(instr.opcode), instr.opcode, &instr.imm) {
+            (Class::Pure, _, _) if instr.n_results == 1 => {
+                if let Ok(v) = exec::eval_pure(program, instr, &args) {
+                    if let Some(slot) = known.get_mut(instr.result as usize) {
+                        *slot = Some(v);
+                    }
+                }
+            }
+            (Class::Tool, Opcode::Inv, Imm::Tool(t)) if read_only.contains(t) => {
+                if let Some(a) = args.first() {
+                    calls.push((t.clone(), a.to_json()));
+                }
+            }
+            _ => {}
+        }
+    }
+    calls
+}
+
+impl<'r> Run<'r> {
+    /// Starts, on threads of `scope`, the calls of `ready` that have not
+    /// started yet (a call made twice in the plan starts twice).
+    pub(super) fn start_early<'s>(
+        &'s self,
+        scope: &'s Scope<'s, '_>,
+        site: EarlySite<'s>,
+        prefetch: &'s Arc<Prefetch>,
+        ready: Vec<(String, Json)>,
+    ) {
+        let mut seen: Vec<(&str, &Json, usize)> = Vec::new();
+        for (tool, args) in &ready {
+            let n = match seen.iter_mut().find(|(t, a, _)| t == tool && *a == args) {
+                Some(e) => {
+                    e.2 += 1;
+                    e.2
+                }
+                None => {
+                    seen.push((tool, args, 1));
+                    1
+                }
+            };
+            if prefetch.count(tool, args) >= n || prefetch.len() >= MAX_EARLY_CALLS || self.halted()
+            {
+                continue;
+            }
+            let i = prefetch.start(tool, args);
+            let key = site.jkey.map(|k| format!("{k}#early/{tool}/{n}"));
+            let (tool, args) = (tool.clone(), args.clone());
+            let spawned = std::thread::Builder::new()
+                .name("ais-early-call".into())
+                .stack_size(256 * 1024)
+                .spawn_scoped(scope, move || {
+                    let start_ns = self.now();
+                    let (result, replayed) = self.early_call(site.agent, &tool, &args, key);
+                    let record = ToolCallRecord {
+                        turn: site.round,
+                        tool: tool.clone(),
+                        status: if result.is_ok() { "ok" } else { "error" },
+                        code: result.as_ref().err().map(|e| e.code.clone()),
+                        replayed,
+                        start_ns,
+                        end_ns: self.now(),
+                    };
+                    prefetch.finish(i, result, record);
+                });
+            if spawned.is_err() {
+                // No thread: the plan's op will call the tool itself.
+                prefetch.abandon(i);
+            }
+        }
+    }
+
+    /// One early call: from the journal when a run before this one
+    /// completed it, else through the host (and then journaled).
+    fn early_call(
+        &self,
+        agent: &str,
+        tool: &str,
+        args: &Json,
+        key: Option<String>,
+    ) -> (Result<Json, HostError>, bool) {
+        let hash = crate::journal::input_hash(&[Val::from_json(args.clone())]);
+        if let (Some(j), Some(k)) = (self.journal, &key) {
+            if let Replay::Done(vs) = j.lookup(k, &hash) {
+                if let Some(v) = vs.first() {
+                    return (Ok(v.to_json()), true);
+                }
+            }
+        }
+        let result = self.host.invoke_tool(agent, tool, args, &self.cancel);
+        if let (Some(j), Some(k), Ok(v)) = (self.journal, &key, &result) {
+            let _ = j.record(k, "inv", &hash, &[Val::from_json(v.clone())], 0);
+        }
+        (result, false)
+    }
+}
+
+/// Where early calls come from: the `solve` op's agent, journal key and
+/// planner round.
+#[derive(Clone, Copy)]
+pub(super) struct EarlySite<'s> {
+    pub agent: &'s str,
+    pub jkey: Option<&'s str>,
+    pub round: u32,
+}
