@@ -14,7 +14,12 @@ fn every_shape_runs_in_every_style_with_the_expected_calls() {
     };
     for &shape in SHAPES {
         let steps = shape.lookups + usize::from(shape.arithmetic);
-        for style in [Style::React, Style::ParallelCalls, Style::Plan] {
+        for style in [
+            Style::React,
+            Style::ParallelCalls,
+            Style::Plan,
+            Style::StreamingPlan,
+        ] {
             let m = run_once(shape, style, latency)
                 .unwrap_or_else(|e| panic!("{} / {}: {e}", shape.name, style.name()));
             let turns = match style {
@@ -22,8 +27,10 @@ fn every_shape_runs_in_every_style_with_the_expected_calls() {
                 Style::React => steps + 1,
                 // The lookups together, the arithmetic, the answer.
                 Style::ParallelCalls => 2 + usize::from(shape.arithmetic),
-                // The planner, then the plan's one `ask`.
-                Style::Plan => 2,
+                // The planner, then the plan's one `ask`; streamed, the
+                // lookups start early and the plan's ops take their
+                // results (no call made twice).
+                Style::Plan | Style::StreamingPlan => 2,
             };
             assert_eq!(m.model_turns, turns, "{} / {}", shape.name, style.name());
             assert_eq!(m.tool_calls, steps, "{} / {}", shape.name, style.name());
