@@ -64,6 +64,14 @@ struct PlansOpts {
     /// Also write the report here (e.g. docs/bench/plans.md).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Call the scripted model server at this OpenAI-compatible URL
+    /// (bench/langgraph/model_server.py) instead of the in-process model.
+    #[arg(long, value_name = "URL")]
+    model_url: Option<String>,
+    /// LangGraph's figures on the same server (bench/langgraph/plans.py
+    /// writes them), shown side by side.
+    #[arg(long, value_name = "JSON")]
+    baseline: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -166,16 +174,43 @@ fn plans(o: &PlansOpts) -> u8 {
         planner: Duration::from_millis(o.planner_ms),
         tool: Duration::from_millis(o.tool_ms),
     };
-    match ais_bench::plans::report(latency, o.runs.max(1)) {
+    let at = match &o.model_url {
+        Some(url) => ais_bench::plans::ModelAt::Server(url.clone()),
+        None => ais_bench::plans::ModelAt::InProcess,
+    };
+    let baseline = match &o.baseline {
+        Some(path) => match std::fs::read_to_string(path)
+            .map_err(|e| e.to_string())
+            .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+        {
+            Ok(b) => Some(b),
+            Err(e) => {
+                eprintln!("error: cannot read `{}`: {e}", path.display());
+                return 1;
+            }
+        },
+        None => None,
+    };
+    match ais_bench::plans::report(latency, o.runs.max(1), &at, baseline.as_ref()) {
         Ok(text) => {
             print!("{text}");
             if let Some(path) = &o.out {
-                let cmd = format!(
-                    "cargo run --release -p ais-bench -- plans --runs {} --turn-ms {} --planner-ms {} --tool-ms {}",
-                    o.runs, o.turn_ms, o.planner_ms, o.tool_ms
-                );
-                let doc =
-                    format!("# LLMCompiler shapes on our runtime\n\n```sh\n{cmd}\n```\n\n{text}");
+                let cmd = match &o.model_url {
+                    None => format!(
+                        "cargo run --release -p ais-bench -- plans --runs {} --turn-ms {} --planner-ms {} --tool-ms {}",
+                        o.runs, o.turn_ms, o.planner_ms, o.tool_ms
+                    ),
+                    Some(_) => format!(
+                        "bench/langgraph/run.sh {} {} {} {}",
+                        o.runs, o.turn_ms, o.planner_ms, o.tool_ms
+                    ),
+                };
+                let title = if o.model_url.is_some() {
+                    "LLMCompiler shapes: ours and LangGraph against one model server"
+                } else {
+                    "LLMCompiler shapes on our runtime"
+                };
+                let doc = format!("# {title}\n\n```sh\n{cmd}\n```\n\n{text}");
                 if let Err(e) = std::fs::write(path, doc) {
                     eprintln!("error: cannot write `{}`: {e}", path.display());
                     return 1;

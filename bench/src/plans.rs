@@ -19,6 +19,7 @@
 //! arrives (`scheduler::early_calls`).
 
 use ais_testkit::{FrontEndPlanner, MemoryHost};
+use ais_vm::llm::http::{HttpBackend, HttpOptions, Protocol};
 use ais_vm::llm::{
     CancelToken, LlmBackend, LlmError, LlmOpKind, LlmRequest, LlmResponse, TextEvent, ToolCall,
     Turn, Usage,
@@ -252,6 +253,29 @@ impl LlmBackend for Model {
     }
 }
 
+/// Where the model is: scripted in process, or the scripted model server
+/// (`bench/langgraph/model_server.py`) that the LangGraph baselines call
+/// too, reached through the OpenAI-protocol HTTP backend.
+#[derive(Clone, Debug)]
+pub enum ModelAt {
+    InProcess,
+    Server(String),
+}
+
+/// The question for a shape and style: the server reads the shape from it.
+fn question(shape: Shape, style: Style) -> String {
+    format!(
+        "the question (SHAPE lookups={} arithmetic={}{})",
+        shape.lookups,
+        u8::from(shape.arithmetic),
+        if style == Style::ParallelCalls {
+            " PARALLEL"
+        } else {
+            ""
+        }
+    )
+}
+
 /// One measured run.
 pub struct Measured {
     pub makespan: Duration,
@@ -260,7 +284,12 @@ pub struct Measured {
 }
 
 /// Runs `shape` in `style` once.
-pub fn run_once(shape: Shape, style: Style, latency: Latency) -> Result<Measured, String> {
+pub fn run_once(
+    shape: Shape,
+    style: Style,
+    latency: Latency,
+    at: &ModelAt,
+) -> Result<Measured, String> {
     let p = program(style)?;
     let model = Arc::new(Model {
         shape,
@@ -268,6 +297,15 @@ pub fn run_once(shape: Shape, style: Style, latency: Latency) -> Result<Measured
         latency,
         turns: AtomicUsize::new(0),
     });
+    let backend: Arc<dyn LlmBackend> = match at {
+        ModelAt::InProcess => model.clone(),
+        ModelAt::Server(url) => {
+            let mut o = HttpOptions::new("scripted", Protocol::OpenAi, url);
+            o.stream = style == Style::StreamingPlan;
+            o.retry.max_retries = 0;
+            Arc::new(HttpBackend::new(o))
+        }
+    };
     let host = Arc::new(MemoryHost::new());
     let tools = Arc::new(AtomicUsize::new(0));
     for name in ["lookup", "calc"] {
@@ -280,34 +318,55 @@ pub fn run_once(shape: Shape, style: Style, latency: Latency) -> Result<Measured
         });
     }
     let o = RunOptions {
-        args: vec![("q".into(), json!("the question"))],
+        args: vec![("q".into(), json!(question(shape, style)))],
         planner: Some(Arc::new(FrontEndPlanner::default())),
         ..RunOptions::default()
     };
     let t = Instant::now();
-    let r = ais_vm::run(&p, &o, model.clone(), host);
+    let r = ais_vm::run(&p, &o, backend, host);
     let makespan = t.elapsed();
     r.outcome.map_err(|e| e.to_string())?;
+    let attempts: usize = r
+        .events
+        .iter()
+        .filter_map(|e| e.llm.as_ref())
+        .map(|l| l.attempts.len())
+        .sum();
     Ok(Measured {
         makespan,
-        model_turns: model.turns.load(Ordering::SeqCst),
+        model_turns: match at {
+            ModelAt::InProcess => model.turns.load(Ordering::SeqCst),
+            ModelAt::Server(_) => attempts,
+        },
         tool_calls: tools.load(Ordering::SeqCst),
     })
 }
 
 /// `ais-bench plans`: every shape in every style, `runs` times each; a
-/// Markdown report.
-pub fn report(latency: Latency, runs: usize) -> Result<String, String> {
+/// Markdown report. `baseline`: LangGraph's figures on the same model
+/// server (`bench/langgraph/plans.py`), compared with ours.
+pub fn report(
+    latency: Latency,
+    runs: usize,
+    at: &ModelAt,
+    baseline: Option<&serde_json::Value>,
+) -> Result<String, String> {
     let mut out = format!(
-        "Latencies: model turn {} ms, planner turn {} ms, tool call {} ms; {runs} runs per cell (mean ± std of the makespan, ms).\n\n",
+        "Latencies: model turn {} ms, planner turn {} ms, tool call {} ms; {runs} runs per cell (mean ± std of the makespan, ms). Model: {}.\n\n",
         latency.turn.as_millis(),
         latency.planner.as_millis(),
-        latency.tool.as_millis()
+        latency.tool.as_millis(),
+        match at {
+            ModelAt::InProcess => "scripted, in process".to_string(),
+            ModelAt::Server(_) => "the scripted model server (bench/langgraph/model_server.py) on a loopback port, over the OpenAI protocol".to_string(),
+        }
     );
     out.push_str("| shape | how | makespan | model turns | tool calls | speed-up over ReAct | LLMCompiler reports | target met |\n|---|---|---:|---:|---:|---:|---:|---|\n");
+    let mut versus = String::new();
     for &shape in SHAPES {
         let mut react_mean = None;
         let mut plan_mean = None;
+        let mut ours: Vec<(Style, f64)> = Vec::new();
         for style in [
             Style::React,
             Style::ParallelCalls,
@@ -317,46 +376,81 @@ pub fn report(latency: Latency, runs: usize) -> Result<String, String> {
             let mut ms = Vec::with_capacity(runs);
             let mut last = None;
             for _ in 0..runs {
-                let m = run_once(shape, style, latency)?;
+                let m = run_once(shape, style, latency, at)?;
                 ms.push(m.makespan.as_secs_f64() * 1e3);
                 last = Some(m);
             }
-            let mean = ms.iter().sum::<f64>() / ms.len().max(1) as f64;
-            let var = ms.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / ms.len().max(1) as f64;
+            let (mean, std) = mean_std(&ms);
+            ours.push((style, mean));
             let (turns, calls) = last.map_or((0, 0), |m| (m.model_turns, m.tool_calls));
             let react = *react_mean.get_or_insert(mean);
             let speedup = react / mean;
             if style == Style::Plan {
                 plan_mean = Some(mean);
             }
+            let yes_no = |b: bool| if b { "yes" } else { "no" }.to_string();
             let (reported, met) = match style {
                 Style::StreamingPlan => (
                     "faster than the whole plan".into(),
-                    if plan_mean.is_some_and(|p| mean < p) {
-                        "yes"
-                    } else {
-                        "no"
-                    }
-                    .to_string(),
+                    yes_no(plan_mean.is_some_and(|p| mean < p)),
                 ),
                 Style::Plan => (
                     format!("{:.1}×", shape.reported),
-                    if speedup >= shape.reported {
-                        "yes"
-                    } else {
-                        "no"
-                    }
-                    .to_string(),
+                    yes_no(speedup >= shape.reported),
                 ),
                 _ => ("".into(), "".into()),
             };
             out.push_str(&format!(
-                "| {} | {} | {mean:.1} ± {:.1} | {turns} | {calls} | {speedup:.2}× | {reported} | {met} |\n",
+                "| {} | {} | {mean:.1} ± {std:.1} | {turns} | {calls} | {speedup:.2}× | {reported} | {met} |\n",
                 shape.name,
                 style.name(),
-                var.sqrt()
             ));
         }
+        let Some(b) = baseline else { continue };
+        let key = format!("{}/{}", shape.lookups, u8::from(shape.arithmetic));
+        for (lg, name, ours_styles) in [
+            ("react", "LangGraph create_react_agent", &[Style::React][..]),
+            (
+                "plan",
+                "LangGraph plan-and-execute graph (LLMCompiler-style)",
+                &[Style::Plan, Style::StreamingPlan][..],
+            ),
+        ] {
+            let cell = &b[&key][lg];
+            let (Some(mean), Some(std)) = (cell["mean"].as_f64(), cell["std"].as_f64()) else {
+                return Err(format!("the baseline has no `{key}`.`{lg}` mean and std"));
+            };
+            let react = react_mean.unwrap_or(mean);
+            out.push_str(&format!(
+                "| {} | {name} | {mean:.1} ± {std:.1} | {} | {} | {:.2}× | | |\n",
+                shape.name,
+                cell["turns"],
+                cell["calls"],
+                react / mean
+            ));
+            for style in ours_styles {
+                if let Some((_, m)) = ours.iter().find(|(s, _)| s == style) {
+                    let ratio = mean / m;
+                    versus.push_str(&format!(
+                        "| {} | {} | {m:.1} | {name} | {mean:.1} | {ratio:.2}× | {} |\n",
+                        shape.name,
+                        style.name(),
+                        if ratio >= 1.0 { "yes" } else { "no" }
+                    ));
+                }
+            }
+        }
+    }
+    if !versus.is_empty() {
+        out.push_str("\nOurs against the LangGraph equivalent on the same model server (target: ours ≥ 1.0×, i.e. not slower):\n\n| shape | ours | ms | LangGraph | ms | ours faster by | target met |\n|---|---|---:|---|---:|---:|---|\n");
+        out.push_str(&versus);
     }
     Ok(out)
+}
+
+fn mean_std(ms: &[f64]) -> (f64, f64) {
+    let n = ms.len().max(1) as f64;
+    let mean = ms.iter().sum::<f64>() / n;
+    let var = ms.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n;
+    (mean, var.sqrt())
 }

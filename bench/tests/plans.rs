@@ -20,7 +20,7 @@ fn every_shape_runs_in_every_style_with_the_expected_calls() {
             Style::Plan,
             Style::StreamingPlan,
         ] {
-            let m = run_once(shape, style, latency)
+            let m = run_once(shape, style, latency, &ais_bench::plans::ModelAt::InProcess)
                 .unwrap_or_else(|e| panic!("{} / {}: {e}", shape.name, style.name()));
             let turns = match style {
                 // One turn per call, then the answer.

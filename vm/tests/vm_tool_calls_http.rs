@@ -173,3 +173,51 @@ fn an_anthropic_tool_use_round_trip() {
     assert_eq!(msgs[2]["content"][0]["content"], "Paris");
     assert_eq!(msgs[2]["content"][0]["is_error"], false);
 }
+
+/// Over each protocol (streamed and not), a turn of malformed calls: a tool
+/// that was not offered, arguments failing the schema, arguments that are
+/// not JSON. None reaches the tool; each is told to the model in the next
+/// request, which then answers.
+#[test]
+fn malformed_calls_are_told_to_the_model_over_every_protocol() {
+    for protocol in [Protocol::OpenAi, Protocol::Anthropic, Protocol::Ollama] {
+        for stream in [false, true] {
+            let server = ais_testkit::llm::mock();
+            server.push(MockReply::tool_calls(&[
+                ("web_search", r#"{"q": "x"}"#),
+                ("fs__lookup", r#"{"key": 5}"#),
+                ("fs__lookup", "{key: capital"),
+            ]));
+            server.push(MockReply::Content("done".into()));
+            let host = Arc::new(MemoryHost::new());
+            let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let n = calls.clone();
+            host.register_tool("fs.lookup", move |_| {
+                n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Ok(json!("Paris"))
+            });
+            let mut o = ais_testkit::llm::options(&server, protocol);
+            o.stream = stream;
+            let backend: Arc<dyn LlmBackend> = Arc::new(ais_vm::llm::http::HttpBackend::new(o));
+            let r = ais_vm::run(&tool_program(), &options(), backend, host);
+            let case = format!("{protocol:?}, stream {stream}");
+            assert_eq!(r.outcome.unwrap(), json!("done"), "{case}");
+            assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 0, "{case}");
+            let reqs = server.requests();
+            assert_eq!(reqs.len(), 2, "{case}");
+            let second = reqs[1].body.to_string();
+            assert!(second.contains("tool.not_offered"), "{case}: {second}");
+            assert_eq!(
+                second.matches("tool.invalid_arguments").count(),
+                2,
+                "{case}: {second}"
+            );
+            // Where the protocol carries arguments as an object, text that
+            // is not JSON arrives as a string.
+            assert!(
+                second.contains("not valid JSON") || second.contains("must be a JSON object"),
+                "{case}: {second}"
+            );
+        }
+    }
+}
