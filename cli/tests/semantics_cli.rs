@@ -828,3 +828,39 @@ fn run_stream_prints_streamed_text_prefixed_with_its_op() {
     // The request asked for a stream (the configuration's default).
     assert_eq!(server.requests()[0].body["stream"], serde_json::json!(true));
 }
+
+/// Named arguments (reference style): flows by parameter name in any
+/// order; `prompt:`, `context:` and `budget:` of an LLM op reach the
+/// request (`budget:` as OpenAI's `max_completion_tokens`).
+#[test]
+fn named_arguments_reach_flows_and_llm_requests() {
+    use ais_testkit::mock::{MockReply, MockServer};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = MockServer::start().expect("mock");
+    server.push(MockReply::Content("a plan".into()));
+    let program = write(
+        dir.path(),
+        "p.ais",
+        "agent T {\n    flow plan(city: str, days: number) -> str {\n        return think(prompt: \"Plan {days} days in {city}\", context: [\"fact one\", city], budget: 800)\n    }\n    @entry flow main() -> str {\n        let p = plan(days: 3, city: \"Oslo\")\n        let d = days_of(city: \"Bergen\", days: 2)\n        return \"{p} / {d}\"\n    }\n    flow days_of(days: number, city: str) -> str {\n        return \"{days} in {city}\"\n    }\n}\n",
+    );
+    let config = write(
+        dir.path(),
+        "config.toml",
+        &format!(
+            "default_backend = \"m\"\n[[llm_backends]]\nname = \"m\"\nprotocol = \"openai\"\nbase_url = \"{}\"\nstream = false\n",
+            server.openai_url()
+        ),
+    );
+    let o = aisc_in(dir.path(), &["run", &program, "--config", &config, "-q"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o).trim(), "a plan / 2 in Bergen");
+    let req = &server.requests()[0].body;
+    assert_eq!(
+        req["max_completion_tokens"],
+        serde_json::json!(800),
+        "{req}"
+    );
+    let user = req["messages"][1]["content"].as_str().unwrap_or_default();
+    assert!(user.starts_with("Plan 3 days in Oslo"), "{user}");
+    assert!(user.contains("fact one") && user.contains("Oslo"), "{user}");
+}

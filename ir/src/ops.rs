@@ -28,6 +28,9 @@ const LLM_ATTRS: &[AttrSpec] = &[
     opt("max_steps", AttrKind::Number),
     // `solve`: rounds of repair after a plan fails to check (default 2).
     opt("repairs", AttrKind::Number),
+    // Completion or thinking-token budget, honoured by each provider in
+    // its own way (`budget:` / `budget_tokens:`).
+    opt("budget_tokens", AttrKind::Number),
 ];
 
 /// Everything the toolchain knows about one opcode.

@@ -481,6 +481,53 @@ struct CallOptions {
     system: Option<String>,
     temperature: Option<f64>,
     max_tokens: Option<u32>,
+    budget_tokens: Option<u32>,
+}
+
+/// A call's arguments in the callee's parameter order: the positional
+/// ones, then each named one at its parameter's place (the checker has
+/// rejected calls whose names do not fit).
+fn in_parameter_order<'a>(params: &[&str], args: &'a [Expr]) -> Vec<&'a Expr> {
+    let mut slots: Vec<Option<&Expr>> = Vec::new();
+    for a in args {
+        match &a.kind {
+            ExprKind::Named(n, v) => {
+                if let Some(i) = params.iter().position(|p| *p == n.name) {
+                    if slots.len() <= i {
+                        slots.resize(i + 1, None);
+                    }
+                    slots[i].get_or_insert(v);
+                }
+            }
+            _ => slots.push(Some(a)),
+        }
+    }
+    slots.into_iter().flatten().collect()
+}
+
+/// An LLM operation's operands: the prompt (by position, else `prompt:`),
+/// then the positional context, then `context:` (a list literal, one
+/// block per item).
+fn llm_operands(args: &[Expr]) -> Vec<&Expr> {
+    let mut out: Vec<&Expr> = args
+        .iter()
+        .filter(|a| !matches!(a.kind, ExprKind::Named(..)))
+        .collect();
+    let named = args.iter().filter_map(|a| match &a.kind {
+        ExprKind::Named(n, v) => Some((n.name.as_str(), &**v)),
+        _ => None,
+    });
+    if out.is_empty() {
+        out.extend(named.clone().find(|(n, _)| *n == "prompt").map(|(_, v)| v));
+    }
+    for (n, v) in named {
+        match (n, &v.kind) {
+            ("context", ExprKind::List(items)) => out.extend(items.iter()),
+            ("context", _) => out.push(v),
+            _ => {}
+        }
+    }
+    out
 }
 
 fn named_options(named: &[&Expr]) -> CallOptions {
@@ -494,6 +541,7 @@ fn named_options(named: &[&Expr]) -> CallOptions {
             ("system", ExprKind::Str(s)) => o.system = Some(s.text()),
             ("temperature", ExprKind::Number(x)) => o.temperature = Some(*x),
             ("max_tokens", ExprKind::Number(x)) => o.max_tokens = Some(*x as u32),
+            ("budget" | "budget_tokens", ExprKind::Number(x)) => o.budget_tokens = Some(*x as u32),
             _ => {}
         }
     }
@@ -521,12 +569,40 @@ impl<'p> Interpreter<'p> {
                     return fail("oracle.call", "callee is not `Agent.flow`");
                 };
                 let agent = self.agent(&agent_name.name)?;
-                let values = self.args(frame, args)?;
+                let values = self.ordered_args(frame, agent, &flow_name.name, args)?;
                 self.call_named_flow(agent, &flow_name.name, values)
             }
             ExprKind::Var(name) => self.call_name(frame, &name.name, args),
             _ => fail("oracle.call", "callee is not a name"),
         }
+    }
+
+    /// The values of a flow's or capability's arguments, in parameter order.
+    fn ordered_args(
+        &mut self,
+        frame: &mut Frame<'p>,
+        agent: &'p Agent,
+        callee: &str,
+        args: &'p [Expr],
+    ) -> Eval<Vec<Json>> {
+        let params: Vec<&str> = agent
+            .members
+            .iter()
+            .find_map(|m| match m {
+                Member::Flow(f) if f.name.name == callee => {
+                    Some(f.params.iter().map(|p| p.name.name.as_str()).collect())
+                }
+                Member::Capability(c) if c.name.name == callee => {
+                    Some(c.params.iter().map(|p| p.name.name.as_str()).collect())
+                }
+                _ => None,
+            })
+            .unwrap_or_default();
+        let mut out = Vec::with_capacity(args.len());
+        for a in in_parameter_order(&params, args) {
+            out.push(self.eval(frame, a)?);
+        }
+        Ok(out)
     }
 
     fn call_named_flow(&mut self, agent: &'p Agent, name: &str, args: Vec<Json>) -> Eval<Json> {
@@ -548,10 +624,12 @@ impl<'p> Interpreter<'p> {
             // Named arguments configure the call; the rest are the prompt
             // and context. (`tools:` is not modelled: the oracle's tests
             // use backends that never call tools.)
-            let (named, args): (Vec<&'p Expr>, Vec<&'p Expr>) = args
+            let named: Vec<&'p Expr> = args
                 .iter()
-                .partition(|a| matches!(a.kind, ExprKind::Named(..)));
+                .filter(|a| matches!(a.kind, ExprKind::Named(..)))
+                .collect();
             let options = named_options(&named);
+            let args = llm_operands(args);
             let mut values = Vec::with_capacity(args.len());
             for a in &args {
                 values.push(self.eval(frame, a)?);
@@ -621,7 +699,7 @@ impl<'p> Interpreter<'p> {
                     .map_err(|e| Unwind::Fail(OracleError::new(e.code, e.message)))
             }
             _ => {
-                let values = self.args(frame, args)?;
+                let values = self.ordered_args(frame, agent, name, args)?;
                 let is_flow = agent
                     .members
                     .iter()
@@ -694,7 +772,7 @@ impl<'p> Interpreter<'p> {
             temperature: options.temperature,
             max_tokens: options.max_tokens,
             json_schema: schema_for(kind),
-            budget_tokens: None,
+            budget_tokens: options.budget_tokens,
             tools: Vec::new(),
             turns: Vec::new(),
             on_text: None,

@@ -493,7 +493,7 @@ pub fn llm_request(agent: &str, instr: &Instr, args: &[Val]) -> Result<LlmReques
         temperature: attrs.and_then(|a| a.temperature),
         max_tokens: attrs.and_then(|a| a.max_tokens),
         json_schema: schema::schema_for(kind),
-        budget_tokens: None,
+        budget_tokens: attrs.and_then(|a| a.budget_tokens),
         tools: attrs
             .map(|a| a.tools.iter().map(tool_spec).collect())
             .unwrap_or_default(),

@@ -338,21 +338,25 @@ Write a literal such as `qmem("invoices", "ltm", 5)`."#,
         title: "named argument not accepted",
         text: r#"LLM operations (`ask`, `think`, `reason`, `llm`, `plan`, `reflect`,
 `verify`, `solve`) take named arguments after their positional ones:
-`tools`, `max_steps`, `model`, `temperature`, `max_tokens`, `system`, and
-for `solve` also `repairs`. Other calls take none (yet): flows,
-capabilities and the other operations are called by position.
+`prompt`, `context`, `tools`, `max_steps`, `model`, `temperature`,
+`max_tokens`, `budget` (or `budget_tokens`), `system`, and for `solve` also
+`repairs`. Flows and capabilities take their parameters by name. The other
+operations are called by position.
 
     ask("Summarise", report, temprature: 0.2)   // error: did you mean `temperature`?
-    summarise(text: report)                    // error: pass it by position
+    book(city: "Oslo", night: 2)                // error: did you mean `nights`?
 
 The message lists what the callee accepts, or suggests the closest name."#,
     },
     Explanation {
         code: "E0122",
         title: "named argument given twice",
-        text: r#"A named argument appears once per call.
+        text: r#"An argument is given once per call: a named one once, and a parameter
+either by position or by name, not both.
 
     ask("Summarise", report, model: "fast", model: "slow")   // error
+    ask("Summarise", prompt: "Shorten")                      // error: the prompt twice
+    plan("Oslo", city: "Bergen")                             // error: `city` is the first parameter
 
 Keep the one you mean."#,
     },
@@ -373,7 +377,8 @@ the compiler can read:
 
 - `model:`, `system:` a string literal (no `{holes}`);
 - `temperature:` a number from 0 to 2;
-- `max_tokens:`, `max_steps:` a whole number, at least 1;
+- `max_tokens:`, `max_steps:`, `budget:` / `budget_tokens:` a whole number,
+  at least 1;
 - `repairs:` (`solve`) a whole number from 0 to 16;
 - `tools:` a list of names, each a capability of the agent or a built-in
   tool: `tools: [search, calculator]`.

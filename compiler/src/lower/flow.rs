@@ -1155,16 +1155,27 @@ impl<'a> FlowLowerer<'a> {
 
     // ------------------------------------------------------------ calls
 
-    fn call(&mut self, callee: &Expr, args: &[Expr], span: Span) -> Option<Value> {
+    fn call(&mut self, callee: &Expr, all_args: &[Expr], span: Span) -> Option<Value> {
+        // Flow and capability arguments in parameter order (named ones
+        // placed by name; the checker has reported any that do not fit).
+        let in_order = |params: &[&str]| -> Vec<Expr> {
+            let (positional, named) = crate::sema::arguments::split(all_args);
+            let (ordered, _) = crate::sema::arguments::by_parameter(params, &positional, &named);
+            ordered.into_iter().cloned().collect()
+        };
         match &callee.kind {
             ExprKind::Var(id) => {
                 let agent = self.ctx.agent;
                 if let Some(sig) = agent.flows.get(&id.name) {
+                    let names: Vec<&str> = sig.params.iter().map(|p| p.name.as_str()).collect();
+                    let args = &in_order(&names)[..];
                     let params: Vec<Type> = sig.params.iter().map(|p| ty_to_ir(&p.ty)).collect();
                     let ret = ir_result(&sig.ret);
                     return self.flow_call(&agent.name, &id.name, &params, ret, args, span);
                 }
                 if let Some(cap) = agent.capabilities.get(&id.name) {
+                    let names: Vec<&str> = cap.params.iter().map(|p| p.name.as_str()).collect();
+                    let args = &in_order(&names)[..];
                     let keys: Vec<serde_json::Value> = cap
                         .params
                         .iter()
@@ -1187,7 +1198,7 @@ impl<'a> FlowLowerer<'a> {
                     return Some(self.inv(&id.name, obj, ret));
                 }
                 let b = builtins::lookup(&id.name)?;
-                self.builtin(b.kind, args, span)
+                self.builtin(b.kind, all_args, span)
             }
             ExprKind::Member(target, flow) => {
                 let ExprKind::Var(agent_name) = &target.kind else {
@@ -1200,6 +1211,8 @@ impl<'a> FlowLowerer<'a> {
                     .get(&agent_name.name)?
                     .flows
                     .get(&flow.name)?;
+                let names: Vec<&str> = sig.params.iter().map(|p| p.name.as_str()).collect();
+                let args = &in_order(&names)[..];
                 let params: Vec<Type> = sig.params.iter().map(|p| ty_to_ir(&p.ty)).collect();
                 let ret = ir_result(&sig.ret);
                 self.flow_call(&agent_name.name, &flow.name, &params, ret, args, span)
@@ -1319,6 +1332,10 @@ impl<'a> FlowLowerer<'a> {
         for &(name, v) in named {
             let attr = match (name, &v.kind) {
                 ("model" | "system", ExprKind::Str(s)) => Attr::Str(s.text()),
+                ("budget" | "budget_tokens", ExprKind::Number(x)) => {
+                    attrs.push(("budget_tokens".to_string(), Attr::Number(*x)));
+                    continue;
+                }
                 (_, ExprKind::Number(x)) => Attr::Number(*x),
                 ("tools", ExprKind::List(items)) => Attr::Json(serde_json::Value::Array(
                     items
@@ -1373,21 +1390,15 @@ impl<'a> FlowLowerer<'a> {
 
     fn builtin(&mut self, kind: BuiltinKind, all_args: &[Expr], span: Span) -> Option<Value> {
         use BuiltinKind as K;
-        // Named arguments become the op's attributes; the checker has
-        // accepted them (only LLM operations take any).
-        let args: Vec<Expr> = all_args
-            .iter()
-            .filter(|a| !matches!(a.kind, ExprKind::Named(..)))
-            .cloned()
-            .collect();
+        // `prompt:` and `context:` are operands, the other named arguments
+        // the op's attributes; the checker has accepted them (only LLM
+        // operations take any).
+        let (positional, named) = crate::sema::arguments::split(all_args);
+        let (operands, options, _) = crate::sema::arguments::llm_operands(&positional, &named);
+        let args: Vec<Expr> = operands.into_iter().cloned().collect();
         let args = &args[..];
-        let named: Vec<(&str, &Expr)> = all_args
-            .iter()
-            .filter_map(|a| match &a.kind {
-                ExprKind::Named(n, v) => Some((n.name.as_str(), &**v)),
-                _ => None,
-            })
-            .collect();
+        let named: Vec<(&str, &Expr)> =
+            options.iter().map(|(n, v)| (n.name.as_str(), *v)).collect();
         // An LLM built-in is the LLM op of the same name; its result type
         // is the op table's.
         let llm = |k: K| {

@@ -2,6 +2,7 @@
 //! rules. It never stops at the first problem: every error is collected and
 //! an erroneous expression gets type `Unknown` so it is reported only once.
 
+use super::arguments;
 use super::builtins::{self, canonical_tier, ArgRole, Builtin, BuiltinKind};
 use super::errors::SemaError;
 use super::index::{AgentInfo, ParamSig, ProgramIndex};
@@ -700,37 +701,83 @@ impl<'a> Checker<'a> {
     // ------------------------------------------------------------ calls
 
     fn check_call(&mut self, callee: &Expr, all_args: &[Expr], span: Span) -> Ty {
-        let (args, named) = self.split_named(all_args);
-        let args = &args[..];
-        if let ExprKind::Var(id) = &callee.kind {
-            let llm_builtin =
-                builtins::lookup(&id.name).filter(|b| named_arguments(b.name).is_some());
-            match llm_builtin {
-                Some(b) => self.check_named(b.name, &id.name, &named),
-                None => {
-                    for (n, _) in &named {
-                        self.report(SemaError::UnknownNamedArgument {
-                            callee: id.name.clone(),
-                            name: n.name.clone(),
-                            accepted: Vec::new(),
-                            suggestion: None,
-                            span: n.span,
-                        });
-                    }
+        // Reports duplicate names and positional arguments after named ones.
+        let _ = self.split_named(all_args);
+        let (positional, named) = arguments::split(all_args);
+        // Arguments in the order the callee takes them, named ones placed
+        // by name (`sema::arguments`); what does not fit is reported.
+        let params_of =
+            |sig: &[ParamSig]| -> Vec<String> { sig.iter().map(|p| p.name.clone()).collect() };
+        let arranged: Option<(String, Vec<String>)> = match &callee.kind {
+            ExprKind::Var(id) => {
+                if let Some(sig) = self.agent.flows.get(&id.name) {
+                    Some((id.name.clone(), params_of(&sig.params)))
+                } else {
+                    self.agent
+                        .capabilities
+                        .get(&id.name)
+                        .map(|c| (id.name.clone(), params_of(&c.params)))
                 }
             }
-        }
+            ExprKind::Member(target, flow) => match &target.kind {
+                ExprKind::Var(a) if self.lookup(&a.name).is_none() => self
+                    .index
+                    .agents
+                    .get(&a.name)
+                    .and_then(|ag| ag.flows.get(&flow.name))
+                    .map(|sig| (format!("{}.{}", a.name, flow.name), params_of(&sig.params))),
+                _ => None,
+            },
+            _ => None,
+        };
+        let llm_builtin = match &callee.kind {
+            ExprKind::Var(id) => builtins::lookup(&id.name)
+                .filter(|b| named_arguments(b.name).is_some())
+                .filter(|_| arranged.is_none()),
+            _ => None,
+        };
+        // After a misfit the count is off; it is not reported again.
+        let mut misfit = false;
+        let args: Vec<Expr> = if let Some((name, params)) = &arranged {
+            let ps: Vec<&str> = params.iter().map(String::as_str).collect();
+            let (ordered, misfits) = arguments::by_parameter(&ps, &positional, &named);
+            misfit = !misfits.is_empty();
+            self.report_misfits(name, params, misfits);
+            ordered.into_iter().cloned().collect()
+        } else if let (Some(b), ExprKind::Var(id)) = (llm_builtin, &callee.kind) {
+            let (operands, options, misfits) = arguments::llm_operands(&positional, &named);
+            self.report_misfits(&id.name, &[], misfits);
+            self.check_named(b.name, &id.name, &options);
+            operands.into_iter().cloned().collect()
+        } else {
+            for (n, v) in &named {
+                let callee_name = match &callee.kind {
+                    ExprKind::Var(id) => id.name.clone(),
+                    _ => "this".into(),
+                };
+                self.report(SemaError::UnknownNamedArgument {
+                    callee: callee_name,
+                    name: n.name.clone(),
+                    accepted: Vec::new(),
+                    suggestion: None,
+                    span: n.span,
+                });
+                self.check_expr(v);
+            }
+            positional.into_iter().cloned().collect()
+        };
+        let args = &args[..];
         match &callee.kind {
             ExprKind::Var(id) => {
                 let agent = self.agent;
                 if let Some(sig) = agent.flows.get(&id.name) {
                     let sig = sig.clone();
-                    self.check_args(&id.name, &sig.params, args, span, Some(sig.span));
+                    self.check_args(&id.name, &sig.params, args, span, Some(sig.span), misfit);
                     return sig.ret;
                 }
                 if let Some(cap) = agent.capabilities.get(&id.name) {
                     let cap = cap.clone();
-                    self.check_args(&id.name, &cap.params, args, span, Some(cap.span));
+                    self.check_args(&id.name, &cap.params, args, span, Some(cap.span), misfit);
                     return cap.ret;
                 }
                 if let Some(b) = builtins::lookup(&id.name) {
@@ -784,7 +831,7 @@ impl<'a> Checker<'a> {
                     return Ty::Unknown;
                 };
                 let name = format!("{}.{}", agent.name, sig.name);
-                self.check_args(&name, &sig.params, args, span, Some(sig.span));
+                self.check_args(&name, &sig.params, args, span, Some(sig.span), misfit);
                 sig.ret.clone()
             }
             _ => self.unknown_callee(callee, args),
@@ -817,9 +864,10 @@ impl<'a> Checker<'a> {
         args: &[Expr],
         span: Span,
         decl: Option<Span>,
+        misfit: bool,
     ) {
         let count_ok = args.len() == params.len();
-        if !count_ok {
+        if !count_ok && !misfit {
             self.report(SemaError::ArgumentCount {
                 callee: callee.to_string(),
                 expected: params.len().to_string(),
@@ -840,6 +888,33 @@ impl<'a> Checker<'a> {
                         context: format!("argument `{}` of `{callee}`", p.name),
                         decl: Some(p.span),
                     });
+                }
+            }
+        }
+    }
+
+    /// Named arguments that do not fit the callee's parameters.
+    fn report_misfits(
+        &mut self,
+        callee: &str,
+        params: &[String],
+        misfits: Vec<arguments::Misfit<'_>>,
+    ) {
+        for m in misfits {
+            match m {
+                arguments::Misfit::Unknown(n) => self.report(SemaError::UnknownNamedArgument {
+                    callee: callee.to_string(),
+                    name: n.name.clone(),
+                    accepted: params.to_vec(),
+                    suggestion: closest(&n.name, params.iter()),
+                    span: n.span,
+                }),
+                arguments::Misfit::Twice { name, first } => {
+                    self.report(SemaError::DuplicateNamedArgument {
+                        name: name.name.clone(),
+                        span: name.span,
+                        first,
+                    })
                 }
             }
         }
@@ -899,7 +974,7 @@ impl<'a> Checker<'a> {
                         self.report(bad("takes a number literal from 0 to 2", None));
                     }
                 }
-                "max_tokens" | "max_steps" => {
+                "max_tokens" | "max_steps" | "budget" | "budget_tokens" => {
                     if !matches!(v.kind, ExprKind::Number(x) if x >= 1.0 && x.fract() == 0.0) {
                         self.report(bad("takes a whole number literal, at least 1", None));
                     }
@@ -1101,19 +1176,27 @@ fn expr_has_errors(e: &Expr) -> bool {
 /// operations take the options of their call; `solve` also `repairs`.
 pub fn named_arguments(op: &str) -> Option<&'static [&'static str]> {
     const LLM: &[&str] = &[
+        "prompt",
+        "context",
         "tools",
         "max_steps",
         "model",
         "temperature",
         "max_tokens",
+        "budget",
+        "budget_tokens",
         "system",
     ];
     const SOLVE: &[&str] = &[
+        "prompt",
+        "context",
         "tools",
         "repairs",
         "model",
         "temperature",
         "max_tokens",
+        "budget",
+        "budget_tokens",
         "system",
     ];
     let op = ais_ir::Opcode::from_mnemonic(op)?;

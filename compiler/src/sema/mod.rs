@@ -1,6 +1,7 @@
 //! Semantic analysis: builds the [`ProgramIndex`], then checks every belief
 //! initializer, flow and handler body. All problems are collected.
 
+pub(crate) mod arguments;
 pub mod builtins;
 mod check;
 pub mod errors;

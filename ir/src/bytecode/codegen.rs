@@ -571,6 +571,9 @@ impl FlowGen<'_> {
                     max_tokens: num("max_tokens")
                         .filter(|x| x.is_finite() && *x >= 0.0)
                         .map(|x| x.min(u32::MAX as f64) as u32),
+                    budget_tokens: num("budget_tokens")
+                        .filter(|x| x.is_finite() && *x >= 1.0)
+                        .map(|x| x.min(u32::MAX as f64) as u32),
                     system: s("system"),
                     cacheable: attrs.has("cacheable"),
                     no_fuse: attrs.has("no_fuse"),

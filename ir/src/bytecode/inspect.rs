@@ -63,6 +63,9 @@ fn imm_text(p: &Program, imm: &Imm) -> String {
             if let Some(n) = a.repairs {
                 parts.push(format!("repairs = {n}"));
             }
+            if let Some(n) = a.budget_tokens {
+                parts.push(format!("budget_tokens = {n}"));
+            }
             if parts.is_empty() {
                 String::new()
             } else {

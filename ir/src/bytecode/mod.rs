@@ -423,6 +423,8 @@ pub struct LlmAttrs {
     pub max_steps: Option<u32>,
     /// `solve`: rounds of repair after a plan fails to check.
     pub repairs: Option<u32>,
+    /// Completion or thinking-token budget (`budget:`).
+    pub budget_tokens: Option<u32>,
 }
 
 /// A tool an LLM op offers its model (from its `tools` attribute).
