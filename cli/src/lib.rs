@@ -8,6 +8,7 @@
 mod aam;
 mod analyze;
 mod config;
+mod fmt;
 pub mod ops;
 pub mod opt;
 mod output;
@@ -183,6 +184,9 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Rewrite `.ais` files in the canonical layout (comments kept), or
+    /// check that they are in it (`--check`).
+    Fmt(fmt::FmtArgs),
     /// Print the long explanation of a diagnostic code (e.g. `aisc explain E0100`).
     Explain {
         /// The code (e.g. `E0100`); without one, every code is listed.
@@ -335,6 +339,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
         Command::Analyze { opt, .. } if !opt.check(&mut out) => 2,
         Command::Analyze { file, json, opt } => analyze::analyze(&mut out, &file, &opt, json),
         Command::Explain { code, list } => explain_cmd(code, list),
+        Command::Fmt(args) => fmt::fmt(&mut out, &args),
         Command::Memory { action, memory } => aam::memory(&action, &memory),
         Command::Runs {
             action: None,
