@@ -88,20 +88,26 @@ impl<'s> Printer<'s> {
         segs.len() >= 3 && segs[1..segs.len() - 1].iter().any(|s| s.trim().is_empty())
     }
 
-    /// Whether a comment at `start` is the first thing on its line.
-    fn first_on_line(&self, start: u32) -> bool {
-        let before = &self.src[..start as usize];
-        let line = before.rsplit('\n').next().unwrap_or("");
-        line.trim().is_empty()
+    /// Whether only spaces follow `end` on its line.
+    fn ends_line(&self, end: u32) -> bool {
+        let after = self.src.get(end as usize..).unwrap_or("");
+        after
+            .trim_start_matches([' ', '\t', '\r'])
+            .chars()
+            .next()
+            .is_none_or(|ch| ch == '\n')
     }
 
     /// Comments right after `end` on the same line (only spaces, `,` or `;`
     /// between): line comments, and block comments that end their line.
     /// Returns their docs (each preceded by a space).
     fn trailing(&mut self, end: u32) -> Vec<Doc> {
-        let mut out = Vec::new();
+        // The run of comments on the line after `end`; taken only when it
+        // ends the line (a line comment, or a block comment last on it).
         let mut at = end;
-        while let Some(c) = self.peek() {
+        let mut run = 0;
+        let mut ends = false;
+        while let Some(c) = self.comments.get(self.next + run) {
             if c.span.start < at {
                 break;
             }
@@ -112,24 +118,25 @@ impl<'s> Printer<'s> {
             if !gap.chars().all(|ch| matches!(ch, ' ' | '\t' | ',' | ';')) {
                 break;
             }
-            let after = self.src.get(c.span.end as usize..).unwrap_or("");
-            let ends_line = after
-                .trim_start_matches([' ', '\t', '\r'])
-                .chars()
-                .next()
-                .is_none_or(|ch| ch == '\n');
-            if c.kind == CommentKind::Block && !ends_line {
+            run += 1;
+            at = c.span.end;
+            if c.kind == CommentKind::Line || self.ends_line(c.span.end) {
+                ends = true;
                 break;
             }
-            let c = c.clone();
+        }
+        let mut out = Vec::new();
+        if !ends {
+            return out;
+        }
+        for _ in 0..run {
+            let c = self.comments[self.next].clone();
+            self.next += 1;
             out.push(text(" "));
             out.push(text(self.comment_text(&c)));
-            if c.kind == CommentKind::Line {
-                out.push(Doc::BreakParent);
-            }
-            at = c.span.end;
-            self.next += 1;
         }
+        // It ends its line, and keeps doing so.
+        out.push(Doc::BreakParent);
         out
     }
 
@@ -149,7 +156,7 @@ impl<'s> Printer<'s> {
     }
 
     /// Comments before `pos` in a bracketed list slot: line comments (and
-    /// block comments alone on their line) on a line of their own, other
+    /// block comments that end their line) on a line of their own, other
     /// block comments inline.
     fn list_slot(&mut self, pos: u32) -> Vec<Doc> {
         let mut out = Vec::new();
@@ -160,7 +167,7 @@ impl<'s> Printer<'s> {
             let c = c.clone();
             self.next += 1;
             out.push(text(self.comment_text(&c)));
-            if c.kind == CommentKind::Line || self.first_on_line(c.span.start) {
+            if c.kind == CommentKind::Line || self.ends_line(c.span.end) {
                 out.push(Doc::Hard);
             } else {
                 out.push(text(" "));
@@ -334,6 +341,18 @@ impl<'s> Printer<'s> {
             } else {
                 inner.push(Doc::IfBreak(","));
             }
+            // Comments inside the item that nothing took: after it, ending
+            // the line (where they are trailing comments the next time).
+            while let Some(c) = self.peek() {
+                if c.span.start >= end {
+                    break;
+                }
+                let c = c.clone();
+                self.next += 1;
+                inner.push(text(" "));
+                inner.push(text(self.comment_text(&c)));
+                inner.push(Doc::BreakParent);
+            }
             inner.extend(self.trailing(end));
         }
         let mut dangling = false;
@@ -357,8 +376,9 @@ impl<'s> Printer<'s> {
         // unless a comment forces lines.
         if items.len() == 1 && !dangling {
             let hugged: Vec<Doc> = inner
-                .into_iter()
+                .iter()
                 .filter(|d| !matches!(d, Doc::Soft | Doc::Line | Doc::IfBreak(_)))
+                .cloned()
                 .collect();
             if !super::doc::has_hard(&hugged) {
                 let pad = if matches!(edge, Doc::Line) { " " } else { "" };
@@ -367,12 +387,6 @@ impl<'s> Printer<'s> {
                 v.push(text(format!("{pad}{close}")));
                 return Doc::Concat(v);
             }
-            return group(vec![
-                text(open),
-                Doc::Nest(inner_restore(hugged, &edge)),
-                edge,
-                text(close),
-            ]);
         }
         group(vec![text(open), Doc::Nest(inner), edge, text(close)])
     }
@@ -527,8 +541,8 @@ impl<'s> Printer<'s> {
         )
     }
 
-    /// `memory { ... }`, `beliefs { ... }`, `goals { ... }`: one entry per
-    /// line, separated by commas.
+    /// `memory { ... }`, `beliefs { ... }`, `goals { ... }`: on one line
+    /// when they fit, else one entry per line.
     fn entries_block<T>(
         &mut self,
         keyword: &str,
@@ -537,10 +551,8 @@ impl<'s> Printer<'s> {
         item_span: impl Fn(&T) -> ais_ir::Span,
         print: impl FnMut(&mut Self, &T) -> Doc,
     ) -> Doc {
-        let open = self.find(span.start, '{');
-        let head = self.open_brace(open);
-        let lines = self.lines(
-            open + 1,
+        let list = self.bracketed_with(
+            "{",
             items,
             |t| {
                 let s = item_span(t);
@@ -550,11 +562,11 @@ impl<'s> Printer<'s> {
                 }
             },
             print,
-            ",",
             span.end.saturating_sub(1),
-            false,
+            "}",
+            Doc::Line,
         );
-        Doc::Concat(vec![text(format!("{keyword} ")), Self::braced(head, lines)])
+        Doc::Concat(vec![text(format!("{keyword} ")), list])
     }
 
     fn goal(&mut self, g: &Goal) -> Doc {
@@ -708,14 +720,14 @@ impl<'s> Printer<'s> {
 
     /// `e` in a context that needs at least precedence `min`.
     fn expr(&mut self, e: &Expr, min: u8) -> Doc {
-        let mut v = self.inline_before(e.span.start);
-        let inner = self.expr_inner(e);
-        if level(e) < min {
-            v.push(text("("));
-            v.push(inner);
+        // Comments go inside added parentheses: parsed again, the
+        // expression starts after its `(`, so they stay where they are.
+        let parens = level(e) < min;
+        let mut v = if parens { vec![text("(")] } else { vec![] };
+        v.extend(self.inline_before(e.span.start));
+        v.push(self.expr_inner(e));
+        if parens {
             v.push(text(")"));
-        } else {
-            v.push(inner);
         }
         if v.len() == 1 {
             v.remove(0)
@@ -766,13 +778,20 @@ impl<'s> Printer<'s> {
             ExprKind::Named(n, v) => {
                 Doc::Concat(vec![text(format!("{}: ", n.name)), self.expr(v, ASSIGN)])
             }
-            ExprKind::Unary(op, x) => Doc::Concat(vec![
-                text(match op {
-                    UnaryOp::Neg => "-",
-                    UnaryOp::Not => "!",
-                }),
-                self.expr(x, UNARY),
-            ]),
+            ExprKind::Unary(op, x) => {
+                // `-(-x)`, not `--x`.
+                let min = match (&x.kind, op) {
+                    (ExprKind::Unary(UnaryOp::Neg, _), UnaryOp::Neg) => PRIMARY,
+                    _ => UNARY,
+                };
+                Doc::Concat(vec![
+                    text(match op {
+                        UnaryOp::Neg => "-",
+                        UnaryOp::Not => "!",
+                    }),
+                    self.expr(x, min),
+                ])
+            }
             ExprKind::Binary(op, a, b) => {
                 let l = binary_level(*op);
                 Doc::Concat(vec![
@@ -837,14 +856,6 @@ impl<'s> Printer<'s> {
         });
         Doc::Concat(v)
     }
-}
-
-/// The inner list of a one-item group whose item holds line breaks.
-fn inner_restore(hugged: Vec<Doc>, edge: &Doc) -> Vec<Doc> {
-    let mut v = vec![edge.clone()];
-    v.extend(hugged);
-    v.push(Doc::IfBreak(","));
-    v
 }
 
 fn member_span(m: &Member) -> ais_ir::Span {
