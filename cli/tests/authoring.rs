@@ -116,3 +116,88 @@ fn fmt_keeps_the_file_permissions() {
     let mode = std::fs::metadata(&file).expect("meta").permissions().mode();
     assert_eq!(mode & 0o777, 0o640);
 }
+
+#[test]
+fn new_then_check_then_run_on_the_simulator() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let o = aisc_in(dir.path(), &["new", "demo"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("created demo/main.ais"),
+        "{}",
+        stdout(&o)
+    );
+    let project = dir.path().join("demo");
+    for f in [
+        ".apxm/config.toml",
+        "main.ais",
+        "test.sh",
+        "README.md",
+        ".gitignore",
+    ] {
+        assert!(project.join(f).is_file(), "missing {f}");
+    }
+    let o = aisc_in(&project, &["check", "main.ais"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("0 errors, 0 warnings"),
+        "{}",
+        stderr(&o)
+    );
+    // The project's configuration is found in the folder and picks `sim`.
+    let o = aisc_in(&project, &["config", "show"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains(".apxm/config.toml"), "{}", stdout(&o));
+    let o = aisc_in(
+        &project,
+        &[
+            "run",
+            "main.ais",
+            "--memory",
+            ":memory:",
+            "--sim-delay-scale",
+            "0",
+            "--arg",
+            "topic=tide pools",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!stdout(&o).trim().is_empty());
+    assert!(
+        !stderr(&o).contains("no LLM backend configured"),
+        "the project's config was not used: {}",
+        stderr(&o)
+    );
+    let o = aisc_in(&project, &["fmt", "--check", "main.ais"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+}
+
+#[test]
+fn new_refuses_a_non_empty_folder() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(dir.path().join("taken")).expect("mkdir");
+    std::fs::write(dir.path().join("taken/notes.txt"), "mine").expect("write");
+    let o = aisc_in(dir.path(), &["new", "taken"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("not an empty folder"), "{}", stderr(&o));
+    assert!(!dir.path().join("taken/main.ais").exists());
+    // An empty folder is fine.
+    std::fs::create_dir(dir.path().join("empty")).expect("mkdir");
+    let o = aisc_in(dir.path(), &["new", "empty"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+#[test]
+fn completions_cover_the_subcommands() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let o = aisc_in(dir.path(), &["completions", shell]);
+        assert_eq!(o.status.code(), Some(0), "{shell}: {}", stderr(&o));
+        let script = stdout(&o);
+        for sub in ["check", "fmt", "new", "completions"] {
+            assert!(script.contains(sub), "{shell} script lacks `{sub}`");
+        }
+    }
+    let o = aisc_in(dir.path(), &["completions", "tcsh"]);
+    assert_eq!(o.status.code(), Some(2));
+}
