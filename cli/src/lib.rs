@@ -8,6 +8,8 @@
 mod aam;
 mod analyze;
 mod config;
+mod fmt;
+mod new;
 pub mod ops;
 pub mod opt;
 mod output;
@@ -184,6 +186,19 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Rewrite `.ais` files in the canonical layout (comments kept), or
+    /// check that they are in it (`--check`).
+    Fmt(fmt::FmtArgs),
+    /// Create a project: an example agent, a configuration (offline
+    /// simulator; commented OpenAI-compatible, Anthropic and Ollama
+    /// backends), a test script, a README and a .gitignore.
+    New(new::NewArgs),
+    /// Print a shell completion script for aisc.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
     /// Print the long explanation of a diagnostic code (e.g. `aisc explain E0100`).
     Explain {
         /// The code (e.g. `E0100`); without one, every code is listed.
@@ -336,6 +351,9 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
         Command::Analyze { opt, .. } if !opt.check(&mut out) => 2,
         Command::Analyze { file, json, opt } => analyze::analyze(&mut out, &file, &opt, json),
         Command::Explain { code, list } => explain_cmd(code, list),
+        Command::Fmt(args) => fmt::fmt(&mut out, &args),
+        Command::New(args) => new::new(&args),
+        Command::Completions { shell } => new::completions(shell),
         Command::Memory { action, memory } => aam::memory(&action, &memory),
         Command::Runs {
             action: None,

@@ -6,6 +6,7 @@
 
 pub mod diagnostics;
 pub mod driver;
+pub mod format;
 pub mod lower;
 pub mod plan;
 pub mod sema;

@@ -78,8 +78,9 @@ pub struct LexError {
 #[derive(Logos, Clone, Debug, PartialEq)]
 #[logos(error = LexErrorKind)]
 #[logos(skip r"[ \t\r\f\u{feff}]+")]
-#[logos(skip(r"//[^\n]*", allow_greedy = true))]
 enum Raw {
+    #[regex(r"//[^\n]*", allow_greedy = true)]
+    LineComment,
     #[token("/*", block_comment)]
     BlockComment,
     #[token("\n")]
@@ -206,8 +207,9 @@ fn bad_number(_: &mut logos::Lexer<Raw>) -> Result<(), LexErrorKind> {
     Err(LexErrorKind::InvalidNumber)
 }
 
-/// Skips a block comment (nesting allowed). Unterminated comments run to the end.
-fn block_comment(lex: &mut logos::Lexer<Raw>) -> Result<logos::Skip, LexErrorKind> {
+/// Finds the end of a block comment (nesting allowed). Unterminated comments
+/// run to the end.
+fn block_comment(lex: &mut logos::Lexer<Raw>) -> Result<(), LexErrorKind> {
     let rest = lex.remainder().as_bytes();
     let mut depth = 1usize;
     let mut i = 0;
@@ -217,7 +219,7 @@ fn block_comment(lex: &mut logos::Lexer<Raw>) -> Result<logos::Skip, LexErrorKin
             i += 2;
             if depth == 0 {
                 lex.bump(i);
-                return Ok(logos::Skip);
+                return Ok(());
             }
         } else if rest[i..].starts_with(b"/*") {
             depth += 1;
@@ -478,6 +480,53 @@ impl Tok<'_> {
     }
 }
 
+/// A comment in the source: `// ...` (to the end of its line, the line break
+/// excluded) or `/* ... */` (nesting allowed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Comment {
+    pub kind: CommentKind,
+    pub span: Span,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommentKind {
+    Line,
+    Block,
+}
+
+impl Comment {
+    /// The comment's text as written (a line comment without a trailing
+    /// carriage return or spaces).
+    pub fn text<'s>(&self, source: &'s str) -> &'s str {
+        let text = source.get(self.span.range()).unwrap_or("");
+        match self.kind {
+            CommentKind::Line => text.trim_end(),
+            CommentKind::Block => text,
+        }
+    }
+}
+
+/// Every comment of a source text, in order. The parser never sees them; the
+/// formatter and editor support do. An unterminated block comment is listed
+/// up to the end of the text (and reported by [`lex`]).
+pub fn comments(source: &str) -> Vec<Comment> {
+    let mut out = Vec::new();
+    let mut lexer = Raw::lexer(source);
+    while let Some(item) = lexer.next() {
+        let range = lexer.span();
+        let kind = match item {
+            Ok(Raw::LineComment) => CommentKind::Line,
+            Ok(Raw::BlockComment) | Err(LexErrorKind::UnterminatedComment) => CommentKind::Block,
+            _ => continue,
+        };
+        out.push(Comment {
+            kind,
+            span: Span::new(range.start, range.end),
+        });
+    }
+    out
+}
+
 /// A token with its byte span, in the triple form LALRPOP expects.
 pub type Spanned<'a> = (usize, Tok<'a>, usize);
 
@@ -544,7 +593,8 @@ fn convert<'a>(
     errors: &mut Vec<LexError>,
 ) -> Option<Tok<'a>> {
     Some(match raw {
-        Raw::BlockComment => return None,
+        // Comments are not tokens for the parser; [`comments`] lists them.
+        Raw::LineComment | Raw::BlockComment => return None,
         Raw::Newline | Raw::Semi => Tok::Sep,
         Raw::Agent => Tok::Agent,
         Raw::Flow => Tok::Flow,
@@ -904,6 +954,25 @@ mod tests {
         );
         // `next` on the following line still lexes.
         assert!(toks.iter().any(|(_, t, _)| *t == Tok::Ident("next")));
+    }
+
+    #[test]
+    fn comments_are_listed_and_never_reach_the_parser() {
+        let src = "a // one\r\n/* two /* nested */ */ b \"// not\" /* open";
+        let listed: Vec<_> = comments(src)
+            .iter()
+            .map(|c| (c.kind, c.text(src).to_string()))
+            .collect();
+        assert_eq!(
+            listed,
+            vec![
+                (CommentKind::Line, "// one".to_string()),
+                (CommentKind::Block, "/* two /* nested */ */".to_string()),
+                (CommentKind::Block, "/* open".to_string()),
+            ]
+        );
+        let (toks, _) = lex(src);
+        assert_eq!(toks.len(), 4, "{toks:?}"); // a, separator, b, the string
     }
 
     #[test]
