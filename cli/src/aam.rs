@@ -174,13 +174,14 @@ pub fn trace(run: &str, mem: &MemoryArgs, json: bool) -> i32 {
 pub fn open_host(
     mem: &MemoryArgs,
     config: ais_vm::aam::config::AamConfig,
-    yes: bool,
+    confirm: ais_vm::aam::Confirm,
+    console: Option<std::sync::Arc<dyn ais_vm::aam::Console>>,
 ) -> Result<AamHost, String> {
     let host = AamHost::open(AamOptions {
         storage: mem.storage(),
         config,
-        confirm: crate::tty::confirm_mode(yes),
-        console: Some(std::sync::Arc::new(crate::tty::TtyConsole)),
+        confirm,
+        console,
     })
     .map_err(|e| e.to_string())?;
     for w in host.warnings() {

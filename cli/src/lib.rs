@@ -16,6 +16,7 @@ mod output;
 pub mod plan;
 mod run;
 mod runs;
+mod serve;
 mod stream;
 mod tty;
 
@@ -105,6 +106,36 @@ pub enum Command {
         file: PathBuf,
         #[command(flatten)]
         run: run::RunArgs,
+        #[command(flatten)]
+        opt: OptArgs,
+        #[command(flatten)]
+        backend: BackendArgs,
+    },
+    /// Serve programs over HTTP: a run API (start, watch live with
+    /// Server-Sent Events, cancel, resume), /health, /metrics and an MCP
+    /// endpoint at /mcp (docs/serve.md). Listens on 127.0.0.1:8080 by
+    /// default.
+    Serve {
+        /// `.ais` sources or `.apxmobj` artifacts to serve.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        #[command(flatten)]
+        listen: serve::ListenArgs,
+        #[command(flatten)]
+        runs: serve::ServedRunArgs,
+        #[command(flatten)]
+        opt: OptArgs,
+        #[command(flatten)]
+        backend: BackendArgs,
+    },
+    /// Serve programs as MCP tools over stdin/stdout (each agent's entry
+    /// flow is a tool; plus `check` and `build`).
+    Mcp {
+        /// `.ais` sources or `.apxmobj` artifacts to serve.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        #[command(flatten)]
+        runs: serve::ServedRunArgs,
         #[command(flatten)]
         opt: OptArgs,
         #[command(flatten)]
@@ -346,6 +377,20 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
             opt,
             backend,
         } => run::run(&mut out, &file, &run, &opt, &backend),
+        Command::Serve { opt, .. } | Command::Mcp { opt, .. } if !opt.check(&mut out) => 2,
+        Command::Serve {
+            files,
+            listen,
+            runs,
+            opt,
+            backend,
+        } => serve::serve(&mut out, &files, &listen, &runs, &opt, &backend),
+        Command::Mcp {
+            files,
+            runs,
+            opt,
+            backend,
+        } => serve::mcp(&mut out, &files, &runs, &opt, &backend),
         Command::Inspect { file } => run::inspect(&mut out, &file),
         Command::Ops { name, json } => ops::ops(&mut out, name.as_deref(), json),
         Command::Analyze { opt, .. } if !opt.check(&mut out) => 2,

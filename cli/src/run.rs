@@ -359,48 +359,77 @@ fn render_arg_error(out: &mut Output, e: &ArgError) {
     }
 }
 
-/// Runs a loaded program on the AAM host with a run journal: a new run, or
-/// (`resume`) an earlier run whose completed ops are replayed.
-pub fn run_loaded(
-    out: &mut Output,
-    loaded: Loaded,
+/// The configuration the runs of one process share: the settings (flags
+/// over environment over file), the AAM's settings and the LLM backend
+/// built from them. `aisc run` and `aisc resume` build one per run; `aisc
+/// serve` and `aisc mcp` build one at start and share it between runs.
+pub struct RunSetup {
+    pub settings: ais_vm::config::Settings,
+    pub aam: ais_vm::aam::config::AamConfig,
+    pub llm: ais_vm::llm::factory::RunBackend,
+}
+
+/// Why a run could not be set up: a configuration problem (rendered as its
+/// `K` diagnostic) or another usage problem (exit 2).
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error("{}", .0.message())]
+    Config(ais_vm::config::ConfigError),
+    #[error("{0}")]
+    Other(String),
+}
+
+impl RunSetup {
+    pub fn load(backend: &BackendArgs) -> Result<RunSetup, SetupError> {
+        let (settings, aam) = super::config::load_all(backend).map_err(SetupError::Config)?;
+        let llm = settings
+            .build_run()
+            .map_err(|e| SetupError::Other(e.to_string()))?;
+        Ok(RunSetup { settings, aam, llm })
+    }
+}
+
+/// What the edge gives a run besides its options: who shows printed lines,
+/// who answers confirmations of destructive tools, the progress line and
+/// the live observer.
+pub struct RunEdge {
+    pub console: Option<Arc<dyn ais_vm::aam::Console>>,
+    pub confirm: ais_vm::aam::Confirm,
+    pub progress: Option<ais_vm::progress::ProgressSink>,
+    pub observer: Option<ais_vm::observe::Observer>,
+}
+
+/// A run ready to start: its options (journal included), its host (with
+/// the program's capabilities loaded) and the backend to call.
+pub struct PreparedRun {
+    pub options: RunOptions,
+    pub host: Arc<ais_vm::aam::AamHost>,
+    pub backend: Arc<dyn ais_vm::llm::LlmBackend>,
+}
+
+/// Builds a run the same way for `aisc run`, `aisc resume` and `aisc
+/// serve`: budget and limits from the flags and the config, the AAM host on
+/// the memory directory, and the journal (a new run, or `resume`: an
+/// earlier run whose completed ops are replayed).
+pub fn prepare_run(
+    setup: &RunSetup,
+    loaded: &Loaded,
     args: Vec<(String, serde_json::Value)>,
     run: &RunArgs,
-    backend: &BackendArgs,
+    edge: RunEdge,
     resume: Option<Arc<ais_vm::journal::Journal>>,
-) -> i32 {
-    let (settings, aam_config) = match super::config::load_all(backend) {
-        Ok(s) => s,
-        Err(e) => return super::config::report(out, &e),
-    };
-    let llm = match settings.build_run() {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return 2;
-        }
-    };
-    if let (Some(n), false) = (&llm.notice, run.quiet) {
-        eprintln!("{n}");
-    }
+) -> Result<PreparedRun, SetupError> {
+    let settings = &setup.settings;
     let journal_args = args.clone();
-    let budget = match super::runs::budget(&run.budget, &settings) {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return 2;
-        }
-    };
+    let budget = super::runs::budget(&run.budget, settings).map_err(SetupError::Other)?;
     let mut options = RunOptions {
         entry: run.entry.clone(),
         args,
         workers: run.workers,
         policy: run.policy.parse::<Policy>().unwrap_or_default(),
         concurrency: run.concurrency,
-        progress: crate::tty::progress_bar(run.quiet || run.stream),
-        observer: run.stream.then(|| {
-            ais_vm::observe::Observer(Arc::new(crate::stream::TextPrinter::new(std::io::stderr())))
-        }),
+        progress: edge.progress,
+        observer: edge.observer,
         budget,
         watchdog: Some(run.budget.watchdog),
         planner: Some(Arc::new(crate::plan::FrontEndPlanner::default())),
@@ -422,13 +451,9 @@ pub fn run_loaded(
             .unwrap_or(ais_vm::scheduler::limits::DEFAULT_MAX_VALUE_BYTES),
         ..RunOptions::default()
     };
-    let host = match super::aam::open_host(&run.memory, aam_config, run.yes) {
-        Ok(h) => Arc::new(h),
-        Err(e) => {
-            eprintln!("error: {e}");
-            return 2;
-        }
-    };
+    let host = super::aam::open_host(&run.memory, setup.aam.clone(), edge.confirm, edge.console)
+        .map(Arc::new)
+        .map_err(SetupError::Other)?;
     host.load_program(&loaded.program);
     let name = loaded
         .source
@@ -436,22 +461,67 @@ pub fn run_loaded(
         .map_or_else(|| "(artifact)".to_string(), |(n, _)| n.clone());
     options.journal = match resume {
         Some(j) => Some(j),
-        None => match super::runs::begin(
-            &run.memory,
-            host.run_id(),
-            &name,
-            &loaded,
-            run.entry.as_deref(),
-            &journal_args,
-        ) {
-            Ok(j) => Some(j),
-            Err(e) => {
-                eprintln!("error: {e}");
-                return 2;
-            }
-        },
+        None => Some(
+            super::runs::begin(
+                &run.memory,
+                host.run_id(),
+                &name,
+                loaded,
+                run.entry.as_deref(),
+                &journal_args,
+            )
+            .map_err(SetupError::Other)?,
+        ),
     };
-    let report = ais_vm::run(&loaded.program, &options, llm.backend.clone(), host.clone());
+    Ok(PreparedRun {
+        options,
+        host,
+        backend: setup.llm.backend.clone(),
+    })
+}
+
+/// Runs a loaded program on the AAM host with a run journal: a new run, or
+/// (`resume`) an earlier run whose completed ops are replayed.
+pub fn run_loaded(
+    out: &mut Output,
+    loaded: Loaded,
+    args: Vec<(String, serde_json::Value)>,
+    run: &RunArgs,
+    backend: &BackendArgs,
+    resume: Option<Arc<ais_vm::journal::Journal>>,
+) -> i32 {
+    let setup = match RunSetup::load(backend) {
+        Ok(s) => s,
+        Err(SetupError::Config(e)) => return super::config::report(out, &e),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
+    let llm = &setup.llm;
+    if let (Some(n), false) = (&llm.notice, run.quiet) {
+        eprintln!("{n}");
+    }
+    let edge = RunEdge {
+        console: Some(Arc::new(crate::tty::TtyConsole)),
+        confirm: crate::tty::confirm_mode(run.yes),
+        progress: crate::tty::progress_bar(run.quiet || run.stream),
+        observer: run.stream.then(|| {
+            ais_vm::observe::Observer(Arc::new(crate::stream::TextPrinter::new(std::io::stderr())))
+        }),
+    };
+    let PreparedRun {
+        options,
+        host,
+        backend: llm_backend,
+    } = match prepare_run(&setup, &loaded, args, run, edge, resume) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
+    let report = ais_vm::run(&loaded.program, &options, llm_backend, host.clone());
     let s = &report.summary;
     // The exports are written whatever the outcome: a failed run's telemetry
     // up to the failure is what its user needs most.
@@ -614,7 +684,7 @@ fn write_plans(out: &mut Output, run: &RunArgs, plans: &[ais_vm::scheduler::Link
 /// The structured form of a run error for `--report-json`: the same fields
 /// a `catch` region receives (`cause` is the dotted failure code), plus the
 /// diagnostic code and the source position when there is one.
-fn error_json(e: &ais_vm::RunError, loaded: &Loaded) -> serde_json::Value {
+pub(crate) fn error_json(e: &ais_vm::RunError, loaded: &Loaded) -> serde_json::Value {
     let mut j = serde_json::json!({"code": e.code(), "message": e.to_string()});
     if let ais_vm::RunError::OpFailed {
         flow,

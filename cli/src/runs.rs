@@ -72,7 +72,7 @@ fn agent_limits(b: &BudgetArgs) -> Result<Vec<journal::AgentLimit>, String> {
 }
 
 /// Tools that are safe to run again when an earlier attempt's call is in doubt.
-const IDEMPOTENT_TOOLS: &[&str] = &[
+pub(crate) const IDEMPOTENT_TOOLS: &[&str] = &[
     "echo",
     "read_file",
     "json_query",

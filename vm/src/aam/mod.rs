@@ -300,10 +300,18 @@ fn new_run_id() -> String {
         .filter(|c| c.is_ascii_digit() || *c == 'T')
         .collect::<String>()
         .replace('T', "-");
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let salt = (u64::from(nanos) ^ (u64::from(std::process::id()) << 16)) & 0xffff;
+    // A per-process base (time and pid) plus a per-process counter: the
+    // runs one process starts in the same second (a server's) get distinct
+    // ids for the first 65536 of them.
+    static BASE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let base = *BASE.get_or_init(|| {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        u64::from(nanos) ^ (u64::from(std::process::id()) << 16)
+    });
+    let salt = base.wrapping_add(NEXT.fetch_add(1, Ordering::Relaxed)) & 0xffff;
     format!("{compact}-{salt:04x}")
 }
 

@@ -1,0 +1,405 @@
+//! `aisc serve` and `aisc mcp`: the command line's side of `ais-serve`.
+//! The server owns the listener, the run registry and the protocols; this
+//! module loads the programs and implements its [`Engine`] with the same
+//! run setup as `aisc run` ([`super::run::prepare_run`]).
+
+use super::aam::MemoryArgs;
+use super::output::Output;
+use super::run::{self, Loaded, RunArgs, RunSetup, SetupError};
+use super::runs::BudgetArgs;
+use super::{BackendArgs, OptArgs};
+use ais_serve::{ApiError, BudgetSpec, Engine, Finished, Prepared, RunEdge, RunSpec, Served};
+use ais_vm::journal::{self, Journal};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The environment variable holding the bearer token of `aisc serve`.
+pub const TOKEN_VAR: &str = "AIS_SERVE_TOKEN";
+
+/// Options of served runs (shared by `serve` and `mcp`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct ServedRunArgs {
+    /// Runs executing at once; more wait in the queue.
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    pub max_concurrent_runs: usize,
+    /// Runs waiting for an executor beyond those; more are refused (429).
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    pub queue: usize,
+    /// Scheduler worker threads per run.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub workers: usize,
+    /// Allow tools marked destructive without asking (a server has nobody
+    /// to ask: without it they are refused).
+    #[arg(long)]
+    pub yes: bool,
+    /// Default limits of every run (a request's `budget` overrides them).
+    #[command(flatten)]
+    pub budget: BudgetArgs,
+    #[command(flatten)]
+    pub memory: MemoryArgs,
+}
+
+/// Options of `aisc serve` beyond the served runs'.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ListenArgs {
+    /// Address to listen on. A non-loopback address requires a bearer
+    /// token in AIS_SERVE_TOKEN.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    pub listen: String,
+    /// Largest request body in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
+    pub max_body: usize,
+    /// Threads answering HTTP requests.
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    pub http_threads: usize,
+}
+
+/// The engine of `aisc serve` and `aisc mcp`.
+struct CliEngine {
+    setup: RunSetup,
+    runs: ServedRunArgs,
+    /// The loaded programs by file name (cloned once, shared by runs).
+    loaded: LoadedByFile,
+}
+
+struct CliPrepared {
+    id: String,
+    loaded: Arc<Loaded>,
+    run: run::PreparedRun,
+    cancel: ais_serve::Cancel,
+}
+
+impl Prepared for CliPrepared {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn execute(self: Box<Self>) -> Finished {
+        let CliPrepared {
+            loaded,
+            run,
+            cancel,
+            ..
+        } = *self;
+        let backend = cancel.backend(run.backend);
+        let host = cancel.host(run.host);
+        let report = ais_vm::run(&loaded.program, &run.options, backend, host);
+        Finished {
+            outcome: report.outcome.map_err(|e| run::error_json(&e, &loaded)),
+            summary: serde_json::to_value(&report.summary).unwrap_or_default(),
+        }
+    }
+
+    fn discard(self: Box<Self>, reason: &str) {
+        if let Some(j) = &self.run.options.journal {
+            let _ = j.finish(Err(reason));
+        }
+    }
+}
+
+fn setup_error(e: SetupError) -> ApiError {
+    ApiError::internal(format!("cannot set the run up: {e}"))
+}
+
+impl CliEngine {
+    fn run_args(&self, entry: Option<String>, budget: &BudgetSpec) -> RunArgs {
+        let mut b = self.runs.budget.clone();
+        b.llm_call_budget = budget.llm_calls.or(b.llm_call_budget);
+        b.deadline = budget.deadline_s.or(b.deadline);
+        b.cost_budget = budget.cost_usd.or(b.cost_budget);
+        RunArgs {
+            args: Vec::new(),
+            entry,
+            workers: Some(self.runs.workers.max(1)),
+            policy: "fifo".into(),
+            concurrency: None,
+            events: None,
+            trace: None,
+            report_json: None,
+            emit_plans: None,
+            stream: false,
+            quiet: true,
+            memory: self.runs.memory.clone(),
+            yes: self.runs.yes,
+            budget: b,
+        }
+    }
+
+    fn edge(&self, edge: RunEdge) -> run::RunEdge {
+        run::RunEdge {
+            console: Some(edge.console),
+            confirm: if self.runs.yes {
+                ais_vm::aam::Confirm::Yes
+            } else {
+                ais_vm::aam::Confirm::Deny
+            },
+            progress: None,
+            observer: Some(edge.observer),
+        }
+    }
+
+    fn finish_prepare(
+        &self,
+        loaded: Arc<Loaded>,
+        args: Vec<(String, serde_json::Value)>,
+        run: &RunArgs,
+        budget: &BudgetSpec,
+        edge: RunEdge,
+        resume: Option<Arc<Journal>>,
+    ) -> Result<Box<dyn Prepared>, ApiError> {
+        let cancel = edge.cancel.clone();
+        let mut prepared =
+            run::prepare_run(&self.setup, &loaded, args, run, self.edge(edge), resume)
+                .map_err(setup_error)?;
+        if let Some(t) = budget.tokens {
+            prepared.options.budget.tokens = Some(t);
+        }
+        let id = prepared.options.journal.as_ref().map_or_else(
+            || prepared.host.run_id().to_string(),
+            |j| j.run_id().to_string(),
+        );
+        Ok(Box::new(CliPrepared {
+            id,
+            loaded,
+            run: prepared,
+            cancel,
+        }))
+    }
+}
+
+impl Engine for CliEngine {
+    fn prepare(
+        &self,
+        program: &Served,
+        spec: &RunSpec,
+        edge: RunEdge,
+    ) -> Result<Box<dyn Prepared>, ApiError> {
+        let loaded = self
+            .loaded
+            .get(&program.file)
+            .cloned()
+            .ok_or_else(|| ApiError::internal(format!("`{}` is not loaded", program.file)))?;
+        let run = self.run_args(spec.entry.clone(), &spec.budget);
+        self.finish_prepare(loaded, spec.args.clone(), &run, &spec.budget, edge, None)
+    }
+
+    fn prepare_resume(
+        &self,
+        id: &str,
+        budget: &BudgetSpec,
+        edge: RunEdge,
+    ) -> Result<ais_serve::Resumed, ApiError> {
+        let dir = self.journal_dir().ok_or_else(|| {
+            ApiError::conflict(
+                "journal.none",
+                "`--memory :memory:` keeps no run journal to resume from",
+                "serve with a memory directory",
+            )
+        })?;
+        let journal_error = |e: journal::JournalError| match e.code {
+            "journal.no_run" | "journal.missing" => {
+                ApiError::not_found("run.not_found", e.message, "`GET /v1/runs` lists the runs")
+            }
+            "journal.completed" | "journal.busy" => ApiError::conflict(
+                "run.not_resumable",
+                e.message,
+                "only failed, cancelled and paused runs can be resumed",
+            ),
+            _ => ApiError::internal(e.to_string()),
+        };
+        let stored = journal::load_run(&dir, id).map_err(journal_error)?;
+        let program = ais_ir::bytecode::decode(&stored.artifact).map_err(|e| {
+            ApiError::internal(format!(
+                "the program stored for run `{id}` is not a valid artifact: {e}"
+            ))
+        })?;
+        let mut j = Journal::resume(&dir, &stored.info.id).map_err(journal_error)?;
+        j.set_idempotent_tools(super::runs::IDEMPOTENT_TOOLS.iter().map(|s| s.to_string()));
+        let loaded = Arc::new(Loaded {
+            program,
+            source: None,
+        });
+        let run = self.run_args(stored.info.entry.clone(), budget);
+        let prepared =
+            self.finish_prepare(loaded, stored.args, &run, budget, edge, Some(Arc::new(j)))?;
+        Ok(ais_serve::Resumed {
+            prepared,
+            program: stored.info.program,
+            entry: stored.info.entry,
+        })
+    }
+
+    fn journal_dir(&self) -> Option<PathBuf> {
+        journal::dir_of(&self.runs.memory.storage())
+    }
+
+    fn backend_name(&self) -> String {
+        self.setup.llm.backend.name().to_string()
+    }
+}
+
+/// The loaded programs by file name.
+type LoadedByFile = HashMap<String, Arc<Loaded>>;
+
+/// Compiles every file (diagnostics rendered); `None` when one fails.
+fn load_all(
+    out: &mut Output,
+    files: &[PathBuf],
+    opt: &OptArgs,
+) -> Option<(Vec<Served>, LoadedByFile)> {
+    let mut served = Vec::new();
+    let mut loaded = HashMap::new();
+    let mut failed = false;
+    for path in files {
+        let Some(l) = run::load(out, path, opt) else {
+            failed = true;
+            continue;
+        };
+        let file = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        if loaded.contains_key(&file) {
+            eprintln!("error: two served files are named `{file}`");
+            return None;
+        }
+        served.push(Served {
+            path: path.display().to_string(),
+            file: file.clone(),
+            program: Arc::new(l.program.clone()),
+            source: l.source.as_ref().map(|(_, s)| Arc::from(s.as_str())),
+        });
+        loaded.insert(file, Arc::new(l));
+    }
+    (!failed).then_some((served, loaded))
+}
+
+/// Loads the programs and the configuration and starts the registry.
+fn start(
+    out: &mut Output,
+    files: &[PathBuf],
+    opt: &OptArgs,
+    backend: &BackendArgs,
+    runs: &ServedRunArgs,
+) -> Result<Arc<ais_serve::Registry>, i32> {
+    let (served, loaded) = load_all(out, files, opt).ok_or(1)?;
+    let setup = match RunSetup::load(backend) {
+        Ok(s) => s,
+        Err(SetupError::Config(e)) => return Err(super::config::report(out, &e)),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Err(2);
+        }
+    };
+    if let Err(e) = super::runs::budget(&runs.budget, &setup.settings) {
+        eprintln!("error: {e}");
+        return Err(2);
+    }
+    if let Some(n) = &setup.llm.notice {
+        eprintln!("{n}");
+    }
+    let engine = CliEngine {
+        setup,
+        runs: runs.clone(),
+        loaded,
+    };
+    ais_serve::Registry::start(
+        Arc::new(engine),
+        served,
+        ais_serve::RegistryConfig {
+            max_concurrent: runs.max_concurrent_runs,
+            queue: runs.queue,
+        },
+    )
+    .map_err(|e| {
+        eprintln!("error: cannot start the run executors: {e}");
+        1
+    })
+}
+
+/// `aisc serve FILE...`.
+pub fn serve(
+    out: &mut Output,
+    files: &[PathBuf],
+    listen: &ListenArgs,
+    runs: &ServedRunArgs,
+    opt: &OptArgs,
+    backend: &BackendArgs,
+) -> i32 {
+    let token = std::env::var(TOKEN_VAR)
+        .ok()
+        .filter(|t| !t.trim().is_empty());
+    let config = ais_serve::ServeConfig {
+        listen: listen.listen.clone(),
+        token: token.map(|t| t.trim().to_string()),
+        token_var: TOKEN_VAR.into(),
+        max_body: listen.max_body,
+        http_threads: listen.http_threads,
+        ..ais_serve::ServeConfig::default()
+    };
+    // Refuse a listener without its token before compiling anything.
+    if config.token.is_none() && !is_loopback(&config.listen) {
+        eprintln!(
+            "error: --listen `{}` is not a loopback address, and every request to it must be authenticated: set {TOKEN_VAR} to a bearer token",
+            config.listen
+        );
+        return 2;
+    }
+    let registry = match start(out, files, opt, backend, runs) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let mcp = Arc::new(ais_serve::mcp::Mcp::new(registry.clone()));
+    let n = registry.programs().len();
+    let dir = journal::dir_of(&runs.memory.storage());
+    let result = ais_serve::serve(config, registry, mcp, |addr| {
+        eprintln!(
+            "aisc serve: listening on http://{addr} ({n} program{}; runs journaled in {})",
+            if n == 1 { "" } else { "s" },
+            dir.as_deref()
+                .map_or_else(|| "memory only".to_string(), |d| d.display().to_string())
+        );
+    });
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: {e}");
+            2
+        }
+    }
+}
+
+/// True when every address `listen` resolves to is a loopback one (an
+/// unresolvable address is left to the server to report).
+fn is_loopback(listen: &str) -> bool {
+    use std::net::ToSocketAddrs;
+    match listen.to_socket_addrs() {
+        Ok(addrs) => addrs.into_iter().all(|a| a.ip().is_loopback()),
+        Err(_) => true,
+    }
+}
+
+/// `aisc mcp FILE...`: the MCP server on stdin/stdout.
+pub fn mcp(
+    out: &mut Output,
+    files: &[PathBuf],
+    runs: &ServedRunArgs,
+    opt: &OptArgs,
+    backend: &BackendArgs,
+) -> i32 {
+    let registry = match start(out, files, opt, backend, runs) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let mcp = Arc::new(ais_serve::mcp::Mcp::new(registry));
+    let stdout: Arc<std::sync::Mutex<dyn std::io::Write + Send>> =
+        Arc::new(std::sync::Mutex::new(std::io::stdout()));
+    match ais_serve::mcp::serve_stdio(mcp, std::io::stdin().lock(), stdout) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: reading stdin: {e}");
+            1
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! What the server needs from whoever builds runs (the command line): the
+//! [`Engine`]. Served runs are built by the same function as `aisc run`'s.
+
+use crate::cancel::Cancel;
+use crate::error::ApiError;
+use ais_ir::bytecode::Program;
+use serde::Deserialize;
+use serde_json::Value as Json;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// A program the server offers: compiled once at start.
+#[derive(Clone, Debug)]
+pub struct Served {
+    /// The file name as given on the command line.
+    pub path: String,
+    /// The file name without directories (`research.ais`).
+    pub file: String,
+    pub program: Arc<Program>,
+    /// The source text (`None` for artifacts).
+    pub source: Option<Arc<str>>,
+}
+
+impl Served {
+    /// The agents of the program, by name.
+    pub fn agents(&self) -> impl Iterator<Item = &str> {
+        self.program.agents.iter().map(|a| a.name.as_str())
+    }
+
+    /// Whether `name` designates this program: its path, its file name,
+    /// the file name without extension, or one of its agents.
+    pub fn answers_to(&self, name: &str) -> bool {
+        let stem = self
+            .file
+            .rsplit_once('.')
+            .map_or(self.file.as_str(), |(s, _)| s);
+        name == self.path || name == self.file || name == stem || self.agents().any(|a| a == name)
+    }
+
+    /// The entry flow for `name` when it is an agent with its own entry
+    /// flow (`program: "Researcher"` runs that agent's entry).
+    pub fn agent_entry(&self, name: &str) -> Option<String> {
+        let a = self.program.agents.iter().position(|a| a.name == name)?;
+        let f = self
+            .program
+            .flows
+            .iter()
+            .find(|f| f.agent as usize == a && f.entry)?;
+        Some(format!("{name}.{}", f.name))
+    }
+}
+
+/// Limits of one run, beyond the server's defaults.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetSpec {
+    /// Input + output tokens of the run's LLM calls.
+    pub tokens: Option<u64>,
+    /// LLM calls of the run.
+    pub llm_calls: Option<u64>,
+    /// Wall-clock seconds of this attempt.
+    pub deadline_s: Option<f64>,
+    /// USD, priced by the backend's `prices`.
+    pub cost_usd: Option<f64>,
+}
+
+/// A run to start: the entry flow (`None`: the program's `@entry`) and its
+/// arguments, already checked against the flow's parameters.
+#[derive(Clone, Debug, Default)]
+pub struct RunSpec {
+    pub entry: Option<String>,
+    pub args: Vec<(String, Json)>,
+    pub budget: BudgetSpec,
+}
+
+/// What the server gives a run: where printed lines and warnings go, who
+/// watches it, and how it is cancelled.
+pub struct RunEdge {
+    pub console: Arc<dyn ais_vm::aam::Console>,
+    pub observer: ais_vm::observe::Observer,
+    pub cancel: Cancel,
+}
+
+/// A run's end: the entry flow's value or the structured error
+/// (`{code, message, ...}` as `aisc run --report-json` writes it), and
+/// the run summary.
+#[derive(Clone, Debug)]
+pub struct Finished {
+    pub outcome: Result<Json, Json>,
+    pub summary: Json,
+}
+
+/// A run with its host and journal open, not started yet.
+pub trait Prepared: Send {
+    /// The run id (the journal's).
+    fn id(&self) -> &str;
+    /// Runs it to the end (blocking).
+    fn execute(self: Box<Self>) -> Finished;
+    /// It will never run (cancelled while queued): its journal says so.
+    fn discard(self: Box<Self>, reason: &str);
+}
+
+/// A journaled run reopened for resuming.
+pub struct Resumed {
+    pub prepared: Box<dyn Prepared>,
+    /// The program's name as journaled.
+    pub program: String,
+    pub entry: Option<String>,
+}
+
+/// Builds runs: implemented by the command line with the same setup as
+/// `aisc run` (configuration, backend, AAM host, journal).
+pub trait Engine: Send + Sync {
+    /// Opens the host and the journal of a new run of `program`.
+    fn prepare(
+        &self,
+        program: &Served,
+        spec: &RunSpec,
+        edge: RunEdge,
+    ) -> Result<Box<dyn Prepared>, ApiError>;
+    /// Reopens the journaled run `id` for resuming (its completed ops are
+    /// replayed); returns it with its program name and entry.
+    fn prepare_resume(
+        &self,
+        id: &str,
+        budget: &BudgetSpec,
+        edge: RunEdge,
+    ) -> Result<Resumed, ApiError>;
+    /// The memory directory holding the run journal (`None`: `--memory
+    /// :memory:`, nothing outlives the process).
+    fn journal_dir(&self) -> Option<PathBuf>;
+    /// The LLM backend's name (for metrics).
+    fn backend_name(&self) -> String;
+}

@@ -1,0 +1,239 @@
+//! A run's events, numbered from 1: `op` (an op finished), `text` (a piece
+//! of an LLM reply as it streams), `text_reset` (an attempt's text is void),
+//! `print` (a line the program printed), `warning`, `status` (queued,
+//! running, ...) and a last `done`. Kept in memory for the clients that
+//! watch the run (SSE) and appended to `<memory>/serve/events/<id>.jsonl`,
+//! so a finished run's events can be replayed after a restart.
+
+use crate::metrics::Metrics;
+use ais_vm::llm::TextEvent;
+use ais_vm::observe::{OpUpdate, RunObserver, TextUpdate};
+use serde_json::{json, Value as Json};
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+/// One event as sent: its id, kind and JSON data.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Event {
+    pub id: u64,
+    pub kind: String,
+    pub data: Json,
+}
+
+impl Event {
+    /// The event as one Server-Sent Events frame.
+    pub fn sse(&self) -> String {
+        format!(
+            "id: {}\nevent: {}\ndata: {}\n\n",
+            self.id, self.kind, self.data
+        )
+    }
+}
+
+#[derive(Default)]
+struct LogState {
+    events: Vec<Arc<Event>>,
+    done: bool,
+    file: Option<std::fs::File>,
+}
+
+/// The events of one run.
+#[derive(Default)]
+pub struct EventLog {
+    state: Mutex<LogState>,
+    cv: Condvar,
+}
+
+impl EventLog {
+    pub fn new() -> EventLog {
+        EventLog::default()
+    }
+
+    /// The events file of run `id` under the memory directory.
+    pub fn path(dir: &Path, id: &str) -> PathBuf {
+        dir.join("serve").join("events").join(format!("{id}.jsonl"))
+    }
+
+    /// The events written by an earlier process (a torn last line is
+    /// dropped); `done` when its last event is `done`.
+    pub fn load(path: &Path) -> EventLog {
+        let log = EventLog::new();
+        if let Ok(f) = std::fs::File::open(path) {
+            let mut st = log.lock();
+            for line in std::io::BufReader::new(f).lines() {
+                let Ok(line) = line else { break };
+                let Ok(j) = serde_json::from_str::<Json>(&line) else {
+                    continue;
+                };
+                let (Some(id), Some(kind)) = (j["id"].as_u64(), j["event"].as_str()) else {
+                    continue;
+                };
+                st.done = kind == "done";
+                st.events.push(Arc::new(Event {
+                    id,
+                    kind: kind.to_string(),
+                    data: j["data"].clone(),
+                }));
+            }
+        }
+        log
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, LogState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Appends the events from now on (and the ones so far) to `path`.
+    pub fn attach_file(&self, path: &Path) {
+        if let Some(parent) = path.parent() {
+            let _ = std::fs::create_dir_all(parent);
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path);
+        let mut st = self.lock();
+        if let Ok(mut f) = file {
+            for e in &st.events {
+                let _ = f.write_all(file_line(e).as_bytes());
+            }
+            st.file = Some(f);
+        }
+    }
+
+    /// Adds an event; returns its id.
+    pub fn push(&self, kind: &str, data: Json) -> u64 {
+        let mut st = self.lock();
+        if st.done {
+            return 0;
+        }
+        let id = st.events.last().map_or(1, |e| e.id + 1);
+        let e = Arc::new(Event {
+            id,
+            kind: kind.to_string(),
+            data,
+        });
+        if let Some(f) = &mut st.file {
+            let _ = f.write_all(file_line(&e).as_bytes());
+        }
+        st.events.push(e);
+        st.done = kind == "done";
+        drop(st);
+        self.cv.notify_all();
+        id
+    }
+
+    /// Opens a finished log again (the run is resumed).
+    pub fn reopen(&self) {
+        self.lock().done = false;
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.lock().done
+    }
+
+    /// The events after id `after`, waiting up to `wait` for one when
+    /// there is none yet; and whether the log is done.
+    pub fn after(&self, after: u64, wait: Duration) -> (Vec<Arc<Event>>, bool) {
+        let mut st = self.lock();
+        let newer = |st: &LogState| st.events.iter().any(|e| e.id > after);
+        if !newer(&st) && !st.done {
+            st = self
+                .cv
+                .wait_timeout_while(st, wait, |s| !newer(s) && !s.done)
+                .map(|(g, _)| g)
+                .unwrap_or_else(|e| e.into_inner().0);
+        }
+        let start = st.events.partition_point(|e| e.id <= after);
+        (st.events[start..].to_vec(), st.done)
+    }
+
+    /// Every event so far.
+    pub fn all(&self) -> Vec<Arc<Event>> {
+        self.lock().events.clone()
+    }
+}
+
+fn file_line(e: &Event) -> String {
+    format!("{}\n", json!({"id": e.id, "event": e.kind, "data": e.data}))
+}
+
+/// The observer of a served run: its op events and streamed text go to
+/// the run's log, op latencies and LLM use to the metrics.
+pub struct Watcher {
+    pub log: Arc<EventLog>,
+    pub metrics: Arc<Metrics>,
+    pub backend: String,
+}
+
+impl RunObserver for Watcher {
+    fn op(&self, u: &OpUpdate<'_>) {
+        let e = u.event;
+        let mut data = json!({
+            "frame": e.frame,
+            "flow": u.flow,
+            "agent": u.agent,
+            "op": e.op,
+            "opcode": e.opcode.mnemonic(),
+            "status": match e.status {
+                ais_vm::telemetry::Status::Ok => "ok",
+                ais_vm::telemetry::Status::Failed => "failed",
+                ais_vm::telemetry::Status::Cancelled => "cancelled",
+            },
+            "start_ns": e.start_ns,
+            "end_ns": e.end_ns,
+        });
+        self.metrics
+            .observe_op(e.opcode.mnemonic(), e.duration_ns() as f64 / 1e9);
+        if let Some(l) = &e.llm {
+            data["llm"] = json!({
+                "model": l.model,
+                "input_tokens": l.input_tokens,
+                "output_tokens": l.output_tokens,
+                "simulated": l.simulated,
+            });
+            self.metrics
+                .observe_llm(&self.backend, l.input_tokens, l.output_tokens);
+        }
+        self.log.push("op", data);
+    }
+
+    fn text(&self, u: &TextUpdate<'_>) {
+        let mut data = json!({
+            "frame": u.frame,
+            "flow": u.flow,
+            "agent": u.agent,
+            "op": u.op,
+        });
+        if let Some(t) = u.turn {
+            data["turn"] = t.into();
+        }
+        match u.event {
+            TextEvent::Delta { attempt, text } => {
+                data["attempt"] = (*attempt).into();
+                data["text"] = text.as_str().into();
+                self.log.push("text", data);
+            }
+            TextEvent::Reset { attempt } => {
+                data["attempt"] = (*attempt).into();
+                self.log.push("text_reset", data);
+            }
+        }
+    }
+}
+
+/// Printed lines and run-time warnings of a served run, as events (and
+/// nothing on the server's terminal).
+pub struct LogConsole(pub Arc<EventLog>);
+
+impl ais_vm::aam::Console for LogConsole {
+    fn print(&self, line: &str) {
+        self.0.push("print", json!({"line": line}));
+    }
+
+    fn warn(&self, message: &str) {
+        self.0.push("warning", json!({"message": message}));
+    }
+}

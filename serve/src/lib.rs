@@ -1,0 +1,44 @@
+//! Serving AIS programs: `aisc serve` (an HTTP/1.1 run API with live
+//! Server-Sent Events, Prometheus metrics and an MCP endpoint) and `aisc
+//! mcp` (the MCP server over stdio). See `docs/serve.md`.
+//!
+//! This crate is part of the edge: it owns the listener, the run registry
+//! and the protocols. How a run is built (configuration, backend, AAM host,
+//! journal) is the command line's business, handed in as an [`Engine`], so
+//! that a served run is set up by the same code as `aisc run`.
+//!
+//! - `engine`: the [`Engine`] trait the command line implements, and the
+//!   [`Served`] programs;
+//! - `registry`: runs by id, the queue and the executor threads, statuses,
+//!   runs known only to the journal (an earlier server's);
+//! - `events`: each run's numbered event log (op events, streamed text,
+//!   printed lines, status changes), kept in memory and appended to a file;
+//! - `cancel`: cancelling a run from outside (wrappers of its backend and
+//!   host);
+//! - `http`: the listener (tiny_http), routing, authentication, limits, SSE;
+//! - `metrics`: the Prometheus text;
+//! - `mcp`: the MCP JSON-RPC server (tools from entry flows, `check`, `build`);
+//! - `schema`: JSON Schemas of flow parameters and results.
+
+pub mod cancel;
+mod engine;
+mod error;
+mod events;
+mod http;
+pub mod mcp;
+mod metrics;
+mod registry;
+pub mod schema;
+
+pub use cancel::Cancel;
+pub use engine::{BudgetSpec, Engine, Finished, Prepared, Resumed, RunEdge, RunSpec, Served};
+pub use error::ApiError;
+pub use http::{serve, ServeConfig, ServeError};
+pub use registry::{Registry, RegistryConfig, RunEntry, Status};
+
+/// Milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
