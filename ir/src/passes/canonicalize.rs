@@ -17,7 +17,9 @@
 //!   lower-cased, occurs in the lower-cased string — has a `default`), are
 //!   replaced by the ops of the taken region.
 //! - A `switch`/`if` whose regions all just `yield` the same values (e.g. a
-//!   single real case duplicated by its default) is replaced by those values.
+//!   single real case duplicated by its default) is replaced by those values
+//!   (a `switch` only with a `default`: without one it fails when no case
+//!   matches).
 //!
 //! Only ops whose result type is exactly the canonical one (`str`, `bool`)
 //! are folded, so no value ever changes type.
@@ -568,6 +570,15 @@ fn inline_region(dfg: &mut Dfg, p: &Pending, region: Region, op: Op, taken: Regi
 /// `if`/`switch` whose regions each consist of one `yield` of the same values.
 fn trivial_regions(dfg: &mut Dfg, p: &Pending, region: Region, op: Op) -> Option<Rewrite> {
     let od = dfg.ops.get(op)?;
+    // A switch without a default fails when no case matches: it is not
+    // its cases' value.
+    let has_default = od
+        .regions
+        .iter()
+        .any(|&r| dfg.regions.get(r).is_some_and(|rd| rd.label == "default"));
+    if od.opcode == Opcode::Switch && !has_default {
+        return None;
+    }
     let mut yielded: Option<Vec<Value>> = None;
     for &r in &od.regions {
         let rd = dfg.regions.get(r)?;

@@ -54,6 +54,19 @@ impl Pass for Dce {
     }
 }
 
+/// A `switch` without a `default` fails (`switch.no_match`) when no case
+/// matches: removing it unused would turn a failing run into one that
+/// succeeds.
+fn may_fail(dfg: &crate::module::Dfg, op: crate::entity::Op) -> bool {
+    dfg.ops.get(op).is_some_and(|od| {
+        od.opcode == crate::Opcode::Switch
+            && !od
+                .regions
+                .iter()
+                .any(|&r| dfg.regions.get(r).is_some_and(|rd| rd.label == "default"))
+    })
+}
+
 /// Removes dead effect-free ops; returns how many.
 pub(crate) fn dce_flow(flow: &mut FlowData) -> u64 {
     let mut removed = 0;
@@ -67,7 +80,7 @@ pub(crate) fn dce_flow(flow: &mut FlowData) -> u64 {
             let Some(od) = flow.dfg.ops.get(op) else {
                 continue;
             };
-            if od.opcode.is_terminator() || has_effect(&flow.dfg, op) {
+            if od.opcode.is_terminator() || has_effect(&flow.dfg, op) || may_fail(&flow.dfg, op) {
                 continue;
             }
             if od
