@@ -620,6 +620,25 @@ impl<'p> Interpreter<'p> {
     fn call_name(&mut self, frame: &mut Frame<'p>, name: &str, args: &'p [Expr]) -> Eval<Json> {
         let agent = frame.agent;
         let agent_name = agent.name.name.as_str();
+        // The agent's own flows and capabilities shadow the built-ins (a
+        // flow may be called `plan`).
+        let declared = agent.members.iter().any(|m| match m {
+            Member::Flow(f) => f.name.name == name,
+            Member::Capability(c) => c.name.name == name,
+            _ => false,
+        });
+        if declared {
+            let values = self.ordered_args(frame, agent, name, args)?;
+            let is_flow = agent
+                .members
+                .iter()
+                .any(|m| matches!(m, Member::Flow(f) if f.name.name == name));
+            return if is_flow {
+                self.call_named_flow(agent, name, values)
+            } else {
+                self.capability(agent, name, values)
+            };
+        }
         if let Some(kind) = llm_kind(name) {
             // Named arguments configure the call; the rest are the prompt
             // and context. (`tools:` is not modelled: the oracle's tests
