@@ -277,23 +277,37 @@ impl<'p> Interpreter<'p> {
         }
     }
 
-    fn template(&self, frame: &Frame<'p>, lit: &StrLit) -> String {
+    fn template(&self, frame: &Frame<'p>, lit: &StrLit) -> Eval<String> {
         let mut out = String::new();
         for part in &lit.parts {
             match part {
                 StrPart::Text(t) => out.push_str(t),
-                StrPart::Interp(name, _) => match self.variable(frame, name) {
+                StrPart::Interp(hole, _) => match self.hole(frame, hole)? {
                     Some(v) => out.push_str(&text(&v)),
                     // W0004: a hole naming nothing in scope stays literal.
                     None => {
                         out.push('{');
-                        out.push_str(name);
+                        out.push_str(hole);
                         out.push('}');
                     }
                 },
             }
         }
-        out
+        Ok(out)
+    }
+
+    /// A template hole's value: its variable, then each field of its path,
+    /// read as `x.f` is (failing the same way); `None` when the variable
+    /// is not in scope.
+    fn hole(&self, frame: &Frame<'p>, hole: &str) -> Eval<Option<Json>> {
+        let mut segs = hole.split('.');
+        let Some(mut v) = segs.next().and_then(|n| self.variable(frame, n)) else {
+            return Ok(None);
+        };
+        for f in segs {
+            v = value::member(&v, f)?;
+        }
+        Ok(Some(v))
     }
 
     /// A local (innermost first), else a belief of the frame's agent.
@@ -310,7 +324,7 @@ impl<'p> Interpreter<'p> {
         match &expr.kind {
             // Only read by the LLM operation it configures (`call_name`).
             ExprKind::Named(_, v) => self.eval(frame, v),
-            ExprKind::Str(lit) => Ok(Json::String(self.template(frame, lit))),
+            ExprKind::Str(lit) => Ok(Json::String(self.template(frame, lit)?)),
             ExprKind::Number(n) => Ok(value::number(*n)?),
             ExprKind::Bool(b) => Ok(Json::Bool(*b)),
             ExprKind::Null => Ok(Json::Null),

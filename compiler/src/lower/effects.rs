@@ -208,8 +208,8 @@ impl Scanner<'_> {
             // A template hole may read a belief.
             ExprKind::Str(lit) => {
                 let reads_belief = lit.parts.iter().any(|p| {
-                    matches!(p, crate::syntax::lexer::StrPart::Interp(name, _)
-                        if self.agent.beliefs.contains_key(name))
+                    matches!(p, crate::syntax::lexer::StrPart::Interp(hole, _)
+                        if self.agent.beliefs.contains_key(crate::syntax::lexer::hole_path(hole).0))
                 });
                 if reads_belief {
                     out.chains.insert(Chain::Beliefs);

@@ -844,13 +844,23 @@ impl<'a> FlowLowerer<'a> {
         for part in &lit.parts {
             match part {
                 StrPart::Text(t) => template.push_str(&t.replace('{', "{{").replace('}', "}}")),
-                StrPart::Interp(name, _) => {
+                StrPart::Interp(hole, _) => {
+                    let (name, fields) = crate::syntax::lexer::hole_path(hole);
                     if self.lookup(name).is_some() || self.ctx.agent.beliefs.contains_key(name) {
-                        let v = self.read_var(name);
+                        let mut v = self.read_var(name);
+                        for f in fields {
+                            self.span = lit.span;
+                            v = self.ins1(
+                                Opcode::Member,
+                                &[v],
+                                vec![("field".into(), Attr::Str(f.to_string()))],
+                                Type::Json,
+                            );
+                        }
                         template.push_str(&format!("{{{}}}", operands.len()));
                         operands.push(v);
                     } else {
-                        template.push_str(&format!("{{{{{name}}}}}"));
+                        template.push_str(&format!("{{{{{hole}}}}}"));
                     }
                 }
             }

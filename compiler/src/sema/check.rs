@@ -465,10 +465,11 @@ impl<'a> Checker<'a> {
         match &e.kind {
             ExprKind::Str(lit) => {
                 for part in &lit.parts {
-                    if let StrPart::Interp(name, span) = part {
+                    if let StrPart::Interp(hole, span) = part {
+                        let (name, _) = crate::syntax::lexer::hole_path(hole);
                         if self.read_var(name).is_none() {
                             self.report(SemaError::TemplateHole {
-                                name: name.clone(),
+                                name: hole.clone(),
                                 span: *span,
                             });
                         }

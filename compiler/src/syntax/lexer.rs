@@ -14,7 +14,8 @@ use std::rc::Rc;
 #[derive(Clone, Debug, PartialEq)]
 pub enum StrPart {
     Text(String),
-    /// `{name}` inside a string; the span covers the name inside the braces.
+    /// `{name}` (or `{name.field...}`) inside a string; the span covers what
+    /// is inside the braces.
     Interp(String, Span),
 }
 
@@ -803,15 +804,22 @@ fn decode_unicode(
 fn hole_name(rest: &str) -> Option<&str> {
     let end = rest.find('}')?;
     let name = &rest[..end];
-    let mut cs = name.chars();
-    let first = cs.next()?;
-    if (first.is_ascii_alphabetic() || first == '_')
-        && cs.all(|c| c.is_ascii_alphanumeric() || c == '_')
-    {
-        Some(name)
-    } else {
-        None
-    }
+    // A variable, or a field path into one: `{x}`, `{result.verdict}`.
+    let ident = |seg: &str| {
+        let mut cs = seg.chars();
+        cs.next()
+            .is_some_and(|first| first.is_ascii_alphabetic() || first == '_')
+            && cs.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    name.split('.').all(ident).then_some(name)
+}
+
+/// A hole's variable and the fields it reads from it: `result.verdict`
+/// is `("result", ["verdict"])`.
+pub fn hole_path(hole: &str) -> (&str, Vec<&str>) {
+    let mut segs = hole.split('.');
+    let var = segs.next().unwrap_or(hole);
+    (var, segs.collect())
 }
 
 /// `@entry` on its own line decorates the flow on the next line.
@@ -937,6 +945,24 @@ mod tests {
             .collect();
         // `{{z}}` interpolates like `{z}`; `{{1}}` and a lone `{{` are text.
         assert_eq!(holes, vec![("x", 4..5), ("z", 14..15)]);
+    }
+
+    #[test]
+    fn string_holes_read_field_paths() {
+        let (toks, errs) = lex(r#""{r.verdict} {a.b.c} {x.} {.y} {1.5}""#);
+        assert!(errs.is_empty());
+        let Tok::Str(s) = &toks[0].1 else { panic!() };
+        let holes: Vec<_> = s
+            .parts
+            .iter()
+            .filter_map(|p| match p {
+                StrPart::Interp(name, _) => Some(name.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(holes, vec!["r.verdict", "a.b.c"]);
+        assert_eq!(hole_path("a.b.c"), ("a", vec!["b", "c"]));
+        assert_eq!(hole_path("x"), ("x", vec![]));
     }
 
     #[test]
