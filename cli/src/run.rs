@@ -482,6 +482,9 @@ pub fn prepare_run(
 
 /// Runs a loaded program on the AAM host with a run journal: a new run, or
 /// (`resume`) an earlier run whose completed ops are replayed.
+/// Exit code of a run that stopped at a `pause`, waiting for input.
+pub const PAUSED_EXIT: i32 = 3;
+
 pub fn run_loaded(
     out: &mut Output,
     loaded: Loaded,
@@ -538,6 +541,18 @@ pub fn run_loaded(
                 println!("{text}");
             }
             i32::from(export_failed)
+        }
+        Err(ais_vm::RunError::OpFailed { code, payload, .. }) if code == ais_vm::exec::PAUSED => {
+            let message = payload["message"].as_str().unwrap_or_default();
+            let id = options.journal.as_ref().map(|j| j.run_id().to_string());
+            eprintln!("paused: {message}");
+            match id {
+                Some(id) => {
+                    eprintln!("  = the run waits for your answer: aisc resume {id} --input VALUE")
+                }
+                None => eprintln!("  = this run keeps no journal, so it cannot be resumed"),
+            }
+            PAUSED_EXIT
         }
         Err(e) => {
             render_run_error(out, &loaded, e);

@@ -185,6 +185,10 @@ pub fn runs(mem: &MemoryArgs, json: bool) -> i32 {
 /// Options of `aisc resume`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ResumeArgs {
+    /// The answer to the `pause` a paused run waits at (JSON, else text):
+    /// the `pause` op's value when the run goes on.
+    #[arg(long, value_name = "VALUE")]
+    pub input: Option<String>,
     /// No run summary, progress or simulator note on stderr.
     #[arg(long, short)]
     pub quiet: bool,
@@ -230,6 +234,35 @@ fn resume_in(
             stored.info.id
         )
     })?;
+    // A paused run needs its answer, and only a paused run takes one:
+    // checked before the journal is reopened (which marks the run running).
+    let paused = stored.info.status == journal::Status::Paused;
+    let input = match (&r.input, paused) {
+        (None, true) => {
+            return Err(format!(
+            "run `{}` is paused, waiting for an answer to: {}\nhelp: aisc resume {} --input VALUE",
+            stored.info.id,
+            stored
+                .info
+                .error
+                .as_deref()
+                .unwrap_or("")
+                .trim_start_matches("waiting for input: "),
+            stored.info.id
+        ))
+        }
+        (Some(_), false) => {
+            return Err(format!(
+                "run `{}` is {}, not paused: it waits for no input",
+                stored.info.id,
+                stored.info.status.name()
+            ))
+        }
+        (Some(text), true) => Some(
+            serde_json::from_str(text).unwrap_or_else(|_| serde_json::Value::String(text.clone())),
+        ),
+        (None, false) => None,
+    };
     let mut j = Journal::resume(dir, &stored.info.id).map_err(|e| {
         if e.code == "journal.completed" {
             // Its result is on disk even if the process died before printing it.
@@ -242,6 +275,9 @@ fn resume_in(
         }
     })?;
     j.set_idempotent_tools(IDEMPOTENT_TOOLS.iter().map(|s| s.to_string()));
+    if let Some(value) = &input {
+        j.answer(value).map_err(|e| e.to_string())?;
+    }
     if !r.quiet {
         eprintln!(
             "resuming run {} ({}, {} ops journaled)",

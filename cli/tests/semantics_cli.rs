@@ -864,3 +864,71 @@ fn named_arguments_reach_flows_and_llm_requests() {
     assert!(user.starts_with("Plan 3 days in Oslo"), "{user}");
     assert!(user.contains("fact one") && user.contains("Oslo"), "{user}");
 }
+
+/// `pause(message)` stops the run durably (exit 3, `aisc runs` shows what
+/// it waits for); `aisc resume RUN --input VALUE` answers it and the run
+/// goes on with the answer as the op's value, repeating no LLM call. A
+/// `try` does not catch a pause.
+#[test]
+fn a_paused_run_waits_for_its_input_and_resumes_with_it() {
+    use ais_testkit::mock::{MockReply, MockServer};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = MockServer::start().expect("mock");
+    server.push(MockReply::Content(
+        "a refund of 40 for a broken kettle".into(),
+    ));
+    let program = write(
+        dir.path(),
+        "p.ais",
+        "agent Refunds {\n    flow main(amount: number) -> str {\n        let summary = ask(prompt: \"Summarise the request for {amount}\")\n        try {\n            let answer = pause(\"Approve? {summary}\")\n            return \"decision: {answer} ({summary})\"\n        } catch (e) {\n            return \"caught {e.code}\"\n        }\n    }\n}\n",
+    );
+    let config = write(
+        dir.path(),
+        "config.toml",
+        &format!(
+            "default_backend = \"m\"\n[[llm_backends]]\nname = \"m\"\nprotocol = \"openai\"\nbase_url = \"{}\"\nstream = false\n",
+            server.openai_url()
+        ),
+    );
+    let o = aisc_in(
+        dir.path(),
+        &["run", &program, "--config", &config, "--arg", "amount=40"],
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stdout(&o).is_empty(), "{}", stdout(&o));
+    let err = stderr(&o);
+    assert!(err.contains("paused: Approve? a refund of 40"), "{err}");
+    let id = err
+        .split("aisc resume ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .expect("the resume hint names the run")
+        .to_string();
+    let runs = aisc_in(dir.path(), &["runs"]);
+    let listed = stdout(&runs) + &stderr(&runs);
+    assert!(listed.contains("paused"), "{listed}");
+    assert!(listed.contains("waiting for input: Approve?"), "{listed}");
+
+    // Without an answer it stays paused.
+    let o = aisc_in(dir.path(), &["resume", &id, "--config", &config]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("is paused, waiting for an answer"),
+        "{}",
+        stderr(&o)
+    );
+
+    let o = aisc_in(
+        dir.path(),
+        &["resume", &id, "--config", &config, "--input", "yes", "-q"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o).trim(),
+        "decision: yes (a refund of 40 for a broken kettle)"
+    );
+    // The summary came from the journal: one LLM call in all.
+    assert_eq!(server.request_count(), 1);
+    let o = aisc_in(dir.path(), &["resume", &id, "--input", "again"]);
+    assert_ne!(o.status.code(), Some(0));
+}

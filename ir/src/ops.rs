@@ -133,7 +133,7 @@ opcodes! {
     Inv = "inv", Exec = "exec",
     Qmem = "qmem", Umem = "umem", Fence = "fence",
     BeliefGet = "belief.get", BeliefSet = "belief.set",
-    Print = "print", Communicate = "communicate",
+    Print = "print", Communicate = "communicate", Pause = "pause",
     FlowCall = "flow.call",
     If = "if", Switch = "switch", Loop = "loop", TryCatch = "try_catch",
     Yield = "yield", Return = "return",
@@ -378,6 +378,16 @@ impl Opcode {
                 i.effect = Effect::Io;
                 i.latency = Latency::Io;
                 i.result_rule = ResultRule::Fixed(&[C::Ord]);
+            }
+            // Stops the run durably until a person gives its input (the
+            // op's value on resume).
+            O::Pause => {
+                i.chain = ChainKind::Io;
+                i.operands = Fixed(1);
+                i.effect = Effect::Io;
+                i.latency = Latency::Io;
+                i.results = Fixed(2);
+                i.result_rule = ResultRule::Fixed(&[C::Json, C::Ord]);
             }
             // ---- call ----
             O::FlowCall => {

@@ -701,6 +701,12 @@ impl<'p> Interpreter<'p> {
                 }
             }
             "fence" => Ok(Json::Null),
+            // The oracle keeps no journal: a pause always stops the run.
+            "pause" => {
+                let values = self.args(frame, args)?;
+                let message = values.first().map(text).unwrap_or_default();
+                fail("run.paused", format!("paused: {message}"))
+            }
             "merge" => {
                 let values = self.args(frame, args)?;
                 Ok(Json::String(

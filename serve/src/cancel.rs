@@ -259,6 +259,10 @@ impl Host for CancellableHost {
         }
     }
 
+    fn pause(&self, agent: &str, message: &str) -> Option<Json> {
+        self.inner.pause(agent, message)
+    }
+
     fn communicate(&self, message: Message) -> Result<(), HostError> {
         self.check()?;
         self.inner.communicate(message)

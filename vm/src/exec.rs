@@ -397,6 +397,10 @@ pub fn message_of(from: &str, args: &[Val]) -> Message {
     }
 }
 
+/// The code a run stops with at a `pause` (not catchable: see
+/// `scheduler::limits::is_fatal`).
+pub const PAUSED: &str = "run.paused";
+
 /// Runs a quick host effect.
 pub fn exec_inline(
     host: &dyn Host,
@@ -448,6 +452,18 @@ pub fn exec_inline(
             smallvec![Val::Ord]
         }
         O::Fence => smallvec![Val::Ord],
+        // Reached only when no input was journaled for it (a resumed run
+        // replays the input instead): the run stops here.
+        O::Pause => {
+            let message = arg(args, 0)?.text();
+            match host.pause(agent, &message) {
+                Some(answer) => smallvec![Val::from_json(answer), Val::Ord],
+                None => {
+                    return Err(OpError::new(PAUSED, format!("paused: {message}"))
+                        .with_payload(serde_json::json!({ "message": message })))
+                }
+            }
+        }
         other => {
             return Err(OpError::new(
                 "internal.not_inline",

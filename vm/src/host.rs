@@ -76,6 +76,13 @@ pub trait Host: Send + Sync {
     fn print(&self, agent: &str, line: &str);
     /// `communicate(to, message, protocol)`.
     fn communicate(&self, message: Message) -> Result<(), HostError>;
+    /// `pause(message)`: a person's answer, when the host can ask one now
+    /// (an embedding with a person at hand, a test). `None` (the default):
+    /// the run stops durably at the pause, and `aisc resume RUN --input
+    /// VALUE` answers it later.
+    fn pause(&self, _agent: &str, _message: &str) -> Option<Json> {
+        None
+    }
 }
 
 /// A tool implemented in process.

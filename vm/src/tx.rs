@@ -183,6 +183,10 @@ fn matches(q: &str, key: Option<&str>, value: &Json) -> bool {
 }
 
 impl Host for Tx<'_> {
+    fn pause(&self, agent: &str, message: &str) -> Option<Json> {
+        self.parent().pause(agent, message)
+    }
+
     fn invoke_tool(
         &self,
         agent: &str,

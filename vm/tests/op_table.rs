@@ -89,6 +89,10 @@ impl Host for Stub {
         self.hit("communicate");
         Ok(())
     }
+    fn pause(&self, _agent: &str, _message: &str) -> Option<Json> {
+        self.hit("pause");
+        Some(json!("approved"))
+    }
 }
 
 #[test]

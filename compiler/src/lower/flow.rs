@@ -1539,6 +1539,15 @@ impl<'a> FlowLowerer<'a> {
                 self.record_write(&[Chain::Io], t);
                 None
             }
+            K::Pause => {
+                let mut vs = vec![self.value(args.first()?)];
+                self.span = span;
+                vs.extend(self.write_after(&[Chain::Io]));
+                let op = self.ins(Opcode::Pause, &vs, vec![], &[Type::Json, Type::Ord]);
+                let (v, t) = (self.result(op, 0), self.result(op, 1));
+                self.record_write(&[Chain::Io], t);
+                Some(v)
+            }
             K::Communicate => {
                 let mut vs: Vec<Value> = args.iter().map(|a| self.value(a)).collect();
                 self.span = span;

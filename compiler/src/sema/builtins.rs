@@ -23,6 +23,7 @@ pub enum BuiltinKind {
     WaitAll,
     Print,
     Communicate,
+    Pause,
 }
 
 /// How the checker treats particular argument positions.
@@ -227,6 +228,16 @@ pub static BUILTINS: &[Builtin] = &[
         roles: &[Value, Value, Value],
         result: || Ty::Void,
         summary: "send a message to another agent: recipient, message[, protocol]",
+    },
+    Builtin {
+        kind: K::Pause,
+        name: "pause",
+        aliases: &[],
+        min_args: 1,
+        max_args: Some(1),
+        roles: &[Value],
+        result: || Ty::Json,
+        summary: "stop the run until a person answers the message; the answer is the value (`aisc resume RUN --input VALUE`)",
     },
 ];
 

@@ -84,6 +84,8 @@ pub enum Status {
     Failed,
     /// Stored as `running` but its process is gone.
     Interrupted,
+    /// Stopped at a `pause`, waiting for a person's input.
+    Paused,
 }
 
 impl Status {
@@ -93,6 +95,7 @@ impl Status {
             Status::Completed => "completed",
             Status::Failed => "failed",
             Status::Interrupted => "interrupted",
+            Status::Paused => "paused",
         }
     }
 }
@@ -326,6 +329,7 @@ fn info_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<(RunInfo, i64)> {
     let status = match status.as_str() {
         "completed" => Status::Completed,
         "failed" => Status::Failed,
+        "paused" => Status::Paused,
         _ => Status::Running,
     };
     Ok((
@@ -717,12 +721,76 @@ impl Journal {
         self.write(key, "done", op, hash, Some(v), tokens)
     }
 
-    /// Marks the run completed or failed.
+    /// Records that the run stops at a `pause` (`key`) until a person
+    /// answers `message`; the run is then `paused`, not failed.
+    pub fn waiting(&self, key: &str, hash: &str, message: &str) -> Result<(), JournalError> {
+        self.write(
+            key,
+            "waiting",
+            "pause",
+            hash,
+            Some(Json::from(message).to_string()),
+            0,
+        )
+    }
+
+    /// Answers the `pause` a paused run waits at with `input` (its value
+    /// when the run resumes). `Ok(None)` when the run waits for nothing;
+    /// else the message that was answered.
+    pub fn answer(&mut self, input: &Json) -> Result<Option<String>, JournalError> {
+        let waiting: Option<(String, String, Option<String>)> = {
+            let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+            conn.query_row(
+                "SELECT key, input_hash, value FROM entries WHERE run = ?1 AND kind = 'waiting'",
+                [&self.run_id],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .optional()
+            .map_err(db_err(&self.path))?
+        };
+        let Some((key, hash, message)) = waiting else {
+            return Ok(None);
+        };
+        let message = message
+            .and_then(|m| serde_json::from_str::<Json>(&m).ok())
+            .and_then(|m| m.as_str().map(str::to_string))
+            .unwrap_or_default();
+        let results = [Val::from_json(input.clone()), Val::Ord];
+        self.record(&key, "pause", &hash, &results, 0)?;
+        self.replay.insert(
+            key,
+            Rec {
+                hash,
+                kind: "done".into(),
+                value: Some(encode_vals(&results).to_string()),
+            },
+        );
+        Ok(Some(message))
+    }
+
+    /// Marks the run completed or failed (or paused, when it stopped at a
+    /// `pause` that is waiting).
     pub fn finish(&self, outcome: Result<&Json, &str>) -> Result<(), JournalError> {
         let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
-        let (status, result, error) = match outcome {
-            Ok(v) => ("completed", Some(v.to_string()), None),
-            Err(e) => ("failed", None, Some(e.to_string())),
+        let waiting: Option<String> = conn
+            .query_row(
+                "SELECT value FROM entries WHERE run = ?1 AND kind = 'waiting'",
+                [&self.run_id],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(db_err(&self.path))?;
+        let (status, result, error) = match (outcome, waiting) {
+            (Ok(v), _) => ("completed", Some(v.to_string()), None),
+            // What it waits for, as `aisc runs` shows it.
+            (Err(_), Some(m)) => {
+                let m = serde_json::from_str::<Json>(&m)
+                    .ok()
+                    .and_then(|m| m.as_str().map(str::to_string))
+                    .unwrap_or(m);
+                ("paused", None, Some(format!("waiting for input: {m}")))
+            }
+            (Err(e), None) => ("failed", None, Some(e.to_string())),
         };
         conn.execute(
             "UPDATE runs SET status = ?2, ended_ms = ?3, result = ?4, error = ?5 WHERE id = ?1",

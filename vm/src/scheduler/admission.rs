@@ -126,6 +126,26 @@ impl<'r> Run<'r> {
         }
     }
 
+    /// A run stopping at a `pause`: the journal records what it waits for
+    /// (so `aisc resume RUN --input VALUE` can answer it) and marks the
+    /// run paused. Other errors pass through.
+    pub(super) fn note_pause(&self, e: OpError, jkey: Option<&(String, String)>) -> OpError {
+        if e.code != crate::exec::PAUSED {
+            return e;
+        }
+        let (Some(j), Some((k, h))) = (self.journal, jkey) else {
+            return e;
+        };
+        let message = e.payload["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        match j.waiting(k, h, &message) {
+            Ok(()) => e,
+            Err(w) => OpError::new(w.code, w.message),
+        }
+    }
+
     /// The loop watchdog (see `crate::journal::watchdog`).
     pub(super) fn watchdog_tripped(
         &self,

@@ -184,6 +184,7 @@ impl<'r> Run<'r> {
                     None => self.host,
                 };
                 let r = exec::exec_inline(host, self.agent_name(frame.agent), instr, &args)
+                    .map_err(|e| self.note_pause(e, jkey.as_ref()))
                     .and_then(|res| match (&frame.tx, &jkey) {
                         // In a `try` body: journaled when the body commits.
                         (Some(tx), Some((key, hash))) => {
