@@ -542,10 +542,3 @@ fn diagnostics(uri: &Url, doc: &Document) -> Vec<lsp_types::Diagnostic> {
         })
         .collect()
 }
-
-/// The symbol under the cursor, for tests and tools.
-pub fn symbol_at(text: &str, pos: Position) -> Option<Symbol> {
-    let a = Analysis::new(text);
-    let idx = LineIndex::new(text);
-    a.symbol_at(idx.offset(pos)).map(|(_, s)| s.clone())
-}
