@@ -11,7 +11,7 @@
 pub mod analysis;
 pub mod position;
 
-use analysis::{flow_signature, op_doc, op_names, Analysis, Symbol};
+use analysis::{flow_signature, op_doc, op_names, Analysis};
 use lsp_server::{Connection, ErrorCode, Message, Notification, Request, RequestId, Response};
 use lsp_types::notification::{
     DidChangeTextDocument, DidCloseTextDocument, DidOpenTextDocument, Notification as _,
