@@ -230,6 +230,8 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// Run the language server on stdin/stdout (for editors; see docs/editor.md).
+    Lsp,
     /// Print the long explanation of a diagnostic code (e.g. `aisc explain E0100`).
     Explain {
         /// The code (e.g. `E0100`); without one, every code is listed.
@@ -399,6 +401,13 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
         Command::Fmt(args) => fmt::fmt(&mut out, &args),
         Command::New(args) => new::new(&args),
         Command::Completions { shell } => new::completions(shell),
+        Command::Lsp => match ais_lsp::run_stdio() {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("error: aisc lsp: {e}");
+                1
+            }
+        },
         Command::Memory { action, memory } => aam::memory(&action, &memory),
         Command::Runs {
             action: None,

@@ -34,8 +34,21 @@ struct BlockInfo {
     value: Ty,
 }
 
+/// Where each variable is defined and used, as the checker resolved it
+/// (for editor support: hover, go to definition, references).
+#[derive(Clone, Debug, Default)]
+pub struct Resolutions {
+    /// Each definition (parameter, handler field, `let`, `-> x`, loop
+    /// variable, `catch (e)`): the span of its name and its type.
+    pub defs: Vec<(Span, Ty)>,
+    /// Each read or assignment of a variable or belief: the span of the use
+    /// and the span of the name it resolved to.
+    pub uses: Vec<(Span, Span)>,
+}
+
 pub(super) struct Checker<'a> {
     index: &'a ProgramIndex,
+    resolutions: Resolutions,
     agent: &'a AgentInfo,
     errors: &'a mut Vec<SemaError>,
     scopes: Vec<Vec<Var>>,
@@ -58,11 +71,17 @@ impl<'a> Checker<'a> {
             index,
             agent,
             errors,
+            resolutions: Resolutions::default(),
             scopes: Vec::new(),
             by_name: HashMap::new(),
             flow: None,
             lenient: false,
         }
+    }
+
+    /// The definitions and uses recorded so far.
+    pub(super) fn take_resolutions(&mut self) -> Resolutions {
+        std::mem::take(&mut self.resolutions)
     }
 
     /// Records a problem, unless it is a likely consequence of a syntax error.
@@ -162,6 +181,9 @@ impl<'a> Checker<'a> {
 
     fn push_scope(&mut self, vars: Vec<Var>) {
         let depth = self.scopes.len();
+        self.resolutions
+            .defs
+            .extend(vars.iter().map(|v| (v.span, v.ty.clone())));
         for (i, v) in vars.iter().enumerate() {
             self.by_name
                 .entry(v.name.clone())
@@ -191,6 +213,7 @@ impl<'a> Checker<'a> {
 
     fn define(&mut self, name: &Ident, ty: Ty, warn_unused: bool) {
         let depth = self.scopes.len().saturating_sub(1);
+        self.resolutions.defs.push((name.span, ty.clone()));
         if let Some(scope) = self.scopes.last_mut() {
             self.by_name
                 .entry(name.name.clone())
@@ -227,24 +250,30 @@ impl<'a> Checker<'a> {
     /// Inside a construct's block (not the flow's own scope), the type and
     /// declaration of `name` when it is bound in an enclosing block and not
     /// in this one. The variable counts as used.
-    fn outer_binding(&mut self, name: &str) -> Option<(Ty, Span)> {
+    fn outer_binding(&mut self, name: &Ident) -> Option<(Ty, Span)> {
         let inner = self.scopes.len().checked_sub(1)?;
-        let &(s, _) = self.by_name.get(name)?.last()?;
+        let &(s, _) = self.by_name.get(&name.name)?.last()?;
         if inner == 0 || s >= inner {
             return None;
         }
-        let v = self.lookup(name)?;
+        let v = self.lookup(&name.name)?;
         v.used = true;
-        Some((v.ty.clone(), v.span))
+        let found = (v.ty.clone(), v.span);
+        self.resolutions.uses.push((name.span, found.1));
+        Some(found)
     }
 
-    /// A variable or belief read by name.
-    fn read_var(&mut self, name: &str) -> Option<Ty> {
+    /// A variable or belief read by name at `at`.
+    fn read_var(&mut self, name: &str, at: Span) -> Option<Ty> {
         if let Some(v) = self.lookup(name) {
             v.used = true;
-            return Some(v.ty.clone());
+            let found = (v.ty.clone(), v.span);
+            self.resolutions.uses.push((at, found.1));
+            return Some(found.0);
         }
-        self.agent.beliefs.get(name).map(|b| b.ty.clone())
+        let b = self.agent.beliefs.get(name)?;
+        self.resolutions.uses.push((at, b.span));
+        Some(b.ty.clone())
     }
 
     fn visible_names(&self) -> Vec<String> {
@@ -327,7 +356,7 @@ impl<'a> Checker<'a> {
             }
             StmtKind::Bind { value, name } => {
                 let found = self.check_value(value);
-                match self.outer_binding(&name.name) {
+                match self.outer_binding(name) {
                     // Inside a construct's block, `-> v` rebinds the `v`
                     // bound outside it (see `lower::flow::bind_arrow`).
                     Some((declared, decl)) => {
@@ -467,7 +496,8 @@ impl<'a> Checker<'a> {
                 for part in &lit.parts {
                     if let StrPart::Interp(hole, span) = part {
                         let (name, _) = crate::syntax::lexer::hole_path(hole);
-                        if self.read_var(name).is_none() {
+                        let at = Span::new(span.start as usize, span.start as usize + name.len());
+                        if self.read_var(name, at).is_none() {
                             self.report(SemaError::TemplateHole {
                                 name: hole.clone(),
                                 span: *span,
@@ -489,7 +519,7 @@ impl<'a> Checker<'a> {
                 };
                 Ty::List(Box::new(elem))
             }
-            ExprKind::Var(id) => match self.read_var(&id.name) {
+            ExprKind::Var(id) => match self.read_var(&id.name, id.span) {
                 Some(ty) => ty,
                 None => {
                     let suggestion = closest(&id.name, self.visible_names().iter());
@@ -573,6 +603,7 @@ impl<'a> Checker<'a> {
                         if let Some(var) = self.lookup(&id.name) {
                             let declared = var.ty.clone();
                             let decl = var.span;
+                            self.resolutions.uses.push((id.span, decl));
                             if !declared.accepts(&found) {
                                 self.report(SemaError::TypeMismatch {
                                     expected: declared,

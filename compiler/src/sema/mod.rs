@@ -8,7 +8,7 @@ pub mod errors;
 pub mod index;
 pub mod types;
 
-pub use check::{closest, literal_key, resolve_tier};
+pub use check::{closest, literal_key, named_arguments, resolve_tier, Resolutions};
 pub use errors::SemaError;
 pub use index::ProgramIndex;
 pub use types::Ty;
@@ -20,6 +20,8 @@ pub struct Checked {
     pub index: ProgramIndex,
     /// Errors and warnings in source order.
     pub errors: Vec<SemaError>,
+    /// Variable definitions and uses, as resolved.
+    pub resolutions: Resolutions,
 }
 
 impl Checked {
@@ -33,6 +35,7 @@ impl Checked {
 pub fn check(file: &File) -> Checked {
     let mut errors = Vec::new();
     let mut index = index::build(file, &mut errors);
+    let mut resolutions = Resolutions::default();
 
     // Belief types come from their initializers.
     for agent in &file.agents {
@@ -46,6 +49,9 @@ pub fn check(file: &File) -> Checked {
                     }
                 }
             }
+            let r = checker.take_resolutions();
+            resolutions.defs.extend(r.defs);
+            resolutions.uses.extend(r.uses);
         }
         if let Some(info) = index.agents.get_mut(&agent.name.name) {
             for (name, ty) in belief_types {
@@ -95,7 +101,14 @@ pub fn check(file: &File) -> Checked {
                 _ => {}
             }
         }
+        let r = checker.take_resolutions();
+        resolutions.defs.extend(r.defs);
+        resolutions.uses.extend(r.uses);
     }
     errors.sort_by_key(|e| (e.span().start, e.span().end));
-    Checked { index, errors }
+    Checked {
+        index,
+        errors,
+        resolutions,
+    }
 }

@@ -1,0 +1,532 @@
+//! One document, analysed: the front end's diagnostics, and a table of
+//! every name occurrence (agents, flows, capabilities, variables, beliefs,
+//! operations) with what it refers to. Hover, definitions, references,
+//! completion and symbols are queries on that table.
+
+use ais_compiler::sema::builtins::{self, ArgRole, Builtin, BUILTINS};
+use ais_compiler::sema::index::{AgentInfo, ProgramIndex};
+use ais_compiler::sema::{self, Resolutions, Ty};
+use ais_compiler::syntax::ast::*;
+use ais_compiler::syntax::{self};
+use ais_ir::{Diagnostic, IntoDiagnostic, Span};
+
+/// What a name occurrence refers to.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Symbol {
+    Agent(String),
+    /// (agent, flow)
+    Flow(String, String),
+    /// (agent, capability)
+    Capability(String, String),
+    /// A variable, parameter, handler field or belief: the span of its
+    /// definition's name.
+    Var(Span),
+    /// A built-in operation (its canonical name).
+    Op(&'static str),
+}
+
+/// A variable definition and where it is visible.
+#[derive(Clone, Debug)]
+pub struct Binding {
+    pub name: String,
+    pub def: Span,
+    /// The block (or flow body) the name is visible in, from `def` on.
+    pub scope: Span,
+    pub ty: Ty,
+}
+
+pub struct Analysis {
+    pub file: File,
+    pub index: ProgramIndex,
+    pub diagnostics: Vec<Diagnostic>,
+    /// Every occurrence, in the order found.
+    pub occurrences: Vec<(Span, Symbol)>,
+    pub bindings: Vec<Binding>,
+}
+
+impl Analysis {
+    pub fn new(source: &str) -> Analysis {
+        let parsed = syntax::parse(source);
+        let checked = sema::check(&parsed.file);
+        let mut diagnostics: Vec<Diagnostic> = parsed
+            .errors
+            .into_iter()
+            .map(IntoDiagnostic::into_diagnostic)
+            .collect();
+        let front_errors = !checked.errors.is_empty() || !diagnostics.is_empty();
+        diagnostics.extend(
+            checked
+                .errors
+                .into_iter()
+                .map(IntoDiagnostic::into_diagnostic),
+        );
+        // Later phases (lowering, IR verification) when the front end is
+        // clean: their problems are reported too.
+        if !front_errors || !diagnostics.iter().any(Diagnostic::is_error) {
+            if let Err(all) = ais_compiler::driver::compile_source(source) {
+                let seen = diagnostics.len();
+                diagnostics.extend(all.into_iter().skip(seen));
+            }
+        }
+        let mut a = Analysis {
+            file: parsed.file,
+            index: checked.index,
+            diagnostics,
+            occurrences: Vec::new(),
+            bindings: Vec::new(),
+        };
+        a.collect(source, &checked.resolutions);
+        a
+    }
+
+    fn agent_info(&self, name: &str) -> Option<&AgentInfo> {
+        self.index.agents.get(name)
+    }
+
+    // ------------------------------------------------------------ collection
+
+    fn collect(&mut self, source: &str, res: &Resolutions) {
+        let types: std::collections::HashMap<Span, Ty> = res.defs.iter().cloned().collect();
+        let mut occ = Vec::new();
+        let mut scopes: Vec<(Span, Span)> = Vec::new(); // (def, scope)
+        let agents = std::mem::take(&mut self.file.agents);
+        for agent in &agents {
+            let a = agent.name.name.clone();
+            occ.push((agent.name.span, Symbol::Agent(a.clone())));
+            let info = self.agent_info(&a);
+            let mut w = Walker {
+                agent: &a,
+                info,
+                index: &self.index,
+                occ: &mut occ,
+                scopes: &mut scopes,
+            };
+            for m in &agent.members {
+                w.member(m);
+            }
+        }
+        self.file.agents = agents;
+        for (u, d) in &res.uses {
+            occ.push((*u, Symbol::Var(*d)));
+        }
+        for (d, _) in &res.defs {
+            occ.push((*d, Symbol::Var(*d)));
+        }
+        // Beliefs are variables of their agent.
+        let mut bindings = Vec::new();
+        for info in self.index.agents.values() {
+            for (name, b) in &info.beliefs {
+                occ.push((b.span, Symbol::Var(b.span)));
+                bindings.push(Binding {
+                    name: name.clone(),
+                    def: b.span,
+                    scope: info.span,
+                    ty: b.ty.clone(),
+                });
+            }
+        }
+        for (def, scope) in scopes {
+            let name = source.get(def.range()).unwrap_or("").to_string();
+            bindings.push(Binding {
+                name,
+                def,
+                scope,
+                ty: types.get(&def).cloned().unwrap_or(Ty::Unknown),
+            });
+        }
+        self.occurrences = occ;
+        self.bindings = bindings;
+    }
+
+    // ------------------------------------------------------------ queries
+
+    /// The innermost occurrence covering `offset` (a cursor just after a
+    /// name counts).
+    pub fn symbol_at(&self, offset: usize) -> Option<(Span, &Symbol)> {
+        let o = offset as u32;
+        self.occurrences
+            .iter()
+            .filter(|(s, _)| s.start <= o && o <= s.end)
+            .min_by_key(|(s, _)| s.end - s.start)
+            .map(|(s, sym)| (*s, sym))
+    }
+
+    pub fn definition(&self, sym: &Symbol) -> Option<Span> {
+        match sym {
+            Symbol::Agent(a) => self
+                .agent_info(a)
+                .map(|i| agent_name_span(&self.file, a, i)),
+            Symbol::Flow(a, f) => self.agent_info(a)?.flows.get(f).map(|s| s.span),
+            Symbol::Capability(a, c) => self.agent_info(a)?.capabilities.get(c).map(|s| s.span),
+            Symbol::Var(d) => Some(*d),
+            Symbol::Op(_) => None,
+        }
+    }
+
+    pub fn references(&self, sym: &Symbol) -> Vec<Span> {
+        let mut v: Vec<Span> = self
+            .occurrences
+            .iter()
+            .filter(|(_, s)| s == sym)
+            .map(|(sp, _)| *sp)
+            .collect();
+        v.sort_by_key(|s| (s.start, s.end));
+        v.dedup();
+        v
+    }
+
+    pub fn hover(&self, sym: &Symbol) -> Option<String> {
+        Some(match sym {
+            Symbol::Agent(a) => {
+                let info = self.agent_info(a)?;
+                let mut s = format!("```ais\nagent {a}\n```\n");
+                let flows: Vec<&str> = info.flows.keys().map(String::as_str).collect();
+                if !flows.is_empty() {
+                    s.push_str(&format!("\nflows: {}", flows.join(", ")));
+                }
+                let caps: Vec<&str> = info.capabilities.keys().map(String::as_str).collect();
+                if !caps.is_empty() {
+                    s.push_str(&format!("\ncapabilities: {}", caps.join(", ")));
+                }
+                s
+            }
+            Symbol::Flow(a, f) => {
+                let sig = self.agent_info(a)?.flows.get(f)?;
+                format!("```ais\n{}\n```", flow_signature(a, sig))
+            }
+            Symbol::Capability(a, c) => {
+                let sig = self.agent_info(a)?.capabilities.get(c)?;
+                let params: Vec<String> = sig
+                    .params
+                    .iter()
+                    .map(|p| format!("{}: {}", p.name, p.ty))
+                    .collect();
+                format!(
+                    "```ais\n{}capability {c}({}) -> {}\n```\nof agent `{a}`",
+                    if sig.read_only { "@read_only " } else { "" },
+                    params.join(", "),
+                    sig.ret
+                )
+            }
+            Symbol::Var(d) => {
+                let b = self.bindings.iter().find(|b| b.def == *d)?;
+                let belief = self
+                    .index
+                    .agents
+                    .values()
+                    .any(|i| i.beliefs.values().any(|x| x.span == *d));
+                format!(
+                    "```ais\n{}{}: {}\n```",
+                    if belief { "belief " } else { "" },
+                    b.name,
+                    b.ty
+                )
+            }
+            Symbol::Op(name) => op_doc(builtins::lookup(name)?),
+        })
+    }
+
+    /// The agent whose span holds `offset`.
+    pub fn agent_at(&self, offset: usize) -> Option<&Agent> {
+        let o = offset as u32;
+        self.file
+            .agents
+            .iter()
+            .find(|a| a.span.start <= o && o <= a.span.end)
+    }
+
+    /// Variables visible at `offset`: innermost first, one per name.
+    pub fn visible(&self, offset: usize) -> Vec<&Binding> {
+        let o = offset as u32;
+        let mut v: Vec<&Binding> = self
+            .bindings
+            .iter()
+            .filter(|b| b.scope.start <= o && o <= b.scope.end && b.def.end <= o)
+            .collect();
+        v.sort_by_key(|b| std::cmp::Reverse(b.def.start));
+        let mut seen = std::collections::HashSet::new();
+        v.retain(|b| seen.insert(b.name.clone()));
+        v
+    }
+}
+
+fn agent_name_span(file: &File, name: &str, info: &AgentInfo) -> Span {
+    file.agents
+        .iter()
+        .find(|a| a.name.name == name)
+        .map_or(info.span, |a| a.name.span)
+}
+
+pub fn flow_signature(agent: &str, sig: &ais_compiler::sema::index::FlowSig) -> String {
+    let params: Vec<String> = sig
+        .params
+        .iter()
+        .map(|p| format!("{}: {}", p.name, p.ty))
+        .collect();
+    format!(
+        "{}flow {agent}.{}({}) -> {}",
+        if sig.entry { "@entry " } else { "" },
+        sig.name,
+        params.join(", "),
+        sig.ret
+    )
+}
+
+/// `ask(prompt, value...) -> str`, the summary, named arguments and the op
+/// table's effect and latency class.
+pub fn op_doc(b: &Builtin) -> String {
+    let mut args: Vec<String> = (0..b.min_args.max(b.roles.len()))
+        .map(|i| {
+            let name = match b.role(i) {
+                ArgRole::Prompt => "prompt",
+                ArgRole::ToolName => "tool",
+                ArgRole::Tier => "tier",
+                ArgRole::Limit => "limit",
+                ArgRole::Value => "value",
+            };
+            if i < b.min_args {
+                name.to_string()
+            } else {
+                format!("{name}?")
+            }
+        })
+        .collect();
+    if b.max_args.is_none() {
+        args.push("value...".into());
+    }
+    let mut s = format!(
+        "```ais\n{}({}) -> {}\n```\n{}",
+        b.name,
+        args.join(", "),
+        (b.result)(),
+        b.summary
+    );
+    if !b.aliases.is_empty() {
+        s.push_str(&format!("\n\naliases: {}", b.aliases.join(", ")));
+    }
+    if let Some(named) = ais_compiler::sema::named_arguments(b.name) {
+        s.push_str(&format!("\n\nnamed arguments: {}", named.join(", ")));
+    }
+    if let Some(op) = ais_ir::Opcode::from_mnemonic(b.name) {
+        let info = op.info();
+        s.push_str(&format!(
+            "\n\nop `{}`: effect {:?}, latency {:?}",
+            info.mnemonic, info.effect, info.latency
+        ));
+    }
+    s
+}
+
+/// Every built-in's name and aliases.
+pub fn op_names() -> impl Iterator<Item = (&'static str, &'static Builtin)> {
+    BUILTINS
+        .iter()
+        .flat_map(|b| std::iter::once((b.name, b)).chain(b.aliases.iter().map(move |a| (*a, b))))
+}
+
+/// Records the non-variable occurrences of one agent's members and the
+/// scopes of its variable definitions.
+struct Walker<'a> {
+    agent: &'a str,
+    info: Option<&'a AgentInfo>,
+    index: &'a ProgramIndex,
+    occ: &'a mut Vec<(Span, Symbol)>,
+    scopes: &'a mut Vec<(Span, Span)>,
+}
+
+impl Walker<'_> {
+    fn member(&mut self, m: &Member) {
+        match m {
+            Member::Capability(c) => self.occ.push((
+                c.name.span,
+                Symbol::Capability(self.agent.into(), c.name.name.clone()),
+            )),
+            Member::Flow(f) => {
+                self.occ.push((
+                    f.name.span,
+                    Symbol::Flow(self.agent.into(), f.name.name.clone()),
+                ));
+                for p in &f.params {
+                    self.scopes.push((p.name.span, f.body.span));
+                }
+                self.block(&f.body, f.body.span);
+            }
+            Member::Handler(h) => {
+                for p in &h.fields {
+                    self.scopes.push((p.name.span, h.span));
+                }
+                if let Some(g) = &h.guard {
+                    self.expr(g);
+                }
+                self.block(&h.body, h.body.span);
+            }
+            Member::Beliefs(bs, _) => {
+                for b in bs {
+                    self.expr(&b.value);
+                }
+            }
+            Member::Tools(names, _) => {
+                for n in names {
+                    self.capability_ref(n);
+                }
+            }
+            Member::Memory(..) | Member::Goals(..) | Member::Error(_) => {}
+        }
+    }
+
+    fn capability_ref(&mut self, n: &Ident) {
+        if self
+            .info
+            .is_some_and(|i| i.capabilities.contains_key(&n.name))
+        {
+            self.occ.push((
+                n.span,
+                Symbol::Capability(self.agent.into(), n.name.clone()),
+            ));
+        }
+    }
+
+    /// `scope`: where definitions directly in this block are visible.
+    fn block(&mut self, b: &Block, scope: Span) {
+        for s in &b.stmts {
+            self.stmt(s, scope);
+        }
+    }
+
+    fn stmt(&mut self, s: &Stmt, scope: Span) {
+        match &s.kind {
+            StmtKind::Let { name, value, .. } => {
+                self.expr(value);
+                self.scopes.push((name.span, scope));
+            }
+            StmtKind::Bind { value, name } => {
+                self.expr(value);
+                self.scopes.push((name.span, scope));
+            }
+            StmtKind::Return(e) => {
+                if let Some(e) = e {
+                    self.expr(e);
+                }
+            }
+            StmtKind::If {
+                cond,
+                then,
+                otherwise,
+            } => {
+                self.expr(cond);
+                self.block(then, then.span);
+                if let Some(o) = otherwise {
+                    self.block(o, o.span);
+                }
+            }
+            // Not a scope: what the branches bind is used after the block.
+            StmtKind::Parallel(b) => self.block(b, scope),
+            StmtKind::Loop { var, iter, body } => {
+                self.expr(iter);
+                self.scopes.push((var.span, body.span));
+                self.block(body, body.span);
+            }
+            StmtKind::Try { body, err, handler } => {
+                self.block(body, body.span);
+                if let Some(e) = err {
+                    self.scopes.push((e.span, handler.span));
+                }
+                self.block(handler, handler.span);
+            }
+            StmtKind::Expr(e) => self.expr(e),
+            StmtKind::Error(Broken::Binds(i)) => self.scopes.push((i.span, scope)),
+            StmtKind::Error(_) => {}
+        }
+    }
+
+    fn expr(&mut self, e: &Expr) {
+        match &e.kind {
+            ExprKind::Call { callee, args } => {
+                self.callee(callee, args);
+                for a in args {
+                    self.expr(a);
+                }
+            }
+            ExprKind::Named(n, v) => {
+                if n.name == "tools" {
+                    if let ExprKind::List(items) = &v.kind {
+                        for i in items {
+                            if let ExprKind::Var(id) = &i.kind {
+                                self.capability_ref(id);
+                            }
+                        }
+                    }
+                }
+                self.expr(v);
+            }
+            ExprKind::List(items) => items.iter().for_each(|i| self.expr(i)),
+            ExprKind::Index(a, b) | ExprKind::Binary(_, a, b) | ExprKind::Assign(a, b) => {
+                self.expr(a);
+                self.expr(b);
+            }
+            ExprKind::Member(a, _) | ExprKind::Unary(_, a) => self.expr(a),
+            ExprKind::Switch(sw) => {
+                self.expr(&sw.scrutinee);
+                for c in &sw.cases {
+                    if let Some(p) = &c.pattern {
+                        self.expr(p);
+                    }
+                    match &c.body {
+                        CaseBody::Expr(x) => self.expr(x),
+                        CaseBody::Block(b) => self.block(b, b.span),
+                    }
+                }
+            }
+            ExprKind::Str(_)
+            | ExprKind::Number(_)
+            | ExprKind::Bool(_)
+            | ExprKind::Null
+            | ExprKind::Var(_)
+            | ExprKind::Error => {}
+        }
+    }
+
+    fn callee(&mut self, callee: &Expr, args: &[Expr]) {
+        match &callee.kind {
+            ExprKind::Var(id) => {
+                let info = self.info;
+                if info.is_some_and(|i| i.flows.contains_key(&id.name)) {
+                    self.occ
+                        .push((id.span, Symbol::Flow(self.agent.into(), id.name.clone())));
+                } else if info.is_some_and(|i| i.capabilities.contains_key(&id.name)) {
+                    self.capability_ref(id);
+                } else if let Some(b) = builtins::lookup(&id.name) {
+                    self.occ.push((id.span, Symbol::Op(b.name)));
+                    // `inv("tool", ...)`: the string names a capability.
+                    if b.role(0) == ArgRole::ToolName {
+                        if let Some(Expr {
+                            kind: ExprKind::Str(s),
+                            span,
+                        }) = args.first()
+                        {
+                            let name = s.text();
+                            if info.is_some_and(|i| i.capabilities.contains_key(&name)) {
+                                self.occ
+                                    .push((*span, Symbol::Capability(self.agent.into(), name)));
+                            }
+                        }
+                    }
+                }
+            }
+            ExprKind::Member(target, f) => {
+                if let ExprKind::Var(a) = &target.kind {
+                    if let Some(other) = self.index.agents.get(&a.name) {
+                        self.occ.push((a.span, Symbol::Agent(a.name.clone())));
+                        if other.flows.contains_key(&f.name) {
+                            self.occ
+                                .push((f.span, Symbol::Flow(a.name.clone(), f.name.clone())));
+                        }
+                        return;
+                    }
+                }
+                self.expr(target);
+            }
+            _ => self.expr(callee),
+        }
+    }
+}
