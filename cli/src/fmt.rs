@@ -4,7 +4,7 @@
 use crate::output::Output;
 use ais_compiler::format::{format_source, FormatError};
 use ais_ir::IntoDiagnostic;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Args, Debug)]
@@ -72,38 +72,11 @@ pub fn fmt(out: &mut Output, args: &FmtArgs) -> i32 {
         } else if stdin {
             out.stdout(&formatted);
         } else if formatted != source {
-            if let Err(e) = write_keeping_permissions(path, formatted.as_bytes()) {
+            if let Err(e) = crate::run::write_atomic(path, formatted.as_bytes()) {
                 eprintln!("error: cannot write `{name}`: {e}");
                 failed = true;
             }
         }
     }
     i32::from(failed)
-}
-
-/// Writes through a temporary file in the same folder and a rename, so a
-/// failed write leaves the original whole; the file keeps its permissions.
-fn write_keeping_permissions(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let file_name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "source.ais".into());
-    let tmp = dir.join(format!(".{file_name}.fmt{}", std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        if let Ok(meta) = std::fs::metadata(path) {
-            std::fs::set_permissions(&tmp, meta.permissions())?;
-        }
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
 }

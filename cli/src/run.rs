@@ -57,8 +57,9 @@ pub fn load(out: &mut Output, path: &Path, opt: &OptArgs) -> Option<Loaded> {
     }
 }
 
-/// Writes `bytes` to `path` atomically: a failed write never leaves a
-/// partial artifact behind.
+/// Writes `bytes` to `path` atomically, through a temporary file in the same
+/// folder and a rename: a failed write never leaves a partial file behind.
+/// A file that existed keeps its permissions.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path
         .parent()
@@ -73,6 +74,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
+        if let Ok(meta) = std::fs::metadata(path) {
+            std::fs::set_permissions(&tmp, meta.permissions())?;
+        }
         std::fs::rename(&tmp, path)
     })();
     if result.is_err() {

@@ -211,7 +211,10 @@ fn hover_shows_types_signatures_and_op_documentation() {
         text.starts_with("```ais\nthink(prompt, value...) -> str\n```"),
         "{text}"
     );
-    assert!(text.contains("named arguments: prompt, context, tools"), "{text}");
+    assert!(
+        text.contains("named arguments: prompt, context, tools"),
+        "{text}"
+    );
     assert!(text.contains("latency Think"), "{text}");
     s.finish();
 }

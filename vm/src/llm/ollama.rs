@@ -66,18 +66,7 @@ pub(crate) fn body(p: &Prepared, mode: StructuredMode, stream: bool) -> Value {
     b.insert("messages".into(), Value::Array(messages));
     b.insert("stream".into(), json!(stream));
     if !p.tools.is_empty() {
-        let tools: Vec<Value> = p
-            .tools
-            .iter()
-            .map(|t| {
-                json!({"type": "function", "function": {
-                    "name": p.tool_names.to_wire(&t.name),
-                    "description": t.description,
-                    "parameters": t.parameters,
-                }})
-            })
-            .collect();
-        b.insert("tools".into(), Value::Array(tools));
+        b.insert("tools".into(), super::openai::function_tools(p));
     }
     if !options.is_empty() {
         b.insert("options".into(), Value::Object(options));

@@ -81,18 +81,7 @@ pub(crate) fn body(p: &Prepared, mode: StructuredMode, reasoning: bool, stream: 
         (None, None) => {}
     }
     if !p.tools.is_empty() {
-        let tools: Vec<Value> = p
-            .tools
-            .iter()
-            .map(|t| {
-                json!({"type": "function", "function": {
-                    "name": p.tool_names.to_wire(&t.name),
-                    "description": t.description,
-                    "parameters": t.parameters,
-                }})
-            })
-            .collect();
-        b.insert("tools".into(), Value::Array(tools));
+        b.insert("tools".into(), function_tools(p));
     }
     if stream {
         b.insert("stream".into(), json!(true));
@@ -150,6 +139,23 @@ fn turn_messages(p: &Prepared) -> Vec<Value> {
             } => json!({"role": "tool", "tool_call_id": call_id, "content": content}),
         })
         .collect()
+}
+
+/// The offered tools as `[{type: "function", function: {name, description,
+/// parameters}}]`, names as the provider sees them (also Ollama's form).
+pub(crate) fn function_tools(p: &Prepared) -> Value {
+    Value::Array(
+        p.tools
+            .iter()
+            .map(|t| {
+                json!({"type": "function", "function": {
+                    "name": p.tool_names.to_wire(&t.name),
+                    "description": t.description,
+                    "parameters": t.parameters,
+                }})
+            })
+            .collect(),
+    )
 }
 
 /// The tokens a reply reports (see [`Usage::from_reply`]).
