@@ -30,6 +30,19 @@ fn aisc_in(dir: &Path, args: &[&str]) -> Output {
         .expect("aisc runs")
 }
 
+/// A configuration whose default backend is the mock server over the
+/// OpenAI protocol, plus `extra` lines of that backend's settings.
+fn mock_config(dir: &Path, server: &ais_testkit::mock::MockServer, extra: &str) -> String {
+    write(
+        dir,
+        "config.toml",
+        &format!(
+            "default_backend = \"m\"\n[[llm_backends]]\nname = \"m\"\nprotocol = \"openai\"\nbase_url = \"{}\"\n{extra}",
+            server.openai_url()
+        ),
+    )
+}
+
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
@@ -753,13 +766,10 @@ fn accepted_incomplete_replies_are_warned_about() {
         "p.ais",
         "agent A {\n    @entry flow main() -> str {\n        return ask(\"long answer\")\n    }\n}\n",
     );
-    let config = write(
+    let config = mock_config(
         dir.path(),
-        "config.toml",
-        &format!(
-            "default_backend = \"m\"\n[[llm_backends]]\nname = \"m\"\nprotocol = \"openai\"\nbase_url = \"{}\"\naccept_incomplete = true\nretries = 0\n",
-            server.openai_url()
-        ),
+        &server,
+        "accept_incomplete = true\nretries = 0\n",
     );
     let o = aisc_in(dir.path(), &["run", &program, "--config", &config, "-q"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -774,14 +784,7 @@ fn accepted_incomplete_replies_are_warned_about() {
     // The run line counts attempts and retries when there were retries.
     server.push(MockReply::error(500, "flaky"));
     server.push(MockReply::Content("whole".into()));
-    let config = write(
-        dir.path(),
-        "config.toml",
-        &format!(
-            "default_backend = \"m\"\n[[llm_backends]]\nname = \"m\"\nprotocol = \"openai\"\nbase_url = \"{}\"\nretries = 1\n",
-            server.openai_url()
-        ),
-    );
+    let config = mock_config(dir.path(), &server, "retries = 1\n");
     let o = aisc_in(dir.path(), &["run", &program, "--config", &config]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(stdout(&o).trim(), "whole");
@@ -806,14 +809,7 @@ fn run_stream_prints_streamed_text_prefixed_with_its_op() {
         "p.ais",
         "agent A {\n    @entry flow main() -> str {\n        return ask(\"two lines\")\n    }\n}\n",
     );
-    let config = write(
-        dir.path(),
-        "config.toml",
-        &format!(
-            "default_backend = \"m\"\n[[llm_backends]]\nname = \"m\"\nprotocol = \"openai\"\nbase_url = \"{}\"\n",
-            server.openai_url()
-        ),
-    );
+    let config = mock_config(dir.path(), &server, "");
     let o = aisc_in(
         dir.path(),
         &["run", &program, "--config", &config, "--stream"],
@@ -843,14 +839,7 @@ fn named_arguments_reach_flows_and_llm_requests() {
         "p.ais",
         "agent T {\n    flow plan(city: str, days: number) -> str {\n        return think(prompt: \"Plan {days} days in {city}\", context: [\"fact one\", city], budget: 800)\n    }\n    @entry flow main() -> str {\n        let p = plan(days: 3, city: \"Oslo\")\n        let d = days_of(city: \"Bergen\", days: 2)\n        return \"{p} / {d}\"\n    }\n    flow days_of(days: number, city: str) -> str {\n        return \"{days} in {city}\"\n    }\n}\n",
     );
-    let config = write(
-        dir.path(),
-        "config.toml",
-        &format!(
-            "default_backend = \"m\"\n[[llm_backends]]\nname = \"m\"\nprotocol = \"openai\"\nbase_url = \"{}\"\nstream = false\n",
-            server.openai_url()
-        ),
-    );
+    let config = mock_config(dir.path(), &server, "stream = false\n");
     let o = aisc_in(dir.path(), &["run", &program, "--config", &config, "-q"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(stdout(&o).trim(), "a plan / 2 in Bergen");
@@ -882,14 +871,7 @@ fn a_paused_run_waits_for_its_input_and_resumes_with_it() {
         "p.ais",
         "agent Refunds {\n    flow main(amount: number) -> str {\n        let summary = ask(prompt: \"Summarise the request for {amount}\")\n        try {\n            let answer = pause(\"Approve? {summary}\")\n            return \"decision: {answer} ({summary})\"\n        } catch (e) {\n            return \"caught {e.code}\"\n        }\n    }\n}\n",
     );
-    let config = write(
-        dir.path(),
-        "config.toml",
-        &format!(
-            "default_backend = \"m\"\n[[llm_backends]]\nname = \"m\"\nprotocol = \"openai\"\nbase_url = \"{}\"\nstream = false\n",
-            server.openai_url()
-        ),
-    );
+    let config = mock_config(dir.path(), &server, "stream = false\n");
     let o = aisc_in(
         dir.path(),
         &["run", &program, "--config", &config, "--arg", "amount=40"],
