@@ -423,14 +423,14 @@ impl A2a {
             )));
         }
         let r = match method {
-            "SendMessage" => self.send(agent, &params, false).and_then(|(e, meta)| {
+            "SendMessage" => self.send(agent, &params).and_then(|(e, meta)| {
                 let immediate = params["configuration"]["returnImmediately"] == true;
                 if !immediate {
                     e.wait();
                 }
                 Ok(json!({"task": self.task_of(&e.to_json(), Some(&meta), history_length(&params)?)}))
             }),
-            "SendStreamingMessage" => match self.send(agent, &params, true) {
+            "SendStreamingMessage" => match self.send(agent, &params) {
                 Ok((entry, meta)) => {
                     return Reply::Stream(TaskStream {
                         rpc_id: id,
@@ -483,7 +483,6 @@ impl A2a {
         &self,
         agent: Option<&str>,
         params: &Json,
-        _streaming: bool,
     ) -> Result<(Arc<RunEntry>, TaskMeta), RpcError> {
         let message = params
             .get("message")
