@@ -316,3 +316,46 @@ fn json_rpc_edges_answer_with_the_specs_error_codes_and_the_server_keeps_serving
     // Still serving.
     assert_eq!(s.get("/health").status, 200);
 }
+
+#[test]
+fn with_a_token_the_card_declares_bearer_auth_and_a2a_needs_the_token() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let e = write(dir.path(), "echo.ais", ECHO);
+    let s = Server::start(
+        dir.path(),
+        &[&e],
+        &["--sim-delay-scale", "0"],
+        &[("AIS_SERVE_TOKEN", "s3cret")],
+    );
+    let card = "/a2a/Echo/.well-known/agent-card.json";
+    let r = request(s.addr, "GET", card, &[], None);
+    assert_eq!((r.status, r.body.as_str()), (401, ""));
+    let auth = ("Authorization", "Bearer s3cret");
+    let j = request(s.addr, "GET", card, &[auth], None).json();
+    assert_eq!(
+        j["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"], "Bearer",
+        "{j}"
+    );
+    assert_eq!(
+        j["securityRequirements"][0]["schemes"]["bearer"],
+        json!({"list": []}),
+        "{j}"
+    );
+    let body = br#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"x"}]}}}"#;
+    let r = request(s.addr, "POST", "/a2a/Echo", &[], Some(body));
+    assert_eq!(r.status, 401);
+    // The version may come as a query parameter too.
+    let r = request(
+        s.addr,
+        "POST",
+        "/a2a/Echo?A2A-Version=1.0",
+        &[auth],
+        Some(body),
+    );
+    assert_eq!(
+        r.json()["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED",
+        "{}",
+        r.body
+    );
+}
