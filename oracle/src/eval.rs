@@ -661,7 +661,15 @@ impl<'p> Interpreter<'p> {
                 .iter()
                 .filter(|a| matches!(a.kind, ExprKind::Named(..)))
                 .collect();
-            let options = named_options(&named);
+            let mut options = named_options(&named);
+            // The agent's standing `context: "..."` when the op sets no
+            // system prompt.
+            if options.system.is_none() {
+                options.system = agent.members.iter().find_map(|m| match m {
+                    Member::Context(text, _) => Some(text.text()),
+                    _ => None,
+                });
+            }
             let args = llm_operands(args);
             let mut values = Vec::with_capacity(args.len());
             for a in &args {

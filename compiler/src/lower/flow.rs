@@ -1435,6 +1435,13 @@ impl<'a> FlowLowerer<'a> {
                 vec![]
             };
             attrs.extend(self.named_attrs(&named));
+            // The agent's `context: "..."`, unless the op sets its own system prompt.
+            if let (Some(c), false) = (
+                &self.ctx.agent.context,
+                named.iter().any(|(n, _)| *n == "system"),
+            ) {
+                attrs.push(("system".into(), Attr::Str(c.clone())));
+            }
             // The agent's `tools: [...]` member, unless the op names its own.
             if !named.iter().any(|(n, _)| *n == "tools") && !self.ctx.agent.tools.is_empty() {
                 let tools = self

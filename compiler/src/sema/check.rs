@@ -862,6 +862,17 @@ impl<'a> Checker<'a> {
                     });
                     return Ty::Unknown;
                 };
+                // Another agent's flow: only what it makes discoverable.
+                if let Some(listed) = &agent.discoverable {
+                    if agent.name != self.agent.name && !listed.contains(&sig.name) {
+                        self.report(SemaError::NotDiscoverable {
+                            agent: agent.name.clone(),
+                            flow: sig.name.clone(),
+                            listed: listed.clone(),
+                            span: flow_name.span,
+                        });
+                    }
+                }
                 let name = format!("{}.{}", agent.name, sig.name);
                 self.check_args(&name, &sig.params, args, span, Some(sig.span), misfit);
                 sig.ret.clone()
