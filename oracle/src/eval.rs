@@ -686,20 +686,20 @@ impl<'p> Interpreter<'p> {
             return self.llm(agent_name, kind, values, labels, options);
         }
         match name {
-            "inv" | "tool" => {
+            "inv" | "tool" | "invoke" => {
                 let values = self.args(frame, args)?;
                 let tool = values.first().map(text).unwrap_or_default();
                 let tool_args = values.get(1).cloned().unwrap_or(Json::Null);
                 self.tool(agent_name, &tool, &tool_args)
             }
-            "qmem" | "mem" | "umem" => {
+            "qmem" | "mem" | "query_memory" | "umem" | "update_memory" => {
                 let values = self.args(frame, args)?;
                 let written = values.get(1).map(text).unwrap_or_default();
                 let Some(tier) = resolve_tier(agent, &written) else {
                     return fail("mem.tier", format!("invalid memory tier {written:?}"));
                 };
                 let first = values.first().cloned().unwrap_or(Json::Null);
-                if name == "umem" {
+                if matches!(name, "umem" | "update_memory") {
                     self.world
                         .mem_update(agent_name, tier, first, values.get(2));
                     Ok(Json::Null)
@@ -744,6 +744,27 @@ impl<'p> Interpreter<'p> {
                 self.host
                     .exec(agent_name, &values, &CancelToken::new())
                     .map_err(|e| Unwind::Fail(OracleError::new(e.code, e.message)))
+            }
+            // A built-in tool called by name (the reference's style): its
+            // arguments keyed by the tool schema's parameters.
+            _ if ais_compiler::sema::builtins::builtin_tool_params(name).is_some() => {
+                let params =
+                    ais_compiler::sema::builtins::builtin_tool_params(name).unwrap_or_default();
+                let mut object = serde_json::Map::new();
+                let mut k = 0;
+                for a in args {
+                    match &a.kind {
+                        ExprKind::Named(n, v) => {
+                            object.insert(n.name.clone(), self.eval(frame, v)?);
+                        }
+                        _ => {
+                            let key = params.get(k).cloned().unwrap_or_default();
+                            k += 1;
+                            object.insert(key, self.eval(frame, a)?);
+                        }
+                    }
+                }
+                self.tool(agent_name, name, &Json::Object(object))
             }
             _ => {
                 let values = self.ordered_args(frame, agent, name, args)?;
