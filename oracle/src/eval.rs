@@ -709,6 +709,15 @@ impl<'p> Interpreter<'p> {
                 }
             }
             "fence" => Ok(Json::Null),
+            "guard" => {
+                let values = self.args(frame, args)?;
+                let holds = values.first().is_some_and(value::truthy);
+                if holds {
+                    Ok(Json::Null)
+                } else {
+                    fail("guard.failed", values.get(1).map(text).unwrap_or_default())
+                }
+            }
             // The oracle keeps no journal: a pause always stops the run.
             "pause" => {
                 let values = self.args(frame, args)?;

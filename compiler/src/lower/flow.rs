@@ -1573,6 +1573,16 @@ impl<'a> FlowLowerer<'a> {
                 self.record_write(&[Chain::Io], t);
                 None
             }
+            K::Guard => {
+                let cond = self.value(args.first()?);
+                let cond = self.coerce(cond, &Type::Bool);
+                let mut vs = vec![cond, self.value(args.get(1)?)];
+                self.span = span;
+                vs.extend(self.write_after(&[Chain::Io]));
+                let t = self.ins1(Opcode::Guard, &vs, vec![], Type::Ord);
+                self.record_write(&[Chain::Io], t);
+                None
+            }
             K::Pause => {
                 let mut vs = vec![self.value(args.first()?)];
                 self.span = span;

@@ -24,6 +24,7 @@ pub enum BuiltinKind {
     Print,
     Communicate,
     Pause,
+    Guard,
 }
 
 /// How the checker treats particular argument positions.
@@ -228,6 +229,16 @@ pub static BUILTINS: &[Builtin] = &[
         roles: &[Value, Value, Value],
         result: || Ty::Void,
         summary: "send a message to another agent: recipient, message[, protocol]",
+    },
+    Builtin {
+        kind: K::Guard,
+        name: "guard",
+        aliases: &[],
+        min_args: 2,
+        max_args: Some(2),
+        roles: &[Value, Value],
+        result: || Ty::Void,
+        summary: "a precondition: fails with `guard.failed` and the message when the condition is false",
     },
     Builtin {
         kind: K::Pause,
