@@ -10,6 +10,8 @@
 //!   inner plans, in process.
 //! - [`ours`]: compile and run one workload in process; the critical path
 //!   of a program under the configured latencies.
+//! - [`serve_load`]: load on an HTTP run server (`aisc serve`, the
+//!   LangGraph server baseline): runs per second, latency percentiles.
 //! - [`steal`]: how much CPU time the host took from this machine during
 //!   a run.
 //! - [`stats`], [`plot`] (SVG), [`report`] (markdown).
@@ -22,6 +24,7 @@ pub mod ours;
 pub mod plans;
 pub mod plot;
 pub mod report;
+pub mod serve_load;
 pub mod stats;
 pub mod steal;
 pub mod workloads;

@@ -48,6 +48,50 @@ enum Cmd {
     /// The LLMCompiler shapes: tool calls one per turn (ReAct), parallel
     /// in one turn, and an inner plan, in process with fixed latencies.
     Plans(PlansOpts),
+    /// Runs per second and latency of a trivial program through `aisc
+    /// serve`'s `POST /v1/runs?wait=true` (or of any server given by
+    /// --url) at several numbers of concurrent clients.
+    ServeLoad(ServeLoadOpts),
+}
+
+#[derive(clap::Args)]
+struct ServeLoadOpts {
+    /// Concurrent clients (one keep-alive connection each), per level.
+    #[arg(long, value_delimiter = ',', default_value = "1,16,128")]
+    clients: Vec<usize>,
+    /// Measured seconds per level.
+    #[arg(long, default_value_t = 10.0)]
+    seconds: f64,
+    /// Unmeasured seconds before each level.
+    #[arg(long, default_value_t = 2.0)]
+    warmup: f64,
+    /// Load this server instead of starting `aisc serve` (`http://host:port`).
+    #[arg(long)]
+    url: Option<String>,
+    /// The request path.
+    #[arg(long, default_value = "/v1/runs?wait=true")]
+    path: String,
+    /// The request body (JSON).
+    #[arg(
+        long,
+        default_value = r#"{"program":"trivial.ais","args":{"topic":"x"}}"#
+    )]
+    body: String,
+    /// The status of a successful response.
+    #[arg(long, default_value_t = 201)]
+    status: u16,
+    /// Text a successful response contains.
+    #[arg(long, default_value = "\"succeeded\"")]
+    contains: String,
+    /// The `aisc` binary (default: next to this binary).
+    #[arg(long)]
+    aisc: Option<PathBuf>,
+    /// Extra arguments of `aisc serve` (repeat: `--serve-arg=--memory --serve-arg=:memory:`).
+    #[arg(long = "serve-arg", allow_hyphen_values = true)]
+    serve_args: Vec<String>,
+    /// A label for the table rows.
+    #[arg(long, default_value = "aisc serve")]
+    label: String,
 }
 
 #[derive(clap::Args)]
@@ -161,8 +205,127 @@ fn main() -> ExitCode {
             }
         },
         Cmd::Plans(o) => plans(&o),
+        Cmd::ServeLoad(o) => match serve_load(&o) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("error: {e}");
+                1
+            }
+        },
     };
     ExitCode::from(code)
+}
+
+// ---------------------------------------------------------------------------
+// serve-load
+
+/// The program `serve-load` serves: one flow, no LLM call.
+const TRIVIAL: &str = "agent Trivial {\n    @entry flow main(topic: str) -> str {\n        return \"about \" + topic\n    }\n}\n";
+
+/// A started `aisc serve`, killed when dropped.
+struct Served {
+    child: std::process::Child,
+    dir: PathBuf,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn start_aisc(o: &ServeLoadOpts) -> Result<(Served, std::net::SocketAddr), String> {
+    use std::io::BufRead;
+    let aisc = match &o.aisc {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()
+            .map_err(|e| e.to_string())?
+            .with_file_name("aisc"),
+    };
+    let dir = std::env::temp_dir().join(format!("ais-serve-load-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    std::fs::write(dir.join("trivial.ais"), TRIVIAL).map_err(|e| e.to_string())?;
+    let mut child = Command::new(&aisc)
+        .args([
+            "serve",
+            "trivial.ais",
+            "--listen",
+            "127.0.0.1:0",
+            "--sim-delay-scale",
+            "0",
+        ])
+        .args(&o.serve_args)
+        .current_dir(&dir)
+        .env("HOME", &dir)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("AIS_SERVE_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("{}: {e}", aisc.display()))?;
+    let stderr = child.stderr.take().ok_or("no stderr")?;
+    let served = Served { child, dir };
+    let mut seen = Vec::new();
+    let mut lines = std::io::BufReader::new(stderr).lines();
+    let addr = loop {
+        let Some(Ok(line)) = lines.next() else {
+            return Err(format!("aisc serve did not start: {}", seen.join("\n")));
+        };
+        if let Some(rest) = line.split("listening on http://").nth(1) {
+            let a = rest.split_whitespace().next().unwrap_or("");
+            break a.parse().map_err(|e| format!("address {a}: {e}"))?;
+        }
+        seen.push(line);
+    };
+    // Keep draining its stderr so it never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    Ok((served, addr))
+}
+
+fn serve_load(o: &ServeLoadOpts) -> Result<(), String> {
+    let (_served, addr) = match &o.url {
+        Some(u) => {
+            let hostport = u
+                .trim_start_matches("http://")
+                .trim_end_matches('/')
+                .to_string();
+            let addr = std::net::ToSocketAddrs::to_socket_addrs(&hostport)
+                .map_err(|e| format!("--url {u}: {e}"))?
+                .next()
+                .ok_or_else(|| format!("--url {u}: no address"))?;
+            (None, addr)
+        }
+        None => {
+            let (s, a) = start_aisc(o)?;
+            (Some(s), a)
+        }
+    };
+    eprintln!("loading http://{addr}{} ({})", o.path, o.label);
+    println!("| server | clients | runs/s | p50 ms | p99 ms | max ms | errors |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for &clients in &o.clients {
+        let r = ais_bench::serve_load::run(&ais_bench::serve_load::Load {
+            addr,
+            path: o.path.clone(),
+            body: o.body.clone(),
+            status: o.status,
+            contains: o.contains.clone(),
+            clients: clients.max(1),
+            warmup: Duration::from_secs_f64(o.warmup),
+            measure: Duration::from_secs_f64(o.seconds),
+        });
+        println!(
+            "| {} | {} | {:.0} | {:.2} | {:.2} | {:.1} | {} |",
+            o.label, r.clients, r.per_second, r.p50_ms, r.p99_ms, r.max_ms, r.errors
+        );
+        if let Some(e) = &r.first_error {
+            eprintln!("first error at {clients} clients: {e}");
+        }
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------

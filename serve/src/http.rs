@@ -1,6 +1,7 @@
 //! The HTTP/1.1 listener (tiny_http: synchronous, no async runtime),
 //! routing, authentication, limits and Server-Sent Events.
 
+use crate::a2a::{self, A2a};
 use crate::engine::BudgetSpec;
 use crate::error::ApiError;
 use crate::events::EventLog;
@@ -60,8 +61,11 @@ pub enum ServeError {
 struct Ctx {
     registry: Arc<Registry>,
     mcp: Arc<Mcp>,
+    a2a: Arc<A2a>,
     config: ServeConfig,
     streams: AtomicUsize,
+    /// The address bound (agent card URLs when a request has no Host).
+    bound: SocketAddr,
 }
 
 /// Listens and answers until the process ends. `on_ready` gets the
@@ -93,11 +97,14 @@ pub fn serve(
         .map_err(|e| ServeError::Bind(config.listen.clone(), e.to_string()))?;
     let bound = server.server_addr().to_ip().unwrap_or(addr);
     let server = Arc::new(server);
+    let a2a = Arc::new(A2a::new(registry.clone(), config.token.is_some()));
     let ctx = Arc::new(Ctx {
         registry,
         mcp,
+        a2a,
         config: config.clone(),
         streams: AtomicUsize::new(0),
+        bound,
     });
     let mut handles = Vec::new();
     for i in 0..config.http_threads.max(1) {
@@ -386,6 +393,35 @@ fn handle(ctx: &Arc<Ctx>, mut req: Request) {
             }
             Err(e) => Err(e),
         },
+        (Method::Get, [".well-known", "agent-card.json"]) => {
+            agent_card(ctx, req, None);
+            return;
+        }
+        (Method::Get, ["a2a", agent, ".well-known", "agent-card.json"]) => {
+            let agent = (*agent).to_string();
+            agent_card(ctx, req, Some(&agent));
+            return;
+        }
+        (Method::Post, ["a2a"]) => {
+            a2a_post(ctx, req, None, query);
+            return;
+        }
+        (Method::Post, ["a2a", agent]) => {
+            let agent = (*agent).to_string();
+            a2a_post(ctx, req, Some(&agent), query);
+            return;
+        }
+        (_, ["a2a"] | ["a2a", _]) => {
+            respond(
+                ctx,
+                req,
+                405,
+                "text/plain",
+                Vec::new(),
+                &[("Allow", "POST".into())],
+            );
+            return;
+        }
         (Method::Post, ["mcp"]) => {
             mcp_post(ctx, req);
             return;
@@ -401,7 +437,10 @@ fn handle(ctx: &Arc<Ctx>, mut req: Request) {
             );
             return;
         }
-        (_, ["health" | "metrics"]) | (_, ["v1", "runs", ..]) => Err(ApiError::new(
+        (_, ["health" | "metrics"])
+        | (_, ["v1", "runs", ..])
+        | (_, [".well-known", "agent-card.json"])
+        | (_, ["a2a", _, ".well-known", "agent-card.json"]) => Err(ApiError::new(
             405,
             "request.method",
             format!("{method} is not allowed on {path}"),
@@ -410,7 +449,7 @@ fn handle(ctx: &Arc<Ctx>, mut req: Request) {
         _ => Err(ApiError::not_found(
             "request.not_found",
             format!("no endpoint {path}"),
-            "endpoints: /v1/runs, /v1/runs/{id}, /v1/runs/{id}/events, /health, /metrics, /mcp",
+            "endpoints: /v1/runs, /v1/runs/{id}, /v1/runs/{id}/events, /health, /metrics, /mcp, /a2a, /a2a/{Agent}, /.well-known/agent-card.json",
         )),
     };
     match result {
@@ -423,28 +462,16 @@ fn handle(ctx: &Arc<Ctx>, mut req: Request) {
 /// Requests are answered with `application/json`; notifications and
 /// responses with 202.
 fn mcp_post(ctx: &Ctx, mut req: Request) {
-    if let Some(origin) = header_value(&req, "Origin") {
-        // DNS rebinding: a browser page of another site must not reach a
-        // local server.
-        let host = origin
-            .split("://")
-            .nth(1)
-            .unwrap_or(origin)
-            .split(['/', ':'])
-            .next()
-            .unwrap_or("");
-        let local = matches!(host, "localhost" | "127.0.0.1" | "[" | "[::1]");
-        if !local && ctx.config.token.is_none() {
-            respond(
-                ctx,
-                req,
-                403,
-                "text/plain",
-                b"origin not allowed\n".to_vec(),
-                &[],
-            );
-            return;
-        }
+    if foreign_origin(ctx, &req) {
+        respond(
+            ctx,
+            req,
+            403,
+            "text/plain",
+            b"origin not allowed\n".to_vec(),
+            &[],
+        );
+        return;
     }
     let body = match read_body(&mut req, ctx.config.max_body) {
         Ok(b) => b,
@@ -464,6 +491,96 @@ fn mcp_post(ctx: &Ctx, mut req: Request) {
     }
 }
 
+/// DNS rebinding: a browser page of another site must not reach a local
+/// server (without a token, the only protection).
+fn foreign_origin(ctx: &Ctx, req: &Request) -> bool {
+    let Some(origin) = header_value(req, "Origin") else {
+        return false;
+    };
+    let host = origin
+        .split("://")
+        .nth(1)
+        .unwrap_or(origin)
+        .split(['/', ':'])
+        .next()
+        .unwrap_or("");
+    let local = matches!(host, "localhost" | "127.0.0.1" | "[" | "[::1]");
+    !local && ctx.config.token.is_none()
+}
+
+/// `http://host:port` as the client reached this server.
+fn base_url(ctx: &Ctx, req: &Request) -> String {
+    let host = header_value(req, "Host")
+        .map(str::trim)
+        .filter(|h| {
+            !h.is_empty()
+                && h.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || ".-:[]_".contains(c))
+        })
+        .map_or_else(|| ctx.bound.to_string(), str::to_string);
+    format!("http://{host}")
+}
+
+/// `GET /.well-known/agent-card.json`, `GET /a2a/{Agent}/.well-known/agent-card.json`.
+fn agent_card(ctx: &Ctx, req: Request, agent: Option<&str>) {
+    let base = base_url(ctx, &req);
+    match ctx.a2a.card(agent, &base) {
+        Some(card) => respond_json(ctx, req, 200, &card),
+        None => respond_error(
+            ctx,
+            req,
+            &ApiError::not_found(
+                "a2a.unknown_agent",
+                format!("no A2A agent `{}`", agent.unwrap_or("")),
+                "agents with entry flows have cards at /a2a/{Agent}/.well-known/agent-card.json",
+            ),
+        ),
+    }
+}
+
+/// `POST /a2a[/{Agent}]`: one A2A JSON-RPC request, answered with JSON
+/// or, for the streaming methods, Server-Sent Events.
+fn a2a_post(ctx: &Arc<Ctx>, mut req: Request, agent: Option<&str>, query: &str) {
+    if foreign_origin(ctx, &req) {
+        respond(
+            ctx,
+            req,
+            403,
+            "text/plain",
+            b"origin not allowed\n".to_vec(),
+            &[],
+        );
+        return;
+    }
+    if !ctx.a2a.knows(agent) {
+        let e = ApiError::not_found(
+            "a2a.unknown_agent",
+            format!("no A2A agent `{}`", agent.unwrap_or("")),
+            "POST to /a2a or /a2a/{Agent} of an agent with entry flows",
+        );
+        return respond_error(ctx, req, &e);
+    }
+    let body = match read_body(&mut req, ctx.config.max_body) {
+        Ok(b) => b,
+        Err(e) => return respond_error(ctx, req, &e),
+    };
+    let msg: Json = match serde_json::from_slice(&body) {
+        Ok(m) => m,
+        Err(e) => return respond_json(ctx, req, 200, &a2a::parse_error(&e.to_string())),
+    };
+    let version = header_value(&req, "A2A-Version")
+        .map(str::to_string)
+        .or_else(|| query_param(query, "A2A-Version").map(str::to_string));
+    match ctx.a2a.handle(agent, version.as_deref(), &msg) {
+        a2a::Reply::Json(Some(r)) => respond_json(ctx, req, 200, &r),
+        a2a::Reply::Json(None) => respond(ctx, req, 204, "application/json", Vec::new(), &[]),
+        a2a::Reply::Stream(s) => {
+            let a = ctx.a2a.clone();
+            spawn_sse(ctx, req, move |emit| a.stream(&s, emit));
+        }
+    }
+}
+
 /// Writes one chunk of a chunked body.
 fn chunk(w: &mut dyn Write, data: &[u8]) -> std::io::Result<()> {
     write!(w, "{:x}\r\n", data.len())?;
@@ -476,6 +593,17 @@ fn chunk(w: &mut dyn Write, data: &[u8]) -> std::io::Result<()> {
 /// as it happens, until the run's `done` event; a comment every 15 s
 /// keeps idle connections open. Runs on a thread of its own.
 fn stream(ctx: &Arc<Ctx>, req: Request, log: Arc<EventLog>, after: u64) {
+    spawn_sse(ctx, req, move |emit| write_log(&log, after, emit));
+}
+
+/// Answers `req` with a Server-Sent Events body written by `body` on a
+/// thread of its own (through its `emit`, false once the client is gone);
+/// at most `max_streams` at once, else 503.
+fn spawn_sse(
+    ctx: &Arc<Ctx>,
+    req: Request,
+    body: impl FnOnce(&mut dyn FnMut(&[u8]) -> bool) + Send + 'static,
+) {
     if ctx.streams.fetch_add(1, Ordering::SeqCst) >= ctx.config.max_streams {
         ctx.streams.fetch_sub(1, Ordering::SeqCst);
         let e = ApiError::new(
@@ -492,7 +620,21 @@ fn stream(ctx: &Arc<Ctx>, req: Request, log: Arc<EventLog>, after: u64) {
     let spawned = std::thread::Builder::new()
         .name("ais-serve-sse".into())
         .spawn(move || {
-            write_stream(req, &log, after);
+            let mut w = req.into_writer();
+            let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nTransfer-Encoding: chunked\r\nX-Accel-Buffering: no\r\n\r\n";
+            let mut ok = w
+                .write_all(head.as_bytes())
+                .and_then(|()| w.flush())
+                .is_ok();
+            if ok {
+                body(&mut |data: &[u8]| {
+                    ok = chunk(&mut w, data).is_ok();
+                    ok
+                });
+            }
+            if ok {
+                let _ = w.write_all(b"0\r\n\r\n").and_then(|()| w.flush());
+            }
             c.streams.fetch_sub(1, Ordering::SeqCst);
         });
     if spawned.is_err() {
@@ -500,18 +642,17 @@ fn stream(ctx: &Arc<Ctx>, req: Request, log: Arc<EventLog>, after: u64) {
     }
 }
 
-fn write_stream(req: Request, log: &EventLog, after: u64) {
-    let mut w = req.into_writer();
-    let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nTransfer-Encoding: chunked\r\nX-Accel-Buffering: no\r\n\r\n";
-    let mut ok = w
-        .write_all(head.as_bytes())
-        .and_then(|()| w.flush())
-        .is_ok();
+/// The events of a run's log after `after`, then each new one as it
+/// happens, until its `done` event; a comment every 15 s keeps idle
+/// connections open.
+fn write_log(log: &EventLog, after: u64, emit: &mut dyn FnMut(&[u8]) -> bool) {
     let mut last = after;
-    while ok {
+    loop {
         let (events, done) = log.after(last, Duration::from_secs(15));
         if events.is_empty() && !done {
-            ok = chunk(&mut w, b": keep-alive\n\n").is_ok();
+            if !emit(b": keep-alive\n\n") {
+                return;
+            }
             continue;
         }
         let mut text = String::new();
@@ -519,14 +660,11 @@ fn write_stream(req: Request, log: &EventLog, after: u64) {
             text.push_str(&e.sse());
             last = e.id;
         }
-        if !text.is_empty() {
-            ok = chunk(&mut w, text.as_bytes()).is_ok();
+        if !text.is_empty() && !emit(text.as_bytes()) {
+            return;
         }
         if done {
-            break;
+            return;
         }
-    }
-    if ok {
-        let _ = w.write_all(b"0\r\n\r\n").and_then(|()| w.flush());
     }
 }

@@ -1,6 +1,7 @@
 //! Serving AIS programs: `aisc serve` (an HTTP/1.1 run API with live
-//! Server-Sent Events, Prometheus metrics and an MCP endpoint) and `aisc
-//! mcp` (the MCP server over stdio). See `docs/serve.md`.
+//! Server-Sent Events, Prometheus metrics, an A2A server and an MCP
+//! endpoint) and `aisc mcp` (the MCP server over stdio). See
+//! `docs/serve.md`.
 //!
 //! This crate is part of the edge: it owns the listener, the run registry
 //! and the protocols. How a run is built (configuration, backend, AAM host,
@@ -17,9 +18,11 @@
 //!   host);
 //! - `http`: the listener (tiny_http), routing, authentication, limits, SSE;
 //! - `metrics`: the Prometheus text;
+//! - `a2a`: the A2A JSON-RPC server (agent cards, tasks as runs);
 //! - `mcp`: the MCP JSON-RPC server (tools from entry flows, `check`, `build`);
 //! - `schema`: JSON Schemas of flow parameters and results.
 
+pub mod a2a;
 pub mod cancel;
 mod engine;
 mod error;

@@ -107,6 +107,16 @@ impl RunEntry {
         st.clone()
     }
 
+    /// Waits until the run has ended, at most `limit`; its state then.
+    pub fn wait_timeout(&self, limit: std::time::Duration) -> RunState {
+        let st = self.lock();
+        let (st, _) = self
+            .cv
+            .wait_timeout_while(st, limit, |s| !s.status.is_final())
+            .unwrap_or_else(|e| e.into_inner());
+        st.clone()
+    }
+
     pub fn cancel_switch(&self) -> &Cancel {
         &self.cancel
     }
