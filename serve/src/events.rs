@@ -36,7 +36,10 @@ impl Event {
 struct LogState {
     events: Vec<Arc<Event>>,
     done: bool,
+    /// Open while the run can still add events (closed at `done`: a
+    /// server that has run many runs holds no descriptor per run).
     file: Option<std::fs::File>,
+    path: Option<PathBuf>,
 }
 
 /// The events of one run.
@@ -95,11 +98,14 @@ impl EventLog {
             .append(true)
             .open(path);
         let mut st = self.lock();
+        st.path = Some(path.to_path_buf());
         if let Ok(mut f) = file {
             for e in &st.events {
                 let _ = f.write_all(file_line(e).as_bytes());
             }
-            st.file = Some(f);
+            if !st.done {
+                st.file = Some(f);
+            }
         }
     }
 
@@ -120,6 +126,9 @@ impl EventLog {
         }
         st.events.push(e);
         st.done = kind == "done";
+        if st.done {
+            st.file = None;
+        }
         drop(st);
         self.cv.notify_all();
         id
@@ -127,7 +136,13 @@ impl EventLog {
 
     /// Opens a finished log again (the run is resumed).
     pub fn reopen(&self) {
-        self.lock().done = false;
+        let mut st = self.lock();
+        st.done = false;
+        if st.file.is_none() {
+            if let Some(p) = &st.path {
+                st.file = std::fs::OpenOptions::new().append(true).open(p).ok();
+            }
+        }
     }
 
     pub fn is_done(&self) -> bool {
@@ -235,5 +250,30 @@ impl ais_vm::aam::Console for LogConsole {
 
     fn warn(&self, message: &str) {
         self.0.push("warning", json!({"message": message}));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_file_is_closed_at_done_and_reopened_for_a_resume() {
+        let dir = std::env::temp_dir().join(format!("ais-serve-events-{}", std::process::id()));
+        let path = EventLog::path(&dir, "r1");
+        let log = EventLog::new();
+        log.attach_file(&path);
+        log.push("status", json!({"status": "running"}));
+        log.push("done", json!({"status": "failed"}));
+        assert!(log.lock().file.is_none());
+        log.reopen();
+        assert!(log.lock().file.is_some());
+        log.push("status", json!({"status": "running"}));
+        log.push("done", json!({"status": "succeeded"}));
+        let again = EventLog::load(&path);
+        let kinds: Vec<String> = again.all().iter().map(|e| e.kind.clone()).collect();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(kinds, ["status", "done", "status", "done"]);
+        assert!(again.is_done());
     }
 }
