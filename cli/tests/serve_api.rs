@@ -377,6 +377,13 @@ fn a_queued_run_is_cancelled_before_it_starts() {
     );
     let first = start_run(&s, json!({"program": "echo.ais", "args": {"topic": "a"}}));
     s.wait_status(&first, "running");
+    // Its call is at the mock (a loaded machine may take a while to send it).
+    for _ in 0..3000 {
+        if mock.request_count() == 1 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let second = start_run(&s, json!({"program": "echo.ais", "args": {"topic": "b"}}));
     assert_eq!(
         s.get(&format!("/v1/runs/{second}")).json()["status"],
