@@ -188,6 +188,7 @@ impl Engine for CliEngine {
         &self,
         id: &str,
         budget: &BudgetSpec,
+        input: Option<serde_json::Value>,
         edge: RunEdge,
     ) -> Result<ais_serve::Resumed, ApiError> {
         let dir = self.journal_dir().ok_or_else(|| {
@@ -214,8 +215,35 @@ impl Engine for CliEngine {
                 "the program stored for run `{id}` is not a valid artifact: {e}"
             ))
         })?;
+        // A run stopped at a `pause` needs its answer; only such a run
+        // takes one (checked before the journal marks the run running).
+        let paused = stored.info.status == journal::Status::Paused;
+        match (&input, paused) {
+            (None, true) => {
+                return Err(ApiError::conflict(
+                    "run.waiting_for_input",
+                    format!(
+                        "run `{id}` is paused, {}",
+                        stored.info.error.as_deref().unwrap_or("waiting for input")
+                    ),
+                    "resume it with {\"input\": VALUE}",
+                ))
+            }
+            (Some(_), false) => {
+                return Err(ApiError::conflict(
+                    "run.not_waiting",
+                    format!("run `{id}` waits for no input"),
+                    "leave out `input`",
+                ))
+            }
+            _ => {}
+        }
         let mut j = Journal::resume(&dir, &stored.info.id).map_err(journal_error)?;
         j.set_idempotent_tools(super::runs::IDEMPOTENT_TOOLS.iter().map(|s| s.to_string()));
+        if let Some(value) = &input {
+            j.answer(value)
+                .map_err(|e| ApiError::internal(e.to_string()))?;
+        }
         let loaded = Arc::new(Loaded {
             program,
             source: None,

@@ -914,3 +914,28 @@ fn a_paused_run_waits_for_its_input_and_resumes_with_it() {
     let o = aisc_in(dir.path(), &["resume", &id, "--input", "again"]);
     assert_ne!(o.status.code(), Some(0));
 }
+
+/// The agent member `context: "..."` is the system prompt of each of the
+/// agent's LLM ops that sets none; `system:` on an op wins.
+#[test]
+fn the_agent_context_is_the_system_prompt_of_its_llm_ops() {
+    use ais_testkit::mock::{MockReply, MockServer};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = MockServer::start().expect("mock");
+    server.push_n(MockReply::Content("ok".into()), 2);
+    let program = write(
+        dir.path(),
+        "p.ais",
+        "agent Librarian {\n    context: \"You are a careful librarian.\"\n    @entry flow main() -> str {\n        let a = ask(\"first\")\n        let b = ask(a, system: \"Be brief.\")\n        return b\n    }\n}\n",
+    );
+    let config = mock_config(dir.path(), &server, "stream = false\n");
+    let o = aisc_in(dir.path(), &["run", &program, "--config", &config, "-q"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(
+        reqs[0].body["messages"][0],
+        serde_json::json!({"role": "system", "content": "You are a careful librarian."})
+    );
+    assert_eq!(reqs[1].body["messages"][0]["content"], "Be brief.");
+}

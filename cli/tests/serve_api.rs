@@ -377,6 +377,13 @@ fn a_queued_run_is_cancelled_before_it_starts() {
     );
     let first = start_run(&s, json!({"program": "echo.ais", "args": {"topic": "a"}}));
     s.wait_status(&first, "running");
+    // Its call is at the mock (a loaded machine may take a while to send it).
+    for _ in 0..3000 {
+        if mock.request_count() == 1 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let second = start_run(&s, json!({"program": "echo.ais", "args": {"topic": "b"}}));
     assert_eq!(
         s.get(&format!("/v1/runs/{second}")).json()["status"],
@@ -513,4 +520,47 @@ fn after_kill_9_a_restarted_server_lists_every_run_and_resumes_the_interrupted_o
     assert_eq!(mock.request_count(), 3);
     let o = aisc(dir.path(), &["runs", "--json"]);
     assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), 5);
+}
+
+/// A served run that reaches `pause` is `paused` with what it waits for;
+/// resuming it needs `input`, which becomes the `pause` op's value; the
+/// LLM call before the pause is not repeated.
+#[test]
+fn a_paused_run_is_answered_through_resume_with_input() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mock = MockServer::start().expect("mock");
+    mock.push(MockReply::Content("refund of 40".into()));
+    let config = mock_config(dir.path(), &mock.openai_url());
+    let p = write(
+        dir.path(),
+        "approve.ais",
+        "agent Approve {\n    @entry flow main(topic: str) -> str {\n        let s = ask(\"Summarise \" + topic)\n        let ok = pause(\"Approve? {s}\")\n        return \"{ok}: {s}\"\n    }\n}\n",
+    );
+    let s = Server::start(dir.path(), &[&p], &["--config", &config], &[]);
+    let id = start_run(
+        &s,
+        json!({"program": "approve.ais", "args": {"topic": "x"}}),
+    );
+    let j = s.wait_final(&id);
+    assert_eq!(j["status"], "paused", "{j}");
+    assert_eq!(j["error"]["cause"], "run.paused", "{j}");
+    assert!(
+        j["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("Approve? refund of 40")),
+        "{j}"
+    );
+    // Without the answer it stays paused.
+    let r = s.post(&format!("/v1/runs/{id}/resume"), "");
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert_eq!(r.json()["error"]["code"], "run.waiting_for_input");
+    let r = s.post(
+        &format!("/v1/runs/{id}/resume"),
+        &json!({"input": "approved"}).to_string(),
+    );
+    assert_eq!(r.status, 202, "{}", r.body);
+    let j = s.wait_final(&id);
+    assert_eq!(j["status"], "succeeded", "{j}");
+    assert_eq!(j["result"], "approved: refund of 40");
+    assert_eq!(mock.request_count(), 1);
 }

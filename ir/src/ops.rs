@@ -133,7 +133,7 @@ opcodes! {
     Inv = "inv", Exec = "exec",
     Qmem = "qmem", Umem = "umem", Fence = "fence",
     BeliefGet = "belief.get", BeliefSet = "belief.set",
-    Print = "print", Communicate = "communicate", Pause = "pause",
+    Print = "print", Communicate = "communicate", Pause = "pause", Guard = "guard",
     FlowCall = "flow.call",
     If = "if", Switch = "switch", Loop = "loop", TryCatch = "try_catch",
     Yield = "yield", Return = "return",
@@ -375,6 +375,16 @@ impl Opcode {
             O::Communicate => {
                 i.chain = ChainKind::Io;
                 i.operands = Fixed(3);
+                i.effect = Effect::Io;
+                i.latency = Latency::Io;
+                i.result_rule = ResultRule::Fixed(&[C::Ord]);
+            }
+            // A precondition: fails with its message when the condition is
+            // false. Ordered like output so it is never dropped as unused.
+            O::Guard => {
+                i.chain = ChainKind::Io;
+                i.operands = Fixed(2);
+                i.operand_types = &[T::Bool, T::Value];
                 i.effect = Effect::Io;
                 i.latency = Latency::Io;
                 i.result_rule = ResultRule::Fixed(&[C::Ord]);

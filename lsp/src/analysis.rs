@@ -370,7 +370,13 @@ impl Walker<'_> {
                     self.capability_ref(n);
                 }
             }
-            Member::Memory(..) | Member::Goals(..) | Member::Error(_) => {}
+            // (Flows named here are not yet references.)
+            Member::Discoverable(names, _) => {
+                for n in names {
+                    self.capability_ref(n);
+                }
+            }
+            Member::Memory(..) | Member::Goals(..) | Member::Context(..) | Member::Error(_) => {}
         }
     }
 

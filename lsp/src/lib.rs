@@ -452,7 +452,10 @@ impl Server {
                             ));
                         }
                     }
-                    Member::Tools(..) | Member::Error(_) => {}
+                    Member::Tools(..)
+                    | Member::Discoverable(..)
+                    | Member::Context(..)
+                    | Member::Error(_) => {}
                 }
             }
             out.push(sym(

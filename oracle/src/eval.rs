@@ -661,7 +661,15 @@ impl<'p> Interpreter<'p> {
                 .iter()
                 .filter(|a| matches!(a.kind, ExprKind::Named(..)))
                 .collect();
-            let options = named_options(&named);
+            let mut options = named_options(&named);
+            // The agent's standing `context: "..."` when the op sets no
+            // system prompt.
+            if options.system.is_none() {
+                options.system = agent.members.iter().find_map(|m| match m {
+                    Member::Context(text, _) => Some(text.text()),
+                    _ => None,
+                });
+            }
             let args = llm_operands(args);
             let mut values = Vec::with_capacity(args.len());
             for a in &args {
@@ -678,20 +686,20 @@ impl<'p> Interpreter<'p> {
             return self.llm(agent_name, kind, values, labels, options);
         }
         match name {
-            "inv" | "tool" => {
+            "inv" | "tool" | "invoke" => {
                 let values = self.args(frame, args)?;
                 let tool = values.first().map(text).unwrap_or_default();
                 let tool_args = values.get(1).cloned().unwrap_or(Json::Null);
                 self.tool(agent_name, &tool, &tool_args)
             }
-            "qmem" | "mem" | "umem" => {
+            "qmem" | "mem" | "query_memory" | "umem" | "update_memory" => {
                 let values = self.args(frame, args)?;
                 let written = values.get(1).map(text).unwrap_or_default();
                 let Some(tier) = resolve_tier(agent, &written) else {
                     return fail("mem.tier", format!("invalid memory tier {written:?}"));
                 };
                 let first = values.first().cloned().unwrap_or(Json::Null);
-                if name == "umem" {
+                if matches!(name, "umem" | "update_memory") {
                     self.world
                         .mem_update(agent_name, tier, first, values.get(2));
                     Ok(Json::Null)
@@ -701,6 +709,15 @@ impl<'p> Interpreter<'p> {
                 }
             }
             "fence" => Ok(Json::Null),
+            "guard" => {
+                let values = self.args(frame, args)?;
+                let holds = values.first().is_some_and(value::truthy);
+                if holds {
+                    Ok(Json::Null)
+                } else {
+                    fail("guard.failed", values.get(1).map(text).unwrap_or_default())
+                }
+            }
             // The oracle keeps no journal: a pause always stops the run.
             "pause" => {
                 let values = self.args(frame, args)?;
@@ -736,6 +753,27 @@ impl<'p> Interpreter<'p> {
                 self.host
                     .exec(agent_name, &values, &CancelToken::new())
                     .map_err(|e| Unwind::Fail(OracleError::new(e.code, e.message)))
+            }
+            // A built-in tool called by name (the reference's style): its
+            // arguments keyed by the tool schema's parameters.
+            _ if ais_compiler::sema::builtins::builtin_tool_params(name).is_some() => {
+                let params =
+                    ais_compiler::sema::builtins::builtin_tool_params(name).unwrap_or_default();
+                let mut object = serde_json::Map::new();
+                let mut k = 0;
+                for a in args {
+                    match &a.kind {
+                        ExprKind::Named(n, v) => {
+                            object.insert(n.name.clone(), self.eval(frame, v)?);
+                        }
+                        _ => {
+                            let key = params.get(k).cloned().unwrap_or_default();
+                            k += 1;
+                            object.insert(key, self.eval(frame, a)?);
+                        }
+                    }
+                }
+                self.tool(agent_name, name, &Json::Object(object))
             }
             _ => {
                 let values = self.ordered_args(frame, agent, name, args)?;

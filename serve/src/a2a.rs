@@ -1120,8 +1120,9 @@ fn state_name(s: Status) -> &'static str {
         Status::Queued => "TASK_STATE_SUBMITTED",
         Status::Running => "TASK_STATE_WORKING",
         Status::Succeeded => "TASK_STATE_COMPLETED",
-        // A paused run (its server stopped) is resumable through
-        // POST /v1/runs/{id}/resume; to A2A it has failed.
+        // A paused run (its server stopped, or waiting at a `pause`) is
+        // resumable through POST /v1/runs/{id}/resume; to A2A it has
+        // failed (not yet mapped to TASK_STATE_INPUT_REQUIRED).
         Status::Failed | Status::Paused => "TASK_STATE_FAILED",
         Status::Cancelled => "TASK_STATE_CANCELED",
     }
@@ -1171,7 +1172,7 @@ fn status_message(run: &Json, id: &str, context_id: &str) -> Option<Json> {
     );
     let mut parts = vec![json!({"text": text, "mediaType": "text/plain"})];
     if run["status"] == "paused" {
-        parts.push(json!({"text": format!("the run stopped with its server; POST /v1/runs/{id}/resume finishes it"), "mediaType": "text/plain"}));
+        parts.push(json!({"text": format!("the run is paused (its server stopped, or it waits at a `pause`); POST /v1/runs/{id}/resume continues it, with `input` for a `pause`"), "mediaType": "text/plain"}));
     }
     parts.push(json!({"data": e, "mediaType": "application/json"}));
     Some(json!({

@@ -119,11 +119,13 @@ pub trait Engine: Send + Sync {
         edge: RunEdge,
     ) -> Result<Box<dyn Prepared>, ApiError>;
     /// Reopens the journaled run `id` for resuming (its completed ops are
-    /// replayed); returns it with its program name and entry.
+    /// replayed), answering the `pause` it waits at with `input`; returns
+    /// it with its program name and entry.
     fn prepare_resume(
         &self,
         id: &str,
         budget: &BudgetSpec,
+        input: Option<Json>,
         edge: RunEdge,
     ) -> Result<Resumed, ApiError>;
     /// The memory directory holding the run journal (`None`: `--memory

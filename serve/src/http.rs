@@ -275,6 +275,9 @@ struct StartRequest {
 struct ResumeRequest {
     #[serde(default)]
     budget: BudgetSpec,
+    /// The answer to the `pause` a paused run waits at.
+    #[serde(default)]
+    input: Option<Json>,
 }
 
 fn shape<T: for<'de> Deserialize<'de>>(j: Json, what: &str) -> Result<T, ApiError> {
@@ -377,7 +380,7 @@ fn handle(ctx: &Arc<Ctx>, mut req: Request) {
                     shape::<ResumeRequest>(j, "POST /v1/runs/{id}/resume")
                 }
             })
-            .and_then(|r| ctx.registry.resume(id, r.budget))
+            .and_then(|r| ctx.registry.resume(id, r.budget, r.input))
             .map(|e| (202, e.to_json())),
         (Method::Get, ["v1", "runs", id, "events"]) => match ctx.registry.events(id) {
             Ok(log) => {

@@ -283,6 +283,11 @@ impl Registry {
                 }
                 Ok(f) => match f.outcome {
                     Ok(v) => (Status::Succeeded, Some(v), None, Some(f.summary)),
+                    // Stopped at a `pause`: waiting for a person's input
+                    // (`POST /v1/runs/{id}/resume` with `input`).
+                    Err(e) if e["cause"] == "run.paused" => {
+                        (Status::Paused, None, Some(e), Some(f.summary))
+                    }
                     Err(e) => (Status::Failed, None, Some(e), Some(f.summary)),
                 },
                 Err(_) => (
@@ -627,7 +632,12 @@ impl Registry {
 
     /// Resumes a failed, cancelled or paused run: its completed ops are
     /// replayed from the journal.
-    pub fn resume(&self, id: &str, budget: BudgetSpec) -> Result<Arc<RunEntry>, ApiError> {
+    pub fn resume(
+        &self,
+        id: &str,
+        budget: BudgetSpec,
+        input: Option<Json>,
+    ) -> Result<Arc<RunEntry>, ApiError> {
         let old = self.get(id);
         if let Some(e) = &old {
             let s = e.state().status;
@@ -652,7 +662,7 @@ impl Registry {
             entry,
         } = match self
             .engine
-            .prepare_resume(id, &budget, self.edge(&log, &cancel))
+            .prepare_resume(id, &budget, input, self.edge(&log, &cancel))
         {
             Ok(p) => p,
             Err(e) => {

@@ -452,6 +452,12 @@ pub fn exec_inline(
             smallvec![Val::Ord]
         }
         O::Fence => smallvec![Val::Ord],
+        O::Guard => {
+            if !truthy(arg(args, 0)?) {
+                return Err(OpError::new("guard.failed", arg(args, 1)?.text()));
+            }
+            smallvec![Val::Ord]
+        }
         // Reached only when no input was journaled for it (a resumed run
         // replays the input instead): the run stops here.
         O::Pause => {

@@ -118,10 +118,8 @@ fn streamed_text_and_every_event_reach_the_observer_in_order() {
             .rposition(|s| matches!(s, Seen::Text { op: 0, .. }))
             .unwrap();
         assert!(last_text_0 < at(&|s| matches!(s, Seen::Op { op: 0, .. })));
-        assert!(
-            at(&|s| matches!(s, Seen::Op { op: 0, .. }))
-                < at(&|s| matches!(s, Seen::Text { op: 1, .. }))
-        );
+        // (Op 0's event may come after op 1's first text: its value is
+        // delivered, and op 1 started, before the event is handed over.)
 
         // Every event of the report was observed, once (events are kept
         // when an observer is set, even with record_events off).

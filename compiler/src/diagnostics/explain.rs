@@ -387,6 +387,26 @@ the compiler can read:
     ask("Answer", max_steps: n)        // error: not a literal"#,
     },
     Explanation {
+        code: "E0125",
+        title: "flow not discoverable",
+        text: r#"An agent that declares `discoverable: [...]` lets other agents call only
+the flows listed there (its own flows call each other freely). An agent
+without the member keeps every flow callable.
+
+    agent Billing {
+        discoverable: [quote]
+        flow quote(item: str) -> str { ... }
+        flow refund(item: str) -> str { ... }
+    }
+    agent Desk {
+        @entry flow main() -> str {
+            return Billing.refund("kettle")   // error: not discoverable
+        }
+    }
+
+Add the flow to the list, or call one that is listed."#,
+    },
+    Explanation {
         code: "E9999",
         title: "internal compiler error",
         text: r#"The compiler lowered a program that type-checked into IR that does not verify.

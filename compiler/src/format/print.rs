@@ -494,7 +494,12 @@ impl<'s> Printer<'s> {
                 Doc::Concat(v)
             }
             Member::Handler(h) => self.handler(h),
-            Member::Tools(names, span) => {
+            // The string as written (escapes and holes kept).
+            Member::Context(lit, _) => Doc::Concat(vec![
+                text("context: "),
+                text(self.src.get(lit.span.range()).unwrap_or("")),
+            ]),
+            Member::Tools(names, span) | Member::Discoverable(names, span) => {
                 let close = span.end.saturating_sub(1);
                 let list = self.bracketed(
                     "[",
@@ -507,7 +512,12 @@ impl<'s> Printer<'s> {
                     close,
                     "]",
                 );
-                Doc::Concat(vec![text("tools: "), list])
+                let key = if matches!(m, Member::Tools(..)) {
+                    "tools: "
+                } else {
+                    "discoverable: "
+                };
+                Doc::Concat(vec![text(key), list])
             }
             // Files with syntax errors are never formatted.
             Member::Error(span) => text(self.src.get(span.range()).unwrap_or("")),
@@ -864,6 +874,8 @@ fn member_span(m: &Member) -> ais_ir::Span {
         | Member::Beliefs(_, s)
         | Member::Goals(_, s)
         | Member::Tools(_, s)
+        | Member::Discoverable(_, s)
+        | Member::Context(_, s)
         | Member::Error(s) => *s,
         Member::Capability(c) => c.span,
         Member::Flow(f) => f.span,

@@ -1207,8 +1207,35 @@ impl<'a> FlowLowerer<'a> {
                     let ret = if ret.is_data() { ret } else { Type::Json };
                     return Some(self.inv(&id.name, obj, ret));
                 }
-                let b = builtins::lookup(&id.name)?;
-                self.builtin(b.kind, all_args, span)
+                if let Some(b) = builtins::lookup(&id.name) {
+                    return self.builtin(b.kind, all_args, span);
+                }
+                // A built-in tool called by name: an object of its
+                // arguments, keyed by its schema's parameters.
+                let params = builtins::builtin_tool_params(&id.name)?;
+                let (positional, named) = crate::sema::arguments::split(all_args);
+                let mut keyed: Vec<(String, &Expr)> = positional
+                    .iter()
+                    .zip(&params)
+                    .map(|(a, p)| (p.clone(), *a))
+                    .collect();
+                keyed.extend(named.iter().map(|(n, v)| (n.name.clone(), *v)));
+                let mut vs = Vec::new();
+                for (_, a) in &keyed {
+                    vs.push(self.value(a));
+                }
+                let keys = keyed
+                    .iter()
+                    .map(|(k, _)| serde_json::Value::String(k.clone()))
+                    .collect();
+                self.span = span;
+                let obj = self.ins1(
+                    Opcode::Object,
+                    &vs,
+                    vec![("keys".into(), Attr::Json(serde_json::Value::Array(keys)))],
+                    Type::Json,
+                );
+                Some(self.inv(&id.name, obj, Type::Json))
             }
             ExprKind::Member(target, flow) => {
                 let ExprKind::Var(agent_name) = &target.kind else {
@@ -1435,6 +1462,13 @@ impl<'a> FlowLowerer<'a> {
                 vec![]
             };
             attrs.extend(self.named_attrs(&named));
+            // The agent's `context: "..."`, unless the op sets its own system prompt.
+            if let (Some(c), false) = (
+                &self.ctx.agent.context,
+                named.iter().any(|(n, _)| *n == "system"),
+            ) {
+                attrs.push(("system".into(), Attr::Str(c.clone())));
+            }
             // The agent's `tools: [...]` member, unless the op names its own.
             if !named.iter().any(|(n, _)| *n == "tools") && !self.ctx.agent.tools.is_empty() {
                 let tools = self
@@ -1536,6 +1570,16 @@ impl<'a> FlowLowerer<'a> {
                 self.span = span;
                 vs.extend(self.write_after(&[Chain::Io]));
                 let t = self.ins1(Opcode::Print, &vs, vec![], Type::Ord);
+                self.record_write(&[Chain::Io], t);
+                None
+            }
+            K::Guard => {
+                let cond = self.value(args.first()?);
+                let cond = self.coerce(cond, &Type::Bool);
+                let mut vs = vec![cond, self.value(args.get(1)?)];
+                self.span = span;
+                vs.extend(self.write_after(&[Chain::Io]));
+                let t = self.ins1(Opcode::Guard, &vs, vec![], Type::Ord);
                 self.record_write(&[Chain::Io], t);
                 None
             }

@@ -137,8 +137,9 @@ pub fn lower(file: &ast::File, index: &ProgramIndex) -> Module {
                     flow.entry = sig.entry;
                     data.add_flow(flow);
                 }
-                // Read by flow lowering (`ctx.agent.tools`).
-                Member::Tools(..) => {}
+                // Read by flow lowering (`ctx.agent.tools`, `.context`) and by
+                // the checker (`discoverable`).
+                Member::Tools(..) | Member::Discoverable(..) | Member::Context(..) => {}
                 Member::Handler(h) => {
                     let event = h.event_name();
                     // Several handlers may listen to one event: number them.

@@ -24,6 +24,7 @@ pub enum BuiltinKind {
     Print,
     Communicate,
     Pause,
+    Guard,
 }
 
 /// How the checker treats particular argument positions.
@@ -142,7 +143,7 @@ pub static BUILTINS: &[Builtin] = &[
     Builtin {
         kind: K::Inv,
         name: "inv",
-        aliases: &["tool"],
+        aliases: &["tool", "invoke"],
         min_args: 1,
         max_args: Some(2),
         roles: &[ToolName, Value],
@@ -162,7 +163,7 @@ pub static BUILTINS: &[Builtin] = &[
     Builtin {
         kind: K::Qmem,
         name: "qmem",
-        aliases: &["mem"],
+        aliases: &["mem", "query_memory"],
         min_args: 2,
         max_args: Some(3),
         roles: &[Value, Tier, Limit],
@@ -172,7 +173,7 @@ pub static BUILTINS: &[Builtin] = &[
     Builtin {
         kind: K::Umem,
         name: "umem",
-        aliases: &[],
+        aliases: &["update_memory"],
         min_args: 2,
         max_args: Some(3),
         roles: &[Value, Tier, Value],
@@ -230,6 +231,16 @@ pub static BUILTINS: &[Builtin] = &[
         summary: "send a message to another agent: recipient, message[, protocol]",
     },
     Builtin {
+        kind: K::Guard,
+        name: "guard",
+        aliases: &[],
+        min_args: 2,
+        max_args: Some(2),
+        roles: &[Value, Value],
+        result: || Ty::Void,
+        summary: "a precondition: fails with `guard.failed` and the message when the condition is false",
+    },
+    Builtin {
         kind: K::Pause,
         name: "pause",
         aliases: &[],
@@ -281,6 +292,44 @@ pub fn is_builtin_tool(name: &str) -> bool {
         || STDLIB
             .get_or_init(|| ais_stdlib::builtins().iter().map(|b| b.name).collect())
             .contains(&name)
+}
+
+/// The parameters of a built-in tool called by name like a capability
+/// (`calculator("6 * 7")`, the reference's style): its schema's required
+/// properties in order, then the optional ones by name. `None` for a name
+/// that is no built-in tool with a schema.
+pub fn builtin_tool_params(name: &str) -> Option<Vec<String>> {
+    builtin_tool_schema(name).map(|(params, _)| params)
+}
+
+/// A built-in tool's parameters (see [`builtin_tool_params`]) and whether
+/// its schema takes other names too (no `additionalProperties: false`).
+pub fn builtin_tool_schema(name: &str) -> Option<(Vec<String>, bool)> {
+    let b = ais_stdlib::builtins()
+        .into_iter()
+        .find(|b| b.name == name)?;
+    let schema = &b.input_schema;
+    let mut params: Vec<String> = schema
+        .get("required")
+        .and_then(serde_json::Value::as_array)
+        .map(|r| {
+            r.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some(props) = schema
+        .get("properties")
+        .and_then(serde_json::Value::as_object)
+    {
+        for k in props.keys() {
+            if !params.contains(k) {
+                params.push(k.clone());
+            }
+        }
+    }
+    let open = schema.get("additionalProperties") != Some(&serde_json::Value::Bool(false));
+    Some((params, open))
 }
 
 #[cfg(test)]

@@ -744,11 +744,13 @@ impl<'a> Checker<'a> {
             ExprKind::Var(id) => {
                 if let Some(sig) = self.agent.flows.get(&id.name) {
                     Some((id.name.clone(), params_of(&sig.params)))
+                } else if let Some(c) = self.agent.capabilities.get(&id.name) {
+                    Some((id.name.clone(), params_of(&c.params)))
+                } else if builtins::lookup(&id.name).is_none() {
+                    // A built-in tool called by name (the reference's style).
+                    builtins::builtin_tool_params(&id.name).map(|ps| (id.name.clone(), ps))
                 } else {
-                    self.agent
-                        .capabilities
-                        .get(&id.name)
-                        .map(|c| (id.name.clone(), params_of(&c.params)))
+                    None
                 }
             }
             ExprKind::Member(target, flow) => match &target.kind {
@@ -772,7 +774,17 @@ impl<'a> Checker<'a> {
         let mut misfit = false;
         let args: Vec<Expr> = if let Some((name, params)) = &arranged {
             let ps: Vec<&str> = params.iter().map(String::as_str).collect();
-            let (ordered, misfits) = arguments::by_parameter(&ps, &positional, &named);
+            let (ordered, mut misfits) = arguments::by_parameter(&ps, &positional, &named);
+            // A built-in tool with an open schema takes other names too.
+            if let ExprKind::Var(id) = &callee.kind {
+                let open = builtins::lookup(&id.name).is_none()
+                    && !self.agent.flows.contains_key(&id.name)
+                    && !self.agent.capabilities.contains_key(&id.name)
+                    && builtins::builtin_tool_schema(&id.name).is_some_and(|(_, open)| open);
+                if open {
+                    misfits.retain(|m| !matches!(m, arguments::Misfit::Unknown(_)));
+                }
+            }
             misfit = !misfits.is_empty();
             self.report_misfits(name, params, misfits);
             ordered.into_iter().cloned().collect()
@@ -814,6 +826,29 @@ impl<'a> Checker<'a> {
                 }
                 if let Some(b) = builtins::lookup(&id.name) {
                     return self.check_builtin(b, &id.name, args, span);
+                }
+                if let Some((_, params)) = &arranged {
+                    // A built-in tool: its arguments by its schema's
+                    // parameters; at most one per parameter.
+                    if args.len() > params.len() && !misfit {
+                        self.report(SemaError::ArgumentCount {
+                            callee: id.name.clone(),
+                            expected: format!("at most {}", params.len()),
+                            found: args.len(),
+                            span,
+                            decl: None,
+                        });
+                    }
+                    for a in args {
+                        self.check_value(a);
+                    }
+                    // Names an open schema takes beyond its parameters.
+                    for (n, v) in &named {
+                        if !params.contains(&n.name) {
+                            self.check_value(v);
+                        }
+                    }
+                    return Ty::Json;
                 }
                 for a in args {
                     self.check_expr(a);
@@ -862,6 +897,17 @@ impl<'a> Checker<'a> {
                     });
                     return Ty::Unknown;
                 };
+                // Another agent's flow: only what it makes discoverable.
+                if let Some(listed) = &agent.discoverable {
+                    if agent.name != self.agent.name && !listed.contains(&sig.name) {
+                        self.report(SemaError::NotDiscoverable {
+                            agent: agent.name.clone(),
+                            flow: sig.name.clone(),
+                            listed: listed.clone(),
+                            span: flow_name.span,
+                        });
+                    }
+                }
                 let name = format!("{}.{}", agent.name, sig.name);
                 self.check_args(&name, &sig.params, args, span, Some(sig.span), misfit);
                 sig.ret.clone()

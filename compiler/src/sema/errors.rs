@@ -63,6 +63,14 @@ pub enum SemaError {
         span: Span,
         suggestion: Option<String>,
     },
+    #[error("flow `{flow}` of agent `{agent}` is not discoverable")]
+    NotDiscoverable {
+        agent: String,
+        flow: String,
+        /// What the agent lists as `discoverable`.
+        listed: Vec<String>,
+        span: Span,
+    },
     #[error("wrong number of arguments: `{callee}` expects {expected}, found {found}")]
     ArgumentCount {
         callee: String,
@@ -179,6 +187,7 @@ impl SemaError {
             MultipleEntries { .. } => "E0105",
             UnknownAgent { .. } => "E0106",
             UnknownFlow { .. } => "E0107",
+            NotDiscoverable { .. } => "E0125",
             ArgumentCount { .. } => "E0108",
             TypeMismatch { .. } | BadOperands { .. } => "E0109",
             VoidUse { .. } => "E0110",
@@ -225,6 +234,7 @@ impl SemaError {
             | MultipleEntries { span, .. }
             | UnknownAgent { span, .. }
             | UnknownFlow { span, .. }
+            | NotDiscoverable { span, .. }
             | ArgumentCount { span, .. }
             | TypeMismatch { span, .. }
             | VoidUse { span, .. }
@@ -318,6 +328,16 @@ impl IntoDiagnostic for SemaError {
             UnknownFlow { suggestion, .. } => {
                 did_you_mean(d.with_label("no flow with this name"), &suggestion)
             }
+            NotDiscoverable { agent, listed, .. } => d
+                .with_label("not in the agent's `discoverable` list")
+                .with_help(format!(
+                    "other agents may call {}; add it to `discoverable: [...]` in agent `{agent}`",
+                    if listed.is_empty() {
+                        "nothing".to_string()
+                    } else {
+                        listed.join(", ")
+                    }
+                )),
             ArgumentCount { decl, .. } => {
                 let d = d.with_label("called here");
                 match decl {

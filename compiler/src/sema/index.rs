@@ -61,6 +61,11 @@ pub struct AgentInfo {
     /// `tools: [a, b]`: what the agent's LLM operations offer their model
     /// when they name no `tools:` themselves.
     pub tools: Vec<String>,
+    /// `discoverable: [a, b]`: the flows and capabilities other agents may
+    /// call (`None`: the agent lists none, and all may be called).
+    pub discoverable: Option<Vec<String>>,
+    /// `context: "..."`: the standing system prompt of its LLM operations.
+    pub context: Option<String>,
     pub goals: IndexMap<String, Span>,
     pub entry: Option<String>,
 }
@@ -278,6 +283,12 @@ pub fn build(file: &ast::File, errors: &mut Vec<SemaError>) -> ProgramIndex {
                 Member::Tools(names, _) => {
                     info.tools.extend(names.iter().map(|n| n.name.clone()));
                 }
+                Member::Discoverable(names, _) => {
+                    info.discoverable
+                        .get_or_insert_with(Vec::new)
+                        .extend(names.iter().map(|n| n.name.clone()));
+                }
+                Member::Context(text, _) => info.context = Some(text.text()),
                 Member::Handler(_) | Member::Error(_) => {}
             }
         }
@@ -301,6 +312,32 @@ pub fn build(file: &ast::File, errors: &mut Vec<SemaError>) -> ProgramIndex {
                     ),
                     suggestion: super::check::closest(&t.name, caps.iter()),
                     span: t.span,
+                });
+            }
+        }
+        // `discoverable` names the agent's own flows and capabilities.
+        for member in &agent.members {
+            let Member::Discoverable(names, _) = member else {
+                continue;
+            };
+            for d in names {
+                if info.flows.contains_key(&d.name) || info.capabilities.contains_key(&d.name) {
+                    continue;
+                }
+                let own: Vec<String> = info
+                    .flows
+                    .keys()
+                    .chain(info.capabilities.keys())
+                    .cloned()
+                    .collect();
+                errors.push(SemaError::BadNamedArgument {
+                    name: "discoverable".into(),
+                    expected: format!(
+                        "lists flows and capabilities of the agent, and `{}` is neither",
+                        d.name
+                    ),
+                    suggestion: super::check::closest(&d.name, own.iter()),
+                    span: d.span,
                 });
             }
         }

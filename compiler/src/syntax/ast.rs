@@ -37,6 +37,12 @@ pub enum Member {
     /// `tools: [a, b]`: the capabilities the agent's LLM operations offer
     /// their model when they name none themselves.
     Tools(Vec<Ident>, Span),
+    /// `discoverable: [a, b]`: the flows and capabilities other agents may
+    /// call (all of them when an agent lists none).
+    Discoverable(Vec<Ident>, Span),
+    /// `context: "..."`: the agent's standing system prompt, sent with each
+    /// of its LLM operations that sets no `system:` of its own.
+    Context(StrLit, Span),
     /// A member that failed to parse (already reported).
     Error(Span),
 }

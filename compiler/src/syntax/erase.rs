@@ -88,8 +88,12 @@ fn member(m: &mut Member) {
             block(&mut h.body);
             h.span = Span::DUMMY;
         }
-        Member::Tools(names, s) => {
+        Member::Tools(names, s) | Member::Discoverable(names, s) => {
             names.iter_mut().for_each(ident);
+            *s = Span::DUMMY;
+        }
+        Member::Context(lit, s) => {
+            strlit(lit);
             *s = Span::DUMMY;
         }
         Member::Error(s) => *s = Span::DUMMY,

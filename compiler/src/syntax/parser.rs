@@ -820,14 +820,27 @@ pub fn goal_with_keyword(
 /// `name: [a, b]` as an agent member: `tools` is one; other names are
 /// reported.
 pub fn list_member(errors: &mut Errors<'_>, key: Ident, names: Vec<Ident>, span: Span) -> Member {
-    if key.name == "tools" {
-        return Member::Tools(names, span);
+    match key.name.as_str() {
+        "tools" => Member::Tools(names, span),
+        "discoverable" => Member::Discoverable(names, span),
+        _ => unknown_member(errors, key, span),
     }
+}
+
+/// `name: "text"` as an agent member: `context` is one.
+pub fn text_member(errors: &mut Errors<'_>, key: Ident, text: StrLit, span: Span) -> Member {
+    match key.name.as_str() {
+        "context" => Member::Context(text, span),
+        _ => unknown_member(errors, key, span),
+    }
+}
+
+fn unknown_member(errors: &mut Errors<'_>, key: Ident, span: Span) -> Member {
     report(
         errors,
         format!("unknown agent member `{}`", key.name),
         key.span,
-        Some("agent members are `memory`, `beliefs`, `goals`, `capability`, `tools: [...]`, flows and `on` handlers"),
+        Some("agent members are `memory`, `beliefs`, `goals`, `capability`, `tools: [...]`, `discoverable: [...]`, `context: \"...\"`, flows and `on` handlers"),
     );
     Member::Error(span)
 }

@@ -89,32 +89,7 @@ pub(crate) fn body(p: &Prepared, mode: StructuredMode, stream: bool) -> Value {
 /// object (serialised to text here). Ollama has no call ids: they are made
 /// up from the position (`offset` counts calls seen earlier in a stream).
 pub(crate) fn tool_calls(message: &Value, offset: usize) -> Vec<ToolCall> {
-    let Some(calls) = message.get("tool_calls").and_then(Value::as_array) else {
-        return Vec::new();
-    };
-    calls
-        .iter()
-        .enumerate()
-        .filter_map(|(i, c)| {
-            let f = c.get("function")?;
-            let name = f.get("name").and_then(Value::as_str)?.to_string();
-            let arguments = match f.get("arguments") {
-                Some(Value::String(s)) => s.clone(),
-                Some(v) => v.to_string(),
-                None => "{}".into(),
-            };
-            let id = c
-                .get("id")
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-                .map_or_else(|| format!("call_{}", offset + i), str::to_string);
-            Some(ToolCall {
-                id,
-                name,
-                arguments,
-            })
-        })
-        .collect()
+    super::openai::function_calls(message, offset, "{}")
 }
 
 /// The tokens a reply reports (0 when absent); read also from replies

@@ -206,6 +206,14 @@ pub(crate) fn parse(v: &Value) -> Result<Reply, String> {
 /// without a function name are skipped (nothing could run them); a
 /// missing id is made up from the position.
 pub(crate) fn tool_calls(message: &Value) -> Vec<ToolCall> {
+    function_calls(message, 0, "")
+}
+
+/// The `tool_calls[*].function` entries of a reply message, in OpenAI's
+/// shape (also Ollama's): arguments kept as text (an object, as some
+/// servers and Ollama send, serialised; `absent` when there are none); a
+/// call without an id gets `call_<offset + position>`.
+pub(crate) fn function_calls(message: &Value, offset: usize, absent: &str) -> Vec<ToolCall> {
     let Some(calls) = message.get("tool_calls").and_then(Value::as_array) else {
         return Vec::new();
     };
@@ -217,15 +225,14 @@ pub(crate) fn tool_calls(message: &Value) -> Vec<ToolCall> {
             let name = f.get("name").and_then(Value::as_str)?.to_string();
             let arguments = match f.get("arguments") {
                 Some(Value::String(s)) => s.clone(),
-                // Some servers send an object; keep it as JSON text.
-                Some(Value::Null) | None => String::new(),
+                Some(Value::Null) | None => absent.to_string(),
                 Some(other) => other.to_string(),
             };
             let id = c
                 .get("id")
                 .and_then(Value::as_str)
                 .filter(|s| !s.is_empty())
-                .map_or_else(|| format!("call_{i}"), str::to_string);
+                .map_or_else(|| format!("call_{}", offset + i), str::to_string);
             Some(ToolCall {
                 id,
                 name,
