@@ -186,6 +186,25 @@ fn the_official_a2a_client_reads_the_card_sends_streams_gets_and_cancels() {
         "{r}"
     );
 
+    // A2A 0.3 through the SDK's compatibility transport.
+    let t = &r["legacy_send"][0]["task"];
+    assert_eq!(t["status"]["state"], "TASK_STATE_COMPLETED", "{r}");
+    assert!(result_text(t).contains("Say moths"), "{r}");
+    assert_eq!(r["legacy_get"]["id"], t["id"], "{r}");
+    let ev = r["legacy_stream"].as_array().expect("legacy stream");
+    let last = ev.last().expect("events");
+    assert_eq!(
+        last["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{r}"
+    );
+    assert!(
+        ev.iter()
+            .any(|e| e["artifactUpdate"]["artifact"]["parts"][0]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("Say gnats"))),
+        "{r}"
+    );
+
     // Cancel: the waiting task is cancelled, and stays so.
     assert_eq!(r["busy_started"], "TASK_STATE_WORKING", "{r}");
     assert_eq!(r["slow_started"], "TASK_STATE_SUBMITTED", "{r}");
@@ -305,6 +324,62 @@ fn json_rpc_edges_answer_with_the_specs_error_codes_and_the_server_keeps_serving
         "messageId": "m2", "role": "ROLE_USER", "taskId": done, "parts": [{"text": "more"}]}}});
     let (_, j) = rpc(&s, "/a2a/Echo", v, &body.to_string());
     assert_eq!(code(&j), Some(-32004), "{j}");
+    // A2A 0.3: its method names and shapes when no version (or 0.3) is sent.
+    let body = json!({"jsonrpc": "2.0", "id": 9, "method": "message/send", "params": {"message": {
+        "kind": "message", "messageId": "m9", "role": "user",
+        "parts": [{"kind": "data", "data": {"a": "y", "n": 4}}]}}});
+    let (_, j) = rpc(&s, "/a2a/Pair", None, &body.to_string());
+    let t = &j["result"];
+    assert_eq!(
+        (t["kind"].as_str(), t["status"]["state"].as_str()),
+        (Some("task"), Some("completed")),
+        "{j}"
+    );
+    assert_eq!(
+        t["artifacts"][0]["parts"][0],
+        json!({"kind": "data", "data": {"result": [4, 5]}}),
+        "{j}"
+    );
+    assert_eq!(t["history"][0]["role"], "user", "{j}");
+    let body = json!({"jsonrpc": "2.0", "id": 10, "method": "message/stream", "params": {"message": {
+        "kind": "message", "messageId": "m10", "role": "user", "parts": [{"kind": "text", "text": "z"}]}}});
+    let r = request(
+        s.addr,
+        "POST",
+        "/a2a/Echo",
+        &[("A2A-Version", "0.3")],
+        Some(body.to_string().as_bytes()),
+    );
+    let frames: Vec<Json> = r
+        .body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<Json>(d).ok())
+        .map(|f| f["result"].clone())
+        .collect();
+    assert_eq!(
+        frames.first().map(|f| f["kind"].clone()),
+        Some(json!("task")),
+        "{}",
+        r.body
+    );
+    let last = frames.last().expect("frames");
+    assert_eq!(
+        (
+            last["kind"].as_str(),
+            last["final"].as_bool(),
+            last["status"]["state"].as_str()
+        ),
+        (Some("status-update"), Some(true), Some("completed")),
+        "{}",
+        r.body
+    );
+    assert_eq!(
+        frames.iter().filter(|f| f["final"] == true).count(),
+        1,
+        "{}",
+        r.body
+    );
     // ListTasks sees the tasks of this server.
     let (_, j) = rpc(
         &s,
@@ -312,7 +387,50 @@ fn json_rpc_edges_answer_with_the_specs_error_codes_and_the_server_keeps_serving
         v,
         r#"{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"status":"TASK_STATE_COMPLETED"}}"#,
     );
-    assert_eq!(j["result"]["totalSize"], 2, "{j}");
+    assert_eq!(j["result"]["totalSize"], 4, "{j}");
     // Still serving.
     assert_eq!(s.get("/health").status, 200);
+}
+
+#[test]
+fn with_a_token_the_card_declares_bearer_auth_and_a2a_needs_the_token() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let e = write(dir.path(), "echo.ais", ECHO);
+    let s = Server::start(
+        dir.path(),
+        &[&e],
+        &["--sim-delay-scale", "0"],
+        &[("AIS_SERVE_TOKEN", "s3cret")],
+    );
+    let card = "/a2a/Echo/.well-known/agent-card.json";
+    let r = request(s.addr, "GET", card, &[], None);
+    assert_eq!((r.status, r.body.as_str()), (401, ""));
+    let auth = ("Authorization", "Bearer s3cret");
+    let j = request(s.addr, "GET", card, &[auth], None).json();
+    assert_eq!(
+        j["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"], "Bearer",
+        "{j}"
+    );
+    assert_eq!(
+        j["securityRequirements"][0]["schemes"]["bearer"],
+        json!({"list": []}),
+        "{j}"
+    );
+    let body = br#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"x"}]}}}"#;
+    let r = request(s.addr, "POST", "/a2a/Echo", &[], Some(body));
+    assert_eq!(r.status, 401);
+    // The version may come as a query parameter too.
+    let r = request(
+        s.addr,
+        "POST",
+        "/a2a/Echo?A2A-Version=1.0",
+        &[auth],
+        Some(body),
+    );
+    assert_eq!(
+        r.json()["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED",
+        "{}",
+        r.body
+    );
 }

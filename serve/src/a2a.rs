@@ -18,9 +18,11 @@
 //! `StreamResponse`s: the task, then status and artifact updates, closed
 //! once the task is in a terminal state), `GetTask`, `ListTasks`,
 //! `CancelTask`. Push notifications and the extended card are not
-//! supported (their errors). Requests must name protocol version 1.0 in
-//! the `A2A-Version` header (an absent header means 0.3, refused with
-//! `VersionNotSupportedError`).
+//! supported (their errors). 1.0 requests name the version in the
+//! `A2A-Version` header; a request without it (or with 0.3) is an A2A 0.3
+//! request: `message/send`, `message/stream`, `tasks/get`, `tasks/cancel`
+//! and `tasks/resubscribe` are answered in 0.3 shapes (translated at this
+//! edge, `to_0_3`), any other method with `VersionNotSupportedError`.
 
 use crate::engine::BudgetSpec;
 use crate::error::ApiError;
@@ -195,6 +197,7 @@ pub struct TaskStream {
     rpc_id: Json,
     entry: Arc<RunEntry>,
     meta: TaskMeta,
+    legacy: bool,
 }
 
 /// The A2A server over a registry of served programs.
@@ -349,7 +352,15 @@ impl A2a {
                 "url": url,
                 "protocolBinding": "JSONRPC",
                 "protocolVersion": PROTOCOL_VERSION,
+            }, {
+                "url": url,
+                "protocolBinding": "JSONRPC",
+                "protocolVersion": "0.3",
             }],
+            // A2A 0.3 clients read these (1.0 clients ignore them).
+            "url": url,
+            "preferredTransport": "JSONRPC",
+            "protocolVersion": "0.3.0",
             "version": env!("CARGO_PKG_VERSION"),
             "capabilities": {
                 "streaming": true,
@@ -412,10 +423,27 @@ impl A2a {
                 ),
             )));
         }
-        if let Err(e) = check_version(version) {
-            return Reply::Json(Some(error(id, &e)));
+        // A2A 0.3 (no A2A-Version header, or 0.3) with its own method
+        // names and shapes, translated at this edge.
+        let legacy = LEGACY_METHODS.contains(&method) && is_0_3(version);
+        let method = if legacy {
+            match method {
+                "message/send" => "SendMessage",
+                "message/stream" => "SendStreamingMessage",
+                "tasks/get" => "GetTask",
+                "tasks/cancel" => "CancelTask",
+                _ => "SubscribeToTask",
+            }
+        } else {
+            if let Err(e) = check_version(version) {
+                return Reply::Json(Some(error(id, &e)));
+            }
+            method
+        };
+        let mut params = obj.get("params").cloned().unwrap_or(json!({}));
+        if legacy {
+            legacy_params(&mut params);
         }
-        let params = obj.get("params").cloned().unwrap_or(json!({}));
         if !params.is_object() {
             return Reply::Json(Some(error(
                 id,
@@ -423,19 +451,20 @@ impl A2a {
             )));
         }
         let r = match method {
-            "SendMessage" => self.send(agent, &params, false).and_then(|(e, meta)| {
+            "SendMessage" => self.send(agent, &params).and_then(|(e, meta)| {
                 let immediate = params["configuration"]["returnImmediately"] == true;
                 if !immediate {
                     e.wait();
                 }
                 Ok(json!({"task": self.task_of(&e.to_json(), Some(&meta), history_length(&params)?)}))
             }),
-            "SendStreamingMessage" => match self.send(agent, &params, true) {
+            "SendStreamingMessage" => match self.send(agent, &params) {
                 Ok((entry, meta)) => {
                     return Reply::Stream(TaskStream {
                         rpc_id: id,
                         entry,
                         meta,
+                        legacy,
                     })
                 }
                 Err(e) => Err(e),
@@ -446,6 +475,7 @@ impl A2a {
                         rpc_id: id,
                         entry,
                         meta,
+                        legacy,
                     })
                 }
                 Err(e) => Err(e),
@@ -473,6 +503,7 @@ impl A2a {
             )),
         };
         Reply::Json(Some(match r {
+            Ok(v) if legacy => json!({"jsonrpc": "2.0", "id": id, "result": to_0_3(v)}),
             Ok(v) => json!({"jsonrpc": "2.0", "id": id, "result": v}),
             Err(e) => error(id, &e),
         }))
@@ -483,7 +514,6 @@ impl A2a {
         &self,
         agent: Option<&str>,
         params: &Json,
-        _streaming: bool,
     ) -> Result<(Arc<RunEntry>, TaskMeta), RpcError> {
         let message = params
             .get("message")
@@ -748,6 +778,7 @@ impl A2a {
     /// Returns once the task is in a terminal state.
     pub fn stream(&self, s: &TaskStream, emit: &mut dyn FnMut(&[u8]) -> bool) {
         let frame = |result: Json| {
+            let result = if s.legacy { to_0_3(result) } else { result };
             format!(
                 "data: {}\n\n",
                 json!({"jsonrpc": "2.0", "id": s.rpc_id, "result": result})
@@ -871,7 +902,7 @@ pub fn arguments_for(
                 RpcError::params(format!("message.parts[{i}].text must be a string"))
             })?;
             texts.push(t);
-        } else if p.get("raw").is_some() || p.get("url").is_some() {
+        } else if p.get("raw").is_some() || p.get("url").is_some() || p.get("file").is_some() {
             return Err(RpcError::new(
                 CONTENT_TYPE_NOT_SUPPORTED,
                 "CONTENT_TYPE_NOT_SUPPORTED",
@@ -906,6 +937,142 @@ pub fn arguments_for(
 
 fn arguments(skill: &Skill, parts: &[Json]) -> Result<Json, RpcError> {
     arguments_for(&skill.params, &skill.id, parts)
+}
+
+/// The A2A 0.3 methods answered (JSON-RPC binding).
+const LEGACY_METHODS: [&str; 5] = [
+    "message/send",
+    "message/stream",
+    "tasks/get",
+    "tasks/cancel",
+    "tasks/resubscribe",
+];
+
+/// Whether a request's `A2A-Version` means 0.3 (absent means 0.3).
+fn is_0_3(v: Option<&str>) -> bool {
+    let v = v.map(str::trim).unwrap_or("");
+    v.is_empty() || v == "0.3" || v.starts_with("0.3.")
+}
+
+/// A 0.3 request's params in 1.0 terms: `role: "user"`, and
+/// `configuration.blocking: false` for `returnImmediately`.
+fn legacy_params(params: &mut Json) {
+    if let Some(m) = params.get_mut("message") {
+        if m["role"] == "user" {
+            m["role"] = "ROLE_USER".into();
+        }
+    }
+    if params["configuration"]["blocking"] == false {
+        params["configuration"]["returnImmediately"] = true.into();
+    }
+}
+
+/// A 1.0 result (`{"task": …}`, a `StreamResponse`, a Task) in 0.3 shapes:
+/// `kind` discriminators, lower-case states and roles, a `final` flag on
+/// status updates.
+fn to_0_3(v: Json) -> Json {
+    let Json::Object(mut o) = v else { return v };
+    if let Some(t) = o.remove("task") {
+        return task_0_3(t);
+    }
+    if let Some(m) = o.remove("message") {
+        return message_0_3(m);
+    }
+    if let Some(Json::Object(mut u)) = o.remove("statusUpdate") {
+        let status = u.remove("status").map_or(Json::Null, status_0_3);
+        let last = is_terminal(&json!(format!(
+            "TASK_STATE_{}",
+            status["state"].as_str().unwrap_or("").to_uppercase()
+        )));
+        u.insert("status".into(), status);
+        u.insert("final".into(), last.into());
+        u.insert("kind".into(), "status-update".into());
+        return Json::Object(u);
+    }
+    if let Some(Json::Object(mut u)) = o.remove("artifactUpdate") {
+        if let Some(a) = u.remove("artifact") {
+            u.insert("artifact".into(), artifact_0_3(a));
+        }
+        u.insert("kind".into(), "artifact-update".into());
+        return Json::Object(u);
+    }
+    if o.contains_key("status") && o.contains_key("id") {
+        return task_0_3(Json::Object(o));
+    }
+    Json::Object(o)
+}
+
+fn task_0_3(mut t: Json) -> Json {
+    if let Some(s) = t.get_mut("status") {
+        *s = status_0_3(s.take());
+    }
+    if let Some(Json::Array(a)) = t.get_mut("artifacts") {
+        for x in a.iter_mut() {
+            *x = artifact_0_3(x.take());
+        }
+    }
+    if let Some(Json::Array(h)) = t.get_mut("history") {
+        for m in h.iter_mut() {
+            *m = message_0_3(m.take());
+        }
+    }
+    t["kind"] = "task".into();
+    t
+}
+
+fn status_0_3(mut s: Json) -> Json {
+    let state = s["state"]
+        .as_str()
+        .and_then(|x| x.strip_prefix("TASK_STATE_"))
+        .map_or_else(
+            || "unknown".to_string(),
+            |x| x.to_lowercase().replace('_', "-"),
+        );
+    s["state"] = state.into();
+    if let Some(m) = s.get_mut("message") {
+        *m = message_0_3(m.take());
+    }
+    s
+}
+
+fn message_0_3(mut m: Json) -> Json {
+    let role = match m["role"].as_str() {
+        Some("ROLE_AGENT") => "agent",
+        _ => "user",
+    };
+    m["role"] = role.into();
+    if let Some(Json::Array(p)) = m.get_mut("parts") {
+        for x in p.iter_mut() {
+            *x = part_0_3(x.take());
+        }
+    }
+    m["kind"] = "message".into();
+    m
+}
+
+fn artifact_0_3(mut a: Json) -> Json {
+    if let Some(Json::Array(p)) = a.get_mut("parts") {
+        for x in p.iter_mut() {
+            *x = part_0_3(x.take());
+        }
+    }
+    a
+}
+
+/// A 0.3 part: `kind` text or data (0.3 data is an object: other values
+/// are wrapped as `{"result": value}`).
+fn part_0_3(p: Json) -> Json {
+    if p.get("kind").is_some() {
+        return p;
+    }
+    if let Some(t) = p.get("text") {
+        return json!({"kind": "text", "text": t});
+    }
+    match p.get("data") {
+        Some(d @ Json::Object(_)) => json!({"kind": "data", "data": d}),
+        Some(d) => json!({"kind": "data", "data": {"result": d}}),
+        None => p,
+    }
 }
 
 fn check_version(v: Option<&str>) -> Result<(), RpcError> {
@@ -953,8 +1120,9 @@ fn state_name(s: Status) -> &'static str {
         Status::Queued => "TASK_STATE_SUBMITTED",
         Status::Running => "TASK_STATE_WORKING",
         Status::Succeeded => "TASK_STATE_COMPLETED",
-        // A paused run (its server stopped) is resumable through
-        // POST /v1/runs/{id}/resume; to A2A it has failed.
+        // A paused run (its server stopped, or waiting at a `pause`) is
+        // resumable through POST /v1/runs/{id}/resume; to A2A it has
+        // failed (not yet mapped to TASK_STATE_INPUT_REQUIRED).
         Status::Failed | Status::Paused => "TASK_STATE_FAILED",
         Status::Cancelled => "TASK_STATE_CANCELED",
     }
@@ -1004,7 +1172,7 @@ fn status_message(run: &Json, id: &str, context_id: &str) -> Option<Json> {
     );
     let mut parts = vec![json!({"text": text, "mediaType": "text/plain"})];
     if run["status"] == "paused" {
-        parts.push(json!({"text": format!("the run stopped with its server; POST /v1/runs/{id}/resume finishes it"), "mediaType": "text/plain"}));
+        parts.push(json!({"text": format!("the run is paused (its server stopped, or it waits at a `pause`); POST /v1/runs/{id}/resume continues it, with `input` for a `pause`"), "mediaType": "text/plain"}));
     }
     parts.push(json!({"data": e, "mediaType": "application/json"}));
     Some(json!({

@@ -17,6 +17,8 @@ from google.protobuf.json_format import MessageToDict
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.client.errors import A2AClientError
 from a2a.types import (
+    AgentCard,
+    AgentInterface,
     CancelTaskRequest,
     GetTaskRequest,
     Message,
@@ -94,6 +96,28 @@ async def main(base, slow_base):
     client = await streaming.create_from_url(base)
     try:
         out["stream"] = await collect(client, text_message("ants"))
+    finally:
+        await client.close()
+
+    # The same agent through the SDK's A2A 0.3 transport (message/send,
+    # message/stream, tasks/get with 0.3 shapes), chosen by a card that
+    # offers only the 0.3 interface.
+    legacy_card = AgentCard()
+    legacy_card.CopyFrom(card)
+    del legacy_card.supported_interfaces[:]
+    legacy_card.supported_interfaces.append(
+        AgentInterface(url=card.supported_interfaces[0].url, protocol_binding="JSONRPC", protocol_version="0.3")
+    )
+    client = blocking.create(legacy_card)
+    try:
+        ev = await collect(client, text_message("moths"))
+        out["legacy_send"] = ev
+        out["legacy_get"] = d(await client.get_task(GetTaskRequest(id=ev[-1]["task"]["id"])))
+    finally:
+        await client.close()
+    client = streaming.create(legacy_card)
+    try:
+        out["legacy_stream"] = await collect(client, text_message("gnats"))
     finally:
         await client.close()
 
