@@ -18,48 +18,7 @@ const ECHO: &str = "agent Echo {\n    @entry flow main(topic: str) -> str {\n   
 
 /// The venv's python, creating the venv and installing the SDK once.
 fn venv_python() -> Option<PathBuf> {
-    if Command::new("python3").arg("--version").output().is_err() {
-        eprintln!("SKIPPED: python3 is not installed; the MCP SDK client tests did not run");
-        return None;
-    }
-    let dir =
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("venv-{}", MCP_SDK.replace("==", "-")));
-    let python = dir.join("bin").join("python");
-    let ready = Command::new(&python)
-        .args(["-c", "import mcp"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ready {
-        let o = Command::new("python3")
-            .args(["-m", "venv", "--clear"])
-            .arg(&dir)
-            .output()
-            .expect("python3 -m venv runs");
-        assert!(
-            o.status.success(),
-            "python3 is present but cannot create a virtual environment (install python3-venv): {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let o = Command::new(&python)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                MCP_SDK,
-            ])
-            .output()
-            .expect("pip runs");
-        assert!(
-            o.status.success(),
-            "cannot install {MCP_SDK} into {}: {}{}",
-            dir.display(),
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        );
-    }
-    Some(python)
+    serve_support::sdk_venv("MCP", &[MCP_SDK], "import mcp")
 }
 
 fn client(python: &Path, dir: &Path, args: &[&str]) -> Json {

@@ -261,3 +261,53 @@ pub fn aisc(dir: &Path, args: &[&str]) -> std::process::Output {
         .output()
         .expect("aisc runs")
 }
+
+/// A Python virtual environment under the test target holding `packages`
+/// (installed once; `import_check` is the import that says it is ready);
+/// its python. `None`, with a visible note, only when python3 is absent;
+/// a python3 that cannot make a venv or install fails the test.
+pub fn sdk_venv(name: &str, packages: &[&str], import_check: &str) -> Option<std::path::PathBuf> {
+    if Command::new("python3").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: python3 is not installed; the {name} SDK client tests did not run");
+        return None;
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("venv-{}", packages[0].replace("==", "-")));
+    let python = dir.join("bin").join("python");
+    let ready = Command::new(&python)
+        .args(["-c", import_check])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ready {
+        let o = Command::new("python3")
+            .args(["-m", "venv", "--clear"])
+            .arg(&dir)
+            .output()
+            .expect("python3 -m venv runs");
+        assert!(
+            o.status.success(),
+            "python3 is present but cannot create a virtual environment (install python3-venv): {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let o = Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
+            .args(packages)
+            .output()
+            .expect("pip runs");
+        assert!(
+            o.status.success(),
+            "cannot install {} into {}: {}{}",
+            packages.join(" "),
+            dir.display(),
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    Some(python)
+}
