@@ -217,13 +217,7 @@ impl A2a {
         let mut agents: Vec<(String, Vec<usize>)> = Vec::new();
         for served in registry.programs() {
             let p = &served.program;
-            let mut flows: Vec<u32> = (0..p.flows.len() as u32)
-                .filter(|&i| p.flows[i as usize].entry)
-                .collect();
-            if flows.is_empty() {
-                flows.extend(p.find_entry(None).ok());
-            }
-            for f in flows {
+            for f in served.exposed_flows() {
                 let Some(code) = p.flows.get(f as usize) else {
                     continue;
                 };

@@ -27,6 +27,19 @@ impl Served {
         self.program.agents.iter().map(|a| a.name.as_str())
     }
 
+    /// The flows served as MCP tools and A2A skills: the entry flows, or
+    /// for a program marking none, the flow `aisc run` would pick.
+    pub fn exposed_flows(&self) -> Vec<u32> {
+        let p = &self.program;
+        let mut flows: Vec<u32> = (0..p.flows.len() as u32)
+            .filter(|&i| p.flows[i as usize].entry)
+            .collect();
+        if flows.is_empty() {
+            flows.extend(p.find_entry(None).ok());
+        }
+        flows
+    }
+
     /// Whether `name` designates this program: its path, its file name,
     /// the file name without extension, or one of its agents.
     pub fn answers_to(&self, name: &str) -> bool {

@@ -461,18 +461,10 @@ fn handle(ctx: &Arc<Ctx>, mut req: Request) {
 /// `POST /mcp`: one JSON-RPC message (MCP streamable HTTP transport).
 /// Requests are answered with `application/json`; notifications and
 /// responses with 202.
-fn mcp_post(ctx: &Ctx, mut req: Request) {
-    if foreign_origin(ctx, &req) {
-        respond(
-            ctx,
-            req,
-            403,
-            "text/plain",
-            b"origin not allowed\n".to_vec(),
-            &[],
-        );
+fn mcp_post(ctx: &Ctx, req: Request) {
+    let Some(mut req) = allowed_origin(ctx, req) else {
         return;
-    }
+    };
     let body = match read_body(&mut req, ctx.config.max_body) {
         Ok(b) => b,
         Err(e) => return respond_error(ctx, req, &e),
@@ -493,6 +485,23 @@ fn mcp_post(ctx: &Ctx, mut req: Request) {
 
 /// DNS rebinding: a browser page of another site must not reach a local
 /// server (without a token, the only protection).
+/// The request, or `None` once it was refused with 403 for a foreign
+/// `Origin` (browsers on other sites must not drive a loopback server).
+fn allowed_origin(ctx: &Ctx, req: Request) -> Option<Request> {
+    if !foreign_origin(ctx, &req) {
+        return Some(req);
+    }
+    respond(
+        ctx,
+        req,
+        403,
+        "text/plain",
+        b"origin not allowed\n".to_vec(),
+        &[],
+    );
+    None
+}
+
 fn foreign_origin(ctx: &Ctx, req: &Request) -> bool {
     let Some(origin) = header_value(req, "Origin") else {
         return false;
@@ -540,18 +549,10 @@ fn agent_card(ctx: &Ctx, req: Request, agent: Option<&str>) {
 
 /// `POST /a2a[/{Agent}]`: one A2A JSON-RPC request, answered with JSON
 /// or, for the streaming methods, Server-Sent Events.
-fn a2a_post(ctx: &Arc<Ctx>, mut req: Request, agent: Option<&str>, query: &str) {
-    if foreign_origin(ctx, &req) {
-        respond(
-            ctx,
-            req,
-            403,
-            "text/plain",
-            b"origin not allowed\n".to_vec(),
-            &[],
-        );
+fn a2a_post(ctx: &Arc<Ctx>, req: Request, agent: Option<&str>, query: &str) {
+    let Some(mut req) = allowed_origin(ctx, req) else {
         return;
-    }
+    };
     if !ctx.a2a.knows(agent) {
         let e = ApiError::not_found(
             "a2a.unknown_agent",

@@ -56,13 +56,7 @@ impl Mcp {
         let mut tools: Vec<FlowTool> = Vec::new();
         for served in registry.programs() {
             let p = &served.program;
-            let mut flows: Vec<u32> = (0..p.flows.len() as u32)
-                .filter(|&i| p.flows[i as usize].entry)
-                .collect();
-            if flows.is_empty() {
-                flows.extend(p.find_entry(None).ok());
-            }
-            for f in flows {
+            for f in served.exposed_flows() {
                 let Some(code) = p.flows.get(f as usize) else {
                     continue;
                 };
