@@ -342,6 +342,7 @@ fn probe_request(i: usize) -> LlmRequest {
         max_tokens: None,
         json_schema: None,
         budget_tokens: None,
+        backend: None,
         tools: Vec::new(),
         turns: Vec::new(),
         on_text: None,

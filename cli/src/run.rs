@@ -424,6 +424,10 @@ pub fn prepare_run(
     resume: Option<Arc<ais_vm::journal::Journal>>,
 ) -> Result<PreparedRun, SetupError> {
     let settings = &setup.settings;
+    // Before anything is journaled: a backend the program names must exist.
+    let backend = settings
+        .route(&setup.llm, &loaded.program.named_backends())
+        .map_err(SetupError::Config)?;
     let journal_args = args.clone();
     let budget = super::runs::budget(&run.budget, settings).map_err(SetupError::Other)?;
     let mut options = RunOptions {
@@ -480,7 +484,7 @@ pub fn prepare_run(
     Ok(PreparedRun {
         options,
         host,
-        backend: setup.llm.backend.clone(),
+        backend,
     })
 }
 
@@ -523,6 +527,7 @@ pub fn run_loaded(
         backend: llm_backend,
     } = match prepare_run(&setup, &loaded, args, run, edge, resume) {
         Ok(p) => p,
+        Err(SetupError::Config(e)) => return super::config::report(out, &e),
         Err(e) => {
             eprintln!("error: {e}");
             return 2;

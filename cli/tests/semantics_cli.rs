@@ -939,3 +939,78 @@ fn the_agent_context_is_the_system_prompt_of_its_llm_ops() {
     );
     assert_eq!(reqs[1].body["messages"][0]["content"], "Be brief.");
 }
+
+/// `backend:` sends that op to the named configured backend (the others go
+/// to the run's); a name that is not configured fails before any call and
+/// before the run is journaled. `schema:` makes the reply's JSON the value.
+#[test]
+fn named_backend_routes_one_op_and_schema_makes_the_value_json() {
+    use ais_testkit::mock::{MockReply, MockServer};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = MockServer::start().expect("mock");
+    server.push(MockReply::Content(
+        r#"{"population": 709000, "country": "Norway"}"#.into(),
+    ));
+    let program = write(
+        dir.path(),
+        "p.ais",
+        r#"agent Trip {
+    @entry flow main(city: str) -> str {
+        let facts = ask("Facts about {city}", backend: "local", schema: '{"type": "object", "required": ["population", "country"], "properties": {"population": {"type": "integer"}, "country": {"type": "string"}}}')
+        let line = ask("One line on {city}")
+        return "{facts.country} / {line}"
+    }
+}
+"#,
+    );
+    let config = write(
+        dir.path(),
+        "config.toml",
+        &format!(
+            "default_backend = \"sim\"\n[[llm_backends]]\nname = \"sim\"\nprotocol = \"sim\"\ndelay_scale = 0\n\
+             [[llm_backends]]\nname = \"local\"\nprotocol = \"openai\"\nbase_url = \"{}\"\n",
+            server.openai_url()
+        ),
+    );
+    let o = aisc_in(
+        dir.path(),
+        &[
+            "run",
+            &program,
+            "--config",
+            &config,
+            "--arg",
+            "city=Oslo",
+            "-q",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.starts_with("Norway / "), "{out}");
+    assert!(out.contains("simulated"), "the other op went to sim: {out}");
+    // Exactly the `backend: "local"` op reached the HTTP backend, with the schema.
+    assert_eq!(server.request_count(), 1);
+    let body = server.last_request().expect("request").body.to_string();
+    assert!(body.contains("Facts about Oslo"), "{body}");
+    assert!(body.contains("population"), "the schema was sent: {body}");
+
+    // An unconfigured name: a configuration error, no call, no journaled run.
+    let bad = std::fs::read_to_string(&program)
+        .expect("read")
+        .replace("backend: \"local\"", "backend: \"nowhere\"");
+    let bad = write(dir.path(), "bad.ais", &bad);
+    let o = aisc_in(
+        dir.path(),
+        &["run", &bad, "--config", &config, "--arg", "city=Oslo"],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("names backend `nowhere`")
+            && stderr(&o).contains("configured backends: sim, local"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(server.request_count(), 1);
+    let runs = aisc_in(dir.path(), &["runs", "--json"]);
+    assert_eq!(stdout(&runs).lines().count(), 1, "{}", stdout(&runs));
+}

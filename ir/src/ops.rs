@@ -31,6 +31,12 @@ const LLM_ATTRS: &[AttrSpec] = &[
     // Completion or thinking-token budget, honoured by each provider in
     // its own way (`budget:` / `budget_tokens:`).
     opt("budget_tokens", AttrKind::Number),
+    // A configured backend by name (`backend:`), checked at run start;
+    // otherwise the run's backend.
+    opt("backend", AttrKind::Str),
+    // A JSON Schema the reply must satisfy (`schema:`): the op's value is
+    // then the reply's JSON.
+    opt("schema", AttrKind::Json),
 ];
 
 /// Everything the toolchain knows about one opcode.

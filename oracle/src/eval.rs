@@ -496,6 +496,9 @@ struct CallOptions {
     temperature: Option<f64>,
     max_tokens: Option<u32>,
     budget_tokens: Option<u32>,
+    backend: Option<String>,
+    /// `schema:`: the reply must be JSON of this schema, and is the value.
+    schema: Option<serde_json::Value>,
 }
 
 /// A call's arguments in the callee's parameter order: the positional
@@ -556,6 +559,8 @@ fn named_options(named: &[&Expr]) -> CallOptions {
             ("temperature", ExprKind::Number(x)) => o.temperature = Some(*x),
             ("max_tokens", ExprKind::Number(x)) => o.max_tokens = Some(*x as u32),
             ("budget" | "budget_tokens", ExprKind::Number(x)) => o.budget_tokens = Some(*x as u32),
+            ("backend", ExprKind::Str(s)) => o.backend = Some(s.text()),
+            ("schema", ExprKind::Str(s)) => o.schema = serde_json::from_str(&s.text()).ok(),
             _ => {}
         }
     }
@@ -848,8 +853,9 @@ impl<'p> Interpreter<'p> {
             model: options.model,
             temperature: options.temperature,
             max_tokens: options.max_tokens,
-            json_schema: schema_for(kind),
+            json_schema: options.schema.or_else(|| schema_for(kind)),
             budget_tokens: options.budget_tokens,
+            backend: options.backend,
             tools: Vec::new(),
             turns: Vec::new(),
             on_text: None,

@@ -304,6 +304,7 @@ mod tests {
             max_tokens: None,
             json_schema: ais_vm::llm::schema::schema_for(kind),
             budget_tokens: None,
+            backend: None,
             tools: Vec::new(),
             turns: Vec::new(),
             on_text: None,

@@ -22,6 +22,7 @@ pub fn request(kind: LlmOpKind, prompt: &str) -> LlmRequest {
         max_tokens: None,
         json_schema: ais_vm::llm::schema::schema_for(kind),
         budget_tokens: None,
+        backend: None,
         tools: Vec::new(),
         turns: Vec::new(),
         on_text: None,

@@ -514,8 +514,12 @@ pub fn llm_request(agent: &str, instr: &Instr, args: &[Val]) -> Result<LlmReques
         model: attrs.and_then(|a| a.model.clone()),
         temperature: attrs.and_then(|a| a.temperature),
         max_tokens: attrs.and_then(|a| a.max_tokens),
-        json_schema: schema::schema_for(kind),
+        json_schema: attrs
+            .and_then(|a| a.schema.as_deref())
+            .and_then(|j| serde_json::from_str(j).ok())
+            .or_else(|| schema::schema_for(kind)),
         budget_tokens: attrs.and_then(|a| a.budget_tokens),
+        backend: attrs.and_then(|a| a.backend.clone()),
         tools: attrs
             .map(|a| a.tools.iter().map(tool_spec).collect())
             .unwrap_or_default(),

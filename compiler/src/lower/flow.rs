@@ -1368,7 +1368,12 @@ impl<'a> FlowLowerer<'a> {
         let mut attrs = Vec::new();
         for &(name, v) in named {
             let attr = match (name, &v.kind) {
-                ("model" | "system", ExprKind::Str(s)) => Attr::Str(s.text()),
+                ("model" | "system" | "backend", ExprKind::Str(s)) => Attr::Str(s.text()),
+                // The checker has parsed it: a JSON object.
+                ("schema", ExprKind::Str(s)) => match serde_json::from_str(&s.text()) {
+                    Ok(j @ serde_json::Value::Object(_)) => Attr::Json(j),
+                    _ => continue,
+                },
                 ("budget" | "budget_tokens", ExprKind::Number(x)) => {
                     attrs.push(("budget_tokens".to_string(), Attr::Number(*x)));
                     continue;
@@ -1480,6 +1485,12 @@ impl<'a> FlowLowerer<'a> {
                     .collect();
                 attrs.push(("tools".into(), Attr::Json(serde_json::Value::Array(tools))));
             }
+            // `schema:` makes the value the reply's JSON.
+            let ty = if named.iter().any(|(n, _)| *n == "schema") {
+                Type::Json
+            } else {
+                ty
+            };
             return Some(self.ins1(opc, &vs, attrs, ty));
         }
         match kind {

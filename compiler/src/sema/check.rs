@@ -772,6 +772,8 @@ impl<'a> Checker<'a> {
         };
         // After a misfit the count is off; it is not reported again.
         let mut misfit = false;
+        // An LLM op given `schema:` has the reply's JSON as its value.
+        let mut replies_json = false;
         let args: Vec<Expr> = if let Some((name, params)) = &arranged {
             let ps: Vec<&str> = params.iter().map(String::as_str).collect();
             let (ordered, mut misfits) = arguments::by_parameter(&ps, &positional, &named);
@@ -790,6 +792,7 @@ impl<'a> Checker<'a> {
             ordered.into_iter().cloned().collect()
         } else if let (Some(b), ExprKind::Var(id)) = (llm_builtin, &callee.kind) {
             let (operands, options, misfits) = arguments::llm_operands(&positional, &named);
+            replies_json = options.iter().any(|(n, _)| n.name == "schema");
             self.report_misfits(&id.name, &[], misfits);
             self.check_named(b.name, &id.name, &options);
             operands.into_iter().cloned().collect()
@@ -825,7 +828,8 @@ impl<'a> Checker<'a> {
                     return cap.ret;
                 }
                 if let Some(b) = builtins::lookup(&id.name) {
-                    return self.check_builtin(b, &id.name, args, span);
+                    let ty = self.check_builtin(b, &id.name, args, span);
+                    return if replies_json { Ty::Json } else { ty };
                 }
                 if let Some((_, params)) = &arranged {
                     // A built-in tool: its arguments by its schema's
@@ -1041,10 +1045,31 @@ impl<'a> Checker<'a> {
                 suggestion,
                 span: v.span,
             };
-            match n.name.as_str() {
-                "model" | "system" => {
-                    if !matches!(&v.kind, ExprKind::Str(s) if !s.has_holes()) {
-                        self.report(bad("takes a string literal", None));
+            let name = if accepted.contains(&n.name.as_str()) {
+                n.name.as_str()
+            } else {
+                // Reported below as unknown to this op.
+                ""
+            };
+            match name {
+                "model" | "system" | "backend" => {
+                    if !matches!(&v.kind, ExprKind::Str(s) if !s.has_holes() && !s.text().trim().is_empty())
+                    {
+                        self.report(bad("takes a non-empty string literal", None));
+                    }
+                }
+                "schema" => {
+                    let parsed = match &v.kind {
+                        ExprKind::Str(s) if !s.has_holes() => {
+                            serde_json::from_str::<serde_json::Value>(&s.text()).ok()
+                        }
+                        _ => None,
+                    };
+                    if !parsed.as_ref().is_some_and(serde_json::Value::is_object) {
+                        self.report(bad(
+                            "takes a JSON Schema object written as a string literal, e.g. `schema: '{\"type\": \"object\", \"required\": [\"city\"]}'`",
+                            None,
+                        ));
                     }
                 }
                 "temperature" => {
@@ -1095,7 +1120,8 @@ impl<'a> Checker<'a> {
                         None,
                     )),
                 },
-                other => {
+                _ => {
+                    let other = n.name.as_str();
                     let names: Vec<String> = accepted.iter().map(|s| s.to_string()).collect();
                     self.report(SemaError::UnknownNamedArgument {
                         callee: written.to_string(),
@@ -1264,6 +1290,8 @@ pub fn named_arguments(op: &str) -> Option<&'static [&'static str]> {
         "budget",
         "budget_tokens",
         "system",
+        "backend",
+        "schema",
     ];
     const SOLVE: &[&str] = &[
         "prompt",
@@ -1276,10 +1304,28 @@ pub fn named_arguments(op: &str) -> Option<&'static [&'static str]> {
         "budget",
         "budget_tokens",
         "system",
+        "backend",
+    ];
+    // `plan`, `reflect` and `verify` reply in their own schema.
+    const STRUCTURED: &[&str] = &[
+        "prompt",
+        "context",
+        "tools",
+        "max_steps",
+        "model",
+        "temperature",
+        "max_tokens",
+        "budget",
+        "budget_tokens",
+        "system",
+        "backend",
     ];
     let op = ais_ir::Opcode::from_mnemonic(op)?;
     match op.info().llm? {
         ais_ir::LlmKind::Solve => Some(SOLVE),
+        ais_ir::LlmKind::Plan | ais_ir::LlmKind::Reflect | ais_ir::LlmKind::Verify => {
+            Some(STRUCTURED)
+        }
         _ => Some(LLM),
     }
 }

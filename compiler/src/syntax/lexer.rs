@@ -690,6 +690,8 @@ fn decode_string(
     let mut parts = Vec::new();
     let mut text = String::new();
     let mut chars = body.char_indices().peekable();
+    // Literal `{{` seen and not yet closed by a `}}`.
+    let mut doubled_open = 0usize;
     while let Some((i, c)) = chars.next() {
         match c {
             '\\' => {
@@ -748,12 +750,17 @@ fn decode_string(
                     None => {
                         chars.next();
                         text.push('{');
+                        doubled_open += 1;
                     }
                 }
             }
-            '}' if matches!(chars.peek(), Some((_, '}'))) => {
+            // A `}}` closing a literal `{{` is one `}`; any other `}` stays
+            // as written, so JSON with nested objects (`{"a": {"b": 1}}`)
+            // needs no escaping.
+            '}' if doubled_open > 0 && matches!(chars.peek(), Some((_, '}'))) => {
                 chars.next();
                 text.push('}');
+                doubled_open -= 1;
             }
             '{' => match hole_name(&body[i + 1..]) {
                 Some(name) => {
@@ -945,6 +952,22 @@ mod tests {
             .collect();
         // `{{z}}` interpolates like `{z}`; `{{1}}` and a lone `{{` are text.
         assert_eq!(holes, vec![("x", 4..5), ("z", 14..15)]);
+    }
+
+    #[test]
+    fn doubled_close_brace_is_one_brace_only_after_a_doubled_open() {
+        let text = |src: &str| {
+            let (toks, errs) = lex(src);
+            assert!(errs.is_empty(), "{errs:?}");
+            let Tok::Str(s) = &toks[0].1 else { panic!() };
+            s.text()
+        };
+        // JSON with nested objects reads as written.
+        assert_eq!(text(r#"'{"a": {"b": 1}}'"#), r#"{"a": {"b": 1}}"#);
+        // The doubled spelling of a JSON template still closes once.
+        assert_eq!(text(r#""{{\"a\": {\"b\": 1}}}""#), r#"{"a": {"b": 1}}"#);
+        assert_eq!(text(r#""{{\"q\": 1}}""#), r#"{"q": 1}"#);
+        assert_eq!(text(r#""a}}b""#), "a}}b");
     }
 
     #[test]

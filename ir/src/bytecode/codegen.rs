@@ -601,6 +601,12 @@ impl FlowGen<'_> {
                         }
                         Some(_) => return Err(bad("repairs")),
                     },
+                    backend: s("backend").filter(|b| !b.is_empty()),
+                    schema: match attrs.get("schema") {
+                        None => None,
+                        Some(Attr::Json(j @ serde_json::Value::Object(_))) => Some(j.to_string()),
+                        Some(_) => return Err(bad("schema")),
+                    },
                 }))
             }
             ImmKind::Loop => Imm::Loop {

@@ -66,6 +66,12 @@ fn imm_text(p: &Program, imm: &Imm) -> String {
             if let Some(n) = a.budget_tokens {
                 parts.push(format!("budget_tokens = {n}"));
             }
+            if let Some(b) = &a.backend {
+                parts.push(format!("backend = {b:?}"));
+            }
+            if let Some(j) = &a.schema {
+                parts.push(format!("schema = {j}"));
+            }
             if parts.is_empty() {
                 String::new()
             } else {

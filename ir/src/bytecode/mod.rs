@@ -425,6 +425,11 @@ pub struct LlmAttrs {
     pub repairs: Option<u32>,
     /// Completion or thinking-token budget (`budget:`).
     pub budget_tokens: Option<u32>,
+    /// A configured backend by name (`backend:`); `None`: the run's.
+    pub backend: Option<String>,
+    /// JSON Schema the reply must satisfy (`schema:`), as JSON text (the
+    /// artifact encoding stores no free-form JSON values).
+    pub schema: Option<String>,
 }
 
 /// A tool an LLM op offers its model (from its `tools` attribute).
@@ -451,6 +456,20 @@ pub enum EntryError {
 }
 
 impl Program {
+    /// The backends the program's LLM ops name (`backend:`), which a run
+    /// must build before it starts.
+    pub fn named_backends(&self) -> std::collections::BTreeSet<String> {
+        self.flows
+            .iter()
+            .flat_map(|f| &f.regions)
+            .flat_map(|r| &r.ops)
+            .filter_map(|i| match &i.imm {
+                Imm::Llm(a) => a.backend.clone(),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The type of table entry `i` (`json` when out of range, which a
     /// validated program never is).
     pub fn type_of(&self, i: u32) -> Type {

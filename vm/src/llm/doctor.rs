@@ -80,6 +80,7 @@ impl Settings {
             max_tokens: if reasoning { None } else { Some(8) },
             json_schema: None,
             budget_tokens: None,
+            backend: None,
             tools: Vec::new(),
             turns: Vec::new(),
             on_text: None,

@@ -7,9 +7,11 @@
 use crate::config::{list, ConfigError, HeaderValue, Settings};
 use crate::llm::http::{HttpBackend, HttpOptions};
 use crate::llm::record::{RecordingBackend, ReplayBackend};
+use crate::llm::route::Router;
 use crate::llm::secret::Secret;
 use crate::llm::sim::SimBackend;
 use crate::llm::LlmBackend;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Arc;
 
@@ -154,5 +156,45 @@ impl Settings {
             notice,
             simulated,
         })
+    }
+
+    /// The backend a run of a program calls: the run's, or, when the
+    /// program's ops name other configured backends (`backend:`), a
+    /// [`Router`] over the run's and those, each built now so a name that is
+    /// not configured (or lacks its key) fails before any call. Replay
+    /// answers every call from the recording, so it routes nothing.
+    pub fn route(
+        &self,
+        run: &RunBackend,
+        names: &BTreeSet<String>,
+    ) -> Result<Arc<dyn LlmBackend>, ConfigError> {
+        if self.replay.is_some() || names.iter().all(|n| *n == self.backend) {
+            return Ok(run.backend.clone());
+        }
+        let mut named = BTreeMap::new();
+        for n in names.iter().filter(|n| **n != self.backend) {
+            let b = self
+                .build_backend(n)
+                .map_err(|e| match self.config.backend(n) {
+                    Some(_) => e,
+                    None => ConfigError::plain(
+                        format!(
+                            "the program names backend `{n}` (`backend:`), which is not configured"
+                        ),
+                        Some(format!(
+                            "configured backends: {}; add a [[llm_backends]] entry named `{n}`",
+                            list(&self.config.backends)
+                        )),
+                    ),
+                })?;
+            let b: Arc<dyn LlmBackend> = match &self.record {
+                Some(dir) => Arc::new(RecordingBackend::new(b, dir).map_err(|e| {
+                    ConfigError::plain(format!("cannot record to {}: {e}", dir.display()), None)
+                })?),
+                None => b,
+            };
+            named.insert(n.clone(), b);
+        }
+        Ok(Arc::new(Router::new(run.backend.clone(), named)))
     }
 }

@@ -14,6 +14,7 @@ pub mod ollama;
 pub mod openai;
 pub mod prompt;
 pub mod record;
+pub mod route;
 pub mod schema;
 pub mod secret;
 pub mod sim;
@@ -56,6 +57,10 @@ pub struct LlmRequest {
     /// the op's `budget:` argument; each provider honours it its own way.
     #[serde(default)]
     pub budget_tokens: Option<u32>,
+    /// A configured backend by name (the op's `backend:`); `None`: the
+    /// run's backend. Routed by [`route::Router`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<String>,
     /// Tools the model may call (the op's `tools:`), provider-neutral; the
     /// backend sends them in its protocol's native form.
     #[serde(default)]

@@ -237,6 +237,7 @@ mod tests {
             max_tokens: None,
             json_schema: None,
             budget_tokens: None,
+            backend: None,
             tools: Vec::new(),
             turns: Vec::new(),
             on_text: None,
