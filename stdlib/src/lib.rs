@@ -232,37 +232,75 @@ pub struct HostToolFacts {
     /// Calls to one provider are ordered (see [`BuiltinInfo::provider`]).
     pub provider: &'static str,
     pub class: ToolClass,
+    /// Its arguments' names, in the order a call by name takes them by
+    /// position (`store_fact(text, tags, source)`).
+    pub params: &'static [&'static str],
 }
 
 /// The Agent Abstract Machine's tools (`ais_vm::aam`; implemented there
 /// because they need the agent's state): only what the compiler needs to
-/// order their calls, so it need not depend on the VM. The goal tools share
-/// one provider, so `goals_add` then `goals_next` keep their order.
+/// order their calls and to call them by name, so it need not depend on
+/// the VM. The goal tools share one provider, so `goals_add` then
+/// `goals_next` keep their order.
 pub const HOST_TOOLS: &[HostToolFacts] = &[
     HostToolFacts {
         name: "memory_search",
         provider: "aam.memory",
         class: ToolClass::ReadOnly,
+        params: &["query", "limit", "tags"],
+    },
+    // A fact into long-term memory with tags and where it came from,
+    // found again by `memory_search` (the reference's `store_fact`).
+    HostToolFacts {
+        name: "store_fact",
+        provider: "aam.memory",
+        class: ToolClass::Write,
+        params: &["text", "tags", "source"],
     },
     HostToolFacts {
         name: "goals_list",
         provider: "aam.goals",
         class: ToolClass::ReadOnly,
+        params: &["all"],
     },
     HostToolFacts {
         name: "goals_next",
         provider: "aam.goals",
         class: ToolClass::ReadOnly,
+        params: &[],
     },
     HostToolFacts {
         name: "goals_add",
         provider: "aam.goals",
         class: ToolClass::Write,
+        params: &["name", "priority", "description"],
     },
     HostToolFacts {
         name: "goals_complete",
         provider: "aam.goals",
         class: ToolClass::Write,
+        params: &["name"],
+    },
+    // The reference's `update_goal`: add, re-prioritise, complete or drop.
+    HostToolFacts {
+        name: "update_goal",
+        provider: "aam.goals",
+        class: ToolClass::Write,
+        params: &["name", "status", "priority", "description"],
+    },
+    // Named work queues: `enqueue` a job, `claim` the oldest one (the
+    // reference's coordination op). Both change the queue.
+    HostToolFacts {
+        name: "enqueue",
+        provider: "aam.queue",
+        class: ToolClass::Write,
+        params: &["queue", "job"],
+    },
+    HostToolFacts {
+        name: "claim",
+        provider: "aam.queue",
+        class: ToolClass::Write,
+        params: &["queue"],
     },
     // A shell command changes the world: ordered like a write, and denied
     // unless allowed.
@@ -270,12 +308,14 @@ pub const HOST_TOOLS: &[HostToolFacts] = &[
         name: "bash",
         provider: "shell",
         class: ToolClass::Write,
+        params: &["command", "cwd", "timeout_s"],
     },
     // `{"clear": true}` empties the inbox.
     HostToolFacts {
         name: "inbox",
         provider: "aam.inbox",
         class: ToolClass::Write,
+        params: &["clear"],
     },
 ];
 

@@ -624,3 +624,153 @@ fn bash_is_denied_unless_allowed_and_runs_confined_with_limits() {
     let e = inv(&h, "A", "bash", json!({"cmd": "ls"})).unwrap_err();
     assert!(e.code.starts_with("tool."), "{}", e.code);
 }
+
+/// `store_fact` keeps a fact with its tags and source in LTM (one entry per
+/// fact, however often it is stored) and `memory_search` finds it by words
+/// and by tags.
+#[test]
+fn facts_are_stored_with_tags_and_found_by_them() {
+    let h = host("", Confirm::Deny);
+    let a = inv(
+        &h,
+        "A",
+        "store_fact",
+        json!({"text": "Oslo is the capital of Norway", "tags": ["geo"], "source": "atlas"}),
+    )
+    .unwrap();
+    let again = inv(
+        &h,
+        "A",
+        "store_fact",
+        json!({"text": "Oslo is the capital of Norway", "tags": ["geo"], "source": "atlas"}),
+    )
+    .unwrap();
+    assert_eq!(a, again);
+    inv(
+        &h,
+        "A",
+        "store_fact",
+        json!({"text": "The capital of rain is Bergen", "tags": ["weather"]}),
+    )
+    .unwrap();
+    let by_word = inv(&h, "A", "memory_search", json!({"query": "capital"})).unwrap();
+    assert_eq!(by_word.as_array().unwrap().len(), 2, "{by_word}");
+    let by_tag = inv(
+        &h,
+        "A",
+        "memory_search",
+        json!({"query": "capital", "tags": ["geo"]}),
+    )
+    .unwrap();
+    assert_eq!(by_tag.as_array().unwrap().len(), 1, "{by_tag}");
+    assert_eq!(by_tag[0]["value"]["source"], "atlas");
+    let tag_only = inv(
+        &h,
+        "A",
+        "memory_search",
+        json!({"query": "", "tags": ["weather"]}),
+    )
+    .unwrap();
+    assert_eq!(
+        tag_only[0]["value"]["text"],
+        "The capital of rain is Bergen"
+    );
+    // Another agent's facts are its own.
+    let other = inv(&h, "B", "memory_search", json!({"query": "capital"})).unwrap();
+    assert_eq!(other, json!([]));
+    // A fact needs text.
+    let e = inv(&h, "A", "store_fact", json!({"tags": ["x"]})).unwrap_err();
+    assert_eq!(e.code, "tool.invalid_args", "{e:?}");
+}
+
+/// `update_goal` adds, re-prioritises, completes and drops goals.
+#[test]
+fn update_goal_changes_the_goal_queue() {
+    let h = host("", Confirm::Deny);
+    inv(&h, "A", "goals_add", json!({"name": "ship", "priority": 2})).unwrap();
+    let g = inv(&h, "A", "update_goal", json!({"name": "triage"})).unwrap();
+    assert_eq!(
+        (g["priority"].as_i64(), g["status"].as_str()),
+        (Some(3), Some("active"))
+    );
+    inv(
+        &h,
+        "A",
+        "update_goal",
+        json!({"name": "triage", "priority": 1}),
+    )
+    .unwrap();
+    assert_eq!(
+        inv(&h, "A", "goals_next", json!({})).unwrap()["name"],
+        "triage"
+    );
+    inv(
+        &h,
+        "A",
+        "update_goal",
+        json!({"name": "triage", "status": "done"}),
+    )
+    .unwrap();
+    assert_eq!(
+        inv(&h, "A", "goals_next", json!({})).unwrap()["name"],
+        "ship"
+    );
+    let dropped = inv(
+        &h,
+        "A",
+        "update_goal",
+        json!({"name": "ship", "status": "dropped"}),
+    )
+    .unwrap();
+    assert_eq!(dropped["status"], "dropped");
+    assert_eq!(inv(&h, "A", "goals_next", json!({})).unwrap(), Json::Null);
+    let e = inv(
+        &h,
+        "A",
+        "update_goal",
+        json!({"name": "ship", "status": "dropped"}),
+    )
+    .unwrap_err();
+    assert_eq!(e.code, "goal.unknown");
+    let e = inv(
+        &h,
+        "A",
+        "update_goal",
+        json!({"name": "x", "status": "paused"}),
+    )
+    .unwrap_err();
+    assert_eq!(e.code, "tool.invalid_args", "{e:?}");
+}
+
+/// Jobs put on a named queue are claimed once each, oldest first, also by
+/// a second host on the same memory directory (another run).
+#[test]
+fn queued_jobs_are_claimed_once_across_hosts() {
+    let d = tempfile::tempdir().unwrap();
+    let open = || {
+        AamHost::open(AamOptions {
+            storage: Storage::Dir(d.path().to_path_buf()),
+            config: AamConfig::default(),
+            confirm: Confirm::Deny,
+            console: None,
+        })
+        .unwrap()
+    };
+    let producer = open();
+    for n in 0..4 {
+        inv(
+            &producer,
+            "P",
+            "enqueue",
+            json!({"queue": "work", "job": {"n": n}}),
+        )
+        .unwrap();
+    }
+    let consumer = open();
+    let mut seen = Vec::new();
+    for h in [&producer, &consumer, &consumer, &producer, &consumer] {
+        let j = inv(h, "W", "claim", json!({"queue": "work"})).unwrap();
+        seen.push(j.get("job").and_then(|j| j.get("n")).and_then(Json::as_i64));
+    }
+    assert_eq!(seen, vec![Some(0), Some(1), Some(2), Some(3), None]);
+}

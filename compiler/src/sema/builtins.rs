@@ -305,6 +305,9 @@ pub fn builtin_tool_params(name: &str) -> Option<Vec<String>> {
 /// A built-in tool's parameters (see [`builtin_tool_params`]) and whether
 /// its schema takes other names too (no `additionalProperties: false`).
 pub fn builtin_tool_schema(name: &str) -> Option<(Vec<String>, bool)> {
+    if let Some(h) = ais_stdlib::HOST_TOOLS.iter().find(|h| h.name == name) {
+        return Some((h.params.iter().map(|p| p.to_string()).collect(), false));
+    }
     let b = ais_stdlib::builtins()
         .into_iter()
         .find(|b| b.name == name)?;

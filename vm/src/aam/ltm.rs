@@ -14,7 +14,7 @@ use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// One stored entry.
 #[derive(Clone, Debug, PartialEq)]
@@ -98,7 +98,7 @@ impl Ltm {
         Ok(ltm)
     }
 
-    fn conn(&self) -> MutexGuard<'_, Connection> {
+    pub(super) fn conn(&self) -> MutexGuard<'_, Connection> {
         self.conn.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -157,6 +157,13 @@ impl Ltm {
             tx.execute_batch(super::episodic::SCHEMA)
                 .map_err(|e| db_err("migration", e))?;
             tx.execute_batch("PRAGMA user_version = 2;")
+                .map_err(|e| db_err("migration", e))?;
+        }
+        if v < 3 {
+            // Named work queues (`super::queue`), in the same store.
+            tx.execute_batch(super::queue::SCHEMA)
+                .map_err(|e| db_err("migration", e))?;
+            tx.execute_batch("PRAGMA user_version = 3;")
                 .map_err(|e| db_err("migration", e))?;
         }
         tx.commit().map_err(|e| db_err("migration commit", e))

@@ -23,10 +23,14 @@
 /// them does not warn W0003.
 pub const AAM_TOOL_NAMES: &[&str] = &[
     "memory_search",
+    "store_fact",
     "goals_list",
     "goals_next",
     "goals_add",
     "goals_complete",
+    "update_goal",
+    "enqueue",
+    "claim",
     "inbox",
     "bash",
 ];
@@ -37,6 +41,7 @@ pub mod inspect;
 pub mod ltm;
 pub mod mcp;
 pub mod messaging;
+pub mod queue;
 pub mod shell;
 pub mod stm;
 pub mod tools;
@@ -435,8 +440,46 @@ impl AamHost {
             Kind::MemorySearch,
             "Keyword search over the agent's long-term memory, best match first: [{key, value, score}]",
             json!({"type": "object", "required": ["query"], "properties": {
-                "query": {"type": "string"}, "limit": {"type": "integer"}}}),
+                "query": {"type": "string"}, "limit": {"type": "integer"},
+                "tags": {"type": "array", "items": {"type": "string"}}}}),
             Origin::BuiltinReadOnly,
+        ));
+        self.add_tool(aam(
+            "store_fact",
+            Kind::StoreFact,
+            "Store a fact in the agent's long-term memory with tags and its source: {text, tags?, source?} -> {key}; memory_search finds it",
+            json!({"type": "object", "required": ["text"], "properties": {
+                "text": {"type": "string", "minLength": 1},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "source": {"type": "string"}}}),
+            Origin::Aam,
+        ));
+        self.add_tool(aam(
+            "update_goal",
+            Kind::Goals("update"),
+            "Add or change a goal: {name, status? (active|done|dropped), priority?, description?} -> the goal",
+            json!({"type": "object", "required": ["name"], "properties": {
+                "name": {"type": "string", "minLength": 1},
+                "status": {"enum": ["active", "done", "dropped"]},
+                "priority": {"type": "integer"},
+                "description": {"type": "string"}}}),
+            Origin::Aam,
+        ));
+        self.add_tool(aam(
+            "enqueue",
+            Kind::Queue("enqueue"),
+            "Append a job to a named work queue: {queue, job} -> {queue, id, pending}",
+            json!({"type": "object", "required": ["queue", "job"], "properties": {
+                "queue": {"type": "string", "minLength": 1}, "job": {}}}),
+            Origin::Aam,
+        ));
+        self.add_tool(aam(
+            "claim",
+            Kind::Queue("claim"),
+            "Take the oldest unclaimed job of a named work queue: {queue} -> {queue, id, job}, or null when it is empty",
+            json!({"type": "object", "required": ["queue"], "properties": {
+                "queue": {"type": "string", "minLength": 1}}}),
+            Origin::Aam,
         ));
         let obj = json!({"type": ["object", "null", "array"]});
         self.add_tool(aam(
@@ -1115,12 +1158,59 @@ impl AamHost {
                     .get("limit")
                     .and_then(Json::as_u64)
                     .map_or(10, |l| usize::try_from(l).unwrap_or(usize::MAX));
-                let hits = self.ltm.search_ranked(Some(agent), LTM_NS, q, limit)?;
+                // Only entries carrying every tag asked for (facts stored
+                // with `store_fact`); the search then keeps `limit` of them.
+                let tags: Vec<&str> = args
+                    .get("tags")
+                    .and_then(Json::as_array)
+                    .map(|a| a.iter().filter_map(Json::as_str).collect())
+                    .unwrap_or_default();
+                let has_tags = |v: &Json| {
+                    let of = v.get("tags").and_then(Json::as_array);
+                    tags.iter()
+                        .all(|t| of.is_some_and(|a| a.iter().any(|x| x == t)))
+                };
+                let wide = if tags.is_empty() { limit } else { usize::MAX };
+                let hits = if q.trim().is_empty() && !tags.is_empty() {
+                    // Tags alone: every tagged entry, newest first.
+                    let mut all = self.ltm.all(agent, LTM_NS)?;
+                    all.reverse();
+                    all.into_iter().map(|e| (e, 0.0)).collect()
+                } else {
+                    self.ltm.search_ranked(Some(agent), LTM_NS, q, wide)?
+                };
                 Ok(Json::Array(
                     hits.into_iter()
+                        .filter(|(e, _)| has_tags(&e.value))
+                        .take(limit)
                         .map(|(e, s)| json!({"key": e.key, "value": e.value, "score": s}))
                         .collect(),
                 ))
+            }
+            Kind::StoreFact => {
+                let text = args.get("text").and_then(Json::as_str).unwrap_or("");
+                let tags = args.get("tags").cloned().unwrap_or_else(|| json!([]));
+                let source = args.get("source").cloned().unwrap_or(Json::Null);
+                // The same fact stored twice is one entry (its key is its
+                // content), so a resumed or repeated run does not duplicate it.
+                let key = format!(
+                    "fact:{}",
+                    &crate::journal::input_hash(&[crate::value::Val::str(text)])[..16]
+                );
+                let value = json!({"text": text, "tags": tags, "source": source});
+                self.ltm.put(agent, LTM_NS, &key, &value, None)?;
+                Ok(json!({"key": key}))
+            }
+            Kind::Queue(op) => {
+                let queue = args.get("queue").and_then(Json::as_str).unwrap_or("");
+                let by = format!("{}/{agent}", self.run_id);
+                match *op {
+                    "enqueue" => {
+                        self.ltm
+                            .enqueue(queue, args.get("job").unwrap_or(&Json::Null), &by)
+                    }
+                    _ => self.ltm.claim(queue, &by),
+                }
             }
             Kind::Goals(op) => self.goal_op(agent, op, args),
             Kind::Inbox => {
@@ -1199,6 +1289,52 @@ impl AamHost {
                 let out = g.to_json();
                 gs.push(g);
                 Ok(out)
+            }
+            "update" => {
+                let name = name.unwrap_or_default().to_string();
+                let status = args
+                    .get("status")
+                    .and_then(Json::as_str)
+                    .unwrap_or("active");
+                let priority = args.get("priority").and_then(Json::as_i64);
+                let description = args.get("description").and_then(Json::as_str);
+                let found = gs.iter().position(|g| g.name == name && !g.done);
+                if status == "dropped" {
+                    return match found {
+                        Some(i) => {
+                            let g = gs.remove(i);
+                            Ok(json!({"name": g.name, "status": "dropped"}))
+                        }
+                        None => Err(HostError::new(
+                            "goal.unknown",
+                            format!("agent `{agent}` has no active goal `{name}`"),
+                        )
+                        .with_payload(json!({"agent": agent, "goal": name}))),
+                    };
+                }
+                let i = match found {
+                    Some(i) => i,
+                    None => {
+                        let next = gs.iter().filter(|g| !g.done).map(|g| g.priority).max();
+                        gs.push(Goal {
+                            name,
+                            priority: next.map_or(1, |p| p + 1),
+                            description: String::new(),
+                            done: false,
+                            order: self.goal_order.fetch_add(1, Ordering::Relaxed),
+                        });
+                        gs.len() - 1
+                    }
+                };
+                let g = &mut gs[i];
+                if let Some(p) = priority {
+                    g.priority = p;
+                }
+                if let Some(d) = description {
+                    g.description = d.to_string();
+                }
+                g.done = status == "done";
+                Ok(g.to_json())
             }
             "complete" => {
                 let name = name.unwrap_or_default();

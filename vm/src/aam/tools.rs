@@ -56,7 +56,11 @@ impl Origin {
 pub enum Kind {
     Builtin,
     MemorySearch,
+    /// `store_fact`: a tagged fact into LTM.
+    StoreFact,
     Goals(&'static str),
+    /// `enqueue` / `claim` on a named work queue (`super::queue`).
+    Queue(&'static str),
     Inbox,
     /// `bash` (`super::shell`).
     Shell,

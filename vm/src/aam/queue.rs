@@ -1,0 +1,101 @@
+//! Named work queues (`enqueue` and `claim`, the reference's coordination
+//! op): jobs in the memory database, taken first in, first out. A claim is
+//! one transaction, so two runs sharing a memory directory never take the
+//! same job. The PostgreSQL store (docs/scale-out.md) shares them across
+//! machines.
+
+use super::ltm::{db_err, Ltm};
+use crate::host::HostError;
+use rusqlite::{params, OptionalExtension};
+use serde_json::{json, Value as Json};
+
+/// Created by the LTM migration to schema version 3.
+pub(super) const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS queue_jobs (
+        id INTEGER PRIMARY KEY,
+        queue TEXT NOT NULL,
+        job TEXT NOT NULL,
+        enqueued_by TEXT NOT NULL,
+        enqueued_ms INTEGER NOT NULL,
+        claimed_by TEXT,
+        claimed_ms INTEGER
+    );
+    CREATE INDEX IF NOT EXISTS queue_jobs_open ON queue_jobs (queue, claimed_by, id);";
+
+fn now_ms() -> i64 {
+    i64::try_from(ais_stdlib::time::unix_ms()).unwrap_or(i64::MAX)
+}
+
+impl Ltm {
+    /// Appends `job` to `queue`; `{queue, id, pending}` (jobs not claimed yet).
+    pub fn enqueue(&self, queue: &str, job: &Json, by: &str) -> Result<Json, HostError> {
+        let text = serde_json::to_string(job)
+            .map_err(|e| HostError::new("memory.encode", e.to_string()))?;
+        let mut c = self.conn();
+        let tx = c
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(|e| db_err("enqueue", e))?;
+        tx.execute(
+            "INSERT INTO queue_jobs (queue, job, enqueued_by, enqueued_ms) VALUES (?1, ?2, ?3, ?4)",
+            params![queue, text, by, now_ms()],
+        )
+        .map_err(|e| db_err("enqueue", e))?;
+        let id = tx.last_insert_rowid();
+        let pending: i64 = tx
+            .query_row(
+                "SELECT COUNT(*) FROM queue_jobs WHERE queue = ?1 AND claimed_by IS NULL",
+                params![queue],
+                |r| r.get(0),
+            )
+            .map_err(|e| db_err("enqueue", e))?;
+        tx.commit().map_err(|e| db_err("enqueue", e))?;
+        Ok(json!({"queue": queue, "id": id, "pending": pending}))
+    }
+
+    /// Takes the oldest unclaimed job of `queue` for `by`: `{queue, id,
+    /// job}`, or `null` when the queue is empty.
+    pub fn claim(&self, queue: &str, by: &str) -> Result<Json, HostError> {
+        let mut c = self.conn();
+        let tx = c
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(|e| db_err("claim", e))?;
+        let next: Option<(i64, String)> = tx
+            .query_row(
+                "SELECT id, job FROM queue_jobs WHERE queue = ?1 AND claimed_by IS NULL
+                 ORDER BY id LIMIT 1",
+                params![queue],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(|e| db_err("claim", e))?;
+        let Some((id, job)) = next else {
+            return Ok(Json::Null);
+        };
+        tx.execute(
+            "UPDATE queue_jobs SET claimed_by = ?1, claimed_ms = ?2 WHERE id = ?3",
+            params![by, now_ms(), id],
+        )
+        .map_err(|e| db_err("claim", e))?;
+        tx.commit().map_err(|e| db_err("claim", e))?;
+        let job = serde_json::from_str(&job).unwrap_or(Json::String(job));
+        Ok(json!({"queue": queue, "id": id, "job": job}))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jobs_are_claimed_once_in_order() {
+        let ltm = Ltm::open(None).expect("open");
+        assert_eq!(ltm.claim("q", "r1").expect("claim"), Json::Null);
+        ltm.enqueue("q", &json!("a"), "r0").expect("enqueue");
+        let second = ltm.enqueue("q", &json!({"n": 2}), "r0").expect("enqueue");
+        assert_eq!(second["pending"], 2);
+        ltm.enqueue("other", &json!("x"), "r0").expect("enqueue");
+        assert_eq!(ltm.claim("q", "r1").expect("claim")["job"], "a");
+        assert_eq!(ltm.claim("q", "r2").expect("claim")["job"], json!({"n": 2}));
+        assert_eq!(ltm.claim("q", "r3").expect("claim"), Json::Null);
+        assert_eq!(ltm.claim("other", "r3").expect("claim")["job"], "x");
+    }
+}
