@@ -624,6 +624,34 @@ impl<'p> Interpreter<'p> {
         Ok(out)
     }
 
+    /// The reply flow of agent `to`: its flow `communicate`, else `main`,
+    /// when every parameter can be given from a message (one parameter: the
+    /// message, unless named `sender`/`from` or `protocol`; several: each
+    /// named `message`/`content`/`msg`, `sender`/`from` or `protocol`).
+    fn reply_flow(&self, to: &str) -> Option<(&'p Agent, &'p Flow, Vec<&'static str>)> {
+        let agent = self.agents.iter().find(|a| a.name.name == to)?;
+        let role = |name: &str, only: bool| match name {
+            "sender" | "from" => Some("sender"),
+            "protocol" => Some("protocol"),
+            "message" | "content" | "msg" => Some("message"),
+            _ if only => Some("message"),
+            _ => None,
+        };
+        ["communicate", "main"].iter().find_map(|wanted| {
+            let flow = agent.members.iter().find_map(|m| match m {
+                Member::Flow(f) if f.name.name == *wanted => Some(f),
+                _ => None,
+            })?;
+            let only = flow.params.len() == 1;
+            let wants: Option<Vec<&'static str>> = flow
+                .params
+                .iter()
+                .map(|p| role(&p.name.name, only))
+                .collect();
+            Some((agent, flow, wants?))
+        })
+    }
+
     fn call_named_flow(&mut self, agent: &'p Agent, name: &str, args: Vec<Json>) -> Eval<Json> {
         let flow = agent.members.iter().find_map(|m| match m {
             Member::Flow(f) if f.name.name == name => Some(f),
@@ -744,8 +772,35 @@ impl<'p> Interpreter<'p> {
                 Ok(Json::Null)
             }
             "communicate" | "talk" => {
-                let values = self.args(frame, args)?;
+                let ordered = in_parameter_order(&["recipient", "message", "protocol"], args);
+                let mut values = Vec::with_capacity(ordered.len());
+                for a in &ordered {
+                    values.push(self.eval(frame, a)?);
+                }
                 let to = values.first().map(text).unwrap_or_default();
+                // Request and reply (docs/language.md, `communicate`): a
+                // literal recipient other than the sender with a reply flow
+                // runs it and answers with its result.
+                let literal = matches!(ordered.first().map(|a| &a.kind), Some(ExprKind::Str(s)) if !s.has_holes());
+                if literal && to != agent_name {
+                    if let Some((recipient, flow, wants)) = self.reply_flow(&to) {
+                        let call_args = wants
+                            .iter()
+                            .map(|w| match *w {
+                                "message" => values
+                                    .get(1)
+                                    .cloned()
+                                    .unwrap_or(Json::String(String::new())),
+                                "sender" => Json::String(agent_name.to_string()),
+                                _ => values
+                                    .get(2)
+                                    .cloned()
+                                    .unwrap_or(Json::String("message".into())),
+                            })
+                            .collect();
+                        return Ok(self.call_flow(recipient, flow, call_args)?);
+                    }
+                }
                 let body = values.get(1).cloned().unwrap_or(Json::Null);
                 let protocol = values.get(2).map(text).unwrap_or_default();
                 self.world

@@ -261,6 +261,21 @@ impl Scanner<'_> {
                         } else if self.agent.capabilities.contains_key(&id.name) {
                             out.chains
                                 .extend(tool_access(self.agent, self.providers, &id.name).chains());
+                        } else if let Some((recipient, sig)) = builtins::lookup(&id.name)
+                            .filter(|b| b.kind == builtins::BuiltinKind::Communicate)
+                            .and_then(|_| crate::sema::reply::literal_recipient(args))
+                            .and_then(|r| {
+                                let sig = crate::sema::reply::reply_flow(
+                                    self.index,
+                                    &self.agent.name,
+                                    &r,
+                                )?
+                                .0;
+                                Some((r, sig))
+                            })
+                        {
+                            // Request and reply: a call of the reply flow.
+                            out.calls.insert((recipient, sig.name.clone()));
                         } else if let Some(b) = builtins::lookup(&id.name) {
                             // The op the built-in lowers to (of the same
                             // name) says which chain it is ordered on.

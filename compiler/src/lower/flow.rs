@@ -15,6 +15,7 @@ use super::effects::{tool_access, Chain, Providers, Scan, Scanner, Summaries, To
 use super::ty_to_ir;
 use crate::sema::builtins::{self, BuiltinKind};
 use crate::sema::index::AgentInfo;
+use crate::sema::reply::ReplyArg;
 use crate::sema::{resolve_tier, ProgramIndex, Ty};
 use crate::syntax::ast::*;
 use crate::syntax::lexer::{StrLit, StrPart};
@@ -1208,6 +1209,11 @@ impl<'a> FlowLowerer<'a> {
                     return Some(self.inv(&id.name, obj, ret));
                 }
                 if let Some(b) = builtins::lookup(&id.name) {
+                    // Built-ins with parameter names take them in that order.
+                    if let Some(ps) = builtins::param_names(b.kind) {
+                        let args = in_order(ps);
+                        return self.builtin(b.kind, &args, span);
+                    }
                     return self.builtin(b.kind, all_args, span);
                 }
                 // A built-in tool called by name: an object of its
@@ -1604,6 +1610,45 @@ impl<'a> FlowLowerer<'a> {
                 Some(v)
             }
             K::Communicate => {
+                // To an agent with a reply flow: a call of that flow, whose
+                // answer is the value (`sema::reply`).
+                if let Some(ExprKind::Str(to)) = args.first().map(|a| &a.kind) {
+                    let index = self.ctx.index;
+                    if let (false, Some((sig, wants))) = (
+                        to.has_holes(),
+                        crate::sema::reply::reply_flow(index, &self.ctx.agent.name, &to.text()),
+                    ) {
+                        let lit = |text: &str| Expr {
+                            kind: ExprKind::Str(crate::syntax::lexer::StrLit {
+                                parts: vec![crate::syntax::lexer::StrPart::Text(text.into())],
+                                span,
+                            }),
+                            span,
+                        };
+                        let call_args: Vec<Expr> = wants
+                            .iter()
+                            .map(|w| match w {
+                                ReplyArg::Message => {
+                                    args.get(1).cloned().unwrap_or_else(|| lit(""))
+                                }
+                                ReplyArg::Sender => lit(&self.ctx.agent.name),
+                                ReplyArg::Protocol => {
+                                    args.get(2).cloned().unwrap_or_else(|| lit("message"))
+                                }
+                            })
+                            .collect();
+                        let params: Vec<Type> =
+                            sig.params.iter().map(|p| ty_to_ir(&p.ty)).collect();
+                        let ret = ir_result(&sig.ret);
+                        let (agent, flow) = (to.text(), sig.name.clone());
+                        return match self.flow_call(&agent, &flow, &params, ret, &call_args, span) {
+                            Some(v) => Some(v),
+                            None => Some(
+                                self.const_attr(Attr::Json(serde_json::Value::Null), Type::Null),
+                            ),
+                        };
+                    }
+                }
                 let mut vs: Vec<Value> = args.iter().map(|a| self.value(a)).collect();
                 self.span = span;
                 if vs.len() < 3 {
@@ -1613,7 +1658,8 @@ impl<'a> FlowLowerer<'a> {
                 vs.extend(self.write_after(&[Chain::Io]));
                 let t = self.ins1(Opcode::Communicate, &vs, vec![], Type::Ord);
                 self.record_write(&[Chain::Io], t);
-                None
+                // Fire-and-forget: no reply.
+                Some(self.const_attr(Attr::Json(serde_json::Value::Null), Type::Null))
             }
             _ => None,
         }

@@ -227,8 +227,8 @@ pub static BUILTINS: &[Builtin] = &[
         min_args: 2,
         max_args: Some(3),
         roles: &[Value, Value, Value],
-        result: || Ty::Void,
-        summary: "send a message to another agent: recipient, message[, protocol]",
+        result: || Ty::Json,
+        summary: "send a message to another agent: recipient, message[, protocol]; its reply flow's answer, or null (fire-and-forget)",
     },
     Builtin {
         kind: K::Guard,
@@ -251,6 +251,17 @@ pub static BUILTINS: &[Builtin] = &[
         summary: "stop the run until a person answers the message; the answer is the value (`aisc resume RUN --input VALUE`)",
     },
 ];
+
+/// Parameter names of the built-ins that take their arguments by name too
+/// (`communicate(recipient: "Peer", message: m, protocol: "http")`).
+pub fn param_names(kind: BuiltinKind) -> Option<&'static [&'static str]> {
+    match kind {
+        BuiltinKind::Communicate => Some(&["recipient", "message", "protocol"]),
+        BuiltinKind::Guard => Some(&["condition", "message"]),
+        BuiltinKind::Pause => Some(&["message"]),
+        _ => None,
+    }
+}
 
 pub fn lookup(name: &str) -> Option<&'static Builtin> {
     BUILTINS

@@ -746,11 +746,12 @@ impl<'a> Checker<'a> {
                     Some((id.name.clone(), params_of(&sig.params)))
                 } else if let Some(c) = self.agent.capabilities.get(&id.name) {
                     Some((id.name.clone(), params_of(&c.params)))
-                } else if builtins::lookup(&id.name).is_none() {
+                } else if let Some(b) = builtins::lookup(&id.name) {
+                    builtins::param_names(b.kind)
+                        .map(|ps| (id.name.clone(), ps.iter().map(|p| p.to_string()).collect()))
+                } else {
                     // A built-in tool called by name (the reference's style).
                     builtins::builtin_tool_params(&id.name).map(|ps| (id.name.clone(), ps))
-                } else {
-                    None
                 }
             }
             ExprKind::Member(target, flow) => match &target.kind {
@@ -829,6 +830,18 @@ impl<'a> Checker<'a> {
                 }
                 if let Some(b) = builtins::lookup(&id.name) {
                     let ty = self.check_builtin(b, &id.name, args, span);
+                    if b.kind == builtins::BuiltinKind::Communicate {
+                        // Request and reply: the recipient's reply flow's answer.
+                        let replied = match args.first().map(|a| &a.kind) {
+                            Some(ExprKind::Str(s)) if !s.has_holes() => {
+                                super::reply::reply_flow(self.index, &self.agent.name, &s.text())
+                                    .map(|(sig, _)| sig.ret.clone())
+                                    .filter(|t| !t.is_void())
+                            }
+                            _ => None,
+                        };
+                        return replied.unwrap_or(ty);
+                    }
                     return if replies_json { Ty::Json } else { ty };
                 }
                 if let Some((_, params)) = &arranged {

@@ -6,6 +6,7 @@ pub mod builtins;
 mod check;
 pub mod errors;
 pub mod index;
+pub mod reply;
 pub mod types;
 
 pub use check::{closest, literal_key, named_arguments, resolve_tier, Resolutions};
