@@ -459,7 +459,11 @@ pub fn prepare_run(
             .unwrap_or(ais_vm::scheduler::limits::DEFAULT_MAX_VALUE_BYTES),
         ..RunOptions::default()
     };
-    let host = super::aam::open_host(&run.memory, setup.aam.clone(), edge.confirm, edge.console)
+    let mut aam = setup.aam.clone();
+    // On the simulator, web search is simulated too (labelled), unless a
+    // provider is configured.
+    aam.simulate_search = setup.llm.simulated;
+    let host = super::aam::open_host(&run.memory, aam, edge.confirm, edge.console)
         .map(Arc::new)
         .map_err(SetupError::Other)?;
     host.load_program(&loaded.program);

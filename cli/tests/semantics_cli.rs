@@ -1014,3 +1014,101 @@ fn named_backend_routes_one_op_and_schema_makes_the_value_json() {
     let runs = aisc_in(dir.path(), &["runs", "--json"]);
     assert_eq!(stdout(&runs).lines().count(), 1, "{}", stdout(&runs));
 }
+
+/// `search` / `search_web` go to the configured SearXNG-compatible
+/// provider (network tools need an allow); with no provider, a run on a real
+/// backend gets `search.unconfigured`, a run on the simulator labelled
+/// simulated results.
+#[test]
+fn web_search_uses_the_configured_provider_or_says_none_is_configured() {
+    use ais_testkit::mock::{MockReply, MockServer};
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let provider = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let provider_url = format!("http://{}", provider.local_addr().expect("addr"));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        if let Ok((mut s, _)) = provider.accept() {
+            let mut buf = [0u8; 4096];
+            let n = s.read(&mut buf).unwrap_or(0);
+            let _ = tx.send(String::from_utf8_lossy(&buf[..n]).into_owned());
+            let body = r#"{"results": [{"title": "Cells", "url": "https://x/cells", "content": "solid electrolytes"}]}"#;
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    let program = write(
+        dir.path(),
+        "p.ais",
+        "agent R {\n    flow main(topic: str) -> json {\n        return search_web(\"{topic} news\")\n    }\n}\n",
+    );
+    let config = write(
+        dir.path(),
+        "config.toml",
+        &format!(
+            "default_backend = \"sim\"\n[[llm_backends]]\nname = \"sim\"\nprotocol = \"sim\"\n\
+             [tools.search]\nurl = \"{provider_url}\"\n[access.allow]\nR = [\"search_web\"]\n"
+        ),
+    );
+    let o = aisc_in(
+        dir.path(),
+        &[
+            "run",
+            &program,
+            "--config",
+            &config,
+            "--arg",
+            "topic=battery",
+            "-q",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("json");
+    assert_eq!(v[0]["snippet"], "solid electrolytes");
+    let req = rx.recv().expect("request");
+    assert!(
+        req.starts_with("GET /search?q=battery%20news&format=json"),
+        "{req}"
+    );
+
+    // A real backend and no provider: a coded error naming the config key.
+    let server = MockServer::start().expect("mock");
+    server.push(MockReply::Content("unused".into()));
+    let config = mock_config(
+        dir.path(),
+        &server,
+        "[access.allow]\nR = [\"search_web\"]\n",
+    );
+    let o = aisc_in(
+        dir.path(),
+        &[
+            "run",
+            &program,
+            "--config",
+            &config,
+            "--arg",
+            "topic=battery",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("search.unconfigured") && stderr(&o).contains("[tools.search]"),
+        "{}",
+        stderr(&o)
+    );
+
+    // The simulator with no provider: labelled simulated results, no allow needed.
+    let o = aisc_in(
+        dir.path(),
+        &["run", &program, "--arg", "topic=battery", "-q"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("[simulated search] battery news"),
+        "{}",
+        stdout(&o)
+    );
+}

@@ -19,6 +19,22 @@ fn is_loopback(url: &str) -> bool {
     host == "localhost" || host == "::1" || host.starts_with("127.")
 }
 
+/// A client for `url`: statuses are values, one timeout for the whole
+/// exchange, no proxy for loopback.
+pub(crate) fn agent_for(url: &str, timeout: Duration) -> ureq::Agent {
+    let mut builder = ureq::Agent::config_builder();
+    if is_loopback(url) {
+        builder = builder.proxy(None);
+    }
+    ureq::Agent::new_with_config(
+        builder
+            .http_status_as_error(false)
+            .timeout_global(Some(timeout))
+            .user_agent(concat!("apxm-ais/", env!("CARGO_PKG_VERSION")))
+            .build(),
+    )
+}
+
 pub fn http_get(args: &Json, settings: &Settings) -> Result<Json, ToolError> {
     let url = match args {
         Json::String(s) => s.as_str(),
@@ -35,18 +51,7 @@ pub fn http_get(args: &Json, settings: &Settings) -> Result<Json, ToolError> {
         .and_then(Json::as_f64)
         .filter(|t| t.is_finite() && *t > 0.0)
         .map_or(settings.http_timeout, Duration::from_secs_f64);
-    let mut builder = ureq::Agent::config_builder();
-    if is_loopback(url) {
-        builder = builder.proxy(None);
-    }
-    let agent = ureq::Agent::new_with_config(
-        builder
-            .http_status_as_error(false)
-            .timeout_global(Some(timeout))
-            .user_agent(concat!("apxm-ais/", env!("CARGO_PKG_VERSION")))
-            .build(),
-    );
-    let mut req = agent.get(url);
+    let mut req = agent_for(url, timeout).get(url);
     if let Some(Json::Object(h)) = args.get("headers") {
         for (k, v) in h {
             let v = match v {

@@ -16,8 +16,9 @@
 //! | `calculator` | read-only | `{expression}` | a number |
 //! | `now` | read-only | `{}` | RFC 3339 UTC timestamp |
 //! | `echo` | read-only | any JSON | its arguments, unchanged |
+//! | `search` | network | `{query, limit?}` | `[{title, url, snippet}]` from the configured provider |
 //!
-//! `read` and `write` are other names of `read_file` and `write_file`
+//! `read`, `write` and `search_web` are other names of `read_file`, `write_file` and `search`
 //! ([`ALIASES`]). The shell tool `bash` is the AAM's (`ais_vm::aam::shell`).
 
 pub mod calc;
@@ -25,6 +26,7 @@ pub mod fs;
 #[cfg(feature = "http")]
 pub mod http;
 pub mod jsonpath;
+pub mod search;
 pub mod time;
 
 use serde_json::{json, Value as Json};
@@ -96,6 +98,8 @@ pub struct Settings {
     pub http_timeout: std::time::Duration,
     /// Largest body `http_get` and `read_file` return.
     pub max_bytes: u64,
+    /// Where `search` / `search_web` go.
+    pub search: search::SearchProvider,
 }
 
 impl Default for Settings {
@@ -104,13 +108,18 @@ impl Default for Settings {
             workspace: std::path::PathBuf::from("."),
             http_timeout: std::time::Duration::from_secs(30),
             max_bytes: 10 * 1024 * 1024,
+            search: search::SearchProvider::None,
         }
     }
 }
 
 /// Other names of built-in tools (the reference's spellings): same
 /// arguments, class and provider.
-pub const ALIASES: &[(&str, &str)] = &[("read", "read_file"), ("write", "write_file")];
+pub const ALIASES: &[(&str, &str)] = &[
+    ("read", "read_file"),
+    ("write", "write_file"),
+    ("search_web", "search"),
+];
 
 /// The built-in tools implemented in this crate, aliases included.
 pub fn builtins() -> Vec<BuiltinInfo> {
@@ -147,6 +156,21 @@ fn primary_builtins() -> Vec<BuiltinInfo> {
                 }
             }),
             output_schema: json!({}),
+        },
+        BuiltinInfo {
+            name: "search",
+            description: "Search the web through the configured provider: {query, limit?} -> [{title, url, snippet}]",
+            class: ToolClass::Network,
+            provider: "net",
+            input_schema: json!({
+                "type": "object",
+                "required": ["query"],
+                "properties": {
+                    "query": {"type": "string"},
+                    "limit": {"type": "integer", "minimum": 1}
+                }
+            }),
+            output_schema: json!({"type": "array"}),
         },
         BuiltinInfo {
             name: "read_file",
@@ -333,6 +357,7 @@ pub fn call(name: &str, args: &Json, settings: &Settings) -> Option<Result<Json,
         "read_file" | "read" => fs::read_file(args, settings),
         "write_file" | "write" => fs::write_file(args, settings),
         "json_query" => jsonpath::json_query(args),
+        "search" | "search_web" => search::search(args, settings),
         "calculator" => calc::calculator(args),
         "now" => Ok(Json::String(time::now_rfc3339())),
         "echo" => Ok(args.clone()),

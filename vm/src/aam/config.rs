@@ -38,7 +38,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use crate::config::schema::{AccessConfig, McpServerConfig, MemoryConfig, SubprocessConfig};
+pub use crate::config::schema::{
+    AccessConfig, McpServerConfig, MemoryConfig, SearchConfig, SubprocessConfig,
+};
 pub(crate) use crate::config::secs;
 
 /// Does `pattern` (`name`, `prefix*`, `*`) match `tool`?
@@ -80,6 +82,11 @@ pub struct AamConfig {
     pub subprocess: Vec<SubprocessConfig>,
     pub mcp_servers: Vec<McpServerConfig>,
     pub access: AccessConfig,
+    /// `[tools.search]`.
+    pub search: Option<SearchConfig>,
+    /// No provider configured and the run's backend is the simulator:
+    /// `search` answers with labelled simulated results (set by the edge).
+    pub simulate_search: bool,
 }
 
 impl Default for AamConfig {
@@ -94,6 +101,8 @@ impl Default for AamConfig {
             subprocess: Vec::new(),
             mcp_servers: Vec::new(),
             access: AccessConfig::default(),
+            search: None,
+            simulate_search: false,
         }
     }
 }
@@ -167,6 +176,7 @@ impl AamConfig {
                 cfg.http_timeout = d;
             }
             cfg.destructive = t.destructive.clone();
+            cfg.search = t.search.clone();
             cfg.concurrency = t.concurrency.clone();
             for s in &t.subprocess {
                 let mut s = s.clone();

@@ -373,6 +373,7 @@ impl AamHost {
             settings: ais_stdlib::Settings {
                 workspace: cfg.workspace.clone(),
                 http_timeout: cfg.http_timeout,
+                search: search_provider(&cfg),
                 ..ais_stdlib::Settings::default()
             },
             config: cfg,
@@ -407,8 +408,14 @@ impl AamHost {
     }
 
     fn register_builtins(&self) {
+        // Simulated search touches no network: no allow needed.
+        let simulated_search =
+            self.settings.search == ais_stdlib::search::SearchProvider::Simulated;
         for b in ais_stdlib::builtins() {
             let origin = match b.class {
+                _ if simulated_search && matches!(b.name, "search" | "search_web") => {
+                    Origin::BuiltinReadOnly
+                }
                 ais_stdlib::ToolClass::ReadOnly => Origin::BuiltinReadOnly,
                 ais_stdlib::ToolClass::Write => Origin::BuiltinWrite,
                 ais_stdlib::ToolClass::Network => Origin::BuiltinNetwork,
@@ -1584,4 +1591,31 @@ impl Host for AamHost {
 /// Paths of a memory directory's files.
 pub fn files(dir: &Path) -> (PathBuf, PathBuf) {
     (dir.join(DB_FILE), dir.join(LOG_FILE))
+}
+
+/// The provider of `search`: the configured one (its key read from the
+/// environment now; when the variable is unset, calls fail naming it), else
+/// the simulator's stand-in when the run is simulated.
+fn search_provider(cfg: &AamConfig) -> ais_stdlib::search::SearchProvider {
+    use ais_stdlib::search::SearchProvider;
+    match &cfg.search {
+        Some(s) => SearchProvider::Http {
+            url: s.url.clone(),
+            api_key: s
+                .api_key_env
+                .as_deref()
+                .and_then(|v| std::env::var(v).ok())
+                .map(|k| k.trim().to_string()),
+            key_missing: s
+                .api_key_env
+                .clone()
+                .filter(|v| std::env::var_os(v).is_none()),
+            timeout: s
+                .timeout_s
+                .and_then(config::secs)
+                .unwrap_or(cfg.http_timeout),
+        },
+        None if cfg.simulate_search => SearchProvider::Simulated,
+        None => SearchProvider::None,
+    }
 }

@@ -184,6 +184,18 @@ pub struct ToolsSection {
     pub concurrency: BTreeMap<String, usize>,
     #[serde(default)]
     pub subprocess: Vec<SubprocessConfig>,
+    /// The web-search provider of `search` / `search_web`.
+    pub search: Option<SearchConfig>,
+}
+
+/// `[tools.search]`: a SearXNG-compatible JSON API (`GET {url}/search?q=…&format=json`).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SearchConfig {
+    pub url: String,
+    /// Environment variable holding a key, sent as `Authorization: Bearer`.
+    pub api_key_env: Option<String>,
+    pub timeout_s: Option<f64>,
 }
 
 /// `[[tools.subprocess]]`: a tool run as a child process (JSON arguments on
