@@ -408,6 +408,8 @@ pub struct RunEdge {
 pub struct PreparedRun {
     pub options: RunOptions,
     pub host: Arc<ais_vm::aam::AamHost>,
+    /// Lines for the edge to show before the run (simulated stand-ins).
+    pub notes: Vec<String>,
     pub backend: Arc<dyn ais_vm::llm::LlmBackend>,
 }
 
@@ -467,6 +469,27 @@ pub fn prepare_run(
         .map(Arc::new)
         .map_err(SetupError::Other)?;
     host.load_program(&loaded.program);
+    // Before any call: every declared capability needs a tool. The
+    // simulator stands in for the missing ones (labelled); a real run stops.
+    let missing = host.unprovided_capabilities(&loaded.program);
+    let mut notes = Vec::new();
+    if !missing.is_empty() {
+        let list = missing
+            .iter()
+            .map(|(a, c)| format!("`{c}` (agent {a})"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        if setup.llm.simulated {
+            host.simulate_capabilities(&missing);
+            notes.push(format!(
+                "note: no tool provides {list}; on the simulator its calls are simulated from the declared signature (results say `[simulated …]`)"
+            ));
+        } else {
+            return Err(SetupError::Other(format!(
+                "no tool provides the declared capability {list}; nothing was called.\n  = help: configure a tool of that name ([[tools.subprocess]], an MCP server in [[mcp_servers]], or [tools.search] for `search`), or remove the declaration; `aisc tools` lists the tools a run has"
+            )));
+        }
+    }
     let name = loaded
         .source
         .as_ref()
@@ -489,6 +512,7 @@ pub fn prepare_run(
         options,
         host,
         backend,
+        notes,
     })
 }
 
@@ -529,6 +553,7 @@ pub fn run_loaded(
         options,
         host,
         backend: llm_backend,
+        notes,
     } = match prepare_run(&setup, &loaded, args, run, edge, resume) {
         Ok(p) => p,
         Err(SetupError::Config(e)) => return super::config::report(out, &e),
@@ -537,6 +562,11 @@ pub fn run_loaded(
             return 2;
         }
     };
+    if !run.quiet {
+        for n in &notes {
+            eprintln!("{n}");
+        }
+    }
     let report = ais_vm::run(&loaded.program, &options, llm_backend, host.clone());
     let s = &report.summary;
     // The exports are written whatever the outcome: a failed run's telemetry

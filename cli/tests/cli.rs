@@ -263,7 +263,7 @@ fn a_failed_run_still_writes_its_events() {
     let src = dir.path().join("fails.ais");
     std::fs::write(
         &src,
-        "agent A {\n    capability lookup_nowhere(q: str) -> str;\n    @entry flow main() -> str {\n        let a = ask(\"first\")\n        let b = lookup_nowhere(a)\n        return b\n    }\n}\n",
+        "agent A {\n    @entry flow main() -> json {\n        let a = ask(\"first\")\n        let b = http_get(a)\n        return b\n    }\n}\n",
     )
     .expect("write");
     let events = dir.path().join("events.jsonl");
@@ -272,7 +272,8 @@ fn a_failed_run_still_writes_its_events() {
         &["--events", &events.display().to_string()],
     );
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(stderr(&o).contains("tool.unknown"), "{}", stderr(&o));
+    // A network tool without an allow: denied at run time, after the ask.
+    assert!(stderr(&o).contains("tool.denied"), "{}", stderr(&o));
     let lines = events_of(&events);
     assert!(lines
         .iter()
@@ -426,4 +427,61 @@ fn the_tool_agent_and_planner_examples_run_on_the_simulator() {
         plan.contains("= echo(") && plan.contains("= now()"),
         "{plan}"
     );
+}
+
+/// A declared capability that no tool provides is reported before any
+/// call: on a real backend the run does not start (no LLM call, nothing
+/// journaled); on the simulator its calls are simulated from the declared
+/// signature, labelled, and a note says so.
+#[test]
+fn unprovided_capabilities_are_reported_before_any_call() {
+    use ais_testkit::mock::{MockReply, MockServer};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let src = dir.path().join("p.ais");
+    std::fs::write(
+        &src,
+        "agent Travel {\n    capability find_flights(city: str, days: number) -> json;\n    capability weather(city: str) -> str;\n    @entry flow main(city: str) -> str {\n        let f = find_flights(city, 3)\n        let w = weather(city)\n        return ask(\"Plan a trip\", f, w)\n    }\n}\n",
+    )
+    .expect("write");
+    let o = sim_run(&src.display().to_string(), &["--arg", "city=Oslo"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("no tool provides `find_flights` (agent Travel), `weather` (agent Travel)")
+            && err.contains("simulated"),
+        "{err}"
+    );
+
+    let server = MockServer::start().expect("mock");
+    server.push(MockReply::Content("a plan".into()));
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "default_backend = \"m\"\n[[llm_backends]]\nname = \"m\"\nprotocol = \"openai\"\nbase_url = \"{}\"\n",
+            server.openai_url()
+        ),
+    )
+    .expect("config");
+    let o = Command::new(env!("CARGO_BIN_EXE_aisc"))
+        .args([
+            "run",
+            &src.display().to_string(),
+            "--arg",
+            "city=Oslo",
+            "--config",
+        ])
+        .arg(&config)
+        .env("HOME", dir.path())
+        .env("NO_COLOR", "1")
+        .current_dir(dir.path())
+        .output()
+        .expect("aisc");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("no tool provides the declared capability `find_flights` (agent Travel), `weather` (agent Travel); nothing was called"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(server.request_count(), 0);
 }

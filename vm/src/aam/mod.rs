@@ -663,6 +663,64 @@ impl AamHost {
         }
     }
 
+    /// The capabilities the program's agents declare that no tool
+    /// provides: `(agent, capability)`. Starts the MCP servers that could
+    /// provide one (their tools are known only once they run), so a run can
+    /// say so before it makes any call.
+    pub fn unprovided_capabilities(&self, program: &Program) -> Vec<(String, String)> {
+        let never = CancelToken::new();
+        let mut out = Vec::new();
+        for a in &program.agents {
+            for c in &a.capabilities {
+                if self.tool(&c.name).is_none()
+                    && self.mcp.iter().any(|s| s.may_provide(&c.name))
+                    && self.start_mcp_for(&c.name, &never).is_err()
+                {
+                    // Its server is configured but does not start: a call
+                    // fails with the server's error (unused, it is harmless).
+                    continue;
+                }
+                if self.tool(&c.name).is_none() {
+                    out.push((a.name.clone(), c.name.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    /// Provides each of `caps` (from [`AamHost::unprovided_capabilities`])
+    /// with a stand-in that answers from the capability's declared result
+    /// type, for runs on the offline simulator: strings say
+    /// `[simulated NAME] ARGS`, so the output shows they are not real.
+    pub fn simulate_capabilities(&self, caps: &[(String, String)]) {
+        let sigs = self.caps.read().unwrap_or_else(|e| e.into_inner());
+        for (agent, name) in caps {
+            if self.tool(name).is_some() {
+                continue;
+            }
+            let result = sigs
+                .get(&(agent.clone(), name.clone()))
+                .map_or_else(|| json!({}), |s| s.result.clone());
+            let tool = name.clone();
+            let f: ToolFn = Arc::new(move |args: &Json| {
+                let label = format!("[simulated {tool}] {args}");
+                Ok(jsonschema::generate(&result, &mut |_path| label.clone()))
+            });
+            self.add_tool(ToolSpec {
+                name: name.clone(),
+                description: format!(
+                    "simulated from the signature of capability {name} (no tool provides it)"
+                ),
+                origin: Origin::Embedded,
+                kind: Kind::Embedded(f),
+                input_schema: None,
+                output_schema: None,
+                destructive: false,
+                limit: None,
+            });
+        }
+    }
+
     pub fn run_id(&self) -> &str {
         &self.run_id
     }
