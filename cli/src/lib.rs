@@ -457,7 +457,14 @@ fn check(out: &mut Output, files: &[PathBuf], deny_warnings: bool) -> i32 {
             failed = true;
             continue;
         };
-        let fe = driver::check_source(&source);
+        let mut fe = driver::check_source(&source);
+        // A name nothing in the language provides may be a configured tool.
+        if fe.diagnostics.iter().any(|d| d.code == "E0114") {
+            let env = run::configured_tools(&BackendArgs::default());
+            if !env.tools.is_empty() {
+                fe = driver::check_source_in(&source, &env);
+            }
+        }
         let name = path.display().to_string();
         out.diagnostics(&name, &source, &fe.diagnostics);
         let errors = fe.count(ais_ir::Severity::Error);

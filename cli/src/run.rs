@@ -25,6 +25,18 @@ pub fn is_artifact(path: &Path) -> bool {
 /// Compiles `.ais` (checked, lowered, optimized, code-generated) or loads
 /// and validates an `.apxmobj`. Diagnostics are rendered on the way.
 pub fn load(out: &mut Output, path: &Path, opt: &OptArgs) -> Option<Loaded> {
+    load_in(out, path, opt, &BackendArgs::default())
+}
+
+/// [`load`] with the configuration `backend` names: a call of a name the
+/// language does not know is a tool call when that configuration provides
+/// such a tool (a subprocess or MCP tool), as in the reference.
+pub fn load_in(
+    out: &mut Output,
+    path: &Path,
+    opt: &OptArgs,
+    backend: &BackendArgs,
+) -> Option<Loaded> {
     let name = path.display().to_string();
     if is_artifact(path) {
         return load_artifact(out, path).map(|program| Loaded {
@@ -33,7 +45,19 @@ pub fn load(out: &mut Output, path: &Path, opt: &OptArgs) -> Option<Loaded> {
         });
     }
     let source = out.read_source(path)?;
-    let mut compiled = match driver::compile_source(&source) {
+    let compiled = driver::compile_source(&source).or_else(|diags| {
+        // Only a name nothing in the language provides sends us to the
+        // configuration (which may start MCP servers to list their tools).
+        if !diags.iter().any(|d| d.code == "E0114") {
+            return Err(diags);
+        }
+        let env = configured_tools(backend);
+        if env.tools.is_empty() {
+            return Err(diags);
+        }
+        driver::compile_source_in(&source, &env)
+    });
+    let mut compiled = match compiled {
         Ok(c) => c,
         Err(diags) => {
             out.diagnostics(&name, &source, &diags);
@@ -55,6 +79,53 @@ pub fn load(out: &mut Output, path: &Path, opt: &OptArgs) -> Option<Loaded> {
             None
         }
     }
+}
+
+/// The subprocess and MCP tools the configuration provides, with their
+/// parameters in positional order (required ones first, as their schema
+/// lists them, then the others). A configuration that does not load gives
+/// none: its error is reported when a run loads it.
+pub(crate) fn configured_tools(backend: &BackendArgs) -> ais_compiler::sema::Environment {
+    let Ok((_, aam)) = super::config::load_all(backend) else {
+        return Default::default();
+    };
+    if aam.subprocess.is_empty() && aam.mcp_servers.is_empty() {
+        return Default::default();
+    }
+    let Ok(host) = ais_vm::aam::AamHost::open(ais_vm::aam::AamOptions {
+        storage: ais_vm::aam::Storage::Ephemeral,
+        config: aam,
+        confirm: ais_vm::aam::Confirm::Deny,
+        console: None,
+    }) else {
+        return Default::default();
+    };
+    let tools = host
+        .tool_list()
+        .into_iter()
+        .filter(|t| matches!(t["origin"].as_str(), Some("subprocess" | "mcp")))
+        .filter_map(|t| {
+            let name = t["name"].as_str()?.to_string();
+            let schema = &t["input_schema"];
+            let mut params: Vec<String> = schema["required"]
+                .as_array()
+                .map(|r| {
+                    r.iter()
+                        .filter_map(|p| p.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default();
+            if let Some(props) = schema["properties"].as_object() {
+                for k in props.keys() {
+                    if !params.contains(k) {
+                        params.push(k.clone());
+                    }
+                }
+            }
+            Some((name, params))
+        })
+        .collect();
+    ais_compiler::sema::Environment { tools }
 }
 
 /// Writes `bytes` to `path` atomically, through a temporary file in the same
@@ -206,7 +277,7 @@ pub fn run(
             return 2;
         }
     };
-    let Some(loaded) = load(out, file, opt) else {
+    let Some(loaded) = load_in(out, file, opt, backend) else {
         return 1;
     };
     if let Err(e) = check_args(&loaded.program, run.entry.as_deref(), &args) {

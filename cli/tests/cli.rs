@@ -485,3 +485,56 @@ fn unprovided_capabilities_are_reported_before_any_call() {
     );
     assert_eq!(server.request_count(), 0);
 }
+
+/// As in the reference, calling an undeclared name is a tool call when the
+/// configuration provides a tool of that name (here a subprocess tool),
+/// arguments by its schema's parameters; an unknown name stays E0114 with
+/// the configured tool as its suggestion.
+#[test]
+fn undeclared_names_call_configured_tools() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::create_dir(dir.path().join(".apxm")).expect("mkdir");
+    std::fs::write(
+        dir.path().join(".apxm/config.toml"),
+        r#"default_backend = "sim"
+[[llm_backends]]
+name = "sim"
+protocol = "sim"
+[[tools.subprocess]]
+name = "word_count"
+command = ["sh", "-c", "cat >/dev/null; echo 3"]
+input_schema = { type = "object", required = ["text"], properties = { text = { type = "string" } } }
+[access.allow]
+Counter = ["word_count"]
+"#,
+    )
+    .expect("config");
+    let program = "agent Counter {\n    flow main(text: str) -> json {\n        return word_count(text: text)\n    }\n}\n";
+    std::fs::write(dir.path().join("w.ais"), program).expect("write");
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_aisc"))
+            .args(args)
+            .env("HOME", dir.path())
+            .env("NO_COLOR", "1")
+            .current_dir(dir.path())
+            .output()
+            .expect("aisc")
+    };
+    let o = run(&["check", "w.ais"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = run(&["run", "w.ais", "--arg", "text=one two three", "-q"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "3");
+    std::fs::write(
+        dir.path().join("w.ais"),
+        program.replace("word_count(", "word_cont("),
+    )
+    .expect("write");
+    let o = run(&["check", "w.ais"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(
+        err.contains("E0114") && err.contains("did you mean `word_count`?"),
+        "{err}"
+    );
+}

@@ -34,7 +34,12 @@ impl FrontEnd {
 /// callers handling untrusted input run this inside [`with_deep_stack`], as
 /// the CLI does.
 pub fn check_source(source: &str) -> FrontEnd {
-    check_source_here(source)
+    check_source_here(source, &sema::Environment::default())
+}
+
+/// [`check_source`] against an environment (the configuration's tools).
+pub fn check_source_in(source: &str, env: &sema::Environment) -> FrontEnd {
+    check_source_here(source, env)
 }
 
 /// Runs `f` on a thread with a large stack. The parser is table driven, but
@@ -64,9 +69,9 @@ fn unreachable_thread_fallback<T>() -> T {
     std::process::exit(101)
 }
 
-fn check_source_here(source: &str) -> FrontEnd {
+fn check_source_here(source: &str, env: &sema::Environment) -> FrontEnd {
     let parsed = syntax::parse(source);
-    let checked = sema::check(&parsed.file);
+    let checked = sema::check_in(&parsed.file, env);
     let mut diagnostics: Vec<Diagnostic> = parsed
         .errors
         .into_iter()
@@ -98,7 +103,15 @@ pub struct Compiled {
 /// Lowered IR always verifies; if it does not, that is a compiler bug and is
 /// reported as an internal error (E9999) naming the verifier's complaint.
 pub fn compile_source(source: &str) -> Result<Compiled, Vec<Diagnostic>> {
-    let fe = check_source_here(source);
+    compile_source_in(source, &sema::Environment::default())
+}
+
+/// [`compile_source`] against an environment (the configuration's tools).
+pub fn compile_source_in(
+    source: &str,
+    env: &sema::Environment,
+) -> Result<Compiled, Vec<Diagnostic>> {
+    let fe = check_source_here(source, env);
     if fe.has_errors() {
         return Err(fe.diagnostics);
     }

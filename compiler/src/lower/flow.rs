@@ -1218,7 +1218,7 @@ impl<'a> FlowLowerer<'a> {
                 }
                 // A built-in tool called by name: an object of its
                 // arguments, keyed by its schema's parameters.
-                let params = builtins::builtin_tool_params(&id.name)?;
+                let params = self.ctx.index.tool_params(&id.name)?;
                 let (positional, named) = crate::sema::arguments::split(all_args);
                 let mut keyed: Vec<(String, &Expr)> = positional
                     .iter()

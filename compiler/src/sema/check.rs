@@ -750,8 +750,10 @@ impl<'a> Checker<'a> {
                     builtins::param_names(b.kind)
                         .map(|ps| (id.name.clone(), ps.iter().map(|p| p.to_string()).collect()))
                 } else {
-                    // A built-in tool called by name (the reference's style).
-                    builtins::builtin_tool_params(&id.name).map(|ps| (id.name.clone(), ps))
+                    // A tool called by name (the reference's style).
+                    self.index
+                        .tool_params(&id.name)
+                        .map(|ps| (id.name.clone(), ps))
                 }
             }
             ExprKind::Member(target, flow) => match &target.kind {
@@ -876,6 +878,9 @@ impl<'a> Checker<'a> {
                     .collect();
                 candidates.extend(agent.flows.keys().cloned());
                 candidates.extend(agent.capabilities.keys().cloned());
+                candidates.extend(ais_stdlib::builtins().iter().map(|b| b.name.to_string()));
+                candidates.extend(ais_stdlib::HOST_TOOLS.iter().map(|h| h.name.to_string()));
+                candidates.extend(self.index.configured_tools.keys().cloned());
                 self.report(SemaError::UnknownOperation {
                     name: id.name.clone(),
                     span: id.span,

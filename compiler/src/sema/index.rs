@@ -73,9 +73,20 @@ pub struct AgentInfo {
 #[derive(Clone, Debug, Default)]
 pub struct ProgramIndex {
     pub agents: IndexMap<String, AgentInfo>,
+    /// Tools the configuration provides (subprocess and MCP tools), by
+    /// name, with their parameters in positional order: a call of such a
+    /// name is a tool call, as in the reference (`web_search(q)`).
+    pub configured_tools: IndexMap<String, Vec<String>>,
 }
 
 impl ProgramIndex {
+    /// The parameters of a tool called by name: a built-in or AAM tool, or
+    /// one the configuration provides. `None`: no such tool.
+    pub fn tool_params(&self, name: &str) -> Option<Vec<String>> {
+        super::builtins::builtin_tool_params(name)
+            .or_else(|| self.configured_tools.get(name).cloned())
+    }
+
     /// The agent holding the program's entry flow: the first agent with an
     /// `@entry` flow.
     pub fn entry_agent(&self) -> Option<&AgentInfo> {

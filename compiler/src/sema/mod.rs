@@ -33,9 +33,21 @@ impl Checked {
     }
 }
 
+/// What the program is checked against besides itself: the tools the
+/// configuration provides (name, parameters in positional order).
+#[derive(Clone, Debug, Default)]
+pub struct Environment {
+    pub tools: Vec<(String, Vec<String>)>,
+}
+
 pub fn check(file: &File) -> Checked {
+    check_in(file, &Environment::default())
+}
+
+pub fn check_in(file: &File, env: &Environment) -> Checked {
     let mut errors = Vec::new();
     let mut index = index::build(file, &mut errors);
+    index.configured_tools = env.tools.iter().cloned().collect();
     let mut resolutions = Resolutions::default();
 
     // Belief types come from their initializers.
