@@ -457,11 +457,17 @@ fn check(out: &mut Output, files: &[PathBuf], deny_warnings: bool) -> i32 {
             failed = true;
             continue;
         };
-        let mut fe = driver::check_source(&source);
+        let remote = run::remote_agents(&BackendArgs::default());
+        let plain = ais_compiler::sema::Environment {
+            remote_agents: remote.clone(),
+            ..Default::default()
+        };
+        let mut fe = driver::check_source_in(&source, &plain);
         // A name nothing in the language provides may be a configured tool.
         if fe.diagnostics.iter().any(|d| d.code == "E0114") {
-            let env = run::configured_tools(&BackendArgs::default());
+            let mut env = run::configured_tools(&BackendArgs::default());
             if !env.tools.is_empty() {
+                env.remote_agents = remote;
                 fe = driver::check_source_in(&source, &env);
             }
         }

@@ -45,16 +45,22 @@ pub fn load_in(
         });
     }
     let source = out.read_source(path)?;
-    let compiled = driver::compile_source(&source).or_else(|diags| {
+    let remote = remote_agents(backend);
+    let plain = ais_compiler::sema::Environment {
+        remote_agents: remote.clone(),
+        ..Default::default()
+    };
+    let compiled = driver::compile_source_in(&source, &plain).or_else(|diags| {
         // Only a name nothing in the language provides sends us to the
         // configuration (which may start MCP servers to list their tools).
         if !diags.iter().any(|d| d.code == "E0114") {
             return Err(diags);
         }
-        let env = configured_tools(backend);
+        let mut env = configured_tools(backend);
         if env.tools.is_empty() {
             return Err(diags);
         }
+        env.remote_agents = remote;
         driver::compile_source_in(&source, &env)
     });
     let mut compiled = match compiled {
@@ -79,6 +85,14 @@ pub fn load_in(
             None
         }
     }
+}
+
+/// The remote agents the configuration names (`[[remote_agents]]`); none
+/// when it does not load (its error is reported when a run loads it).
+pub(crate) fn remote_agents(backend: &BackendArgs) -> Vec<String> {
+    super::config::load_all(backend)
+        .map(|(_, aam)| aam.remote_agents.iter().map(|r| r.name.clone()).collect())
+        .unwrap_or_default()
 }
 
 /// The subprocess and MCP tools the configuration provides, with their
@@ -125,7 +139,10 @@ pub(crate) fn configured_tools(backend: &BackendArgs) -> ais_compiler::sema::Env
             Some((name, params))
         })
         .collect();
-    ais_compiler::sema::Environment { tools }
+    ais_compiler::sema::Environment {
+        tools,
+        ..Default::default()
+    }
 }
 
 /// Writes `bytes` to `path` atomically, through a temporary file in the same

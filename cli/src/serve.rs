@@ -275,12 +275,13 @@ fn load_all(
     out: &mut Output,
     files: &[PathBuf],
     opt: &OptArgs,
+    backend: &BackendArgs,
 ) -> Option<(Vec<Served>, LoadedByFile)> {
     let mut served = Vec::new();
     let mut loaded = HashMap::new();
     let mut failed = false;
     for path in files {
-        let Some(l) = run::load(out, path, opt) else {
+        let Some(l) = run::load_in(out, path, opt, backend) else {
             failed = true;
             continue;
         };
@@ -311,7 +312,7 @@ fn start(
     backend: &BackendArgs,
     runs: &ServedRunArgs,
 ) -> Result<Arc<ais_serve::Registry>, i32> {
-    let (served, loaded) = load_all(out, files, opt).ok_or(1)?;
+    let (served, loaded) = load_all(out, files, opt, backend).ok_or(1)?;
     let setup = match RunSetup::load(backend) {
         Ok(s) => s,
         Err(SetupError::Config(e)) => return Err(super::config::report(out, &e)),

@@ -158,6 +158,11 @@ pub struct Scanner<'a> {
 }
 
 impl Scanner<'_> {
+    /// How a message to a remote agent is ordered (see `FlowLowerer::remote_call`).
+    fn remote(&self, agent: &str) -> ToolAccess {
+        ToolAccess::Read(self.providers.id(&format!("remote:{agent}")))
+    }
+
     pub fn block(&self, b: &Block, out: &mut Scan) {
         for s in &b.stmts {
             self.stmt(s, out);
@@ -276,6 +281,12 @@ impl Scanner<'_> {
                         {
                             // Request and reply: a call of the reply flow.
                             out.calls.insert((recipient, sig.name.clone()));
+                        } else if let Some(remote) = builtins::lookup(&id.name)
+                            .filter(|b| b.kind == builtins::BuiltinKind::Communicate)
+                            .and_then(|_| crate::sema::reply::literal_recipient(args))
+                            .filter(|r| self.index.is_remote_agent(r))
+                        {
+                            out.chains.extend(self.remote(&remote).chains());
                         } else if let Some(b) = builtins::lookup(&id.name) {
                             // The op the built-in lowers to (of the same
                             // name) says which chain it is ordered on.
@@ -311,6 +322,8 @@ impl Scanner<'_> {
                         if let ExprKind::Var(agent) = &target.kind {
                             if self.index.agents.contains_key(&agent.name) {
                                 out.calls.insert((agent.name.clone(), flow.name.clone()));
+                            } else if self.index.is_remote_agent(&agent.name) {
+                                out.chains.extend(self.remote(&agent.name).chains());
                             }
                         }
                     }

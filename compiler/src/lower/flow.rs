@@ -1247,6 +1247,37 @@ impl<'a> FlowLowerer<'a> {
                 let ExprKind::Var(agent_name) = &target.kind else {
                     return None;
                 };
+                if self.ctx.index.is_remote_agent(&agent_name.name) {
+                    // `{skill, arguments}` or `{skill, message}` (checked).
+                    let (positional, named) = crate::sema::arguments::split(all_args);
+                    let skill = self.const_str(&format!("{}.{}", agent_name.name, flow.name));
+                    let mut keyed = vec![("skill".to_string(), skill)];
+                    if let Some(m) = positional.first() {
+                        let v = self.value(m);
+                        keyed.push(("message".into(), v));
+                    } else {
+                        let mut fields = Vec::new();
+                        for (n, v) in &named {
+                            let v = self.value(v);
+                            fields.push((n.name.clone(), v));
+                        }
+                        let keys = fields
+                            .iter()
+                            .map(|(k, _)| serde_json::Value::String(k.clone()))
+                            .collect();
+                        let vs: Vec<Value> = fields.into_iter().map(|(_, v)| v).collect();
+                        self.span = span;
+                        let args = self.ins1(
+                            Opcode::Object,
+                            &vs,
+                            vec![("keys".into(), Attr::Json(serde_json::Value::Array(keys)))],
+                            Type::Json,
+                        );
+                        keyed.push(("arguments".into(), args));
+                    }
+                    self.span = span;
+                    return Some(self.remote_call(&agent_name.name, keyed));
+                }
                 let sig = self
                     .ctx
                     .index
@@ -1322,6 +1353,30 @@ impl<'a> FlowLowerer<'a> {
     /// `inv` of `tool`, ordered on its provider's chain (see `effects`).
     fn inv(&mut self, tool: &str, arg: Value, ret: Type) -> Value {
         let access = tool_access(self.ctx.agent, self.ctx.providers, tool);
+        self.inv_with(tool, arg, ret, access)
+    }
+
+    /// A message to a remote agent (`[[remote_agents]]`): a call of the
+    /// tool named after it. Messages to one agent are not ordered with each
+    /// other (like LLM calls, they are independent requests), so a fan-out
+    /// to it overlaps.
+    fn remote_call(&mut self, agent: &str, keyed: Vec<(String, Value)>) -> Value {
+        let keys = keyed
+            .iter()
+            .map(|(k, _)| serde_json::Value::String(k.clone()))
+            .collect();
+        let vs: Vec<Value> = keyed.into_iter().map(|(_, v)| v).collect();
+        let obj = self.ins1(
+            Opcode::Object,
+            &vs,
+            vec![("keys".into(), Attr::Json(serde_json::Value::Array(keys)))],
+            Type::Json,
+        );
+        let access = ToolAccess::Read(self.ctx.providers.id(&format!("remote:{agent}")));
+        self.inv_with(agent, obj, Type::Json, access)
+    }
+
+    fn inv_with(&mut self, tool: &str, arg: Value, ret: Type, access: ToolAccess) -> Value {
         let mut operands = vec![arg];
         operands.extend(self.tool_tokens(access));
         let op = self.ins(
@@ -1647,6 +1702,22 @@ impl<'a> FlowLowerer<'a> {
                                 self.const_attr(Attr::Json(serde_json::Value::Null), Type::Null),
                             ),
                         };
+                    }
+                }
+                // To a remote agent: over A2A, answered with its reply.
+                if let Some(ExprKind::Str(to)) = args.first().map(|a| &a.kind) {
+                    if !to.has_holes() && self.ctx.index.is_remote_agent(&to.text()) {
+                        let mut keyed = Vec::new();
+                        if let Some(m) = args.get(1) {
+                            let v = self.value(m);
+                            keyed.push(("message".to_string(), v));
+                        }
+                        if let Some(p) = args.get(2) {
+                            let v = self.value(p);
+                            keyed.push(("protocol".to_string(), v));
+                        }
+                        self.span = span;
+                        return Some(self.remote_call(&to.text(), keyed));
                     }
                 }
                 let mut vs: Vec<Value> = args.iter().map(|a| self.value(a)).collect();

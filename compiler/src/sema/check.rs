@@ -736,6 +736,34 @@ impl<'a> Checker<'a> {
         // Reports duplicate names and positional arguments after named ones.
         let _ = self.split_named(all_args);
         let (positional, named) = arguments::split(all_args);
+        // `Remote.flow(...)` on a configured remote agent: its signature is
+        // the remote card's, so arguments go by name (or one message).
+        if let ExprKind::Member(target, flow) = &callee.kind {
+            if let ExprKind::Var(a) = &target.kind {
+                if self.lookup(&a.name).is_none()
+                    && !self.index.agents.contains_key(&a.name)
+                    && self.index.remote_agents.contains(&a.name)
+                {
+                    for v in positional
+                        .iter()
+                        .copied()
+                        .chain(named.iter().map(|(_, v)| *v))
+                    {
+                        self.check_value(v);
+                    }
+                    if positional.len() > 1 || (!positional.is_empty() && !named.is_empty()) {
+                        self.report(SemaError::ArgumentCount {
+                            callee: format!("{}.{}", a.name, flow.name),
+                            expected: "arguments by name, or one message".into(),
+                            found: positional.len(),
+                            span,
+                            decl: None,
+                        });
+                    }
+                    return Ty::Json;
+                }
+            }
+        }
         // Arguments in the order the callee takes them, named ones placed
         // by name (`sema::arguments`); what does not fit is reported.
         let params_of =
@@ -833,7 +861,8 @@ impl<'a> Checker<'a> {
                 if let Some(b) = builtins::lookup(&id.name) {
                     let ty = self.check_builtin(b, &id.name, args, span);
                     if b.kind == builtins::BuiltinKind::Communicate {
-                        // Request and reply: the recipient's reply flow's answer.
+                        // Request and reply: the recipient's reply flow's
+                        // answer (a remote agent's is dynamic).
                         let replied = match args.first().map(|a| &a.kind) {
                             Some(ExprKind::Str(s)) if !s.has_holes() => {
                                 super::reply::reply_flow(self.index, &self.agent.name, &s.text())

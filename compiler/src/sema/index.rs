@@ -77,6 +77,16 @@ pub struct ProgramIndex {
     /// name, with their parameters in positional order: a call of such a
     /// name is a tool call, as in the reference (`web_search(q)`).
     pub configured_tools: IndexMap<String, Vec<String>>,
+    /// Agents served elsewhere (`[[remote_agents]]`), reached over A2A:
+    /// `communicate("Name", m)` and `Name.flow(...)` call them.
+    pub remote_agents: Vec<String>,
+}
+
+impl ProgramIndex {
+    /// Whether `name` is a remote agent (and no agent of the program).
+    pub fn is_remote_agent(&self, name: &str) -> bool {
+        !self.agents.contains_key(name) && self.remote_agents.iter().any(|r| r == name)
+    }
 }
 
 impl ProgramIndex {

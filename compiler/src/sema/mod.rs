@@ -34,10 +34,13 @@ impl Checked {
 }
 
 /// What the program is checked against besides itself: the tools the
-/// configuration provides (name, parameters in positional order).
+/// configuration provides (name, parameters in positional order) and the
+/// remote agents it names.
 #[derive(Clone, Debug, Default)]
 pub struct Environment {
     pub tools: Vec<(String, Vec<String>)>,
+    /// `[[remote_agents]]` names.
+    pub remote_agents: Vec<String>,
 }
 
 pub fn check(file: &File) -> Checked {
@@ -48,6 +51,7 @@ pub fn check_in(file: &File, env: &Environment) -> Checked {
     let mut errors = Vec::new();
     let mut index = index::build(file, &mut errors);
     index.configured_tools = env.tools.iter().cloned().collect();
+    index.remote_agents = env.remote_agents.clone();
     let mut resolutions = Resolutions::default();
 
     // Belief types come from their initializers.

@@ -39,7 +39,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use crate::config::schema::{
-    AccessConfig, McpServerConfig, MemoryConfig, SearchConfig, SubprocessConfig,
+    AccessConfig, McpServerConfig, MemoryConfig, RemoteAgentConfig, SearchConfig, SubprocessConfig,
 };
 pub(crate) use crate::config::secs;
 
@@ -84,6 +84,8 @@ pub struct AamConfig {
     pub access: AccessConfig,
     /// `[tools.search]`.
     pub search: Option<SearchConfig>,
+    /// `[[remote_agents]]`.
+    pub remote_agents: Vec<RemoteAgentConfig>,
     /// No provider configured and the run's backend is the simulator:
     /// `search` answers with labelled simulated results (set by the edge).
     pub simulate_search: bool,
@@ -102,6 +104,7 @@ impl Default for AamConfig {
             mcp_servers: Vec::new(),
             access: AccessConfig::default(),
             search: None,
+            remote_agents: Vec::new(),
             simulate_search: false,
         }
     }
@@ -163,6 +166,7 @@ impl AamConfig {
             path: path.map(Path::to_path_buf),
             memory: sections.memory.clone(),
             access: sections.access.clone(),
+            remote_agents: sections.remote_agents.clone(),
             ..AamConfig::default()
         };
         if path.is_some() {

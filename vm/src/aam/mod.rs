@@ -42,6 +42,7 @@ pub mod ltm;
 pub mod mcp;
 pub mod messaging;
 pub mod queue;
+pub mod remote;
 pub mod shell;
 pub mod stm;
 pub mod tools;
@@ -379,6 +380,19 @@ impl AamHost {
             config: cfg,
         };
         host.register_builtins();
+        for r in host.config.remote_agents.clone() {
+            let remote = Arc::new(remote::RemoteAgent::new(r));
+            host.add_tool(ToolSpec {
+                name: remote.name().to_string(),
+                description: remote.description(),
+                origin: Origin::Remote,
+                input_schema: None,
+                output_schema: None,
+                destructive: false,
+                limit: Some(Arc::new(Limiter::new(remote.concurrency()))),
+                kind: Kind::Remote(remote),
+            });
+        }
         for s in host.config.subprocess.clone() {
             host.add_tool(ToolSpec {
                 name: s.name.clone(),
@@ -1082,7 +1096,7 @@ impl AamHost {
         if a.denied(agent, tool) {
             return Err(denied("[access.deny] lists it"));
         }
-        if origin == Origin::Aam || a.allowed(agent, tool) {
+        if matches!(origin, Origin::Aam | Origin::Remote) || a.allowed(agent, tool) {
             return Ok(());
         }
         if origin.allowed_by_default() && a.readonly_default {
@@ -1299,6 +1313,7 @@ impl AamHost {
             Kind::Shell => shell::run_bash(&self.settings.workspace, args, cancel),
             Kind::Mcp { client, remote } => client.call_tool(remote, args, cancel),
             Kind::Embedded(f) => f(args),
+            Kind::Remote(r) => r.call(args, cancel),
         }
     }
 

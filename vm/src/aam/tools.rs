@@ -30,6 +30,9 @@ pub enum Origin {
     Mcp,
     /// Registered in process by the embedding program (trusted: allowed).
     Embedded,
+    /// A remote agent the configuration names (`[[remote_agents]]`):
+    /// allowed, since configuring it is the consent.
+    Remote,
 }
 
 impl Origin {
@@ -43,6 +46,7 @@ impl Origin {
             Origin::Subprocess => "subprocess",
             Origin::Mcp => "mcp",
             Origin::Embedded => "embedded",
+            Origin::Remote => "remote agent",
         }
     }
 
@@ -61,6 +65,8 @@ pub enum Kind {
     Goals(&'static str),
     /// `enqueue` / `claim` on a named work queue (`super::queue`).
     Queue(&'static str),
+    /// A remote agent over A2A (`super::remote`).
+    Remote(Arc<super::remote::RemoteAgent>),
     Inbox,
     /// `bash` (`super::shell`).
     Shell,

@@ -132,6 +132,7 @@ impl Config {
             tools: file.tools,
             mcp_servers: file.mcp_servers,
             access: file.access.unwrap_or_default(),
+            remote_agents: file.remote_agents,
         };
         check_aam(&src.path, &aam)?;
         Ok(Config {
@@ -222,6 +223,51 @@ fn check_aam(path: &Path, aam: &AamSections) -> Result<(), ConfigError> {
             return Err(err(format!("MCP server `{}` is defined twice", m.name)));
         }
         servers.push(&m.name);
+    }
+    let mut remote: Vec<&str> = Vec::new();
+    for r in &aam.remote_agents {
+        let ident = r
+            .name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && r.name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !ident {
+            return Err(err(format!(
+                "remote agent name `{}` must be an identifier (it is written in programs)",
+                r.name
+            )));
+        }
+        if r.protocol != "a2a" {
+            return Err(err(format!(
+                "remote agent `{}`: protocol `{}` is not supported (only \"a2a\")",
+                r.name, r.protocol
+            )));
+        }
+        if !(r.url.starts_with("http://") || r.url.starts_with("https://")) {
+            return Err(err(format!(
+                "remote agent `{}`: url must be http:// or https://",
+                r.name
+            )));
+        }
+        if r.timeout_s.is_some_and(|t| secs(t).is_none()) {
+            return Err(err(format!(
+                "remote agent `{}`: timeout_s must be a positive number",
+                r.name
+            )));
+        }
+        if r.concurrency == Some(0) {
+            return Err(err(format!(
+                "remote agent `{}`: concurrency must be at least 1",
+                r.name
+            )));
+        }
+        if remote.contains(&r.name.as_str()) {
+            return Err(err(format!("remote agent `{}` is defined twice", r.name)));
+        }
+        remote.push(&r.name);
     }
     Ok(())
 }

@@ -36,6 +36,8 @@ pub(crate) struct FileConfig {
     pub(crate) mcp_servers: Vec<McpServerConfig>,
     #[serde(default)]
     pub(crate) access: Option<AccessConfig>,
+    #[serde(default)]
+    pub(crate) remote_agents: Vec<RemoteAgentConfig>,
 }
 
 /// `[limits]`: per-run resource limits (see `scheduler::limits`).
@@ -296,4 +298,29 @@ pub struct AamSections {
     pub tools: Option<ToolsSection>,
     pub mcp_servers: Vec<McpServerConfig>,
     pub access: AccessConfig,
+    pub remote_agents: Vec<RemoteAgentConfig>,
+}
+
+/// `[[remote_agents]]`: an agent served elsewhere, reached over A2A
+/// (`communicate("Name", m)`, `Name.flow(args)`; see `crate::aam::remote`).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RemoteAgentConfig {
+    pub name: String,
+    /// Its A2A JSON-RPC endpoint (for `aisc serve`: `http://host:port/a2a/Name`).
+    pub url: String,
+    #[serde(default = "a2a")]
+    pub protocol: String,
+    /// Environment variable holding a bearer token for it.
+    pub api_key_env: Option<String>,
+    /// Seconds one exchange may take (default 300).
+    pub timeout_s: Option<f64>,
+    /// Messages in flight to it at once (default 8).
+    pub concurrency: Option<usize>,
+    /// Retries of a message that did not reach it (default 2).
+    pub retries: Option<u32>,
+}
+
+fn a2a() -> String {
+    "a2a".into()
 }
