@@ -161,6 +161,8 @@ pub struct Graph {
     pub edges: Vec<Edge>,
     /// Flow names by flow index (the program's own flows).
     pub flows: Vec<String>,
+    /// The flows in drawing order: entry flows first.
+    pub order: Vec<usize>,
 }
 
 pub fn node_key(flow: u64, region: u64, op: u64) -> String {
@@ -313,7 +315,10 @@ pub fn graph(program: &Program, events: Option<&[Map<String, Json>]>) -> Graph {
             }
         }
     }
+    let mut order: Vec<usize> = (0..program.flows.len()).collect();
+    order.sort_by_key(|&f| !program.flows[f].entry);
     Graph {
+        order,
         nodes,
         edges,
         flows: (0..program.flows.len() as u32)

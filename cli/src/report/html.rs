@@ -15,7 +15,7 @@ fn script_json(v: &Json) -> String {
         .replace('&', "\\u0026")
 }
 
-const TL_W: f64 = 1100.0;
+const TL_W: f64 = 960.0;
 const TL_ROW: f64 = 22.0;
 const TL_LEFT: f64 = 80.0;
 
@@ -55,7 +55,7 @@ fn timeline_svg(events: &[Map<String, Json>], critical: &[usize]) -> String {
     let _ = write!(
         o,
         r#"<svg xmlns="http://www.w3.org/2000/svg" class="timeline" width="{:.0}" height="{height:.0}" font-family="system-ui, sans-serif">"#,
-        TL_LEFT + TL_W + 20.0
+        TL_LEFT + TL_W + 50.0
     );
     for (r, t) in tracks.iter().enumerate() {
         let y = r as f64 * TL_ROW;
@@ -138,12 +138,12 @@ fn total_line(totals: &Json) -> String {
     o
 }
 
-/// The whole page. `events` and `totals` are `None` for a static graph.
-pub fn page(
-    title: &str,
-    graph_svg: &str,
-    run: Option<(&[Map<String, Json>], &[usize], &Json)>,
-) -> String {
+/// A run's part of the page: its events, the critical path (indices into
+/// `events`) and its totals.
+pub type RunView<'a> = (&'a [Map<String, Json>], &'a [usize], &'a Json);
+
+/// The whole page; `run` is `None` for a static graph.
+pub fn page(title: &str, graph_svg: &str, run: Option<RunView<'_>>) -> String {
     let mut body = String::new();
     let data = match run {
         Some((events, critical, totals)) => {

@@ -41,7 +41,7 @@ pub fn graph_svg(g: &Graph) -> String {
     let mut pos = vec![(0.0f64, 0.0f64); g.nodes.len()];
     let mut boxes: Vec<(usize, f64, f64, f64, f64)> = Vec::new();
     let (mut x, mut y, mut row_h, mut total_w) = (PAD, PAD, 0.0f64, 0.0f64);
-    for f in 0..g.flows.len() {
+    for &f in &g.order {
         let members: Vec<usize> = (0..g.nodes.len())
             .filter(|&i| g.nodes[i].flow as usize == f)
             .collect();
@@ -78,7 +78,7 @@ pub fn graph_svg(g: &Graph) -> String {
         r#"<svg xmlns="http://www.w3.org/2000/svg" class="graph" width="{width:.0}" height="{height:.0}" viewBox="0 0 {width:.0} {height:.0}" font-family="system-ui, sans-serif">"#
     );
     o.push_str(STYLE);
-    o.push_str(r#"<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="grey"/></marker></defs>"#);
+    o.push_str(r#"<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerUnits="userSpaceOnUse" markerWidth="9" markerHeight="9" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="grey"/></marker></defs>"#);
     for &(f, bx, by, w, h) in &boxes {
         let _ = write!(
             o,
@@ -157,8 +157,10 @@ fn edge(o: &mut String, e: &Edge, a: (f64, f64), b: (f64, f64)) {
             o,
             r#"<text class="edge-label{}" x="{:.1}" y="{:.1}">{}{}</text>"#,
             if e.taken { " taken" } else { "" },
-            (x1 + x2) / 2.0 + 4.0,
-            (y1 + y2) / 2.0,
+            // Just above the region's first op: labels of a switch's
+            // cases sit over their own columns.
+            x2 - NODE_W / 2.0 + 4.0,
+            y2 - 5.0,
             esc(&e.label),
             if e.taken { " ✓" } else { "" }
         );

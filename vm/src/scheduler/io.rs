@@ -277,9 +277,11 @@ impl<'r> Run<'r> {
                         ais_ir::bytecode::Imm::Tool(t) => Some(t.clone()),
                         _ => None,
                     },
-                    arguments: args
-                        .first()
-                        .and_then(|a| self.text.keep(&a.to_json().to_string())),
+                    // A text argument is the JSON the tool gets: kept as is.
+                    arguments: args.first().and_then(|a| match a.to_json() {
+                        serde_json::Value::String(s) => self.text.keep(&s),
+                        other => self.text.keep(&other.to_string()),
+                    }),
                     error: None,
                 }));
             }

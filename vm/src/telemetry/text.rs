@@ -132,3 +132,29 @@ pub fn prompt_messages(req: &crate::llm::LlmRequest, policy: &TextPolicy) -> Vec
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keep_cuts_on_a_character_boundary_and_scrubs_secrets() {
+        let p = TextPolicy {
+            limit: 5,
+            redact: false,
+            secrets: vec!["sk-abcdefgh".into(), "short".into()],
+        };
+        // "é" is two bytes: a cut at 5 would split it.
+        assert_eq!(
+            p.keep("abcdéfg").as_deref(),
+            Some("abcd… [truncated: 8 bytes in all]")
+        );
+        let p = TextPolicy { limit: 100, ..p };
+        assert_eq!(
+            p.keep("key sk-abcdefgh, short").as_deref(),
+            Some("key [secret], short")
+        );
+        let p = TextPolicy { redact: true, ..p };
+        assert_eq!(p.keep("anything"), None);
+    }
+}
