@@ -110,6 +110,11 @@ fn layers(n: usize, edges: &[(usize, usize)]) -> Vec<usize> {
         while let Some(v) = queue.pop_front() {
             done[v] = true;
             for &w in &succs[v] {
+                // An edge back into a placed (or released) node closes a
+                // cycle: ignored.
+                if done[w] || indeg[w] == 0 {
+                    continue;
+                }
                 layer[w] = layer[w].max(layer[v] + 1);
                 indeg[w] -= 1;
                 if indeg[w] == 0 {
