@@ -14,6 +14,7 @@ pub mod ops;
 pub mod opt;
 mod output;
 pub mod plan;
+pub mod report;
 mod run;
 mod runs;
 mod serve;
@@ -216,6 +217,29 @@ pub enum Command {
         /// One JSON record per line.
         #[arg(long)]
         json: bool,
+    },
+    /// Write one self-contained HTML report of a run (`last` for the most
+    /// recent): its dataflow graph as it ran, a timeline with the critical
+    /// path, each op's prompt, reply and tool arguments, and totals.
+    Report {
+        /// A run id from `aisc runs`, or `last`.
+        run_id: String,
+        /// The HTML file to write.
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: PathBuf,
+        #[command(flatten)]
+        memory: aam::MemoryArgs,
+    },
+    /// Draw a program's dataflow graph (calls linked to callees, regions to
+    /// their control ops) as SVG, or as an HTML page for a `.html` output.
+    Graph {
+        /// The `.ais` source file (or an `.apxmobj` artifact).
+        file: PathBuf,
+        /// The `.svg` or `.html` file to write.
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: PathBuf,
+        #[command(flatten)]
+        opt: OptArgs,
     },
     /// Rewrite `.ais` files in the canonical layout (comments kept), or
     /// check that they are in it (`--check`).
@@ -429,6 +453,12 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
             memory,
             json,
         } => aam::trace(&run_id, &memory, json),
+        Command::Report {
+            run_id,
+            output,
+            memory,
+        } => report::report(&run_id, &memory, &output),
+        Command::Graph { file, output, opt } => report::graph(&mut out, &file, &opt, &output),
         Command::Config {
             action: ConfigAction::Show,
             backend,

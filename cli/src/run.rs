@@ -278,6 +278,50 @@ pub struct RunArgs {
     pub yes: bool,
     #[command(flatten)]
     pub budget: super::runs::BudgetArgs,
+    #[command(flatten)]
+    pub telemetry: TelemetryArgs,
+}
+
+/// What the run's events keep of prompts, replies and tool arguments
+/// (default: `[telemetry]` in the config).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct TelemetryArgs {
+    /// Keep no prompts, replies or tool arguments in the run's events,
+    /// trace and report.
+    #[arg(long)]
+    pub redact: bool,
+    /// Most bytes kept of each prompt message, reply and tool argument
+    /// text (default 4096; 0 keeps none).
+    #[arg(long, value_name = "BYTES")]
+    pub telemetry_text_limit: Option<usize>,
+}
+
+/// The text policy of a run: the config's `[telemetry]`, the flags over
+/// it, and the selected backend's secrets (API key, `$VAR` headers), which
+/// are scrubbed from every kept text.
+fn text_policy(
+    t: &TelemetryArgs,
+    settings: &ais_vm::config::Settings,
+) -> ais_vm::telemetry::TextPolicy {
+    let mut p = settings.config.telemetry.clone();
+    p.redact |= t.redact;
+    if let Some(n) = t.telemetry_text_limit {
+        p.limit = n;
+    }
+    let b = settings.selected();
+    let vars = b
+        .api_key_env
+        .iter()
+        .cloned()
+        .chain(b.headers.iter().filter_map(|(_, v)| match v {
+            ais_vm::config::HeaderValue::Env { var, .. } => Some(var.clone()),
+            ais_vm::config::HeaderValue::Literal(_) => None,
+        }));
+    p.secrets.extend(
+        vars.filter_map(|v| std::env::var(v).ok())
+            .filter(|s| !s.is_empty()),
+    );
+    p
 }
 
 pub fn run(
@@ -547,6 +591,7 @@ pub fn prepare_run(
             .limits
             .max_value_bytes
             .unwrap_or(ais_vm::scheduler::limits::DEFAULT_MAX_VALUE_BYTES),
+        telemetry_text: text_policy(&run.telemetry, settings),
         ..RunOptions::default()
     };
     let mut aam = setup.aam.clone();
@@ -661,6 +706,22 @@ pub fn run_loaded(
     // up to the failure is what its user needs most.
     let export_failed =
         write_exports(out, run, &loaded.program, &report) | write_plans(out, run, &report.plans);
+    // Kept with the journal for `aisc report`; a failure to keep it costs
+    // only the report.
+    if let (Some(dir), Some(j)) = (
+        ais_vm::journal::dir_of(&run.memory.storage()),
+        options.journal.as_ref(),
+    ) {
+        if let Err(e) = super::report::data::save(
+            &dir,
+            j.run_id(),
+            &loaded.program,
+            &report.events,
+            &report.summary,
+        ) {
+            eprintln!("warning: the run's telemetry was not kept for `aisc report`: {e}");
+        }
+    }
     let code = match &report.outcome {
         Ok(value) => {
             let text = match value {
@@ -710,13 +771,14 @@ pub fn run_loaded(
             String::new()
         };
         eprintln!(
-            "run: {:.1} ms makespan (critical path estimate {} ms), {} ops, {} LLM calls{attempts}{sim}, {} tool calls, {} tokens, parallelism avg {:.2} / peak {}, scheduler {:.2} µs/op",
+            "run: {:.1} ms makespan (critical path estimate {} ms), {} ops, {} LLM calls{attempts}{sim}, {} tool calls, {} tokens, cost ${:.6}, parallelism avg {:.2} / peak {}, scheduler {:.2} µs/op",
             s.makespan_ms,
             s.critical_path_estimate_ms,
             s.ops,
             s.llm_calls,
             s.tool_calls,
             s.input_tokens + s.output_tokens,
+            s.cost_usd,
             s.avg_parallelism,
             s.peak_parallelism,
             s.sched_overhead_us_per_op,

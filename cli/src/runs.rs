@@ -305,6 +305,7 @@ fn resume_in(
         memory: r.memory.clone(),
         yes: r.yes,
         budget: r.budget.clone(),
+        telemetry: Default::default(),
     };
     Ok(super::run::run_loaded(
         out,

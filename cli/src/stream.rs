@@ -135,6 +135,7 @@ mod tests {
         let ev = OpEvent {
             frame: 0,
             flow: 0,
+            region: 0,
             op: 1,
             opcode: ais_ir::Opcode::Ask,
             agent: 0,
@@ -145,6 +146,7 @@ mod tests {
             end_ns: 0,
             status: Status::Ok,
             llm: None,
+            detail: None,
         };
         p.op(&OpUpdate {
             event: &ev,

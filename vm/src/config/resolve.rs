@@ -23,6 +23,8 @@ pub struct Config {
     pub instructions: Instructions,
     /// `[limits]`; `None`: the `RunOptions` default (or the `aisc run` flag).
     pub limits: Limits,
+    /// `[telemetry]`: text kept in run events (secrets are the edge's to add).
+    pub telemetry: crate::telemetry::TextPolicy,
     /// The AAM's sections (`crate::aam::config::AamConfig::from_config`).
     pub aam: AamSections,
 }
@@ -111,6 +113,19 @@ impl Config {
                 None => None,
             },
         };
+        let mut telemetry = crate::telemetry::TextPolicy::default();
+        if let Some(n) = &file.telemetry.text_limit {
+            if *n.get_ref() < 0 {
+                return Err(ConfigError::at(
+                    &src,
+                    n.span(),
+                    "text_limit must be 0 or more (bytes kept of each text)".to_string(),
+                    None,
+                ));
+            }
+            telemetry.limit = usize::try_from(*n.get_ref()).unwrap_or(usize::MAX);
+        }
+        telemetry.redact = file.telemetry.redact.unwrap_or(false);
         let fi = file.instruction;
         let mut overrides = BTreeMap::new();
         for (k, v) in [
@@ -142,6 +157,7 @@ impl Config {
             token_budget,
             instructions: Instructions { overrides },
             limits,
+            telemetry,
             aam,
         })
     }
@@ -160,6 +176,7 @@ impl Config {
             token_budget: None,
             instructions: Instructions::default(),
             limits: Limits::default(),
+            telemetry: crate::telemetry::TextPolicy::default(),
             aam: AamSections::default(),
         }
     }

@@ -27,6 +27,8 @@ pub(crate) struct FileConfig {
     pub(crate) instruction: FileInstructions,
     #[serde(default)]
     pub(crate) limits: FileLimits,
+    #[serde(default)]
+    pub(crate) telemetry: FileTelemetry,
     // The Agent Abstract Machine's sections.
     #[serde(default)]
     pub(crate) memory: Option<MemoryConfig>,
@@ -47,6 +49,15 @@ pub(crate) struct FileLimits {
     pub(crate) max_live_frames: Option<Spanned<i64>>,
     pub(crate) max_call_depth: Option<Spanned<i64>>,
     pub(crate) max_value_bytes: Option<Spanned<i64>>,
+}
+
+/// `[telemetry]`: what run events keep of prompts, replies and tool
+/// arguments (see `crate::telemetry::TextPolicy`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FileTelemetry {
+    pub(crate) text_limit: Option<Spanned<i64>>,
+    pub(crate) redact: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]

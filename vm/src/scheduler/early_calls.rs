@@ -205,6 +205,7 @@ impl<'r> Run<'r> {
                         status: if result.is_ok() { "ok" } else { "error" },
                         code: result.as_ref().err().map(|e| e.code.clone()),
                         replayed,
+                        arguments: self.text.keep(&args.to_string()),
                         start_ns,
                         end_ns: self.now(),
                     };

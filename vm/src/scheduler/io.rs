@@ -157,6 +157,8 @@ pub(super) struct Call<'r> {
     /// Its tokens were already counted against the budgets as they were
     /// spent (a tool-calling exchange counts each model turn).
     pub(super) usage_accounted: bool,
+    /// A tool op's tool and arguments, for its event.
+    pub(super) detail: Option<Box<crate::telemetry::OpDetail>>,
 }
 
 impl<'r> Job<'r> {
@@ -178,6 +180,7 @@ impl<'r> Job<'r> {
             jkey: None,
             llm: matches!(track, Track::Llm(_)),
             usage_accounted: false,
+            detail: None,
         };
         (call, self.args, self.jkey)
     }
@@ -195,6 +198,7 @@ impl Call<'_> {
         Some(OpEvent {
             frame: self.frame.id,
             flow: self.frame.flow_id(),
+            region: self.frame.region,
             op: self.op,
             opcode: instr.opcode,
             agent: self.frame.agent,
@@ -205,6 +209,7 @@ impl Call<'_> {
             end_ns,
             status,
             llm,
+            detail: self.detail.clone(),
         })
     }
 }
@@ -266,6 +271,20 @@ impl<'r> Run<'r> {
                 Err(e) => (Err(e), None),
             }
         } else {
+            if self.record {
+                call.detail = Some(Box::new(crate::telemetry::OpDetail {
+                    tool: match &instr.imm {
+                        ais_ir::bytecode::Imm::Tool(t) => Some(t.clone()),
+                        _ => None,
+                    },
+                    // A text argument is the JSON the tool gets: kept as is.
+                    arguments: args.first().and_then(|a| match a.to_json() {
+                        serde_json::Value::String(s) => self.text.keep(&s),
+                        other => self.text.keep(&other.to_string()),
+                    }),
+                    error: None,
+                }));
+            }
             (self.tool_op_call(frame, agent, instr, &args), None)
         };
         call.jkey = jkey;
@@ -302,29 +321,40 @@ impl<'r> Run<'r> {
         let usage = crate::llm::call_usage(result.as_ref().ok(), &attempts);
         let attempts: Vec<AttemptRecord> =
             attempts.iter().map(AttemptRecord::from_attempt).collect();
+        let (model, simulated, reply, finish_reason) = match &result {
+            Ok(resp) => (
+                resp.model.clone(),
+                resp.simulated,
+                self.text.keep(&resp.text),
+                Some(resp.finish_reason.clone()).filter(|r| !r.is_empty()),
+            ),
+            Err(_) => (
+                req.model.clone().unwrap_or_default(),
+                self.backend.is_simulated(),
+                None,
+                attempts.last().and_then(|a| a.finish_reason.clone()),
+            ),
+        };
+        let info = Box::new(LlmInfo {
+            cost_micro_usd: self.budget.cost_micro_usd(
+                &model,
+                usage.prompt_tokens,
+                usage.completion_tokens,
+            ),
+            model,
+            input_tokens: usage.prompt_tokens,
+            output_tokens: usage.completion_tokens,
+            simulated,
+            attempts,
+            tool_calls: Vec::new(),
+            backend: self.backend.name().to_string(),
+            prompt: crate::telemetry::prompt_messages(req, self.text),
+            reply,
+            finish_reason,
+        });
         match result {
-            Ok(resp) => {
-                let info = Box::new(LlmInfo {
-                    model: resp.model.clone(),
-                    input_tokens: usage.prompt_tokens,
-                    output_tokens: usage.completion_tokens,
-                    simulated: resp.simulated,
-                    attempts,
-                    tool_calls: Vec::new(),
-                });
-                (exec::llm_value(req, &resp), Some(info))
-            }
-            Err(e) => {
-                let info = Box::new(LlmInfo {
-                    model: req.model.clone().unwrap_or_default(),
-                    input_tokens: usage.prompt_tokens,
-                    output_tokens: usage.completion_tokens,
-                    simulated: self.backend.is_simulated(),
-                    attempts,
-                    tool_calls: Vec::new(),
-                });
-                (Err(OpError::from(e)), Some(info))
-            }
+            Ok(resp) => (exec::llm_value(req, &resp), Some(info)),
+            Err(e) => (Err(OpError::from(e)), Some(info)),
         }
     }
 
@@ -380,6 +410,7 @@ impl<'r> Run<'r> {
                 },
             );
         }
+        let mut error = None;
         let status = match result {
             Ok(v) => {
                 if let Some(t) = self.complete_op(
@@ -398,6 +429,7 @@ impl<'r> Run<'r> {
                 if let (Some(j), Some((k, h)), false) = (self.journal, jkey, llm) {
                     let _ = j.failed(k, instr.opcode.mnemonic(), h);
                 }
+                error = Some(e.code.clone());
                 self.fail(frame, op, e, &Sink::Global);
                 Status::Failed
             }
@@ -406,7 +438,11 @@ impl<'r> Run<'r> {
             self.sleep.notify_one();
         }
         if self.record {
-            call.event(end, status, info)
+            let mut ev = call.event(end, status, info)?;
+            if let Some(code) = error {
+                ev.detail.get_or_insert_with(Box::default).error = Some(code);
+            }
+            Some(ev)
         } else {
             None
         }

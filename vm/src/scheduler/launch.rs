@@ -170,6 +170,7 @@ pub fn run(
         linked: Mutex::new(Vec::new()),
         observer: options.observer.as_ref().map(|o| &*o.0),
         observer_arc: options.observer.as_ref().map(|o| o.0.clone()),
+        text: &options.telemetry_text,
     };
     // Room for one event per op of the program (capped), so recording does
     // not regrow and copy the vector while the run is timed; pages are only

@@ -106,6 +106,9 @@ pub struct RunOptions {
     /// Receives each op's event as it is recorded and LLM text as it
     /// streams in (see `crate::observe`); events are recorded when set.
     pub observer: Option<crate::observe::Observer>,
+    /// How events keep prompts, replies and tool arguments (size limit,
+    /// redaction, secrets scrubbed).
+    pub telemetry_text: crate::telemetry::TextPolicy,
 }
 
 impl Default for RunOptions {
@@ -126,6 +129,7 @@ impl Default for RunOptions {
             watchdog: None,
             planner: None,
             observer: None,
+            telemetry_text: crate::telemetry::TextPolicy::default(),
         }
     }
 }
@@ -205,6 +209,7 @@ struct Run<'r> {
     observer: Option<&'r dyn crate::observe::RunObserver>,
     /// The same observer, for text sinks (they are `'static`).
     observer_arc: Option<observe::SharedObserver>,
+    text: &'r crate::telemetry::TextPolicy,
 }
 
 impl<'r> Run<'r> {

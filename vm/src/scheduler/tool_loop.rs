@@ -54,6 +54,11 @@ pub(super) struct Exchange {
     usage: Usage,
     pub(super) model: String,
     pub(super) simulated: bool,
+    backend: String,
+    prompt: Vec<crate::telemetry::MessageRecord>,
+    reply: Option<String>,
+    finish_reason: Option<String>,
+    cost_micro_usd: u64,
 }
 
 impl Exchange {
@@ -72,6 +77,11 @@ impl Exchange {
             simulated: self.simulated,
             attempts: self.attempts,
             tool_calls: self.tool_calls,
+            backend: self.backend,
+            prompt: self.prompt,
+            reply: self.reply,
+            finish_reason: self.finish_reason,
+            cost_micro_usd: self.cost_micro_usd,
         })
     }
 }
@@ -254,6 +264,9 @@ impl<'r> Run<'r> {
                 if let Some(resp) = resp {
                     ex.model.clone_from(&resp.model);
                     ex.simulated |= resp.simulated;
+                    ex.prompt = crate::telemetry::prompt_messages(req, self.text);
+                    ex.reply = self.text.keep(&resp.text);
+                    ex.finish_reason = Some(resp.finish_reason.clone());
                     return Ok(resp);
                 }
             }
@@ -267,6 +280,17 @@ impl<'r> Run<'r> {
             ex.simulated |= r.simulated;
         }
         self.account_llm(site.frame.agent, &ex.model, usage);
+        ex.cost_micro_usd +=
+            self.budget
+                .cost_micro_usd(&ex.model, usage.prompt_tokens, usage.completion_tokens);
+        ex.backend = self.backend.name().to_string();
+        ex.prompt = crate::telemetry::prompt_messages(req, self.text);
+        ex.finish_reason = result
+            .as_ref()
+            .ok()
+            .map(|r| r.finish_reason.clone())
+            .or_else(|| attempts.last().and_then(|a| a.finish_reason.clone()));
+        ex.reply = result.as_ref().ok().and_then(|r| self.text.keep(&r.text));
         ex.usage.prompt_tokens += usage.prompt_tokens;
         ex.usage.completion_tokens += usage.completion_tokens;
         ex.attempts
@@ -412,6 +436,7 @@ impl<'r> Run<'r> {
             status,
             code: code.map(str::to_string),
             replayed,
+            arguments: self.text.keep(&call.arguments),
             start_ns,
             end_ns: self.now(),
         };

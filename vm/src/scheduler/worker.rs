@@ -267,8 +267,9 @@ impl<'r> Run<'r> {
         // The op's own work ends here; delivering its results is scheduling.
         let end = self.now();
         cx.busy_ns += end - start;
-        let (id, flow, agent) = (frame.id, frame.flow_id(), frame.agent);
+        let (id, flow, agent, region) = (frame.id, frame.flow_id(), frame.agent, frame.region);
         let mut next = None;
+        let mut error = None;
         let status = match r {
             Ok(Some(results)) => {
                 next =
@@ -277,6 +278,9 @@ impl<'r> Run<'r> {
             }
             Ok(None) => Status::Ok,
             Err(e) => {
+                if self.record {
+                    error = Some(e.code.clone());
+                }
                 self.fail(&frame, op, e, &sink);
                 Status::Failed
             }
@@ -290,6 +294,7 @@ impl<'r> Run<'r> {
             let ev = OpEvent {
                 frame: id,
                 flow,
+                region,
                 op,
                 opcode: instr.opcode,
                 agent,
@@ -300,6 +305,12 @@ impl<'r> Run<'r> {
                 end_ns: end,
                 status,
                 llm: None,
+                detail: error.map(|code| {
+                    Box::new(crate::telemetry::OpDetail {
+                        error: Some(code),
+                        ..Default::default()
+                    })
+                }),
             };
             self.observe_op(&ev);
             cx.events.push(ev);

@@ -41,9 +41,73 @@ fn track_name(t: Track) -> String {
     }
 }
 
-/// One JSON object per op event, then one `summary` line. LLM calls carry
+/// One op event as the JSON object of the JSONL export. LLM calls carry
 /// OpenTelemetry GenAI attribute names (`gen_ai.operation.name`,
 /// `gen_ai.request.model`, `gen_ai.usage.input_tokens`, ...).
+pub fn event_json(program: &Program, summary: &RunSummary, e: &OpEvent) -> Map<String, Json> {
+    let mut o = Map::new();
+    o.insert("type".into(), json!("op"));
+    o.insert("frame".into(), json!(e.frame));
+    o.insert("flow".into(), json!(flow_label(program, summary, e.flow)));
+    o.insert("flow_id".into(), json!(e.flow));
+    o.insert("region".into(), json!(e.region));
+    o.insert("op".into(), json!(e.op));
+    o.insert("opcode".into(), json!(e.opcode.mnemonic()));
+    o.insert("agent".into(), json!(agent_name(program, e.agent)));
+    o.insert("track".into(), json!(track_name(e.track)));
+    o.insert("worker".into(), json!(e.worker));
+    o.insert("ready_ns".into(), json!(e.ready_ns));
+    o.insert("start_ns".into(), json!(e.start_ns));
+    o.insert("end_ns".into(), json!(e.end_ns));
+    o.insert("queue_wait_ns".into(), json!(e.queue_wait_ns()));
+    o.insert("status".into(), json!(status(e.status)));
+    detail_fields(e, &mut o, "gen_ai.");
+    o
+}
+
+/// The LLM and tool details of an event, under `prefix` for the GenAI
+/// names (`gen_ai.` in the JSONL, none in trace args).
+fn detail_fields(e: &OpEvent, o: &mut Map<String, Json>, prefix: &str) {
+    if let Some(d) = &e.detail {
+        if let Some(t) = &d.tool {
+            o.insert("tool".into(), json!(t));
+        }
+        if let Some(a) = &d.arguments {
+            o.insert("arguments".into(), json!(a));
+        }
+        if let Some(c) = &d.error {
+            o.insert("error".into(), json!(c));
+        }
+    }
+    let Some(l) = &e.llm else {
+        return;
+    };
+    let mut put = |k: &str, v: Json| {
+        o.insert(format!("{prefix}{k}"), v);
+    };
+    put("operation.name", json!(e.opcode.mnemonic()));
+    put("system", json!(l.backend));
+    put("request.model", json!(l.model));
+    put("usage.input_tokens", json!(l.input_tokens));
+    put("usage.output_tokens", json!(l.output_tokens));
+    put("usage.cost_usd", json!(l.cost_micro_usd as f64 / 1e6));
+    put("simulated", json!(l.simulated));
+    if let Some(r) = &l.finish_reason {
+        put("response.finish_reason", json!(r));
+    }
+    if !l.prompt.is_empty() {
+        put("prompt", json!(l.prompt));
+    }
+    if let Some(r) = &l.reply {
+        put("completion", json!(r));
+    }
+    put("attempts", json!(l.attempts));
+    if !l.tool_calls.is_empty() {
+        put("tool_calls", json!(l.tool_calls));
+    }
+}
+
+/// One JSON object per op event ([`event_json`]), then one `summary` line.
 pub fn write_jsonl(
     out: &mut dyn Write,
     program: &Program,
@@ -52,32 +116,7 @@ pub fn write_jsonl(
 ) -> io::Result<()> {
     let mut w = BufWriter::new(out);
     for e in events {
-        let mut o = Map::new();
-        o.insert("type".into(), json!("op"));
-        o.insert("frame".into(), json!(e.frame));
-        o.insert("flow".into(), json!(flow_label(program, summary, e.flow)));
-        o.insert("op".into(), json!(e.op));
-        o.insert("opcode".into(), json!(e.opcode.mnemonic()));
-        o.insert("agent".into(), json!(agent_name(program, e.agent)));
-        o.insert("track".into(), json!(track_name(e.track)));
-        o.insert("worker".into(), json!(e.worker));
-        o.insert("ready_ns".into(), json!(e.ready_ns));
-        o.insert("start_ns".into(), json!(e.start_ns));
-        o.insert("end_ns".into(), json!(e.end_ns));
-        o.insert("queue_wait_ns".into(), json!(e.queue_wait_ns()));
-        o.insert("status".into(), json!(status(e.status)));
-        if let Some(l) = &e.llm {
-            o.insert("gen_ai.operation.name".into(), json!(e.opcode.mnemonic()));
-            o.insert("gen_ai.request.model".into(), json!(l.model));
-            o.insert("gen_ai.usage.input_tokens".into(), json!(l.input_tokens));
-            o.insert("gen_ai.usage.output_tokens".into(), json!(l.output_tokens));
-            o.insert("gen_ai.simulated".into(), json!(l.simulated));
-            o.insert("gen_ai.attempts".into(), json!(l.attempts));
-            if !l.tool_calls.is_empty() {
-                o.insert("gen_ai.tool_calls".into(), json!(l.tool_calls));
-            }
-        }
-        serde_json::to_writer(&mut w, &Json::Object(o))?;
+        serde_json::to_writer(&mut w, &Json::Object(event_json(program, summary, e)))?;
         w.write_all(b"\n")?;
     }
     let mut s = serde_json::to_value(summary).unwrap_or(Json::Null);
@@ -110,7 +149,7 @@ pub fn chrome_trace(program: &Program, events: &[OpEvent], summary: &RunSummary)
         );
     }
     for (i, e) in events.iter().enumerate() {
-        let args = json!({
+        let mut args = json!({
             "flow": flow_label(program, summary, e.flow),
             "agent": agent_name(program, e.agent),
             "op": e.op,
@@ -118,6 +157,9 @@ pub fn chrome_trace(program: &Program, events: &[OpEvent], summary: &RunSummary)
             "queue_wait_us": us(e.queue_wait_ns()),
             "status": status(e.status),
         });
+        if let Json::Object(m) = &mut args {
+            detail_fields(e, m, "gen_ai.");
+        }
         match e.track {
             Track::Worker(w) => out.push(json!({
                 "ph": "X", "name": e.opcode.mnemonic(), "cat": e.opcode.effect().name(),
@@ -130,12 +172,6 @@ pub fn chrome_trace(program: &Program, events: &[OpEvent], summary: &RunSummary)
                 } else {
                     "tool"
                 };
-                let mut args = args;
-                if let (Some(l), Json::Object(m)) = (&e.llm, &mut args) {
-                    m.insert("model".into(), json!(l.model));
-                    m.insert("input_tokens".into(), json!(l.input_tokens));
-                    m.insert("output_tokens".into(), json!(l.output_tokens));
-                }
                 let name = format!(
                     "{} {}",
                     e.opcode.mnemonic(),

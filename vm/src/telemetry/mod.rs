@@ -4,8 +4,12 @@
 //! Times are nanoseconds since the run started (the entry frame was created).
 
 mod export;
+mod text;
 
-pub use export::{chrome_trace, write_chrome_trace, write_jsonl};
+pub use export::{chrome_trace, event_json, write_chrome_trace, write_jsonl};
+pub use text::{
+    prompt_messages, truncate, MessageRecord, OpDetail, TextPolicy, DEFAULT_TEXT_LIMIT,
+};
 
 use ais_ir::Opcode;
 use serde::Serialize;
@@ -43,6 +47,21 @@ pub struct LlmInfo {
     pub attempts: Vec<AttemptRecord>,
     /// The tool calls the model made, when the op offered it tools.
     pub tool_calls: Vec<ToolCallRecord>,
+    /// The backend that answered (its name in the config).
+    pub backend: String,
+    /// The messages of the last request sent (system, user, earlier
+    /// tool-calling turns), each cut at the text limit; empty when redacted.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub prompt: Vec<MessageRecord>,
+    /// The text received (last turn), cut at the text limit; `None` when
+    /// redacted or when no reply came.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reply: Option<String>,
+    /// The finish reason of the reply taken (`stop`, `length`, `tool_calls`, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
+    /// What its tokens cost at the configured prices (µUSD; 0 unpriced).
+    pub cost_micro_usd: u64,
 }
 
 /// One tool call a model made during an LLM op (see
@@ -60,6 +79,10 @@ pub struct ToolCallRecord {
     pub code: Option<String>,
     /// Replayed from the run journal instead of called again.
     pub replayed: bool,
+    /// The arguments the model gave (JSON text, cut at the text limit;
+    /// absent when redacted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<String>,
     pub start_ns: u64,
     pub end_ns: u64,
 }
@@ -114,6 +137,9 @@ pub struct OpEvent {
     /// Frame (region instance) id.
     pub frame: u64,
     pub flow: u32,
+    /// The region of the flow the frame runs (0: the body), with `op` the
+    /// op's index in it.
+    pub region: u32,
     pub op: u32,
     pub opcode: Opcode,
     pub agent: u32,
@@ -126,6 +152,9 @@ pub struct OpEvent {
     pub end_ns: u64,
     pub status: Status,
     pub llm: Option<Box<LlmInfo>>,
+    /// The tool a tool op called and its arguments, the error code of a
+    /// failed op.
+    pub detail: Option<Box<OpDetail>>,
 }
 
 impl OpEvent {
@@ -157,6 +186,9 @@ pub struct RunSummary {
     pub tool_calls: u64,
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// Cost of the run's LLM calls at the configured prices (USD; 0 when
+    /// the backend has no `prices`).
+    pub cost_usd: f64,
     pub failed_ops: u64,
     pub cancelled_ops: u64,
     pub workers: usize,
@@ -221,6 +253,7 @@ impl RunSummary {
                 }
                 self.input_tokens += l.input_tokens;
                 self.output_tokens += l.output_tokens;
+                self.cost_usd += l.cost_micro_usd as f64 / 1e6;
                 // Tools the model called count like the program's own.
                 self.tool_calls += l.tool_calls.len() as u64;
                 self.llm_attempts += l.attempts.len().max(1) as u64;
@@ -249,7 +282,7 @@ impl RunSummary {
     pub fn render(&self) -> String {
         format!(
             "makespan {:.2} ms (critical path estimate {} ms) · {} ops in {} frames · parallelism avg {:.2}, peak {}\n\
-             LLM calls {} ({} attempts, {} retries; {} in / {} out tokens) · tool calls {} · failed {} · cancelled {}\n\
+             LLM calls {} ({} attempts, {} retries; {} in / {} out tokens; cost ${:.6}) · tool calls {} · failed {} · cancelled {}\n\
              {} workers · concurrency {} ({}) · scheduler overhead {:.3} µs/op · setup {:.2} ms",
             self.makespan_ms,
             self.critical_path_estimate_ms,
@@ -262,6 +295,7 @@ impl RunSummary {
             self.llm_retries,
             self.input_tokens,
             self.output_tokens,
+            self.cost_usd,
             self.tool_calls,
             self.failed_ops,
             self.cancelled_ops,

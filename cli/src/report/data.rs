@@ -1,0 +1,400 @@
+//! What a report draws: the program's ops as graph nodes (with the edges
+//! between them), each run op's events, and the run's totals. A run's
+//! telemetry is kept next to its journal (`telemetry/RUN_ID.jsonl` in the
+//! memory directory, the `--events` format) by `aisc run`; the program
+//! comes from the journal.
+
+use ais_ir::bytecode::{Imm, Program, RegionKind};
+use ais_vm::telemetry::{OpEvent, RunSummary};
+use serde_json::{json, Map, Value as Json};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// Why a report cannot be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("{0}")]
+    Journal(String),
+    #[error("run `{id}` has no telemetry kept (`{path}`): it ran before `aisc report` existed, or with `--memory :memory:`")]
+    NoTelemetry { id: String, path: String },
+    #[error("cannot read `{path}`: {message}")]
+    Read { path: String, message: String },
+    #[error("the program stored for run `{id}` cannot be decoded: {message}")]
+    Program { id: String, message: String },
+}
+
+fn telemetry_path(dir: &Path, run_id: &str) -> PathBuf {
+    // Run ids are made by the host; keep only safe characters anyway.
+    let safe: String = run_id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    dir.join("telemetry").join(format!("{safe}.jsonl"))
+}
+
+/// Keeps a run's events for `aisc report` (atomically: written whole or
+/// not at all).
+pub fn save(
+    dir: &Path,
+    run_id: &str,
+    program: &Program,
+    events: &[OpEvent],
+    summary: &RunSummary,
+) -> std::io::Result<()> {
+    let path = telemetry_path(dir, run_id);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let mut bytes = Vec::new();
+    ais_vm::telemetry::write_jsonl(&mut bytes, program, events, summary)?;
+    let tmp = path.with_extension("jsonl.tmp");
+    std::fs::write(&tmp, &bytes)?;
+    std::fs::rename(&tmp, &path)
+}
+
+/// A run as the report needs it.
+pub struct RunData {
+    pub id: String,
+    pub program: Program,
+    /// The op events (JSON objects of the JSONL export).
+    pub events: Vec<Map<String, Json>>,
+    pub summary: Map<String, Json>,
+}
+
+/// Loads run `id` (or `last`) from the journal and kept telemetry in `dir`.
+pub fn load(dir: &Path, id: &str) -> Result<RunData, ReportError> {
+    let stored =
+        ais_vm::journal::load_run(dir, id).map_err(|e| ReportError::Journal(e.to_string()))?;
+    let id = stored.info.id.clone();
+    let program = ais_ir::bytecode::decode(&stored.artifact).map_err(|e| ReportError::Program {
+        id: id.clone(),
+        message: e.to_string(),
+    })?;
+    let path = telemetry_path(dir, &id);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(ReportError::NoTelemetry {
+                id,
+                path: path.display().to_string(),
+            })
+        }
+        Err(e) => {
+            return Err(ReportError::Read {
+                path: path.display().to_string(),
+                message: e.to_string(),
+            })
+        }
+    };
+    let mut events = Vec::new();
+    let mut summary = Map::new();
+    for (n, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let v: Json = serde_json::from_str(line).map_err(|e| ReportError::Read {
+            path: path.display().to_string(),
+            message: format!("line {}: {e}", n + 1),
+        })?;
+        let Json::Object(m) = v else { continue };
+        if m.get("type").and_then(Json::as_str) == Some("summary") {
+            summary = m;
+        } else {
+            events.push(m);
+        }
+    }
+    Ok(RunData {
+        id,
+        program,
+        events,
+        summary,
+    })
+}
+
+/// What an op does, for its colour.
+pub fn kind_of(op: ais_ir::Opcode) -> &'static str {
+    use ais_ir::ExecClass as X;
+    match op.info().exec {
+        X::Llm => "llm",
+        X::Tool => "tool",
+        X::Call => "call",
+        X::Control | X::Terminator => "control",
+        X::Inline => "effect",
+        _ => "data",
+    }
+}
+
+/// One op of the program as a node.
+pub struct Node {
+    /// `f{flow}r{region}o{op}`: how events name it too.
+    pub key: String,
+    pub flow: u32,
+    pub label: String,
+    pub sub: String,
+    pub kind: &'static str,
+    /// `ok`, `failed`, `cancelled`, `not_run`, or `static` (no run).
+    pub status: &'static str,
+    pub runs: usize,
+}
+
+/// An edge between two nodes (indices into `Graph::nodes`).
+pub struct Edge {
+    pub from: usize,
+    pub to: usize,
+    /// `data`, `region` (a control op to its region's first ops), or `call`
+    /// (a call to its callee's first ops).
+    pub kind: &'static str,
+    pub label: String,
+    /// A region edge whose region ran.
+    pub taken: bool,
+}
+
+pub struct Graph {
+    pub nodes: Vec<Node>,
+    pub edges: Vec<Edge>,
+    /// Flow names by flow index (the program's own flows).
+    pub flows: Vec<String>,
+    /// The flows in drawing order: entry flows first.
+    pub order: Vec<usize>,
+}
+
+pub fn node_key(flow: u64, region: u64, op: u64) -> String {
+    format!("f{flow}r{region}o{op}")
+}
+
+fn short(text: &str, n: usize) -> String {
+    let mut s: String = text.chars().take(n).collect();
+    if text.chars().count() > n {
+        s.push('…');
+    }
+    s.replace(['\n', '\r'], " ")
+}
+
+fn op_sub(program: &Program, imm: &Imm) -> String {
+    match imm {
+        Imm::Tool(t) => t.clone(),
+        Imm::Callee(c) => program.flow_name(*c),
+        Imm::Template(t) => short(t, 18),
+        Imm::Field(f) | Imm::Belief(f) => f.clone(),
+        _ => String::new(),
+    }
+}
+
+fn region_label(k: &RegionKind) -> String {
+    match k {
+        RegionKind::Case(key) => format!("case {}", short(key, 12)),
+        other => other.label().to_string(),
+    }
+}
+
+/// The program's graph; with `events`, every node's status and run count,
+/// and which regions ran.
+pub fn graph(program: &Program, events: Option<&[Map<String, Json>]>) -> Graph {
+    // Per node key: (runs, worst status).
+    let mut seen: HashMap<String, (usize, &'static str)> = HashMap::new();
+    let mut ran_regions: HashMap<(u64, u64), bool> = HashMap::new();
+    for e in events.unwrap_or(&[]) {
+        let n = |k: &str| e.get(k).and_then(Json::as_u64).unwrap_or(0);
+        let key = node_key(n("flow_id"), n("region"), n("op"));
+        let status = match e.get("status").and_then(Json::as_str) {
+            Some("failed") => "failed",
+            Some("cancelled") => "cancelled",
+            _ => "ok",
+        };
+        ran_regions.insert((n("flow_id"), n("region")), true);
+        let entry = seen.entry(key).or_insert((0, status));
+        entry.0 += 1;
+        let rank = |s: &str| match s {
+            "failed" => 2,
+            "ok" => 1,
+            _ => 0,
+        };
+        if rank(status) > rank(entry.1) {
+            entry.1 = status;
+        }
+    }
+    let mut nodes = Vec::new();
+    let mut index: HashMap<(u32, u32, u32), usize> = HashMap::new();
+    for (f, flow) in program.flows.iter().enumerate() {
+        let f = f as u32;
+        for (r, region) in flow.regions.iter().enumerate() {
+            for (o, instr) in region.ops.iter().enumerate() {
+                let key = node_key(u64::from(f), r as u64, o as u64);
+                let (runs, status) = match (events, seen.get(&key)) {
+                    (None, _) => (0, "static"),
+                    (Some(_), None) => (0, "not_run"),
+                    (Some(_), Some(&(n, s))) => (n, s),
+                };
+                index.insert((f, r as u32, o as u32), nodes.len());
+                nodes.push(Node {
+                    key,
+                    flow: f,
+                    label: instr.opcode.mnemonic().to_string(),
+                    sub: op_sub(program, &instr.imm),
+                    kind: kind_of(instr.opcode),
+                    status,
+                    runs,
+                });
+            }
+        }
+    }
+    let mut edges = Vec::new();
+    for (f, flow) in program.flows.iter().enumerate() {
+        let f = f as u32;
+        for (r, region) in flow.regions.iter().enumerate() {
+            let r = r as u32;
+            let mut producer: HashMap<u32, u32> = HashMap::new();
+            for (o, instr) in region.ops.iter().enumerate() {
+                for s in instr.results() {
+                    producer.insert(s, o as u32);
+                }
+            }
+            for (o, instr) in region.ops.iter().enumerate() {
+                let Some(&to) = index.get(&(f, r, o as u32)) else {
+                    continue;
+                };
+                let mut from_seen = Vec::new();
+                for s in region.inputs(instr) {
+                    if let Some(&p) = producer.get(s) {
+                        if from_seen.contains(&p) {
+                            continue;
+                        }
+                        from_seen.push(p);
+                        if let Some(&from) = index.get(&(f, r, p)) {
+                            edges.push(Edge {
+                                from,
+                                to,
+                                kind: "data",
+                                label: String::new(),
+                                taken: false,
+                            });
+                        }
+                    }
+                }
+                for &child in &instr.regions {
+                    let Some(code) = flow.regions.get(child as usize) else {
+                        continue;
+                    };
+                    let taken = ran_regions.contains_key(&(u64::from(f), u64::from(child)));
+                    for &root in region_roots(code) {
+                        if let Some(&t) = index.get(&(f, child, root)) {
+                            edges.push(Edge {
+                                from: to,
+                                to: t,
+                                kind: "region",
+                                label: region_label(&code.kind),
+                                taken,
+                            });
+                        }
+                    }
+                }
+                if let Imm::Callee(c) = &instr.imm {
+                    if let Some(callee) = program.flows.get(*c as usize) {
+                        if let Some(body) = callee.regions.first() {
+                            for &root in region_roots(body) {
+                                if let Some(&t) = index.get(&(*c, 0, root)) {
+                                    edges.push(Edge {
+                                        from: to,
+                                        to: t,
+                                        kind: "call",
+                                        label: String::new(),
+                                        taken: false,
+                                    });
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let mut order: Vec<usize> = (0..program.flows.len()).collect();
+    order.sort_by_key(|&f| !program.flows[f].entry);
+    Graph {
+        order,
+        nodes,
+        edges,
+        flows: (0..program.flows.len() as u32)
+            .map(|f| program.flow_name(f))
+            .collect(),
+    }
+}
+
+/// A region's first ops: its roots, else (every op has inputs) its first op.
+fn region_roots(code: &ais_ir::bytecode::RegionCode) -> &[u32] {
+    if code.roots.is_empty() {
+        &[0][..usize::from(!code.ops.is_empty())]
+    } else {
+        &code.roots
+    }
+}
+
+/// The critical path through the run's events: from the op that ended
+/// last, back through the op whose end made each one ready. Indices into
+/// `events`, in time order.
+pub fn critical_path(events: &[Map<String, Json>]) -> Vec<usize> {
+    let n = |e: &Map<String, Json>, k: &str| e.get(k).and_then(Json::as_u64).unwrap_or(0);
+    let live: Vec<usize> = (0..events.len())
+        .filter(|&i| events[i].get("status").and_then(Json::as_str) != Some("cancelled"))
+        .collect();
+    let Some(mut cur) = live
+        .iter()
+        .copied()
+        .max_by_key(|&i| n(&events[i], "end_ns"))
+    else {
+        return Vec::new();
+    };
+    let mut path = vec![cur];
+    loop {
+        let ready = n(&events[cur], "ready_ns");
+        // The op that ended last at or before this one became ready.
+        let prev = live
+            .iter()
+            .copied()
+            .filter(|&i| !path.contains(&i) && n(&events[i], "end_ns") <= ready)
+            .max_by_key(|&i| n(&events[i], "end_ns"));
+        match prev {
+            Some(p) if ready > 0 => {
+                path.push(p);
+                cur = p;
+            }
+            _ => break,
+        }
+    }
+    path.reverse();
+    path
+}
+
+/// Totals shown at the top of the report.
+pub fn totals(summary: &Map<String, Json>, events: &[Map<String, Json>], path: &[usize]) -> Json {
+    let g = |k: &str| summary.get(k).cloned().unwrap_or(Json::Null);
+    let busy: u64 = path
+        .iter()
+        .filter_map(|&i| events.get(i))
+        .map(|e| {
+            let n = |k: &str| e.get(k).and_then(Json::as_u64).unwrap_or(0);
+            n("end_ns").saturating_sub(n("start_ns"))
+        })
+        .sum();
+    json!({
+        "makespan_ms": g("makespan_ms"),
+        "critical_path_ms": busy as f64 / 1e6,
+        "critical_path_ops": path.len(),
+        "critical_path_estimate_ms": g("critical_path_estimate_ms"),
+        "ops": g("ops"),
+        "llm_calls": g("llm_calls"),
+        "tool_calls": g("tool_calls"),
+        "input_tokens": g("input_tokens"),
+        "output_tokens": g("output_tokens"),
+        "cost_usd": g("cost_usd"),
+        "retries": g("llm_retries"),
+        "failed_ops": g("failed_ops"),
+    })
+}

@@ -1,0 +1,73 @@
+//! `aisc report RUN_ID|last -o run.html` and `aisc graph FILE -o
+//! graph.svg|graph.html`: a run (or a program) drawn as one self-contained
+//! file. `data` reads what a run kept and builds the graph, `layout` places
+//! it (layered, no Graphviz), `svg` draws it, `html` makes the page.
+
+pub mod data;
+mod html;
+mod layout;
+mod svg;
+
+use super::aam::MemoryArgs;
+use super::output::Output;
+use super::OptArgs;
+use std::path::Path;
+
+fn write(path: &Path, text: &str) -> i32 {
+    match super::run::write_atomic(path, text.as_bytes()) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: cannot write `{}`: {e}", path.display());
+            1
+        }
+    }
+}
+
+/// The report page of run `id` (or `last`), as HTML text.
+pub fn report_html(dir: &Path, id: &str) -> Result<String, data::ReportError> {
+    let run = data::load(dir, id)?;
+    let g = data::graph(&run.program, Some(&run.events));
+    let critical = data::critical_path(&run.events);
+    let totals = data::totals(&run.summary, &run.events, &critical);
+    Ok(html::page(
+        &format!("aisc report · run {}", run.id),
+        &svg::graph_svg(&g),
+        Some((&run.events, &critical, &totals)),
+    ))
+}
+
+/// `aisc report`.
+pub fn report(run_id: &str, mem: &MemoryArgs, out: &Path) -> i32 {
+    let Some(dir) = ais_vm::journal::dir_of(&mem.storage()) else {
+        eprintln!("error: `--memory :memory:` keeps no runs to report on");
+        return 2;
+    };
+    match report_html(&dir, run_id) {
+        Ok(page) => write(out, &page),
+        Err(e) => {
+            eprintln!("error: {e}");
+            1
+        }
+    }
+}
+
+/// `aisc graph`: the static graph, as SVG or (`.html`) a page.
+pub fn graph(out: &mut Output, file: &Path, opt: &OptArgs, dest: &Path) -> i32 {
+    let Some(loaded) = super::run::load(out, file, opt) else {
+        return 1;
+    };
+    let g = data::graph(&loaded.program, None);
+    let svg = svg::graph_svg(&g);
+    let html = dest
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("html") || e.eq_ignore_ascii_case("htm"));
+    if html {
+        let title = format!("aisc graph · {}", file.display());
+        write(dest, &html::page(&title, &svg, None))
+    } else {
+        write(
+            dest,
+            &format!("<?xml version=\"1.0\" encoding=\"utf-8\"?>\n{svg}\n"),
+        )
+    }
+}
