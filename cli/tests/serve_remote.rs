@@ -16,9 +16,13 @@ const WORKERS: &str = r#"agent Summarizer {
     }
 }
 agent Critic {
+    discoverable: [polish]
     @entry flow review(message: str) -> str {
         let r = think("Review: {message}")
         return "critic: {r}"
+    }
+    flow polish(text: str, tone: str) -> str {
+        return "polished ({tone}): {text}"
     }
 }
 "#;
@@ -150,6 +154,34 @@ fn a_resumed_run_does_not_resend_a_recorded_message_and_failures_are_coded() {
     );
     // The reply was replayed from the journal: still one remote run.
     assert_eq!(spans(&workers).len(), 1);
+
+    // A discoverable flow is a skill of its agent's card, callable by name.
+    let card = workers
+        .get("/a2a/Critic/.well-known/agent-card.json")
+        .json();
+    let ids: Vec<&str> = card["skills"]
+        .as_array()
+        .expect("skills")
+        .iter()
+        .filter_map(|s| s["id"].as_str())
+        .collect();
+    assert_eq!(ids, ["Critic.review", "Critic.polish"], "{card}");
+    write(
+        ldir.path(),
+        "polish.ais",
+        "agent Lead {\n    flow main() -> json {\n        return Critic.polish(text: \"the memo\", tone: \"dry\")\n    }\n}\n",
+    );
+    let o = aisc(ldir.path(), &["run", "polish.ais", "-q"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        "polished (dry): the memo"
+    );
 
     // The remote side gone: a coded failure naming the agent.
     let addr = workers.addr;

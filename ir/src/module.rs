@@ -194,6 +194,9 @@ pub struct FlowData {
     pub params: Vec<(String, Value)>,
     pub result: Type,
     pub entry: bool,
+    /// Listed in its agent's `discoverable: [...]`: other agents and
+    /// clients may call it (served as an A2A skill and an MCP tool).
+    pub discoverable: bool,
     /// The top-level region; ends with `return`.
     pub body: Region,
     pub dfg: Dfg,
@@ -210,6 +213,7 @@ impl FlowData {
             params: Vec::new(),
             result,
             entry: false,
+            discoverable: false,
             body,
             dfg,
             span: Span::DUMMY,

@@ -629,6 +629,10 @@ impl<'s> Parser<'s> {
             self.bump();
             f.entry = true;
         }
+        if self.at_ident("discoverable") {
+            self.bump();
+            f.discoverable = true;
+        }
         self.expect(Tok::LBrace)?;
         let body = f.body;
         self.ops_until_rbrace(&mut f, body, &mut scope);

@@ -145,6 +145,9 @@ pub fn print_flow(out: &mut String, f: &FlowData) {
     if f.entry {
         out.push_str(" entry");
     }
+    if f.discoverable {
+        out.push_str(" discoverable");
+    }
     out.push_str(" {\n");
     let p = Printer {
         dfg: &f.dfg,

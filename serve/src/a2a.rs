@@ -134,6 +134,8 @@ struct Skill {
     result: Type,
     input: Json,
     output: Json,
+    /// The agent's entry flow (others are `discoverable`).
+    entry: bool,
 }
 
 impl Skill {
@@ -169,7 +171,8 @@ impl Skill {
             "id": self.id,
             "name": self.id,
             "description": self.description,
-            "tags": ["ais", self.agent],
+            // `entry`: the skill a message naming none goes to.
+            "tags": if self.entry { json!(["ais", self.agent, "entry"]) } else { json!(["ais", self.agent]) },
             "inputModes": input,
             "outputModes": output,
         })
@@ -239,6 +242,7 @@ impl A2a {
                     result: p.type_of(code.result),
                     input: crate::schema::input(p, f),
                     output: crate::schema::output(p, f),
+                    entry: code.entry,
                 };
                 let how = match skill.text_param() {
                     Some(n) => format!(

@@ -27,8 +27,9 @@ impl Served {
         self.program.agents.iter().map(|a| a.name.as_str())
     }
 
-    /// The flows served as MCP tools and A2A skills: the entry flows, or
-    /// for a program marking none, the flow `aisc run` would pick.
+    /// The flows served as MCP tools and A2A skills: the entry flows (for
+    /// a program marking none, the flow `aisc run` would pick) and the
+    /// flows their agents list as `discoverable`.
     pub fn exposed_flows(&self) -> Vec<u32> {
         let p = &self.program;
         let mut flows: Vec<u32> = (0..p.flows.len() as u32)
@@ -36,6 +37,11 @@ impl Served {
             .collect();
         if flows.is_empty() {
             flows.extend(p.find_entry(None).ok());
+        }
+        for i in 0..p.flows.len() as u32 {
+            if p.flows[i as usize].discoverable && !flows.contains(&i) {
+                flows.push(i);
+            }
         }
         flows
     }

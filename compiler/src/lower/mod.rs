@@ -135,6 +135,10 @@ pub fn lower(file: &ast::File, index: &ProgramIndex) -> Module {
                     }
                     let mut flow = l.body(&f.body);
                     flow.entry = sig.entry;
+                    flow.discoverable = info
+                        .discoverable
+                        .as_ref()
+                        .is_some_and(|d| d.contains(&f.name.name));
                     data.add_flow(flow);
                 }
                 // Read by flow lowering (`ctx.agent.tools`, `.context`) and by

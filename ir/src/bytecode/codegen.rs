@@ -250,6 +250,7 @@ impl FlowGen<'_> {
             params: param_types,
             result: cx.intern(&self.flow.result),
             entry: self.flow.entry,
+            discoverable: self.flow.discoverable,
             regions,
             span: self.flow.span,
             cp_ms: 0,

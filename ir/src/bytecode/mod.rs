@@ -192,6 +192,8 @@ pub struct FlowCode {
     pub params: Vec<(String, u32)>,
     pub result: u32,
     pub entry: bool,
+    /// Listed in its agent's `discoverable: [...]`.
+    pub discoverable: bool,
     /// Regions; region 0 is the body. Other regions are owned by exactly one
     /// control op of the flow (`Instr::regions`).
     pub regions: Vec<RegionCode>,

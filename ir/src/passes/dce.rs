@@ -6,8 +6,8 @@
 //!    regions too. Never removes an effectful op (LLM, tool, memory, io,
 //!    call), a terminator, or a control op containing one.
 //! 2. Symbol DCE: removes flows, and agents, unreachable from any entry.
-//!    Entries are `entry` flows, event-handler flows and belief-initialiser
-//!    flows; reachability follows `flow.call` callees. An agent named by a
+//!    Entries are `entry` and `discoverable` flows, event-handler flows and
+//!    belief-initialiser flows; reachability follows `flow.call` callees. An agent named by a
 //!    constant `communicate` recipient is kept (with its reachable flows).
 //!    A module without any entry is a library: symbol DCE leaves it alone.
 
@@ -129,7 +129,8 @@ impl Dce {
         let mut work: Vec<(AgentId, FlowId)> = Vec::new();
         for (aid, a) in m.agents.iter() {
             for (fid, f) in a.flows.iter() {
-                if f.entry {
+                // Discoverable flows are called from outside the program.
+                if f.entry || f.discoverable {
                     work.push((aid, fid));
                 }
             }

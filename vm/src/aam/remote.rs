@@ -213,7 +213,8 @@ impl RemoteAgent {
     }
 
     /// The skill a plain message goes to: the agent's `communicate` flow,
-    /// else its `main`, from its card (none: the agent decides).
+    /// else its `main`, else the one its card tags `entry` (none: the
+    /// agent decides).
     fn reply_skill(&self) -> Option<String> {
         let card = self
             .card
@@ -237,16 +238,27 @@ impl RemoteAgent {
                     .ok()
             })
             .as_ref()?;
-        let ids: Vec<&str> = card["skills"]
-            .as_array()?
+        let skills = card["skills"].as_array()?;
+        let ids: Vec<&str> = skills.iter().filter_map(|s| s["id"].as_str()).collect();
+        [".communicate", ".main"]
             .iter()
-            .filter_map(|s| s["id"].as_str())
-            .collect();
-        [".communicate", ".main"].iter().find_map(|suffix| {
-            ids.iter()
-                .find(|id| id.ends_with(suffix))
-                .map(|id| id.to_string())
-        })
+            .find_map(|suffix| {
+                ids.iter()
+                    .find(|id| id.ends_with(suffix))
+                    .map(|id| id.to_string())
+            })
+            // An AIS agent's entry flow is tagged `entry`.
+            .or_else(|| {
+                skills
+                    .iter()
+                    .find(|s| {
+                        s["tags"]
+                            .as_array()
+                            .is_some_and(|t| t.iter().any(|x| x == "entry"))
+                    })
+                    .and_then(|s| s["id"].as_str())
+                    .map(str::to_string)
+            })
     }
 
     /// One JSON-RPC call; its `result`. `retry`: resend when the request
