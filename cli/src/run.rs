@@ -33,7 +33,7 @@ pub fn load(out: &mut Output, path: &Path, opt: &OptArgs) -> Option<Loaded> {
         });
     }
     let source = out.read_source(path)?;
-    let mut compiled = match driver::compile_source(&source) {
+    let mut compiled = match crate::compile_input(path, &source) {
         Ok(c) => c,
         Err(diags) => {
             out.diagnostics(&name, &source, &diags);
