@@ -494,7 +494,8 @@ fn check(out: &mut Output, files: &[PathBuf], deny_warnings: bool) -> i32 {
 
 /// `aisc check` on a graph-JSON file; true when it failed.
 fn check_graph(out: &mut Output, name: &str, source: &str) -> bool {
-    match graph_json::compile(source) {
+    // Region nesting is recursive: deep stack, as for source.
+    match driver::with_deep_stack(|| graph_json::compile(source)) {
         Ok(m) => {
             let agents = m.agents.len();
             let flows: usize = m.agents.iter().map(|(_, a)| a.flows.len()).sum();
@@ -527,9 +528,11 @@ pub(crate) fn compile_input(
     source: &str,
 ) -> Result<driver::Compiled, Vec<ais_ir::Diagnostic>> {
     if graph_json::is_graph_json(path, source) {
-        return graph_json::compile(source).map(|module| driver::Compiled {
-            module,
-            diagnostics: Vec::new(),
+        return driver::with_deep_stack(|| graph_json::compile(source)).map(|module| {
+            driver::Compiled {
+                module,
+                diagnostics: Vec::new(),
+            }
         });
     }
     driver::with_deep_stack(|| driver::compile_source(source))

@@ -6,6 +6,7 @@
 mod attrs;
 pub mod emit;
 pub mod errors;
+mod flow;
 mod lower;
 mod reference;
 pub mod schema;
