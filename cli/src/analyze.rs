@@ -37,7 +37,7 @@ pub fn analyze(out: &mut Output, path: &std::path::Path, opt: &OptArgs, json_out
         return 1;
     };
     let name = path.display().to_string();
-    let mut compiled = match driver::with_deep_stack(|| driver::compile_source(&source)) {
+    let mut compiled = match crate::compile_input(path, &source, &Default::default()) {
         Ok(c) => c,
         Err(ds) => {
             out.diagnostics(&name, &source, &ds);

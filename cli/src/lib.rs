@@ -23,6 +23,7 @@ mod tty;
 
 use ais_compiler::diagnostics::explain;
 use ais_compiler::driver;
+use ais_compiler::graph_json;
 use ais_compiler::syntax::lexer;
 use clap::{Parser, Subcommand, ValueEnum};
 use output::Output;
@@ -70,6 +71,9 @@ pub enum Emit {
     Dot,
     /// Each flow's dataflow graph as a Mermaid flowchart.
     Mermaid,
+    /// The reference's JSON graph format (docs/graph-json.md); read back by
+    /// `aisc check|build|run FILE.json`.
+    GraphJson,
 }
 
 #[derive(Subcommand, Debug)]
@@ -487,6 +491,11 @@ fn check(out: &mut Output, files: &[PathBuf], deny_warnings: bool) -> i32 {
             failed = true;
             continue;
         };
+        let name = path.display().to_string();
+        if graph_json::is_graph_json(path, &source) {
+            failed |= check_graph(out, &name, &source);
+            continue;
+        }
         let remote = run::remote_agents(&BackendArgs::default());
         let plain = ais_compiler::sema::Environment {
             remote_agents: remote.clone(),
@@ -501,7 +510,6 @@ fn check(out: &mut Output, files: &[PathBuf], deny_warnings: bool) -> i32 {
                 fe = driver::check_source_in(&source, &env);
             }
         }
-        let name = path.display().to_string();
         out.diagnostics(&name, &source, &fe.diagnostics);
         let errors = fe.count(ais_ir::Severity::Error);
         let warnings = fe.count(ais_ir::Severity::Warning);
@@ -527,6 +535,53 @@ fn check(out: &mut Output, files: &[PathBuf], deny_warnings: bool) -> i32 {
     i32::from(failed)
 }
 
+/// `aisc check` on a graph-JSON file; true when it failed.
+fn check_graph(out: &mut Output, name: &str, source: &str) -> bool {
+    // Region nesting is recursive: deep stack, as for source.
+    match driver::with_deep_stack(|| graph_json::compile(source)) {
+        Ok(m) => {
+            let agents = m.agents.len();
+            let flows: usize = m.agents.iter().map(|(_, a)| a.flows.len()).sum();
+            out.summary(
+                &format!(
+                    "{name}: {agents} agent{}, {flows} flow{}; 0 errors, 0 warnings",
+                    plural(agents),
+                    plural(flows),
+                ),
+                serde_json::json!({"file": name, "agents": agents, "flows": flows, "errors": 0, "warnings": 0}),
+            );
+            false
+        }
+        Err(diags) => {
+            out.diagnostics(name, source, &diags);
+            let errors = diags.iter().filter(|d| d.is_error()).count();
+            out.summary(
+                &format!("{name}: {errors} error{}", plural(errors)),
+                serde_json::json!({"file": name, "errors": errors, "warnings": 0}),
+            );
+            true
+        }
+    }
+}
+
+/// Compiles `.ais` source or a graph-JSON document (by extension or
+/// content) to verified IR, with the front end's warnings.
+pub(crate) fn compile_input(
+    path: &std::path::Path,
+    source: &str,
+    env: &ais_compiler::sema::Environment,
+) -> Result<driver::Compiled, Vec<ais_ir::Diagnostic>> {
+    if graph_json::is_graph_json(path, source) {
+        return driver::with_deep_stack(|| graph_json::compile(source)).map(|module| {
+            driver::Compiled {
+                module,
+                diagnostics: Vec::new(),
+            }
+        });
+    }
+    driver::with_deep_stack(|| driver::compile_source_in(source, env))
+}
+
 fn plural(n: usize) -> &'static str {
     if n == 1 {
         ""
@@ -540,6 +595,12 @@ fn build(out: &mut Output, path: &std::path::Path, emit: Emit, opt: &OptArgs, st
         return 1;
     };
     let name = path.display().to_string();
+    if graph_json::is_graph_json(path, &source) && matches!(emit, Emit::Tokens | Emit::Ast) {
+        eprintln!(
+            "error: `--emit tokens` and `--emit ast` need `.ais` source; `{name}` is graph JSON"
+        );
+        return 2;
+    }
     match emit {
         Emit::Tokens => {
             let (tokens, _) = lexer::lex(&source);
@@ -565,36 +626,49 @@ fn build(out: &mut Output, path: &std::path::Path, emit: Emit, opt: &OptArgs, st
             out.stdout(&format!("{:#?}\n", fe.file));
             i32::from(fe.has_errors())
         }
-        Emit::Ir | Emit::Dot | Emit::Mermaid => match driver::compile_source(&source) {
-            Ok(mut compiled) => {
-                out.diagnostics(&name, &source, &compiled.diagnostics);
-                match driver::optimize(&mut compiled.module, &opt.options()) {
-                    Ok(s) if stats => {
-                        eprint!("{}", s.render(true));
-                        eprint!(
-                            "{}",
-                            ais_ir::passes::critical_path(&compiled.module).render()
-                        );
+        Emit::Ir | Emit::Dot | Emit::Mermaid | Emit::GraphJson => {
+            match compile_input(path, &source, &Default::default()) {
+                Ok(mut compiled) => {
+                    out.diagnostics(&name, &source, &compiled.diagnostics);
+                    match driver::optimize(&mut compiled.module, &opt.options()) {
+                        Ok(s) if stats => {
+                            eprint!("{}", s.render(true));
+                            eprint!(
+                                "{}",
+                                ais_ir::passes::critical_path(&compiled.module).render()
+                            );
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            eprintln!("error: {e}");
+                            return 1;
+                        }
                     }
-                    Ok(_) => {}
-                    Err(e) => {
-                        eprintln!("error: {e}");
-                        return 1;
-                    }
+                    let m = &compiled.module;
+                    out.stdout(&match emit {
+                        Emit::GraphJson => match graph_json::emit(m) {
+                            Ok(text) => text + "\n",
+                            Err(e) => {
+                                out.diagnostics(
+                                    &name,
+                                    &source,
+                                    &[ais_ir::IntoDiagnostic::into_diagnostic(e)],
+                                );
+                                return 1;
+                            }
+                        },
+                        Emit::Dot => ais_ir::to_dot(m),
+                        Emit::Mermaid => ais_ir::to_mermaid(m),
+                        _ => ais_ir::print_module(m),
+                    });
+                    0
                 }
-                let m = &compiled.module;
-                out.stdout(&match emit {
-                    Emit::Dot => ais_ir::to_dot(m),
-                    Emit::Mermaid => ais_ir::to_mermaid(m),
-                    _ => ais_ir::print_module(m),
-                });
-                0
+                Err(diags) => {
+                    out.diagnostics(&name, &source, &diags);
+                    1
+                }
             }
-            Err(diags) => {
-                out.diagnostics(&name, &source, &diags);
-                1
-            }
-        },
+        }
     }
 }
 

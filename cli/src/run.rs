@@ -50,7 +50,7 @@ pub fn load_in(
         remote_agents: remote.clone(),
         ..Default::default()
     };
-    let compiled = driver::compile_source_in(&source, &plain).or_else(|diags| {
+    let compiled = crate::compile_input(path, &source, &plain).or_else(|diags| {
         // Only a name nothing in the language provides sends us to the
         // configuration (which may start MCP servers to list their tools).
         if !diags.iter().any(|d| d.code == "E0114") {
@@ -61,7 +61,7 @@ pub fn load_in(
             return Err(diags);
         }
         env.remote_agents = remote;
-        driver::compile_source_in(&source, &env)
+        crate::compile_input(path, &source, &env)
     });
     let mut compiled = match compiled {
         Ok(c) => c,

@@ -7,6 +7,7 @@
 pub mod diagnostics;
 pub mod driver;
 pub mod format;
+pub mod graph_json;
 pub mod lower;
 pub mod plan;
 pub mod sema;

@@ -7,8 +7,10 @@
 //! trailing *ordering tokens* (operands of type `ord`).
 
 mod kinds;
+mod reference;
 
 pub use kinds::*;
+pub use reference::REFERENCE_ONLY_OPS;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 

@@ -1017,6 +1017,141 @@ Fix the key or value named (docs/backends.md and docs/runtime.md list every
 key). A bad configuration is a usage error: exit code 2. API keys never live
 in the file: use `api_key_env = "VAR"`."#,
     },
+    Explanation {
+        code: "G0001",
+        title: "not a valid graph document",
+        text: r#"A graph-JSON file (`aisc check|build|run FILE.json`) is not JSON, or a field
+has the wrong shape: a missing `nodes`, `to` or `dependency`, an id that is
+not a whole number, an unknown field, a `dependency` other than `Data`,
+`Effect` or `Control`, a file cut short.
+
+    { "nodes": [ { "id": "one", "op": "ASK" } ] }   // error: `id` is a string
+
+The caret points where the JSON reader stopped. docs/graph-json.md gives the
+format."#,
+    },
+    Explanation {
+        code: "G0002",
+        title: "unknown or missing op",
+        text: r#"A node's `op` names no operation, or the node has none. Op names are the
+reference's (`ASK`, `THINK`, `REASON`, `CONST_STR`, `WAIT_ALL`, `INV`, `QMEM`,
+`UMEM`, `EXC`, ...) or, for ops the reference lacks, our mnemonic
+upper-cased (`TEMPLATE`, `IF`, `BELIEF_GET`). Case matters.
+
+    { "id": 3, "op": "ASKK" }        // error: did you mean `ASK`?
+
+`aisc ops` lists every op."#,
+    },
+    Explanation {
+        code: "G0003",
+        title: "missing or duplicate node id",
+        text: r#"Every node needs an `id`, a whole number unique in its graph: edges name
+nodes by id.
+
+    { "id": 1, "op": "ASK" }, { "id": 1, "op": "THINK" }   // error: 1 twice
+
+Give each node its own id and point the edges at the right one."#,
+    },
+    Explanation {
+        code: "G0004",
+        title: "edge to an unknown node",
+        text: r#"An edge's `from` or `to` (or a node's `parent`) names a node id that the
+graph does not have, or `param` names no parameter, or the edge asks for a
+result or region argument the node does not have.
+
+    { "from": 1, "to": 9, "dependency": "Data" }    // error: no node 9
+
+Fix the id, or add the missing node."#,
+    },
+    Explanation {
+        code: "G0005",
+        title: "cycle in the graph",
+        text: r#"The edges (or the `parent` nesting) form a loop: a node would need its own
+value before it runs. A graph is a DAG; repetition is written with a `LOOP`
+node whose region holds the repeated nodes.
+
+    1 -> 2 -> 1                      // error
+
+Remove the edge that closes the circle."#,
+    },
+    Explanation {
+        code: "G0006",
+        title: "type mismatch on an edge",
+        text: r#"The value an edge carries does not fit the operand it feeds: a number into
+an operand that needs `bool` (an `IF` condition), a string into arithmetic,
+an ordering token on a `Data` edge, a data value on an `Effect` edge, or a
+token into an op that orders nothing.
+
+    { "from": 1, "to": 2, "dependency": "Data" }   // 1 is CONST_STR, 2 is IF
+
+Convert the value first (`TO_BOOL`, `TO_STR`) or feed the right node. The
+producer's result types are its `results` or, when absent, the op table's."#,
+    },
+    Explanation {
+        code: "G0007",
+        title: "no entry flow",
+        text: r#"No graph of the document has `"metadata": {"is_entry": true}`, or `is_entry`
+is not a bool. `aisc run` needs to know which flow to start.
+
+    "metadata": { "is_entry": true }
+
+Mark the flow to run."#,
+    },
+    Explanation {
+        code: "G0008",
+        title: "bad parameter",
+        text: r#"A flow parameter (or capability parameter) has a name that is not a fresh
+identifier, or a `type_name` that is no type. Types are ours (`str`,
+`number`, `bool`, `json`, `list<str>`, ...) or the reference's (`int`,
+`float`, `string`, `boolean`, `any`).
+
+    "parameters": [ { "name": "topic", "type_name": "text" } ]   // error
+
+Fix the name or the type."#,
+    },
+    Explanation {
+        code: "G0009",
+        title: "bad attribute",
+        text: r#"A node attribute is not one its op has, or has the wrong kind of value
+(`temperature` must be a number, `no_fuse` the flag `true`, `callee` a
+`@Agent.flow`), or a reference attribute cannot be used (`params_json` that
+is not JSON, a `space` that is no memory tier).
+
+    { "op": "ASK", "attributes": { "temprature": 0.2 } }   // error
+
+`aisc ops NAME` lists an op's attributes."#,
+    },
+    Explanation {
+        code: "G0010",
+        title: "reference op without an equivalent",
+        text: r#"The node uses one of the reference's ops that this toolchain does not have:
+its flat control flow (`BRANCH_ON_VALUE`, `JUMP`, `LOOP_START`, `LOOP_END`,
+`ERR`), `AGENT`, or `UPDATE_GOAL`, `CLAIM`, `RESUME`.
+
+Write branches and loops as nested regions instead: an `IF`, `SWITCH`,
+`LOOP` or `TRY_CATCH` node lists its `regions`, and the nodes inside name it
+as their `parent` (docs/graph-json.md)."#,
+    },
+    Explanation {
+        code: "G0011",
+        title: "bad graph structure",
+        text: r#"The document's structure is inconsistent: a `parent` names a region its
+node does not have, two edges feed the same operand (or none feeds one in
+the middle), an edge has both `from` and `param`, a value is used outside the
+region it is defined in, an agent lists a flow no graph defines, a flow is
+defined twice, or `graphs`/`agents` appear below the top.
+
+Each message names the part; docs/graph-json.md describes the fields."#,
+    },
+    Explanation {
+        code: "G0012",
+        title: "program cannot be written as graph JSON",
+        text: r#"`aisc build --emit=graph-json` cannot represent the program: it has no entry
+flow (a graph document names the flow to run), or an attribute holds a
+number JSON cannot (NaN, infinity).
+
+Mark a flow `@entry`, or keep the value in a string."#,
+    },
 ];
 
 pub fn explain(code: &str) -> Option<&'static str> {
@@ -1031,7 +1166,7 @@ pub fn lookup(code: &str) -> Option<&'static Explanation> {
 /// The Markdown reference of every code, as written to `docs/diagnostics.md`.
 pub fn markdown() -> String {
     let mut s = String::from(
-        "# Diagnostics reference\n\nEvery diagnostic `aisc` reports has a stable code. `aisc explain CODE` prints the\nsame text as this page (which is generated from it by the test suite).\nErrors (`E…`) stop the build; warnings (`W…`) do not.\n\nCodes by phase: `E`/`W` the front end (`aisc check`, `build`, `run`); `O` the pass\npipeline (`--passes`); `P` textual IR (`ais-opt`); `V` the IR verifier; `C` code\ngeneration; `L` loading an `.apxmobj` artifact; `R` running a program; `K` the\nconfiguration file. A test\n(`cli/tests/semantics_cli.rs`, `every_code_is_explained`) checks that every\ncode constructed in the source has an entry here.\n\n| code | meaning |\n|---|---|\n",
+        "# Diagnostics reference\n\nEvery diagnostic `aisc` reports has a stable code. `aisc explain CODE` prints the\nsame text as this page (which is generated from it by the test suite).\nErrors (`E…`) stop the build; warnings (`W…`) do not.\n\nCodes by phase: `E`/`W` the front end (`aisc check`, `build`, `run`); `O` the pass\npipeline (`--passes`); `P` textual IR (`ais-opt`); `V` the IR verifier; `C` code\ngeneration; `L` loading an `.apxmobj` artifact; `R` running a program; `K` the\nconfiguration file; `G` graph JSON (`aisc check|build|run FILE.json`). A test\n(`cli/tests/semantics_cli.rs`, `every_code_is_explained`) checks that every\ncode constructed in the source has an entry here.\n\n| code | meaning |\n|---|---|\n",
     );
     for e in EXPLANATIONS {
         s.push_str(&format!(
