@@ -453,6 +453,7 @@ pub fn prepare_run(
             .limits
             .max_value_bytes
             .unwrap_or(ais_vm::scheduler::limits::DEFAULT_MAX_VALUE_BYTES),
+        flow_policy: settings.config.policy.clone(),
         ..RunOptions::default()
     };
     let host = super::aam::open_host(&run.memory, setup.aam.clone(), edge.confirm, edge.console)

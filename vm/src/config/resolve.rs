@@ -25,6 +25,8 @@ pub struct Config {
     pub limits: Limits,
     /// The AAM's sections (`crate::aam::config::AamConfig::from_config`).
     pub aam: AamSections,
+    /// `[policy]`: the information-flow policy (`crate::ifc`).
+    pub policy: ais_ir::ifc::FlowPolicy,
 }
 
 /// Per-run resource limits from the config file.
@@ -142,6 +144,7 @@ impl Config {
             instructions: Instructions { overrides },
             limits,
             aam,
+            policy: file.policy.unwrap_or_default(),
         })
     }
 
@@ -160,6 +163,7 @@ impl Config {
             instructions: Instructions::default(),
             limits: Limits::default(),
             aam: AamSections::default(),
+            policy: ais_ir::ifc::FlowPolicy::default(),
         }
     }
 

@@ -36,6 +36,9 @@ pub(crate) struct FileConfig {
     pub(crate) mcp_servers: Vec<McpServerConfig>,
     #[serde(default)]
     pub(crate) access: Option<AccessConfig>,
+    /// `[policy]` (see `ais_ir::ifc`, `docs/security.md`).
+    #[serde(default)]
+    pub(crate) policy: Option<ais_ir::ifc::FlowPolicy>,
 }
 
 /// `[limits]`: per-run resource limits (see `scheduler::limits`).

@@ -106,6 +106,9 @@ pub struct RunOptions {
     /// Receives each op's event as it is recorded and LLM text as it
     /// streams in (see `crate::observe`); events are recorded when set.
     pub observer: Option<crate::observe::Observer>,
+    /// Information-flow policy (`[policy]`; see `crate::ifc`): enforced by
+    /// default with the default trust and sinks.
+    pub flow_policy: ais_ir::ifc::FlowPolicy,
 }
 
 impl Default for RunOptions {
@@ -126,6 +129,7 @@ impl Default for RunOptions {
             watchdog: None,
             planner: None,
             observer: None,
+            flow_policy: ais_ir::ifc::FlowPolicy::default(),
         }
     }
 }
@@ -155,6 +159,8 @@ enum Sink<'a, 'r> {
 
 struct Run<'r> {
     program: &'r Program,
+    /// Provenance labels and the flow policy (`crate::ifc`).
+    labels: crate::ifc::Labels,
     backend: &'r dyn LlmBackend,
     host: &'r dyn Host,
     injector: Injector<Task<'r>>,
