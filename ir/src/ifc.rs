@@ -126,8 +126,9 @@ impl FlowPolicy {
     }
 
     /// Is `sink` a sink? Tools: unless read-only (built in or `sink =
-    /// false`); `communicate`, `bash` and shared memory writes always
-    /// unless `sink = false`; `memory.stm` and `belief` only if listed.
+    /// false`); `communicate`, `bash` and `memory.ltm` writes (shared)
+    /// unless `sink = false`; `memory.stm`, `memory.episodic` and `belief`
+    /// only if listed.
     pub fn is_sink(&self, sink: &str) -> bool {
         if let Some(s) = self.sinks.get(sink).and_then(|r| r.sink) {
             return s;
@@ -136,8 +137,9 @@ impl FlowPolicy {
             return true;
         }
         match sink {
-            "communicate" | "bash" | "memory.ltm" | "memory.episodic" => true,
-            "memory.stm" | "belief" => false,
+            "communicate" | "bash" | "memory.ltm" => true,
+            // The agent's own log and working memory.
+            "memory.stm" | "memory.episodic" | "belief" => false,
             t => !READ_ONLY_TOOLS.contains(&t),
         }
     }
