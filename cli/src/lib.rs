@@ -87,6 +87,13 @@ pub enum Command {
         /// Treat warnings as errors.
         #[arg(long)]
         deny_warnings: bool,
+        /// Report only information flows the `[policy]` denies (untrusted
+        /// source to sink, W0020); fails if there is any.
+        #[arg(long)]
+        flows: bool,
+        /// Config file with the `[policy]` (default: as `aisc run` finds it).
+        #[arg(long, value_name = "PATH")]
+        config: Option<PathBuf>,
     },
     /// Compile a program: print an intermediate form (--emit) or write an
     /// executable artifact (-o FILE.apxmobj).
@@ -387,7 +394,21 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
         Command::Check {
             files,
             deny_warnings,
-        } => check(&mut out, &files, deny_warnings),
+            flows,
+            config,
+        } => match flow_policy(config.clone()) {
+            Ok(policy) => {
+                let backend = BackendArgs {
+                    config,
+                    ..BackendArgs::default()
+                };
+                check(&mut out, &files, deny_warnings, flows, &policy, &backend)
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                2
+            }
+        },
         Command::Build { opt, .. } if !opt.check(&mut out) => 2,
         Command::Build {
             file,
@@ -484,7 +505,30 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
     }
 }
 
-fn check(out: &mut Output, files: &[PathBuf], deny_warnings: bool) -> i32 {
+/// The `[policy]` of the config `aisc run` would use (the default policy
+/// without one).
+fn flow_policy(config: Option<PathBuf>) -> Result<ais_ir::ifc::FlowPolicy, String> {
+    let flags = ais_vm::config::Flags {
+        config,
+        ..Default::default()
+    };
+    let env = ais_vm::config::Env::from_process();
+    match ais_vm::config::find_config_file(&flags, &env) {
+        Some(p) => ais_vm::config::Config::load(&p)
+            .map(|c| c.policy)
+            .map_err(|e| e.to_string()),
+        None => Ok(ais_ir::ifc::FlowPolicy::default()),
+    }
+}
+
+fn check(
+    out: &mut Output,
+    files: &[PathBuf],
+    deny_warnings: bool,
+    flows_only: bool,
+    policy: &ais_ir::ifc::FlowPolicy,
+    backend: &BackendArgs,
+) -> i32 {
     let mut failed = false;
     for path in files {
         let Some(source) = out.read_source(path) else {
@@ -496,24 +540,34 @@ fn check(out: &mut Output, files: &[PathBuf], deny_warnings: bool) -> i32 {
             failed |= check_graph(out, &name, &source);
             continue;
         }
-        let remote = run::remote_agents(&BackendArgs::default());
+        let remote = run::remote_agents(backend);
         let plain = ais_compiler::sema::Environment {
             remote_agents: remote.clone(),
             ..Default::default()
         };
-        let mut fe = driver::check_source_in(&source, &plain);
+        let mut env = plain;
+        let mut fe = driver::check_source_in(&source, &env);
         // A name nothing in the language provides may be a configured tool.
         if fe.diagnostics.iter().any(|d| d.code == "E0114") {
-            let mut env = run::configured_tools(&BackendArgs::default());
-            if !env.tools.is_empty() {
-                env.remote_agents = remote;
+            let mut configured = run::configured_tools(backend);
+            if !configured.tools.is_empty() {
+                configured.remote_agents = remote;
+                env = configured;
                 fe = driver::check_source_in(&source, &env);
+            }
+        }
+        if !fe.has_errors() {
+            let found = ais_compiler::flows::check_source(&source, &env, policy);
+            if flows_only {
+                fe.diagnostics = found;
+            } else {
+                fe.diagnostics.extend(found);
             }
         }
         out.diagnostics(&name, &source, &fe.diagnostics);
         let errors = fe.count(ais_ir::Severity::Error);
         let warnings = fe.count(ais_ir::Severity::Warning);
-        if errors > 0 || (deny_warnings && warnings > 0) {
+        if errors > 0 || ((deny_warnings || flows_only) && warnings > 0) {
             failed = true;
         }
         let flows: usize = fe.index.agents.values().map(|a| a.flows.len()).sum();

@@ -592,6 +592,7 @@ pub fn prepare_run(
             .max_value_bytes
             .unwrap_or(ais_vm::scheduler::limits::DEFAULT_MAX_VALUE_BYTES),
         telemetry_text: text_policy(&run.telemetry, settings),
+        flow_policy: settings.config.policy.clone(),
         ..RunOptions::default()
     };
     let mut aam = setup.aam.clone();

@@ -6,6 +6,7 @@
 
 pub mod diagnostics;
 pub mod driver;
+pub mod flows;
 pub mod format;
 pub mod graph_json;
 pub mod lower;

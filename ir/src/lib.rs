@@ -13,6 +13,7 @@ pub mod bytecode;
 pub mod diag;
 pub mod entity;
 pub mod graph;
+pub mod ifc;
 pub mod lexer;
 pub mod module;
 pub mod ops;

@@ -44,6 +44,7 @@ pub fn hint_for(code: &str) -> &'static str {
         (_, "llm.timeout") => "raise `timeout_s` for the backend or retry",
         (_, "llm.invalid_response") => "the model's reply was not in the expected shape (not JSON, or not valid against the op's schema, even after one retry); use a more capable model or set the backend's `structured_output` (docs/backends.md)",
         (_, "tool.unknown") => "no tool has this name: fix the name, or provide the tool as a built-in, a [[tools.subprocess]] entry or an [[mcp_servers]] server in the configuration",
+        (_, "policy.denied") => "untrusted data would reach a side effect (docs/security.md): validate it first, or allow the argument in the config: `[policy.sinks.NAME] allow_untrusted = [\"ARG\"]`; `aisc check --flows` shows every such path",
         (_, "tool.denied") => "allow the tool for this agent in the configuration: `[access.allow] Agent = [\"tool\"]`",
         (_, "tool.confirmation_required") => "the tool is marked destructive: confirm it interactively, or pass --yes to allow destructive tools for this run",
         (_, "tool.invalid_schema") => "the tool's JSON Schema cannot be used (an unknown type, a reference that does not resolve, a bad pattern): fix the tool's schema or the capability declaration; remote `$ref`s are not fetched",

@@ -13,7 +13,7 @@ use crate::scheduler::limits::FrameCount;
 use crate::tx::Tx;
 use crate::value::Val;
 use ais_ir::bytecode::{Program, RegionCode};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// What a frame does for the op that started it.
@@ -75,6 +75,15 @@ pub(crate) struct Frame<'r> {
     pub agent: u32,
     pub code: &'r RegionCode,
     pub slots: Box<[OnceLock<Val>]>,
+    /// Provenance label of each slot (`crate::ifc`), written before the
+    /// slot's value is set (the value's release publishes it).
+    pub labels: Box<[AtomicU64]>,
+    /// Label of the control context: the conditions of the branches and
+    /// loops (and the caller's context) this frame runs under; every value
+    /// the frame computes carries it.
+    pub pc: u64,
+    /// Labels of the values its `yield` / `return` produced.
+    pub ylab: AtomicU64,
     pub pending: Box<[AtomicU32]>,
     pub remaining: AtomicUsize,
     /// The program its code belongs to.
@@ -116,6 +125,7 @@ impl<'r> Frame<'r> {
         tx: Option<Arc<Tx<'r>>>,
     ) -> Frame<'r> {
         let slots = (0..code.n_slots()).map(|_| OnceLock::new()).collect();
+        let labels = (0..code.n_slots()).map(|_| AtomicU64::new(0)).collect();
         let pending = code.pending.iter().map(|&p| AtomicU32::new(p)).collect();
         Frame {
             id,
@@ -124,6 +134,9 @@ impl<'r> Frame<'r> {
             agent,
             code,
             slots,
+            labels,
+            pc: 0,
+            ylab: AtomicU64::new(0),
             pending,
             remaining: AtomicUsize::new(code.ops.len()),
             unit,
@@ -191,6 +204,27 @@ impl<'r> Frame<'r> {
 
     pub fn slot(&self, s: u32) -> Option<&Val> {
         self.slots.get(s as usize).and_then(OnceLock::get)
+    }
+
+    /// The label of slot `s` (0: none, or no such slot).
+    pub fn label(&self, s: u32) -> u64 {
+        self.labels
+            .get(s as usize)
+            .map_or(0, |l| l.load(Ordering::Relaxed))
+    }
+
+    /// Adds `l` to slot `s`'s label.
+    pub fn add_label(&self, s: u32, l: u64) {
+        if l != 0 {
+            if let Some(x) = self.labels.get(s as usize) {
+                x.fetch_or(l, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The union of the labels of `slots`, with the frame's context.
+    pub fn label_of(&self, slots: &[u32]) -> u64 {
+        slots.iter().fold(self.pc, |a, &s| a | self.label(s))
     }
 
     pub fn take_next(&self) -> Option<Arc<Frame<'r>>> {

@@ -7,6 +7,7 @@ pub mod error;
 pub mod exec;
 mod frame;
 pub mod host;
+pub mod ifc;
 pub mod interp;
 pub mod journal;
 pub mod llm;

@@ -27,6 +27,8 @@ pub struct Config {
     pub telemetry: crate::telemetry::TextPolicy,
     /// The AAM's sections (`crate::aam::config::AamConfig::from_config`).
     pub aam: AamSections,
+    /// `[policy]`: the information-flow policy (`crate::ifc`).
+    pub policy: ais_ir::ifc::FlowPolicy,
 }
 
 /// Per-run resource limits from the config file.
@@ -159,6 +161,7 @@ impl Config {
             limits,
             telemetry,
             aam,
+            policy: file.policy.unwrap_or_default(),
         })
     }
 
@@ -178,6 +181,7 @@ impl Config {
             limits: Limits::default(),
             telemetry: crate::telemetry::TextPolicy::default(),
             aam: AamSections::default(),
+            policy: ais_ir::ifc::FlowPolicy::default(),
         }
     }
 

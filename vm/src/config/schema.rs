@@ -40,6 +40,9 @@ pub(crate) struct FileConfig {
     pub(crate) access: Option<AccessConfig>,
     #[serde(default)]
     pub(crate) remote_agents: Vec<RemoteAgentConfig>,
+    /// `[policy]` (see `ais_ir::ifc`, `docs/security.md`).
+    #[serde(default)]
+    pub(crate) policy: Option<ais_ir::ifc::FlowPolicy>,
 }
 
 /// `[limits]`: per-run resource limits (see `scheduler::limits`).

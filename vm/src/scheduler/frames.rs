@@ -63,7 +63,8 @@ impl<'r> Run<'r> {
             _ => f.agent,
         };
         let id = self.next_frame.fetch_add(1, Ordering::Relaxed);
-        Ok(Arc::new(Frame::new(
+        let pc = owner.as_ref().map_or(0, |o| self.context_label(o));
+        let mut f = Frame::new(
             id,
             unit,
             flow,
@@ -75,7 +76,29 @@ impl<'r> Run<'r> {
             depth,
             self.frames,
             tx,
-        )))
+        );
+        f.pc = pc;
+        Ok(Arc::new(f))
+    }
+
+    /// The control context of a frame its owner starts: the owner's, plus
+    /// the condition of a branch (the items of a loop) and the inputs of
+    /// a `solve` (the plan's code is derived from them). Values computed
+    /// under an untrusted condition are thereby tainted by it.
+    fn context_label(&self, o: &Owner<'r>) -> u64 {
+        if self.labels.off() {
+            return 0;
+        }
+        let f = &o.frame;
+        let Some(instr) = f.code.ops.get(o.op as usize) else {
+            return f.pc;
+        };
+        let data = f.code.data(instr);
+        match o.role {
+            Role::Branch | Role::Iter { .. } => f.label_of(&data[..data.len().min(1)]),
+            Role::Plan => f.label_of(data) | self.labels.plan,
+            _ => f.pc,
+        }
     }
 
     /// Makes the frame's roots ready and delivers its arguments (slots
@@ -84,6 +107,7 @@ impl<'r> Run<'r> {
         &self,
         frame: &Arc<Frame<'r>>,
         args: impl IntoIterator<Item = Val>,
+        labels: &[u64],
         parent: Option<&Frame<'r>>,
         sink: &Sink<'_, 'r>,
     ) -> Result<(), OpError> {
@@ -99,7 +123,8 @@ impl<'r> Run<'r> {
             );
         }
         for (i, v) in args.into_iter().enumerate() {
-            self.deliver(frame, i as u32, v, now, sink);
+            let l = labels.get(i).or(labels.last()).copied().unwrap_or(0);
+            self.deliver(frame, i as u32, v, l, now, sink);
         }
         if let Some(p) = parent {
             let base = frame.code.n_args;
@@ -108,7 +133,7 @@ impl<'r> Run<'r> {
                     .slot(ps)
                     .cloned()
                     .ok_or_else(|| OpError::new("internal.capture", "captured value not ready"))?;
-                self.deliver(frame, base + k as u32, v, now, sink);
+                self.deliver(frame, base + k as u32, v, p.label(ps), now, sink);
             }
         }
         Ok(())
@@ -119,12 +144,14 @@ impl<'r> Run<'r> {
         frame: &Arc<Frame<'r>>,
         slot: u32,
         v: Val,
+        label: u64,
         now: u64,
         sink: &Sink<'_, 'r>,
     ) {
         let Some(cell) = frame.slots.get(slot as usize) else {
             return;
         };
+        frame.add_label(slot, label | frame.pc);
         if cell.set(v).is_err() {
             return;
         }
@@ -258,6 +285,16 @@ impl<'r> Run<'r> {
             return None;
         };
         let pf = owner.frame.clone();
+        // The owner op's results carry what the frame yielded (and its
+        // context); a loop's, every iteration's.
+        if !matches!(owner.role, Role::Handler) {
+            let l = frame.ylab.load(Ordering::Relaxed) | frame.pc;
+            if let Some(instr) = pf.code.ops.get(owner.op as usize) {
+                for i in 0..instr.n_results {
+                    pf.add_label(instr.result.saturating_add(i), l);
+                }
+            }
+        }
         match &owner.role {
             Role::Call | Role::Plan => {
                 let instr = pf.code.ops.get(owner.op as usize)?;
@@ -356,7 +393,14 @@ impl<'r> Run<'r> {
                     frame.depth.saturating_add(1),
                 )
                 .and_then(|child| {
-                    self.start_frame(&child, d.args.into_iter().map(Val::from_json), None, sink)
+                    let l = [self.labels.message | frame.pc];
+                    self.start_frame(
+                        &child,
+                        d.args.into_iter().map(Val::from_json),
+                        &l,
+                        None,
+                        sink,
+                    )
                 });
             if let Err(e) = started {
                 self.handler_done();
@@ -424,7 +468,7 @@ impl<'r> Run<'r> {
                             };
                             let child =
                                 self.new_frame(pf.unit, pf.flow, c, Some(owner), tail, pf.depth)?;
-                            self.start_frame(&child, [value.clone()], Some(&pf), sink)
+                            self.start_frame(&child, [value.clone()], &[], Some(&pf), sink)
                         });
                     if let Err(e) = caught {
                         self.fail(&pf, pop, e, sink);
@@ -505,7 +549,13 @@ impl<'r> Run<'r> {
             role: Role::Call,
         };
         let child = self.new_frame(frame.unit, c, 0, Some(owner), tail, frame.depth + 1)?;
-        self.start_frame(&child, args, None, sink)
+        let labels: SmallVec<[u64; 4]> = frame
+            .code
+            .data(instr)
+            .iter()
+            .map(|&s| frame.label(s))
+            .collect();
+        self.start_frame(&child, args, &labels, None, sink)
     }
 
     pub(super) fn start_control(
@@ -545,7 +595,7 @@ impl<'r> Run<'r> {
                     tail,
                     frame.depth,
                 )?;
-                self.start_frame(&child, [], Some(frame), sink)
+                self.start_frame(&child, [], &[], Some(frame), sink)
             }
             RegionSpec::TryCatch => {
                 let r = instr
@@ -561,13 +611,17 @@ impl<'r> Run<'r> {
                     tail,
                     frame.depth,
                 )?;
-                self.start_frame(&child, [], Some(frame), sink)
+                self.start_frame(&child, [], &[], Some(frame), sink)
             }
             RegionSpec::Loop => {
                 let items = exec::loop_items(instr, first()?)?;
                 let carried: Vec<Val> = args.iter().skip(1).cloned().collect();
                 let n = items.len();
                 if n == 0 {
+                    let l = frame.label_of(frame.code.data(instr));
+                    for i in 0..instr.n_results {
+                        frame.add_label(instr.result.saturating_add(i), l);
+                    }
                     let now = self.now();
                     if let Some(t) = self.complete_op(
                         frame.clone(),
@@ -615,12 +669,20 @@ impl<'r> Run<'r> {
                 drop(next);
                 frames.reverse();
                 let mut carried = Some(carried);
+                let data = frame.code.data(instr);
+                let labels: SmallVec<[u64; 4]> = data
+                    .first()
+                    .into_iter()
+                    .chain(data.first())
+                    .chain(data.iter().skip(1))
+                    .map(|&s| frame.label(s))
+                    .collect();
                 for (i, (f, item)) in frames.iter().zip(items).enumerate() {
                     let mut a = vec![item, Val::Num(i as f64)];
                     if i == 0 {
                         a.extend(carried.take().unwrap_or_default());
                     }
-                    self.start_frame(f, a, Some(frame), sink)?;
+                    self.start_frame(f, a, &labels, Some(frame), sink)?;
                 }
                 Ok(())
             }

@@ -275,7 +275,7 @@ impl<'r> Run<'r> {
                 frame.depth.saturating_add(1),
             )
             .map_err(Stop::Fail)?;
-        self.start_frame(&child, [], None, &Sink::Global)
+        self.start_frame(&child, [], &[], None, &Sink::Global)
             .map_err(Stop::Fail)?;
         if !self.injector.is_empty() {
             self.sleep.notify_one();

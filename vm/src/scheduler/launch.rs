@@ -103,6 +103,7 @@ pub fn run(
     let frames = limits::FrameCount::new(options.max_live_frames);
     let run = Run {
         program,
+        labels: crate::ifc::Labels::new(options.flow_policy.clone()),
         backend: backend.as_ref(),
         host: host.as_ref(),
         injector: Injector::new(),
@@ -283,7 +284,10 @@ pub fn run(
             t0 = run.now();
             let started = run
                 .new_frame(run.unit(), entry, 0, None, 0, 0)
-                .and_then(|f| run.start_frame(&f, args, None, &Sink::Global));
+                .and_then(|f| {
+                    let l = [run.labels.args; 1];
+                    run.start_frame(&f, args, &l, None, &Sink::Global)
+                });
             if let Err(e) = started {
                 run.finish(Err(RunError::Internal(e.message)));
             }

@@ -109,6 +109,9 @@ pub struct RunOptions {
     /// How events keep prompts, replies and tool arguments (size limit,
     /// redaction, secrets scrubbed).
     pub telemetry_text: crate::telemetry::TextPolicy,
+    /// Information-flow policy (`[policy]`; see `crate::ifc`): enforced by
+    /// default with the default trust and sinks.
+    pub flow_policy: ais_ir::ifc::FlowPolicy,
 }
 
 impl Default for RunOptions {
@@ -130,6 +133,7 @@ impl Default for RunOptions {
             planner: None,
             observer: None,
             telemetry_text: crate::telemetry::TextPolicy::default(),
+            flow_policy: ais_ir::ifc::FlowPolicy::default(),
         }
     }
 }
@@ -159,6 +163,8 @@ enum Sink<'a, 'r> {
 
 struct Run<'r> {
     program: &'r Program,
+    /// Provenance labels and the flow policy (`crate::ifc`).
+    labels: crate::ifc::Labels,
     backend: &'r dyn LlmBackend,
     host: &'r dyn Host,
     injector: Injector<Task<'r>>,

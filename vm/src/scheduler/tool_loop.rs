@@ -466,6 +466,12 @@ impl<'r> Run<'r> {
                 format!("the arguments do not match the tool's schema: {e}"),
             ));
         }
+        // The exchange's label (set when the op was dispatched): its
+        // inputs, the model and every tool it is offered.
+        let label = site.frame.label(site.instr.result);
+        if let Err(e) = self.labels.check_tool_call(&call.name, &args, label) {
+            return Ok(refuse(&e.code, e.message));
+        }
         if self.over_budget(site.frame, site.op, site.instr, Class::Tool) {
             return Err(Stop::Halted);
         }

@@ -152,6 +152,35 @@ impl<'r> Run<'r> {
             }
         }
         let class = exec::class(instr.opcode);
+        // Provenance (`crate::ifc`): the inputs' labels and the context's;
+        // a sink refuses untrusted data before anything is admitted.
+        if !self.labels.off() {
+            let label = frame.label_of(frame.code.data(instr));
+            if matches!(class, Class::Inline | Class::Tool) && !self.labels.is_trusted(label) {
+                if let Err(e) =
+                    self.labels
+                        .check_sink(frame.code, instr, &|s| frame.label(s), frame.pc)
+                {
+                    self.fail(&frame, op, e, &sink);
+                    return None;
+                }
+            }
+            match class {
+                Class::Pure | Class::Inline | Class::Llm | Class::Tool => {
+                    let l = self
+                        .labels
+                        .result_label(frame.unit.program, instr, label, frame.pc);
+                    for i in 0..instr.n_results {
+                        frame.add_label(instr.result.saturating_add(i), l);
+                    }
+                    self.labels.note_write(instr, label);
+                }
+                Class::Terminator => {
+                    frame.ylab.fetch_or(label, Ordering::Relaxed);
+                }
+                Class::Call | Class::Control => {}
+            }
+        }
         let (jkey, replayed) = match self.admit(&frame, op, instr, class, &args) {
             Admission::Stopped => return None,
             Admission::Replayed(r) => (None, Some(r)),
@@ -255,8 +284,10 @@ impl<'r> Run<'r> {
                 if instr.opcode == Opcode::Yield {
                     if let Some(next) = frame.take_next() {
                         let now = self.now();
+                        let data = frame.code.data(instr);
                         for (k, v) in args.iter().enumerate() {
-                            self.deliver(&next, 2 + k as u32, v.clone(), now, &sink);
+                            let l = data.get(k).map_or(0, |&s| frame.label(s));
+                            self.deliver(&next, 2 + k as u32, v.clone(), l, now, &sink);
                         }
                     }
                 }

@@ -1,0 +1,523 @@
+//! Static information-flow check (issue 19, `docs/security.md`): every
+//! path in a program's dataflow graph from an untrusted source to a sink
+//! argument the policy ([`ais_ir::ifc::FlowPolicy`]) denies.
+//!
+//! It runs on the compiled [`Program`] (the code the VM runs) and follows
+//! the run-time rules of `ais_vm::ifc` over-approximately: a value's
+//! untrusted sources are those of its operands, of its op (a tool, the
+//! tools an LLM op offers, memory written with untrusted data) and of its
+//! region's control context (branch conditions, loop items, the callers'
+//! contexts); calls pass labels to parameters and back from returns. A
+//! fixpoint over the whole program; each source keeps the first path
+//! that reached a value (hops: spans with what happened there).
+
+use ais_ir::bytecode::{FlowCode, Imm, Instr, Program, RegionCode};
+use ais_ir::ifc::{sink_of, FlowPolicy};
+use ais_ir::{Diagnostic, Opcode, RegionSpec, Span};
+use std::collections::BTreeMap;
+
+/// The code of the flow warning.
+pub const CODE: &str = "W0020";
+
+/// Longest path kept per source (the source end is kept).
+const MAX_HOPS: usize = 12;
+
+/// One step of a path: where, and what happened there.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hop {
+    pub span: Span,
+    pub what: String,
+}
+
+/// A flow the policy denies.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Finding {
+    pub flow: String,
+    pub sink: String,
+    pub argument: String,
+    /// The untrusted sources reaching the argument, each with its path.
+    pub sources: BTreeMap<String, Vec<Hop>>,
+    /// The sink op.
+    pub span: Span,
+}
+
+impl Finding {
+    /// A warning with a label on each hop of the first source's path.
+    pub fn to_diagnostic(&self) -> Diagnostic {
+        let names: Vec<&str> = self.sources.keys().map(String::as_str).collect();
+        let mut d = Diagnostic::warning(
+            CODE,
+            format!(
+                "untrusted data from {} reaches argument `{}` of sink `{}`",
+                names.join(", "),
+                self.argument,
+                self.sink
+            ),
+            self.span,
+        )
+        .with_label(format!("`{}` is denied untrusted data here", self.sink));
+        if let Some(path) = self.sources.values().next() {
+            for (i, h) in path.iter().enumerate() {
+                if h.span != self.span {
+                    d = d.with_secondary(h.span, format!("{}. {}", i + 1, h.what));
+                }
+            }
+        }
+        d.with_help(format!(
+            "validate the value first, or allow it in the policy: [policy.sinks.{}] allow_untrusted = [\"{}\"]",
+            self.sink, self.argument
+        ))
+    }
+}
+
+type Lab = BTreeMap<String, Vec<Hop>>;
+
+/// Adds `src`'s sources to `dst` (paths extended by `hop`); true if new.
+fn merge(dst: &mut Lab, src: &Lab, hop: Option<&Hop>) -> bool {
+    let mut changed = false;
+    for (k, path) in src {
+        if !dst.contains_key(k) {
+            let mut p = path.clone();
+            if let Some(h) = hop {
+                if p.len() < MAX_HOPS && p.last().map(|l| l.span) != Some(h.span) {
+                    p.push(h.clone());
+                }
+            }
+            dst.insert(k.clone(), p);
+            changed = true;
+        }
+    }
+    changed
+}
+
+struct State<'p> {
+    program: &'p Program,
+    policy: &'p FlowPolicy,
+    /// [flow][region][slot]
+    slots: Vec<Vec<Vec<Lab>>>,
+    pc: Vec<Vec<Lab>>,
+    ylab: Vec<Vec<Lab>>,
+    /// stm, ltm, episodic, beliefs.
+    mem: [Lab; 4],
+    findings: Vec<Finding>,
+}
+
+fn tier_index(instr: &Instr) -> usize {
+    match &instr.imm {
+        Imm::Tier(t) | Imm::Query { tier: t, .. } => match t.name() {
+            "stm" => 0,
+            "ltm" => 1,
+            _ => 2,
+        },
+        _ => 3,
+    }
+}
+
+fn hop(instr: &Instr, what: impl Into<String>) -> Hop {
+    Hop {
+        span: instr.span,
+        what: what.into(),
+    }
+}
+
+/// Every denied flow of `program` under `policy`.
+pub fn check(program: &Program, policy: &FlowPolicy) -> Vec<Finding> {
+    if policy.mode == ais_ir::ifc::Mode::Off {
+        return Vec::new();
+    }
+    let mut st = State {
+        program,
+        policy,
+        slots: program
+            .flows
+            .iter()
+            .map(|f| {
+                f.regions
+                    .iter()
+                    .map(|r| vec![Lab::new(); r.n_slots()])
+                    .collect()
+            })
+            .collect(),
+        pc: program
+            .flows
+            .iter()
+            .map(|f| vec![Lab::new(); f.regions.len()])
+            .collect(),
+        ylab: program
+            .flows
+            .iter()
+            .map(|f| vec![Lab::new(); f.regions.len()])
+            .collect(),
+        mem: Default::default(),
+        findings: Vec::new(),
+    };
+    st.seed();
+    // Monotone over finite sets: converges; the bound is a safety net.
+    for _ in 0..64 {
+        if !st.pass(false) {
+            break;
+        }
+    }
+    st.pass(true);
+    st.findings
+}
+
+impl State<'_> {
+    fn source(&self, name: &str, h: Hop) -> Lab {
+        let mut l = Lab::new();
+        if !self.policy.trusted(name) {
+            l.insert(name.to_string(), vec![h]);
+        }
+        l
+    }
+
+    /// Entry arguments and messages (handler parameters).
+    fn seed(&mut self) {
+        for (fi, f) in self.program.flows.iter().enumerate() {
+            if f.entry {
+                let h = Hop {
+                    span: f.span,
+                    what: "entry argument".into(),
+                };
+                let l = self.source("@args", h);
+                for p in 0..f.params.len() {
+                    merge(&mut self.slots[fi][0][p], &l, None);
+                }
+            }
+        }
+        for a in &self.program.agents {
+            for h in &a.handlers {
+                let Some(f) = self.program.flows.get(h.flow as usize) else {
+                    continue;
+                };
+                let hp = Hop {
+                    span: f.span,
+                    what: format!("a message from another agent (`on {}`)", h.event),
+                };
+                let l = self.source("@message", hp);
+                for p in 0..f.params.len() {
+                    merge(&mut self.slots[h.flow as usize][0][p], &l, None);
+                }
+            }
+        }
+    }
+
+    fn lab(&self, f: usize, r: usize, s: u32) -> Lab {
+        self.slots[f][r]
+            .get(s as usize)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn set(&mut self, f: usize, r: usize, s: u32, l: &Lab, h: Option<&Hop>) -> bool {
+        match self.slots[f][r].get_mut(s as usize) {
+            Some(d) => merge(d, l, h),
+            None => false,
+        }
+    }
+
+    /// One sweep over every op; true if any label grew.
+    fn pass(&mut self, report: bool) -> bool {
+        let mut changed = false;
+        let program = self.program;
+        for (fi, flow) in program.flows.iter().enumerate() {
+            for (ri, region) in flow.regions.iter().enumerate() {
+                for (oi, instr) in region.ops.iter().enumerate() {
+                    changed |= self.op(fi, flow, ri, region, oi, instr, report);
+                }
+            }
+        }
+        changed
+    }
+
+    /// The untrusted sources an op adds itself.
+    fn op_source(&self, instr: &Instr) -> Lab {
+        match (instr.opcode, &instr.imm) {
+            (Opcode::Inv, Imm::Tool(t)) => {
+                self.source(t, hop(instr, format!("`{t}` returns data")))
+            }
+            (Opcode::Exec, _) => self.source("@bash", hop(instr, "`exec` output")),
+            (Opcode::Qmem | Opcode::BeliefGet, _) => {
+                let i = tier_index(instr);
+                let name = ["@memory.stm", "@memory.ltm", "@memory.episodic", "@belief"][i];
+                let mut l = self.source(name, hop(instr, "memory read"));
+                merge(
+                    &mut l,
+                    &self.mem[i],
+                    Some(&hop(instr, "read back from memory")),
+                );
+                l
+            }
+            (Opcode::Pause, _) => self.source("@input", hop(instr, "a person's answer")),
+            (op, imm) if op.info().llm.is_some() => {
+                let own = if op == Opcode::Solve { "@plan" } else { "@llm" };
+                let mut l = self.source(own, hop(instr, "model output"));
+                if let Imm::Llm(a) = imm {
+                    for t in &a.tools {
+                        let h = hop(instr, format!("the model reads `{}` replies", t.name));
+                        merge(&mut l, &self.source(&t.name, h), None);
+                    }
+                }
+                l
+            }
+            _ => Lab::new(),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn op(
+        &mut self,
+        fi: usize,
+        flow: &FlowCode,
+        ri: usize,
+        region: &RegionCode,
+        oi: usize,
+        instr: &Instr,
+        report: bool,
+    ) -> bool {
+        let _ = oi;
+        let data = region.data(instr);
+        let pc = self.pc[fi][ri].clone();
+        let mut input = pc.clone();
+        for &s in data {
+            merge(&mut input, &self.lab(fi, ri, s), None);
+        }
+        let here = hop(instr, instr.opcode.mnemonic());
+        let mut changed = false;
+        if report {
+            self.check_sink(flow, fi, ri, region, instr, &pc, &input);
+        }
+        match instr.opcode.info().exec {
+            ais_ir::ExecClass::Pure
+            | ais_ir::ExecClass::Inline
+            | ais_ir::ExecClass::Llm
+            | ais_ir::ExecClass::Tool => {
+                let out = if self.quarantined(instr) {
+                    pc
+                } else {
+                    let mut out = input.clone();
+                    merge(&mut out, &self.op_source(instr), None);
+                    out
+                };
+                if matches!(instr.opcode, Opcode::Umem | Opcode::BeliefSet) {
+                    changed |= merge(&mut self.mem[tier_index(instr)], &input, Some(&here));
+                }
+                for i in 0..instr.n_results {
+                    changed |= self.set(fi, ri, instr.result + i, &out, Some(&here));
+                }
+            }
+            ais_ir::ExecClass::Terminator => {
+                changed |= merge(&mut self.ylab[fi][ri], &input, Some(&here));
+            }
+            ais_ir::ExecClass::Call => {
+                if let Imm::Callee(c) = instr.imm {
+                    let c = c as usize;
+                    if c < self.slots.len() {
+                        let h = hop(
+                            instr,
+                            format!("passed to @{}", self.program.flow_name(c as u32)),
+                        );
+                        for (i, &s) in data.iter().enumerate() {
+                            let l = self.lab(fi, ri, s);
+                            changed |= self.set(c, 0, i as u32, &l, Some(&h));
+                        }
+                        changed |= merge(&mut self.pc[c][0], &pc, None);
+                        let mut back = self.ylab[c][0].clone();
+                        merge(&mut back, &self.pc[c][0], None);
+                        let h = hop(instr, "returned");
+                        for i in 0..instr.n_results {
+                            changed |= self.set(fi, ri, instr.result + i, &back, Some(&h));
+                        }
+                    }
+                }
+            }
+            ais_ir::ExecClass::Control => {
+                changed |= self.control(fi, flow, ri, region, instr, &pc);
+            }
+        }
+        changed
+    }
+
+    fn quarantined(&self, instr: &Instr) -> bool {
+        if !self.policy.quarantine.scalars || instr.opcode != Opcode::Cast {
+            return false;
+        }
+        matches!(&instr.imm, Imm::Cast(t)
+            if matches!(self.program.type_of(*t), ais_ir::Type::Number | ais_ir::Type::Bool))
+    }
+
+    fn control(
+        &mut self,
+        fi: usize,
+        flow: &FlowCode,
+        ri: usize,
+        region: &RegionCode,
+        instr: &Instr,
+        pc: &Lab,
+    ) -> bool {
+        let data = region.data(instr);
+        let mut changed = false;
+        let spec = instr.opcode.info().regions;
+        let cond = data
+            .first()
+            .map(|&s| self.lab(fi, ri, s))
+            .unwrap_or_default();
+        let what = match spec {
+            RegionSpec::Loop => "loop over it (values inside depend on it)",
+            _ => "branch on it (values inside depend on it)",
+        };
+        let h = hop(instr, what);
+        for &cr in &instr.regions {
+            let cr = cr as usize;
+            let Some(child) = flow.regions.get(cr) else {
+                continue;
+            };
+            changed |= merge(&mut self.pc[fi][cr], pc, None);
+            if !matches!(spec, RegionSpec::TryCatch) {
+                changed |= merge(&mut self.pc[fi][cr], &cond, Some(&h));
+            }
+            for (k, &ps) in child.captures.iter().enumerate() {
+                let l = self.lab(fi, ri, ps);
+                changed |= self.set(fi, cr, child.n_args + k as u32, &l, None);
+            }
+            if matches!(spec, RegionSpec::Loop) {
+                changed |= self.set(fi, cr, 0, &cond, Some(&h));
+                changed |= self.set(fi, cr, 1, &cond, None);
+                let carried = self.ylab[fi][cr].clone();
+                for (k, &s) in data.iter().enumerate().skip(1) {
+                    let l = self.lab(fi, ri, s);
+                    changed |= self.set(fi, cr, 1 + k as u32, &l, None);
+                    changed |= self.set(fi, cr, 1 + k as u32, &carried, None);
+                }
+            }
+            let mut out = self.ylab[fi][cr].clone();
+            merge(&mut out, &self.pc[fi][cr], None);
+            if matches!(spec, RegionSpec::Loop) {
+                for &s in data {
+                    let l = self.lab(fi, ri, s);
+                    merge(&mut out, &l, None);
+                }
+            }
+            for i in 0..instr.n_results {
+                changed |= self.set(fi, ri, instr.result + i, &out, None);
+            }
+        }
+        changed
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn check_sink(
+        &mut self,
+        flow: &FlowCode,
+        fi: usize,
+        ri: usize,
+        region: &RegionCode,
+        instr: &Instr,
+        pc: &Lab,
+        input: &Lab,
+    ) {
+        let finding = |sink: &str, argument: &str, sources: Lab| Finding {
+            flow: flow.name.clone(),
+            sink: sink.to_string(),
+            argument: argument.to_string(),
+            sources,
+            span: instr.span,
+        };
+        // A model's own tool calls: the exchange reads its inputs and every
+        // offered tool's replies.
+        if let Imm::Llm(a) = &instr.imm {
+            let mut ex = input.clone();
+            merge(&mut ex, &self.op_source(instr), None);
+            if ex.is_empty() {
+                return;
+            }
+            for t in &a.tools {
+                let args = param_names(&t.parameters);
+                if let Some(arg) = args.iter().find(|x| self.policy.arg_checked(&t.name, x)) {
+                    self.findings.push(finding(&t.name, arg, ex.clone()));
+                }
+            }
+            return;
+        }
+        let (tool, tier) = match &instr.imm {
+            Imm::Tool(t) => (Some(t.as_str()), None),
+            Imm::Tier(t) => (None, Some(t.name())),
+            _ => (None, None),
+        };
+        let Some(sink) = sink_of(instr.opcode, tool, tier) else {
+            return;
+        };
+        if !self.policy.is_sink(&sink.name) {
+            return;
+        }
+        for (i, &s) in region.data(instr).iter().enumerate() {
+            let fields = if sink.fields {
+                object_fields(region, s)
+            } else {
+                None
+            };
+            let args: Vec<(String, u32)> =
+                fields.unwrap_or_else(|| vec![(sink.operand_name(i).to_string(), s)]);
+            for (arg, slot) in args {
+                let mut l = pc.clone();
+                merge(&mut l, &self.lab(fi, ri, slot), None);
+                if !l.is_empty() && self.policy.arg_checked(&sink.name, &arg) {
+                    self.findings.push(finding(&sink.name, &arg, l));
+                }
+            }
+        }
+    }
+}
+
+/// The property names of a JSON Schema given as text (`args` if none).
+fn param_names(schema: &str) -> Vec<String> {
+    let names: Vec<String> = serde_json::from_str::<serde_json::Value>(schema)
+        .ok()
+        .and_then(|v| {
+            v.get("properties")
+                .and_then(|p| p.as_object())
+                .map(|o| o.keys().cloned().collect())
+        })
+        .unwrap_or_default();
+    if names.is_empty() {
+        vec!["args".into()]
+    } else {
+        names
+    }
+}
+
+/// `(key, slot)` of the `object` op producing `s` in `code`, if it is one.
+fn object_fields(code: &RegionCode, s: u32) -> Option<Vec<(String, u32)>> {
+    let p = code
+        .ops
+        .iter()
+        .find(|i| s >= i.result && s < i.result.saturating_add(i.n_results))?;
+    let Imm::Keys(keys) = &p.imm else {
+        return None;
+    };
+    Some(
+        keys.iter()
+            .cloned()
+            .zip(code.data(p).iter().copied())
+            .collect(),
+    )
+}
+
+/// The flow warnings of a source file under `policy` (none if it does not
+/// compile: the other diagnostics say why).
+pub fn check_source(
+    source: &str,
+    env: &crate::sema::Environment,
+    policy: &FlowPolicy,
+) -> Vec<Diagnostic> {
+    let Ok(c) = crate::driver::compile_source_in(source, env) else {
+        return Vec::new();
+    };
+    match ais_ir::bytecode::compile(&c.module) {
+        Ok(p) => check(&p, policy)
+            .iter()
+            .map(Finding::to_diagnostic)
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}

@@ -1,0 +1,330 @@
+//! Information-flow labels at run time (issue 19; `docs/security.md`).
+//!
+//! A label is a `u64` bitset of sources, interned per run: bit `i` is the
+//! `i`-th source seen (`@args`, a tool name, `@llm`, ...); sources past 63
+//! share bit 63, which is untrusted if any of them is (conservative). A
+//! value's label is the union of the labels of the values it was computed
+//! from, of its op's own source (a tool, a model, a memory tier) and of its
+//! frame's control context (`Frame::pc`). At a sink ([`ais_ir::ifc::sink_of`])
+//! each argument the policy checks must carry no untrusted bit, or the op
+//! fails with `policy.denied`.
+
+use crate::exec::OpError;
+use crate::sync::lock;
+use ais_ir::bytecode::{Imm, Instr, RegionCode};
+use ais_ir::ifc::{sink_of, FlowPolicy};
+use ais_ir::Opcode;
+use serde_json::json;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+pub use ais_ir::ifc::{Mode, Quarantine, SinkRule};
+
+/// The code of a denied flow.
+pub const DENIED: &str = "policy.denied";
+
+const OVERFLOW: u32 = 63;
+
+/// One run's sources, policy and memory labels.
+pub struct Labels {
+    pub policy: FlowPolicy,
+    names: Mutex<Vec<String>>,
+    untrusted: AtomicU64,
+    /// Union of the labels written to each memory tier (stm, ltm,
+    /// episodic) and to beliefs in this run: a read carries it.
+    mem: [AtomicU64; 4],
+    pub args: u64,
+    pub llm: u64,
+    pub message: u64,
+    pub plan: u64,
+    pub input: u64,
+}
+
+impl Labels {
+    pub fn new(policy: FlowPolicy) -> Labels {
+        let mut l = Labels {
+            policy,
+            names: Mutex::new(Vec::new()),
+            untrusted: AtomicU64::new(0),
+            mem: Default::default(),
+            args: 0,
+            llm: 0,
+            message: 0,
+            plan: 0,
+            input: 0,
+        };
+        l.args = l.source("@args");
+        l.llm = l.source("@llm");
+        l.message = l.source("@message");
+        l.plan = l.source("@plan");
+        l.input = l.source("@input");
+        l
+    }
+
+    /// Labels are off: nothing is checked, so nothing needs tracking.
+    pub fn off(&self) -> bool {
+        self.policy.mode == Mode::Off
+    }
+
+    /// The bit of source `name` (interned on first use).
+    pub fn source(&self, name: &str) -> u64 {
+        let mut names = lock(&self.names);
+        let i = match names.iter().position(|n| n == name) {
+            Some(i) => i as u32,
+            None => {
+                names.push(name.to_string());
+                (names.len() - 1) as u32
+            }
+        };
+        let bit = 1u64 << i.min(OVERFLOW);
+        if !self.policy.trusted(name) {
+            self.untrusted.fetch_or(bit, Ordering::Relaxed);
+        }
+        bit
+    }
+
+    pub fn is_trusted(&self, label: u64) -> bool {
+        label & self.untrusted.load(Ordering::Relaxed) == 0
+    }
+
+    /// The untrusted sources in `label`, by name.
+    pub fn untrusted_names(&self, label: u64) -> Vec<String> {
+        let bad = label & self.untrusted.load(Ordering::Relaxed);
+        let names = lock(&self.names);
+        let mut out: Vec<String> = names
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| bad & (1u64 << (*i as u32).min(OVERFLOW)) != 0)
+            .map(|(_, n)| n.clone())
+            .collect();
+        out.dedup();
+        out
+    }
+
+    fn tier_index(instr: &Instr) -> usize {
+        match &instr.imm {
+            Imm::Tier(t) | Imm::Query { tier: t, .. } => match t.name() {
+                "stm" => 0,
+                "ltm" => 1,
+                _ => 2,
+            },
+            _ => 3,
+        }
+    }
+
+    /// The source label an op adds to its results (beyond its inputs').
+    pub fn op_source(&self, instr: &Instr) -> u64 {
+        match instr.opcode {
+            Opcode::Inv => match &instr.imm {
+                Imm::Tool(t) => self.source(t),
+                _ => 0,
+            },
+            Opcode::Exec => self.source("@bash"),
+            Opcode::Qmem | Opcode::BeliefGet => {
+                let i = Self::tier_index(instr);
+                let name = match i {
+                    0 => "@memory.stm",
+                    1 => "@memory.ltm",
+                    2 => "@memory.episodic",
+                    _ => "@belief",
+                };
+                self.source(name) | self.mem[i].load(Ordering::Relaxed)
+            }
+            Opcode::Pause => self.input,
+            op if op.info().llm.is_some() => {
+                // A tool-calling exchange reads the tools' replies too.
+                let tools = match &instr.imm {
+                    Imm::Llm(a) => a.tools.iter().fold(0, |l, t| l | self.source(&t.name)),
+                    _ => 0,
+                };
+                let own = if op == Opcode::Solve {
+                    self.plan
+                } else {
+                    self.llm
+                };
+                own | tools
+            }
+            _ => 0,
+        }
+    }
+
+    /// Records what an effect op wrote (memory and belief writes keep
+    /// their label for later reads).
+    pub fn note_write(&self, instr: &Instr, label: u64) {
+        if matches!(instr.opcode, Opcode::Umem | Opcode::BeliefSet) {
+            self.mem[Self::tier_index(instr)].fetch_or(label, Ordering::Relaxed);
+        }
+    }
+
+    /// The label of op `instr`'s results given its inputs' `label`, for an
+    /// op that completes at once (pure and inline ops).
+    pub fn result_label(
+        &self,
+        program: &ais_ir::bytecode::Program,
+        instr: &Instr,
+        label: u64,
+        pc: u64,
+    ) -> u64 {
+        if instr.opcode == Opcode::Cast && self.policy.quarantine.scalars {
+            if let Imm::Cast(t) = &instr.imm {
+                if matches!(
+                    program.type_of(*t),
+                    ais_ir::Type::Number | ais_ir::Type::Bool
+                ) {
+                    // Quarantine: a number or a boolean carries no
+                    // instruction; only the control context stays.
+                    return pc;
+                }
+            }
+        }
+        label | self.op_source(instr)
+    }
+
+    /// Checks a sink op's arguments against the policy: `Err(policy.denied)`
+    /// naming the sink, the argument and the untrusted sources (and the
+    /// producing ops within the frame) when one is denied.
+    pub fn check_sink(
+        &self,
+        code: &RegionCode,
+        instr: &Instr,
+        label_of: &dyn Fn(u32) -> u64,
+        pc: u64,
+    ) -> Result<(), OpError> {
+        if !self.policy.enforced() {
+            return Ok(());
+        }
+        let (tool, tier) = match &instr.imm {
+            Imm::Tool(t) => (Some(t.as_str()), None),
+            Imm::Tier(t) => (None, Some(t.name())),
+            _ => (None, None),
+        };
+        let Some(sink) = sink_of(instr.opcode, tool, tier) else {
+            return Ok(());
+        };
+        if !self.policy.is_sink(&sink.name) {
+            return Ok(());
+        }
+        for (i, &s) in code.data(instr).iter().enumerate() {
+            let whole = label_of(s) | pc;
+            if self.is_trusted(whole) {
+                continue;
+            }
+            // An `inv`'s argument object: check field by field when the
+            // object was built in this frame (`object` op).
+            let fields = if sink.fields {
+                object_fields(code, s)
+            } else {
+                None
+            };
+            let args: Vec<(String, u64)> = match fields {
+                Some(fs) => fs
+                    .into_iter()
+                    .map(|(k, slot)| (k, label_of(slot) | pc))
+                    .collect(),
+                None => vec![(sink.operand_name(i).to_string(), whole)],
+            };
+            for (arg, l) in args {
+                if self.is_trusted(l) || !self.policy.arg_checked(&sink.name, &arg) {
+                    continue;
+                }
+                let sources = self.untrusted_names(l);
+                let path = path_to(code, s, &|x| !self.is_trusted(label_of(x)));
+                return Err(OpError::new(
+                    DENIED,
+                    format!(
+                        "`{}` argument `{arg}` carries untrusted data from {} (path: {})",
+                        sink.name,
+                        sources.join(", "),
+                        path.join(" -> ")
+                    ),
+                )
+                .with_payload(json!({
+                    "sink": sink.name,
+                    "argument": arg,
+                    "sources": sources,
+                    "path": path,
+                })));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Labels {
+    /// Checks a tool call a model asked for inside an LLM op whose
+    /// exchange carries `label`.
+    pub fn check_tool_call(
+        &self,
+        tool: &str,
+        args: &serde_json::Value,
+        label: u64,
+    ) -> Result<(), OpError> {
+        if !self.policy.enforced() || self.is_trusted(label) || !self.policy.is_sink(tool) {
+            return Ok(());
+        }
+        let names: Vec<&str> = match args {
+            serde_json::Value::Object(m) if !m.is_empty() => m.keys().map(String::as_str).collect(),
+            _ => vec!["args"],
+        };
+        let Some(arg) = names.into_iter().find(|a| self.policy.arg_checked(tool, a)) else {
+            return Ok(());
+        };
+        let sources = self.untrusted_names(label);
+        Err(OpError::new(
+            DENIED,
+            format!(
+                "`{tool}` argument `{arg}` would carry untrusted data from {} (the model's conversation read it)",
+                sources.join(", ")
+            ),
+        )
+        .with_payload(json!({"sink": tool, "argument": arg, "sources": sources, "path": ["llm", tool]})))
+    }
+}
+
+/// The op producing slot `s` in `code` (`None`: an argument or capture).
+fn producer(code: &RegionCode, s: u32) -> Option<&Instr> {
+    code.ops
+        .iter()
+        .find(|i| s >= i.result && s < i.result.saturating_add(i.n_results))
+}
+
+/// `(key, slot)` of the `object` op producing `s`, if it is one.
+fn object_fields(code: &RegionCode, s: u32) -> Option<Vec<(String, u32)>> {
+    let p = producer(code, s)?;
+    let Imm::Keys(keys) = &p.imm else {
+        return None;
+    };
+    Some(
+        keys.iter()
+            .cloned()
+            .zip(code.data(p).iter().copied())
+            .collect(),
+    )
+}
+
+/// The ops (mnemonics, tool names) that carried untrusted data into slot
+/// `s` within the frame, the source first; stops at the frame's
+/// arguments and after 16 hops.
+fn path_to(code: &RegionCode, s: u32, untrusted: &dyn Fn(u32) -> bool) -> Vec<String> {
+    let mut path = Vec::new();
+    let mut work = vec![s];
+    let mut seen = Vec::new();
+    while let Some(s) = work.pop() {
+        if seen.contains(&s) || path.len() >= 16 {
+            continue;
+        }
+        seen.push(s);
+        match producer(code, s) {
+            Some(p) => {
+                path.push(match &p.imm {
+                    Imm::Tool(t) => format!("inv {t}"),
+                    _ => p.opcode.mnemonic().to_string(),
+                });
+                work.extend(code.data(p).iter().copied().filter(|&x| untrusted(x)));
+            }
+            None => path.push(format!("%arg{s}")),
+        }
+    }
+    path.reverse();
+    path
+}
