@@ -57,9 +57,12 @@ impl Chain {
         Chain::Tools,
     ];
 
-    /// Chains private to an agent (not shared with a call into another agent).
+    /// Chains shared with a call into another agent: output, and tools
+    /// (files, the network, work queues and MCP servers are the same for
+    /// every agent; provider ids are numbered module-wide). Memory and
+    /// beliefs are each agent's own.
     pub fn shared_across_agents(self) -> bool {
-        self == Chain::Io
+        matches!(self, Chain::Io | Chain::Tools | Chain::Tool(_))
     }
 }
 
