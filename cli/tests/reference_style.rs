@@ -2,13 +2,20 @@
 //! reference implementation's documented style. Each must check with no
 //! error and run on the offline simulator with the output its `// EXPECT:`
 //! block holds (`// | ` lines, at the end of the file). `// ARGS: NAME=VALUE`
-//! lines give entry arguments. `AIS_BLESS=1` rewrites the expected blocks
-//! from the actual output (read the diff before committing it).
+//! lines give entry arguments. `// RESUME: VALUE` lines make it a
+//! human-in-the-loop program: the run must stop at a `pause` (exit code 3),
+//! then each `aisc resume last --input VALUE`, in the same directory, goes
+//! on, pausing again (3) until the last one completes (0); its expected
+//! block holds every step's output, each pause as `[paused: MESSAGE]`.
+//! `AIS_BLESS=1` rewrites the expected blocks from the actual output (read
+//! the diff before committing it).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 const EXPECT: &str = "// EXPECT:";
+/// `aisc run`'s exit code for a run stopped at `pause`.
+const PAUSED: i32 = 3;
 
 fn aisc(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_aisc"))
@@ -51,12 +58,93 @@ fn split_expectation(text: &str) -> (&str, Option<String>) {
     }
 }
 
+/// The lines of `text` that start with `prefix`, without it.
+fn directives<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix(prefix))
+        .collect()
+}
+
+/// One step's stdout, plus `[paused: MESSAGE]` when it stopped at a pause
+/// (exit code 3); any other exit code than `want` is an error.
+fn step_output(what: &str, out: &Output, want: i32) -> Result<String, String> {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if out.status.code() != Some(want) {
+        return Err(format!(
+            "{what} exited {:?}, expected {want}:\n{stderr}",
+            out.status.code()
+        ));
+    }
+    let mut text = String::from_utf8_lossy(&out.stdout).trim_end().to_string();
+    if want == PAUSED {
+        let message = stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("paused: "))
+            .ok_or_else(|| format!("{what} paused without a message:\n{stderr}"))?;
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        text.push_str(&format!("[paused: {message}]"));
+    }
+    Ok(text)
+}
+
+/// Runs one program (and its resumes) in `dir`: the combined output.
+fn run_program(dir: &Path, path: &str, text: &str) -> Result<String, String> {
+    let resumes = directives(text, "// RESUME: ");
+    // A paused run must outlive its process, so a program that pauses
+    // keeps its journal and memory in `dir/.apxm` instead of `:memory:`.
+    let memory = if resumes.is_empty() {
+        ":memory:"
+    } else {
+        ".apxm"
+    };
+    let mut args = vec![
+        "run",
+        path,
+        "-q",
+        "--memory",
+        memory,
+        "--sim-delay-scale",
+        "0",
+    ];
+    for a in directives(text, "// ARGS: ") {
+        args.push("--arg");
+        args.push(a);
+    }
+    let want = if resumes.is_empty() { 0 } else { PAUSED };
+    let mut steps = vec![step_output("aisc run", &aisc(dir, &args), want)?];
+    for (i, input) in resumes.iter().enumerate() {
+        let want = if i + 1 == resumes.len() { 0 } else { PAUSED };
+        let resume = aisc(
+            dir,
+            &[
+                "resume",
+                "last",
+                "--input",
+                input,
+                "-q",
+                "--memory",
+                memory,
+                "--sim-delay-scale",
+                "0",
+            ],
+        );
+        steps.push(step_output(
+            &format!("aisc resume last --input {input}"),
+            &resume,
+            want,
+        )?);
+    }
+    steps.retain(|s| !s.is_empty());
+    Ok(steps.join("\n"))
+}
+
 #[test]
 fn every_reference_style_program_checks_and_runs_as_expected() {
     let bless = std::env::var_os("AIS_BLESS").is_some();
     let files = corpus();
-    assert!(files.len() >= 12, "the corpus has {} programs", files.len());
-    let tmp = tempfile::tempdir().expect("tempdir");
+    assert!(files.len() >= 40, "the corpus has {} programs", files.len());
     let mut failures = Vec::new();
     for file in &files {
         let name = file
@@ -66,6 +154,9 @@ fn every_reference_style_program_checks_and_runs_as_expected() {
             .to_string();
         let text = std::fs::read_to_string(file).expect("read");
         let path = file.display().to_string();
+        // Each program in its own directory: paused runs and `resume last`
+        // must not see another program's runs.
+        let tmp = tempfile::tempdir().expect("tempdir");
         let check = aisc(tmp.path(), &["check", &path]);
         if check.status.code() != Some(0) {
             failures.push(format!(
@@ -74,33 +165,13 @@ fn every_reference_style_program_checks_and_runs_as_expected() {
             ));
             continue;
         }
-        let mut args = vec![
-            "run",
-            &path,
-            "-q",
-            "--memory",
-            ":memory:",
-            "--sim-delay-scale",
-            "0",
-        ];
-        let arg_lines: Vec<&str> = text
-            .lines()
-            .filter_map(|l| l.strip_prefix("// ARGS: "))
-            .collect();
-        for a in &arg_lines {
-            args.push("--arg");
-            args.push(a);
-        }
-        let run = aisc(tmp.path(), &args);
-        let stdout = String::from_utf8_lossy(&run.stdout).trim_end().to_string();
-        if run.status.code() != Some(0) {
-            failures.push(format!(
-                "{name}: aisc run exited {:?}:\n{}",
-                run.status.code(),
-                String::from_utf8_lossy(&run.stderr)
-            ));
-            continue;
-        }
+        let stdout = match run_program(tmp.path(), &path, &text) {
+            Ok(out) => out,
+            Err(e) => {
+                failures.push(format!("{name}: {e}"));
+                continue;
+            }
+        };
         let (program, expected) = split_expectation(&text);
         if bless {
             let block: String = stdout.lines().map(|l| format!("// | {l}\n")).collect();

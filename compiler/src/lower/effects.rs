@@ -319,6 +319,12 @@ impl Scanner<'_> {
                                 }
                                 Some((ChainKind::Beliefs | ChainKind::None, _)) | None => {}
                             }
+                        } else if builtins::is_builtin_tool(&id.name) {
+                            // A built-in tool called by name (`claim("q")`)
+                            // is a call of that tool: a caller orders this
+                            // flow with its own calls to the tool's provider.
+                            out.chains
+                                .extend(tool_access(self.agent, self.providers, &id.name).chains());
                         }
                     }
                     ExprKind::Member(target, flow) => {
