@@ -626,12 +626,12 @@ impl<'p> Interpreter<'p> {
 
     /// The reply flow of agent `to`: its flow `communicate`, else `main`,
     /// when every parameter can be given from a message (one parameter: the
-    /// message, unless named `sender`/`from` or `protocol`; several: each
-    /// named `message`/`content`/`msg`, `sender`/`from` or `protocol`).
+    /// message, unless named `sender` or `protocol`; several: each
+    /// named `message`/`content`/`msg`, `sender` or `protocol`).
     fn reply_flow(&self, to: &str) -> Option<(&'p Agent, &'p Flow, Vec<&'static str>)> {
         let agent = self.agents.iter().find(|a| a.name.name == to)?;
         let role = |name: &str, only: bool| match name {
-            "sender" | "from" => Some("sender"),
+            "sender" => Some("sender"),
             "protocol" => Some("protocol"),
             "message" | "content" | "msg" => Some("message"),
             _ if only => Some("message"),

@@ -319,7 +319,9 @@ impl Scanner<'_> {
                                 }
                                 Some((ChainKind::Beliefs | ChainKind::None, _)) | None => {}
                             }
-                        } else if builtins::is_builtin_tool(&id.name) {
+                        } else if builtins::is_builtin_tool(&id.name)
+                            || self.index.configured_tools.contains_key(&id.name)
+                        {
                             // A built-in tool called by name (`claim("q")`)
                             // is a call of that tool: a caller orders this
                             // flow with its own calls to the tool's provider.

@@ -4,7 +4,7 @@
 //! `communicate`, else its flow named `main`, when the flow's parameters can
 //! all be given from the message: none, one (the message), or parameters
 //! named after what a message carries (`message`/`content`/`msg`,
-//! `sender`/`from`, `protocol`). A recipient without one, and an agent
+//! `sender`, `protocol`). A recipient without one, and an agent
 //! messaging itself (which raises its own `on` handlers), gets the message
 //! as before (inbox, `on` handlers) and the value is `null`. Shared by the
 //! checker (result type) and lowering (the call it becomes).
@@ -41,7 +41,7 @@ pub fn reply_flow<'i>(
 fn reply_args(sig: &FlowSig) -> Option<Vec<ReplyArg>> {
     if sig.params.len() == 1 {
         return Some(vec![match sig.params[0].name.as_str() {
-            "sender" | "from" => ReplyArg::Sender,
+            "sender" => ReplyArg::Sender,
             "protocol" => ReplyArg::Protocol,
             _ => ReplyArg::Message,
         }]);
@@ -50,7 +50,7 @@ fn reply_args(sig: &FlowSig) -> Option<Vec<ReplyArg>> {
         .iter()
         .map(|p| match p.name.as_str() {
             "message" | "content" | "msg" => Some(ReplyArg::Message),
-            "sender" | "from" => Some(ReplyArg::Sender),
+            "sender" => Some(ReplyArg::Sender),
             "protocol" => Some(ReplyArg::Protocol),
             _ => None,
         })
