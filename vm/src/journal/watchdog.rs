@@ -2,7 +2,9 @@
 //! with the same inputs at the same place (agent, flow, region, op) makes no
 //! progress; the N-th repetition (default 3) stops the run with
 //! `WATCHDOG_LOOP`. Ops outside loops are not watched (a flow called twice
-//! with the same arguments is ordinary dataflow).
+//! with the same arguments is ordinary dataflow), nor are the AAM's tools
+//! whose answers change between identical calls (`claim`, `inbox`,
+//! `goals_next`, ...; see `scheduler::admission`).
 
 use crate::frame::{Frame, Role};
 use sha2::{Digest, Sha256};

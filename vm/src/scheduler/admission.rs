@@ -161,6 +161,18 @@ impl<'r> Run<'r> {
         if !matches!(class, Class::Llm | Class::Tool) {
             return false;
         }
+        // Tools that read state others change answer the same inputs
+        // differently (a worker loop claiming jobs, polling its inbox or
+        // its next goal): repeating them is progress.
+        if let ais_ir::bytecode::Imm::Tool(t) = &instr.imm {
+            let stateful = t == "now"
+                || ais_stdlib::HOST_TOOLS
+                    .iter()
+                    .any(|h| h.name == t && h.name != "bash");
+            if stateful {
+                return false;
+            }
+        }
         let Some(n) = w.observe(frame, op, &crate::journal::input_hash(args)) else {
             return false;
         };
