@@ -52,7 +52,18 @@ fn graph_json_runs_like_its_source() {
         std::fs::write(&json, &emitted.stdout).expect("write");
         let json = json.to_string_lossy().into_owned();
         let run = |file: &str| {
-            let mut a = vec!["run", file, "--backend", "sim", "--sim-delay-scale", "0"];
+            // Each run with its own memory: queues and facts persist in a
+            // memory directory, and both runs must start from nothing.
+            let mut a = vec![
+                "run",
+                file,
+                "--backend",
+                "sim",
+                "--sim-delay-scale",
+                "0",
+                "--memory",
+                ":memory:",
+            ];
             a.extend(args.iter().map(String::as_str));
             aisc(tmp.path(), &a)
         };

@@ -392,3 +392,62 @@ fn with_a_token_the_card_declares_bearer_auth_and_a2a_needs_the_token() {
         r.body
     );
 }
+
+/// A task whose run stops at a `pause` is `TASK_STATE_INPUT_REQUIRED`, its
+/// status message the question; a follow-up message with its `taskId` is
+/// the answer and the run resumes to completion. A task that waits for
+/// nothing takes no follow-up.
+#[test]
+fn a_paused_run_is_input_required_and_a_follow_up_message_answers_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = write(
+        dir.path(),
+        "approve.ais",
+        "agent Approver {\n    @entry flow main(amount: str) -> str {\n        let ok = pause(\"Refund {amount}? (yes/no)\")\n        return \"answer: {ok}\"\n    }\n}\n",
+    );
+    let s = Server::start(dir.path(), &[&a], &["--sim-delay-scale", "0"], &[]);
+    let v = Some("1.0");
+    let send = |message: Json| {
+        rpc(
+            &s,
+            "/a2a/Approver",
+            v,
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}})
+                .to_string(),
+        )
+    };
+    let (status, r) =
+        send(json!({"role": "ROLE_USER", "messageId": "m1", "parts": [{"text": "12 EUR"}]}));
+    assert_eq!(status, 200, "{r}");
+    let task = &r["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{r}");
+    assert_eq!(
+        task["status"]["message"]["parts"][0]["text"], "Refund 12 EUR? (yes/no)",
+        "{r}"
+    );
+    let id = task["id"].as_str().expect("task id").to_string();
+
+    let (_, r) = send(
+        json!({"role": "ROLE_USER", "messageId": "m2", "taskId": id, "parts": [{"text": "yes"}]}),
+    );
+    let task = &r["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{r}");
+    assert_eq!(
+        task["artifacts"][0]["parts"][0]["text"], "answer: yes",
+        "{r}"
+    );
+    assert_eq!(task["history"].as_array().map(Vec::len), Some(2), "{r}");
+
+    // Done: a further message is refused, and says why.
+    let (_, r) = send(
+        json!({"role": "ROLE_USER", "messageId": "m3", "taskId": id, "parts": [{"text": "again"}]}),
+    );
+    assert_eq!(r["error"]["code"], -32004, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("does not wait for input"),
+        "{r}"
+    );
+}

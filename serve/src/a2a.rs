@@ -534,15 +534,7 @@ impl A2a {
             .and_then(Json::as_str)
             .filter(|t| !t.is_empty())
         {
-            return Err(match self.registry.describe(t) {
-                Ok(_) => RpcError::new(
-                    UNSUPPORTED_OPERATION,
-                    "UNSUPPORTED_OPERATION",
-                    format!("task `{t}` takes no further message: an AIS task is one run of a flow, started by one message; send a new message without taskId"),
-                )
-                .with("taskId", t),
-                Err(_) => RpcError::task_not_found(t),
-            });
+            return self.answer(t, message, parts);
         }
         let skill = self.pick_skill(agent, message, params)?;
         let args = arguments(skill, parts)?;
@@ -568,6 +560,50 @@ impl A2a {
             history: vec![user],
         };
         self.tasks().insert(entry.id.clone(), meta.clone());
+        Ok((entry, meta))
+    }
+
+    /// A follow-up message to a task in `TASK_STATE_INPUT_REQUIRED` (its
+    /// run waits at a `pause`): the message is the answer (its text, or its
+    /// data part's value), and the run resumes with it.
+    fn answer(
+        &self,
+        t: &str,
+        message: &Json,
+        parts: &[Json],
+    ) -> Result<(Arc<RunEntry>, TaskMeta), RpcError> {
+        let run = self
+            .registry
+            .describe(t)
+            .map_err(|_| RpcError::task_not_found(t))?;
+        if !waits_for_input(&run) {
+            return Err(RpcError::new(
+                UNSUPPORTED_OPERATION,
+                "UNSUPPORTED_OPERATION",
+                format!("task `{t}` does not wait for input (it is {}): only a task in TASK_STATE_INPUT_REQUIRED takes a further message; send a new message without taskId", state_of(&run)),
+            )
+            .with("taskId", t));
+        }
+        let data = parts.iter().find_map(|p| p.get("data")).cloned();
+        let texts: Vec<&str> = parts.iter().filter_map(|p| p["text"].as_str()).collect();
+        let input = match (data, texts.is_empty()) {
+            (Some(d), _) => d,
+            (None, false) => Json::String(texts.join("\n")),
+            (None, true) => {
+                return Err(RpcError::params(
+                    "the answer to a paused task is a text part or a data part",
+                ))
+            }
+        };
+        let entry = self
+            .registry
+            .resume(t, BudgetSpec::default(), Some(input))
+            .map_err(|e| RpcError::from_api(&e).with("taskId", t))?;
+        let mut meta = self.meta(t);
+        let mut user = message.clone();
+        user["contextId"] = meta.context_id.as_str().into();
+        meta.history.push(user);
+        self.tasks().insert(t.to_string(), meta.clone());
         Ok((entry, meta))
     }
 
@@ -740,8 +776,7 @@ impl A2a {
     fn task_of(&self, run: &Json, meta: Option<&TaskMeta>, history: Option<usize>) -> Json {
         let id = run["id"].as_str().unwrap_or("");
         let context_id = meta.map_or_else(|| format!("ctx-{id}"), |m| m.context_id.clone());
-        let status = run["status"].as_str().and_then(Status::parse);
-        let state = status.map_or("TASK_STATE_UNSPECIFIED", state_name);
+        let state = state_of(run);
         let at = ["ended_ms", "started_ms", "created_ms"]
             .iter()
             .find_map(|k| run[*k].as_i64())
@@ -791,7 +826,7 @@ impl A2a {
                 return;
             }
             text.clear();
-            if is_terminal(&state) {
+            if ends_stream(&state) {
                 return;
             }
             let (events, done) = s.entry.events.after(last, Duration::from_secs(15));
@@ -811,6 +846,11 @@ impl A2a {
                     .as_str()
                     .and_then(Status::parse)
                     .map_or("TASK_STATE_UNSPECIFIED", state_name);
+                // A stop (at a `pause`, or by its server) is told by the
+                // final update, from the settled run.
+                if now == PAUSED_STATE {
+                    continue;
+                }
                 // The first frame (the task) stands for its submission;
                 // an earlier `queued` in the log is not news.
                 if state != now && now != "TASK_STATE_SUBMITTED" {
@@ -978,9 +1018,13 @@ fn to_0_3(v: Json) -> Json {
     }
     if let Some(Json::Object(mut u)) = o.remove("statusUpdate") {
         let status = u.remove("status").map_or(Json::Null, status_0_3);
-        let last = is_terminal(&json!(format!(
+        let last = ends_stream(&json!(format!(
             "TASK_STATE_{}",
-            status["state"].as_str().unwrap_or("").to_uppercase()
+            status["state"]
+                .as_str()
+                .unwrap_or("")
+                .to_uppercase()
+                .replace('-', "_")
         )));
         u.insert("status".into(), status);
         u.insert("final".into(), last.into());
@@ -1113,17 +1157,47 @@ fn history_length(params: &Json) -> Result<Option<usize>, RpcError> {
     }
 }
 
+/// What a paused run's status reads as before its cause is known.
+const PAUSED_STATE: &str = "TASK_STATE_FAILED";
+
 fn state_name(s: Status) -> &'static str {
     match s {
         Status::Queued => "TASK_STATE_SUBMITTED",
         Status::Running => "TASK_STATE_WORKING",
         Status::Succeeded => "TASK_STATE_COMPLETED",
-        // A paused run (its server stopped, or waiting at a `pause`) is
-        // resumable through POST /v1/runs/{id}/resume; to A2A it has
-        // failed (not yet mapped to TASK_STATE_INPUT_REQUIRED).
-        Status::Failed | Status::Paused => "TASK_STATE_FAILED",
+        // A run its server's stop interrupted is resumable through POST
+        // /v1/runs/{id}/resume; to A2A it has failed. One waiting at a
+        // `pause` is told apart by `state_of`.
+        Status::Failed | Status::Paused => PAUSED_STATE,
         Status::Cancelled => "TASK_STATE_CANCELED",
     }
+}
+
+/// Whether a run waits at a `pause` for a person's answer.
+fn waits_for_input(run: &Json) -> bool {
+    run["status"] == "paused" && run["error"]["cause"] == "run.paused"
+}
+
+/// A run's task state: a run waiting at a `pause` is
+/// `TASK_STATE_INPUT_REQUIRED` (a follow-up message with its `taskId`
+/// answers it).
+fn state_of(run: &Json) -> &'static str {
+    if waits_for_input(run) {
+        return "TASK_STATE_INPUT_REQUIRED";
+    }
+    run["status"]
+        .as_str()
+        .and_then(Status::parse)
+        .map_or("TASK_STATE_UNSPECIFIED", state_name)
+}
+
+/// A stream closes at a terminal state and at an interrupted one (the
+/// task waits for input: a follow-up message resumes it, and the client
+/// subscribes again).
+fn ends_stream(state: &Json) -> bool {
+    is_terminal(state)
+        || state == "TASK_STATE_INPUT_REQUIRED"
+        || state == "TASK_STATE_AUTH_REQUIRED"
 }
 
 fn is_terminal(state: &Json) -> bool {
@@ -1163,6 +1237,22 @@ fn result_artifact(run: &Json) -> Option<Json> {
 /// and message as text, the whole error as data.
 fn status_message(run: &Json, id: &str, context_id: &str) -> Option<Json> {
     let e = run.get("error")?;
+    if waits_for_input(run) {
+        // The question the run waits on, for the person to answer.
+        let question = e["payload"]["message"]
+            .as_str()
+            .or_else(|| e["message"].as_str())
+            .unwrap_or("")
+            .to_string();
+        return Some(json!({
+            "messageId": format!("{id}-input"),
+            "contextId": context_id,
+            "taskId": id,
+            "role": "ROLE_AGENT",
+            "parts": [{"text": question, "mediaType": "text/plain"}],
+            "metadata": {"answer": "send a message with this taskId: its text (or data part) is the answer"},
+        }));
+    }
     let text = format!(
         "{}: {}",
         e["code"].as_str().unwrap_or("run.failed"),

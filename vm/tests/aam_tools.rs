@@ -447,13 +447,13 @@ agent @Receiver {
   flow @on_job_done(%id: str) -> void {
     %0 = template %id {template = "job {0}"} : str
     %1 = const {value = "job"} : str
-    %2 = umem %0, %1 {tier = "ltm"} : ord
+    %2 = umem %0, %1 {tier = "stm"} : ord
     return
   }
   flow @on_message_received(%sender: str, %content: str) -> void {
     %0 = template %sender, %content {template = "{0}: {1}"} : str
     %1 = const {value = "msg"} : str
-    %2 = umem %0, %1 {tier = "ltm"} : ord
+    %2 = umem %0, %1 {tier = "stm"} : ord
     return
   }
 }
@@ -472,14 +472,16 @@ fn communicate_delivers_and_runs_the_matching_handler() {
         };
         let r = ais_vm::run(&p, &o, Arc::new(FakeBackend::new()), h.clone());
         assert_eq!(r.outcome.unwrap(), json!("42"));
-        // Both handlers ran before the run ended.
+        // Both handlers ran before the run ended. (They keep the message
+        // in STM: a message is untrusted data, which the default policy
+        // keeps out of long-term memory, a sink; see docs/security.md.)
         assert_eq!(
-            h.mem_query("Receiver", ais_ir::Tier::Ltm, &json!("job"))
+            h.mem_query("Receiver", ais_ir::Tier::Stm, &json!("job"))
                 .unwrap(),
             json!("job 42")
         );
         assert_eq!(
-            h.mem_query("Receiver", ais_ir::Tier::Ltm, &json!("msg"))
+            h.mem_query("Receiver", ais_ir::Tier::Stm, &json!("msg"))
                 .unwrap(),
             json!("Sender: plain hello")
         );
@@ -518,7 +520,7 @@ fn communicate_delivers_and_runs_the_matching_handler() {
 #[test]
 fn a_failing_handler_fails_the_run() {
     let src = MESSAGES.replace(
-        "%2 = umem %0, %1 {tier = \"ltm\"} : ord\n    return\n  }\n  flow @on_message_received",
+        "%2 = umem %0, %1 {tier = \"stm\"} : ord\n    return\n  }\n  flow @on_message_received",
         "%2 = inv %0 {tool = \"nope\"} : json\n    return\n  }\n  flow @on_message_received",
     );
     let p = program(&src);

@@ -30,6 +30,13 @@ fn tool_program() -> ais_ir::bytecode::Program {
 fn options() -> RunOptions {
     RunOptions {
         args: vec![("q".into(), json!("what is the capital?"))],
+        // The in-process `fs.lookup` is the test's own tool: trusted, though
+        // its name looks like an MCP server's (untrusted by default), so
+        // the model may call it with what it read (docs/security.md).
+        flow_policy: ais_ir::ifc::FlowPolicy {
+            trusted: vec!["fs.*".into()],
+            ..Default::default()
+        },
         ..RunOptions::default()
     }
 }

@@ -285,6 +285,13 @@ pub fn run_vm(
         record_events: false,
         // Fewer I/O threads to start per run; calls still overlap.
         concurrency: Some(4),
+        // The reference interpreter knows no information-flow policy (its
+        // enforcement is tested against the static check instead): the VM
+        // computes what the language says, with no flow denied.
+        flow_policy: ais_ir::ifc::FlowPolicy {
+            mode: ais_ir::ifc::Mode::Off,
+            ..Default::default()
+        },
         ..RunOptions::default()
     };
     let report = ais_vm::run(code, &options, backend.clone(), host.clone());
