@@ -154,6 +154,18 @@ fn prepare_rename_gives_the_name_and_refuses_builtins_and_bad_names() {
         let r = rename(&mut s, title, bad);
         assert!(r["error"]["message"].is_string(), "`{bad}`: {r}");
     }
+    // Names already taken where the symbol lives: refused, with the reason.
+    for (at, taken, what) in [
+        (title, "hits", "a variable"),
+        (pos(PROGRAM, "agent Desk", 0, 6), "Catalogue", "an agent"),
+        (pos(PROGRAM, "lookup(", 0, 0), "main", "a flow"),
+    ] {
+        let r = rename(&mut s, at, taken);
+        let msg = r["error"]["message"].as_str().unwrap_or("");
+        assert!(msg.contains(what), "`{taken}`: {r}");
+    }
+    // The same name in another flow's scope is free.
+    assert!(rename(&mut s, pos(PROGRAM, "where =", 0, 0), "hits")["result"].is_object());
     // Nowhere to rename: no result, no error.
     let r = s.request(
         "textDocument/prepareRename",

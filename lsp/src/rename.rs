@@ -43,6 +43,8 @@ pub enum RenameError {
     InvalidName(String),
     #[error("`{0}` is a keyword")]
     Keyword(String),
+    #[error("`{0}` is already the name of {1} here")]
+    Taken(String, &'static str),
 }
 
 /// The part of an occurrence that is the name: inside the quotes of a
@@ -96,6 +98,9 @@ pub fn rename(
         return Err(RenameError::Keyword(new_name.to_string()));
     }
     let (_, sym) = a.symbol_at(offset).ok_or(RenameError::Nothing)?;
+    if let Some(what) = taken(a, sym, new_name) {
+        return Err(RenameError::Taken(new_name.to_string(), what));
+    }
     let mut spans: Vec<Span> = a
         .references(sym)
         .into_iter()
@@ -107,4 +112,38 @@ pub fn rename(
     spans.sort_by_key(|s| (s.start, s.end));
     spans.dedup();
     Ok(spans)
+}
+
+/// What already answers to `new_name` where `sym` is known, if anything: a
+/// rename onto it would change what the program means.
+fn taken(a: &Analysis, sym: &Symbol, new_name: &str) -> Option<&'static str> {
+    let overlaps = |x: Span, y: Span| x.start <= y.end && y.start <= x.end;
+    match sym {
+        Symbol::Var(def) => {
+            let b = a.bindings.iter().find(|b| b.def == *def)?;
+            a.bindings
+                .iter()
+                .any(|o| o.def != *def && o.name == new_name && overlaps(o.scope, b.scope))
+                .then_some("a variable")
+        }
+        Symbol::Agent(_) => a.index.agents.contains_key(new_name).then_some("an agent"),
+        Symbol::Flow(agent, _) | Symbol::Capability(agent, _) => {
+            let info = a.index.agents.get(agent)?;
+            if info.flows.contains_key(new_name) {
+                Some("a flow")
+            } else if info.capabilities.contains_key(new_name) {
+                Some("a capability")
+            } else {
+                None
+            }
+        }
+        Symbol::Memory(agent, _) => a
+            .index
+            .agents
+            .get(agent)?
+            .memories
+            .contains_key(new_name)
+            .then_some("a memory"),
+        Symbol::Op(_) => None,
+    }
 }
