@@ -52,7 +52,31 @@ function render(grammar, text) {
   return { text: out.join('\n') + '\n', depth: stack.depth };
 }
 
+/** The language configuration's patterns are JavaScript regular expressions
+ * that VS Code compiles; a bad one would only show up in the editor. */
+function checkLanguageConfiguration() {
+  const config = JSON.parse(fs.readFileSync(path.join(here, '..', 'language-configuration.json'), 'utf8'));
+  const patterns = [
+    config.wordPattern,
+    config.indentationRules.increaseIndentPattern,
+    config.indentationRules.decreaseIndentPattern,
+    config.folding.markers.start,
+    config.folding.markers.end,
+    ...config.onEnterRules.map((r) => r.beforeText),
+  ];
+  for (const p of patterns) new RegExp(p);
+  const increase = new RegExp(config.indentationRules.increaseIndentPattern);
+  const decrease = new RegExp(config.indentationRules.decreaseIndentPattern);
+  if (!increase.test('    flow main() -> str {') || increase.test('    let x = f(y)')) {
+    throw new Error('increaseIndentPattern does not match an opening line only');
+  }
+  if (!decrease.test('    }') || decrease.test('    let x = 1')) {
+    throw new Error('decreaseIndentPattern does not match a closing line only');
+  }
+}
+
 async function main() {
+  checkLanguageConfiguration();
   const grammar = await loadGrammar();
   if (!grammar) throw new Error('the grammar did not load');
   let failed = 0;
