@@ -1,7 +1,7 @@
 //! One document, analysed: the front end's diagnostics, and a table of
-//! every name occurrence (agents, flows, capabilities, variables, beliefs,
-//! operations) with what it refers to. Hover, definitions, references,
-//! completion and symbols are queries on that table.
+//! every name occurrence (agents, flows, capabilities, memories, variables,
+//! beliefs, operations) with what it refers to. Hover, definitions,
+//! references, rename, completion and symbols are queries on that table.
 
 use ais_compiler::sema::builtins::{self, ArgRole, Builtin, BUILTINS};
 use ais_compiler::sema::index::{AgentInfo, ProgramIndex};
@@ -18,6 +18,9 @@ pub enum Symbol {
     Flow(String, String),
     /// (agent, capability)
     Capability(String, String),
+    /// (agent, memory): a name declared in `memory { }`, and the tier
+    /// strings of `qmem`/`umem` that name it.
+    Memory(String, String),
     /// A variable, parameter, handler field or belief: the span of its
     /// definition's name.
     Var(Span),
@@ -158,6 +161,7 @@ impl Analysis {
                 .map(|i| agent_name_span(&self.file, a, i)),
             Symbol::Flow(a, f) => self.agent_info(a)?.flows.get(f).map(|s| s.span),
             Symbol::Capability(a, c) => self.agent_info(a)?.capabilities.get(c).map(|s| s.span),
+            Symbol::Memory(a, m) => self.agent_info(a)?.memories.get(m).map(|i| i.span),
             Symbol::Var(d) => Some(*d),
             Symbol::Op(_) => None,
         }
@@ -206,6 +210,13 @@ impl Analysis {
                     if sig.read_only { "@read_only " } else { "" },
                     params.join(", "),
                     sig.ret
+                )
+            }
+            Symbol::Memory(a, m) => {
+                let info = self.agent_info(a)?.memories.get(m)?;
+                format!(
+                    "```ais\nmemory {m}: {}\n```\nof agent `{a}`; `qmem`/`umem` name it as \"{m}\"",
+                    info.tier
                 )
             }
             Symbol::Var(d) => {
@@ -370,13 +381,44 @@ impl Walker<'_> {
                     self.capability_ref(n);
                 }
             }
-            // (Flows named here are not yet references.)
             Member::Discoverable(names, _) => {
                 for n in names {
-                    self.capability_ref(n);
+                    if self.info.is_some_and(|i| i.flows.contains_key(&n.name)) {
+                        self.occ
+                            .push((n.span, Symbol::Flow(self.agent.into(), n.name.clone())));
+                    } else {
+                        self.capability_ref(n);
+                    }
                 }
             }
-            Member::Memory(..) | Member::Goals(..) | Member::Context(..) | Member::Error(_) => {}
+            Member::Memory(decls, _) => {
+                for d in decls {
+                    self.occ.push((
+                        d.name.span,
+                        Symbol::Memory(self.agent.into(), d.name.name.clone()),
+                    ));
+                }
+            }
+            Member::Goals(..) | Member::Context(..) | Member::Error(_) => {}
+        }
+    }
+
+    /// `qmem(q, "notes")`: a tier string naming one of the agent's memories.
+    fn tier_refs(&mut self, b: &Builtin, args: &[Expr]) {
+        for (i, a) in args.iter().enumerate() {
+            if b.role(i) != ArgRole::Tier {
+                continue;
+            }
+            if let ExprKind::Str(s) = &a.kind {
+                let name = s.text();
+                if self
+                    .info
+                    .is_some_and(|inf| inf.memories.contains_key(&name))
+                {
+                    self.occ
+                        .push((a.span, Symbol::Memory(self.agent.into(), name)));
+                }
+            }
         }
     }
 
@@ -496,13 +538,16 @@ impl Walker<'_> {
         match &callee.kind {
             ExprKind::Var(id) => {
                 let info = self.info;
-                if info.is_some_and(|i| i.flows.contains_key(&id.name)) {
+                if let Some(sig) = info.and_then(|i| i.flows.get(&id.name)) {
                     self.occ
                         .push((id.span, Symbol::Flow(self.agent.into(), id.name.clone())));
-                } else if info.is_some_and(|i| i.capabilities.contains_key(&id.name)) {
+                    named_param_refs(self.occ, &sig.params, args);
+                } else if let Some(sig) = info.and_then(|i| i.capabilities.get(&id.name)) {
+                    named_param_refs(self.occ, &sig.params, args);
                     self.capability_ref(id);
                 } else if let Some(b) = builtins::lookup(&id.name) {
                     self.occ.push((id.span, Symbol::Op(b.name)));
+                    self.tier_refs(b, args);
                     // `inv("tool", ...)`: the string names a capability.
                     if b.role(0) == ArgRole::ToolName {
                         if let Some(Expr {
@@ -523,9 +568,10 @@ impl Walker<'_> {
                 if let ExprKind::Var(a) = &target.kind {
                     if let Some(other) = self.index.agents.get(&a.name) {
                         self.occ.push((a.span, Symbol::Agent(a.name.clone())));
-                        if other.flows.contains_key(&f.name) {
+                        if let Some(sig) = other.flows.get(&f.name) {
                             self.occ
                                 .push((f.span, Symbol::Flow(a.name.clone(), f.name.clone())));
+                            named_param_refs(self.occ, &sig.params, args);
                         }
                         return;
                     }
@@ -533,6 +579,21 @@ impl Walker<'_> {
                 self.expr(target);
             }
             _ => self.expr(callee),
+        }
+    }
+}
+
+/// `f(topic: x)`: the argument's name refers to the parameter `topic`.
+fn named_param_refs(
+    occ: &mut Vec<(Span, Symbol)>,
+    params: &[ais_compiler::sema::index::ParamSig],
+    args: &[Expr],
+) {
+    for a in args {
+        if let ExprKind::Named(n, _) = &a.kind {
+            if let Some(p) = params.iter().find(|p| p.name == n.name) {
+                occ.push((n.span, Symbol::Var(p.span)));
+            }
         }
     }
 }

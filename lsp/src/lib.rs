@@ -5,21 +5,27 @@
 //! Every open document is analysed on open and on each change (full text
 //! sync): the front end's diagnostics (every phase, the codes of `aisc
 //! check`) are published, and an [`analysis::Analysis`] answers hover, go to
-//! definition, find references, completion and document symbols.
-//! Formatting goes through the formatter (`ais_compiler::format`).
+//! definition, find references, completion, document symbols, rename,
+//! signature help and quick fixes. Formatting goes through the formatter
+//! (`ais_compiler::format`).
 
+pub mod actions;
 pub mod analysis;
+pub mod calls;
+pub mod completion;
 pub mod position;
+pub mod rename;
+pub mod signature;
 
-use analysis::{flow_signature, op_doc, op_names, Analysis};
+use analysis::{flow_signature, Analysis};
 use lsp_server::{Connection, ErrorCode, Message, Notification, Request, RequestId, Response};
 use lsp_types::notification::{
     DidChangeTextDocument, DidCloseTextDocument, DidOpenTextDocument, Notification as _,
     PublishDiagnostics,
 };
 use lsp_types::request::{
-    Completion, DocumentSymbolRequest, Formatting, GotoDefinition, HoverRequest, References,
-    Request as _,
+    CodeActionRequest, Completion, DocumentSymbolRequest, Formatting, GotoDefinition, HoverRequest,
+    PrepareRenameRequest, References, Rename, Request as _, SignatureHelpRequest,
 };
 use lsp_types::*;
 use position::LineIndex;
@@ -50,6 +56,19 @@ pub fn capabilities() -> ServerCapabilities {
         }),
         document_symbol_provider: Some(OneOf::Left(true)),
         document_formatting_provider: Some(OneOf::Left(true)),
+        rename_provider: Some(OneOf::Right(RenameOptions {
+            prepare_provider: Some(true),
+            work_done_progress_options: WorkDoneProgressOptions::default(),
+        })),
+        signature_help_provider: Some(SignatureHelpOptions {
+            trigger_characters: Some(vec!["(".into(), ",".into()]),
+            retrigger_characters: Some(vec![":".into()]),
+            work_done_progress_options: WorkDoneProgressOptions::default(),
+        }),
+        code_action_provider: Some(CodeActionProviderCapability::Options(CodeActionOptions {
+            code_action_kinds: Some(vec![CodeActionKind::QUICKFIX]),
+            ..CodeActionOptions::default()
+        })),
         ..ServerCapabilities::default()
     }
 }
@@ -184,6 +203,21 @@ impl Server {
             Formatting::METHOD => {
                 self.with::<DocumentFormattingParams, _>(req, |s, p| s.format(&p.text_document.uri))
             }
+            PrepareRenameRequest::METHOD => self
+                .with::<TextDocumentPositionParams, _>(req, |s, p| {
+                    s.prepare_rename(&p.text_document.uri, p.position)
+                }),
+            Rename::METHOD => self.with::<RenameParams, _>(req, |s, p| {
+                let tp = p.text_document_position;
+                s.rename(&tp.text_document.uri, tp.position, &p.new_name)
+            }),
+            SignatureHelpRequest::METHOD => self.with::<SignatureHelpParams, _>(req, |s, p| {
+                let tp = p.text_document_position_params;
+                s.signature_help(&tp.text_document.uri, tp.position)
+            }),
+            CodeActionRequest::METHOD => self.with::<CodeActionParams, _>(req, |s, p| {
+                s.code_actions(&p.text_document.uri, p.range)
+            }),
             _ => Err((
                 ErrorCode::MethodNotFound,
                 format!("unsupported request `{}`", req.method),
@@ -267,93 +301,85 @@ impl Server {
         pos: Position,
     ) -> Result<Option<CompletionResponse>, (ErrorCode, String)> {
         let doc = self.doc(uri)?;
-        let idx = LineIndex::new(&doc.text);
-        let offset = idx.offset(pos);
-        let a = &doc.analysis;
-        let bytes = doc.text.as_bytes();
-        let is_name = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
-        let mut start = offset;
-        while start > 0 && is_name(bytes[start - 1]) {
-            start -= 1;
-        }
-        let mut items = Vec::new();
-        // `Agent.` completes that agent's flows.
-        if start > 0 && bytes[start - 1] == b'.' {
-            let mut s = start - 1;
-            while s > 0 && is_name(bytes[s - 1]) {
-                s -= 1;
-            }
-            let target = doc.text.get(s..start - 1).unwrap_or("");
-            if let Some(info) = a.index.agents.get(target) {
-                for (name, sig) in &info.flows {
-                    items.push(item(
-                        name,
-                        CompletionItemKind::FUNCTION,
-                        flow_signature(target, sig),
-                    ));
-                }
-            }
-            return Ok(Some(CompletionResponse::Array(items)));
-        }
-        for b in a.visible(offset) {
-            items.push(item(
-                &b.name,
-                CompletionItemKind::VARIABLE,
-                b.ty.to_string(),
-            ));
-        }
-        if let Some(agent) = a.agent_at(offset) {
-            if let Some(info) = a.index.agents.get(&agent.name.name) {
-                for (name, sig) in &info.flows {
-                    items.push(item(
-                        name,
-                        CompletionItemKind::FUNCTION,
-                        flow_signature(&info.name, sig),
-                    ));
-                }
-                for (name, sig) in &info.capabilities {
-                    items.push(item(
-                        name,
-                        CompletionItemKind::METHOD,
-                        format!("capability -> {}", sig.ret),
-                    ));
-                }
-            }
-        }
-        for name in a.index.agents.keys() {
-            items.push(item(name, CompletionItemKind::CLASS, "agent".into()));
-        }
-        for (name, b) in op_names() {
-            let mut it = item(name, CompletionItemKind::FUNCTION, b.summary.into());
-            it.documentation = Some(Documentation::MarkupContent(MarkupContent {
-                kind: MarkupKind::Markdown,
-                value: op_doc(b),
-            }));
-            items.push(it);
-        }
-        for kw in [
-            "let",
-            "return",
-            "if",
-            "else",
-            "loop",
-            "parallel",
-            "try",
-            "catch",
-            "switch",
-            "case",
-            "default",
-            "flow",
-            "agent",
-            "capability",
-            "memory",
-            "beliefs",
-            "goals",
-            "on",
-        ] {
-            items.push(item(kw, CompletionItemKind::KEYWORD, "keyword".into()));
-        }
+        let offset = LineIndex::new(&doc.text).offset(pos);
+        let items = completion::items(&doc.analysis, &doc.text, offset);
         Ok(Some(CompletionResponse::Array(items)))
+    }
+
+    fn prepare_rename(
+        &self,
+        uri: &Url,
+        pos: Position,
+    ) -> Result<Option<PrepareRenameResponse>, (ErrorCode, String)> {
+        let doc = self.doc(uri)?;
+        let idx = LineIndex::new(&doc.text);
+        match rename::prepare(&doc.analysis, &doc.text, idx.offset(pos)) {
+            Ok((span, placeholder)) => Ok(Some(PrepareRenameResponse::RangeWithPlaceholder {
+                range: idx.range(span),
+                placeholder,
+            })),
+            Err(rename::RenameError::Nothing) => Ok(None),
+            Err(e) => Err((ErrorCode::InvalidRequest, e.to_string())),
+        }
+    }
+
+    fn rename(
+        &self,
+        uri: &Url,
+        pos: Position,
+        new_name: &str,
+    ) -> Result<Option<WorkspaceEdit>, (ErrorCode, String)> {
+        let doc = self.doc(uri)?;
+        let idx = LineIndex::new(&doc.text);
+        let spans = rename::rename(&doc.analysis, &doc.text, idx.offset(pos), new_name)
+            .map_err(|e| (ErrorCode::InvalidRequest, e.to_string()))?;
+        let edits = spans
+            .into_iter()
+            .map(|s| TextEdit::new(idx.range(s), new_name.to_string()))
+            .collect();
+        Ok(Some(WorkspaceEdit::new(HashMap::from([(
+            uri.clone(),
+            edits,
+        )]))))
+    }
+
+    fn signature_help(
+        &self,
+        uri: &Url,
+        pos: Position,
+    ) -> Result<Option<SignatureHelp>, (ErrorCode, String)> {
+        let doc = self.doc(uri)?;
+        let offset = LineIndex::new(&doc.text).offset(pos);
+        Ok(calls::call_at(&doc.text, offset)
+            .and_then(|site| signature::signature_help(&doc.analysis, &site, offset)))
+    }
+
+    fn code_actions(
+        &self,
+        uri: &Url,
+        range: Range,
+    ) -> Result<Option<CodeActionResponse>, (ErrorCode, String)> {
+        let doc = self.doc(uri)?;
+        let idx = LineIndex::new(&doc.text);
+        let span = ais_ir::Span::new(idx.offset(range.start), idx.offset(range.end));
+        let actions = actions::fixes(&doc.analysis.diagnostics, &doc.text, span)
+            .into_iter()
+            .map(|(d, at, replacement)| {
+                let written = doc.text.get(at.range()).unwrap_or("");
+                CodeActionOrCommand::CodeAction(CodeAction {
+                    title: format!("Change `{written}` to `{replacement}`"),
+                    kind: Some(CodeActionKind::QUICKFIX),
+                    diagnostics: Some(vec![to_lsp(uri, &idx, d)]),
+                    edit: Some(WorkspaceEdit::new(HashMap::from([(
+                        uri.clone(),
+                        vec![TextEdit::new(idx.range(at), replacement.to_string())],
+                    )]))),
+                    is_preferred: Some(true),
+                    ..CodeAction::default()
+                })
+            })
+            .collect();
+        Ok(Some(actions))
     }
 
     #[allow(deprecated)] // `DocumentSymbol::deprecated` must still be written
@@ -493,15 +519,6 @@ fn respond(id: RequestId, result: Result<serde_json::Value, (ErrorCode, String)>
     }
 }
 
-fn item(label: &str, kind: CompletionItemKind, detail: String) -> CompletionItem {
-    CompletionItem {
-        label: label.to_string(),
-        kind: Some(kind),
-        detail: Some(detail),
-        ..CompletionItem::default()
-    }
-}
-
 /// The document's diagnostics in LSP form: code, severity, the primary
 /// label and help folded into the message, secondary labels as related
 /// information.
@@ -510,38 +527,40 @@ fn diagnostics(uri: &Url, doc: &Document) -> Vec<lsp_types::Diagnostic> {
     doc.analysis
         .diagnostics
         .iter()
-        .map(|d| {
-            let mut message = d.message.clone();
-            if let Some(l) = &d.primary.message {
-                message.push_str(&format!(" ({l})"));
-            }
-            for n in &d.notes {
-                message.push_str(&format!("\nnote: {n}"));
-            }
-            if let Some(h) = &d.help {
-                message.push_str(&format!("\nhelp: {h}"));
-            }
-            let related: Vec<DiagnosticRelatedInformation> = d
-                .secondary
-                .iter()
-                .map(|l| DiagnosticRelatedInformation {
-                    location: Location::new(uri.clone(), idx.range(l.span)),
-                    message: l.message.clone().unwrap_or_else(|| "related".into()),
-                })
-                .collect();
-            lsp_types::Diagnostic {
-                range: idx.range(d.primary.span),
-                severity: Some(match d.severity {
-                    ais_ir::Severity::Error => DiagnosticSeverity::ERROR,
-                    ais_ir::Severity::Warning => DiagnosticSeverity::WARNING,
-                    ais_ir::Severity::Note => DiagnosticSeverity::INFORMATION,
-                }),
-                code: Some(NumberOrString::String(d.code.to_string())),
-                source: Some("aisc".into()),
-                message,
-                related_information: (!related.is_empty()).then_some(related),
-                ..lsp_types::Diagnostic::default()
-            }
-        })
+        .map(|d| to_lsp(uri, &idx, d))
         .collect()
+}
+
+fn to_lsp(uri: &Url, idx: &LineIndex<'_>, d: &ais_ir::Diagnostic) -> lsp_types::Diagnostic {
+    let mut message = d.message.clone();
+    if let Some(l) = &d.primary.message {
+        message.push_str(&format!(" ({l})"));
+    }
+    for n in &d.notes {
+        message.push_str(&format!("\nnote: {n}"));
+    }
+    if let Some(h) = &d.help {
+        message.push_str(&format!("\nhelp: {h}"));
+    }
+    let related: Vec<DiagnosticRelatedInformation> = d
+        .secondary
+        .iter()
+        .map(|l| DiagnosticRelatedInformation {
+            location: Location::new(uri.clone(), idx.range(l.span)),
+            message: l.message.clone().unwrap_or_else(|| "related".into()),
+        })
+        .collect();
+    lsp_types::Diagnostic {
+        range: idx.range(d.primary.span),
+        severity: Some(match d.severity {
+            ais_ir::Severity::Error => DiagnosticSeverity::ERROR,
+            ais_ir::Severity::Warning => DiagnosticSeverity::WARNING,
+            ais_ir::Severity::Note => DiagnosticSeverity::INFORMATION,
+        }),
+        code: Some(NumberOrString::String(d.code.to_string())),
+        source: Some("aisc".into()),
+        message,
+        related_information: (!related.is_empty()).then_some(related),
+        ..lsp_types::Diagnostic::default()
+    }
 }

@@ -1,7 +1,9 @@
 //! The analysis never panics: every corpus file (most of `tests/ui/` does
 //! not parse or does not check) is analysed and queried at every offset.
+//! Renames are consistent: every span a rename replaces holds the old name.
 
-use ais_lsp::analysis::Analysis;
+use ais_lsp::analysis::{Analysis, Symbol};
+use ais_lsp::{actions, calls, completion, rename, signature};
 use std::path::Path;
 
 #[test]
@@ -23,6 +25,8 @@ fn every_query_at_every_offset_of_every_corpus_file() {
     files.sort();
     assert!(files.len() > 50, "corpus not found");
     let mut answered = 0usize;
+    let mut renamed = 0usize;
+    let mut signatures = 0usize;
     for path in files {
         let text = std::fs::read_to_string(&path).unwrap_or_default();
         let a = Analysis::new(&text);
@@ -33,10 +37,37 @@ fn every_query_at_every_offset_of_every_corpus_file() {
                 let _ = a.definition(&sym);
                 assert!(!a.references(&sym).is_empty());
                 answered += 1;
+                match rename::rename(&a, &text, offset, "renamed") {
+                    Ok(spans) => {
+                        let (_, old) = rename::prepare(&a, &text, offset).expect("prepared");
+                        for s in &spans {
+                            assert_eq!(
+                                text.get(s.range()),
+                                Some(old.as_str()),
+                                "{}: renaming `{old}` at {offset} would replace {s:?}",
+                                path.display()
+                            );
+                        }
+                        renamed += 1;
+                    }
+                    Err(e) => assert!(matches!(sym, Symbol::Op(_)), "{e}"),
+                }
             }
             let _ = a.visible(offset);
             let _ = a.agent_at(offset);
+            // Completion lists every operation with its docs: sampled.
+            if offset % 8 == 0 {
+                let _ = completion::items(&a, &text, offset);
+            }
+            if let Some(site) = calls::call_at(&text, offset) {
+                if signature::signature_help(&a, &site, offset).is_some() {
+                    signatures += 1;
+                }
+            }
         }
+        let _ = actions::fixes(&a.diagnostics, &text, ais_ir::Span::new(0, text.len()));
     }
     assert!(answered > 1000, "only {answered} symbols found");
+    assert!(renamed > 1000, "only {renamed} renames");
+    assert!(signatures > 1000, "only {signatures} signature helps");
 }
