@@ -19,6 +19,7 @@ mod run;
 mod runs;
 mod serve;
 mod stream;
+mod tools;
 mod tty;
 
 use ais_compiler::diagnostics::explain;
@@ -267,6 +268,19 @@ pub enum Command {
     },
     /// Run the language server on stdin/stdout (for editors; see docs/editor.md).
     Lsp,
+    /// List every tool a run would have (built-in, AAM, subprocess, MCP,
+    /// remote agents) with its origin, argument schema and whether an agent
+    /// may call it under the configuration's [access].
+    Tools {
+        /// The agent whose access is shown (`*`: an agent no rule names).
+        #[arg(long, default_value = "*")]
+        agent: String,
+        /// One JSON object per tool.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        backend: BackendArgs,
+    },
     /// Print the long explanation of a diagnostic code (e.g. `aisc explain E0100`).
     Explain {
         /// The code (e.g. `E0100`); without one, every code is listed.
@@ -447,6 +461,11 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
         Command::Analyze { opt, .. } if !opt.check(&mut out) => 2,
         Command::Analyze { file, json, opt } => analyze::analyze(&mut out, &file, &opt, json),
         Command::Explain { code, list } => explain_cmd(code, list),
+        Command::Tools {
+            agent,
+            json,
+            backend,
+        } => tools::tools(&backend, &agent, json),
         Command::Fmt(args) => fmt::fmt(&mut out, &args),
         Command::New(args) => new::new(&args),
         Command::Completions { shell } => new::completions(shell),

@@ -538,3 +538,57 @@ Counter = ["word_count"]
         "{err}"
     );
 }
+
+/// `aisc tools` lists every tool a run would have, with its origin and the
+/// access decision for an agent under `[access]`.
+#[test]
+fn tools_lists_every_tool_with_its_access_decision() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::create_dir(dir.path().join(".apxm")).expect("mkdir");
+    std::fs::write(
+        dir.path().join(".apxm/config.toml"),
+        "default_backend = \"sim\"\n[[llm_backends]]\nname = \"sim\"\nprotocol = \"sim\"\n\
+         [[tools.subprocess]]\nname = \"word_count\"\ncommand = [\"sh\", \"-c\", \"echo 1\"]\n\
+         [[remote_agents]]\nname = \"Peer\"\nurl = \"http://127.0.0.1:9/a2a/Peer\"\n\
+         [access.allow]\nCounter = [\"word_count\", \"http_get\"]\n",
+    )
+    .expect("config");
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_aisc"))
+            .args(args)
+            .env("HOME", dir.path())
+            .current_dir(dir.path())
+            .output()
+            .expect("aisc")
+    };
+    let o = run(&["tools", "--json", "--agent", "Counter"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let tools: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect();
+    let find = |n: &str| {
+        tools
+            .iter()
+            .find(|t| t["name"] == n)
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert_eq!(find("word_count")["origin"], "subprocess");
+    assert_eq!(find("word_count")["access"]["allowed"], true);
+    assert_eq!(find("http_get")["access"]["allowed"], true);
+    assert_eq!(find("bash")["access"]["allowed"], false);
+    assert_eq!(find("Peer")["origin"], "remote agent");
+    assert_eq!(
+        find("calculator")["input_schema"]["required"][0],
+        "expression"
+    );
+    // Another agent: the allow list does not name it.
+    let o = run(&["tools", "--agent", "Other"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("word_count  [subprocess]  denied:"), "{text}");
+    assert!(
+        text.contains("tools; access shown for agent `Other`"),
+        "{text}"
+    );
+}

@@ -1075,6 +1075,13 @@ impl AamHost {
             .cloned()
     }
 
+    /// Whether `agent` may call `tool` under `[access]` (the reason when not).
+    pub fn may_call(&self, agent: &str, tool: &str) -> Result<(), String> {
+        let origin = self.tool(tool).map_or(Origin::Mcp, |t| t.origin);
+        self.check_access_by_name(agent, tool, origin)
+            .map_err(|e| e.message)
+    }
+
     fn check_access(&self, agent: &str, t: &ToolSpec) -> Result<(), HostError> {
         self.check_access_by_name(agent, &t.name, t.origin)
     }
