@@ -451,3 +451,60 @@ fn a_paused_run_is_input_required_and_a_follow_up_message_answers_it() {
         "{r}"
     );
 }
+
+/// `SendStreamingMessage` forwards an LLM reply's text as it streams in:
+/// artifact updates of an `llm-text` artifact (the first chunk replaces,
+/// the next ones append), before the result artifact and the final status.
+#[test]
+fn streamed_llm_text_reaches_the_a2a_stream_as_artifact_chunks() {
+    use ais_testkit::mock::{MockReply, MockServer};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mock = MockServer::start().expect("mock");
+    mock.set_stream_interval(std::time::Duration::from_millis(10));
+    mock.push(MockReply::Content("one two three four".into()));
+    let config = serve_support::mock_config(dir.path(), &mock.openai_url());
+    let e = write(dir.path(), "echo.ais", ECHO);
+    let s = Server::start(dir.path(), &[&e], &["--config", &config], &[]);
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "SendStreamingMessage", "params": {"message": {
+        "messageId": "m7", "role": "ROLE_USER", "parts": [{"text": "bees"}]}}});
+    let r = request(
+        s.addr,
+        "POST",
+        "/a2a/Echo",
+        &[("A2A-Version", "1.0"), ("Content-Type", "application/json")],
+        Some(body.to_string().as_bytes()),
+    );
+    let frames: Vec<Json> = r
+        .body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str::<Json>(d).expect("frame"))
+        .map(|f| f["result"].clone())
+        .collect();
+    let chunks: Vec<&Json> = frames
+        .iter()
+        .filter(|f| f["artifactUpdate"]["artifact"]["name"] == "llm-text")
+        .collect();
+    assert!(chunks.len() >= 2, "streamed in pieces: {frames:?}");
+    assert_eq!(chunks[0]["artifactUpdate"]["append"], false);
+    assert!(chunks[1..]
+        .iter()
+        .all(|c| c["artifactUpdate"]["append"] == true));
+    let text: String = chunks
+        .iter()
+        .filter_map(|c| c["artifactUpdate"]["artifact"]["parts"][0]["text"].as_str())
+        .collect();
+    assert_eq!(text, "one two three four");
+    // Then the result, then the final state.
+    let result_at = frames
+        .iter()
+        .position(|f| f["artifactUpdate"]["artifact"]["artifactId"] == "result")
+        .expect("result artifact");
+    assert!(frames[..result_at]
+        .iter()
+        .any(|f| f["artifactUpdate"]["artifact"]["name"] == "llm-text"));
+    assert_eq!(
+        frames.last().expect("frames")["statusUpdate"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+}

@@ -821,6 +821,9 @@ impl A2a {
         let mut state = first["status"]["state"].clone();
         let mut text = frame(json!({"task": first}));
         let mut last = 0u64;
+        // Streamed LLM text: one artifact per LLM call (and tool-calling
+        // turn); false until its first chunk, or after a retry reset it.
+        let mut text_started: HashMap<String, bool> = HashMap::new();
         loop {
             if !text.is_empty() && !emit(text.as_bytes()) {
                 return;
@@ -836,6 +839,32 @@ impl A2a {
             }
             for e in &events {
                 last = e.id;
+                if e.kind == "text" || e.kind == "text_reset" {
+                    let d = &e.data;
+                    let artifact_id = match d["turn"].as_u64() {
+                        Some(t) => format!("llm-{}-{}-turn{t}", d["frame"], d["op"]),
+                        None => format!("llm-{}-{}", d["frame"], d["op"]),
+                    };
+                    if e.kind == "text_reset" {
+                        text_started.insert(artifact_id, false);
+                        continue;
+                    }
+                    let started = text_started.insert(artifact_id.clone(), true) == Some(true);
+                    text.push_str(&frame(json!({"artifactUpdate": {
+                        "taskId": s.entry.id,
+                        "contextId": s.meta.context_id,
+                        "artifact": {
+                            "artifactId": artifact_id,
+                            "name": "llm-text",
+                            "description": format!("text streamed by an LLM op of {}", d["flow"].as_str().unwrap_or("")),
+                            "parts": [{"text": d["text"], "mediaType": "text/plain"}],
+                        },
+                        // A retry's text replaces the failed attempt's.
+                        "append": started,
+                        "lastChunk": false,
+                    }})));
+                    continue;
+                }
                 if e.kind != "status" && e.kind != "done" {
                     continue;
                 }
