@@ -8,7 +8,8 @@
 //!    call in 50 ms: ask → N parallel asks → wait_all → ask, N = 2, 8, 64,
 //!    1024, concurrency limit ≥ N. Critical path = 3 × 50 ms.
 //!
-//! Prints a Markdown table. `VM_BENCH_QUICK=1` runs fewer repetitions.
+//! Prints a Markdown table. `VM_BENCH_QUICK=1` runs fewer repetitions;
+//! `VM_BENCH_POLICY=off` turns information-flow labels off.
 #![allow(clippy::unwrap_used)]
 
 use ais_ir::bytecode::{compile, Program};
@@ -166,6 +167,16 @@ fn main() {
                 let o = RunOptions {
                     workers: Some(workers),
                     record_events: record,
+                    // `VM_BENCH_POLICY=off` runs without information-flow
+                    // labels, to measure what they cost (docs/security.md).
+                    flow_policy: ais_ir::ifc::FlowPolicy {
+                        mode: if std::env::var("VM_BENCH_POLICY").as_deref() == Ok("off") {
+                            ais_ir::ifc::Mode::Off
+                        } else {
+                            ais_ir::ifc::Mode::Enforce
+                        },
+                        ..Default::default()
+                    },
                     ..RunOptions::default()
                 };
                 let backend = Arc::new(FakeBackend::new());
