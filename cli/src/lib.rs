@@ -416,6 +416,10 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
                     config,
                     ..BackendArgs::default()
                 };
+                let policy = match config::load_all(&backend) {
+                    Ok((_, aam)) => run::with_remote_agents(policy, &aam),
+                    Err(_) => policy,
+                };
                 check(&mut out, &files, deny_warnings, flows, &policy, &backend)
             }
             Err(e) => {

@@ -592,7 +592,7 @@ pub fn prepare_run(
             .max_value_bytes
             .unwrap_or(ais_vm::scheduler::limits::DEFAULT_MAX_VALUE_BYTES),
         telemetry_text: text_policy(&run.telemetry, settings),
-        flow_policy: settings.config.policy.clone(),
+        flow_policy: with_remote_agents(settings.config.policy.clone(), &setup.aam),
         ..RunOptions::default()
     };
     let mut aam = setup.aam.clone();
@@ -961,4 +961,17 @@ fn render_run_error(out: &mut Output, loaded: &Loaded, e: &ais_vm::RunError) {
         }
         _ => out.report(None, &d),
     }
+}
+
+/// The policy with the configuration's remote agents as untrusted sources
+/// (what another agent answers is data from outside, like a message),
+/// unless `[policy] trusted` names them.
+pub(crate) fn with_remote_agents(
+    mut policy: ais_ir::ifc::FlowPolicy,
+    aam: &ais_vm::aam::config::AamConfig,
+) -> ais_ir::ifc::FlowPolicy {
+    for r in &aam.remote_agents {
+        policy.untrusted.push(r.name.clone());
+    }
+    policy
 }
