@@ -9,6 +9,7 @@ mod frame;
 pub mod host;
 pub mod interp;
 pub mod journal;
+pub mod store;
 pub mod llm;
 pub mod observe;
 pub mod plan;

@@ -1,0 +1,187 @@
+//! Group commit: journal writes from every thread of the process go
+//! through one channel to one writer thread, which drains what is pending
+//! and commits it in one transaction (one fsync), then answers each writer.
+//! A 64-way fan-out pays a few commits, not 64.
+
+use super::is_retryable;
+use crate::journal::JournalError;
+use crate::store::Entry;
+use postgres::{Client, Config, NoTls};
+use std::collections::HashMap;
+use std::sync::mpsc;
+use std::sync::Mutex;
+
+/// Most writes in one transaction.
+const MAX_BATCH: usize = 1024;
+/// Attempts of one batch on serialization failures and deadlocks.
+const ATTEMPTS: u32 = 5;
+
+type Reply = mpsc::SyncSender<Result<(), JournalError>>;
+
+struct Job {
+    run: String,
+    fence: i64,
+    entries: Vec<Entry>,
+    reply: Reply,
+}
+
+pub(crate) struct GroupCommit {
+    tx: Mutex<mpsc::Sender<Job>>,
+}
+
+impl std::fmt::Debug for GroupCommit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("GroupCommit")
+    }
+}
+
+/// Fence-checked upsert of one run's entries: inserts nothing (0 rows)
+/// when `fence` is not the run's token. The run row is share-locked until
+/// commit, so a takeover (which updates it) waits for this transaction
+/// and then reads these entries.
+const UPSERT: &str = "WITH f AS (SELECT id FROM runs WHERE id = $1 AND fence = $2 FOR SHARE)
+    INSERT INTO entries (run, key, seq, kind, op, input_hash, value, tokens)
+    SELECT f.id, u.key, u.seq, u.kind, u.op, u.h, u.v, u.t
+    FROM f, unnest($3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::text[], $9::bigint[])
+        AS u(key, seq, kind, op, h, v, t)
+    ON CONFLICT (run, key) DO UPDATE SET seq = EXCLUDED.seq, kind = EXCLUDED.kind,
+        op = EXCLUDED.op, input_hash = EXCLUDED.input_hash, value = EXCLUDED.value,
+        tokens = EXCLUDED.tokens";
+
+impl GroupCommit {
+    pub(crate) fn start(config: Config, location: String) -> GroupCommit {
+        let (tx, rx) = mpsc::channel::<Job>();
+        // Without the thread the receiver is gone and every write fails
+        // with "the store's writer thread stopped".
+        let _ = std::thread::Builder::new()
+            .name("ais-store-writer".into())
+            .spawn(move || writer(config, location, rx));
+        GroupCommit { tx: Mutex::new(tx) }
+    }
+
+    /// Queues the write and waits until it is durable (or refused).
+    pub(crate) fn write(&self, run: &str, fence: i64, entries: &[Entry]) -> Result<(), JournalError> {
+        let (reply, answer) = mpsc::sync_channel(1);
+        let job = Job {
+            run: run.to_string(),
+            fence,
+            entries: entries.to_vec(),
+            reply,
+        };
+        let sent = self
+            .tx
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .send(job)
+            .is_ok();
+        let gone = || JournalError::new("journal.write", "the store's writer thread stopped");
+        if !sent {
+            return Err(gone());
+        }
+        answer.recv().unwrap_or_else(|_| Err(gone()))
+    }
+}
+
+fn writer(config: Config, location: String, rx: mpsc::Receiver<Job>) {
+    let mut client: Option<Client> = None;
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(j) => batch.push(j),
+                Err(_) => break,
+            }
+        }
+        let mut outcome = Err(JournalError::new("journal.write", "not attempted"));
+        for _ in 0..ATTEMPTS {
+            let c = match client.take().filter(|c| !c.is_closed()) {
+                Some(c) => c,
+                None => match config.connect(NoTls) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        outcome = Err(write_err(&location, &e));
+                        continue;
+                    }
+                },
+            };
+            let mut c = c;
+            match commit(&mut c, &batch) {
+                Ok(fenced) => {
+                    outcome = Ok(fenced);
+                    client = Some(c);
+                    break;
+                }
+                Err(e) => {
+                    let retry = is_retryable(&e) || c.is_closed();
+                    outcome = Err(write_err(&location, &e));
+                    if !c.is_closed() {
+                        client = Some(c);
+                    }
+                    if !retry {
+                        break;
+                    }
+                }
+            }
+        }
+        for job in batch {
+            let r = match &outcome {
+                Ok(fenced) if fenced.contains(&(job.run.clone(), job.fence)) => {
+                    Err(crate::store::fenced(&job.run, job.fence))
+                }
+                Ok(_) => Ok(()),
+                Err(e) => Err(e.clone()),
+            };
+            let _ = job.reply.send(r);
+        }
+    }
+}
+
+fn write_err(location: &str, e: &postgres::Error) -> JournalError {
+    JournalError::new(
+        "journal.write",
+        format!("cannot write the run journal `{location}`: {e}"),
+    )
+}
+
+/// Commits a batch in one transaction; returns the `(run, fence)` pairs
+/// whose fence was stale (their entries were not written).
+fn commit(c: &mut Client, batch: &[Job]) -> Result<Vec<(String, i64)>, postgres::Error> {
+    // Group by (run, fence), keeping each key's last write.
+    let mut groups: Vec<((String, i64), Vec<Entry>)> = Vec::new();
+    let mut index: HashMap<(String, i64), usize> = HashMap::new();
+    for j in batch {
+        let k = (j.run.clone(), j.fence);
+        let i = *index.entry(k.clone()).or_insert_with(|| {
+            groups.push((k, Vec::new()));
+            groups.len() - 1
+        });
+        for e in &j.entries {
+            let es = &mut groups[i].1;
+            match es.iter_mut().find(|x| x.key == e.key) {
+                Some(x) => *x = e.clone(),
+                None => es.push(e.clone()),
+            }
+        }
+    }
+    let mut tx = c.transaction()?;
+    let st = tx.prepare(UPSERT)?;
+    let mut fenced = Vec::new();
+    for ((run, fence), es) in &groups {
+        let keys: Vec<&str> = es.iter().map(|e| e.key.as_str()).collect();
+        let seqs: Vec<i64> = es.iter().map(|e| e.seq).collect();
+        let kinds: Vec<&str> = es.iter().map(|e| e.kind.as_str()).collect();
+        let ops: Vec<&str> = es.iter().map(|e| e.op.as_str()).collect();
+        let hashes: Vec<&str> = es.iter().map(|e| e.hash.as_str()).collect();
+        let values: Vec<Option<&str>> = es.iter().map(|e| e.value.as_deref()).collect();
+        let tokens: Vec<i64> = es.iter().map(|e| e.tokens).collect();
+        let n = tx.execute(
+            &st,
+            &[run, fence, &keys, &seqs, &kinds, &ops, &hashes, &values, &tokens],
+        )?;
+        if n == 0 && !es.is_empty() {
+            fenced.push((run.clone(), *fence));
+        }
+    }
+    tx.commit()?;
+    Ok(fenced)
+}
