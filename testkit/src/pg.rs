@@ -91,7 +91,10 @@ impl PgServer {
                 .is_ok_and(|s| s.success());
             assert!(ok, "chown {} to {u}", dir.display());
             // The temporary directory's parents must be traversable.
-            let _ = Command::new("chmod").arg("o+x").arg(std::env::temp_dir()).status();
+            let _ = Command::new("chmod")
+                .arg("o+x")
+                .arg(std::env::temp_dir())
+                .status();
         }
         let server = PgServer {
             dir,

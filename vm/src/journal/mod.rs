@@ -21,9 +21,9 @@
 
 pub(crate) mod watchdog;
 
-use crate::value::Val;
 use crate::store::sqlite::SqliteStore;
 use crate::store::{Claim, Entry, NewRun, RunRow, Store, FENCED};
+use crate::value::Val;
 use serde_json::{json, Value as Json};
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, HashSet};

@@ -8,8 +8,9 @@ use crate::journal::JournalError;
 use crate::store::Entry;
 use postgres::{Client, Config, NoTls};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Most writes in one transaction.
 const MAX_BATCH: usize = 1024;
@@ -27,6 +28,15 @@ struct Job {
 
 pub(crate) struct GroupCommit {
     tx: Mutex<mpsc::Sender<Job>>,
+    stats: Arc<Stats>,
+}
+
+/// Transactions committed and writes they carried (for tests and `aisc
+/// store status`: writes / commits is the batching factor).
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub commits: AtomicU64,
+    pub writes: AtomicU64,
 }
 
 impl std::fmt::Debug for GroupCommit {
@@ -51,16 +61,30 @@ const UPSERT: &str = "WITH f AS (SELECT id FROM runs WHERE id = $1 AND fence = $
 impl GroupCommit {
     pub(crate) fn start(config: Config, location: String) -> GroupCommit {
         let (tx, rx) = mpsc::channel::<Job>();
+        let stats = Arc::new(Stats::default());
+        let s = stats.clone();
         // Without the thread the receiver is gone and every write fails
         // with "the store's writer thread stopped".
         let _ = std::thread::Builder::new()
             .name("ais-store-writer".into())
-            .spawn(move || writer(config, location, rx));
-        GroupCommit { tx: Mutex::new(tx) }
+            .spawn(move || writer(config, location, rx, &s));
+        GroupCommit {
+            tx: Mutex::new(tx),
+            stats,
+        }
+    }
+
+    pub(crate) fn stats(&self) -> &Stats {
+        &self.stats
     }
 
     /// Queues the write and waits until it is durable (or refused).
-    pub(crate) fn write(&self, run: &str, fence: i64, entries: &[Entry]) -> Result<(), JournalError> {
+    pub(crate) fn write(
+        &self,
+        run: &str,
+        fence: i64,
+        entries: &[Entry],
+    ) -> Result<(), JournalError> {
         let (reply, answer) = mpsc::sync_channel(1);
         let job = Job {
             run: run.to_string(),
@@ -82,7 +106,7 @@ impl GroupCommit {
     }
 }
 
-fn writer(config: Config, location: String, rx: mpsc::Receiver<Job>) {
+fn writer(config: Config, location: String, rx: mpsc::Receiver<Job>, stats: &Stats) {
     let mut client: Option<Client> = None;
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
@@ -107,6 +131,10 @@ fn writer(config: Config, location: String, rx: mpsc::Receiver<Job>) {
             let mut c = c;
             match commit(&mut c, &batch) {
                 Ok(fenced) => {
+                    stats.commits.fetch_add(1, Ordering::Relaxed);
+                    stats
+                        .writes
+                        .fetch_add(batch.len() as u64, Ordering::Relaxed);
                     outcome = Ok(fenced);
                     client = Some(c);
                     break;
@@ -176,7 +204,9 @@ fn commit(c: &mut Client, batch: &[Job]) -> Result<Vec<(String, i64)>, postgres:
         let tokens: Vec<i64> = es.iter().map(|e| e.tokens).collect();
         let n = tx.execute(
             &st,
-            &[run, fence, &keys, &seqs, &kinds, &ops, &hashes, &values, &tokens],
+            &[
+                run, fence, &keys, &seqs, &kinds, &ops, &hashes, &values, &tokens,
+            ],
         )?;
         if n == 0 && !es.is_empty() {
             fenced.push((run.clone(), *fence));

@@ -69,7 +69,8 @@ pub struct PgStore {
     owner: String,
 }
 
-const INFO_SQL: &str = "SELECT id, status, owner, lease_until, started_ms, ended_ms, entry, program,
+const INFO_SQL: &str =
+    "SELECT id, status, owner, lease_until, started_ms, ended_ms, entry, program,
     error, resumes,
     (SELECT COUNT(*) FROM entries e WHERE e.run = runs.id AND e.kind = 'done') AS n_entries,
     (SELECT COUNT(*) FROM entries e WHERE e.run = runs.id AND e.kind = 'intent') AS n_doubt,
@@ -120,7 +121,10 @@ impl PgStore {
         }
         let pool = pool::Pool::new(config.clone(), 8);
         let mut c = pool.get().map_err(|e| {
-            JournalError::new("store.connect", format!("cannot connect to `{location}`: {e}"))
+            JournalError::new(
+                "store.connect",
+                format!("cannot connect to `{location}`: {e}"),
+            )
         })?;
         schema::migrate(&mut c, &location)?;
         drop(c);
@@ -130,6 +134,16 @@ impl PgStore {
             location,
             owner: owner_id(),
         })
+    }
+
+    /// Journal write transactions committed by this process, and the
+    /// writes they carried (group commit batches many writes into one).
+    pub fn commit_stats(&self) -> (u64, u64) {
+        let s = self.group.stats();
+        (
+            s.commits.load(std::sync::atomic::Ordering::Relaxed),
+            s.writes.load(std::sync::atomic::Ordering::Relaxed),
+        )
     }
 
     /// Reads the schema version without migrating.
@@ -271,7 +285,10 @@ impl Store for PgStore {
             )
         })?;
         row.map(|r| r.get(0)).ok_or_else(|| {
-            JournalError::new("journal.no_run", format!("no run `{id}` in `{}`", self.location))
+            JournalError::new(
+                "journal.no_run",
+                format!("no run `{id}` in `{}`", self.location),
+            )
         })
     }
 
