@@ -12,11 +12,40 @@ pub struct MemoryArgs {
     /// everything in memory for this run only. Default: ./.apxm
     #[arg(long = "memory", value_name = "DIR", global = true)]
     pub memory: Option<String>,
+    /// Where runs are journaled and queued: `postgres://USER@HOST/DB` for
+    /// a store shared by a fleet of workers (docs/scale-out.md). Default:
+    /// `$AIS_STORE`, else `runs.db` in the memory directory.
+    #[arg(long = "store", value_name = "URL", global = true)]
+    pub store: Option<String>,
 }
 
 impl MemoryArgs {
     pub fn storage(&self) -> Storage {
         Storage::from_arg(self.memory.as_deref())
+    }
+
+    /// The store URL given by `--store` or `AIS_STORE` (`None`: the
+    /// memory directory's SQLite journal).
+    pub fn store_url(&self) -> Option<String> {
+        self.store
+            .clone()
+            .or_else(|| std::env::var("AIS_STORE").ok())
+            .filter(|s| !s.trim().is_empty())
+    }
+
+    /// The run store: `--store`, else the memory directory's `runs.db`
+    /// (`Ok(None)` for `--memory :memory:`, which keeps no journal on disk).
+    pub fn run_store(
+        &self,
+    ) -> Result<Option<std::sync::Arc<dyn ais_vm::store::Store>>, ais_vm::journal::JournalError>
+    {
+        if let Some(url) = self.store_url() {
+            return ais_vm::store::open(&url).map(Some);
+        }
+        match ais_vm::journal::dir_of(&self.storage()) {
+            Some(d) => ais_vm::store::open(&d.display().to_string()).map(Some),
+            None => Ok(None),
+        }
     }
 }
 
@@ -112,10 +141,20 @@ pub fn memory(action: &MemoryAction, mem: &MemoryArgs) -> i32 {
 pub fn trace(run: &str, mem: &MemoryArgs, json: bool) -> i32 {
     let storage = mem.storage();
     let journal_dir = ais_vm::journal::dir_of(&storage);
-    let record = journal_dir
-        .as_deref()
-        .filter(|d| d.join(ais_vm::journal::DB_FILE).is_file())
-        .and_then(|d| ais_vm::journal::load_record(d, run).ok());
+    let record = match mem.store_url() {
+        // The shared store: wherever the run ran.
+        Some(url) => match ais_vm::store::open(&url) {
+            Ok(s) => ais_vm::journal::load_record_in(&*s, run).ok(),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return 1;
+            }
+        },
+        None => journal_dir
+            .as_deref()
+            .filter(|d| d.join(ais_vm::journal::DB_FILE).is_file())
+            .and_then(|d| ais_vm::journal::load_record(d, run).ok()),
+    };
     let id = record
         .as_ref()
         .map_or_else(|| run.to_string(), |r| r.info.id.clone());
@@ -135,7 +174,12 @@ pub fn trace(run: &str, mem: &MemoryArgs, json: bool) -> i32 {
     let episodic = match episodic {
         Ok(text) => text,
         // Known to the journal, absent from the log: no episodic records.
-        Err(e) if matches!(e.code.as_str(), "trace.unknown_run" | "trace.empty") => {
+        // (With a shared store the episodic log stays on the worker's
+        // machine: the journal's steps are what this machine has.)
+        Err(e)
+            if matches!(e.code.as_str(), "trace.unknown_run" | "trace.empty")
+                || mem.store_url().is_some() =>
+        {
             if json {
                 String::new()
             } else {

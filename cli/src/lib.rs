@@ -19,6 +19,7 @@ mod runs;
 mod serve;
 mod stream;
 mod tty;
+mod worker;
 
 use ais_compiler::diagnostics::explain;
 use ais_compiler::driver;
@@ -206,6 +207,22 @@ pub enum Command {
         resume: runs::ResumeArgs,
         #[command(flatten)]
         backend: BackendArgs,
+    },
+    /// Take queued runs from a shared store and run them (`aisc run
+    /// --detach` queues them); a run whose worker died is taken over and
+    /// resumed from its journal (docs/scale-out.md).
+    Worker {
+        #[command(flatten)]
+        worker: worker::WorkerArgs,
+        #[command(flatten)]
+        backend: BackendArgs,
+    },
+    /// Migrate the run store's schema, or show its status.
+    Store {
+        #[command(subcommand)]
+        action: worker::StoreAction,
+        #[command(flatten)]
+        memory: aam::MemoryArgs,
     },
     /// Print the episodic log of one run (`last` for the most recent).
     Trace {
@@ -429,6 +446,8 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
             memory,
             json,
         } => aam::trace(&run_id, &memory, json),
+        Command::Worker { worker, backend } => worker::worker(&worker, &backend),
+        Command::Store { action, memory } => worker::store(&action, &memory),
         Command::Config {
             action: ConfigAction::Show,
             backend,

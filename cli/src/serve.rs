@@ -123,6 +123,7 @@ impl CliEngine {
             memory: self.runs.memory.clone(),
             yes: self.runs.yes,
             budget: b,
+            detach: false,
         }
     }
 

@@ -53,10 +53,10 @@ pub fn redact(url: &str) -> String {
         return url.to_string();
     };
     match rest.split_once('@') {
-        Some((user, host)) => {
-            let user = user.split(':').next().unwrap_or_default();
-            format!("{scheme}://{user}:***@{host}")
-        }
+        Some((user, host)) => match user.split_once(':') {
+            Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+            None => url.to_string(),
+        },
         None => url.to_string(),
     }
 }
