@@ -1,12 +1,13 @@
 //! Group commit: journal writes from every thread of the process go
-//! through one channel to one writer thread, which drains what is pending
-//! and commits it in one transaction (one fsync), then answers each writer.
+//! through one channel to a few writer threads; each drains what is
+//! pending and commits it in one transaction (one WAL flush), then answers
+//! each writer.
 //! A 64-way fan-out pays a few commits, not 64.
 
 use super::is_retryable;
 use crate::journal::JournalError;
 use crate::store::Entry;
-use postgres::{Client, Config, NoTls};
+use postgres::{Client, Config, NoTls, Statement};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -16,6 +17,8 @@ use std::sync::{Arc, Mutex};
 const MAX_BATCH: usize = 1024;
 /// Attempts of one batch on serialization failures and deadlocks.
 const ATTEMPTS: u32 = 5;
+/// Writer threads (one connection each) per store.
+const WRITERS: usize = 4;
 
 type Reply = mpsc::SyncSender<Result<(), JournalError>>;
 
@@ -61,13 +64,20 @@ const UPSERT: &str = "WITH f AS (SELECT id FROM runs WHERE id = $1 AND fence = $
 impl GroupCommit {
     pub(crate) fn start(config: Config, location: String) -> GroupCommit {
         let (tx, rx) = mpsc::channel::<Job>();
+        let rx = Arc::new(Mutex::new(rx));
         let stats = Arc::new(Stats::default());
-        let s = stats.clone();
-        // Without the thread the receiver is gone and every write fails
-        // with "the store's writer thread stopped".
-        let _ = std::thread::Builder::new()
-            .name("ais-store-writer".into())
-            .spawn(move || writer(config, location, rx, &s));
+        // Several writers: while one waits for its commit's WAL flush the
+        // next batch forms and goes to another (PostgreSQL flushes
+        // concurrent commits together). Without any thread the receiver is
+        // gone and every write fails with "the store's writer thread
+        // stopped".
+        for i in 0..WRITERS {
+            let (rx, s, config, location) =
+                (rx.clone(), stats.clone(), config.clone(), location.clone());
+            let _ = std::thread::Builder::new()
+                .name(format!("ais-store-writer-{i}"))
+                .spawn(move || writer(&config, &location, &rx, &s));
+        }
         GroupCommit {
             tx: Mutex::new(tx),
             stats,
@@ -106,44 +116,49 @@ impl GroupCommit {
     }
 }
 
-fn writer(config: Config, location: String, rx: mpsc::Receiver<Job>, stats: &Stats) {
-    let mut client: Option<Client> = None;
-    while let Ok(first) = rx.recv() {
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(j) => batch.push(j),
-                Err(_) => break,
-            }
+/// Takes the next batch: waits for one job, then drains what is pending.
+fn next_batch(rx: &Mutex<mpsc::Receiver<Job>>) -> Option<Vec<Job>> {
+    let rx = rx.lock().unwrap_or_else(|e| e.into_inner());
+    let mut batch = vec![rx.recv().ok()?];
+    while batch.len() < MAX_BATCH {
+        match rx.try_recv() {
+            Ok(j) => batch.push(j),
+            Err(_) => break,
         }
+    }
+    Some(batch)
+}
+
+fn writer(config: &Config, location: &str, rx: &Mutex<mpsc::Receiver<Job>>, stats: &Stats) {
+    let mut client: Option<(Client, Statement)> = None;
+    while let Some(batch) = next_batch(rx) {
         let mut outcome = Err(JournalError::new("journal.write", "not attempted"));
         for _ in 0..ATTEMPTS {
-            let c = match client.take().filter(|c| !c.is_closed()) {
+            let (mut c, st) = match client.take().filter(|(c, _)| !c.is_closed()) {
                 Some(c) => c,
-                None => match config.connect(NoTls) {
+                None => match connect(config) {
                     Ok(c) => c,
                     Err(e) => {
-                        outcome = Err(write_err(&location, &e));
+                        outcome = Err(write_err(location, &e));
                         continue;
                     }
                 },
             };
-            let mut c = c;
-            match commit(&mut c, &batch) {
+            match commit(&mut c, &st, &batch) {
                 Ok(fenced) => {
                     stats.commits.fetch_add(1, Ordering::Relaxed);
                     stats
                         .writes
                         .fetch_add(batch.len() as u64, Ordering::Relaxed);
                     outcome = Ok(fenced);
-                    client = Some(c);
+                    client = Some((c, st));
                     break;
                 }
                 Err(e) => {
                     let retry = is_retryable(&e) || c.is_closed();
-                    outcome = Err(write_err(&location, &e));
+                    outcome = Err(write_err(location, &e));
                     if !c.is_closed() {
-                        client = Some(c);
+                        client = Some((c, st));
                     }
                     if !retry {
                         break;
@@ -173,7 +188,18 @@ fn write_err(location: &str, e: &postgres::Error) -> JournalError {
 
 /// Commits a batch in one transaction; returns the `(run, fence)` pairs
 /// whose fence was stale (their entries were not written).
-fn commit(c: &mut Client, batch: &[Job]) -> Result<Vec<(String, i64)>, postgres::Error> {
+/// A writer's connection with its upsert prepared once.
+fn connect(config: &Config) -> Result<(Client, Statement), postgres::Error> {
+    let mut c = config.connect(NoTls)?;
+    let st = c.prepare(UPSERT)?;
+    Ok((c, st))
+}
+
+fn commit(
+    c: &mut Client,
+    st: &Statement,
+    batch: &[Job],
+) -> Result<Vec<(String, i64)>, postgres::Error> {
     // Group by (run, fence), keeping each key's last write.
     let mut groups: Vec<((String, i64), Vec<Entry>)> = Vec::new();
     let mut index: HashMap<(String, i64), usize> = HashMap::new();
@@ -192,7 +218,6 @@ fn commit(c: &mut Client, batch: &[Job]) -> Result<Vec<(String, i64)>, postgres:
         }
     }
     let mut tx = c.transaction()?;
-    let st = tx.prepare(UPSERT)?;
     let mut fenced = Vec::new();
     for ((run, fence), es) in &groups {
         let keys: Vec<&str> = es.iter().map(|e| e.key.as_str()).collect();
@@ -203,7 +228,7 @@ fn commit(c: &mut Client, batch: &[Job]) -> Result<Vec<(String, i64)>, postgres:
         let values: Vec<Option<&str>> = es.iter().map(|e| e.value.as_deref()).collect();
         let tokens: Vec<i64> = es.iter().map(|e| e.tokens).collect();
         let n = tx.execute(
-            &st,
+            st,
             &[
                 run, fence, &keys, &seqs, &kinds, &ops, &hashes, &values, &tokens,
             ],
