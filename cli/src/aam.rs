@@ -221,13 +221,21 @@ pub fn open_host(
     confirm: ais_vm::aam::Confirm,
     console: Option<std::sync::Arc<dyn ais_vm::aam::Console>>,
 ) -> Result<AamHost, String> {
-    let host = AamHost::open(AamOptions {
+    let mut host = AamHost::open(AamOptions {
         storage: mem.storage(),
         config,
         confirm,
         console,
     })
     .map_err(|e| e.to_string())?;
+    // A fleet shares long-term memory through the store.
+    if let Some(url) = mem
+        .store_url()
+        .filter(|u| ais_vm::store::is_postgres_url(u))
+    {
+        let ltm = ais_vm::aam::ltm::Ltm::postgres(&url).map_err(|e| e.to_string())?;
+        host.use_ltm(ltm);
+    }
     for w in host.warnings() {
         eprintln!("{w}");
     }

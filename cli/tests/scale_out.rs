@@ -306,3 +306,86 @@ fn a_worker_stopped_past_its_lease_commits_nothing_after_the_takeover() {
         let _ = w.wait();
     }
 }
+
+#[test]
+fn a_paused_run_waits_in_the_store_and_resumes_with_its_answer_anywhere() {
+    let Some(pg) = PgServer::start() else { return };
+    let url = pg.database("pause");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let mock = MockServer::start().unwrap();
+    let (config, _) = setup(dir, &mock);
+    let prog = dir.join("approve.ais");
+    std::fs::write(
+        &prog,
+        "agent Approve {\n    @entry flow main(topic: str) -> str {\n        let s = ask(\"Summarise \" + topic)\n        let ok = pause(\"Approve? {s}\")\n        return \"{ok}: {s}\"\n    }\n}\n",
+    )
+    .unwrap();
+    let prog = prog.display().to_string();
+    let out = aisc(dir)
+        .args([
+            "run", "--detach", "-q", "--store", &url, &prog, "--config", &config,
+        ])
+        .args(["--arg", "topic=refund"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let out = aisc(dir)
+        .args([
+            "worker",
+            "--until-idle",
+            "--store",
+            &url,
+            "--config",
+            &config,
+        ])
+        .args(["--memory", ":memory:"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("run {id}: paused")));
+    let store = PgStore::connect(&url).unwrap();
+    let rec = journal::load_record_in(&store, &id).unwrap();
+    assert_eq!(rec.info.status, Status::Paused);
+    assert_eq!(mock.request_count(), 1);
+    // `aisc runs --store` lists it paused; resume from another directory
+    // (another machine) with the answer.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let out = aisc(elsewhere.path())
+        .args(["runs", "--store", &url])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("paused"));
+    let out = aisc(elsewhere.path())
+        .args(["resume", &id, "--store", &url, "--input", "yes", "-q"])
+        .args(["--config", &config, "--memory", ":memory:"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(result.starts_with("yes: "), "{result}");
+    assert_eq!(
+        mock.request_count(),
+        1,
+        "the summary was replayed, not asked again"
+    );
+    let rec = journal::load_record_in(&store, &id).unwrap();
+    assert_eq!(rec.info.status, Status::Completed);
+    assert_eq!(rec.result, Some(serde_json::Value::String(result)));
+    // `aisc trace --store` shows its journaled steps from anywhere.
+    let out = aisc(elsewhere.path())
+        .args(["trace", &id, "--store", &url, "--memory", ":memory:"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("ask"), "{text}");
+}

@@ -372,6 +372,85 @@ fn journal_matrix_on_postgres() {
     schema_newer_than_the_binary_is_refused(&fx);
     two_claims_race_for_one_run_and_the_loser_is_fenced(&fx);
     group_commit_batches_concurrent_writes(&fx);
+    ltm_in_postgres_with_text_search(&fx);
+}
+
+fn ltm_in_postgres_with_text_search(fx: &Pg) {
+    use ais_vm::aam::ltm::Ltm;
+    let store = fx.fresh();
+    let url = fx.url_of(&store);
+    assert_eq!(store.status().unwrap().schema_version, 2);
+    let a = Ltm::postgres(&url).unwrap();
+    // Another process of the fleet sees the same entries.
+    let b = Ltm::postgres(&url).unwrap();
+    a.put(
+        "Ann",
+        "ltm",
+        "fact:1",
+        &json!("Paris is the capital of France"),
+        None,
+    )
+    .unwrap();
+    a.put(
+        "Ann",
+        "ltm",
+        "fact:2",
+        &json!("Berlin is the capital of Germany"),
+        None,
+    )
+    .unwrap();
+    a.put(
+        "Ann",
+        "ltm",
+        "note",
+        &json!({"city": "Lyon", "river": "Rhone"}),
+        None,
+    )
+    .unwrap();
+    a.put("Bob", "ltm", "fact:1", &json!("Rome is in Italy"), None)
+        .unwrap();
+    let e = b.get("Ann", "ltm", "fact:1").unwrap().unwrap();
+    assert_eq!(e.value, json!("Paris is the capital of France"));
+    assert_eq!(e.seq, 1);
+    let all: Vec<String> = b
+        .all("Ann", "ltm")
+        .unwrap()
+        .into_iter()
+        .map(|e| e.key)
+        .collect();
+    assert_eq!(all, ["fact:1", "fact:2", "note"]);
+    let facts = b.prefix("Ann", "ltm", "fact:").unwrap();
+    assert_eq!(facts.len(), 2);
+    // Every word (AND), case-insensitive, whole words.
+    let hits = b.search_all("Ann", "ltm", "CAPITAL france").unwrap();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].key, "fact:1");
+    assert!(b.search_all("Ann", "ltm", "capit").unwrap().is_empty());
+    // JSON values are searched by their text.
+    assert_eq!(b.search_all("Ann", "ltm", "rhone").unwrap()[0].key, "note");
+    // Any word, best first: two matching words rank above one.
+    let ranked = b.search_ranked(None, "ltm", "capital germany", 10).unwrap();
+    assert_eq!(ranked[0].0.key, "fact:2");
+    assert_eq!(ranked.len(), 2);
+    assert!(ranked[0].1 > ranked[1].1);
+    let everyone = b.search_ranked(None, "ltm", "italy paris", 10).unwrap();
+    assert_eq!(everyone.len(), 2);
+    assert_eq!(
+        b.agents("ltm").unwrap(),
+        vec![("Ann".to_string(), 3), ("Bob".to_string(), 1)]
+    );
+    // Updating keeps one row; removing and clearing delete.
+    a.put("Ann", "ltm", "fact:1", &json!("Paris, France"), None)
+        .unwrap();
+    assert_eq!(
+        b.get("Ann", "ltm", "fact:1").unwrap().unwrap().value,
+        json!("Paris, France")
+    );
+    assert!(b.remove("Ann", "ltm", "fact:2").unwrap());
+    assert!(!b.remove("Ann", "ltm", "fact:2").unwrap());
+    assert_eq!(b.clear(Some("Ann"), "ltm").unwrap(), 2);
+    assert_eq!(b.agents("ltm").unwrap().len(), 1);
+    assert_eq!(a.schema_version().unwrap(), 2);
 }
 
 fn schema_newer_than_the_binary_is_refused(fx: &Pg) {
@@ -381,6 +460,7 @@ fn schema_newer_than_the_binary_is_refused(fx: &Pg) {
         store.status().unwrap().schema_version,
         ais_vm::store::postgres::schema::SCHEMA_VERSION
     );
+    assert_eq!(PgStore::connect(&url).unwrap().migrate().unwrap(), (2, 2));
     fx.server.psql(
         &url,
         "INSERT INTO schema_version (version, applied_ms) VALUES (99, 0)",

@@ -182,7 +182,10 @@ fn writer(config: &Config, location: &str, rx: &Mutex<mpsc::Receiver<Job>>, stat
 fn write_err(location: &str, e: &postgres::Error) -> JournalError {
     JournalError::new(
         "journal.write",
-        format!("cannot write the run journal `{location}`: {e}"),
+        format!(
+            "cannot write the run journal `{location}`: {}",
+            super::describe(e)
+        ),
     )
 }
 

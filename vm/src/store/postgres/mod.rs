@@ -13,6 +13,7 @@
 //! clocks need not agree.
 
 mod group;
+pub mod ltm;
 mod pool;
 pub mod schema;
 
@@ -34,6 +35,15 @@ pub(crate) fn is_retryable(e: &postgres::Error) -> bool {
         e.code(),
         Some(c) if *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED
     )
+}
+
+/// A PostgreSQL error with the server's message (`Display` alone says
+/// only "db error").
+pub(crate) fn describe(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(d) => format!("{} (SQLSTATE {})", d.message(), d.code().code()),
+        None => e.to_string(),
+    }
 }
 
 /// This process as a lease owner: `host:pid`.
@@ -59,6 +69,24 @@ pub fn redact(url: &str) -> String {
         },
         None => url.to_string(),
     }
+}
+
+/// The connection settings of `url` (every session: statement timeout,
+/// application name, connect timeout) and the URL without its password.
+pub(crate) fn config(url: &str) -> Result<(postgres::Config, String), JournalError> {
+    let location = redact(url);
+    let mut config = postgres::Config::from_str(url)
+        .map_err(|e| JournalError::new("store.url", format!("bad store URL `{location}`: {e}")))?;
+    let timeout_ms = std::env::var("AIS_STORE_STATEMENT_TIMEOUT_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(30_000);
+    config.options(&format!("-c statement_timeout={timeout_ms}"));
+    config.application_name("aisc");
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(std::time::Duration::from_secs(10));
+    }
+    Ok((config, location))
 }
 
 #[derive(Debug)]
@@ -106,24 +134,12 @@ fn info_of(r: &Row) -> Result<RunInfo, postgres::Error> {
 impl PgStore {
     /// Connects to `url`, applies missing migrations, refuses a newer schema.
     pub fn connect(url: &str) -> Result<PgStore, JournalError> {
-        let location = redact(url);
-        let mut config = postgres::Config::from_str(url).map_err(|e| {
-            JournalError::new("store.url", format!("bad store URL `{location}`: {e}"))
-        })?;
-        let timeout_ms = std::env::var("AIS_STORE_STATEMENT_TIMEOUT_MS")
-            .ok()
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(30_000);
-        config.options(&format!("-c statement_timeout={timeout_ms}"));
-        config.application_name("aisc");
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(std::time::Duration::from_secs(10));
-        }
+        let (config, location) = config(url)?;
         let pool = pool::Pool::new(config.clone(), 8);
         let mut c = pool.get().map_err(|e| {
             JournalError::new(
                 "store.connect",
-                format!("cannot connect to `{location}`: {e}"),
+                format!("cannot connect to `{location}`: {}", describe(&e)),
             )
         })?;
         schema::migrate(&mut c, &location)?;
@@ -156,13 +172,18 @@ impl PgStore {
         self.pool.get().map_err(|e| {
             JournalError::new(
                 "store.connect",
-                format!("cannot connect to `{}`: {e}", self.location),
+                format!("cannot connect to `{}`: {}", self.location, describe(&e)),
             )
         })
     }
 
     fn err(&self) -> impl Fn(postgres::Error) -> JournalError + '_ {
-        move |e| JournalError::new("journal.db", format!("run store `{}`: {e}", self.location))
+        move |e| {
+            JournalError::new(
+                "journal.db",
+                format!("run store `{}`: {}", self.location, describe(&e)),
+            )
+        }
     }
 
     /// Runs `f` on a pooled client, again (bounded) on a serialization

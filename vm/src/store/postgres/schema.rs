@@ -40,6 +40,22 @@ const MIGRATIONS: &[&str] = &[
         tokens BIGINT NOT NULL DEFAULT 0,
         PRIMARY KEY (run, key)
      );",
+    // 2: long-term memory with PostgreSQL text search.
+    "CREATE TABLE ltm_entries (
+        id BIGSERIAL PRIMARY KEY,
+        agent TEXT NOT NULL,
+        ns TEXT NOT NULL,
+        key TEXT NOT NULL,
+        value TEXT NOT NULL,
+        body TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        created_ms BIGINT NOT NULL,
+        updated_ms BIGINT NOT NULL,
+        tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', key || ' ' || body)) STORED,
+        UNIQUE (agent, ns, key)
+     );
+     CREATE INDEX ltm_entries_tsv ON ltm_entries USING GIN (tsv);
+     CREATE INDEX ltm_entries_by_seq ON ltm_entries (agent, ns, seq);",
 ];
 
 /// The schema version this binary writes and reads.
@@ -49,7 +65,12 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 const LOCK_ID: i64 = 0x4149_535f_5354_4f52; // "AIS_STOR"
 
 fn pg_err(location: &str) -> impl Fn(postgres::Error) -> JournalError + '_ {
-    move |e| JournalError::new("store.migrate", format!("cannot migrate `{location}`: {e}"))
+    move |e| {
+        JournalError::new(
+            "store.migrate",
+            format!("cannot migrate `{location}`: {}", super::describe(&e)),
+        )
+    }
 }
 
 fn newer(location: &str, v: i64) -> JournalError {
