@@ -24,12 +24,15 @@ impl MemoryArgs {
         Storage::from_arg(self.memory.as_deref())
     }
 
-    /// The store URL given by `--store` or `AIS_STORE` (`None`: the
-    /// memory directory's SQLite journal).
+    /// The store URL given by `--store`, `AIS_STORE` or the config file's
+    /// `store` (`None`: the memory directory's SQLite journal).
+    /// An empty value (`--store ''`) means the memory directory, whatever
+    /// the environment or the file say.
     pub fn store_url(&self) -> Option<String> {
         self.store
             .clone()
             .or_else(|| std::env::var("AIS_STORE").ok())
+            .or_else(configured_store)
             .filter(|s| !s.trim().is_empty())
     }
 
@@ -47,6 +50,34 @@ impl MemoryArgs {
             None => Ok(None),
         }
     }
+}
+
+/// The `--config PATH` of this invocation, for [`configured_store`]
+/// (commands without backend options read the default file).
+static CONFIG_PATH: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+
+/// Notes the command's `--config PATH` (once, at start).
+pub fn set_config_path(path: Option<PathBuf>) {
+    let _ = CONFIG_PATH.set(path);
+}
+
+/// The `store` key of the configuration file (`--config`, else the
+/// default file); `None` without one, or when the file does not load (the
+/// run reports that itself).
+fn configured_store() -> Option<String> {
+    static STORE: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    STORE
+        .get_or_init(|| {
+            let flags = ais_vm::config::Flags {
+                config: CONFIG_PATH.get().cloned().flatten(),
+                ..ais_vm::config::Flags::default()
+            };
+            ais_vm::config::Settings::load(&flags, &ais_vm::config::Env::from_process())
+                .ok()?
+                .config
+                .store
+        })
+        .clone()
 }
 
 #[derive(clap::Subcommand, Debug)]

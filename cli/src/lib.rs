@@ -372,6 +372,16 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
         }
     };
     let mut out = Output::new(cli.error_format, cli.color);
+    aam::set_config_path(match &cli.command {
+        Command::Run { backend, .. }
+        | Command::Serve { backend, .. }
+        | Command::Mcp { backend, .. }
+        | Command::Resume { backend, .. }
+        | Command::Worker { backend, .. }
+        | Command::Config { backend, .. }
+        | Command::Doctor { backend } => backend.config.clone(),
+        _ => None,
+    });
     match cli.command {
         Command::Check {
             files,

@@ -356,11 +356,25 @@ fn a_paused_run_waits_in_the_store_and_resumes_with_its_answer_anywhere() {
     // `aisc runs --store` lists it paused; resume from another directory
     // (another machine) with the answer.
     let elsewhere = tempfile::tempdir().unwrap();
+    // The configuration file's `store` selects it too.
+    std::fs::create_dir_all(elsewhere.path().join(".apxm")).unwrap();
+    std::fs::write(
+        elsewhere.path().join(".apxm/config.toml"),
+        format!("store = \"{url}\"\n"),
+    )
+    .unwrap();
+    let out = aisc(elsewhere.path()).args(["runs"]).output().unwrap();
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        listed.contains(&id) && listed.contains("paused"),
+        "{listed}"
+    );
+    // `--store ''` means the memory directory, whatever the file says.
     let out = aisc(elsewhere.path())
-        .args(["runs", "--store", &url])
+        .args(["runs", "--store", ""])
         .output()
         .unwrap();
-    assert!(String::from_utf8_lossy(&out.stdout).contains("paused"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("no runs journaled"));
     let out = aisc(elsewhere.path())
         .args(["resume", &id, "--store", &url, "--input", "yes", "-q"])
         .args(["--config", &config, "--memory", ":memory:"])
