@@ -546,6 +546,25 @@ fn two_claims_race_for_one_run_and_the_loser_is_fenced(fx: &Pg) {
     assert_eq!(rec.result, Some(json!("done")));
     assert_eq!(rec.info.resumes, 1);
     assert_eq!(store.status().unwrap().takeovers, 1);
+    // A run whose workers keep dying is failed, not taken over forever.
+    queued(&store, "q2");
+    let c = store.claim("w4", 60_000).unwrap().unwrap();
+    assert_eq!(c.id, "q2");
+    fx.server.psql(
+        &url,
+        &format!(
+            "UPDATE runs SET lease_until = 1, takeovers = {} WHERE id = 'q2'",
+            ais_vm::store::postgres::MAX_TAKEOVERS
+        ),
+    );
+    assert_eq!(store.claim("w5", 60_000).unwrap(), None);
+    let rec = journal::load_record_in(&*store, "q2").unwrap();
+    assert_eq!(rec.info.status, Status::Failed);
+    assert!(rec.info.error.unwrap().contains("taken over 10 times"));
+    assert_eq!(
+        store.write("q2", c.fence, &[entry("k")]).unwrap_err().code,
+        FENCED
+    );
 }
 
 fn group_commit_batches_concurrent_writes(fx: &Pg) {

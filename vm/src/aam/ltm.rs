@@ -32,7 +32,7 @@ pub struct Ltm {
     conn: Mutex<Connection>,
     /// Entries in the shared PostgreSQL store instead (`--store`): every
     /// method goes there; `conn` is then an unused in-memory database.
-    pg: Option<crate::store::postgres::ltm::PgLtm>,
+    pg: Option<std::sync::Arc<crate::store::postgres::ltm::PgLtm>>,
 }
 
 pub(crate) fn db_err(what: &str, e: rusqlite::Error) -> HostError {
@@ -105,8 +105,9 @@ impl Ltm {
     }
 
     /// Long-term memory in the shared PostgreSQL store at `url`.
+    /// One connection pool per store and process, shared by its runs.
     pub fn postgres(url: &str) -> Result<Ltm, HostError> {
-        let pg = crate::store::postgres::ltm::PgLtm::connect(url)?;
+        let pg = crate::store::postgres::ltm::PgLtm::shared(url)?;
         let mut ltm = Ltm::open(None)?;
         ltm.pg = Some(pg);
         Ok(ltm)

@@ -52,11 +52,25 @@ fn entry(r: &Row) -> LtmEntry {
 const COLS: &str = "agent, key, value, seq, updated_ms";
 
 impl PgLtm {
+    /// The process's `PgLtm` for `url` (connected and migrated once).
+    pub fn shared(url: &str) -> Result<std::sync::Arc<PgLtm>, HostError> {
+        type Cache = std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<PgLtm>>>;
+        static CACHE: std::sync::OnceLock<Cache> = std::sync::OnceLock::new();
+        let cache = CACHE.get_or_init(Cache::default);
+        let mut map = cache.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = map.get(url) {
+            return Ok(p.clone());
+        }
+        let p = std::sync::Arc::new(PgLtm::connect(url)?);
+        map.insert(url.to_string(), p.clone());
+        Ok(p)
+    }
+
     /// Connects (migrating the schema) to the store at `url`.
     pub fn connect(url: &str) -> Result<PgLtm, HostError> {
         let (config, location) =
             super::config(url).map_err(|e| HostError::new("memory.ltm", e.to_string()))?;
-        let pool = Pool::new(config, 4);
+        let pool = Pool::new(config, 8);
         let mut c = pool
             .get()
             .map_err(|e| db_err(&format!("cannot connect to `{location}`"), e))?;

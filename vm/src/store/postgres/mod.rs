@@ -30,6 +30,9 @@ pub(crate) const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000):
 /// Attempts of one transaction on serialization failures and deadlocks.
 const ATTEMPTS: u32 = 5;
 
+/// Lease takeovers of one run before a worker fails it instead.
+pub const MAX_TAKEOVERS: i64 = 10;
+
 pub(crate) fn is_retryable(e: &postgres::Error) -> bool {
     matches!(
         e.code(),
@@ -426,6 +429,17 @@ impl Store for PgStore {
     fn claim(&self, worker: &str, lease_ms: i64) -> Result<Option<Claim>, JournalError> {
         self.with(|c| {
             let mut tx = c.transaction()?;
+            // A run whose workers keep dying (a program that crashes
+            // them, say) is failed rather than taken over forever.
+            tx.execute(
+                &format!(
+                    "UPDATE runs SET status = 'failed', ended_ms = {NOW_MS}, lease_until = NULL,
+                     fence = fence + 1,
+                     error = 'taken over ' || takeovers || ' times: its workers keep dying; `aisc resume` retries it'
+                     WHERE status = 'running' AND lease_until < {NOW_MS} AND takeovers >= $1"
+                ),
+                &[&MAX_TAKEOVERS],
+            )?;
             let Some(row) = tx.query_opt(
                 &format!(
                     "SELECT id, status FROM runs
@@ -435,6 +449,7 @@ impl Store for PgStore {
                 &[],
             )?
             else {
+                tx.commit()?;
                 return Ok(None);
             };
             let id: String = row.get(0);
