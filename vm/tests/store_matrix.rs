@@ -373,6 +373,33 @@ fn journal_matrix_on_postgres() {
     two_claims_race_for_one_run_and_the_loser_is_fenced(&fx);
     group_commit_batches_concurrent_writes(&fx);
     ltm_in_postgres_with_text_search(&fx);
+    a_direct_run_whose_process_died_is_interrupted(&fx);
+}
+
+fn a_direct_run_whose_process_died_is_interrupted(fx: &Pg) {
+    let store = fx.fresh();
+    let url = fx.url_of(&store);
+    let j = begin(&store, "direct", &program());
+    assert_eq!(store.list_runs().unwrap()[0].status, Status::Running);
+    // Another process could not resume it while this one runs it...
+    let me = ais_vm::store::postgres::owner_id();
+    let host = me.rsplit_once(':').unwrap().0;
+    fx.server.psql(
+        &url,
+        &format!("UPDATE runs SET owner = '{host}:1' WHERE id = 'direct'"),
+    );
+    let e = Journal::resume_in(store.clone(), "direct").unwrap_err();
+    assert_eq!(e.code, "journal.busy");
+    // ...but once its process is gone (no such pid) it is interrupted.
+    fx.server.psql(
+        &url,
+        &format!("UPDATE runs SET owner = '{host}:4194305' WHERE id = 'direct'"),
+    );
+    assert_eq!(store.list_runs().unwrap()[0].status, Status::Interrupted);
+    let again = Journal::resume_in(store.clone(), "direct").unwrap();
+    assert!(again.fence() > j.fence());
+    // The old holder is fenced out.
+    assert_eq!(j.finish(Ok(&json!(1))).unwrap_err().code, FENCED);
 }
 
 fn ltm_in_postgres_with_text_search(fx: &Pg) {

@@ -60,6 +60,16 @@ pub fn owner_id() -> String {
     format!("{host}:{}", std::process::id())
 }
 
+/// Whether the process `host:pid` is alive: `None` when it runs on
+/// another host (or the owner is a worker slot, which holds a lease).
+fn owner_alive(owner: &str) -> Option<bool> {
+    let (host, pid) = owner.rsplit_once(':')?;
+    let pid: u32 = pid.parse().ok()?;
+    let me = owner_id();
+    let (my_host, _) = me.rsplit_once(':')?;
+    (host == my_host).then(|| std::path::Path::new(&format!("/proc/{pid}")).exists())
+}
+
 /// `url` without its password, for messages.
 pub fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
@@ -112,12 +122,16 @@ fn info_of(r: &Row) -> Result<RunInfo, postgres::Error> {
     let status: String = r.try_get("status")?;
     let lease: Option<i64> = r.try_get("lease_until")?;
     let now: i64 = r.try_get("now_ms")?;
+    let owner: Option<String> = r.try_get("owner")?;
     let status = match status.as_str() {
         "completed" => Status::Completed,
         "failed" => Status::Failed,
         "paused" => Status::Paused,
         "queued" => Status::Queued,
         _ if lease.is_some_and(|l| l < now) => Status::Interrupted,
+        _ if lease.is_none() && owner.as_deref().and_then(owner_alive) == Some(false) => {
+            Status::Interrupted
+        }
         _ => Status::Running,
     };
     Ok(RunInfo {
@@ -260,16 +274,11 @@ impl Store for PgStore {
         let live = match lease {
             Some(l) => l >= now,
             // A run started by `aisc run --store` holds no lease: it is
-            // live while its process is (checked on its own host only).
-            None => owner.as_deref().is_some_and(|o| {
-                let me = owner_id();
-                let host = |s: &str| s.rsplit_once(':').map(|(h, _)| h.to_string());
-                o != me
-                    && host(o) == host(&me)
-                    && o.rsplit_once(':')
-                        .and_then(|(_, p)| p.parse::<u32>().ok())
-                        .is_some_and(|p| std::path::Path::new(&format!("/proc/{p}")).exists())
-            }),
+            // live while its process is (known on its own host only; a
+            // resume elsewhere fences it out).
+            None => owner
+                .as_deref()
+                .is_some_and(|o| o != owner_id() && owner_alive(o) == Some(true)),
         };
         Ok(Some(RunState {
             owned_elsewhere: (status == "running" && live).then(|| owner.unwrap_or_default()),
