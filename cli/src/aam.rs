@@ -141,7 +141,15 @@ pub fn memory(action: &MemoryAction, mem: &MemoryArgs) -> i32 {
             agent,
             limit,
             json,
-        } => inspect::search(&storage, query, agent.as_deref(), *limit, *json),
+        } => match mem
+            .store_url()
+            .filter(|u| ais_vm::store::is_postgres_url(u))
+        {
+            // The fleet's long-term memory, in the shared store.
+            Some(url) => ais_vm::aam::ltm::Ltm::postgres(&url)
+                .and_then(|l| inspect::search_in(&l, query, agent.as_deref(), *limit, *json)),
+            None => inspect::search(&storage, query, agent.as_deref(), *limit, *json),
+        },
         MemoryAction::Clear { agent, tier, yes } => {
             if !yes {
                 eprintln!(

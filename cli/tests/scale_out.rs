@@ -402,4 +402,45 @@ fn a_paused_run_waits_in_the_store_and_resumes_with_its_answer_anywhere() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("ask"), "{text}");
+    // Long-term memory written by a worker's run is in the store: found
+    // from another machine, by PostgreSQL text search.
+    let remember = dir.join("remember.ais");
+    std::fs::write(
+        &remember,
+        "agent A {\n    @entry flow main(fact: str) -> str {\n        umem(fact, \"ltm\")\n        return \"noted\"\n    }\n}\n",
+    )
+    .unwrap();
+    let out = aisc(dir)
+        .args([
+            "run", "--detach", "-q", "--store", &url, "--config", &config,
+        ])
+        .arg(&remember)
+        .args(["--arg", "fact=Lyon lies on the Rhone"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = aisc(dir)
+        .args([
+            "worker",
+            "--until-idle",
+            "--store",
+            &url,
+            "--config",
+            &config,
+        ])
+        .args(["--memory", ":memory:"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains(": completed"));
+    let out = aisc(elsewhere.path())
+        .args(["memory", "search", "RHONE lyon", "--json"])
+        .output()
+        .unwrap();
+    let hits: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(hits.as_array().map(Vec::len), Some(1), "{hits}");
+    assert_eq!(hits[0]["value"], "Lyon lies on the Rhone");
 }
