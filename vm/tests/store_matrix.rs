@@ -374,6 +374,48 @@ fn journal_matrix_on_postgres() {
     group_commit_batches_concurrent_writes(&fx);
     ltm_in_postgres_with_text_search(&fx);
     a_direct_run_whose_process_died_is_interrupted(&fx);
+    fan_out_of_64_calls_shares_commits(&fx);
+}
+
+/// A 64-way fan-out journals its 64 results in fewer than 64 commits.
+fn fan_out_of_64_calls_shares_commits(fx: &Pg) {
+    let store = fx.fresh();
+    let url = fx.url_of(&store);
+    let pg = Arc::new(PgStore::connect(&url).unwrap());
+    let src = r#"
+agent @A {
+  flow @main(%items: list<str>) -> str entry {
+    %0 = const {value = ""} : str
+    %1 = loop %items, %0 : str {
+      body(%2: str, %3: number, %4: str) {
+        %5 = ask %2 : str
+        %6 = concat %4, %5 : str
+        yield %6
+      }
+    }
+    return %1
+  }
+}
+"#;
+    let p = bytecode::compile(&ais_ir::parse_module(src).unwrap()).unwrap();
+    let bytes = bytecode::encode(&p).unwrap();
+    let items: Vec<String> = (0..64).map(|i| format!("item {i}")).collect();
+    let args = vec![("items".to_string(), json!(items))];
+    let j = Journal::begin_in(pg.clone(), "fan", "fan", &bytes, None, &args).unwrap();
+    let o = RunOptions {
+        args,
+        workers: Some(4),
+        journal: Some(Arc::new(j)),
+        ..RunOptions::default()
+    };
+    let b = Counting::new(None);
+    let r = ais_vm::run(&p, &o, b.clone(), Arc::new(MemoryHost::new())).outcome;
+    assert!(r.is_ok(), "{r:?}");
+    assert_eq!(b.calls.load(Ordering::SeqCst), 64);
+    let (commits, writes) = pg.commit_stats();
+    assert_eq!(writes, 64);
+    eprintln!("64-way fan-out: {commits} commits for {writes} journal writes");
+    assert!(commits < 64, "{commits} commits for 64 writes");
 }
 
 fn a_direct_run_whose_process_died_is_interrupted(fx: &Pg) {
