@@ -5,6 +5,10 @@
 //!
 //! Without PostgreSQL installed the PostgreSQL test fails (it names the
 //! fix); `AIS_SKIP_POSTGRES=1` skips it.
+//!
+//! One file over 600 lines on purpose: every PostgreSQL scenario runs in
+//! one test against one private server (a database each), so the suite
+//! pays one `initdb` rather than one per scenario.
 #![allow(clippy::unwrap_used)]
 
 use ais_ir::bytecode::{self, Program};
