@@ -176,8 +176,11 @@ fn fleet_of_three_workers_survives_kills_without_repeating_completed_calls() {
         .collect();
     let store = PgStore::connect(&url).unwrap();
     assert_eq!(store.status().unwrap().queue_depth, RUNS as i64);
+    // A 2 s lease: long enough that a busy machine's late heartbeat does
+    // not hand a live worker's run over (its call would then repeat with
+    // no kill to explain it), short enough to keep the test quick.
     let mut workers: Vec<Child> = (0..3)
-        .map(|i| worker(dir, &url, &config, "1", &format!("w{i}.log")))
+        .map(|i| worker(dir, &url, &config, "2", &format!("w{i}.log")))
         .collect();
     // Kill a worker (round robin: deterministic, yet each one dies once)
     // every ~0.5 s while runs remain, at most 3 times; note how many
@@ -199,7 +202,7 @@ fn fleet_of_three_workers_survives_kills_without_repeating_completed_calls() {
         // Let the mock read what the dead worker had sent.
         std::thread::sleep(Duration::from_millis(100));
         kills.push(mock.request_count());
-        workers[k] = worker(dir, &url, &config, "1", &format!("w{k}-{restarts}.log"));
+        workers[k] = worker(dir, &url, &config, "2", &format!("w{k}-{restarts}.log"));
         restarts += 1;
     }
     wait_until(dir, "every run completed", || completed(&store) == RUNS);
