@@ -279,13 +279,23 @@ fn execute(
     lease_ms: i64,
 ) -> Ended {
     let heartbeat = Heartbeat::start(store.clone(), claim, lease_ms);
+    // A run that cannot start because its stored program or arguments are
+    // corrupt is failed under this claim's fence, not passed on; a store
+    // error leaves it to the lease (another worker tries again).
+    let give_up = |e: journal::JournalError| {
+        let msg = e.to_string();
+        if e.code == "journal.corrupt" {
+            let _ = store.finish(&claim.id, claim.fence, "failed", None, Some(&msg));
+        }
+        Ended::Error(msg)
+    };
     let stored = match journal::load_run_in(&**store, &claim.id) {
         Ok(s) => s,
-        Err(e) => return Ended::Error(e.to_string()),
+        Err(e) => return give_up(e),
     };
     let mut j = match Journal::claimed(store.clone(), claim) {
         Ok(j) => j,
-        Err(e) => return Ended::Error(e.to_string()),
+        Err(e) => return give_up(e),
     };
     j.set_idempotent_tools(IDEMPOTENT_TOOLS.iter().map(|s| s.to_string()));
     let j = Arc::new(j);

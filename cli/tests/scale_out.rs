@@ -446,4 +446,40 @@ fn a_paused_run_waits_in_the_store_and_resumes_with_its_answer_anywhere() {
     let hits: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(hits.as_array().map(Vec::len), Some(1), "{hits}");
     assert_eq!(hits[0]["value"], "Lyon lies on the Rhone");
+    // A queued run whose stored program is corrupt is failed by the
+    // worker that takes it, not passed from worker to worker.
+    let out = aisc(dir)
+        .args([
+            "run", "--detach", "-q", "--store", &url, "--config", &config,
+        ])
+        .arg(&remember)
+        .args(["--arg", "fact=x"])
+        .output()
+        .unwrap();
+    let bad = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    pg.psql(
+        &url,
+        &format!("UPDATE runs SET artifact_sha256 = 'x' WHERE id = '{bad}'"),
+    );
+    let out = aisc(dir)
+        .args([
+            "worker",
+            "--until-idle",
+            "--store",
+            &url,
+            "--config",
+            &config,
+        ])
+        .args(["--memory", ":memory:"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("run {bad}: error")));
+    let info = store.list_runs().unwrap();
+    let info = info.iter().find(|r| r.id == bad).unwrap();
+    assert_eq!(info.status, Status::Failed);
+    assert!(info
+        .error
+        .as_deref()
+        .unwrap_or_default()
+        .contains("SHA-256"));
 }
