@@ -27,4 +27,5 @@ pub mod report;
 pub mod serve_load;
 pub mod stats;
 pub mod steal;
+pub mod store_load;
 pub mod workloads;

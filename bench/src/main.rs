@@ -52,6 +52,37 @@ enum Cmd {
     /// serve`'s `POST /v1/runs?wait=true` (or of any server given by
     /// --url) at several numbers of concurrent clients.
     ServeLoad(ServeLoadOpts),
+    /// The run store on PostgreSQL: journal writes/s, runs/s with 1, 2, 4
+    /// `aisc worker` processes against SQLite in one process, and the
+    /// time a takeover takes (docs/bench/scale-out.md).
+    Store(StoreOpts),
+}
+
+#[derive(clap::Args)]
+struct StoreOpts {
+    /// Queued runs per setup.
+    #[arg(long, default_value_t = 200)]
+    runs: usize,
+    /// Dependent LLM calls per run.
+    #[arg(long, default_value_t = 4)]
+    calls: usize,
+    /// Mock latency per call.
+    #[arg(long, default_value_t = 5)]
+    latency_ms: u64,
+    /// Worker processes, per setup.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
+    workers: Vec<usize>,
+    /// Runs at once per process.
+    #[arg(long, default_value_t = 8)]
+    concurrency: usize,
+    #[arg(long, default_value_t = 2.0)]
+    lease_secs: f64,
+    /// The `aisc` binary (default: next to this binary).
+    #[arg(long)]
+    aisc: Option<PathBuf>,
+    /// Also write the report here (e.g. docs/bench/scale-out.md).
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -186,6 +217,39 @@ struct ExecOpts {
     report_json: Option<PathBuf>,
 }
 
+fn store_bench(o: &StoreOpts) -> Result<(), String> {
+    let aisc = match &o.aisc {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()
+            .map_err(|e| e.to_string())?
+            .with_file_name("aisc"),
+    };
+    let dir = std::env::temp_dir().join(format!("ais-bench-store-{}", std::process::id()));
+    let opts = ais_bench::store_load::StoreOpts {
+        runs: o.runs,
+        calls: o.calls,
+        latency_ms: o.latency_ms,
+        workers: o.workers.clone(),
+        concurrency: o.concurrency,
+        lease_secs: o.lease_secs,
+        aisc,
+        dir: dir.clone(),
+    };
+    let md = ais_bench::store_load::run(&opts);
+    let _ = std::fs::remove_dir_all(&dir);
+    let md = md?;
+    print!("{md}");
+    if let Some(out) = &o.out {
+        let cmd = format!(
+            "cargo build -p ais-cli && cargo run -p ais-bench -- store --runs {} --calls {} --latency-ms {} --concurrency {} --lease-secs {}",
+            o.runs, o.calls, o.latency_ms, o.concurrency, o.lease_secs
+        );
+        let text = format!("# Scale-out on PostgreSQL: measurements\n\nWritten by `{cmd}` (see docs/scale-out.md). One PostgreSQL 15 server and the mock LLM server on this machine (2 cores, shared).\n\n{md}");
+        std::fs::write(out, text).map_err(|e| format!("{}: {e}", out.display()))?;
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = match cli.command {
@@ -205,6 +269,13 @@ fn main() -> ExitCode {
             }
         },
         Cmd::Plans(o) => plans(&o),
+        Cmd::Store(o) => match store_bench(&o) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("error: {e}");
+                1
+            }
+        },
         Cmd::ServeLoad(o) => match serve_load(&o) {
             Ok(()) => 0,
             Err(e) => {

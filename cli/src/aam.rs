@@ -12,12 +12,72 @@ pub struct MemoryArgs {
     /// everything in memory for this run only. Default: ./.apxm
     #[arg(long = "memory", value_name = "DIR", global = true)]
     pub memory: Option<String>,
+    /// Where runs are journaled and queued: `postgres://USER@HOST/DB` for
+    /// a store shared by a fleet of workers (docs/scale-out.md). Default:
+    /// `$AIS_STORE`, else `runs.db` in the memory directory.
+    #[arg(long = "store", value_name = "URL", global = true)]
+    pub store: Option<String>,
 }
 
 impl MemoryArgs {
     pub fn storage(&self) -> Storage {
         Storage::from_arg(self.memory.as_deref())
     }
+
+    /// The store URL given by `--store`, `AIS_STORE` or the config file's
+    /// `store` (`None`: the memory directory's SQLite journal).
+    /// An empty value (`--store ''`) means the memory directory, whatever
+    /// the environment or the file say.
+    pub fn store_url(&self) -> Option<String> {
+        self.store
+            .clone()
+            .or_else(|| std::env::var("AIS_STORE").ok())
+            .or_else(configured_store)
+            .filter(|s| !s.trim().is_empty())
+    }
+
+    /// The run store: `--store`, else the memory directory's `runs.db`
+    /// (`Ok(None)` for `--memory :memory:`, which keeps no journal on disk).
+    pub fn run_store(
+        &self,
+    ) -> Result<Option<std::sync::Arc<dyn ais_vm::store::Store>>, ais_vm::journal::JournalError>
+    {
+        if let Some(url) = self.store_url() {
+            return ais_vm::store::open(&url).map(Some);
+        }
+        match ais_vm::journal::dir_of(&self.storage()) {
+            Some(d) => ais_vm::store::open(&d.display().to_string()).map(Some),
+            None => Ok(None),
+        }
+    }
+}
+
+/// The `--config PATH` of this invocation, for [`configured_store`]
+/// (commands without backend options read the default file).
+static CONFIG_PATH: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+
+/// Notes the command's `--config PATH` (once, at start).
+pub fn set_config_path(path: Option<PathBuf>) {
+    let _ = CONFIG_PATH.set(path);
+}
+
+/// The `store` key of the configuration file (`--config`, else the
+/// default file); `None` without one, or when the file does not load (the
+/// run reports that itself).
+fn configured_store() -> Option<String> {
+    static STORE: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    STORE
+        .get_or_init(|| {
+            let flags = ais_vm::config::Flags {
+                config: CONFIG_PATH.get().cloned().flatten(),
+                ..ais_vm::config::Flags::default()
+            };
+            ais_vm::config::Settings::load(&flags, &ais_vm::config::Env::from_process())
+                .ok()?
+                .config
+                .store
+        })
+        .clone()
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -81,7 +141,15 @@ pub fn memory(action: &MemoryAction, mem: &MemoryArgs) -> i32 {
             agent,
             limit,
             json,
-        } => inspect::search(&storage, query, agent.as_deref(), *limit, *json),
+        } => match mem
+            .store_url()
+            .filter(|u| ais_vm::store::is_postgres_url(u))
+        {
+            // The fleet's long-term memory, in the shared store.
+            Some(url) => ais_vm::aam::ltm::Ltm::postgres(&url)
+                .and_then(|l| inspect::search_in(&l, query, agent.as_deref(), *limit, *json)),
+            None => inspect::search(&storage, query, agent.as_deref(), *limit, *json),
+        },
         MemoryAction::Clear { agent, tier, yes } => {
             if !yes {
                 eprintln!(
@@ -112,10 +180,20 @@ pub fn memory(action: &MemoryAction, mem: &MemoryArgs) -> i32 {
 pub fn trace(run: &str, mem: &MemoryArgs, json: bool) -> i32 {
     let storage = mem.storage();
     let journal_dir = ais_vm::journal::dir_of(&storage);
-    let record = journal_dir
-        .as_deref()
-        .filter(|d| d.join(ais_vm::journal::DB_FILE).is_file())
-        .and_then(|d| ais_vm::journal::load_record(d, run).ok());
+    let record = match mem.store_url() {
+        // The shared store: wherever the run ran.
+        Some(url) => match ais_vm::store::open(&url) {
+            Ok(s) => ais_vm::journal::load_record_in(&*s, run).ok(),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return 1;
+            }
+        },
+        None => journal_dir
+            .as_deref()
+            .filter(|d| d.join(ais_vm::journal::DB_FILE).is_file())
+            .and_then(|d| ais_vm::journal::load_record(d, run).ok()),
+    };
     let id = record
         .as_ref()
         .map_or_else(|| run.to_string(), |r| r.info.id.clone());
@@ -135,7 +213,12 @@ pub fn trace(run: &str, mem: &MemoryArgs, json: bool) -> i32 {
     let episodic = match episodic {
         Ok(text) => text,
         // Known to the journal, absent from the log: no episodic records.
-        Err(e) if matches!(e.code.as_str(), "trace.unknown_run" | "trace.empty") => {
+        // (With a shared store the episodic log stays on the worker's
+        // machine: the journal's steps are what this machine has.)
+        Err(e)
+            if matches!(e.code.as_str(), "trace.unknown_run" | "trace.empty")
+                || mem.store_url().is_some() =>
+        {
             if json {
                 String::new()
             } else {
@@ -177,13 +260,21 @@ pub fn open_host(
     confirm: ais_vm::aam::Confirm,
     console: Option<std::sync::Arc<dyn ais_vm::aam::Console>>,
 ) -> Result<AamHost, String> {
-    let host = AamHost::open(AamOptions {
+    let mut host = AamHost::open(AamOptions {
         storage: mem.storage(),
         config,
         confirm,
         console,
     })
     .map_err(|e| e.to_string())?;
+    // A fleet shares long-term memory through the store.
+    if let Some(url) = mem
+        .store_url()
+        .filter(|u| ais_vm::store::is_postgres_url(u))
+    {
+        let ltm = ais_vm::aam::ltm::Ltm::postgres(&url).map_err(|e| e.to_string())?;
+        host.use_ltm(ltm);
+    }
     for w in host.warnings() {
         eprintln!("{w}");
     }

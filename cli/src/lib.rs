@@ -21,6 +21,7 @@ mod serve;
 mod stream;
 mod tools;
 mod tty;
+mod worker;
 
 use ais_compiler::diagnostics::explain;
 use ais_compiler::driver;
@@ -220,6 +221,22 @@ pub enum Command {
         #[command(flatten)]
         backend: BackendArgs,
     },
+    /// Take queued runs from a shared store and run them (`aisc run
+    /// --detach` queues them); a run whose worker died is taken over and
+    /// resumed from its journal (docs/scale-out.md).
+    Worker {
+        #[command(flatten)]
+        worker: worker::WorkerArgs,
+        #[command(flatten)]
+        backend: BackendArgs,
+    },
+    /// Migrate the run store's schema, or show its status.
+    Store {
+        #[command(subcommand)]
+        action: worker::StoreAction,
+        #[command(flatten)]
+        memory: aam::MemoryArgs,
+    },
     /// Print the episodic log of one run (`last` for the most recent).
     Trace {
         /// A run id from `aisc runs` or the run footer, or `last`.
@@ -404,6 +421,16 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
         }
     };
     let mut out = Output::new(cli.error_format, cli.color);
+    aam::set_config_path(match &cli.command {
+        Command::Run { backend, .. }
+        | Command::Serve { backend, .. }
+        | Command::Mcp { backend, .. }
+        | Command::Resume { backend, .. }
+        | Command::Worker { backend, .. }
+        | Command::Config { backend, .. }
+        | Command::Doctor { backend } => backend.config.clone(),
+        _ => None,
+    });
     match cli.command {
         Command::Check {
             files,
@@ -507,6 +534,8 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
             memory,
         } => report::report(&run_id, &memory, &output),
         Command::Graph { file, output, opt } => report::graph(&mut out, &file, &opt, &output),
+        Command::Worker { worker, backend } => worker::worker(&worker, &backend),
+        Command::Store { action, memory } => worker::store(&action, &memory),
         Command::Config {
             action: ConfigAction::Show,
             backend,

@@ -280,6 +280,10 @@ pub struct RunArgs {
     pub budget: super::runs::BudgetArgs,
     #[command(flatten)]
     pub telemetry: TelemetryArgs,
+    /// Queue the run in the `--store` for a worker (`aisc worker`) and
+    /// print its id, instead of running it here.
+    #[arg(long)]
+    pub detach: bool,
 }
 
 /// What the run's events keep of prompts, replies and tool arguments
@@ -344,6 +348,9 @@ pub fn run(
     if let Err(e) = check_args(&loaded.program, run.entry.as_deref(), &args) {
         render_arg_error(out, &e);
         return 2;
+    }
+    if run.detach {
+        return super::worker::detach(file, &loaded, &args, run);
     }
     run_loaded(out, loaded, args, run, backend, None)
 }

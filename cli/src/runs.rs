@@ -6,7 +6,6 @@ use super::output::Output;
 use super::run::{Loaded, RunArgs};
 use super::BackendArgs;
 use ais_vm::journal::{self, Budget, Journal, RunInfo};
-use std::path::Path;
 use std::sync::Arc;
 
 /// Run limits beyond `--token-budget` (shared by `run` and `resume`).
@@ -111,9 +110,17 @@ pub fn begin(
 ) -> Result<Arc<Journal>, String> {
     let bytes = ais_ir::bytecode::encode(&loaded.program)
         .map_err(|e| format!("cannot encode the program for the run journal: {e}"))?;
-    let dir = journal::dir_of(&mem.storage());
-    let mut j = Journal::begin(dir.as_deref(), run_id, name, &bytes, entry, args)
-        .map_err(|e| e.to_string())?;
+    let mut j = match mem.store_url() {
+        Some(url) => {
+            let store = ais_vm::store::open(&url).map_err(|e| e.to_string())?;
+            Journal::begin_in(store, run_id, name, &bytes, entry, args)
+        }
+        None => {
+            let dir = journal::dir_of(&mem.storage());
+            Journal::begin(dir.as_deref(), run_id, name, &bytes, entry, args)
+        }
+    }
+    .map_err(|e| e.to_string())?;
     j.set_idempotent_tools(IDEMPOTENT_TOOLS.iter().map(|s| s.to_string()));
     Ok(Arc::new(j))
 }
@@ -134,11 +141,20 @@ fn info_json(r: &RunInfo) -> serde_json::Value {
 
 /// `aisc runs`: every journaled run with its status.
 pub fn runs(mem: &MemoryArgs, json: bool) -> i32 {
-    let Some(dir) = journal::dir_of(&mem.storage()) else {
-        eprintln!("error: `--memory :memory:` keeps no run journal");
-        return 2;
+    let (list, place) = match mem.store_url() {
+        Some(url) => (
+            ais_vm::store::open(&url).and_then(|s| s.list_runs()),
+            ais_vm::store::postgres::redact(&url),
+        ),
+        None => {
+            let Some(dir) = journal::dir_of(&mem.storage()) else {
+                eprintln!("error: `--memory :memory:` keeps no run journal");
+                return 2;
+            };
+            (journal::list_runs(&dir), dir.display().to_string())
+        }
     };
-    let list = match journal::list_runs(&dir) {
+    let list = match list {
         Ok(l) => l,
         Err(e) => {
             eprintln!("error: {e}");
@@ -152,7 +168,7 @@ pub fn runs(mem: &MemoryArgs, json: bool) -> i32 {
         return 0;
     }
     if list.is_empty() {
-        println!("no runs journaled in {}", dir.display());
+        println!("no runs journaled in {place}");
         return 0;
     }
     println!(
@@ -207,11 +223,36 @@ pub struct ResumeArgs {
 /// `aisc resume RUN_ID`: the same program and arguments, completed ops
 /// replayed from the journal.
 pub fn resume(out: &mut Output, run_id: &str, r: &ResumeArgs, backend: &BackendArgs) -> i32 {
-    let Some(dir) = journal::dir_of(&r.memory.storage()) else {
-        eprintln!("error: `--memory :memory:` keeps no run journal to resume");
-        return 2;
+    let store = match r.memory.store_url() {
+        Some(url) => match ais_vm::store::open(&url) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return 1;
+            }
+        },
+        None => {
+            let Some(dir) = journal::dir_of(&r.memory.storage()) else {
+                eprintln!("error: `--memory :memory:` keeps no run journal to resume");
+                return 2;
+            };
+            if !dir.join(journal::DB_FILE).exists() {
+                eprintln!(
+                    "error: journal.missing: no run journal in `{}`",
+                    dir.display()
+                );
+                return 1;
+            }
+            match ais_vm::store::open(&dir.display().to_string()) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return 1;
+                }
+            }
+        }
     };
-    match resume_in(out, &dir, run_id, r, backend) {
+    match resume_in(out, store, run_id, r, backend) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e}");
@@ -222,12 +263,12 @@ pub fn resume(out: &mut Output, run_id: &str, r: &ResumeArgs, backend: &BackendA
 
 fn resume_in(
     out: &mut Output,
-    dir: &Path,
+    store: Arc<dyn ais_vm::store::Store>,
     run_id: &str,
     r: &ResumeArgs,
     backend: &BackendArgs,
 ) -> Result<i32, String> {
-    let stored = journal::load_run(dir, run_id).map_err(|e| e.to_string())?;
+    let stored = journal::load_run_in(&*store, run_id).map_err(|e| e.to_string())?;
     let program = ais_ir::bytecode::decode(&stored.artifact).map_err(|e| {
         format!(
             "the program stored for run `{}` is not a valid artifact: {e}",
@@ -263,7 +304,7 @@ fn resume_in(
         ),
         (None, false) => None,
     };
-    let mut j = Journal::resume(dir, &stored.info.id).map_err(|e| {
+    let mut j = Journal::resume_in(store, &stored.info.id).map_err(|e| {
         if e.code == "journal.completed" {
             // Its result is on disk even if the process died before printing it.
             format!(
@@ -306,6 +347,7 @@ fn resume_in(
         yes: r.yes,
         budget: r.budget.clone(),
         telemetry: Default::default(),
+        detach: false,
     };
     Ok(super::run::run_loaded(
         out,
@@ -367,11 +409,17 @@ pub fn steps_line(steps: &[journal::Step]) -> String {
 /// error and a summary of its steps — also for a run killed after its
 /// "completed" write but before it printed its result.
 pub fn show(mem: &MemoryArgs, run_id: &str, json: bool) -> i32 {
-    let Some(dir) = journal::dir_of(&mem.storage()) else {
-        eprintln!("error: `--memory :memory:` keeps no run journal");
-        return 2;
+    let record = match mem.store_url() {
+        Some(url) => ais_vm::store::open(&url).and_then(|s| journal::load_record_in(&*s, run_id)),
+        None => {
+            let Some(dir) = journal::dir_of(&mem.storage()) else {
+                eprintln!("error: `--memory :memory:` keeps no run journal");
+                return 2;
+            };
+            journal::load_record(&dir, run_id)
+        }
     };
-    let r = match journal::load_record(&dir, run_id) {
+    let r = match record {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e}");

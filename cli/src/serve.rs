@@ -124,6 +124,7 @@ impl CliEngine {
             yes: self.runs.yes,
             budget: b,
             telemetry: Default::default(),
+            detach: false,
         }
     }
 
@@ -328,6 +329,15 @@ fn start(
     }
     if let Some(n) = &setup.llm.notice {
         eprintln!("{n}");
+    }
+    let mut runs = runs.clone();
+    if let Some(url) = runs.memory.store_url() {
+        // The served runs' registry reads the memory directory's journal.
+        eprintln!(
+            "warning: `aisc serve` journals its runs in the memory directory, not in the store `{}` (not yet supported: docs/scale-out.md)",
+            ais_vm::store::postgres::redact(&url)
+        );
+        runs.memory.store = Some(String::new());
     }
     let engine = CliEngine {
         setup,

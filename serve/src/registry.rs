@@ -753,6 +753,7 @@ fn journal_status(dir: &std::path::Path, info: &ais_vm::journal::RunInfo) -> Sta
     match info.status {
         J::Completed => Status::Succeeded,
         J::Running => Status::Running,
+        J::Queued => Status::Queued,
         J::Interrupted | J::Paused => Status::Paused,
         J::Failed => {
             // A cancelled run is `failed` in the journal; its event log

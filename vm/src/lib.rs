@@ -15,6 +15,7 @@ pub mod observe;
 pub mod plan;
 pub mod progress;
 pub mod scheduler;
+pub mod store;
 pub mod sync;
 pub mod telemetry;
 pub mod tx;

@@ -187,10 +187,21 @@ pub fn search(
     as_json: bool,
 ) -> Result<String, HostError> {
     let dir = dir_of(storage)?;
-    let hits = match open_ltm(dir)? {
-        Some(l) => l.search_ranked(agent, LTM_NS, query, limit)?,
-        None => Vec::new(),
-    };
+    match open_ltm(dir)? {
+        Some(l) => search_in(&l, query, agent, limit, as_json),
+        None => search_in(&Ltm::open(None)?, query, agent, limit, as_json),
+    }
+}
+
+/// [`search`] in an open LTM (the shared store's, with `--store`).
+pub fn search_in(
+    ltm: &Ltm,
+    query: &str,
+    agent: Option<&str>,
+    limit: usize,
+    as_json: bool,
+) -> Result<String, HostError> {
+    let hits = ltm.search_ranked(agent, LTM_NS, query, limit)?;
     if as_json {
         let v: Vec<Json> = hits
             .iter()

@@ -1,6 +1,8 @@
 //! Long-term memory in SQLite (rusqlite, bundled): WAL journal, one
 //! transaction per write, a versioned schema (`PRAGMA user_version`) and an
-//! FTS5 index for keyword search.
+//! FTS5 index for keyword search. With `--store postgres://...` the same
+//! operations go to the shared store instead
+//! (`crate::store::postgres::ltm`, PostgreSQL text search).
 //!
 //! One table holds every agent's entries, in namespaces: `ltm` for the LTM
 //! tier, `stm:<session>` for STM entries swapped out by LRU-K eviction (they
@@ -28,6 +30,9 @@ pub struct LtmEntry {
 
 pub struct Ltm {
     conn: Mutex<Connection>,
+    /// Entries in the shared PostgreSQL store instead (`--store`): every
+    /// method goes there; `conn` is then an unused in-memory database.
+    pg: Option<std::sync::Arc<crate::store::postgres::ltm::PgLtm>>,
 }
 
 pub(crate) fn db_err(what: &str, e: rusqlite::Error) -> HostError {
@@ -93,8 +98,18 @@ impl Ltm {
         }
         let ltm = Ltm {
             conn: Mutex::new(conn),
+            pg: None,
         };
         ltm.migrate()?;
+        Ok(ltm)
+    }
+
+    /// Long-term memory in the shared PostgreSQL store at `url`.
+    /// One connection pool per store and process, shared by its runs.
+    pub fn postgres(url: &str) -> Result<Ltm, HostError> {
+        let pg = crate::store::postgres::ltm::PgLtm::shared(url)?;
+        let mut ltm = Ltm::open(None)?;
+        ltm.pg = Some(pg);
         Ok(ltm)
     }
 
@@ -179,6 +194,9 @@ impl Ltm {
         value: &Json,
         seq: Option<i64>,
     ) -> Result<(), HostError> {
+        if let Some(pg) = &self.pg {
+            return pg.put(agent, ns, key, value, seq);
+        }
         let text = serde_json::to_string(value)
             .map_err(|e| HostError::new("memory.encode", e.to_string()))?;
         let body = text_of(value);
@@ -240,6 +258,9 @@ impl Ltm {
     }
 
     pub fn get(&self, agent: &str, ns: &str, key: &str) -> Result<Option<LtmEntry>, HostError> {
+        if let Some(pg) = &self.pg {
+            return pg.get(agent, ns, key);
+        }
         Ok(self
             .rows(
                 "SELECT agent, key, value, seq, updated_ms FROM entries
@@ -251,6 +272,9 @@ impl Ltm {
 
     /// Every entry of the namespace, oldest write first.
     pub fn all(&self, agent: &str, ns: &str) -> Result<Vec<LtmEntry>, HostError> {
+        if let Some(pg) = &self.pg {
+            return pg.all(agent, ns);
+        }
         self.rows(
             "SELECT agent, key, value, seq, updated_ms FROM entries
              WHERE agent = ?1 AND ns = ?2 ORDER BY seq",
@@ -260,6 +284,9 @@ impl Ltm {
 
     /// Entries whose key starts with `prefix`, oldest write first.
     pub fn prefix(&self, agent: &str, ns: &str, prefix: &str) -> Result<Vec<LtmEntry>, HostError> {
+        if let Some(pg) = &self.pg {
+            return pg.prefix(agent, ns, prefix);
+        }
         self.rows(
             "SELECT agent, key, value, seq, updated_ms FROM entries
              WHERE agent = ?1 AND ns = ?2 AND substr(key, 1, length(?3)) = ?3 ORDER BY seq",
@@ -274,6 +301,9 @@ impl Ltm {
         ns: &str,
         query: &str,
     ) -> Result<Vec<LtmEntry>, HostError> {
+        if let Some(pg) = &self.pg {
+            return pg.search_all(agent, ns, query);
+        }
         let Some(q) = fts_all(query) else {
             return Ok(Vec::new());
         };
@@ -294,6 +324,9 @@ impl Ltm {
         query: &str,
         limit: usize,
     ) -> Result<Vec<(LtmEntry, f64)>, HostError> {
+        if let Some(pg) = &self.pg {
+            return pg.search_ranked(agent, ns, query, limit);
+        }
         let Some(q) = fts_any(query) else {
             return Ok(Vec::new());
         };
@@ -340,6 +373,9 @@ impl Ltm {
     }
 
     pub fn remove(&self, agent: &str, ns: &str, key: &str) -> Result<bool, HostError> {
+        if let Some(pg) = &self.pg {
+            return pg.remove(agent, ns, key);
+        }
         let n = self
             .conn()
             .execute(
@@ -352,6 +388,9 @@ impl Ltm {
 
     /// Deletes a namespace (of one agent, or of all); returns the count.
     pub fn clear(&self, agent: Option<&str>, ns: &str) -> Result<usize, HostError> {
+        if let Some(pg) = &self.pg {
+            return pg.clear(agent, ns);
+        }
         self.conn()
             .execute(
                 "DELETE FROM entries WHERE (?1 IS NULL OR agent = ?1) AND ns = ?2",
@@ -362,6 +401,9 @@ impl Ltm {
 
     /// Deletes every namespace starting with `prefix` (swap spaces).
     pub fn clear_ns_prefix(&self, prefix: &str) -> Result<usize, HostError> {
+        if let Some(pg) = &self.pg {
+            return pg.clear_ns_prefix(prefix);
+        }
         self.conn()
             .execute(
                 "DELETE FROM entries WHERE substr(ns, 1, length(?1)) = ?1",
@@ -372,6 +414,9 @@ impl Ltm {
 
     /// Agents with entries in `ns`, and their counts.
     pub fn agents(&self, ns: &str) -> Result<Vec<(String, i64)>, HostError> {
+        if let Some(pg) = &self.pg {
+            return pg.agents(ns);
+        }
         let c = self.conn();
         let mut st = c
             .prepare_cached(
@@ -387,6 +432,9 @@ impl Ltm {
 
     /// The schema version of the open database.
     pub fn schema_version(&self) -> Result<i64, HostError> {
+        if let Some(pg) = &self.pg {
+            return pg.schema_version();
+        }
         self.conn()
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .optional()

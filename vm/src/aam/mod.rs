@@ -786,6 +786,12 @@ impl AamHost {
     }
 
     /// The long-term memory store (for inspection).
+    /// Keeps long-term memory in `ltm` from now on (the shared store of a
+    /// fleet: `Ltm::postgres`); called before the run starts.
+    pub fn use_ltm(&mut self, ltm: Ltm) {
+        self.ltm = ltm;
+    }
+
     pub fn ltm(&self) -> &Ltm {
         &self.ltm
     }

@@ -20,6 +20,9 @@ pub struct Config {
     pub backends: Vec<BackendConfig>,
     pub default_backend: Option<String>,
     pub token_budget: Option<u64>,
+    /// `store`: where runs are journaled and queued (`--store` and
+    /// `AIS_STORE` win).
+    pub store: Option<String>,
     pub instructions: Instructions,
     /// `[limits]`; `None`: the `RunOptions` default (or the `aisc run` flag).
     pub limits: Limits,
@@ -157,6 +160,7 @@ impl Config {
             backends,
             default_backend,
             token_budget,
+            store: file.store.map(toml::Spanned::into_inner),
             instructions: Instructions { overrides },
             limits,
             telemetry,
@@ -177,6 +181,7 @@ impl Config {
             backends,
             default_backend: None,
             token_budget: None,
+            store: None,
             instructions: Instructions::default(),
             limits: Limits::default(),
             telemetry: crate::telemetry::TextPolicy::default(),

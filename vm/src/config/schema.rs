@@ -21,6 +21,8 @@ use toml::Spanned;
 pub(crate) struct FileConfig {
     pub(crate) default_backend: Option<Spanned<String>>,
     pub(crate) token_budget: Option<Spanned<i64>>,
+    /// The run store (`postgres://...`; docs/scale-out.md).
+    pub(crate) store: Option<Spanned<String>>,
     #[serde(default)]
     pub(crate) llm_backends: Vec<FileBackend>,
     #[serde(default)]

@@ -1,6 +1,8 @@
 //! The run journal: run ids, durable op results, resume.
 //!
-//! One SQLite database per memory directory (`runs.db`, WAL mode). A run
+//! The rows live in a [`crate::store::Store`]: by default one SQLite
+//! database per memory directory (`runs.db`, WAL mode), or a PostgreSQL
+//! database shared by a fleet of workers (`--store postgres://...`). A run
 //! row holds the artifact bytes, entry and arguments, status and pid; an
 //! entry row holds the outcome of one completed *effect* op (LLM call, tool
 //! call, memory/belief op, print, communicate) keyed by the op's dynamic
@@ -8,9 +10,9 @@
 //! control ops are not journaled: on resume they are recomputed from the
 //! replayed effects. See `docs/reliability.md`.
 //!
-//! Durability: every entry is written in its own transaction with
-//! `synchronous = FULL`, so it is on disk (WAL fsynced) before the op's
-//! consumers fire. A side-effecting tool call writes an `intent` row first.
+//! Durability: every entry is committed (SQLite: its own transaction with
+//! `synchronous = FULL`; PostgreSQL: group commit, fence-checked) before
+//! the op's consumers fire. A side-effecting tool call writes an `intent` row first.
 //!
 //! Fault injection: a [`WriteObserver`] installed with
 //! [`set_write_observer`] sees every journal write as it commits. The
@@ -19,18 +21,18 @@
 
 pub(crate) mod watchdog;
 
+use crate::store::sqlite::SqliteStore;
+use crate::store::{Claim, Entry, NewRun, RunRow, Store, FENCED};
 use crate::value::Val;
-use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Value as Json};
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 /// The journal database file in a memory directory.
 pub const DB_FILE: &str = "runs.db";
-const SCHEMA_VERSION: i64 = 1;
 
 /// Sees each journal write right after it committed: the seam for fault
 /// injection (a test kills the process at every point of a run and checks
@@ -59,20 +61,11 @@ pub struct JournalError {
 }
 
 impl JournalError {
-    fn new(code: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn new(code: &'static str, message: impl Into<String>) -> Self {
         JournalError {
             code,
             message: message.into(),
         }
-    }
-}
-
-fn db_err(path: &str) -> impl Fn(rusqlite::Error) -> JournalError + '_ {
-    move |e| {
-        JournalError::new(
-            "journal.db",
-            format!("run journal `{path}` is unreadable or corrupted: {e}"),
-        )
     }
 }
 
@@ -86,6 +79,8 @@ pub enum Status {
     Interrupted,
     /// Stopped at a `pause`, waiting for a person's input.
     Paused,
+    /// Waiting in a store's run queue for a worker (`aisc run --detach`).
+    Queued,
 }
 
 impl Status {
@@ -96,6 +91,7 @@ impl Status {
             Status::Failed => "failed",
             Status::Interrupted => "interrupted",
             Status::Paused => "paused",
+            Status::Queued => "queued",
         }
     }
 }
@@ -134,27 +130,6 @@ pub enum Replay {
     InDoubt,
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
-fn pid_alive(pid: i64) -> bool {
-    if pid <= 0 {
-        return false;
-    }
-    if pid == i64::from(std::process::id()) {
-        return true;
-    }
-    let proc = Path::new("/proc");
-    if !proc.exists() {
-        // No way to tell: assume it still runs.
-        return true;
-    }
-    proc.join(pid.to_string()).exists()
-}
-
 /// Encodes an op's results (tagged, so lists and tokens round-trip).
 pub fn encode_vals(vs: &[Val]) -> Json {
     fn enc(v: &Val) -> Json {
@@ -190,9 +165,7 @@ pub fn input_hash(args: &[Val]) -> String {
     hex(&h.finalize()[..16])
 }
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
+use crate::store::sqlite::hex;
 
 /// The dynamic identity of op `op` in `frame`: the path of (flow, region,
 /// owner op, loop index) from the entry frame down. It is the same in every
@@ -230,208 +203,6 @@ struct Rec {
     value: Option<String>,
 }
 
-/// The journal of one run (shared by the run's threads).
-pub struct Journal {
-    conn: Mutex<Connection>,
-    path: String,
-    run_id: String,
-    /// Entries of earlier attempts of this run (resume), by key.
-    replay: HashMap<String, Rec>,
-    writes: AtomicU64,
-    observer: Option<Arc<dyn WriteObserver>>,
-    idempotent: HashSet<String>,
-    pub(crate) replayed: AtomicU64,
-    /// LLM calls and tokens recorded by earlier attempts (budgets are per run).
-    prior: (u64, u64),
-}
-
-impl std::fmt::Debug for Journal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Journal")
-            .field("path", &self.path)
-            .field("run_id", &self.run_id)
-            .finish_non_exhaustive()
-    }
-}
-
-fn open_db(dir: Option<&Path>) -> Result<(Connection, String), JournalError> {
-    let (conn, path) = match dir {
-        None => (Connection::open_in_memory(), ":memory:".to_string()),
-        Some(d) => {
-            std::fs::create_dir_all(d).map_err(|e| {
-                JournalError::new(
-                    "journal.dir",
-                    format!("cannot create `{}`: {e}", d.display()),
-                )
-            })?;
-            let p = d.join(DB_FILE);
-            (Connection::open(&p), p.display().to_string())
-        }
-    };
-    let conn = conn.map_err(db_err(&path))?;
-    init(&conn).map_err(db_err(&path))?;
-    let v: i64 = conn
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .map_err(db_err(&path))?;
-    if v > SCHEMA_VERSION {
-        return Err(JournalError::new(
-            "journal.schema",
-            format!(
-                "run journal `{path}` has schema version {v}; this aisc reads {SCHEMA_VERSION}"
-            ),
-        ));
-    }
-    Ok((conn, path))
-}
-
-fn init(conn: &Connection) -> rusqlite::Result<()> {
-    conn.busy_timeout(std::time::Duration::from_secs(10))?;
-    conn.pragma_update(None, "journal_mode", "WAL")?;
-    conn.pragma_update(None, "synchronous", "FULL")?;
-    conn.execute_batch(
-        "CREATE TABLE IF NOT EXISTS runs (
-            id TEXT PRIMARY KEY,
-            status TEXT NOT NULL,
-            pid INTEGER NOT NULL,
-            started_ms INTEGER NOT NULL,
-            ended_ms INTEGER,
-            program TEXT NOT NULL,
-            artifact BLOB NOT NULL,
-            artifact_sha256 TEXT NOT NULL,
-            entry TEXT,
-            args TEXT NOT NULL,
-            result TEXT,
-            error TEXT,
-            resumes INTEGER NOT NULL DEFAULT 0
-         );
-         CREATE TABLE IF NOT EXISTS entries (
-            run TEXT NOT NULL,
-            key TEXT NOT NULL,
-            seq INTEGER NOT NULL,
-            kind TEXT NOT NULL,
-            op TEXT NOT NULL,
-            input_hash TEXT NOT NULL,
-            value TEXT,
-            tokens INTEGER NOT NULL DEFAULT 0,
-            PRIMARY KEY (run, key)
-         );",
-    )?;
-    let v: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    if v == 0 {
-        conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
-    }
-    Ok(())
-}
-
-fn info_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<(RunInfo, i64)> {
-    let status: String = r.get("status")?;
-    let pid: i64 = r.get("pid")?;
-    let status = match status.as_str() {
-        "completed" => Status::Completed,
-        "failed" => Status::Failed,
-        "paused" => Status::Paused,
-        _ => Status::Running,
-    };
-    Ok((
-        RunInfo {
-            id: r.get("id")?,
-            status,
-            started_ms: r.get("started_ms")?,
-            ended_ms: r.get("ended_ms")?,
-            entry: r.get("entry")?,
-            program: r.get("program")?,
-            entries: r.get("n_entries")?,
-            in_doubt: r.get("n_doubt")?,
-            error: r.get("error")?,
-            resumes: r.get("resumes")?,
-        },
-        pid,
-    ))
-}
-
-const INFO_SQL: &str =
-    "SELECT id, status, pid, started_ms, ended_ms, entry, program, error, resumes,
-    (SELECT COUNT(*) FROM entries e WHERE e.run = runs.id AND e.kind = 'done') AS n_entries,
-    (SELECT COUNT(*) FROM entries e WHERE e.run = runs.id AND e.kind = 'intent') AS n_doubt
-    FROM runs";
-
-fn fix_status((mut info, pid): (RunInfo, i64)) -> RunInfo {
-    if info.status == Status::Running && !pid_alive(pid) {
-        info.status = Status::Interrupted;
-    }
-    info
-}
-
-/// Every run journaled in `dir`, oldest first.
-pub fn list_runs(dir: &Path) -> Result<Vec<RunInfo>, JournalError> {
-    if !dir.join(DB_FILE).exists() {
-        return Ok(Vec::new());
-    }
-    let (conn, path) = open_db(Some(dir))?;
-    let mut st = conn
-        .prepare(&format!("{INFO_SQL} ORDER BY started_ms, id"))
-        .map_err(db_err(&path))?;
-    let rows = st.query_map([], info_of).map_err(db_err(&path))?;
-    let mut out = Vec::new();
-    for r in rows {
-        out.push(fix_status(r.map_err(db_err(&path))?));
-    }
-    Ok(out)
-}
-
-/// The run `id` (or the most recent one for `last`) with what resuming needs.
-pub fn load_run(dir: &Path, id: &str) -> Result<StoredRun, JournalError> {
-    if !dir.join(DB_FILE).exists() {
-        return Err(JournalError::new(
-            "journal.missing",
-            format!("no run journal in `{}`", dir.display()),
-        ));
-    }
-    let (conn, path) = open_db(Some(dir))?;
-    let id = if id == "last" {
-        conn.query_row(
-            "SELECT id FROM runs ORDER BY started_ms DESC, id DESC LIMIT 1",
-            [],
-            |r| r.get::<_, String>(0),
-        )
-        .optional()
-        .map_err(db_err(&path))?
-        .ok_or_else(|| JournalError::new("journal.no_run", "no run in the journal"))?
-    } else {
-        id.to_string()
-    };
-    let info = conn
-        .query_row(&format!("{INFO_SQL} WHERE id = ?1"), [&id], info_of)
-        .optional()
-        .map_err(db_err(&path))?
-        .map(fix_status)
-        .ok_or_else(|| JournalError::new("journal.no_run", format!("no run `{id}` in `{path}`")))?;
-    let (artifact, sha, args): (Vec<u8>, String, String) = conn
-        .query_row(
-            "SELECT artifact, artifact_sha256, args FROM runs WHERE id = ?1",
-            [&id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
-        .map_err(db_err(&path))?;
-    if hex(&Sha256::digest(&artifact)) != sha {
-        return Err(JournalError::new(
-            "journal.corrupt",
-            format!("the program stored for run `{id}` does not match its SHA-256"),
-        ));
-    }
-    let args: Vec<(String, Json)> = serde_json::from_str(&args).map_err(|e| {
-        JournalError::new(
-            "journal.corrupt",
-            format!("the arguments stored for run `{id}` are malformed: {e}"),
-        )
-    })?;
-    Ok(StoredRun {
-        info,
-        artifact,
-        args,
-    })
-}
-
 /// One journaled step of a run (an effect op: LLM call, tool call, memory
 /// write, ...), as `aisc trace` and `aisc runs show` list them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -454,14 +225,118 @@ pub struct RunRecord {
     pub steps: Vec<Step>,
 }
 
+/// The journal of one run (shared by the run's threads).
+pub struct Journal {
+    store: Arc<dyn Store>,
+    run_id: String,
+    /// The fencing token this process writes under (see `crate::store`).
+    fence: i64,
+    /// Entries of earlier attempts of this run (resume), by key.
+    replay: HashMap<String, Rec>,
+    writes: AtomicU64,
+    observer: Option<Arc<dyn WriteObserver>>,
+    idempotent: HashSet<String>,
+    pub(crate) replayed: AtomicU64,
+    /// LLM calls and tokens recorded by earlier attempts (budgets are per run).
+    prior: (u64, u64),
+    /// Set once a write was refused as fenced: later writes fail at once.
+    fenced: AtomicBool,
+}
+
+impl std::fmt::Debug for Journal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Journal")
+            .field("store", &self.store.location())
+            .field("run_id", &self.run_id)
+            .field("fence", &self.fence)
+            .finish_non_exhaustive()
+    }
+}
+
+fn sqlite_dir(dir: &Path) -> Result<Arc<dyn Store>, JournalError> {
+    Ok(Arc::new(SqliteStore::open(Some(dir))?))
+}
+
+/// Every run journaled in `dir`, oldest first.
+pub fn list_runs(dir: &Path) -> Result<Vec<RunInfo>, JournalError> {
+    if !dir.join(DB_FILE).exists() {
+        return Ok(Vec::new());
+    }
+    sqlite_dir(dir)?.list_runs()
+}
+
+/// The run `id` (or the most recent one for `last`) with what resuming needs.
+pub fn load_run(dir: &Path, id: &str) -> Result<StoredRun, JournalError> {
+    if !dir.join(DB_FILE).exists() {
+        return Err(JournalError::new(
+            "journal.missing",
+            format!("no run journal in `{}`", dir.display()),
+        ));
+    }
+    load_run_in(&*sqlite_dir(dir)?, id)
+}
+
+fn row_of(store: &dyn Store, id: &str) -> Result<RunRow, JournalError> {
+    let id = if id == "last" {
+        store
+            .latest()?
+            .ok_or_else(|| JournalError::new("journal.no_run", "no run in the journal"))?
+    } else {
+        id.to_string()
+    };
+    store.run_row(&id)?.ok_or_else(|| {
+        JournalError::new(
+            "journal.no_run",
+            format!("no run `{id}` in `{}`", store.location()),
+        )
+    })
+}
+
+/// [`load_run`] from any store.
+pub fn load_run_in(store: &dyn Store, id: &str) -> Result<StoredRun, JournalError> {
+    let row = row_of(store, id)?;
+    stored_of(row).map(|(s, _)| s)
+}
+
+fn stored_of(row: RunRow) -> Result<(StoredRun, Option<String>), JournalError> {
+    let id = row.info.id.clone();
+    if hex(&Sha256::digest(&row.artifact)) != row.artifact_sha256 {
+        return Err(JournalError::new(
+            "journal.corrupt",
+            format!("the program stored for run `{id}` does not match its SHA-256"),
+        ));
+    }
+    let args: Vec<(String, Json)> = serde_json::from_str(&row.args).map_err(|e| {
+        JournalError::new(
+            "journal.corrupt",
+            format!("the arguments stored for run `{id}` are malformed: {e}"),
+        )
+    })?;
+    Ok((
+        StoredRun {
+            info: row.info,
+            artifact: row.artifact,
+            args,
+        },
+        row.result,
+    ))
+}
+
 /// The run `id` (or `last`) with its result and journaled steps (read only).
 pub fn load_record(dir: &Path, id: &str) -> Result<RunRecord, JournalError> {
-    let stored = load_run(dir, id)?;
-    let (conn, path) = open_db(Some(dir))?;
+    if !dir.join(DB_FILE).exists() {
+        return Err(JournalError::new(
+            "journal.missing",
+            format!("no run journal in `{}`", dir.display()),
+        ));
+    }
+    load_record_in(&*sqlite_dir(dir)?, id)
+}
+
+/// [`load_record`] from any store.
+pub fn load_record_in(store: &dyn Store, id: &str) -> Result<RunRecord, JournalError> {
+    let (stored, result) = stored_of(row_of(store, id)?)?;
     let id = stored.info.id.clone();
-    let result: Option<String> = conn
-        .query_row("SELECT result FROM runs WHERE id = ?1", [&id], |r| r.get(0))
-        .map_err(db_err(&path))?;
     let result = result
         .map(|t| {
             serde_json::from_str(&t).map_err(|e| {
@@ -472,20 +347,7 @@ pub fn load_record(dir: &Path, id: &str) -> Result<RunRecord, JournalError> {
             })
         })
         .transpose()?;
-    let mut stmt = conn
-        .prepare("SELECT seq, kind, op, tokens FROM entries WHERE run = ?1 ORDER BY seq, key")
-        .map_err(db_err(&path))?;
-    let steps = stmt
-        .query_map([&id], |r| {
-            Ok(Step {
-                seq: r.get(0)?,
-                kind: r.get(1)?,
-                op: r.get(2)?,
-                tokens: r.get(3)?,
-            })
-        })
-        .and_then(Iterator::collect::<Result<Vec<_>, _>>)
-        .map_err(db_err(&path))?;
+    let steps = store.steps(&id)?;
     Ok(RunRecord {
         info: stored.info,
         args: stored.args,
@@ -504,93 +366,77 @@ impl Journal {
         entry: Option<&str>,
         args: &[(String, Json)],
     ) -> Result<Journal, JournalError> {
-        let (conn, path) = open_db(dir)?;
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir)?);
+        Journal::begin_in(store, run_id, program, artifact, entry, args)
+    }
+
+    /// [`Journal::begin`] in any store.
+    pub fn begin_in(
+        store: Arc<dyn Store>,
+        run_id: &str,
+        program: &str,
+        artifact: &[u8],
+        entry: Option<&str>,
+        args: &[(String, Json)],
+    ) -> Result<Journal, JournalError> {
         let args_text = serde_json::to_string(args).unwrap_or_else(|_| "[]".into());
-        conn.execute(
-            "INSERT INTO runs (id, status, pid, started_ms, program, artifact, artifact_sha256, entry, args)
-             VALUES (?1, 'running', ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            params![
-                run_id,
-                i64::from(std::process::id()),
-                now_ms(),
-                program,
-                artifact,
-                hex(&Sha256::digest(artifact)),
-                entry,
-                args_text
-            ],
-        )
-        .map_err(db_err(&path))?;
-        Ok(Journal::with(conn, path, run_id, HashMap::new()))
+        let fence = store.begin_run(&NewRun {
+            id: run_id,
+            program,
+            artifact,
+            entry,
+            args: &args_text,
+        })?;
+        Ok(Journal::with(store, run_id, fence, HashMap::new()))
     }
 
     /// Reopens run `run_id` for resuming: its entries are replayed. A
     /// running run whose process is alive cannot be resumed.
     pub fn resume(dir: &Path, run_id: &str) -> Result<Journal, JournalError> {
-        let (conn, path) = open_db(Some(dir))?;
-        let (status, pid): (String, i64) = conn
-            .query_row(
-                "SELECT status, pid FROM runs WHERE id = ?1",
-                [run_id],
-                |r| Ok((r.get(0)?, r.get(1)?)),
+        Journal::resume_in(sqlite_dir(dir)?, run_id)
+    }
+
+    /// [`Journal::resume`] in any store.
+    pub fn resume_in(store: Arc<dyn Store>, run_id: &str) -> Result<Journal, JournalError> {
+        let state = store.run_state(run_id)?.ok_or_else(|| {
+            JournalError::new(
+                "journal.no_run",
+                format!("no run `{run_id}` in `{}`", store.location()),
             )
-            .optional()
-            .map_err(db_err(&path))?
-            .ok_or_else(|| {
-                JournalError::new("journal.no_run", format!("no run `{run_id}` in `{path}`"))
-            })?;
-        if status == "running" && pid_alive(pid) && pid != i64::from(std::process::id()) {
+        })?;
+        if let Some(owner) = &state.owned_elsewhere {
             return Err(JournalError::new(
                 "journal.busy",
-                format!("run `{run_id}` is still running (pid {pid})"),
+                format!("run `{run_id}` is still running ({owner})"),
             ));
         }
-        if status == "completed" {
+        if state.status == "completed" {
             return Err(JournalError::new(
                 "journal.completed",
                 format!("run `{run_id}` has already completed"),
             ));
         }
-        let mut replay = HashMap::new();
-        {
-            let mut st = conn
-                .prepare("SELECT key, kind, input_hash, value FROM entries WHERE run = ?1")
-                .map_err(db_err(&path))?;
-            let rows = st
-                .query_map([run_id], |r| {
-                    Ok((
-                        r.get::<_, String>(0)?,
-                        Rec {
-                            kind: r.get(1)?,
-                            hash: r.get(2)?,
-                            value: r.get(3)?,
-                        },
-                    ))
-                })
-                .map_err(db_err(&path))?;
-            for r in rows {
-                let (k, rec) = r.map_err(db_err(&path))?;
-                replay.insert(k, rec);
-            }
-        }
-        conn.execute(
-            "UPDATE runs SET status = 'running', pid = ?2, ended_ms = NULL, error = NULL,
-             resumes = resumes + 1 WHERE id = ?1",
-            params![run_id, i64::from(std::process::id())],
-        )
-        .map_err(db_err(&path))?;
-        let prior: (i64, i64) = conn
-            .query_row(
-                &format!(
-                    "SELECT COUNT(*), COALESCE(SUM(tokens), 0) FROM entries
-                     WHERE run = ?1 AND kind = 'done' AND op IN ({})",
-                    llm_op_names_sql()
-                ),
-                [run_id],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .map_err(db_err(&path))?;
-        let mut j = Journal::with(conn, path, run_id, replay);
+        let replay = replay_of(&*store, run_id)?;
+        let fence = store.mark_resumed(run_id)?;
+        Journal::reopened(store, run_id, fence, replay)
+    }
+
+    /// The journal of a run a worker acquired from the queue (`claim`):
+    /// entries of earlier attempts replayed, writes under the claim's fence.
+    pub fn claimed(store: Arc<dyn Store>, claim: &Claim) -> Result<Journal, JournalError> {
+        let replay = replay_of(&*store, &claim.id)?;
+        Journal::reopened(store, &claim.id, claim.fence, replay)
+    }
+
+    fn reopened(
+        store: Arc<dyn Store>,
+        run_id: &str,
+        fence: i64,
+        replay: HashMap<String, Rec>,
+    ) -> Result<Journal, JournalError> {
+        let llm: Vec<&str> = llm_op_names();
+        let prior = store.usage(run_id, &llm)?;
+        let mut j = Journal::with(store, run_id, fence, replay);
         j.prior = (
             u64::try_from(prior.0).unwrap_or(0),
             u64::try_from(prior.1).unwrap_or(0),
@@ -603,18 +449,39 @@ impl Journal {
         self.prior
     }
 
-    fn with(conn: Connection, path: String, run_id: &str, replay: HashMap<String, Rec>) -> Journal {
+    fn with(
+        store: Arc<dyn Store>,
+        run_id: &str,
+        fence: i64,
+        replay: HashMap<String, Rec>,
+    ) -> Journal {
         Journal {
-            conn: Mutex::new(conn),
-            path,
+            store,
             run_id: run_id.to_string(),
+            fence,
             replay,
             writes: AtomicU64::new(0),
             observer: WRITE_OBSERVER.get().cloned(),
             idempotent: HashSet::new(),
             replayed: AtomicU64::new(0),
             prior: (0, 0),
+            fenced: AtomicBool::new(false),
         }
+    }
+
+    /// The store this journal writes to.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// The fencing token this journal writes under.
+    pub fn fence(&self) -> i64 {
+        self.fence
+    }
+
+    /// A write was refused because another worker owns the run now.
+    pub fn is_fenced(&self) -> bool {
+        self.fenced.load(Ordering::SeqCst)
     }
 
     /// Tools that may be re-run when their completion is in doubt.
@@ -657,6 +524,15 @@ impl Journal {
         }
     }
 
+    fn check_fence(&self, r: Result<(), JournalError>) -> Result<(), JournalError> {
+        if let Err(e) = &r {
+            if e.code == FENCED {
+                self.fenced.store(true, Ordering::SeqCst);
+            }
+        }
+        r
+    }
+
     fn write(
         &self,
         key: &str,
@@ -666,25 +542,20 @@ impl Journal {
         value: Option<String>,
         tokens: u64,
     ) -> Result<(), JournalError> {
-        {
-            let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
-            let seq = self.writes.load(Ordering::Relaxed);
-            conn.execute(
-                "INSERT OR REPLACE INTO entries (run, key, seq, kind, op, input_hash, value, tokens)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                params![
-                    self.run_id,
-                    key,
-                    i64::try_from(seq).unwrap_or(i64::MAX),
-                    kind,
-                    op,
-                    hash,
-                    value,
-                    i64::try_from(tokens).unwrap_or(i64::MAX)
-                ],
-            )
-            .map_err(|e| JournalError::new("journal.write", format!("cannot write the run journal `{}`: {e}", self.path)))?;
+        if self.is_fenced() {
+            return Err(crate::store::fenced(&self.run_id, self.fence));
         }
+        let seq = self.writes.load(Ordering::Relaxed);
+        let entry = Entry {
+            key: key.to_string(),
+            seq: i64::try_from(seq).unwrap_or(i64::MAX),
+            kind: kind.to_string(),
+            op: op.to_string(),
+            hash: hash.to_string(),
+            value,
+            tokens: i64::try_from(tokens).unwrap_or(i64::MAX),
+        };
+        self.check_fence(self.store.write(&self.run_id, self.fence, &[entry]))?;
         self.count_write();
         Ok(())
     }
@@ -738,17 +609,7 @@ impl Journal {
     /// when the run resumes). `Ok(None)` when the run waits for nothing;
     /// else the message that was answered.
     pub fn answer(&mut self, input: &Json) -> Result<Option<String>, JournalError> {
-        let waiting: Option<(String, String, Option<String>)> = {
-            let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
-            conn.query_row(
-                "SELECT key, input_hash, value FROM entries WHERE run = ?1 AND kind = 'waiting'",
-                [&self.run_id],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )
-            .optional()
-            .map_err(db_err(&self.path))?
-        };
-        let Some((key, hash, message)) = waiting else {
+        let Some((key, hash, message)) = self.store.waiting(&self.run_id)? else {
             return Ok(None);
         };
         let message = message
@@ -771,15 +632,10 @@ impl Journal {
     /// Marks the run completed or failed (or paused, when it stopped at a
     /// `pause` that is waiting).
     pub fn finish(&self, outcome: Result<&Json, &str>) -> Result<(), JournalError> {
-        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
-        let waiting: Option<String> = conn
-            .query_row(
-                "SELECT value FROM entries WHERE run = ?1 AND kind = 'waiting'",
-                [&self.run_id],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(db_err(&self.path))?;
+        if self.is_fenced() {
+            return Err(crate::store::fenced(&self.run_id, self.fence));
+        }
+        let waiting = self.store.waiting(&self.run_id)?.and_then(|(_, _, m)| m);
         let (status, result, error) = match (outcome, waiting) {
             (Ok(v), _) => ("completed", Some(v.to_string()), None),
             // What it waits for, as `aisc runs` shows it.
@@ -792,14 +648,42 @@ impl Journal {
             }
             (Err(e), None) => ("failed", None, Some(e.to_string())),
         };
-        conn.execute(
-            "UPDATE runs SET status = ?2, ended_ms = ?3, result = ?4, error = ?5 WHERE id = ?1",
-            params![self.run_id, status, now_ms(), result, error],
-        )
-        .map_err(db_err(&self.path))?;
-        drop(conn);
-        Ok(())
+        let r = self.store.finish(
+            &self.run_id,
+            self.fence,
+            status,
+            result.as_deref(),
+            error.as_deref(),
+        );
+        self.check_fence(r)
     }
+}
+
+fn replay_of(store: &dyn Store, run_id: &str) -> Result<HashMap<String, Rec>, JournalError> {
+    Ok(store
+        .entries(run_id)?
+        .into_iter()
+        .map(|e| {
+            (
+                e.key,
+                Rec {
+                    kind: e.kind,
+                    hash: e.hash,
+                    value: e.value,
+                },
+            )
+        })
+        .collect())
+}
+
+/// The mnemonics of the LLM ops, from the op table: entries record an op
+/// by its mnemonic.
+pub fn llm_op_names() -> Vec<&'static str> {
+    ais_ir::Opcode::ALL
+        .iter()
+        .filter(|op| op.info().llm.is_some())
+        .map(|op| op.mnemonic())
+        .collect()
 }
 
 /// The mnemonics of the LLM ops, as a SQL list (`'ask', 'think', ...`),

@@ -36,7 +36,11 @@ pub const DEFAULT_MAX_VALUE_BYTES: usize = 64 << 20;
 
 /// Failures that end the run instead of being caught by a `try`.
 pub fn is_fatal(code: &str) -> bool {
-    code == FRAMES_CODE || code == VALUE_CODE || code == crate::exec::PAUSED
+    code == FRAMES_CODE
+        || code == VALUE_CODE
+        || code == crate::exec::PAUSED
+        // Another worker owns the run now: nothing more may be done.
+        || code == crate::store::FENCED
 }
 
 /// The size one value is measured by, in O(1): a text's bytes, a list's

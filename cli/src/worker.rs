@@ -1,0 +1,465 @@
+//! `aisc run --detach` (queue a run in the store), `aisc worker` (take
+//! queued runs and run them, holding a renewed lease; take over runs whose
+//! worker died) and `aisc store migrate|status`. See docs/scale-out.md.
+
+use super::aam::MemoryArgs;
+use super::run::{Loaded, RunArgs, RunEdge, RunSetup, SetupError};
+use super::runs::{BudgetArgs, IDEMPOTENT_TOOLS};
+use super::BackendArgs;
+use ais_vm::journal::{self, Journal};
+use ais_vm::store::{Claim, NewRun, Store};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A run id for a queued run: time, then random-enough hex (pid, clock,
+/// counter hashed), unique across the machines of a fleet.
+fn queued_run_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let ms = ais_stdlib::time::unix_ms();
+    let t: String = ais_stdlib::time::rfc3339(ms)
+        .chars()
+        .take(19)
+        .filter(char::is_ascii_digit)
+        .collect();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    // RandomState is seeded per process: two machines differ too.
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write(ais_vm::store::postgres::owner_id().as_bytes());
+    h.write_u128(nanos);
+    h.write_u64(N.fetch_add(1, Ordering::SeqCst));
+    let (day, time) = t.split_at(8.min(t.len()));
+    format!("{day}-{time}-q{:08x}", h.finish() & 0xffff_ffff)
+}
+
+/// `aisc run --detach`: stores the program (as an artifact) and its
+/// arguments in the queue; prints the run id.
+pub fn detach(
+    file: &Path,
+    loaded: &Loaded,
+    args: &[(String, serde_json::Value)],
+    run: &RunArgs,
+) -> i32 {
+    let Some(url) = run.memory.store_url() else {
+        eprintln!("error: `--detach` queues the run in a shared store: give `--store postgres://...` (or set AIS_STORE)");
+        return 2;
+    };
+    let store = match ais_vm::store::open(&url) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 1;
+        }
+    };
+    let bytes = match ais_ir::bytecode::encode(&loaded.program) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("error: cannot encode the program for the run queue: {e}");
+            return 1;
+        }
+    };
+    let id = queued_run_id();
+    let name = loaded
+        .source
+        .as_ref()
+        .map_or_else(|| file.display().to_string(), |(n, _)| n.clone());
+    let args_text = serde_json::to_string(args).unwrap_or_else(|_| "[]".into());
+    let queued = store.enqueue(&NewRun {
+        id: &id,
+        program: &name,
+        artifact: &bytes,
+        entry: run.entry.as_deref(),
+        args: &args_text,
+    });
+    match queued {
+        Ok(()) => {
+            println!("{id}");
+            if !run.quiet {
+                eprintln!(
+                    "queued run {id} in {}: `aisc worker --store URL` runs it; `aisc runs show {id} --store URL` shows it",
+                    store.location()
+                );
+            }
+            0
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            1
+        }
+    }
+}
+
+/// Options of `aisc worker`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct WorkerArgs {
+    /// Runs executed at once by this worker process.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=256))]
+    pub concurrency: u64,
+    /// Lease of a taken run, renewed every third of it; a run whose lease
+    /// ran out is taken over by another worker.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
+    pub lease_secs: f64,
+    /// How often an idle worker looks for queued runs.
+    #[arg(long, value_name = "MS", default_value_t = 200)]
+    pub poll_ms: u64,
+    /// Exit once the queue is empty and this worker's runs are done.
+    #[arg(long)]
+    pub until_idle: bool,
+    /// Scheduler threads per run.
+    #[arg(long, default_value_t = 2)]
+    pub workers: usize,
+    /// Allow tools marked destructive without asking (else they are refused).
+    #[arg(long)]
+    pub yes: bool,
+    /// No line per run on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub budget: BudgetArgs,
+    #[command(flatten)]
+    pub memory: MemoryArgs,
+}
+
+/// What one run's execution ended as, for the worker's log line.
+enum Ended {
+    Done(&'static str),
+    /// Another worker took the run over: nothing was committed after that.
+    Lost,
+    Error(String),
+}
+
+/// `aisc worker`: takes queued runs until stopped (or idle, with
+/// `--until-idle`). Exit code 0, or 1 when the store cannot be used.
+pub fn worker(w: &WorkerArgs, backend: &BackendArgs) -> i32 {
+    let Some(url) = w
+        .memory
+        .store_url()
+        .filter(|u| ais_vm::store::is_postgres_url(u))
+    else {
+        eprintln!("error: a worker takes runs from a shared store: give `--store postgres://...` (or set AIS_STORE)");
+        return 2;
+    };
+    let store = match ais_vm::store::open(&url) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 1;
+        }
+    };
+    let setup = match RunSetup::load(backend) {
+        Ok(s) => s,
+        Err(SetupError::Config(e)) => {
+            eprintln!("error: {}", e.message());
+            return 2;
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
+    let lease_ms = (w.lease_secs.max(0.05) * 1000.0) as i64;
+    let me = ais_vm::store::postgres::owner_id();
+    if !w.quiet {
+        eprintln!(
+            "worker {me}: {} runs at once from {}, lease {:.1}s",
+            w.concurrency,
+            store.location(),
+            w.lease_secs
+        );
+    }
+    let failed = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        for slot in 0..w.concurrency {
+            let (store, setup, failed, me) = (&store, &setup, &failed, &me);
+            s.spawn(move || {
+                let owner = format!("{me}/{slot}");
+                loop {
+                    let claim = match store.claim(&owner, lease_ms) {
+                        Ok(c) => c,
+                        Err(e) => {
+                            eprintln!("error: {e}");
+                            failed.store(true, Ordering::SeqCst);
+                            std::thread::sleep(Duration::from_millis(w.poll_ms.max(50)));
+                            if w.until_idle {
+                                return;
+                            }
+                            continue;
+                        }
+                    };
+                    let Some(claim) = claim else {
+                        if w.until_idle {
+                            return;
+                        }
+                        std::thread::sleep(Duration::from_millis(w.poll_ms));
+                        continue;
+                    };
+                    let ended = execute(store, setup, w, &claim, lease_ms);
+                    if !w.quiet {
+                        let how = if claim.takeover { " (taken over)" } else { "" };
+                        match ended {
+                            Ended::Done(status) => {
+                                eprintln!("run {}{how}: {status}", claim.id)
+                            }
+                            Ended::Lost => eprintln!(
+                                "run {}{how}: lease lost to another worker; stopped without committing",
+                                claim.id
+                            ),
+                            Ended::Error(e) => eprintln!("run {}{how}: error: {e}", claim.id),
+                        }
+                    }
+                }
+            });
+        }
+    });
+    i32::from(failed.load(Ordering::SeqCst))
+}
+
+/// Renews the lease of a run every third of it while the run lasts;
+/// notes when the lease was lost (the fence moved on).
+struct Heartbeat {
+    stop: Arc<AtomicBool>,
+    lost: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Heartbeat {
+    fn start(store: Arc<dyn Store>, claim: &Claim, lease_ms: i64) -> Heartbeat {
+        let stop = Arc::new(AtomicBool::new(false));
+        let lost = Arc::new(AtomicBool::new(false));
+        let (s, l, id, fence) = (stop.clone(), lost.clone(), claim.id.clone(), claim.fence);
+        let period = Duration::from_millis(u64::try_from(lease_ms / 3).unwrap_or(1000).max(10));
+        let thread = std::thread::spawn(move || {
+            let tick = Duration::from_millis(10).min(period);
+            let mut waited = Duration::ZERO;
+            while !s.load(Ordering::SeqCst) {
+                std::thread::sleep(tick);
+                waited += tick;
+                if waited < period {
+                    continue;
+                }
+                waited = Duration::ZERO;
+                match store.renew(&id, fence, lease_ms) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        l.store(true, Ordering::SeqCst);
+                        return;
+                    }
+                    // A store hiccup: try again next period; the lease
+                    // has slack for two misses.
+                    Err(_) => {}
+                }
+            }
+        });
+        Heartbeat {
+            stop,
+            lost,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn execute(
+    store: &Arc<dyn Store>,
+    setup: &RunSetup,
+    w: &WorkerArgs,
+    claim: &Claim,
+    lease_ms: i64,
+) -> Ended {
+    let heartbeat = Heartbeat::start(store.clone(), claim, lease_ms);
+    // A run that cannot start because its stored program or arguments are
+    // corrupt is failed under this claim's fence, not passed on; a store
+    // error leaves it to the lease (another worker tries again).
+    let give_up = |e: journal::JournalError| {
+        let msg = e.to_string();
+        if e.code == "journal.corrupt" {
+            let _ = store.finish(&claim.id, claim.fence, "failed", None, Some(&msg));
+        }
+        Ended::Error(msg)
+    };
+    let stored = match journal::load_run_in(&**store, &claim.id) {
+        Ok(s) => s,
+        Err(e) => return give_up(e),
+    };
+    let mut j = match Journal::claimed(store.clone(), claim) {
+        Ok(j) => j,
+        Err(e) => return give_up(e),
+    };
+    j.set_idempotent_tools(IDEMPOTENT_TOOLS.iter().map(|s| s.to_string()));
+    let j = Arc::new(j);
+    let program = match ais_ir::bytecode::decode(&stored.artifact) {
+        Ok(p) => p,
+        Err(e) => {
+            let msg = format!(
+                "the program stored for run `{}` is not a valid artifact: {e}",
+                claim.id
+            );
+            let _ = j.finish(Err(&msg));
+            return Ended::Error(msg);
+        }
+    };
+    let loaded = Loaded {
+        program,
+        source: None,
+    };
+    let run = RunArgs {
+        args: Vec::new(),
+        entry: stored.info.entry.clone(),
+        workers: Some(w.workers.max(1)),
+        policy: "fifo".into(),
+        concurrency: None,
+        events: None,
+        trace: None,
+        report_json: None,
+        emit_plans: None,
+        stream: false,
+        quiet: true,
+        memory: w.memory.clone(),
+        yes: w.yes,
+        budget: w.budget.clone(),
+        telemetry: Default::default(),
+        detach: false,
+    };
+    let edge = RunEdge {
+        console: None,
+        confirm: if w.yes {
+            ais_vm::aam::Confirm::Yes
+        } else {
+            ais_vm::aam::Confirm::Deny
+        },
+        progress: None,
+        observer: None,
+    };
+    let prepared =
+        match super::run::prepare_run(setup, &loaded, stored.args, &run, edge, Some(j.clone())) {
+            Ok(p) => p,
+            Err(e) => {
+                let msg = e.to_string();
+                let _ = j.finish(Err(&msg));
+                return Ended::Error(msg);
+            }
+        };
+    let report = ais_vm::run(
+        &loaded.program,
+        &prepared.options,
+        prepared.backend,
+        prepared.host,
+    );
+    let lost = heartbeat.lost.load(Ordering::SeqCst) || j.is_fenced();
+    drop(heartbeat);
+    if lost {
+        return Ended::Lost;
+    }
+    match &report.outcome {
+        Ok(_) => Ended::Done("completed"),
+        Err(ais_vm::RunError::OpFailed { code, .. }) if code == ais_vm::exec::PAUSED => {
+            Ended::Done("paused")
+        }
+        Err(_) => Ended::Done("failed"),
+    }
+}
+
+/// `aisc store migrate|status`.
+#[derive(clap::Subcommand, Debug)]
+pub enum StoreAction {
+    /// Apply the schema migrations this aisc knows (a newer schema is refused).
+    Migrate,
+    /// Schema version, runs by status, queue depth and lease takeovers.
+    Status {
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub fn store(action: &StoreAction, mem: &MemoryArgs) -> i32 {
+    let store = match mem.run_store() {
+        Ok(Some(s)) => s,
+        Ok(None) => {
+            eprintln!("error: `--memory :memory:` keeps no store");
+            return 2;
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 1;
+        }
+    };
+    match action {
+        StoreAction::Migrate => match store.migrate() {
+            Ok((from, to)) if from == to => {
+                println!(
+                    "{} store {}: schema version {to}, up to date",
+                    store.backend(),
+                    store.location()
+                );
+                0
+            }
+            Ok((from, to)) => {
+                println!(
+                    "{} store {}: schema version {from} -> {to}",
+                    store.backend(),
+                    store.location()
+                );
+                0
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                1
+            }
+        },
+        StoreAction::Status { json } => match store.status() {
+            Ok(s) => {
+                if *json {
+                    let runs: serde_json::Map<String, serde_json::Value> = s
+                        .runs
+                        .iter()
+                        .map(|(k, n)| (k.clone(), (*n).into()))
+                        .collect();
+                    println!(
+                        "{}",
+                        serde_json::json!({
+                            "backend": s.backend, "location": s.location,
+                            "schema_version": s.schema_version, "known_version": s.known_version,
+                            "runs": runs, "queue_depth": s.queue_depth, "takeovers": s.takeovers,
+                        })
+                    );
+                } else {
+                    println!("store        {} {}", s.backend, s.location);
+                    println!(
+                        "schema       version {} (this aisc knows {})",
+                        s.schema_version, s.known_version
+                    );
+                    let runs: Vec<String> =
+                        s.runs.iter().map(|(k, n)| format!("{k} {n}")).collect();
+                    println!(
+                        "runs         {}",
+                        if runs.is_empty() {
+                            "none".to_string()
+                        } else {
+                            runs.join(", ")
+                        }
+                    );
+                    println!("queue depth  {}", s.queue_depth);
+                    println!("takeovers    {}", s.takeovers);
+                }
+                0
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                1
+            }
+        },
+    }
+}

@@ -1,0 +1,185 @@
+//! Durable state behind a trait: the run journal (runs, op results,
+//! intents of side effects, pauses and their answers, budgets' usage) and
+//! the run queue of a fleet of workers.
+//!
+//! Two implementations: [`sqlite::SqliteStore`] (one `runs.db` per memory
+//! directory; the embedded default, unchanged) and
+//! [`postgres::PgStore`] (one PostgreSQL database shared by many worker
+//! processes on many machines), selected by [`open`] from `--store`. See
+//! `docs/scale-out.md`.
+//!
+//! Fencing: every run carries a fencing token (`fence`), incremented each
+//! time a worker acquires it. Journal writes name the token they were
+//! issued under; a write under a stale token is refused with
+//! [`FENCED`] (the PostgreSQL store checks it in the same transaction, with
+//! the run row share-locked). SQLite has one process per run directory and
+//! ignores the token.
+
+pub mod postgres;
+pub mod sqlite;
+
+use crate::journal::{JournalError, RunInfo, Step};
+use std::path::Path;
+use std::sync::Arc;
+
+/// The code of a journal write refused because another worker acquired the
+/// run since (its lease expired): the writer must stop without effects.
+pub const FENCED: &str = "journal.fenced";
+
+/// A run to journal (or to queue).
+#[derive(Debug, Clone)]
+pub struct NewRun<'a> {
+    pub id: &'a str,
+    pub program: &'a str,
+    pub artifact: &'a [u8],
+    pub entry: Option<&'a str>,
+    /// The arguments as JSON text (`[[name, value], ...]`).
+    pub args: &'a str,
+}
+
+/// One journal entry to write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub key: String,
+    pub seq: i64,
+    /// `done`, `intent`, `failed` or `waiting`.
+    pub kind: String,
+    pub op: String,
+    pub hash: String,
+    pub value: Option<String>,
+    pub tokens: i64,
+}
+
+/// A run row as stored, for `load_run`/`load_record`.
+#[derive(Debug, Clone)]
+pub struct RunRow {
+    /// Status already derived (`interrupted` for a dead owner).
+    pub info: RunInfo,
+    pub artifact: Vec<u8>,
+    pub artifact_sha256: String,
+    pub args: String,
+    pub result: Option<String>,
+}
+
+/// Where a run stands, for resuming it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunState {
+    pub status: String,
+    /// Some other live process owns it (a resume must refuse).
+    pub owned_elsewhere: Option<String>,
+}
+
+/// A run a worker acquired from the queue (or took over).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    pub id: String,
+    /// The fencing token of this acquisition.
+    pub fence: i64,
+    /// The run was running under another worker whose lease expired.
+    pub takeover: bool,
+}
+
+/// What `aisc store status` prints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreStatus {
+    pub backend: &'static str,
+    pub location: String,
+    pub schema_version: i64,
+    pub known_version: i64,
+    /// Runs by stored status.
+    pub runs: Vec<(String, i64)>,
+    /// Queued runs plus running runs whose lease expired.
+    pub queue_depth: i64,
+    /// Lease takeovers since the store was created.
+    pub takeovers: i64,
+}
+
+/// The durable state of runs. Every method is one short transaction.
+pub trait Store: Send + Sync + std::fmt::Debug {
+    /// `sqlite` or `postgres`.
+    fn backend(&self) -> &'static str;
+    /// A path or a URL without its password, for messages.
+    fn location(&self) -> &str;
+
+    /// Records a new run as running in this process; returns its fence.
+    fn begin_run(&self, run: &NewRun<'_>) -> Result<i64, JournalError>;
+    fn run_state(&self, id: &str) -> Result<Option<RunState>, JournalError>;
+    /// Every entry of run `id`.
+    fn entries(&self, id: &str) -> Result<Vec<Entry>, JournalError>;
+    /// Marks run `id` running again in this process (a resume); returns its
+    /// new fence.
+    fn mark_resumed(&self, id: &str) -> Result<i64, JournalError>;
+    /// `(LLM calls, tokens)` of the completed entries whose op is one of `ops`.
+    fn usage(&self, id: &str, ops: &[&str]) -> Result<(i64, i64), JournalError>;
+    /// Writes (or replaces, by key) entries of run `id` under `fence`;
+    /// returns once they are durable.
+    fn write(&self, id: &str, fence: i64, entries: &[Entry]) -> Result<(), JournalError>;
+    /// The entry a paused run waits at: `(key, input hash, message JSON)`.
+    fn waiting(&self, id: &str) -> Result<Option<(String, String, Option<String>)>, JournalError>;
+    /// Stores a run's outcome (`completed`, `failed`, `paused`) under `fence`.
+    fn finish(
+        &self,
+        id: &str,
+        fence: i64,
+        status: &str,
+        result: Option<&str>,
+        error: Option<&str>,
+    ) -> Result<(), JournalError>;
+    /// Every run, oldest first.
+    fn list_runs(&self) -> Result<Vec<RunInfo>, JournalError>;
+    /// The most recent run's id.
+    fn latest(&self) -> Result<Option<String>, JournalError>;
+    fn run_row(&self, id: &str) -> Result<Option<RunRow>, JournalError>;
+    fn steps(&self, id: &str) -> Result<Vec<Step>, JournalError>;
+
+    /// Queues a run for the workers.
+    fn enqueue(&self, run: &NewRun<'_>) -> Result<(), JournalError> {
+        let _ = run;
+        Err(no_queue(self.backend()))
+    }
+    /// Acquires the oldest queued run, or a running one whose lease
+    /// expired, for `lease_ms`; `None` when there is none.
+    fn claim(&self, worker: &str, lease_ms: i64) -> Result<Option<Claim>, JournalError> {
+        let _ = (worker, lease_ms);
+        Err(no_queue(self.backend()))
+    }
+    /// Extends the lease of run `id`; `false` when `fence` is no longer its
+    /// token (another worker took it over).
+    fn renew(&self, id: &str, fence: i64, lease_ms: i64) -> Result<bool, JournalError> {
+        let _ = (id, fence, lease_ms);
+        Err(no_queue(self.backend()))
+    }
+    /// Applies the schema migrations this binary knows; `(from, to)`.
+    fn migrate(&self) -> Result<(i64, i64), JournalError>;
+    fn status(&self) -> Result<StoreStatus, JournalError>;
+}
+
+/// The refusal of a write under a stale fence.
+pub(crate) fn fenced(run: &str, fence: i64) -> JournalError {
+    JournalError::new(
+        FENCED,
+        format!("run `{run}` was taken over by another worker (its lease under fence {fence} expired): this worker stops without committing"),
+    )
+}
+
+fn no_queue(backend: &str) -> JournalError {
+    JournalError::new(
+        "store.unsupported",
+        format!("the {backend} store has no run queue: queued runs and workers need `--store postgres://...`"),
+    )
+}
+
+/// True for a `--store` value that names a PostgreSQL database.
+pub fn is_postgres_url(s: &str) -> bool {
+    s.starts_with("postgres://") || s.starts_with("postgresql://")
+}
+
+/// Opens the store `spec` names: a `postgres://` URL, else a memory
+/// directory (its `runs.db`).
+pub fn open(spec: &str) -> Result<Arc<dyn Store>, JournalError> {
+    if is_postgres_url(spec) {
+        Ok(Arc::new(postgres::PgStore::connect(spec)?))
+    } else {
+        Ok(Arc::new(sqlite::SqliteStore::open(Some(Path::new(spec)))?))
+    }
+}

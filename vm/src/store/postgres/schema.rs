@@ -1,0 +1,142 @@
+//! The PostgreSQL schema, as numbered migrations recorded in
+//! `schema_version`. A database whose version is newer than this binary's
+//! is refused (an older binary must not write tables it does not know).
+
+use crate::journal::JournalError;
+use postgres::Client;
+
+/// Migration `i` takes the schema from version `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[
+    // 1: the run journal and the run queue.
+    "CREATE TABLE runs (
+        id TEXT PRIMARY KEY,
+        status TEXT NOT NULL,
+        owner TEXT,
+        lease_until BIGINT,
+        fence BIGINT NOT NULL DEFAULT 0,
+        queued_ms BIGINT NOT NULL,
+        started_ms BIGINT NOT NULL,
+        ended_ms BIGINT,
+        program TEXT NOT NULL,
+        artifact BYTEA NOT NULL,
+        artifact_sha256 TEXT NOT NULL,
+        entry TEXT,
+        args TEXT NOT NULL,
+        result TEXT,
+        error TEXT,
+        resumes BIGINT NOT NULL DEFAULT 0,
+        takeovers BIGINT NOT NULL DEFAULT 0
+     );
+     CREATE INDEX runs_claimable ON runs (started_ms, id)
+        WHERE status IN ('queued', 'running');
+     CREATE TABLE entries (
+        run TEXT NOT NULL,
+        key TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        kind TEXT NOT NULL,
+        op TEXT NOT NULL,
+        input_hash TEXT NOT NULL,
+        value TEXT,
+        tokens BIGINT NOT NULL DEFAULT 0,
+        PRIMARY KEY (run, key)
+     );",
+    // 2: long-term memory with PostgreSQL text search.
+    "CREATE TABLE ltm_entries (
+        id BIGSERIAL PRIMARY KEY,
+        agent TEXT NOT NULL,
+        ns TEXT NOT NULL,
+        key TEXT NOT NULL,
+        value TEXT NOT NULL,
+        body TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        created_ms BIGINT NOT NULL,
+        updated_ms BIGINT NOT NULL,
+        tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', key || ' ' || body)) STORED,
+        UNIQUE (agent, ns, key)
+     );
+     CREATE INDEX ltm_entries_tsv ON ltm_entries USING GIN (tsv);
+     CREATE INDEX ltm_entries_by_seq ON ltm_entries (agent, ns, seq);",
+];
+
+/// The schema version this binary writes and reads.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Serialises concurrent migrations of a fleet starting at once.
+const LOCK_ID: i64 = 0x4149_535f_5354_4f52; // "AIS_STOR"
+
+fn pg_err(location: &str) -> impl Fn(postgres::Error) -> JournalError + '_ {
+    move |e| {
+        JournalError::new(
+            "store.migrate",
+            format!("cannot migrate `{location}`: {}", super::describe(&e)),
+        )
+    }
+}
+
+fn newer(location: &str, v: i64) -> JournalError {
+    JournalError::new(
+        "store.schema",
+        format!(
+            "the store `{location}` has schema version {v}, newer than this aisc knows ({SCHEMA_VERSION}): upgrade aisc on this machine"
+        ),
+    )
+}
+
+/// The schema version of the database (0: empty).
+pub(crate) fn version(client: &mut Client, location: &str) -> Result<i64, JournalError> {
+    let exists: bool = client
+        .query_one("SELECT to_regclass('schema_version') IS NOT NULL", &[])
+        .map_err(pg_err(location))?
+        .get(0);
+    if !exists {
+        return Ok(0);
+    }
+    let v: Option<i64> = client
+        .query_one("SELECT MAX(version) FROM schema_version", &[])
+        .map_err(pg_err(location))?
+        .get(0);
+    Ok(v.unwrap_or(0))
+}
+
+/// Refuses a newer schema; applies the missing migrations (under an
+/// advisory lock); returns `(from, to)`.
+pub(crate) fn migrate(client: &mut Client, location: &str) -> Result<(i64, i64), JournalError> {
+    let v = version(client, location)?;
+    if v > SCHEMA_VERSION {
+        return Err(newer(location, v));
+    }
+    if v == SCHEMA_VERSION {
+        return Ok((v, v));
+    }
+    let mut tx = client.transaction().map_err(pg_err(location))?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&LOCK_ID])
+        .map_err(pg_err(location))?;
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS schema_version (
+            version BIGINT PRIMARY KEY,
+            applied_ms BIGINT NOT NULL
+         )",
+    )
+    .map_err(pg_err(location))?;
+    // Read again under the lock: another process may have migrated.
+    let from: i64 = tx
+        .query_one("SELECT COALESCE(MAX(version), 0) FROM schema_version", &[])
+        .map_err(pg_err(location))?
+        .get(0);
+    if from > SCHEMA_VERSION {
+        return Err(newer(location, from));
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(from as usize) {
+        tx.batch_execute(sql).map_err(pg_err(location))?;
+        tx.execute(
+            &format!(
+                "INSERT INTO schema_version (version, applied_ms) VALUES ($1, {})",
+                super::NOW_MS
+            ),
+            &[&(i as i64 + 1)],
+        )
+        .map_err(pg_err(location))?;
+    }
+    tx.commit().map_err(pg_err(location))?;
+    Ok((v, SCHEMA_VERSION))
+}
