@@ -6,31 +6,7 @@ use crate::analysis::{Analysis, Symbol};
 use ais_ir::Span;
 
 /// Words the lexer reserves; no name may be one of them.
-const KEYWORDS: &[&str] = &[
-    "agent",
-    "flow",
-    "memory",
-    "beliefs",
-    "goals",
-    "capability",
-    "on",
-    "if",
-    "else",
-    "let",
-    "return",
-    "parallel",
-    "loop",
-    "in",
-    "try",
-    "catch",
-    "switch",
-    "case",
-    "default",
-    "true",
-    "false",
-    "null",
-    "from",
-];
+use ais_compiler::syntax::lexer::RESERVED_WORDS as KEYWORDS;
 
 /// Why a rename cannot be done (sent to the client as the error message).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

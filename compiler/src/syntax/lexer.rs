@@ -66,6 +66,34 @@ pub enum LexErrorKind {
     TooDeep,
 }
 
+/// The reserved words (docs/language.md, "Identifiers"): each lexes as its
+/// own token, never as a name.
+pub const RESERVED_WORDS: &[&str] = &[
+    "agent",
+    "flow",
+    "memory",
+    "beliefs",
+    "goals",
+    "capability",
+    "on",
+    "if",
+    "else",
+    "let",
+    "return",
+    "parallel",
+    "loop",
+    "in",
+    "try",
+    "catch",
+    "switch",
+    "case",
+    "default",
+    "true",
+    "false",
+    "null",
+    "from",
+];
+
 /// How deeply brackets (and chains of prefix operators) may nest.
 pub const MAX_NESTING: usize = 1024;
 
@@ -952,6 +980,18 @@ mod tests {
             .collect();
         // `{{z}}` interpolates like `{z}`; `{{1}}` and a lone `{{` are text.
         assert_eq!(holes, vec![("x", 4..5), ("z", 14..15)]);
+    }
+
+    #[test]
+    fn every_reserved_word_is_a_token_and_no_other_word_is() {
+        for w in RESERVED_WORDS {
+            let (toks, _) = lex(w);
+            assert!(!matches!(toks[0].1, Tok::Ident(_)), "{w} lexes as a name");
+        }
+        for w in ["agents", "flows", "parallelism", "entry", "tools"] {
+            let (toks, _) = lex(w);
+            assert!(matches!(toks[0].1, Tok::Ident(_)), "{w} is reserved");
+        }
     }
 
     #[test]
