@@ -26,6 +26,14 @@ pub struct ServedRunArgs {
     /// Runs waiting for an executor beyond those; more are refused (429).
     #[arg(long, value_name = "N", default_value_t = 1024)]
     pub queue: usize,
+    /// Ended runs kept in memory with their events; older ones are read
+    /// back from the journal (0: all; with --memory :memory: all are kept).
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub keep_runs: usize,
+    /// Event files kept under the memory directory's serve/events/, newest
+    /// first (0: all).
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    pub keep_event_files: usize,
     /// Scheduler worker threads per run.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub workers: usize,
@@ -350,6 +358,8 @@ fn start(
         ais_serve::RegistryConfig {
             max_concurrent: runs.max_concurrent_runs,
             queue: runs.queue,
+            keep_runs: runs.keep_runs,
+            keep_event_files: runs.keep_event_files,
         },
     )
     .map_err(|e| {

@@ -564,3 +564,50 @@ fn a_paused_run_is_answered_through_resume_with_input() {
     assert_eq!(j["result"], "approved: refund of 40");
     assert_eq!(mock.request_count(), 1);
 }
+
+/// A long-lived server keeps only the newest ended runs in memory
+/// (`--keep-runs`); older ones are still listed, described with their
+/// result and their events, read back from the journal and the event
+/// files. A restarted server keeps only the newest event files
+/// (`--keep-event-files`).
+#[test]
+fn old_runs_leave_memory_but_stay_retrievable_and_event_files_are_pruned() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pure = write(dir.path(), "pure.ais", PURE);
+    let mut ids = Vec::new();
+    {
+        let s = Server::start(dir.path(), &[&pure], &["--keep-runs", "2"], &[]);
+        for i in 0..5 {
+            let r = s.post(
+                "/v1/runs?wait=true",
+                &json!({"program": "pure.ais", "args": {"topic": format!("t{i}")}}).to_string(),
+            );
+            assert_eq!(r.json()["status"], "succeeded", "{}", r.body);
+            ids.push(r.json()["id"].as_str().expect("id").to_string());
+        }
+        let all = s.get("/v1/runs").json();
+        let listed: Vec<&str> = all["runs"]
+            .as_array()
+            .expect("runs")
+            .iter()
+            .filter_map(|r| r["id"].as_str())
+            .collect();
+        for id in &ids {
+            assert!(listed.contains(&id.as_str()), "{id} not listed: {all}");
+        }
+        // The oldest left memory: the journal answers with its result.
+        let first = s.get(&format!("/v1/runs/{}", ids[0])).json();
+        assert_eq!(first["result"], "about t0", "{first}");
+        let ev = s.get(&format!("/v1/runs/{}/events", ids[0]));
+        assert_eq!(ev.status, 200);
+        assert!(ev.body.contains("event: done"), "{}", ev.body);
+    }
+    let events = dir.path().join(".apxm/serve/events");
+    let count = || std::fs::read_dir(&events).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(count(), 5);
+    let s = Server::start(dir.path(), &[&pure], &["--keep-event-files", "2"], &[]);
+    assert_eq!(count(), 2);
+    // The newest runs keep their events.
+    let ev = s.get(&format!("/v1/runs/{}/events", ids[4]));
+    assert!(ev.body.contains("event: done"), "{}", ev.body);
+}

@@ -181,6 +181,14 @@ pub struct RegistryConfig {
     /// Runs accepted beyond those, waiting in the queue; more are refused
     /// with 429.
     pub queue: usize,
+    /// Ended runs kept in memory with their events; older ones are then
+    /// answered from the journal and their event files (0: keep all).
+    /// Without a journal (`--memory :memory:`) nothing is dropped, since
+    /// it could not be found again.
+    pub keep_runs: usize,
+    /// Event files under `serve/events/` kept, newest first; older ones
+    /// (of runs not held in memory) are deleted (0: keep all).
+    pub keep_event_files: usize,
 }
 
 struct Job {
@@ -206,6 +214,8 @@ pub struct Registry {
     config: RegistryConfig,
     pub(crate) metrics: Arc<Metrics>,
     backend: String,
+    /// Ended runs dropped from memory so far (`prune`).
+    dropped: AtomicUsize,
 }
 
 impl Registry {
@@ -218,7 +228,7 @@ impl Registry {
         let (tx, rx) = crossbeam::channel::unbounded::<Job>();
         let config = RegistryConfig {
             max_concurrent: config.max_concurrent.max(1),
-            queue: config.queue,
+            ..config
         };
         let backend = engine.backend_name();
         let reg = Arc::new(Registry {
@@ -231,7 +241,9 @@ impl Registry {
             config: config.clone(),
             metrics: Arc::new(Metrics::default()),
             backend,
+            dropped: AtomicUsize::new(0),
         });
+        reg.prune_event_files();
         for i in 0..config.max_concurrent {
             let r = reg.clone();
             let rx: Receiver<Job> = rx.clone();
@@ -299,6 +311,75 @@ impl Registry {
             };
             entry.settle(status, result, error, summary);
             self.pending.fetch_sub(1, Ordering::SeqCst);
+            self.prune();
+        }
+    }
+
+    /// Drops the oldest ended runs from memory beyond `keep_runs` (the
+    /// journal and their event files still answer for them), and every 64
+    /// drops the oldest event files beyond `keep_event_files`.
+    fn prune(&self) {
+        if self.config.keep_runs == 0 || self.journal_dir().is_none() {
+            return;
+        }
+        let dropped = {
+            let mut runs = self.lock();
+            let ended: Vec<String> = runs
+                .order
+                .iter()
+                .filter(|id| {
+                    runs.by_id.get(*id).is_some_and(|e| {
+                        !matches!(e.state().status, Status::Queued | Status::Running)
+                    })
+                })
+                .cloned()
+                .collect();
+            let excess = ended.len().saturating_sub(self.config.keep_runs);
+            let drop: std::collections::HashSet<&String> = ended.iter().take(excess).collect();
+            if !drop.is_empty() {
+                let Runs { by_id, order } = &mut *runs;
+                order.retain(|id| !drop.contains(id));
+                by_id.retain(|id, _| !drop.contains(id));
+            }
+            excess
+        };
+        let n = self.dropped.fetch_add(dropped, Ordering::Relaxed) + dropped;
+        if dropped > 0 && n / 64 != (n - dropped) / 64 {
+            self.prune_event_files();
+        }
+    }
+
+    /// Deletes the oldest event files beyond `keep_event_files`, except
+    /// those of runs held in memory.
+    pub fn prune_event_files(&self) {
+        let (Some(dir), keep) = (self.journal_dir(), self.config.keep_event_files) else {
+            return;
+        };
+        if keep == 0 {
+            return;
+        }
+        let events = dir.join("serve").join("events");
+        let Ok(read) = std::fs::read_dir(&events) else {
+            return;
+        };
+        let mut files: Vec<(std::time::SystemTime, PathBuf)> = read
+            .filter_map(Result::ok)
+            .filter_map(|e| {
+                let at = e.metadata().ok()?.modified().ok()?;
+                Some((at, e.path()))
+            })
+            .collect();
+        if files.len() <= keep {
+            return;
+        }
+        files.sort();
+        let held: std::collections::HashSet<String> = self.lock().by_id.keys().cloned().collect();
+        let excess = files.len() - keep;
+        for (_, path) in files.into_iter().take(excess) {
+            let id = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+            if !held.contains(id) {
+                let _ = std::fs::remove_file(&path);
+            }
         }
     }
 
