@@ -377,6 +377,7 @@ fn journal_matrix_on_postgres() {
     two_claims_race_for_one_run_and_the_loser_is_fenced(&fx);
     group_commit_batches_concurrent_writes(&fx);
     ltm_in_postgres_with_text_search(&fx);
+    work_queues_are_shared_by_the_fleet(&fx);
     a_direct_run_whose_process_died_is_interrupted(&fx);
     fan_out_of_64_calls_shares_commits(&fx);
 }
@@ -448,11 +449,47 @@ fn a_direct_run_whose_process_died_is_interrupted(fx: &Pg) {
     assert_eq!(j.finish(Ok(&json!(1))).unwrap_err().code, FENCED);
 }
 
+/// `enqueue`/`claim` with the PostgreSQL store: one queue for every
+/// process, each job claimed once even by concurrent claimers.
+fn work_queues_are_shared_by_the_fleet(fx: &Pg) {
+    use ais_vm::aam::ltm::Ltm;
+    let store = fx.fresh();
+    let url = fx.url_of(&store);
+    let producer = Ltm::postgres(&url).unwrap();
+    for n in 0..40 {
+        producer.enqueue("jobs", &json!({"n": n}), "p").unwrap();
+    }
+    let claimed = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for w in 0..4 {
+            let url = url.clone();
+            let claimed = &claimed;
+            s.spawn(move || {
+                let worker = Ltm::postgres(&url).unwrap();
+                loop {
+                    let j = worker.claim("jobs", &format!("w{w}")).unwrap();
+                    let Some(n) = j["job"]["n"].as_i64() else {
+                        break;
+                    };
+                    claimed.lock().unwrap().push(n);
+                }
+            });
+        }
+    });
+    let mut got = claimed.into_inner().unwrap();
+    got.sort();
+    assert_eq!(got, (0..40).collect::<Vec<i64>>());
+    assert_eq!(producer.claim("jobs", "late").unwrap(), json!(null));
+}
+
 fn ltm_in_postgres_with_text_search(fx: &Pg) {
     use ais_vm::aam::ltm::Ltm;
     let store = fx.fresh();
     let url = fx.url_of(&store);
-    assert_eq!(store.status().unwrap().schema_version, 2);
+    assert_eq!(
+        store.status().unwrap().schema_version,
+        ais_vm::store::postgres::schema::SCHEMA_VERSION
+    );
     let a = Ltm::postgres(&url).unwrap();
     // Another process of the fleet sees the same entries.
     let b = Ltm::postgres(&url).unwrap();
@@ -523,7 +560,10 @@ fn ltm_in_postgres_with_text_search(fx: &Pg) {
     assert!(!b.remove("Ann", "ltm", "fact:2").unwrap());
     assert_eq!(b.clear(Some("Ann"), "ltm").unwrap(), 2);
     assert_eq!(b.agents("ltm").unwrap().len(), 1);
-    assert_eq!(a.schema_version().unwrap(), 2);
+    assert_eq!(
+        a.schema_version().unwrap(),
+        ais_vm::store::postgres::schema::SCHEMA_VERSION
+    );
 }
 
 fn schema_newer_than_the_binary_is_refused(fx: &Pg) {
@@ -533,7 +573,8 @@ fn schema_newer_than_the_binary_is_refused(fx: &Pg) {
         store.status().unwrap().schema_version,
         ais_vm::store::postgres::schema::SCHEMA_VERSION
     );
-    assert_eq!(PgStore::connect(&url).unwrap().migrate().unwrap(), (2, 2));
+    let v = ais_vm::store::postgres::schema::SCHEMA_VERSION;
+    assert_eq!(PgStore::connect(&url).unwrap().migrate().unwrap(), (v, v));
     fx.server.psql(
         &url,
         "INSERT INTO schema_version (version, applied_ms) VALUES (99, 0)",

@@ -113,6 +113,11 @@ impl Ltm {
         Ok(ltm)
     }
 
+    /// The shared PostgreSQL store, when LTM lives there.
+    pub(super) fn shared_store(&self) -> Option<&crate::store::postgres::ltm::PgLtm> {
+        self.pg.as_deref()
+    }
+
     pub(super) fn conn(&self) -> MutexGuard<'_, Connection> {
         self.conn.lock().unwrap_or_else(|e| e.into_inner())
     }

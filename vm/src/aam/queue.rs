@@ -1,8 +1,8 @@
 //! Named work queues (`enqueue` and `claim`, the reference's coordination
 //! op): jobs in the memory database, taken first in, first out. A claim is
 //! one transaction, so two runs sharing a memory directory never take the
-//! same job. The PostgreSQL store (docs/scale-out.md) shares them across
-//! machines.
+//! same job. With the PostgreSQL store (docs/scale-out.md) they live there
+//! and are shared by the fleet (`store::postgres::ltm`).
 
 use super::ltm::{db_err, Ltm};
 use crate::host::HostError;
@@ -28,6 +28,9 @@ fn now_ms() -> i64 {
 impl Ltm {
     /// Appends `job` to `queue`; `{queue, id, pending}` (jobs not claimed yet).
     pub fn enqueue(&self, queue: &str, job: &Json, by: &str) -> Result<Json, HostError> {
+        if let Some(pg) = self.shared_store() {
+            return pg.enqueue(queue, job, by);
+        }
         let text = serde_json::to_string(job)
             .map_err(|e| HostError::new("memory.encode", e.to_string()))?;
         let mut c = self.conn();
@@ -54,6 +57,9 @@ impl Ltm {
     /// Takes the oldest unclaimed job of `queue` for `by`: `{queue, id,
     /// job}`, or `null` when the queue is empty.
     pub fn claim(&self, queue: &str, by: &str) -> Result<Json, HostError> {
+        if let Some(pg) = self.shared_store() {
+            return pg.claim(queue, by);
+        }
         let mut c = self.conn();
         let tx = c
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)

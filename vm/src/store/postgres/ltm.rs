@@ -269,3 +269,55 @@ impl PgLtm {
             .map_err(|e| HostError::new("memory.ltm", e.to_string()))
     }
 }
+
+/// Named work queues in the shared store (`crate::aam::queue` is the
+/// SQLite twin): a claim takes the oldest open job with `FOR UPDATE SKIP
+/// LOCKED`, so workers of a fleet never take the same one.
+impl PgLtm {
+    pub fn enqueue(&self, queue: &str, job: &Json, by: &str) -> Result<Json, HostError> {
+        let text = serde_json::to_string(job)
+            .map_err(|e| HostError::new("memory.encode", e.to_string()))?;
+        let mut c = self.pool.get().map_err(|e| db_err("connect", e))?;
+        let mut tx = c.transaction().map_err(|e| db_err("begin", e))?;
+        let id: i64 = tx
+            .query_one(
+                &format!(
+                    "INSERT INTO queue_jobs (queue, job, enqueued_by, enqueued_ms)
+                     VALUES ($1, $2, $3, {}) RETURNING id",
+                    super::NOW_MS
+                ),
+                &[&queue, &text, &by],
+            )
+            .map_err(|e| db_err("enqueue", e))?
+            .get(0);
+        let pending: i64 = tx
+            .query_one(
+                "SELECT COUNT(*) FROM queue_jobs WHERE queue = $1 AND claimed_by IS NULL",
+                &[&queue],
+            )
+            .map_err(|e| db_err("enqueue", e))?
+            .get(0);
+        tx.commit().map_err(|e| db_err("commit", e))?;
+        Ok(serde_json::json!({"queue": queue, "id": id, "pending": pending}))
+    }
+
+    pub fn claim(&self, queue: &str, by: &str) -> Result<Json, HostError> {
+        let row = self.rows(
+            &format!(
+                "UPDATE queue_jobs SET claimed_by = $2, claimed_ms = {}
+                 WHERE id = (SELECT id FROM queue_jobs WHERE queue = $1 AND claimed_by IS NULL
+                             ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)
+                 RETURNING id, job",
+                super::NOW_MS
+            ),
+            &[&queue, &by],
+        )?;
+        let Some(r) = row.first() else {
+            return Ok(Json::Null);
+        };
+        let id: i64 = r.get(0);
+        let job: String = r.get(1);
+        let job = serde_json::from_str(&job).unwrap_or(Json::String(job));
+        Ok(serde_json::json!({"queue": queue, "id": id, "job": job}))
+    }
+}

@@ -56,6 +56,17 @@ const MIGRATIONS: &[&str] = &[
      );
      CREATE INDEX ltm_entries_tsv ON ltm_entries USING GIN (tsv);
      CREATE INDEX ltm_entries_by_seq ON ltm_entries (agent, ns, seq);",
+    // 3: named work queues (`enqueue`/`claim`), shared by the fleet.
+    "CREATE TABLE queue_jobs (
+        id BIGSERIAL PRIMARY KEY,
+        queue TEXT NOT NULL,
+        job TEXT NOT NULL,
+        enqueued_by TEXT NOT NULL,
+        enqueued_ms BIGINT NOT NULL,
+        claimed_by TEXT,
+        claimed_ms BIGINT
+     );
+     CREATE INDEX queue_jobs_open ON queue_jobs (queue, id) WHERE claimed_by IS NULL;",
 ];
 
 /// The schema version this binary writes and reads.
