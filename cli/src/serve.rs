@@ -67,8 +67,13 @@ pub struct ListenArgs {
 struct CliEngine {
     setup: RunSetup,
     runs: ServedRunArgs,
-    /// The loaded programs by file name (cloned once, shared by runs).
-    loaded: LoadedByFile,
+    /// The loaded programs by file name (cloned once, shared by runs;
+    /// replaced whole by a reload).
+    loaded: std::sync::RwLock<LoadedByFile>,
+    /// What a reload compiles again, and how.
+    files: Vec<PathBuf>,
+    opt: OptArgs,
+    backend: BackendArgs,
 }
 
 struct CliPrepared {
@@ -187,6 +192,8 @@ impl Engine for CliEngine {
     ) -> Result<Box<dyn Prepared>, ApiError> {
         let loaded = self
             .loaded
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
             .get(&program.file)
             .cloned()
             .ok_or_else(|| ApiError::internal(format!("`{}` is not loaded", program.file)))?;
@@ -275,6 +282,24 @@ impl Engine for CliEngine {
     fn backend_name(&self) -> String {
         self.setup.llm.backend.name().to_string()
     }
+
+    fn reload(&self) -> Result<Vec<Served>, ApiError> {
+        // Diagnostics go to the server's standard error, as at start.
+        let mut out = Output::new(crate::ErrorFormat::Human, crate::ColorChoice::Never);
+        match load_all(&mut out, &self.files, &self.opt, &self.backend) {
+            Some((served, loaded)) => {
+                *self.loaded.write().unwrap_or_else(|e| e.into_inner()) = loaded;
+                eprintln!("reloaded {} program(s)", served.len());
+                Ok(served)
+            }
+            None => Err(ApiError::new(
+                422,
+                "reload.failed",
+                "a served file does not compile (its diagnostics are on the server's standard error); the served programs are unchanged",
+                "fix the file and reload again",
+            )),
+        }
+    }
 }
 
 /// The loaded programs by file name.
@@ -350,7 +375,10 @@ fn start(
     let engine = CliEngine {
         setup,
         runs: runs.clone(),
-        loaded,
+        loaded: std::sync::RwLock::new(loaded),
+        files: files.to_vec(),
+        opt: opt.clone(),
+        backend: backend.clone(),
     };
     ais_serve::Registry::start(
         Arc::new(engine),

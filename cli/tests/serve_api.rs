@@ -611,3 +611,46 @@ fn old_runs_leave_memory_but_stay_retrievable_and_event_files_are_pruned() {
     let ev = s.get(&format!("/v1/runs/{}/events", ids[4]));
     assert!(ev.body.contains("event: done"), "{}", ev.body);
 }
+
+/// A changed file is served only after `POST /v1/reload`: new runs, A2A
+/// skills and MCP tools then use the new program. A file that does not
+/// compile changes nothing (422) and the server keeps serving.
+#[test]
+fn a_changed_file_is_served_after_a_reload_and_a_broken_one_changes_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pure = write(dir.path(), "pure.ais", PURE);
+    let s = Server::start(dir.path(), &[&pure], &[], &[]);
+    let run = |s: &Server| {
+        let r = s.post(
+            "/v1/runs?wait=true",
+            &json!({"program": "pure.ais", "args": {"topic": "x"}}).to_string(),
+        );
+        r.json()["result"].clone()
+    };
+    assert_eq!(run(&s), "about x");
+    let v2 = "agent Pure {\n    discoverable: [shout]\n    @entry flow main(topic: str) -> str {\n        return \"now about \" + topic\n    }\n    flow shout(topic: str) -> str {\n        return topic + \"!\"\n    }\n}\n";
+    std::fs::write(dir.path().join("pure.ais"), v2).expect("write");
+    // Not before it is asked.
+    assert_eq!(run(&s), "about x");
+    let skills = |s: &Server| {
+        s.get("/a2a/Pure/.well-known/agent-card.json").json()["skills"]
+            .as_array()
+            .map(Vec::len)
+    };
+    assert_eq!(skills(&s), Some(1));
+    let r = s.post("/v1/reload", "");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["programs"], json!(["pure.ais"]));
+    assert_eq!(run(&s), "now about x");
+    assert_eq!(skills(&s), Some(2));
+    // A broken edit: refused, the last good program stays.
+    std::fs::write(
+        dir.path().join("pure.ais"),
+        "agent Pure {\n    flow main( {\n}\n",
+    )
+    .expect("write");
+    let r = s.post("/v1/reload", "");
+    assert_eq!(r.status, 422, "{}", r.body);
+    assert_eq!(r.json()["error"]["code"], "reload.failed", "{}", r.body);
+    assert_eq!(run(&s), "now about x");
+}

@@ -203,12 +203,35 @@ pub struct TaskStream {
     legacy: bool,
 }
 
-/// The A2A server over a registry of served programs.
-pub struct A2a {
-    registry: Arc<Registry>,
+/// The skills of the served programs (rebuilt when they are reloaded).
+struct Skills {
     skills: Vec<Skill>,
     /// Agents in order, each with its skills (indices into `skills`).
     agents: Vec<(String, Vec<usize>)>,
+}
+
+impl Skills {
+    fn knows(&self, agent: Option<&str>) -> bool {
+        agent.is_none_or(|a| self.agents.iter().any(|(n, _)| n == a))
+    }
+
+    fn skills_of(&self, agent: Option<&str>) -> Vec<&Skill> {
+        match agent {
+            None => self.skills.iter().collect(),
+            Some(a) => self
+                .agents
+                .iter()
+                .find(|(n, _)| n == a)
+                .map(|(_, v)| v.iter().filter_map(|&i| self.skills.get(i)).collect())
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// The A2A server over a registry of served programs.
+pub struct A2a {
+    registry: Arc<Registry>,
+    index: std::sync::RwLock<Arc<Skills>>,
     tasks: Mutex<HashMap<String, TaskMeta>>,
     /// Whether requests need a bearer token (declared in the cards).
     authenticated: bool,
@@ -216,9 +239,29 @@ pub struct A2a {
 
 impl A2a {
     pub fn new(registry: Arc<Registry>, authenticated: bool) -> A2a {
+        let index = std::sync::RwLock::new(Arc::new(Self::build(&registry)));
+        A2a {
+            registry,
+            index,
+            tasks: Mutex::default(),
+            authenticated,
+        }
+    }
+
+    /// Rebuilds the skills from the registry's programs (after a reload).
+    pub fn refresh(&self) {
+        let fresh = Arc::new(Self::build(&self.registry));
+        *self.index.write().unwrap_or_else(|e| e.into_inner()) = fresh;
+    }
+
+    fn index(&self) -> Arc<Skills> {
+        self.index.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn build(registry: &Registry) -> Skills {
         let mut skills = Vec::new();
         let mut agents: Vec<(String, Vec<usize>)> = Vec::new();
-        for served in registry.programs() {
+        for served in registry.programs().iter() {
             let p = &served.program;
             for f in served.exposed_flows() {
                 let Some(code) = p.flows.get(f as usize) else {
@@ -264,13 +307,7 @@ impl A2a {
                 }
             }
         }
-        A2a {
-            registry,
-            skills,
-            agents,
-            tasks: Mutex::default(),
-            authenticated,
-        }
+        Skills { skills, agents }
     }
 
     fn tasks(&self) -> std::sync::MutexGuard<'_, HashMap<String, TaskMeta>> {
@@ -280,19 +317,7 @@ impl A2a {
     /// Whether `agent` names an A2A agent of this server (`None`: the
     /// endpoint of all of them).
     pub fn knows(&self, agent: Option<&str>) -> bool {
-        agent.is_none_or(|a| self.agents.iter().any(|(n, _)| n == a))
-    }
-
-    fn skills_of(&self, agent: Option<&str>) -> Vec<&Skill> {
-        match agent {
-            None => self.skills.iter().collect(),
-            Some(a) => self
-                .agents
-                .iter()
-                .find(|(n, _)| n == a)
-                .map(|(_, v)| v.iter().filter_map(|&i| self.skills.get(i)).collect())
-                .unwrap_or_default(),
-        }
+        self.index().knows(agent)
     }
 
     /// The agent card of `agent` (`None`: the card of every served agent
@@ -301,7 +326,8 @@ impl A2a {
         if !self.knows(agent) {
             return None;
         }
-        let skills = self.skills_of(agent);
+        let ix = self.index();
+        let skills = ix.skills_of(agent);
         let (name, url, description) = match agent {
             Some(a) => {
                 let files: Vec<&str> = {
@@ -324,7 +350,7 @@ impl A2a {
                 )
             }
             None => {
-                let names: Vec<&str> = self.agents.iter().map(|(n, _)| n.as_str()).collect();
+                let names: Vec<&str> = ix.agents.iter().map(|(n, _)| n.as_str()).collect();
                 let name = match names.as_slice() {
                     [one] => (*one).to_string(),
                     _ => "aisc".to_string(),
@@ -536,7 +562,8 @@ impl A2a {
         {
             return self.answer(t, message, parts);
         }
-        let skill = self.pick_skill(agent, message, params)?;
+        let ix = self.index();
+        let skill = self.pick_skill(&ix, agent, message, params)?;
         let args = arguments(skill, parts)?;
         let entry = self
             .registry
@@ -610,13 +637,14 @@ impl A2a {
     /// The skill a message is for: `metadata.skill` (of the message or of
     /// the request), else the agent's only skill, else the agent's
     /// `@entry` flow when it has one of its own.
-    fn pick_skill(
+    fn pick_skill<'a>(
         &self,
+        ix: &'a Skills,
         agent: Option<&str>,
         message: &Json,
         params: &Json,
-    ) -> Result<&Skill, RpcError> {
-        let skills = self.skills_of(agent);
+    ) -> Result<&'a Skill, RpcError> {
+        let skills = ix.skills_of(agent);
         let named = message["metadata"]["skill"]
             .as_str()
             .or_else(|| params["metadata"]["skill"].as_str());

@@ -152,4 +152,15 @@ pub trait Engine: Send + Sync {
     fn journal_dir(&self) -> Option<PathBuf>;
     /// The LLM backend's name (for metrics).
     fn backend_name(&self) -> String;
+    /// Compiles the served files again: the new programs, or why not (the
+    /// served ones are then unchanged). The default: reloading is not
+    /// offered.
+    fn reload(&self) -> Result<Vec<Served>, ApiError> {
+        Err(ApiError::new(
+            501,
+            "reload.unsupported",
+            "this server cannot reload its programs".to_string(),
+            "restart it",
+        ))
+    }
 }

@@ -318,6 +318,17 @@ fn handle(ctx: &Arc<Ctx>, mut req: Request) {
                        "programs": ctx.registry.programs().iter().map(|p| p.file.clone()).collect::<Vec<_>>()}),
             ))
         }
+        // Compile the served files again (only when asked): new runs, A2A
+        // skills and MCP tools use the new programs; runs in flight keep
+        // theirs. A file that does not compile changes nothing (422).
+        (Method::Post, ["v1", "reload"]) => ctx.registry.reload().map(|programs| {
+            ctx.a2a.refresh();
+            ctx.mcp.refresh();
+            (
+                200,
+                json!({"programs": programs.iter().map(|p| p.file.clone()).collect::<Vec<_>>()}),
+            )
+        }),
         (Method::Get, ["metrics"]) => {
             let text = ctx.registry.metrics_text();
             respond(

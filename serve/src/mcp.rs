@@ -33,7 +33,8 @@ struct FlowTool {
 /// The MCP server over a registry of served programs.
 pub struct Mcp {
     registry: Arc<Registry>,
-    tools: Vec<FlowTool>,
+    /// The served flows as tools (rebuilt when the programs are reloaded).
+    tools: std::sync::RwLock<Arc<Vec<FlowTool>>>,
     /// Runs started by `tools/call` requests in flight, by request id
     /// (for `notifications/cancelled`).
     calls: Mutex<HashMap<String, crate::cancel::Cancel>>,
@@ -53,8 +54,27 @@ fn sanitize(s: &str) -> String {
 
 impl Mcp {
     pub fn new(registry: Arc<Registry>) -> Mcp {
+        let tools = std::sync::RwLock::new(Arc::new(Self::build(&registry)));
+        Mcp {
+            registry,
+            tools,
+            calls: Mutex::default(),
+        }
+    }
+
+    /// Rebuilds the tools from the registry's programs (after a reload).
+    pub fn refresh(&self) {
+        let fresh = Arc::new(Self::build(&self.registry));
+        *self.tools.write().unwrap_or_else(|e| e.into_inner()) = fresh;
+    }
+
+    fn tools(&self) -> Arc<Vec<FlowTool>> {
+        self.tools.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn build(registry: &Registry) -> Vec<FlowTool> {
         let mut tools: Vec<FlowTool> = Vec::new();
-        for served in registry.programs() {
+        for served in registry.programs().iter() {
             let p = &served.program;
             for f in served.exposed_flows() {
                 let Some(code) = p.flows.get(f as usize) else {
@@ -93,11 +113,7 @@ impl Mcp {
                 });
             }
         }
-        Mcp {
-            registry,
-            tools,
-            calls: Mutex::default(),
-        }
+        tools
     }
 
     /// Answers one JSON-RPC message: `Some(response)` for a request,
@@ -173,8 +189,8 @@ impl Mcp {
     }
 
     fn list(&self) -> Vec<Json> {
-        let mut out: Vec<Json> = self
-            .tools
+        let tools = self.tools();
+        let mut out: Vec<Json> = tools
             .iter()
             .map(|t| {
                 json!({
@@ -239,8 +255,8 @@ impl Mcp {
                 }))
             }
             _ => {
-                let tool = self
-                    .tools
+                let tools = self.tools();
+                let tool = tools
                     .iter()
                     .find(|t| t.name == name)
                     .ok_or((-32602, format!("unknown tool: {name}")))?;

@@ -205,7 +205,8 @@ struct Runs {
 /// The runs of this server.
 pub struct Registry {
     engine: Arc<dyn Engine>,
-    programs: Vec<Served>,
+    /// Replaced whole by a reload; a run keeps the program it started with.
+    programs: std::sync::RwLock<Arc<Vec<Served>>>,
     runs: Mutex<Runs>,
     tx: Sender<Job>,
     /// Accepted runs not yet ended (queued + running).
@@ -233,7 +234,7 @@ impl Registry {
         let backend = engine.backend_name();
         let reg = Arc::new(Registry {
             engine,
-            programs,
+            programs: std::sync::RwLock::new(Arc::new(programs)),
             runs: Mutex::default(),
             tx,
             pending: AtomicUsize::new(0),
@@ -254,8 +255,21 @@ impl Registry {
         Ok(reg)
     }
 
-    pub fn programs(&self) -> &[Served] {
-        &self.programs
+    /// The served programs now.
+    pub fn programs(&self) -> Arc<Vec<Served>> {
+        self.programs
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Compiles the served files again and serves the new programs (runs
+    /// in flight finish with the ones they started with). When a file does
+    /// not compile nothing changes, and the error says which.
+    pub fn reload(&self) -> Result<Arc<Vec<Served>>, ApiError> {
+        let fresh = Arc::new(self.engine.reload()?);
+        *self.programs.write().unwrap_or_else(|e| e.into_inner()) = fresh.clone();
+        Ok(fresh)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Runs> {
@@ -420,14 +434,11 @@ impl Registry {
     }
 
     /// The served program called `name`.
-    pub fn find_program(&self, name: &str) -> Result<&Served, ApiError> {
-        let hits: Vec<&Served> = self
-            .programs
-            .iter()
-            .filter(|p| p.answers_to(name))
-            .collect();
+    pub fn find_program(&self, name: &str) -> Result<Served, ApiError> {
+        let programs = self.programs();
+        let hits: Vec<&Served> = programs.iter().filter(|p| p.answers_to(name)).collect();
         match hits.as_slice() {
-            [one] => Ok(one),
+            [one] => Ok((*one).clone()),
             [] => Err(ApiError::not_found(
                 "program.unknown",
                 format!("no served program is called `{name}`"),
@@ -442,7 +453,7 @@ impl Registry {
     }
 
     fn program_names(&self) -> Vec<String> {
-        self.programs
+        self.programs()
             .iter()
             .map(|p| {
                 let agents: Vec<&str> = p.agents().collect();
@@ -457,7 +468,7 @@ impl Registry {
         program: &str,
         entry: Option<&str>,
         args: &Json,
-    ) -> Result<(&Served, RunSpec), ApiError> {
+    ) -> Result<(Served, RunSpec), ApiError> {
         let served = self.find_program(program)?;
         let entry = entry
             .map(str::to_string)
@@ -533,7 +544,10 @@ impl Registry {
         self.reserve()?;
         let log = Arc::new(EventLog::new());
         let cancel = Cancel::new();
-        let prepared = match self.engine.prepare(served, &spec, self.edge(&log, &cancel)) {
+        let prepared = match self
+            .engine
+            .prepare(&served, &spec, self.edge(&log, &cancel))
+        {
             Ok(p) => p,
             Err(e) => {
                 self.release();
