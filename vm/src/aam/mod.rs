@@ -278,8 +278,10 @@ pub struct AamHost {
     seq: AtomicU64,
     stm: RwLock<HashMap<String, Arc<Stm>>>,
     swapped: Mutex<HashSet<(String, String)>>,
-    ltm: Ltm,
-    episodic: Episodic,
+    /// Shared by the hosts of one process on one memory directory
+    /// (`shared_stores`): a server opens them once, not per run.
+    ltm: Arc<Ltm>,
+    episodic: Arc<Episodic>,
     beliefs: Mutex<HashMap<(String, String), Json>>,
     goals: Mutex<HashMap<String, Vec<Goal>>>,
     goal_order: AtomicU64,
@@ -329,7 +331,11 @@ impl AamHost {
     /// [`AamHost::warnings`].
     pub fn open(options: AamOptions) -> Result<AamHost, HostError> {
         let (ltm, episodic, mut warnings) = match &options.storage {
-            Storage::Ephemeral => (Ltm::open(None)?, Episodic::ephemeral()?, Vec::new()),
+            Storage::Ephemeral => (
+                Arc::new(Ltm::open(None)?),
+                Arc::new(Episodic::ephemeral()?),
+                Vec::new(),
+            ),
             Storage::Dir(d) => {
                 std::fs::create_dir_all(d).map_err(|e| {
                     HostError::new(
@@ -337,8 +343,7 @@ impl AamHost {
                         format!("cannot create the memory directory `{}`: {e}", d.display()),
                     )
                 })?;
-                let ltm = Ltm::open(Some(&d.join(DB_FILE)))?;
-                let (ep, w) = Episodic::open(&d.join(DB_FILE))?;
+                let (ltm, ep, w) = shared_stores(&d.join(DB_FILE))?;
                 (ltm, ep, w.into_iter().collect())
             }
         };
@@ -789,7 +794,7 @@ impl AamHost {
     /// Keeps long-term memory in `ltm` from now on (the shared store of a
     /// fleet: `Ltm::postgres`); called before the run starts.
     pub fn use_ltm(&mut self, ltm: Ltm) {
-        self.ltm = ltm;
+        self.ltm = Arc::new(ltm);
     }
 
     pub fn ltm(&self) -> &Ltm {
@@ -1492,6 +1497,31 @@ impl AamHost {
         self.validate(agent, &t, args, Some(&r))?;
         Ok(r)
     }
+}
+
+/// The LTM and episodic stores of the memory database `db`, opened once
+/// per process while some host uses them (opening and migrating SQLite per
+/// run was most of a served trivial run's cost). Held weakly: the last host
+/// to go closes them.
+#[allow(clippy::type_complexity)]
+fn shared_stores(db: &Path) -> Result<(Arc<Ltm>, Arc<Episodic>, Option<String>), HostError> {
+    type Open = HashMap<PathBuf, (std::sync::Weak<Ltm>, std::sync::Weak<Episodic>)>;
+    static OPEN: std::sync::OnceLock<Mutex<Open>> = std::sync::OnceLock::new();
+    let key = std::fs::canonicalize(db.parent().unwrap_or(db))
+        .map(|d| d.join(DB_FILE))
+        .unwrap_or_else(|_| db.to_path_buf());
+    let mut open = lock(OPEN.get_or_init(Mutex::default));
+    if let Some((l, e)) = open.get(&key) {
+        if let (Some(l), Some(e)) = (l.upgrade(), e.upgrade()) {
+            return Ok((l, e, None));
+        }
+    }
+    let ltm = Arc::new(Ltm::open(Some(db))?);
+    let (ep, warning) = Episodic::open(db)?;
+    let ep = Arc::new(ep);
+    open.retain(|_, (l, e)| l.strong_count() > 0 && e.strong_count() > 0);
+    open.insert(key, (Arc::downgrade(&ltm), Arc::downgrade(&ep)));
+    Ok((ltm, ep, warning))
 }
 
 impl Drop for AamHost {
