@@ -7,88 +7,23 @@ use ais_compiler::driver::check_source;
 use proptest::prelude::*;
 use std::path::Path;
 
-const VOCAB: &[&str] = &[
-    "agent",
-    "flow",
-    "@entry",
-    "memory",
-    "beliefs",
-    "goals",
-    "capability",
-    "on",
-    "if",
-    "else",
-    "let",
-    "return",
-    "parallel",
-    "loop",
-    "in",
-    "try",
-    "catch",
-    "switch",
-    "case",
-    "default",
-    "true",
-    "false",
-    "null",
-    "from",
-    "ask",
-    "think",
-    "reason",
-    "inv",
-    "qmem",
-    "umem",
-    "fence",
-    "merge",
-    "wait_all",
-    "print",
-    "A",
-    "B.f",
-    "x",
-    "y",
-    "\"s\"",
-    "\"{x}\"",
-    "\"\\q\"",
-    "\"",
-    "'t'",
-    "42",
-    "3.5",
-    "1e",
-    "(",
-    ")",
-    "{",
-    "}",
-    "[",
-    "]",
-    ",",
-    ":",
-    ";",
-    ".",
-    "->",
-    "=>",
-    "|>",
-    "=",
-    "==",
-    "!=",
-    "<",
-    "<=",
-    ">",
-    ">=",
-    "&&",
-    "||",
-    "+",
-    "-",
-    "*",
-    "/",
-    "%",
-    "!",
-    "\n",
-    "//c\n",
-    "/*",
-    "*/",
-    "$",
-    "é",
-    "\t",
+/// The fuzz vocabulary: the reserved words, then operations, names,
+/// literals (some malformed) and punctuation.
+fn vocab() -> &'static [&'static str] {
+    static V: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    V.get_or_init(|| {
+        let mut v = ais_compiler::syntax::lexer::RESERVED_WORDS.to_vec();
+        v.push("@entry");
+        v.extend_from_slice(OTHER_WORDS);
+        v
+    })
+}
+
+const OTHER_WORDS: &[&str] = &[
+    "ask", "think", "reason", "inv", "qmem", "umem", "fence", "merge", "wait_all", "print", "A",
+    "B.f", "x", "y", "\"s\"", "\"{x}\"", "\"\\q\"", "\"", "'t'", "42", "3.5", "1e", "(", ")", "{",
+    "}", "[", "]", ",", ":", ";", ".", "->", "=>", "|>", "=", "==", "!=", "<", "<=", ">", ">=",
+    "&&", "||", "+", "-", "*", "/", "%", "!", "\n", "//c\n", "/*", "*/", "$", "é", "\t",
 ];
 
 fn examples() -> Vec<String> {
@@ -137,7 +72,7 @@ fn mutation() -> impl Strategy<Value = Mutation> {
     prop_oneof![
         (any::<usize>(), 0usize..40).prop_map(|(a, n)| Mutation::Delete(a, n)),
         (any::<usize>(), 0usize..80).prop_map(|(a, n)| Mutation::Duplicate(a, n)),
-        (any::<usize>(), 0usize..VOCAB.len()).prop_map(|(a, t)| Mutation::Insert(a, t)),
+        (any::<usize>(), 0usize..vocab().len()).prop_map(|(a, t)| Mutation::Insert(a, t)),
         any::<usize>().prop_map(Mutation::Truncate),
     ]
 }
@@ -165,7 +100,7 @@ fn apply(mut s: String, m: &Mutation) -> String {
         }
         Mutation::Insert(a, t) => {
             let a = boundary(&s, a);
-            s.insert_str(a, VOCAB[t]);
+            s.insert_str(a, vocab()[t]);
         }
         Mutation::Truncate(a) => {
             let a = boundary(&s, a);
@@ -184,8 +119,8 @@ proptest! {
     }
 
     #[test]
-    fn token_soup(toks in proptest::collection::vec(0..VOCAB.len(), 0..200)) {
-        let src: String = toks.iter().map(|&i| VOCAB[i]).collect::<Vec<_>>().join(" ");
+    fn token_soup(toks in proptest::collection::vec(0..vocab().len(), 0..200)) {
+        let src: String = toks.iter().map(|&i| vocab()[i]).collect::<Vec<_>>().join(" ");
         assert_sane(&src);
     }
 
