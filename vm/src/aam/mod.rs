@@ -279,9 +279,11 @@ pub struct AamHost {
     stm: RwLock<HashMap<String, Arc<Stm>>>,
     swapped: Mutex<HashSet<(String, String)>>,
     /// Shared by the hosts of one process on one memory directory
-    /// (`shared_stores`): a server opens them once, not per run.
-    ltm: Arc<Ltm>,
-    episodic: Arc<Episodic>,
+    /// (`shared_stores`): a server opens them once, not per run. In
+    /// memory (`:memory:`) each host's are made on first use, so a run
+    /// that touches no memory makes none.
+    ltm: OnFirstUse<Ltm>,
+    episodic: OnFirstUse<Episodic>,
     beliefs: Mutex<HashMap<(String, String), Json>>,
     goals: Mutex<HashMap<String, Vec<Goal>>>,
     goal_order: AtomicU64,
@@ -332,8 +334,8 @@ impl AamHost {
     pub fn open(options: AamOptions) -> Result<AamHost, HostError> {
         let (ltm, episodic, mut warnings) = match &options.storage {
             Storage::Ephemeral => (
-                Arc::new(Ltm::open(None)?),
-                Arc::new(Episodic::ephemeral()?),
+                OnFirstUse::lazy(|| Ltm::open(None)),
+                OnFirstUse::lazy(Episodic::ephemeral),
                 Vec::new(),
             ),
             Storage::Dir(d) => {
@@ -344,7 +346,11 @@ impl AamHost {
                     )
                 })?;
                 let (ltm, ep, w) = shared_stores(&d.join(DB_FILE))?;
-                (ltm, ep, w.into_iter().collect())
+                (
+                    OnFirstUse::ready(ltm),
+                    OnFirstUse::ready(ep),
+                    w.into_iter().collect(),
+                )
             }
         };
         let run_id = new_run_id();
@@ -760,7 +766,8 @@ impl AamHost {
     /// The episodic records of this host (all runs in the log), oldest first.
     pub fn episodic_records(&self) -> Vec<Json> {
         self.episodic
-            .select(&episodic::Filter::default())
+            .get()
+            .and_then(|e| e.select(&episodic::Filter::default()))
             .unwrap_or_default()
     }
 
@@ -794,11 +801,12 @@ impl AamHost {
     /// Keeps long-term memory in `ltm` from now on (the shared store of a
     /// fleet: `Ltm::postgres`); called before the run starts.
     pub fn use_ltm(&mut self, ltm: Ltm) {
-        self.ltm = Arc::new(ltm);
+        self.ltm = OnFirstUse::ready(Arc::new(ltm));
     }
 
-    pub fn ltm(&self) -> &Ltm {
-        &self.ltm
+    /// The long-term memory store (for inspection; made if it was not yet).
+    pub fn ltm(&self) -> Result<&Ltm, HostError> {
+        self.ltm.get()
     }
 
     /// Number of STM entries of `agent` held in memory (not swapped out).
@@ -840,7 +848,7 @@ impl AamHost {
     }
 
     fn append(&self, rec: Json) {
-        if let Err(e) = self.episodic.append(rec) {
+        if let Err(e) = self.episodic.get().and_then(|l| l.append(rec)) {
             // The run goes on; the edge shows the failure once per call.
             if let Some(c) = &self.console {
                 c.warn(&e.to_string());
@@ -875,7 +883,7 @@ impl AamHost {
 
     fn swap_out(&self, agent: &str, evicted: Vec<stm::StmEntry>) -> Result<(), HostError> {
         for e in evicted {
-            self.ltm.put(
+            self.ltm.get()?.put(
                 agent,
                 &self.swap_ns,
                 &e.key,
@@ -891,7 +899,7 @@ impl AamHost {
         let s = self.stm_of(agent);
         let was_swapped = lock(&self.swapped).remove(&(agent.to_string(), key.to_string()));
         if was_swapped {
-            self.ltm.remove(agent, &self.swap_ns, key)?;
+            self.ltm.get()?.remove(agent, &self.swap_ns, key)?;
         }
         let ev = s.put(key, value.clone());
         self.swap_out(agent, ev)
@@ -910,7 +918,7 @@ impl AamHost {
             .map(|e| (e.key, e.value, e.seq))
             .collect();
         if self.stm_has_swapped(agent) {
-            for e in self.ltm.all(agent, &self.swap_ns)? {
+            for e in self.ltm.get()?.all(agent, &self.swap_ns)? {
                 all.push((e.key, e.value, u64::try_from(e.seq).unwrap_or(0)));
             }
             all.sort_by_key(|e| e.2);
@@ -927,10 +935,10 @@ impl AamHost {
             return Ok(None);
         }
         // Swap the entry back in.
-        let Some(e) = self.ltm.get(agent, &self.swap_ns, key)? else {
+        let Some(e) = self.ltm.get()?.get(agent, &self.swap_ns, key)? else {
             return Ok(None);
         };
-        self.ltm.remove(agent, &self.swap_ns, key)?;
+        self.ltm.get()?.remove(agent, &self.swap_ns, key)?;
         lock(&self.swapped).remove(&(agent.to_string(), key.to_string()));
         let ev = s.put_at(
             key,
@@ -972,26 +980,26 @@ impl AamHost {
             }
             Tier::Ltm => {
                 let rows = if everything {
-                    self.ltm.all(agent, LTM_NS)?
+                    self.ltm.get()?.all(agent, LTM_NS)?
                 } else if let Some(p) = prefix {
-                    self.ltm.prefix(agent, LTM_NS, p)?
-                } else if let Some(e) = self.ltm.get(agent, LTM_NS, q)? {
+                    self.ltm.get()?.prefix(agent, LTM_NS, p)?
+                } else if let Some(e) = self.ltm.get()?.get(agent, LTM_NS, q)? {
                     return Ok(e.value);
                 } else {
-                    self.ltm.search_all(agent, LTM_NS, q)?
+                    self.ltm.get()?.search_all(agent, LTM_NS, q)?
                 };
                 list(rows.into_iter().map(|e| e.value).collect())
             }
             Tier::Episodic => {
                 if q == TRACE_QUERY {
                     // This run's transitions of the agent (for reflection).
-                    return list(self.episodic.select(&episodic::Filter {
+                    return list(self.episodic.get()?.select(&episodic::Filter {
                         agent: Some(agent),
                         run: Some(&self.run_id),
                         notes: Some(false),
                     })?);
                 }
-                let recs = self.episodic.select(&episodic::Filter {
+                let recs = self.episodic.get()?.select(&episodic::Filter {
                     agent: Some(agent),
                     notes: Some(true),
                     ..episodic::Filter::default()
@@ -1057,12 +1065,12 @@ impl AamHost {
             }
             Tier::Ltm => {
                 let k = key.unwrap_or_else(|| content_key(value));
-                self.ltm.put(agent, LTM_NS, &k, value, None)?;
+                self.ltm.get()?.put(agent, LTM_NS, &k, value, None)?;
                 Ok(json!({"key": k}))
             }
             Tier::Episodic => {
                 let ms = ais_stdlib::time::unix_ms();
-                self.episodic.append(json!({
+                self.episodic.get()?.append(json!({
                     "run": self.run_id,
                     "seq": self.seq.fetch_add(1, Ordering::Relaxed) + 1,
                     "time": ais_stdlib::time::rfc3339(ms),
@@ -1270,11 +1278,13 @@ impl AamHost {
                 let wide = if tags.is_empty() { limit } else { usize::MAX };
                 let hits = if q.trim().is_empty() && !tags.is_empty() {
                     // Tags alone: every tagged entry, newest first.
-                    let mut all = self.ltm.all(agent, LTM_NS)?;
+                    let mut all = self.ltm.get()?.all(agent, LTM_NS)?;
                     all.reverse();
                     all.into_iter().map(|e| (e, 0.0)).collect()
                 } else {
-                    self.ltm.search_ranked(Some(agent), LTM_NS, q, wide)?
+                    self.ltm
+                        .get()?
+                        .search_ranked(Some(agent), LTM_NS, q, wide)?
                 };
                 Ok(Json::Array(
                     hits.into_iter()
@@ -1295,7 +1305,7 @@ impl AamHost {
                     &crate::journal::input_hash(&[crate::value::Val::str(text)])[..16]
                 );
                 let value = json!({"text": text, "tags": tags, "source": source});
-                self.ltm.put(agent, LTM_NS, &key, &value, None)?;
+                self.ltm.get()?.put(agent, LTM_NS, &key, &value, None)?;
                 Ok(json!({"key": key}))
             }
             Kind::Queue(op) => {
@@ -1304,9 +1314,10 @@ impl AamHost {
                 match *op {
                     "enqueue" => {
                         self.ltm
+                            .get()?
                             .enqueue(queue, args.get("job").unwrap_or(&Json::Null), &by)
                     }
-                    _ => self.ltm.claim(queue, &by),
+                    _ => self.ltm.get()?.claim(queue, &by),
                 }
             }
             Kind::Goals(op) => self.goal_op(agent, op, args),
@@ -1527,7 +1538,9 @@ fn shared_stores(db: &Path) -> Result<(Arc<Ltm>, Arc<Episodic>, Option<String>),
 impl Drop for AamHost {
     fn drop(&mut self) {
         // Swapped-out STM belongs to this process only.
-        let _ = self.ltm.clear_ns_prefix(&self.swap_ns);
+        if let Some(l) = self.ltm.opened() {
+            let _ = l.clear_ns_prefix(&self.swap_ns);
+        }
     }
 }
 
@@ -1733,5 +1746,47 @@ fn search_provider(cfg: &AamConfig) -> ais_stdlib::search::SearchProvider {
         },
         None if cfg.simulate_search => SearchProvider::Simulated,
         None => SearchProvider::None,
+    }
+}
+
+/// A store made on its first use (see `AamHost::ltm`/`episodic`).
+struct OnFirstUse<T> {
+    cell: std::sync::OnceLock<Arc<T>>,
+    open: fn() -> Result<T, HostError>,
+}
+
+impl<T> OnFirstUse<T> {
+    fn ready(v: Arc<T>) -> Self {
+        let cell = std::sync::OnceLock::new();
+        let _ = cell.set(v);
+        OnFirstUse {
+            cell,
+            open: || {
+                Err(HostError::new(
+                    "internal.store",
+                    "the store was given, not opened",
+                ))
+            },
+        }
+    }
+
+    fn lazy(open: fn() -> Result<T, HostError>) -> Self {
+        OnFirstUse {
+            cell: std::sync::OnceLock::new(),
+            open,
+        }
+    }
+
+    fn get(&self) -> Result<&T, HostError> {
+        if let Some(v) = self.cell.get() {
+            return Ok(v);
+        }
+        let v = Arc::new((self.open)()?);
+        Ok(self.cell.get_or_init(|| v))
+    }
+
+    /// The store, if it was made.
+    fn opened(&self) -> Option<&T> {
+        self.cell.get().map(|v| &**v)
     }
 }
