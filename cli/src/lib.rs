@@ -20,6 +20,7 @@ mod runs;
 mod serve;
 mod stream;
 mod tools;
+mod tools_config;
 mod tty;
 mod worker;
 
@@ -540,17 +541,22 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
             action: ConfigAction::Show,
             backend,
         } => match config::load_all(&backend) {
-            Ok((settings, _)) => {
+            Ok((settings, aam)) => {
                 print!("{}", settings.show());
+                print!("{}", tools_config::show(&settings, &aam));
                 0
             }
             Err(e) => config::report(&mut out, &e),
         },
         Command::Doctor { backend } => match config::load_all(&backend) {
-            Ok((settings, _)) => {
+            Ok((settings, aam)) => {
                 let report = settings.doctor();
                 print!("{report}");
-                i32::from(!report.all_ok())
+                let (tools, tools_ok) = tools_config::doctor(&aam);
+                if !tools.is_empty() {
+                    print!("\n{tools}");
+                }
+                i32::from(!report.all_ok() || !tools_ok)
             }
             Err(e) => config::report(&mut out, &e),
         },

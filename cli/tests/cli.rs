@@ -592,3 +592,82 @@ fn tools_lists_every_tool_with_its_access_decision() {
         "{text}"
     );
 }
+
+/// `aisc config show` prints every section as it takes effect (tools,
+/// search, MCP servers, access, remote agents, policy, telemetry, store),
+/// secrets hidden; `aisc doctor` checks each tool provider too and fails
+/// when one does not answer.
+#[test]
+fn config_show_covers_every_section_and_doctor_checks_tool_providers() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let provider = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let search_url = format!("http://{}", provider.local_addr().expect("addr"));
+    std::thread::spawn(move || {
+        if let Ok((mut s, _)) = provider.accept() {
+            let mut buf = [0u8; 2048];
+            let _ = s.read(&mut buf);
+            let body = r#"{"results": [{"title": "t", "url": "u", "content": "c"}]}"#;
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    std::fs::create_dir(dir.path().join(".apxm")).expect("mkdir");
+    std::fs::write(
+        dir.path().join(".apxm/config.toml"),
+        format!(
+            "default_backend = \"sim\"\n[[llm_backends]]\nname = \"sim\"\nprotocol = \"sim\"\n\
+             [[tools.subprocess]]\nname = \"gone\"\ncommand = [\"no-such-command-here\"]\nenv = {{ TOKEN = \"s3cret-value\" }}\n\
+             [tools.search]\nurl = \"{search_url}\"\n\
+             [[remote_agents]]\nname = \"Peer\"\nurl = \"http://127.0.0.1:9/a2a/Peer\"\n\
+             [access.allow]\nA = [\"gone\"]\n[policy]\ntrusted = [\"gone\"]\n[telemetry]\nredact = true\n"
+        ),
+    )
+    .expect("config");
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_aisc"))
+            .args(args)
+            .env("HOME", dir.path())
+            .current_dir(dir.path())
+            .output()
+            .expect("aisc")
+    };
+    let o = run(&["config", "show"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    for section in [
+        "[memory]",
+        "[tools]",
+        "[[tools.subprocess]]",
+        "[tools.search]",
+        "[access]",
+        "[[remote_agents]]",
+        "[policy]",
+        "[telemetry]",
+        "redact = true",
+        "trusted = [\"gone\"]",
+        "allow.\"A\" = [\"gone\"]",
+    ] {
+        assert!(text.contains(section), "{section} missing:\n{text}");
+    }
+    assert!(!text.contains("s3cret-value"), "{text}");
+    let o = run(&["doctor"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("FAIL  tool gone [subprocess]: command `no-such-command-here` not found"),
+        "{text}"
+    );
+    assert!(
+        text.contains("ok    search") && text.contains("answered (1 results)"),
+        "{text}"
+    );
+    assert!(text.contains("FAIL  remote agent Peer"), "{text}");
+    assert!(
+        text.contains("3 tool provider(s) checked, 2 failed"),
+        "{text}"
+    );
+}
