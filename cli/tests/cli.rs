@@ -33,6 +33,25 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// A project folder whose `.apxm/config.toml` is `config`.
+fn project(config: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::create_dir(dir.path().join(".apxm")).expect("mkdir");
+    std::fs::write(dir.path().join(".apxm/config.toml"), config).expect("config");
+    dir
+}
+
+/// `aisc ARGS` in project `dir` (its HOME too: no user configuration).
+fn aisc_in(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_aisc"))
+        .args(args)
+        .env("HOME", dir)
+        .env("NO_COLOR", "1")
+        .current_dir(dir)
+        .output()
+        .expect("aisc runs")
+}
+
 fn path(rel: &str) -> String {
     root().join(rel).display().to_string()
 }
@@ -492,10 +511,7 @@ fn unprovided_capabilities_are_reported_before_any_call() {
 /// the configured tool as its suggestion.
 #[test]
 fn undeclared_names_call_configured_tools() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    std::fs::create_dir(dir.path().join(".apxm")).expect("mkdir");
-    std::fs::write(
-        dir.path().join(".apxm/config.toml"),
+    let dir = project(
         r#"default_backend = "sim"
 [[llm_backends]]
 name = "sim"
@@ -507,19 +523,10 @@ input_schema = { type = "object", required = ["text"], properties = { text = { t
 [access.allow]
 Counter = ["word_count"]
 "#,
-    )
-    .expect("config");
+    );
     let program = "agent Counter {\n    flow main(text: str) -> json {\n        return word_count(text: text)\n    }\n}\n";
     std::fs::write(dir.path().join("w.ais"), program).expect("write");
-    let run = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_aisc"))
-            .args(args)
-            .env("HOME", dir.path())
-            .env("NO_COLOR", "1")
-            .current_dir(dir.path())
-            .output()
-            .expect("aisc")
-    };
+    let run = |args: &[&str]| aisc_in(dir.path(), args);
     let o = run(&["check", "w.ais"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let o = run(&["run", "w.ais", "--arg", "text=one two three", "-q"]);
@@ -543,24 +550,13 @@ Counter = ["word_count"]
 /// access decision for an agent under `[access]`.
 #[test]
 fn tools_lists_every_tool_with_its_access_decision() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    std::fs::create_dir(dir.path().join(".apxm")).expect("mkdir");
-    std::fs::write(
-        dir.path().join(".apxm/config.toml"),
+    let dir = project(
         "default_backend = \"sim\"\n[[llm_backends]]\nname = \"sim\"\nprotocol = \"sim\"\n\
          [[tools.subprocess]]\nname = \"word_count\"\ncommand = [\"sh\", \"-c\", \"echo 1\"]\n\
          [[remote_agents]]\nname = \"Peer\"\nurl = \"http://127.0.0.1:9/a2a/Peer\"\n\
          [access.allow]\nCounter = [\"word_count\", \"http_get\"]\n",
-    )
-    .expect("config");
-    let run = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_aisc"))
-            .args(args)
-            .env("HOME", dir.path())
-            .current_dir(dir.path())
-            .output()
-            .expect("aisc")
-    };
+    );
+    let run = |args: &[&str]| aisc_in(dir.path(), args);
     let o = run(&["tools", "--json", "--agent", "Counter"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let tools: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
@@ -600,7 +596,6 @@ fn tools_lists_every_tool_with_its_access_decision() {
 #[test]
 fn config_show_covers_every_section_and_doctor_checks_tool_providers() {
     use std::io::{Read, Write};
-    let dir = tempfile::tempdir().expect("temp dir");
     let provider = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let search_url = format!("http://{}", provider.local_addr().expect("addr"));
     std::thread::spawn(move || {
@@ -615,26 +610,14 @@ fn config_show_covers_every_section_and_doctor_checks_tool_providers() {
             );
         }
     });
-    std::fs::create_dir(dir.path().join(".apxm")).expect("mkdir");
-    std::fs::write(
-        dir.path().join(".apxm/config.toml"),
-        format!(
+    let dir = project(&format!(
             "default_backend = \"sim\"\n[[llm_backends]]\nname = \"sim\"\nprotocol = \"sim\"\n\
              [[tools.subprocess]]\nname = \"gone\"\ncommand = [\"no-such-command-here\"]\nenv = {{ TOKEN = \"s3cret-value\" }}\n\
              [tools.search]\nurl = \"{search_url}\"\n\
              [[remote_agents]]\nname = \"Peer\"\nurl = \"http://127.0.0.1:9/a2a/Peer\"\n\
              [access.allow]\nA = [\"gone\"]\n[policy]\ntrusted = [\"gone\"]\n[telemetry]\nredact = true\n"
-        ),
-    )
-    .expect("config");
-    let run = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_aisc"))
-            .args(args)
-            .env("HOME", dir.path())
-            .current_dir(dir.path())
-            .output()
-            .expect("aisc")
-    };
+        ));
+    let run = |args: &[&str]| aisc_in(dir.path(), args);
     let o = run(&["config", "show"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let text = String::from_utf8_lossy(&o.stdout);

@@ -1353,20 +1353,9 @@ pub fn named_arguments(op: &str) -> Option<&'static [&'static str]> {
         "system",
         "backend",
     ];
-    // `plan`, `reflect` and `verify` reply in their own schema.
-    const STRUCTURED: &[&str] = &[
-        "prompt",
-        "context",
-        "tools",
-        "max_steps",
-        "model",
-        "temperature",
-        "max_tokens",
-        "budget",
-        "budget_tokens",
-        "system",
-        "backend",
-    ];
+    // `plan`, `reflect` and `verify` reply in their own schema: the LLM
+    // list without its last entry, `schema`.
+    const STRUCTURED: &[&str] = LLM.split_at(LLM.len() - 1).0;
     let op = ais_ir::Opcode::from_mnemonic(op)?;
     match op.info().llm? {
         ais_ir::LlmKind::Solve => Some(SOLVE),
