@@ -691,7 +691,7 @@ pub fn run_loaded(
         }),
     };
     let PreparedRun {
-        options,
+        mut options,
         host,
         backend: llm_backend,
         notes,
@@ -708,6 +708,7 @@ pub fn run_loaded(
             eprintln!("{n}");
         }
     }
+    options.flow_approver = crate::tty::flow_approver();
     let report = ais_vm::run(&loaded.program, &options, llm_backend, host.clone());
     let s = &report.summary;
     // The exports are written whatever the outcome: a failed run's telemetry

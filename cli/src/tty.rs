@@ -25,15 +25,67 @@ struct TtyConfirmer;
 impl Confirmer for TtyConfirmer {
     fn confirm(&self, agent: &str, tool: &str, args: &Json) -> bool {
         let shown: String = args.to_string().chars().take(300).collect();
-        let mut err = std::io::stderr().lock();
-        let _ = write!(
-            err,
+        ask_yes_no(&format!(
             "agent `{agent}` wants to run the destructive tool `{tool}` with {shown}\nallow it for this run? [y/N] "
-        );
+        ))
+    }
+}
+
+/// The progress bar being drawn, if any: a question hides it while it
+/// waits for the answer.
+static SPINNER: std::sync::Mutex<Option<indicatif::ProgressBar>> = std::sync::Mutex::new(None);
+
+/// Shows `question` on stderr (the progress bar hidden meanwhile) and
+/// reads `y`/`yes` from stdin; anything else, or no input, is no.
+fn ask_yes_no(question: &str) -> bool {
+    let ask = || {
+        let mut err = std::io::stderr().lock();
+        let _ = write!(err, "{question}");
         let _ = err.flush();
         let mut line = String::new();
         std::io::stdin().read_line(&mut line).is_ok()
             && matches!(line.trim().to_lowercase().as_str(), "y" | "yes")
+    };
+    let bar = SPINNER.lock().ok().and_then(|s| s.clone());
+    match bar {
+        Some(bar) => bar.suspend(ask),
+        None => ask(),
+    }
+}
+
+/// Asks about denied information flows when stdin is a terminal (`--yes`
+/// does not answer for them); otherwise denials stand.
+pub fn flow_approver() -> Option<Arc<dyn ais_vm::ifc::FlowApprover>> {
+    std::io::stdin()
+        .is_terminal()
+        .then(|| Arc::new(TtyFlowApprover) as Arc<dyn ais_vm::ifc::FlowApprover>)
+}
+
+/// Shows the denial (sink, argument, untrusted sources, path) on stderr
+/// and reads `y`/`n` from stdin.
+#[derive(Debug)]
+struct TtyFlowApprover;
+
+impl ais_vm::ifc::FlowApprover for TtyFlowApprover {
+    fn approve(&self, agent: &str, denial: &ais_vm::exec::OpError) -> bool {
+        let p = &denial.payload;
+        let list = |v: &Json| -> String {
+            v.as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Json::as_str)
+                        .collect::<Vec<_>>()
+                        .join(" -> ")
+                })
+                .unwrap_or_default()
+        };
+        ask_yes_no(&format!(
+            "policy: agent `{agent}` would send untrusted data to `{}` argument `{}`\n  from: {}\n  path: {}\nallow this flow for this run? [y/N] ",
+            p["sink"].as_str().unwrap_or("?"),
+            p["argument"].as_str().unwrap_or("?"),
+            list(&p["sources"]).replace(" -> ", ", "),
+            list(&p["path"]),
+        ))
     }
 }
 
@@ -67,6 +119,9 @@ impl Spinner {
             indicatif::ProgressStyle::with_template("{spinner} {elapsed} {msg}")
                 .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
         );
+        if let Ok(mut s) = SPINNER.lock() {
+            *s = Some(bar.clone());
+        }
         Spinner(bar)
     }
 }
@@ -81,6 +136,9 @@ impl ais_vm::progress::ProgressObserver for Spinner {
     }
 
     fn finish(&self) {
+        if let Ok(mut s) = SPINNER.lock() {
+            *s = None;
+        }
         self.0.finish_and_clear();
     }
 }

@@ -282,7 +282,7 @@ impl State<'_> {
         for &s in data {
             merge(&mut input, &self.lab(fi, ri, s), None);
         }
-        let here = hop(instr, instr.opcode.mnemonic());
+        let here = hop(instr, self.hop_text(instr));
         let mut changed = false;
         if report {
             self.check_sink(flow, fi, ri, region, instr, &pc, &input);
@@ -338,12 +338,29 @@ impl State<'_> {
         changed
     }
 
-    fn quarantined(&self, instr: &Instr) -> bool {
-        if !self.policy.quarantine.scalars || instr.opcode != Opcode::Cast {
-            return false;
+    /// What a hop through `instr` says: its mnemonic, and for an LLM op
+    /// with a `schema:` under `[policy.quarantine] schemas`, why it is not
+    /// quarantined (the hint a user needs to make it so).
+    fn hop_text(&self, instr: &Instr) -> String {
+        let m = instr.opcode.mnemonic();
+        match &instr.imm {
+            Imm::Llm(a) if self.policy.quarantine.schemas && a.schema.is_some() => {
+                let why = if a.tools.is_empty() {
+                    self.policy.quarantine.schema_problem(a.schema.as_deref())
+                } else {
+                    Some("it offers tools".into())
+                };
+                match why {
+                    Some(w) => format!("{m} (not quarantined: {w})"),
+                    None => m.to_string(),
+                }
+            }
+            _ => m.to_string(),
         }
-        matches!(&instr.imm, Imm::Cast(t)
-            if matches!(self.program.type_of(*t), ais_ir::Type::Number | ais_ir::Type::Bool))
+    }
+
+    fn quarantined(&self, instr: &Instr) -> bool {
+        self.policy.quarantine.releases(self.program, instr)
     }
 
     fn control(

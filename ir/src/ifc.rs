@@ -68,14 +68,157 @@ pub struct SinkRule {
 }
 
 /// `[policy.quarantine]`: CaMeL's quarantined LLM.
+///
+/// A quarantined op reads untrusted data but yields a value that cannot
+/// carry an instruction, so its result keeps only its control context's
+/// label. Off by default: the attacker still chooses *which* value comes
+/// out (a number, an enum member), which is only safe when every value of
+/// that shape is acceptable where it goes (`docs/security.md`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Quarantine {
-    /// A `cast` to `number` or `bool` yields a trusted value: such a
-    /// value cannot carry an instruction (it can still be a number an
-    /// attacker chose; see `docs/security.md`).
+    /// A `cast` to `number` or `bool` (`let n: number = ask(...)`).
     #[serde(default)]
     pub scalars: bool,
+    /// An LLM op with no tools whose `schema:` admits only
+    /// instruction-free data (see [`instruction_free`]).
+    #[serde(default)]
+    pub schemas: bool,
+    /// The longest free string such a schema may admit (its `maxLength`);
+    /// 0 (the default): strings only as `enum`/`const` members.
+    #[serde(default)]
+    pub max_string: u64,
+}
+
+impl Quarantine {
+    /// Does op `instr` of `program` release its inputs' labels (its result
+    /// carries only the control context)? The one rule the static check
+    /// and the VM share.
+    pub fn releases(
+        &self,
+        program: &crate::bytecode::Program,
+        instr: &crate::bytecode::Instr,
+    ) -> bool {
+        use crate::bytecode::Imm;
+        match &instr.imm {
+            Imm::Cast(t) if self.scalars && instr.opcode == crate::Opcode::Cast => {
+                matches!(program.type_of(*t), crate::Type::Number | crate::Type::Bool)
+            }
+            Imm::Llm(a) if self.schemas && a.tools.is_empty() => {
+                self.schema_problem(a.schema.as_deref()).is_none()
+            }
+            _ => false,
+        }
+    }
+
+    /// Why an LLM op's `schema:` (JSON text) is not quarantined, or `None`
+    /// when it is; for the static check's hints.
+    pub fn schema_problem(&self, schema: Option<&str>) -> Option<String> {
+        let Some(text) = schema else {
+            return Some("it has no `schema:`".into());
+        };
+        match serde_json::from_str::<serde_json::Value>(text) {
+            Ok(v) => instruction_free(&v, self.max_string).err(),
+            Err(e) => Some(format!("its schema is not JSON ({e})")),
+        }
+    }
+}
+
+/// Checks that every value valid against `schema` is instruction-free
+/// data: numbers, integers, booleans, null, members of an `enum`/`const`
+/// (written by the program's author), strings of at most `max_string`
+/// characters, arrays with a `maxItems` of such items, and objects with
+/// `additionalProperties: false` whose properties are such values.
+/// Conservative: keywords it does not analyse (`$ref`, `anyOf`,
+/// `patternProperties`, ...) make the schema not quarantined. `Err` says
+/// where and why.
+pub fn instruction_free(schema: &serde_json::Value, max_string: u64) -> Result<(), String> {
+    free_at(schema, "$", max_string)
+}
+
+fn free_at(schema: &serde_json::Value, at: &str, max_string: u64) -> Result<(), String> {
+    use serde_json::Value;
+    let Some(s) = schema.as_object() else {
+        return Err(format!(
+            "{at}: a schema that is not an object admits anything"
+        ));
+    };
+    const UNANALYSED: &[&str] = &[
+        "$ref",
+        "$dynamicRef",
+        "anyOf",
+        "oneOf",
+        "allOf",
+        "not",
+        "if",
+        "then",
+        "else",
+        "patternProperties",
+        "additionalItems",
+        "prefixItems",
+        "unevaluatedProperties",
+        "unevaluatedItems",
+        "dependentSchemas",
+        "contains",
+    ];
+    if let Some(k) = UNANALYSED.iter().find(|k| s.contains_key(**k)) {
+        return Err(format!("{at}: `{k}` is not analysed for quarantine"));
+    }
+    // The validator admits only the listed constants.
+    if s.contains_key("const") {
+        return Ok(());
+    }
+    if let Some(e) = s.get("enum") {
+        return match e {
+            Value::Array(_) => Ok(()),
+            _ => Err(format!("{at}: `enum` is not a list")),
+        };
+    }
+    let types: Vec<&str> = match s.get("type") {
+        Some(Value::String(t)) => vec![t.as_str()],
+        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
+        _ => return Err(format!("{at}: no `type` (any value is admitted)")),
+    };
+    if types.is_empty() {
+        return Err(format!("{at}: no `type` (any value is admitted)"));
+    }
+    for t in types {
+        match t {
+            "number" | "integer" | "boolean" | "null" => {}
+            "string" => match s.get("maxLength").and_then(Value::as_u64) {
+                Some(n) if n <= max_string => {}
+                Some(n) => {
+                    return Err(format!(
+                        "{at}: a string of up to {n} characters (quarantine allows {max_string}: `max_string`)"
+                    ))
+                }
+                None => return Err(format!("{at}: a string with no `maxLength`")),
+            },
+            "array" => {
+                if s.get("maxItems").and_then(Value::as_u64).is_none() {
+                    return Err(format!("{at}: an array with no `maxItems`"));
+                }
+                match s.get("items") {
+                    Some(items) => free_at(items, &format!("{at}[*]"), max_string)?,
+                    None => return Err(format!("{at}: an array with no `items`")),
+                }
+            }
+            "object" => {
+                if s.get("additionalProperties") != Some(&Value::Bool(false)) {
+                    return Err(format!(
+                        "{at}: an object without `additionalProperties: false`"
+                    ));
+                }
+                if let Some(props) = s.get("properties").and_then(Value::as_object) {
+                    for (k, v) in props {
+                        free_at(v, &format!("{at}.{k}"), max_string)?;
+                    }
+                }
+            }
+            other => return Err(format!("{at}: type `{other}` is not analysed")),
+        }
+    }
+    Ok(())
 }
 
 /// Sources untrusted unless the policy says otherwise.
@@ -242,5 +385,35 @@ mod tests {
         assert!(p.trusted("http_get"));
         p.untrusted.push("read_file".into());
         assert!(!p.trusted("read_file"));
+    }
+
+    #[test]
+    fn instruction_free_schemas() {
+        let free = |s: serde_json::Value, n| instruction_free(&s, n);
+        let open_at = |s: serde_json::Value, n| instruction_free(&s, n).err().unwrap_or_default();
+        let verdict = serde_json::json!({
+            "type": "object",
+            "additionalProperties": false,
+            "properties": {
+                "amount": {"type": "number"},
+                "ok": {"type": "boolean"},
+                "kind": {"type": "string", "enum": ["refund", "fee"]},
+                "tags": {"type": "array", "maxItems": 3, "items": {"enum": ["a", "b"]}},
+                "code": {"type": "string", "maxLength": 8}
+            }
+        });
+        assert_eq!(free(verdict.clone(), 8), Ok(()));
+        let e = open_at(verdict, 4);
+        assert!(e.contains("$.code") && e.contains("max_string"), "{e}");
+        let open = serde_json::json!({"type": "object", "properties": {"n": {"type": "number"}}});
+        assert!(open_at(open, 0).contains("additionalProperties"));
+        let text = serde_json::json!({"type": "string"});
+        assert!(open_at(text, 100).contains("maxLength"));
+        let unbounded = serde_json::json!({"type": "array", "items": {"type": "number"}});
+        assert!(open_at(unbounded, 0).contains("maxItems"));
+        let any = serde_json::json!({"anyOf": [{"type": "number"}]});
+        assert!(open_at(any, 0).contains("anyOf"));
+        assert!(open_at(serde_json::json!({}), 0).contains("no `type`"));
+        assert_eq!(free(serde_json::json!({"const": "yes"}), 0), Ok(()));
     }
 }

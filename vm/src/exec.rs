@@ -584,17 +584,34 @@ pub fn llm_value(request: &LlmRequest, response: &LlmResponse) -> Result<Val, Op
     if request.json_schema.is_none() {
         return Ok(Val::str(&response.text));
     }
-    match &response.json {
-        Some(j) => Ok(Val::from_json(j.clone())),
-        None => serde_json::from_str::<Json>(&response.text)
-            .map(Val::from_json)
-            .map_err(|e| {
-                OpError::new(
-                    "llm.invalid_response",
-                    format!("the reply to `{}` is not JSON: {e}", request.kind.name()),
-                )
-            }),
+    let value = match &response.json {
+        Some(j) => j.clone(),
+        None => serde_json::from_str::<Json>(&response.text).map_err(|e| {
+            OpError::new(
+                "llm.invalid_response",
+                format!("the reply to `{}` is not JSON: {e}", request.kind.name()),
+            )
+        })?,
+    };
+    // A program's own `schema:` is checked here whatever the backend (the
+    // quarantine relies on it: `ais_ir::ifc::Quarantine`); the built-in
+    // ops' schemas are the backends' concern.
+    if let Some(s) = request
+        .json_schema
+        .as_ref()
+        .filter(|_| schema::schema_for(request.kind).is_none())
+    {
+        if let Err(e) = crate::llm::jsonschema::validate(s, &value) {
+            return Err(OpError::new(
+                "llm.invalid_response",
+                format!(
+                    "the reply to `{}` does not match its schema at {e}",
+                    request.kind.name()
+                ),
+            ));
+        }
     }
+    Ok(Val::from_json(value))
 }
 
 /// A tool op's results: its value, then the `ord` token that orders it on

@@ -165,17 +165,10 @@ impl Labels {
         label: u64,
         pc: u64,
     ) -> u64 {
-        if instr.opcode == Opcode::Cast && self.policy.quarantine.scalars {
-            if let Imm::Cast(t) = &instr.imm {
-                if matches!(
-                    program.type_of(*t),
-                    ais_ir::Type::Number | ais_ir::Type::Bool
-                ) {
-                    // Quarantine: a number or a boolean carries no
-                    // instruction; only the control context stays.
-                    return pc;
-                }
-            }
+        if self.policy.quarantine.releases(program, instr) {
+            // Quarantine: the value cannot carry an instruction; only
+            // the control context stays.
+            return pc;
         }
         label | self.op_source(instr)
     }
@@ -327,4 +320,64 @@ fn path_to(code: &RegionCode, s: u32, untrusted: &dyn Fn(u32) -> bool) -> Vec<St
     }
     path.reverse();
     path
+}
+
+/// Asks whoever runs the program whether a denied flow may happen once
+/// more (the CLI: a `[y/N]` prompt when stdin is a terminal). The edge
+/// provides it; without one every denial stands. `--yes` does not answer
+/// it: approving untrusted data for a side effect is a decision a person
+/// makes, looking at the path.
+pub trait FlowApprover: Send + Sync + std::fmt::Debug {
+    /// `true` lets this flow (the `sink`, `argument` and `sources` of the
+    /// denial's payload) through for the rest of the run.
+    fn approve(&self, agent: &str, denial: &OpError) -> bool;
+}
+
+/// The approvals of one run: one question per sink, argument and set of
+/// sources, one question at a time.
+#[derive(Default)]
+pub struct Approvals {
+    approver: Option<std::sync::Arc<dyn FlowApprover>>,
+    answers: Mutex<std::collections::HashMap<String, bool>>,
+    asking: Mutex<()>,
+}
+
+impl Approvals {
+    pub fn new(approver: Option<std::sync::Arc<dyn FlowApprover>>) -> Approvals {
+        Approvals {
+            approver,
+            ..Approvals::default()
+        }
+    }
+
+    /// `Ok` when `denial` (a `policy.denied` error of `agent`'s op) is
+    /// approved, else the denial, saying it was refused when asked.
+    pub fn review(&self, agent: &str, denial: OpError) -> Result<(), OpError> {
+        let Some(approver) = &self.approver else {
+            return Err(denial);
+        };
+        let p = &denial.payload;
+        let key = format!(
+            "{}\u{0}{}\u{0}{}",
+            p["sink"].as_str().unwrap_or(""),
+            p["argument"].as_str().unwrap_or(""),
+            p["sources"]
+        );
+        let _one = lock(&self.asking);
+        let known = lock(&self.answers).get(&key).copied();
+        let yes = match known {
+            Some(a) => a,
+            None => {
+                let a = approver.approve(agent, &denial);
+                lock(&self.answers).insert(key, a);
+                a
+            }
+        };
+        if yes {
+            Ok(())
+        } else {
+            let message = format!("{} (not approved)", denial.message);
+            Err(OpError { message, ..denial })
+        }
+    }
 }

@@ -458,8 +458,11 @@ happens. The labels on the warning are the path the data takes.
 Reported by plain `aisc check` and alone by `aisc check --flows`; the rules
 come from the `[policy]` section of the config (`docs/security.md`).
 Validate the value with code (compare it against trusted data, `guard`), turn
-it into a number or boolean under `[policy.quarantine] scalars = true`, or,
-if the argument may carry untrusted text, say so:
+it into a number or boolean under `[policy.quarantine] scalars = true`, have a
+model with no tools answer in a closed `schema:` (numbers, enums, bounded
+strings) under `[policy.quarantine] schemas = true` (a hop marked "not
+quarantined" says what keeps the schema open), or, if the argument may carry
+untrusted text, say so:
 
     [policy.sinks.send_email]
     allow_untrusted = ["body"]"#,

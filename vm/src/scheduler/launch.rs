@@ -104,6 +104,7 @@ pub fn run(
     let run = Run {
         program,
         labels: crate::ifc::Labels::new(options.flow_policy.clone()),
+        approvals: crate::ifc::Approvals::new(options.flow_approver.clone()),
         backend: backend.as_ref(),
         host: host.as_ref(),
         injector: Injector::new(),

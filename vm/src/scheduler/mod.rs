@@ -112,6 +112,8 @@ pub struct RunOptions {
     /// Information-flow policy (`[policy]`; see `crate::ifc`): enforced by
     /// default with the default trust and sinks.
     pub flow_policy: ais_ir::ifc::FlowPolicy,
+    /// Asked before a denied flow fails its op (`None`: denials stand).
+    pub flow_approver: Option<Arc<dyn crate::ifc::FlowApprover>>,
 }
 
 impl Default for RunOptions {
@@ -134,6 +136,7 @@ impl Default for RunOptions {
             observer: None,
             telemetry_text: crate::telemetry::TextPolicy::default(),
             flow_policy: ais_ir::ifc::FlowPolicy::default(),
+            flow_approver: None,
         }
     }
 }
@@ -165,6 +168,8 @@ struct Run<'r> {
     program: &'r Program,
     /// Provenance labels and the flow policy (`crate::ifc`).
     labels: crate::ifc::Labels,
+    /// Denied flows the person running the program let through.
+    approvals: crate::ifc::Approvals,
     backend: &'r dyn LlmBackend,
     host: &'r dyn Host,
     injector: Injector<Task<'r>>,

@@ -469,7 +469,11 @@ impl<'r> Run<'r> {
         // The exchange's label (set when the op was dispatched): its
         // inputs, the model and every tool it is offered.
         let label = site.frame.label(site.instr.result);
-        if let Err(e) = self.labels.check_tool_call(&call.name, &args, label) {
+        if let Err(e) = self
+            .labels
+            .check_tool_call(&call.name, &args, label)
+            .or_else(|e| self.approvals.review(self.agent_name(site.frame.agent), e))
+        {
             return Ok(refuse(&e.code, e.message));
         }
         if self.over_budget(site.frame, site.op, site.instr, Class::Tool) {

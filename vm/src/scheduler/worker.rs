@@ -157,9 +157,10 @@ impl<'r> Run<'r> {
         if !self.labels.off() {
             let label = frame.label_of(frame.code.data(instr));
             if matches!(class, Class::Inline | Class::Tool) && !self.labels.is_trusted(label) {
-                if let Err(e) =
-                    self.labels
-                        .check_sink(frame.code, instr, &|s| frame.label(s), frame.pc)
+                if let Err(e) = self
+                    .labels
+                    .check_sink(frame.code, instr, &|s| frame.label(s), frame.pc)
+                    .or_else(|e| self.approvals.review(self.agent_name(frame.agent), e))
                 {
                     self.fail(&frame, op, e, &sink);
                     return None;
