@@ -10,9 +10,9 @@
 //! control ops are not journaled: on resume they are recomputed from the
 //! replayed effects. See `docs/reliability.md`.
 //!
-//! Durability: every entry is committed (SQLite: its own transaction with
-//! `synchronous = FULL`; PostgreSQL: group commit, fence-checked) before
-//! the op's consumers fire. A side-effecting tool call writes an `intent` row first.
+//! Durability: every entry is committed (SQLite: `synchronous = FULL`,
+//! group commit within a process; PostgreSQL: group commit, fence-checked)
+//! before the op's consumers fire. A side-effecting tool call writes an `intent` row first.
 //!
 //! Fault injection: a [`WriteObserver`] installed with
 //! [`set_write_observer`] sees every journal write as it commits. The
@@ -254,7 +254,7 @@ impl std::fmt::Debug for Journal {
 }
 
 fn sqlite_dir(dir: &Path) -> Result<Arc<dyn Store>, JournalError> {
-    Ok(Arc::new(SqliteStore::open(Some(dir))?))
+    Ok(SqliteStore::shared(dir)?)
 }
 
 /// Every run journaled in `dir`, oldest first.
@@ -366,7 +366,10 @@ impl Journal {
         entry: Option<&str>,
         args: &[(String, Json)],
     ) -> Result<Journal, JournalError> {
-        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir)?);
+        let store: Arc<dyn Store> = match dir {
+            Some(d) => SqliteStore::shared(d)?,
+            None => Arc::new(SqliteStore::open(None)?),
+        };
         Journal::begin_in(store, run_id, program, artifact, entry, args)
     }
 

@@ -180,6 +180,6 @@ pub fn open(spec: &str) -> Result<Arc<dyn Store>, JournalError> {
     if is_postgres_url(spec) {
         Ok(Arc::new(postgres::PgStore::connect(spec)?))
     } else {
-        Ok(Arc::new(sqlite::SqliteStore::open(Some(Path::new(spec)))?))
+        Ok(sqlite::SqliteStore::shared(Path::new(spec))?)
     }
 }

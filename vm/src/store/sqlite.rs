@@ -2,13 +2,21 @@
 //! (`runs.db`, WAL, `synchronous = FULL`), versioned with `PRAGMA
 //! user_version`. One process owns a run (checked by pid); fences are
 //! accepted and ignored.
+//!
+//! A process opens each directory's database once while it is in use
+//! ([`SqliteStore::shared`]), and journal writes are group-committed: a
+//! writer queues its entries, and whoever holds the connection next
+//! commits everything queued in one transaction, so concurrent runs (a
+//! server) and concurrent ops (a fan-out) share one disk flush instead of
+//! paying one each.
 
 use super::{Entry, NewRun, RunRow, RunState, Store, StoreStatus};
 use crate::journal::{JournalError, RunInfo, Status, Step, DB_FILE};
 use rusqlite::{params, Connection, OptionalExtension};
 use sha2::{Digest, Sha256};
-use std::path::Path;
-use std::sync::Mutex;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
 
 /// The schema version this binary writes and reads.
 pub const SCHEMA_VERSION: i64 = 1;
@@ -17,7 +25,22 @@ pub const SCHEMA_VERSION: i64 = 1;
 pub struct SqliteStore {
     conn: Mutex<Connection>,
     path: String,
+    /// Writes waiting for the next group commit.
+    pending: Mutex<Vec<Pending>>,
+    /// Journal transactions committed (writes / commits: the batching).
+    commits: std::sync::atomic::AtomicU64,
 }
+
+/// One `write` call waiting to be committed, and where its outcome goes.
+#[derive(Debug)]
+struct Pending {
+    run: String,
+    entries: Vec<Entry>,
+    done: Arc<Mutex<Option<Result<(), JournalError>>>>,
+}
+
+/// The stores this process has open, by directory.
+static OPEN: Mutex<Option<HashMap<PathBuf, Weak<SqliteStore>>>> = Mutex::new(None);
 
 fn db_err(path: &str) -> impl Fn(rusqlite::Error) -> JournalError + '_ {
     move |e| {
@@ -154,7 +177,62 @@ impl SqliteStore {
         Ok(SqliteStore {
             conn: Mutex::new(conn),
             path,
+            pending: Mutex::new(Vec::new()),
+            commits: std::sync::atomic::AtomicU64::new(0),
         })
+    }
+
+    /// The store of `dir`, shared by every user in this process while any
+    /// holds it (one connection: writers batch into one commit).
+    pub fn shared(dir: &Path) -> Result<Arc<SqliteStore>, JournalError> {
+        let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
+        let map = open.get_or_insert_with(HashMap::new);
+        map.retain(|_, w| w.strong_count() > 0);
+        if let Some(s) = map.get(dir).and_then(Weak::upgrade) {
+            // The directory may have been removed and made again since.
+            if dir.join(DB_FILE).exists() {
+                return Ok(s);
+            }
+        }
+        let s = Arc::new(SqliteStore::open(Some(dir))?);
+        map.insert(dir.to_path_buf(), Arc::downgrade(&s));
+        Ok(s)
+    }
+
+    /// Commits every queued write in one transaction (the caller holds
+    /// the connection), and tells each writer how it went.
+    fn commit_pending(&self, conn: &mut Connection) {
+        let batch = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
+        if batch.is_empty() {
+            return;
+        }
+        let outcome = (|| -> rusqlite::Result<()> {
+            let tx = conn.transaction()?;
+            {
+                let mut st = tx.prepare_cached(
+                    "INSERT OR REPLACE INTO entries (run, key, seq, kind, op, input_hash, value, tokens)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                )?;
+                for p in &batch {
+                    for e in &p.entries {
+                        st.execute(params![p.run, e.key, e.seq, e.kind, e.op, e.hash, e.value, e.tokens])?;
+                    }
+                }
+            }
+            tx.commit()?;
+            self.commits
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Ok(())
+        })()
+        .map_err(|e| {
+            JournalError::new(
+                "journal.write",
+                format!("cannot write the run journal `{}`: {e}", self.path),
+            )
+        });
+        for p in batch {
+            *p.done.lock().unwrap_or_else(|e| e.into_inner()) = Some(outcome.clone());
+        }
     }
 
     fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
@@ -265,21 +343,29 @@ impl Store for SqliteStore {
     }
 
     fn write(&self, id: &str, _fence: i64, entries: &[Entry]) -> Result<(), JournalError> {
-        let conn = self.conn();
-        for e in entries {
-            conn.execute(
-                "INSERT OR REPLACE INTO entries (run, key, seq, kind, op, input_hash, value, tokens)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                params![id, e.key, e.seq, e.kind, e.op, e.hash, e.value, e.tokens],
-            )
-            .map_err(|e| {
-                JournalError::new(
-                    "journal.write",
-                    format!("cannot write the run journal `{}`: {e}", self.path),
-                )
-            })?;
+        let done = Arc::new(Mutex::new(None));
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Pending {
+                run: id.to_string(),
+                entries: entries.to_vec(),
+                done: done.clone(),
+            });
+        // Whoever gets the connection commits everything queued by then:
+        // while one commit flushes, the next batch gathers.
+        let mut conn = self.conn();
+        if let Some(r) = done.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            return r;
         }
-        Ok(())
+        self.commit_pending(&mut conn);
+        let r = done.lock().unwrap_or_else(|e| e.into_inner()).take();
+        r.unwrap_or_else(|| {
+            Err(JournalError::new(
+                "journal.write",
+                "the journal write was lost before its commit (internal)",
+            ))
+        })
     }
 
     fn waiting(&self, id: &str) -> Result<Option<(String, String, Option<String>)>, JournalError> {
@@ -403,5 +489,56 @@ impl Store for SqliteStore {
             queue_depth: 0,
             takeovers: 0,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(i: usize) -> Entry {
+        Entry {
+            key: format!("k{i}"),
+            seq: i as i64,
+            kind: "done".into(),
+            op: "ask".into(),
+            hash: "h".into(),
+            value: Some(format!("\"v{i}\"")),
+            tokens: 1,
+        }
+    }
+
+    /// 64 writers queued while a commit holds the connection share the next
+    /// transaction; each gets its outcome and every entry is durable.
+    #[test]
+    fn queued_writes_share_one_commit() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = SqliteStore::shared(dir.path()).expect("open");
+        let again = SqliteStore::shared(dir.path()).expect("open");
+        assert!(Arc::ptr_eq(&store, &again), "one store per directory");
+        let run = NewRun {
+            id: "r1",
+            program: "p",
+            artifact: b"a",
+            entry: None,
+            args: "[]",
+        };
+        store.begin_run(&run).expect("begin");
+        let held = store.conn();
+        let writers: Vec<_> = (0..64)
+            .map(|i| {
+                let s = store.clone();
+                std::thread::spawn(move || s.write("r1", 0, &[entry(i)]))
+            })
+            .collect();
+        while store.pending.lock().map(|p| p.len()).unwrap_or(0) < 64 {
+            std::thread::yield_now();
+        }
+        drop(held);
+        for w in writers {
+            assert_eq!(w.join().expect("writer"), Ok(()));
+        }
+        assert_eq!(store.commits.load(std::sync::atomic::Ordering::Relaxed), 1);
+        assert_eq!(store.entries("r1").expect("entries").len(), 64);
     }
 }
