@@ -253,8 +253,11 @@ impl std::fmt::Debug for Journal {
     }
 }
 
+/// The journal of `dir` to read: its own connection, so what it reads is
+/// the file as it is now (the runs writing it share
+/// [`SqliteStore::shared`]).
 fn sqlite_dir(dir: &Path) -> Result<Arc<dyn Store>, JournalError> {
-    Ok(SqliteStore::shared(dir)?)
+    Ok(Arc::new(SqliteStore::open(Some(dir))?))
 }
 
 /// Every run journaled in `dir`, oldest first.
@@ -396,7 +399,7 @@ impl Journal {
     /// Reopens run `run_id` for resuming: its entries are replayed. A
     /// running run whose process is alive cannot be resumed.
     pub fn resume(dir: &Path, run_id: &str) -> Result<Journal, JournalError> {
-        Journal::resume_in(sqlite_dir(dir)?, run_id)
+        Journal::resume_in(SqliteStore::shared(dir)?, run_id)
     }
 
     /// [`Journal::resume`] in any store.

@@ -16,7 +16,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 
 /// The schema version this binary writes and reads.
 pub const SCHEMA_VERSION: i64 = 1;
@@ -31,16 +31,50 @@ pub struct SqliteStore {
     commits: std::sync::atomic::AtomicU64,
 }
 
-/// One `write` call waiting to be committed, and where its outcome goes.
-#[derive(Debug)]
+/// A write waiting for the next group commit (its statements, run in a
+/// savepoint of the group's transaction so one failing write fails only
+/// itself), and where its outcome goes.
 struct Pending {
-    run: String,
-    entries: Vec<Entry>,
+    job: Job,
+    /// `journal.write` for entries, `journal.db` for run rows.
+    code: &'static str,
     done: Arc<Mutex<Option<Result<(), JournalError>>>>,
 }
 
-/// The stores this process has open, by directory.
-static OPEN: Mutex<Option<HashMap<PathBuf, Weak<SqliteStore>>>> = Mutex::new(None);
+/// The statements of one grouped write.
+type Job = Box<dyn FnOnce(&Connection) -> rusqlite::Result<()> + Send>;
+
+impl std::fmt::Debug for Pending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pending")
+            .field("code", &self.code)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The stores this process has open, by directory. Kept open for the
+/// process's life (a server starts runs back to back: reopening the
+/// database for each would cost its setup and lose the batching), and
+/// forgotten once their database file is gone or replaced.
+static OPEN: Mutex<Option<HashMap<PathBuf, Shared>>> = Mutex::new(None);
+
+/// An open store and the file it opened.
+type Shared = (Arc<SqliteStore>, Option<FileId>);
+
+/// Which file a path names now (`None`: none, or no way to tell).
+type FileId = (u64, u64);
+
+fn file_id(path: &Path) -> Option<FileId> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+    }
+    #[cfg(not(unix))]
+    {
+        std::fs::metadata(path).ok().map(|_| (0, 0))
+    }
+}
 
 fn db_err(path: &str) -> impl Fn(rusqlite::Error) -> JournalError + '_ {
     move |e| {
@@ -182,21 +216,51 @@ impl SqliteStore {
         })
     }
 
-    /// The store of `dir`, shared by every user in this process while any
-    /// holds it (one connection: writers batch into one commit).
+    /// The store of `dir`, shared by every user in this process (one
+    /// connection: writers batch into one commit).
     pub fn shared(dir: &Path) -> Result<Arc<SqliteStore>, JournalError> {
         let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
         let map = open.get_or_insert_with(HashMap::new);
-        map.retain(|_, w| w.strong_count() > 0);
-        if let Some(s) = map.get(dir).and_then(Weak::upgrade) {
-            // The directory may have been removed and made again since.
-            if dir.join(DB_FILE).exists() {
-                return Ok(s);
-            }
+        // A database removed (or replaced) since: its connection points
+        // at a deleted file.
+        map.retain(|d, (_, id)| id.is_some() && file_id(&d.join(DB_FILE)) == *id);
+        if let Some((s, _)) = map.get(dir) {
+            return Ok(s.clone());
         }
         let s = Arc::new(SqliteStore::open(Some(dir))?);
-        map.insert(dir.to_path_buf(), Arc::downgrade(&s));
+        map.insert(dir.to_path_buf(), (s.clone(), file_id(&dir.join(DB_FILE))));
         Ok(s)
+    }
+
+    /// Runs `job` in the next group commit and returns once that commit
+    /// is durable. Whoever gets the connection commits everything queued
+    /// by then: while one commit flushes, the next batch gathers.
+    fn grouped(
+        &self,
+        code: &'static str,
+        job: impl FnOnce(&Connection) -> rusqlite::Result<()> + Send + 'static,
+    ) -> Result<(), JournalError> {
+        let done = Arc::new(Mutex::new(None));
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Pending {
+                job: Box::new(job),
+                code,
+                done: done.clone(),
+            });
+        let mut conn = self.conn();
+        if let Some(r) = done.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            return r;
+        }
+        self.commit_pending(&mut conn);
+        let r = done.lock().unwrap_or_else(|e| e.into_inner()).take();
+        r.unwrap_or_else(|| {
+            Err(JournalError::new(
+                code,
+                "the journal write was lost before its commit (internal)",
+            ))
+        })
     }
 
     /// Commits every queued write in one transaction (the caller holds
@@ -206,32 +270,45 @@ impl SqliteStore {
         if batch.is_empty() {
             return;
         }
-        let outcome = (|| -> rusqlite::Result<()> {
-            let tx = conn.transaction()?;
-            {
-                let mut st = tx.prepare_cached(
-                    "INSERT OR REPLACE INTO entries (run, key, seq, kind, op, input_hash, value, tokens)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                )?;
-                for p in &batch {
-                    for e in &p.entries {
-                        st.execute(params![p.run, e.key, e.seq, e.kind, e.op, e.hash, e.value, e.tokens])?;
-                    }
-                }
-            }
-            tx.commit()?;
-            self.commits
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            Ok(())
-        })()
-        .map_err(|e| {
+        let fail = |code: &'static str, e: rusqlite::Error| {
             JournalError::new(
-                "journal.write",
+                code,
                 format!("cannot write the run journal `{}`: {e}", self.path),
             )
-        });
+        };
+        let mut tx = match conn.transaction() {
+            Ok(tx) => tx,
+            Err(e) => {
+                let e = fail("journal.write", e);
+                for p in batch {
+                    *p.done.lock().unwrap_or_else(|e| e.into_inner()) = Some(Err(e.clone()));
+                }
+                return;
+            }
+        };
+        let mut outcomes = Vec::with_capacity(batch.len());
         for p in batch {
-            *p.done.lock().unwrap_or_else(|e| e.into_inner()) = Some(outcome.clone());
+            let r = (|| {
+                let sp = tx.savepoint()?;
+                (p.job)(&sp)?;
+                sp.commit()
+            })();
+            outcomes.push((p.done, r.map_err(|e| fail(p.code, e))));
+        }
+        let committed = tx.commit();
+        if committed.is_ok() {
+            self.commits
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        for (done, r) in outcomes {
+            let r = match &committed {
+                Ok(()) => r,
+                Err(e) => Err(JournalError::new(
+                    "journal.write",
+                    format!("cannot write the run journal `{}`: {e}", self.path),
+                )),
+            };
+            *done.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
         }
     }
 
@@ -254,21 +331,24 @@ impl Store for SqliteStore {
     }
 
     fn begin_run(&self, run: &NewRun<'_>) -> Result<i64, JournalError> {
-        self.conn().execute(
-            "INSERT INTO runs (id, status, pid, started_ms, program, artifact, artifact_sha256, entry, args)
-             VALUES (?1, 'running', ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            params![
-                run.id,
-                i64::from(std::process::id()),
-                now_ms(),
-                run.program,
-                run.artifact,
-                hex(&Sha256::digest(run.artifact)),
-                run.entry,
-                run.args
-            ],
-        )
-        .map_err(self.err())?;
+        let row = (
+            run.id.to_string(),
+            i64::from(std::process::id()),
+            now_ms(),
+            run.program.to_string(),
+            run.artifact.to_vec(),
+            hex(&Sha256::digest(run.artifact)),
+            run.entry.map(str::to_string),
+            run.args.to_string(),
+        );
+        self.grouped("journal.db", move |c| {
+            c.execute(
+                "INSERT INTO runs (id, status, pid, started_ms, program, artifact, artifact_sha256, entry, args)
+                 VALUES (?1, 'running', ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![row.0, row.1, row.2, row.3, row.4, row.5, row.6, row.7],
+            )
+            .map(|_| ())
+        })?;
         Ok(0)
     }
 
@@ -343,28 +423,18 @@ impl Store for SqliteStore {
     }
 
     fn write(&self, id: &str, _fence: i64, entries: &[Entry]) -> Result<(), JournalError> {
-        let done = Arc::new(Mutex::new(None));
-        self.pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(Pending {
-                run: id.to_string(),
-                entries: entries.to_vec(),
-                done: done.clone(),
-            });
-        // Whoever gets the connection commits everything queued by then:
-        // while one commit flushes, the next batch gathers.
-        let mut conn = self.conn();
-        if let Some(r) = done.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            return r;
-        }
-        self.commit_pending(&mut conn);
-        let r = done.lock().unwrap_or_else(|e| e.into_inner()).take();
-        r.unwrap_or_else(|| {
-            Err(JournalError::new(
-                "journal.write",
-                "the journal write was lost before its commit (internal)",
-            ))
+        let (run, entries) = (id.to_string(), entries.to_vec());
+        self.grouped("journal.write", move |c| {
+            let mut st = c.prepare_cached(
+                "INSERT OR REPLACE INTO entries (run, key, seq, kind, op, input_hash, value, tokens)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            )?;
+            for e in &entries {
+                st.execute(params![
+                    run, e.key, e.seq, e.kind, e.op, e.hash, e.value, e.tokens
+                ])?;
+            }
+            Ok(())
         })
     }
 
@@ -387,13 +457,20 @@ impl Store for SqliteStore {
         result: Option<&str>,
         error: Option<&str>,
     ) -> Result<(), JournalError> {
-        self.conn()
-            .execute(
+        let row = (
+            id.to_string(),
+            status.to_string(),
+            now_ms(),
+            result.map(str::to_string),
+            error.map(str::to_string),
+        );
+        self.grouped("journal.db", move |c| {
+            c.execute(
                 "UPDATE runs SET status = ?2, ended_ms = ?3, result = ?4, error = ?5 WHERE id = ?1",
-                params![id, status, now_ms(), result, error],
+                params![row.0, row.1, row.2, row.3, row.4],
             )
-            .map_err(self.err())?;
-        Ok(())
+            .map(|_| ())
+        })
     }
 
     fn list_runs(&self) -> Result<Vec<RunInfo>, JournalError> {
@@ -524,6 +601,7 @@ mod tests {
             args: "[]",
         };
         store.begin_run(&run).expect("begin");
+        let before = store.commits.load(std::sync::atomic::Ordering::Relaxed);
         let held = store.conn();
         let writers: Vec<_> = (0..64)
             .map(|i| {
@@ -538,7 +616,14 @@ mod tests {
         for w in writers {
             assert_eq!(w.join().expect("writer"), Ok(()));
         }
-        assert_eq!(store.commits.load(std::sync::atomic::Ordering::Relaxed), 1);
+        assert_eq!(
+            store.commits.load(std::sync::atomic::Ordering::Relaxed) - before,
+            1
+        );
         assert_eq!(store.entries("r1").expect("entries").len(), 64);
+        // A failing write fails alone: the run row exists already.
+        assert!(store.begin_run(&run).is_err());
+        store.write("r1", 0, &[entry(64)]).expect("a later write");
+        assert_eq!(store.entries("r1").expect("entries").len(), 65);
     }
 }
