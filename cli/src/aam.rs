@@ -267,13 +267,13 @@ pub fn open_host(
         console,
     })
     .map_err(|e| e.to_string())?;
-    // A fleet shares long-term memory through the store.
+    // A fleet shares agent state (LTM, mailboxes, goals, beliefs, the
+    // episodic log) through the store.
     if let Some(url) = mem
         .store_url()
         .filter(|u| ais_vm::store::is_postgres_url(u))
     {
-        let ltm = ais_vm::aam::ltm::Ltm::postgres(&url).map_err(|e| e.to_string())?;
-        host.use_ltm(ltm);
+        host.use_store(&url).map_err(|e| e.to_string())?;
     }
     for w in host.warnings() {
         eprintln!("{w}");

@@ -16,6 +16,7 @@ mod group;
 pub mod ltm;
 mod pool;
 pub mod schema;
+mod state;
 
 use super::{Claim, Entry, NewRun, RunRow, RunState, Store, StoreStatus};
 use crate::journal::{JournalError, RunInfo, Status, Step};
