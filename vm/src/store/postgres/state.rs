@@ -162,7 +162,12 @@ impl PgLtm {
         let field = |k: &str| record.get(k).and_then(Json::as_str).map(str::to_string);
         self.exec(
             "INSERT INTO episodic (run, agent, op, record) VALUES ($1, $2, $3, $4)",
-            &[&field("run"), &field("agent"), &field("op"), &encode(record)?],
+            &[
+                &field("run"),
+                &field("agent"),
+                &field("op"),
+                &encode(record)?,
+            ],
         )
         .map(|_| ())
     }
