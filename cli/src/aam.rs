@@ -36,6 +36,26 @@ impl MemoryArgs {
             .filter(|s| !s.trim().is_empty())
     }
 
+    /// The store at `--store` (a URL), opened once per process: a server
+    /// journals every run through one pool and one set of group-commit
+    /// writers rather than connecting per run.
+    pub fn shared_store(
+        url: &str,
+    ) -> Result<std::sync::Arc<dyn ais_vm::store::Store>, ais_vm::journal::JournalError> {
+        type Open = std::collections::HashMap<String, std::sync::Arc<dyn ais_vm::store::Store>>;
+        static OPEN: std::sync::OnceLock<std::sync::Mutex<Open>> = std::sync::OnceLock::new();
+        let mut open = OPEN
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = open.get(url) {
+            return Ok(s.clone());
+        }
+        let s = ais_vm::store::open(url)?;
+        open.insert(url.to_string(), s.clone());
+        Ok(s)
+    }
+
     /// The run store: `--store`, else the memory directory's `runs.db`
     /// (`Ok(None)` for `--memory :memory:`, which keeps no journal on disk).
     pub fn run_store(

@@ -10,6 +10,7 @@ use super::runs::BudgetArgs;
 use super::{BackendArgs, OptArgs};
 use ais_serve::{ApiError, BudgetSpec, Engine, Finished, Prepared, RunEdge, RunSpec, Served};
 use ais_vm::journal::{self, Journal};
+use ais_vm::store::{NewRun, Store};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -41,6 +42,11 @@ pub struct ServedRunArgs {
     /// to ask: without it they are refused).
     #[arg(long)]
     pub yes: bool,
+    /// Hand every new run to the fleet instead of running it here: it is
+    /// queued in the `--store postgres://…` for `aisc worker`s, and its
+    /// status and result are read back from the store.
+    #[arg(long)]
+    pub enqueue: bool,
     /// Default limits of every run (a request's `budget` overrides them).
     #[command(flatten)]
     pub budget: BudgetArgs,
@@ -74,6 +80,9 @@ struct CliEngine {
     files: Vec<PathBuf>,
     opt: OptArgs,
     backend: BackendArgs,
+    /// The store of `--store`: served runs are journaled there (and, with
+    /// `--enqueue`, queued there for workers).
+    store: Option<Arc<dyn Store>>,
 }
 
 struct CliPrepared {
@@ -108,6 +117,107 @@ impl Prepared for CliPrepared {
         if let Some(j) = &self.run.options.journal {
             let _ = j.finish(Err(reason));
         }
+    }
+}
+
+/// A run handed to the fleet (`--enqueue`): queued in the store when an
+/// executor takes it, then followed in the store until a worker ends it.
+struct QueuedRun {
+    id: String,
+    store: Arc<dyn Store>,
+    program: String,
+    artifact: Vec<u8>,
+    entry: Option<String>,
+    args: String,
+    cancel: ais_serve::Cancel,
+}
+
+/// How often a queued run's row is read while a worker runs it.
+const POLL: std::time::Duration = std::time::Duration::from_millis(50);
+
+impl QueuedRun {
+    fn wait(&self) -> Result<serde_json::Value, serde_json::Value> {
+        let err =
+            |code: &str, message: String| serde_json::json!({"code": code, "message": message});
+        self.store
+            .enqueue(&NewRun {
+                id: &self.id,
+                program: &self.program,
+                artifact: &self.artifact,
+                entry: self.entry.as_deref(),
+                args: &self.args,
+            })
+            .map_err(|e| err(e.code, e.message))?;
+        loop {
+            if self.cancel.is_cancelled() {
+                // A worker owns the run now; this server only stops waiting.
+                return Err(err(
+                    "cancelled",
+                    format!(
+                        "stopped waiting for run `{}` (a worker may still run it)",
+                        self.id
+                    ),
+                ));
+            }
+            match self.store.run_row(&self.id) {
+                Ok(Some(row)) => match row.info.status {
+                    journal::Status::Completed => {
+                        return Ok(row
+                            .result
+                            .as_deref()
+                            .map(|t| serde_json::from_str(t).unwrap_or_else(|_| t.into()))
+                            .unwrap_or_default())
+                    }
+                    journal::Status::Failed => {
+                        return Err(err(
+                            "run.failed",
+                            row.info.error.unwrap_or_else(|| "the run failed".into()),
+                        ))
+                    }
+                    journal::Status::Paused => {
+                        let mut e = err(
+                            "run.paused",
+                            row.info.error.unwrap_or_else(|| "waiting for input".into()),
+                        );
+                        e["cause"] = "run.paused".into();
+                        return Err(e);
+                    }
+                    _ => {}
+                },
+                Ok(None) => {
+                    return Err(err(
+                        "run.not_found",
+                        format!("run `{}` left the store", self.id),
+                    ))
+                }
+                // A store hiccup: the run goes on; read again.
+                Err(_) => {}
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+}
+
+impl Prepared for QueuedRun {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn execute(self: Box<Self>) -> Finished {
+        let outcome = self.wait();
+        let summary = self
+            .store
+            .run_row(&self.id)
+            .ok()
+            .flatten()
+            .map_or(serde_json::Value::Null, |r| {
+                serde_json::json!({"journaled_ops": r.info.entries, "takeovers_or_resumes": r.info.resumes, "store": self.store.location()})
+            });
+        Finished { outcome, summary }
+    }
+
+    fn discard(self: Box<Self>, _reason: &str) {
+        // Never queued: nothing in the store to end.
     }
 }
 
@@ -197,6 +307,23 @@ impl Engine for CliEngine {
             .get(&program.file)
             .cloned()
             .ok_or_else(|| ApiError::internal(format!("`{}` is not loaded", program.file)))?;
+        if let (true, Some(store)) = (self.runs.enqueue, &self.store) {
+            let artifact = ais_ir::bytecode::encode(&loaded.program).map_err(|e| {
+                ApiError::internal(format!("cannot encode the program for the run queue: {e}"))
+            })?;
+            return Ok(Box::new(QueuedRun {
+                id: super::worker::queued_run_id(),
+                store: store.clone(),
+                program: loaded
+                    .source
+                    .as_ref()
+                    .map_or_else(|| program.file.clone(), |(n, _)| n.clone()),
+                artifact,
+                entry: spec.entry.clone(),
+                args: serde_json::to_string(&spec.args).unwrap_or_else(|_| "[]".into()),
+                cancel: edge.cancel,
+            }));
+        }
         let run = self.run_args(spec.entry.clone(), &spec.budget);
         self.finish_prepare(loaded, spec.args.clone(), &run, &spec.budget, edge, None)
     }
@@ -208,13 +335,14 @@ impl Engine for CliEngine {
         input: Option<serde_json::Value>,
         edge: RunEdge,
     ) -> Result<ais_serve::Resumed, ApiError> {
-        let dir = self.journal_dir().ok_or_else(|| {
-            ApiError::conflict(
+        let dir = self.journal_dir();
+        if dir.is_none() && self.store.is_none() {
+            return Err(ApiError::conflict(
                 "journal.none",
                 "`--memory :memory:` keeps no run journal to resume from",
-                "serve with a memory directory",
-            )
-        })?;
+                "serve with a memory directory or a `--store`",
+            ));
+        }
         let journal_error = |e: journal::JournalError| match e.code {
             "journal.no_run" | "journal.missing" => {
                 ApiError::not_found("run.not_found", e.message, "`GET /v1/runs` lists the runs")
@@ -226,7 +354,12 @@ impl Engine for CliEngine {
             ),
             _ => ApiError::internal(e.to_string()),
         };
-        let stored = journal::load_run(&dir, id).map_err(journal_error)?;
+        let stored = match (&self.store, &dir) {
+            (Some(store), _) => journal::load_run_in(store.as_ref(), id),
+            (None, Some(dir)) => journal::load_run(dir, id),
+            (None, None) => unreachable!("checked above"),
+        }
+        .map_err(journal_error)?;
         let program = ais_ir::bytecode::decode(&stored.artifact).map_err(|e| {
             ApiError::internal(format!(
                 "the program stored for run `{id}` is not a valid artifact: {e}"
@@ -255,7 +388,12 @@ impl Engine for CliEngine {
             }
             _ => {}
         }
-        let mut j = Journal::resume(&dir, &stored.info.id).map_err(journal_error)?;
+        let mut j = match (&self.store, &dir) {
+            (Some(store), _) => Journal::resume_in(store.clone(), &stored.info.id),
+            (None, Some(dir)) => Journal::resume(dir, &stored.info.id),
+            (None, None) => unreachable!("checked above"),
+        }
+        .map_err(journal_error)?;
         j.set_idempotent_tools(super::runs::IDEMPOTENT_TOOLS.iter().map(|s| s.to_string()));
         if let Some(value) = &input {
             j.answer(value)
@@ -277,6 +415,10 @@ impl Engine for CliEngine {
 
     fn journal_dir(&self) -> Option<PathBuf> {
         journal::dir_of(&self.runs.memory.storage())
+    }
+
+    fn journal_store(&self) -> Option<Arc<dyn Store>> {
+        self.store.clone()
     }
 
     fn backend_name(&self) -> String {
@@ -363,16 +505,23 @@ fn start(
     if let Some(n) = &setup.llm.notice {
         eprintln!("{n}");
     }
-    let mut runs = runs.clone();
-    if let Some(url) = runs.memory.store_url() {
-        // The served runs' registry reads the memory directory's journal.
-        eprintln!(
-            "warning: `aisc serve` journals its runs in the memory directory, not in the store `{}` (not yet supported: docs/scale-out.md)",
-            ais_vm::store::postgres::redact(&url)
-        );
-        runs.memory.store = Some(String::new());
+    let runs = runs.clone();
+    let store = match runs.memory.store_url() {
+        Some(url) => match MemoryArgs::shared_store(&url) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Err(1);
+            }
+        },
+        None => None,
+    };
+    if runs.enqueue && store.as_ref().is_none_or(|s| s.backend() != "postgres") {
+        eprintln!("error: `--enqueue` hands runs to `aisc worker`s through a shared store: give `--store postgres://...` (or set AIS_STORE)");
+        return Err(2);
     }
     let engine = CliEngine {
+        store,
         setup,
         runs: runs.clone(),
         loaded: std::sync::RwLock::new(loaded),
@@ -430,13 +579,25 @@ pub fn serve(
     };
     let mcp = Arc::new(ais_serve::mcp::Mcp::new(registry.clone()));
     let n = registry.programs().len();
-    let dir = journal::dir_of(&runs.memory.storage());
+    let place = match runs.memory.store_url() {
+        Some(url) if runs.enqueue => format!(
+            "runs queued for workers in {}",
+            ais_vm::store::postgres::redact(&url)
+        ),
+        Some(url) => format!(
+            "runs journaled in {}",
+            ais_vm::store::postgres::redact(&url)
+        ),
+        None => format!(
+            "runs journaled in {}",
+            journal::dir_of(&runs.memory.storage())
+                .map_or_else(|| "memory only".to_string(), |d| d.display().to_string())
+        ),
+    };
     let result = ais_serve::serve(config, registry, mcp, |addr| {
         eprintln!(
-            "aisc serve: listening on http://{addr} ({n} program{}; runs journaled in {})",
+            "aisc serve: listening on http://{addr} ({n} program{}; {place})",
             if n == 1 { "" } else { "s" },
-            dir.as_deref()
-                .map_or_else(|| "memory only".to_string(), |d| d.display().to_string())
         );
     });
     match result {

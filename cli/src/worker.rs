@@ -15,7 +15,7 @@ use std::time::Duration;
 
 /// A run id for a queued run: time, then random-enough hex (pid, clock,
 /// counter hashed), unique across the machines of a fleet.
-fn queued_run_id() -> String {
+pub(crate) fn queued_run_id() -> String {
     use std::hash::{BuildHasher, Hasher};
     static N: AtomicU64 = AtomicU64::new(0);
     let ms = ais_stdlib::time::unix_ms();
