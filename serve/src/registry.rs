@@ -823,7 +823,21 @@ impl Registry {
     }
 
     pub fn metrics_text(&self) -> String {
-        self.metrics.render(&self.gauges())
+        let mut text = self.metrics.render(&self.gauges());
+        if let Some(store) = self.engine.journal_store() {
+            match store.status() {
+                Ok(s) if s.backend == "postgres" => {
+                    text.push_str(&crate::metrics::render_store(&s))
+                }
+                Ok(_) => {}
+                // A scrape must still answer: the store's error is a comment.
+                Err(e) => text.push_str(&format!(
+                    "# the store cannot be read: {}\n",
+                    e.to_string().replace('\n', " ")
+                )),
+            }
+        }
+        text
     }
 
     pub(crate) fn observe_http(&self, status: u16) {

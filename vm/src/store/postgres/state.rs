@@ -202,3 +202,34 @@ impl PgLtm {
         Ok(usize::try_from(n).unwrap_or(usize::MAX))
     }
 }
+
+/// Adds to the counters of the worker process of `owner` (in `tx`).
+pub(super) fn count(
+    tx: &mut postgres::Transaction<'_>,
+    owner: &str,
+    taken: i64,
+    takeovers: i64,
+    fenced: i64,
+    handed_back: i64,
+) -> Result<(), postgres::Error> {
+    tx.execute(
+        &format!(
+            "INSERT INTO worker_stats (worker, runs_taken, takeovers, fenced, handed_back, seen_ms)
+             VALUES ($1, $2, $3, $4, $5, {NOW_MS})
+             ON CONFLICT (worker) DO UPDATE SET
+                runs_taken = worker_stats.runs_taken + EXCLUDED.runs_taken,
+                takeovers = worker_stats.takeovers + EXCLUDED.takeovers,
+                fenced = worker_stats.fenced + EXCLUDED.fenced,
+                handed_back = worker_stats.handed_back + EXCLUDED.handed_back,
+                seen_ms = EXCLUDED.seen_ms"
+        ),
+        &[
+            &crate::store::worker_of(owner),
+            &taken,
+            &takeovers,
+            &fenced,
+            &handed_back,
+        ],
+    )
+    .map(|_| ())
+}
