@@ -128,3 +128,125 @@ fn served_runs_are_journaled_in_the_store_and_can_be_handed_to_workers() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--store postgres://"));
 }
+
+/// The fleet's numbers after a forced takeover: worker A takes a run and
+/// is killed (-9); B takes it over when A's lease runs out.
+#[test]
+fn metrics_count_a_forced_takeover_in_store_status_and_on_metrics() {
+    let Some(pg) = PgServer::start() else { return };
+    let url = pg.database("metrics");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let mock = MockServer::start().unwrap();
+    mock.set_latency(std::time::Duration::from_millis(300));
+    let config = mock_config(dir, &mock.openai_url());
+    let p = write(dir, "two.ais", TWO);
+    let out = aisc(
+        dir,
+        &[
+            "run",
+            "--detach",
+            "-q",
+            "--store",
+            &url,
+            &p,
+            "--config",
+            &config,
+            "--arg",
+            "topic=ants",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let status = || -> Json {
+        let out = aisc(dir, &["store", "status", "--store", &url, "--json"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    assert_eq!(status()["runs"]["queued"], 1);
+
+    let lease = |w: &str| -> Child {
+        Command::new(env!("CARGO_BIN_EXE_aisc"))
+            .args(["worker", "--store", &url, "--config", &config])
+            .args(["--memory", ":memory:", "--poll-ms", "50", "--lease-secs", w])
+            .current_dir(dir)
+            .env("HOME", dir)
+            .env_remove("AIS_STORE")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let mut a = lease("1");
+    let mut waited = 0;
+    while status()["runs"]["running"] != 1 {
+        waited += 1;
+        assert!(waited < 600, "worker A never took the run");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = a.kill();
+    let _ = a.wait();
+    let mut b = lease("1");
+    let mut waited = 0;
+    while status()["runs"]["completed"] != 1 {
+        waited += 1;
+        assert!(
+            waited < 1200,
+            "worker B never completed the run: {}",
+            status()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = b.kill();
+    let _ = b.wait();
+
+    let s = status();
+    assert_eq!(s["takeovers"], 1, "{s}");
+    assert_eq!(s["queue_depth"], 0, "{s}");
+    let workers = s["workers"].as_array().unwrap();
+    assert_eq!(workers.len(), 2, "{s}");
+    let of = |pid: u32| {
+        workers
+            .iter()
+            .find(|w| w["worker"].as_str().unwrap().ends_with(&format!(":{pid}")))
+            .unwrap_or_else(|| panic!("no worker {pid} in {s}"))
+    };
+    assert_eq!(of(a.id())["runs_taken"], 1);
+    assert_eq!(of(a.id())["takeovers"], 0);
+    assert_eq!(of(b.id())["runs_taken"], 1);
+    assert_eq!(of(b.id())["takeovers"], 1);
+    assert!(run_ids(dir, &url).contains(&id));
+
+    // Any server on the store reports the same numbers on /metrics.
+    let srv = Server::start(
+        dir,
+        &[&p],
+        &["--store", &url, "--config", &config, "--memory", ":memory:"],
+        &[],
+    );
+    let m = srv.get("/metrics").body;
+    for line in [
+        "ais_store_lease_takeovers_total 1".to_string(),
+        "ais_store_queue_depth 0".to_string(),
+        "ais_store_runs{status=\"completed\"} 1".to_string(),
+        "ais_store_runs{status=\"queued\"} 0".to_string(),
+        format!(
+            "ais_store_worker_takeovers_total{{worker=\"{}\"}} 1",
+            of(b.id())["worker"].as_str().unwrap()
+        ),
+        format!(
+            "ais_store_worker_runs_taken_total{{worker=\"{}\"}} 1",
+            of(a.id())["worker"].as_str().unwrap()
+        ),
+    ] {
+        assert!(m.lines().any(|l| l == line), "no `{line}` in\n{m}");
+    }
+}
