@@ -174,6 +174,9 @@ fn escape(s: &str) -> String {
         .replace('\n', "\\n")
 }
 
+/// Reads one counter of a worker.
+type WorkerCount = fn(&ais_vm::store::WorkerStats) -> i64;
+
 /// The shared store's gauges and counters (`aisc serve --store
 /// postgres://…`): what the whole fleet does, read from the store at scrape
 /// time, so every server of a fleet reports the same numbers.
@@ -208,7 +211,7 @@ pub fn render_store(s: &ais_vm::store::StoreStatus) -> String {
     let _ = writeln!(out, "# HELP ais_store_lease_takeovers_total Runs taken over after their worker's lease expired.");
     let _ = writeln!(out, "# TYPE ais_store_lease_takeovers_total counter");
     let _ = writeln!(out, "ais_store_lease_takeovers_total {}", s.takeovers);
-    let per_worker: [(&str, &str, fn(&ais_vm::store::WorkerStats) -> i64); 4] = [
+    let per_worker: [(&str, &str, WorkerCount); 4] = [
         (
             "ais_store_worker_runs_taken_total",
             "Runs each worker process acquired.",
