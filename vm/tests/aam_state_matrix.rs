@@ -115,6 +115,8 @@ fn one_host(h: &AamHost) {
         h.belief_get("Bob", "mood").unwrap_err().code,
         "belief.unknown"
     );
+    h.belief_init("Bob", "mood", &json!("new")).unwrap();
+    assert_eq!(h.belief_get("Bob", "mood").unwrap(), "new");
 
     // Episodic: every transition, with the run id; notes apart.
     let recs = h.episodic_records();
@@ -260,6 +262,9 @@ fn agent_state_in_postgres_shared_by_two_hosts() {
         .any(|r| r["run"] == a.run_id() && r["op"] == "send"));
     drop((a, b));
     let c = host(Some(&url), None);
+    assert_eq!(c.belief_get("Ann", "city").unwrap(), "Oslo");
+    // A new run's initial value does not overwrite a persisted belief.
+    c.belief_init("Ann", "city", &json!("Rome")).unwrap();
     assert_eq!(c.belief_get("Ann", "city").unwrap(), "Oslo");
     assert!(c.goals("Ann").iter().any(|g| g.name == "ship" && g.done));
 }

@@ -1600,6 +1600,18 @@ impl Host for AamHost {
         r.map(|_| ())
     }
 
+    fn belief_init(&self, agent: &str, name: &str, value: &Json) -> Result<(), HostError> {
+        let Some(pg) = self.shared_state() else {
+            return self.belief_set(agent, name, value);
+        };
+        // Beliefs persist in the shared store: an earlier run's value stays.
+        let t0 = Instant::now();
+        let r = pg.init_belief(agent, name, value);
+        let inputs = json!({"name": name, "value": value, "initial": true});
+        self.log(agent, "belief.set", inputs, r.as_ref(), t0);
+        r.map(|_| ())
+    }
+
     fn print(&self, agent: &str, line: &str) {
         let t0 = Instant::now();
         if let Some(c) = &self.console {

@@ -117,6 +117,24 @@ impl PgLtm {
             .map(|r| decode(r.get(0))))
     }
 
+    /// Stores a belief's initial value unless it has one; returns the value
+    /// it has now.
+    pub fn init_belief(&self, agent: &str, name: &str, value: &Json) -> Result<Json, HostError> {
+        let text = encode(value)?;
+        let rows = self.rows(
+            &format!(
+                "WITH ins AS (INSERT INTO aam_beliefs (agent, name, value, updated_ms)
+                    VALUES ($1, $2, $3, {NOW_MS}) ON CONFLICT (agent, name) DO NOTHING
+                    RETURNING value)
+                 SELECT value FROM ins
+                 UNION ALL SELECT value FROM aam_beliefs WHERE agent = $1 AND name = $2
+                 LIMIT 1"
+            ),
+            &[&agent, &name, &text],
+        )?;
+        Ok(rows.first().map_or(Json::Null, |r| decode(r.get(0))))
+    }
+
     /// Sets a belief after `check` accepted its current value, both under
     /// one lock per belief across the fleet.
     pub fn set_belief(
