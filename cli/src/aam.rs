@@ -217,7 +217,22 @@ pub fn trace(run: &str, mem: &MemoryArgs, json: bool) -> i32 {
     let id = record
         .as_ref()
         .map_or_else(|| run.to_string(), |r| r.info.id.clone());
-    let episodic = inspect::trace(&storage, &id, json);
+    let episodic = match mem
+        .store_url()
+        .filter(|u| ais_vm::store::is_postgres_url(u))
+    {
+        // The fleet's episodic log, in the shared store.
+        Some(url) => ais_vm::aam::episodic::Episodic::postgres(&url).and_then(|log| {
+            inspect::trace_in(
+                &log,
+                &ais_vm::store::postgres::redact(&url),
+                &id,
+                json,
+                None,
+            )
+        }),
+        None => inspect::trace(&storage, &id, json),
+    };
     let Some(record) = record else {
         return match episodic {
             Ok(text) => {
@@ -232,9 +247,9 @@ pub fn trace(run: &str, mem: &MemoryArgs, json: bool) -> i32 {
     };
     let episodic = match episodic {
         Ok(text) => text,
-        // Known to the journal, absent from the log: no episodic records.
-        // (With a shared store the episodic log stays on the worker's
-        // machine: the journal's steps are what this machine has.)
+        // Known to the journal, absent from the log: no episodic records
+        // (a run of LLM calls only; or, with a SQLite `--store`, a run
+        // whose log is in another memory directory).
         Err(e)
             if matches!(e.code.as_str(), "trace.unknown_run" | "trace.empty")
                 || mem.store_url().is_some() =>

@@ -15,7 +15,7 @@ use serde_json::{json, Value as Json};
 use serve_support::{aisc, mock_config, write, Server};
 use std::process::{Child, Command, Stdio};
 
-const TWO: &str = "agent Two {\n    @entry flow main(topic: str) -> str {\n        ask(\"First \" + topic) -> a\n        return ask(\"Then \" + topic, a)\n    }\n}\n";
+const TWO: &str = "agent Two {\n    @entry flow main(topic: str) -> str {\n        ask(\"First \" + topic) -> a\n        print(\"topic\", topic)\n        return ask(\"Then \" + topic, a)\n    }\n}\n";
 
 fn worker(dir: &std::path::Path, url: &str, config: &str) -> Child {
     Command::new(env!("CARGO_BIN_EXE_aisc"))
@@ -74,6 +74,13 @@ fn served_runs_are_journaled_in_the_store_and_can_be_handed_to_workers() {
     assert!(run_ids(dir, &url).contains(&id));
     let shown = aisc(dir, &["runs", "show", &id, "--store", &url]);
     assert!(String::from_utf8_lossy(&shown.stdout).contains("completed"));
+    // Its episodic log too: the print is in the store's log.
+    let trace = aisc(dir, &["trace", &id, "--store", &url, "--json"]);
+    let trace = String::from_utf8_lossy(&trace.stdout);
+    assert!(
+        trace.lines().any(|l| l.contains("\"op\":\"print\"") && l.contains("topic bees")),
+        "{trace}"
+    );
     drop(s);
     // A new server on the same store answers for the run it never held.
     let s = Server::start(
