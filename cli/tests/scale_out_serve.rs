@@ -78,7 +78,9 @@ fn served_runs_are_journaled_in_the_store_and_can_be_handed_to_workers() {
     let trace = aisc(dir, &["trace", &id, "--store", &url, "--json"]);
     let trace = String::from_utf8_lossy(&trace.stdout);
     assert!(
-        trace.lines().any(|l| l.contains("\"op\":\"print\"") && l.contains("topic bees")),
+        trace
+            .lines()
+            .any(|l| l.contains("\"op\":\"print\"") && l.contains("topic bees")),
         "{trace}"
     );
     drop(s);
