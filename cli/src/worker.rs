@@ -179,7 +179,11 @@ pub fn worker(w: &WorkerArgs, backend: &BackendArgs) -> i32 {
     let failed = AtomicBool::new(false);
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        if let Err(e) = signal_hook::flag::register(sig, stop.clone()) {
+        // The first signal stops the worker gently; a second one while it
+        // stops ends it at once (exit 1; the leases then run out).
+        let registered = signal_hook::flag::register_conditional_shutdown(sig, 1, stop.clone())
+            .and_then(|_| signal_hook::flag::register(sig, stop.clone()));
+        if let Err(e) = registered {
             eprintln!("error: cannot handle signal {sig}: {e}");
             return 1;
         }
