@@ -36,6 +36,26 @@ impl MemoryArgs {
             .filter(|s| !s.trim().is_empty())
     }
 
+    /// The store at `--store` (a URL), opened once per process: a server
+    /// journals every run through one pool and one set of group-commit
+    /// writers rather than connecting per run.
+    pub fn shared_store(
+        url: &str,
+    ) -> Result<std::sync::Arc<dyn ais_vm::store::Store>, ais_vm::journal::JournalError> {
+        type Open = std::collections::HashMap<String, std::sync::Arc<dyn ais_vm::store::Store>>;
+        static OPEN: std::sync::OnceLock<std::sync::Mutex<Open>> = std::sync::OnceLock::new();
+        let mut open = OPEN
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = open.get(url) {
+            return Ok(s.clone());
+        }
+        let s = ais_vm::store::open(url)?;
+        open.insert(url.to_string(), s.clone());
+        Ok(s)
+    }
+
     /// The run store: `--store`, else the memory directory's `runs.db`
     /// (`Ok(None)` for `--memory :memory:`, which keeps no journal on disk).
     pub fn run_store(
@@ -197,7 +217,22 @@ pub fn trace(run: &str, mem: &MemoryArgs, json: bool) -> i32 {
     let id = record
         .as_ref()
         .map_or_else(|| run.to_string(), |r| r.info.id.clone());
-    let episodic = inspect::trace(&storage, &id, json);
+    let episodic = match mem
+        .store_url()
+        .filter(|u| ais_vm::store::is_postgres_url(u))
+    {
+        // The fleet's episodic log, in the shared store.
+        Some(url) => ais_vm::aam::episodic::Episodic::postgres(&url).and_then(|log| {
+            inspect::trace_in(
+                &log,
+                &ais_vm::store::postgres::redact(&url),
+                &id,
+                json,
+                None,
+            )
+        }),
+        None => inspect::trace(&storage, &id, json),
+    };
     let Some(record) = record else {
         return match episodic {
             Ok(text) => {
@@ -212,9 +247,9 @@ pub fn trace(run: &str, mem: &MemoryArgs, json: bool) -> i32 {
     };
     let episodic = match episodic {
         Ok(text) => text,
-        // Known to the journal, absent from the log: no episodic records.
-        // (With a shared store the episodic log stays on the worker's
-        // machine: the journal's steps are what this machine has.)
+        // Known to the journal, absent from the log: no episodic records
+        // (a run of LLM calls only; or, with a SQLite `--store`, a run
+        // whose log is in another memory directory).
         Err(e)
             if matches!(e.code.as_str(), "trace.unknown_run" | "trace.empty")
                 || mem.store_url().is_some() =>
@@ -267,13 +302,13 @@ pub fn open_host(
         console,
     })
     .map_err(|e| e.to_string())?;
-    // A fleet shares long-term memory through the store.
+    // A fleet shares agent state (LTM, mailboxes, goals, beliefs, the
+    // episodic log) through the store.
     if let Some(url) = mem
         .store_url()
         .filter(|u| ais_vm::store::is_postgres_url(u))
     {
-        let ltm = ais_vm::aam::ltm::Ltm::postgres(&url).map_err(|e| e.to_string())?;
-        host.use_ltm(ltm);
+        host.use_store(&url).map_err(|e| e.to_string())?;
     }
     for w in host.warnings() {
         eprintln!("{w}");

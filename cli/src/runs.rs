@@ -112,7 +112,7 @@ pub fn begin(
         .map_err(|e| format!("cannot encode the program for the run journal: {e}"))?;
     let mut j = match mem.store_url() {
         Some(url) => {
-            let store = ais_vm::store::open(&url).map_err(|e| e.to_string())?;
+            let store = MemoryArgs::shared_store(&url).map_err(|e| e.to_string())?;
             Journal::begin_in(store, run_id, name, &bytes, entry, args)
         }
         None => {

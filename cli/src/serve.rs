@@ -10,6 +10,10 @@ use super::runs::BudgetArgs;
 use super::{BackendArgs, OptArgs};
 use ais_serve::{ApiError, BudgetSpec, Engine, Finished, Prepared, RunEdge, RunSpec, Served};
 use ais_vm::journal::{self, Journal};
+use ais_vm::store::Store;
+
+mod queued;
+use queued::QueuedRun;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -41,6 +45,11 @@ pub struct ServedRunArgs {
     /// to ask: without it they are refused).
     #[arg(long)]
     pub yes: bool,
+    /// Hand every new run to the fleet instead of running it here: it is
+    /// queued in the `--store postgres://…` for `aisc worker`s, and its
+    /// status and result are read back from the store.
+    #[arg(long)]
+    pub enqueue: bool,
     /// Default limits of every run (a request's `budget` overrides them).
     #[command(flatten)]
     pub budget: BudgetArgs,
@@ -74,6 +83,9 @@ struct CliEngine {
     files: Vec<PathBuf>,
     opt: OptArgs,
     backend: BackendArgs,
+    /// The store of `--store`: served runs are journaled there (and, with
+    /// `--enqueue`, queued there for workers).
+    store: Option<Arc<dyn Store>>,
 }
 
 struct CliPrepared {
@@ -197,6 +209,23 @@ impl Engine for CliEngine {
             .get(&program.file)
             .cloned()
             .ok_or_else(|| ApiError::internal(format!("`{}` is not loaded", program.file)))?;
+        if let (true, Some(store)) = (self.runs.enqueue, &self.store) {
+            let artifact = ais_ir::bytecode::encode(&loaded.program).map_err(|e| {
+                ApiError::internal(format!("cannot encode the program for the run queue: {e}"))
+            })?;
+            return Ok(Box::new(QueuedRun {
+                id: super::worker::queued_run_id(),
+                store: store.clone(),
+                program: loaded
+                    .source
+                    .as_ref()
+                    .map_or_else(|| program.file.clone(), |(n, _)| n.clone()),
+                artifact,
+                entry: spec.entry.clone(),
+                args: serde_json::to_string(&spec.args).unwrap_or_else(|_| "[]".into()),
+                cancel: edge.cancel,
+            }));
+        }
         let run = self.run_args(spec.entry.clone(), &spec.budget);
         self.finish_prepare(loaded, spec.args.clone(), &run, &spec.budget, edge, None)
     }
@@ -208,13 +237,14 @@ impl Engine for CliEngine {
         input: Option<serde_json::Value>,
         edge: RunEdge,
     ) -> Result<ais_serve::Resumed, ApiError> {
-        let dir = self.journal_dir().ok_or_else(|| {
-            ApiError::conflict(
+        let dir = self.journal_dir();
+        if dir.is_none() && self.store.is_none() {
+            return Err(ApiError::conflict(
                 "journal.none",
                 "`--memory :memory:` keeps no run journal to resume from",
-                "serve with a memory directory",
-            )
-        })?;
+                "serve with a memory directory or a `--store`",
+            ));
+        }
         let journal_error = |e: journal::JournalError| match e.code {
             "journal.no_run" | "journal.missing" => {
                 ApiError::not_found("run.not_found", e.message, "`GET /v1/runs` lists the runs")
@@ -226,7 +256,12 @@ impl Engine for CliEngine {
             ),
             _ => ApiError::internal(e.to_string()),
         };
-        let stored = journal::load_run(&dir, id).map_err(journal_error)?;
+        let stored = match (&self.store, &dir) {
+            (Some(store), _) => journal::load_run_in(store.as_ref(), id),
+            (None, Some(dir)) => journal::load_run(dir, id),
+            (None, None) => unreachable!("checked above"),
+        }
+        .map_err(journal_error)?;
         let program = ais_ir::bytecode::decode(&stored.artifact).map_err(|e| {
             ApiError::internal(format!(
                 "the program stored for run `{id}` is not a valid artifact: {e}"
@@ -255,7 +290,12 @@ impl Engine for CliEngine {
             }
             _ => {}
         }
-        let mut j = Journal::resume(&dir, &stored.info.id).map_err(journal_error)?;
+        let mut j = match (&self.store, &dir) {
+            (Some(store), _) => Journal::resume_in(store.clone(), &stored.info.id),
+            (None, Some(dir)) => Journal::resume(dir, &stored.info.id),
+            (None, None) => unreachable!("checked above"),
+        }
+        .map_err(journal_error)?;
         j.set_idempotent_tools(super::runs::IDEMPOTENT_TOOLS.iter().map(|s| s.to_string()));
         if let Some(value) = &input {
             j.answer(value)
@@ -277,6 +317,10 @@ impl Engine for CliEngine {
 
     fn journal_dir(&self) -> Option<PathBuf> {
         journal::dir_of(&self.runs.memory.storage())
+    }
+
+    fn journal_store(&self) -> Option<Arc<dyn Store>> {
+        self.store.clone()
     }
 
     fn backend_name(&self) -> String {
@@ -363,16 +407,23 @@ fn start(
     if let Some(n) = &setup.llm.notice {
         eprintln!("{n}");
     }
-    let mut runs = runs.clone();
-    if let Some(url) = runs.memory.store_url() {
-        // The served runs' registry reads the memory directory's journal.
-        eprintln!(
-            "warning: `aisc serve` journals its runs in the memory directory, not in the store `{}` (not yet supported: docs/scale-out.md)",
-            ais_vm::store::postgres::redact(&url)
-        );
-        runs.memory.store = Some(String::new());
+    let runs = runs.clone();
+    let store = match runs.memory.store_url() {
+        Some(url) => match MemoryArgs::shared_store(&url) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Err(1);
+            }
+        },
+        None => None,
+    };
+    if runs.enqueue && store.as_ref().is_none_or(|s| s.backend() != "postgres") {
+        eprintln!("error: `--enqueue` hands runs to `aisc worker`s through a shared store: give `--store postgres://...` (or set AIS_STORE)");
+        return Err(2);
     }
     let engine = CliEngine {
+        store,
         setup,
         runs: runs.clone(),
         loaded: std::sync::RwLock::new(loaded),
@@ -430,13 +481,25 @@ pub fn serve(
     };
     let mcp = Arc::new(ais_serve::mcp::Mcp::new(registry.clone()));
     let n = registry.programs().len();
-    let dir = journal::dir_of(&runs.memory.storage());
+    let place = match runs.memory.store_url() {
+        Some(url) if runs.enqueue => format!(
+            "runs queued for workers in {}",
+            ais_vm::store::postgres::redact(&url)
+        ),
+        Some(url) => format!(
+            "runs journaled in {}",
+            ais_vm::store::postgres::redact(&url)
+        ),
+        None => format!(
+            "runs journaled in {}",
+            journal::dir_of(&runs.memory.storage())
+                .map_or_else(|| "memory only".to_string(), |d| d.display().to_string())
+        ),
+    };
     let result = ais_serve::serve(config, registry, mcp, |addr| {
         eprintln!(
-            "aisc serve: listening on http://{addr} ({n} program{}; runs journaled in {})",
+            "aisc serve: listening on http://{addr} ({n} program{}; {place})",
             if n == 1 { "" } else { "s" },
-            dir.as_deref()
-                .map_or_else(|| "memory only".to_string(), |d| d.display().to_string())
         );
     });
     match result {

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 /// A run id for a queued run: time, then random-enough hex (pid, clock,
 /// counter hashed), unique across the machines of a fleet.
-fn queued_run_id() -> String {
+pub(crate) fn queued_run_id() -> String {
     use std::hash::{BuildHasher, Hasher};
     static N: AtomicU64 = AtomicU64::new(0);
     let ms = ais_stdlib::time::unix_ms();
@@ -109,6 +109,11 @@ pub struct WorkerArgs {
     /// Exit once the queue is empty and this worker's runs are done.
     #[arg(long)]
     pub until_idle: bool,
+    /// On SIGTERM (or SIGINT) the worker takes no more runs and lets its
+    /// runs go on this long; the runs still going then are handed back to
+    /// the queue, journal intact, and it exits 0.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
+    pub grace_secs: f64,
     /// Scheduler threads per run.
     #[arg(long, default_value_t = 2)]
     pub workers: usize,
@@ -172,12 +177,33 @@ pub fn worker(w: &WorkerArgs, backend: &BackendArgs) -> i32 {
         );
     }
     let failed = AtomicBool::new(false);
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        // The first signal stops the worker gently; a second one while it
+        // stops ends it at once (exit 1; the leases then run out).
+        let registered = signal_hook::flag::register_conditional_shutdown(sig, 1, stop.clone())
+            .and_then(|_| signal_hook::flag::register(sig, stop.clone()));
+        if let Err(e) = registered {
+            eprintln!("error: cannot handle signal {sig}: {e}");
+            return 1;
+        }
+    }
+    // The runs executing now, with the fence each was taken under.
+    let running: std::sync::Mutex<Vec<Claim>> = std::sync::Mutex::default();
+    let live = std::sync::atomic::AtomicUsize::new(usize::try_from(w.concurrency).unwrap_or(1));
     std::thread::scope(|s| {
         for slot in 0..w.concurrency {
             let (store, setup, failed, me) = (&store, &setup, &failed, &me);
+            let (stop, running, live) = (&stop, &running, &live);
             s.spawn(move || {
                 let owner = format!("{me}/{slot}");
+                let _done = OnDrop(|| {
+                    live.fetch_sub(1, Ordering::SeqCst);
+                });
                 loop {
+                    if stop.load(Ordering::SeqCst) {
+                        return;
+                    }
                     let claim = match store.claim(&owner, lease_ms) {
                         Ok(c) => c,
                         Err(e) => {
@@ -197,7 +223,12 @@ pub fn worker(w: &WorkerArgs, backend: &BackendArgs) -> i32 {
                         std::thread::sleep(Duration::from_millis(w.poll_ms));
                         continue;
                     };
+                    lock(running).push(claim.clone());
                     let ended = execute(store, setup, w, &claim, lease_ms);
+                    lock(running).retain(|c| c.id != claim.id);
+                    if matches!(ended, Ended::Lost) {
+                        let _ = store.note_worker(&owner, 1, 0);
+                    }
                     if !w.quiet {
                         let how = if claim.takeover { " (taken over)" } else { "" };
                         match ended {
@@ -214,8 +245,83 @@ pub fn worker(w: &WorkerArgs, backend: &BackendArgs) -> i32 {
                 }
             });
         }
+        // Wait for a stop signal (or, with --until-idle, for the slots).
+        while live.load(Ordering::SeqCst) > 0 && !stop.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if stop.load(Ordering::SeqCst) {
+            hand_back(store.as_ref(), &me, w, &running, &live);
+        }
     });
     i32::from(failed.load(Ordering::SeqCst))
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs `f` when dropped (also when a slot's thread unwinds).
+struct OnDrop<F: FnMut()>(F);
+
+impl<F: FnMut()> Drop for OnDrop<F> {
+    fn drop(&mut self) {
+        (self.0)()
+    }
+}
+
+/// After a stop signal: lets the runs in execution go on for the grace
+/// period; gives the ones still going back to the queue and exits 0. A
+/// given-back run's fence moves on, so whatever its thread still tries to
+/// write is refused; the next worker replays its journal (no completed call
+/// repeated; the calls in flight now are asked again).
+fn hand_back(
+    store: &dyn Store,
+    me: &str,
+    w: &WorkerArgs,
+    running: &std::sync::Mutex<Vec<Claim>>,
+    live: &std::sync::atomic::AtomicUsize,
+) {
+    let n = lock(running).len();
+    if !w.quiet {
+        eprintln!(
+            "worker {me}: stopping: no more runs taken; {n} running, given {:.1}s to end",
+            w.grace_secs
+        );
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs_f64(w.grace_secs.max(0.0));
+    while live.load(Ordering::SeqCst) > 0
+        && !lock(running).is_empty()
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left: Vec<Claim> = lock(running).clone();
+    let mut given = 0;
+    for c in &left {
+        match store.release(&c.id, c.fence) {
+            Ok(true) => {
+                given += 1;
+                if !w.quiet {
+                    eprintln!("run {}: handed back to the queue", c.id);
+                }
+            }
+            // It ended (or was taken over) meanwhile.
+            Ok(false) => {}
+            Err(e) => eprintln!(
+                "error: run {}: cannot hand it back ({e}); it waits for its lease to run out",
+                c.id
+            ),
+        }
+    }
+    if given > 0 {
+        let _ = store.note_worker(&format!("{me}/0"), 0, given);
+    }
+    if !w.quiet {
+        eprintln!("worker {me}: stopped ({given} run(s) handed back)");
+    }
+    // The threads of handed-back runs may still be inside a call: they
+    // must not outlive this (they could only be fenced anyway).
+    std::process::exit(0);
 }
 
 /// Renews the lease of a run every third of it while the run lasts;
@@ -433,6 +539,16 @@ pub fn store(action: &StoreAction, mem: &MemoryArgs) -> i32 {
                             "backend": s.backend, "location": s.location,
                             "schema_version": s.schema_version, "known_version": s.known_version,
                             "runs": runs, "queue_depth": s.queue_depth, "takeovers": s.takeovers,
+                            "fenced": s.workers.iter().map(|w| w.fenced).sum::<i64>(),
+                            "handed_back": s.workers.iter().map(|w| w.handed_back).sum::<i64>(),
+                            "workers": s.workers.iter().map(|w| serde_json::json!({
+                                "worker": w.worker, "runs_taken": w.runs_taken,
+                                "takeovers": w.takeovers, "fenced": w.fenced,
+                                "handed_back": w.handed_back,
+                            })).collect::<Vec<_>>(),
+                            "work_queues": s.work_queues.iter()
+                                .map(|(q, n)| (q.clone(), serde_json::Value::from(*n)))
+                                .collect::<serde_json::Map<_, _>>(),
                         })
                     );
                 } else {
@@ -453,6 +569,15 @@ pub fn store(action: &StoreAction, mem: &MemoryArgs) -> i32 {
                     );
                     println!("queue depth  {}", s.queue_depth);
                     println!("takeovers    {}", s.takeovers);
+                    for w in &s.workers {
+                        println!(
+                            "worker       {}: {} runs taken, {} taken over, {} fenced, {} handed back",
+                            w.worker, w.runs_taken, w.takeovers, w.fenced, w.handed_back
+                        );
+                    }
+                    for (q, n) in &s.work_queues {
+                        println!("work queue   {q}: {n} open");
+                    }
                 }
                 0
             }

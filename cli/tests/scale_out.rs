@@ -100,6 +100,17 @@ fn enqueue(dir: &Path, url: &str, config: &str, prog: &str, n: &str) -> String {
 }
 
 fn worker(dir: &Path, url: &str, config: &str, lease: &str, log: &str) -> Child {
+    worker_with(dir, url, config, lease, log, &[])
+}
+
+fn worker_with(
+    dir: &Path,
+    url: &str,
+    config: &str,
+    lease: &str,
+    log: &str,
+    extra: &[&str],
+) -> Child {
     let log = std::fs::File::create(dir.join(log)).unwrap();
     aisc(dir)
         .args([
@@ -113,6 +124,7 @@ fn worker(dir: &Path, url: &str, config: &str, lease: &str, log: &str) -> Child 
             "--poll-ms",
             "50",
         ])
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
@@ -304,6 +316,15 @@ fn a_worker_stopped_past_its_lease_commits_nothing_after_the_takeover() {
     );
     // At most A's one in-flight call reached the mock after the takeover.
     assert!(mock.request_count() <= requests_b + 1);
+    // The store counts A's fenced run (metrics: `aisc store status`).
+    let fenced: i64 = store
+        .status()
+        .unwrap()
+        .workers
+        .iter()
+        .map(|w| w.fenced)
+        .sum();
+    assert_eq!(fenced, 1);
     for w in [&mut a, &mut b] {
         let _ = w.kill();
         let _ = w.wait();
@@ -482,4 +503,96 @@ fn a_paused_run_waits_in_the_store_and_resumes_with_its_answer_anywhere() {
         .as_deref()
         .unwrap_or_default()
         .contains("SHA-256"));
+}
+
+#[test]
+fn a_worker_stopped_with_sigterm_hands_its_runs_back_and_exits_0() {
+    let Some(pg) = PgServer::start() else { return };
+    let url = pg.database("term");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let mock = MockServer::start().unwrap();
+    let (config, prog) = setup(dir, &mock);
+    let want = reference(dir, &config, &prog);
+    let before = mock.request_count();
+    mock.set_latency(Duration::from_millis(300));
+    let ids: Vec<(String, String)> = (100..102)
+        .map(|i| (enqueue(dir, &url, &config, &prog, &tag(i)), tag(i)))
+        .collect();
+    let store = PgStore::connect(&url).unwrap();
+    // A 60 s lease: a run seen again before it could have expired was
+    // handed back, not taken over.
+    let mut a = worker_with(dir, &url, &config, "60", "a.log", &["--grace-secs", "0.1"]);
+    wait_until(dir, "worker A journaling a call of each run", || {
+        ids.iter()
+            .all(|(id, _)| store.entries(id).unwrap().iter().any(|e| e.kind == "done"))
+    });
+    signal(&a, "-TERM");
+    let mut code = None;
+    wait_until(dir, "worker A exiting", || {
+        code = a.try_wait().unwrap().map(|s| s.code());
+        code.is_some()
+    });
+    assert_eq!(code, Some(Some(0)), "exit status 0");
+    std::thread::sleep(Duration::from_millis(100));
+    let exit_at = mock.request_count();
+    let log = std::fs::read_to_string(dir.join("a.log")).unwrap();
+    assert!(log.contains("handed back"), "{log}");
+    for (id, _) in &ids {
+        let rec = journal::load_record_in(&store, id).unwrap();
+        assert_eq!(rec.info.status, Status::Queued, "run {id} is queued again");
+        assert!(
+            store.entries(id).unwrap().iter().any(|e| e.kind == "done"),
+            "journal kept"
+        );
+    }
+    let s = store.status().unwrap();
+    assert_eq!(s.workers.iter().map(|w| w.handed_back).sum::<i64>(), 2);
+    assert_eq!(s.queue_depth, 2);
+
+    let mut b = worker(dir, &url, &config, "60", "b.log");
+    wait_until(dir, "worker B completing both runs", || {
+        ids.iter().all(|(id, _)| {
+            journal::load_record_in(&store, id).unwrap().info.status == Status::Completed
+        })
+    });
+    let _ = b.kill();
+    let _ = b.wait();
+    for (id, t) in &ids {
+        let rec = journal::load_record_in(&store, id).unwrap();
+        assert_eq!(
+            rec.result,
+            Some(serde_json::Value::String(want.replace("r000", t)))
+        );
+        let asks = rec
+            .steps
+            .iter()
+            .filter(|s| s.op == "ask" && s.kind == "done");
+        assert_eq!(asks.count(), 4, "run {id}: each call journaled once");
+    }
+    assert_eq!(
+        store.status().unwrap().takeovers,
+        0,
+        "handed back, not taken over"
+    );
+    // No completed call repeated: only calls in flight when A stopped
+    // were asked again (at most one per run).
+    let reqs = mock.requests();
+    let mut by_prompt: HashMap<String, Vec<usize>> = HashMap::new();
+    for (i, r) in reqs.iter().enumerate().skip(before) {
+        by_prompt.entry(prompt(r)).or_default().push(i);
+    }
+    let mut repeats = 0;
+    for (p, at) in &by_prompt {
+        assert!(at.len() <= 2, "{p:?} asked {} times", at.len());
+        if let [first, second] = at[..] {
+            assert!(
+                first < exit_at && exit_at <= second,
+                "{p:?} repeated outside the stop"
+            );
+            repeats += 1;
+        }
+    }
+    assert!(repeats <= ids.len());
+    assert_eq!(by_prompt.len(), ids.len() * 4);
 }

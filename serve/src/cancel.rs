@@ -253,6 +253,11 @@ impl Host for CancellableHost {
         self.inner.belief_set(agent, name, value)
     }
 
+    fn belief_init(&self, agent: &str, name: &str, value: &Json) -> Result<(), HostError> {
+        self.check()?;
+        self.inner.belief_init(agent, name, value)
+    }
+
     fn print(&self, agent: &str, line: &str) {
         if !self.cancel.is_cancelled() {
             self.inner.print(agent, line);

@@ -150,6 +150,12 @@ pub trait Engine: Send + Sync {
     /// The memory directory holding the run journal (`None`: `--memory
     /// :memory:`, nothing outlives the process).
     fn journal_dir(&self) -> Option<PathBuf>;
+    /// The shared store runs are journaled in instead of the memory
+    /// directory's `runs.db` (`--store postgres://…`); the directory then
+    /// keeps only the event files. Default: none.
+    fn journal_store(&self) -> Option<Arc<dyn ais_vm::store::Store>> {
+        None
+    }
     /// The LLM backend's name (for metrics).
     fn backend_name(&self) -> String;
     /// Compiles the served files again: the new programs, or why not (the

@@ -173,3 +173,84 @@ fn escape(s: &str) -> String {
         .replace('"', "\\\"")
         .replace('\n', "\\n")
 }
+
+/// Reads one counter of a worker.
+type WorkerCount = fn(&ais_vm::store::WorkerStats) -> i64;
+
+/// The shared store's gauges and counters (`aisc serve --store
+/// postgres://…`): what the whole fleet does, read from the store at scrape
+/// time, so every server of a fleet reports the same numbers.
+pub fn render_store(s: &ais_vm::store::StoreStatus) -> String {
+    let mut out = String::new();
+    let n = |status: &str| {
+        s.runs
+            .iter()
+            .find(|(k, _)| k == status)
+            .map_or(0, |(_, n)| *n)
+    };
+    let _ = writeln!(
+        out,
+        "# HELP ais_store_runs Runs in the shared store by status."
+    );
+    let _ = writeln!(out, "# TYPE ais_store_runs gauge");
+    let mut statuses: Vec<&str> = vec!["queued", "running", "paused"];
+    for (k, _) in &s.runs {
+        if !statuses.contains(&k.as_str()) {
+            statuses.push(k);
+        }
+    }
+    for st in statuses {
+        let _ = writeln!(out, "ais_store_runs{{status=\"{}\"}} {}", escape(st), n(st));
+    }
+    let _ = writeln!(
+        out,
+        "# HELP ais_store_queue_depth Runs a worker may take now: queued, or running with an expired lease."
+    );
+    let _ = writeln!(out, "# TYPE ais_store_queue_depth gauge");
+    let _ = writeln!(out, "ais_store_queue_depth {}", s.queue_depth);
+    let _ = writeln!(out, "# HELP ais_store_lease_takeovers_total Runs taken over after their worker's lease expired.");
+    let _ = writeln!(out, "# TYPE ais_store_lease_takeovers_total counter");
+    let _ = writeln!(out, "ais_store_lease_takeovers_total {}", s.takeovers);
+    let per_worker: [(&str, &str, WorkerCount); 4] = [
+        (
+            "ais_store_worker_runs_taken_total",
+            "Runs each worker process acquired.",
+            |w| w.runs_taken,
+        ),
+        (
+            "ais_store_worker_takeovers_total",
+            "Runs each worker took over from a dead one.",
+            |w| w.takeovers,
+        ),
+        (
+            "ais_store_worker_fenced_total",
+            "Runs each worker stopped because its writes were fenced.",
+            |w| w.fenced,
+        ),
+        (
+            "ais_store_worker_handed_back_total",
+            "Runs each worker gave back to the queue when stopped.",
+            |w| w.handed_back,
+        ),
+    ];
+    for (name, help, get) in per_worker {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} counter");
+        for w in &s.workers {
+            let _ = writeln!(out, "{name}{{worker=\"{}\"}} {}", escape(&w.worker), get(w));
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP ais_store_work_queue_open Jobs of each named work queue not claimed yet."
+    );
+    let _ = writeln!(out, "# TYPE ais_store_work_queue_open gauge");
+    for (q, n) in &s.work_queues {
+        let _ = writeln!(
+            out,
+            "ais_store_work_queue_open{{queue=\"{}\"}} {n}",
+            escape(q)
+        );
+    }
+    out
+}

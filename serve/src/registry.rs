@@ -333,7 +333,9 @@ impl Registry {
     /// journal and their event files still answer for them), and every 64
     /// drops the oldest event files beyond `keep_event_files`.
     fn prune(&self) {
-        if self.config.keep_runs == 0 || self.journal_dir().is_none() {
+        if self.config.keep_runs == 0
+            || (self.journal_dir().is_none() && self.engine.journal_store().is_none())
+        {
             return;
         }
         let dropped = {
@@ -616,12 +618,17 @@ impl Registry {
         if let Some(e) = self.get(id) {
             return Ok(e.to_json());
         }
-        let dir = self.journal_dir().ok_or_else(|| unknown_run(id))?;
-        let rec = ais_vm::journal::load_record(&dir, id).map_err(|e| match e.code {
+        let dir = self.journal_dir();
+        let rec = match (self.engine.journal_store(), &dir) {
+            (Some(store), _) => ais_vm::journal::load_record_in(store.as_ref(), id),
+            (None, Some(dir)) => ais_vm::journal::load_record(dir, id),
+            (None, None) => return Err(unknown_run(id)),
+        }
+        .map_err(|e| match e.code {
             "journal.no_run" | "journal.missing" => unknown_run(id),
             _ => ApiError::internal(e.to_string()),
         })?;
-        let status = journal_status(&dir, &rec.info);
+        let status = journal_status(dir.as_deref(), &rec.info);
         let mut j = info_json(&rec.info, status);
         if let Some(r) = rec.result {
             j["result"] = r;
@@ -641,14 +648,19 @@ impl Registry {
                 .collect()
         };
         let mut out = Vec::new();
-        if let Some(dir) = self.journal_dir() {
-            let journaled =
-                ais_vm::journal::list_runs(&dir).map_err(|e| ApiError::internal(e.to_string()))?;
+        let dir = self.journal_dir();
+        let journaled = match (self.engine.journal_store(), &dir) {
+            (Some(store), _) => Some(store.list_runs()),
+            (None, Some(dir)) => Some(ais_vm::journal::list_runs(dir)),
+            (None, None) => None,
+        };
+        if let Some(journaled) = journaled {
+            let journaled = journaled.map_err(|e| ApiError::internal(e.to_string()))?;
             for info in journaled {
                 if self.get(&info.id).is_some() {
                     continue;
                 }
-                let s = journal_status(&dir, &info);
+                let s = journal_status(dir.as_deref(), &info);
                 if status.is_none_or(|w| w == s) {
                     out.push(info_json(&info, s));
                 }
@@ -811,7 +823,21 @@ impl Registry {
     }
 
     pub fn metrics_text(&self) -> String {
-        self.metrics.render(&self.gauges())
+        let mut text = self.metrics.render(&self.gauges());
+        if let Some(store) = self.engine.journal_store() {
+            match store.status() {
+                Ok(s) if s.backend == "postgres" => {
+                    text.push_str(&crate::metrics::render_store(&s))
+                }
+                Ok(_) => {}
+                // A scrape must still answer: the store's error is a comment.
+                Err(e) => text.push_str(&format!(
+                    "# the store cannot be read: {}\n",
+                    e.to_string().replace('\n', " ")
+                )),
+            }
+        }
+        text
     }
 
     pub(crate) fn observe_http(&self, status: u16) {
@@ -843,7 +869,7 @@ fn unknown_run(id: &str) -> ApiError {
 }
 
 /// The API status of a journaled run this server does not hold.
-fn journal_status(dir: &std::path::Path, info: &ais_vm::journal::RunInfo) -> Status {
+fn journal_status(dir: Option<&std::path::Path>, info: &ais_vm::journal::RunInfo) -> Status {
     use ais_vm::journal::Status as J;
     match info.status {
         J::Completed => Status::Succeeded,
@@ -853,11 +879,12 @@ fn journal_status(dir: &std::path::Path, info: &ais_vm::journal::RunInfo) -> Sta
         J::Failed => {
             // A cancelled run is `failed` in the journal; its event log
             // says it was cancelled.
-            let log = EventLog::load(&EventLog::path(dir, &info.id));
-            let cancelled = log
-                .all()
-                .last()
-                .is_some_and(|e| e.kind == "done" && e.data["status"] == "cancelled");
+            let cancelled = dir.is_some_and(|dir| {
+                EventLog::load(&EventLog::path(dir, &info.id))
+                    .all()
+                    .last()
+                    .is_some_and(|e| e.kind == "done" && e.data["status"] == "cancelled")
+            });
             if cancelled {
                 Status::Cancelled
             } else {

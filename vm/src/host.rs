@@ -72,6 +72,12 @@ pub trait Host: Send + Sync {
     ) -> Result<(), HostError>;
     fn belief_get(&self, agent: &str, name: &str) -> Result<Json, HostError>;
     fn belief_set(&self, agent: &str, name: &str, value: &Json) -> Result<(), HostError>;
+    /// Gives a belief the program's initial value at the start of a run.
+    /// A host whose beliefs outlive runs (a shared store) keeps a value
+    /// already there; the default sets it.
+    fn belief_init(&self, agent: &str, name: &str, value: &Json) -> Result<(), HostError> {
+        self.belief_set(agent, name, value)
+    }
     /// `print(values...)`: the values' text forms joined by spaces.
     fn print(&self, agent: &str, line: &str);
     /// `communicate(to, message, protocol)`.

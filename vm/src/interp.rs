@@ -99,7 +99,7 @@ pub fn init_beliefs(
                     .map(|v| v.map_or(Json::Null, |v| v.to_json()))
                     .map_err(|f| it.located(f))?,
             };
-            host.belief_set(&a.name, &b.name, &v)
+            host.belief_init(&a.name, &b.name, &v)
                 .map_err(|e| RunError::Argument(format!("belief `{}`: {e}", b.name)))?;
         }
     }

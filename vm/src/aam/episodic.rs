@@ -42,6 +42,9 @@ pub const LEGACY_FILE: &str = "episodic.log";
 pub struct Episodic {
     conn: Mutex<Connection>,
     path: Option<PathBuf>,
+    /// Records in the shared PostgreSQL store instead (`--store`): every
+    /// method goes there; `conn` is then an unused in-memory database.
+    pg: Option<std::sync::Arc<crate::store::postgres::ltm::PgLtm>>,
 }
 
 /// Which records a read returns (all given conditions hold).
@@ -169,7 +172,16 @@ impl Episodic {
         Ok(Episodic {
             conn: Mutex::new(conn),
             path: None,
+            pg: None,
         })
+    }
+
+    /// The log in the shared PostgreSQL store at `url` (one connection pool
+    /// per store and process, the LTM's).
+    pub fn postgres(url: &str) -> Result<Episodic, HostError> {
+        let mut log = Episodic::ephemeral()?;
+        log.pg = Some(crate::store::postgres::ltm::PgLtm::shared(url)?);
+        Ok(log)
     }
 
     /// Opens the log in the database at `db` (already migrated by the LTM)
@@ -185,6 +197,7 @@ impl Episodic {
         let log = Episodic {
             conn: Mutex::new(conn),
             path: Some(db.to_path_buf()),
+            pg: None,
         };
         let legacy = db.with_file_name(LEGACY_FILE);
         let warning = if legacy.exists() {
@@ -233,11 +246,17 @@ impl Episodic {
     /// Appends one record (a JSON object with `run`, `agent`, `op`, ...),
     /// durably.
     pub fn append(&self, record: Json) -> Result<(), HostError> {
+        if let Some(pg) = &self.pg {
+            return pg.episodic_append(&record);
+        }
         insert(&self.conn(), &record)
     }
 
     /// The records matching `f`, oldest first.
     pub fn select(&self, f: &Filter<'_>) -> Result<Vec<Json>, HostError> {
+        if let Some(pg) = &self.pg {
+            return pg.episodic_select(f);
+        }
         let c = self.conn();
         let mut stmt = c
             .prepare_cached(
@@ -260,6 +279,9 @@ impl Episodic {
 
     /// The run ids in the log, oldest first.
     pub fn runs(&self) -> Result<Vec<String>, HostError> {
+        if let Some(pg) = &self.pg {
+            return pg.episodic_runs();
+        }
         let c = self.conn();
         let mut stmt = c
             .prepare(
@@ -274,6 +296,9 @@ impl Episodic {
 
     /// Deletes every record; returns how many there were.
     pub fn clear(&self) -> Result<usize, HostError> {
+        if let Some(pg) = &self.pg {
+            return pg.episodic_clear();
+        }
         self.conn()
             .execute("DELETE FROM episodic", [])
             .map_err(|e| db_err("clear", e))

@@ -261,29 +261,41 @@ pub fn runs(storage: &Storage) -> Result<Vec<String>, HostError> {
 pub fn trace(storage: &Storage, run: &str, as_json: bool) -> Result<String, HostError> {
     let dir = dir_of(storage)?;
     let path: PathBuf = dir.join(DB_FILE);
+    let (log, warn) = match open_log(dir)? {
+        Some(l) => l,
+        None => (episodic::Episodic::ephemeral()?, None),
+    };
+    trace_in(&log, &path.display().to_string(), run, as_json, warn)
+}
+
+/// `aisc trace` on the episodic log `log` (a memory directory's, or the
+/// shared store's), named `place` in messages.
+pub fn trace_in(
+    log: &episodic::Episodic,
+    place: &str,
+    run: &str,
+    as_json: bool,
+    warn: Option<String>,
+) -> Result<String, HostError> {
     let id = if run == "last" {
-        runs(storage)?.pop().ok_or_else(|| {
-            HostError::new("trace.empty", format!("`{}` has no runs", path.display()))
-        })?
+        log.runs()?
+            .pop()
+            .ok_or_else(|| HostError::new("trace.empty", format!("`{place}` has no runs")))?
     } else {
         run.to_string()
     };
-    let (recs, warn) = records(
-        dir,
-        &episodic::Filter {
-            run: Some(&id),
-            ..episodic::Filter::default()
-        },
-    )?;
+    let recs = log.select(&episodic::Filter {
+        run: Some(&id),
+        ..episodic::Filter::default()
+    })?;
     let mine: Vec<&Json> = recs.iter().collect();
     if mine.is_empty() {
-        let known = runs(storage)?;
+        let known = log.runs()?;
         let tail: Vec<&String> = known.iter().rev().take(5).collect();
         return Err(HostError::new(
             "trace.unknown_run",
             format!(
-                "no run `{id}` in `{}`{}",
-                path.display(),
+                "no run `{id}` in `{place}`{}",
                 if tail.is_empty() {
                     String::new()
                 } else {

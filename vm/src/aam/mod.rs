@@ -37,6 +37,7 @@ pub const AAM_TOOL_NAMES: &[&str] = &[
 
 pub mod config;
 pub mod episodic;
+mod goals;
 pub mod inspect;
 pub mod ltm;
 pub mod mcp;
@@ -284,6 +285,9 @@ pub struct AamHost {
     /// that touches no memory makes none.
     ltm: OnFirstUse<Ltm>,
     episodic: OnFirstUse<Episodic>,
+    /// With a PostgreSQL store: mailboxes, goals and beliefs live there
+    /// too (`use_store`), shared by every host on it.
+    shared: Option<Arc<crate::store::postgres::ltm::PgLtm>>,
     beliefs: Mutex<HashMap<(String, String), Json>>,
     goals: Mutex<HashMap<String, Vec<Goal>>>,
     goal_order: AtomicU64,
@@ -367,6 +371,7 @@ impl AamHost {
             swapped: Mutex::default(),
             ltm,
             episodic,
+            shared: None,
             beliefs: Mutex::default(),
             goals: Mutex::default(),
             goal_order: AtomicU64::new(0),
@@ -655,22 +660,16 @@ impl AamHost {
 
     /// Loads the program's agents: goals and capability signatures.
     pub fn load_program(&self, program: &Program) {
-        let mut goals = lock(&self.goals);
+        for a in &program.agents {
+            let declared: Vec<(String, i64, String)> = a
+                .goals
+                .iter()
+                .map(|g| (g.name.clone(), g.priority, g.description.clone()))
+                .collect();
+            self.add_declared_goals(&a.name, &declared);
+        }
         let mut caps = self.caps.write().unwrap_or_else(|e| e.into_inner());
         for a in &program.agents {
-            let list = goals.entry(a.name.clone()).or_default();
-            for g in &a.goals {
-                if list.iter().any(|x| x.name == g.name) {
-                    continue;
-                }
-                list.push(Goal {
-                    name: g.name.clone(),
-                    priority: g.priority,
-                    description: g.description.clone(),
-                    done: false,
-                    order: self.goal_order.fetch_add(1, Ordering::Relaxed),
-                });
-            }
             for c in &a.capabilities {
                 let mut props = Map::new();
                 for (p, t) in &c.params {
@@ -773,14 +772,13 @@ impl AamHost {
 
     /// Messages `agent` has received.
     pub fn received(&self, agent: &str) -> Vec<Received> {
-        lock(&self.inbox).get(agent).cloned().unwrap_or_default()
-    }
-
-    /// The agent's goals (active and done), most important first.
-    pub fn goals(&self, agent: &str) -> Vec<Goal> {
-        let mut gs = lock(&self.goals).get(agent).cloned().unwrap_or_default();
-        gs.sort_by_key(|g| (g.done, g.priority, g.order));
-        gs
+        match self.shared_state() {
+            Some(pg) => pg.inbox(agent, false).unwrap_or_else(|e| {
+                self.warn(&format!("inbox of agent `{agent}`: {e}"));
+                Vec::new()
+            }),
+            None => lock(&self.inbox).get(agent).cloned().unwrap_or_default(),
+        }
     }
 
     /// Descriptions of every registered tool. Starts the MCP servers not
@@ -802,6 +800,22 @@ impl AamHost {
     /// fleet: `Ltm::postgres`); called before the run starts.
     pub fn use_ltm(&mut self, ltm: Ltm) {
         self.ltm = OnFirstUse::ready(Arc::new(ltm));
+    }
+
+    /// Keeps every piece of agent state that outlives a run in the shared
+    /// PostgreSQL store at `url` from now on: LTM, work queues, the episodic
+    /// log, mailboxes, goals and beliefs (docs/scale-out.md). Call it
+    /// before `load_program`.
+    pub fn use_store(&mut self, url: &str) -> Result<(), HostError> {
+        self.use_ltm(Ltm::postgres(url)?);
+        self.episodic = OnFirstUse::ready(Arc::new(Episodic::postgres(url)?));
+        self.shared = Some(crate::store::postgres::ltm::PgLtm::shared(url)?);
+        Ok(())
+    }
+
+    /// The shared store holding mailboxes, goals and beliefs, if any.
+    fn shared_state(&self) -> Option<&crate::store::postgres::ltm::PgLtm> {
+        self.shared.as_deref()
     }
 
     /// The long-term memory store (for inspection; made if it was not yet).
@@ -850,9 +864,13 @@ impl AamHost {
     fn append(&self, rec: Json) {
         if let Err(e) = self.episodic.get().and_then(|l| l.append(rec)) {
             // The run goes on; the edge shows the failure once per call.
-            if let Some(c) = &self.console {
-                c.warn(&e.to_string());
-            }
+            self.warn(&e.to_string());
+        }
+    }
+
+    fn warn(&self, message: &str) {
+        if let Some(c) = &self.console {
+            c.warn(message);
         }
     }
 
@@ -1323,16 +1341,22 @@ impl AamHost {
             Kind::Goals(op) => self.goal_op(agent, op, args),
             Kind::Inbox => {
                 let clear = args.get("clear").and_then(Json::as_bool).unwrap_or(false);
+                let show = |list: &[Received]| {
+                    Json::Array(
+                        list.iter()
+                            .map(|m| {
+                                json!({"from": m.from, "protocol": m.protocol, "body": m.body,
+                                       "time": ais_stdlib::time::rfc3339(m.time_ms)})
+                            })
+                            .collect(),
+                    )
+                };
+                if let Some(pg) = self.shared_state() {
+                    return Ok(show(&pg.inbox(agent, clear)?));
+                }
                 let mut ib = lock(&self.inbox);
                 let list = ib.entry(agent.to_string()).or_default();
-                let out = Json::Array(
-                    list.iter()
-                        .map(|m| {
-                            json!({"from": m.from, "protocol": m.protocol, "body": m.body,
-                                   "time": ais_stdlib::time::rfc3339(m.time_ms)})
-                        })
-                        .collect(),
-                );
+                let out = show(list);
                 if clear {
                     list.clear();
                 }
@@ -1343,126 +1367,6 @@ impl AamHost {
             Kind::Mcp { client, remote } => client.call_tool(remote, args, cancel),
             Kind::Embedded(f) => f(args),
             Kind::Remote(r) => r.call(args, cancel),
-        }
-    }
-
-    fn goal_op(&self, agent: &str, op: &str, args: &Json) -> Result<Json, HostError> {
-        let mut all = lock(&self.goals);
-        let gs = all.entry(agent.to_string()).or_default();
-        let sorted = |gs: &Vec<Goal>, done: bool| -> Vec<Goal> {
-            let mut v: Vec<Goal> = gs.iter().filter(|g| done || !g.done).cloned().collect();
-            v.sort_by_key(|g| (g.done, g.priority, g.order));
-            v
-        };
-        let name = args.get("name").and_then(Json::as_str);
-        match op {
-            "list" => {
-                let all = args.get("all").and_then(Json::as_bool).unwrap_or(false);
-                Ok(Json::Array(
-                    sorted(gs, all).iter().map(Goal::to_json).collect(),
-                ))
-            }
-            "next" => Ok(sorted(gs, false).first().map_or(Json::Null, Goal::to_json)),
-            "add" => {
-                let name = name.unwrap_or_default().to_string();
-                let priority = args
-                    .get("priority")
-                    .and_then(Json::as_i64)
-                    .unwrap_or_else(|| {
-                        gs.iter()
-                            .filter(|g| !g.done)
-                            .map(|g| g.priority)
-                            .max()
-                            .unwrap_or(0)
-                            + 1
-                    });
-                let description = args
-                    .get("description")
-                    .and_then(Json::as_str)
-                    .unwrap_or("")
-                    .to_string();
-                if let Some(g) = gs.iter_mut().find(|g| g.name == name && !g.done) {
-                    g.priority = priority;
-                    if !description.is_empty() {
-                        g.description = description;
-                    }
-                    return Ok(g.to_json());
-                }
-                let g = Goal {
-                    name,
-                    priority,
-                    description,
-                    done: false,
-                    order: self.goal_order.fetch_add(1, Ordering::Relaxed),
-                };
-                let out = g.to_json();
-                gs.push(g);
-                Ok(out)
-            }
-            "update" => {
-                let name = name.unwrap_or_default().to_string();
-                let status = args
-                    .get("status")
-                    .and_then(Json::as_str)
-                    .unwrap_or("active");
-                let priority = args.get("priority").and_then(Json::as_i64);
-                let description = args.get("description").and_then(Json::as_str);
-                let found = gs.iter().position(|g| g.name == name && !g.done);
-                if status == "dropped" {
-                    return match found {
-                        Some(i) => {
-                            let g = gs.remove(i);
-                            Ok(json!({"name": g.name, "status": "dropped"}))
-                        }
-                        None => Err(HostError::new(
-                            "goal.unknown",
-                            format!("agent `{agent}` has no active goal `{name}`"),
-                        )
-                        .with_payload(json!({"agent": agent, "goal": name}))),
-                    };
-                }
-                let i = match found {
-                    Some(i) => i,
-                    None => {
-                        let next = gs.iter().filter(|g| !g.done).map(|g| g.priority).max();
-                        gs.push(Goal {
-                            name,
-                            priority: next.map_or(1, |p| p + 1),
-                            description: String::new(),
-                            done: false,
-                            order: self.goal_order.fetch_add(1, Ordering::Relaxed),
-                        });
-                        gs.len() - 1
-                    }
-                };
-                let g = &mut gs[i];
-                if let Some(p) = priority {
-                    g.priority = p;
-                }
-                if let Some(d) = description {
-                    g.description = d.to_string();
-                }
-                g.done = status == "done";
-                Ok(g.to_json())
-            }
-            "complete" => {
-                let name = name.unwrap_or_default();
-                match gs.iter_mut().find(|g| g.name == name && !g.done) {
-                    Some(g) => {
-                        g.done = true;
-                        Ok(g.to_json())
-                    }
-                    None => Err(HostError::new(
-                        "goal.unknown",
-                        format!("agent `{agent}` has no active goal `{name}`"),
-                    )
-                    .with_payload(json!({"agent": agent, "goal": name}))),
-                }
-            }
-            _ => Err(HostError::new(
-                "goal.op",
-                format!("unknown goal operation `{op}`"),
-            )),
         }
     }
 
@@ -1636,47 +1540,56 @@ impl Host for AamHost {
 
     fn belief_get(&self, agent: &str, name: &str) -> Result<Json, HostError> {
         let t0 = Instant::now();
-        let r = lock(&self.beliefs)
-            .get(&(agent.to_string(), name.to_string()))
-            .cloned()
-            .ok_or_else(|| {
+        let found = match self.shared_state() {
+            Some(pg) => pg.belief(agent, name),
+            None => Ok(lock(&self.beliefs)
+                .get(&(agent.to_string(), name.to_string()))
+                .cloned()),
+        };
+        let r = found.and_then(|v| {
+            v.ok_or_else(|| {
                 HostError::new(
                     "belief.unknown",
                     format!("agent `{agent}` has no belief `{name}`"),
                 )
                 .with_payload(json!({"agent": agent, "belief": name}))
-            });
+            })
+        });
         self.log(agent, "belief.get", json!({"name": name}), r.as_ref(), t0);
         r
     }
 
     fn belief_set(&self, agent: &str, name: &str, value: &Json) -> Result<(), HostError> {
         let t0 = Instant::now();
-        let r = {
-            let mut b = lock(&self.beliefs);
-            let k = (agent.to_string(), name.to_string());
-            match b.get(&k) {
-                Some(old)
-                    if !old.is_null()
-                        && !value.is_null()
-                        && std::mem::discriminant(old) != std::mem::discriminant(value) =>
-                {
-                    Err(HostError::new(
-                        "belief.type",
-                        format!(
-                            "belief `{name}` of agent `{agent}` holds a {}; it cannot become a {}",
-                            kind_name(old),
-                            kind_name(value)
-                        ),
-                    )
-                    .with_payload(json!({"agent": agent, "belief": name})))
-                }
-                _ => {
-                    b.insert(k, value.clone());
-                    Ok(Json::Null)
-                }
+        let check = |old: Option<&Json>| match old {
+            Some(old)
+                if !old.is_null()
+                    && !value.is_null()
+                    && std::mem::discriminant(old) != std::mem::discriminant(value) =>
+            {
+                Err(HostError::new(
+                    "belief.type",
+                    format!(
+                        "belief `{name}` of agent `{agent}` holds a {}; it cannot become a {}",
+                        kind_name(old),
+                        kind_name(value)
+                    ),
+                )
+                .with_payload(json!({"agent": agent, "belief": name})))
             }
+            _ => Ok(()),
         };
+        let r = match self.shared_state() {
+            Some(pg) => pg.set_belief(agent, name, value, check),
+            None => {
+                let mut b = lock(&self.beliefs);
+                let k = (agent.to_string(), name.to_string());
+                check(b.get(&k)).map(|()| {
+                    b.insert(k, value.clone());
+                })
+            }
+        }
+        .map(|()| Json::Null);
         self.log(
             agent,
             "belief.set",
@@ -1684,6 +1597,18 @@ impl Host for AamHost {
             r.as_ref(),
             t0,
         );
+        r.map(|_| ())
+    }
+
+    fn belief_init(&self, agent: &str, name: &str, value: &Json) -> Result<(), HostError> {
+        let Some(pg) = self.shared_state() else {
+            return self.belief_set(agent, name, value);
+        };
+        // Beliefs persist in the shared store: an earlier run's value stays.
+        let t0 = Instant::now();
+        let r = pg.init_belief(agent, name, value);
+        let inputs = json!({"name": name, "value": value, "initial": true});
+        self.log(agent, "belief.set", inputs, r.as_ref(), t0);
         r.map(|_| ())
     }
 
@@ -1699,15 +1624,25 @@ impl Host for AamHost {
     fn communicate(&self, message: Message) -> Result<(), HostError> {
         let t0 = Instant::now();
         let ms = ais_stdlib::time::unix_ms();
-        lock(&self.inbox)
-            .entry(message.to.clone())
-            .or_default()
-            .push(Received {
-                from: message.from.clone(),
-                protocol: message.protocol.clone(),
-                body: message.body.clone(),
-                time_ms: ms,
-            });
+        let m = Received {
+            from: message.from.clone(),
+            protocol: message.protocol.clone(),
+            body: message.body.clone(),
+            time_ms: ms,
+        };
+        match self.shared_state() {
+            Some(pg) => {
+                if let Err(e) = pg.send(&message.to, &m) {
+                    let inputs = json!({"to": message.to, "protocol": message.protocol});
+                    self.log(&message.from, "send", inputs, Err(&e), t0);
+                    return Err(e);
+                }
+            }
+            None => lock(&self.inbox)
+                .entry(message.to.clone())
+                .or_default()
+                .push(m),
+        }
         let inputs = json!({"to": message.to, "protocol": message.protocol, "body": message.body});
         self.log(&message.from, "send", inputs, Ok(&Json::Null), t0);
         let inputs =

@@ -92,6 +92,30 @@ pub struct StoreStatus {
     pub queue_depth: i64,
     /// Lease takeovers since the store was created.
     pub takeovers: i64,
+    /// Per worker process (`host:pid`): what it took, took over, lost.
+    pub workers: Vec<WorkerStats>,
+    /// Named work queues (`enqueue`/`claim`): jobs not claimed yet.
+    pub work_queues: Vec<(String, i64)>,
+}
+
+/// The counters of one worker process, kept in the store (any process
+/// reports them).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct WorkerStats {
+    pub worker: String,
+    /// Runs it acquired (queued ones and takeovers).
+    pub runs_taken: i64,
+    /// Of those, runs whose previous worker's lease had expired.
+    pub takeovers: i64,
+    /// Runs it stopped because a write was refused under a stale fence.
+    pub fenced: i64,
+    /// Runs it handed back to the queue when stopped (SIGTERM).
+    pub handed_back: i64,
+}
+
+/// The worker process of a lease owner `host:pid/slot`: `host:pid`.
+pub fn worker_of(owner: &str) -> &str {
+    owner.rsplit_once('/').map_or(owner, |(w, _)| w)
 }
 
 /// The durable state of runs. Every method is one short transaction.
@@ -148,6 +172,18 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn renew(&self, id: &str, fence: i64, lease_ms: i64) -> Result<bool, JournalError> {
         let _ = (id, fence, lease_ms);
         Err(no_queue(self.backend()))
+    }
+    /// Gives run `id` back to the queue (its journal kept) if `fence` is
+    /// still its token; `false` when another worker has it now.
+    fn release(&self, id: &str, fence: i64) -> Result<bool, JournalError> {
+        let _ = (id, fence);
+        Err(no_queue(self.backend()))
+    }
+    /// Counts, for the worker process of `owner`, runs stopped by fencing
+    /// and runs handed back (metrics; a store without workers ignores it).
+    fn note_worker(&self, owner: &str, fenced: i64, handed_back: i64) -> Result<(), JournalError> {
+        let _ = (owner, fenced, handed_back);
+        Ok(())
     }
     /// Applies the schema migrations this binary knows; `(from, to)`.
     fn migrate(&self) -> Result<(i64, i64), JournalError>;

@@ -565,6 +565,8 @@ impl Store for SqliteStore {
             runs,
             queue_depth: 0,
             takeovers: 0,
+            workers: Vec::new(),
+            work_queues: Vec::new(),
         })
     }
 }

@@ -10,7 +10,7 @@ use crate::host::HostError;
 use postgres::Row;
 use serde_json::Value as Json;
 
-fn db_err(what: &str, e: postgres::Error) -> HostError {
+pub(super) fn db_err(what: &str, e: postgres::Error) -> HostError {
     HostError::new(
         "memory.ltm",
         format!(
@@ -21,7 +21,7 @@ fn db_err(what: &str, e: postgres::Error) -> HostError {
 }
 
 pub struct PgLtm {
-    pool: Pool,
+    pub(super) pool: Pool,
 }
 
 impl std::fmt::Debug for PgLtm {
@@ -80,7 +80,7 @@ impl PgLtm {
         Ok(PgLtm { pool })
     }
 
-    fn rows(
+    pub(super) fn rows(
         &self,
         sql: &str,
         p: &[&(dyn postgres::types::ToSql + Sync)],
@@ -89,7 +89,7 @@ impl PgLtm {
         c.query(sql, p).map_err(|e| db_err("read", e))
     }
 
-    fn exec(
+    pub(super) fn exec(
         &self,
         sql: &str,
         p: &[&(dyn postgres::types::ToSql + Sync)],

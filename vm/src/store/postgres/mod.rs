@@ -16,8 +16,9 @@ mod group;
 pub mod ltm;
 mod pool;
 pub mod schema;
+mod state;
 
-use super::{Claim, Entry, NewRun, RunRow, RunState, Store, StoreStatus};
+use super::{Claim, Entry, NewRun, RunRow, RunState, Store, StoreStatus, WorkerStats};
 use crate::journal::{JournalError, RunInfo, Status, Step};
 use postgres::error::SqlState;
 use postgres::{Client, Row};
@@ -475,6 +476,7 @@ impl Store for PgStore {
                     &[&id, &worker, &lease_ms, &takeover],
                 )?
                 .get(0);
+            state::count(&mut tx, worker, 1, i64::from(takeover), 0, 0)?;
             tx.commit()?;
             Ok(Some(Claim {
                 id,
@@ -497,6 +499,27 @@ impl Store for PgStore {
         Ok(n == 1)
     }
 
+    fn release(&self, id: &str, fence: i64) -> Result<bool, JournalError> {
+        // The fence moves on: a write of the old owner still in flight is
+        // refused; the next claim replays the journal as it stands.
+        let n = self.with(|c| {
+            c.execute(
+                "UPDATE runs SET status = 'queued', owner = NULL, lease_until = NULL,
+                 fence = fence + 1 WHERE id = $1 AND fence = $2 AND status = 'running'",
+                &[&id, &fence],
+            )
+        })?;
+        Ok(n == 1)
+    }
+
+    fn note_worker(&self, owner: &str, fenced: i64, handed_back: i64) -> Result<(), JournalError> {
+        self.with(|c| {
+            let mut tx = c.transaction()?;
+            state::count(&mut tx, owner, 0, 0, fenced, handed_back)?;
+            tx.commit()
+        })
+    }
+
     fn migrate(&self) -> Result<(i64, i64), JournalError> {
         let mut c = self.conn()?;
         schema::migrate(&mut c, &self.location)
@@ -504,7 +527,7 @@ impl Store for PgStore {
 
     fn status(&self) -> Result<StoreStatus, JournalError> {
         let v = self.version()?;
-        let (runs, depth, takeovers) = self.with(|c| {
+        let (runs, depth, takeovers, workers, work_queues) = self.with(|c| {
             let runs = c
                 .query(
                     "SELECT status, COUNT(*) FROM runs GROUP BY status ORDER BY status",
@@ -525,7 +548,31 @@ impl Store for PgStore {
             let takeovers: i64 = c
                 .query_one("SELECT COALESCE(SUM(takeovers), 0)::bigint FROM runs", &[])?
                 .get(0);
-            Ok((runs, depth, takeovers))
+            let workers = c
+                .query(
+                    "SELECT worker, runs_taken, takeovers, fenced, handed_back
+                     FROM worker_stats ORDER BY worker",
+                    &[],
+                )?
+                .iter()
+                .map(|r| WorkerStats {
+                    worker: r.get(0),
+                    runs_taken: r.get(1),
+                    takeovers: r.get(2),
+                    fenced: r.get(3),
+                    handed_back: r.get(4),
+                })
+                .collect::<Vec<_>>();
+            let queues = c
+                .query(
+                    "SELECT queue, COUNT(*) FROM queue_jobs WHERE claimed_by IS NULL
+                     GROUP BY queue ORDER BY queue",
+                    &[],
+                )?
+                .iter()
+                .map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1)))
+                .collect::<Vec<_>>();
+            Ok((runs, depth, takeovers, workers, queues))
         })?;
         Ok(StoreStatus {
             backend: "postgres",
@@ -535,6 +582,8 @@ impl Store for PgStore {
             runs,
             queue_depth: depth,
             takeovers,
+            workers,
+            work_queues,
         })
     }
 }

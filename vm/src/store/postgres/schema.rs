@@ -67,6 +67,45 @@ const MIGRATIONS: &[&str] = &[
         claimed_ms BIGINT
      );
      CREATE INDEX queue_jobs_open ON queue_jobs (queue, id) WHERE claimed_by IS NULL;",
+    // 4: the rest of the agents' state (mailboxes, goals, beliefs, the
+    // episodic log) and the workers' counters for metrics.
+    "CREATE TABLE aam_messages (
+        id BIGSERIAL PRIMARY KEY,
+        agent TEXT NOT NULL,
+        sender TEXT NOT NULL,
+        protocol TEXT NOT NULL,
+        body TEXT NOT NULL,
+        sent_ms BIGINT NOT NULL
+     );
+     CREATE INDEX aam_messages_by_agent ON aam_messages (agent, id);
+     CREATE TABLE aam_goals (
+        agent TEXT PRIMARY KEY,
+        goals TEXT NOT NULL
+     );
+     CREATE TABLE aam_beliefs (
+        agent TEXT NOT NULL,
+        name TEXT NOT NULL,
+        value TEXT NOT NULL,
+        updated_ms BIGINT NOT NULL,
+        PRIMARY KEY (agent, name)
+     );
+     CREATE TABLE episodic (
+        seq BIGSERIAL PRIMARY KEY,
+        run TEXT,
+        agent TEXT,
+        op TEXT,
+        record TEXT NOT NULL
+     );
+     CREATE INDEX episodic_by_agent ON episodic (agent, op, seq);
+     CREATE INDEX episodic_by_run ON episodic (run, seq);
+     CREATE TABLE worker_stats (
+        worker TEXT PRIMARY KEY,
+        runs_taken BIGINT NOT NULL DEFAULT 0,
+        takeovers BIGINT NOT NULL DEFAULT 0,
+        fenced BIGINT NOT NULL DEFAULT 0,
+        handed_back BIGINT NOT NULL DEFAULT 0,
+        seen_ms BIGINT NOT NULL
+     );",
 ];
 
 /// The schema version this binary writes and reads.
