@@ -1415,27 +1415,28 @@ impl AamHost {
 }
 
 /// The LTM and episodic stores of the memory database `db`, opened once
-/// per process while some host uses them (opening and migrating SQLite per
-/// run was most of a served trivial run's cost). Held weakly: the last host
-/// to go closes them.
+/// per process (opening and migrating SQLite per run was most of a served
+/// trivial run's cost; `crate::store::open_once`).
 #[allow(clippy::type_complexity)]
 fn shared_stores(db: &Path) -> Result<(Arc<Ltm>, Arc<Episodic>, Option<String>), HostError> {
-    type Open = HashMap<PathBuf, (std::sync::Weak<Ltm>, std::sync::Weak<Episodic>)>;
-    static OPEN: std::sync::OnceLock<Mutex<Open>> = std::sync::OnceLock::new();
+    static OPEN: crate::store::open_once::OpenOnce<(Arc<Ltm>, Arc<Episodic>)> =
+        crate::store::open_once::OpenOnce::new();
     let key = std::fs::canonicalize(db.parent().unwrap_or(db))
         .map(|d| d.join(DB_FILE))
         .unwrap_or_else(|_| db.to_path_buf());
-    let mut open = lock(OPEN.get_or_init(Mutex::default));
-    if let Some((l, e)) = open.get(&key) {
-        if let (Some(l), Some(e)) = (l.upgrade(), e.upgrade()) {
-            return Ok((l, e, None));
-        }
+    let mut warning = None;
+    // An old framed log to import: opened afresh so the import runs (and
+    // says what it did) whatever this process had open.
+    if db.with_file_name(episodic::LEGACY_FILE).exists() {
+        let (ep, w) = Episodic::open(db)?;
+        return Ok((Arc::new(Ltm::open(Some(db))?), Arc::new(ep), w));
     }
-    let ltm = Arc::new(Ltm::open(Some(db))?);
-    let (ep, warning) = Episodic::open(db)?;
-    let ep = Arc::new(ep);
-    open.retain(|_, (l, e)| l.strong_count() > 0 && e.strong_count() > 0);
-    open.insert(key, (Arc::downgrade(&ltm), Arc::downgrade(&ep)));
+    let (ltm, ep) = OPEN.get(&key, || -> Result<_, HostError> {
+        let ltm = Arc::new(Ltm::open(Some(db))?);
+        let (ep, w) = Episodic::open(db)?;
+        warning = w;
+        Ok((ltm, Arc::new(ep)))
+    })?;
     Ok((ltm, ep, warning))
 }
 

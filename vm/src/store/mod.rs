@@ -15,6 +15,7 @@
 //! the run row share-locked). SQLite has one process per run directory and
 //! ignores the token.
 
+pub mod open_once;
 pub mod postgres;
 pub mod sqlite;
 

@@ -14,8 +14,7 @@ use super::{Entry, NewRun, RunRow, RunState, Store, StoreStatus};
 use crate::journal::{JournalError, RunInfo, Status, Step, DB_FILE};
 use rusqlite::{params, Connection, OptionalExtension};
 use sha2::{Digest, Sha256};
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 /// The schema version this binary writes and reads.
@@ -52,29 +51,8 @@ impl std::fmt::Debug for Pending {
     }
 }
 
-/// The stores this process has open, by directory. Kept open for the
-/// process's life (a server starts runs back to back: reopening the
-/// database for each would cost its setup and lose the batching), and
-/// forgotten once their database file is gone or replaced.
-static OPEN: Mutex<Option<HashMap<PathBuf, Shared>>> = Mutex::new(None);
-
-/// An open store and the file it opened.
-type Shared = (Arc<SqliteStore>, Option<FileId>);
-
-/// Which file a path names now (`None`: none, or no way to tell).
-type FileId = (u64, u64);
-
-fn file_id(path: &Path) -> Option<FileId> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
-    }
-    #[cfg(not(unix))]
-    {
-        std::fs::metadata(path).ok().map(|_| (0, 0))
-    }
-}
+/// The stores this process has open, by database file.
+static OPEN: super::open_once::OpenOnce<Arc<SqliteStore>> = super::open_once::OpenOnce::new();
 
 fn db_err(path: &str) -> impl Fn(rusqlite::Error) -> JournalError + '_ {
     move |e| {
@@ -219,17 +197,9 @@ impl SqliteStore {
     /// The store of `dir`, shared by every user in this process (one
     /// connection: writers batch into one commit).
     pub fn shared(dir: &Path) -> Result<Arc<SqliteStore>, JournalError> {
-        let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
-        let map = open.get_or_insert_with(HashMap::new);
-        // A database removed (or replaced) since: its connection points
-        // at a deleted file.
-        map.retain(|d, (_, id)| id.is_some() && file_id(&d.join(DB_FILE)) == *id);
-        if let Some((s, _)) = map.get(dir) {
-            return Ok(s.clone());
-        }
-        let s = Arc::new(SqliteStore::open(Some(dir))?);
-        map.insert(dir.to_path_buf(), (s.clone(), file_id(&dir.join(DB_FILE))));
-        Ok(s)
+        OPEN.get(&dir.join(DB_FILE), || {
+            SqliteStore::open(Some(dir)).map(Arc::new)
+        })
     }
 
     /// Runs `job` in the next group commit and returns once that commit
