@@ -30,7 +30,13 @@ fn names(fe: &FrontEnd) -> Vec<String> {
     fe.sources
         .files()
         .iter()
-        .map(|f| f.name.rsplit("multi-file/").next().unwrap_or("").to_string())
+        .map(|f| {
+            f.name
+                .rsplit("multi-file/")
+                .next()
+                .unwrap_or("")
+                .to_string()
+        })
         .collect()
 }
 
@@ -63,13 +69,21 @@ fn a_name_declared_in_two_files_shows_both() {
         .iter()
         .find(|d| d.code == "E0111")
         .expect("duplicate reported");
-    let file = |s| fe.sources.file_of(s).map(|f| f.name.clone()).unwrap_or_default();
+    let file = |s| {
+        fe.sources
+            .file_of(s)
+            .map(|f| f.name.clone())
+            .unwrap_or_default()
+    };
     assert!(file(dup.primary.span).ends_with("duplicate/other.ais"));
     assert!(file(dup.secondary[0].span).ends_with("duplicate/main.ais"));
     let text = rendered(&fe);
     assert!(text.contains("duplicate/other.ais:1:7") && text.contains("duplicate/main.ais:3:7"));
-    golden(&root().join("tests/multi-file/duplicate/expected.txt"), &text)
-        .unwrap_or_else(|e| panic!("{e}"));
+    golden(
+        &root().join("tests/multi-file/duplicate/expected.txt"),
+        &text,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
 }
 
 #[test]
@@ -79,11 +93,21 @@ fn a_missing_import_is_reported_at_its_string() {
     let d = &fe.diagnostics[0];
     assert_eq!(d.code, "E0010");
     let main = &fe.sources.files()[0];
-    assert_eq!(&main.text[main.local(d.primary.span)], "\"agents/nowhere.ais\"");
-    assert!(d.message.contains("No such file or directory"), "{}", d.message);
+    assert_eq!(
+        &main.text[main.local(d.primary.span)],
+        "\"agents/nowhere.ais\""
+    );
+    assert!(
+        d.message.contains("No such file or directory"),
+        "{}",
+        d.message
+    );
     assert!(d.help.as_deref().is_some_and(|h| h.contains("relative")));
-    golden(&root().join("tests/multi-file/missing/expected.txt"), &rendered(&fe))
-        .unwrap_or_else(|e| panic!("{e}"));
+    golden(
+        &root().join("tests/multi-file/missing/expected.txt"),
+        &rendered(&fe),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
 }
 
 #[test]
@@ -101,15 +125,21 @@ fn a_type_error_in_an_imported_file_is_reported_in_that_file() {
     assert!(file.ends_with("type_error/lib/helper.ais"), "{j}");
     assert_eq!(j["spans"][0]["line_start"], 3);
     assert_eq!(j["spans"][0]["column_start"], 25);
-    golden(&root().join("tests/multi-file/type_error/expected.txt"), &rendered(&fe))
-        .unwrap_or_else(|e| panic!("{e}"));
+    golden(
+        &root().join("tests/multi-file/type_error/expected.txt"),
+        &rendered(&fe),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
 }
 
 #[test]
 fn formatting_a_file_with_imports_is_idempotent() {
     let src = "import   \"a.ais\" // the helpers\n\n\nimport \"std/text\"\nagent A {\n  flow f() -> str { return \"x\" }\n}\n";
     let once = ais_compiler::format::format_source(src).expect("formats");
-    assert!(once.starts_with("import \"a.ais\" // the helpers\n\nimport \"std/text\"\n\nagent A {"), "{once}");
+    assert!(
+        once.starts_with("import \"a.ais\" // the helpers\n\nimport \"std/text\"\n\nagent A {"),
+        "{once}"
+    );
     let twice = ais_compiler::format::format_source(&once).expect("formats");
     assert_eq!(once, twice);
 }
@@ -118,5 +148,7 @@ fn formatting_a_file_with_imports_is_idempotent() {
 fn an_import_after_an_agent_is_a_syntax_error() {
     let parsed = ais_compiler::syntax::parse("agent A {}\nimport \"b.ais\"\n");
     assert_eq!(parsed.errors.len(), 1);
-    assert!(parsed.errors[0].to_string().contains("import after an agent"));
+    assert!(parsed.errors[0]
+        .to_string()
+        .contains("import after an agent"));
 }

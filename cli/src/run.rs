@@ -998,3 +998,39 @@ pub(crate) fn with_remote_agents(
     }
     policy
 }
+
+/// The files among `files` that another of them imports and that mark no
+/// `@entry` flow: libraries, not served as programs of their own (they are
+/// served as part of the programs that import them).
+pub(crate) fn imported_libraries(files: &[PathBuf]) -> std::collections::HashSet<PathBuf> {
+    use ais_compiler::syntax::ast::Member;
+    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let mut imported = std::collections::HashSet::new();
+    let mut has_entry = std::collections::HashSet::new();
+    for path in files {
+        let Ok(text) = std::fs::read_to_string(path) else {
+            continue;
+        };
+        let file = ais_compiler::syntax::parse(&text).file;
+        let dir = path.parent().unwrap_or(Path::new(""));
+        for i in &file.imports {
+            imported.insert(canonical(&dir.join(&i.path)));
+        }
+        let entry = file.agents.iter().any(|a| {
+            a.members
+                .iter()
+                .any(|m| matches!(m, Member::Flow(f) if f.is_entry()))
+        });
+        if entry {
+            has_entry.insert(canonical(path));
+        }
+    }
+    files
+        .iter()
+        .filter(|p| {
+            let c = canonical(p);
+            imported.contains(&c) && !has_entry.contains(&c)
+        })
+        .cloned()
+        .collect()
+}

@@ -101,12 +101,17 @@ pub fn check_file(
 /// Checks a parsed program (all of its files as one).
 pub fn check_program(parsed: ParsedProgram, env: &sema::Environment) -> FrontEnd {
     let checked = sema::check_in(&parsed.file, env);
+    let several_files = parsed.sources.files().len() > 1;
     let mut diagnostics = parsed.diagnostics;
     diagnostics.extend(
         checked
             .errors
             .into_iter()
-            .map(ais_ir::IntoDiagnostic::into_diagnostic),
+            .map(ais_ir::IntoDiagnostic::into_diagnostic)
+            // A file that imports others and marks no `@entry` is a library
+            // (docs/language.md, "Multi-file programs"): `aisc run` still
+            // asks for `--entry`, but checking it is no reason to warn.
+            .filter(|d| !(several_files && d.code == "W0005")),
     );
     FrontEnd {
         sources: parsed.sources,

@@ -204,14 +204,10 @@ impl<'s> Printer<'s> {
         let mut prev_was_item = false;
         let _ = open_end;
         let sep =
-            |p: &Self, out: &mut Vec<Doc>, prev: Option<u32>, start: u32, blank: bool| {
-                match prev {
-                    None => out.push(Doc::Hard),
-                    Some(e) if blank || p.blank_between(e, start) => {
-                        out.push(Doc::Blank)
-                    }
-                    Some(_) => out.push(Doc::Hard),
-                }
+            |p: &Self, out: &mut Vec<Doc>, prev: Option<u32>, start: u32, blank: bool| match prev {
+                None => out.push(Doc::Hard),
+                Some(e) if blank || p.blank_between(e, start) => out.push(Doc::Blank),
+                Some(_) => out.push(Doc::Hard),
             };
         for (i, item) in items.iter().enumerate() {
             let Entry { start, end } = span(item);
@@ -221,12 +217,24 @@ impl<'s> Printer<'s> {
                 }
                 let c = c.clone();
                 self.next += 1;
-                sep(self, &mut out, prev_end, c.span.start, prev_was_item && always_blank(i));
+                sep(
+                    self,
+                    &mut out,
+                    prev_end,
+                    c.span.start,
+                    prev_was_item && always_blank(i),
+                );
                 out.push(text(self.comment_text(&c)));
                 prev_end = Some(c.span.end);
                 prev_was_item = false;
             }
-            sep(self, &mut out, prev_end, start, prev_was_item && always_blank(i));
+            sep(
+                self,
+                &mut out,
+                prev_end,
+                start,
+                prev_was_item && always_blank(i),
+            );
             let doc = print(self, item);
             out.push(doc);
             if i + 1 < items.len() {
