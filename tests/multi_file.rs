@@ -14,9 +14,7 @@ fn check(case: &str) -> FrontEnd {
     let name = format!("tests/multi-file/{case}/main.ais");
     let path: PathBuf = root().join(&name);
     let source = std::fs::read_to_string(&path).expect("fixture exists");
-    // Names relative to the repository need the loader to read from there.
-    let fe = check_file(&name, &path, &source, &FsLoader, &Default::default());
-    fe
+    check_file(&name, &path, &source, &FsLoader, &Default::default())
 }
 
 fn rendered(fe: &FrontEnd) -> String {

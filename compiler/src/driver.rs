@@ -74,11 +74,12 @@ fn unreachable_thread_fallback<T>() -> T {
     std::process::exit(101)
 }
 
-/// Source given without a path: its relative imports are resolved from
-/// the working directory.
+/// Source given without a path imports only the bundled library: text
+/// from elsewhere (an MCP client, a model) must not read this machine's
+/// files through `import` (E0010 for any other path).
 fn check_source_here(source: &str, env: &sema::Environment) -> FrontEnd {
     check_program(
-        program::parse_program("input.ais", None, source, &program::FsLoader),
+        program::parse_program("input.ais", None, source, &program::NoFiles),
         env,
     )
 }

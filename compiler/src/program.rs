@@ -42,6 +42,20 @@ impl Loader for FsLoader {
     }
 }
 
+/// Reads nothing: for source that arrives as text from elsewhere (an MCP
+/// client, a test, an untitled editor buffer), whose imports must not read
+/// the disk of the machine checking it. `std/` imports still work.
+pub struct NoFiles;
+
+impl Loader for NoFiles {
+    fn read(&self, _: &Path) -> std::io::Result<String> {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            "source given as text, not as a file, can import only `std/` modules",
+        ))
+    }
+}
+
 /// Why an import did not join the program.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum ImportError {
@@ -294,6 +308,15 @@ mod tests {
             normalize(Path::new("/a/../../x.ais")),
             PathBuf::from("/x.ais")
         );
+    }
+
+    #[test]
+    fn text_without_a_file_imports_only_the_library() {
+        let src = "import \"/etc/hostname\"\nimport \"std/text\"\nagent A {}\n";
+        let p = parse_program("input.ais", None, src, &NoFiles);
+        assert_eq!(p.sources.files().len(), 2, "std/text joins");
+        assert_eq!(p.diagnostics.len(), 1);
+        assert_eq!(p.diagnostics[0].code, "E0010");
     }
 
     #[test]

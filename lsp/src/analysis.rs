@@ -60,15 +60,20 @@ pub struct Analysis {
 }
 
 impl Analysis {
-    /// The document alone (imports resolved from the working directory).
+    /// A document that is not a file: it can import only `std/` modules.
     pub fn new(source: &str) -> Analysis {
-        Analysis::in_file(None, source, &program::FsLoader)
+        Analysis::in_file(None, source, &program::NoFiles)
     }
 
     /// The document at `path` (when it is a file) with its imports, read
-    /// through `loader`.
+    /// through `loader` (an untitled document reads nothing from disk).
     pub fn in_file(path: Option<&Path>, source: &str, loader: &dyn Loader) -> Analysis {
         let name = path.map_or_else(|| "input.ais".to_string(), |p| p.display().to_string());
+        let loader: &dyn Loader = if path.is_some() {
+            loader
+        } else {
+            &program::NoFiles
+        };
         let parsed = program::parse_program(&name, path, source, loader);
         Analysis::of(parsed, &name, path, source, loader)
     }

@@ -243,8 +243,7 @@ impl Server {
     fn set(&mut self, uri: Url, text: String) -> Vec<Url> {
         let path = uri.to_file_path().ok();
         let analysis = Analysis::in_file(path.as_deref(), &text, &Overlay { docs: &self.docs });
-        let before = self
-            .docs
+        self.docs
             .insert(
                 uri,
                 Document {
@@ -254,8 +253,7 @@ impl Server {
                 },
             )
             .map(|d| d.imported)
-            .unwrap_or_default();
-        before
+            .unwrap_or_default()
     }
 
     /// Where a (global) span of the document's program is: the document
