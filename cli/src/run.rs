@@ -1034,3 +1034,31 @@ pub(crate) fn imported_libraries(files: &[PathBuf]) -> std::collections::HashSet
         .cloned()
         .collect()
 }
+
+#[cfg(test)]
+mod imported_libraries_tests {
+    #[test]
+    fn a_served_file_imported_by_another_without_an_entry_is_a_library() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let write = |name: &str, text: &str| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, text).expect("write");
+            p
+        };
+        let main = write(
+            "main.ais",
+            "import \"lib.ais\"\nimport \"tool.ais\"\nagent M {\n    @entry flow main() -> str {\n        return L.f()\n    }\n}\n",
+        );
+        let lib = write(
+            "lib.ais",
+            "agent L {\n    flow f() -> str {\n        return \"x\"\n    }\n}\n",
+        );
+        // Imported, but with an entry of its own: still served.
+        let tool = write(
+            "tool.ais",
+            "agent T {\n    @entry flow main() -> str {\n        return \"t\"\n    }\n}\n",
+        );
+        let libs = super::imported_libraries(&[main.clone(), lib.clone(), tool.clone()]);
+        assert_eq!(libs.into_iter().collect::<Vec<_>>(), vec![lib]);
+    }
+}
