@@ -5,7 +5,8 @@
 //! - `examples/`, `tests/parse/`: every valid program lowers to IR that
 //!   verifies with no error and round-trips.
 
-use ais_compiler::driver::compile_source;
+use ais_compiler::driver::compile_file;
+use ais_compiler::program::FsLoader;
 use ais_ir::{parse_module, print_module};
 use ais_testkit::golden::{corpus, rel, snapshot_name, snapshot_settings};
 use libtest_mimic::{Arguments, Failed, Trial};
@@ -14,7 +15,9 @@ use std::path::PathBuf;
 /// Compiles, then checks print(parse(print(ir))) == print(ir).
 fn lowered_text(path: &PathBuf) -> Result<String, Failed> {
     let source = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", rel(path)))?;
-    let compiled = compile_source(&source).map_err(|diags| {
+    // With the files it imports (examples/16_multi_file).
+    let (_, compiled) = compile_file(&rel(path), path, &source, &FsLoader, &Default::default());
+    let compiled = compiled.map_err(|diags| {
         diags
             .iter()
             .map(|d| format!("{} {}\n", d.code, d.message))

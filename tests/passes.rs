@@ -15,7 +15,8 @@
 //! `-O1` leaves exactly one call on `examples/02_chain_fusion.ais`.
 
 use ais_cli::opt;
-use ais_compiler::driver::lower_source;
+use ais_compiler::driver::compile_file;
+use ais_compiler::program::FsLoader;
 use ais_ir::passes::{pass_names, OptLevel, PassManager};
 use ais_ir::{parse_module, print_module, verify_errors, Effect, Module};
 use ais_testkit::golden::{corpus, directive, rel, root, snapshot_name, snapshot_settings};
@@ -55,7 +56,9 @@ fn llm_calls(m: &Module) -> usize {
 /// The module a corpus file or example describes.
 fn load(path: &Path, source: &str) -> Result<Module, Failed> {
     if path.extension().is_some_and(|e| e == "ais") {
-        lower_source(source).map_err(|d| {
+        // With the files it imports (examples/16_multi_file).
+        let (_, compiled) = compile_file(&rel(path), path, source, &FsLoader, &Default::default());
+        compiled.map(|c| c.module).map_err(|d| {
             let msgs: Vec<String> = d
                 .iter()
                 .map(|d| format!("{} {}", d.code, d.message))

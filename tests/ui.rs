@@ -6,8 +6,9 @@
 //! - `docs/diagnostics.md` is what `aisc explain` knows, and every code the
 //!   corpus produces has an explanation.
 
-use ais_compiler::diagnostics::{explain, render_human};
-use ais_compiler::driver::check_source;
+use ais_compiler::diagnostics::{explain, render_human, render_human_map};
+use ais_compiler::driver::{check_file, check_source};
+use ais_compiler::program::FsLoader;
 use ais_testkit::golden::{
     blessing, compare, corpus, expectations, rel, root, snapshot_name, snapshot_settings, BLESS_ENV,
 };
@@ -50,15 +51,16 @@ fn clean_case(path: PathBuf, corpus_dir: &'static str) -> Trial {
     let name = format!("{corpus_dir}/{}", snapshot_name(&path, corpus_dir));
     Trial::test(name, move || {
         let source = read(&path)?;
-        let fe = check_source(&source);
+        // With the files it imports (examples/16_multi_file).
+        let file = rel(&path);
+        let fe = check_file(&file, &path, &source, &FsLoader, &Default::default());
         if fe.diagnostics.is_empty() {
             Ok(())
         } else {
-            let file = rel(&path);
             Err(fe
                 .diagnostics
                 .iter()
-                .map(|d| render_human(d, &file, &source, false))
+                .map(|d| render_human_map(d, &fe.sources, false))
                 .collect::<String>()
                 .into())
         }

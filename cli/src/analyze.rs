@@ -36,15 +36,15 @@ pub fn analyze(out: &mut Output, path: &std::path::Path, opt: &OptArgs, json_out
     let Some(source) = out.read_source(path) else {
         return 1;
     };
-    let name = path.display().to_string();
-    let mut compiled = match crate::compile_input(path, &source, &Default::default()) {
+    let (sources, compiled) = crate::compile_input(path, &source, &Default::default());
+    let mut compiled = match compiled {
         Ok(c) => c,
         Err(ds) => {
-            out.diagnostics(&name, &source, &ds);
+            out.diagnostics_map(&sources, &ds);
             return 1;
         }
     };
-    out.diagnostics(&name, &source, &compiled.diagnostics);
+    out.diagnostics_map(&sources, &compiled.diagnostics);
     if let Err(e) = driver::optimize(&mut compiled.module, &opt.options()) {
         eprintln!("error: {e}");
         return 1;

@@ -604,25 +604,29 @@ fn check(
             ..Default::default()
         };
         let mut env = plain;
-        let mut fe = driver::check_source_in(&source, &env);
+        let fs = ais_compiler::program::FsLoader;
+        let check = |env: &ais_compiler::sema::Environment| {
+            driver::with_deep_stack(|| driver::check_file(&name, path, &source, &fs, env))
+        };
+        let mut fe = check(&env);
         // A name nothing in the language provides may be a configured tool.
         if fe.diagnostics.iter().any(|d| d.code == "E0114") {
             let mut configured = run::configured_tools(backend);
             if !configured.tools.is_empty() {
                 configured.remote_agents = remote;
                 env = configured;
-                fe = driver::check_source_in(&source, &env);
+                fe = check(&env);
             }
         }
         if !fe.has_errors() {
-            let found = ais_compiler::flows::check_source(&source, &env, policy);
+            let found = flow_findings(&name, path, &source, &env, policy);
             if flows_only {
                 fe.diagnostics = found;
             } else {
                 fe.diagnostics.extend(found);
             }
         }
-        out.diagnostics(&name, &source, &fe.diagnostics);
+        out.diagnostics_map(&fe.sources, &fe.diagnostics);
         let errors = fe.count(ais_ir::Severity::Error);
         let warnings = fe.count(ais_ir::Severity::Warning);
         if errors > 0 || ((deny_warnings || flows_only) && warnings > 0) {
@@ -645,6 +649,27 @@ fn check(
         );
     }
     i32::from(failed)
+}
+
+/// The flow warnings of a program under `policy` (none if it does not
+/// compile: the other diagnostics say why).
+fn flow_findings(
+    name: &str,
+    path: &std::path::Path,
+    source: &str,
+    env: &ais_compiler::sema::Environment,
+    policy: &ais_ir::ifc::FlowPolicy,
+) -> Vec<ais_ir::Diagnostic> {
+    let fs = ais_compiler::program::FsLoader;
+    let (_, compiled) =
+        driver::with_deep_stack(|| driver::compile_file(name, path, source, &fs, env));
+    match compiled.map(|c| ais_ir::bytecode::compile(&c.module)) {
+        Ok(Ok(p)) => ais_compiler::flows::check(&p, policy)
+            .iter()
+            .map(ais_compiler::flows::Finding::to_diagnostic)
+            .collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// `aisc check` on a graph-JSON file; true when it failed.
@@ -676,22 +701,30 @@ fn check_graph(out: &mut Output, name: &str, source: &str) -> bool {
     }
 }
 
-/// Compiles `.ais` source or a graph-JSON document (by extension or
-/// content) to verified IR, with the front end's warnings.
+/// Compiles `.ais` source (with the files it imports) or a graph-JSON
+/// document (by extension or content) to verified IR, with the front end's
+/// warnings; and the program's files, to render the diagnostics.
 pub(crate) fn compile_input(
     path: &std::path::Path,
     source: &str,
     env: &ais_compiler::sema::Environment,
-) -> Result<driver::Compiled, Vec<ais_ir::Diagnostic>> {
+) -> (
+    ais_ir::SourceMap,
+    Result<driver::Compiled, Vec<ais_ir::Diagnostic>>,
+) {
+    let name = path.display().to_string();
     if graph_json::is_graph_json(path, source) {
-        return driver::with_deep_stack(|| graph_json::compile(source)).map(|module| {
+        let compiled = driver::with_deep_stack(|| graph_json::compile(source)).map(|module| {
             driver::Compiled {
                 module,
                 diagnostics: Vec::new(),
             }
         });
+        return (ais_ir::SourceMap::single(name, source), compiled);
     }
-    driver::with_deep_stack(|| driver::compile_source_in(source, env))
+    driver::with_deep_stack(|| {
+        driver::compile_file(&name, path, source, &ais_compiler::program::FsLoader, env)
+    })
 }
 
 fn plural(n: usize) -> &'static str {
@@ -733,15 +766,19 @@ fn build(out: &mut Output, path: &std::path::Path, emit: Emit, opt: &OptArgs, st
             i32::from(!diags.is_empty())
         }
         Emit::Ast => {
-            let fe = driver::check_source(&source);
-            out.diagnostics(&name, &source, &fe.diagnostics);
+            let fs = ais_compiler::program::FsLoader;
+            let env = Default::default();
+            let fe =
+                driver::with_deep_stack(|| driver::check_file(&name, path, &source, &fs, &env));
+            out.diagnostics_map(&fe.sources, &fe.diagnostics);
             out.stdout(&format!("{:#?}\n", fe.file));
             i32::from(fe.has_errors())
         }
         Emit::Ir | Emit::Dot | Emit::Mermaid | Emit::GraphJson => {
-            match compile_input(path, &source, &Default::default()) {
+            let (sources, compiled) = compile_input(path, &source, &Default::default());
+            match compiled {
                 Ok(mut compiled) => {
-                    out.diagnostics(&name, &source, &compiled.diagnostics);
+                    out.diagnostics_map(&sources, &compiled.diagnostics);
                     match driver::optimize(&mut compiled.module, &opt.options()) {
                         Ok(s) if stats => {
                             eprint!("{}", s.render(true));
@@ -776,7 +813,7 @@ fn build(out: &mut Output, path: &std::path::Path, emit: Emit, opt: &OptArgs, st
                     0
                 }
                 Err(diags) => {
-                    out.diagnostics(&name, &source, &diags);
+                    out.diagnostics_map(&sources, &diags);
                     1
                 }
             }

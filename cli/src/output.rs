@@ -3,7 +3,8 @@
 
 use super::{ColorChoice, ErrorFormat};
 use ais_compiler::diagnostics::{
-    hidden_json, hidden_note, limit, render_human, render_json, render_json_plain, render_plain,
+    hidden_json, hidden_note, limit, limit_map, render_human, render_human_map, render_json,
+    render_json_map, render_json_plain, render_plain,
 };
 use ais_ir::Diagnostic;
 use std::io::{IsTerminal, Write};
@@ -46,6 +47,33 @@ impl Output {
                 }
                 if hidden > 0 {
                     let _ = writeln!(out, "{}", hidden_json(file, hidden));
+                }
+            }
+        }
+    }
+
+    /// Diagnostics of a program of several files, each shown in the file it
+    /// points into (capped per file as [`Output::diagnostics`] does).
+    pub fn diagnostics_map(&mut self, sources: &ais_ir::SourceMap, diags: &[Diagnostic]) {
+        for (file, shown, hidden) in limit_map(sources, diags) {
+            match self.format {
+                ErrorFormat::Human => {
+                    let mut err = std::io::stderr().lock();
+                    for d in shown {
+                        let _ = err.write_all(render_human_map(d, sources, self.color).as_bytes());
+                    }
+                    if hidden > 0 {
+                        let _ = writeln!(err, "{}", hidden_note(file, hidden));
+                    }
+                }
+                ErrorFormat::Json => {
+                    let mut out = std::io::stdout().lock();
+                    for d in shown {
+                        let _ = writeln!(out, "{}", render_json_map(d, sources));
+                    }
+                    if hidden > 0 {
+                        let _ = writeln!(out, "{}", hidden_json(file, hidden));
+                    }
                 }
             }
         }

@@ -50,27 +50,26 @@ pub fn load_in(
         remote_agents: remote.clone(),
         ..Default::default()
     };
-    let compiled = crate::compile_input(path, &source, &plain).or_else(|diags| {
-        // Only a name nothing in the language provides sends us to the
-        // configuration (which may start MCP servers to list their tools).
-        if !diags.iter().any(|d| d.code == "E0114") {
-            return Err(diags);
+    let (mut sources, mut compiled) = crate::compile_input(path, &source, &plain);
+    // Only a name nothing in the language provides sends us to the
+    // configuration (which may start MCP servers to list their tools).
+    if let Err(diags) = &compiled {
+        if diags.iter().any(|d| d.code == "E0114") {
+            let mut env = configured_tools(backend);
+            if !env.tools.is_empty() {
+                env.remote_agents = remote;
+                (sources, compiled) = crate::compile_input(path, &source, &env);
+            }
         }
-        let mut env = configured_tools(backend);
-        if env.tools.is_empty() {
-            return Err(diags);
-        }
-        env.remote_agents = remote;
-        crate::compile_input(path, &source, &env)
-    });
+    }
     let mut compiled = match compiled {
         Ok(c) => c,
         Err(diags) => {
-            out.diagnostics(&name, &source, &diags);
+            out.diagnostics_map(&sources, &diags);
             return None;
         }
     };
-    out.diagnostics(&name, &source, &compiled.diagnostics);
+    out.diagnostics_map(&sources, &compiled.diagnostics);
     if let Err(e) = driver::optimize(&mut compiled.module, &opt.options()) {
         eprintln!("error: {e}");
         return None;
@@ -922,10 +921,14 @@ pub(crate) fn error_json(e: &ais_vm::RunError, loaded: &Loaded) -> serde_json::V
         if !span.is_dummy() {
             let mut at = serde_json::json!({"start": span.start, "end": span.end});
             if let Some((name, source)) = &loaded.source {
-                let (line, column) = ais_ir::diag::line_col(source, span.start as usize);
-                at["file"] = name.as_str().into();
-                at["line"] = line.into();
-                at["column"] = column.into();
+                let sources = program_sources(name, source);
+                if let Some(f) = sources.file_of(*span) {
+                    let local = f.local(*span).start;
+                    let (line, column) = ais_ir::diag::line_col(&f.text, local);
+                    at["file"] = f.name.as_str().into();
+                    at["line"] = line.into();
+                    at["column"] = column.into();
+                }
             }
             j["span"] = at;
         }
@@ -965,10 +968,23 @@ fn render_run_error(out: &mut Output, loaded: &Loaded, e: &ais_vm::RunError) {
     };
     match &loaded.source {
         Some((name, source)) if !d.primary.span.is_dummy() => {
-            out.diagnostics(name, source, &[d]);
+            out.diagnostics_map(&program_sources(name, source), &[d]);
         }
         _ => out.report(None, &d),
     }
+}
+
+/// The files of the program compiled from the entry file `name`: the entry
+/// alone unless it imports others, which are then read again (only when a
+/// run error must be shown, so a run keeps no copy of them).
+fn program_sources(name: &str, source: &str) -> ais_ir::SourceMap {
+    let parsed = ais_compiler::syntax::parse(source);
+    if parsed.file.imports.is_empty() {
+        return ais_ir::SourceMap::single(name, source);
+    }
+    let path = Path::new(name);
+    ais_compiler::program::parse_program(name, Some(path), source, &ais_compiler::program::FsLoader)
+        .sources
 }
 
 /// The policy with the configuration's remote agents as untrusted sources
@@ -982,4 +998,68 @@ pub(crate) fn with_remote_agents(
         policy.untrusted.push(r.name.clone());
     }
     policy
+}
+
+/// The files among `files` that another of them imports and that mark no
+/// `@entry` flow: libraries, not served as programs of their own (they are
+/// served as part of the programs that import them).
+pub(crate) fn imported_libraries(files: &[PathBuf]) -> std::collections::HashSet<PathBuf> {
+    use ais_compiler::syntax::ast::Member;
+    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let mut imported = std::collections::HashSet::new();
+    let mut has_entry = std::collections::HashSet::new();
+    for path in files {
+        let Ok(text) = std::fs::read_to_string(path) else {
+            continue;
+        };
+        let file = ais_compiler::syntax::parse(&text).file;
+        let dir = path.parent().unwrap_or(Path::new(""));
+        for i in &file.imports {
+            imported.insert(canonical(&dir.join(&i.path)));
+        }
+        let entry = file.agents.iter().any(|a| {
+            a.members
+                .iter()
+                .any(|m| matches!(m, Member::Flow(f) if f.is_entry()))
+        });
+        if entry {
+            has_entry.insert(canonical(path));
+        }
+    }
+    files
+        .iter()
+        .filter(|p| {
+            let c = canonical(p);
+            imported.contains(&c) && !has_entry.contains(&c)
+        })
+        .cloned()
+        .collect()
+}
+
+#[cfg(test)]
+mod imported_libraries_tests {
+    #[test]
+    fn a_served_file_imported_by_another_without_an_entry_is_a_library() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let write = |name: &str, text: &str| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, text).expect("write");
+            p
+        };
+        let main = write(
+            "main.ais",
+            "import \"lib.ais\"\nimport \"tool.ais\"\nagent M {\n    @entry flow main() -> str {\n        return L.f()\n    }\n}\n",
+        );
+        let lib = write(
+            "lib.ais",
+            "agent L {\n    flow f() -> str {\n        return \"x\"\n    }\n}\n",
+        );
+        // Imported, but with an entry of its own: still served.
+        let tool = write(
+            "tool.ais",
+            "agent T {\n    @entry flow main() -> str {\n        return \"t\"\n    }\n}\n",
+        );
+        let libs = super::imported_libraries(&[main.clone(), lib.clone(), tool.clone()]);
+        assert_eq!(libs.into_iter().collect::<Vec<_>>(), vec![lib]);
+    }
 }

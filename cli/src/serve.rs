@@ -359,7 +359,8 @@ fn load_all(
     let mut served = Vec::new();
     let mut loaded = HashMap::new();
     let mut failed = false;
-    for path in files {
+    let libraries = run::imported_libraries(files);
+    for path in files.iter().filter(|p| !libraries.contains(*p)) {
         let Some(l) = run::load_in(out, path, opt, backend) else {
             failed = true;
             continue;

@@ -2,11 +2,16 @@
 //! diagnostics out. Used by the CLI and by tests.
 
 use crate::lower;
+use crate::program::{self, Loader, ParsedProgram};
 use crate::sema::{self, ProgramIndex};
-use crate::syntax::{self, ast};
-use ais_ir::{Diagnostic, IntoDiagnostic, Severity};
+use crate::syntax::ast;
+use ais_ir::{Diagnostic, Severity, SourceMap};
+use std::path::Path;
 
 pub struct FrontEnd {
+    /// Every file of the program; spans index into it.
+    pub sources: SourceMap,
+    /// The agents of every file, joined (the entry file's first).
     pub file: ast::File,
     pub index: ProgramIndex,
     /// Syntax, then semantic diagnostics, each group in source order.
@@ -69,21 +74,48 @@ fn unreachable_thread_fallback<T>() -> T {
     std::process::exit(101)
 }
 
+/// Source given without a path imports only the bundled library: text
+/// from elsewhere (an MCP client, a model) must not read this machine's
+/// files through `import` (E0010 for any other path).
 fn check_source_here(source: &str, env: &sema::Environment) -> FrontEnd {
-    let parsed = syntax::parse(source);
+    check_program(
+        program::parse_program("input.ais", None, source, &program::NoFiles),
+        env,
+    )
+}
+
+/// Reads, parses and checks the program whose entry file is `path` (named
+/// `name` in diagnostics, its text `source`), with every file it imports.
+pub fn check_file(
+    name: &str,
+    path: &Path,
+    source: &str,
+    loader: &dyn Loader,
+    env: &sema::Environment,
+) -> FrontEnd {
+    check_program(
+        program::parse_program(name, Some(path), source, loader),
+        env,
+    )
+}
+
+/// Checks a parsed program (all of its files as one).
+pub fn check_program(parsed: ParsedProgram, env: &sema::Environment) -> FrontEnd {
     let checked = sema::check_in(&parsed.file, env);
-    let mut diagnostics: Vec<Diagnostic> = parsed
-        .errors
-        .into_iter()
-        .map(IntoDiagnostic::into_diagnostic)
-        .collect();
+    let several_files = parsed.sources.files().len() > 1;
+    let mut diagnostics = parsed.diagnostics;
     diagnostics.extend(
         checked
             .errors
             .into_iter()
-            .map(IntoDiagnostic::into_diagnostic),
+            .map(ais_ir::IntoDiagnostic::into_diagnostic)
+            // A file that imports others and marks no `@entry` is a library
+            // (docs/language.md, "Multi-file programs"): `aisc run` still
+            // asks for `--entry`, but checking it is no reason to warn.
+            .filter(|d| !(several_files && d.code == "W0005")),
     );
     FrontEnd {
+        sources: parsed.sources,
         file: parsed.file,
         index: checked.index,
         diagnostics,
@@ -111,7 +143,24 @@ pub fn compile_source_in(
     source: &str,
     env: &sema::Environment,
 ) -> Result<Compiled, Vec<Diagnostic>> {
-    let fe = check_source_here(source, env);
+    compile_checked(check_source_here(source, env))
+}
+
+/// [`compile_source`] for a program of several files ([`check_file`]);
+/// the source map is returned either way, to render the diagnostics.
+pub fn compile_file(
+    name: &str,
+    path: &Path,
+    source: &str,
+    loader: &dyn Loader,
+    env: &sema::Environment,
+) -> (SourceMap, Result<Compiled, Vec<Diagnostic>>) {
+    let mut fe = check_file(name, path, source, loader, env);
+    let sources = std::mem::take(&mut fe.sources);
+    (sources, compile_checked(fe))
+}
+
+fn compile_checked(fe: FrontEnd) -> Result<Compiled, Vec<Diagnostic>> {
     if fe.has_errors() {
         return Err(fe.diagnostics);
     }

@@ -11,5 +11,6 @@ pub mod format;
 pub mod graph_json;
 pub mod lower;
 pub mod plan;
+pub mod program;
 pub mod sema;
 pub mod syntax;

@@ -217,6 +217,11 @@ fn check(spec: &PlanSpec, body: &str, optimise: bool) -> Result<CheckedPlan, Vec
             Some("write a shorter plan"),
         ));
     }
+    // Model-written text must not pull files from the disk into the run.
+    if let Some(refused) = crate::program::refuse_in_plan(body) {
+        let d = ais_ir::IntoDiagnostic::into_diagnostic(refused);
+        return Err(vec![locate(body, 0, &d)]);
+    }
     let (source, body_start) = wrap(spec, body);
     let located = |d: &Diagnostic| locate(&source, body_start, d);
     let compiled = driver::with_deep_stack(|| driver::compile_source(&source));

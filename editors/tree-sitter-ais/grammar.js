@@ -54,7 +54,12 @@ module.exports = grammar({
   conflicts: ($) => [[$.goal]],
 
   rules: {
-    source_file: ($) => repeat(choice($.agent, ';')),
+    // Imports anywhere at the top level: the real parser reports one after
+    // an agent; an editor only needs to highlight it.
+    source_file: ($) => repeat(choice($.import, $.agent, ';')),
+
+    // `import "path.ais"` / `import "std/NAME"`.
+    import: ($) => seq('import', field('path', $.string)),
 
     comment: ($) => choice(token(seq('//', /[^\n]*/)), $._block_comment),
 

@@ -8,7 +8,8 @@
 use serde::Serialize;
 use std::fmt;
 
-/// A half-open byte range `start..end` into one source text.
+/// A half-open byte range `start..end` of global offsets: into one source
+/// text, or into a program's [`crate::SourceMap`] of several.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, serde::Deserialize)]
 pub struct Span {
     pub start: u32,
@@ -153,6 +154,19 @@ impl Diagnostic {
 
     pub fn is_error(&self) -> bool {
         self.severity == Severity::Error
+    }
+
+    /// Every label moved by `by` bytes (a file's base in a [`crate::SourceMap`]).
+    pub fn shifted(mut self, by: u32) -> Diagnostic {
+        let shift = |s: &mut Span| {
+            s.start = s.start.saturating_add(by);
+            s.end = s.end.saturating_add(by);
+        };
+        shift(&mut self.primary.span);
+        for l in &mut self.secondary {
+            shift(&mut l.span);
+        }
+        self
     }
 }
 

@@ -20,6 +20,7 @@ pub mod ops;
 pub mod parser;
 pub mod passes;
 pub mod printer;
+pub mod source_map;
 pub mod types;
 pub mod verifier;
 
@@ -38,5 +39,6 @@ pub use ops::{
 pub use parser::{parse_module, parse_module_recovering, ParseError};
 pub use passes::{critical_path, OptLevel, PassManager, Pipeline};
 pub use printer::{print_flow, print_module, value_names};
+pub use source_map::{SourceFile, SourceMap};
 pub use types::Type;
 pub use verifier::{verify, verify_diagnostics, verify_errors, VerifyError};

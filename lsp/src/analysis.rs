@@ -1,14 +1,20 @@
-//! One document, analysed: the front end's diagnostics, and a table of
-//! every name occurrence (agents, flows, capabilities, memories, variables,
-//! beliefs, operations) with what it refers to. Hover, definitions,
-//! references, rename, completion and symbols are queries on that table.
+//! One document, analysed with the files it imports: the front end's
+//! diagnostics, and a table of every name occurrence (agents, flows,
+//! capabilities, memories, variables, beliefs, operations) with what it
+//! refers to. Hover, definitions, references, rename, completion and
+//! symbols are queries on that table.
+//!
+//! The document is the program's entry file, at base 0 of its
+//! [`SourceMap`], so an offset in the document is a global offset; spans
+//! past [`Analysis::own_end`] are in imported files.
 
+use ais_compiler::program::{self, Loader, ParsedProgram};
 use ais_compiler::sema::builtins::{self, ArgRole, Builtin, BUILTINS};
 use ais_compiler::sema::index::{AgentInfo, ProgramIndex};
 use ais_compiler::sema::{self, Resolutions, Ty};
 use ais_compiler::syntax::ast::*;
-use ais_compiler::syntax::{self};
-use ais_ir::{Diagnostic, IntoDiagnostic, Span};
+use ais_ir::{Diagnostic, IntoDiagnostic, SourceMap, Span};
+use std::path::{Path, PathBuf};
 
 /// What a name occurrence refers to.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -39,6 +45,12 @@ pub struct Binding {
 }
 
 pub struct Analysis {
+    /// The document and every file it imports.
+    pub sources: SourceMap,
+    /// Each file's path (same order as `sources`; `None` for the bundled
+    /// library and for a document that is not a file).
+    pub paths: Vec<Option<PathBuf>>,
+    /// The agents of every file (the document's first).
     pub file: File,
     pub index: ProgramIndex,
     pub diagnostics: Vec<Diagnostic>,
@@ -48,14 +60,33 @@ pub struct Analysis {
 }
 
 impl Analysis {
+    /// A document that is not a file: it can import only `std/` modules.
     pub fn new(source: &str) -> Analysis {
-        let parsed = syntax::parse(source);
+        Analysis::in_file(None, source, &program::NoFiles)
+    }
+
+    /// The document at `path` (when it is a file) with its imports, read
+    /// through `loader` (an untitled document reads nothing from disk).
+    pub fn in_file(path: Option<&Path>, source: &str, loader: &dyn Loader) -> Analysis {
+        let name = path.map_or_else(|| "input.ais".to_string(), |p| p.display().to_string());
+        let loader: &dyn Loader = if path.is_some() {
+            loader
+        } else {
+            &program::NoFiles
+        };
+        let parsed = program::parse_program(&name, path, source, loader);
+        Analysis::of(parsed, &name, path, source, loader)
+    }
+
+    fn of(
+        parsed: ParsedProgram,
+        name: &str,
+        path: Option<&Path>,
+        source: &str,
+        loader: &dyn Loader,
+    ) -> Analysis {
         let checked = sema::check(&parsed.file);
-        let mut diagnostics: Vec<Diagnostic> = parsed
-            .errors
-            .into_iter()
-            .map(IntoDiagnostic::into_diagnostic)
-            .collect();
+        let mut diagnostics = parsed.diagnostics;
         let front_errors = !checked.errors.is_empty() || !diagnostics.is_empty();
         diagnostics.extend(
             checked
@@ -66,20 +97,48 @@ impl Analysis {
         // Later phases (lowering, IR verification) when the front end is
         // clean: their problems are reported too.
         if !front_errors || !diagnostics.iter().any(Diagnostic::is_error) {
-            if let Err(all) = ais_compiler::driver::compile_source(source) {
+            let compiled = match path {
+                Some(p) => {
+                    ais_compiler::driver::compile_file(name, p, source, loader, &Default::default())
+                        .1
+                }
+                None => ais_compiler::driver::compile_source(source),
+            };
+            if let Err(all) = compiled {
                 let seen = diagnostics.len();
                 diagnostics.extend(all.into_iter().skip(seen));
             }
         }
         let mut a = Analysis {
+            sources: parsed.sources,
+            paths: parsed.paths,
             file: parsed.file,
             index: checked.index,
             diagnostics,
             occurrences: Vec::new(),
             bindings: Vec::new(),
         };
-        a.collect(source, &checked.resolutions);
+        a.collect(&checked.resolutions);
         a
+    }
+
+    /// The global offset one past the document's last byte: spans before it
+    /// are in the document, the others in imported files.
+    pub fn own_end(&self) -> u32 {
+        self.sources.files().first().map_or(0, |f| f.end())
+    }
+
+    /// Whether `span` is in the document itself.
+    pub fn is_own(&self, span: Span) -> bool {
+        span.start <= self.own_end()
+    }
+
+    /// The source text of a (global) span.
+    pub fn text_of(&self, span: Span) -> &str {
+        self.sources
+            .file_of(span)
+            .and_then(|f| f.text.get(f.local(span)))
+            .unwrap_or("")
     }
 
     fn agent_info(&self, name: &str) -> Option<&AgentInfo> {
@@ -88,7 +147,7 @@ impl Analysis {
 
     // ------------------------------------------------------------ collection
 
-    fn collect(&mut self, source: &str, res: &Resolutions) {
+    fn collect(&mut self, res: &Resolutions) {
         let types: std::collections::HashMap<Span, Ty> = res.defs.iter().cloned().collect();
         let mut occ = Vec::new();
         let mut scopes: Vec<(Span, Span)> = Vec::new(); // (def, scope)
@@ -129,7 +188,7 @@ impl Analysis {
             }
         }
         for (def, scope) in scopes {
-            let name = source.get(def.range()).unwrap_or("").to_string();
+            let name = self.text_of(def).to_string();
             bindings.push(Binding {
                 name,
                 def,

@@ -17,6 +17,7 @@ pub mod position;
 pub mod rename;
 pub mod signature;
 
+use ais_ir::Span;
 use analysis::{flow_signature, Analysis};
 use lsp_server::{Connection, ErrorCode, Message, Notification, Request, RequestId, Response};
 use lsp_types::notification::{
@@ -94,6 +95,42 @@ pub fn run_stdio() -> Result<(), LspError> {
 struct Document {
     text: String,
     analysis: Analysis,
+    /// The imported files this document last published diagnostics to.
+    imported: Vec<Url>,
+}
+
+/// Reads imported files: the editor's text when the file is open there,
+/// else the disk's.
+struct Overlay<'a> {
+    docs: &'a HashMap<Url, Document>,
+}
+
+impl ais_compiler::program::Loader for Overlay<'_> {
+    fn read(&self, path: &std::path::Path) -> std::io::Result<String> {
+        let open = Url::from_file_path(path)
+            .ok()
+            .and_then(|u| self.docs.get(&u))
+            .map(|d| d.text.clone());
+        match open {
+            Some(text) => Ok(text),
+            None => std::fs::read_to_string(path),
+        }
+    }
+}
+
+/// A span in an imported file as an LSP location (files of the bundled
+/// library have no URI: `None`).
+fn locate_imported(a: &Analysis, span: Span) -> Option<Location> {
+    let i = a
+        .sources
+        .files()
+        .partition_point(|f| f.base <= span.start)
+        .checked_sub(1)?;
+    let file = a.sources.files().get(i)?;
+    let uri = Url::from_file_path(a.paths.get(i)?.as_ref()?).ok()?;
+    let local = file.local(span);
+    let range = LineIndex::new(&file.text).range(Span::new(local.start, local.end));
+    Some(Location::new(uri, range))
 }
 
 #[derive(Default)]
@@ -131,7 +168,7 @@ impl Server {
                     send(conn, Message::Response(response))?;
                 }
                 Message::Notification(n) => {
-                    if let Some(note) = self.notification(n) {
+                    for note in self.notification(n) {
                         send(conn, Message::Notification(note))?;
                     }
                 }
@@ -141,37 +178,94 @@ impl Server {
         Ok(())
     }
 
-    /// Handles a document notification; returns the diagnostics to publish.
-    fn notification(&mut self, n: Notification) -> Option<Notification> {
-        let uri = match n.method.as_str() {
+    /// Handles a document notification; returns the diagnostics to publish:
+    /// the document's, and those located in the files it imports (each to
+    /// its own URI; a file whose problems are gone gets an empty list).
+    fn notification(&mut self, n: Notification) -> Vec<Notification> {
+        let publish = |uri: Url, diags: Vec<lsp_types::Diagnostic>| {
+            let params = PublishDiagnosticsParams::new(uri, diags, None);
+            Notification::new(PublishDiagnostics::METHOD.into(), params)
+        };
+        let (uri, before) = match n.method.as_str() {
             DidOpenTextDocument::METHOD => {
-                let p: DidOpenTextDocumentParams = serde_json::from_value(n.params).ok()?;
-                self.set(p.text_document.uri.clone(), p.text_document.text);
-                p.text_document.uri
+                let Ok(p) = serde_json::from_value::<DidOpenTextDocumentParams>(n.params) else {
+                    return Vec::new();
+                };
+                let before = self.set(p.text_document.uri.clone(), p.text_document.text);
+                (p.text_document.uri, before)
             }
             DidChangeTextDocument::METHOD => {
-                let p: DidChangeTextDocumentParams = serde_json::from_value(n.params).ok()?;
+                let Ok(p) = serde_json::from_value::<DidChangeTextDocumentParams>(n.params) else {
+                    return Vec::new();
+                };
                 // Full sync: the last change holds the whole text.
-                let text = p.content_changes.into_iter().last()?.text;
-                self.set(p.text_document.uri.clone(), text);
-                p.text_document.uri
+                let Some(change) = p.content_changes.into_iter().last() else {
+                    return Vec::new();
+                };
+                let before = self.set(p.text_document.uri.clone(), change.text);
+                (p.text_document.uri, before)
             }
             DidCloseTextDocument::METHOD => {
-                let p: DidCloseTextDocumentParams = serde_json::from_value(n.params).ok()?;
-                self.docs.remove(&p.text_document.uri);
-                let params = PublishDiagnosticsParams::new(p.text_document.uri, Vec::new(), None);
-                return Some(Notification::new(PublishDiagnostics::METHOD.into(), params));
+                let Ok(p) = serde_json::from_value::<DidCloseTextDocumentParams>(n.params) else {
+                    return Vec::new();
+                };
+                let mut out = vec![publish(p.text_document.uri.clone(), Vec::new())];
+                if let Some(doc) = self.docs.remove(&p.text_document.uri) {
+                    out.extend(doc.imported.into_iter().map(|u| publish(u, Vec::new())));
+                }
+                return out;
             }
-            _ => return None,
+            _ => return Vec::new(),
         };
-        let doc = self.docs.get(&uri)?;
-        let params = PublishDiagnosticsParams::new(uri.clone(), diagnostics(&uri, doc), None);
-        Some(Notification::new(PublishDiagnostics::METHOD.into(), params))
+        let Some(doc) = self.docs.get(&uri) else {
+            return Vec::new();
+        };
+        let mut per_uri = diagnostics(&uri, doc);
+        let own = per_uri.remove(&uri).unwrap_or_default();
+        let mut out = vec![publish(uri.clone(), own)];
+        for gone in before.iter().filter(|u| !per_uri.contains_key(*u)) {
+            out.push(publish(gone.clone(), Vec::new()));
+        }
+        let mut imported: Vec<Url> = per_uri.keys().cloned().collect();
+        imported.sort();
+        for u in &imported {
+            out.push(publish(u.clone(), per_uri.remove(u).unwrap_or_default()));
+        }
+        if let Some(doc) = self.docs.get_mut(&uri) {
+            doc.imported = imported;
+        }
+        out
     }
 
-    fn set(&mut self, uri: Url, text: String) {
-        let analysis = Analysis::new(&text);
-        self.docs.insert(uri, Document { text, analysis });
+    /// Analyses the document (its imports read from the editor when open
+    /// there, else from disk); returns the imported files it had published
+    /// diagnostics to before.
+    fn set(&mut self, uri: Url, text: String) -> Vec<Url> {
+        let path = uri.to_file_path().ok();
+        let analysis = Analysis::in_file(path.as_deref(), &text, &Overlay { docs: &self.docs });
+        self.docs
+            .insert(
+                uri,
+                Document {
+                    text,
+                    analysis,
+                    imported: Vec::new(),
+                },
+            )
+            .map(|d| d.imported)
+            .unwrap_or_default()
+    }
+
+    /// Where a (global) span of the document's program is: the document
+    /// itself, or an imported file on disk (`None` for the bundled library).
+    fn locate(&self, uri: &Url, doc: &Document, span: Span) -> Option<Location> {
+        if doc.analysis.is_own(span) {
+            return Some(Location::new(
+                uri.clone(),
+                LineIndex::new(&doc.text).range(span),
+            ));
+        }
+        locate_imported(&doc.analysis, span)
     }
 
     fn request(&mut self, req: Request) -> Response {
@@ -268,9 +362,11 @@ impl Server {
         let Some((_, sym)) = doc.analysis.symbol_at(idx.offset(pos)) else {
             return Ok(None);
         };
-        Ok(doc.analysis.definition(sym).map(|span| {
-            GotoDefinitionResponse::Scalar(Location::new(uri.clone(), idx.range(span)))
-        }))
+        Ok(doc
+            .analysis
+            .definition(sym)
+            .and_then(|span| self.locate(uri, doc, span))
+            .map(GotoDefinitionResponse::Scalar))
     }
 
     fn references(
@@ -290,7 +386,7 @@ impl Server {
                 .references(sym)
                 .into_iter()
                 .filter(|s| include_declaration || Some(*s) != def)
-                .map(|s| Location::new(uri.clone(), idx.range(s)))
+                .filter_map(|s| self.locate(uri, doc, s))
                 .collect(),
         ))
     }
@@ -369,7 +465,11 @@ impl Server {
                 CodeActionOrCommand::CodeAction(CodeAction {
                     title: format!("Change `{written}` to `{replacement}`"),
                     kind: Some(CodeActionKind::QUICKFIX),
-                    diagnostics: Some(vec![to_lsp(uri, &idx, d)]),
+                    diagnostics: Some(vec![to_lsp(
+                        idx.range(d.primary.span),
+                        &|l| self.locate(uri, doc, l),
+                        d,
+                    )]),
                     edit: Some(WorkspaceEdit::new(HashMap::from([(
                         uri.clone(),
                         vec![TextEdit::new(idx.range(at), replacement.to_string())],
@@ -403,7 +503,14 @@ impl Server {
             children,
         };
         let mut out = Vec::new();
-        for agent in &doc.analysis.file.agents {
+        // The document's own agents (imported ones are in their files).
+        let own = doc
+            .analysis
+            .file
+            .agents
+            .iter()
+            .filter(|a| doc.analysis.is_own(a.span));
+        for agent in own {
             let a = &agent.name.name;
             let info = doc.analysis.index.agents.get(a);
             let mut children = Vec::new();
@@ -519,19 +626,38 @@ fn respond(id: RequestId, result: Result<serde_json::Value, (ErrorCode, String)>
     }
 }
 
-/// The document's diagnostics in LSP form: code, severity, the primary
-/// label and help folded into the message, secondary labels as related
-/// information.
-fn diagnostics(uri: &Url, doc: &Document) -> Vec<lsp_types::Diagnostic> {
+/// The program's diagnostics in LSP form, by the URI of the file each is
+/// located in (the document's own under `uri`): code, severity, the
+/// primary label and help folded into the message, secondary labels as
+/// related information (in whichever file they are).
+fn diagnostics(uri: &Url, doc: &Document) -> HashMap<Url, Vec<lsp_types::Diagnostic>> {
     let idx = LineIndex::new(&doc.text);
-    doc.analysis
-        .diagnostics
-        .iter()
-        .map(|d| to_lsp(uri, &idx, d))
-        .collect()
+    let a = &doc.analysis;
+    let place = |span: Span| -> Option<Location> {
+        if a.is_own(span) {
+            Some(Location::new(uri.clone(), idx.range(span)))
+        } else {
+            locate_imported(a, span)
+        }
+    };
+    let mut out: HashMap<Url, Vec<lsp_types::Diagnostic>> = HashMap::new();
+    out.insert(uri.clone(), Vec::new());
+    for d in &a.diagnostics {
+        // Problems of the bundled library have nowhere to go; the document
+        // shows them at the top rather than losing them.
+        let at = place(d.primary.span)
+            .unwrap_or_else(|| Location::new(uri.clone(), idx.range(Span::DUMMY)));
+        let lsp = to_lsp(at.range, &place, d);
+        out.entry(at.uri).or_default().push(lsp);
+    }
+    out
 }
 
-fn to_lsp(uri: &Url, idx: &LineIndex<'_>, d: &ais_ir::Diagnostic) -> lsp_types::Diagnostic {
+fn to_lsp(
+    range: Range,
+    place: &dyn Fn(Span) -> Option<Location>,
+    d: &ais_ir::Diagnostic,
+) -> lsp_types::Diagnostic {
     let mut message = d.message.clone();
     if let Some(l) = &d.primary.message {
         message.push_str(&format!(" ({l})"));
@@ -545,13 +671,15 @@ fn to_lsp(uri: &Url, idx: &LineIndex<'_>, d: &ais_ir::Diagnostic) -> lsp_types::
     let related: Vec<DiagnosticRelatedInformation> = d
         .secondary
         .iter()
-        .map(|l| DiagnosticRelatedInformation {
-            location: Location::new(uri.clone(), idx.range(l.span)),
-            message: l.message.clone().unwrap_or_else(|| "related".into()),
+        .filter_map(|l| {
+            Some(DiagnosticRelatedInformation {
+                location: place(l.span)?,
+                message: l.message.clone().unwrap_or_else(|| "related".into()),
+            })
         })
         .collect();
     lsp_types::Diagnostic {
-        range: idx.range(d.primary.span),
+        range,
         severity: Some(match d.severity {
             ais_ir::Severity::Error => DiagnosticSeverity::ERROR,
             ais_ir::Severity::Warning => DiagnosticSeverity::WARNING,

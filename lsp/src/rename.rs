@@ -77,12 +77,15 @@ pub fn rename(
     if let Some(what) = taken(a, sym, new_name) {
         return Err(RenameError::Taken(new_name.to_string(), what));
     }
+    // Edits in the document only: occurrences in imported files are not
+    // renamed (the edit would have to open them).
     let mut spans: Vec<Span> = a
         .references(sym)
         .into_iter()
+        .filter(|s| a.is_own(*s))
         .map(|s| name_span(text, s))
         .collect();
-    if let Some(def) = a.definition(sym) {
+    if let Some(def) = a.definition(sym).filter(|d| a.is_own(*d)) {
         spans.push(name_span(text, def));
     }
     spans.sort_by_key(|s| (s.start, s.end));

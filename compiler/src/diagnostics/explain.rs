@@ -95,6 +95,33 @@ stops there instead of exhausting its stack.
 Split the expression into named intermediate values with `let`."#,
     },
     Explanation {
+        code: "E0010",
+        title: "cannot read an imported file",
+        text: r#"An `import` names a file that cannot be read (it does not exist, or is not
+readable); the message gives the operating system's reason.
+
+    import "agents/reviewer.ais"   // relative to the importing file's folder
+
+A relative path is resolved from the folder of the file that imports it;
+`..` and absolute paths work. `import "std/NAME"` names the bundled library
+instead (see docs/stdlib.md)."#,
+    },
+    Explanation {
+        code: "E0011",
+        title: "unknown standard library module",
+        text: r#"`import "std/NAME"` names a module the bundled library does not have. The
+modules are listed in docs/stdlib.md (`aisc` embeds them, so no files are
+needed). To import a folder of your own that is called `std`, write
+`import "./std/NAME.ais"`."#,
+    },
+    Explanation {
+        code: "E0012",
+        title: "import in an inner plan",
+        text: r#"A plan written by a model (`solve`, see docs/language.md §6.6) is the body of
+one flow checked against the tools it was offered. It cannot import files:
+that would let model-written text pull code from the disk into the run."#,
+    },
+    Explanation {
         code: "E0100",
         title: "undefined variable",
         text: r#"A name is used that is not defined in this block or an enclosing one.

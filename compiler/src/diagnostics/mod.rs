@@ -4,7 +4,9 @@
 pub mod explain;
 pub mod render;
 
-pub use render::{render_human, render_json, render_json_plain, render_plain};
+pub use render::{
+    render_human, render_human_map, render_json, render_json_map, render_json_plain, render_plain,
+};
 
 /// At most this many diagnostics of one file are shown; the rest are
 /// counted. Keeps the output bounded whatever the input.
@@ -18,7 +20,46 @@ pub fn limit<'d>(
     src: &str,
     diags: &'d [ais_ir::Diagnostic],
 ) -> (Vec<&'d ais_ir::Diagnostic>, usize) {
-    let mut kept: Vec<&ais_ir::Diagnostic> = diags.iter().collect();
+    limit_from(src, 0, diags.iter().collect())
+}
+
+/// [`limit`] for a program of several files: per file (in load order), its
+/// name, the diagnostics whose primary label is in it worth showing, and
+/// how many of its diagnostics were left out.
+pub fn limit_map<'d, 'm>(
+    sources: &'m ais_ir::SourceMap,
+    diags: &'d [ais_ir::Diagnostic],
+) -> Vec<(&'m str, Vec<&'d ais_ir::Diagnostic>, usize)> {
+    let mut per_file: Vec<Vec<&ais_ir::Diagnostic>> = vec![Vec::new(); sources.files().len()];
+    for d in diags {
+        let i = sources
+            .files()
+            .partition_point(|f| f.base <= d.primary.span.start)
+            .saturating_sub(1);
+        if let Some(list) = per_file.get_mut(i) {
+            list.push(d);
+        }
+    }
+    sources
+        .files()
+        .iter()
+        .zip(per_file)
+        .filter(|(_, list)| !list.is_empty())
+        .map(|(f, list)| {
+            let (kept, hidden) = limit_from(&f.text, f.base, list);
+            (f.name.as_str(), kept, hidden)
+        })
+        .collect()
+}
+
+/// `diags` (whose offsets start at `base` in `src`) capped.
+fn limit_from<'d>(
+    src: &str,
+    base: u32,
+    diags: Vec<&'d ais_ir::Diagnostic>,
+) -> (Vec<&'d ais_ir::Diagnostic>, usize) {
+    let total = diags.len();
+    let mut kept = diags;
     if kept.len() > MAX_PER_LINE {
         // Line of each primary label, by binary search in the line starts
         // (built once: linear in the file, whatever the number of diagnostics).
@@ -26,7 +67,7 @@ pub fn limit<'d>(
             .chain(src.match_indices('\n').map(|(i, _)| i + 1))
             .collect();
         let line = |d: &ais_ir::Diagnostic| {
-            starts.partition_point(|&s| s <= d.primary.span.start as usize)
+            starts.partition_point(|&s| s <= d.primary.span.start.saturating_sub(base) as usize)
         };
         let mut per_line: std::collections::HashMap<usize, usize> = Default::default();
         kept.retain(|d| {
@@ -52,7 +93,7 @@ pub fn limit<'d>(
         }
         kept.truncate(MAX_PER_FILE);
     }
-    let hidden = diags.len() - kept.len();
+    let hidden = total - kept.len();
     (kept, hidden)
 }
 

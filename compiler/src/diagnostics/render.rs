@@ -2,9 +2,52 @@
 //! rustc-shaped JSON objects for tools.
 
 use ais_ir::diag::line_col;
-use ais_ir::{Diagnostic, Severity, Span};
-use ariadne::{Color, Config, IndexType, Label, Report, ReportKind, Source};
+use ais_ir::{Diagnostic, Severity, SourceMap, Span};
+use ariadne::{Color, Config, IndexType, Label, Report, ReportKind};
 use serde_json::{json, Value};
+
+/// The files a diagnostic may point into, borrowed: one file at base 0, or
+/// every file of a [`SourceMap`].
+#[derive(Clone, Copy)]
+struct View<'a> {
+    one: Option<(&'a str, &'a str)>,
+    map: Option<&'a SourceMap>,
+}
+
+impl<'a> View<'a> {
+    fn single(file: &'a str, src: &'a str) -> View<'a> {
+        View {
+            one: Some((file, src)),
+            map: None,
+        }
+    }
+
+    fn map(map: &'a SourceMap) -> View<'a> {
+        View {
+            one: None,
+            map: Some(map),
+        }
+    }
+
+    /// (name, text, base) of the file `span` starts in.
+    fn file_of(&self, span: Span) -> (&'a str, &'a str, u32) {
+        match (self.one, self.map.and_then(|m| m.file_of(span))) {
+            (Some((name, text)), _) => (name, text, 0),
+            (None, Some(f)) => (f.name.as_str(), f.text.as_str(), f.base),
+            (None, None) => ("", "", 0),
+        }
+    }
+
+    /// `span` in its file: (name, text, local span).
+    fn locate(&self, span: Span) -> (&'a str, &'a str, Span) {
+        let (name, text, base) = self.file_of(span);
+        let local = Span {
+            start: span.start.saturating_sub(base),
+            end: span.end.saturating_sub(base),
+        };
+        (name, text, local)
+    }
+}
 
 /// Clamps a span into the source and onto char boundaries, so a bad span can
 /// never make the renderer panic.
@@ -51,10 +94,25 @@ fn line_end(src: &str, at: usize) -> usize {
 /// file or an over-long line gets a compact one-line report (see
 /// [`render_compact`]) instead of ariadne's, which indexes the whole source.
 pub fn render_human(d: &Diagnostic, file: &str, src: &str, color: bool) -> String {
-    let range = clamp(src, d.primary.span);
+    human(d, View::single(file, src), color)
+}
+
+/// [`render_human`] for a program of several files: each label is shown in
+/// the file it points into.
+pub fn render_human_map(d: &Diagnostic, sources: &SourceMap, color: bool) -> String {
+    human(d, View::map(sources), color)
+}
+
+fn human(d: &Diagnostic, view: View<'_>, color: bool) -> String {
+    let (file, src, primary_span) = view.locate(d.primary.span);
+    let range = clamp(src, primary_span);
     let line_len = line_end(src, range.start) - line_start(src, range.start);
-    if src.len() > MAX_FULL_SOURCE || line_len > MAX_SHOWN_LINE {
-        return render_compact(d, file, src, color);
+    let too_big = |text: &str| text.len() > MAX_FULL_SOURCE;
+    if too_big(src)
+        || line_len > MAX_SHOWN_LINE
+        || d.secondary.iter().any(|l| too_big(view.locate(l.span).1))
+    {
+        return render_compact(d, view, color);
     }
     let kind = match d.severity {
         Severity::Error => ReportKind::Error,
@@ -80,8 +138,13 @@ pub fn render_human(d: &Diagnostic, file: &str, src: &str, color: bool) -> Strin
         .with_code(d.code)
         .with_message(&d.message)
         .with_label(primary);
+    let mut files: Vec<(String, &str)> = vec![(id.clone(), src)];
     for (i, l) in d.secondary.iter().enumerate() {
-        let mut label = Label::new((id.clone(), clamp(src, l.span)))
+        let (lfile, lsrc, lspan) = view.locate(l.span);
+        if !files.iter().any(|(n, _)| n == lfile) {
+            files.push((lfile.to_string(), lsrc));
+        }
+        let mut label = Label::new((lfile.to_string(), clamp(lsrc, lspan)))
             .with_color(Color::Blue)
             .with_order(i32::try_from(i + 1).unwrap_or(i32::MAX));
         if let Some(m) = &l.message {
@@ -98,7 +161,7 @@ pub fn render_human(d: &Diagnostic, file: &str, src: &str, color: bool) -> Strin
     let mut out = Vec::new();
     if report
         .finish()
-        .write((id, Source::from(src)), &mut out)
+        .write(ariadne::sources(files), &mut out)
         .is_err()
     {
         // Writing to a Vec cannot fail; fall back to a plain line regardless.
@@ -109,9 +172,10 @@ pub fn render_human(d: &Diagnostic, file: &str, src: &str, color: bool) -> Strin
 
 /// The report for huge files and long lines: the primary label's line (or a
 /// window of it) underlined, secondary labels as `file:line:col` notes.
-fn render_compact(d: &Diagnostic, file: &str, src: &str, color: bool) -> String {
+fn render_compact(d: &Diagnostic, view: View<'_>, color: bool) -> String {
     use std::fmt::Write;
-    let range = clamp(src, d.primary.span);
+    let (file, src, primary_span) = view.locate(d.primary.span);
+    let range = clamp(src, primary_span);
     let ls = line_start(src, range.start);
     let le = line_end(src, range.start);
     let start = floor_boundary(src, range.start.saturating_sub(WINDOW_CONTEXT).max(ls));
@@ -161,10 +225,11 @@ fn render_compact(d: &Diagnostic, file: &str, src: &str, color: bool) -> String 
         .secondary
         .iter()
         .map(|l| {
-            let (sl, sc) = line_col(src, clamp(src, l.span).start);
+            let (lfile, lsrc, lspan) = view.locate(l.span);
+            let (sl, sc) = line_col(lsrc, clamp(lsrc, lspan).start);
             match &l.message {
-                Some(m) => format!("{file}:{sl}:{sc}: {m}"),
-                None => format!("see {file}:{sl}:{sc}"),
+                Some(m) => format!("{lfile}:{sl}:{sc}: {m}"),
+                None => format!("see {lfile}:{sl}:{sc}"),
             }
         })
         .collect();
@@ -185,12 +250,14 @@ fn render_compact(d: &Diagnostic, file: &str, src: &str, color: bool) -> String 
     out
 }
 
-fn json_span(src: &str, file: &str, span: Span, label: Option<&String>, primary: bool) -> Value {
+fn json_span(view: View<'_>, span: Span, label: Option<&String>, primary: bool) -> Value {
+    let (file, src, span) = view.locate(span);
     let r = clamp(src, span);
     let (line_start, column_start) = line_col(src, r.start);
     let (line_end, column_end) = line_col(src, r.end);
     json!({
         "file_name": file,
+        "file": file,
         "byte_start": r.start,
         "byte_end": r.end,
         "line_start": line_start,
@@ -204,9 +271,18 @@ fn json_span(src: &str, file: &str, span: Span, label: Option<&String>, primary:
 
 /// One JSON object shaped like rustc's `--error-format=json` output.
 pub fn render_json(d: &Diagnostic, file: &str, src: &str) -> Value {
+    json_of(d, View::single(file, src))
+}
+
+/// [`render_json`] for a program of several files: each span names the
+/// file it points into (`file_name`, and `file`) with positions in it.
+pub fn render_json_map(d: &Diagnostic, sources: &SourceMap) -> Value {
+    json_of(d, View::map(sources))
+}
+
+fn json_of(d: &Diagnostic, view: View<'_>) -> Value {
     let mut spans = vec![json_span(
-        src,
-        file,
+        view,
         d.primary.span,
         d.primary.message.as_ref(),
         true,
@@ -214,7 +290,7 @@ pub fn render_json(d: &Diagnostic, file: &str, src: &str) -> Value {
     spans.extend(
         d.secondary
             .iter()
-            .map(|l| json_span(src, file, l.span, l.message.as_ref(), false)),
+            .map(|l| json_span(view, l.span, l.message.as_ref(), false)),
     );
     let mut children: Vec<Value> = d
         .notes
@@ -231,7 +307,7 @@ pub fn render_json(d: &Diagnostic, file: &str, src: &str) -> Value {
         "level": d.severity.to_string(),
         "spans": spans,
         "children": children,
-        "rendered": render_human(d, file, src, false),
+        "rendered": human(d, view, false),
     })
 }
 
@@ -274,6 +350,27 @@ mod tests {
         assert!(text.contains("E0004"));
         let j = render_json(&d, "f.ais", "héllo");
         assert_eq!(j["spans"][0]["byte_start"], 6);
+    }
+
+    #[test]
+    fn labels_render_in_the_file_they_point_into() {
+        let mut map = SourceMap::new();
+        map.add("main.ais", "agent A {}\n");
+        let base = map.add("lib/b.ais", "agent A {}\n");
+        let d = Diagnostic::error(
+            "E0111",
+            "duplicate definition of agent `A`",
+            Span::new(base as usize + 6, base as usize + 7),
+        )
+        .with_secondary(Span::new(6, 7), "first defined here");
+        let text = render_human_map(&d, &map, false);
+        assert!(text.contains("lib/b.ais:1:7"), "{text}");
+        assert!(text.contains("main.ais:1:7"), "{text}");
+        let j = render_json_map(&d, &map);
+        assert_eq!(j["spans"][0]["file"], "lib/b.ais");
+        assert_eq!(j["spans"][0]["byte_start"], 6);
+        assert_eq!(j["spans"][1]["file"], "main.ais");
+        assert_eq!(j["spans"][1]["column_start"], 7);
     }
 
     #[test]

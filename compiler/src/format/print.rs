@@ -57,6 +57,12 @@ fn level(e: &Expr) -> u8 {
 }
 
 /// A statement-like sequence entry: where it starts and ends in the source.
+/// A top-level item of a file.
+enum Top<'a> {
+    Import(&'a Import),
+    Agent(&'a Agent),
+}
+
 struct Entry {
     start: u32,
     end: u32,
@@ -191,21 +197,17 @@ impl<'s> Printer<'s> {
         mut print: impl FnMut(&mut Self, &T) -> Doc,
         suffix: &str,
         close: u32,
-        always_blank: bool,
+        always_blank: impl Fn(usize) -> bool,
     ) -> Vec<Doc> {
         let mut out = Vec::new();
         let mut prev_end: Option<u32> = None;
         let mut prev_was_item = false;
         let _ = open_end;
         let sep =
-            |p: &Self, out: &mut Vec<Doc>, prev: Option<u32>, start: u32, after_item: bool| {
-                match prev {
-                    None => out.push(Doc::Hard),
-                    Some(e) if (after_item && always_blank) || p.blank_between(e, start) => {
-                        out.push(Doc::Blank)
-                    }
-                    Some(_) => out.push(Doc::Hard),
-                }
+            |p: &Self, out: &mut Vec<Doc>, prev: Option<u32>, start: u32, blank: bool| match prev {
+                None => out.push(Doc::Hard),
+                Some(e) if blank || p.blank_between(e, start) => out.push(Doc::Blank),
+                Some(_) => out.push(Doc::Hard),
             };
         for (i, item) in items.iter().enumerate() {
             let Entry { start, end } = span(item);
@@ -215,12 +217,24 @@ impl<'s> Printer<'s> {
                 }
                 let c = c.clone();
                 self.next += 1;
-                sep(self, &mut out, prev_end, c.span.start, prev_was_item);
+                sep(
+                    self,
+                    &mut out,
+                    prev_end,
+                    c.span.start,
+                    prev_was_item && always_blank(i),
+                );
                 out.push(text(self.comment_text(&c)));
                 prev_end = Some(c.span.end);
                 prev_was_item = false;
             }
-            sep(self, &mut out, prev_end, start, prev_was_item);
+            sep(
+                self,
+                &mut out,
+                prev_end,
+                start,
+                prev_was_item && always_blank(i),
+            );
             let doc = print(self, item);
             out.push(doc);
             if i + 1 < items.len() {
@@ -253,7 +267,13 @@ impl<'s> Printer<'s> {
             }
             let c = c.clone();
             self.next += 1;
-            sep(self, &mut out, prev_end, c.span.start, prev_was_item);
+            sep(
+                self,
+                &mut out,
+                prev_end,
+                c.span.start,
+                prev_was_item && always_blank(items.len()),
+            );
             out.push(text(self.comment_text(&c)));
             prev_end = Some(c.span.end);
             prev_was_item = false;
@@ -395,17 +415,35 @@ impl<'s> Printer<'s> {
 
     pub fn file(&mut self, f: &File) -> Doc {
         let end = self.src.len() as u32;
+        // Imports first (the parser accepts them nowhere else), one per
+        // line; a blank line after them and between agents.
+        let items: Vec<Top<'_>> = f
+            .imports
+            .iter()
+            .map(Top::Import)
+            .chain(f.agents.iter().map(Top::Agent))
+            .collect();
+        let imports = f.imports.len();
         let mut lines = self.lines(
             0,
-            &f.agents,
-            |a| Entry {
-                start: a.span.start,
-                end: a.span.end,
+            &items,
+            |t| match t {
+                Top::Import(i) => Entry {
+                    start: i.span.start,
+                    end: i.span.end,
+                },
+                Top::Agent(a) => Entry {
+                    start: a.span.start,
+                    end: a.span.end,
+                },
             },
-            |p, a| p.agent(a),
+            |p, t| match t {
+                Top::Import(i) => text(format!("import {}", p.slice(i.path_span))),
+                Top::Agent(a) => p.agent(a),
+            },
             "",
             end,
-            true,
+            |i| i > imports || (i == imports && imports > 0),
         );
         // `lines` starts with a line break; a file starts with its first line.
         if matches!(lines.first(), Some(Doc::Hard)) {
@@ -413,6 +451,11 @@ impl<'s> Printer<'s> {
         }
         lines.push(Doc::Hard);
         Doc::Concat(lines)
+    }
+
+    /// The source text of `span` (a literal is copied as written).
+    fn slice(&self, span: ais_ir::Span) -> &str {
+        self.src.get(span.range()).unwrap_or("")
     }
 
     fn agent(&mut self, a: &Agent) -> Doc {
@@ -432,7 +475,7 @@ impl<'s> Printer<'s> {
             |p, m| p.member(m),
             "",
             close,
-            false,
+            |_| false,
         );
         Doc::Concat(vec![
             text(format!("agent {} ", a.name.name)),
@@ -655,7 +698,7 @@ impl<'s> Printer<'s> {
             |p, s| p.stmt(s),
             "",
             b.span.end.saturating_sub(1),
-            false,
+            |_| false,
         )
     }
 
@@ -848,7 +891,7 @@ impl<'s> Printer<'s> {
             |p, c| p.case(c),
             "",
             sw.span.end.saturating_sub(1),
-            false,
+            |_| false,
         );
         let mut v = head;
         v.push(Self::braced(brace, lines));

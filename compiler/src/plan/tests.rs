@@ -156,3 +156,11 @@ fn a_checked_prefix_keeps_every_call_and_a_bad_one_checks_nothing() {
     assert!(check_prefix(&spec(), "```ais\nlet a = nosuch(\"one\")\nlet").is_none());
     assert!(check_prefix(&spec(), "```ais\nlet a = search(1, 2, 3)\nlet").is_none());
 }
+
+#[test]
+fn an_import_in_a_plan_is_refused_with_its_own_code() {
+    let p = problems("import \"/etc/secrets.ais\"\nreturn \"x\"");
+    assert_eq!(p.len(), 1);
+    assert_eq!(p[0].code, "E0012");
+    assert_eq!(p[0].at, Some((1, 1)));
+}

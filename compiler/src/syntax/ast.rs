@@ -15,7 +15,20 @@ pub struct Ident {
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct File {
+    /// `import "path"` lines, in order (they come before the agents).
+    pub imports: Vec<Import>,
     pub agents: Vec<Agent>,
+    pub span: Span,
+}
+
+/// `import "relative/path.ais"` or `import "std/NAME"`: the named file's
+/// agents join the program (see docs/language.md, "Multi-file programs").
+#[derive(Clone, Debug, PartialEq)]
+pub struct Import {
+    /// The path as written (escapes resolved).
+    pub path: String,
+    /// The string literal, quotes included (errors about the file point here).
+    pub path_span: Span,
     pub span: Span,
 }
 

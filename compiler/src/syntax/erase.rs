@@ -1,6 +1,7 @@
-//! Span erasure: the tree with every span set to [`Span::DUMMY`], so that two
+//! Span rewriting. Erasure sets every span to [`Span::DUMMY`], so that two
 //! parses of differently laid-out text compare equal exactly when they mean
-//! the same program (the formatter's guarantee).
+//! the same program (the formatter's guarantee); shifting places a file in
+//! a program's global offset space.
 
 use super::ast::*;
 use super::lexer::{StrLit, StrPart};
@@ -10,147 +11,166 @@ use ais_ir::Span;
 /// replaced by [`Span::DUMMY`].
 pub fn erase_spans(file: &File) -> File {
     let mut f = file.clone();
-    file_(&mut f);
+    file_(&|_| Span::DUMMY, &mut f);
     f
 }
 
-fn file_(f: &mut File) {
-    f.span = Span::DUMMY;
+/// Moves every span of the tree by `by` bytes: a file parsed on its own is
+/// placed at its base offset in a program's [`ais_ir::SourceMap`].
+pub fn shift_spans(file: &mut File, by: u32) {
+    if by != 0 {
+        let shift = |s: Span| Span {
+            start: s.start.saturating_add(by),
+            end: s.end.saturating_add(by),
+        };
+        file_(&shift, file);
+    }
+}
+
+/// What happens to each span.
+type Map<'a> = &'a dyn Fn(Span) -> Span;
+
+fn file_(sm: Map<'_>, f: &mut File) {
+    f.span = sm(f.span);
+    for i in &mut f.imports {
+        i.path_span = sm(i.path_span);
+        i.span = sm(i.span);
+    }
     for a in &mut f.agents {
-        ident(&mut a.name);
-        a.span = Span::DUMMY;
+        ident(sm, &mut a.name);
+        a.span = sm(a.span);
         for m in &mut a.members {
-            member(m);
+            member(sm, m);
         }
     }
 }
 
-fn ident(i: &mut Ident) {
-    i.span = Span::DUMMY;
+fn ident(sm: Map<'_>, i: &mut Ident) {
+    i.span = sm(i.span);
 }
 
-fn member(m: &mut Member) {
+fn member(sm: Map<'_>, m: &mut Member) {
     match m {
         Member::Memory(decls, s) => {
-            *s = Span::DUMMY;
+            *s = sm(*s);
             for d in decls {
-                ident(&mut d.name);
-                ident(&mut d.tier);
-                d.span = Span::DUMMY;
+                ident(sm, &mut d.name);
+                ident(sm, &mut d.tier);
+                d.span = sm(d.span);
             }
         }
         Member::Beliefs(bs, s) => {
-            *s = Span::DUMMY;
+            *s = sm(*s);
             for b in bs {
-                ident(&mut b.name);
-                expr(&mut b.value);
-                b.span = Span::DUMMY;
+                ident(sm, &mut b.name);
+                expr(sm, &mut b.value);
+                b.span = sm(b.span);
             }
         }
         Member::Goals(gs, s) => {
-            *s = Span::DUMMY;
+            *s = sm(*s);
             for g in gs {
-                ident(&mut g.name);
+                ident(sm, &mut g.name);
                 if let Some(d) = &mut g.description {
-                    strlit(d);
+                    strlit(sm, d);
                 }
                 if let Some((_, s)) = &mut g.priority {
-                    *s = Span::DUMMY;
+                    *s = sm(*s);
                 }
-                g.span = Span::DUMMY;
+                g.span = sm(g.span);
             }
         }
         Member::Capability(c) => {
-            decorators(&mut c.decorators);
-            ident(&mut c.name);
-            params(&mut c.params);
+            decorators(sm, &mut c.decorators);
+            ident(sm, &mut c.name);
+            params(sm, &mut c.params);
             if let Some(t) = &mut c.ret {
-                ty(t);
+                ty(sm, t);
             }
-            c.span = Span::DUMMY;
+            c.span = sm(c.span);
         }
         Member::Flow(f) => {
-            decorators(&mut f.decorators);
-            ident(&mut f.name);
-            params(&mut f.params);
+            decorators(sm, &mut f.decorators);
+            ident(sm, &mut f.name);
+            params(sm, &mut f.params);
             if let Some(t) = &mut f.ret {
-                ty(t);
+                ty(sm, t);
             }
-            block(&mut f.body);
-            f.span = Span::DUMMY;
+            block(sm, &mut f.body);
+            f.span = sm(f.span);
         }
         Member::Handler(h) => {
-            h.event.iter_mut().for_each(ident);
-            params(&mut h.fields);
+            h.event.iter_mut().for_each(|i| ident(sm, i));
+            params(sm, &mut h.fields);
             if let Some(g) = &mut h.guard {
-                expr(g);
+                expr(sm, g);
             }
-            block(&mut h.body);
-            h.span = Span::DUMMY;
+            block(sm, &mut h.body);
+            h.span = sm(h.span);
         }
         Member::Tools(names, s) | Member::Discoverable(names, s) => {
-            names.iter_mut().for_each(ident);
-            *s = Span::DUMMY;
+            names.iter_mut().for_each(|i| ident(sm, i));
+            *s = sm(*s);
         }
         Member::Context(lit, s) => {
-            strlit(lit);
-            *s = Span::DUMMY;
+            strlit(sm, lit);
+            *s = sm(*s);
         }
-        Member::Error(s) => *s = Span::DUMMY,
+        Member::Error(s) => *s = sm(*s),
     }
 }
 
-fn decorators(ds: &mut [Decorator]) {
+fn decorators(sm: Map<'_>, ds: &mut [Decorator]) {
     for d in ds {
-        ident(&mut d.name);
-        d.span = Span::DUMMY;
+        ident(sm, &mut d.name);
+        d.span = sm(d.span);
     }
 }
 
-fn params(ps: &mut [Param]) {
+fn params(sm: Map<'_>, ps: &mut [Param]) {
     for p in ps {
-        ident(&mut p.name);
+        ident(sm, &mut p.name);
         if let Some(t) = &mut p.ty {
-            ty(t);
+            ty(sm, t);
         }
-        p.span = Span::DUMMY;
+        p.span = sm(p.span);
     }
 }
 
-fn ty(t: &mut TypeExpr) {
+fn ty(sm: Map<'_>, t: &mut TypeExpr) {
     match t {
-        TypeExpr::Named(i) => ident(i),
+        TypeExpr::Named(i) => ident(sm, i),
         TypeExpr::List(inner, s) => {
-            ty(inner);
-            *s = Span::DUMMY;
+            ty(sm, inner);
+            *s = sm(*s);
         }
     }
 }
 
-fn block(b: &mut Block) {
-    b.span = Span::DUMMY;
+fn block(sm: Map<'_>, b: &mut Block) {
+    b.span = sm(b.span);
     for s in &mut b.stmts {
-        stmt(s);
+        stmt(sm, s);
     }
 }
 
-fn stmt(s: &mut Stmt) {
-    s.span = Span::DUMMY;
+fn stmt(sm: Map<'_>, s: &mut Stmt) {
+    s.span = sm(s.span);
     match &mut s.kind {
         StmtKind::Let { name, ty: t, value } => {
-            ident(name);
+            ident(sm, name);
             if let Some(t) = t {
-                ty(t);
+                ty(sm, t);
             }
-            expr(value);
+            expr(sm, value);
         }
         StmtKind::Bind { value, name } => {
-            expr(value);
-            ident(name);
+            expr(sm, value);
+            ident(sm, name);
         }
         StmtKind::Return(e) => {
             if let Some(e) = e {
-                expr(e);
+                expr(sm, e);
             }
         }
         StmtKind::If {
@@ -158,79 +178,79 @@ fn stmt(s: &mut Stmt) {
             then,
             otherwise,
         } => {
-            expr(cond);
-            block(then);
+            expr(sm, cond);
+            block(sm, then);
             if let Some(o) = otherwise {
-                block(o);
+                block(sm, o);
             }
         }
-        StmtKind::Parallel(b) => block(b),
+        StmtKind::Parallel(b) => block(sm, b),
         StmtKind::Loop { var, iter, body } => {
-            ident(var);
-            expr(iter);
-            block(body);
+            ident(sm, var);
+            expr(sm, iter);
+            block(sm, body);
         }
         StmtKind::Try { body, err, handler } => {
-            block(body);
+            block(sm, body);
             if let Some(e) = err {
-                ident(e);
+                ident(sm, e);
             }
-            block(handler);
+            block(sm, handler);
         }
-        StmtKind::Expr(e) => expr(e),
-        StmtKind::Error(Broken::Binds(i)) => ident(i),
+        StmtKind::Expr(e) => expr(sm, e),
+        StmtKind::Error(Broken::Binds(i)) => ident(sm, i),
         StmtKind::Error(_) => {}
     }
 }
 
-fn strlit(s: &mut StrLit) {
-    s.span = Span::DUMMY;
+fn strlit(sm: Map<'_>, s: &mut StrLit) {
+    s.span = sm(s.span);
     for p in &mut s.parts {
         if let StrPart::Interp(_, span) = p {
-            *span = Span::DUMMY;
+            *span = sm(*span);
         }
     }
 }
 
-fn expr(e: &mut Expr) {
-    e.span = Span::DUMMY;
+fn expr(sm: Map<'_>, e: &mut Expr) {
+    e.span = sm(e.span);
     match &mut e.kind {
-        ExprKind::Str(s) => strlit(s),
+        ExprKind::Str(s) => strlit(sm, s),
         ExprKind::Number(_) | ExprKind::Bool(_) | ExprKind::Null | ExprKind::Error => {}
-        ExprKind::List(items) => items.iter_mut().for_each(expr),
-        ExprKind::Var(i) => ident(i),
+        ExprKind::List(items) => items.iter_mut().for_each(|e| expr(sm, e)),
+        ExprKind::Var(i) => ident(sm, i),
         ExprKind::Index(a, b) => {
-            expr(a);
-            expr(b);
+            expr(sm, a);
+            expr(sm, b);
         }
         ExprKind::Member(a, i) => {
-            expr(a);
-            ident(i);
+            expr(sm, a);
+            ident(sm, i);
         }
         ExprKind::Call { callee, args } => {
-            expr(callee);
-            args.iter_mut().for_each(expr);
+            expr(sm, callee);
+            args.iter_mut().for_each(|e| expr(sm, e));
         }
         ExprKind::Named(i, v) => {
-            ident(i);
-            expr(v);
+            ident(sm, i);
+            expr(sm, v);
         }
-        ExprKind::Unary(_, a) => expr(a),
+        ExprKind::Unary(_, a) => expr(sm, a),
         ExprKind::Binary(_, a, b) | ExprKind::Assign(a, b) => {
-            expr(a);
-            expr(b);
+            expr(sm, a);
+            expr(sm, b);
         }
         ExprKind::Switch(sw) => {
-            sw.span = Span::DUMMY;
-            expr(&mut sw.scrutinee);
+            sw.span = sm(sw.span);
+            expr(sm, &mut sw.scrutinee);
             for c in &mut sw.cases {
-                c.span = Span::DUMMY;
+                c.span = sm(c.span);
                 if let Some(p) = &mut c.pattern {
-                    expr(p);
+                    expr(sm, p);
                 }
                 match &mut c.body {
-                    CaseBody::Expr(e) => expr(e),
-                    CaseBody::Block(b) => block(b),
+                    CaseBody::Expr(e) => expr(sm, e),
+                    CaseBody::Block(b) => block(sm, b),
                 }
             }
         }

@@ -92,6 +92,7 @@ pub const RESERVED_WORDS: &[&str] = &[
     "false",
     "null",
     "from",
+    "import",
 ];
 
 /// How deeply brackets (and chains of prefix operators) may nest.
@@ -119,6 +120,8 @@ enum Raw {
 
     #[token("agent")]
     Agent,
+    #[token("import")]
+    Import,
     #[token("flow")]
     Flow,
     #[token("memory")]
@@ -287,6 +290,7 @@ pub enum Tok<'a> {
     /// A statement separator: a significant newline or `;`.
     Sep,
     Agent,
+    Import,
     Flow,
     Memory,
     Beliefs,
@@ -362,6 +366,7 @@ impl Tok<'_> {
         match self {
             Tok::Sep => ";",
             Tok::Agent => "agent",
+            Tok::Import => "import",
             Tok::Flow => "flow",
             Tok::Memory => "memory",
             Tok::Beliefs => "beliefs",
@@ -626,6 +631,7 @@ fn convert<'a>(
         Raw::LineComment | Raw::BlockComment => return None,
         Raw::Newline | Raw::Semi => Tok::Sep,
         Raw::Agent => Tok::Agent,
+        Raw::Import => Tok::Import,
         Raw::Flow => Tok::Flow,
         Raw::Memory => Tok::Memory,
         Raw::Beliefs => Tok::Beliefs,

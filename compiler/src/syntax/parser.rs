@@ -232,7 +232,7 @@ pub fn parse(source: &str) -> Parsed {
     let mut recovered: Errors<'_> = Vec::new();
     // "File ends here" points at the end of the last line with content.
     let content_end = source.trim_end().len();
-    let agents = parse_file(&tokens, content_end, &mut recovered);
+    let (imports, agents) = parse_file(&tokens, content_end, &mut recovered);
     errors.extend(
         recovered
             .into_iter()
@@ -262,6 +262,7 @@ pub fn parse(source: &str) -> Parsed {
     });
     Parsed {
         file: File {
+            imports,
             agents,
             span: Span::new(0, source.len()),
         },
@@ -307,15 +308,42 @@ fn matching_brace(tokens: &[Spanned<'_>], open: usize) -> Option<usize> {
     None
 }
 
-/// `agent Name { members }`, repeated. Anything else at the top level is
-/// reported once and skipped up to the next `agent`.
-fn parse_file<'a>(tokens: &[Spanned<'a>], eof_at: usize, errors: &mut Errors<'a>) -> Vec<Agent> {
+/// `import "path"` lines, then `agent Name { members }`, repeated. Anything
+/// else at the top level is reported once and skipped up to the next `agent`.
+fn parse_file<'a>(
+    tokens: &[Spanned<'a>],
+    eof_at: usize,
+    errors: &mut Errors<'a>,
+) -> (Vec<Import>, Vec<Agent>) {
+    let mut imports = Vec::new();
     let mut agents = Vec::new();
     let mut i = 0;
     while i < tokens.len() {
         let (start, tok, _) = &tokens[i];
         match tok {
             Tok::Sep => i += 1,
+            Tok::Import => {
+                let (import, next) = parse_import(tokens, i, eof_at, errors);
+                if let Some(import) = import {
+                    if agents.is_empty() {
+                        imports.push(import);
+                    } else {
+                        errors.push(ErrorRecovery {
+                            error: ParseError::User {
+                                error: UserError {
+                                    message: "an import after an agent".into(),
+                                    span: import.span,
+                                    help: Some(
+                                        "move the `import` lines to the top of the file".into(),
+                                    ),
+                                },
+                            },
+                            dropped_tokens: Vec::new(),
+                        });
+                    }
+                }
+                i = next;
+            }
             Tok::Agent => {
                 let name = match tokens.get(i + 1) {
                     Some((l, Tok::Ident(n), r)) => Ident {
@@ -368,12 +396,65 @@ fn parse_file<'a>(tokens: &[Spanned<'a>], eof_at: usize, errors: &mut Errors<'a>
                 i = end;
             }
             _ => {
-                unexpected(errors, &tokens[i], &["\"agent\""]);
+                unexpected(errors, &tokens[i], &["\"agent\"", "\"import\""]);
                 i = skip_to_agent(tokens, i);
             }
         }
     }
-    agents
+    (imports, agents)
+}
+
+/// `import "path"` at `tokens[at]`, ended by a separator or the end of the
+/// file; the import (when well formed) and the index to go on from.
+fn parse_import<'a>(
+    tokens: &[Spanned<'a>],
+    at: usize,
+    eof_at: usize,
+    errors: &mut Errors<'a>,
+) -> (Option<Import>, usize) {
+    let start = tokens[at].0;
+    let path = match tokens.get(at + 1) {
+        Some((l, Tok::Str(lit), r)) => {
+            if lit.has_holes() {
+                errors.push(ErrorRecovery {
+                    error: ParseError::User {
+                        error: UserError {
+                            message: "an import path cannot have `{...}` holes".into(),
+                            span: Span::new(*l, *r),
+                            help: Some("write the path literally; `\\{` is a brace".into()),
+                        },
+                    },
+                    dropped_tokens: Vec::new(),
+                });
+                return (None, skip_to_agent(tokens, at));
+            }
+            (lit.text(), Span::new(*l, *r))
+        }
+        Some(other) => {
+            unexpected(errors, other, &["STRING"]);
+            return (None, skip_to_agent(tokens, at));
+        }
+        None => {
+            eof(errors, eof_at, &["STRING"]);
+            return (None, tokens.len());
+        }
+    };
+    match tokens.get(at + 2) {
+        None | Some((_, Tok::Sep, _)) => {}
+        Some(other) => {
+            unexpected(errors, other, &["SEP"]);
+            return (None, skip_to_agent(tokens, at));
+        }
+    }
+    let (text, path_span) = path;
+    (
+        Some(Import {
+            path: text,
+            path_span,
+            span: Span::new(start, path_span.end as usize),
+        }),
+        at + 2,
+    )
 }
 
 /// The index of the next `agent` at bracket depth 0 after `from`.

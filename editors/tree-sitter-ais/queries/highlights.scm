@@ -46,6 +46,8 @@
   "agent" "flow" "capability" "memory" "beliefs" "goals" "on" "from"
 ] @keyword
 
+[ "import" ] @keyword.import
+
 [ "let" ] @keyword
 
 [ "if" "else" "switch" "case" "default" ] @keyword.conditional
