@@ -101,6 +101,23 @@ impl Labels {
         out
     }
 
+    /// Every source in `label`, by name: what the journal records with an
+    /// op's results (bit numbers differ between processes, names do not).
+    pub fn names(&self, label: u64) -> Vec<String> {
+        let names = lock(&self.names);
+        names
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| label & (1u64 << (*i as u32).min(OVERFLOW)) != 0)
+            .map(|(_, n)| n.clone())
+            .collect()
+    }
+
+    /// The label of the sources `names` (interned in this run).
+    pub fn of_names(&self, names: &[String]) -> u64 {
+        names.iter().fold(0, |l, n| l | self.source(n))
+    }
+
     fn tier_index(instr: &Instr) -> usize {
         match &instr.imm {
             Imm::Tier(t) | Imm::Query { tier: t, .. } => match t.name() {

@@ -320,8 +320,15 @@ impl<'r> Run<'r> {
                         // Journaled now that their effects happened.
                         for d in &c.journal {
                             if let Some(j) = self.journal {
-                                j.record(&d.key, d.op, &d.hash, &d.results, 0)
-                                    .map_err(|e| OpError::new(e.code, e.message))?;
+                                j.record_labeled(
+                                    &d.key,
+                                    d.op,
+                                    &d.hash,
+                                    &d.results,
+                                    0,
+                                    d.labels.as_deref(),
+                                )
+                                .map_err(|e| OpError::new(e.code, e.message))?;
                             }
                         }
                         Ok(c.messages)

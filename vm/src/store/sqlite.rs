@@ -85,6 +85,16 @@ fn init(conn: &Connection) -> rusqlite::Result<()> {
             PRIMARY KEY (run, key)
          );",
     )?;
+    // Added after schema 1 shipped: a nullable column, so a journal
+    // written before it reads as "labels unknown".
+    let has_labels: bool = conn.query_row(
+        "SELECT COUNT(*) > 0 FROM pragma_table_info('entries') WHERE name = 'labels'",
+        [],
+        |r| r.get(0),
+    )?;
+    if !has_labels {
+        conn.execute_batch("ALTER TABLE entries ADD COLUMN labels TEXT")?;
+    }
     let v: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     if v == 0 {
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
@@ -215,7 +225,7 @@ impl Store for SqliteStore {
         let conn = self.conn();
         let mut st = conn
             .prepare(
-                "SELECT key, seq, kind, op, input_hash, value, tokens FROM entries WHERE run = ?1",
+                "SELECT key, seq, kind, op, input_hash, value, tokens, labels FROM entries WHERE run = ?1",
             )
             .map_err(self.err())?;
         let rows = st
@@ -228,6 +238,7 @@ impl Store for SqliteStore {
                     hash: r.get(4)?,
                     value: r.get(5)?,
                     tokens: r.get(6)?,
+                    labels: r.get(7)?,
                 })
             })
             .and_then(Iterator::collect::<Result<Vec<_>, _>>)
@@ -268,9 +279,9 @@ impl Store for SqliteStore {
         let conn = self.conn();
         for e in entries {
             conn.execute(
-                "INSERT OR REPLACE INTO entries (run, key, seq, kind, op, input_hash, value, tokens)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                params![id, e.key, e.seq, e.kind, e.op, e.hash, e.value, e.tokens],
+                "INSERT OR REPLACE INTO entries (run, key, seq, kind, op, input_hash, value, tokens, labels)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                params![id, e.key, e.seq, e.kind, e.op, e.hash, e.value, e.tokens, e.labels],
             )
             .map_err(|e| {
                 JournalError::new(

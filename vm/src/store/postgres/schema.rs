@@ -67,6 +67,9 @@ const MIGRATIONS: &[&str] = &[
         claimed_ms BIGINT
      );
      CREATE INDEX queue_jobs_open ON queue_jobs (queue, id) WHERE claimed_by IS NULL;",
+    // 4: each journal entry's information-flow label (source names, JSON);
+    // NULL in entries written before: recomputed on resume.
+    "ALTER TABLE entries ADD COLUMN IF NOT EXISTS labels TEXT;",
 ];
 
 /// The schema version this binary writes and reads.
