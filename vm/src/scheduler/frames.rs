@@ -85,6 +85,12 @@ impl<'r> Run<'r> {
     /// the condition of a branch (the items of a loop) and the inputs of
     /// a `solve` (the plan's code is derived from them). Values computed
     /// under an untrusted condition are thereby tainted by it.
+    /// Where op `op` of `frame` is, for [`crate::ifc::LabelTrace`].
+    pub(super) fn site(&self, frame: &Frame<'r>, op: u32) -> crate::ifc::OpSite {
+        let plan = !std::ptr::eq(frame.unit.program, self.program);
+        (plan, frame.flow, frame.region, op)
+    }
+
     fn context_label(&self, o: &Owner<'r>) -> u64 {
         if self.labels.off() {
             return 0;
@@ -292,6 +298,9 @@ impl<'r> Run<'r> {
             if let Some(instr) = pf.code.ops.get(owner.op as usize) {
                 for i in 0..instr.n_results {
                     pf.add_label(instr.result.saturating_add(i), l);
+                }
+                if instr.n_results > 0 {
+                    self.labels.trace(|| self.site(&pf, owner.op), l | pf.pc);
                 }
             }
         }

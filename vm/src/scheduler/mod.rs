@@ -112,6 +112,9 @@ pub struct RunOptions {
     /// Information-flow policy (`[policy]`; see `crate::ifc`): enforced by
     /// default with the default trust and sinks.
     pub flow_policy: ais_ir::ifc::FlowPolicy,
+    /// Collects every op's result label by source name (the propagation
+    /// goldens, `tests/ifc_goldens.rs`); `None` in normal runs.
+    pub label_trace: Option<Arc<crate::ifc::LabelTrace>>,
 }
 
 impl Default for RunOptions {
@@ -134,6 +137,7 @@ impl Default for RunOptions {
             observer: None,
             telemetry_text: crate::telemetry::TextPolicy::default(),
             flow_policy: ais_ir::ifc::FlowPolicy::default(),
+            label_trace: None,
         }
     }
 }

@@ -173,6 +173,7 @@ impl<'r> Run<'r> {
                     for i in 0..instr.n_results {
                         frame.add_label(instr.result.saturating_add(i), l);
                     }
+                    self.labels.trace(|| self.site(&frame, op), l);
                     self.labels.note_write(instr, label);
                 }
                 Class::Terminator => {
@@ -190,6 +191,7 @@ impl<'r> Run<'r> {
                     for i in 0..instr.n_results {
                         frame.add_label(instr.result.saturating_add(i), label);
                     }
+                    self.labels.trace(|| self.site(&frame, op), label);
                 }
                 (None, Some(r))
             }
