@@ -15,8 +15,9 @@ use ais_ir::bytecode::{Imm, Instr, RegionCode};
 use ais_ir::ifc::{sink_of, FlowPolicy};
 use ais_ir::Opcode;
 use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 pub use ais_ir::ifc::{Mode, Quarantine, SinkRule};
 
@@ -38,6 +39,31 @@ pub struct Labels {
     pub message: u64,
     pub plan: u64,
     pub input: u64,
+    trace: Option<Arc<LabelTrace>>,
+}
+
+/// Where an op's result label was seen: `(inner plan, flow, region, op)`
+/// of the run's code (`inner plan`: the frame runs a linked plan's code).
+pub type OpSite = (bool, u32, u32, u32);
+
+/// Every op's result label, by source name, unioned over the op's
+/// executions (loop iterations, calls): what the propagation goldens dump.
+#[derive(Debug, Default)]
+pub struct LabelTrace {
+    ops: Mutex<BTreeMap<OpSite, BTreeSet<String>>>,
+    untrusted: Mutex<BTreeSet<String>>,
+}
+
+impl LabelTrace {
+    /// The labels seen so far, by op.
+    pub fn ops(&self) -> BTreeMap<OpSite, BTreeSet<String>> {
+        lock(&self.ops).clone()
+    }
+
+    /// The sources the run's policy found untrusted.
+    pub fn untrusted(&self) -> BTreeSet<String> {
+        lock(&self.untrusted).clone()
+    }
 }
 
 impl Labels {
@@ -52,6 +78,7 @@ impl Labels {
             message: 0,
             plan: 0,
             input: 0,
+            trace: None,
         };
         l.args = l.source("@args");
         l.llm = l.source("@llm");
@@ -59,6 +86,21 @@ impl Labels {
         l.plan = l.source("@plan");
         l.input = l.source("@input");
         l
+    }
+
+    /// Records every op's result label in `trace` (see [`LabelTrace`]).
+    pub fn traced(mut self, trace: Option<Arc<LabelTrace>>) -> Labels {
+        self.trace = trace;
+        self
+    }
+
+    /// Notes op `site`'s result label when tracing (one branch otherwise).
+    pub fn trace(&self, site: impl FnOnce() -> OpSite, label: u64) {
+        let Some(t) = &self.trace else { return };
+        let names = self.names(label);
+        let bad = self.untrusted_names(label);
+        lock(&t.ops).entry(site()).or_default().extend(names);
+        lock(&t.untrusted).extend(bad);
     }
 
     /// Labels are off: nothing is checked, so nothing needs tracking.
@@ -99,6 +141,23 @@ impl Labels {
             .collect();
         out.dedup();
         out
+    }
+
+    /// Every source in `label`, by name: what the journal records with an
+    /// op's results (bit numbers differ between processes, names do not).
+    pub fn names(&self, label: u64) -> Vec<String> {
+        let names = lock(&self.names);
+        names
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| label & (1u64 << (*i as u32).min(OVERFLOW)) != 0)
+            .map(|(_, n)| n.clone())
+            .collect()
+    }
+
+    /// The label of the sources `names` (interned in this run).
+    pub fn of_names(&self, names: &[String]) -> u64 {
+        names.iter().fold(0, |l, n| l | self.source(n))
     }
 
     fn tier_index(instr: &Instr) -> usize {

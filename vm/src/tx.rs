@@ -66,6 +66,8 @@ pub struct Deferred {
     pub op: &'static str,
     pub hash: String,
     pub results: Vec<Val>,
+    /// The results' label as source names (`crate::ifc`).
+    pub labels: Option<Vec<String>>,
 }
 
 /// What a commit to the real host leaves for the scheduler to do.

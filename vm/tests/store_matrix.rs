@@ -606,6 +606,7 @@ fn entry(key: &str) -> Entry {
         hash: "h".into(),
         value: Some("[]".into()),
         tokens: 1,
+        labels: None,
     }
 }
 

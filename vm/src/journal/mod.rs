@@ -158,6 +158,14 @@ pub fn decode_vals(j: &Json) -> Option<Vec<Val>> {
     j.as_array()?.iter().map(dec).collect()
 }
 
+/// The source a `pause` answer carries (`crate::ifc`).
+const INPUT_SOURCE: &str = "@input";
+
+/// Source names as stored in an entry's `labels` column.
+fn encode_labels(names: &[String]) -> String {
+    Json::from(names.to_vec()).to_string()
+}
+
 /// A hash of an op's inputs (hex SHA-256 of their tagged JSON).
 pub fn input_hash(args: &[Val]) -> String {
     let mut h = Sha256::new();
@@ -201,6 +209,8 @@ struct Rec {
     hash: String,
     kind: String,
     value: Option<String>,
+    /// Source names of the value's label (`None`: not recorded).
+    labels: Option<String>,
 }
 
 /// One journaled step of a run (an effect op: LLM call, tool call, memory
@@ -539,6 +549,7 @@ impl Journal {
         r
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn write(
         &self,
         key: &str,
@@ -547,6 +558,7 @@ impl Journal {
         hash: &str,
         value: Option<String>,
         tokens: u64,
+        labels: Option<String>,
     ) -> Result<(), JournalError> {
         if self.is_fenced() {
             return Err(crate::store::fenced(&self.run_id, self.fence));
@@ -560,6 +572,7 @@ impl Journal {
             hash: hash.to_string(),
             value,
             tokens: i64::try_from(tokens).unwrap_or(i64::MAX),
+            labels,
         };
         self.check_fence(self.store.write(&self.run_id, self.fence, &[entry]))?;
         self.count_write();
@@ -575,13 +588,13 @@ impl Journal {
 
     /// Records that a side-effecting call is about to start.
     pub fn intent(&self, key: &str, op: &str, hash: &str) -> Result<(), JournalError> {
-        self.write(key, "intent", op, hash, None, 0)
+        self.write(key, "intent", op, hash, None, 0, None)
     }
 
     /// Records that a side-effecting call failed (it completed: an error is
     /// an answer), so a resume runs it again rather than reporting it in doubt.
     pub fn failed(&self, key: &str, op: &str, hash: &str) -> Result<(), JournalError> {
-        self.write(key, "failed", op, hash, None, 0)
+        self.write(key, "failed", op, hash, None, 0, None)
     }
 
     /// Records an op's results (and the tokens an LLM call used); returns
@@ -594,8 +607,31 @@ impl Journal {
         results: &[Val],
         tokens: u64,
     ) -> Result<(), JournalError> {
+        self.record_labeled(key, op, hash, results, tokens, None)
+    }
+
+    /// [`Journal::record`] with the results' information-flow label as
+    /// source names (`None`: not tracked, recomputed on resume).
+    pub fn record_labeled(
+        &self,
+        key: &str,
+        op: &str,
+        hash: &str,
+        results: &[Val],
+        tokens: u64,
+        labels: Option<&[String]>,
+    ) -> Result<(), JournalError> {
         let v = encode_vals(results).to_string();
-        self.write(key, "done", op, hash, Some(v), tokens)
+        let l = labels.map(encode_labels);
+        self.write(key, "done", op, hash, Some(v), tokens, l)
+    }
+
+    /// The source names an earlier attempt recorded with op `key`'s
+    /// results; `None` when it recorded none (an older journal, the
+    /// policy off) or the entry is malformed.
+    pub fn recorded_labels(&self, key: &str) -> Option<Vec<String>> {
+        let text = self.replay.get(key)?.labels.as_deref()?;
+        serde_json::from_str::<Vec<String>>(text).ok()
     }
 
     /// Records that the run stops at a `pause` (`key`) until a person
@@ -608,6 +644,7 @@ impl Journal {
             hash,
             Some(Json::from(message).to_string()),
             0,
+            None,
         )
     }
 
@@ -623,13 +660,15 @@ impl Journal {
             .and_then(|m| m.as_str().map(str::to_string))
             .unwrap_or_default();
         let results = [Val::from_json(input.clone()), Val::Ord];
-        self.record(&key, "pause", &hash, &results, 0)?;
+        let labels = [INPUT_SOURCE.to_string()];
+        self.record_labeled(&key, "pause", &hash, &results, 0, Some(&labels))?;
         self.replay.insert(
             key,
             Rec {
                 hash,
                 kind: "done".into(),
                 value: Some(encode_vals(&results).to_string()),
+                labels: Some(encode_labels(&[INPUT_SOURCE.to_string()])),
             },
         );
         Ok(Some(message))
@@ -676,6 +715,7 @@ fn replay_of(store: &dyn Store, run_id: &str) -> Result<HashMap<String, Rec>, Jo
                     kind: e.kind,
                     hash: e.hash,
                     value: e.value,
+                    labels: e.labels,
                 },
             )
         })

@@ -14,8 +14,9 @@ use std::sync::atomic::Ordering;
 pub(super) enum Admission {
     /// Run it; `jkey` is its journal key and input hash when it is journaled.
     Run { jkey: Option<(String, String)> },
-    /// An earlier attempt's outcome: delivered instead of running the op.
-    Replayed(Result<Results, OpError>),
+    /// An earlier attempt's outcome: delivered instead of running the op,
+    /// with the label the attempt recorded for its results (0: none).
+    Replayed(Result<Results, OpError>, u64),
     /// The budget or the watchdog stopped the run.
     Stopped,
 }
@@ -48,7 +49,15 @@ impl<'r> Run<'r> {
             return Admission::Stopped;
         }
         match replayed {
-            Some(results) => Admission::Replayed(results),
+            Some(results) => {
+                let label = match (&jkey, self.journal) {
+                    (Some((k, _)), Some(j)) if !self.labels.off() => j
+                        .recorded_labels(k)
+                        .map_or(0, |names| self.labels.of_names(&names)),
+                    _ => 0,
+                };
+                Admission::Replayed(results, label)
+            }
             None => Admission::Run { jkey },
         }
     }
@@ -111,19 +120,29 @@ impl<'r> Run<'r> {
     }
 
     /// Durably records an effect op's results before its consumers fire.
+    /// `label` is the results' provenance, recorded by source name so a
+    /// resumed run (another process, other bit numbers) restores it.
     pub(super) fn journal_record(
         &self,
         jkey: Option<&(String, String)>,
         instr: &Instr,
         res: &[Val],
         tokens: u64,
+        label: u64,
     ) -> Result<(), OpError> {
         match (self.journal, jkey) {
-            (Some(j), Some((k, h))) => j
-                .record(k, instr.opcode.mnemonic(), h, res, tokens)
-                .map_err(|e| OpError::new(e.code, e.message)),
+            (Some(j), Some((k, h))) => {
+                let names = self.label_names(label);
+                j.record_labeled(k, instr.opcode.mnemonic(), h, res, tokens, names.as_deref())
+                    .map_err(|e| OpError::new(e.code, e.message))
+            }
             _ => Ok(()),
         }
+    }
+
+    /// `label`'s source names, or `None` when labels are not tracked.
+    pub(super) fn label_names(&self, label: u64) -> Option<Vec<String>> {
+        (!self.labels.off()).then(|| self.labels.names(label))
     }
 
     /// A run stopping at a `pause`: the journal records what it waits for

@@ -85,6 +85,12 @@ impl<'r> Run<'r> {
     /// the condition of a branch (the items of a loop) and the inputs of
     /// a `solve` (the plan's code is derived from them). Values computed
     /// under an untrusted condition are thereby tainted by it.
+    /// Where op `op` of `frame` is, for [`crate::ifc::LabelTrace`].
+    pub(super) fn site(&self, frame: &Frame<'r>, op: u32) -> crate::ifc::OpSite {
+        let plan = !std::ptr::eq(frame.unit.program, self.program);
+        (plan, frame.flow, frame.region, op)
+    }
+
     fn context_label(&self, o: &Owner<'r>) -> u64 {
         if self.labels.off() {
             return 0;
@@ -293,6 +299,9 @@ impl<'r> Run<'r> {
                 for i in 0..instr.n_results {
                     pf.add_label(instr.result.saturating_add(i), l);
                 }
+                if instr.n_results > 0 {
+                    self.labels.trace(|| self.site(&pf, owner.op), l | pf.pc);
+                }
             }
         }
         match &owner.role {
@@ -320,8 +329,15 @@ impl<'r> Run<'r> {
                         // Journaled now that their effects happened.
                         for d in &c.journal {
                             if let Some(j) = self.journal {
-                                j.record(&d.key, d.op, &d.hash, &d.results, 0)
-                                    .map_err(|e| OpError::new(e.code, e.message))?;
+                                j.record_labeled(
+                                    &d.key,
+                                    d.op,
+                                    &d.hash,
+                                    &d.results,
+                                    0,
+                                    d.labels.as_deref(),
+                                )
+                                .map_err(|e| OpError::new(e.code, e.message))?;
                             }
                         }
                         Ok(c.messages)

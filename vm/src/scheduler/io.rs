@@ -396,6 +396,7 @@ impl<'r> Run<'r> {
                     instr,
                     std::slice::from_ref(&v),
                     journal_tokens,
+                    frame.label(instr.result),
                 )
                 .map(|()| v)
             });

@@ -103,7 +103,8 @@ pub fn run(
     let frames = limits::FrameCount::new(options.max_live_frames);
     let run = Run {
         program,
-        labels: crate::ifc::Labels::new(options.flow_policy.clone()),
+        labels: crate::ifc::Labels::new(options.flow_policy.clone())
+            .traced(options.label_trace.clone()),
         approvals: crate::ifc::Approvals::new(options.flow_approver.clone()),
         backend: backend.as_ref(),
         host: host.as_ref(),

@@ -114,6 +114,9 @@ pub struct RunOptions {
     pub flow_policy: ais_ir::ifc::FlowPolicy,
     /// Asked before a denied flow fails its op (`None`: denials stand).
     pub flow_approver: Option<Arc<dyn crate::ifc::FlowApprover>>,
+    /// Collects every op's result label by source name (the propagation
+    /// goldens, `tests/ifc_goldens.rs`); `None` in normal runs.
+    pub label_trace: Option<Arc<crate::ifc::LabelTrace>>,
 }
 
 impl Default for RunOptions {
@@ -137,6 +140,7 @@ impl Default for RunOptions {
             telemetry_text: crate::telemetry::TextPolicy::default(),
             flow_policy: ais_ir::ifc::FlowPolicy::default(),
             flow_approver: None,
+            label_trace: None,
         }
     }
 }

@@ -174,6 +174,7 @@ impl<'r> Run<'r> {
                     for i in 0..instr.n_results {
                         frame.add_label(instr.result.saturating_add(i), l);
                     }
+                    self.labels.trace(|| self.site(&frame, op), l);
                     self.labels.note_write(instr, label);
                 }
                 Class::Terminator => {
@@ -184,7 +185,17 @@ impl<'r> Run<'r> {
         }
         let (jkey, replayed) = match self.admit(&frame, op, instr, class, &args) {
             Admission::Stopped => return None,
-            Admission::Replayed(r) => (None, Some(r)),
+            Admission::Replayed(r, label) => {
+                // What the earlier attempt recorded joins what the
+                // inputs give now (a union: never less than either).
+                if label != 0 {
+                    for i in 0..instr.n_results {
+                        frame.add_label(instr.result.saturating_add(i), label);
+                    }
+                    self.labels.trace(|| self.site(&frame, op), label);
+                }
+                (None, Some(r))
+            }
             Admission::Run { jkey } => (jkey, None),
         };
         // `Some(results)`: the op is done, deliver them; `None`: it
@@ -223,11 +234,18 @@ impl<'r> Run<'r> {
                                 op: instr.opcode.mnemonic(),
                                 hash: hash.clone(),
                                 results: res.to_vec(),
+                                labels: self.label_names(frame.label(instr.result)),
                             });
                             Ok(res)
                         }
                         _ => self
-                            .journal_record(jkey.as_ref(), instr, &res, 0)
+                            .journal_record(
+                                jkey.as_ref(),
+                                instr,
+                                &res,
+                                0,
+                                frame.label(instr.result),
+                            )
                             .map(|()| res),
                     })
                     .map(Some);

@@ -49,6 +49,10 @@ pub struct Entry {
     pub hash: String,
     pub value: Option<String>,
     pub tokens: i64,
+    /// The information-flow label of `value`: a JSON list of source names
+    /// (`crate::ifc`). `None` in journals written before labels were
+    /// recorded (or with the policy off): labels are recomputed.
+    pub labels: Option<String>,
 }
 
 /// A run row as stored, for `load_run`/`load_record`.

@@ -120,6 +120,16 @@ fn init(conn: &Connection) -> rusqlite::Result<()> {
             PRIMARY KEY (run, key)
          );",
     )?;
+    // Added after schema 1 shipped: a nullable column, so a journal
+    // written before it reads as "labels unknown".
+    let has_labels: bool = conn.query_row(
+        "SELECT COUNT(*) > 0 FROM pragma_table_info('entries') WHERE name = 'labels'",
+        [],
+        |r| r.get(0),
+    )?;
+    if !has_labels {
+        conn.execute_batch("ALTER TABLE entries ADD COLUMN labels TEXT")?;
+    }
     let v: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     if v == 0 {
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
@@ -343,7 +353,7 @@ impl Store for SqliteStore {
         let conn = self.conn();
         let mut st = conn
             .prepare(
-                "SELECT key, seq, kind, op, input_hash, value, tokens FROM entries WHERE run = ?1",
+                "SELECT key, seq, kind, op, input_hash, value, tokens, labels FROM entries WHERE run = ?1",
             )
             .map_err(self.err())?;
         let rows = st
@@ -356,6 +366,7 @@ impl Store for SqliteStore {
                     hash: r.get(4)?,
                     value: r.get(5)?,
                     tokens: r.get(6)?,
+                    labels: r.get(7)?,
                 })
             })
             .and_then(Iterator::collect::<Result<Vec<_>, _>>)
@@ -396,12 +407,12 @@ impl Store for SqliteStore {
         let (run, entries) = (id.to_string(), entries.to_vec());
         self.grouped("journal.write", move |c| {
             let mut st = c.prepare_cached(
-                "INSERT OR REPLACE INTO entries (run, key, seq, kind, op, input_hash, value, tokens)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                "INSERT OR REPLACE INTO entries (run, key, seq, kind, op, input_hash, value, tokens, labels)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             )?;
             for e in &entries {
                 st.execute(params![
-                    run, e.key, e.seq, e.kind, e.op, e.hash, e.value, e.tokens
+                    run, e.key, e.seq, e.kind, e.op, e.hash, e.value, e.tokens, e.labels
                 ])?;
             }
             Ok(())

@@ -53,13 +53,13 @@ impl std::fmt::Debug for GroupCommit {
 /// commit, so a takeover (which updates it) waits for this transaction
 /// and then reads these entries.
 const UPSERT: &str = "WITH f AS (SELECT id FROM runs WHERE id = $1 AND fence = $2 FOR SHARE)
-    INSERT INTO entries (run, key, seq, kind, op, input_hash, value, tokens)
-    SELECT f.id, u.key, u.seq, u.kind, u.op, u.h, u.v, u.t
-    FROM f, unnest($3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::text[], $9::bigint[])
-        AS u(key, seq, kind, op, h, v, t)
+    INSERT INTO entries (run, key, seq, kind, op, input_hash, value, tokens, labels)
+    SELECT f.id, u.key, u.seq, u.kind, u.op, u.h, u.v, u.t, u.l
+    FROM f, unnest($3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::text[], $9::bigint[], $10::text[])
+        AS u(key, seq, kind, op, h, v, t, l)
     ON CONFLICT (run, key) DO UPDATE SET seq = EXCLUDED.seq, kind = EXCLUDED.kind,
         op = EXCLUDED.op, input_hash = EXCLUDED.input_hash, value = EXCLUDED.value,
-        tokens = EXCLUDED.tokens";
+        tokens = EXCLUDED.tokens, labels = EXCLUDED.labels";
 
 impl GroupCommit {
     pub(crate) fn start(config: Config, location: String) -> GroupCommit {
@@ -230,10 +230,11 @@ fn commit(
         let hashes: Vec<&str> = es.iter().map(|e| e.hash.as_str()).collect();
         let values: Vec<Option<&str>> = es.iter().map(|e| e.value.as_deref()).collect();
         let tokens: Vec<i64> = es.iter().map(|e| e.tokens).collect();
+        let labels: Vec<Option<&str>> = es.iter().map(|e| e.labels.as_deref()).collect();
         let n = tx.execute(
             st,
             &[
-                run, fence, &keys, &seqs, &kinds, &ops, &hashes, &values, &tokens,
+                run, fence, &keys, &seqs, &kinds, &ops, &hashes, &values, &tokens, &labels,
             ],
         )?;
         if n == 0 && !es.is_empty() {

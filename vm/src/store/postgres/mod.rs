@@ -290,7 +290,7 @@ impl Store for PgStore {
     fn entries(&self, id: &str) -> Result<Vec<Entry>, JournalError> {
         let rows = self.with(|c| {
             c.query(
-                "SELECT key, seq, kind, op, input_hash, value, tokens FROM entries WHERE run = $1",
+                "SELECT key, seq, kind, op, input_hash, value, tokens, labels FROM entries WHERE run = $1",
                 &[&id],
             )
         })?;
@@ -304,6 +304,7 @@ impl Store for PgStore {
                 hash: r.get(4),
                 value: r.get(5),
                 tokens: r.get(6),
+                labels: r.get(7),
             })
             .collect())
     }

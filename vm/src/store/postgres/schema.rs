@@ -106,6 +106,9 @@ const MIGRATIONS: &[&str] = &[
         handed_back BIGINT NOT NULL DEFAULT 0,
         seen_ms BIGINT NOT NULL
      );",
+    // 5: each journal entry's information-flow label (source names, JSON);
+    // NULL in entries written before: recomputed on resume.
+    "ALTER TABLE entries ADD COLUMN IF NOT EXISTS labels TEXT;",
 ];
 
 /// The schema version this binary writes and reads.
