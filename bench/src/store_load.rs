@@ -73,6 +73,7 @@ fn writes_per_s(store: &Arc<dyn Store>, run: &str, fence: i64, threads: usize, p
                         hash: "h".into(),
                         value: Some("[{\"v\":\"reply\"}]".into()),
                         tokens: 10,
+                        labels: None,
                     };
                     if let Err(e) = s.write(&run, fence, &[e]) {
                         eprintln!("write failed: {e}");

@@ -565,6 +565,7 @@ mod tests {
             hash: "h".into(),
             value: Some(format!("\"v{i}\"")),
             tokens: 1,
+            labels: None,
         }
     }
 
