@@ -2,7 +2,7 @@
 //! checked by the language's own front end (`ais_compiler::plan`).
 
 use ais_compiler::plan::{self, PlanLimits, PlanTool};
-use ais_vm::plan::{AcceptedPlan, PlanCompiler, PlanSpec, Rejected};
+use ais_vm::plan::{AcceptedPlan, DeniedFlow, PlanCompiler, PlanSpec, Rejected};
 
 /// Checks plans with `ais-compiler`, within `limits`.
 #[derive(Clone, Debug, Default)]
@@ -38,6 +38,24 @@ impl PlanCompiler for FrontEndPlanner {
         reply_so_far: &str,
     ) -> Option<ais_ir::bytecode::Program> {
         plan::check_prefix(&self.spec(spec), reply_so_far).map(|p| p.program)
+    }
+
+    fn check_flows(
+        &self,
+        plan: &AcceptedPlan,
+        inputs: &[String],
+        policy: &ais_ir::ifc::FlowPolicy,
+    ) -> Vec<DeniedFlow> {
+        plan::check_flows(&plan.source, &plan.program, inputs, policy)
+            .into_iter()
+            .map(|f| DeniedFlow {
+                text: f.to_string(),
+                sink: f.sink,
+                argument: f.argument,
+                sources: f.sources,
+                path: f.path,
+            })
+            .collect()
     }
 
     fn check(&self, spec: &PlanSpec, reply: &str) -> Result<AcceptedPlan, Rejected> {

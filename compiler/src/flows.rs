@@ -120,8 +120,39 @@ fn hop(instr: &Instr, what: impl Into<String>) -> Hop {
     }
 }
 
+/// Labels the caller knows for a program's entry flow, instead of the
+/// whole-program assumption that its arguments are `@args`: what an inner
+/// plan's inputs carry at run time when the plan is about to start.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EntryLabels {
+    /// Source names per entry parameter, in order (missing: none).
+    pub params: Vec<Vec<String>>,
+    /// Source names of the entry flow's control context: every value it
+    /// computes depends on them (a plan's code was written from its
+    /// inputs).
+    pub context: Vec<String>,
+    /// What the hops these sources start with say (`the plan's inputs`).
+    pub origin: String,
+}
+
 /// Every denied flow of `program` under `policy`.
 pub fn check(program: &Program, policy: &FlowPolicy) -> Vec<Finding> {
+    analyse(program, policy, None)
+}
+
+/// Every denied flow of `program` under `policy`, its entry flow (the
+/// program's `entry`, [`Program::find_entry`]) starting with `entry`'s
+/// labels; only the untrusted ones among them count. Other flows and
+/// message handlers are seeded as in [`check`].
+pub fn check_with_entry(
+    program: &Program,
+    policy: &FlowPolicy,
+    entry: &EntryLabels,
+) -> Vec<Finding> {
+    analyse(program, policy, Some(entry))
+}
+
+fn analyse(program: &Program, policy: &FlowPolicy, entry: Option<&EntryLabels>) -> Vec<Finding> {
     if policy.mode == ais_ir::ifc::Mode::Off {
         return Vec::new();
     }
@@ -151,7 +182,7 @@ pub fn check(program: &Program, policy: &FlowPolicy) -> Vec<Finding> {
         mem: Default::default(),
         findings: Vec::new(),
     };
-    st.seed();
+    st.seed(entry);
     // Monotone over finite sets: converges; the bound is a safety net.
     for _ in 0..64 {
         if !st.pass(false) {
@@ -171,10 +202,29 @@ impl State<'_> {
         l
     }
 
-    /// Entry arguments and messages (handler parameters).
-    fn seed(&mut self) {
+    /// Entry arguments and messages (handler parameters); `entry`: the
+    /// entry flow's known labels instead of `@args`.
+    fn seed(&mut self, entry: Option<&EntryLabels>) {
+        let given = entry.and_then(|e| Some((self.program.find_entry(None).ok()? as usize, e)));
+        if let Some((fi, e)) = given {
+            let f = &self.program.flows[fi];
+            let h = |name: &str| Hop {
+                span: f.span,
+                what: format!("{} carry data from `{name}`", e.origin),
+            };
+            for (p, names) in e.params.iter().enumerate().take(f.params.len()) {
+                for n in names {
+                    let l = self.source(n, h(n));
+                    merge(&mut self.slots[fi][0][p], &l, None);
+                }
+            }
+            for n in &e.context {
+                let l = self.source(n, h(n));
+                merge(&mut self.pc[fi][0], &l, None);
+            }
+        }
         for (fi, f) in self.program.flows.iter().enumerate() {
-            if f.entry {
+            if f.entry && given.is_none_or(|(g, _)| g != fi) {
                 let h = Hop {
                     span: f.span,
                     what: "entry argument".into(),

@@ -16,6 +16,9 @@ use ais_ir::{Diagnostic, Effect, Module, Opcode};
 use serde_json::Value as Json;
 use std::fmt;
 
+mod flows;
+pub use flows::{check_flows, FlowProblem};
+
 /// What a plan may use, and within which bounds.
 #[derive(Clone, Debug)]
 pub struct PlanSpec {
@@ -331,24 +334,34 @@ fn wrap(spec: &PlanSpec, body: &str) -> (String, usize) {
             s.push_str(&format!("    {ro}capability {};\n", t.signature()));
         }
     }
-    s.push_str(&format!("    @entry flow {PLAN_FLOW}() -> str {{\n"));
+    s.push_str(&entry_header());
     let start = s.len();
     s.push_str(body.trim_end());
     s.push_str("\n    }\n}\n");
     (s, start)
 }
 
-/// A diagnostic positioned in the plan's own text.
-fn locate(source: &str, body_start: usize, d: &Diagnostic) -> PlanProblem {
-    let span = d.primary.span;
-    let at = (!span.is_dummy() && span.start as usize >= body_start).then(|| {
+/// The line that opens the plan's flow in the wrapped program: the body
+/// starts right after it.
+fn entry_header() -> String {
+    format!("    @entry flow {PLAN_FLOW}() -> str {{\n")
+}
+
+/// 1-based line and column of `span` in the plan text starting at
+/// `body_start` of `source` (`None`: outside the plan text).
+fn position(source: &str, body_start: usize, span: ais_ir::Span) -> Option<(usize, usize)> {
+    (!span.is_dummy() && span.start as usize >= body_start).then(|| {
         let before = source.get(body_start..span.start as usize).unwrap_or("");
         let line = before.matches('\n').count() + 1;
         let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
         (line, col)
-    });
+    })
+}
+
+/// A diagnostic positioned in the plan's own text.
+fn locate(source: &str, body_start: usize, d: &Diagnostic) -> PlanProblem {
     PlanProblem {
-        at,
+        at: position(source, body_start, d.primary.span),
         code: d.code.to_string(),
         message: d.message.clone(),
         help: d.help.clone(),

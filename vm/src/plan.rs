@@ -84,6 +84,51 @@ pub fn invalid(rounds: u32, last: Option<Rejected>) -> OpError {
     }))
 }
 
+/// A flow of an accepted plan that the policy denies, found by the edge's
+/// static check ([`PlanCompiler::check_flows`]) before the plan runs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeniedFlow {
+    pub sink: String,
+    pub argument: String,
+    /// The untrusted sources reaching the argument.
+    pub sources: Vec<String>,
+    /// The path from the first source to the sink, source first.
+    pub path: Vec<String>,
+    /// The whole finding rendered for the model (position in the plan,
+    /// `warning[W0020]`, path, help).
+    pub text: String,
+}
+
+/// `policy.denied`: the model's plan still routed untrusted data to a
+/// denied sink argument after `rounds` rounds; structured like the
+/// run-time denial (`sink`, `argument`, `sources`, `path`) with every
+/// finding of the last plan. No op of it ran.
+pub fn denied(rounds: u32, flows: &[DeniedFlow]) -> OpError {
+    let first = flows.first();
+    let field = |f: fn(&DeniedFlow) -> &str| first.map_or("", f).to_string();
+    let sources = first.map(|f| f.sources.clone()).unwrap_or_default();
+    let path = first.map(|f| f.path.clone()).unwrap_or_default();
+    OpError::new(
+        crate::ifc::DENIED,
+        format!(
+            "the model's plan still routed untrusted data from {} to argument `{}` of `{}` after {rounds} round{}; it did not run (path: {})",
+            sources.join(", "),
+            field(|f| &f.argument),
+            field(|f| &f.sink),
+            if rounds == 1 { "" } else { "s" },
+            path.join(" -> ")
+        ),
+    )
+    .with_payload(serde_json::json!({
+        "sink": field(|f| &f.sink),
+        "argument": field(|f| &f.argument),
+        "sources": sources,
+        "path": path,
+        "rounds": rounds,
+        "diagnostics": flows.iter().map(|f| f.text.as_str()).collect::<Vec<_>>(),
+    }))
+}
+
 /// `plan.unavailable`: a `solve` op in a run without a plan compiler.
 pub fn unavailable() -> OpError {
     OpError::new(
@@ -128,6 +173,16 @@ pub trait PlanCompiler: Send + Sync + std::fmt::Debug {
     fn check_prefix(&self, _spec: &PlanSpec, _reply_so_far: &str) -> Option<Program> {
         None
     }
+    /// The flows of an accepted `plan` that `policy` denies when its
+    /// inputs (the `solve` op's goal and context, which the plan was
+    /// written from, so everything it computes depends on them) carry the
+    /// untrusted sources `inputs`; the plan's tool calls are the sinks.
+    fn check_flows(
+        &self,
+        plan: &AcceptedPlan,
+        inputs: &[String],
+        policy: &ais_ir::ifc::FlowPolicy,
+    ) -> Vec<DeniedFlow>;
 }
 
 /// Accepted plans of one run, at addresses that stay put while frames

@@ -21,7 +21,7 @@ use super::{Run, Sink};
 use crate::exec::{self, Class, OpError};
 use crate::frame::{Frame, Owner, Role, Unit};
 use crate::llm::{LlmRequest, LlmResponse, TextEvent, TextSink};
-use crate::plan::{PlanSpec, Rejected};
+use crate::plan::{DeniedFlow, PlanSpec, Rejected};
 use crate::telemetry::{OpEvent, Status, Track};
 use crate::value::Val;
 use std::sync::Arc;
@@ -116,8 +116,11 @@ impl<'r> Run<'r> {
         let guide = planner.guide(&spec);
         let rounds = exec::repairs(site.instr).saturating_add(1);
         let prefetch = Arc::new(Prefetch::default());
+        let inputs = self.plan_inputs(site);
         let linked = std::thread::scope(|scope| {
             let mut last: Option<Rejected> = None;
+            // The last plan's denied flows, when that is why it was refused.
+            let mut denied: Vec<DeniedFlow> = Vec::new();
             for round in 1..=rounds {
                 if round > 1 {
                     if self.halted() || site.frame.is_cancelled() {
@@ -143,15 +146,60 @@ impl<'r> Run<'r> {
                 };
                 let at = (site.frame, site.op, round);
                 let reply = self.planner_turn(&mut req, ex, turn, start_ready, at)?;
-                match planner.check(&spec, &reply.text) {
-                    Ok(plan) => return self.link(site, frame, plan, Arc::clone(&prefetch)),
-                    Err(r) => last = Some(r),
+                let plan = match planner.check(&spec, &reply.text) {
+                    Ok(plan) => plan,
+                    Err(r) => {
+                        ex.plan_checks
+                            .push(check_record(round, "invalid", &r.problems));
+                        denied.clear();
+                        last = Some(r);
+                        continue;
+                    }
+                };
+                // Before any op of the plan runs: its flows under the
+                // labels its inputs carry now (the runtime check of each
+                // sink stays as a second line).
+                let policy = &self.labels.policy;
+                let flows = match &inputs {
+                    Some(inputs) => planner.check_flows(&plan, inputs, policy),
+                    None => Vec::new(),
+                };
+                if flows.is_empty() || !policy.enforced() {
+                    if !flows.is_empty() {
+                        let texts: Vec<String> = flows.iter().map(|f| f.text.clone()).collect();
+                        ex.plan_checks.push(check_record(round, "warned", &texts));
+                    }
+                    return self.link(site, frame, plan, Arc::clone(&prefetch));
                 }
+                let problems: Vec<String> = flows.iter().map(|f| f.text.clone()).collect();
+                ex.plan_checks
+                    .push(check_record(round, "denied", &problems));
+                denied = flows;
+                last = Some(Rejected {
+                    body: plan.body,
+                    problems,
+                });
             }
-            Err(Stop::Fail(crate::plan::invalid(rounds, last)))
+            if denied.is_empty() {
+                Err(Stop::Fail(crate::plan::invalid(rounds, last)))
+            } else {
+                Err(Stop::Fail(crate::plan::denied(rounds, &denied)))
+            }
         });
         ex.tool_calls.extend(prefetch.records());
         linked
+    }
+
+    /// The untrusted sources a plan made now by `site` depends on (its
+    /// frame's context, the `solve` op's goal and context, `@plan`), the
+    /// same label the plan's frame will run under; `None` with the policy
+    /// off (no flow is checked).
+    fn plan_inputs(&self, site: &Site<'_, 'r>) -> Option<Vec<String>> {
+        if self.labels.off() {
+            return None;
+        }
+        let label = site.frame.label_of(site.frame.code.data(site.instr)) | self.labels.plan;
+        Some(self.labels.untrusted_names(label))
     }
 
     /// One planner turn. Its text, as it streams in, goes to the observer
@@ -290,5 +338,18 @@ impl<'r> Run<'r> {
         linked
             .iter()
             .fold(own, |base, p| base.saturating_add(p.flows))
+    }
+}
+
+/// A planner round's refused or flagged plan, for the `solve` op's event.
+fn check_record(
+    turn: u32,
+    verdict: &'static str,
+    problems: &[String],
+) -> crate::telemetry::PlanCheck {
+    crate::telemetry::PlanCheck {
+        turn,
+        verdict,
+        problems: problems.to_vec(),
     }
 }

@@ -347,6 +347,7 @@ impl<'r> Run<'r> {
             simulated,
             attempts,
             tool_calls: Vec::new(),
+            plan_checks: Vec::new(),
             backend: self.backend.name().to_string(),
             prompt: crate::telemetry::prompt_messages(req, self.text),
             reply,

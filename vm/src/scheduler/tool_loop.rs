@@ -59,6 +59,8 @@ pub(super) struct Exchange {
     reply: Option<String>,
     finish_reason: Option<String>,
     cost_micro_usd: u64,
+    /// A `solve` op's refused or flagged plans (`inner_plan`).
+    pub(super) plan_checks: Vec<crate::telemetry::PlanCheck>,
 }
 
 impl Exchange {
@@ -82,6 +84,7 @@ impl Exchange {
             reply: self.reply,
             finish_reason: self.finish_reason,
             cost_micro_usd: self.cost_micro_usd,
+            plan_checks: self.plan_checks,
         })
     }
 }

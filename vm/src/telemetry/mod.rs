@@ -62,6 +62,24 @@ pub struct LlmInfo {
     pub finish_reason: Option<String>,
     /// What its tokens cost at the configured prices (µUSD; 0 unpriced).
     pub cost_micro_usd: u64,
+    /// For a `solve` op: the planner rounds whose plan did not run as
+    /// written or ran despite a finding (`scheduler::inner_plan`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub plan_checks: Vec<PlanCheck>,
+}
+
+/// A planner round's plan that a check refused or flagged.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PlanCheck {
+    /// The planner round (from 1).
+    pub turn: u32,
+    /// `invalid`: it did not check; `denied`: it checked but the policy
+    /// denies one of its flows, so it was sent back; `warned`: such a
+    /// plan ran anyway (`[policy] mode = "warn"`).
+    pub verdict: &'static str,
+    /// The problems as the model was shown them (`W0020` findings for
+    /// flows).
+    pub problems: Vec<String>,
 }
 
 /// One tool call a model made during an LLM op (see
