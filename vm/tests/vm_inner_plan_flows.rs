@@ -6,20 +6,18 @@
 #![allow(clippy::unwrap_used)]
 
 mod ir_support;
+mod planner_support;
 use ir_support::program;
+use planner_support::Planner;
 
 use ais_ir::bytecode::{self, Program};
 use ais_ir::ifc::{FlowPolicy, Mode, SinkRule};
 use ais_testkit::{FrontEndPlanner, MemoryHost};
 use ais_vm::journal::Journal;
-use ais_vm::llm::{
-    CancelToken, LlmBackend, LlmError, LlmErrorKind, LlmOpKind, LlmRequest, LlmResponse, Usage,
-};
 use ais_vm::{RunError, RunOptions, RunReport};
 use serde_json::{json, Value as Json};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 const TOOLS: &str = r#"[{"name":"search","description":"Search the web","parameters":{"type":"object","properties":{"query":{"type":"string"}},"required":["query"]}},{"name":"send_email","description":"Send an e-mail","parameters":{"type":"object","properties":{"to":{"type":"string"},"body":{"type":"string"}},"required":["to","body"]}}]"#;
 
@@ -40,63 +38,6 @@ fn solve_program(untrusted_goal: bool) -> Program {
     program(&format!(
         "agent @A {{\n  flow @main(%q: str) -> str entry {{\n    {body}\n  }}\n}}"
     ))
-}
-
-/// The planner answers round `n` with `plans[n-1]` (the last one again
-/// after that) and records its prompts; other LLM ops answer `summary`
-/// (or fail, with `fail_answers`).
-struct Planner {
-    plans: Vec<String>,
-    prompts: Mutex<Vec<String>>,
-    fail_answers: bool,
-}
-
-impl Planner {
-    fn new(plans: &[&str]) -> Arc<Planner> {
-        Arc::new(Planner {
-            plans: plans.iter().map(|p| p.to_string()).collect(),
-            prompts: Mutex::new(Vec::new()),
-            fail_answers: false,
-        })
-    }
-    fn rounds(&self) -> usize {
-        self.prompts.lock().unwrap().len()
-    }
-}
-
-fn text(t: &str) -> LlmResponse {
-    LlmResponse {
-        text: t.into(),
-        json: None,
-        usage: Usage {
-            prompt_tokens: 10,
-            completion_tokens: 10,
-        },
-        finish_reason: "stop".into(),
-        model: "planner-1".into(),
-        latency: Duration::ZERO,
-        simulated: false,
-        tool_calls: Vec::new(),
-    }
-}
-
-impl LlmBackend for Planner {
-    fn name(&self) -> &str {
-        "planner"
-    }
-    fn complete(&self, r: &LlmRequest, _: &CancelToken) -> Result<LlmResponse, LlmError> {
-        if r.kind == LlmOpKind::Solve {
-            let mut prompts = self.prompts.lock().unwrap();
-            let n = prompts.len();
-            prompts.push(r.prompt.clone());
-            let plan = self.plans.get(n).or(self.plans.last()).unwrap();
-            return Ok(text(plan));
-        }
-        if self.fail_answers {
-            return Err(LlmError::new("planner", LlmErrorKind::Auth, "key revoked"));
-        }
-        Ok(text("summary"))
-    }
 }
 
 /// Calls reaching the tools: every `search`, and each `send_email`'s `to`.

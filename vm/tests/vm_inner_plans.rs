@@ -6,15 +6,15 @@
 #![allow(clippy::unwrap_used)]
 
 mod ir_support;
+mod planner_support;
 mod tools_support;
 use ir_support::program;
+use planner_support::{text, Planner};
 
 use ais_ir::bytecode::{self, Program};
 use ais_testkit::{FrontEndPlanner, MemoryHost};
 use ais_vm::journal::Journal;
-use ais_vm::llm::{
-    CancelToken, LlmBackend, LlmError, LlmErrorKind, LlmOpKind, LlmRequest, LlmResponse, Usage,
-};
+use ais_vm::llm::{CancelToken, LlmBackend, LlmError, LlmOpKind, LlmRequest, LlmResponse};
 use ais_vm::{RunError, RunOptions};
 use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -56,66 +56,6 @@ fn solve_program(caught: bool) -> Program {
         )
     };
     program(&src)
-}
-
-/// The planner answers round `n` with `plans[n-1]` (the last one again
-/// after that); other LLM ops in the plan get `answer: <prompt> | <context>`.
-struct Planner {
-    plans: Vec<String>,
-    rounds: AtomicUsize,
-    prompts: Mutex<Vec<String>>,
-    fail_answers: bool,
-}
-
-impl Planner {
-    fn new(plans: &[&str]) -> Arc<Planner> {
-        Arc::new(Planner {
-            plans: plans.iter().map(|p| p.to_string()).collect(),
-            rounds: AtomicUsize::new(0),
-            prompts: Mutex::new(Vec::new()),
-            fail_answers: false,
-        })
-    }
-}
-
-fn text(t: &str) -> LlmResponse {
-    LlmResponse {
-        text: t.into(),
-        json: None,
-        usage: Usage {
-            prompt_tokens: 10,
-            completion_tokens: 10,
-        },
-        finish_reason: "stop".into(),
-        model: "planner-1".into(),
-        latency: Duration::ZERO,
-        simulated: false,
-        tool_calls: Vec::new(),
-    }
-}
-
-impl LlmBackend for Planner {
-    fn name(&self) -> &str {
-        "planner"
-    }
-    fn complete(&self, r: &LlmRequest, _: &CancelToken) -> Result<LlmResponse, LlmError> {
-        if r.kind == LlmOpKind::Solve {
-            let n = self.rounds.fetch_add(1, Ordering::SeqCst);
-            self.prompts.lock().unwrap().push(r.prompt.clone());
-            let plan = self
-                .plans
-                .get(n)
-                .or(self.plans.last())
-                .cloned()
-                .unwrap_or_default();
-            return Ok(text(&plan));
-        }
-        if self.fail_answers {
-            return Err(LlmError::new("planner", LlmErrorKind::Auth, "key revoked"));
-        }
-        let ctx: Vec<&str> = r.context.iter().map(|c| c.text.as_str()).collect();
-        Ok(text(&format!("answer: {} | {}", r.prompt, ctx.join(", "))))
-    }
 }
 
 fn host() -> (Arc<MemoryHost>, Arc<AtomicUsize>) {
