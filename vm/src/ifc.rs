@@ -393,12 +393,11 @@ pub trait FlowApprover: Send + Sync + std::fmt::Debug {
 }
 
 /// The approvals of one run: one question per sink, argument and set of
-/// sources, one question at a time.
+/// sources.
 #[derive(Default)]
 pub struct Approvals {
     approver: Option<std::sync::Arc<dyn FlowApprover>>,
-    answers: Mutex<std::collections::HashMap<String, bool>>,
-    asking: Mutex<()>,
+    answers: crate::sync::AskOnce<String>,
 }
 
 impl Approvals {
@@ -422,16 +421,9 @@ impl Approvals {
             p["argument"].as_str().unwrap_or(""),
             p["sources"]
         );
-        let _one = lock(&self.asking);
-        let known = lock(&self.answers).get(&key).copied();
-        let yes = match known {
-            Some(a) => a,
-            None => {
-                let a = approver.approve(agent, &denial);
-                lock(&self.answers).insert(key, a);
-                a
-            }
-        };
+        let yes = self
+            .answers
+            .answer(key, || approver.approve(agent, &denial));
         if yes {
             Ok(())
         } else {

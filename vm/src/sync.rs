@@ -74,6 +74,42 @@ pub fn wait_until<'a, T>(
     lock(m)
 }
 
+/// Yes/no answers a person gave, asked once per key for a run: a question
+/// already answered is not asked again, and questions are asked one at a
+/// time (another thread may have asked the same while this one waited).
+pub struct AskOnce<K> {
+    answers: Mutex<std::collections::HashMap<K, bool>>,
+    asking: Mutex<()>,
+}
+
+impl<K> Default for AskOnce<K> {
+    fn default() -> Self {
+        AskOnce {
+            answers: Mutex::new(std::collections::HashMap::new()),
+            asking: Mutex::new(()),
+        }
+    }
+}
+
+impl<K: std::hash::Hash + Eq> AskOnce<K> {
+    /// The answer for `key`, from `ask` the first time.
+    pub fn answer(&self, key: K, ask: impl FnOnce() -> bool) -> bool {
+        if let Some(a) = lock(&self.answers).get(&key).copied() {
+            return a;
+        }
+        let _one = lock(&self.asking);
+        let known = lock(&self.answers).get(&key).copied();
+        match known {
+            Some(a) => a,
+            None => {
+                let a = ask();
+                lock(&self.answers).insert(key, a);
+                a
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -297,9 +297,8 @@ pub struct AamHost {
     mcp: Vec<Arc<mcp::McpServer>>,
     inbox: Mutex<HashMap<String, Vec<Received>>>,
     printed: Mutex<Vec<String>>,
-    answers: Mutex<HashMap<(String, String), bool>>,
-    /// Held while a question is asked: one at a time.
-    asking: Mutex<()>,
+    /// Destructive tools confirmed (or not), per agent and tool.
+    answers: crate::sync::AskOnce<(String, String)>,
     warnings: Vec<String>,
     settings: ais_stdlib::Settings,
 }
@@ -384,8 +383,7 @@ impl AamHost {
                 .collect(),
             inbox: Mutex::default(),
             printed: Mutex::default(),
-            answers: Mutex::default(),
-            asking: Mutex::default(),
+            answers: crate::sync::AskOnce::default(),
             warnings: Vec::new(),
             settings: ais_stdlib::Settings {
                 workspace: cfg.workspace.clone(),
@@ -1170,27 +1168,12 @@ impl AamHost {
             Confirm::Yes => Ok(()),
             Confirm::Deny => Err(refuse("nobody can confirm it (no terminal)")),
             Confirm::Ask(asker) => {
+                // The answer holds for the run.
                 let k = (agent.to_string(), t.name.clone());
-                if let Some(a) = lock(&self.answers).get(&k).copied() {
-                    return if a {
-                        Ok(())
-                    } else {
-                        Err(refuse("was not confirmed"))
-                    };
-                }
-                // One question at a time (another call may have asked the
-                // same while this one waited); the answer holds for the run.
-                let _one = lock(&self.asking);
-                let known = lock(&self.answers).get(&k).copied();
-                let ok = match known {
-                    Some(a) => a,
-                    None => {
-                        let yes = asker.confirm(agent, &t.name, args);
-                        lock(&self.answers).insert(k, yes);
-                        yes
-                    }
-                };
-                if ok {
+                if self
+                    .answers
+                    .answer(k, || asker.confirm(agent, &t.name, args))
+                {
                     Ok(())
                 } else {
                     Err(refuse("was not confirmed"))
