@@ -12,6 +12,7 @@
 
 use super::{Entry, NewRun, RunRow, RunState, Store, StoreStatus};
 use crate::journal::{JournalError, RunInfo, Status, Step, DB_FILE};
+use crate::sync::lock;
 use rusqlite::{params, Connection, OptionalExtension};
 use sha2::{Digest, Sha256};
 use std::path::Path;
@@ -221,20 +222,17 @@ impl SqliteStore {
         job: impl FnOnce(&Connection) -> rusqlite::Result<()> + Send + 'static,
     ) -> Result<(), JournalError> {
         let done = Arc::new(Mutex::new(None));
-        self.pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(Pending {
-                job: Box::new(job),
-                code,
-                done: done.clone(),
-            });
+        lock(&self.pending).push(Pending {
+            job: Box::new(job),
+            code,
+            done: done.clone(),
+        });
         let mut conn = self.conn();
-        if let Some(r) = done.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        if let Some(r) = lock(&done).take() {
             return r;
         }
         self.commit_pending(&mut conn);
-        let r = done.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let r = lock(&done).take();
         r.unwrap_or_else(|| {
             Err(JournalError::new(
                 code,
@@ -246,7 +244,7 @@ impl SqliteStore {
     /// Commits every queued write in one transaction (the caller holds
     /// the connection), and tells each writer how it went.
     fn commit_pending(&self, conn: &mut Connection) {
-        let batch = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
+        let batch = std::mem::take(&mut *lock(&self.pending));
         if batch.is_empty() {
             return;
         }
@@ -256,39 +254,31 @@ impl SqliteStore {
                 format!("cannot write the run journal `{}`: {e}", self.path),
             )
         };
-        let mut tx = match conn.transaction() {
-            Ok(tx) => tx,
-            Err(e) => {
-                let e = fail("journal.write", e);
-                for p in batch {
-                    *p.done.lock().unwrap_or_else(|e| e.into_inner()) = Some(Err(e.clone()));
-                }
-                return;
+        let (dones, jobs): (Vec<_>, Vec<_>) =
+            batch.into_iter().map(|p| (p.done, (p.code, p.job))).unzip();
+        let mut each = Vec::with_capacity(jobs.len());
+        let whole = (|| {
+            let mut tx = conn.transaction()?;
+            for (code, job) in jobs {
+                let r = (|| {
+                    let sp = tx.savepoint()?;
+                    job(&sp)?;
+                    sp.commit()
+                })();
+                each.push(r.map_err(|e| fail(code, e)));
             }
-        };
-        let mut outcomes = Vec::with_capacity(batch.len());
-        for p in batch {
-            let r = (|| {
-                let sp = tx.savepoint()?;
-                (p.job)(&sp)?;
-                sp.commit()
-            })();
-            outcomes.push((p.done, r.map_err(|e| fail(p.code, e))));
-        }
-        let committed = tx.commit();
-        if committed.is_ok() {
+            tx.commit()
+        })()
+        .map_err(|e| fail("journal.write", e));
+        if whole.is_ok() {
             self.commits
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
-        for (done, r) in outcomes {
-            let r = match &committed {
-                Ok(()) => r,
-                Err(e) => Err(JournalError::new(
-                    "journal.write",
-                    format!("cannot write the run journal `{}`: {e}", self.path),
-                )),
-            };
-            *done.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+        for (done, r) in dones
+            .into_iter()
+            .zip(each.into_iter().map(Some).chain(std::iter::repeat(None)))
+        {
+            *lock(&done) = Some(whole.clone().and(r.unwrap_or(Ok(()))));
         }
     }
 
