@@ -9,7 +9,11 @@
 //!    1024, concurrency limit ≥ N. Critical path = 3 × 50 ms.
 //!
 //! Prints a Markdown table. `VM_BENCH_QUICK=1` runs fewer repetitions;
+//! `VM_BENCH_REPS=n` runs exactly `n`; `VM_BENCH_WORKERS=n` runs only that
+//! worker count; `VM_BENCH_RECORD=on|off` only that events setting;
 //! `VM_BENCH_POLICY=off` turns information-flow labels off.
+//! The last three make instruction counts comparable under
+//! `valgrind --tool=cachegrind` (docs/security.md, "Cost").
 #![allow(clippy::unwrap_used)]
 
 use ais_ir::bytecode::{compile, Program};
@@ -141,8 +145,23 @@ fn main() {
     // `VM_BENCH_FILTER=text` runs only the cases whose name contains it.
     let filter = std::env::var("VM_BENCH_FILTER").unwrap_or_default();
     let wanted = |name: &str| name.contains(filter.as_str());
-    let reps = |n: usize| if quick { n.div_ceil(5).max(2) } else { n };
+    let fixed_reps: Option<usize> = std::env::var("VM_BENCH_REPS")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    let reps = |n: usize| match fixed_reps {
+        Some(r) => r,
+        None if quick => n.div_ceil(5).max(2),
+        None => n,
+    };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let only_workers: Option<usize> = std::env::var("VM_BENCH_WORKERS")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    let only_record: Option<bool> = match std::env::var("VM_BENCH_RECORD").as_deref() {
+        Ok("on") => Some(true),
+        Ok("off") => Some(false),
+        _ => None,
+    };
     println!("## Scheduler overhead (cheap ops; {cores} cores)\n");
     println!("µs per op = makespan / ops executed, over repeated runs (min / median / max); \"sched\" = the summary's scheduler-overhead figure (median).\n");
     println!("| graph | ops | workers | events | runs | µs/op min | median | max | sched µs/op |");
@@ -160,8 +179,15 @@ fn main() {
         }
         let p = make();
         for workers in [1, cores] {
+            if only_workers.is_some_and(|w| w != workers) {
+                continue;
+            }
             for record in [true, false] {
-                if !record && workers != cores {
+                let skip = match only_record {
+                    Some(r) => r != record,
+                    None => !record && workers != cores,
+                };
+                if skip {
                     continue;
                 }
                 let o = RunOptions {

@@ -13,6 +13,7 @@ use crate::exec::OpError;
 use crate::sync::lock;
 use ais_ir::bytecode::{Imm, Instr, RegionCode};
 use ais_ir::ifc::{sink_of, FlowPolicy};
+use ais_ir::Effect;
 use ais_ir::Opcode;
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
@@ -95,15 +96,23 @@ impl Labels {
     }
 
     /// Notes op `site`'s result label when tracing (one branch otherwise).
+    #[inline]
     pub fn trace(&self, site: impl FnOnce() -> OpSite, label: u64) {
-        let Some(t) = &self.trace else { return };
+        if let Some(t) = &self.trace {
+            self.trace_into(t, site(), label);
+        }
+    }
+
+    #[cold]
+    fn trace_into(&self, t: &LabelTrace, site: OpSite, label: u64) {
         let names = self.names(label);
         let bad = self.untrusted_names(label);
-        lock(&t.ops).entry(site()).or_default().extend(names);
+        lock(&t.ops).entry(site).or_default().extend(names);
         lock(&t.untrusted).extend(bad);
     }
 
     /// Labels are off: nothing is checked, so nothing needs tracking.
+    #[inline]
     pub fn off(&self) -> bool {
         self.policy.mode == Mode::Off
     }
@@ -125,6 +134,7 @@ impl Labels {
         bit
     }
 
+    #[inline]
     pub fn is_trusted(&self, label: u64) -> bool {
         label & self.untrusted.load(Ordering::Relaxed) == 0
     }
@@ -172,7 +182,18 @@ impl Labels {
     }
 
     /// The source label an op adds to its results (beyond its inputs').
+    #[inline]
     pub fn op_source(&self, instr: &Instr) -> u64 {
+        // Most ops (every pure one) add none: decided from the op table
+        // without a call.
+        let info = instr.opcode.info();
+        if info.effect == Effect::Pure {
+            return 0;
+        }
+        self.effect_source(instr, info.llm.is_some())
+    }
+
+    fn effect_source(&self, instr: &Instr, llm: bool) -> u64 {
         match instr.opcode {
             Opcode::Inv => match &instr.imm {
                 Imm::Tool(t) => self.source(t),
@@ -190,7 +211,7 @@ impl Labels {
                 self.source(name) | self.mem[i].load(Ordering::Relaxed)
             }
             Opcode::Pause => self.input,
-            op if op.info().llm.is_some() => {
+            op if llm => {
                 // A tool-calling exchange reads the tools' replies too.
                 let tools = match &instr.imm {
                     Imm::Llm(a) => a.tools.iter().fold(0, |l, t| l | self.source(&t.name)),
@@ -209,6 +230,7 @@ impl Labels {
 
     /// Records what an effect op wrote (memory and belief writes keep
     /// their label for later reads).
+    #[inline]
     pub fn note_write(&self, instr: &Instr, label: u64) {
         if matches!(instr.opcode, Opcode::Umem | Opcode::BeliefSet) {
             self.mem[Self::tier_index(instr)].fetch_or(label, Ordering::Relaxed);
@@ -217,6 +239,7 @@ impl Labels {
 
     /// The label of op `instr`'s results given its inputs' `label`, for an
     /// op that completes at once (pure and inline ops).
+    #[inline]
     pub fn result_label(
         &self,
         program: &ais_ir::bytecode::Program,

@@ -141,6 +141,10 @@ impl<'r> Run<'r> {
         let start = self.now();
         let sink = Sink::Local(&cx.local);
         let mut args: SmallVec<[Val; 4]> = SmallVec::new();
+        // Provenance (`crate::ifc`): the inputs' labels and the context's,
+        // gathered with the inputs (one pass over the operands).
+        let labels_on = !self.labels.off();
+        let mut label = frame.pc;
         for &s in frame.code.data(instr) {
             match frame.slot(s) {
                 Some(v) => args.push(v.clone()),
@@ -150,12 +154,13 @@ impl<'r> Run<'r> {
                     return None;
                 }
             }
+            if labels_on {
+                label |= frame.label(s);
+            }
         }
         let class = exec::class(instr.opcode);
-        // Provenance (`crate::ifc`): the inputs' labels and the context's;
-        // a sink refuses untrusted data before anything is admitted.
-        if !self.labels.off() {
-            let label = frame.label_of(frame.code.data(instr));
+        // A sink refuses untrusted data before anything is admitted.
+        if labels_on {
             if matches!(class, Class::Inline | Class::Tool) && !self.labels.is_trusted(label) {
                 if let Err(e) = self
                     .labels
