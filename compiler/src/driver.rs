@@ -114,12 +114,52 @@ pub fn check_program(parsed: ParsedProgram, env: &sema::Environment) -> FrontEnd
             // asks for `--entry`, but checking it is no reason to warn.
             .filter(|d| !(several_files && d.code == "W0005")),
     );
-    FrontEnd {
+    let mut fe = FrontEnd {
         sources: parsed.sources,
         file: parsed.file,
         index: checked.index,
         diagnostics,
+    };
+    if !fe.has_errors() && lower::has_computed_beliefs(&fe.file) {
+        let found = belief_effect_errors(&fe);
+        fe.diagnostics.extend(found);
     }
+    fe
+}
+
+/// E0126: a belief initialiser that reaches an effect. Checked on the
+/// lowered program, because a called flow's effects count too; the rule is
+/// `ais_ir::effects`, shared with the verifier and the artifact loader.
+fn belief_effect_errors(fe: &FrontEnd) -> Vec<Diagnostic> {
+    let module = lower::lower(&fe.file, &fe.index);
+    ais_ir::effects::belief_effects(&module)
+        .into_iter()
+        .map(|e| {
+            let kind = match e.opcode.effect() {
+                ais_ir::Effect::Llm => "an LLM call",
+                ais_ir::Effect::Tool => "a tool call",
+                ais_ir::Effect::MemRead => "a memory or belief read",
+                ais_ir::Effect::MemWrite => "a memory or belief write",
+                _ => "I/O",
+            };
+            let what = match &e.via {
+                Some(flow) => format!("{kind}, `{}`, in flow `{flow}`, which it calls", e.opcode),
+                None => format!("{kind}, `{}`", e.opcode),
+            };
+            Diagnostic::error(
+                "E0126",
+                format!("belief `{}` is initialised with a side effect ({what})", e.belief),
+                e.span,
+            )
+            .with_label("an effect in a belief initialiser")
+            .with_secondary(e.belief_span, format!("`{}` is initialised here", e.belief))
+            .with_note("belief initialisers run before the run starts, outside the journal, the flow policy and the budget, and again on every resume")
+            .with_help(format!(
+                "initialise `{}` with a value and assign it in a flow: `{} = ...`",
+                e.belief, e.belief
+            ))
+        })
+        .collect()
 }
 
 /// A program compiled to IR, with the front end's warnings.

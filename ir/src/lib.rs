@@ -11,6 +11,7 @@
 
 pub mod bytecode;
 pub mod diag;
+pub mod effects;
 pub mod entity;
 pub mod graph;
 pub mod ifc;

@@ -161,6 +161,13 @@ pub enum VerifyError {
         name: String,
         span: Span,
     },
+    #[error("belief `{belief}` is initialised by code with an effect: `{op}`{}", via.as_ref().map(|f| format!(" (in called flow `@{f}`)")).unwrap_or_default())]
+    EffectfulBeliefInit {
+        belief: String,
+        op: &'static str,
+        via: Option<String>,
+        span: Span,
+    },
     #[error("value `{value}` of pure op `{op}` is never used")]
     UnusedValue {
         value: String,
@@ -201,6 +208,7 @@ impl VerifyError {
             ConstType { .. } => "V0026",
             EmptyPrompt { .. } => "V0027",
             InvalidName { .. } => "V0028",
+            EffectfulBeliefInit { .. } => "V0029",
             UnusedValue { .. } => "V0900",
         }
     }
@@ -247,6 +255,7 @@ impl VerifyError {
             | ConstType { span, .. }
             | EmptyPrompt { span, .. }
             | InvalidName { span, .. }
+            | EffectfulBeliefInit { span, .. }
             | UnusedValue { span, .. } => *span,
         }
     }
@@ -266,6 +275,11 @@ impl IntoDiagnostic for VerifyError {
             }
             VerifyError::UnusedValue { .. } => {
                 d = d.with_help("remove the op, or run the `dce` pass");
+            }
+            VerifyError::EffectfulBeliefInit { .. } => {
+                d = d.with_help(
+                    "belief initialisers run before the run, outside the journal and the flow policy: compute the value in a flow and assign the belief",
+                );
             }
             _ => {}
         }
@@ -295,6 +309,14 @@ pub fn verify(m: &Module) -> Vec<VerifyError> {
         }
         verify_agent(m, &index, a, &mut out);
     }
+    out.extend(crate::effects::belief_effects(m).into_iter().map(|e| {
+        VerifyError::EffectfulBeliefInit {
+            belief: e.belief,
+            op: e.opcode.mnemonic(),
+            via: e.via,
+            span: e.span,
+        }
+    }));
     out
 }
 

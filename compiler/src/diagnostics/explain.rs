@@ -434,6 +434,33 @@ without the member keeps every flow callable.
 Add the flow to the list, or call one that is listed."#,
     },
     Explanation {
+        code: "E0126",
+        title: "side effect in a belief initialiser",
+        text: r#"A belief's initial value is computed before the run starts, outside the
+journal, the flow policy (docs/security.md) and the budget, and again on
+every resume. So an initialiser may only compute: literals, operators,
+templates, lists and objects, other beliefs, and calls to flows that are
+themselves free of effects. A tool call, an LLM call, a memory access, a
+message, `print` or `pause`, directly or in a flow it calls, is an error.
+
+    agent Desk {
+        capability fetch_doc(url: str) -> str;
+        beliefs {
+            limit: double(21),                 // ok: `double` is pure
+            doc: fetch_doc("https://...")      // error: a tool call
+        }
+    }
+
+Give the belief a plain value and assign it in a flow, where the call is
+journaled and checked like any other:
+
+    beliefs { doc: "" }
+    @entry flow main() -> str {
+        doc = fetch_doc("https://...")
+        ...
+    }"#,
+    },
+    Explanation {
         code: "E9999",
         title: "internal compiler error",
         text: r#"The compiler lowered a program that type-checked into IR that does not verify.
@@ -986,6 +1013,19 @@ textual IR, fix what the message and span name.
 
 An agent, flow, capability or tool name is empty or contains characters
 that names may not contain."#,
+    },
+    Explanation {
+        code: "V0029",
+        title: "IR: belief initialiser with an effect",
+        text: r#"The IR verifier checks every module after lowering, after each pass with
+`--verify-each`, and on input to `ais-opt`. For IR lowered from `.ais` a
+verifier error is a compiler bug (reported as E9999); for hand-written
+textual IR, fix what the message and span name.
+
+A belief's initialiser flow reaches an op with an effect (a tool or LLM
+call, a memory or belief access, a message, `print`, `pause`), directly or
+in a flow it calls. Initialisers run before the run, outside the journal
+and the flow policy, so they must be free of effects (on source: E0126)."#,
     },
     Explanation {
         code: "V0900",

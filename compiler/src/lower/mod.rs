@@ -190,6 +190,18 @@ pub fn lower(file: &ast::File, index: &ProgramIndex) -> Module {
 }
 
 /// A belief initializer that is a plain literal becomes a constant.
+/// Does some belief have an initialiser that is not a literal (one that
+/// lowers to a flow)? Only those need the effect check
+/// (`ais_ir::effects`), which needs the lowered program.
+pub fn has_computed_beliefs(file: &ast::File) -> bool {
+    file.agents.iter().any(|a| {
+        a.members.iter().any(|m| match m {
+            ast::Member::Beliefs(bs, _) => bs.iter().any(|b| literal_json(&b.value).is_none()),
+            _ => false,
+        })
+    })
+}
+
 fn literal_json(e: &ast::Expr) -> Option<serde_json::Value> {
     use serde_json::Value as J;
     Some(match &e.kind {

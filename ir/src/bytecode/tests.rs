@@ -249,6 +249,30 @@ fn loader_rejects_bad_indices_and_ill_typed_code() {
     assert_eq!(code(&q), "L0008");
 }
 
+#[test]
+fn loader_rejects_a_belief_initialiser_with_an_effect() {
+    // Flow 0 asks a model: as a belief initialiser it would run before the
+    // run, outside the journal and the flow policy (`crate::effects`).
+    let mut q = program();
+    q.agents[0].beliefs.push(BeliefEntry {
+        name: "mood".into(),
+        init: BeliefInitCode::Flow(0),
+    });
+    let e = decode(&reencode(&q)).unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("belief \"mood\"") && text.contains("`ask`"),
+        "{text}"
+    );
+    // A constant initialiser is fine.
+    let mut q = program();
+    q.agents[0].beliefs.push(BeliefEntry {
+        name: "mood".into(),
+        init: BeliefInitCode::Const(0),
+    });
+    assert!(decode(&reencode(&q)).is_ok());
+}
+
 /// A structural mutation of a program: one numeric field set to `v`.
 fn mutate(p: &mut Program, which: u8, a: usize, b: usize, v: u32) {
     let nf = p.flows.len().max(1);

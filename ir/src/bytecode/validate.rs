@@ -71,6 +71,20 @@ pub fn validate(p: &Program) -> Result<(), LoadError> {
         }
         .run()?;
     }
+    // A belief initialiser runs before the run, outside the journal and the
+    // flow policy: it must be free of effects (`crate::effects`).
+    if let Some((agent, belief, op)) = crate::effects::bytecode_belief_effects(p)
+        .into_iter()
+        .next()
+    {
+        return Err(invalid(
+            format!("agent {agent:?}, belief {belief:?}"),
+            format!(
+                "its initialiser reaches `{}`, an op with an effect; belief initialisers must be free of effects",
+                op.mnemonic()
+            ),
+        ));
+    }
     Ok(())
 }
 
