@@ -119,29 +119,52 @@ pub(crate) fn configured_tools(backend: &BackendArgs) -> ais_compiler::sema::Env
         .filter(|t| matches!(t["origin"].as_str(), Some("subprocess" | "mcp")))
         .filter_map(|t| {
             let name = t["name"].as_str()?.to_string();
-            let schema = &t["input_schema"];
-            let mut params: Vec<String> = schema["required"]
-                .as_array()
-                .map(|r| {
-                    r.iter()
-                        .filter_map(|p| p.as_str().map(str::to_string))
-                        .collect()
-                })
-                .unwrap_or_default();
-            if let Some(props) = schema["properties"].as_object() {
-                for k in props.keys() {
-                    if !params.contains(k) {
-                        params.push(k.clone());
-                    }
-                }
-            }
-            Some((name, params))
+            Some((
+                name,
+                positional_params(&t["input_schema"], &t["param_order"]),
+            ))
         })
         .collect();
     ais_compiler::sema::Environment {
         tools,
         ..Default::default()
     }
+}
+
+/// A configured tool's parameters in the order positional arguments bind:
+/// the schema's `required` names in their order, then its other
+/// properties in the order the server wrote them (`param_order`, kept by
+/// the MCP client: the parsed schema's keys are sorted), then any left, by
+/// name.
+fn positional_params(schema: &serde_json::Value, param_order: &serde_json::Value) -> Vec<String> {
+    let mut params: Vec<String> = Vec::new();
+    let mut add = |p: &str| {
+        if !params.iter().any(|q| q == p) {
+            params.push(p.to_string());
+        }
+    };
+    let names = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array()
+            .map(|r| {
+                r.iter()
+                    .filter_map(|p| p.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let props = schema["properties"].as_object();
+    for p in names(&schema["required"]) {
+        add(&p);
+    }
+    for p in names(param_order) {
+        if props.is_some_and(|m| m.contains_key(&p)) {
+            add(&p);
+        }
+    }
+    for p in props.into_iter().flat_map(|m| m.keys()) {
+        add(p);
+    }
+    params
 }
 
 /// Writes `bytes` to `path` atomically, through a temporary file in the same
@@ -1061,5 +1084,30 @@ mod imported_libraries_tests {
         );
         let libs = super::imported_libraries(&[main.clone(), lib.clone(), tool.clone()]);
         assert_eq!(libs.into_iter().collect::<Vec<_>>(), vec![lib]);
+    }
+}
+
+#[cfg(test)]
+mod positional_tests {
+    use super::positional_params;
+    use serde_json::json;
+
+    #[test]
+    fn required_first_then_the_servers_order_then_by_name() {
+        let schema: serde_json::Value = serde_json::from_str(
+            r#"{"properties": {"z_opt": {}, "m_req": {}, "a_opt": {}, "b_extra": {}}, "required": ["m_req"]}"#,
+        )
+        .unwrap_or_default();
+        // The server wrote z_opt before a_opt; b_extra is not in the order.
+        let order = json!(["z_opt", "m_req", "a_opt", "gone"]);
+        assert_eq!(
+            positional_params(&schema, &order),
+            ["m_req", "z_opt", "a_opt", "b_extra"]
+        );
+        // Without an order the rest go by name.
+        assert_eq!(
+            positional_params(&schema, &serde_json::Value::Null),
+            ["m_req", "a_opt", "b_extra", "z_opt"]
+        );
     }
 }

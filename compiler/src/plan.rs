@@ -43,9 +43,23 @@ pub struct PlanTool {
 
 impl PlanTool {
     /// A tool from its JSON Schema: the object's required properties, in
-    /// schema order (all of them when the schema lists none as required);
-    /// a capability's parameters are all required, so optional ones are
-    /// left to the tool's defaults. Types the language lacks become `json`.
+    /// declared order (all of them when the schema lists none as
+    /// required); a capability's parameters are all required, so optional
+    /// ones are left to the tool's defaults. Types the language lacks
+    /// become `json`.
+    ///
+    /// The order matters: a plan may call a tool positionally, and its
+    /// arguments bind to the parameters in the order offered here. A schema
+    /// held as a `serde_json::Value` has lost the text order of
+    /// `properties` (its maps are sorted by key; the `preserve_order`
+    /// feature would reorder every map of the workspace, goldens and
+    /// journal hashes included, so it stays off). The order survives in
+    /// `required`, an array: the compiler writes a capability's parameters
+    /// there as declared, the standard library lists its tools' parameters
+    /// there in order. So the rule is `required`'s order; properties no
+    /// `required` names come after, by name (as a program's own positional
+    /// calls of built-in tools bind them). A `required` name without a
+    /// property is offered as `json`.
     pub fn from_schema(name: &str, description: &str, schema: &Json) -> PlanTool {
         let props = schema.get("properties").and_then(Json::as_object);
         let required: Vec<&str> = schema
@@ -53,17 +67,25 @@ impl PlanTool {
             .and_then(Json::as_array)
             .map(|r| r.iter().filter_map(Json::as_str).collect())
             .unwrap_or_default();
-        let mut params: Vec<(String, String)> = Vec::new();
-        if let Some(props) = props {
-            let names = props
-                .keys()
-                .filter(|n| required.is_empty() || required.contains(&n.as_str()));
-            for n in names {
-                if is_identifier(n) {
-                    params.push((n.clone(), ais_type(&props[n])));
-                }
+        let mut names: Vec<&str> = Vec::new();
+        for n in &required {
+            if !names.contains(n) {
+                names.push(n);
             }
         }
+        if names.is_empty() {
+            names.extend(props.into_iter().flat_map(|p| p.keys().map(String::as_str)));
+        }
+        let params = names
+            .into_iter()
+            .filter(|n| is_identifier(n))
+            .map(|n| {
+                let ty = props
+                    .and_then(|p| p.get(n))
+                    .map_or_else(|| "json".to_string(), ais_type);
+                (n.to_string(), ty)
+            })
+            .collect();
         PlanTool {
             name: name.to_string(),
             description: description.to_string(),

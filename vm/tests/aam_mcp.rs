@@ -52,8 +52,16 @@ fn test_server_tools_are_imported_and_callable() {
         .collect();
     assert_eq!(
         names,
-        ["t.add", "t.echo", "t.fail", "t.noisy", "t.slow", "t.wipe"]
+        ["t.add", "t.echo", "t.fail", "t.noisy", "t.order", "t.slow", "t.wipe"]
     );
+    // The properties' order as the server wrote them, which the parsed
+    // schema (sorted keys) has lost.
+    let order = h
+        .tool_list()
+        .into_iter()
+        .find(|t| t["name"] == "t.order")
+        .unwrap();
+    assert_eq!(order["param_order"], json!(["z_first", "a_second"]));
     assert_eq!(
         inv(&h, "t.echo", json!({"text": "hi"})).unwrap(),
         json!("hi")

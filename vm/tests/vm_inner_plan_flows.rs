@@ -317,3 +317,41 @@ fn a_resumed_run_replays_the_rejection_and_does_not_ask_again() {
         .collect();
     assert_eq!(verdicts, vec![json!("denied")]);
 }
+
+#[test]
+fn a_plan_calling_tools_positionally_binds_the_declared_order() {
+    // Both schemas list their parameters against name order; serde_json
+    // sorts `properties`, so only the declared order can bind these right.
+    const ORDERED: &str = r#"[{"name":"send_email","description":"","parameters":{"type":"object","properties":{"to":{"type":"string"},"body":{"type":"string"}},"required":["to","body"]}},{"name":"pair","description":"","parameters":{"type":"object","properties":{"z_first":{"type":"string"},"a_second":{"type":"string"}},"required":["z_first","a_second"]}}]"#;
+    let p = program(&format!(
+        "agent @A {{\n  flow @main(%q: str) -> str entry {{\n    %0 = solve %q {{tools = json {ORDERED}}} : str\n    return %0\n  }}\n}}"
+    ));
+    let (host, calls) = host();
+    let pairs = Arc::new(Mutex::new(Vec::new()));
+    let seen = pairs.clone();
+    host.register_tool("pair", move |args| {
+        seen.lock().unwrap().push(args.clone());
+        Ok(json!("ok"))
+    });
+    let planner = Planner::new(&[
+        "```ais\nlet s = send_email(\"boss@corp.example\", \"the report\")\nlet t = pair(\"z\", \"a\")\nreturn \"sent\"\n```",
+    ]);
+    let r = ais_vm::run(&p, &options(Mode::Enforce, None), planner.clone(), host);
+    assert_eq!(r.outcome.as_ref().unwrap(), &json!("sent"));
+    assert_eq!(planner.rounds(), 1);
+    assert_eq!(calls.sent_to(), vec!["boss@corp.example".to_string()]);
+    assert_eq!(
+        *pairs.lock().unwrap(),
+        vec![json!({"z_first": "z", "a_second": "a"})]
+    );
+    // The guide shows the model the same order.
+    let prompt = planner.prompts.lock().unwrap()[0].clone();
+    assert!(
+        prompt.contains("send_email(to: str, body: str)"),
+        "{prompt}"
+    );
+    assert!(
+        prompt.contains("pair(z_first: str, a_second: str)"),
+        "{prompt}"
+    );
+}

@@ -164,3 +164,80 @@ fn an_import_in_a_plan_is_refused_with_its_own_code() {
     assert_eq!(p[0].code, "E0012");
     assert_eq!(p[0].at, Some((1, 1)));
 }
+
+/// The plan-tool signatures of the first LLM op offering tools in `source`,
+/// built from the bytecode's tool declarations as the VM hands them over.
+fn offered_signatures(source: &str) -> Vec<String> {
+    let compiled = driver::compile_source(source).unwrap_or_else(|d| panic!("{d:?}"));
+    let program = bytecode::compile(&compiled.module).unwrap_or_else(|e| panic!("{e}"));
+    let tools = program
+        .flows
+        .iter()
+        .flat_map(|f| f.regions.iter().flat_map(|r| r.ops.iter()))
+        .find_map(|i| match &i.imm {
+            bytecode::Imm::Llm(a) if !a.tools.is_empty() => Some(a.tools.clone()),
+            _ => None,
+        })
+        .expect("an LLM op offering tools");
+    tools
+        .iter()
+        .map(|t| {
+            let schema: Json = serde_json::from_str(&t.parameters).unwrap_or_default();
+            PlanTool::from_schema(&t.name, &t.description, &schema).signature()
+        })
+        .collect()
+}
+
+#[test]
+fn parameters_are_offered_in_declared_order_not_by_name() {
+    // serde_json sorts `properties`; `required` keeps the text order.
+    let schema: Json = serde_json::from_str(
+        r#"{"type": "object", "properties": {"to": {"type": "string"}, "body": {"type": "string"}}, "required": ["to", "body"]}"#,
+    )
+    .unwrap_or_default();
+    let t = PlanTool::from_schema("send_email", "", &schema);
+    assert_eq!(t.signature(), "send_email(to: str, body: str) -> json");
+    let schema: Json = serde_json::from_str(
+        r#"{"properties": {"z_first": {"type": "number"}, "a_second": {"type": "string"}}, "required": ["z_first", "a_second"]}"#,
+    )
+    .unwrap_or_default();
+    let t = PlanTool::from_schema("t", "", &schema);
+    assert_eq!(t.signature(), "t(z_first: number, a_second: str) -> json");
+}
+
+#[test]
+fn a_declared_capability_reaches_the_plan_in_its_parameter_order() {
+    let source = r#"agent A {
+    capability send_email(to: str, body: str) -> json;
+    capability t(z_first: number, a_second: str) -> json;
+
+    @entry flow main(goal: str) -> str {
+        return solve("{goal}", tools: [send_email, t])
+    }
+}
+"#;
+    assert_eq!(
+        offered_signatures(source),
+        vec![
+            "send_email(to: str, body: str) -> json".to_string(),
+            "t(z_first: number, a_second: str) -> json".to_string(),
+        ]
+    );
+}
+
+#[test]
+fn a_built_in_tool_reaches_the_plan_in_its_schemas_order() {
+    // `write_file(path, content)`: `content` sorts first by name.
+    let source = r#"agent A {
+    @entry flow main(goal: str) -> str {
+        return solve("{goal}", tools: [write_file])
+    }
+}
+"#;
+    let sigs = offered_signatures(source);
+    assert_eq!(sigs.len(), 1);
+    assert!(
+        sigs[0].starts_with("write_file(path: str, content: str"),
+        "{sigs:?}"
+    );
+}

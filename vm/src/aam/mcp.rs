@@ -72,6 +72,9 @@ pub struct McpTool {
     pub name: String,
     pub description: String,
     pub input_schema: Option<Json>,
+    /// The input schema's property names in the order the server wrote
+    /// them (`key_order`): the order positional arguments bind in.
+    pub param_order: Vec<String>,
     pub output_schema: Option<Json>,
     /// From the tool annotations (MCP: destructive unless read-only or
     /// `destructiveHint: false`).
@@ -700,7 +703,9 @@ fn read_loop(stdout: impl Read, sh: &Shared, server: &str, weak: &std::sync::Wea
                     Err(err(server, "mcp.rpc_error", m)
                         .with_payload(json!({"server": server, "error": e})))
                 } else {
-                    Ok(msg.get("result").cloned().unwrap_or(Json::Null))
+                    let mut result = msg.get("result").cloned().unwrap_or(Json::Null);
+                    with_param_orders(&mut result, text);
+                    Ok(result)
                 };
                 let _ = tx.send(reply);
             }
@@ -724,6 +729,23 @@ impl Drop for McpClient {
         let mut c = lock(&self.child);
         let _ = c.kill();
         let _ = c.wait();
+    }
+}
+
+/// Marks each tool of a `tools/list` result with the order its
+/// `inputSchema` properties have in the reply's text (lost once parsed).
+fn with_param_orders(result: &mut Json, text: &str) {
+    let Some(tools) = result.get_mut("tools").and_then(Json::as_array_mut) else {
+        return;
+    };
+    let orders = super::key_order::tool_param_orders(text);
+    for (i, t) in tools.iter_mut().enumerate() {
+        if let Some(t) = t.as_object_mut() {
+            t.remove(super::key_order::PARAM_ORDER);
+            if let Some(o) = orders.get(i).filter(|o| !o.is_empty()) {
+                t.insert(super::key_order::PARAM_ORDER.into(), json!(o));
+            }
+        }
     }
 }
 
@@ -752,6 +774,16 @@ fn parse_tool(server: &str, t: &Json) -> Result<McpTool, HostError> {
             .unwrap_or("")
             .to_string(),
         input_schema: schema("inputSchema"),
+        param_order: t
+            .get(super::key_order::PARAM_ORDER)
+            .and_then(Json::as_array)
+            .map(|o| {
+                o.iter()
+                    .filter_map(Json::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default(),
         output_schema: schema("outputSchema"),
         destructive,
         read_only,

@@ -39,6 +39,7 @@ pub mod config;
 pub mod episodic;
 mod goals;
 pub mod inspect;
+mod key_order;
 pub mod ltm;
 pub mod mcp;
 pub mod messaging;
@@ -596,6 +597,7 @@ impl AamHost {
                 destructive: t.destructive || m.destructive.contains(&t.name),
                 limit: limit.clone(),
                 kind: Kind::Mcp {
+                    param_order: t.param_order.clone(),
                     client: client.clone(),
                     remote: t.name.clone(),
                 },
@@ -1347,7 +1349,7 @@ impl AamHost {
             }
             Kind::Subprocess(cfg) => tools::run_subprocess(cfg, args, cancel),
             Kind::Shell => shell::run_bash(&self.settings.workspace, args, cancel),
-            Kind::Mcp { client, remote } => client.call_tool(remote, args, cancel),
+            Kind::Mcp { client, remote, .. } => client.call_tool(remote, args, cancel),
             Kind::Embedded(f) => f(args),
             Kind::Remote(r) => r.call(args, cancel),
         }

@@ -74,6 +74,8 @@ pub enum Kind {
     Mcp {
         client: Arc<McpClient>,
         remote: String,
+        /// The input schema's properties as the server ordered them.
+        param_order: Vec<String>,
     },
     Embedded(ToolFn),
 }
@@ -93,7 +95,7 @@ pub struct ToolSpec {
 
 impl ToolSpec {
     pub fn describe(&self) -> Json {
-        json!({
+        let mut d = json!({
             "name": self.name,
             "description": self.description,
             "origin": self.origin.name(),
@@ -101,7 +103,15 @@ impl ToolSpec {
             "concurrency": self.limit.as_ref().map(|l| l.max),
             "input_schema": self.input_schema,
             "output_schema": self.output_schema,
-        })
+        });
+        // An MCP server's property order, which the parsed schema has
+        // lost (`key_order`): the order positional arguments bind in.
+        if let Kind::Mcp { param_order, .. } = &self.kind {
+            if !param_order.is_empty() {
+                d["param_order"] = json!(param_order);
+            }
+        }
+        d
     }
 }
 
