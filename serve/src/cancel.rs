@@ -268,6 +268,14 @@ impl Host for CancellableHost {
         self.inner.pause(agent, message)
     }
 
+    fn stored_labels(&self, tier: &str) -> Result<Vec<String>, HostError> {
+        self.inner.stored_labels(tier)
+    }
+
+    fn store_labels(&self, tier: &str, names: &[String]) -> Result<(), HostError> {
+        self.inner.store_labels(tier, names)
+    }
+
     fn communicate(&self, message: Message) -> Result<(), HostError> {
         self.check()?;
         self.inner.communicate(message)

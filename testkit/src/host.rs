@@ -45,6 +45,9 @@ pub struct MemoryHost {
     tools: Mutex<HashMap<String, ToolFn>>,
     printed: Mutex<Vec<String>>,
     outbox: Mutex<Vec<Message>>,
+    /// Sources written into LTM and the episodic tier (which live as long
+    /// as the host, across runs): `Host::stored_labels`.
+    stored_labels: Mutex<HashMap<String, Vec<String>>>,
     echo: bool,
 }
 
@@ -71,6 +74,7 @@ impl MemoryHost {
             tools: Mutex::default(),
             printed: Mutex::default(),
             outbox: Mutex::default(),
+            stored_labels: Mutex::default(),
             echo: false,
         };
         host.register_tool("echo", |args| Ok(args.clone()));
@@ -227,6 +231,27 @@ impl Host for MemoryHost {
 
     fn belief_set(&self, agent: &str, name: &str, value: &Json) -> Result<(), HostError> {
         lock(&self.beliefs).insert((agent.to_string(), name.to_string()), value.clone());
+        Ok(())
+    }
+
+    fn stored_labels(&self, tier: &str) -> Result<Vec<String>, HostError> {
+        Ok(lock(&self.stored_labels)
+            .get(tier)
+            .cloned()
+            .unwrap_or_default())
+    }
+
+    fn store_labels(&self, tier: &str, names: &[String]) -> Result<(), HostError> {
+        // Beliefs are set again at every run's start here: not kept.
+        if matches!(tier, "ltm" | "episodic") {
+            let mut all = lock(&self.stored_labels);
+            let kept = all.entry(tier.to_string()).or_default();
+            for n in names {
+                if !kept.contains(n) {
+                    kept.push(n.clone());
+                }
+            }
+        }
         Ok(())
     }
 

@@ -29,6 +29,10 @@ pub enum RunError {
     },
     #[error("internal VM error: {0}")]
     Internal(String),
+    /// The host could not give what a run needs before it starts (the
+    /// stored memory's information-flow labels).
+    #[error("the run could not start: {0}")]
+    Setup(String),
 }
 
 /// A short recovery hint for a dotted failure code (the `hint` of the
@@ -71,6 +75,7 @@ impl RunError {
             RunError::Argument(_) => "R0002",
             RunError::OpFailed { .. } => "R0003",
             RunError::Internal(_) => "R0005",
+            RunError::Setup(_) => "R0006",
         }
     }
 }

@@ -78,6 +78,18 @@ pub trait Host: Send + Sync {
     fn belief_init(&self, agent: &str, name: &str, value: &Json) -> Result<(), HostError> {
         self.belief_set(agent, name, value)
     }
+    /// The sources (by name) of what earlier runs wrote into `tier`
+    /// (`"ltm"`, `"episodic"` or `"belief"`) where it outlives a run, so a
+    /// read in this run carries them (docs/security.md, "Labels across
+    /// runs"). A host whose tier ends with the run has none (the default).
+    fn stored_labels(&self, _tier: &str) -> Result<Vec<String>, HostError> {
+        Ok(Vec::new())
+    }
+    /// Records that data from the sources `names` is about to be written
+    /// into `tier`; what [`Host::stored_labels`] answers later runs.
+    fn store_labels(&self, _tier: &str, _names: &[String]) -> Result<(), HostError> {
+        Ok(())
+    }
     /// `print(values...)`: the values' text forms joined by spaces.
     fn print(&self, agent: &str, line: &str);
     /// `communicate(to, message, protocol)`.

@@ -33,8 +33,13 @@ pub struct Labels {
     names: Mutex<Vec<String>>,
     untrusted: AtomicU64,
     /// Union of the labels written to each memory tier (stm, ltm,
-    /// episodic) and to beliefs in this run: a read carries it.
+    /// episodic) and to beliefs, in this run and (for tiers that outlive a
+    /// run, [`Labels::load_stored`]) in earlier ones: a read carries it.
     mem: [AtomicU64; 4],
+    /// Union of the result labels of every op the host sees (tools,
+    /// memory, beliefs, messages): the host logs them to the episodic log,
+    /// where the agent's trace (`qmem("@trace", "episodic")`) reads them.
+    seen_by_host: AtomicU64,
     pub args: u64,
     pub llm: u64,
     pub message: u64,
@@ -74,6 +79,7 @@ impl Labels {
             names: Mutex::new(Vec::new()),
             untrusted: AtomicU64::new(0),
             mem: Default::default(),
+            seen_by_host: AtomicU64::new(0),
             args: 0,
             llm: 0,
             message: 0,
@@ -170,6 +176,23 @@ impl Labels {
         names.iter().fold(0, |l, n| l | self.source(n))
     }
 
+    /// The tiers whose contents can outlive a run, by index into `mem`,
+    /// with the names the host keeps their labels under.
+    const STORED_TIERS: [(usize, &'static str); 3] = [(1, "ltm"), (2, "episodic"), (3, "belief")];
+
+    /// Joins into each tier's label what earlier runs wrote there (as the
+    /// host recorded it), before the run starts.
+    pub fn load_stored(&self, host: &dyn crate::host::Host) -> Result<(), crate::host::HostError> {
+        if self.off() {
+            return Ok(());
+        }
+        for (i, tier) in Self::STORED_TIERS {
+            let names = host.stored_labels(tier)?;
+            self.mem[i].fetch_or(self.of_names(&names), Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
     fn tier_index(instr: &Instr) -> usize {
         match &instr.imm {
             Imm::Tier(t) | Imm::Query { tier: t, .. } => match t.name() {
@@ -208,7 +231,12 @@ impl Labels {
                     2 => "@memory.episodic",
                     _ => "@belief",
                 };
-                self.source(name) | self.mem[i].load(Ordering::Relaxed)
+                let trace = if i == 2 {
+                    self.seen_by_host.load(Ordering::Relaxed)
+                } else {
+                    0
+                };
+                self.source(name) | self.mem[i].load(Ordering::Relaxed) | trace
             }
             Opcode::Pause => self.input,
             op if llm => {
@@ -228,13 +256,35 @@ impl Labels {
         }
     }
 
-    /// Records what an effect op wrote (memory and belief writes keep
-    /// their label for later reads).
+    /// Records what an effect op is about to write (memory and belief
+    /// writes keep their label for later reads), and notes the result
+    /// label `result` of an op the host sees. Returns the tier and the
+    /// sources it newly holds when the tier outlives the run: the caller
+    /// has the host keep them before the write happens.
     #[inline]
-    pub fn note_write(&self, instr: &Instr, label: u64) {
-        if matches!(instr.opcode, Opcode::Umem | Opcode::BeliefSet) {
-            self.mem[Self::tier_index(instr)].fetch_or(label, Ordering::Relaxed);
+    pub fn note_write(
+        &self,
+        instr: &Instr,
+        label: u64,
+        result: u64,
+    ) -> Option<(&'static str, Vec<String>)> {
+        let effect = instr.opcode.effect();
+        if !matches!(
+            effect,
+            Effect::Tool | Effect::MemRead | Effect::MemWrite | Effect::Io
+        ) {
+            return None;
         }
+        self.seen_by_host
+            .fetch_or(result | label, Ordering::Relaxed);
+        if !matches!(instr.opcode, Opcode::Umem | Opcode::BeliefSet) {
+            return None;
+        }
+        let i = Self::tier_index(instr);
+        let before = self.mem[i].fetch_or(label, Ordering::Relaxed);
+        let new = label & !before;
+        let tier = Self::STORED_TIERS.iter().find(|(t, _)| *t == i)?.1;
+        (new != 0).then(|| (tier, self.names(new)))
     }
 
     /// The label of op `instr`'s results given its inputs' `label`, for an

@@ -189,6 +189,16 @@ impl Host for Tx<'_> {
         self.parent().pause(agent, message)
     }
 
+    // Labels are kept at once, not with the transaction: a source kept for
+    // a write that is then rolled back only makes later reads stricter.
+    fn stored_labels(&self, tier: &str) -> Result<Vec<String>, HostError> {
+        self.parent().stored_labels(tier)
+    }
+
+    fn store_labels(&self, tier: &str, names: &[String]) -> Result<(), HostError> {
+        self.parent().store_labels(tier, names)
+    }
+
     fn invoke_tool(
         &self,
         agent: &str,

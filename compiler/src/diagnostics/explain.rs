@@ -1091,6 +1091,16 @@ This is a bug in the runtime, not in your program; please report it with the
 program and the command line."#,
     },
     Explanation {
+        code: "R0006",
+        title: "run could not start",
+        text: r#"Before its first op, a run reads from the memory store which sources
+earlier runs wrote into the tiers that outlive a run (long-term memory, the
+episodic log, shared beliefs), so that reading them carries those sources'
+labels (docs/security.md, "Labels across runs"). The store could not be
+read; the message names the reason. Nothing ran. Check the memory
+directory (`--memory`) or the store (`--store`) and retry."#,
+    },
+    Explanation {
         code: "K0001",
         title: "invalid configuration",
         text: r#"The configuration file (`--config`, `$APXM_CONFIG`, `./.apxm/config.toml`

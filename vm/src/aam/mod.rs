@@ -75,6 +75,12 @@ pub const DB_FILE: &str = "memory.db";
 pub const LOG_FILE: &str = episodic::LEGACY_FILE;
 /// `qmem(TRACE_QUERY, "episodic")`: the agent's transitions in this run.
 pub const TRACE_QUERY: &str = "@trace";
+
+/// Where the sources written into tiers that outlive a run are kept (as
+/// long-term memory entries `TIER/SOURCE` of a name no agent can have), for
+/// later runs' information-flow labels (`Host::stored_labels`).
+const LABELS_OWNER: &str = "@ifc";
+const LABELS_NS: &str = "labels";
 /// Default memory directory.
 pub const DEFAULT_DIR: &str = ".apxm";
 
@@ -816,6 +822,17 @@ impl AamHost {
     /// The shared store holding mailboxes, goals and beliefs, if any.
     fn shared_state(&self) -> Option<&crate::store::postgres::ltm::PgLtm> {
         self.shared.as_deref()
+    }
+
+    /// Does `tier` outlive the run here, so its sources must be kept for
+    /// later runs' labels? Long-term memory and the episodic log always;
+    /// beliefs only in a shared store.
+    fn keeps_labels(&self, tier: &str) -> bool {
+        match tier {
+            "ltm" | "episodic" => true,
+            "belief" => self.shared.is_some(),
+            _ => false,
+        }
     }
 
     /// The long-term memory store (for inspection; made if it was not yet).
@@ -1596,6 +1613,37 @@ impl Host for AamHost {
         let inputs = json!({"name": name, "value": value, "initial": true});
         self.log(agent, "belief.set", inputs, r.as_ref(), t0);
         r.map(|_| ())
+    }
+
+    fn stored_labels(&self, tier: &str) -> Result<Vec<String>, HostError> {
+        if !self.keeps_labels(tier) {
+            return Ok(Vec::new());
+        }
+        let prefix = format!("{tier}/");
+        Ok(self
+            .ltm
+            .get()?
+            .prefix(LABELS_OWNER, LABELS_NS, &prefix)?
+            .into_iter()
+            .filter_map(|e| e.key.strip_prefix(&prefix).map(str::to_string))
+            .collect())
+    }
+
+    fn store_labels(&self, tier: &str, names: &[String]) -> Result<(), HostError> {
+        if !self.keeps_labels(tier) {
+            return Ok(());
+        }
+        let ltm = self.ltm.get()?;
+        for n in names {
+            ltm.put(
+                LABELS_OWNER,
+                LABELS_NS,
+                &format!("{tier}/{n}"),
+                &Json::Bool(true),
+                None,
+            )?;
+        }
+        Ok(())
     }
 
     fn print(&self, agent: &str, line: &str) {

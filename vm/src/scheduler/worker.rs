@@ -180,7 +180,14 @@ impl<'r> Run<'r> {
                         frame.add_label(instr.result.saturating_add(i), l);
                     }
                     self.labels.trace(|| self.site(&frame, op), l);
-                    self.labels.note_write(instr, label);
+                    // A tier that outlives the run keeps its new sources
+                    // before the write, so a later run's read carries them.
+                    if let Some((tier, names)) = self.labels.note_write(instr, label, l) {
+                        if let Err(e) = self.host.store_labels(tier, &names) {
+                            self.fail(&frame, op, e.into(), &sink);
+                            return None;
+                        }
+                    }
                 }
                 Class::Terminator => {
                     frame.ylab.fetch_or(label, Ordering::Relaxed);
