@@ -114,10 +114,13 @@ pub fn load(dir: &Path, id: &str) -> Result<RunData, ReportError> {
     })
 }
 
+/// One JSON object line of a kept file.
+type Event = Map<String, Json>;
+
 /// The op events and the summary line of a kept file. Files before
 /// attempts had no header; every op line says `"type": "op"`. A last line
 /// cut off by the end of its process is left out.
-fn parse(text: &str) -> Result<(Vec<Map<String, Json>>, Option<Map<String, Json>>), String> {
+fn parse(text: &str) -> Result<(Vec<Event>, Option<Event>), String> {
     let cut_off = !text.is_empty() && !text.ends_with('\n');
     let lines: Vec<(usize, &str)> = text
         .lines()
@@ -473,4 +476,31 @@ pub fn totals(summary: &Map<String, Json>, events: &[Map<String, Json>], path: &
         "retries": g("llm_retries"),
         "failed_ops": g("failed_ops"),
     })
+}
+
+#[cfg(test)]
+mod parse_tests {
+
+    #[test]
+    fn a_file_from_before_attempts_loads_whole() {
+        let old = "{\"type\":\"op\",\"op\":1,\"start_ns\":5}\n{\"type\":\"op\",\"op\":0,\"start_ns\":1}\n{\"type\":\"summary\",\"ops\":2}\n";
+        let (events, summary) = super::parse(old).expect("parses");
+        let ops: Vec<u64> = events.iter().filter_map(|e| e["op"].as_u64()).collect();
+        assert_eq!(ops, [0, 1], "sorted by start");
+        assert_eq!(summary.expect("summary")["ops"], 2);
+    }
+
+    #[test]
+    fn a_streamed_file_cut_mid_line_keeps_its_whole_lines_without_a_summary() {
+        let cut = "{\"type\":\"attempt\",\"attempt\":2,\"state\":\"running\"}\n{\"type\":\"op\",\"op\":3,\"start_ns\":9,\"track\":\"llm:0\",\"end_ns\":2000000}\n{\"type\":\"op\",\"op\":";
+        let (events, summary) = super::parse(cut).expect("parses");
+        assert_eq!(events.len(), 1, "the header is not an event");
+        assert!(summary.is_none());
+        let derived = super::derived_summary(&events);
+        assert_eq!(derived["llm_calls"], 1);
+        assert_eq!(derived["makespan_ms"].as_f64(), Some(2.0));
+        // A bad line that is not the cut-off last one is an error.
+        let bad = "{\"type\":\"op\"\n{\"type\":\"op\"}\n";
+        assert!(super::parse(bad).is_err());
+    }
 }

@@ -18,7 +18,7 @@ use serde_json::{json, Map, Value as Json};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex, RwLock};
 
 /// The first line of a kept telemetry file.
 pub const HEADER_TYPE: &str = "attempt";
@@ -150,7 +150,7 @@ pub struct Keeper {
     run_id: String,
     attempt: u32,
     started_ms: u64,
-    tx: Mutex<Option<mpsc::Sender<Update>>>,
+    tx: RwLock<Option<mpsc::Sender<Update>>>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
     warn: Arc<Warn>,
 }
@@ -222,7 +222,7 @@ impl Keeper {
             run_id: run_id.to_string(),
             attempt: n,
             started_ms,
-            tx: Mutex::new(Some(tx)),
+            tx: RwLock::new(Some(tx)),
             writer: Mutex::new(Some(writer)),
             warn,
         }))
@@ -238,7 +238,7 @@ impl Keeper {
 
     /// Stops streaming and waits for the writer to write what it was sent.
     fn stop(&self) {
-        drop(self.tx.lock().unwrap_or_else(|e| e.into_inner()).take());
+        drop(self.tx.write().unwrap_or_else(|e| e.into_inner()).take());
         let writer = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(w) = writer {
             let _ = w.join();
@@ -299,7 +299,7 @@ impl Keeper {
 
 impl RunObserver for Keeper {
     fn op(&self, u: &OpUpdate<'_>) {
-        let tx = self.tx.lock().unwrap_or_else(|e| e.into_inner());
+        let tx = self.tx.read().unwrap_or_else(|e| e.into_inner());
         if let Some(tx) = tx.as_ref() {
             // A closed channel means the writer stopped: nothing to do.
             let _ = tx.send(Update {
@@ -322,5 +322,115 @@ impl RunObserver for Both {
     fn text(&self, u: &ais_vm::observe::TextUpdate<'_>) {
         self.0.text(u);
         self.1.text(u);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ais_ir::Opcode;
+
+    fn program() -> Program {
+        Program {
+            source: None,
+            types: Vec::new(),
+            consts: Vec::new(),
+            agents: Vec::new(),
+            flows: Vec::new(),
+        }
+    }
+
+    fn event(op: u32, opcode: Opcode, track: Track) -> OpEvent {
+        OpEvent {
+            frame: 0,
+            flow: 0,
+            region: 0,
+            op,
+            opcode,
+            agent: 0,
+            track,
+            worker: 0,
+            ready_ns: 1,
+            start_ns: 2,
+            end_ns: 3,
+            status: Status::Ok,
+            llm: None,
+            detail: None,
+        }
+    }
+
+    fn lines(path: &Path) -> Vec<Json> {
+        std::fs::read_to_string(path)
+            .expect("kept")
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("JSON line"))
+            .collect()
+    }
+
+    #[test]
+    fn each_attempt_gets_its_own_file_and_streams_its_events() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = program();
+        let first = Keeper::start(dir.path(), "r-1", &p).expect("first");
+        let second = Keeper::start(dir.path(), "r-1", &p).expect("second");
+        assert_eq!((first.attempt(), second.attempt()), (1, 2));
+        assert!(first.path().ends_with("telemetry/r-1.jsonl"));
+        assert!(second.path().ends_with("telemetry/r-1.2.jsonl"));
+        // Another run whose id starts the same is not an attempt of this one.
+        let other = Keeper::start(dir.path(), "r-10", &p).expect("other");
+        assert_eq!(other.attempt(), 1);
+        let found: Vec<u32> = attempts(dir.path(), "r-1").iter().map(|a| a.0).collect();
+        assert_eq!(found, [1, 2]);
+
+        let e = event(4, Opcode::Ask, Track::Worker(0));
+        second.op(&OpUpdate {
+            event: &e,
+            flow: "A.main",
+            agent: "A",
+        });
+        second.stop();
+        let kept = lines(second.path());
+        assert_eq!(kept[0]["type"], "attempt");
+        assert_eq!(kept[0]["state"], "running");
+        assert_eq!(kept[1]["op"], 4);
+        assert_eq!(kept[1]["flow"], "A.main");
+        // An LLM op that completed on a worker in a later attempt: replayed.
+        assert_eq!(kept[1]["replayed"], true);
+    }
+
+    #[test]
+    fn only_later_attempts_mark_calls_answered_on_a_worker_as_replayed() {
+        let on_worker = event(0, Opcode::Ask, Track::Worker(0));
+        let on_lane = event(0, Opcode::Ask, Track::Llm(0));
+        let pure = event(0, Opcode::Const, Track::Worker(0));
+        assert!(!is_replayed(&on_worker, 1));
+        assert!(is_replayed(&on_worker, 2));
+        assert!(!is_replayed(&on_lane, 2));
+        assert!(!is_replayed(&pure, 2));
+    }
+
+    #[test]
+    fn finishing_completes_the_file_and_a_failed_write_costs_only_the_telemetry() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = program();
+        let k = Keeper::start(dir.path(), "r", &p).expect("start");
+        let report = ais_vm::RunReport {
+            outcome: Ok(Json::Null),
+            summary: RunSummary::default(),
+            events: vec![event(1, Opcode::Const, Track::Worker(0))],
+            plans: Vec::new(),
+        };
+        k.finish(&p, &report);
+        let kept = lines(k.path());
+        assert_eq!(kept[0]["state"], "complete");
+        assert_eq!(kept[0]["outcome"], "ok");
+        assert_eq!(kept[1]["type"], "op");
+        assert_eq!(kept.last().expect("lines")["type"], "summary");
+
+        let gone = Keeper::start(dir.path(), "s", &p).expect("start");
+        std::fs::remove_dir_all(dir.path().join("telemetry")).expect("remove");
+        gone.finish(&p, &report);
+        assert!(gone.warn.0.load(Ordering::SeqCst), "warned");
+        assert!(!gone.path().exists());
     }
 }
