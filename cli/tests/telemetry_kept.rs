@@ -212,3 +212,56 @@ fn a_served_run_keeps_reportable_telemetry() {
     let page = std::fs::read_to_string(dir.path().join("served.html")).expect("page");
     assert!(page.contains(&format!("run {id}")));
 }
+
+#[test]
+fn a_worker_run_keeps_its_telemetry_in_its_memory_directory() {
+    let Some(pg) = ais_testkit::pg::PgServer::start() else {
+        return;
+    };
+    let url = pg.database("telemetry");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = MockServer::start().expect("mock");
+    let config = write(
+        dir.path(),
+        "config.toml",
+        &format!(
+            "default_backend = \"m\"\n[[llm_backends]]\nname = \"m\"\nprotocol = \"openai\"\nbase_url = \"{}\"\nstream = false\n",
+            server.openai_url()
+        ),
+    );
+    let program = write(dir.path(), "steps.ais", STEPS);
+    let o = output(
+        dir.path(),
+        &[
+            "run", "--detach", "-O0", "-q", "--store", &url, &program, "--config", &config,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let id = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    let o = output(
+        dir.path(),
+        &[
+            "worker",
+            "--until-idle",
+            "--store",
+            &url,
+            "--config",
+            &config,
+            "--memory",
+            "mem",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let kept = lines(&dir.path().join("mem/telemetry").join(format!("{id}.jsonl")));
+    assert_eq!(kept[0]["state"], "complete", "{}", kept[0]);
+    assert_eq!(llm_ops(&kept), 4, "{kept:?}");
+    // Reported from the worker's memory directory, the journal from the store.
+    let o = output(
+        dir.path(),
+        &[
+            "report", &id, "--store", &url, "--memory", "mem", "-o", "w.html",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(dir.path().join("w.html").exists());
+}

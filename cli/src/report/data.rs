@@ -76,11 +76,18 @@ impl RunData {
     }
 }
 
-/// Loads run `id` (or `last`) from the journal and its latest attempt's
-/// telemetry in `dir`.
-pub fn load(dir: &Path, id: &str) -> Result<RunData, ReportError> {
-    let stored =
-        ais_vm::journal::load_run(dir, id).map_err(|e| ReportError::Journal(e.to_string()))?;
+/// Loads run `id` (or `last`) from the journal (`store`, else the one in
+/// `dir`) and its latest attempt's telemetry in `dir`.
+pub fn load(
+    dir: &Path,
+    store: Option<&dyn ais_vm::store::Store>,
+    id: &str,
+) -> Result<RunData, ReportError> {
+    let stored = match store {
+        Some(s) => ais_vm::journal::load_run_in(s, id),
+        None => ais_vm::journal::load_run(dir, id),
+    }
+    .map_err(|e| ReportError::Journal(e.to_string()))?;
     let id = stored.info.id.clone();
     let program = ais_ir::bytecode::decode(&stored.artifact).map_err(|e| ReportError::Program {
         id: id.clone(),

@@ -26,8 +26,12 @@ fn write(path: &Path, text: &str) -> i32 {
 
 /// The report page of run `id` (or `last`), as HTML text, with the notes
 /// it shows above the run (an incomplete attempt, earlier attempts).
-pub fn report_html(dir: &Path, id: &str) -> Result<(String, Vec<String>), data::ReportError> {
-    let run = data::load(dir, id)?;
+pub fn report_html(
+    dir: &Path,
+    store: Option<&dyn ais_vm::store::Store>,
+    id: &str,
+) -> Result<(String, Vec<String>), data::ReportError> {
+    let run = data::load(dir, store, id)?;
     let g = data::graph(&run.program, Some(&run.events));
     let critical = data::critical_path(&run.events);
     let totals = data::totals(&run.summary, &run.events, &critical);
@@ -52,7 +56,19 @@ pub fn report(run_id: &str, mem: &MemoryArgs, out: &Path) -> i32 {
         eprintln!("error: `--memory :memory:` keeps no runs to report on");
         return 2;
     };
-    match report_html(&dir, run_id) {
+    // A run a worker took from a shared `--store` is journaled there; its
+    // telemetry is in the memory directory of the worker that ran it.
+    let store = match mem.store_url() {
+        Some(_) => match mem.run_store() {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return 1;
+            }
+        },
+        None => None,
+    };
+    match report_html(&dir, store.as_deref(), run_id) {
         Ok((page, notes)) => {
             // Said here too: a page from partial telemetry must not pass
             // for a whole run's.
