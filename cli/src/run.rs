@@ -572,6 +572,10 @@ pub struct PreparedRun {
     /// Lines for the edge to show before the run (simulated stand-ins).
     pub notes: Vec<String>,
     pub backend: Arc<dyn ais_vm::llm::LlmBackend>,
+    /// This attempt's telemetry, streamed to the memory directory as the
+    /// run goes (`None`: `:memory:`, or the file could not be started);
+    /// the edge calls `finish` with the report.
+    pub telemetry: Option<Arc<super::report::keep::Keeper>>,
 }
 
 /// Builds a run the same way for `aisc run`, `aisc resume` and `aisc
@@ -671,12 +675,40 @@ pub fn prepare_run(
             .map_err(SetupError::Other)?,
         ),
     };
+    let telemetry = keep_telemetry(&run.memory, &mut options, &loaded.program);
     Ok(PreparedRun {
         options,
         host,
         backend,
         notes,
+        telemetry,
     })
+}
+
+/// Starts keeping the run's telemetry next to its journal, as it happens
+/// (`report::keep`), composed with the edge's observer. A file that cannot
+/// be started costs the report, never the run.
+fn keep_telemetry(
+    memory: &super::aam::MemoryArgs,
+    options: &mut RunOptions,
+    program: &Program,
+) -> Option<Arc<super::report::keep::Keeper>> {
+    use super::report::keep::{Both, Keeper};
+    let dir = ais_vm::journal::dir_of(&memory.storage())?;
+    let id = options.journal.as_ref()?.run_id().to_string();
+    let keeper = match Keeper::start(&dir, &id, program) {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("warning: the run's telemetry is not kept for `aisc report`: {e}");
+            return None;
+        }
+    };
+    let mine: Arc<dyn ais_vm::observe::RunObserver> = keeper.clone();
+    options.observer = Some(ais_vm::observe::Observer(match options.observer.take() {
+        Some(edge) => Arc::new(Both(edge.0, mine)),
+        None => mine,
+    }));
+    Some(keeper)
 }
 
 /// Runs a loaded program on the AAM host with a run journal: a new run, or
@@ -717,6 +749,7 @@ pub fn run_loaded(
         host,
         backend: llm_backend,
         notes,
+        telemetry,
     } = match prepare_run(&setup, &loaded, args, run, edge, resume) {
         Ok(p) => p,
         Err(SetupError::Config(e)) => return super::config::report(out, &e),
@@ -737,21 +770,10 @@ pub fn run_loaded(
     // up to the failure is what its user needs most.
     let export_failed =
         write_exports(out, run, &loaded.program, &report) | write_plans(out, run, &report.plans);
-    // Kept with the journal for `aisc report`; a failure to keep it costs
-    // only the report.
-    if let (Some(dir), Some(j)) = (
-        ais_vm::journal::dir_of(&run.memory.storage()),
-        options.journal.as_ref(),
-    ) {
-        if let Err(e) = super::report::data::save(
-            &dir,
-            j.run_id(),
-            &loaded.program,
-            &report.events,
-            &report.summary,
-        ) {
-            eprintln!("warning: the run's telemetry was not kept for `aisc report`: {e}");
-        }
+    // Completes the telemetry streamed to the memory directory; a failure
+    // to keep it costs only the report.
+    if let Some(k) = &telemetry {
+        k.finish(&loaded.program, &report);
     }
     let code = match &report.outcome {
         Ok(value) => {

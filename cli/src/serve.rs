@@ -110,6 +110,9 @@ impl Prepared for CliPrepared {
         let backend = cancel.backend(run.backend);
         let host = cancel.host(run.host);
         let report = ais_vm::run(&loaded.program, &run.options, backend, host);
+        if let Some(k) = &run.telemetry {
+            k.finish(&loaded.program, &report);
+        }
         Finished {
             outcome: report.outcome.map_err(|e| run::error_json(&e, &loaded)),
             summary: serde_json::to_value(&report.summary).unwrap_or_default(),
@@ -119,6 +122,9 @@ impl Prepared for CliPrepared {
     fn discard(self: Box<Self>, reason: &str) {
         if let Some(j) = &self.run.options.journal {
             let _ = j.finish(Err(reason));
+        }
+        if let Some(k) = &self.run.telemetry {
+            k.discard();
         }
     }
 }

@@ -463,6 +463,10 @@ fn execute(
         prepared.backend,
         prepared.host,
     );
+    // This attempt's telemetry, whatever became of the run.
+    if let Some(k) = &prepared.telemetry {
+        k.finish(&loaded.program, &report);
+    }
     let lost = heartbeat.lost.load(Ordering::SeqCst) || j.is_fenced();
     drop(heartbeat);
     if lost {

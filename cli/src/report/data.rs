@@ -1,11 +1,9 @@
 //! What a report draws: the program's ops as graph nodes (with the edges
 //! between them), each run op's events, and the run's totals. A run's
-//! telemetry is kept next to its journal (`telemetry/RUN_ID.jsonl` in the
-//! memory directory, the `--events` format) by `aisc run`; the program
-//! comes from the journal.
+//! telemetry is kept next to its journal, one file per attempt, as the run
+//! goes (`keep`); the program comes from the journal.
 
 use ais_ir::bytecode::{Imm, Program, RegionKind};
-use ais_vm::telemetry::{OpEvent, RunSummary};
 use serde_json::{json, Map, Value as Json};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -23,99 +21,187 @@ pub enum ReportError {
     Program { id: String, message: String },
 }
 
-fn telemetry_path(dir: &Path, run_id: &str) -> PathBuf {
-    // Run ids are made by the host; keep only safe characters anyway.
-    let safe: String = run_id
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    dir.join("telemetry").join(format!("{safe}.jsonl"))
-}
-
-/// Keeps a run's events for `aisc report` (atomically: written whole or
-/// not at all).
-pub fn save(
-    dir: &Path,
-    run_id: &str,
-    program: &Program,
-    events: &[OpEvent],
-    summary: &RunSummary,
-) -> std::io::Result<()> {
-    let path = telemetry_path(dir, run_id);
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)?;
-    }
-    let mut bytes = Vec::new();
-    ais_vm::telemetry::write_jsonl(&mut bytes, program, events, summary)?;
-    let tmp = path.with_extension("jsonl.tmp");
-    std::fs::write(&tmp, &bytes)?;
-    std::fs::rename(&tmp, &path)
-}
-
-/// A run as the report needs it.
+/// A run as the report needs it: its latest attempt's telemetry.
 pub struct RunData {
     pub id: String,
     pub program: Program,
     /// The op events (JSON objects of the JSONL export).
     pub events: Vec<Map<String, Json>>,
+    /// The summary line; for telemetry that stops where its process ended,
+    /// figures derived from the events kept.
     pub summary: Map<String, Json>,
+    /// The attempt shown (from 1) and the earlier attempts' files.
+    pub attempt: u32,
+    pub earlier: Vec<PathBuf>,
+    /// False when the file has no summary: the attempt is still running or
+    /// its process ended (killed, crashed) before the run did.
+    pub complete: bool,
+    /// The run's status in the journal (`running`, `interrupted`, ...).
+    pub status: String,
 }
 
-/// Loads run `id` (or `last`) from the journal and kept telemetry in `dir`.
-pub fn load(dir: &Path, id: &str) -> Result<RunData, ReportError> {
-    let stored =
-        ais_vm::journal::load_run(dir, id).map_err(|e| ReportError::Journal(e.to_string()))?;
+impl RunData {
+    /// Lines the report shows above the run: which attempt, and whether
+    /// its telemetry is whole.
+    pub fn notes(&self) -> Vec<String> {
+        let mut notes = Vec::new();
+        if !self.complete {
+            notes.push(format!(
+                "Incomplete telemetry: attempt {} has no summary, so it stops where its process ended (killed or crashed before the run finished, or still running; the journal says `{}`). Shown: the {} op events kept; totals are computed from them.",
+                self.attempt,
+                self.status,
+                self.events.len()
+            ));
+        }
+        if !self.earlier.is_empty() {
+            let files: Vec<String> = self
+                .earlier
+                .iter()
+                .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+                .collect();
+            let replayed = self
+                .events
+                .iter()
+                .filter(|e| e.get("replayed").and_then(Json::as_bool) == Some(true))
+                .count();
+            notes.push(format!(
+                "Attempt {} of this run; {} earlier attempt{} kept its own telemetry ({}). Ops replayed from the journal: {replayed} (marked `replayed`).",
+                self.attempt,
+                self.earlier.len(),
+                if self.earlier.len() == 1 { "" } else { "s" },
+                files.join(", "),
+            ));
+        }
+        notes
+    }
+}
+
+/// Loads run `id` (or `last`) from the journal (`store`, else the one in
+/// `dir`) and its latest attempt's telemetry in `dir`.
+pub fn load(
+    dir: &Path,
+    store: Option<&dyn ais_vm::store::Store>,
+    id: &str,
+) -> Result<RunData, ReportError> {
+    let stored = match store {
+        Some(s) => ais_vm::journal::load_run_in(s, id),
+        None => ais_vm::journal::load_run(dir, id),
+    }
+    .map_err(|e| ReportError::Journal(e.to_string()))?;
     let id = stored.info.id.clone();
     let program = ais_ir::bytecode::decode(&stored.artifact).map_err(|e| ReportError::Program {
         id: id.clone(),
         message: e.to_string(),
     })?;
-    let path = telemetry_path(dir, &id);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(ReportError::NoTelemetry {
-                id,
-                path: path.display().to_string(),
-            })
-        }
-        Err(e) => {
-            return Err(ReportError::Read {
-                path: path.display().to_string(),
-                message: e.to_string(),
-            })
-        }
+    let mut attempts = super::keep::attempts(dir, &id);
+    let Some((attempt, path)) = attempts.pop() else {
+        return Err(ReportError::NoTelemetry {
+            path: super::keep::attempt_path(dir, &id, 1).display().to_string(),
+            id,
+        });
     };
-    let mut events = Vec::new();
-    let mut summary = Map::new();
-    for (n, line) in text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-    {
-        let v: Json = serde_json::from_str(line).map_err(|e| ReportError::Read {
-            path: path.display().to_string(),
-            message: format!("line {}: {e}", n + 1),
-        })?;
-        let Json::Object(m) = v else { continue };
-        if m.get("type").and_then(Json::as_str) == Some("summary") {
-            summary = m;
-        } else {
-            events.push(m);
-        }
-    }
+    let text = std::fs::read_to_string(&path).map_err(|e| ReportError::Read {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })?;
+    let (events, summary) = parse(&text).map_err(|message| ReportError::Read {
+        path: path.display().to_string(),
+        message,
+    })?;
+    let complete = summary.is_some();
     Ok(RunData {
         id,
         program,
+        summary: summary.unwrap_or_else(|| derived_summary(&events)),
         events,
-        summary,
+        attempt,
+        earlier: attempts.into_iter().map(|(_, p)| p).collect(),
+        complete,
+        status: stored.info.status.name().to_string(),
     })
+}
+
+/// One JSON object line of a kept file.
+type Event = Map<String, Json>;
+
+/// The op events and the summary line of a kept file. Files before
+/// attempts had no header; every op line says `"type": "op"`. A last line
+/// cut off by the end of its process is left out.
+fn parse(text: &str) -> Result<(Vec<Event>, Option<Event>), String> {
+    let cut_off = !text.is_empty() && !text.ends_with('\n');
+    let lines: Vec<(usize, &str)> = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .collect();
+    let mut events = Vec::new();
+    let mut summary = None;
+    for (i, (n, line)) in lines.iter().enumerate() {
+        let v: Json = match serde_json::from_str(line) {
+            Ok(v) => v,
+            Err(_) if cut_off && i + 1 == lines.len() => break,
+            Err(e) => return Err(format!("line {}: {e}", n + 1)),
+        };
+        let Json::Object(m) = v else { continue };
+        match m.get("type").and_then(Json::as_str) {
+            Some("summary") => summary = Some(m),
+            Some("op") => events.push(m),
+            _ => {}
+        }
+    }
+    // Streamed in the order ops finished; the report reads them by start.
+    events.sort_by_key(|e| e.get("start_ns").and_then(Json::as_u64).unwrap_or(0));
+    Ok((events, summary))
+}
+
+/// What a summary would say, from the events alone (telemetry that stops
+/// where its process ended has none).
+fn derived_summary(events: &[Map<String, Json>]) -> Map<String, Json> {
+    let u = |e: &Map<String, Json>, k: &str| e.get(k).and_then(Json::as_u64).unwrap_or(0);
+    let track = |e: &Map<String, Json>, kind: &str| {
+        e.get("track")
+            .and_then(Json::as_str)
+            .is_some_and(|t| t.starts_with(kind))
+    };
+    let status = |e: &Map<String, Json>, s: &str| e.get("status").and_then(Json::as_str) == Some(s);
+    let ran: Vec<&Map<String, Json>> = events.iter().filter(|e| !status(e, "cancelled")).collect();
+    let end = ran.iter().map(|e| u(e, "end_ns")).max().unwrap_or(0);
+    let sum = |k: &str| ran.iter().map(|e| u(e, k)).sum::<u64>();
+    let cost: f64 = ran
+        .iter()
+        .filter_map(|e| e.get("gen_ai.usage.cost_usd").and_then(Json::as_f64))
+        .sum();
+    let retries: usize = ran
+        .iter()
+        .filter_map(|e| e.get("gen_ai.attempts").and_then(Json::as_array))
+        .map(|a| a.len().saturating_sub(1))
+        .sum();
+    let mut m = Map::new();
+    m.insert("makespan_ms".into(), json!(end as f64 / 1e6));
+    m.insert("ops".into(), json!(ran.len()));
+    m.insert(
+        "llm_calls".into(),
+        json!(ran.iter().filter(|e| track(e, "llm:")).count()),
+    );
+    m.insert(
+        "tool_calls".into(),
+        json!(ran.iter().filter(|e| track(e, "tool:")).count()),
+    );
+    m.insert(
+        "input_tokens".into(),
+        json!(sum("gen_ai.usage.input_tokens")),
+    );
+    m.insert(
+        "output_tokens".into(),
+        json!(sum("gen_ai.usage.output_tokens")),
+    );
+    m.insert("cost_usd".into(), json!(cost));
+    m.insert("llm_retries".into(), json!(retries));
+    m.insert(
+        "failed_ops".into(),
+        json!(events.iter().filter(|e| status(e, "failed")).count()),
+    );
+    m
 }
 
 /// What an op does, for its colour.
@@ -397,4 +483,31 @@ pub fn totals(summary: &Map<String, Json>, events: &[Map<String, Json>], path: &
         "retries": g("llm_retries"),
         "failed_ops": g("failed_ops"),
     })
+}
+
+#[cfg(test)]
+mod parse_tests {
+
+    #[test]
+    fn a_file_from_before_attempts_loads_whole() {
+        let old = "{\"type\":\"op\",\"op\":1,\"start_ns\":5}\n{\"type\":\"op\",\"op\":0,\"start_ns\":1}\n{\"type\":\"summary\",\"ops\":2}\n";
+        let (events, summary) = super::parse(old).expect("parses");
+        let ops: Vec<u64> = events.iter().filter_map(|e| e["op"].as_u64()).collect();
+        assert_eq!(ops, [0, 1], "sorted by start");
+        assert_eq!(summary.expect("summary")["ops"], 2);
+    }
+
+    #[test]
+    fn a_streamed_file_cut_mid_line_keeps_its_whole_lines_without_a_summary() {
+        let cut = "{\"type\":\"attempt\",\"attempt\":2,\"state\":\"running\"}\n{\"type\":\"op\",\"op\":3,\"start_ns\":9,\"track\":\"llm:0\",\"end_ns\":2000000}\n{\"type\":\"op\",\"op\":";
+        let (events, summary) = super::parse(cut).expect("parses");
+        assert_eq!(events.len(), 1, "the header is not an event");
+        assert!(summary.is_none());
+        let derived = super::derived_summary(&events);
+        assert_eq!(derived["llm_calls"], 1);
+        assert_eq!(derived["makespan_ms"].as_f64(), Some(2.0));
+        // A bad line that is not the cut-off last one is an error.
+        let bad = "{\"type\":\"op\"\n{\"type\":\"op\"}\n";
+        assert!(super::parse(bad).is_err());
+    }
 }

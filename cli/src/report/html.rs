@@ -142,9 +142,13 @@ fn total_line(totals: &Json) -> String {
 /// `events`) and its totals.
 pub type RunView<'a> = (&'a [Map<String, Json>], &'a [usize], &'a Json);
 
-/// The whole page; `run` is `None` for a static graph.
-pub fn page(title: &str, graph_svg: &str, run: Option<RunView<'_>>) -> String {
+/// The whole page; `run` is `None` for a static graph. `notes` are shown
+/// above everything (partial telemetry, earlier attempts).
+pub fn page(title: &str, graph_svg: &str, run: Option<RunView<'_>>, notes: &[String]) -> String {
     let mut body = String::new();
+    for n in notes {
+        let _ = write!(body, r#"<p class="notice">{}</p>"#, esc(n));
+    }
     let data = match run {
         Some((events, critical, totals)) => {
             body.push_str(&total_line(totals));
@@ -183,6 +187,7 @@ main{overflow:auto;padding:0 16px 16px}
 aside{overflow:auto;border-left:1px solid #ccd;padding:8px 14px;background:#fbfbfd}
 .scroll{overflow:auto;border:1px solid #dde;background:#fff;max-height:62vh}
 .hint{color:#666;font-size:12px;margin:2px 0 6px}
+.notice{background:#fff4d6;border:1px solid #e0b84a;border-radius:6px;padding:6px 10px;margin:10px 0}
 .totals{display:flex;flex-wrap:wrap;gap:6px 18px;margin:10px 0}
 .totals div{background:#eef2f8;border-radius:6px;padding:4px 10px}
 .totals dt{font-size:11px;color:#556}.totals dd{margin:0;font-weight:600}
@@ -211,6 +216,7 @@ const JS: &str = r#"
     box.appendChild(el('h3', ev.opcode+' · '+ev.flow+(i!==undefined?' · event '+i:'')));
     var t=el('table');
     row(t,'status',ev.status+(ev.error?' ('+ev.error+')':''));
+    if(ev.replayed){row(t,'replayed','from the journal: an earlier attempt ran it');}
     row(t,'track',ev.track);
     row(t,'duration',((ev.end_ns-ev.start_ns)/1e6).toFixed(3)+' ms (waited '+(ev.queue_wait_ns/1e6).toFixed(3)+' ms)');
     row(t,'agent',ev.agent);

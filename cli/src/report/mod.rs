@@ -5,6 +5,7 @@
 
 pub mod data;
 mod html;
+pub mod keep;
 mod layout;
 mod svg;
 
@@ -23,17 +24,30 @@ fn write(path: &Path, text: &str) -> i32 {
     }
 }
 
-/// The report page of run `id` (or `last`), as HTML text.
-pub fn report_html(dir: &Path, id: &str) -> Result<String, data::ReportError> {
-    let run = data::load(dir, id)?;
+/// The report page of run `id` (or `last`), as HTML text, with the notes
+/// it shows above the run (an incomplete attempt, earlier attempts).
+pub fn report_html(
+    dir: &Path,
+    store: Option<&dyn ais_vm::store::Store>,
+    id: &str,
+) -> Result<(String, Vec<String>), data::ReportError> {
+    let run = data::load(dir, store, id)?;
     let g = data::graph(&run.program, Some(&run.events));
     let critical = data::critical_path(&run.events);
     let totals = data::totals(&run.summary, &run.events, &critical);
-    Ok(html::page(
-        &format!("aisc report · run {}", run.id),
+    let notes = run.notes();
+    let title = if run.attempt > 1 {
+        format!("aisc report · run {} · attempt {}", run.id, run.attempt)
+    } else {
+        format!("aisc report · run {}", run.id)
+    };
+    let page = html::page(
+        &title,
         &svg::graph_svg(&g),
         Some((&run.events, &critical, &totals)),
-    ))
+        &notes,
+    );
+    Ok((page, notes))
 }
 
 /// `aisc report`.
@@ -42,8 +56,27 @@ pub fn report(run_id: &str, mem: &MemoryArgs, out: &Path) -> i32 {
         eprintln!("error: `--memory :memory:` keeps no runs to report on");
         return 2;
     };
-    match report_html(&dir, run_id) {
-        Ok(page) => write(out, &page),
+    // A run a worker took from a shared `--store` is journaled there; its
+    // telemetry is in the memory directory of the worker that ran it.
+    let store = match mem.store_url() {
+        Some(_) => match mem.run_store() {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return 1;
+            }
+        },
+        None => None,
+    };
+    match report_html(&dir, store.as_deref(), run_id) {
+        Ok((page, notes)) => {
+            // Said here too: a page from partial telemetry must not pass
+            // for a whole run's.
+            for n in &notes {
+                eprintln!("note: {n}");
+            }
+            write(out, &page)
+        }
         Err(e) => {
             eprintln!("error: {e}");
             1
@@ -63,7 +96,7 @@ pub fn graph(out: &mut Output, file: &Path, opt: &OptArgs, dest: &Path) -> i32 {
         .is_some_and(|e| e.eq_ignore_ascii_case("html") || e.eq_ignore_ascii_case("htm"));
     if html {
         let title = format!("aisc graph · {}", file.display());
-        write(dest, &html::page(&title, &svg, None))
+        write(dest, &html::page(&title, &svg, None, &[]))
     } else {
         write(
             dest,
