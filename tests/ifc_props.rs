@@ -39,8 +39,9 @@ enum E {
     Template(u8),
     Ask(Box<E>, Box<E>),
     Helper(Box<E>),
-    /// `"" + qmem("k", tier)` (stm or ltm).
-    Recall(bool),
+    /// `"" + qmem("k", tier)` (stm, ltm or episodic: an episodic read
+    /// also carries every tool call's labels, which the host logs there).
+    Recall(u8),
     /// The belief `mood`.
     Mood,
 }
@@ -72,7 +73,7 @@ fn expr() -> impl Strategy<Value = E> {
         Just(E::Param),
         any::<u8>().prop_map(E::Var),
         any::<u8>().prop_map(E::Template),
-        any::<bool>().prop_map(E::Recall),
+        (0u8..3).prop_map(E::Recall),
         Just(E::Mood),
     ];
     leaf.prop_recursive(3, 12, 2, |inner| {
@@ -222,8 +223,8 @@ impl Render {
             E::Concat(a, b) => format!("{} + {}", self.e(a), self.e(b)),
             E::Ask(a, b) => format!("ask({}, {})", self.e(a), self.e(b)),
             E::Helper(a) => format!("helper({})", self.e(a)),
-            E::Recall(ltm) => {
-                let tier = if *ltm { "ltm" } else { "stm" };
+            E::Recall(t) => {
+                let tier = ["stm", "ltm", "episodic"][usize::from(*t % 3)];
                 format!("\"\" + qmem(\"k\", \"{tier}\")")
             }
             E::Mood => "mood".into(),

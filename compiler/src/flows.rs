@@ -13,7 +13,7 @@
 
 use ais_ir::bytecode::{FlowCode, Imm, Instr, Program, RegionCode};
 use ais_ir::ifc::{sink_of, FlowPolicy};
-use ais_ir::{Diagnostic, Opcode, RegionSpec, Span};
+use ais_ir::{Diagnostic, Effect, Opcode, RegionSpec, Span};
 use std::collections::BTreeMap;
 
 /// The code of the flow warning.
@@ -99,6 +99,10 @@ struct State<'p> {
     ylab: Vec<Vec<Lab>>,
     /// stm, ltm, episodic, beliefs.
     mem: [Lab; 4],
+    /// Everything the host logs to the episodic log (tool, memory, belief
+    /// and message ops' inputs and results), which the agent's trace
+    /// returns: an episodic read carries it (as in `ais_vm::ifc`).
+    seen_by_host: Lab,
     findings: Vec<Finding>,
 }
 
@@ -180,6 +184,7 @@ fn analyse(program: &Program, policy: &FlowPolicy, entry: Option<&EntryLabels>) 
             .map(|f| vec![Lab::new(); f.regions.len()])
             .collect(),
         mem: Default::default(),
+        seen_by_host: Lab::new(),
         findings: Vec::new(),
     };
     st.seed(entry);
@@ -296,6 +301,13 @@ impl State<'_> {
                     &self.mem[i],
                     Some(&hop(instr, "read back from memory")),
                 );
+                if i == 2 {
+                    merge(
+                        &mut l,
+                        &self.seen_by_host,
+                        Some(&hop(instr, "read back from the agent's trace")),
+                    );
+                }
                 l
             }
             (Opcode::Pause, _) => self.source("@input", hop(instr, "a person's answer")),
@@ -351,6 +363,14 @@ impl State<'_> {
                 };
                 if matches!(instr.opcode, Opcode::Umem | Opcode::BeliefSet) {
                     changed |= merge(&mut self.mem[tier_index(instr)], &input, Some(&here));
+                }
+                if matches!(
+                    instr.opcode.effect(),
+                    Effect::Tool | Effect::MemRead | Effect::MemWrite | Effect::Io
+                ) {
+                    let mut logged = input.clone();
+                    merge(&mut logged, &out, None);
+                    changed |= merge(&mut self.seen_by_host, &logged, Some(&here));
                 }
                 for i in 0..instr.n_results {
                     changed |= self.set(fi, ri, instr.result + i, &out, Some(&here));
