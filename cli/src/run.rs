@@ -675,7 +675,7 @@ pub fn prepare_run(
             .map_err(SetupError::Other)?,
         ),
     };
-    let telemetry = keep_telemetry(&run.memory, &mut options, &loaded.program);
+    let telemetry = keep_telemetry(&run.memory, &mut options);
     Ok(PreparedRun {
         options,
         host,
@@ -691,12 +691,11 @@ pub fn prepare_run(
 fn keep_telemetry(
     memory: &super::aam::MemoryArgs,
     options: &mut RunOptions,
-    program: &Program,
 ) -> Option<Arc<super::report::keep::Keeper>> {
     use super::report::keep::{Both, Keeper};
     let dir = ais_vm::journal::dir_of(&memory.storage())?;
     let id = options.journal.as_ref()?.run_id().to_string();
-    let keeper = match Keeper::start(&dir, &id, program) {
+    let keeper = match Keeper::start(&dir, &id) {
         Ok(k) => k,
         Err(e) => {
             eprintln!("warning: the run's telemetry is not kept for `aisc report`: {e}");

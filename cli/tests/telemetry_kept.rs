@@ -59,6 +59,17 @@ fn of_type<'a>(lines: &'a [Json], t: &str) -> Vec<&'a Json> {
     lines.iter().filter(|l| l["type"] == t).collect()
 }
 
+/// A completed attempt's file: its end line (the outcome) comes right
+/// before the summary, which is last.
+fn completed(lines: &[Json]) -> &Json {
+    let n = lines.len();
+    assert!(n >= 3, "{lines:?}");
+    assert_eq!(lines[n - 1]["type"], "summary", "{lines:?}");
+    assert_eq!(lines[n - 2]["type"], "end", "{lines:?}");
+    assert_eq!(of_type(lines, "summary").len(), 1);
+    &lines[n - 2]
+}
+
 fn llm_ops(lines: &[Json]) -> usize {
     of_type(lines, "op")
         .iter()
@@ -165,8 +176,7 @@ fn a_killed_run_keeps_its_telemetry_and_a_resume_keeps_its_own_attempt() {
     let kept2 = lines(&second);
     assert_eq!(kept2[0]["type"], "attempt", "{}", kept2[0]);
     assert_eq!(kept2[0]["attempt"], 2);
-    assert_eq!(kept2[0]["state"], "complete");
-    assert_eq!(kept2[0]["outcome"], "ok");
+    assert_eq!(completed(&kept2)["outcome"], "ok");
     assert_eq!(of_type(&kept2, "summary").len(), 1);
     // The two answered calls come from the journal; the other two ran.
     let asks: Vec<&Json> = of_type(&kept2, "op")
@@ -176,7 +186,7 @@ fn a_killed_run_keeps_its_telemetry_and_a_resume_keeps_its_own_attempt() {
     assert_eq!(asks.len(), 4, "{asks:?}");
     let replayed = asks.iter().filter(|l| l["replayed"] == true).count();
     assert_eq!(replayed, 2, "{asks:?}");
-    assert_eq!(kept2[0]["replayed_ops"], 2);
+    assert_eq!(completed(&kept2)["replayed_ops"], 2);
     assert_eq!(llm_ops(&kept2), 2);
     assert_eq!(server.request_count(), 5, "calls three (again) and four");
 
@@ -204,7 +214,7 @@ fn a_served_run_keeps_reportable_telemetry() {
     let id = j["id"].as_str().expect("id").to_string();
 
     let kept = lines(&telemetry_dir(dir.path()).join(format!("{id}.jsonl")));
-    assert_eq!(kept[0]["state"], "complete", "{}", kept[0]);
+    assert_eq!(completed(&kept)["outcome"], "ok");
     assert_eq!(of_type(&kept, "summary").len(), 1);
     assert!(llm_ops(&kept) >= 1, "{kept:?}");
     let o = output(dir.path(), &["report", &id, "-o", "served.html"]);
@@ -253,7 +263,7 @@ fn a_worker_run_keeps_its_telemetry_in_its_memory_directory() {
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let kept = lines(&dir.path().join("mem/telemetry").join(format!("{id}.jsonl")));
-    assert_eq!(kept[0]["state"], "complete", "{}", kept[0]);
+    assert_eq!(completed(&kept)["outcome"], "ok");
     assert_eq!(llm_ops(&kept), 4, "{kept:?}");
     // Reported from the worker's memory directory, the journal from the store.
     let o = output(

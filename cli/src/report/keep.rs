@@ -6,10 +6,10 @@
 //! attempt `n` (a resume, a worker's takeover) `telemetry/ID.n.jsonl`. A
 //! file starts with an `attempt` header line (`"state": "running"`), then
 //! one `--events` op line per event as the run records it (from a writer
-//! thread: the observer only hands the event over). When the run ends the
-//! file is rewritten whole (header `"state": "complete"`, the events in
-//! start order, the `summary` line). No fsync per event: the goal is to
-//! survive the process; the journal is the durable record.
+//! thread: the observer only hands the event over). When the run ends an
+//! `end` line and the `summary` line are appended (or, if the file missed
+//! an event, it is rewritten whole). No fsync: the goal is to survive the
+//! process; the journal is the durable record.
 
 use ais_ir::bytecode::Program;
 use ais_vm::observe::{OpUpdate, RunObserver};
@@ -22,6 +22,8 @@ use std::sync::{mpsc, Arc, Mutex, RwLock};
 
 /// The first line of a kept telemetry file.
 pub const HEADER_TYPE: &str = "attempt";
+/// The line before the summary of a completed attempt.
+pub const END_TYPE: &str = "end";
 
 /// Run ids are made by the host; keep only safe characters anyway (no
 /// `.`, so `ID.2.jsonl` cannot be another run's first attempt).
@@ -95,17 +97,17 @@ pub fn is_replayed(e: &OpEvent, attempt: u32) -> bool {
 
 /// One op line: the `--events` object, the flow named as the run named it,
 /// and `replayed` when the journal answered it.
+/// An event's line: named from the program (completing the file) or from
+/// the names the observer was given (streaming, without the program).
 fn op_line(
-    program: &Program,
-    summary: &RunSummary,
+    names: Result<(&Program, &RunSummary), (&str, &str)>,
     e: &OpEvent,
-    flow: Option<&str>,
     attempt: u32,
 ) -> Map<String, Json> {
-    let mut o = ais_vm::telemetry::event_json(program, summary, e);
-    if let Some(f) = flow {
-        o.insert("flow".into(), json!(f));
-    }
+    let mut o = match names {
+        Ok((program, summary)) => ais_vm::telemetry::event_json(program, summary, e),
+        Err((flow, agent)) => ais_vm::telemetry::event_json_named(flow, agent, e),
+    };
     if is_replayed(e, attempt) {
         o.insert("replayed".into(), json!(true));
     }
@@ -127,6 +129,7 @@ fn header(run_id: &str, attempt: u32, started_ms: u64, state: &str) -> Map<Strin
 struct Update {
     event: OpEvent,
     flow: String,
+    agent: String,
 }
 
 /// Warns once: a telemetry write failure costs the telemetry, never the run.
@@ -145,112 +148,148 @@ impl Warn {
 
 /// Streams one attempt's events to its file; the run's observer (composed
 /// with the edge's own). `finish` completes the file.
+///
+/// The writer thread also creates the file: creating a file costs about a
+/// millisecond on some file systems (a virtual disk here), which a served
+/// run should not wait for. Events the run records meanwhile wait in the
+/// channel.
 pub struct Keeper {
-    path: PathBuf,
     run_id: String,
-    attempt: u32,
     started_ms: u64,
     tx: RwLock<Option<mpsc::Sender<Update>>>,
-    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    writer: Mutex<Option<std::thread::JoinHandle<Option<usize>>>>,
+    /// Where the writer put the file: `(attempt, path)`, `None` if it could
+    /// not create one (then it has warned).
+    placed: Mutex<mpsc::Receiver<Option<(u32, PathBuf)>>>,
+    place: std::sync::OnceLock<Option<(u32, PathBuf)>>,
     warn: Arc<Warn>,
 }
 
+/// Creates the next attempt's file of run `run_id` in `dir`: the first
+/// free number, probed with `create_new` (so that two processes never
+/// share a file) rather than by listing the directory, which holds every
+/// run's files.
+fn create_attempt(dir: &Path, run_id: &str) -> std::io::Result<(u32, PathBuf, std::fs::File)> {
+    std::fs::create_dir_all(dir.join("telemetry"))?;
+    let mut n = 1;
+    loop {
+        let path = attempt_path(dir, run_id, n);
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+        {
+            Ok(f) => return Ok((n, path, f)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 100_000 => n += 1,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 impl Keeper {
-    /// Opens the next attempt's file of run `run_id` in memory directory
-    /// `dir` and writes its header; an error means no telemetry is kept.
-    pub fn start(dir: &Path, run_id: &str, program: &Program) -> std::io::Result<Arc<Keeper>> {
-        std::fs::create_dir_all(dir.join("telemetry"))?;
-        // The next free number; `create_new` so that two processes never
-        // share a file.
-        let mut n = attempts(dir, run_id).last().map_or(1, |(n, _)| n + 1);
-        let (file, path) = loop {
-            let path = attempt_path(dir, run_id, n);
-            match std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&path)
-            {
-                Ok(f) => break (f, path),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 100_000 => n += 1,
-                Err(e) => return Err(e),
-            }
-        };
+    /// Starts keeping run `run_id`'s next attempt in memory directory
+    /// `dir`; the error is the writer thread's (no telemetry is kept).
+    pub fn start(dir: &Path, run_id: &str) -> std::io::Result<Arc<Keeper>> {
         let started_ms = now_ms();
-        let mut out = BufWriter::new(file);
-        serde_json::to_writer(
-            &mut out,
-            &Json::Object(header(run_id, n, started_ms, "running")),
-        )?;
-        out.write_all(b"\n")?;
-        out.flush()?;
         let warn = Arc::new(Warn(AtomicBool::new(false)));
         let (tx, rx) = mpsc::channel::<Update>();
-        let program = program.clone();
-        let (wpath, wwarn, attempt) = (path.clone(), warn.clone(), n);
+        let (placed_tx, placed_rx) = mpsc::sync_channel(1);
+        let (dir, id, wwarn) = (dir.to_path_buf(), run_id.to_string(), warn.clone());
         let writer = std::thread::Builder::new()
             .name("ais-telemetry".into())
             .spawn(move || {
-                let summary = RunSummary::default();
-                let mut failed = false;
-                let mut write = |u: Update, out: &mut BufWriter<std::fs::File>| {
-                    if failed {
-                        return;
+                let created = create_attempt(&dir, &id).and_then(|(n, path, file)| {
+                    let mut out = BufWriter::new(file);
+                    let h = Json::Object(header(&id, n, started_ms, "running"));
+                    serde_json::to_writer(&mut out, &h)?;
+                    out.write_all(b"\n")?;
+                    out.flush()?;
+                    Ok((n, path, out))
+                });
+                let (attempt, wpath, mut out) = match created {
+                    Ok(c) => c,
+                    Err(e) => {
+                        wwarn.once(&dir.join("telemetry"), &e);
+                        let _ = placed_tx.send(None);
+                        // Drain what the run sends; nothing is kept.
+                        while rx.recv().is_ok() {}
+                        return None;
                     }
-                    let line = op_line(&program, &summary, &u.event, Some(&u.flow), attempt);
-                    let r = serde_json::to_writer(&mut *out, &Json::Object(line))
+                };
+                let _ = placed_tx.send(Some((attempt, wpath.clone())));
+                // One line per event; after a failure, nothing more.
+                let write = |u: Update, out: &mut BufWriter<std::fs::File>| {
+                    let line = op_line(Err((&u.flow, &u.agent)), &u.event, attempt);
+                    serde_json::to_writer(&mut *out, &Json::Object(line))
                         .map_err(std::io::Error::from)
-                        .and_then(|()| out.write_all(b"\n"));
-                    if let Err(e) = r {
+                        .and_then(|()| out.write_all(b"\n"))
+                };
+                let mut failed = false;
+                let mut written = 0usize;
+                // Flushed whenever no more events wait: a small batch under
+                // load, one event at a time otherwise.
+                while let Ok(first) = rx.recv() {
+                    for u in std::iter::once(first).chain(rx.try_iter()) {
+                        if failed {
+                            continue;
+                        }
+                        match write(u, &mut out) {
+                            Ok(()) => written += 1,
+                            Err(e) => {
+                                failed = true;
+                                wwarn.once(&wpath, &e);
+                            }
+                        }
+                    }
+                    if let Err(e) = out.flush() {
                         failed = true;
                         wwarn.once(&wpath, &e);
                     }
-                };
-                // Flushed whenever no more events wait: a small batch under
-                // load, one event at a time otherwise.
-                while let Ok(u) = rx.recv() {
-                    write(u, &mut out);
-                    while let Ok(u) = rx.try_recv() {
-                        write(u, &mut out);
-                    }
-                    if let Err(e) = out.flush() {
-                        wwarn.once(&wpath, &e);
-                    }
                 }
+                (!failed).then_some(written)
             })?;
         Ok(Arc::new(Keeper {
-            path,
             run_id: run_id.to_string(),
-            attempt: n,
             started_ms,
             tx: RwLock::new(Some(tx)),
             writer: Mutex::new(Some(writer)),
+            placed: Mutex::new(placed_rx),
+            place: std::sync::OnceLock::new(),
             warn,
         }))
     }
 
-    pub fn attempt(&self) -> u32 {
-        self.attempt
+    /// The attempt's number and file, once the writer has created it
+    /// (waits for that); `None` if it could not.
+    pub fn placed(&self) -> Option<(u32, &Path)> {
+        self.place
+            .get_or_init(|| {
+                let rx = self.placed.lock().unwrap_or_else(|e| e.into_inner());
+                rx.recv().ok().flatten()
+            })
+            .as_ref()
+            .map(|(n, p)| (*n, p.as_path()))
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Stops streaming and waits for the writer to write what it was sent.
-    fn stop(&self) {
+    /// Stops streaming and waits for the writer to write what it was sent:
+    /// how many events the file holds (`None` after a write failure).
+    fn stop(&self) -> Option<usize> {
         drop(self.tx.write().unwrap_or_else(|e| e.into_inner()).take());
         let writer = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(w) = writer {
-            let _ = w.join();
-        }
+        writer.and_then(|w| w.join().ok().flatten())
     }
 
-    /// Completes the file from the run's report: header (`complete`, with
-    /// the outcome), every event in start order, the summary. Written
-    /// whole through a temporary file, so the streamed file stays until
-    /// the complete one replaces it.
+    /// Completes the file from the run's report. When the file already
+    /// holds every event of the report (the usual case), an `end` line
+    /// (outcome, end time, replayed ops) and the summary line are appended:
+    /// no second file per run. Otherwise (a write failed, an event was not
+    /// streamed) it is rewritten whole through a temporary file: header
+    /// (`complete`), every event in start order, `end`, summary.
     pub fn finish(&self, program: &Program, report: &ais_vm::RunReport) {
-        self.stop();
+        let streamed = self.stop();
+        let Some((attempt, path)) = self.placed() else {
+            return; // no file: the writer warned
+        };
         let outcome = match &report.outcome {
             Ok(_) => "ok",
             Err(ais_vm::RunError::OpFailed { code, .. }) if code == ais_vm::exec::PAUSED => {
@@ -258,42 +297,57 @@ impl Keeper {
             }
             Err(_) => "failed",
         };
-        let mut h = header(&self.run_id, self.attempt, self.started_ms, "complete");
-        h.insert("outcome".into(), json!(outcome));
-        h.insert("ended_unix_ms".into(), json!(now_ms()));
         let replayed = report
             .events
             .iter()
-            .filter(|e| is_replayed(e, self.attempt))
+            .filter(|e| is_replayed(e, attempt))
             .count();
-        h.insert("replayed_ops".into(), json!(replayed));
+        let end = json!({
+            "type": END_TYPE,
+            "outcome": outcome,
+            "ended_unix_ms": now_ms(),
+            "replayed_ops": replayed,
+        });
+        let mut s = serde_json::to_value(&report.summary).unwrap_or(Json::Null);
+        if let Json::Object(m) = &mut s {
+            m.insert("type".into(), json!("summary"));
+        }
         let mut bytes = Vec::new();
         let written = (|| -> std::io::Result<()> {
+            if streamed == Some(report.events.len()) {
+                serde_json::to_writer(&mut bytes, &end)?;
+                bytes.push(b'\n');
+                serde_json::to_writer(&mut bytes, &s)?;
+                bytes.push(b'\n');
+                let mut f = std::fs::OpenOptions::new().append(true).open(path)?;
+                return f.write_all(&bytes);
+            }
+            let h = header(&self.run_id, attempt, self.started_ms, "complete");
             serde_json::to_writer(&mut bytes, &Json::Object(h))?;
             bytes.push(b'\n');
             for e in &report.events {
-                let line = op_line(program, &report.summary, e, None, self.attempt);
+                let line = op_line(Ok((program, &report.summary)), e, attempt);
                 serde_json::to_writer(&mut bytes, &Json::Object(line))?;
                 bytes.push(b'\n');
             }
-            let mut s = serde_json::to_value(&report.summary).unwrap_or(Json::Null);
-            if let Json::Object(m) = &mut s {
-                m.insert("type".into(), json!("summary"));
-            }
+            serde_json::to_writer(&mut bytes, &end)?;
+            bytes.push(b'\n');
             serde_json::to_writer(&mut bytes, &s)?;
             bytes.push(b'\n');
-            crate::run::write_atomic(&self.path, &bytes)
+            replace(path, &bytes)
         })();
         if let Err(e) = written {
-            self.warn.once(&self.path, &e);
+            self.warn.once(path, &e);
         }
     }
 
     /// The run never started (a served run discarded before it ran): its
     /// attempt leaves no file.
     pub fn discard(&self) {
-        self.stop();
-        let _ = std::fs::remove_file(&self.path);
+        let _ = self.stop();
+        if let Some((_, path)) = self.placed() {
+            let _ = std::fs::remove_file(path);
+        }
     }
 }
 
@@ -305,9 +359,23 @@ impl RunObserver for Keeper {
             let _ = tx.send(Update {
                 event: u.event.clone(),
                 flow: u.flow.to_string(),
+                agent: u.agent.to_string(),
             });
         }
     }
+}
+
+/// Replaces `path` with `bytes` through a temporary file and a rename (a
+/// reader sees the streamed file or the complete one), without the fsync
+/// of `run::write_atomic`: kept telemetry must survive the process, not
+/// the machine, and a served run must not pay a disk flush for it.
+fn replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension(format!("jsonl.tmp{}", std::process::id()));
+    let r = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
+    if r.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    r
 }
 
 /// Two observers as one: the edge's (e.g. `--stream`) and the keeper.
@@ -370,15 +438,28 @@ mod tests {
     #[test]
     fn each_attempt_gets_its_own_file_and_streams_its_events() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let p = program();
-        let first = Keeper::start(dir.path(), "r-1", &p).expect("first");
-        let second = Keeper::start(dir.path(), "r-1", &p).expect("second");
-        assert_eq!((first.attempt(), second.attempt()), (1, 2));
-        assert!(first.path().ends_with("telemetry/r-1.jsonl"));
-        assert!(second.path().ends_with("telemetry/r-1.2.jsonl"));
+        let first = Keeper::start(dir.path(), "r-1").expect("first");
+        let second = Keeper::start(dir.path(), "r-1").expect("second");
+        assert_eq!(
+            (
+                first.placed().expect("placed").0,
+                second.placed().expect("placed").0
+            ),
+            (1, 2)
+        );
+        assert!(first
+            .placed()
+            .expect("placed")
+            .1
+            .ends_with("telemetry/r-1.jsonl"));
+        assert!(second
+            .placed()
+            .expect("placed")
+            .1
+            .ends_with("telemetry/r-1.2.jsonl"));
         // Another run whose id starts the same is not an attempt of this one.
-        let other = Keeper::start(dir.path(), "r-10", &p).expect("other");
-        assert_eq!(other.attempt(), 1);
+        let other = Keeper::start(dir.path(), "r-10").expect("other");
+        assert_eq!(other.placed().expect("placed").0, 1);
         let found: Vec<u32> = attempts(dir.path(), "r-1").iter().map(|a| a.0).collect();
         assert_eq!(found, [1, 2]);
 
@@ -389,7 +470,7 @@ mod tests {
             agent: "A",
         });
         second.stop();
-        let kept = lines(second.path());
+        let kept = lines(second.placed().expect("placed").1);
         assert_eq!(kept[0]["type"], "attempt");
         assert_eq!(kept[0]["state"], "running");
         assert_eq!(kept[1]["op"], 4);
@@ -413,24 +494,47 @@ mod tests {
     fn finishing_completes_the_file_and_a_failed_write_costs_only_the_telemetry() {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = program();
-        let k = Keeper::start(dir.path(), "r", &p).expect("start");
+        let e = event(1, Opcode::Const, Track::Worker(0));
         let report = ais_vm::RunReport {
             outcome: Ok(Json::Null),
             summary: RunSummary::default(),
-            events: vec![event(1, Opcode::Const, Track::Worker(0))],
+            events: vec![e.clone()],
             plans: Vec::new(),
         };
+        // Every event streamed: the end and summary lines are appended.
+        let k = Keeper::start(dir.path(), "r").expect("start");
+        k.op(&OpUpdate {
+            event: &e,
+            flow: "A.main",
+            agent: "A",
+        });
         k.finish(&p, &report);
-        let kept = lines(k.path());
+        let kept = lines(k.placed().expect("placed").1);
+        let types: Vec<&str> = kept
+            .iter()
+            .map(|l| l["type"].as_str().unwrap_or(""))
+            .collect();
+        assert_eq!(types, ["attempt", "op", "end", "summary"]);
+        assert_eq!(kept[0]["state"], "running");
+        assert_eq!(kept[2]["outcome"], "ok");
+        // An event the file missed: rewritten whole, complete.
+        let k = Keeper::start(dir.path(), "q").expect("start");
+        k.finish(&p, &report);
+        let kept = lines(k.placed().expect("placed").1);
+        let types: Vec<&str> = kept
+            .iter()
+            .map(|l| l["type"].as_str().unwrap_or(""))
+            .collect();
+        assert_eq!(types, ["attempt", "op", "end", "summary"]);
         assert_eq!(kept[0]["state"], "complete");
-        assert_eq!(kept[0]["outcome"], "ok");
-        assert_eq!(kept[1]["type"], "op");
-        assert_eq!(kept.last().expect("lines")["type"], "summary");
+        assert_eq!(kept[2]["outcome"], "ok");
 
-        let gone = Keeper::start(dir.path(), "s", &p).expect("start");
+        let gone = Keeper::start(dir.path(), "s").expect("start");
+        // Once its file exists, the directory goes away.
+        let _ = gone.placed();
         std::fs::remove_dir_all(dir.path().join("telemetry")).expect("remove");
         gone.finish(&p, &report);
         assert!(gone.warn.0.load(Ordering::SeqCst), "warned");
-        assert!(!gone.path().exists());
+        assert!(!gone.placed().expect("placed").1.exists());
     }
 }

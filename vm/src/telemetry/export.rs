@@ -45,15 +45,23 @@ fn track_name(t: Track) -> String {
 /// OpenTelemetry GenAI attribute names (`gen_ai.operation.name`,
 /// `gen_ai.request.model`, `gen_ai.usage.input_tokens`, ...).
 pub fn event_json(program: &Program, summary: &RunSummary, e: &OpEvent) -> Map<String, Json> {
+    let flow = flow_label(program, summary, e.flow);
+    event_json_named(&flow, agent_name(program, e.agent), e)
+}
+
+/// [`event_json`] with the flow and agent names given (as a
+/// [`crate::observe::OpUpdate`] carries them), for a writer that streams
+/// events without holding the program.
+pub fn event_json_named(flow: &str, agent: &str, e: &OpEvent) -> Map<String, Json> {
     let mut o = Map::new();
     o.insert("type".into(), json!("op"));
     o.insert("frame".into(), json!(e.frame));
-    o.insert("flow".into(), json!(flow_label(program, summary, e.flow)));
+    o.insert("flow".into(), json!(flow));
     o.insert("flow_id".into(), json!(e.flow));
     o.insert("region".into(), json!(e.region));
     o.insert("op".into(), json!(e.op));
     o.insert("opcode".into(), json!(e.opcode.mnemonic()));
-    o.insert("agent".into(), json!(agent_name(program, e.agent)));
+    o.insert("agent".into(), json!(agent));
     o.insert("track".into(), json!(track_name(e.track)));
     o.insert("worker".into(), json!(e.worker));
     o.insert("ready_ns".into(), json!(e.ready_ns));

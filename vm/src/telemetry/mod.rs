@@ -6,7 +6,7 @@
 mod export;
 mod text;
 
-pub use export::{chrome_trace, event_json, write_chrome_trace, write_jsonl};
+pub use export::{chrome_trace, event_json, event_json_named, write_chrome_trace, write_jsonl};
 pub use text::{
     prompt_messages, truncate, MessageRecord, OpDetail, TextPolicy, DEFAULT_TEXT_LIMIT,
 };
