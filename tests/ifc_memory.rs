@@ -9,6 +9,9 @@
 //! the same with two `aisc run` processes on one memory directory.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "support/ifc_policy.rs"]
+mod ifc_policy;
+
 use ais_ir::ifc::{FlowPolicy, SinkRule};
 use ais_testkit::fake::FakeBackend;
 use ais_testkit::MemoryHost;
@@ -35,26 +38,7 @@ fn program(body: &str) -> ais_ir::bytecode::Program {
 }
 
 fn policy() -> FlowPolicy {
-    let mut p = FlowPolicy {
-        untrusted: vec!["fetch_page".into()],
-        ..FlowPolicy::default()
-    };
-    for t in ["fetch_page", "read_note"] {
-        p.sinks.insert(
-            t.into(),
-            SinkRule {
-                sink: Some(false),
-                ..SinkRule::default()
-            },
-        );
-    }
-    p.sinks.insert(
-        "send".into(),
-        SinkRule {
-            allow_untrusted: vec!["note".into()],
-            ..SinkRule::default()
-        },
-    );
+    let mut p = ifc_policy::mail_policy();
     // Long-term memory is a sink by default (other agents and later runs
     // read it); this agent is allowed to keep untrusted pages there, so
     // the reads must keep them untrusted.

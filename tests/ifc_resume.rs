@@ -6,7 +6,10 @@
 //! server; `AIS_SKIP_POSTGRES=1` skips that half, as `vm/tests/store_matrix.rs`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use ais_ir::ifc::{FlowPolicy, SinkRule};
+#[path = "support/ifc_policy.rs"]
+mod ifc_policy;
+
+use ais_ir::ifc::FlowPolicy;
 use ais_testkit::fake::FakeBackend;
 use ais_testkit::pg::PgServer;
 use ais_testkit::MemoryHost;
@@ -48,27 +51,7 @@ const AFTER_PAUSE: &str =
 const AFTER_CRASH: &str = "let x = ask(\"Extract the address.\", doc)\n        let c = ask(\"Confirm.\", x)\n        let to = x + c";
 
 fn policy() -> FlowPolicy {
-    let mut p = FlowPolicy {
-        untrusted: vec!["fetch_page".into()],
-        ..FlowPolicy::default()
-    };
-    for t in ["fetch_page", "read_note"] {
-        p.sinks.insert(
-            t.into(),
-            SinkRule {
-                sink: Some(false),
-                ..SinkRule::default()
-            },
-        );
-    }
-    p.sinks.insert(
-        "send".into(),
-        SinkRule {
-            allow_untrusted: vec!["note".into()],
-            ..SinkRule::default()
-        },
-    );
-    p
+    ifc_policy::mail_policy()
 }
 
 /// A fake model that goes down after `live` calls.

@@ -490,6 +490,10 @@ mod tests {
         assert!(!is_replayed(&pure, 2));
     }
 
+    fn line_type(l: &Json) -> &str {
+        l["type"].as_str().unwrap_or("")
+    }
+
     #[test]
     fn finishing_completes_the_file_and_a_failed_write_costs_only_the_telemetry() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -510,10 +514,7 @@ mod tests {
         });
         k.finish(&p, &report);
         let kept = lines(k.placed().expect("placed").1);
-        let types: Vec<&str> = kept
-            .iter()
-            .map(|l| l["type"].as_str().unwrap_or(""))
-            .collect();
+        let types: Vec<&str> = kept.iter().map(line_type).collect();
         assert_eq!(types, ["attempt", "op", "end", "summary"]);
         assert_eq!(kept[0]["state"], "running");
         assert_eq!(kept[2]["outcome"], "ok");
@@ -521,10 +522,7 @@ mod tests {
         let k = Keeper::start(dir.path(), "q").expect("start");
         k.finish(&p, &report);
         let kept = lines(k.placed().expect("placed").1);
-        let types: Vec<&str> = kept
-            .iter()
-            .map(|l| l["type"].as_str().unwrap_or(""))
-            .collect();
+        let types: Vec<&str> = kept.iter().map(line_type).collect();
         assert_eq!(types, ["attempt", "op", "end", "summary"]);
         assert_eq!(kept[0]["state"], "complete");
         assert_eq!(kept[2]["outcome"], "ok");
