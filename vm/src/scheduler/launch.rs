@@ -92,27 +92,26 @@ pub fn run(
     }
     summary.critical_path_estimate_ms = program.flows.get(entry as usize).map_or(0, |f| f.cp_ms);
 
-    // Room for linked plans only when the program can make any.
+    let makes_plans = uses(program, exec::plans);
     let labels =
         crate::ifc::Labels::new(options.flow_policy.clone()).traced(options.label_trace.clone());
     // Only a program that touches memory or beliefs (or may, in a plan)
     // reads the stored labels: others need not open the store.
-    let touches_memory = uses(program, |i| {
-        matches!(
-            i.opcode,
-            Opcode::Qmem | Opcode::Umem | Opcode::BeliefGet | Opcode::BeliefSet
-        ) || exec::plans(i)
-    });
-    let stored = if touches_memory {
-        labels.load_stored(host.as_ref())
-    } else {
-        Ok(())
-    };
-    if let Err(e) = stored {
-        let why = format!("reading the information-flow labels of stored memory: {e}");
-        return failed(summary, RunError::Setup(why));
+    let touches_memory = makes_plans
+        || uses(program, |i| {
+            matches!(
+                i.opcode,
+                Opcode::Qmem | Opcode::Umem | Opcode::BeliefGet | Opcode::BeliefSet
+            )
+        });
+    if touches_memory {
+        if let Err(e) = labels.load_stored(host.as_ref()) {
+            let why = format!("reading the information-flow labels of stored memory: {e}");
+            return failed(summary, RunError::Setup(why));
+        }
     }
-    let plan_arena = crate::plan::PlanArena::new(if uses(program, exec::plans) {
+    // Room for linked plans only when the program can make any.
+    let plan_arena = crate::plan::PlanArena::new(if makes_plans {
         crate::plan::MAX_PLANS_PER_RUN
     } else {
         0
