@@ -145,7 +145,7 @@ fn run_case(path: &Path) -> Result<(), Failed> {
         workers: Some(2),
         flow_policy: policy(),
         label_trace: Some(trace.clone()),
-        planner: Some(Arc::new(ais_cli::plan::FrontEndPlanner::default())),
+        planner: Some(Arc::new(ais_testkit::FrontEndPlanner::default())),
         ..RunOptions::default()
     };
     let report = ais_vm::run(

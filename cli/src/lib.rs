@@ -13,7 +13,6 @@ mod new;
 pub mod ops;
 pub mod opt;
 mod output;
-pub mod plan;
 pub mod report;
 mod run;
 mod runs;

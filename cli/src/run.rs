@@ -607,7 +607,7 @@ pub fn prepare_run(
         observer: edge.observer,
         budget,
         watchdog: Some(run.budget.watchdog),
-        planner: Some(Arc::new(crate::plan::FrontEndPlanner::default())),
+        planner: Some(Arc::new(ais_planner::FrontEndPlanner::default())),
         max_live_frames: run
             .budget
             .max_frames

@@ -23,7 +23,7 @@ pub mod pg;
 
 /// The plan compiler `aisc run` uses (the product's, not a double): VM tests of
 /// `solve` link plans checked by the real front end.
-pub use ais_cli::plan::FrontEndPlanner;
+pub use ais_planner::FrontEndPlanner;
 pub use fake::FakeBackend;
 pub use host::{MemEntry, MemoryHost};
 pub use mock::{MockReply, MockServer};

@@ -1,5 +1,6 @@
-//! The plan compiler `aisc run` gives the VM: inner plans (`solve`) are
-//! checked by the language's own front end (`ais_compiler::plan`).
+//! The plan compiler every run is given: inner plans (`solve`) are checked
+//! by the language's own front end (`ais_compiler::plan`). Its own crate so
+//! that the VM's tests link the real planner without the command line.
 
 use ais_compiler::plan::{self, PlanLimits, PlanTool};
 use ais_vm::plan::{AcceptedPlan, DeniedFlow, PlanCompiler, PlanSpec, Rejected};
