@@ -19,8 +19,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use ais_ir::ifc::{FlowPolicy, Mode, SinkRule};
+use ais_testkit::fake::{text_reply, FakeBackend};
 use ais_testkit::{FrontEndPlanner, MemoryHost};
-use ais_vm::llm::{CancelToken, LlmBackend, LlmError, LlmOpKind, LlmRequest, LlmResponse, Usage};
+use ais_vm::llm::{LlmOpKind, LlmRequest, LlmResponse};
 use ais_vm::{Host, RunOptions, RunReport};
 use serde_json::{json, Value as Json};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -164,75 +165,42 @@ fn policy(sc: &Scenario, mode: Mode) -> FlowPolicy {
     p
 }
 
-/// A model that follows any instruction it reads: `INJECT[x]` anywhere in
-/// its request makes it answer `x`.
-struct Gullible;
-
-impl LlmBackend for Gullible {
-    fn name(&self) -> &str {
-        "gullible"
-    }
-
-    fn is_simulated(&self) -> bool {
-        true
-    }
-
-    fn complete(&self, request: &LlmRequest, _: &CancelToken) -> Result<LlmResponse, LlmError> {
-        let all = serde_json::to_string(request).unwrap_or_default();
-        let text = all
-            .split_once("INJECT[")
+/// What a model that follows any instruction it reads answers: `INJECT[x]`
+/// anywhere in its request makes it answer `x`.
+fn gullible_answer(request: &LlmRequest) -> LlmResponse {
+    let all = serde_json::to_string(request).unwrap_or_default();
+    text_reply(
+        all.split_once("INJECT[")
             .and_then(|(_, rest)| rest.split_once(']'))
-            .map_or("nothing to do".to_string(), |(x, _)| x.to_string());
-        Ok(LlmResponse {
-            text,
-            json: None,
-            usage: Usage::default(),
-            finish_reason: "stop".into(),
-            model: "gullible".into(),
-            latency: std::time::Duration::ZERO,
-            simulated: true,
-            tool_calls: Vec::new(),
-        })
-    }
+            .map_or("nothing to do".to_string(), |(x, _)| x.to_string()),
+    )
+}
+
+/// The fully hijacked model.
+fn gullible() -> Arc<FakeBackend> {
+    Arc::new(
+        FakeBackend::new()
+            .named("gullible")
+            .with_script(|r, _| Some(Ok(gullible_answer(r)))),
+    )
 }
 
 /// The planner of the inner-plan scenarios: `solve` round `n` gets
-/// `plans[n-1]` (the last one after that); other LLM ops are [`Gullible`].
-struct ScriptedPlanner {
-    plans: [String; 2],
-    rounds: AtomicUsize,
-}
-
-impl LlmBackend for ScriptedPlanner {
-    fn name(&self) -> &str {
-        "scripted-planner"
-    }
-
-    fn is_simulated(&self) -> bool {
-        true
-    }
-
-    fn complete(
-        &self,
-        request: &LlmRequest,
-        cancel: &CancelToken,
-    ) -> Result<LlmResponse, LlmError> {
-        if request.kind != LlmOpKind::Solve {
-            return Gullible.complete(request, cancel);
-        }
-        let n = self.rounds.fetch_add(1, Ordering::SeqCst);
-        let plan = self.plans[n.min(1)].clone();
-        Ok(LlmResponse {
-            text: plan,
-            json: None,
-            usage: Usage::default(),
-            finish_reason: "stop".into(),
-            model: "scripted-planner".into(),
-            latency: std::time::Duration::ZERO,
-            simulated: true,
-            tool_calls: Vec::new(),
-        })
-    }
+/// `plans[n-1]` (the last one after that); other LLM ops are gullible.
+fn scripted_planner(plans: [String; 2]) -> Arc<FakeBackend> {
+    let rounds = AtomicUsize::new(0);
+    Arc::new(
+        FakeBackend::new()
+            .named("scripted-planner")
+            .with_script(move |r, _| {
+                Some(Ok(if r.kind == LlmOpKind::Solve {
+                    let n = rounds.fetch_add(1, Ordering::SeqCst);
+                    text_reply(plans[n.min(1)].clone())
+                } else {
+                    gullible_answer(r)
+                }))
+            }),
+    )
 }
 
 struct PlanOutcome {
@@ -288,10 +256,7 @@ fn run_plan(sc: &Scenario, mode: Mode) -> PlanOutcome {
         seen.lock().unwrap().push(v);
         Ok(json!({"ok": true}))
     });
-    let planner = Arc::new(ScriptedPlanner {
-        plans: plans(sc),
-        rounds: AtomicUsize::new(0),
-    });
+    let planner = scripted_planner(plans(sc));
     let options = RunOptions {
         args: vec![("user".into(), json!(sc.user_value))],
         workers: Some(2),
@@ -311,7 +276,11 @@ fn run_plan(sc: &Scenario, mode: Mode) -> PlanOutcome {
     PlanOutcome {
         sink_args,
         source_calls: source_calls.load(Ordering::SeqCst),
-        rounds: planner.rounds.load(Ordering::SeqCst),
+        rounds: planner
+            .requests()
+            .iter()
+            .filter(|r| r.kind == LlmOpKind::Solve)
+            .count(),
         report,
     }
 }
@@ -349,12 +318,7 @@ fn run(sc: &Scenario, mode: Mode) -> Outcome {
         flow_policy: policy(sc, mode),
         ..RunOptions::default()
     };
-    let report = ais_vm::run(
-        &prog,
-        &options,
-        Arc::new(Gullible),
-        host.clone() as Arc<dyn Host>,
-    );
+    let report = ais_vm::run(&prog, &options, gullible(), host.clone() as Arc<dyn Host>);
     assert!(report.outcome.is_ok(), "{}: {:?}", sc.name, report.outcome);
     Outcome {
         sink_calls: sink_calls.load(Ordering::SeqCst),

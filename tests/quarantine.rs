@@ -7,8 +7,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use ais_ir::ifc::{FlowPolicy, Quarantine, SinkRule};
+use ais_testkit::fake::{text_reply, FakeBackend};
 use ais_testkit::MemoryHost;
-use ais_vm::llm::{CancelToken, LlmBackend, LlmError, LlmRequest, LlmResponse, Usage};
 use ais_vm::{Host, RunOptions};
 use serde_json::{json, Value as Json};
 use std::sync::{Arc, Mutex};
@@ -58,32 +58,6 @@ fn policy(schemas: bool, max_string: u64) -> FlowPolicy {
     p
 }
 
-/// Answers every request with `reply`.
-struct Scripted(String);
-
-impl LlmBackend for Scripted {
-    fn name(&self) -> &str {
-        "scripted"
-    }
-
-    fn is_simulated(&self) -> bool {
-        true
-    }
-
-    fn complete(&self, _: &LlmRequest, _: &CancelToken) -> Result<LlmResponse, LlmError> {
-        Ok(LlmResponse {
-            text: self.0.clone(),
-            json: None,
-            usage: Usage::default(),
-            finish_reason: "stop".into(),
-            model: "scripted".into(),
-            latency: std::time::Duration::ZERO,
-            simulated: true,
-            tool_calls: Vec::new(),
-        })
-    }
-}
-
 struct Outcome {
     paid: Vec<Json>,
     printed: Vec<String>,
@@ -114,7 +88,14 @@ fn run(schema: &str, policy: FlowPolicy, reply: &str) -> Outcome {
     let report = ais_vm::run(
         &prog,
         &options,
-        Arc::new(Scripted(reply.into())),
+        {
+            let reply = reply.to_string();
+            Arc::new(
+                FakeBackend::new()
+                    .named("scripted")
+                    .with_script(move |_, _| Some(Ok(text_reply(reply.clone())))),
+            )
+        },
         host.clone() as Arc<dyn Host>,
     );
     let paid = paid.lock().unwrap().clone();

@@ -11,6 +11,12 @@
 //! - a prompt containing a configured failure marker fails with
 //!   [`LlmErrorKind::Server`].
 //!
+//! A test that needs other answers scripts them ([`FakeBackend::with_script`]:
+//! a function of the request and the call's number that answers or defers to
+//! the derived reply), fails every call from the N-th on
+//! ([`FakeBackend::failing_from_call`]) and reads back what was asked
+//! ([`FakeBackend::requests`]): one double instead of one per test file.
+//!
 //! Each call sleeps for the configured latency of its kind (default zero),
 //! in slices of at most 100 ms, returning early with [`LlmErrorKind::Cancelled`] when the
 //! [`CancelToken`] is set. The backend counts calls and records the highest
@@ -21,16 +27,63 @@ use serde_json::json;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::Mutex;
 use std::time::Duration;
 use std::time::Instant;
 
-#[derive(Debug, Default)]
+/// Answers the call numbered `n` (from 0, in the order calls reach the
+/// backend) of `request`; `None` defers to the derived reply.
+pub type Script =
+    dyn Fn(&LlmRequest, u64) -> Option<Result<LlmResponse, LlmError>> + Send + Sync + 'static;
+
+#[derive(Default)]
 pub struct FakeBackend {
+    name: Option<String>,
     latency: HashMap<LlmOpKind, Duration>,
     default_latency: Duration,
     fail_marker: Option<String>,
+    fail_from_call: Option<u64>,
+    blocking: bool,
     concurrency: Option<usize>,
+    script: Option<Box<Script>>,
     counters: Counters,
+    /// Every request with whether it was answered (`Ok`).
+    requests: Mutex<Vec<(LlmRequest, bool)>>,
+}
+
+impl std::fmt::Debug for FakeBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FakeBackend")
+            .field("name", &self.name())
+            .field("scripted", &self.script.is_some())
+            .field("calls", &self.calls())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A final text answer, as a provider would give it (usage zero, `stop`).
+pub fn text_reply(text: impl Into<String>) -> LlmResponse {
+    LlmResponse {
+        text: text.into(),
+        json: None,
+        usage: Usage::default(),
+        finish_reason: "stop".into(),
+        model: "fake".into(),
+        latency: Duration::ZERO,
+        simulated: true,
+        tool_calls: Vec::new(),
+    }
+}
+
+/// A server failure (HTTP 500) with `message`.
+pub fn server_error(message: impl Into<String>) -> LlmError {
+    LlmError {
+        provider: "fake".into(),
+        status: Some(500),
+        message: message.into(),
+        attempts: 1,
+        kind: LlmErrorKind::Server,
+    }
 }
 
 #[derive(Debug, Default)]
@@ -44,10 +97,12 @@ struct Counters {
 }
 
 impl Counters {
-    fn enter(&self) {
-        self.calls.fetch_add(1, Ordering::SeqCst);
+    /// Counts a call and returns its number (from 0).
+    fn enter(&self) -> u64 {
+        let n = self.calls.fetch_add(1, Ordering::SeqCst);
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.peak.fetch_max(now, Ordering::SeqCst);
+        n
     }
 
     fn leave(&self) {
@@ -89,6 +144,61 @@ impl FakeBackend {
     pub fn failing_on(mut self, marker: impl Into<String>) -> FakeBackend {
         self.fail_marker = Some(marker.into());
         self
+    }
+
+    /// Every call from the `n`-th (counted from 0) on fails with HTTP 500:
+    /// a provider that goes down mid-run.
+    pub fn failing_from_call(mut self, n: u64) -> FakeBackend {
+        self.fail_from_call = Some(n);
+        self
+    }
+
+    /// `script` answers first (see [`Script`]); the latency, the failure
+    /// switches and the counters still apply.
+    pub fn with_script(
+        mut self,
+        script: impl Fn(&LlmRequest, u64) -> Option<Result<LlmResponse, LlmError>>
+            + Send
+            + Sync
+            + 'static,
+    ) -> FakeBackend {
+        self.script = Some(Box::new(script));
+        self
+    }
+
+    /// Calls are made and answered through `complete` only, as a remote
+    /// provider's are: no reply is known before the call returns (without
+    /// this, the VM takes replies at once and waits out their latency).
+    pub fn blocking(mut self) -> FakeBackend {
+        self.blocking = true;
+        self
+    }
+
+    /// The name the backend reports (default `fake`).
+    pub fn named(mut self, name: impl Into<String>) -> FakeBackend {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Every request so far, in the order calls reached the backend.
+    pub fn requests(&self) -> Vec<LlmRequest> {
+        self.lock_requests()
+            .iter()
+            .map(|(r, _)| r.clone())
+            .collect()
+    }
+
+    /// The requests that were answered (not failed), in order.
+    pub fn answered(&self) -> Vec<LlmRequest> {
+        self.lock_requests()
+            .iter()
+            .filter(|(_, ok)| *ok)
+            .map(|(r, _)| r.clone())
+            .collect()
+    }
+
+    fn lock_requests(&self) -> std::sync::MutexGuard<'_, Vec<(LlmRequest, bool)>> {
+        self.requests.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The concurrency the backend advertises (default 16).
@@ -188,8 +298,32 @@ fn cancelled() -> LlmError {
 }
 
 impl FakeBackend {
-    /// The outcome of `request`, reported as taking `latency`.
-    fn outcome(&self, request: &LlmRequest, latency: Duration) -> Result<LlmResponse, LlmError> {
+    /// The outcome of call `n`, `request`, reported as taking `latency`;
+    /// recorded for [`requests`](FakeBackend::requests).
+    fn outcome(
+        &self,
+        n: u64,
+        request: &LlmRequest,
+        latency: Duration,
+    ) -> Result<LlmResponse, LlmError> {
+        let result = self.decide(n, request, latency);
+        self.lock_requests()
+            .push((without_callback(request), result.is_ok()));
+        result
+    }
+
+    fn decide(
+        &self,
+        n: u64,
+        request: &LlmRequest,
+        latency: Duration,
+    ) -> Result<LlmResponse, LlmError> {
+        if self.fail_from_call.is_some_and(|from| n >= from) {
+            return Err(server_error(format!("down from call {n}")));
+        }
+        if let Some(answer) = self.script.as_ref().and_then(|s| s(request, n)) {
+            return answer.map(|r| LlmResponse { latency, ..r });
+        }
         if let Some(m) = &self.fail_marker {
             if request.prompt.contains(m.as_str()) {
                 return Err(LlmError {
@@ -233,9 +367,18 @@ impl FakeBackend {
     }
 }
 
+/// The request as kept: its streaming callback dropped (a kept request
+/// must not call into a finished op).
+fn without_callback(request: &LlmRequest) -> LlmRequest {
+    LlmRequest {
+        on_text: None,
+        ..request.clone()
+    }
+}
+
 impl LlmBackend for FakeBackend {
     fn name(&self) -> &str {
-        "fake"
+        self.name.as_deref().unwrap_or("fake")
     }
 
     fn concurrency(&self) -> usize {
@@ -251,7 +394,7 @@ impl LlmBackend for FakeBackend {
         request: &LlmRequest,
         cancel: &CancelToken,
     ) -> Result<LlmResponse, LlmError> {
-        self.counters.enter();
+        let n = self.counters.enter();
         let started = Instant::now();
         let d = self.latency_of(request.kind);
         let waited = d.is_zero() || self.wait(d, cancel);
@@ -259,11 +402,11 @@ impl LlmBackend for FakeBackend {
         if !waited || cancel.is_cancelled() {
             return Err(cancelled());
         }
-        self.outcome(request, started.elapsed())
+        self.outcome(n, request, started.elapsed())
     }
 
     fn starts_without_waiting(&self) -> bool {
-        true
+        !self.blocking
     }
 
     /// The reply is made at once; the kind's latency is only a wait. The
@@ -272,8 +415,11 @@ impl LlmBackend for FakeBackend {
         &self,
         request: &LlmRequest,
     ) -> Option<(Duration, Result<LlmResponse, LlmError>)> {
+        if self.blocking {
+            return None;
+        }
         let d = self.latency_of(request.kind);
-        self.counters.calls.fetch_add(1, Ordering::SeqCst);
+        let n = self.counters.calls.fetch_add(1, Ordering::SeqCst);
         let now = Instant::now();
         let mut due = self.counters.due.lock().unwrap_or_else(|e| e.into_inner());
         while due.peek().is_some_and(|std::cmp::Reverse(at)| *at <= now) {
@@ -283,7 +429,7 @@ impl LlmBackend for FakeBackend {
         let in_flight = due.len() + self.counters.in_flight.load(Ordering::SeqCst);
         self.counters.peak.fetch_max(in_flight, Ordering::SeqCst);
         drop(due);
-        Some((d, self.outcome(request, d)))
+        Some((d, self.outcome(n, request, d)))
     }
 }
 

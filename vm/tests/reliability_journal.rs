@@ -7,12 +7,11 @@ use ais_ir::bytecode::{self, Program};
 use ais_testkit::fake::FakeBackend;
 use ais_testkit::MemoryHost;
 use ais_vm::journal::{self, Budget, Journal, Status};
-use ais_vm::llm::{CancelToken, LlmBackend, LlmError, LlmErrorKind, LlmRequest, LlmResponse};
 use ais_vm::{RunError, RunOptions};
 use serde_json::{json, Value as Json};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 const PROGRAM: &str = r#"
 agent @Researcher {
@@ -45,41 +44,20 @@ fn program() -> Program {
     bytecode::compile(&m).unwrap()
 }
 
-/// Counts calls (prompts) and fails every call after the first `live` ones
-/// (a crash of the backend side, from the run's point of view).
-struct Counting {
-    inner: FakeBackend,
-    live: Option<usize>,
-    calls: AtomicUsize,
-    prompts: Mutex<Vec<String>>,
+/// Counts calls and keeps the answered prompts; with `live`, every call
+/// from that one on fails (a provider that goes down mid-run). Blocking:
+/// only calls that returned count, so a call cancelled because the run had
+/// already failed returned nothing and resuming repeats it.
+fn counting(live: Option<usize>) -> Arc<FakeBackend> {
+    let b = FakeBackend::new().named("counting").blocking();
+    Arc::new(match live {
+        Some(l) => b.failing_from_call(l as u64),
+        None => b,
+    })
 }
 
-impl Counting {
-    fn new(live: Option<usize>) -> Arc<Counting> {
-        Arc::new(Counting {
-            inner: FakeBackend::new(),
-            live,
-            calls: AtomicUsize::new(0),
-            prompts: Mutex::new(Vec::new()),
-        })
-    }
-}
-
-impl LlmBackend for Counting {
-    fn name(&self) -> &str {
-        "counting"
-    }
-    fn complete(&self, r: &LlmRequest, c: &CancelToken) -> Result<LlmResponse, LlmError> {
-        let n = self.calls.fetch_add(1, Ordering::SeqCst);
-        if self.live.is_some_and(|l| n >= l) {
-            return Err(LlmError::new("counting", LlmErrorKind::Server, "down"));
-        }
-        // Only calls that returned count: one cancelled because the run
-        // had already failed returned nothing, so resuming repeats it.
-        let reply = self.inner.complete(r, c)?;
-        self.prompts.lock().unwrap().push(r.prompt.clone());
-        Ok(reply)
-    }
+fn answered_prompts(b: &FakeBackend) -> Vec<String> {
+    b.answered().into_iter().map(|r| r.prompt).collect()
 }
 
 fn args() -> Vec<(String, Json)> {
@@ -94,7 +72,7 @@ fn begin(dir: &Path, id: &str, p: &Program) -> Arc<Journal> {
 fn run(
     p: &Program,
     j: Option<Arc<Journal>>,
-    b: Arc<Counting>,
+    b: Arc<FakeBackend>,
     budget: Budget,
 ) -> (Result<Json, RunError>, Arc<MemoryHost>) {
     let host = Arc::new(MemoryHost::new());
@@ -111,16 +89,16 @@ fn run(
 #[test]
 fn resume_after_failure_at_every_call_replays_and_never_repeats_a_call() {
     let p = program();
-    let clean = Counting::new(None);
+    let clean = counting(None);
     let (want, host) = run(&p, None, clean.clone(), Budget::default());
     let want = want.unwrap();
-    let total = clean.calls.load(Ordering::SeqCst);
+    let total = clean.calls() as usize;
     assert_eq!(total, 7, "3 asks, 3 callee asks, 1 think");
-    let mut want_prompts = clean.prompts.lock().unwrap().clone();
+    let mut want_prompts = answered_prompts(&clean);
     want_prompts.sort();
     for live in 0..total {
         let dir = tempfile::tempdir().unwrap();
-        let first = Counting::new(Some(live));
+        let first = counting(Some(live));
         let (r, _) = run(
             &p,
             Some(begin(dir.path(), "r1", &p)),
@@ -131,16 +109,16 @@ fn resume_after_failure_at_every_call_replays_and_never_repeats_a_call() {
         let runs = journal::list_runs(dir.path()).unwrap();
         assert_eq!(runs[0].status, Status::Failed);
         let j = Arc::new(Journal::resume(dir.path(), "r1").unwrap());
-        let second = Counting::new(None);
+        let second = counting(None);
         let (r, host2) = run(&p, Some(j.clone()), second.clone(), Budget::default());
         assert_eq!(r.unwrap(), want, "resumed after {live} calls");
         assert_eq!(host2.printed(), host.printed());
         // Every successful call of attempt 1 was replayed, not repeated.
-        let mut prompts = first.prompts.lock().unwrap().clone();
-        prompts.extend(second.prompts.lock().unwrap().iter().cloned());
+        let mut prompts = answered_prompts(&first);
+        prompts.extend(answered_prompts(&second));
         prompts.sort();
         assert_eq!(prompts, want_prompts, "no duplicate and no missing call");
-        assert_eq!(j.replayed() as usize, first.prompts.lock().unwrap().len());
+        assert_eq!(j.replayed() as usize, answered_prompts(&first).len());
         let runs = journal::list_runs(dir.path()).unwrap();
         assert_eq!(runs[0].status, Status::Completed);
         assert_eq!(runs[0].resumes, 1);
@@ -150,9 +128,9 @@ fn resume_after_failure_at_every_call_replays_and_never_repeats_a_call() {
 #[test]
 fn llm_call_budget_stops_the_run_and_a_higher_limit_resumes_it() {
     let p = program();
-    let (want, _) = run(&p, None, Counting::new(None), Budget::default());
+    let (want, _) = run(&p, None, counting(None), Budget::default());
     let dir = tempfile::tempdir().unwrap();
-    let b1 = Counting::new(None);
+    let b1 = counting(None);
     let budget = Budget {
         llm_calls: Some(2),
         ..Budget::default()
@@ -167,20 +145,20 @@ fn llm_call_budget_stops_the_run_and_a_higher_limit_resumes_it() {
         other => panic!("expected a budget error, got {other:?}"),
     }
     // Admitted calls not yet started when the run stopped are dropped.
-    assert!(b1.calls.load(Ordering::SeqCst) <= 2);
+    assert!(b1.calls() as usize <= 2);
     let j = Arc::new(Journal::resume(dir.path(), "b").unwrap());
     // Calls still in flight when the run stopped were cancelled, so at
     // most the two admitted calls are journaled.
     let prior = j.prior_usage().0 as usize;
     assert!(prior <= 2);
-    let b2 = Counting::new(None);
+    let b2 = counting(None);
     let budget = Budget {
         llm_calls: Some(7),
         ..Budget::default()
     };
     let (r, _) = run(&p, Some(j), b2.clone(), budget);
     assert_eq!(r.unwrap(), want.unwrap());
-    assert_eq!(b2.calls.load(Ordering::SeqCst), 7 - prior);
+    assert_eq!(b2.calls() as usize, 7 - prior);
 }
 
 #[test]
@@ -191,7 +169,7 @@ fn token_budget_stops_before_the_next_call() {
         tokens: Some(1),
         ..Budget::default()
     };
-    let b = Counting::new(None);
+    let b = counting(None);
     let (r, _) = run(&p, Some(begin(dir.path(), "t", &p)), b.clone(), budget);
     match r.unwrap_err() {
         RunError::OpFailed { code, payload, .. } => {
@@ -235,7 +213,7 @@ agent @A {
         journal: Some(j),
         ..RunOptions::default()
     };
-    let r = ais_vm::run(&p, &o, Counting::new(None), host.clone()).outcome;
+    let r = ais_vm::run(&p, &o, counting(None), host.clone()).outcome;
     assert_eq!(r.unwrap(), json!({"sent": true}));
     assert_eq!(sends.load(Ordering::SeqCst), 1);
     let conn = rusqlite::Connection::open(dir.path().join(journal::DB_FILE)).unwrap();
@@ -256,7 +234,7 @@ agent @A {
         journal: Some(j),
         ..RunOptions::default()
     };
-    match ais_vm::run(&p, &o, Counting::new(None), host.clone()).outcome {
+    match ais_vm::run(&p, &o, counting(None), host.clone()).outcome {
         Err(RunError::OpFailed { code, payload, .. }) => {
             assert_eq!(code, "journal.in_doubt");
             assert_eq!(payload["tool"], "send");
@@ -271,7 +249,7 @@ agent @A {
         journal: Some(Arc::new(j)),
         ..RunOptions::default()
     };
-    let r = ais_vm::run(&p, &o, Counting::new(None), host).outcome;
+    let r = ais_vm::run(&p, &o, counting(None), host).outcome;
     assert_eq!(r.unwrap(), json!({"sent": true}));
     assert_eq!(sends.load(Ordering::SeqCst), 2);
 }
@@ -283,7 +261,7 @@ fn corrupted_or_truncated_journal_is_a_clear_error() {
     let (r, _) = run(
         &p,
         Some(begin(dir.path(), "c", &p)),
-        Counting::new(None),
+        counting(None),
         Budget::default(),
     );
     assert!(r.is_ok());
@@ -364,7 +342,7 @@ agent @A {
         watchdog: Some(3),
         ..RunOptions::default()
     };
-    let b = Counting::new(None);
+    let b = counting(None);
     match ais_vm::run(&p, &o, b.clone(), Arc::new(MemoryHost::new())).outcome {
         Err(RunError::OpFailed { code, payload, .. }) => {
             assert_eq!(code, "WATCHDOG_LOOP");
@@ -372,14 +350,14 @@ agent @A {
         }
         other => panic!("expected WATCHDOG_LOOP, got {other:?}"),
     }
-    assert!(b.calls.load(Ordering::SeqCst) <= 2);
+    assert!(b.calls() as usize <= 2);
     // Off, or with progress (the item in the prompt), the loop completes.
     let off = RunOptions {
         watchdog: None,
         ..o.clone()
     };
     assert!(
-        ais_vm::run(&p, &off, Counting::new(None), Arc::new(MemoryHost::new()))
+        ais_vm::run(&p, &off, counting(None), Arc::new(MemoryHost::new()))
             .outcome
             .is_ok()
     );
@@ -389,7 +367,7 @@ agent @A {
     );
     let p = bytecode::compile(&ais_ir::parse_module(&progress).unwrap()).unwrap();
     assert!(
-        ais_vm::run(&p, &o, Counting::new(None), Arc::new(MemoryHost::new()))
+        ais_vm::run(&p, &o, counting(None), Arc::new(MemoryHost::new()))
             .outcome
             .is_ok()
     );
@@ -418,7 +396,7 @@ agent @A {
         args: vec![("x".into(), json!("{}"))],
         ..RunOptions::default()
     };
-    let e = ais_vm::run(&p, &o, Counting::new(None), Arc::new(MemoryHost::new()))
+    let e = ais_vm::run(&p, &o, counting(None), Arc::new(MemoryHost::new()))
         .outcome
         .unwrap();
     assert_eq!(e["code"], "tool.unknown");
@@ -459,10 +437,10 @@ agent @A {
         journal: Some(j),
         ..RunOptions::default()
     };
-    let b = Counting::new(None);
+    let b = counting(None);
     let r = ais_vm::run(&p, &o, b.clone(), Arc::new(MemoryHost::new()));
     assert_eq!(r.outcome.unwrap(), json!("done"));
-    assert_eq!(b.calls.load(Ordering::SeqCst), 3000);
+    assert_eq!(b.calls() as usize, 3000);
 }
 
 #[test]
@@ -476,7 +454,7 @@ fn per_agent_call_budget_names_the_agent() {
         }],
         ..Budget::default()
     };
-    let (r, _) = run(&p, None, Counting::new(None), budget);
+    let (r, _) = run(&p, None, counting(None), budget);
     match r.unwrap_err() {
         RunError::OpFailed { code, payload, .. } => {
             assert_eq!(code, "budget.agent_llm_calls");
@@ -494,7 +472,7 @@ fn per_agent_call_budget_names_the_agent() {
         }],
         ..Budget::default()
     };
-    assert!(run(&p, None, Counting::new(None), budget).0.is_ok());
+    assert!(run(&p, None, counting(None), budget).0.is_ok());
 }
 
 #[test]
@@ -502,12 +480,11 @@ fn deadline_stops_the_run_before_the_next_call() {
     let p = program();
     // Every call takes at least 2 ms and the second call depends on the
     // first, so the deadline of 1 ms has passed when the second one starts.
-    let b = Arc::new(Counting {
-        inner: FakeBackend::new().with_latency(std::time::Duration::from_millis(2)),
-        live: None,
-        calls: AtomicUsize::new(0),
-        prompts: Mutex::new(Vec::new()),
-    });
+    let b = Arc::new(
+        FakeBackend::new()
+            .blocking()
+            .with_latency(std::time::Duration::from_millis(2)),
+    );
     let budget = Budget {
         deadline_ms: Some(1),
         ..Budget::default()

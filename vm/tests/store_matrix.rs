@@ -16,7 +16,6 @@ use ais_testkit::fake::FakeBackend;
 use ais_testkit::pg::PgServer;
 use ais_testkit::MemoryHost;
 use ais_vm::journal::{self, Budget, Journal, Status};
-use ais_vm::llm::{CancelToken, LlmBackend, LlmError, LlmErrorKind, LlmRequest, LlmResponse};
 use ais_vm::store::postgres::PgStore;
 use ais_vm::store::sqlite::SqliteStore;
 use ais_vm::store::{Entry, NewRun, Store, FENCED};
@@ -55,37 +54,20 @@ fn program() -> Program {
     bytecode::compile(&ais_ir::parse_module(PROGRAM).unwrap()).unwrap()
 }
 
-struct Counting {
-    inner: FakeBackend,
-    live: Option<usize>,
-    calls: AtomicUsize,
-    prompts: Mutex<Vec<String>>,
+/// Counts calls and keeps the answered prompts; with `live`, every call
+/// from that one on fails (a provider that goes down mid-run). Blocking:
+/// only calls that returned count, so a call cancelled because the run had
+/// already failed returned nothing and resuming repeats it.
+fn counting(live: Option<usize>) -> Arc<FakeBackend> {
+    let b = FakeBackend::new().named("counting").blocking();
+    Arc::new(match live {
+        Some(l) => b.failing_from_call(l as u64),
+        None => b,
+    })
 }
 
-impl Counting {
-    fn new(live: Option<usize>) -> Arc<Counting> {
-        Arc::new(Counting {
-            inner: FakeBackend::new(),
-            live,
-            calls: AtomicUsize::new(0),
-            prompts: Mutex::new(Vec::new()),
-        })
-    }
-}
-
-impl LlmBackend for Counting {
-    fn name(&self) -> &str {
-        "counting"
-    }
-    fn complete(&self, r: &LlmRequest, c: &CancelToken) -> Result<LlmResponse, LlmError> {
-        let n = self.calls.fetch_add(1, Ordering::SeqCst);
-        if self.live.is_some_and(|l| n >= l) {
-            return Err(LlmError::new("counting", LlmErrorKind::Server, "down"));
-        }
-        let reply = self.inner.complete(r, c)?;
-        self.prompts.lock().unwrap().push(r.prompt.clone());
-        Ok(reply)
-    }
+fn answered_prompts(b: &FakeBackend) -> Vec<String> {
+    b.answered().into_iter().map(|r| r.prompt).collect()
 }
 
 fn args() -> Vec<(String, Json)> {
@@ -192,7 +174,7 @@ fn resume(store: &Arc<dyn Store>, id: &str) -> Journal {
 fn run(
     p: &Program,
     j: Option<Arc<Journal>>,
-    b: Arc<Counting>,
+    b: Arc<FakeBackend>,
     budget: Budget,
 ) -> (Result<Json, RunError>, Arc<MemoryHost>) {
     let host = Arc::new(MemoryHost::new());
@@ -208,16 +190,16 @@ fn run(
 
 fn resume_at_every_call(fx: &dyn Fixture) {
     let p = program();
-    let clean = Counting::new(None);
+    let clean = counting(None);
     let (want, host) = run(&p, None, clean.clone(), Budget::default());
     let want = want.unwrap();
-    let total = clean.calls.load(Ordering::SeqCst);
+    let total = clean.calls() as usize;
     assert_eq!(total, 7);
-    let mut want_prompts = clean.prompts.lock().unwrap().clone();
+    let mut want_prompts = answered_prompts(&clean);
     want_prompts.sort();
     for live in 0..total {
         let store = fx.fresh();
-        let first = Counting::new(Some(live));
+        let first = counting(Some(live));
         let (r, _) = run(
             &p,
             Some(begin(&store, "r1", &p)),
@@ -227,15 +209,15 @@ fn resume_at_every_call(fx: &dyn Fixture) {
         assert!(r.is_err(), "attempt 1 with {live} live calls must fail");
         assert_eq!(store.list_runs().unwrap()[0].status, Status::Failed);
         let j = Arc::new(resume(&store, "r1"));
-        let second = Counting::new(None);
+        let second = counting(None);
         let (r, host2) = run(&p, Some(j.clone()), second.clone(), Budget::default());
         assert_eq!(r.unwrap(), want, "resumed after {live} calls");
         assert_eq!(host2.printed(), host.printed());
-        let mut prompts = first.prompts.lock().unwrap().clone();
-        prompts.extend(second.prompts.lock().unwrap().iter().cloned());
+        let mut prompts = answered_prompts(&first);
+        prompts.extend(answered_prompts(&second));
         prompts.sort();
         assert_eq!(prompts, want_prompts, "no duplicate and no missing call");
-        assert_eq!(j.replayed() as usize, first.prompts.lock().unwrap().len());
+        assert_eq!(j.replayed() as usize, answered_prompts(&first).len());
         let runs = store.list_runs().unwrap();
         assert_eq!(runs[0].status, Status::Completed);
         assert_eq!(runs[0].resumes, 1);
@@ -246,18 +228,13 @@ fn resume_at_every_call(fx: &dyn Fixture) {
 
 fn call_budget_then_resume(fx: &dyn Fixture) {
     let p = program();
-    let (want, _) = run(&p, None, Counting::new(None), Budget::default());
+    let (want, _) = run(&p, None, counting(None), Budget::default());
     let store = fx.fresh();
     let budget = Budget {
         llm_calls: Some(2),
         ..Budget::default()
     };
-    let (r, _) = run(
-        &p,
-        Some(begin(&store, "b", &p)),
-        Counting::new(None),
-        budget,
-    );
+    let (r, _) = run(&p, Some(begin(&store, "b", &p)), counting(None), budget);
     match r.unwrap_err() {
         RunError::OpFailed { code, .. } => assert_eq!(code, "budget.llm_calls"),
         other => panic!("expected a budget error, got {other:?}"),
@@ -265,14 +242,14 @@ fn call_budget_then_resume(fx: &dyn Fixture) {
     let j = resume(&store, "b");
     let prior = j.prior_usage().0 as usize;
     assert!(prior <= 2);
-    let b2 = Counting::new(None);
+    let b2 = counting(None);
     let budget = Budget {
         llm_calls: Some(7),
         ..Budget::default()
     };
     let (r, _) = run(&p, Some(Arc::new(j)), b2.clone(), budget);
     assert_eq!(r.unwrap(), want.unwrap());
-    assert_eq!(b2.calls.load(Ordering::SeqCst), 7 - prior);
+    assert_eq!(b2.calls() as usize, 7 - prior);
 }
 
 fn token_budget(fx: &dyn Fixture) {
@@ -282,12 +259,7 @@ fn token_budget(fx: &dyn Fixture) {
         tokens: Some(1),
         ..Budget::default()
     };
-    let (r, _) = run(
-        &p,
-        Some(begin(&store, "t", &p)),
-        Counting::new(None),
-        budget,
-    );
+    let (r, _) = run(&p, Some(begin(&store, "t", &p)), counting(None), budget);
     match r.unwrap_err() {
         RunError::OpFailed { code, .. } => assert_eq!(code, "budget.tokens"),
         other => panic!("expected a budget error, got {other:?}"),
@@ -320,7 +292,7 @@ agent @A {
         journal: Some(begin(&store, "d", &p)),
         ..RunOptions::default()
     };
-    let r = ais_vm::run(&p, &o, Counting::new(None), host.clone()).outcome;
+    let r = ais_vm::run(&p, &o, counting(None), host.clone()).outcome;
     assert_eq!(r.unwrap(), json!({"sent": true}));
     fx.lose_completion(&store, "d");
     fx.interrupt(&store, "d");
@@ -329,7 +301,7 @@ agent @A {
         journal: Some(Arc::new(resume(&store, "d"))),
         ..RunOptions::default()
     };
-    match ais_vm::run(&p, &o, Counting::new(None), host.clone()).outcome {
+    match ais_vm::run(&p, &o, counting(None), host.clone()).outcome {
         Err(RunError::OpFailed { code, payload, .. }) => {
             assert_eq!(code, "journal.in_doubt");
             assert_eq!(payload["tool"], "send");
@@ -343,7 +315,7 @@ agent @A {
         journal: Some(Arc::new(j)),
         ..RunOptions::default()
     };
-    let r = ais_vm::run(&p, &o, Counting::new(None), host).outcome;
+    let r = ais_vm::run(&p, &o, counting(None), host).outcome;
     assert_eq!(r.unwrap(), json!({"sent": true}));
     assert_eq!(sends.load(Ordering::SeqCst), 2);
 }
@@ -413,10 +385,10 @@ agent @A {
         journal: Some(Arc::new(j)),
         ..RunOptions::default()
     };
-    let b = Counting::new(None);
+    let b = counting(None);
     let r = ais_vm::run(&p, &o, b.clone(), Arc::new(MemoryHost::new())).outcome;
     assert!(r.is_ok(), "{r:?}");
-    assert_eq!(b.calls.load(Ordering::SeqCst), 64);
+    assert_eq!(b.calls() as usize, 64);
     let (commits, writes) = pg.commit_stats();
     assert_eq!(writes, 64);
     eprintln!("64-way fan-out: {commits} commits for {writes} journal writes");
