@@ -148,7 +148,7 @@ fn every_complete_program_in_the_docs_checks_and_runs_on_the_simulator() {
     // The docs show whole programs, not only fragments (a floor: raise it
     // as blocks become complete programs).
     assert!(
-        complete >= 10,
+        complete >= 14,
         "only {complete} of {} blocks are complete programs",
         all.len()
     );
