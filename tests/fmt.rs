@@ -5,7 +5,9 @@
 //!   file that parses formats to a fixed point (`fmt(fmt(x)) == fmt(x)`),
 //!   means the same program (equal trees once spans are erased) and keeps
 //!   every comment's text, in order; a file that does not parse is refused
-//!   with its syntax errors.
+//!   with its syntax errors;
+//! - every example is already formatted (`aisc fmt --check examples`
+//!   passes), so an example copied into a project passes its `test.sh`.
 
 use ais_compiler::driver::with_deep_stack;
 use ais_compiler::format::{format_source, FormatError};
@@ -82,11 +84,24 @@ fn corpus_file(path: PathBuf) -> Trial {
     )
 }
 
+fn example_is_formatted(path: PathBuf) -> Trial {
+    Trial::test(format!("{} is formatted", rel(&path)), move || {
+        let source = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", rel(&path)))?;
+        let formatted = with_deep_stack(|| format_source(&source)).map_err(|e| e.to_string())?;
+        if formatted != source {
+            return Err(format!("not formatted: run `aisc fmt {}`", rel(&path)).into());
+        }
+        Ok(())
+    })
+}
+
 fn main() {
     ais_testkit::golden::init();
     let args = Arguments::from_args();
     let mut trials: Vec<Trial> = corpus("tests/fmt", "ais").into_iter().map(golden).collect();
-    let mut others = corpus("examples", "ais");
+    let examples = corpus("examples", "ais");
+    trials.extend(examples.iter().cloned().map(example_is_formatted));
+    let mut others = examples;
     others.extend(
         corpus("tests", "ais")
             .into_iter()

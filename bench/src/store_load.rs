@@ -310,7 +310,13 @@ fn takeover(
 
 pub fn run(o: &StoreOpts) -> Result<String, String> {
     std::fs::create_dir_all(&o.dir).map_err(|e| e.to_string())?;
-    let pg = PgServer::start().ok_or("PostgreSQL is not installed (AIS_SKIP_POSTGRES=1)")?;
+    if !PgServer::installed() {
+        return Err(
+            "PostgreSQL is not installed: run ./test (or scripts/provision/apt.sh) to install it"
+                .into(),
+        );
+    }
+    let pg = PgServer::start();
     let mock = MockServer::start().map_err(|e| e.to_string())?;
     mock.set_latency(Duration::from_millis(o.latency_ms));
     let config = env::write_config(&o.dir, &mock.openai_url()).map_err(|e| e.to_string())?;

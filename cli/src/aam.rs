@@ -133,9 +133,10 @@ pub enum MemoryAction {
         /// Only this agent's memory.
         #[arg(long)]
         agent: Option<String>,
-        /// Which tier to clear.
-        #[arg(long, value_parser = ["ltm", "episodic", "all"], default_value = "all")]
-        tier: String,
+        /// Which tier to clear (default: all; with --agent, that agent's
+        /// long-term memory: the episodic log is cleared only as a whole).
+        #[arg(long, value_parser = ["ltm", "episodic", "all"])]
+        tier: Option<String>,
         /// Required: clearing cannot be undone.
         #[arg(long)]
         yes: bool,
@@ -178,7 +179,16 @@ pub fn memory(action: &MemoryAction, mem: &MemoryArgs) -> i32 {
                 );
                 return 2;
             }
-            inspect::clear(&storage, agent.as_deref(), which(tier))
+            match (agent, tier.as_deref()) {
+                // One agent's memory: its LTM entries. The episodic log is
+                // append-only and shared by every agent of a run.
+                (Some(a), None) => inspect::clear(&storage, Some(a), Which::Ltm).map(|text| {
+                    format!(
+                        "{text}the episodic log is kept: it is cleared only as a whole (`aisc memory clear --tier episodic --yes`)\n"
+                    )
+                }),
+                (agent, tier) => inspect::clear(&storage, agent.as_deref(), which(tier.unwrap_or("all"))),
+            }
         }
     };
     match r {
@@ -320,11 +330,24 @@ pub fn open_host(
 pub fn run_footer(host: &AamHost) -> String {
     match host.storage() {
         Storage::Dir(d) => format!(
-            "run id {} (episodic log in {}; `aisc trace {}`)",
+            "run id {} (episodic log in {}; `aisc trace {}{}`)",
             host.run_id(),
             PathBuf::from(d).display(),
-            host.run_id()
+            host.run_id(),
+            memory_flag(host.storage())
         ),
         Storage::Ephemeral => format!("run id {} (memory not persisted)", host.run_id()),
+    }
+}
+
+/// ` --memory DIR` when a run's memory directory is not the default
+/// (`./.apxm`), for the commands a hint suggests (`aisc trace`, `aisc
+/// resume`), so that they find the run from the same folder.
+pub fn memory_flag(storage: &Storage) -> String {
+    match storage {
+        Storage::Dir(d) if d.as_path() != std::path::Path::new(ais_vm::aam::DEFAULT_DIR) => {
+            format!(" --memory {}", d.display())
+        }
+        _ => String::new(),
     }
 }

@@ -8,7 +8,7 @@ use super::output::Output;
 use ais_ir::{Diagnostic, Span};
 use ais_vm::aam::config::AamConfig;
 use ais_vm::config::{ConfigError, Settings};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The code of every configuration diagnostic (see `aisc explain K0001`).
 const CODE: &str = "K0001";
@@ -125,5 +125,94 @@ mod tests {
         assert_eq!(clamp(text, 0..1), 0..1);
         assert_eq!(clamp(text, 10..10), 10..12);
         assert_eq!(clamp(text, 40..50), text.len()..text.len());
+    }
+}
+
+/// The `.apxm/` folder of the project a program belongs to, when that is
+/// not the working directory's: the nearest folder with a `.apxm/`, from
+/// the program's own folder up (as git finds a repository). The walk stops
+/// at the working directory, whose `.apxm/` is the default anyway, and
+/// skips `$HOME/.apxm` (the user's configuration, not a project).
+pub fn program_project(program: &Path, cwd: &Path, home: Option<&Path>) -> Option<PathBuf> {
+    let program = if program.is_absolute() {
+        program.to_path_buf()
+    } else {
+        cwd.join(program)
+    };
+    let mut dir = program.parent()?.to_path_buf();
+    loop {
+        if dir == cwd {
+            return None;
+        }
+        let candidate = dir.join(ais_vm::config::CONFIG_DIR);
+        if candidate.is_dir() && Some(dir.as_path()) != home {
+            return Some(candidate);
+        }
+        if !dir.pop() || dir.as_os_str().is_empty() {
+            return None;
+        }
+    }
+}
+
+/// Points a command at its program's project (`aisc run sub/main.ais` from
+/// the parent folder uses `sub/.apxm`): its configuration file, unless
+/// `--config` or `$APXM_CONFIG` names one, and its memory directory (runs,
+/// journal, episodic log), unless `--memory` names one. Nothing is created
+/// in the working directory.
+pub fn adopt_project(
+    program: &Path,
+    config: &mut Option<PathBuf>,
+    memory: Option<&mut super::aam::MemoryArgs>,
+) {
+    let Ok(cwd) = std::env::current_dir() else {
+        return;
+    };
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let Some(project) = program_project(program, &cwd, home.as_deref()) else {
+        return;
+    };
+    let file = project.join(ais_vm::config::CONFIG_FILE);
+    if config.is_none() && std::env::var_os("APXM_CONFIG").is_none() && file.is_file() {
+        *config = Some(file);
+    }
+    if let Some(m) = memory {
+        if m.memory.is_none() {
+            m.memory = Some(project.display().to_string());
+        }
+    }
+}
+
+#[cfg(test)]
+mod project_tests {
+    use super::program_project;
+    use std::path::Path;
+
+    #[test]
+    fn the_nearest_apxm_from_the_program_up_and_not_past_the_working_directory() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path();
+        std::fs::create_dir_all(root.join("agent/.apxm")).expect("mkdir");
+        std::fs::create_dir_all(root.join("agent/flows/deep")).expect("mkdir");
+        std::fs::create_dir_all(root.join("home/.apxm")).expect("mkdir");
+        std::fs::create_dir_all(root.join("home/p")).expect("mkdir");
+        // From the parent folder: the program's project.
+        assert_eq!(
+            program_project(Path::new("agent/main.ais"), root, None),
+            Some(root.join("agent/.apxm"))
+        );
+        assert_eq!(
+            program_project(&root.join("agent/flows/deep/x.ais"), root, None),
+            Some(root.join("agent/.apxm"))
+        );
+        // Inside the project: the working directory's own, the default.
+        assert_eq!(
+            program_project(Path::new("main.ais"), &root.join("agent"), None),
+            None
+        );
+        // No project on the way: the default.
+        assert_eq!(
+            program_project(Path::new("home/p/x.ais"), root, Some(&root.join("home"))),
+            None
+        );
     }
 }

@@ -13,6 +13,7 @@ mod new;
 pub mod ops;
 pub mod opt;
 mod output;
+pub use output::exit_quietly_when_stdout_closes;
 pub mod report;
 mod run;
 mod runs;
@@ -420,6 +421,18 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
             return code;
         }
     };
+    let mut cli = cli;
+    match &mut cli.command {
+        Command::Run {
+            file, run, backend, ..
+        } => config::adopt_project(file, &mut backend.config, Some(&mut run.memory)),
+        Command::Check { files, config, .. } => {
+            if let Some(first) = files.first() {
+                config::adopt_project(&first.clone(), config, None);
+            }
+        }
+        _ => {}
+    }
     let mut out = Output::new(cli.error_format, cli.color);
     aam::set_config_path(match &cli.command {
         Command::Run { backend, .. }

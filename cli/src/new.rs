@@ -178,7 +178,12 @@ pub fn new(args: &NewArgs) -> i32 {
 pub fn completions(shell: clap_complete::Shell) -> i32 {
     use clap::CommandFactory;
     let mut cmd = crate::Cli::command();
-    clap_complete::generate(shell, &mut cmd, "aisc", &mut std::io::stdout());
+    // Into a buffer, then printed: a closed stdout ends aisc quietly
+    // (`output::exit_quietly_when_stdout_closes`), which clap_complete's own
+    // write (it panics with its own message) would not.
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "aisc", &mut script);
+    print!("{}", String::from_utf8_lossy(&script));
     0
 }
 

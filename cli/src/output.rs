@@ -142,3 +142,28 @@ impl Output {
         }
     }
 }
+
+/// Makes a closed stdout (`aisc runs | head -1`) end the process quietly,
+/// with status 141 (128 + SIGPIPE, what the shell shows for a filter that
+/// SIGPIPE ended, as `git log | head -1` does). Rust ignores
+/// SIGPIPE, so `println!` on a closed pipe panics with "failed printing to
+/// stdout: Broken pipe"; this hook turns exactly that panic into a quiet
+/// exit wherever it happens (every subcommand, every thread) and leaves
+/// every other panic to the default hook. SIGPIPE itself stays ignored: a
+/// run writes to its tools' and MCP servers' pipes, and one that exits is
+/// an error of that call, not the end of aisc. Called once, by the binary.
+pub fn exit_quietly_when_stdout_closes() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default(info);
+    }));
+}

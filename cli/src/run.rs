@@ -632,9 +632,12 @@ pub fn prepare_run(
     // On the simulator, web search is simulated too (labelled), unless a
     // provider is configured.
     aam.simulate_search = setup.llm.simulated;
-    let host = super::aam::open_host(&run.memory, aam, edge.confirm, edge.console)
-        .map(Arc::new)
+    let mut host = super::aam::open_host(&run.memory, aam, edge.confirm, edge.console)
         .map_err(SetupError::Other)?;
+    if let Some(j) = &resume {
+        host.set_run_id(j.run_id());
+    }
+    let host = Arc::new(host);
     host.load_program(&loaded.program);
     // Before any call: every declared capability needs a tool. The
     // simulator stands in for the missing ones (labelled); a real run stops.
@@ -763,6 +766,17 @@ pub fn run_loaded(
         }
     }
     options.flow_approver = crate::tty::flow_approver();
+    // The run's id when it can be resumed: `--memory :memory:` journals in
+    // memory only, unless a shared store (`--store`) keeps the journal.
+    let kept = !matches!(host.storage(), ais_vm::aam::Storage::Ephemeral)
+        || run.memory.store_url().is_some();
+    let resumable_id = options
+        .journal
+        .as_ref()
+        .filter(|_| kept)
+        .map(|j| j.run_id().to_string());
+    let memory_flag = super::aam::memory_flag(host.storage());
+    stop_on_interrupt(resumable_id.clone(), memory_flag.clone());
     let report = ais_vm::run(&loaded.program, &options, llm_backend, host.clone());
     let s = &report.summary;
     // The exports are written whatever the outcome: a failed run's telemetry
@@ -788,18 +802,18 @@ pub fn run_loaded(
         }
         Err(ais_vm::RunError::OpFailed { code, payload, .. }) if code == ais_vm::exec::PAUSED => {
             let message = payload["message"].as_str().unwrap_or_default();
-            let id = options.journal.as_ref().map(|j| j.run_id().to_string());
             eprintln!("paused: {message}");
-            match id {
-                Some(id) => {
-                    eprintln!("  = the run waits for your answer: aisc resume {id} --input VALUE")
-                }
+            match &resumable_id {
+                Some(id) => eprintln!(
+                    "  = the run waits for your answer: aisc resume {id}{memory_flag} --input VALUE"
+                ),
                 None => eprintln!("  = this run keeps no journal, so it cannot be resumed"),
             }
             PAUSED_EXIT
         }
         Err(e) => {
-            render_run_error(out, &loaded, e);
+            let resumable = resumable_id.as_deref().map(|id| (id, memory_flag.clone()));
+            render_run_error(out, &loaded, e, resumable);
             1
         }
     };
@@ -980,7 +994,57 @@ pub(crate) fn error_json(e: &ais_vm::RunError, loaded: &Loaded) -> serde_json::V
     j
 }
 
-fn render_run_error(out: &mut Output, loaded: &Loaded, e: &ais_vm::RunError) {
+/// Ctrl-C (SIGINT) during a run ends the process, as it would without a
+/// handler, but first says what became of the run: what completed is in
+/// its journal, and `aisc resume` goes on from there (an LLM or tool call
+/// that was in flight is in doubt, and the resume says so). Exit status
+/// 130, the shell's for SIGINT.
+fn stop_on_interrupt(id: Option<String>, memory: String) {
+    let message = match id {
+        Some(id) => format!(
+            "interrupted: run {id} stopped; what it completed is journaled\n  = help: continue it with `aisc resume {id}{memory}`"
+        ),
+        None => "interrupted: the run stopped; it kept no journal (--memory :memory:), so it cannot be resumed".to_string(),
+    };
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT]) else {
+        return;
+    };
+    std::thread::spawn(move || {
+        if signals.forever().next().is_some() {
+            eprintln!("\n{message}");
+            std::process::exit(130);
+        }
+    });
+}
+
+/// The recovery hint of a failure code for this run: where it says to
+/// resume, with the run's id (and `--memory`), and for a run that kept no
+/// journal (`--memory :memory:`), which cannot be resumed, without it.
+fn run_hint(code: &str, resumable: Option<(&str, String)>) -> String {
+    let hint = ais_vm::error::hint_for(code);
+    match resumable {
+        Some((id, memory)) => {
+            let resume = format!("`aisc resume {id}{memory}`");
+            hint.replace("`aisc resume RUN_ID`", &resume)
+                .replace("`aisc resume` the run", &resume)
+        }
+        None if code.starts_with("budget.") => "run it again with a higher limit \
+            (--token-budget/--llm-call-budget/--deadline/--cost-budget); this run kept no journal \
+            (--memory :memory:), so it cannot be resumed"
+            .to_string(),
+        None => hint.replace(
+            "and `aisc resume` the run",
+            "and run it again (this run kept no journal, --memory :memory:, so it cannot be resumed)",
+        ),
+    }
+}
+
+fn render_run_error(
+    out: &mut Output,
+    loaded: &Loaded,
+    e: &ais_vm::RunError,
+    resumable: Option<(&str, String)>,
+) {
     let d = match e {
         ais_vm::RunError::OpFailed {
             span,
@@ -998,7 +1062,7 @@ fn render_run_error(out: &mut Output, loaded: &Loaded, e: &ais_vm::RunError) {
             };
             let mut d = Diagnostic::error(e.code(), format!("run failed: {e}"), *span)
                 .with_label(label)
-                .with_help(ais_vm::error::hint_for(code));
+                .with_help(run_hint(code, resumable));
             if !payload.is_null() {
                 d = d.with_note(format!("payload: {payload}"));
             }

@@ -2,7 +2,8 @@
 //! `aisc run` shows the sink, the argument, the untrusted sources and the
 //! path, and asks once per flow; `--yes` does not answer for it, and with
 //! no terminal the denial stands. The terminal is a real pseudo-terminal
-//! (`tests/tty/drive.py`).
+//! (`tests/tty/drive.py`), so those tests are `#[ignore = "needs python3:
+//! run ./test"]`.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -76,7 +77,7 @@ fn on_tty(dir: &Path, answer: &str) -> Output {
         .env("NO_COLOR", "1")
         .current_dir(dir)
         .output()
-        .expect("python3 runs")
+        .expect("needs python3: run ./test, which installs it (scripts/provision/apt.sh)")
 }
 
 fn sent(dir: &Path) -> usize {
@@ -88,6 +89,7 @@ fn sent(dir: &Path) -> usize {
 }
 
 #[test]
+#[ignore = "needs python3: run ./test"]
 fn approving_on_the_terminal_lets_the_flow_through_once_asked() {
     let dir = project();
     let o = on_tty(dir.path(), "y");
@@ -102,6 +104,7 @@ fn approving_on_the_terminal_lets_the_flow_through_once_asked() {
 }
 
 #[test]
+#[ignore = "needs python3: run ./test"]
 fn refusing_on_the_terminal_fails_the_op_with_policy_denied() {
     let dir = project();
     let o = on_tty(dir.path(), "n");

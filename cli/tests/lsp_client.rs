@@ -1,5 +1,5 @@
 //! `aisc lsp` with a real LSP client: pygls and lsprotocol (pinned, from
-//! PyPI, installed into a venv under the test target) open a document and
+//! PyPI, in the virtual environment `./test` provisions) open a document and
 //! ask for diagnostics, hover, completion, signature help, rename and a
 //! quick fix through their typed API (`tests/lsp_client/client.py`).
 
@@ -28,11 +28,9 @@ agent Coordinator {
 "#;
 
 #[test]
+#[ignore = "needs the pygls Python SDK: run ./test"]
 fn pygls_client_sees_diagnostics_hover_completion_signatures_rename_and_fixes() {
-    let Some(python) = serve_support::sdk_venv("pygls", PACKAGES, "import pygls, lsprotocol")
-    else {
-        return;
-    };
+    let python = serve_support::sdk_venv("pygls", PACKAGES, "import pygls, lsprotocol");
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("brief.ais");
     std::fs::write(&file, PROGRAM).expect("write");

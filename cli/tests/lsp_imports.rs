@@ -98,3 +98,83 @@ fn imports_are_analysed_and_their_problems_go_to_their_own_uri() {
     assert_eq!(got[1], (helper_uri.clone(), Vec::new()), "cleared");
     s.finish();
 }
+
+/// `text` with LSP `edits` applied (ASCII text: characters are bytes).
+fn apply(text: &str, edits: &[Value]) -> String {
+    let offset = |p: &Value| {
+        let line = p["line"].as_u64().expect("line") as usize;
+        let ch = p["character"].as_u64().expect("character") as usize;
+        text.split_inclusive('\n')
+            .take(line)
+            .map(str::len)
+            .sum::<usize>()
+            + ch
+    };
+    let mut spans: Vec<(usize, usize, &str)> = edits
+        .iter()
+        .map(|e| {
+            (
+                offset(&e["range"]["start"]),
+                offset(&e["range"]["end"]),
+                e["newText"].as_str().expect("newText"),
+            )
+        })
+        .collect();
+    spans.sort_by_key(|s| std::cmp::Reverse(s.0));
+    let mut out = text.to_string();
+    for (start, end, new) in spans {
+        out.replace_range(start..end, new);
+    }
+    out
+}
+
+#[test]
+fn renaming_a_flow_defined_in_an_imported_file_edits_both_files() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = std::fs::canonicalize(dir.path()).expect("canonical");
+    std::fs::create_dir(root.join("lib")).expect("mkdir");
+    std::fs::write(root.join("main.ais"), MAIN).expect("write");
+    std::fs::write(root.join("lib/helper.ais"), HELPER_FIXED).expect("write");
+    let main_uri = format!("file://{}/main.ais", root.display());
+    let helper_uri = format!("file://{}/lib/helper.ais", root.display());
+
+    let mut s = Session::start();
+    s.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": main_uri, "languageId": "ais", "version": 1, "text": MAIN}}),
+    );
+    published(&mut s, 1);
+    let edit = s.request(
+        "textDocument/rename",
+        json!({"textDocument": {"uri": main_uri}, "position": {"line": 4, "character": 23}, "newName": "assist"}),
+    )["result"]
+        .clone();
+    let changes = edit["changes"].as_object().expect("changes").clone();
+    assert_eq!(changes.len(), 2, "{edit}");
+    let main_edits = changes[&main_uri].as_array().expect("main edits").clone();
+    let helper_edits = changes[&helper_uri]
+        .as_array()
+        .expect("helper edits")
+        .clone();
+    assert_eq!(main_edits.len(), 1, "{edit}");
+    assert_eq!(helper_edits.len(), 1, "{edit}");
+    s.finish();
+
+    let main = apply(MAIN, &main_edits);
+    let helper = apply(HELPER_FIXED, &helper_edits);
+    assert!(main.contains("Helper.assist(\"x\")"), "{main}");
+    assert!(helper.contains("flow assist(topic: str)"), "{helper}");
+    std::fs::write(root.join("main.ais"), &main).expect("write");
+    std::fs::write(root.join("lib/helper.ais"), &helper).expect("write");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_aisc"))
+        .args(["check", "main.ais"])
+        .current_dir(&root)
+        .env("HOME", &root)
+        .output()
+        .expect("aisc runs");
+    assert!(
+        o.status.success(),
+        "the renamed program does not check: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

@@ -2,7 +2,8 @@
 //! truncation, redaction, no secrets) and the pages of `aisc report` and
 //! `aisc graph`, checked as text and in a headless Chromium
 //! (`tests/report/browser.js`; needs `chromium` and the `ws` npm package in
-//! `$AIS_NPM_DIR`, which `.ci/run` installs; `AIS_SKIP_BROWSER=1` skips it).
+//! `$AIS_NPM_DIR`, so those two are `#[ignore = "needs chromium and node:
+//! run ./test"]`; `./test` installs both and runs them).
 
 use serde_json::Value as Json;
 use std::path::{Path, PathBuf};
@@ -430,23 +431,21 @@ fn graph_draws_every_op_and_links_switch_cases() {
     assert_eq!(html.matches("<g class=\"node ").count(), 17);
 }
 
-/// Runs `browser.js` on a page; `None` when the browser test is skipped.
-fn browse(page: &Path, click: &str, shot: Option<&Path>) -> Option<Json> {
-    if std::env::var_os("AIS_SKIP_BROWSER").is_some_and(|v| v == "1") {
-        return None;
-    }
+/// Runs `browser.js` on a page; fails the test, naming the fix, when
+/// Chromium, node or `ws` is missing.
+fn browse(page: &Path, click: &str, shot: Option<&Path>) -> Json {
     let chromium = std::env::var("AIS_CHROMIUM").unwrap_or_else(|_| "chromium".into());
     let found = Command::new(&chromium).arg("--version").output();
     assert!(
         found.is_ok_and(|o| o.status.success()),
-        "`{chromium}` is not installed: install it (`apt-get install -y chromium`, as .ci/run does) or set AIS_SKIP_BROWSER=1"
+        "needs chromium: `{chromium}` is not installed. Run ./test, which installs it (scripts/provision/apt.sh)"
     );
     let npm = std::env::var("AIS_NPM_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|_| root().join("target/npm"));
     assert!(
         npm.join("node_modules/ws").is_dir(),
-        "the `ws` npm package is not in {} (.ci/run installs it; or set AIS_SKIP_BROWSER=1)",
+        "needs the `ws` npm package, which is not in {}. Run ./test, which installs it (scripts/provision/npm.sh)",
         npm.display()
     );
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/report/browser.js");
@@ -455,25 +454,26 @@ fn browse(page: &Path, click: &str, shot: Option<&Path>) -> Option<Json> {
     if let Some(s) = shot {
         c.arg(s);
     }
-    let o = c.output().expect("node runs");
+    let o = c
+        .output()
+        .expect("needs node: run ./test, which installs it (scripts/provision/apt.sh)");
     assert!(
         o.status.success(),
         "browser.js failed: {}",
         String::from_utf8_lossy(&o.stderr)
     );
-    Some(serde_json::from_slice(&o.stdout).expect("one JSON line"))
+    serde_json::from_slice(&o.stdout).expect("one JSON line")
 }
 
 #[test]
+#[ignore = "needs chromium and node: run ./test"]
 fn report_page_works_in_a_headless_browser() {
     let (dir, page) = report_of_example_01();
     let shot = std::env::var_os("AIS_REPORT_SCREENSHOTS")
         .map(|d| PathBuf::from(d).join("report.png"))
         .unwrap_or_else(|| dir.path().join("report.png"));
     // The first ask of a callee: its prompt is known.
-    let Some(r) = browse(&page, "#graph .node.kind-llm", Some(&shot)) else {
-        return;
-    };
+    let r = browse(&page, "#graph .node.kind-llm", Some(&shot));
     assert_eq!(r["errors"], serde_json::json!([]), "console errors");
     assert_eq!(r["nodes"], 17);
     assert_eq!(r["bars"], 17);
@@ -488,6 +488,7 @@ fn report_page_works_in_a_headless_browser() {
 }
 
 #[test]
+#[ignore = "needs chromium and node: run ./test"]
 fn graph_page_works_in_a_headless_browser() {
     let dir = tempfile::tempdir().expect("tempdir");
     let o = aisc(
@@ -506,9 +507,7 @@ fn graph_page_works_in_a_headless_browser() {
     let shot = std::env::var_os("AIS_REPORT_SCREENSHOTS")
         .map(|d| PathBuf::from(d).join("graph.png"))
         .unwrap_or_else(|| dir.path().join("graph.png"));
-    let Some(r) = browse(&dir.path().join("g.html"), "#graph .node", Some(&shot)) else {
-        return;
-    };
+    let r = browse(&dir.path().join("g.html"), "#graph .node", Some(&shot));
     assert_eq!(r["errors"], serde_json::json!([]));
     assert_eq!(r["nodes"].as_u64().expect("present") as usize, expected);
     assert_eq!(r["bars"], 0);

@@ -10,8 +10,8 @@
 //!   the run over and completes it; the first, continued (SIGCONT),
 //!   commits nothing.
 //!
-//! Without PostgreSQL these tests fail (naming the fix), unless
-//! `AIS_SKIP_POSTGRES=1`.
+//! Ignored by plain `cargo test` ("needs PostgreSQL: run ./test"); run
+//! without PostgreSQL they fail, naming the fix.
 #![allow(clippy::unwrap_used)]
 
 use ais_testkit::mock::MockServer;
@@ -170,8 +170,9 @@ fn wait_until(dir: &Path, what: &str, mut done: impl FnMut() -> bool) {
 }
 
 #[test]
+#[ignore = "needs PostgreSQL: run ./test"]
 fn fleet_of_three_workers_survives_kills_without_repeating_completed_calls() {
-    let Some(pg) = PgServer::start() else { return };
+    let pg = PgServer::start();
     let url = pg.database("fleet");
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
@@ -265,8 +266,9 @@ fn fleet_of_three_workers_survives_kills_without_repeating_completed_calls() {
 }
 
 #[test]
+#[ignore = "needs PostgreSQL: run ./test"]
 fn a_worker_stopped_past_its_lease_commits_nothing_after_the_takeover() {
-    let Some(pg) = PgServer::start() else { return };
+    let pg = PgServer::start();
     let url = pg.database("split");
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
@@ -332,8 +334,9 @@ fn a_worker_stopped_past_its_lease_commits_nothing_after_the_takeover() {
 }
 
 #[test]
+#[ignore = "needs PostgreSQL: run ./test"]
 fn a_paused_run_waits_in_the_store_and_resumes_with_its_answer_anywhere() {
-    let Some(pg) = PgServer::start() else { return };
+    let pg = PgServer::start();
     let url = pg.database("pause");
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
@@ -506,8 +509,9 @@ fn a_paused_run_waits_in_the_store_and_resumes_with_its_answer_anywhere() {
 }
 
 #[test]
+#[ignore = "needs PostgreSQL: run ./test"]
 fn a_worker_stopped_with_sigterm_hands_its_runs_back_and_exits_0() {
-    let Some(pg) = PgServer::start() else { return };
+    let pg = PgServer::start();
     let url = pg.database("term");
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();

@@ -224,10 +224,9 @@ fn a_served_run_keeps_reportable_telemetry() {
 }
 
 #[test]
+#[ignore = "needs PostgreSQL: run ./test"]
 fn a_worker_run_keeps_its_telemetry_in_its_memory_directory() {
-    let Some(pg) = ais_testkit::pg::PgServer::start() else {
-        return;
-    };
+    let pg = ais_testkit::pg::PgServer::start();
     let url = pg.database("telemetry");
     let dir = tempfile::tempdir().expect("tempdir");
     let server = MockServer::start().expect("mock");

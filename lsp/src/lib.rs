@@ -429,14 +429,21 @@ impl Server {
         let idx = LineIndex::new(&doc.text);
         let spans = rename::rename(&doc.analysis, &doc.text, idx.offset(pos), new_name)
             .map_err(|e| (ErrorCode::InvalidRequest, e.to_string()))?;
-        let edits = spans
-            .into_iter()
-            .map(|s| TextEdit::new(idx.range(s), new_name.to_string()))
-            .collect();
-        Ok(Some(WorkspaceEdit::new(HashMap::from([(
-            uri.clone(),
-            edits,
-        )]))))
+        // Each span in the file it is in: the document or an imported file.
+        let mut edits: HashMap<Url, Vec<TextEdit>> = HashMap::new();
+        for s in spans {
+            let Some(at) = self.locate(uri, doc, s) else {
+                return Err((
+                    ErrorCode::InvalidRequest,
+                    "an occurrence is in a file that cannot be edited".into(),
+                ));
+            };
+            edits
+                .entry(at.uri)
+                .or_default()
+                .push(TextEdit::new(at.range, new_name.to_string()));
+        }
+        Ok(Some(WorkspaceEdit::new(edits)))
     }
 
     fn signature_help(

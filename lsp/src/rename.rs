@@ -1,6 +1,8 @@
 //! Rename: every occurrence of a variable, flow, agent, capability or memory
-//! in the document, as one workspace edit. Built-in operations keep their
-//! names.
+//! in the document and in the files it imports, as one workspace edit (a
+//! flow defined in an imported file is renamed there too, or the program
+//! would no longer resolve). Built-in operations, and names defined in the
+//! bundled library, keep their names.
 
 use crate::analysis::{Analysis, Symbol};
 use ais_ir::Span;
@@ -21,12 +23,18 @@ pub enum RenameError {
     Keyword(String),
     #[error("`{0}` is already the name of {1} here")]
     Taken(String, &'static str),
+    #[error("`{0}` is defined in the bundled library; it cannot be renamed")]
+    Library(String),
 }
 
 /// The part of an occurrence that is the name: inside the quotes of a
 /// string (`"notes"`, `inv("search")`), the variable of a hole path.
 pub fn name_span(text: &str, span: Span) -> Span {
-    let s = text.get(span.range()).unwrap_or("");
+    narrow(text.get(span.range()).unwrap_or(""), span)
+}
+
+/// [`name_span`] of an occurrence whose text is `s`.
+fn narrow(s: &str, span: Span) -> Span {
     let (start, end) = (span.start as usize, span.end as usize);
     if s.len() >= 2 && (s.starts_with('"') || s.starts_with('\'')) {
         return Span::new(start + 1, end - 1);
@@ -52,7 +60,9 @@ pub fn prepare(a: &Analysis, text: &str, offset: usize) -> Result<(Span, String)
     Ok((span, text.get(span.range()).unwrap_or("").to_string()))
 }
 
-/// The spans to replace with `new_name`.
+/// The (global) spans to replace with `new_name`: in the document (`text`,
+/// as the editor has it) and in the files it imports (see
+/// [`Analysis::is_own`]; the edit names each file).
 pub fn rename(
     a: &Analysis,
     text: &str,
@@ -77,17 +87,31 @@ pub fn rename(
     if let Some(what) = taken(a, sym, new_name) {
         return Err(RenameError::Taken(new_name.to_string(), what));
     }
-    // Edits in the document only: occurrences in imported files are not
-    // renamed (the edit would have to open them).
-    let mut spans: Vec<Span> = a
-        .references(sym)
-        .into_iter()
-        .filter(|s| a.is_own(*s))
-        .map(|s| name_span(text, s))
-        .collect();
-    if let Some(def) = a.definition(sym).filter(|d| a.is_own(*d)) {
-        spans.push(name_span(text, def));
+    let mut spans: Vec<Span> = a.references(sym);
+    spans.extend(a.definition(sym));
+    // A name in a file with no path (the bundled library) cannot be edited.
+    let in_library = |s: &Span| {
+        !a.is_own(*s)
+            && a.sources
+                .files()
+                .partition_point(|f| f.base <= s.start)
+                .checked_sub(1)
+                .is_some_and(|i| a.paths.get(i).is_none_or(Option::is_none))
+    };
+    if spans.iter().any(in_library) {
+        let (_, old) = prepare(a, text, offset)?;
+        return Err(RenameError::Library(old));
     }
+    let mut spans: Vec<Span> = spans
+        .into_iter()
+        .map(|s| {
+            if a.is_own(s) {
+                name_span(text, s)
+            } else {
+                narrow(a.text_of(s), s)
+            }
+        })
+        .collect();
     spans.sort_by_key(|s| (s.start, s.end));
     spans.dedup();
     Ok(spans)

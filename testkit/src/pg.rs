@@ -7,9 +7,9 @@
 //! root, so as root the server runs as the `postgres` user (Debian's
 //! package creates it), else as `nobody`, through `runuser`.
 //!
-//! Without PostgreSQL the tests fail loudly, naming the fix; set
-//! `AIS_SKIP_POSTGRES=1` to skip them instead ([`PgServer::start`] is then
-//! `None`).
+//! Every test that starts one is `#[ignore = "needs PostgreSQL: run
+//! ./test"]`; run (`./test` installs PostgreSQL and includes ignored tests)
+//! without PostgreSQL, [`PgServer::start`] fails the test, naming the fix.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -55,17 +55,18 @@ fn free_port() -> u16 {
 }
 
 impl PgServer {
-    /// Starts a server; `None` only when `AIS_SKIP_POSTGRES=1` and
-    /// PostgreSQL is missing. Panics (with the fix) when it is missing.
-    pub fn start() -> Option<PgServer> {
+    /// Whether the server binaries (`initdb`, `pg_ctl`) are installed.
+    pub fn installed() -> bool {
+        bin_dir().is_some()
+    }
+
+    /// Starts a server. Panics, naming the fix, when PostgreSQL is not
+    /// installed.
+    pub fn start() -> PgServer {
         let Some(bin) = bin_dir() else {
-            if std::env::var("AIS_SKIP_POSTGRES").as_deref() == Ok("1") {
-                eprintln!("PostgreSQL not found: skipped (AIS_SKIP_POSTGRES=1)");
-                return None;
-            }
             panic!(
-                "PostgreSQL (initdb, pg_ctl) not found via pg_config, /usr/lib/postgresql/*/bin or PATH: \
-                 install it (`apt-get install postgresql`; .ci/run does) or set AIS_SKIP_POSTGRES=1 to skip these tests"
+                "needs PostgreSQL: initdb and pg_ctl not found via pg_config, /usr/lib/postgresql/*/bin or PATH. \
+                 Run ./test, which installs it (scripts/provision/apt.sh)"
             );
         };
         static N: AtomicU32 = AtomicU32::new(0);
@@ -136,7 +137,7 @@ impl PgServer {
                 opts.as_ref(),
             ],
         );
-        Some(server)
+        server
     }
 
     fn command(&self, tool: &str) -> Command {

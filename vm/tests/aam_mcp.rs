@@ -3,6 +3,10 @@
 //! (fixtures/mcp_scripted_server.js), and against the real
 //! `@modelcontextprotocol/server-filesystem` that `.ci/run` installs with
 //! npm into `$AIS_NPM_DIR` (default `target/npm` in the workspace).
+//!
+//! The servers are node programs, so every test that starts one is
+//! `#[ignore = "needs node: run ./test"]` (and fails, naming the fix, when
+//! run without node); the start-up failures need none and always run.
 #![allow(clippy::unwrap_used)]
 
 use ais_vm::aam::config::AamConfig;
@@ -29,7 +33,20 @@ fn inv(h: &AamHost, tool: &str, args: Json) -> Result<Json, HostError> {
     h.invoke_tool("A", tool, &args, &CancelToken::new())
 }
 
+/// Fails the test, naming the fix, when `node` does not run.
+fn need_node() {
+    let ok = std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "needs node: `node --version` does not run. Run ./test, which installs it (scripts/provision/apt.sh)"
+    );
+}
+
 fn test_server() -> PathBuf {
+    need_node();
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp_test_server.js")
 }
 
@@ -41,6 +58,7 @@ fn test_config(extra: &str) -> String {
 }
 
 #[test]
+#[ignore = "needs node: run ./test"]
 fn test_server_tools_are_imported_and_callable() {
     let h = host(&test_config(""), Confirm::Deny).unwrap();
     // Both pages of tools/list, with their schemas, in the registry.
@@ -142,6 +160,7 @@ fn mcp_start_up_failures_are_errors() {
 // ---- the scripted server: what the client sends, version negotiation
 
 fn scripted_server() -> PathBuf {
+    need_node();
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp_scripted_server.js")
 }
 
@@ -190,6 +209,7 @@ fn status_of(h: &AamHost, server: &str) -> Json {
 }
 
 #[test]
+#[ignore = "needs node: run ./test"]
 fn mcp_timeout_sends_cancelled() {
     let d = tempfile::tempdir().unwrap();
     let record = d.path().join("received.jsonl");
@@ -226,6 +246,7 @@ fn mcp_timeout_sends_cancelled() {
 }
 
 #[test]
+#[ignore = "needs node: run ./test"]
 fn mcp_run_cancellation_sends_cancelled() {
     let d = tempfile::tempdir().unwrap();
     let record = d.path().join("received.jsonl");
@@ -259,6 +280,7 @@ fn mcp_run_cancellation_sends_cancelled() {
 }
 
 #[test]
+#[ignore = "needs node: run ./test"]
 fn mcp_negotiates_protocol_version() {
     let d = tempfile::tempdir().unwrap();
     // A legacy server: probe, then `initialize` with the newest handshake
@@ -368,6 +390,7 @@ fn mcp_negotiates_protocol_version() {
 }
 
 #[test]
+#[ignore = "needs node: run ./test"]
 fn unused_broken_mcp_server_does_not_block() {
     let d = tempfile::tempdir().unwrap();
     let record = d.path().join("received.jsonl");
@@ -418,6 +441,7 @@ fn used_broken_mcp_server_fails_the_call() {
 }
 
 #[test]
+#[ignore = "needs node: run ./test"]
 fn non_json_stdout_is_reported() {
     let d = tempfile::tempdir().unwrap();
     let record = d.path().join("received.jsonl");
@@ -468,23 +492,23 @@ fn non_json_stdout_is_reported() {
 
 /// The npm-installed filesystem server; panics with instructions if absent.
 fn filesystem_server() -> PathBuf {
+    need_node();
     let dir = std::env::var_os("AIS_NPM_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/npm"));
     let entry = dir.join("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
     assert!(
         entry.is_file(),
-        "the MCP filesystem server is not installed at `{}`.\n\
-         Install it (as .ci/run does) with:\n  \
-         npm install --prefix {} @modelcontextprotocol/server-filesystem@2026.8.31\n\
+        "needs the npm MCP filesystem server, which is not installed at `{}`.\n\
+         Run ./test, which installs it (scripts/provision/npm.sh), \
          or point AIS_NPM_DIR at the npm prefix where it is installed.",
-        entry.display(),
-        dir.display()
+        entry.display()
     );
     entry
 }
 
 #[test]
+#[ignore = "needs node: run ./test"]
 fn the_real_filesystem_server_works_through_the_capability_registry() {
     let server = filesystem_server();
     let d = tempfile::tempdir().unwrap();
@@ -559,6 +583,7 @@ agent @A {
 /// in program order: the read always sees the write, 20 runs × 1/2/8
 /// workers, each run writing new content.
 #[test]
+#[ignore = "needs node: run ./test"]
 fn tool_side_effects_are_ordered_per_provider() {
     let server = filesystem_server();
     let d = tempfile::tempdir().unwrap();

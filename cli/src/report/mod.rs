@@ -85,15 +85,32 @@ pub fn report(run_id: &str, mem: &MemoryArgs, out: &Path) -> i32 {
 }
 
 /// `aisc graph`: the static graph, as SVG or (`.html`) a page.
+/// Any other extension is a usage error (exit 2), not an SVG under a name
+/// that says otherwise.
 pub fn graph(out: &mut Output, file: &Path, opt: &OptArgs, dest: &Path) -> i32 {
+    let ext = dest
+        .extension()
+        .map(|e| e.to_string_lossy().to_ascii_lowercase());
+    let html =
+        match ext.as_deref() {
+            Some("html" | "htm") => true,
+            Some("svg") => false,
+            _ => {
+                eprintln!(
+                "error: `{}`: aisc graph writes SVG (`.svg`) or an HTML page (`.html`), not {}\n  \
+                 = help: write `.svg` and convert it (e.g. `rsvg-convert -o graph.png graph.svg`), \
+                 or open the `.html` page in a browser",
+                dest.display(),
+                ext.map_or_else(|| "a file without an extension".to_string(), |e| format!("`.{e}`"))
+            );
+                return 2;
+            }
+        };
     let Some(loaded) = super::run::load(out, file, opt) else {
         return 1;
     };
     let g = data::graph(&loaded.program, None);
     let svg = svg::graph_svg(&g);
-    let html = dest
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("html") || e.eq_ignore_ascii_case("htm"));
     if html {
         let title = format!("aisc graph · {}", file.display());
         write(dest, &html::page(&title, &svg, None, &[]))

@@ -262,52 +262,41 @@ pub fn aisc(dir: &Path, args: &[&str]) -> std::process::Output {
         .expect("aisc runs")
 }
 
-/// A Python virtual environment under the test target holding `packages`
-/// (installed once; `import_check` is the import that says it is ready);
-/// its python. `None`, with a visible note, only when python3 is absent;
-/// a python3 that cannot make a venv or install fails the test.
-pub fn sdk_venv(name: &str, packages: &[&str], import_check: &str) -> Option<std::path::PathBuf> {
-    if Command::new("python3").arg("--version").output().is_err() {
-        eprintln!("SKIPPED: python3 is not installed; the {name} SDK client tests did not run");
-        return None;
-    }
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("venv-{}", packages[0].replace("==", "-")));
-    let python = dir.join("bin").join("python");
-    let ready = Command::new(&python)
-        .args(["-c", import_check])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ready {
-        let o = Command::new("python3")
-            .args(["-m", "venv", "--clear"])
-            .arg(&dir)
-            .output()
-            .expect("python3 -m venv runs");
-        assert!(
-            o.status.success(),
-            "python3 is present but cannot create a virtual environment (install python3-venv): {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let o = Command::new(&python)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-            ])
-            .args(packages)
-            .output()
-            .expect("pip runs");
-        assert!(
-            o.status.success(),
-            "cannot install {} into {}: {}{}",
-            packages.join(" "),
-            dir.display(),
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        );
-    }
-    Some(python)
+/// The python of the test virtual environment that `./test` provisions
+/// (`scripts/provision/python.sh`: `$AIS_PY_VENV`, default `target/py`),
+/// after checking that it has `packages` at their pinned versions
+/// (`name==version`) and that `import_check` runs. Fails the test, naming
+/// the fix, otherwise: the tests that use it are `#[ignore = "needs the
+/// ... SDK: run ./test"]`, and no test installs anything.
+pub fn sdk_venv(name: &str, packages: &[&str], import_check: &str) -> std::path::PathBuf {
+    let venv = std::env::var_os("AIS_PY_VENV")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/py"));
+    let python = venv.join("bin").join("python");
+    let pins = packages
+        .iter()
+        .map(|p| {
+            let (n, v) = p.split_once("==").expect("a pinned package, name==version");
+            format!("({n:?}, {v:?})")
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    let check = format!(
+        "import importlib.metadata as m\n\
+         for n, v in [{pins}]:\n    \
+         assert m.version(n) == v, f'{{n}} is {{m.version(n)}}, not {{v}}'\n\
+         {import_check}\n"
+    );
+    let o = Command::new(&python).args(["-c", &check]).output();
+    let why = match &o {
+        Err(e) => format!("{} does not run: {e}", python.display()),
+        Ok(o) if !o.status.success() => String::from_utf8_lossy(&o.stderr).into_owned(),
+        Ok(_) => return python,
+    };
+    panic!(
+        "needs the {name} SDK ({}) in the virtual environment {}: {why}\n\
+         Run ./test, which provisions it (scripts/provision/python.sh), or point AIS_PY_VENV at one.",
+        packages.join(" "),
+        venv.display()
+    )
 }

@@ -1413,16 +1413,24 @@ pub fn closest<'s>(name: &str, candidates: impl Iterator<Item = &'s String>) -> 
         .map(|(_, c)| c.clone())
 }
 
+/// Edits between `a` and `b`, a swap of two neighbouring characters
+/// counting as one (`aks` is one edit from `ask`: the commonest typo).
 fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
     let b: Vec<char> = b.chars().collect();
+    // Rows i-2, i-1 and i of the table.
+    let mut before: Vec<usize> = Vec::new();
     let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
+    for (i, ca) in a.iter().enumerate() {
         let mut cur = vec![i + 1; b.len() + 1];
         for (j, cb) in b.iter().enumerate() {
-            let cost = usize::from(ca != *cb);
+            let cost = usize::from(ca != cb);
             cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+            if i > 0 && j > 0 && *ca == b[j - 1] && a[i - 1] == *cb {
+                cur[j + 1] = cur[j + 1].min(before[j - 1] + 1);
+            }
         }
-        prev = cur;
+        before = std::mem::replace(&mut prev, cur);
     }
     prev[b.len()]
 }
@@ -1436,5 +1444,16 @@ mod tests {
         let names = ["topic".to_string(), "summary".to_string()];
         assert_eq!(closest("topc", names.iter()), Some("topic".into()));
         assert_eq!(closest("xyz", names.iter()), None);
+    }
+
+    #[test]
+    fn a_swap_of_neighbours_is_one_edit() {
+        assert_eq!(edit_distance("aks", "ask"), 1);
+        assert_eq!(edit_distance("ask", "ask"), 0);
+        assert_eq!(edit_distance("tihnk", "think"), 1);
+        assert_eq!(edit_distance("abc", "cba"), 2);
+        assert_eq!(edit_distance("", "ask"), 3);
+        let ops = ["ask".to_string(), "think".to_string(), "inv".to_string()];
+        assert_eq!(closest("aks", ops.iter()), Some("ask".into()));
     }
 }

@@ -755,6 +755,12 @@ impl AamHost {
         &self.run_id
     }
 
+    /// A resumed run keeps its id: its episodic records, footer and
+    /// `aisc trace` name the run being resumed, not a new one.
+    pub fn set_run_id(&mut self, id: &str) {
+        self.run_id = id.to_string();
+    }
+
     pub fn storage(&self) -> &Storage {
         &self.storage
     }

@@ -273,7 +273,9 @@ impl<'r> Run<'r> {
         let e = OpError::new(
             format!("budget.{what}"),
             format!(
-                "the run's {what} budget is exhausted (limit {limit}, used {used}); completed ops are journaled: resume with a higher limit"
+                // Whether it can be resumed depends on the journal: the
+                // edge's hint says (`--memory :memory:` keeps none).
+                "the run's {what} budget is exhausted (limit {limit}, used {used})"
             ),
         );
         self.stop(
