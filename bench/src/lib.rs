@@ -12,6 +12,8 @@
 //!   of a program under the configured latencies.
 //! - [`serve_load`]: load on an HTTP run server (`aisc serve`, the
 //!   LangGraph server baseline): runs per second, latency percentiles.
+//! - [`shapes`]: generated programs of a shape and size, for compile-time
+//!   scaling (`bench/compile-scale.sh`).
 //! - [`steal`]: how much CPU time the host took from this machine during
 //!   a run.
 //! - [`stats`], [`plot`] (SVG), [`report`] (markdown).
@@ -25,6 +27,7 @@ pub mod plans;
 pub mod plot;
 pub mod report;
 pub mod serve_load;
+pub mod shapes;
 pub mod stats;
 pub mod steal;
 pub mod store_load;

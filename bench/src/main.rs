@@ -56,6 +56,18 @@ enum Cmd {
     /// `aisc worker` processes against SQLite in one process, and the
     /// time a takeover takes (docs/bench/scale-out.md).
     Store(StoreOpts),
+    /// Writes a generated program of one shape (lets, plus, flows, deep,
+    /// agents, branchy) and about a number of IR ops to stdout, for
+    /// compile-time scaling (`bench/compile-scale.sh`).
+    Shape(ShapeOpts),
+}
+
+#[derive(clap::Args)]
+struct ShapeOpts {
+    /// lets | plus | flows | deep | agents | branchy
+    name: String,
+    /// About this many IR ops after lowering.
+    ops: usize,
 }
 
 #[derive(clap::Args)]
@@ -269,6 +281,7 @@ fn main() -> ExitCode {
             }
         },
         Cmd::Plans(o) => plans(&o),
+        Cmd::Shape(o) => shape(&o),
         Cmd::Store(o) => match store_bench(&o) {
             Ok(()) => 0,
             Err(e) => {
@@ -1311,4 +1324,23 @@ fn svg(r: &Results) -> String {
         ],
         "ms",
     )
+}
+
+fn shape(o: &ShapeOpts) -> u8 {
+    use ais_bench::shapes::{program_of_ops, Shape};
+    let Some(shape) = Shape::parse(&o.name) else {
+        eprintln!("error: unknown shape `{}`", o.name);
+        return 2;
+    };
+    match program_of_ops(shape, o.ops) {
+        Some((text, units)) => {
+            eprintln!("{}: {units} units", shape.name());
+            print!("{text}");
+            0
+        }
+        None => {
+            eprintln!("error: the `{}` shape does not compile", shape.name());
+            1
+        }
+    }
 }

@@ -466,6 +466,7 @@ fn verify_agent(m: &Module, index: &AgentIndex<'_>, a: &AgentData, out: &mut Vec
             names,
             out,
             scopes: Vec::new(),
+            visible: HashSet::default(),
             seen: HashSet::default(),
         };
         fv.run();
@@ -601,8 +602,11 @@ struct FlowVerifier<'a> {
     dfg: &'a Dfg,
     names: HashMap<Value, String>,
     out: &'a mut Vec<VerifyError>,
-    /// Values visible in each enclosing region, innermost last.
-    scopes: Vec<HashSet<Value>>,
+    /// Values defined in each enclosing region, innermost last.
+    scopes: Vec<Vec<Value>>,
+    /// The values of all `scopes`: one lookup per operand, however deep the
+    /// nesting (a lookup per enclosing region made deep flows O(ops × depth)).
+    visible: HashSet<Value>,
     /// Every value defined so far in the walk (to tell "later" from "elsewhere").
     seen: HashSet<Value>,
 }
@@ -631,31 +635,47 @@ impl FlowVerifier<'_> {
     }
 
     fn run(&mut self) {
-        let mut top = HashSet::default();
+        let mut top = Vec::new();
         for (_, v) in &self.flow.params {
-            top.insert(*v);
+            top.push(*v);
+            self.visible.insert(*v);
             self.seen.insert(*v);
         }
         self.scopes.push(top);
         self.region(self.flow.body, true);
-        self.scopes.pop();
+        self.pop_scope();
         self.ord_writes();
         self.unused();
     }
 
     fn in_scope(&self, v: Value) -> bool {
-        self.scopes.iter().any(|s| s.contains(&v))
+        self.visible.contains(&v)
+    }
+
+    fn define(&mut self, v: Value) {
+        if let Some(s) = self.scopes.last_mut() {
+            s.push(v);
+            self.visible.insert(v);
+        }
+    }
+
+    fn pop_scope(&mut self) {
+        for v in self.scopes.pop().unwrap_or_default() {
+            self.visible.remove(&v);
+        }
     }
 
     fn region(&mut self, r: Region, is_body: bool) {
         let rd = &self.dfg.regions[r];
-        let mut scope = HashSet::default();
-        for &a in &rd.args {
-            scope.insert(a);
-            self.seen.insert(a);
-        }
         if !is_body {
-            self.scopes.push(scope);
+            self.scopes.push(Vec::new());
+        }
+        for &a in &rd.args {
+            // A flow body's arguments are not values (its parameters are).
+            if !is_body {
+                self.define(a);
+            }
+            self.seen.insert(a);
         }
         let n = rd.ops.len();
         for (k, &op) in rd.ops.iter().enumerate() {
@@ -691,8 +711,8 @@ impl FlowVerifier<'_> {
                 _ => {}
             }
             self.op(op, od);
-            if let Some(s) = self.scopes.last_mut() {
-                s.extend(od.results.iter().copied());
+            for &v in &od.results {
+                self.define(v);
             }
             self.seen.extend(od.results.iter().copied());
             for &child in &od.regions {
@@ -718,7 +738,7 @@ impl FlowVerifier<'_> {
             });
         }
         if !is_body {
-            self.scopes.pop();
+            self.pop_scope();
         }
     }
 

@@ -20,7 +20,8 @@ use crate::sema::{resolve_tier, ProgramIndex, Ty};
 use crate::syntax::ast::*;
 use crate::syntax::lexer::{StrLit, StrPart};
 use ais_ir::{Attr, Attrs, FlowData, Op, Opcode, Region, Span, Type, Value};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::rc::Rc;
 
 pub(super) struct Ctx<'a> {
     pub index: &'a ProgramIndex,
@@ -38,19 +39,76 @@ struct Binding {
 
 /// Tokens of one chain: the last write and the reads since it. A read
 /// waits for the write; a write waits for the write and all reads.
-#[derive(Clone, Debug, Default, PartialEq)]
+///
+/// The reads are a shared list (newest first), so the copy of the chains
+/// each branch starts from costs O(1) per chain, however many reads a long
+/// flow has made since the last write.
+#[derive(Clone, Debug, Default)]
 struct ChainState {
     write: Option<Value>,
-    reads: Vec<Value>,
+    reads: Option<Rc<ReadNode>>,
+    n_reads: usize,
+}
+
+#[derive(Debug)]
+struct ReadNode {
+    token: Value,
+    next: Option<Rc<ReadNode>>,
+}
+
+impl Drop for ReadNode {
+    // Unlinks iteratively: the default drop recurses once per read.
+    fn drop(&mut self) {
+        let mut next = self.next.take();
+        while let Some(node) = next {
+            match Rc::try_unwrap(node) {
+                Ok(mut n) => next = n.next.take(),
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+impl PartialEq for ChainState {
+    // Reads are only ever added, so the same newest node and count mean the
+    // same list.
+    fn eq(&self, other: &ChainState) -> bool {
+        self.write == other.write
+            && self.n_reads == other.n_reads
+            && match (&self.reads, &other.reads) {
+                (Some(a), Some(b)) => Rc::ptr_eq(a, b),
+                (None, None) => true,
+                _ => false,
+            }
+    }
 }
 
 impl ChainState {
+    fn written(token: Value) -> ChainState {
+        ChainState {
+            write: Some(token),
+            reads: None,
+            n_reads: 0,
+        }
+    }
+
+    fn push_read(&mut self, token: Value) {
+        let next = self.reads.take();
+        self.reads = Some(Rc::new(ReadNode { token, next }));
+        self.n_reads += 1;
+    }
+
+    /// The write, then the reads in program order.
     fn tokens(&self) -> Vec<Value> {
-        self.write
-            .iter()
-            .chain(self.reads.iter())
-            .copied()
-            .collect()
+        let mut out = Vec::with_capacity(self.n_reads + 1);
+        let mut node = self.reads.as_deref();
+        while let Some(n) = node {
+            out.push(n.token);
+            node = n.next.as_deref();
+        }
+        out.extend(self.write);
+        out.reverse();
+        out
     }
 }
 
@@ -63,7 +121,6 @@ enum Slot {
     RetVal,
 }
 
-#[derive(Clone)]
 struct State {
     scopes: Vec<Vec<Binding>>,
     /// Name → (scope, index) of its visible bindings, innermost last (a scan
@@ -72,7 +129,26 @@ struct State {
     chains: BTreeMap<Chain, ChainState>,
     ret_flag: Option<Value>,
     ret_val: Option<Value>,
+    /// While a region is being lowered: `(scope, index, previous value)` of
+    /// every variable assignment, so the region's end can undo them. Copying
+    /// every binding per branch made long flows with branches quadratic.
+    undo: Vec<(usize, usize, Value)>,
+    /// Regions being lowered (assignments are logged only inside one).
+    open_regions: usize,
 }
+
+/// The part of [`State`] a branch starts from by copy: small (one entry per
+/// chain), unlike the bindings.
+#[derive(Clone)]
+struct Snapshot {
+    chains: BTreeMap<Chain, ChainState>,
+    ret_flag: Option<Value>,
+    ret_val: Option<Value>,
+}
+
+/// A branch's end: its region, value, copied state and the end values of
+/// the outer variables it assigned.
+type BranchEnd = (Region, Option<Value>, Snapshot, Vec<(usize, usize, Value)>);
 
 pub(super) struct FlowLowerer<'a> {
     ctx: Ctx<'a>,
@@ -100,6 +176,8 @@ impl<'a> FlowLowerer<'a> {
                 chains: BTreeMap::new(),
                 ret_flag: None,
                 ret_val: None,
+                undo: Vec::new(),
+                open_regions: 0,
             },
             ret_initial: None,
             span,
@@ -280,6 +358,10 @@ impl<'a> FlowLowerer<'a> {
         self.st.chains.entry(c).or_default()
     }
 
+    fn chain_write(&self, c: Chain) -> Option<Value> {
+        self.st.chains.get(&c).and_then(|s| s.write)
+    }
+
     /// One token standing for everything on the chain so far.
     fn chain_token(&mut self, c: Chain) -> Value {
         let tokens = self.chain(c).tokens();
@@ -287,21 +369,18 @@ impl<'a> FlowLowerer<'a> {
             [one] => *one,
             _ => {
                 let t = self.ins1(Opcode::Fence, &tokens, vec![], Type::Ord);
-                *self.chain(c) = ChainState {
-                    write: Some(t),
-                    reads: Vec::new(),
-                };
+                *self.chain(c) = ChainState::written(t);
                 t
             }
         }
     }
 
     fn read_after(&mut self, c: Chain) -> Vec<Value> {
-        self.chain(c).write.into_iter().collect()
+        self.chain_write(c).into_iter().collect()
     }
 
     fn record_read(&mut self, c: Chain, token: Value) {
-        self.chain(c).reads.push(token);
+        self.chain(c).push_read(token);
     }
 
     fn write_after(&mut self, chains: &[Chain]) -> Vec<Value> {
@@ -318,10 +397,7 @@ impl<'a> FlowLowerer<'a> {
 
     fn record_write(&mut self, chains: &[Chain], token: Value) {
         for c in chains {
-            *self.chain(*c) = ChainState {
-                write: Some(token),
-                reads: Vec::new(),
-            };
+            *self.chain(*c) = ChainState::written(token);
         }
     }
 
@@ -356,37 +432,73 @@ impl<'a> FlowLowerer<'a> {
 
     fn set_slot(&mut self, slot: Slot, v: Value) {
         match slot {
-            Slot::Var(s, b) => self.st.scopes[s][b].value = v,
-            Slot::Chain(c) => {
-                *self.chain(c) = ChainState {
-                    write: Some(v),
-                    reads: Vec::new(),
-                }
-            }
+            Slot::Var(s, b) => self.set_var(s, b, v),
+            Slot::Chain(c) => *self.chain(c) = ChainState::written(v),
             Slot::RetFlag => self.st.ret_flag = Some(v),
             Slot::RetVal => self.st.ret_val = Some(v),
         }
     }
 
-    /// Slots whose value differs between `before` and now (outer scopes only).
-    fn changed_slots(&self, before: &State, out: &mut Vec<Slot>) {
+    /// Assigns variable `b` of scope `s`, logged while a region is open.
+    fn set_var(&mut self, s: usize, b: usize, v: Value) {
+        let binding = &mut self.st.scopes[s][b];
+        if self.st.open_regions > 0 {
+            self.st.undo.push((s, b, binding.value));
+        }
+        binding.value = v;
+    }
+
+    /// Undoes the assignments logged since `mark` to variables of the
+    /// `outer` scopes (the others are gone); returns those variables' values
+    /// before the undo, one entry per variable.
+    fn undo_to(&mut self, mark: usize, outer: usize) -> Vec<(usize, usize, Value)> {
+        let mut ends: Vec<(usize, usize, Value)> = Vec::new();
+        let mut seen: HashSet<(usize, usize)> = HashSet::new();
+        for &(s, b, _) in &self.st.undo[mark..] {
+            if s < outer && seen.insert((s, b)) {
+                ends.push((s, b, self.st.scopes[s][b].value));
+            }
+        }
+        let log: Vec<_> = self.st.undo.drain(mark..).collect();
+        for (s, b, old) in log.into_iter().rev() {
+            if s < outer {
+                self.st.scopes[s][b].value = old;
+            }
+        }
+        ends
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            chains: self.st.chains.clone(),
+            ret_flag: self.st.ret_flag,
+            ret_val: self.st.ret_val,
+        }
+    }
+
+    fn restore(&mut self, s: Snapshot) {
+        self.st.chains = s.chains;
+        self.st.ret_flag = s.ret_flag;
+        self.st.ret_val = s.ret_val;
+    }
+
+    /// Slots whose value differs between `before` and now: the assigned
+    /// outer variables `vars` (with their end values; now restored), the
+    /// chains and the return state.
+    fn changed_slots(
+        &self,
+        before: &Snapshot,
+        vars: &[(usize, usize, Value)],
+        out: &mut Vec<Slot>,
+    ) {
         let mut push = |s: Slot| {
             if !out.contains(&s) {
                 out.push(s);
             }
         };
-        for (si, scope) in before.scopes.iter().enumerate() {
-            for (bi, b) in scope.iter().enumerate() {
-                if self
-                    .st
-                    .scopes
-                    .get(si)
-                    .and_then(|s| s.get(bi))
-                    .map(|x| x.value)
-                    != Some(b.value)
-                {
-                    push(Slot::Var(si, bi));
-                }
+        for &(s, b, end) in vars {
+            if self.st.scopes[s][b].value != end {
+                push(Slot::Var(s, b));
             }
         }
         let keys: std::collections::BTreeSet<Chain> = before
@@ -430,24 +542,31 @@ impl<'a> FlowLowerer<'a> {
     ) -> (Op, Option<Value>) {
         let span = self.span;
         let outer = self.region;
-        let before = self.st.clone();
-        let mut ends: Vec<(Region, Option<Value>, State)> = Vec::new();
+        let depth = self.st.scopes.len();
+        let before = self.snapshot();
+        let mark = self.st.undo.len();
+        self.st.open_regions += 1;
+        let mut ends: Vec<BranchEnd> = Vec::new();
         let mut changed: Vec<Slot> = Vec::new();
         for (i, (label, key)) in labels.iter().enumerate() {
             let r = self.flow.dfg.create_region(*label, key.clone());
             self.region = r;
-            self.st = before.clone();
+            self.restore(before.clone());
             self.st.scopes.push(Vec::new());
             let v = lower(self, i, r);
             self.pop_scope();
-            self.changed_slots(&before, &mut changed);
-            ends.push((r, v, self.st.clone()));
+            let vars = self.undo_to(mark, depth);
+            self.changed_slots(&before, &vars, &mut changed);
+            ends.push((r, v, self.snapshot(), vars));
         }
         changed.sort();
         // Yields, at the end of each branch.
-        for (r, v, st) in &ends {
+        for (r, v, st, vars) in &ends {
             self.region = *r;
-            self.st = st.clone();
+            self.restore(st.clone());
+            for &(s, b, end) in vars {
+                self.set_var(s, b, end);
+            }
             self.span = span;
             let mut ys = Vec::new();
             if let Some(t) = &value_ty {
@@ -458,21 +577,23 @@ impl<'a> FlowLowerer<'a> {
                 ys.push(y);
             }
             for s in &changed {
-                let ty = self.slot_type_in(&before, *s);
+                let ty = self.slot_type(*s);
                 let v = self.slot_value(*s);
                 let v = self.coerce(v, &ty);
                 ys.push(v);
             }
             self.ins(Opcode::Yield, &ys, vec![], &[]);
+            self.undo_to(mark, depth);
         }
+        self.st.open_regions -= 1;
         // The op itself, in the outer region.
         self.region = outer;
-        self.st = before;
+        self.restore(before);
         self.span = span;
         let mut types: Vec<Type> = value_ty.iter().cloned().collect();
         types.extend(changed.iter().map(|s| self.slot_type(*s)));
         let op = self.ins(opcode, operands, attrs, &types);
-        for (r, _, _) in &ends {
+        for (r, _, _, _) in &ends {
             self.flow.dfg.attach_region(op, *r);
         }
         let offset = usize::from(value_ty.is_some());
@@ -482,13 +603,6 @@ impl<'a> FlowLowerer<'a> {
         }
         let value = value_ty.map(|_| self.result(op, 0));
         (op, value)
-    }
-
-    fn slot_type_in(&self, before: &State, slot: Slot) -> Type {
-        match slot {
-            Slot::Var(s, b) => before.scopes[s][b].ty.clone(),
-            other => self.slot_type(other),
-        }
     }
 
     /// Runs `f` only when `cond` holds, carrying changed slots out.
@@ -738,7 +852,7 @@ impl<'a> FlowLowerer<'a> {
             // stay parallel). Later writes still wait for every read: the
             // loop delivers its results only once all iterations are done.
             if let Slot::Chain(c) = s {
-                if self.chain(*c).write == Some(*a) {
+                if self.chain_write(*c) == Some(*a) {
                     ys.push(*a);
                     continue;
                 }
@@ -902,7 +1016,7 @@ impl<'a> FlowLowerer<'a> {
         if let Some((s, b)) = self.lookup(name) {
             let ty = self.st.scopes[s][b].ty.clone();
             let v = self.coerce(v, &ty);
-            self.st.scopes[s][b].value = v;
+            self.set_var(s, b, v);
             return;
         }
         let mut operands = vec![v];

@@ -93,7 +93,11 @@ impl Canonicalize {
                 if p.dead.contains(&op) {
                     continue;
                 }
-                let inputs = operand_defs(&flow.dfg, op);
+                let inputs = if may_rewrite(&flow.dfg, op) {
+                    operand_defs(&flow.dfg, op)
+                } else {
+                    Vec::new()
+                };
                 let r = self.rewrite(&mut flow.dfg, &mut p, &facts, region, op);
                 if !matches!(r, Rewrite::None) {
                     candidates.extend(inputs);
@@ -268,6 +272,38 @@ impl Canonicalize {
             d.operands = new_operands.into_iter().collect();
         }
         Rewrite::Local
+    }
+}
+
+/// Whether [`Canonicalize::rewrite`] may change `op`: only then are its
+/// inputs (for a control op, the inputs of its whole subtree) collected,
+/// which for every op at every depth was O(ops × depth).
+fn may_rewrite(dfg: &Dfg, op: Op) -> bool {
+    let Some(od) = dfg.ops.get(op) else {
+        return false;
+    };
+    match od.opcode {
+        Opcode::Template
+        | Opcode::Concat
+        | Opcode::Merge
+        | Opcode::ToStr
+        | Opcode::Not
+        | Opcode::And
+        | Opcode::Or
+        | Opcode::Eq
+        | Opcode::Ne => true,
+        // `trivial_regions` needs every region to hold only its `yield`;
+        // `taken_region` a constant condition.
+        Opcode::If | Opcode::Switch => {
+            od.regions
+                .iter()
+                .all(|&r| dfg.regions.get(r).is_some_and(|rd| rd.ops.len() == 1))
+                || od
+                    .operands
+                    .first()
+                    .is_some_and(|&c| const_attr(dfg, c).is_some())
+        }
+        _ => false,
     }
 }
 

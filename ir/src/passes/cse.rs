@@ -9,7 +9,7 @@
 //! - LLM ops carrying the `cacheable` flag (the author promises that the
 //!   same request may be answered once). All other effects are never merged.
 
-use super::util::{def_op, erase_op};
+use super::util::{def_op, erase_ops};
 use super::{Changed, Pass};
 use crate::entity::{Region, Value};
 use crate::module::{Dfg, FlowData, Module};
@@ -55,23 +55,48 @@ struct Key {
     types: Vec<String>,
 }
 
+/// The identical ops seen so far, visible from the region being walked: one
+/// map for all enclosing regions (a map per region, searched outwards, cost
+/// a lookup per enclosing region for every op).
+#[derive(Default)]
+struct Scopes {
+    seen: HashMap<Key, Vec<Value>>,
+    /// Keys each open region added, innermost last (removed when it ends).
+    added: Vec<Vec<Key>>,
+    /// Merged results and what replaces them; applied to every operand once,
+    /// at the end (replacing uses op by op scanned the flow per merge).
+    replaced: HashMap<Value, Value>,
+    /// Merged ops, erased at the end all at once.
+    erased: Vec<(Region, crate::entity::Op)>,
+}
+
+impl Scopes {
+    fn resolve(&self, v: Value) -> Value {
+        self.replaced.get(&v).copied().unwrap_or(v)
+    }
+}
+
 impl Cse {
     fn flow(&mut self, flow: &mut FlowData) {
-        let mut scopes: Vec<HashMap<Key, Vec<Value>>> = Vec::new();
+        let mut scopes = Scopes::default();
         self.region(&mut flow.dfg, flow.body, &mut scopes, 0);
+        if !scopes.replaced.is_empty() {
+            for (_, data) in flow.dfg.ops.iter_mut() {
+                for v in data.operands.iter_mut() {
+                    if let Some(&new) = scopes.replaced.get(v) {
+                        *v = new;
+                    }
+                }
+            }
+        }
+        erase_ops(&mut flow.dfg, &scopes.erased);
     }
 
-    fn region(
-        &mut self,
-        dfg: &mut Dfg,
-        region: Region,
-        scopes: &mut Vec<HashMap<Key, Vec<Value>>>,
-        depth: usize,
-    ) {
+    fn region(&mut self, dfg: &mut Dfg, region: Region, scopes: &mut Scopes, depth: usize) {
         if depth > 256 {
             return;
         }
-        scopes.push(HashMap::default());
+        scopes.added.push(Vec::new());
         let ops = dfg
             .regions
             .get(region)
@@ -79,8 +104,8 @@ impl Cse {
             .unwrap_or_default();
         for op in ops {
             let Some(od) = dfg.ops.get(op) else { continue };
-            let regions = od.regions.to_vec();
-            if !regions.is_empty() {
+            if !od.regions.is_empty() {
+                let regions = od.regions.to_vec();
                 for r in regions {
                     self.region(dfg, r, scopes, depth + 1);
                 }
@@ -94,7 +119,7 @@ impl Cse {
             }
             let key = Key {
                 opcode: od.opcode,
-                operands: od.operands.to_vec(),
+                operands: od.operands.iter().map(|&v| scopes.resolve(v)).collect(),
                 attrs: od.attrs.iter().map(|(n, a)| attr_text(n, a)).collect(),
                 types: od
                     .results
@@ -102,12 +127,10 @@ impl Cse {
                     .map(|&r| dfg.value_type(r).to_string())
                     .collect(),
             };
-            let results = od.results.to_vec();
-            let earlier = scopes.iter().rev().find_map(|s| s.get(&key)).cloned();
-            match earlier {
-                Some(prev) if prev.len() == results.len() => {
-                    for (old, new) in results.iter().zip(&prev) {
-                        dfg.replace_all_uses(*old, *new);
+            match scopes.seen.get(&key) {
+                Some(prev) if prev.len() == od.results.len() => {
+                    for (old, new) in od.results.iter().zip(prev) {
+                        scopes.replaced.insert(*old, *new);
                     }
                     // Keep the earliest span if the kept op has none.
                     if let Some(kept) = prev.first().and_then(|&v| def_op(dfg, v)) {
@@ -116,20 +139,27 @@ impl Cse {
                             dfg.set_span(kept, sp);
                         }
                     }
-                    erase_op(dfg, region, op);
+                    scopes.erased.push((region, op));
                     if effect == Effect::Llm {
                         self.merged_llm += 1;
                     } else {
                         self.merged += 1;
                     }
                 }
-                _ => {
-                    if let Some(top) = scopes.last_mut() {
-                        top.insert(key, results);
+                // An earlier op with this key but other results (kept, as
+                // before: the innermost definition wins).
+                Some(_) => {}
+                None => {
+                    let results = od.results.to_vec();
+                    scopes.seen.insert(key.clone(), results);
+                    if let Some(top) = scopes.added.last_mut() {
+                        top.push(key);
                     }
                 }
             }
         }
-        scopes.pop();
+        for key in scopes.added.pop().unwrap_or_default() {
+            scopes.seen.remove(&key);
+        }
     }
 }

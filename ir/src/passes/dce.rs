@@ -11,7 +11,7 @@
 //!    constant `communicate` recipient is kept (with its reachable flows).
 //!    A module without any entry is a library: symbol DCE leaves it alone.
 
-use super::util::{erase_ops, has_effect, FlowFacts};
+use super::util::{erase_ops, Effects, FlowFacts};
 use super::{Changed, Pass};
 use crate::entity::{AgentId, Arena, FlowId};
 use crate::module::{Attr, BeliefInit, FlowData, Module};
@@ -72,6 +72,7 @@ pub(crate) fn dce_flow(flow: &mut FlowData) -> u64 {
     let mut removed = 0;
     loop {
         let facts = FlowFacts::new(flow);
+        let effects = Effects::new(&flow.dfg, &facts);
         let mut counts: HashMap<_, usize> =
             facts.uses.iter().map(|(v, us)| (*v, us.len())).collect();
         let mut dead = Vec::new();
@@ -80,7 +81,7 @@ pub(crate) fn dce_flow(flow: &mut FlowData) -> u64 {
             let Some(od) = flow.dfg.ops.get(op) else {
                 continue;
             };
-            if od.opcode.is_terminator() || has_effect(&flow.dfg, op) || may_fail(&flow.dfg, op) {
+            if od.opcode.is_terminator() || effects.has(op) || may_fail(&flow.dfg, op) {
                 continue;
             }
             if od
@@ -90,22 +91,27 @@ pub(crate) fn dce_flow(flow: &mut FlowData) -> u64 {
             {
                 continue;
             }
-            // Removing the op (and its regions) removes their uses.
-            let mut gone = vec![op];
-            for &r in &od.regions {
-                gone.extend(flow.dfg.walk_region(r));
-            }
-            for g in gone {
-                // Ops found dead earlier in this round are still listed in
-                // their regions: their uses were already taken off.
+            // Removing the op (and its regions) removes their uses. Ops
+            // found dead earlier in this round are still listed in their
+            // regions: their uses (and their regions' uses) were already
+            // taken off, so the walk does not enter them again (re-walking
+            // nested dead regions was O(ops × depth)).
+            let mut todo = vec![op];
+            while let Some(g) = todo.pop() {
                 if !dead_set.insert(g) {
                     continue;
                 }
-                if let Some(gd) = flow.dfg.ops.get(g) {
-                    for v in &gd.operands {
-                        if let Some(c) = counts.get_mut(v) {
-                            *c = c.saturating_sub(1);
-                        }
+                let Some(gd) = flow.dfg.ops.get(g) else {
+                    continue;
+                };
+                for v in &gd.operands {
+                    if let Some(c) = counts.get_mut(v) {
+                        *c = c.saturating_sub(1);
+                    }
+                }
+                for &r in &gd.regions {
+                    if let Some(rd) = flow.dfg.regions.get(r) {
+                        todo.extend(rd.ops.iter().rev());
                     }
                 }
             }

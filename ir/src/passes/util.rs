@@ -144,31 +144,45 @@ fn clear_regions(dfg: &mut Dfg, op: Op, depth: usize) {
     }
 }
 
-/// True if the op or anything in its regions has an effect (anything but
-/// pure ops, `yield`, and control ops whose regions are effect-free).
-pub(crate) fn has_effect(dfg: &Dfg, op: Op) -> bool {
-    has_effect_depth(dfg, op, 0)
+/// Which live ops have an effect, themselves or anywhere in their regions
+/// (anything but pure ops, `yield`, and control ops whose regions are
+/// effect-free). Computed once per flow, bottom-up over the pre-order walk:
+/// asking op by op re-walked every nested region (O(ops × depth)).
+pub(crate) struct Effects {
+    effectful: HashSet<Op>,
 }
 
-fn has_effect_depth(dfg: &Dfg, op: Op, depth: usize) -> bool {
-    let Some(od) = dfg.ops.get(op) else {
-        return true;
-    };
-    if depth > 4096 {
-        return true;
+impl Effects {
+    pub fn new(dfg: &Dfg, facts: &FlowFacts) -> Effects {
+        let mut effectful: HashSet<Op> = HashSet::default();
+        // Reverse pre-order: every op's region ops come before the op.
+        for &op in facts.order.iter().rev() {
+            let Some(od) = dfg.ops.get(op) else {
+                effectful.insert(op);
+                continue;
+            };
+            let has = match od.opcode {
+                Opcode::Yield => false,
+                Opcode::Return => true,
+                o if o.is_pure() => false,
+                o if o.effect() == Effect::Control => od.regions.iter().any(|&r| {
+                    dfg.regions
+                        .get(r)
+                        .is_none_or(|rd| rd.ops.iter().any(|inner| effectful.contains(inner)))
+                }),
+                _ => true,
+            };
+            if has {
+                effectful.insert(op);
+            }
+        }
+        Effects { effectful }
     }
-    match od.opcode {
-        Opcode::Yield => false,
-        Opcode::Return => true,
-        o if o.is_pure() => false,
-        o if o.effect() == Effect::Control => od.regions.iter().any(|&r| {
-            dfg.regions.get(r).is_none_or(|rd| {
-                rd.ops
-                    .iter()
-                    .any(|&inner| has_effect_depth(dfg, inner, depth + 1))
-            })
-        }),
-        _ => true,
+
+    /// True if `op` (a live op of the flow) or anything in its regions has
+    /// an effect.
+    pub fn has(&self, op: Op) -> bool {
+        self.effectful.contains(&op)
     }
 }
 
