@@ -310,7 +310,14 @@ pub const HOST_TOOLS: &[HostToolFacts] = &[
         name: "update_goal",
         provider: "aam.goals",
         class: ToolClass::Write,
-        params: &["name", "status", "priority", "description"],
+        params: &[
+            "name",
+            "status",
+            "priority",
+            "description",
+            "goal_id",
+            "action",
+        ],
     },
     // Named work queues: `enqueue` a job, `claim` the oldest one (the
     // reference's coordination op). Both change the queue.
@@ -324,7 +331,7 @@ pub const HOST_TOOLS: &[HostToolFacts] = &[
         name: "claim",
         provider: "aam.queue",
         class: ToolClass::Write,
-        params: &["queue"],
+        params: &["queue", "lease_ms", "max_wait_ms"],
     },
     // A shell command changes the world: ordered like a write, and denied
     // unless allowed.
