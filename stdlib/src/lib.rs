@@ -128,9 +128,13 @@ pub fn builtins() -> Vec<BuiltinInfo> {
         if let Some(b) = all.iter().find(|b| b.name == of).cloned() {
             all.push(BuiltinInfo {
                 name: alias,
+                // An alias describes what its tool does: its own text, not
+                // another alias's (`search_web` once read as `write_file`).
                 description: match of {
                     "read_file" => "Read a UTF-8 text file inside the workspace directory (same as read_file)",
-                    _ => "Write (or append to) a text file inside the workspace directory (same as write_file)",
+                    "write_file" => "Write (or append to) a text file inside the workspace directory (same as write_file)",
+                    "search" => "Search the web through the configured provider: {query, limit?} -> [{title, url, snippet}] (same as search)",
+                    _ => b.description,
                 },
                 ..b
             });
@@ -386,6 +390,19 @@ pub(crate) fn str_arg<'a>(args: &'a Json, tool: &str, key: &str) -> Result<&'a s
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn aliases_are_described_as_the_tool_they_name() {
+        let all = builtins();
+        for &(alias, of) in ALIASES {
+            let a = all.iter().find(|b| b.name == alias).expect("alias listed");
+            assert!(
+                a.description.ends_with(&format!("(same as {of})")),
+                "{alias}: {}",
+                a.description
+            );
+        }
+    }
 
     #[test]
     fn read_and_write_are_the_file_tools_under_other_names() {
