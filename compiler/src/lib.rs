@@ -9,6 +9,7 @@ pub mod driver;
 pub mod flows;
 pub mod format;
 pub mod graph_json;
+pub mod guard_cond;
 pub mod lower;
 pub mod plan;
 pub mod program;

@@ -128,9 +128,13 @@ pub fn builtins() -> Vec<BuiltinInfo> {
         if let Some(b) = all.iter().find(|b| b.name == of).cloned() {
             all.push(BuiltinInfo {
                 name: alias,
+                // An alias describes what its tool does: its own text, not
+                // another alias's (`search_web` once read as `write_file`).
                 description: match of {
                     "read_file" => "Read a UTF-8 text file inside the workspace directory (same as read_file)",
-                    _ => "Write (or append to) a text file inside the workspace directory (same as write_file)",
+                    "write_file" => "Write (or append to) a text file inside the workspace directory (same as write_file)",
+                    "search" => "Search the web through the configured provider: {query, limit?} -> [{title, url, snippet}] (same as search)",
+                    _ => b.description,
                 },
                 ..b
             });
@@ -310,7 +314,14 @@ pub const HOST_TOOLS: &[HostToolFacts] = &[
         name: "update_goal",
         provider: "aam.goals",
         class: ToolClass::Write,
-        params: &["name", "status", "priority", "description"],
+        params: &[
+            "name",
+            "status",
+            "priority",
+            "description",
+            "goal_id",
+            "action",
+        ],
     },
     // Named work queues: `enqueue` a job, `claim` the oldest one (the
     // reference's coordination op). Both change the queue.
@@ -324,7 +335,7 @@ pub const HOST_TOOLS: &[HostToolFacts] = &[
         name: "claim",
         provider: "aam.queue",
         class: ToolClass::Write,
-        params: &["queue"],
+        params: &["queue", "lease_ms", "max_wait_ms"],
     },
     // A shell command changes the world: ordered like a write, and denied
     // unless allowed.
@@ -379,6 +390,19 @@ pub(crate) fn str_arg<'a>(args: &'a Json, tool: &str, key: &str) -> Result<&'a s
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn aliases_are_described_as_the_tool_they_name() {
+        let all = builtins();
+        for &(alias, of) in ALIASES {
+            let a = all.iter().find(|b| b.name == alias).expect("alias listed");
+            assert!(
+                a.description.ends_with(&format!("(same as {of})")),
+                "{alias}: {}",
+                a.description
+            );
+        }
+    }
 
     #[test]
     fn read_and_write_are_the_file_tools_under_other_names() {

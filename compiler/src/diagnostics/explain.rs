@@ -1202,11 +1202,12 @@ Mark the flow to run."#,
         code: "G0008",
         title: "bad parameter",
         text: r#"A flow parameter (or capability parameter) has a name that is not a fresh
-identifier, or a `type_name` that is no type. Types are ours (`str`,
-`number`, `bool`, `json`, `list<str>`, ...) or the reference's (`int`,
-`float`, `string`, `boolean`, `any`).
+identifier, or an empty `type_name`. Types are ours (`str`, `number`,
+`bool`, `json`, `list<str>`, ...) or the reference's (`int`, `float`,
+`string`, `boolean`, `any`); another name is read as `json`, as the
+reference runs it untyped.
 
-    "parameters": [ { "name": "topic", "type_name": "text" } ]   // error
+    "parameters": [ { "name": "2topic", "type_name": "str" } ]   // error
 
 Fix the name or the type."#,
     },
@@ -1224,14 +1225,16 @@ is not JSON, a `space` that is no memory tier).
     },
     Explanation {
         code: "G0010",
-        title: "reference op without an equivalent",
-        text: r#"The node uses one of the reference's ops that this toolchain does not have:
-its flat control flow (`BRANCH_ON_VALUE`, `JUMP`, `LOOP_START`, `LOOP_END`,
-`ERR`), `AGENT`, or `UPDATE_GOAL`, `CLAIM`, `RESUME`.
+        title: "flat reference switch",
+        text: r#"The node is the reference's flat `SWITCH`: a `discriminant` and `cases`
+whose labels name the nodes to run. The other flat markers (`JUMP`,
+`BRANCH_ON_VALUE`, `LOOP_START`, `LOOP_END`, `ERR`), `AGENT`,
+`UPDATE_GOAL`, `CLAIM` and `RESUME` are read (docs/graph-json.md says as
+what); this one is not translated.
 
-Write branches and loops as nested regions instead: an `IF`, `SWITCH`,
-`LOOP` or `TRY_CATCH` node lists its `regions`, and the nodes inside name it
-as their `parent` (docs/graph-json.md)."#,
+Write the cases as regions: the `SWITCH` node lists its `regions` (each with
+its case `key`), and the nodes inside name it as their `parent`
+(docs/graph-json.md)."#,
     },
     Explanation {
         code: "G0011",

@@ -17,7 +17,7 @@ pub enum GraphError {
         suggestion: Option<String>,
         span: Span,
     },
-    #[error("the reference op `{op}` has no equivalent here")]
+    #[error("the reference's flat `{op}` (cases naming the nodes to run) has no equivalent here")]
     ReferenceOnlyOp { op: String, span: Span },
     #[error("node has no `id`")]
     MissingId { span: Span },
@@ -116,7 +116,7 @@ impl IntoDiagnostic for GraphError {
                 d.with_secondary(first, "first used here")
             }
             GraphError::ReferenceOnlyOp { .. } => d.with_note(
-                "write the control flow as nested regions (`IF`, `SWITCH`, `LOOP`, `TRY_CATCH` nodes with `regions`), see docs/graph-json.md",
+                "write the cases as regions of the `SWITCH` node (`regions`, and `parent` on their nodes), see docs/graph-json.md",
             ),
             GraphError::MissingEntry { .. } => {
                 d.with_help("add `\"metadata\": {\"is_entry\": true}` to the flow to run")

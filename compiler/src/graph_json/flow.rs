@@ -4,8 +4,10 @@
 //! most files: the passes share one context and read best together.
 
 use super::attrs;
+use super::build::{Build, Data, DataIn};
 use super::errors::GraphError;
 use super::lower::{GraphAt, Locator};
+use super::reference::Expanded;
 use super::schema::{Dependency, Node};
 use super::spans::Seg;
 use ais_ir::ops::{ResultRule, REFERENCE_ONLY_OPS};
@@ -52,6 +54,10 @@ pub(super) struct FlowLowering<'g, 'l> {
     region_args: HashMap<(usize, usize), Vec<Value>>,
     /// Body nodes in the order lowered.
     body_nodes: Vec<usize>,
+    /// The reference op of a node that has no opcode of its own.
+    refonly: Vec<Option<&'static str>>,
+    /// `PAUSE` answers by `checkpoint_id`, for `RESUME`.
+    pauses: HashMap<String, Value>,
 }
 
 impl<'g, 'l> FlowLowering<'g, 'l> {
@@ -72,6 +78,8 @@ impl<'g, 'l> FlowLowering<'g, 'l> {
             values: Vec::new(),
             region_args: HashMap::new(),
             body_nodes: Vec::new(),
+            refonly: Vec::new(),
+            pauses: HashMap::new(),
         }
     }
 
@@ -146,10 +154,8 @@ impl<'g, 'l> FlowLowering<'g, 'l> {
                 Some(name) => match Opcode::from_graph_name(name) {
                     Some(op) => op,
                     None if REFERENCE_ONLY_OPS.contains(&name) => {
-                        errors.push(GraphError::ReferenceOnlyOp {
-                            op: name.to_string(),
-                            span: self.field_span(i, "op"),
-                        });
+                        self.refonly.resize(i + 1, None);
+                        self.refonly[i] = REFERENCE_ONLY_OPS.iter().copied().find(|n| *n == name);
                         Opcode::Const
                     }
                     None => {
@@ -172,6 +178,7 @@ impl<'g, 'l> FlowLowering<'g, 'l> {
             };
             self.opcodes.push(op);
         }
+        self.refonly.resize(self.g.g.nodes.len(), None);
         if errors.is_empty() {
             Ok(index)
         } else {
@@ -345,6 +352,8 @@ impl<'g, 'l> FlowLowering<'g, 'l> {
         for (i, n) in self.g.g.nodes.iter().enumerate() {
             let op = self.opcodes[i];
             let tys = match &n.results {
+                // Set when lowered.
+                _ if self.refonly[i].is_some() => Vec::new(),
                 Some(rs) => {
                     let mut tys = Vec::new();
                     for (k, r) in rs.iter().enumerate() {
@@ -593,11 +602,9 @@ impl<'g, 'l> FlowLowering<'g, 'l> {
             let span = self.edge_span(e, None);
             let mismatch = |message: String| GraphError::TypeMismatch { message, span };
             if *ty == Type::Ord {
-                if dep != Dependency::Effect {
-                    return Err(mismatch(
-                        "an ordering token travels on an `Effect` edge, not a `Data` one".into(),
-                    ));
-                }
+                // A `Data` edge from an op whose only result is its token
+                // (the reference's `UMEM` → `FENCE`) orders like an
+                // `Effect` edge.
                 if !info.takes_ord && !info.operand_type(k).admits(ty) {
                     return Err(mismatch(format!(
                         "`{}` takes no ordering tokens",
@@ -632,26 +639,90 @@ impl<'g, 'l> FlowLowering<'g, 'l> {
         let node = &self.g.g.nodes[i];
         let opcode = self.opcodes[i];
         let span = self.node_span(i);
+        if opcode == Opcode::Switch
+            && node.regions.is_empty()
+            && ["cases", "case_labels", "discriminant"]
+                .iter()
+                .any(|k| node.attributes.contains_key(*k))
+        {
+            // The reference's flat switch: its cases name nodes to run.
+            return Err(GraphError::ReferenceOnlyOp {
+                op: "SWITCH".into(),
+                span: self.field_span(i, "attributes"),
+            });
+        }
         let operands = self.operands(flow, i)?;
-        let sugar = super::reference::applies(opcode, &node.attributes);
+        let refonly = self.refonly[i];
+        let sugar = refonly.is_some()
+            || (node.regions.is_empty() && super::reference::applies(opcode, &node.attributes));
         self.check_types(flow, i, &operands, sugar)?;
         let mut vals: Vec<Value> = operands.iter().map(|x| x.0).collect();
         let mut attrs = ais_ir::Attrs::default();
         let mut consumed: &[&str] = &[];
         if sugar {
-            let x = super::reference::expand(opcode, &node.attributes, flow, region, span, vals)
-                .map_err(|message| GraphError::BadAttribute {
-                    message,
-                    span: self.field_span(i, "attributes"),
-                })?;
-            vals = x.operands;
-            for (n, a) in x.attrs {
-                attrs.set(n, a);
+            let bad = |message: String| GraphError::BadAttribute {
+                message,
+                span: self.field_span(i, "attributes"),
+            };
+            let mut data = Vec::new();
+            let mut tokens = Vec::new();
+            for &(v, e) in &operands {
+                if *flow.dfg.value_type(v) == Type::Ord {
+                    tokens.push(v);
+                } else {
+                    data.push(Data {
+                        value: v,
+                        from: self.g.g.edges[e].from,
+                    });
+                }
             }
-            consumed = x.consumed;
+            let inputs = DataIn { data, tokens };
+            let mut b = Build::new(flow, region, span);
+            let expanded = match refonly {
+                Some(name) => {
+                    super::refonly::lower(name, &node.attributes, &mut b, inputs, &self.pauses)
+                        .map(Expanded::Values)
+                }
+                None => super::reference::expand(opcode, &node.attributes, &mut b, inputs),
+            }
+            .map_err(bad)?;
+            match expanded {
+                Expanded::Values(vs) => {
+                    let unknown = node.attributes.keys().find(|k| {
+                        refonly.is_none()
+                            && !super::reference::reference_attrs(opcode).contains(&k.as_str())
+                    });
+                    if let Some(k) = unknown {
+                        return Err(GraphError::BadAttribute {
+                            message: format!("`{}` has no attribute `{k}`", opcode.graph_name()),
+                            span: self.field_span(i, "attributes"),
+                        });
+                    }
+                    self.types[i] = vs.iter().map(|&v| flow.dfg.value_type(v).clone()).collect();
+                    if self.values.len() < self.g.g.nodes.len() {
+                        self.values.resize(self.g.g.nodes.len(), Vec::new());
+                    }
+                    self.values[i] = vs;
+                    return Ok(());
+                }
+                Expanded::Op {
+                    operands,
+                    attrs: xs,
+                } => {
+                    vals = operands;
+                    for (n, a) in xs {
+                        attrs.set(n, a);
+                    }
+                    consumed = super::reference::reference_attrs(opcode);
+                }
+            }
         }
         for (name, v) in &node.attributes {
-            if consumed.contains(&name.as_str()) {
+            if consumed.contains(&name.as_str())
+                || (sugar
+                    && opcode.info().llm.is_some()
+                    && super::reference::LLM_RUNTIME_ONLY.contains(&name.as_str()))
+            {
                 continue;
             }
             let ours = if sugar {
@@ -687,6 +758,13 @@ impl<'g, 'l> FlowLowering<'g, 'l> {
             self.values.resize(self.g.g.nodes.len(), Vec::new());
         }
         self.values[i] = results;
+        if opcode == Opcode::Pause {
+            if let Some(serde_json::Value::String(c)) = node.attributes.get("checkpoint_id") {
+                if let Some(&v) = self.values[i].first() {
+                    self.pauses.insert(c.clone(), v);
+                }
+            }
+        }
         for (k, spec) in node.regions.iter().enumerate() {
             let r = flow.dfg.create_region(spec.label.clone(), spec.key.clone());
             let mut args = Vec::new();

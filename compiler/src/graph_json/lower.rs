@@ -51,6 +51,9 @@ impl GraphAt<'_> {
 
 pub fn lower_document(doc: &Graph, loc: &Locator) -> Result<Module, Vec<GraphError>> {
     let graphs = name_graphs(doc, loc)?;
+    for g in &graphs {
+        reference_rules(g, loc)?;
+    }
     if !graphs.iter().any(|g| is_entry(g.g)) {
         let span = loc.at(&[Seg::Key("metadata")]);
         return Err(vec![GraphError::MissingEntry { span }]);
@@ -123,12 +126,15 @@ pub fn lower_document(doc: &Graph, loc: &Locator) -> Result<Module, Vec<GraphErr
                         span,
                     }]);
                 }
-                let ty = param_type(&p.type_name).ok_or_else(|| {
-                    vec![GraphError::BadParameter {
-                        message: format!("`{}` has the unknown type `{}`", p.name, p.type_name),
+                if p.type_name.trim().is_empty() {
+                    return Err(vec![GraphError::BadParameter {
+                        message: format!("parameter '{}' has empty type", p.name),
                         span,
-                    }]
-                })?;
+                    }]);
+                }
+                // A type name neither we nor the reference know is `json`
+                // (the reference warns and runs it untyped).
+                let ty = param_type(&p.type_name).unwrap_or(Type::Json);
                 f.add_param(p.name.clone(), ty);
             }
             if let Some(r) = g.g.metadata.get("result") {
@@ -162,6 +168,11 @@ pub fn lower_document(doc: &Graph, loc: &Locator) -> Result<Module, Vec<GraphErr
             FlowLowering::new(g, loc, &results).run(flow, declared)?;
         }
     }
+    for ((_, agent), mine) in module.agents.iter_mut().zip(&placed) {
+        for g in mine {
+            agent_nodes(agent, g.g);
+        }
+    }
     for (ai, d) in doc.agents.iter().enumerate() {
         let Some(aid) = module.agent_by_name(&d.name) else {
             continue;
@@ -171,8 +182,87 @@ pub fn lower_document(doc: &Graph, loc: &Locator) -> Result<Module, Vec<GraphErr
     Ok(module)
 }
 
+/// `metadata.is_entry` absent means `true`, as in the reference.
 fn is_entry(g: &Graph) -> bool {
-    g.metadata.get("is_entry").and_then(|v| v.as_bool()) == Some(true)
+    g.metadata
+        .get("is_entry")
+        .is_none_or(|v| v.as_bool() == Some(true))
+}
+
+/// What the reference's validator rejects before anything else: an empty
+/// graph name, a graph without nodes, a node without a name (its reasons).
+fn reference_rules(g: &GraphAt<'_>, loc: &Locator) -> Result<(), Vec<GraphError>> {
+    let bad = |message: String, path: Vec<Seg<'_>>| {
+        Err(vec![GraphError::BadStructure {
+            message,
+            span: loc.at(&path),
+        }])
+    };
+    if g.g.name.trim().is_empty() {
+        return bad(
+            "graph name cannot be empty".into(),
+            g.path(&[Seg::Key("name")]),
+        );
+    }
+    if g.g.nodes.is_empty() {
+        return bad(
+            "graph must contain at least one node".into(),
+            g.path(&[Seg::Key("nodes")]),
+        );
+    }
+    for (i, n) in g.g.nodes.iter().enumerate() {
+        if n.name.trim().is_empty() {
+            let id = n.id.map_or_else(|| "?".to_string(), |id| id.to_string());
+            return bad(
+                format!("node {id} has empty name"),
+                g.path(&[Seg::Key("nodes"), Seg::Index(i)]),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The declarations of the reference's `AGENT` nodes: `beliefs` (an object
+/// of initial values) and `goals` (descriptions, in priority order).
+/// `memory` and `capabilities` need no declaration here: every agent has
+/// the three tiers, and tools come from the catalogue.
+fn agent_nodes(a: &mut AgentData, g: &Graph) {
+    for n in g.nodes.iter().filter(|n| n.op.as_deref() == Some("AGENT")) {
+        if let Some(serde_json::Value::Object(bs)) = n.attributes.get("beliefs") {
+            for (name, v) in bs {
+                if !a.beliefs.iter().any(|b| &b.name == name) {
+                    a.beliefs.push(BeliefDecl {
+                        name: name.clone(),
+                        init: BeliefInit::Const(v.clone()),
+                        span: Span::DUMMY,
+                    });
+                }
+            }
+        }
+        if let Some(serde_json::Value::Array(gs)) = n.attributes.get("goals") {
+            for (k, goal) in gs.iter().enumerate() {
+                let text = goal
+                    .as_str()
+                    .map_or_else(|| goal.to_string(), str::to_string);
+                // Goal names are identifiers; the text is the description.
+                let mut name: String = text
+                    .chars()
+                    .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+                    .collect();
+                if !name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+                    name.insert(0, '_');
+                }
+                if !a.goals.iter().any(|x| x.name == name) {
+                    a.goals.push(GoalDecl {
+                        name,
+                        priority: k as i64 + 1,
+                        description: text,
+                        span: Span::DUMMY,
+                    });
+                }
+            }
+        }
+    }
 }
 
 fn is_ident(s: &str) -> bool {

@@ -4,11 +4,13 @@
 //! mapping and the error codes (`G0001`–`G0012`) are in docs/graph-json.md.
 
 mod attrs;
+mod build;
 pub mod emit;
 pub mod errors;
 mod flow;
 mod lower;
 mod reference;
+mod refonly;
 pub mod schema;
 mod spans;
 

@@ -26,8 +26,10 @@ impl Opcode {
     }
 }
 
-/// Reference ops with no counterpart in our IR: its flat control flow
-/// (we nest regions instead) and coordination ops we do not have.
+/// Reference ops with no op of their own in our IR: its flat control-flow
+/// markers (we nest regions instead), its agent declaration and the
+/// coordination ops we run as AAM tools. The graph-JSON reader lowers each
+/// to the ops that do what it does (`compiler/src/graph_json/refonly.rs`).
 pub const REFERENCE_ONLY_OPS: &[&str] = &[
     "AGENT",
     "JUMP",

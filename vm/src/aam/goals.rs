@@ -176,6 +176,10 @@ pub(super) fn apply(
             Ok(out)
         }
         "update" => {
+            let name = name.or_else(|| args.get("goal_id").and_then(Json::as_str));
+            if let Some(action) = args.get("action").and_then(Json::as_str) {
+                return reference_update(gs, action, name.unwrap_or_default(), args, next_order);
+            }
             let name = name.unwrap_or_default().to_string();
             let status = args
                 .get("status")
@@ -238,6 +242,52 @@ pub(super) fn apply(
         _ => Err(HostError::new(
             "goal.op",
             format!("unknown goal operation `{op}`"),
+        )),
+    }
+}
+
+/// The reference's `update_goal` (`action: set|remove|clear`, its
+/// `goal_id` and `priority`), with its results: `"set"`, `"removed"`,
+/// `"not_found"` (removing an unknown goal changes nothing) or `"cleared"`.
+fn reference_update(
+    gs: &mut Vec<Goal>,
+    action: &str,
+    name: &str,
+    args: &Json,
+    next_order: &mut dyn FnMut() -> u64,
+) -> Result<Json, HostError> {
+    match action.to_ascii_lowercase().as_str() {
+        "clear" => {
+            gs.retain(|g| g.done);
+            Ok(json!("cleared"))
+        }
+        "remove" => match gs.iter().position(|g| g.name == name && !g.done) {
+            Some(i) => {
+                gs.remove(i);
+                Ok(json!("removed"))
+            }
+            None => Ok(json!("not_found")),
+        },
+        "set" => {
+            let priority = args.get("priority").and_then(Json::as_i64).unwrap_or(1);
+            let description = args
+                .get("description")
+                .and_then(Json::as_str)
+                .unwrap_or(name)
+                .to_string();
+            gs.retain(|g| g.name != name || g.done);
+            gs.push(Goal {
+                name: name.to_string(),
+                priority,
+                description,
+                done: false,
+                order: next_order(),
+            });
+            Ok(json!("set"))
+        }
+        other => Err(HostError::new(
+            "goal.op",
+            format!("`{other}` is not an update_goal action (set, remove or clear)"),
         )),
     }
 }

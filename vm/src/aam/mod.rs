@@ -499,9 +499,11 @@ impl AamHost {
         self.add_tool(aam(
             "update_goal",
             Kind::Goals("update"),
-            "Add or change a goal: {name, status? (active|done|dropped), priority?, description?} -> the goal",
-            json!({"type": "object", "required": ["name"], "properties": {
+            "Add or change a goal: {name, status? (active|done|dropped), priority?, description?} -> the goal; or the reference's form {goal_id, action (set|remove|clear), priority?} -> \"set\", \"removed\", \"not_found\" or \"cleared\"",
+            json!({"type": "object", "properties": {
                 "name": {"type": "string", "minLength": 1},
+                "goal_id": {"type": "string", "minLength": 1},
+                "action": {"enum": ["set", "remove", "clear"]},
                 "status": {"enum": ["active", "done", "dropped"]},
                 "priority": {"type": "integer"},
                 "description": {"type": "string"}}}),
@@ -518,9 +520,11 @@ impl AamHost {
         self.add_tool(aam(
             "claim",
             Kind::Queue("claim"),
-            "Take the oldest unclaimed job of a named work queue: {queue} -> {queue, id, job}, or null when it is empty",
+            "Take the oldest unclaimed job of a named work queue: {queue} -> {queue, id, job, task_data, task_id, claim_token} (the reference's three results beside ours), or null when it is empty",
             json!({"type": "object", "required": ["queue"], "properties": {
-                "queue": {"type": "string", "minLength": 1}}}),
+                "queue": {"type": "string", "minLength": 1},
+                "lease_ms": {"type": "integer", "minimum": 0},
+                "max_wait_ms": {"type": "integer", "minimum": 0}}}),
             Origin::Aam,
         ));
         let obj = json!({"type": ["object", "null", "array"]});
@@ -1343,7 +1347,18 @@ impl AamHost {
                             .get()?
                             .enqueue(queue, args.get("job").unwrap_or(&Json::Null), &by)
                     }
-                    _ => self.ltm.get()?.claim(queue, &by),
+                    _ => {
+                        let mut got = self.ltm.get()?.claim(queue, &by)?;
+                        // The reference's names for the same facts.
+                        if let Some(o) = got.as_object_mut() {
+                            let id = o.get("id").cloned().unwrap_or(Json::Null);
+                            let job = o.get("job").cloned().unwrap_or(Json::Null);
+                            o.insert("claim_token".into(), json!(format!("{queue}:{id}:{by}")));
+                            o.insert("task_id".into(), json!(id.to_string()));
+                            o.insert("task_data".into(), job);
+                        }
+                        Ok(got)
+                    }
                 }
             }
             Kind::Goals(op) => self.goal_op(agent, op, args),
