@@ -27,11 +27,15 @@
 use crate::engine::BudgetSpec;
 use crate::error::ApiError;
 use crate::registry::{Registry, RunEntry, Status};
+use crate::wire::rpc;
 use ais_ir::Type;
 use serde_json::{json, Map, Value as Json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+mod stream;
+pub use stream::{TaskFrames, TaskStream};
 
 /// The protocol version spoken (`Major.Minor`).
 pub const PROTOCOL_VERSION: &str = "1.0";
@@ -43,11 +47,9 @@ pub const SCHEMA_EXTENSION: &str = "urn:ais:a2a:skill-schemas:v1";
 pub const CARD_PATH: &str = ".well-known/agent-card.json";
 
 // JSON-RPC error codes (A2A specification, section 5.4).
-const PARSE_ERROR: i64 = -32700;
-const INVALID_REQUEST: i64 = -32600;
-const METHOD_NOT_FOUND: i64 = -32601;
-const INVALID_PARAMS: i64 = -32602;
-const INTERNAL: i64 = -32603;
+use rpc::{
+    INTERNAL_ERROR as INTERNAL, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR,
+};
 const TASK_NOT_FOUND: i64 = -32001;
 const TASK_NOT_CANCELABLE: i64 = -32002;
 const PUSH_NOT_SUPPORTED: i64 = -32003;
@@ -92,18 +94,19 @@ impl RpcError {
 
     /// The error object of a JSON-RPC response.
     pub fn to_json(&self) -> Json {
+        json!({"code": self.code, "message": self.message, "data": self.data()})
+    }
+
+    /// The error object's `data`: one `google.rpc.ErrorInfo`.
+    fn data(&self) -> Json {
         let mut metadata = self.metadata.clone();
         metadata.insert("timestamp".into(), timestamp(crate::now_ms()).into());
-        json!({
-            "code": self.code,
-            "message": self.message,
-            "data": [{
-                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                "reason": self.reason,
-                "domain": "a2a-protocol.org",
-                "metadata": metadata,
-            }],
-        })
+        json!([{
+            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+            "reason": self.reason,
+            "domain": "a2a-protocol.org",
+            "metadata": metadata,
+        }])
     }
 
     /// A server refusal (`ApiError`) as the JSON-RPC error closest to it.
@@ -193,14 +196,6 @@ pub enum Reply {
     Json(Option<Json>),
     /// A stream of `StreamResponse`s for the task of `entry`.
     Stream(TaskStream),
-}
-
-/// A task whose updates are to be streamed.
-pub struct TaskStream {
-    rpc_id: Json,
-    entry: Arc<RunEntry>,
-    meta: TaskMeta,
-    legacy: bool,
 }
 
 /// The skills of the served programs (rebuilt when they are reloaded).
@@ -415,38 +410,24 @@ impl A2a {
     /// `/a2a`). `version` is the request's `A2A-Version`. Blocks while a
     /// blocking `SendMessage` runs.
     pub fn handle(&self, agent: Option<&str>, version: Option<&str>, msg: &Json) -> Reply {
-        let Some(obj) = msg.as_object() else {
-            return Reply::Json(Some(error(
-                Json::Null,
-                &RpcError::new(
-                    INVALID_REQUEST,
-                    "INVALID_REQUEST",
-                    "the request is not a JSON-RPC object",
-                ),
-            )));
+        let (id, method, params) = match rpc::classify(msg) {
+            rpc::Incoming::Request { id, method, params } => (id, method, params),
+            // A2A defines no notifications: nothing to answer.
+            rpc::Incoming::Notification { .. } | rpc::Incoming::Ignored => {
+                return Reply::Json(None)
+            }
+            rpc::Incoming::Invalid { id, why } => {
+                let m = match why {
+                    rpc::Invalid::NotAnObject => "the request is not a JSON-RPC object",
+                    rpc::Invalid::NoMethod => "no `method`",
+                    rpc::Invalid::BadVersion => "`jsonrpc` must be \"2.0\"",
+                };
+                return Reply::Json(Some(error(
+                    id,
+                    &RpcError::new(INVALID_REQUEST, "INVALID_REQUEST", m),
+                )));
+            }
         };
-        let id = obj.get("id").cloned();
-        let method = obj.get("method").and_then(Json::as_str);
-        let Some(id) = id else {
-            // A notification: A2A defines none; nothing to answer.
-            return Reply::Json(None);
-        };
-        let Some(method) = method else {
-            return Reply::Json(Some(error(
-                id,
-                &RpcError::new(INVALID_REQUEST, "INVALID_REQUEST", "no `method`"),
-            )));
-        };
-        if obj.get("jsonrpc").and_then(Json::as_str) != Some("2.0") {
-            return Reply::Json(Some(error(
-                id,
-                &RpcError::new(
-                    INVALID_REQUEST,
-                    "INVALID_REQUEST",
-                    "`jsonrpc` must be \"2.0\"",
-                ),
-            )));
-        }
         // A2A 0.3 (no A2A-Version header, or 0.3) with its own method
         // names and shapes, translated at this edge.
         let legacy = LEGACY_METHODS.contains(&method) && is_0_3(version);
@@ -464,7 +445,9 @@ impl A2a {
             }
             method
         };
-        let mut params = obj.get("params").cloned().unwrap_or(json!({}));
+        // An explicit `"params": null` is refused below, as always.
+        let _ = params;
+        let mut params = msg.get("params").cloned().unwrap_or(json!({}));
         if legacy {
             legacy_params(&mut params);
         }
@@ -527,8 +510,8 @@ impl A2a {
             )),
         };
         Reply::Json(Some(match r {
-            Ok(v) if legacy => json!({"jsonrpc": "2.0", "id": id, "result": to_0_3(v)}),
-            Ok(v) => json!({"jsonrpc": "2.0", "id": id, "result": v}),
+            Ok(v) if legacy => rpc::result(id, to_0_3(v)),
+            Ok(v) => rpc::result(id, v),
             Err(e) => error(id, &e),
         }))
     }
@@ -831,137 +814,6 @@ impl A2a {
             task["history"] = h.into();
         }
         task
-    }
-
-    /// Writes the `StreamResponse`s of a task as SSE frames through
-    /// `emit` (false: the client went away): the task, a status update
-    /// per change of state, the result artifact, the terminal status.
-    /// Returns once the task is in a terminal state.
-    pub fn stream(&self, s: &TaskStream, emit: &mut dyn FnMut(&[u8]) -> bool) {
-        let frame = |result: Json| {
-            let result = if s.legacy { to_0_3(result) } else { result };
-            format!(
-                "data: {}\n\n",
-                json!({"jsonrpc": "2.0", "id": s.rpc_id, "result": result})
-            )
-        };
-        let first = self.task_of(&s.entry.to_json(), Some(&s.meta), None);
-        let mut state = first["status"]["state"].clone();
-        let mut text = frame(json!({"task": first}));
-        let mut last = 0u64;
-        // Streamed LLM text: one artifact per LLM call (and tool-calling
-        // turn); false until its first chunk, or after a retry reset it.
-        let mut text_started: HashMap<String, bool> = HashMap::new();
-        loop {
-            if !text.is_empty() && !emit(text.as_bytes()) {
-                return;
-            }
-            text.clear();
-            if ends_stream(&state) {
-                return;
-            }
-            let (events, done) = s.entry.events.after(last, Duration::from_secs(15));
-            if events.is_empty() && !done {
-                text.push_str(": keep-alive\n\n");
-                continue;
-            }
-            for e in &events {
-                last = e.id;
-                if e.kind == "text" || e.kind == "text_reset" {
-                    let d = &e.data;
-                    let artifact_id = match d["turn"].as_u64() {
-                        Some(t) => format!("llm-{}-{}-turn{t}", d["frame"], d["op"]),
-                        None => format!("llm-{}-{}", d["frame"], d["op"]),
-                    };
-                    if e.kind == "text_reset" {
-                        text_started.insert(artifact_id, false);
-                        continue;
-                    }
-                    let started = text_started.insert(artifact_id.clone(), true) == Some(true);
-                    text.push_str(&frame(json!({"artifactUpdate": {
-                        "taskId": s.entry.id,
-                        "contextId": s.meta.context_id,
-                        "artifact": {
-                            "artifactId": artifact_id,
-                            "name": "llm-text",
-                            "description": format!("text streamed by an LLM op of {}", d["flow"].as_str().unwrap_or("")),
-                            "parts": [{"text": d["text"], "mediaType": "text/plain"}],
-                        },
-                        // A retry's text replaces the failed attempt's.
-                        "append": started,
-                        "lastChunk": false,
-                    }})));
-                    continue;
-                }
-                if e.kind != "status" && e.kind != "done" {
-                    continue;
-                }
-                if e.kind == "done" || done {
-                    break;
-                }
-                let now = e.data["status"]
-                    .as_str()
-                    .and_then(Status::parse)
-                    .map_or("TASK_STATE_UNSPECIFIED", state_name);
-                // A stop (at a `pause`, or by its server) is told by the
-                // final update, from the settled run.
-                if now == PAUSED_STATE {
-                    continue;
-                }
-                // The first frame (the task) stands for its submission;
-                // an earlier `queued` in the log is not news.
-                if state != now && now != "TASK_STATE_SUBMITTED" {
-                    state = now.into();
-                    text.push_str(&frame(self.status_update(s, now, None, None)));
-                }
-            }
-            if done {
-                // The run's state is settled before its `done` event.
-                let run = s.entry.to_json();
-                let task = self.task_of(&run, Some(&s.meta), None);
-                if let Some(a) = task["artifacts"].get(0) {
-                    text.push_str(&frame(json!({"artifactUpdate": {
-                        "taskId": s.entry.id,
-                        "contextId": s.meta.context_id,
-                        "artifact": a,
-                        "append": false,
-                        "lastChunk": true,
-                    }})));
-                }
-                state = task["status"]["state"].clone();
-                let now = state
-                    .as_str()
-                    .unwrap_or("TASK_STATE_UNSPECIFIED")
-                    .to_string();
-                text.push_str(&frame(self.status_update(
-                    s,
-                    &now,
-                    task["status"].get("message").cloned(),
-                    task["status"]["timestamp"].as_str(),
-                )));
-            }
-        }
-    }
-
-    fn status_update(
-        &self,
-        s: &TaskStream,
-        state: &str,
-        message: Option<Json>,
-        at: Option<&str>,
-    ) -> Json {
-        let mut status = json!({
-            "state": state,
-            "timestamp": at.map_or_else(|| timestamp(crate::now_ms()), str::to_string),
-        });
-        if let Some(m) = message {
-            status["message"] = m;
-        }
-        json!({"statusUpdate": {
-            "taskId": s.entry.id,
-            "contextId": s.meta.context_id,
-            "status": status,
-        }})
     }
 }
 
@@ -1330,7 +1182,7 @@ fn status_message(run: &Json, id: &str, context_id: &str) -> Option<Json> {
 }
 
 fn error(id: Json, e: &RpcError) -> Json {
-    json!({"jsonrpc": "2.0", "id": id, "error": e.to_json()})
+    rpc::error(id, e.code, &e.message, Some(e.data()))
 }
 
 /// A JSON-RPC parse error response (the body was not JSON).

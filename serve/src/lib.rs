@@ -16,7 +16,11 @@
 //!   printed lines, status changes), kept in memory and appended to a file;
 //! - `cancel`: cancelling a run from outside (wrappers of its backend and
 //!   host);
-//! - `http`: the listener (tiny_http), routing, authentication, limits, SSE;
+//! - `http`: the server (hyper on a tokio runtime of its own): limits,
+//!   timeouts, authentication and the Host/Origin checks, routing, SSE
+//!   streams;
+//! - `wire`: JSON-RPC 2.0 envelopes and SSE framing, for MCP, A2A and the
+//!   event streams;
 //! - `metrics`: the Prometheus text;
 //! - `a2a`: the A2A JSON-RPC server (agent cards, tasks as runs);
 //! - `mcp`: the MCP JSON-RPC server (tools from entry flows, `check`, `build`);
@@ -32,6 +36,7 @@ pub mod mcp;
 mod metrics;
 mod registry;
 pub mod schema;
+pub mod wire;
 
 pub use cancel::Cancel;
 pub use engine::{BudgetSpec, Engine, Finished, Prepared, Resumed, RunEdge, RunSpec, Served};

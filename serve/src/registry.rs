@@ -311,7 +311,10 @@ impl Registry {
                     Ok(v) => (Status::Succeeded, Some(v), None, Some(f.summary)),
                     // Stopped at a `pause`: waiting for a person's input
                     // (`POST /v1/runs/{id}/resume` with `input`).
-                    Err(e) if e["cause"] == "run.paused" => {
+                    Err(mut e) if e["cause"] == "run.paused" => {
+                        // The VM's hint is about failures (`try`), and a
+                        // pause is not one: say how to answer it.
+                        e["hint"] = paused_hint(&entry.id).into();
                         (Status::Paused, None, Some(e), Some(f.summary))
                     }
                     Err(e) => (Status::Failed, None, Some(e), Some(f.summary)),
@@ -909,4 +912,11 @@ fn info_json(info: &ais_vm::journal::RunInfo, status: Status) -> Json {
         j["error"] = json!({"code": "run.failed", "message": e});
     }
     j
+}
+
+/// The hint of a run stopped at a `pause`: how to give it its answer.
+pub(crate) fn paused_hint(id: &str) -> String {
+    format!(
+        "the run waits for an answer to its `pause` (`try` does not catch a pause): resume it with the answer, `POST /v1/runs/{id}/resume` with {{\"input\": VALUE}} (or `aisc resume {id} --input VALUE`)"
+    )
 }
