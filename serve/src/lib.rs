@@ -10,6 +10,7 @@
 //!
 //! - `engine`: the [`Engine`] trait the command line implements, and the
 //!   [`Served`] programs;
+//! - `run`: one run's status, state and entry (events, cancel switch);
 //! - `registry`: runs by id, the queue and the executor threads, statuses,
 //!   runs known only to the journal (an earlier server's);
 //! - `events`: each run's numbered event log (op events, streamed text,
@@ -35,6 +36,7 @@ mod http;
 pub mod mcp;
 mod metrics;
 mod registry;
+mod run;
 pub mod schema;
 pub mod wire;
 
@@ -42,7 +44,8 @@ pub use cancel::Cancel;
 pub use engine::{BudgetSpec, Engine, Finished, Prepared, Resumed, RunEdge, RunSpec, Served};
 pub use error::ApiError;
 pub use http::{serve, ServeConfig, ServeError};
-pub use registry::{Registry, RegistryConfig, RunEntry, Status};
+pub use registry::{Registry, RegistryConfig};
+pub use run::{RunEntry, Status};
 
 /// Milliseconds since the Unix epoch.
 pub(crate) fn now_ms() -> i64 {
