@@ -67,9 +67,41 @@ pub struct ListenArgs {
     /// Largest request body in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
     pub max_body: usize,
-    /// Threads answering HTTP requests.
+    /// Requests answered at once (threads; a request waiting for its run
+    /// holds one).
     #[arg(long, value_name = "N", default_value_t = 16)]
     pub http_threads: usize,
+    /// Largest request line and headers in bytes (431 beyond).
+    #[arg(long, value_name = "BYTES", default_value_t = 64 << 10)]
+    pub max_header_bytes: usize,
+    /// Seconds a request's head or body may take to arrive, and a
+    /// kept-alive connection may stay idle (408 or closed beyond).
+    #[arg(long, value_name = "SECONDS", default_value_t = 30.0, value_parser = parse_seconds)]
+    pub read_timeout: f64,
+    /// Connections open at once; more wait until one closes.
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    pub max_connections: usize,
+    /// Event streams (SSE) open at once (503 beyond).
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub max_streams: usize,
+    /// Event streams following one run at once (429 beyond).
+    #[arg(long, value_name = "N", default_value_t = 32)]
+    pub max_streams_per_run: usize,
+    /// An origin (`http://localhost:3000`) whose web pages may call a
+    /// server without a token; repeatable. Without a token, requests from
+    /// other origins are refused (403).
+    #[arg(long, value_name = "ORIGIN")]
+    pub allow_origin: Vec<String>,
+}
+
+/// A positive, finite number of seconds.
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 86_400.0 => Ok(v),
+        _ => Err(format!(
+            "`{s}` is not a number of seconds between 0 and 86400"
+        )),
+    }
 }
 
 /// The engine of `aisc serve` and `aisc mcp`.
@@ -472,7 +504,12 @@ pub fn serve(
         token_var: TOKEN_VAR.into(),
         max_body: listen.max_body,
         http_threads: listen.http_threads,
-        ..ais_serve::ServeConfig::default()
+        max_header_bytes: listen.max_header_bytes,
+        read_timeout: std::time::Duration::from_secs_f64(listen.read_timeout),
+        max_connections: listen.max_connections,
+        max_streams: listen.max_streams,
+        max_streams_per_run: listen.max_streams_per_run,
+        allowed_origins: listen.allow_origin.clone(),
     };
     // Refuse a listener without its token before compiling anything.
     if config.token.is_none() && !is_loopback(&config.listen) {

@@ -654,3 +654,28 @@ fn a_changed_file_is_served_after_a_reload_and_a_broken_one_changes_nothing() {
     assert_eq!(r.json()["error"]["code"], "reload.failed", "{}", r.body);
     assert_eq!(run(&s), "now about x");
 }
+
+/// A paused run's hint says how to answer it (resume with `input`), not
+/// to wrap it in `try` (which does not catch a pause).
+#[test]
+fn a_paused_runs_hint_says_how_to_answer_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = write(
+        dir.path(),
+        "ask.ais",
+        "agent Ask {\n    @entry flow main(topic: str) -> str {\n        let ok = pause(\"Approve {topic}?\")\n        return \"{ok}\"\n    }\n}\n",
+    );
+    let s = Server::start(dir.path(), &[&p], &["--sim-delay-scale", "0"], &[]);
+    let id = start_run(&s, json!({"program": "ask.ais", "args": {"topic": "x"}}));
+    let j = s.wait_final(&id);
+    assert_eq!(j["status"], "paused", "{j}");
+    let hint = j["error"]["hint"].as_str().unwrap_or_default();
+    assert!(
+        hint.contains(&format!("/v1/runs/{id}/resume")) && hint.contains("\"input\""),
+        "{j}"
+    );
+    assert!(!hint.contains("try {"), "{j}");
+    let r = s.post(&format!("/v1/runs/{id}/resume"), r#"{"input": "yes"}"#);
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert_eq!(s.wait_final(&id)["result"], "yes");
+}

@@ -27,11 +27,26 @@
 use crate::engine::BudgetSpec;
 use crate::error::ApiError;
 use crate::registry::{Registry, RunEntry, Status};
+use crate::wire::rpc;
 use ais_ir::Type;
 use serde_json::{json, Map, Value as Json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+mod args;
+mod error;
+mod legacy;
+mod stream;
+mod task;
+pub use args::arguments_for;
+use args::*;
+use error::*;
+pub use error::{parse_error, RpcError};
+use legacy::*;
+pub use stream::{TaskFrames, TaskStream};
+pub use task::timestamp;
+use task::*;
 
 /// The protocol version spoken (`Major.Minor`).
 pub const PROTOCOL_VERSION: &str = "1.0";
@@ -41,85 +56,6 @@ pub const SCHEMA_EXTENSION: &str = "urn:ais:a2a:skill-schemas:v1";
 
 /// The card's well-known path (relative to an agent's base URL).
 pub const CARD_PATH: &str = ".well-known/agent-card.json";
-
-// JSON-RPC error codes (A2A specification, section 5.4).
-const PARSE_ERROR: i64 = -32700;
-const INVALID_REQUEST: i64 = -32600;
-const METHOD_NOT_FOUND: i64 = -32601;
-const INVALID_PARAMS: i64 = -32602;
-const INTERNAL: i64 = -32603;
-const TASK_NOT_FOUND: i64 = -32001;
-const TASK_NOT_CANCELABLE: i64 = -32002;
-const PUSH_NOT_SUPPORTED: i64 = -32003;
-const UNSUPPORTED_OPERATION: i64 = -32004;
-const CONTENT_TYPE_NOT_SUPPORTED: i64 = -32005;
-const EXTENDED_CARD_NOT_CONFIGURED: i64 = -32007;
-const VERSION_NOT_SUPPORTED: i64 = -32009;
-
-/// A JSON-RPC error: code, message, and the `google.rpc.ErrorInfo` reason.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{code} {reason}: {message}")]
-pub struct RpcError {
-    pub code: i64,
-    pub reason: &'static str,
-    pub message: String,
-    pub metadata: Map<String, Json>,
-}
-
-impl RpcError {
-    fn new(code: i64, reason: &'static str, message: impl Into<String>) -> RpcError {
-        RpcError {
-            code,
-            reason,
-            message: message.into(),
-            metadata: Map::new(),
-        }
-    }
-
-    fn with(mut self, key: &str, value: impl Into<Json>) -> RpcError {
-        self.metadata.insert(key.into(), value.into());
-        self
-    }
-
-    fn params(message: impl Into<String>) -> RpcError {
-        RpcError::new(INVALID_PARAMS, "INVALID_PARAMS", message)
-    }
-
-    fn task_not_found(id: &str) -> RpcError {
-        RpcError::new(TASK_NOT_FOUND, "TASK_NOT_FOUND", format!("no task `{id}`"))
-            .with("taskId", id)
-    }
-
-    /// The error object of a JSON-RPC response.
-    pub fn to_json(&self) -> Json {
-        let mut metadata = self.metadata.clone();
-        metadata.insert("timestamp".into(), timestamp(crate::now_ms()).into());
-        json!({
-            "code": self.code,
-            "message": self.message,
-            "data": [{
-                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                "reason": self.reason,
-                "domain": "a2a-protocol.org",
-                "metadata": metadata,
-            }],
-        })
-    }
-
-    /// A server refusal (`ApiError`) as the JSON-RPC error closest to it.
-    fn from_api(e: &ApiError) -> RpcError {
-        let (code, reason) = match e.status {
-            400 | 404 | 413 => (INVALID_PARAMS, "INVALID_PARAMS"),
-            _ => (INTERNAL, "INTERNAL"),
-        };
-        let mut r =
-            RpcError::new(code, reason, format!("{} ({})", e.message, e.hint)).with("code", e.code);
-        if let Some(s) = e.retry_after {
-            r = r.with("retryAfterSeconds", s);
-        }
-        r
-    }
-}
 
 /// One skill: an entry flow.
 struct Skill {
@@ -193,14 +129,6 @@ pub enum Reply {
     Json(Option<Json>),
     /// A stream of `StreamResponse`s for the task of `entry`.
     Stream(TaskStream),
-}
-
-/// A task whose updates are to be streamed.
-pub struct TaskStream {
-    rpc_id: Json,
-    entry: Arc<RunEntry>,
-    meta: TaskMeta,
-    legacy: bool,
 }
 
 /// The skills of the served programs (rebuilt when they are reloaded).
@@ -415,38 +343,24 @@ impl A2a {
     /// `/a2a`). `version` is the request's `A2A-Version`. Blocks while a
     /// blocking `SendMessage` runs.
     pub fn handle(&self, agent: Option<&str>, version: Option<&str>, msg: &Json) -> Reply {
-        let Some(obj) = msg.as_object() else {
-            return Reply::Json(Some(error(
-                Json::Null,
-                &RpcError::new(
-                    INVALID_REQUEST,
-                    "INVALID_REQUEST",
-                    "the request is not a JSON-RPC object",
-                ),
-            )));
+        let (id, method, params) = match rpc::classify(msg) {
+            rpc::Incoming::Request { id, method, params } => (id, method, params),
+            // A2A defines no notifications: nothing to answer.
+            rpc::Incoming::Notification { .. } | rpc::Incoming::Ignored => {
+                return Reply::Json(None)
+            }
+            rpc::Incoming::Invalid { id, why } => {
+                let m = match why {
+                    rpc::Invalid::NotAnObject => "the request is not a JSON-RPC object",
+                    rpc::Invalid::NoMethod => "no `method`",
+                    rpc::Invalid::BadVersion => "`jsonrpc` must be \"2.0\"",
+                };
+                return Reply::Json(Some(error(
+                    id,
+                    &RpcError::new(INVALID_REQUEST, "INVALID_REQUEST", m),
+                )));
+            }
         };
-        let id = obj.get("id").cloned();
-        let method = obj.get("method").and_then(Json::as_str);
-        let Some(id) = id else {
-            // A notification: A2A defines none; nothing to answer.
-            return Reply::Json(None);
-        };
-        let Some(method) = method else {
-            return Reply::Json(Some(error(
-                id,
-                &RpcError::new(INVALID_REQUEST, "INVALID_REQUEST", "no `method`"),
-            )));
-        };
-        if obj.get("jsonrpc").and_then(Json::as_str) != Some("2.0") {
-            return Reply::Json(Some(error(
-                id,
-                &RpcError::new(
-                    INVALID_REQUEST,
-                    "INVALID_REQUEST",
-                    "`jsonrpc` must be \"2.0\"",
-                ),
-            )));
-        }
         // A2A 0.3 (no A2A-Version header, or 0.3) with its own method
         // names and shapes, translated at this edge.
         let legacy = LEGACY_METHODS.contains(&method) && is_0_3(version);
@@ -464,7 +378,9 @@ impl A2a {
             }
             method
         };
-        let mut params = obj.get("params").cloned().unwrap_or(json!({}));
+        // An explicit `"params": null` is refused below, as always.
+        let _ = params;
+        let mut params = msg.get("params").cloned().unwrap_or(json!({}));
         if legacy {
             legacy_params(&mut params);
         }
@@ -527,8 +443,8 @@ impl A2a {
             )),
         };
         Reply::Json(Some(match r {
-            Ok(v) if legacy => json!({"jsonrpc": "2.0", "id": id, "result": to_0_3(v)}),
-            Ok(v) => json!({"jsonrpc": "2.0", "id": id, "result": v}),
+            Ok(v) if legacy => rpc::result(id, to_0_3(v)),
+            Ok(v) => rpc::result(id, v),
             Err(e) => error(id, &e),
         }))
     }
@@ -831,596 +747,5 @@ impl A2a {
             task["history"] = h.into();
         }
         task
-    }
-
-    /// Writes the `StreamResponse`s of a task as SSE frames through
-    /// `emit` (false: the client went away): the task, a status update
-    /// per change of state, the result artifact, the terminal status.
-    /// Returns once the task is in a terminal state.
-    pub fn stream(&self, s: &TaskStream, emit: &mut dyn FnMut(&[u8]) -> bool) {
-        let frame = |result: Json| {
-            let result = if s.legacy { to_0_3(result) } else { result };
-            format!(
-                "data: {}\n\n",
-                json!({"jsonrpc": "2.0", "id": s.rpc_id, "result": result})
-            )
-        };
-        let first = self.task_of(&s.entry.to_json(), Some(&s.meta), None);
-        let mut state = first["status"]["state"].clone();
-        let mut text = frame(json!({"task": first}));
-        let mut last = 0u64;
-        // Streamed LLM text: one artifact per LLM call (and tool-calling
-        // turn); false until its first chunk, or after a retry reset it.
-        let mut text_started: HashMap<String, bool> = HashMap::new();
-        loop {
-            if !text.is_empty() && !emit(text.as_bytes()) {
-                return;
-            }
-            text.clear();
-            if ends_stream(&state) {
-                return;
-            }
-            let (events, done) = s.entry.events.after(last, Duration::from_secs(15));
-            if events.is_empty() && !done {
-                text.push_str(": keep-alive\n\n");
-                continue;
-            }
-            for e in &events {
-                last = e.id;
-                if e.kind == "text" || e.kind == "text_reset" {
-                    let d = &e.data;
-                    let artifact_id = match d["turn"].as_u64() {
-                        Some(t) => format!("llm-{}-{}-turn{t}", d["frame"], d["op"]),
-                        None => format!("llm-{}-{}", d["frame"], d["op"]),
-                    };
-                    if e.kind == "text_reset" {
-                        text_started.insert(artifact_id, false);
-                        continue;
-                    }
-                    let started = text_started.insert(artifact_id.clone(), true) == Some(true);
-                    text.push_str(&frame(json!({"artifactUpdate": {
-                        "taskId": s.entry.id,
-                        "contextId": s.meta.context_id,
-                        "artifact": {
-                            "artifactId": artifact_id,
-                            "name": "llm-text",
-                            "description": format!("text streamed by an LLM op of {}", d["flow"].as_str().unwrap_or("")),
-                            "parts": [{"text": d["text"], "mediaType": "text/plain"}],
-                        },
-                        // A retry's text replaces the failed attempt's.
-                        "append": started,
-                        "lastChunk": false,
-                    }})));
-                    continue;
-                }
-                if e.kind != "status" && e.kind != "done" {
-                    continue;
-                }
-                if e.kind == "done" || done {
-                    break;
-                }
-                let now = e.data["status"]
-                    .as_str()
-                    .and_then(Status::parse)
-                    .map_or("TASK_STATE_UNSPECIFIED", state_name);
-                // A stop (at a `pause`, or by its server) is told by the
-                // final update, from the settled run.
-                if now == PAUSED_STATE {
-                    continue;
-                }
-                // The first frame (the task) stands for its submission;
-                // an earlier `queued` in the log is not news.
-                if state != now && now != "TASK_STATE_SUBMITTED" {
-                    state = now.into();
-                    text.push_str(&frame(self.status_update(s, now, None, None)));
-                }
-            }
-            if done {
-                // The run's state is settled before its `done` event.
-                let run = s.entry.to_json();
-                let task = self.task_of(&run, Some(&s.meta), None);
-                if let Some(a) = task["artifacts"].get(0) {
-                    text.push_str(&frame(json!({"artifactUpdate": {
-                        "taskId": s.entry.id,
-                        "contextId": s.meta.context_id,
-                        "artifact": a,
-                        "append": false,
-                        "lastChunk": true,
-                    }})));
-                }
-                state = task["status"]["state"].clone();
-                let now = state
-                    .as_str()
-                    .unwrap_or("TASK_STATE_UNSPECIFIED")
-                    .to_string();
-                text.push_str(&frame(self.status_update(
-                    s,
-                    &now,
-                    task["status"].get("message").cloned(),
-                    task["status"]["timestamp"].as_str(),
-                )));
-            }
-        }
-    }
-
-    fn status_update(
-        &self,
-        s: &TaskStream,
-        state: &str,
-        message: Option<Json>,
-        at: Option<&str>,
-    ) -> Json {
-        let mut status = json!({
-            "state": state,
-            "timestamp": at.map_or_else(|| timestamp(crate::now_ms()), str::to_string),
-        });
-        if let Some(m) = message {
-            status["message"] = m;
-        }
-        json!({"statusUpdate": {
-            "taskId": s.entry.id,
-            "contextId": s.meta.context_id,
-            "status": status,
-        }})
-    }
-}
-
-/// The flow arguments a message's parts give `skill`:
-/// - a data part holding an object: that object, the arguments by name;
-/// - else text parts (joined with newlines): the value of the flow's
-///   single `str` parameter;
-/// - else nothing: a flow without parameters.
-///
-/// Files (`raw`, `url` parts) are refused.
-pub fn arguments_for(
-    params: &[(String, Type)],
-    flow: &str,
-    parts: &[Json],
-) -> Result<Json, RpcError> {
-    let mut data: Option<&Json> = None;
-    let mut texts: Vec<&str> = Vec::new();
-    for (i, p) in parts.iter().enumerate() {
-        if let Some(d) = p.get("data") {
-            if !d.is_object() {
-                return Err(RpcError::params(format!(
-                    "message.parts[{i}].data must be an object of {flow}'s arguments"
-                )));
-            }
-            if data.is_some() {
-                return Err(RpcError::params(
-                    "several data parts: send the arguments in one object",
-                ));
-            }
-            data = Some(d);
-        } else if let Some(t) = p.get("text") {
-            let t = t.as_str().ok_or_else(|| {
-                RpcError::params(format!("message.parts[{i}].text must be a string"))
-            })?;
-            texts.push(t);
-        } else if p.get("raw").is_some() || p.get("url").is_some() || p.get("file").is_some() {
-            return Err(RpcError::new(
-                CONTENT_TYPE_NOT_SUPPORTED,
-                "CONTENT_TYPE_NOT_SUPPORTED",
-                format!("message.parts[{i}] is a file: AIS flows take text and data parts"),
-            ));
-        } else {
-            return Err(RpcError::params(format!(
-                "message.parts[{i}] has no text, data, raw or url"
-            )));
-        }
-    }
-    if let Some(d) = data {
-        return Ok(d.clone());
-    }
-    match params {
-        [] => Ok(json!({})),
-        [(name, Type::Str)] if !texts.is_empty() => Ok(json!({name.as_str(): texts.join("\n")})),
-        _ => {
-            let sig: Vec<String> = params.iter().map(|(n, t)| format!("{n}: {t}")).collect();
-            Err(RpcError::params(format!(
-                "{flow} takes ({}): send a data part with an object of its arguments{}",
-                sig.join(", "),
-                if texts.is_empty() {
-                    ""
-                } else {
-                    " (a text part fills only a single str parameter)"
-                }
-            )))
-        }
-    }
-}
-
-fn arguments(skill: &Skill, parts: &[Json]) -> Result<Json, RpcError> {
-    arguments_for(&skill.params, &skill.id, parts)
-}
-
-/// The A2A 0.3 methods answered (JSON-RPC binding).
-const LEGACY_METHODS: [&str; 5] = [
-    "message/send",
-    "message/stream",
-    "tasks/get",
-    "tasks/cancel",
-    "tasks/resubscribe",
-];
-
-/// Whether a request's `A2A-Version` means 0.3 (absent means 0.3).
-fn is_0_3(v: Option<&str>) -> bool {
-    let v = v.map(str::trim).unwrap_or("");
-    v.is_empty() || v == "0.3" || v.starts_with("0.3.")
-}
-
-/// A 0.3 request's params in 1.0 terms: `role: "user"`, and
-/// `configuration.blocking: false` for `returnImmediately`.
-fn legacy_params(params: &mut Json) {
-    if let Some(m) = params.get_mut("message") {
-        if m["role"] == "user" {
-            m["role"] = "ROLE_USER".into();
-        }
-    }
-    if params["configuration"]["blocking"] == false {
-        params["configuration"]["returnImmediately"] = true.into();
-    }
-}
-
-/// A 1.0 result (`{"task": …}`, a `StreamResponse`, a Task) in 0.3 shapes:
-/// `kind` discriminators, lower-case states and roles, a `final` flag on
-/// status updates.
-fn to_0_3(v: Json) -> Json {
-    let Json::Object(mut o) = v else { return v };
-    if let Some(t) = o.remove("task") {
-        return task_0_3(t);
-    }
-    if let Some(m) = o.remove("message") {
-        return message_0_3(m);
-    }
-    if let Some(Json::Object(mut u)) = o.remove("statusUpdate") {
-        let status = u.remove("status").map_or(Json::Null, status_0_3);
-        let last = ends_stream(&json!(format!(
-            "TASK_STATE_{}",
-            status["state"]
-                .as_str()
-                .unwrap_or("")
-                .to_uppercase()
-                .replace('-', "_")
-        )));
-        u.insert("status".into(), status);
-        u.insert("final".into(), last.into());
-        u.insert("kind".into(), "status-update".into());
-        return Json::Object(u);
-    }
-    if let Some(Json::Object(mut u)) = o.remove("artifactUpdate") {
-        if let Some(a) = u.remove("artifact") {
-            u.insert("artifact".into(), artifact_0_3(a));
-        }
-        u.insert("kind".into(), "artifact-update".into());
-        return Json::Object(u);
-    }
-    if o.contains_key("status") && o.contains_key("id") {
-        return task_0_3(Json::Object(o));
-    }
-    Json::Object(o)
-}
-
-fn task_0_3(mut t: Json) -> Json {
-    if let Some(s) = t.get_mut("status") {
-        *s = status_0_3(s.take());
-    }
-    if let Some(Json::Array(a)) = t.get_mut("artifacts") {
-        for x in a.iter_mut() {
-            *x = artifact_0_3(x.take());
-        }
-    }
-    if let Some(Json::Array(h)) = t.get_mut("history") {
-        for m in h.iter_mut() {
-            *m = message_0_3(m.take());
-        }
-    }
-    t["kind"] = "task".into();
-    t
-}
-
-fn status_0_3(mut s: Json) -> Json {
-    let state = s["state"]
-        .as_str()
-        .and_then(|x| x.strip_prefix("TASK_STATE_"))
-        .map_or_else(
-            || "unknown".to_string(),
-            |x| x.to_lowercase().replace('_', "-"),
-        );
-    s["state"] = state.into();
-    if let Some(m) = s.get_mut("message") {
-        *m = message_0_3(m.take());
-    }
-    s
-}
-
-fn message_0_3(mut m: Json) -> Json {
-    let role = match m["role"].as_str() {
-        Some("ROLE_AGENT") => "agent",
-        _ => "user",
-    };
-    m["role"] = role.into();
-    if let Some(Json::Array(p)) = m.get_mut("parts") {
-        for x in p.iter_mut() {
-            *x = part_0_3(x.take());
-        }
-    }
-    m["kind"] = "message".into();
-    m
-}
-
-fn artifact_0_3(mut a: Json) -> Json {
-    if let Some(Json::Array(p)) = a.get_mut("parts") {
-        for x in p.iter_mut() {
-            *x = part_0_3(x.take());
-        }
-    }
-    a
-}
-
-/// A 0.3 part: `kind` text or data (0.3 data is an object: other values
-/// are wrapped as `{"result": value}`).
-fn part_0_3(p: Json) -> Json {
-    if p.get("kind").is_some() {
-        return p;
-    }
-    if let Some(t) = p.get("text") {
-        return json!({"kind": "text", "text": t});
-    }
-    match p.get("data") {
-        Some(d @ Json::Object(_)) => json!({"kind": "data", "data": d}),
-        Some(d) => json!({"kind": "data", "data": {"result": d}}),
-        None => p,
-    }
-}
-
-fn check_version(v: Option<&str>) -> Result<(), RpcError> {
-    let v = v.map(str::trim).unwrap_or("");
-    let given = if v.is_empty() { "0.3" } else { v };
-    let mut it = given.split('.');
-    let (major, minor) = (it.next(), it.next().unwrap_or("0"));
-    if major == Some("1") && minor == "0" {
-        return Ok(());
-    }
-    Err(RpcError::new(
-        VERSION_NOT_SUPPORTED,
-        "VERSION_NOT_SUPPORTED",
-        format!(
-            "A2A version {given}{} is not supported: this agent speaks A2A {PROTOCOL_VERSION} (send the header `A2A-Version: {PROTOCOL_VERSION}`)",
-            if v.is_empty() { " (no A2A-Version header)" } else { "" }
-        ),
-    )
-    .with("requestedVersion", given)
-    .with("supportedVersions", json!([PROTOCOL_VERSION])))
-}
-
-fn task_id(params: &Json) -> Result<&str, RpcError> {
-    params["id"]
-        .as_str()
-        .filter(|s| !s.is_empty())
-        .ok_or_else(|| RpcError::params("`id` (the task id) is required"))
-}
-
-fn history_length(params: &Json) -> Result<Option<usize>, RpcError> {
-    let v = params
-        .get("historyLength")
-        .or_else(|| params["configuration"].get("historyLength"));
-    match v {
-        None | Some(Json::Null) => Ok(None),
-        Some(v) => v
-            .as_u64()
-            .map(|n| Some(usize::try_from(n).unwrap_or(usize::MAX)))
-            .ok_or_else(|| RpcError::params("historyLength must be zero or more")),
-    }
-}
-
-/// What a paused run's status reads as before its cause is known.
-const PAUSED_STATE: &str = "TASK_STATE_FAILED";
-
-fn state_name(s: Status) -> &'static str {
-    match s {
-        Status::Queued => "TASK_STATE_SUBMITTED",
-        Status::Running => "TASK_STATE_WORKING",
-        Status::Succeeded => "TASK_STATE_COMPLETED",
-        // A run its server's stop interrupted is resumable through POST
-        // /v1/runs/{id}/resume; to A2A it has failed. One waiting at a
-        // `pause` is told apart by `state_of`.
-        Status::Failed | Status::Paused => PAUSED_STATE,
-        Status::Cancelled => "TASK_STATE_CANCELED",
-    }
-}
-
-/// Whether a run waits at a `pause` for a person's answer.
-fn waits_for_input(run: &Json) -> bool {
-    run["status"] == "paused" && run["error"]["cause"] == "run.paused"
-}
-
-/// A run's task state: a run waiting at a `pause` is
-/// `TASK_STATE_INPUT_REQUIRED` (a follow-up message with its `taskId`
-/// answers it).
-fn state_of(run: &Json) -> &'static str {
-    if waits_for_input(run) {
-        return "TASK_STATE_INPUT_REQUIRED";
-    }
-    run["status"]
-        .as_str()
-        .and_then(Status::parse)
-        .map_or("TASK_STATE_UNSPECIFIED", state_name)
-}
-
-/// A stream closes at a terminal state and at an interrupted one (the
-/// task waits for input: a follow-up message resumes it, and the client
-/// subscribes again).
-fn ends_stream(state: &Json) -> bool {
-    is_terminal(state)
-        || state == "TASK_STATE_INPUT_REQUIRED"
-        || state == "TASK_STATE_AUTH_REQUIRED"
-}
-
-fn is_terminal(state: &Json) -> bool {
-    matches!(
-        state.as_str(),
-        Some(
-            "TASK_STATE_COMPLETED"
-                | "TASK_STATE_FAILED"
-                | "TASK_STATE_CANCELED"
-                | "TASK_STATE_REJECTED"
-        )
-    )
-}
-
-/// A value as one part: a string as text, anything else as data.
-fn part_of(v: &Json) -> Json {
-    match v {
-        Json::String(s) => json!({"text": s, "mediaType": "text/plain"}),
-        other => json!({"data": other, "mediaType": "application/json"}),
-    }
-}
-
-fn result_artifact(run: &Json) -> Option<Json> {
-    if run["status"] != "succeeded" {
-        return None;
-    }
-    let v = run.get("result")?;
-    Some(json!({
-        "artifactId": "result",
-        "name": "result",
-        "description": "the value of the flow",
-        "parts": [part_of(v)],
-    }))
-}
-
-/// The agent's message of a failed or cancelled task: the error's code
-/// and message as text, the whole error as data.
-fn status_message(run: &Json, id: &str, context_id: &str) -> Option<Json> {
-    let e = run.get("error")?;
-    if waits_for_input(run) {
-        // The question the run waits on, for the person to answer.
-        let question = e["payload"]["message"]
-            .as_str()
-            .or_else(|| e["message"].as_str())
-            .unwrap_or("")
-            .to_string();
-        return Some(json!({
-            "messageId": format!("{id}-input"),
-            "contextId": context_id,
-            "taskId": id,
-            "role": "ROLE_AGENT",
-            "parts": [{"text": question, "mediaType": "text/plain"}],
-            "metadata": {"answer": "send a message with this taskId: its text (or data part) is the answer"},
-        }));
-    }
-    let text = format!(
-        "{}: {}",
-        e["code"].as_str().unwrap_or("run.failed"),
-        e["message"].as_str().unwrap_or("")
-    );
-    let mut parts = vec![json!({"text": text, "mediaType": "text/plain"})];
-    if run["status"] == "paused" {
-        parts.push(json!({"text": format!("the run is paused (its server stopped, or it waits at a `pause`); POST /v1/runs/{id}/resume continues it, with `input` for a `pause`"), "mediaType": "text/plain"}));
-    }
-    parts.push(json!({"data": e, "mediaType": "application/json"}));
-    Some(json!({
-        "messageId": format!("{id}-status"),
-        "contextId": context_id,
-        "taskId": id,
-        "role": "ROLE_AGENT",
-        "parts": parts,
-    }))
-}
-
-fn error(id: Json, e: &RpcError) -> Json {
-    json!({"jsonrpc": "2.0", "id": id, "error": e.to_json()})
-}
-
-/// A JSON-RPC parse error response (the body was not JSON).
-pub fn parse_error(detail: &str) -> Json {
-    error(
-        Json::Null,
-        &RpcError::new(
-            PARSE_ERROR,
-            "PARSE_ERROR",
-            format!("invalid JSON payload: {detail}"),
-        ),
-    )
-}
-
-/// RFC 3339 UTC with milliseconds from milliseconds since the epoch.
-pub fn timestamp(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let milli = ms.rem_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{milli:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn timestamps_are_rfc3339_utc() {
-        assert_eq!(timestamp(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(timestamp(1_709_251_199_123), "2024-02-29T23:59:59.123Z");
-        assert_eq!(timestamp(951_782_400_000), "2000-02-29T00:00:00.000Z");
-    }
-
-    #[test]
-    fn parts_map_to_arguments() {
-        let one = vec![("topic".to_string(), Type::Str)];
-        let two = vec![
-            ("a".to_string(), Type::Str),
-            ("n".to_string(), Type::Number),
-        ];
-        let text = json!([{"text": "bees"}, {"text": "wasps"}]);
-        let text = text.as_array().map_or(&[][..], Vec::as_slice);
-        assert_eq!(
-            arguments_for(&one, "A.f", text),
-            Ok(json!({"topic": "bees\nwasps"}))
-        );
-        let data = [json!({"data": {"a": "x", "n": 2}})];
-        assert_eq!(
-            arguments_for(&two, "A.g", &data),
-            Ok(json!({"a": "x", "n": 2}))
-        );
-        let e = arguments_for(&two, "A.g", text).err().map(|e| e.code);
-        assert_eq!(e, Some(INVALID_PARAMS));
-        let file = [json!({"url": "https://x/y.png"})];
-        let e = arguments_for(&one, "A.f", &file).err().map(|e| e.code);
-        assert_eq!(e, Some(CONTENT_TYPE_NOT_SUPPORTED));
-        assert_eq!(arguments_for(&[], "A.h", &[]), Ok(json!({})));
-        let e = arguments_for(&one, "A.f", &[json!({"data": [1]})])
-            .err()
-            .map(|e| e.code);
-        assert_eq!(e, Some(INVALID_PARAMS));
-    }
-
-    #[test]
-    fn only_version_1_0_is_spoken_and_no_header_means_0_3() {
-        assert!(check_version(Some("1.0")).is_ok());
-        assert!(check_version(Some("1.0.3")).is_ok());
-        assert_eq!(
-            check_version(None).err().map(|e| e.code),
-            Some(VERSION_NOT_SUPPORTED)
-        );
-        assert_eq!(
-            check_version(Some("0.3")).err().map(|e| e.code),
-            Some(VERSION_NOT_SUPPORTED)
-        );
     }
 }

@@ -11,7 +11,8 @@ use ais_vm::observe::{OpUpdate, RunObserver, TextUpdate};
 use serde_json::{json, Value as Json};
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// One event as sent: its id, kind and JSON data.
@@ -25,10 +26,7 @@ pub struct Event {
 impl Event {
     /// The event as one Server-Sent Events frame.
     pub fn sse(&self) -> String {
-        format!(
-            "id: {}\nevent: {}\ndata: {}\n\n",
-            self.id, self.kind, self.data
-        )
+        crate::wire::sse::event(self.id, &self.kind, &self.data)
     }
 }
 
@@ -43,10 +41,23 @@ struct LogState {
 }
 
 /// The events of one run.
-#[derive(Default)]
 pub struct EventLog {
     state: Mutex<LogState>,
-    cv: Condvar,
+    /// Bumped at every event: the streams following the log wait on it
+    /// (on the server's async runtime, without a thread each).
+    changed: tokio::sync::watch::Sender<u64>,
+    /// Event streams following this log now (bounded per run).
+    pub(crate) subscribers: AtomicUsize,
+}
+
+impl Default for EventLog {
+    fn default() -> Self {
+        EventLog {
+            state: Mutex::default(),
+            changed: tokio::sync::watch::Sender::new(0),
+            subscribers: AtomicUsize::new(0),
+        }
+    }
 }
 
 impl EventLog {
@@ -130,7 +141,7 @@ impl EventLog {
             st.file = None;
         }
         drop(st);
-        self.cv.notify_all();
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
         id
     }
 
@@ -149,20 +160,40 @@ impl EventLog {
         self.lock().done
     }
 
-    /// The events after id `after`, waiting up to `wait` for one when
-    /// there is none yet; and whether the log is done.
-    pub fn after(&self, after: u64, wait: Duration) -> (Vec<Arc<Event>>, bool) {
-        let mut st = self.lock();
-        let newer = |st: &LogState| st.events.iter().any(|e| e.id > after);
-        if !newer(&st) && !st.done {
-            st = self
-                .cv
-                .wait_timeout_while(st, wait, |s| !newer(s) && !s.done)
-                .map(|(g, _)| g)
-                .unwrap_or_else(|e| e.into_inner().0);
-        }
+    /// Up to `max` events after id `after`, and whether the log is done
+    /// (with every event of it returned).
+    fn snapshot(&self, after: u64, max: usize) -> (Vec<Arc<Event>>, bool) {
+        let st = self.lock();
         let start = st.events.partition_point(|e| e.id <= after);
-        (st.events[start..].to_vec(), st.done)
+        let end = st.events.len().min(start.saturating_add(max.max(1)));
+        (
+            st.events[start..end].to_vec(),
+            st.done && end == st.events.len(),
+        )
+    }
+
+    /// Up to `max` events after id `after`, waiting up to `wait` for one
+    /// when there is none yet; and whether the log is done.
+    pub async fn next_after(
+        &self,
+        after: u64,
+        max: usize,
+        wait: Duration,
+    ) -> (Vec<Arc<Event>>, bool) {
+        // Subscribed before looking: an event pushed in between is seen.
+        let mut rx = self.changed.subscribe();
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let (events, done) = self.snapshot(after, max);
+            if !events.is_empty() || done {
+                return (events, done);
+            }
+            match tokio::time::timeout_at(deadline, rx.changed()).await {
+                Ok(Ok(())) => continue,
+                // The wait is over (or the log is gone): nothing yet.
+                _ => return (Vec::new(), false),
+            }
+        }
     }
 
     /// Every event so far.

@@ -10,13 +10,18 @@
 //!
 //! - `engine`: the [`Engine`] trait the command line implements, and the
 //!   [`Served`] programs;
+//! - `run`: one run's status, state and entry (events, cancel switch);
 //! - `registry`: runs by id, the queue and the executor threads, statuses,
 //!   runs known only to the journal (an earlier server's);
 //! - `events`: each run's numbered event log (op events, streamed text,
 //!   printed lines, status changes), kept in memory and appended to a file;
 //! - `cancel`: cancelling a run from outside (wrappers of its backend and
 //!   host);
-//! - `http`: the listener (tiny_http), routing, authentication, limits, SSE;
+//! - `http`: the server (hyper on a tokio runtime of its own): limits,
+//!   timeouts, authentication and the Host/Origin checks, routing, SSE
+//!   streams;
+//! - `wire`: JSON-RPC 2.0 envelopes and SSE framing, for MCP, A2A and the
+//!   event streams;
 //! - `metrics`: the Prometheus text;
 //! - `a2a`: the A2A JSON-RPC server (agent cards, tasks as runs);
 //! - `mcp`: the MCP JSON-RPC server (tools from entry flows, `check`, `build`);
@@ -31,13 +36,16 @@ mod http;
 pub mod mcp;
 mod metrics;
 mod registry;
+mod run;
 pub mod schema;
+pub mod wire;
 
 pub use cancel::Cancel;
 pub use engine::{BudgetSpec, Engine, Finished, Prepared, Resumed, RunEdge, RunSpec, Served};
 pub use error::ApiError;
 pub use http::{serve, ServeConfig, ServeError};
-pub use registry::{Registry, RegistryConfig, RunEntry, Status};
+pub use registry::{Registry, RegistryConfig};
+pub use run::{RunEntry, Status};
 
 /// Milliseconds since the Unix epoch.
 pub(crate) fn now_ms() -> i64 {

@@ -10,6 +10,7 @@
 
 use crate::engine::BudgetSpec;
 use crate::registry::{Registry, Status};
+use crate::wire::rpc::{self, Incoming, Invalid};
 use ais_compiler::diagnostics::render_json;
 use ais_compiler::driver;
 use serde_json::{json, Value as Json};
@@ -119,30 +120,22 @@ impl Mcp {
     /// Answers one JSON-RPC message: `Some(response)` for a request,
     /// `None` for a notification or a response. Blocks while a tool runs.
     pub fn handle(&self, msg: &Json) -> Option<Json> {
-        let Some(obj) = msg.as_object() else {
-            return Some(error(
-                Json::Null,
-                -32600,
-                "invalid request: not a JSON object",
-            ));
+        let (id, method, params) = match rpc::classify(msg) {
+            Incoming::Request { id, method, params } => (id, method, params),
+            Incoming::Notification { method, params } => {
+                self.notification(method, &params);
+                return None;
+            }
+            Incoming::Ignored => return None,
+            Incoming::Invalid { id, why } => {
+                let m = match why {
+                    Invalid::NotAnObject => "invalid request: not a JSON object",
+                    Invalid::NoMethod => "invalid request: no method",
+                    Invalid::BadVersion => "invalid request: jsonrpc must be \"2.0\"",
+                };
+                return Some(error(id, rpc::INVALID_REQUEST, m));
+            }
         };
-        let id = obj.get("id").cloned();
-        let Some(method) = obj.get("method").and_then(Json::as_str) else {
-            // A response to a request of ours (we send none) or junk.
-            return id.map(|id| error(id, -32600, "invalid request: no method"));
-        };
-        let params = obj.get("params").cloned().unwrap_or(Json::Null);
-        let Some(id) = id else {
-            self.notification(method, &params);
-            return None;
-        };
-        if obj.get("jsonrpc").and_then(Json::as_str) != Some("2.0") {
-            return Some(error(
-                id,
-                -32600,
-                "invalid request: jsonrpc must be \"2.0\"",
-            ));
-        }
         Some(match method {
             "initialize" => ok(id, self.initialize(&params)),
             "ping" => ok(id, json!({})),
@@ -153,7 +146,11 @@ impl Mcp {
             },
             "resources/list" => ok(id, json!({"resources": []})),
             "prompts/list" => ok(id, json!({"prompts": []})),
-            other => error(id, -32601, &format!("method not found: {other}")),
+            other => error(
+                id,
+                rpc::METHOD_NOT_FOUND,
+                &format!("method not found: {other}"),
+            ),
         })
     }
 
@@ -230,14 +227,14 @@ impl Mcp {
         let name = params
             .get("name")
             .and_then(Json::as_str)
-            .ok_or((-32602, "tools/call needs `name`".to_string()))?;
+            .ok_or((rpc::INVALID_PARAMS, "tools/call needs `name`".to_string()))?;
         let args = params.get("arguments").cloned().unwrap_or(json!({}));
         match name {
             "check" | "build" => {
-                let source = args
-                    .get("source")
-                    .and_then(Json::as_str)
-                    .ok_or((-32602, format!("`{name}` needs `source` (AIS text)")))?;
+                let source = args.get("source").and_then(Json::as_str).ok_or((
+                    rpc::INVALID_PARAMS,
+                    format!("`{name}` needs `source` (AIS text)"),
+                ))?;
                 let file = args
                     .get("name")
                     .and_then(Json::as_str)
@@ -259,7 +256,7 @@ impl Mcp {
                 let tool = tools
                     .iter()
                     .find(|t| t.name == name)
-                    .ok_or((-32602, format!("unknown tool: {name}")))?;
+                    .ok_or((rpc::INVALID_PARAMS, format!("unknown tool: {name}")))?;
                 Ok(self.run_tool(id, tool, &args))
             }
         }
@@ -317,11 +314,11 @@ fn tool_error(text: &str) -> Json {
 }
 
 fn ok(id: Json, result: Json) -> Json {
-    json!({"jsonrpc": "2.0", "id": id, "result": result})
+    rpc::result(id, result)
 }
 
 fn error(id: Json, code: i64, message: &str) -> Json {
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+    rpc::error(id, code, message, None)
 }
 
 fn diagnostics_json(file: &str, source: &str, diags: &[ais_ir::Diagnostic]) -> Json {
@@ -402,7 +399,7 @@ pub fn serve_stdio(
             Err(e) => {
                 reply(
                     &output,
-                    &error(Json::Null, -32700, &format!("parse error: {e}")),
+                    &error(Json::Null, rpc::PARSE_ERROR, &format!("parse error: {e}")),
                 );
                 continue;
             }

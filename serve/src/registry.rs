@@ -8,6 +8,7 @@ use crate::error::ApiError;
 use crate::events::{EventLog, LogConsole, Watcher};
 use crate::metrics::{Gauges, Metrics};
 use crate::now_ms;
+use crate::run::queued_state;
 use crossbeam::channel::{Receiver, Sender};
 use serde_json::{json, Value as Json};
 use std::collections::HashMap;
@@ -15,163 +16,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
-/// A run's status as the API reports it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Status {
-    /// Accepted, waiting for an executor.
-    Queued,
-    Running,
-    Succeeded,
-    Failed,
-    Cancelled,
-    /// Stopped before its end without failing (its server was killed):
-    /// resumable.
-    Paused,
-}
-
-impl Status {
-    pub const ALL: [Status; 6] = [
-        Status::Queued,
-        Status::Running,
-        Status::Succeeded,
-        Status::Failed,
-        Status::Cancelled,
-        Status::Paused,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Status::Queued => "queued",
-            Status::Running => "running",
-            Status::Succeeded => "succeeded",
-            Status::Failed => "failed",
-            Status::Cancelled => "cancelled",
-            Status::Paused => "paused",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Status> {
-        Status::ALL.into_iter().find(|x| x.name() == s)
-    }
-
-    /// The run will not change any more (unless resumed).
-    pub fn is_final(self) -> bool {
-        !matches!(self, Status::Queued | Status::Running)
-    }
-
-    fn resumable(self) -> bool {
-        matches!(self, Status::Failed | Status::Cancelled | Status::Paused)
-    }
-}
-
-/// The state of a run.
-#[derive(Clone, Debug)]
-pub struct RunState {
-    pub status: Status,
-    pub result: Option<Json>,
-    pub error: Option<Json>,
-    pub summary: Option<Json>,
-    pub started_ms: Option<i64>,
-    pub ended_ms: Option<i64>,
-}
-
-/// A run started (or resumed) by this server.
-pub struct RunEntry {
-    pub id: String,
-    pub program: String,
-    pub entry: Option<String>,
-    pub created_ms: i64,
-    pub resumes: u32,
-    state: Mutex<RunState>,
-    cv: Condvar,
-    pub(crate) events: Arc<EventLog>,
-    cancel: Cancel,
-}
-
-impl RunEntry {
-    fn lock(&self) -> std::sync::MutexGuard<'_, RunState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    pub fn state(&self) -> RunState {
-        self.lock().clone()
-    }
-
-    /// Waits until the run has ended.
-    pub fn wait(&self) -> RunState {
-        let st = self.lock();
-        let st = self
-            .cv
-            .wait_while(st, |s| !s.status.is_final())
-            .unwrap_or_else(|e| e.into_inner());
-        st.clone()
-    }
-
-    /// Waits until the run has ended, at most `limit`; its state then.
-    pub fn wait_timeout(&self, limit: std::time::Duration) -> RunState {
-        let st = self.lock();
-        let (st, _) = self
-            .cv
-            .wait_timeout_while(st, limit, |s| !s.status.is_final())
-            .unwrap_or_else(|e| e.into_inner());
-        st.clone()
-    }
-
-    pub fn cancel_switch(&self) -> &Cancel {
-        &self.cancel
-    }
-
-    pub fn to_json(&self) -> Json {
-        let s = self.state();
-        let mut j = json!({
-            "id": self.id,
-            "program": self.program,
-            "entry": self.entry,
-            "status": s.status.name(),
-            "created_ms": self.created_ms,
-            "started_ms": s.started_ms,
-            "ended_ms": s.ended_ms,
-            "resumes": self.resumes,
-        });
-        if let Some(r) = s.result {
-            j["result"] = r;
-        }
-        if let Some(e) = s.error {
-            j["error"] = e;
-        }
-        if let Some(sm) = s.summary {
-            j["summary"] = sm;
-        }
-        j
-    }
-
-    /// Ends the run with `status`; its log gets its last event.
-    fn settle(
-        &self,
-        status: Status,
-        result: Option<Json>,
-        error: Option<Json>,
-        summary: Option<Json>,
-    ) {
-        {
-            let mut st = self.lock();
-            st.status = status;
-            st.result = result.clone();
-            st.error = error.clone();
-            st.summary = summary;
-            st.ended_ms = Some(now_ms());
-        }
-        self.cv.notify_all();
-        let mut done = json!({"status": status.name()});
-        if let Some(r) = result {
-            done["result"] = r;
-        }
-        if let Some(e) = error {
-            done["error"] = e;
-        }
-        self.events.push("done", done);
-    }
-}
+pub use crate::run::{RunEntry, Status};
 
 /// Limits of the registry.
 #[derive(Clone, Debug)]
@@ -311,7 +156,10 @@ impl Registry {
                     Ok(v) => (Status::Succeeded, Some(v), None, Some(f.summary)),
                     // Stopped at a `pause`: waiting for a person's input
                     // (`POST /v1/runs/{id}/resume` with `input`).
-                    Err(e) if e["cause"] == "run.paused" => {
+                    Err(mut e) if e["cause"] == "run.paused" => {
+                        // The VM's hint is about failures (`try`), and a
+                        // pause is not one: say how to answer it.
+                        e["hint"] = paused_hint(&entry.id).into();
                         (Status::Paused, None, Some(e), Some(f.summary))
                     }
                     Err(e) => (Status::Failed, None, Some(e), Some(f.summary)),
@@ -845,17 +693,6 @@ impl Registry {
     }
 }
 
-fn queued_state() -> RunState {
-    RunState {
-        status: Status::Queued,
-        result: None,
-        error: None,
-        summary: None,
-        started_ms: None,
-        ended_ms: None,
-    }
-}
-
 fn cancelled_error() -> Json {
     json!({"code": crate::cancel::CANCELLED, "message": "the run was cancelled"})
 }
@@ -909,4 +746,11 @@ fn info_json(info: &ais_vm::journal::RunInfo, status: Status) -> Json {
         j["error"] = json!({"code": "run.failed", "message": e});
     }
     j
+}
+
+/// The hint of a run stopped at a `pause`: how to give it its answer.
+pub(crate) fn paused_hint(id: &str) -> String {
+    format!(
+        "the run waits for an answer to its `pause` (`try` does not catch a pause): resume it with the answer, `POST /v1/runs/{id}/resume` with {{\"input\": VALUE}} (or `aisc resume {id} --input VALUE`)"
+    )
 }
