@@ -212,6 +212,10 @@ struct Shared {
     /// does not copy it.
     requests: Mutex<Vec<Arc<MockRequest>>>,
     count: AtomicUsize,
+    /// Requests that were not completions (see [`MockServer::probes`]).
+    probes: Mutex<Vec<Arc<MockRequest>>>,
+    /// Fixed JSON answers by path, for requests that are not completions.
+    routes: Mutex<HashMap<String, Value>>,
 }
 
 /// The mock server; stops when dropped.
@@ -303,7 +307,22 @@ impl MockServer {
             .insert(kind.to_string(), d);
     }
 
-    /// Requests received so far.
+    /// Answers `GET`/`POST path` (not a completion route) with `200` and
+    /// this JSON, e.g. llama.cpp's `/props`.
+    pub fn set_route(&self, path: &str, body: Value) {
+        lock(&self.shared.routes).insert(path.to_string(), body);
+    }
+
+    /// Requests that were not completions (a backend's questions about
+    /// the server), in order; never counted in [`request_count`](Self::request_count).
+    pub fn probes(&self) -> Vec<MockRequest> {
+        lock(&self.shared.probes)
+            .iter()
+            .map(|r| MockRequest::clone(r))
+            .collect()
+    }
+
+    /// Completion requests received so far.
     pub fn request_count(&self) -> usize {
         self.shared.count.load(Ordering::SeqCst)
     }

@@ -22,9 +22,13 @@
 
 mod events;
 mod framing;
+mod limits;
 mod options;
 mod pool;
+mod probe;
 mod streaming;
+
+pub use probe::ServerInfo;
 
 pub use options::{
     ErrorDetail, HttpOptions, HttpTransport, Incomplete, Protocol, Reply, RetryPolicy,
@@ -69,6 +73,8 @@ struct HttpCore {
     threads: HttpThreads,
     observer: Arc<dyn AttemptObserver>,
     jitter: AtomicU64,
+    /// What the server said about each model (`limits.rs`).
+    servers: std::sync::Mutex<std::collections::HashMap<String, ServerInfo>>,
 }
 
 impl std::fmt::Debug for HttpBackend {
@@ -242,6 +248,7 @@ impl HttpCore {
             endpoint,
             observer: Arc::new(NoObserver),
             jitter: AtomicU64::new(seed | 1),
+            servers: Default::default(),
             opts,
         }
     }
@@ -254,6 +261,7 @@ impl HttpCore {
             "default",
             self.opts.temperature,
             self.opts.max_tokens,
+            Some(&self.opts.op_max_tokens),
         )
     }
 
@@ -271,6 +279,13 @@ impl HttpCore {
     }
 
     fn headers(&self, p: &Prepared) -> Vec<(String, String)> {
+        let mut h = self.protocol_headers();
+        h.push(("x-apxm-op".into(), p.kind.name().to_string()));
+        h
+    }
+
+    /// The protocol's headers (key, version) and the configured ones.
+    fn protocol_headers(&self) -> Vec<(String, String)> {
         let protocol = match self.opts.protocol {
             Protocol::OpenAi => openai::headers(self.opts.api_key.as_ref()),
             Protocol::Anthropic => anthropic::headers(self.opts.api_key.as_ref()),
@@ -286,7 +301,6 @@ impl HttpCore {
             h.retain(|(k, _)| !k.eq_ignore_ascii_case(name));
             h.push((name.clone(), value.expose().to_string()));
         }
-        h.push(("x-apxm-op".into(), p.kind.name().to_string()));
         h
     }
 
@@ -615,6 +629,13 @@ impl HttpCore {
                 (_, Some((status, Ok(reply)))) => {
                     finish_reason = Some(reply.finish_reason.clone());
                     match self.incomplete(&reply) {
+                        Some(Incomplete::Truncated) if !self.opts.accept_incomplete => (
+                            LlmErrorKind::Truncated,
+                            Some(status),
+                            self.truncated_message(p, &reply),
+                            false,
+                            None,
+                        ),
                         Some(why) if !self.opts.accept_incomplete => {
                             (why.kind(), Some(status), why.message(&reply), false, None)
                         }
@@ -979,6 +1000,7 @@ impl HttpCore {
         started: Instant,
     ) -> Result<LlmResponse, Stop> {
         let mut p = self.prepare(request);
+        self.fit(&mut p)?;
         let mut number = 0u32;
         let mut usage = Usage::default();
         let mut repaired = false;
@@ -999,6 +1021,19 @@ impl HttpCore {
             // A reply that calls tools is not the answer the schema is
             // for; the VM runs the tools and asks again.
             let schema = p.schema.as_ref().filter(|_| reply.tool_calls.is_empty());
+            // A structured reply cut off at the limit (taken as a value
+            // with `accept_incomplete`) is not JSON the model got wrong: a
+            // repair round would be cut off the same way.
+            if schema.is_some() && self.incomplete(&reply) == Some(Incomplete::Truncated) {
+                let message = format!(
+                    "{}; a structured ({}) reply that is cut off is not repaired",
+                    self.truncated_message(&p, &reply),
+                    p.kind.name()
+                );
+                return Err(self
+                    .fail(LlmErrorKind::Truncated, None, message, number)
+                    .into());
+            }
             let Some(schema) = schema else {
                 return Ok(LlmResponse {
                     text: reply.text,
@@ -1120,7 +1155,11 @@ impl HttpCore {
         let mut sends = Vec::with_capacity(calls.len());
         for (request, cancel, done) in calls {
             let started = Instant::now();
-            let p = core.prepare(&request);
+            let mut p = core.prepare(&request);
+            if let Err(e) = core.fit(&mut p) {
+                done(Err(e), Vec::new());
+                continue;
+            }
             let body = core.body(&p).to_string();
             let bytes = request_bytes(ev.target(), &core.headers(&p), &body);
             let watched = cancel.clone();

@@ -220,6 +220,13 @@ pub enum LlmErrorKind {
     /// The provider's filter withheld the reply, or the model refused
     /// (`llm.content_filter`).
     ContentFilter,
+    /// The server cannot do what the call needs (render the offered
+    /// tools), by its own statement; checked before sending
+    /// (`llm.unsupported`).
+    Unsupported,
+    /// The completion limit leaves the prompt no room in the server's
+    /// stated context; checked before sending (`llm.context_overflow`).
+    ContextOverflow,
     Cancelled,
     Replay,
 }
