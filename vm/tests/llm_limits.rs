@@ -206,3 +206,22 @@ fn a_cut_off_structured_reply_is_truncated_not_repaired() {
         assert_eq!(server.request_count(), 1, "no repair round");
     }
 }
+
+#[test]
+fn doctor_reports_what_the_server_states() {
+    let server = mock();
+    server.set_route(
+        "/props",
+        json!({"default_generation_settings": {"n_ctx": 4096},
+               "chat_template_caps": {"supports_tools": false}}),
+    );
+    let (s, _d) = settings(&local(&server, ""));
+    let report = s.doctor();
+    let line = &report.entries[0];
+    assert!(line.ok, "{report}");
+    assert!(
+        line.detail.contains("llama.cpp /props: context 4096 tokens per request")
+            && line.detail.contains("tools: NOT supported"),
+        "{report}"
+    );
+}

@@ -948,6 +948,15 @@ impl LlmBackend for HttpBackend {
         true
     }
 
+    fn server_info(&self) -> Option<ServerInfo> {
+        let o = &self.core.opts;
+        let model = o
+            .models
+            .for_class(prompt::ModelClass::Ask)
+            .unwrap_or("default");
+        Some(self.core.probe_now(model))
+    }
+
     fn start(&self, request: LlmRequest, cancel: CancelToken, done: OnDone) {
         self.start_many(vec![(request, cancel, done)]);
     }

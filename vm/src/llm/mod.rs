@@ -346,6 +346,13 @@ pub trait LlmBackend: Send + Sync {
         done(result, log.attempts());
     }
 
+    /// What the server says about itself (context size, tool support),
+    /// asked now if not yet known; `None` for backends that have no server
+    /// to ask. `aisc doctor` reports it.
+    fn server_info(&self) -> Option<http::ServerInfo> {
+        None
+    }
+
     /// Starts several calls at once (a fan-out), so a backend can hand them
     /// to its threads together. The default starts them one by one.
     fn start_many(&self, calls: Vec<(LlmRequest, CancelToken, OnDone)>) {
