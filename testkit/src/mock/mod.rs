@@ -445,6 +445,13 @@ fn answer(
     from: Instant,
     cut: stream::Cut,
 ) -> Vec<Pending> {
+    // Anthropic's forced tool (`tool_choice: {type: "tool"}`, how a
+    // structured reply is asked for): the reply calls it, with an input
+    // valid against its schema.
+    let (text, calls) = match forced_tool(req) {
+        Some(call) if text.is_none() && calls.is_empty() => (Some(String::new()), vec![call]),
+        _ => (text, calls),
+    };
     let model = req.body.get("model").and_then(Value::as_str).unwrap_or("");
     let delay = {
         let l = lock(&shared.latency);
@@ -471,6 +478,28 @@ fn answer(
         bytes,
         close: false,
     }]
+}
+
+/// The call an Anthropic request's `tool_choice: {type: "tool", name}`
+/// forces, its input made from the tool's `input_schema`.
+fn forced_tool(req: &MockRequest) -> Option<MockCall> {
+    if protocol_of(&req.path) != Some(Proto::Anthropic) {
+        return None;
+    }
+    let choice = req.body.get("tool_choice")?;
+    if choice.get("type").and_then(Value::as_str) != Some("tool") {
+        return None;
+    }
+    let name = choice.get("name").and_then(Value::as_str)?;
+    let tool = req
+        .body
+        .get("tools")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|t| t.get("name").and_then(Value::as_str) == Some(name))?;
+    let schema = tool.get("input_schema")?;
+    let input = jsonschema::generate(schema, &mut |p| format!("mock {p}"));
+    Some(MockCall::new(name, &input.to_string()))
 }
 
 fn response_bytes(status: u16, headers: &[(String, String)], body: &str) -> Vec<u8> {

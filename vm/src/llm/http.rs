@@ -273,7 +273,7 @@ impl HttpCore {
                 self.reasoning(&p.model),
                 self.opts.stream,
             ),
-            Protocol::Anthropic => anthropic::body(p, self.opts.stream),
+            Protocol::Anthropic => anthropic::body(p, self.opts.stream, self.opts.structured),
             Protocol::Ollama => ollama::body(p, self.opts.structured, self.opts.stream),
         }
     }
@@ -1015,6 +1015,9 @@ impl HttpCore {
         let mut repaired = false;
         loop {
             let mut reply = self.call(&p, cancel, observer, &mut number, via, &mut first)?;
+            if self.opts.protocol == Protocol::Anthropic {
+                anthropic::take_tool_reply(&mut reply, anthropic::reply_via(&p, self.opts.structured));
+            }
             // Calls are read only when tools were offered: a `tool_use`
             // block or `tool_calls` entry in a reply to a request without
             // tools is not part of an answer.
