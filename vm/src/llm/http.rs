@@ -595,6 +595,9 @@ impl HttpCore {
                     match made {
                         Ok((x, first_token, sent)) => (x, started.elapsed(), first_token, sent),
                         Err(mut e) => {
+                            // The request went out (or was going out) when
+                            // the call was cancelled: it is an attempt.
+                            observer.on_attempt(&self.unanswered(*number, &e, started.elapsed()));
                             e.attempts = *number;
                             return Err(e.into());
                         }
@@ -762,6 +765,24 @@ impl HttpCore {
                     return Err(self.fail(kind, status, message, *number).into());
                 }
             }
+        }
+    }
+
+    /// The attempt record of request `number`, sent but never answered
+    /// (the call was cancelled meanwhile): every request sent is counted.
+    fn unanswered(&self, number: u32, e: &LlmError, latency: Duration) -> Attempt {
+        Attempt {
+            provider: self.opts.name.clone(),
+            number,
+            status: None,
+            error: Some(e.kind),
+            message: Some(e.message.clone()),
+            latency,
+            retry_in: None,
+            server_delay: false,
+            finish_reason: None,
+            usage: Usage::default(),
+            first_token: None,
         }
     }
 
@@ -1238,7 +1259,8 @@ impl HttpCore {
             events::Outcome::Cancelled => {
                 let mut e = LlmError::new(&self.opts.name, LlmErrorKind::Cancelled, "cancelled");
                 e.attempts = 1;
-                return done(Err(e), Vec::new());
+                let attempt = self.unanswered(1, &e, started.elapsed());
+                return done(Err(e), vec![attempt]);
             }
         };
         let log = AttemptLog::new();
