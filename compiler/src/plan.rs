@@ -415,7 +415,7 @@ pub fn guide(spec: &PlanSpec) -> String {
          \n\
          The language:\n\
          - `let x = expr` binds a value; `\"text {x}\"` interpolates a variable.\n\
-         - Tools are called like functions: `let r = search(query: \"...\")` or positionally; each returns json.\n\
+         - Tools are called like functions, by the names listed below: `let r = TOOL(ARG: \"...\")` or positionally; each returns json.\n\
          - LLM operations: `ask(prompt, context...)` (quick), `think(...)` (careful), `reason(...)` (deep); each returns str.\n\
          - `merge(a, b)` joins values; `if (cond) { ... } else { ... }`; `loop (item in [a, b, c]) { ... }`; `switch (x) { case \"a\" => ... default => ... }`.\n\
          - Only the tools below may be called; memory, messages and printing are not available.\n\
@@ -432,8 +432,10 @@ pub fn guide(spec: &PlanSpec) -> String {
         }
         s.push('\n');
     }
+    // The example uses no tool: a small model copies an example's tool
+    // names, and a name that was not offered fails the check.
     s.push_str(
-        "\nExample:\n```ais\nlet a = search(\"first question\")\nlet b = search(\"second question\")\nlet answer = ask(\"Answer the goal using both results.\", a, b)\nreturn answer\n```\nReply with the plan only, in one ```ais block.",
+        "\nExample (it calls no tool; call only the tools listed above):\n```ais\nlet a = ask(\"First part of the goal\")\nlet b = ask(\"Second part of the goal\")\nlet answer = think(\"Answer the goal using both results.\", a, b)\nreturn answer\n```\nReply with the plan only, in one ```ais block.",
     );
     s
 }

@@ -137,12 +137,11 @@ impl Interp<'_> {
     ) -> Result<Val, OpError> {
         let planner = self.planner.ok_or_else(crate::plan::unavailable)?;
         let spec = crate::plan::PlanSpec::of(agent, instr, &mut req);
-        let goal = std::mem::take(&mut req.prompt);
         let guide = planner.guide(&spec);
         let rounds = exec::repairs(instr).saturating_add(1);
-        let mut last = None;
-        for _ in 0..rounds {
-            req.prompt = crate::plan::planner_prompt(&goal, &guide, last.as_ref());
+        let mut asks = crate::plan::PlannerRounds::new(&mut req, guide, rounds);
+        for round in 1..=rounds {
+            asks.prepare(round, &mut req);
             let reply = self.backend.complete(&req, &self.cancel)?;
             match planner.check(&spec, &reply.text) {
                 Ok(plan) => {
@@ -162,10 +161,10 @@ impl Interp<'_> {
                         Err(f) => Err(f.err),
                     };
                 }
-                Err(r) => last = Some(r),
+                Err(r) => asks.reject(r),
             }
         }
-        Err(crate::plan::invalid(rounds, last))
+        Err(crate::plan::invalid(rounds, asks.last()))
     }
 
     fn call(&self, flow: u32, args: Vec<Val>, depth: u32) -> Result<Option<Val>, Failure> {

@@ -50,18 +50,82 @@ impl PlanSpec {
     }
 }
 
-/// The planner's prompt: the goal, the guide, and after a rejected plan,
-/// that plan and why it was rejected.
-pub fn planner_prompt(goal: &str, guide: &str, rejected: Option<&Rejected>) -> String {
-    let mut p = format!("Goal: {goal}\n\n{guide}");
-    if let Some(r) = rejected {
-        p.push_str("\n\nYour previous plan was rejected by the checker:\n```ais\n");
-        p.push_str(&r.body);
-        p.push_str("\n```\nProblems:\n");
-        for problem in &r.problems {
-            p.push_str(&format!("- {problem}\n"));
+/// How much each repair round raises the planner's temperature.
+pub const TEMPERATURE_STEP: f64 = 0.3;
+
+/// A `solve` op's planner rounds: what each one asks. A round after a
+/// rejected plan sends that plan, every problem found in any round so far
+/// (a model that fixes one problem and brings back an earlier one is told
+/// both), its round number, and a temperature raised by
+/// [`TEMPERATURE_STEP`] per round (from the op's, else 0; at most 1), so no
+/// two rounds send the same request and a deterministic server does not
+/// answer a repair with the plan it just rejected.
+#[derive(Clone, Debug)]
+pub struct PlannerRounds {
+    goal: String,
+    guide: String,
+    rounds: u32,
+    temperature: Option<f64>,
+    rejected: Vec<Rejected>,
+}
+
+impl PlannerRounds {
+    /// Takes the goal out of `req` (its prompt) and remembers its
+    /// temperature.
+    pub fn new(req: &mut LlmRequest, guide: String, rounds: u32) -> PlannerRounds {
+        PlannerRounds {
+            goal: std::mem::take(&mut req.prompt),
+            guide,
+            rounds,
+            temperature: req.temperature,
+            rejected: Vec::new(),
         }
-        p.push_str("Write a corrected plan.");
+    }
+
+    /// Sets `req`'s prompt and temperature for round `round` (1-based).
+    pub fn prepare(&self, round: u32, req: &mut LlmRequest) {
+        req.prompt = planner_prompt(&self.goal, &self.guide, &self.rejected, round, self.rounds);
+        req.temperature = match round {
+            0 | 1 => self.temperature,
+            r => Some(
+                (self.temperature.unwrap_or(0.0) + TEMPERATURE_STEP * f64::from(r - 1)).min(1.0),
+            ),
+        };
+    }
+
+    /// Records why the round's plan was refused.
+    pub fn reject(&mut self, r: Rejected) {
+        self.rejected.push(r);
+    }
+
+    /// The last refused plan.
+    pub fn last(&self) -> Option<Rejected> {
+        self.rejected.last().cloned()
+    }
+}
+
+/// The planner's prompt: the goal and the guide; after a rejected plan,
+/// that plan and every problem found so far, by round.
+fn planner_prompt(
+    goal: &str,
+    guide: &str,
+    rejected: &[Rejected],
+    round: u32,
+    rounds: u32,
+) -> String {
+    let mut p = format!("Goal: {goal}\n\n{guide}");
+    if let Some(r) = rejected.last() {
+        p.push_str(&format!(
+            "\n\nThis is attempt {round} of {rounds}. Your previous plan was rejected by the checker:\n```ais\n"
+        ));
+        p.push_str(&r.body);
+        p.push_str("\n```\nProblems found so far:\n");
+        for (i, r) in rejected.iter().enumerate() {
+            for problem in &r.problems {
+                p.push_str(&format!("- attempt {}: {problem}\n", i + 1));
+            }
+        }
+        p.push_str("Write a corrected plan that has none of these problems.");
     }
     p
 }

@@ -549,9 +549,11 @@ fn doctor_does_not_cap_a_reasoning_model_and_accepts_a_cut_off_probe() {
     let bodies: Vec<_> = server.requests().into_iter().map(|r| r.body).collect();
     assert_eq!(bodies.len(), 2);
     assert_eq!(bodies[0]["model"], "o3-mini");
-    for key in ["max_tokens", "max_completion_tokens", "temperature"] {
+    // No tiny cap: the `ask` default, as `max_completion_tokens`.
+    for key in ["max_tokens", "temperature"] {
         assert!(bodies[0].get(key).is_none(), "{key}: {}", bodies[0]);
     }
+    assert_eq!(bodies[0]["max_completion_tokens"], 1024, "{}", bodies[0]);
     assert_eq!(bodies[1]["max_tokens"], 8);
     assert!(report.entries[0].ok, "{report}");
     assert!(

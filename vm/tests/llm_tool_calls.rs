@@ -317,7 +317,8 @@ fn the_budget_maps_to_each_providers_limit() {
         b["thinking"],
         json!({"type": "enabled", "budget_tokens": 1024})
     );
-    assert_eq!(b["max_tokens"], 4096);
+    // The op's default limit, raised above the budget.
+    assert!(b["max_tokens"].as_u64().unwrap_or(0) > 1024, "{b}");
     assert!(b.get("temperature").is_none());
     r.budget_tokens = Some(8000);
     call(&server, Protocol::Anthropic, false, &r);

@@ -488,3 +488,56 @@ fn a_side_effecting_call_never_starts_before_the_whole_plan_checks() {
     );
     assert_eq!(log, vec!["planner done".to_string(), "lookup one".into()]);
 }
+
+/// The planner's requests, temperature beside each prompt.
+struct Recorder {
+    inner: Arc<Planner>,
+    asked: Mutex<Vec<(String, Option<f64>)>>,
+}
+
+impl LlmBackend for Recorder {
+    fn name(&self) -> &str {
+        "recorder"
+    }
+    fn complete(&self, r: &LlmRequest, c: &CancelToken) -> Result<LlmResponse, LlmError> {
+        if r.kind == LlmOpKind::Solve {
+            self.asked
+                .lock()
+                .unwrap()
+                .push((r.prompt.clone(), r.temperature));
+        }
+        self.inner.complete(r, c)
+    }
+}
+
+#[test]
+fn repair_rounds_never_send_the_same_request() {
+    // Issue 34: at temperature 0 rounds 2 and 3 were byte-identical, and
+    // so were the plans they got back.
+    let same = "let x = search(\"q\")\nreturn x";
+    let rec = Arc::new(Recorder {
+        inner: Planner::new(&[same]),
+        asked: Mutex::new(Vec::new()),
+    });
+    let (host, n) = host();
+    let r = ais_vm::run(&solve_program(true), &options(None), rec.clone(), host);
+    assert_eq!(r.outcome.unwrap(), json!("plan.invalid"));
+    assert_eq!(n.load(Ordering::SeqCst), 0);
+    let asked = rec.asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 3);
+    for i in 0..asked.len() {
+        for j in i + 1..asked.len() {
+            assert_ne!(asked[i], asked[j], "rounds {} and {}", i + 1, j + 1);
+        }
+    }
+    // A repair carries the rejected plan and every problem so far, each
+    // round at a higher temperature.
+    let third = &asked[2].0;
+    assert!(third.contains(same), "{third}");
+    assert!(
+        third.contains("- attempt 1:") && third.contains("- attempt 2:"),
+        "{third}"
+    );
+    let temps: Vec<f64> = asked.iter().map(|a| a.1.unwrap_or(0.0)).collect();
+    assert!(temps[0] < temps[1] && temps[1] < temps[2], "{temps:?}");
+}

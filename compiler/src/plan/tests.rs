@@ -241,3 +241,13 @@ fn a_built_in_tool_reaches_the_plan_in_its_schemas_order() {
         "{sigs:?}"
     );
 }
+
+#[test]
+fn the_guides_example_calls_no_tool() {
+    // Issue 34: a small model copied the example's `search` although it
+    // was not offered.
+    let mut no_tools = spec();
+    no_tools.tools.clear();
+    let g = guide(&no_tools);
+    assert!(!g.contains("search"), "{g}");
+}

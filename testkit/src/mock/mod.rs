@@ -212,6 +212,10 @@ struct Shared {
     /// does not copy it.
     requests: Mutex<Vec<Arc<MockRequest>>>,
     count: AtomicUsize,
+    /// Requests that were not completions (see [`MockServer::probes`]).
+    probes: Mutex<Vec<Arc<MockRequest>>>,
+    /// Fixed JSON answers by path, for requests that are not completions.
+    routes: Mutex<HashMap<String, Value>>,
 }
 
 /// The mock server; stops when dropped.
@@ -303,7 +307,22 @@ impl MockServer {
             .insert(kind.to_string(), d);
     }
 
-    /// Requests received so far.
+    /// Answers `GET`/`POST path` (not a completion route) with `200` and
+    /// this JSON, e.g. llama.cpp's `/props`.
+    pub fn set_route(&self, path: &str, body: Value) {
+        lock(&self.shared.routes).insert(path.to_string(), body);
+    }
+
+    /// Requests that were not completions (a backend's questions about
+    /// the server), in order; never counted in [`request_count`](Self::request_count).
+    pub fn probes(&self) -> Vec<MockRequest> {
+        lock(&self.shared.probes)
+            .iter()
+            .map(|r| MockRequest::clone(r))
+            .collect()
+    }
+
+    /// Completion requests received so far.
     pub fn request_count(&self) -> usize {
         self.shared.count.load(Ordering::SeqCst)
     }
@@ -426,6 +445,13 @@ fn answer(
     from: Instant,
     cut: stream::Cut,
 ) -> Vec<Pending> {
+    // Anthropic's forced tool (`tool_choice: {type: "tool"}`, how a
+    // structured reply is asked for): the reply calls it, with an input
+    // valid against its schema.
+    let (text, calls) = match forced_tool(req) {
+        Some(call) if text.is_none() && calls.is_empty() => (Some(String::new()), vec![call]),
+        _ => (text, calls),
+    };
     let model = req.body.get("model").and_then(Value::as_str).unwrap_or("");
     let delay = {
         let l = lock(&shared.latency);
@@ -452,6 +478,28 @@ fn answer(
         bytes,
         close: false,
     }]
+}
+
+/// The call an Anthropic request's `tool_choice: {type: "tool", name}`
+/// forces, its input made from the tool's `input_schema`.
+fn forced_tool(req: &MockRequest) -> Option<MockCall> {
+    if protocol_of(&req.path) != Some(Proto::Anthropic) {
+        return None;
+    }
+    let choice = req.body.get("tool_choice")?;
+    if choice.get("type").and_then(Value::as_str) != Some("tool") {
+        return None;
+    }
+    let name = choice.get("name").and_then(Value::as_str)?;
+    let tool = req
+        .body
+        .get("tools")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|t| t.get("name").and_then(Value::as_str) == Some(name))?;
+    let schema = tool.get("input_schema")?;
+    let input = jsonschema::generate(schema, &mut |p| format!("mock {p}"));
+    Some(MockCall::new(name, &input.to_string()))
 }
 
 fn response_bytes(status: u16, headers: &[(String, String)], body: &str) -> Vec<u8> {

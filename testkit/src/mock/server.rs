@@ -318,6 +318,26 @@ fn answer_request(shared: &Shared, head: Head, body: &[u8], received: Instant) -
     let close = request
         .header("connection")
         .is_some_and(|v| v.eq_ignore_ascii_case("close"));
+    // A request that is not a completion (a backend asking the server
+    // about itself: `/props`, `/v1/models`, `/api/show`) is answered from
+    // the configured routes, else 404, and kept apart: it is not counted
+    // and takes no scripted reply.
+    if request.method != "POST" || super::protocol_of(&request.path).is_none() {
+        let path = request.path.split('?').next().unwrap_or(&request.path);
+        let bytes = match lock(&shared.routes).get(path) {
+            Some(v) => super::response_bytes(200, &[], &v.to_string()),
+            None => {
+                let body = serde_json::json!({"error": {"message": format!("no route for {} {}", request.method, request.path), "type": "not_found"}});
+                super::response_bytes(404, &[], &body.to_string())
+            }
+        };
+        lock(&shared.probes).push(Arc::clone(&request));
+        return vec![Pending {
+            at: received,
+            bytes,
+            close,
+        }];
+    }
     lock(&shared.requests).push(Arc::clone(&request));
     shared.count.fetch_add(1, Ordering::SeqCst);
     let scripted = lock(&shared.script).pop_front().unwrap_or_default();

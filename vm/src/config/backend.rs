@@ -46,6 +46,9 @@ pub struct BackendConfig {
     pub reasoning_model: Option<bool>,
     /// Ask HTTP backends for streamed replies (`stream`, default true).
     pub stream: bool,
+    /// Read the server's limits before the first call (`probe`; default:
+    /// on for plain `http://` servers, which are local or self-hosted).
+    pub probe: bool,
     pub temperature: Option<f64>,
     pub max_tokens: Option<u32>,
     /// Simulator delay factor (sim only).
@@ -76,6 +79,7 @@ impl BackendConfig {
             accept_incomplete: false,
             reasoning_model: None,
             stream: true,
+            probe: false,
             headers: Vec::new(),
             temperature: None,
             max_tokens: None,
@@ -243,6 +247,13 @@ pub(crate) fn resolve_backend(src: &Source, fb: FileBackend) -> Result<BackendCo
             ));
         }
         b.base_url = url.to_string();
+    }
+    // Hosted APIs (https) publish their limits elsewhere; a plain-http
+    // server is a local or self-hosted one (llama.cpp, vLLM, Ollama, LM
+    // Studio), which says its context size and whether it renders tools.
+    b.probe = b.kind.http().is_some() && b.base_url.starts_with("http://");
+    if let Some(p) = fb.probe {
+        b.probe = p;
     }
     if let Some(k) = &fb.api_key_env {
         if !is_env_name(k.get_ref()) {

@@ -6,7 +6,7 @@ use super::backend::{positive, resolve_backend, BackendConfig};
 use super::error::{ConfigError, Source};
 use super::load::Env;
 use super::schema::{AamSections, FileConfig, ToolsSection};
-use crate::llm::prompt::Instructions;
+use crate::llm::prompt::{Instructions, OpLimits};
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::Path;
@@ -24,6 +24,8 @@ pub struct Config {
     /// `AIS_STORE` win).
     pub store: Option<String>,
     pub instructions: Instructions,
+    /// `[max_tokens]`: completion limits per op kind.
+    pub max_tokens: OpLimits,
     /// `[limits]`; `None`: the `RunOptions` default (or the `aisc run` flag).
     pub limits: Limits,
     /// `[telemetry]`: text kept in run events (secrets are the edge's to add).
@@ -147,6 +149,25 @@ impl Config {
                 overrides.insert(k.to_string(), v);
             }
         }
+        let fm = file.max_tokens;
+        let mut max_tokens = OpLimits::default();
+        for (k, v) in [
+            ("ask", fm.ask),
+            ("think", fm.think),
+            ("reason", fm.reason),
+            ("llm", fm.llm),
+            ("plan", fm.plan),
+            ("reflect", fm.reflect),
+            ("verify", fm.verify),
+            ("solve", fm.solve),
+        ] {
+            if let Some(v) = v {
+                let n = positive(&src, &v, &format!("[max_tokens] {k}"))?;
+                max_tokens
+                    .overrides
+                    .insert(k.to_string(), u32::try_from(n).unwrap_or(u32::MAX));
+            }
+        }
         let aam = AamSections {
             memory: file.memory.unwrap_or_default(),
             tools: file.tools,
@@ -162,6 +183,7 @@ impl Config {
             token_budget,
             store: file.store.map(toml::Spanned::into_inner),
             instructions: Instructions { overrides },
+            max_tokens,
             limits,
             telemetry,
             aam,
@@ -183,6 +205,7 @@ impl Config {
             token_budget: None,
             store: None,
             instructions: Instructions::default(),
+            max_tokens: OpLimits::default(),
             limits: Limits::default(),
             telemetry: crate::telemetry::TextPolicy::default(),
             aam: AamSections::default(),

@@ -27,6 +27,9 @@ pub(crate) struct FileConfig {
     pub(crate) llm_backends: Vec<FileBackend>,
     #[serde(default)]
     pub(crate) instruction: FileInstructions,
+    /// `[max_tokens]`: completion limit per op kind.
+    #[serde(default)]
+    pub(crate) max_tokens: FileMaxTokens,
     #[serde(default)]
     pub(crate) limits: FileLimits,
     #[serde(default)]
@@ -78,6 +81,21 @@ pub(crate) struct FileInstructions {
     pub(crate) solve: Option<String>,
 }
 
+/// `[max_tokens]`: the completion limit per op kind when neither the op
+/// nor the backend sets one (defaults: `crate::llm::kinds`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FileMaxTokens {
+    pub(crate) ask: Option<Spanned<i64>>,
+    pub(crate) think: Option<Spanned<i64>>,
+    pub(crate) reason: Option<Spanned<i64>>,
+    pub(crate) llm: Option<Spanned<i64>>,
+    pub(crate) plan: Option<Spanned<i64>>,
+    pub(crate) reflect: Option<Spanned<i64>>,
+    pub(crate) verify: Option<Spanned<i64>>,
+    pub(crate) solve: Option<Spanned<i64>>,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct FileBackend {
@@ -97,6 +115,7 @@ pub(crate) struct FileBackend {
     pub(crate) accept_incomplete: Option<bool>,
     pub(crate) reasoning_model: Option<bool>,
     pub(crate) stream: Option<bool>,
+    pub(crate) probe: Option<bool>,
     pub(crate) headers: Option<BTreeMap<String, Spanned<String>>>,
     pub(crate) temperature: Option<Spanned<f64>>,
     pub(crate) max_tokens: Option<Spanned<i64>>,

@@ -97,6 +97,7 @@ impl Settings {
                 let _ = writeln!(o, "transport = {}", q(transport));
                 let _ = writeln!(o, "accept_incomplete = {}", b.accept_incomplete);
                 let _ = writeln!(o, "stream = {}", b.stream);
+                let _ = writeln!(o, "probe = {}", b.probe);
                 if !b.headers.is_empty() {
                     // Literal values are hidden too: they are often keys.
                     let shown: Vec<String> = b
@@ -141,6 +142,17 @@ impl Settings {
                 let _ = writeln!(o, "input_per_mtok = {}", p.input_per_mtok);
                 let _ = writeln!(o, "output_per_mtok = {}", p.output_per_mtok);
             }
+        }
+        // Every call to an HTTP backend sends a completion limit: the
+        // op's, the backend's `max_tokens`, else these.
+        let _ = writeln!(o, "\n[max_tokens]");
+        for kind in ALL_KINDS.into_iter().chain([LlmOpKind::Solve]) {
+            let (n, from) = self.config.max_tokens.for_kind(kind);
+            let note = match from {
+                crate::llm::prompt::LimitSource::Config => "",
+                _ => "  # default",
+            };
+            let _ = writeln!(o, "{} = {n}{note}", kind.name());
         }
         let _ = writeln!(o, "\n[instruction]");
         for kind in ALL_KINDS {

@@ -1,7 +1,9 @@
 //! Anthropic Messages API (`POST {base_url}/v1/messages`). Structured ops
-//! ask for JSON in the system prompt; the reply is validated locally.
+//! are sent a tool whose input schema is the reply's schema, and the model
+//! is made to call it (`tool_choice`): the API's way to constrain a reply
+//! to a schema. Its input is the reply; it is validated locally.
 
-use super::http::{ErrorDetail, Incomplete, Reply};
+use super::http::{ErrorDetail, Incomplete, Reply, StructuredMode};
 use super::prompt::Prepared;
 use super::secret::Secret;
 use super::{ToolCall, Turn, Usage};
@@ -35,8 +37,55 @@ pub(crate) fn headers(key: Option<&Secret>) -> Vec<(&'static str, String)> {
 /// The smallest thinking budget the API accepts.
 pub const MIN_THINKING_BUDGET: u32 = 1024;
 
+/// The tool a structured reply is given through (never offered with the
+/// op's own tools, which the model may need to call first).
+pub const REPLY_TOOL: &str = "ais_reply";
+
+/// How a structured op's reply is asked for: through [`REPLY_TOOL`]
+/// (`wrapped`: the schema is not an object, which a tool's input must be,
+/// so the reply is the input's `value`), or only by the system prompt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ReplyVia {
+    Prompt,
+    Tool { wrapped: bool },
+}
+
+/// Whether `p`'s reply goes through [`REPLY_TOOL`]: a schema, `json_schema`
+/// mode, no tools of the op's own, and no extended thinking (the API does
+/// not allow a forced tool with it).
+pub(crate) fn reply_via(p: &Prepared, mode: StructuredMode) -> ReplyVia {
+    match &p.schema {
+        Some(s)
+            if mode == StructuredMode::JsonSchema
+                && p.tools.is_empty()
+                && p.budget_tokens.is_none() =>
+        {
+            ReplyVia::Tool {
+                wrapped: s.get("type").and_then(Value::as_str) != Some("object"),
+            }
+        }
+        _ => ReplyVia::Prompt,
+    }
+}
+
+/// A structured reply given through [`REPLY_TOOL`] becomes the reply's
+/// text (the JSON the schema check reads); other replies are unchanged.
+pub(crate) fn take_tool_reply(reply: &mut Reply, via: ReplyVia) {
+    let ReplyVia::Tool { wrapped } = via else {
+        return;
+    };
+    let Some(i) = reply.tool_calls.iter().position(|c| c.name == REPLY_TOOL) else {
+        return;
+    };
+    let call = reply.tool_calls.remove(i);
+    reply.text = match (wrapped, serde_json::from_str::<Value>(&call.arguments)) {
+        (true, Ok(v)) => v.get("value").map_or(call.arguments, Value::to_string),
+        _ => call.arguments,
+    };
+}
+
 /// `stream`: ask for the Messages event stream.
-pub(crate) fn body(p: &Prepared, stream: bool) -> Value {
+pub(crate) fn body(p: &Prepared, stream: bool, mode: StructuredMode) -> Value {
     let mut messages: Vec<Value> = Vec::new();
     let mut rest = p.messages.iter();
     if let Some((role, text)) = rest.next() {
@@ -85,6 +134,25 @@ pub(crate) fn body(p: &Prepared, stream: bool) -> Value {
             })
             .collect();
         b.insert("tools".into(), Value::Array(tools));
+    }
+    if let (ReplyVia::Tool { wrapped }, Some(schema)) = (reply_via(p, mode), &p.schema) {
+        let input_schema = if wrapped {
+            json!({"type": "object", "properties": {"value": schema}, "required": ["value"]})
+        } else {
+            schema.clone()
+        };
+        b.insert(
+            "tools".into(),
+            json!([{
+                "name": REPLY_TOOL,
+                "description": format!("Give the {} reply. Its input is the whole reply.", p.kind.name()),
+                "input_schema": input_schema,
+            }]),
+        );
+        b.insert(
+            "tool_choice".into(),
+            json!({"type": "tool", "name": REPLY_TOOL}),
+        );
     }
     if stream {
         b.insert("stream".into(), json!(true));

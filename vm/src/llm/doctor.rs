@@ -96,6 +96,11 @@ impl Settings {
                     r.usage.total(),
                     if r.simulated { ", simulated" } else { "" }
                 );
+                // Asked of local and hosted servers alike (`probe` only
+                // decides whether runs ask).
+                if let Some(info) = backend.server_info() {
+                    entry.detail.push_str(&server_facts(&info));
+                }
             }
             Err(e) => {
                 // Backends redact their errors; this also covers messages
@@ -105,6 +110,28 @@ impl Settings {
         }
         entry
     }
+}
+
+/// What the server stated, for the doctor's line: its context and whether
+/// its chat template renders tools (a model offered tools it cannot see
+/// answers without them, so this is the check that matters for `tools:`).
+fn server_facts(info: &crate::llm::http::ServerInfo) -> String {
+    let Some(source) = &info.source else {
+        return "; the server states no limits (not probed: context, tool support)".into();
+    };
+    let mut parts = Vec::new();
+    if let Some(c) = info.context {
+        parts.push(format!("context {c} tokens per request"));
+    }
+    match info.tools {
+        Some(true) => parts.push("tools: supported".into()),
+        Some(false) => parts.push(
+            "tools: NOT supported by the chat template (ops with `tools:` fail with llm.unsupported)"
+                .into(),
+        ),
+        None => {}
+    }
+    format!("; {source}: {}", parts.join(", "))
 }
 
 /// Result of `aisc doctor`.

@@ -104,6 +104,8 @@ impl Settings {
             instructions: self.config.instructions.clone(),
             temperature: b.temperature,
             max_tokens: b.max_tokens,
+            op_max_tokens: self.config.max_tokens.clone(),
+            probe: b.probe,
             concurrency: b.concurrency,
             connect_timeout: b.connect_timeout,
             timeout: b.timeout,

@@ -22,9 +22,13 @@
 
 mod events;
 mod framing;
+mod limits;
 mod options;
 mod pool;
+mod probe;
 mod streaming;
+
+pub use probe::ServerInfo;
 
 pub use options::{
     ErrorDetail, HttpOptions, HttpTransport, Incomplete, Protocol, Reply, RetryPolicy,
@@ -69,6 +73,8 @@ struct HttpCore {
     threads: HttpThreads,
     observer: Arc<dyn AttemptObserver>,
     jitter: AtomicU64,
+    /// What the server said about each model (`limits.rs`).
+    servers: std::sync::Mutex<std::collections::HashMap<String, ServerInfo>>,
 }
 
 impl std::fmt::Debug for HttpBackend {
@@ -242,6 +248,7 @@ impl HttpCore {
             endpoint,
             observer: Arc::new(NoObserver),
             jitter: AtomicU64::new(seed | 1),
+            servers: Default::default(),
             opts,
         }
     }
@@ -254,6 +261,7 @@ impl HttpCore {
             "default",
             self.opts.temperature,
             self.opts.max_tokens,
+            Some(&self.opts.op_max_tokens),
         )
     }
 
@@ -265,12 +273,19 @@ impl HttpCore {
                 self.reasoning(&p.model),
                 self.opts.stream,
             ),
-            Protocol::Anthropic => anthropic::body(p, self.opts.stream),
+            Protocol::Anthropic => anthropic::body(p, self.opts.stream, self.opts.structured),
             Protocol::Ollama => ollama::body(p, self.opts.structured, self.opts.stream),
         }
     }
 
     fn headers(&self, p: &Prepared) -> Vec<(String, String)> {
+        let mut h = self.protocol_headers();
+        h.push(("x-apxm-op".into(), p.kind.name().to_string()));
+        h
+    }
+
+    /// The protocol's headers (key, version) and the configured ones.
+    fn protocol_headers(&self) -> Vec<(String, String)> {
         let protocol = match self.opts.protocol {
             Protocol::OpenAi => openai::headers(self.opts.api_key.as_ref()),
             Protocol::Anthropic => anthropic::headers(self.opts.api_key.as_ref()),
@@ -286,7 +301,6 @@ impl HttpCore {
             h.retain(|(k, _)| !k.eq_ignore_ascii_case(name));
             h.push((name.clone(), value.expose().to_string()));
         }
-        h.push(("x-apxm-op".into(), p.kind.name().to_string()));
         h
     }
 
@@ -581,6 +595,9 @@ impl HttpCore {
                     match made {
                         Ok((x, first_token, sent)) => (x, started.elapsed(), first_token, sent),
                         Err(mut e) => {
+                            // The request went out (or was going out) when
+                            // the call was cancelled: it is an attempt.
+                            observer.on_attempt(&self.unanswered(*number, &e, started.elapsed()));
                             e.attempts = *number;
                             return Err(e.into());
                         }
@@ -615,6 +632,13 @@ impl HttpCore {
                 (_, Some((status, Ok(reply)))) => {
                     finish_reason = Some(reply.finish_reason.clone());
                     match self.incomplete(&reply) {
+                        Some(Incomplete::Truncated) if !self.opts.accept_incomplete => (
+                            LlmErrorKind::Truncated,
+                            Some(status),
+                            self.truncated_message(p, &reply),
+                            false,
+                            None,
+                        ),
                         Some(why) if !self.opts.accept_incomplete => {
                             (why.kind(), Some(status), why.message(&reply), false, None)
                         }
@@ -741,6 +765,24 @@ impl HttpCore {
                     return Err(self.fail(kind, status, message, *number).into());
                 }
             }
+        }
+    }
+
+    /// The attempt record of request `number`, sent but never answered
+    /// (the call was cancelled meanwhile): every request sent is counted.
+    fn unanswered(&self, number: u32, e: &LlmError, latency: Duration) -> Attempt {
+        Attempt {
+            provider: self.opts.name.clone(),
+            number,
+            status: None,
+            error: Some(e.kind),
+            message: Some(e.message.clone()),
+            latency,
+            retry_in: None,
+            server_delay: false,
+            finish_reason: None,
+            usage: Usage::default(),
+            first_token: None,
         }
     }
 
@@ -927,6 +969,15 @@ impl LlmBackend for HttpBackend {
         true
     }
 
+    fn server_info(&self) -> Option<ServerInfo> {
+        let o = &self.core.opts;
+        let model = o
+            .models
+            .for_class(prompt::ModelClass::Ask)
+            .unwrap_or("default");
+        Some(self.core.probe_now(model))
+    }
+
     fn start(&self, request: LlmRequest, cancel: CancelToken, done: OnDone) {
         self.start_many(vec![(request, cancel, done)]);
     }
@@ -979,11 +1030,15 @@ impl HttpCore {
         started: Instant,
     ) -> Result<LlmResponse, Stop> {
         let mut p = self.prepare(request);
+        self.fit(&mut p)?;
         let mut number = 0u32;
         let mut usage = Usage::default();
         let mut repaired = false;
         loop {
             let mut reply = self.call(&p, cancel, observer, &mut number, via, &mut first)?;
+            if self.opts.protocol == Protocol::Anthropic {
+                anthropic::take_tool_reply(&mut reply, anthropic::reply_via(&p, self.opts.structured));
+            }
             // Calls are read only when tools were offered: a `tool_use`
             // block or `tool_calls` entry in a reply to a request without
             // tools is not part of an answer.
@@ -999,6 +1054,19 @@ impl HttpCore {
             // A reply that calls tools is not the answer the schema is
             // for; the VM runs the tools and asks again.
             let schema = p.schema.as_ref().filter(|_| reply.tool_calls.is_empty());
+            // A structured reply cut off at the limit (taken as a value
+            // with `accept_incomplete`) is not JSON the model got wrong: a
+            // repair round would be cut off the same way.
+            if schema.is_some() && self.incomplete(&reply) == Some(Incomplete::Truncated) {
+                let message = format!(
+                    "{}; a structured ({}) reply that is cut off is not repaired",
+                    self.truncated_message(&p, &reply),
+                    p.kind.name()
+                );
+                return Err(self
+                    .fail(LlmErrorKind::Truncated, None, message, number)
+                    .into());
+            }
             let Some(schema) = schema else {
                 return Ok(LlmResponse {
                     text: reply.text,
@@ -1120,7 +1188,11 @@ impl HttpCore {
         let mut sends = Vec::with_capacity(calls.len());
         for (request, cancel, done) in calls {
             let started = Instant::now();
-            let p = core.prepare(&request);
+            let mut p = core.prepare(&request);
+            if let Err(e) = core.fit(&mut p) {
+                done(Err(e), Vec::new());
+                continue;
+            }
             let body = core.body(&p).to_string();
             let bytes = request_bytes(ev.target(), &core.headers(&p), &body);
             let watched = cancel.clone();
@@ -1187,7 +1259,8 @@ impl HttpCore {
             events::Outcome::Cancelled => {
                 let mut e = LlmError::new(&self.opts.name, LlmErrorKind::Cancelled, "cancelled");
                 e.attempts = 1;
-                return done(Err(e), Vec::new());
+                let attempt = self.unanswered(1, &e, started.elapsed());
+                return done(Err(e), vec![attempt]);
             }
         };
         let log = AttemptLog::new();

@@ -220,6 +220,13 @@ pub enum LlmErrorKind {
     /// The provider's filter withheld the reply, or the model refused
     /// (`llm.content_filter`).
     ContentFilter,
+    /// The server cannot do what the call needs (render the offered
+    /// tools), by its own statement; checked before sending
+    /// (`llm.unsupported`).
+    Unsupported,
+    /// The completion limit leaves the prompt no room in the server's
+    /// stated context; checked before sending (`llm.context_overflow`).
+    ContextOverflow,
     Cancelled,
     Replay,
 }
@@ -337,6 +344,13 @@ pub trait LlmBackend: Send + Sync {
         let log = AttemptLog::new();
         let result = self.complete_observed(&request, &cancel, &log);
         done(result, log.attempts());
+    }
+
+    /// What the server says about itself (context size, tool support),
+    /// asked now if not yet known; `None` for backends that have no server
+    /// to ask. `aisc doctor` reports it.
+    fn server_info(&self) -> Option<http::ServerInfo> {
+        None
     }
 
     /// Starts several calls at once (a fan-out), so a backend can hand them

@@ -96,6 +96,59 @@ impl Instructions {
     }
 }
 
+/// `[max_tokens]` in the configuration: a completion limit per op kind,
+/// replacing the built-in default of that kind
+/// ([`kinds::Semantics::max_tokens`](super::kinds::Semantics)).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpLimits {
+    /// Keyed by op kind name (`ask`, `think`, `reason`, `llm`, `plan`,
+    /// `reflect`, `verify`, `solve`).
+    pub overrides: BTreeMap<String, u32>,
+}
+
+impl OpLimits {
+    /// The limit for `kind` and where it came from, when neither the op
+    /// nor the backend sets one.
+    pub fn for_kind(&self, kind: LlmOpKind) -> (u32, LimitSource) {
+        match self.overrides.get(kind.name()) {
+            Some(n) => (*n, LimitSource::Config),
+            None => (super::kinds::semantics(kind).max_tokens, LimitSource::Default),
+        }
+    }
+}
+
+/// Where a call's completion limit came from, so a message about the
+/// limit names the setting to change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LimitSource {
+    /// The op's own `max_tokens:` argument.
+    Op,
+    /// The backend's `max_tokens`.
+    Backend,
+    /// `[max_tokens]` in the configuration.
+    Config,
+    /// The built-in default of the op kind.
+    Default,
+    /// Lowered to fit the server's context.
+    Server,
+}
+
+impl LimitSource {
+    /// Where to change the limit, for a hint.
+    pub fn describe(self, kind: LlmOpKind) -> String {
+        let k = kind.name();
+        match self {
+            LimitSource::Op => "the op's `max_tokens:` argument".into(),
+            LimitSource::Backend => "the backend's `max_tokens`".into(),
+            LimitSource::Config => format!("`[max_tokens] {k}` in the configuration"),
+            LimitSource::Default => format!(
+                "the built-in default for `{k}`; set `[max_tokens] {k} = N` or the backend's `max_tokens`"
+            ),
+            LimitSource::Server => "lowered to the room left in the server's context".into(),
+        }
+    }
+}
+
 /// A request ready for a protocol: everything resolved.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Prepared {
@@ -107,7 +160,11 @@ pub struct Prepared {
     /// adds the bad reply and a correction request.
     pub messages: Vec<(&'static str, String)>,
     pub temperature: Option<f64>,
+    /// The completion limit sent (every HTTP call sends one; the
+    /// simulator has none).
     pub max_tokens: Option<u32>,
+    /// Where `max_tokens` came from.
+    pub max_tokens_from: LimitSource,
     pub schema: Option<Value>,
     /// The op's completion/thinking token budget (`LlmRequest::budget_tokens`).
     pub budget_tokens: Option<u32>,
@@ -166,7 +223,28 @@ pub fn schema_instruction(schema: &Value) -> String {
     )
 }
 
+/// The completion limit of a call: the op's own, else the backend's, else
+/// the configuration's `[max_tokens]` for the op kind, else the kind's
+/// built-in default. `None` for `limits`: no default (the simulator).
+fn max_tokens_of(
+    request: &LlmRequest,
+    backend: Option<u32>,
+    limits: Option<&OpLimits>,
+) -> (Option<u32>, LimitSource) {
+    match (request.max_tokens, backend, limits) {
+        (Some(n), _, _) => (Some(n), LimitSource::Op),
+        (None, Some(n), _) => (Some(n), LimitSource::Backend),
+        (None, None, Some(l)) => {
+            let (n, from) = l.for_kind(request.kind);
+            (Some(n), from)
+        }
+        (None, None, None) => (None, LimitSource::Default),
+    }
+}
+
 /// Resolves `request` against a backend's models and defaults.
+/// `limits`: the per-kind completion limits when the backend sends one on
+/// every call (HTTP backends).
 pub fn prepare(
     request: &LlmRequest,
     instructions: &Instructions,
@@ -174,7 +252,9 @@ pub fn prepare(
     fallback_model: &str,
     default_temperature: Option<f64>,
     default_max_tokens: Option<u32>,
+    limits: Option<&OpLimits>,
 ) -> Prepared {
+    let (max_tokens, max_tokens_from) = max_tokens_of(request, default_max_tokens, limits);
     let model = request
         .model
         .clone()
@@ -197,7 +277,8 @@ pub fn prepare(
         system,
         messages: vec![("user", render_user(request))],
         temperature: request.temperature.or(default_temperature),
-        max_tokens: request.max_tokens.or(default_max_tokens),
+        max_tokens,
+        max_tokens_from,
         schema: request.json_schema.clone(),
         budget_tokens: request.budget_tokens,
         tool_names: ToolNames::new(&request.tools),

@@ -282,6 +282,11 @@ impl StreamDecoder {
                         let at = self.call_at(block(v), "toolu");
                         if let Some(j) = d.get("partial_json").and_then(Value::as_str) {
                             self.calls[at].arguments.push_str(j);
+                            // A structured reply given through the reply
+                            // tool streams to the op like text.
+                            if self.calls[at].name == super::anthropic::REPLY_TOOL {
+                                deltas.push(j.to_string());
+                            }
                         }
                     }
                     // thinking_delta, signature_delta: not reply text.

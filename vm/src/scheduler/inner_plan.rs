@@ -112,13 +112,12 @@ impl<'r> Run<'r> {
         let mut req = exec::llm_request(site.agent, site.instr, args).map_err(Stop::Fail)?;
         ex.model = req.model.clone().unwrap_or_default();
         let spec = PlanSpec::of(site.agent, site.instr, &mut req);
-        let goal = std::mem::take(&mut req.prompt);
         let guide = planner.guide(&spec);
         let rounds = exec::repairs(site.instr).saturating_add(1);
+        let mut asks = crate::plan::PlannerRounds::new(&mut req, guide, rounds);
         let prefetch = Arc::new(Prefetch::default());
         let inputs = self.plan_inputs(site);
         let linked = std::thread::scope(|scope| {
-            let mut last: Option<Rejected> = None;
             // The last plan's denied flows, when that is why it was refused.
             let mut denied: Vec<DeniedFlow> = Vec::new();
             for round in 1..=rounds {
@@ -130,7 +129,9 @@ impl<'r> Run<'r> {
                         return Err(Stop::Halted);
                     }
                 }
-                req.prompt = crate::plan::planner_prompt(&goal, &guide, last.as_ref());
+                // Each round asks differently (the plans refused so far,
+                // every problem found, a higher temperature).
+                asks.prepare(round, &mut req);
                 let early = EarlySite {
                     agent: site.agent,
                     jkey: site.jkey.map(|(k, _)| k.as_str()),
@@ -152,7 +153,7 @@ impl<'r> Run<'r> {
                         ex.plan_checks
                             .push(check_record(round, "invalid", &r.problems));
                         denied.clear();
-                        last = Some(r);
+                        asks.reject(r);
                         continue;
                     }
                 };
@@ -175,13 +176,13 @@ impl<'r> Run<'r> {
                 ex.plan_checks
                     .push(check_record(round, "denied", &problems));
                 denied = flows;
-                last = Some(Rejected {
+                asks.reject(Rejected {
                     body: plan.body,
                     problems,
                 });
             }
             if denied.is_empty() {
-                Err(Stop::Fail(crate::plan::invalid(rounds, last)))
+                Err(Stop::Fail(crate::plan::invalid(rounds, asks.last())))
             } else {
                 Err(Stop::Fail(crate::plan::denied(rounds, &denied)))
             }

@@ -101,6 +101,7 @@ pub fn prompt_messages(req: &crate::llm::LlmRequest, policy: &TextPolicy) -> Vec
         "",
         None,
         None,
+        None,
     );
     let mut out = Vec::with_capacity(2 + p.turns.len());
     let mut push = |role: &str, text: &str| {

@@ -1,6 +1,6 @@
 //! The settings and reply types of the HTTP backends.
 
-use super::super::prompt::{Instructions, Models};
+use super::super::prompt::{Instructions, Models, OpLimits};
 use super::super::secret::Secret;
 use super::super::{anthropic, ollama, openai, LlmErrorKind, ToolCall, Usage};
 use serde::{Deserialize, Serialize};
@@ -200,7 +200,15 @@ pub struct HttpOptions {
     pub models: Models,
     pub instructions: Instructions,
     pub temperature: Option<f64>,
+    /// The backend's completion limit for every op (config `max_tokens`).
     pub max_tokens: Option<u32>,
+    /// Completion limits per op kind when neither the op nor the backend
+    /// sets one (config `[max_tokens]`, else the built-in defaults): every
+    /// call sends a limit.
+    pub op_max_tokens: OpLimits,
+    /// Ask the server for its limits (context size, tool support) before
+    /// the first call (config `probe`; see `http/probe.rs`).
+    pub probe: bool,
     pub concurrency: usize,
     pub connect_timeout: Duration,
     /// Whole-attempt timeout (connect, send, wait, read).
@@ -237,6 +245,8 @@ impl HttpOptions {
             instructions: Instructions::default(),
             temperature: None,
             max_tokens: None,
+            op_max_tokens: OpLimits::default(),
+            probe: false,
             concurrency: 16,
             connect_timeout: Duration::from_secs(10),
             timeout: Duration::from_secs(120),
