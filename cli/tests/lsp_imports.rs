@@ -120,7 +120,7 @@ fn apply(text: &str, edits: &[Value]) -> String {
             )
         })
         .collect();
-    spans.sort_by(|a, b| b.0.cmp(&a.0));
+    spans.sort_by_key(|s| std::cmp::Reverse(s.0));
     let mut out = text.to_string();
     for (start, end, new) in spans {
         out.replace_range(start..end, new);

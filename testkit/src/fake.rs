@@ -153,7 +153,7 @@ impl FakeBackend {
                 ]
             }),
             LlmOpKind::Verify => json!({
-                "verdict": h.is_multiple_of(2),
+                "verdict": h % 2 == 0,
                 "reason": text,
                 "confidence": f64::from(h % 100) / 100.0,
             }),
