@@ -631,7 +631,7 @@ fn check(
             }
         }
         if !fe.has_errors() {
-            let found = flow_findings(&name, path, &source, &env, policy);
+            let found = flow_findings(&fe, policy);
             if flows_only {
                 fe.diagnostics = found;
             } else {
@@ -663,19 +663,15 @@ fn check(
     i32::from(failed)
 }
 
-/// The flow warnings of a program under `policy` (none if it does not
-/// compile: the other diagnostics say why).
+/// The flow warnings of a checked program under `policy` (none if it does
+/// not compile: the other diagnostics say why). Lowers the tree already
+/// checked: parsing and checking again held a second copy of it.
 fn flow_findings(
-    name: &str,
-    path: &std::path::Path,
-    source: &str,
-    env: &ais_compiler::sema::Environment,
+    fe: &driver::FrontEnd,
     policy: &ais_ir::ifc::FlowPolicy,
 ) -> Vec<ais_ir::Diagnostic> {
-    let fs = ais_compiler::program::FsLoader;
-    let (_, compiled) =
-        driver::with_deep_stack(|| driver::compile_file(name, path, source, &fs, env));
-    match compiled.map(|c| ais_ir::bytecode::compile(&c.module)) {
+    let compiled = driver::with_deep_stack(|| driver::lower_checked(fe));
+    match compiled.map(|module| ais_ir::bytecode::compile(&module)) {
         Ok(Ok(p)) => ais_compiler::flows::check(&p, policy)
             .iter()
             .map(ais_compiler::flows::Finding::to_diagnostic)

@@ -201,8 +201,27 @@ pub fn compile_file(
 }
 
 fn compile_checked(fe: FrontEnd) -> Result<Compiled, Vec<Diagnostic>> {
+    match lower_checked(&fe) {
+        Ok(module) => Ok(Compiled {
+            module,
+            diagnostics: fe.diagnostics,
+        }),
+        Err(problems) => {
+            let mut all = fe.diagnostics;
+            all.extend(problems);
+            Err(all)
+        }
+    }
+}
+
+/// Lowers a checked program to verified IR without consuming it (`aisc
+/// check` keeps the front end for its report and lowers the same tree for
+/// the flow warnings, instead of parsing and checking the file again).
+/// Errors: the front end's errors, or the verifier's as internal errors
+/// (E9999); the front end's own diagnostics are not repeated.
+pub fn lower_checked(fe: &FrontEnd) -> Result<ais_ir::Module, Vec<Diagnostic>> {
     if fe.has_errors() {
-        return Err(fe.diagnostics);
+        return Err(Vec::new());
     }
     let module = lower::lower(&fe.file, &fe.index);
     let problems: Vec<Diagnostic> = ais_ir::verify_diagnostics(&module)
@@ -225,14 +244,9 @@ fn compile_checked(fe: FrontEnd) -> Result<Compiled, Vec<Diagnostic>> {
         if std::env::var_os("AISC_DUMP_UNVERIFIED_IR").is_some() {
             eprintln!("{}", ais_ir::print_module(&module));
         }
-        let mut all = fe.diagnostics;
-        all.extend(problems);
-        return Err(all);
+        return Err(problems);
     }
-    Ok(Compiled {
-        module,
-        diagnostics: fe.diagnostics,
-    })
+    Ok(module)
 }
 
 /// [`compile_source`] without the warnings, for tools that only want IR.

@@ -24,6 +24,7 @@ pub mod printer;
 pub mod source_map;
 pub mod types;
 pub mod verifier;
+pub mod work;
 
 pub use diag::{Diagnostic, IntoDiagnostic, Label, Severity, Span};
 pub use entity::{AgentId, Arena, EntityRef, FlowId, Op, Region, Value};

@@ -456,14 +456,13 @@ fn verify_agent(m: &Module, index: &AgentIndex<'_>, a: &AgentData, out: &mut Vec
         }) {
             continue;
         }
-        let names = value_names(f);
         let mut fv = FlowVerifier {
             m,
             index,
             agent: a,
             flow: f,
             dfg: &f.dfg,
-            names,
+            names: std::cell::OnceCell::new(),
             out,
             scopes: Vec::new(),
             visible: HashSet::default(),
@@ -600,7 +599,10 @@ struct FlowVerifier<'a> {
     agent: &'a AgentData,
     flow: &'a FlowData,
     dfg: &'a Dfg,
-    names: HashMap<Value, String>,
+    /// The printer's value names, made only when an error names a value (a
+    /// string per value of every flow verified was most of the verifier's
+    /// allocations).
+    names: std::cell::OnceCell<HashMap<Value, String>>,
     out: &'a mut Vec<VerifyError>,
     /// Values defined in each enclosing region, innermost last.
     scopes: Vec<Vec<Value>>,
@@ -614,6 +616,7 @@ struct FlowVerifier<'a> {
 impl FlowVerifier<'_> {
     fn name(&self, v: Value) -> String {
         self.names
+            .get_or_init(|| value_names(self.flow))
             .get(&v)
             .cloned()
             .unwrap_or_else(|| format!("%undef_{}", v.as_u32()))
@@ -678,6 +681,7 @@ impl FlowVerifier<'_> {
             self.seen.insert(a);
         }
         let n = rd.ops.len();
+        crate::work::add(n);
         for (k, &op) in rd.ops.iter().enumerate() {
             let od = &self.dfg.ops[op];
             let span = self.span(op);

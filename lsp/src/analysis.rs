@@ -567,7 +567,14 @@ impl Walker<'_> {
                 self.expr(v);
             }
             ExprKind::List(items) => items.iter().for_each(|i| self.expr(i)),
-            ExprKind::Index(a, b) | ExprKind::Binary(_, a, b) | ExprKind::Assign(a, b) => {
+            ExprKind::Binary(..) => {
+                let (first, steps) = e.binary_chain();
+                self.expr(first);
+                for (_, b, _) in steps {
+                    self.expr(b);
+                }
+            }
+            ExprKind::Index(a, b) | ExprKind::Assign(a, b) => {
                 self.expr(a);
                 self.expr(b);
             }

@@ -524,6 +524,16 @@ fn retries_above_the_limit_are_rejected_naming_key_and_limit() {
 }
 
 #[test]
+fn concurrency_above_the_limit_is_rejected_not_clamped() {
+    let ok = parse("[[llm_backends]]\nname = \"x\"\nprotocol = \"openai\"\nconcurrency = 4096\n")
+        .expect("4096 is allowed");
+    assert_eq!(ok.backend("x").expect("x").concurrency, 4096);
+    let e = err("[[llm_backends]]\nname = \"x\"\nprotocol = \"openai\"\nconcurrency = 5000\n");
+    assert_eq!(e.message(), "concurrency must be at most 4096 (found 5000)");
+    assert_eq!(e.position(), Some((4, 15)));
+}
+
+#[test]
 fn accept_incomplete_is_a_backend_key_off_by_default() {
     let c =
         parse("[[llm_backends]]\nname = \"x\"\nprotocol = \"openai\"\naccept_incomplete = true\n")

@@ -235,7 +235,14 @@ impl Scanner<'_> {
                 }
             }
             ExprKind::List(items) => items.iter().for_each(|i| self.expr(i, out)),
-            ExprKind::Index(a, b) | ExprKind::Binary(_, a, b) => {
+            ExprKind::Binary(..) => {
+                let (first, steps) = e.binary_chain();
+                self.expr(first, out);
+                for (_, b, _) in steps {
+                    self.expr(b, out);
+                }
+            }
+            ExprKind::Index(a, b) => {
                 self.expr(a, out);
                 self.expr(b, out);
             }

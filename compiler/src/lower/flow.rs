@@ -230,6 +230,7 @@ impl<'a> FlowLowerer<'a> {
         attrs: Vec<(String, Attr)>,
         results: &[Type],
     ) -> Op {
+        ais_ir::work::add(1 + operands.len());
         let dfg = &mut self.flow.dfg;
         let op = dfg.create_op(opcode, operands, results);
         dfg.ops[op].attrs = Attrs(attrs);
@@ -454,6 +455,7 @@ impl<'a> FlowLowerer<'a> {
     fn undo_to(&mut self, mark: usize, outer: usize) -> Vec<(usize, usize, Value)> {
         let mut ends: Vec<(usize, usize, Value)> = Vec::new();
         let mut seen: HashSet<(usize, usize)> = HashSet::new();
+        ais_ir::work::add(self.st.undo.len() - mark);
         for &(s, b, _) in &self.st.undo[mark..] {
             if s < outer && seen.insert((s, b)) {
                 ends.push((s, b, self.st.scopes[s][b].value));
@@ -469,6 +471,7 @@ impl<'a> FlowLowerer<'a> {
     }
 
     fn snapshot(&self) -> Snapshot {
+        ais_ir::work::add(1 + self.st.chains.len());
         Snapshot {
             chains: self.st.chains.clone(),
             ret_flag: self.st.ret_flag,
@@ -932,7 +935,15 @@ impl<'a> FlowLowerer<'a> {
                     }
                 }
             }
-            ExprKind::Binary(op, a, b) => return Some(self.binary(*op, a, b, e.span)),
+            // Along the chain, not down it (see `Expr::binary_chain`).
+            ExprKind::Binary(..) => {
+                let (first, steps) = e.binary_chain();
+                let mut av = self.value(first);
+                for (op, b, node) in steps {
+                    av = self.binary(op, av, b, node.span);
+                }
+                return Some(av);
+            }
             ExprKind::Assign(target, value) => {
                 let v = self.value(value);
                 self.span = e.span;
@@ -1030,11 +1041,11 @@ impl<'a> FlowLowerer<'a> {
         self.record_write(&[Chain::Beliefs], t);
     }
 
-    fn binary(&mut self, op: BinaryOp, a: &Expr, b: &Expr, span: Span) -> Value {
+    /// `a op b`, `a` already lowered to `av`.
+    fn binary(&mut self, op: BinaryOp, av: Value, b: &Expr, span: Span) -> Value {
         if matches!(op, BinaryOp::And | BinaryOp::Or) && has_call(b) {
-            return self.short_circuit(op, a, b, span);
+            return self.short_circuit(op, av, b, span);
         }
-        let av = self.value(a);
         let bv = self.value(b);
         self.span = span;
         let (ta, tb) = (self.ty(av), self.ty(bv));
@@ -1075,8 +1086,7 @@ impl<'a> FlowLowerer<'a> {
     }
 
     /// `a && b` / `a || b` where `b` makes calls: `b` runs only when needed.
-    fn short_circuit(&mut self, op: BinaryOp, a: &Expr, b: &Expr, span: Span) -> Value {
-        let av = self.value(a);
+    fn short_circuit(&mut self, op: BinaryOp, av: Value, b: &Expr, span: Span) -> Value {
         self.span = span;
         let c = self.truthy(av);
         let (_, v) = self.branches(
@@ -1209,19 +1219,26 @@ impl<'a> FlowLowerer<'a> {
                 _ => Some(Type::Json),
             },
             ExprKind::Assign(..) => None,
-            ExprKind::Binary(op, a, b) => Some(match op {
-                BinaryOp::Add => {
-                    if self.static_type(a) == Some(Type::Str)
-                        || self.static_type(b) == Some(Type::Str)
-                    {
-                        Type::Str
-                    } else {
-                        Type::Number
-                    }
+            ExprKind::Binary(..) => {
+                let (first, steps) = e.binary_chain();
+                let mut t = self.static_type(first);
+                for (op, b, _) in steps {
+                    t = Some(match op {
+                        BinaryOp::Add => {
+                            if t == Some(Type::Str) || self.static_type(b) == Some(Type::Str) {
+                                Type::Str
+                            } else {
+                                Type::Number
+                            }
+                        }
+                        BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Rem => {
+                            Type::Number
+                        }
+                        _ => Type::Bool,
+                    });
                 }
-                BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Rem => Type::Number,
-                _ => Type::Bool,
-            }),
+                t
+            }
             ExprKind::Unary(UnaryOp::Neg, _) => Some(Type::Number),
             ExprKind::Unary(UnaryOp::Not, _) => Some(Type::Bool),
             _ => Some(Type::Json),
@@ -1891,7 +1908,11 @@ fn has_call(e: &Expr) -> bool {
     match &e.kind {
         ExprKind::Call { .. } | ExprKind::Switch(_) | ExprKind::Assign(..) => true,
         ExprKind::List(items) => items.iter().any(has_call),
-        ExprKind::Index(a, b) | ExprKind::Binary(_, a, b) => has_call(a) || has_call(b),
+        ExprKind::Binary(..) => {
+            let (first, steps) = e.binary_chain();
+            has_call(first) || steps.iter().any(|(_, b, _)| has_call(b))
+        }
+        ExprKind::Index(a, b) => has_call(a) || has_call(b),
         ExprKind::Member(a, _) | ExprKind::Unary(_, a) => has_call(a),
         _ => false,
     }
@@ -1953,7 +1974,11 @@ fn expr_contains_return(e: &Expr) -> bool {
             expr_contains_return(callee) || args.iter().any(expr_contains_return)
         }
         ExprKind::List(items) => items.iter().any(expr_contains_return),
-        ExprKind::Index(a, b) | ExprKind::Binary(_, a, b) | ExprKind::Assign(a, b) => {
+        ExprKind::Binary(..) => {
+            let (first, steps) = e.binary_chain();
+            expr_contains_return(first) || steps.iter().any(|(_, b, _)| expr_contains_return(b))
+        }
+        ExprKind::Index(a, b) | ExprKind::Assign(a, b) => {
             expr_contains_return(a) || expr_contains_return(b)
         }
         ExprKind::Member(a, _) | ExprKind::Unary(_, a) => expr_contains_return(a),

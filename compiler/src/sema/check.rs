@@ -591,10 +591,15 @@ impl<'a> Checker<'a> {
                     UnaryOp::Not => Ty::Bool,
                 }
             }
-            ExprKind::Binary(op, a, b) => {
-                let ta = self.check_value(a);
-                let tb = self.check_value(b);
-                self.binary(*op, ta, tb, e.span)
+            // Along the chain, not down it (see `Expr::binary_chain`).
+            ExprKind::Binary(..) => {
+                let (first, steps) = e.binary_chain();
+                let mut ta = self.check_value(first);
+                for (op, b, node) in steps {
+                    let tb = self.check_value(b);
+                    ta = self.binary(op, ta, tb, node.span);
+                }
+                ta
             }
             ExprKind::Assign(target, value) => {
                 let found = self.check_value(value);
@@ -1304,9 +1309,11 @@ fn expr_has_errors(e: &Expr) -> bool {
         | ExprKind::Null
         | ExprKind::Var(_) => false,
         ExprKind::List(items) => items.iter().any(expr_has_errors),
-        ExprKind::Index(a, b) | ExprKind::Binary(_, a, b) | ExprKind::Assign(a, b) => {
-            expr_has_errors(a) || expr_has_errors(b)
+        ExprKind::Binary(..) => {
+            let (first, steps) = e.binary_chain();
+            expr_has_errors(first) || steps.iter().any(|(_, b, _)| expr_has_errors(b))
         }
+        ExprKind::Index(a, b) | ExprKind::Assign(a, b) => expr_has_errors(a) || expr_has_errors(b),
         ExprKind::Member(a, _) | ExprKind::Unary(_, a) | ExprKind::Named(_, a) => {
             expr_has_errors(a)
         }

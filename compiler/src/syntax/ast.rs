@@ -216,6 +216,81 @@ pub struct Expr {
     pub span: Span,
 }
 
+impl Expr {
+    /// A binary chain's operands left to right: `a + b - c` gives `a`, then
+    /// `(+, b, a + b)` and `(-, c, a + b - c)` (each step's operator, right
+    /// operand and node). A chain nests to the left as deep as it is long,
+    /// so walkers go along it with this loop rather than recursing into
+    /// the left operand; a non-binary expression gives itself and no steps.
+    pub fn binary_chain(&self) -> (&Expr, Vec<(BinaryOp, &Expr, &Expr)>) {
+        let mut steps = Vec::new();
+        let mut e = self;
+        while let ExprKind::Binary(op, a, b) = &e.kind {
+            steps.push((*op, &**b, e));
+            e = a;
+        }
+        steps.reverse();
+        (e, steps)
+    }
+
+    fn has_children(&self) -> bool {
+        !matches!(
+            self.kind,
+            ExprKind::Str(_)
+                | ExprKind::Number(_)
+                | ExprKind::Bool(_)
+                | ExprKind::Null
+                | ExprKind::Var(_)
+                | ExprKind::Error
+        )
+    }
+
+    /// Moves the subexpressions that have subexpressions of their own onto
+    /// `out` (leaves stay: dropping them does not recurse).
+    fn take_children(&mut self, out: &mut Vec<Expr>) {
+        let mut take = |e: &mut Expr| {
+            if e.has_children() {
+                out.push(std::mem::replace(
+                    e,
+                    Expr {
+                        kind: ExprKind::Error,
+                        span: e.span,
+                    },
+                ));
+            }
+        };
+        match &mut self.kind {
+            ExprKind::Index(a, b) | ExprKind::Binary(_, a, b) | ExprKind::Assign(a, b) => {
+                take(a);
+                take(b);
+            }
+            ExprKind::Member(a, _) | ExprKind::Unary(_, a) | ExprKind::Named(_, a) => take(a),
+            ExprKind::Call { callee, args } => {
+                take(callee);
+                args.iter_mut().for_each(take);
+            }
+            ExprKind::List(items) => items.iter_mut().for_each(take),
+            ExprKind::Switch(s) => take(&mut s.scrutinee),
+            _ => {}
+        }
+    }
+}
+
+impl Drop for Expr {
+    /// Iterative: the derived drop recurses once per level, and a generated
+    /// `+` chain of a million terms is a million levels deep.
+    fn drop(&mut self) {
+        if !self.has_children() {
+            return;
+        }
+        let mut todo = Vec::new();
+        self.take_children(&mut todo);
+        while let Some(mut e) = todo.pop() {
+            e.take_children(&mut todo);
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UnaryOp {
     Neg,

@@ -236,7 +236,24 @@ fn expr(sm: Map<'_>, e: &mut Expr) {
             expr(sm, v);
         }
         ExprKind::Unary(_, a) => expr(sm, a),
-        ExprKind::Binary(_, a, b) | ExprKind::Assign(a, b) => {
+        // Along a binary chain, not down it (see `Expr::binary_chain`).
+        ExprKind::Binary(_, a, b) => {
+            expr(sm, b);
+            let mut cur: &mut Expr = a;
+            loop {
+                if !matches!(cur.kind, ExprKind::Binary(..)) {
+                    expr(sm, cur);
+                    break;
+                }
+                cur.span = sm(cur.span);
+                let ExprKind::Binary(_, a, b) = &mut cur.kind else {
+                    break;
+                };
+                expr(sm, b);
+                cur = a;
+            }
+        }
+        ExprKind::Assign(a, b) => {
             expr(sm, a);
             expr(sm, b);
         }

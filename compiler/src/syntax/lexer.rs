@@ -95,7 +95,7 @@ pub const RESERVED_WORDS: &[&str] = &[
     "import",
 ];
 
-/// How deeply brackets (and chains of prefix operators) may nest.
+/// How deeply brackets (and chains of prefix or postfix operators) may nest.
 pub const MAX_NESTING: usize = 1024;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -879,15 +879,34 @@ fn filter_separators<'a>(tokens: Vec<Spanned<'a>>, errors: &mut Vec<LexError>) -
     // The first line break seen inside the innermost `(`/`[`.
     let mut unclosed_at: Option<(usize, usize)> = None;
     let mut prefix_run = 0usize;
+    // Postfix operations (`.name`, `(...)`, `[...]`) applied in a row: each
+    // nests the expression before it one level deeper. `postfix_saved`
+    // keeps the count of the chain a `(`/`[` interrupts, with the depth it
+    // was opened at, to continue it after the closing bracket.
+    let mut postfix = 0usize;
+    let mut postfix_saved: Vec<(usize, usize)> = Vec::new();
     for (start, tok, end) in tokens {
         // Bound nesting so that later recursive passes stay within their stack:
         // past the limit the rest of the input is cut off (and reported).
+        // (Binary operator chains are not bounded: the passes walk along them.)
         prefix_run = if matches!(tok, Tok::Minus | Tok::Bang) {
             prefix_run + 1
         } else {
             0
         };
-        if delims.len() >= MAX_NESTING || prefix_run >= MAX_NESTING {
+        let after_operand = out.last().is_some_and(|(_, t, _)| !t.continues_after());
+        match tok {
+            Tok::Dot => postfix += 1,
+            Tok::LParen | Tok::LBracket => {
+                let chain = if after_operand { postfix + 1 } else { 0 };
+                postfix_saved.push((delims.len(), chain));
+                postfix = 0;
+            }
+            Tok::Ident(_) if matches!(out.last(), Some((_, Tok::Dot, _))) => {}
+            Tok::RParen | Tok::RBracket => {}
+            _ => postfix = 0,
+        }
+        if delims.len() >= MAX_NESTING || prefix_run >= MAX_NESTING || postfix >= MAX_NESTING {
             errors.push(LexError {
                 kind: LexErrorKind::TooDeep,
                 span: Span::new(start, end),
@@ -940,6 +959,16 @@ fn filter_separators<'a>(tokens: Vec<Spanned<'a>>, errors: &mut Vec<LexError>) -
                 }
             }
             _ => {}
+        }
+        while let Some(&(depth, chain)) = postfix_saved.last() {
+            if depth < delims.len() {
+                break;
+            }
+            postfix_saved.pop();
+            postfix = chain;
+        }
+        if tok == Tok::RBrace {
+            postfix = 0;
         }
         out.push((start, tok, end));
     }

@@ -817,13 +817,17 @@ fn report(errors: &mut Errors<'_>, message: impl Into<String>, span: Span, help:
 }
 
 /// `x |> f(a)` is `f(x, a)`; `x |> f` is `f(x)`.
-pub fn pipe(errors: &mut Errors<'_>, x: Expr, f: Expr, l: usize, r: usize) -> Expr {
-    match f.kind {
+pub fn pipe(errors: &mut Errors<'_>, x: Expr, mut f: Expr, l: usize, r: usize) -> Expr {
+    // Taken out, not moved: `Expr` has a drop of its own.
+    let kind = std::mem::replace(&mut f.kind, ExprKind::Error);
+    match kind {
         ExprKind::Call { callee, mut args } => {
             args.insert(0, x);
             call(*callee, args, l, r)
         }
-        ExprKind::Var(_) | ExprKind::Member(..) => call(f, vec![x], l, r),
+        kind @ (ExprKind::Var(_) | ExprKind::Member(..)) => {
+            call(Expr { kind, span: f.span }, vec![x], l, r)
+        }
         _ => {
             report(
                 errors,

@@ -315,6 +315,7 @@ fn operand_defs(dfg: &Dfg, op: Op) -> Vec<Op> {
             ops.extend(dfg.walk_region(r));
         }
     }
+    crate::work::add(ops.len());
     ops.iter()
         .filter_map(|&o| dfg.ops.get(o))
         .flat_map(|d| d.operands.iter().filter_map(|&v| def_op(dfg, v)))

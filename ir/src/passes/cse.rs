@@ -102,6 +102,7 @@ impl Cse {
             .get(region)
             .map(|r| r.ops.clone())
             .unwrap_or_default();
+        crate::work::add(ops.len());
         for op in ops {
             let Some(od) = dfg.ops.get(op) else { continue };
             if !od.regions.is_empty() {

@@ -98,6 +98,7 @@ pub(crate) fn dce_flow(flow: &mut FlowData) -> u64 {
             // nested dead regions was O(ops × depth)).
             let mut todo = vec![op];
             while let Some(g) = todo.pop() {
+                crate::work::add(1);
                 if !dead_set.insert(g) {
                     continue;
                 }

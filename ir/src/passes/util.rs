@@ -29,6 +29,7 @@ impl FlowFacts {
         };
         let mut seen = HashSet::default();
         facts.walk(&flow.dfg, flow.body, &mut seen);
+        crate::work::add(facts.order.len());
         facts
     }
 
@@ -155,6 +156,7 @@ pub(crate) struct Effects {
 impl Effects {
     pub fn new(dfg: &Dfg, facts: &FlowFacts) -> Effects {
         let mut effectful: HashSet<Op> = HashSet::default();
+        crate::work::add(facts.order.len());
         // Reverse pre-order: every op's region ops come before the op.
         for &op in facts.order.iter().rev() {
             let Some(od) = dfg.ops.get(op) else {

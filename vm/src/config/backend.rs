@@ -182,6 +182,9 @@ fn header_value(
 /// The largest `retries` a backend may ask for.
 pub const MAX_RETRIES: u32 = 20;
 
+/// The largest `concurrency` (calls in flight) a backend may ask for.
+pub const MAX_CONCURRENCY: usize = 4096;
+
 fn non_negative(src: &Source, v: &Spanned<i64>, what: &str) -> Result<u64, ConfigError> {
     u64::try_from(*v.get_ref())
         .map_err(|_| ConfigError::at(src, v.span(), format!("{what} must not be negative"), None))
@@ -269,9 +272,20 @@ pub(crate) fn resolve_backend(src: &Source, fb: FileBackend) -> Result<BackendCo
         b.api_key_env_span = Some(k.span());
     }
     if let Some(c) = &fb.concurrency {
-        b.concurrency = usize::try_from(positive(src, c, "concurrency")?)
-            .unwrap_or(usize::MAX)
-            .min(4096);
+        let n = positive(src, c, "concurrency")?;
+        b.concurrency = match usize::try_from(n) {
+            Ok(n) if n <= MAX_CONCURRENCY => n,
+            // Rejected rather than clamped (it was lowered to the limit
+            // without a word): whoever asked for more must know.
+            _ => {
+                return Err(ConfigError::at(
+                    src,
+                    c.span(),
+                    format!("concurrency must be at most {MAX_CONCURRENCY} (found {n})"),
+                    Some(format!("calls in flight per backend; use {MAX_CONCURRENCY}, or spread the load over several backends")),
+                ))
+            }
+        };
     }
     if let Some(t) = &fb.timeout_s {
         b.timeout = seconds(src, t, "timeout_s", false)?;
