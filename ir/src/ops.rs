@@ -74,6 +74,8 @@ pub struct OpInfo {
     /// Whether the run journal records its results (effect ops but `fence`):
     /// on resume they are replayed instead of executed again.
     pub journaled: bool,
+    /// Whether it can fail at run time (so it is not dead when unused).
+    pub fails: Failure,
 }
 
 impl OpInfo {
@@ -207,6 +209,7 @@ impl Opcode {
             chain: ChainKind::None,
             prompt: false,
             journaled: false,
+            fails: Failure::Effect,
         };
         match self {
             // ---- pure ----
@@ -473,6 +476,7 @@ impl Opcode {
             Effect::Control if i.terminator => ExecClass::Terminator,
             Effect::Control => ExecClass::Control,
         };
+        i.fails = Self::failure(self, i.effect);
         // `fence` only orders: nothing to replay.
         i.journaled = matches!(i.exec, ExecClass::Inline | ExecClass::Llm | ExecClass::Tool)
             && !matches!(i.chain, ChainKind::All);
@@ -480,6 +484,30 @@ impl Opcode {
             i.results = Fixed(ts.len());
         }
         i
+    }
+}
+
+impl Opcode {
+    /// The op's [`Failure`] fact. Kept apart from the arms above so that the
+    /// pure ops that can fail are listed in one place (`eval_pure` in
+    /// `vm/src/exec.rs` is the semantics); an op not listed is treated as
+    /// one that may fail.
+    const fn failure(self, effect: Effect) -> Failure {
+        use Opcode as O;
+        match self {
+            O::Const | O::Template | O::Concat | O::Merge | O::WaitAll | O::List => Failure::Never,
+            O::Eq | O::Ne | O::ToStr | O::ToBool | O::Object => Failure::Never,
+            O::Yield | O::Return => Failure::Never,
+            O::Add | O::Sub | O::Mul | O::Div | O::Mod | O::Neg => Failure::OnValues,
+            O::Lt | O::Le | O::Gt | O::Ge | O::And | O::Or | O::Not => Failure::OnValues,
+            O::Index | O::Member | O::Cast => Failure::OnValues,
+            O::If | O::Switch | O::Loop | O::TryCatch => Failure::Control,
+            _ => match effect {
+                Effect::Pure => Failure::OnValues,
+                Effect::Control => Failure::Control,
+                _ => Failure::Effect,
+            },
+        }
     }
 }
 
@@ -491,6 +519,36 @@ mod tests {
     fn mnemonics_round_trip() {
         for &op in Opcode::ALL {
             assert_eq!(Opcode::from_mnemonic(op.mnemonic()), Some(op));
+        }
+    }
+
+    /// Only pure ops can be proved not to fail; effects and calls always
+    /// may (defect 1 of issue 32: DCE dropped unused failing ops).
+    #[test]
+    fn failure_facts_are_consistent_with_effects() {
+        for &op in Opcode::ALL {
+            let info = op.info();
+            match info.fails {
+                Failure::Never | Failure::OnValues => {
+                    assert!(info.effect == Effect::Pure || info.terminator, "{op}")
+                }
+                Failure::Control => assert_eq!(info.effect, Effect::Control, "{op}"),
+                Failure::Effect => {
+                    assert!(
+                        !matches!(info.effect, Effect::Pure | Effect::Control),
+                        "{op}"
+                    )
+                }
+            }
+        }
+        for op in [
+            Opcode::Div,
+            Opcode::Mod,
+            Opcode::Index,
+            Opcode::Member,
+            Opcode::Cast,
+        ] {
+            assert_eq!(op.info().fails, Failure::OnValues, "{op}");
         }
     }
 

@@ -379,3 +379,28 @@ pub enum ChainKind {
     /// Every chain (`fence`).
     All,
 }
+
+/// Whether an op can fail at run time (`docs/ir.md`, "Failure"). A failure
+/// is observable — it fails the run or sends a `try` to its `catch` — so an
+/// op that may fail is not dead even when its results are unused, and no
+/// pass folds it away, unless `ais_ir::passes` proves it cannot fail on the
+/// operands it has (`passes/failure.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// Never fails, whatever its operands hold (`const`, `concat`, `eq`,
+    /// `to_str`, `list`, `object`, `yield`, ...).
+    Never,
+    /// A pure op that fails on some operand values: `null` where a number
+    /// or a bool is declared, division by zero, an index out of range, a
+    /// member of a non-object, ordering unlike values or NaN, a cast the
+    /// value does not fit.
+    OnValues,
+    /// A control op: fails when its own check does (an `if` on a non-bool,
+    /// a `switch` with no matching case and no `default`, a `loop` over a
+    /// non-list) or when an op of its regions does (of a `try_catch`: an op
+    /// of its `catch` region; the `try` region's failures are caught).
+    Control,
+    /// An effect or a call: may fail for reasons outside the program (a
+    /// provider, a tool, a budget, the callee).
+    Effect,
+}

@@ -22,7 +22,10 @@
 //!   matches).
 //!
 //! Only ops whose result type is exactly the canonical one (`str`, `bool`)
-//! are folded, so no value ever changes type.
+//! are folded, so no value ever changes type. No rewrite changes which ops
+//! fail: the folded ops cannot fail on constant operands, an op left unused
+//! by a rewrite is erased only if it cannot fail (`failure.rs`), and an
+//! `if`/`switch` is dropped only if its own check cannot fail.
 
 use super::util::{
     const_attr, const_bool, const_str, def_op, erase_op, simple_template, template_safe, FlowFacts,
@@ -614,6 +617,11 @@ fn trivial_regions(dfg: &mut Dfg, p: &Pending, region: Region, op: Op) -> Option
         .iter()
         .any(|&r| dfg.regions.get(r).is_some_and(|rd| rd.label == "default"));
     if od.opcode == Opcode::Switch && !has_default {
+        return None;
+    }
+    // Likewise an `if` whose condition may not be a bool at run time
+    // (`type.not_bool`): removing it would remove the failure.
+    if od.opcode == Opcode::If && super::failure::op_may_fail(dfg, op) {
         return None;
     }
     let mut yielded: Option<Vec<Value>> = None;

@@ -1,16 +1,19 @@
 //! `dce`: dead-code elimination.
 //!
 //! 1. Op DCE, per flow: removes ops without effects whose results are all
-//!    unused: pure ops, and control ops (`if`, `switch`, `loop`,
-//!    `try_catch`) whose regions contain only pure ops. Works inside nested
-//!    regions too. Never removes an effectful op (LLM, tool, memory, io,
-//!    call), a terminator, or a control op containing one.
+//!    unused and that cannot fail: pure ops, and control ops (`if`,
+//!    `switch`, `loop`, `try_catch`) whose regions contain only pure ops.
+//!    Works inside nested regions too. Never removes an effectful op (LLM,
+//!    tool, memory, io, call), a terminator, a control op containing one,
+//!    or an op that may fail (`1 / n`, `xs[i]`, a cast, a `switch` without
+//!    `default`, ... — see `failure.rs`): its failure is observable.
 //! 2. Symbol DCE: removes flows, and agents, unreachable from any entry.
 //!    Entries are `entry` and `discoverable` flows, event-handler flows and
 //!    belief-initialiser flows; reachability follows `flow.call` callees. An agent named by a
 //!    constant `communicate` recipient is kept (with its reachable flows).
 //!    A module without any entry is a library: symbol DCE leaves it alone.
 
+use super::failure::FailingOps;
 use super::util::{erase_ops, Effects, FlowFacts};
 use super::{Changed, Pass};
 use crate::entity::{AgentId, Arena, FlowId};
@@ -54,25 +57,16 @@ impl Pass for Dce {
     }
 }
 
-/// A `switch` without a `default` fails (`switch.no_match`) when no case
-/// matches: removing it unused would turn a failing run into one that
-/// succeeds.
-fn may_fail(dfg: &crate::module::Dfg, op: crate::entity::Op) -> bool {
-    dfg.ops.get(op).is_some_and(|od| {
-        od.opcode == crate::Opcode::Switch
-            && !od
-                .regions
-                .iter()
-                .any(|&r| dfg.regions.get(r).is_some_and(|rd| rd.label == "default"))
-    })
-}
-
 /// Removes dead effect-free ops; returns how many.
 pub(crate) fn dce_flow(flow: &mut FlowData) -> u64 {
     let mut removed = 0;
     loop {
         let facts = FlowFacts::new(flow);
         let effects = Effects::new(&flow.dfg, &facts);
+        // Removing an op that may fail would turn a failing run (or `try`
+        // body) into one that succeeds. Computed once per round: an op that
+        // may fail is never dead, so nothing in the set is removed.
+        let failing = FailingOps::new(&flow.dfg, &facts.order);
         let mut counts: HashMap<_, usize> =
             facts.uses.iter().map(|(v, us)| (*v, us.len())).collect();
         let mut dead = Vec::new();
@@ -81,7 +75,7 @@ pub(crate) fn dce_flow(flow: &mut FlowData) -> u64 {
             let Some(od) = flow.dfg.ops.get(op) else {
                 continue;
             };
-            if od.opcode.is_terminator() || effects.has(op) || may_fail(&flow.dfg, op) {
+            if od.opcode.is_terminator() || effects.has(op) || failing.contains(op) {
                 continue;
             }
             if od

@@ -24,6 +24,7 @@ mod canonicalize;
 pub mod critical_path;
 mod cse;
 mod dce;
+mod failure;
 pub mod fuse_ask;
 mod manager;
 mod pipeline;

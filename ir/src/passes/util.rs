@@ -258,7 +258,7 @@ pub(crate) fn llm_call_count(m: &crate::Module) -> usize {
 }
 
 /// Erases the pure, region-free ops among `candidates` that the rewrites
-/// left without uses, and then their inputs in turn. Ops that were unused
+/// left without uses and that cannot fail, and then their inputs in turn. Ops that were unused
 /// before canonicalize are left to `dce`.
 pub(crate) fn erase_dead(flow: &mut FlowData, mut candidates: Vec<Op>) {
     if candidates.is_empty() {
@@ -277,6 +277,8 @@ pub(crate) fn erase_dead(flow: &mut FlowData, mut candidates: Vec<Op>) {
         };
         if erased.contains(&op)
             || !od.opcode.is_pure()
+            // Still observable when unused (issue 32, defect 1).
+            || super::failure::op_may_fail(&flow.dfg, op)
             || !od.regions.is_empty()
             || od
                 .results

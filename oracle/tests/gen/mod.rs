@@ -15,6 +15,8 @@ use proptest::prelude::*;
 
 /// Features that can be switched off because the VM does not agree with the
 /// documented semantics yet (owned by another branch); see docs/runtime.md.
+/// Pure ops that may fail (`/`, `%`, an index; used and unused, in and out
+/// of `try` bodies, in `main` only) are always generated.
 #[derive(Clone, Copy, Debug)]
 pub struct Features {
     /// Effects (print, memory, beliefs, effectful calls) inside `try`
@@ -75,8 +77,23 @@ pub enum Cond {
     Truthy(StrE),
 }
 
+/// A pure op that may fail (`arith.div_by_zero`, `index.out_of_range`),
+/// bound by `let`: unused (`let _fN = ...`, which no pass may drop) or
+/// added to the variables in scope.
+#[derive(Clone, Debug)]
+pub enum FailE {
+    /// `a / b`.
+    Div(NumE, NumE),
+    /// `a % b`.
+    Mod(NumE, NumE),
+    /// `[10, 20, ...][i]` with 1 to 3 items.
+    Index(u8, NumE),
+}
+
 #[derive(Clone, Debug)]
 pub enum Stmt {
+    /// `let` of a pure op that may fail; `true`: left unused.
+    Fail(FailE, bool),
     LetNum(NumE),
     LetStr(StrE),
     SetNum(u8, NumE),
@@ -179,17 +196,40 @@ fn cond() -> BoxedStrategy<Cond> {
     .boxed()
 }
 
+fn fail() -> BoxedStrategy<FailE> {
+    prop_oneof![
+        (num(1), num(1)).prop_map(|(a, b)| FailE::Div(a, b)),
+        (num(1), num(1)).prop_map(|(a, b)| FailE::Mod(a, b)),
+        (1u8..4, num(1)).prop_map(|(n, i)| FailE::Index(n, i)),
+    ]
+    .boxed()
+}
+
+/// Whether `stmts` hold a pure op that may fail (anywhere: nested bodies
+/// and handlers too, conservatively).
+pub fn may_fail(stmts: &[Stmt]) -> bool {
+    stmts.iter().any(|s| match s {
+        Stmt::Fail(..) => true,
+        Stmt::If(_, t, e) => may_fail(t) || may_fail(e),
+        Stmt::Loop(_, b) => may_fail(b),
+        Stmt::Try(b, _, h) => may_fail(b) || may_fail(h),
+        Stmt::Switch(_, arms, _) => arms.iter().any(|a| may_fail(a)),
+        _ => false,
+    })
+}
+
 fn stmts(depth: u32) -> BoxedStrategy<Vec<Stmt>> {
     let simple = prop_oneof![
-        num(2).prop_map(Stmt::LetNum),
-        text(2).prop_map(Stmt::LetStr),
-        (any::<u8>(), num(2)).prop_map(|(v, e)| Stmt::SetNum(v, e)),
-        (any::<u8>(), text(2)).prop_map(|(v, e)| Stmt::SetStr(v, e)),
-        (text(1), proptest::option::of(num(1))).prop_map(|(a, b)| Stmt::Print(a, b)),
-        (text(1), 0u8..3, proptest::option::of(0u8..3)).prop_map(|(v, t, k)| Stmt::Umem(v, t, k)),
-        (num(1), text(1)).prop_map(|(a, b)| Stmt::Belief(a, b)),
-        (cond(), text(1), num(1)).prop_map(|(c, s, n)| Stmt::Guard(c, s, n)),
-        (text(1), num(1)).prop_map(|(s, n)| Stmt::Return(s, n)),
+        2 => (fail(), any::<bool>()).prop_map(|(f, unused)| Stmt::Fail(f, unused)),
+        1 => num(2).prop_map(Stmt::LetNum),
+        1 => text(2).prop_map(Stmt::LetStr),
+        1 => (any::<u8>(), num(2)).prop_map(|(v, e)| Stmt::SetNum(v, e)),
+        1 => (any::<u8>(), text(2)).prop_map(|(v, e)| Stmt::SetStr(v, e)),
+        1 => (text(1), proptest::option::of(num(1))).prop_map(|(a, b)| Stmt::Print(a, b)),
+        1 => (text(1), 0u8..3, proptest::option::of(0u8..3)).prop_map(|(v, t, k)| Stmt::Umem(v, t, k)),
+        1 => (num(1), text(1)).prop_map(|(a, b)| Stmt::Belief(a, b)),
+        1 => (cond(), text(1), num(1)).prop_map(|(c, s, n)| Stmt::Guard(c, s, n)),
+        1 => (text(1), num(1)).prop_map(|(s, n)| Stmt::Return(s, n)),
     ];
     if depth == 0 {
         return proptest::collection::vec(simple, 0..4).boxed();
@@ -201,9 +241,17 @@ fn stmts(depth: u32) -> BoxedStrategy<Vec<Stmt>> {
         (
             inner.clone(),
             proptest::option::of(any::<u8>()),
-            inner.clone()
+            inner.clone(),
+            // An unused failing pure op somewhere in the body, often.
+            proptest::option::of((any::<u8>(), fail())),
         )
-            .prop_map(|(b, f, h)| Stmt::Try(b, f, h)),
+            .prop_map(|(mut b, f, h, pure)| {
+                if let Some((at, e)) = pure {
+                    let at = at as usize % (b.len() + 1);
+                    b.insert(at, Stmt::Fail(e, true));
+                }
+                Stmt::Try(b, f, h)
+            }),
         (text(1), proptest::collection::vec(inner, 1..4), text(1))
             .prop_map(|(s, arms, d)| Stmt::Switch(s, arms, d)),
     ];

@@ -223,6 +223,26 @@ impl Ctx {
                 self.line(&line);
             }
             Stmt::Print(..) | Stmt::Umem(..) | Stmt::Belief(..) => {}
+            // In `main` only: a failure in `step` or `B.work` would make
+            // every `try` body calling them one that may fail.
+            Stmt::Fail(f, unused) if self.which == Which::Main => {
+                let v = match f {
+                    FailE::Div(a, b) => format!("({} / {})", self.num(a), self.num(b)),
+                    FailE::Mod(a, b) => format!("({} % {})", self.num(a), self.num(b)),
+                    FailE::Index(n, i) => {
+                        let items: Vec<String> = (1..=*n).map(|k| (k * 10).to_string()).collect();
+                        format!("[{}][{}]", items.join(", "), self.num(i))
+                    }
+                };
+                let name = self.fresh();
+                if *unused {
+                    self.line(&format!("let _{name} = {v}"));
+                } else {
+                    self.line(&format!("let {name} = {v}"));
+                    self.vars.push((name, Ty::Num, true));
+                }
+            }
+            Stmt::Fail(..) => {}
             Stmt::If(c, t, e) => {
                 let c = self.cond(c);
                 self.line(&format!("if ({c}) {{"));
@@ -254,11 +274,18 @@ impl Ctx {
             }
             Stmt::Try(body, fails, handler) => {
                 self.line("try {");
+                // A pure op that may fail makes the body one that may fail:
+                // calls in it (the failing tool call too) are gated like
+                // those of a failing body, since the pure op may fail before
+                // they start.
+                let pure_fails = self.which == Which::Main && may_fail(body);
                 // Inside a failing body the nested failure is a call too.
-                let fails = fails.filter(|_| self.calls_ok());
+                let fails = fails.filter(|_| {
+                    self.calls_ok() && (!pure_fails || self.features.calls_in_failing_try)
+                });
                 let was = (self.in_try, self.in_failing_try);
                 self.in_try = true;
-                self.in_failing_try |= fails.is_some();
+                self.in_failing_try |= fails.is_some() || pure_fails;
                 let mark = self.vars.len();
                 self.indent += 1;
                 let at = fails.map(|f| f as usize % (body.len() + 1));

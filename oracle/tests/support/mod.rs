@@ -327,9 +327,38 @@ pub fn run_vm(
 
 /// Runs `source` on the oracle and on the VM at -O0, -O1 and -O2 with 1, 2
 /// and 8 workers; returns what the oracle observed at -O0, or the first
-/// disagreement, described. The nine VM runs go on threads of their own:
-/// a run spends most of its time waiting for wake-ups, not computing.
+/// disagreement, described.
 pub fn differences(source: &str, args: &[(String, Json)]) -> Result<Observed, String> {
+    let (expected, runs) = compare_runs(source, args)?;
+    for run in runs {
+        if let Some(diff) = run.diff {
+            return Err(format!("{:?}, {} workers: {diff}", run.level, run.workers));
+        }
+    }
+    Ok(expected)
+}
+
+/// One VM run compared with the oracle.
+pub struct RunDiff {
+    pub level: OptLevel,
+    pub workers: usize,
+    /// The oracle succeeded and the VM failed, or the other way round, or
+    /// both succeeded with different results.
+    pub outcome: bool,
+    /// The printed lines differ (not compared when both failed).
+    pub printed: bool,
+    /// Every differing field, described; `None` if the run agrees.
+    pub diff: Option<String>,
+}
+
+/// Runs `source` on the oracle and on the VM at -O0, -O1 and -O2 with 1, 2
+/// and 8 workers; returns what the oracle observed at -O0 and every VM
+/// run's comparison with it. The nine VM runs go on threads of their own:
+/// a run spends most of its time waiting for wake-ups, not computing.
+pub fn compare_runs(
+    source: &str,
+    args: &[(String, Json)],
+) -> Result<(Observed, Vec<RunDiff>), String> {
     let program = Program::load(source).map_err(|e| format!("does not check: {e}"))?;
     let lowered = compile_source(source)
         .map_err(|e| format!("does not compile: {e:?}"))?
@@ -358,15 +387,25 @@ pub fn differences(source: &str, args: &[(String, Json)]) -> Result<Observed, St
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    for (i, workers, got) in runs {
-        if let Some(diff) = describe(&expected[i], &got) {
-            return Err(format!("{:?}, {workers} workers: {diff}", levels[i].0));
-        }
-    }
-    expected
+    let diffs = runs
+        .into_iter()
+        .map(|(i, workers, got)| {
+            let want = &expected[i];
+            let both_failed = want.result.is_err() && got.result.is_err();
+            RunDiff {
+                level: levels[i].0,
+                workers,
+                outcome: want.result != got.result,
+                printed: !both_failed && want.printed != got.printed,
+                diff: describe(want, &got),
+            }
+        })
+        .collect();
+    let first = expected
         .into_iter()
         .next()
-        .ok_or_else(|| "no run".to_string())
+        .ok_or_else(|| "no run".to_string())?;
+    Ok((first, diffs))
 }
 
 /// The fields on which `oracle` and `vm` differ, or `None`.
