@@ -877,6 +877,24 @@ fn transport_error(e: &ureq::Error) -> (LlmErrorKind, String) {
         {
             (LlmErrorKind::Timeout, format!("timed out: {io}"))
         }
+        // What the server sent is not a valid HTTP reply (status line,
+        // headers, framing, text): named as the event transport names it.
+        ureq::Error::Protocol(p) => (
+            LlmErrorKind::InvalidResponse,
+            format!("malformed HTTP reply: {p}"),
+        ),
+        ureq::Error::Http(h) => (
+            LlmErrorKind::InvalidResponse,
+            format!("malformed HTTP reply: {h}"),
+        ),
+        ureq::Error::LargeResponseHeader(..) | ureq::Error::Decompress(..) => (
+            LlmErrorKind::InvalidResponse,
+            format!("malformed HTTP reply: {e}"),
+        ),
+        ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::InvalidData => (
+            LlmErrorKind::InvalidResponse,
+            format!("malformed HTTP reply: {io}"),
+        ),
         ureq::Error::HostNotFound => (LlmErrorKind::Connect, "host not found".into()),
         ureq::Error::ConnectionFailed => (LlmErrorKind::Connect, "connection failed".into()),
         other => (LlmErrorKind::Connect, format!("connection error: {other}")),
