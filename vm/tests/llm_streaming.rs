@@ -574,3 +574,31 @@ fn a_paced_mock_stream_arrives_over_time() {
         assert!(times.windows(2).all(|w| w[0] <= w[1]));
     }
 }
+
+#[test]
+fn an_empty_streamed_reply_is_rejected_like_a_null_whole_one() {
+    // Issue 32, defect 6: the stream was accepted as "" while the whole
+    // reply with `content: null` was rejected.
+    for transport in [HttpTransport::Auto, HttpTransport::Threads] {
+        let server = mock();
+        let mut o = options(&server, Protocol::OpenAi);
+        o.retry.max_retries = 0;
+        o.transport = transport;
+        server.push(MockReply::json(serde_json::json!({
+            "model": "m",
+            "choices": [{"finish_reason": "stop", "message": {"role": "assistant", "content": null}}]
+        })));
+        let whole = HttpBackend::new(o.clone())
+            .complete(&request(LlmOpKind::Ask, "x"), &CancelToken::new())
+            .expect_err("null content");
+        o.stream = true;
+        server.push(MockReply::Content(String::new()));
+        let streamed = HttpBackend::new(o)
+            .complete(&request(LlmOpKind::Ask, "x"), &CancelToken::new())
+            .expect_err("empty stream");
+        assert_eq!(whole.kind, LlmErrorKind::InvalidResponse, "{transport:?}");
+        assert_eq!(streamed.kind, whole.kind, "{transport:?}: {streamed}");
+        assert_eq!(server.request_count(), 2);
+        assert_eq!(server.last_request().expect("r").body["stream"], true);
+    }
+}

@@ -531,3 +531,51 @@ fn a_header_value_with_a_line_break_is_refused_alike_before_sending() {
         assert_eq!(server.request_count(), 0, "{transport:?}");
     }
 }
+
+/// One connection answered with `answer`, then closed.
+fn serve_once(answer: &'static [u8]) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind: {e}"));
+    let addr = listener
+        .local_addr()
+        .unwrap_or_else(|e| panic!("addr: {e}"));
+    std::thread::spawn(move || {
+        if let Ok((mut s, _)) = listener.accept() {
+            let mut buf = [0u8; 8192];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(answer);
+        }
+    });
+    format!("http://{addr}/v1")
+}
+
+#[test]
+fn both_transports_call_a_malformed_reply_invalid_response() {
+    // Issue 32, defect 5: these were `llm.invalid_response` on the event
+    // transport and `llm.connect` on the thread transport.
+    let malformed: [(&str, &[u8]); 4] = [
+        ("bad status line", b"HTTP/1.1 2x0 OK\r\ncontent-length: 2\r\n\r\n{}"),
+        (
+            "invalid UTF-8",
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 4\r\n\r\n\xff\xfe\xfd\xfc",
+        ),
+        ("negative content-length", b"HTTP/1.1 200 OK\r\ncontent-length: -5\r\n\r\n{}"),
+        (
+            "bad chunking",
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
+        ),
+    ];
+    for (what, answer) in malformed {
+        for transport in TRANSPORTS {
+            let b = local_backend(&serve_once(answer), transport, Duration::from_secs(10));
+            let e = b
+                .complete(&request(LlmOpKind::Ask, "hi"), &CancelToken::new())
+                .err()
+                .unwrap_or_else(|| panic!("{what} {transport:?}: must fail"));
+            assert_eq!(
+                e.kind,
+                LlmErrorKind::InvalidResponse,
+                "{what} {transport:?}: {e}"
+            );
+        }
+    }
+}

@@ -267,12 +267,18 @@ impl HttpCore {
 
     fn body(&self, p: &Prepared) -> Value {
         match self.opts.protocol {
-            Protocol::OpenAi => openai::body(
-                p,
-                self.opts.structured,
-                self.reasoning(&p.model),
-                self.opts.stream,
-            ),
+            Protocol::OpenAi => {
+                let mut b = openai::body(
+                    p,
+                    self.opts.structured,
+                    self.reasoning(&p.model),
+                    self.opts.stream,
+                );
+                if let (Some(choice), false) = (&self.opts.tool_choice, p.tools.is_empty()) {
+                    b["tool_choice"] = Value::String(choice.clone());
+                }
+                b
+            }
             Protocol::Anthropic => anthropic::body(p, self.opts.stream, self.opts.structured),
             Protocol::Ollama => ollama::body(p, self.opts.structured, self.opts.stream),
         }
@@ -877,6 +883,24 @@ fn transport_error(e: &ureq::Error) -> (LlmErrorKind, String) {
         {
             (LlmErrorKind::Timeout, format!("timed out: {io}"))
         }
+        // What the server sent is not a valid HTTP reply (status line,
+        // headers, framing, text): named as the event transport names it.
+        ureq::Error::Protocol(p) => (
+            LlmErrorKind::InvalidResponse,
+            format!("malformed HTTP reply: {p}"),
+        ),
+        ureq::Error::Http(h) => (
+            LlmErrorKind::InvalidResponse,
+            format!("malformed HTTP reply: {h}"),
+        ),
+        ureq::Error::LargeResponseHeader(..) | ureq::Error::Decompress(..) => (
+            LlmErrorKind::InvalidResponse,
+            format!("malformed HTTP reply: {e}"),
+        ),
+        ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::InvalidData => (
+            LlmErrorKind::InvalidResponse,
+            format!("malformed HTTP reply: {io}"),
+        ),
         ureq::Error::HostNotFound => (LlmErrorKind::Connect, "host not found".into()),
         ureq::Error::ConnectionFailed => (LlmErrorKind::Connect, "connection failed".into()),
         other => (LlmErrorKind::Connect, format!("connection error: {other}")),

@@ -117,6 +117,16 @@ impl StreamDecoder {
             text = self.refusal;
             finish_reason = "refusal".into();
         }
+        // As a whole reply with `content: null` and no tool calls: a
+        // stream that brought no text is not an answer (cut-off or
+        // filtered replies are judged by their finish reason instead).
+        if self.protocol == Protocol::OpenAi
+            && text.is_empty()
+            && self.calls.is_empty()
+            && super::openai::incomplete(&finish_reason).is_none()
+        {
+            return Err("the streamed reply has no text and no tool calls".into());
+        }
         Ok(Reply {
             text,
             usage: self.usage,
