@@ -126,9 +126,9 @@ fn percent_decode(s: &str) -> String {
 
 fn parse_header_list(v: &str, into: &mut Vec<(String, String)>) -> Result<(), OtlpConfigError> {
     for item in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let (k, val) = item
-            .split_once('=')
-            .ok_or_else(|| OtlpConfigError::BadHeader(item.split('=').next().unwrap_or("").into()))?;
+        let (k, val) = item.split_once('=').ok_or_else(|| {
+            OtlpConfigError::BadHeader(item.split('=').next().unwrap_or("").into())
+        })?;
         set_header(into, k.trim(), percent_decode(val.trim()));
     }
     Ok(())
@@ -188,7 +188,10 @@ impl OtlpSettings {
             };
             set_header(&mut headers, k, value);
         }
-        for k in ["OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"] {
+        for k in [
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+        ] {
             if let Some(v) = var(k) {
                 parse_header_list(&v, &mut headers)?;
             }
@@ -206,9 +209,7 @@ impl OtlpSettings {
             service_name: nonempty("OTEL_SERVICE_NAME")
                 .or_else(|| s.service_name.clone())
                 .unwrap_or_else(|| DEFAULT_SERVICE_NAME.to_string()),
-            timeout: s
-                .timeout_ms
-                .map_or(DEFAULT_TIMEOUT, Duration::from_millis),
+            timeout: s.timeout_ms.map_or(DEFAULT_TIMEOUT, Duration::from_millis),
         }))
     }
 }
@@ -252,7 +253,9 @@ mod tests {
             ("OTEL_EXPORTER_OTLP_HEADERS", "x-key=k2,other=a%20b"),
             ("OTEL_SERVICE_NAME", "svc"),
         ]);
-        let s = OtlpSettings::resolve(Some(&file), &e).expect("ok").expect("on");
+        let s = OtlpSettings::resolve(Some(&file), &e)
+            .expect("ok")
+            .expect("on");
         assert_eq!(s.traces_url, "http://env:4318/v1/traces");
         assert_eq!(
             s.headers,
@@ -266,7 +269,9 @@ mod tests {
             ("KEY", "k1"),
             ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://t:1/custom"),
         ]);
-        let s = OtlpSettings::resolve(Some(&file), &e).expect("ok").expect("on");
+        let s = OtlpSettings::resolve(Some(&file), &e)
+            .expect("ok")
+            .expect("on");
         assert_eq!(s.traces_url, "http://t:1/custom");
         let off = env(&[("KEY", "k1"), ("OTEL_SDK_DISABLED", "TRUE")]);
         assert_eq!(OtlpSettings::resolve(Some(&file), &off), Ok(None));

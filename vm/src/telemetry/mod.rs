@@ -8,8 +8,8 @@ pub mod otlp;
 mod text;
 
 pub use export::{
-    chrome_trace, event_json, event_json_named, input_messages, output_messages, write_chrome_trace,
-    write_jsonl, OP_CHAT, OP_EXECUTE_TOOL, OP_INVOKE_AGENT,
+    chrome_trace, event_json, event_json_named, input_messages, output_messages,
+    write_chrome_trace, write_jsonl, OP_CHAT, OP_EXECUTE_TOOL, OP_INVOKE_AGENT,
 };
 pub use text::{
     prompt_messages, truncate, MessageRecord, OpDetail, TextPolicy, DEFAULT_TEXT_LIMIT,

@@ -308,7 +308,11 @@ pub fn op_spans(cx: &RunContext, e: &OpEvent, flow: &str, agent: &str) -> Vec<Sp
             ("ais.llm.attempts", (l.attempts.len().max(1) as u64).into()),
             (
                 "ais.llm.retries",
-                (l.attempts.iter().filter(|a| a.retry_in_ms.is_some()).count() as u64).into(),
+                (l.attempts
+                    .iter()
+                    .filter(|a| a.retry_in_ms.is_some())
+                    .count() as u64)
+                    .into(),
             ),
         ]);
         if let Some(r) = &l.finish_reason {
@@ -350,7 +354,10 @@ pub fn op_spans(cx: &RunContext, e: &OpEvent, flow: &str, agent: &str) -> Vec<Sp
                 attrs.push(("error.type", err.as_str().into()));
             }
             if let Some(r) = &a.finish_reason {
-                attrs.push(("gen_ai.response.finish_reasons", Attr::StrArray(vec![r.clone()])));
+                attrs.push((
+                    "gen_ai.response.finish_reasons",
+                    Attr::StrArray(vec![r.clone()]),
+                ));
             }
             if let Some(turn) = a.turn {
                 attrs.push(("ais.turn", turn.into()));
@@ -368,7 +375,12 @@ pub fn op_spans(cx: &RunContext, e: &OpEvent, flow: &str, agent: &str) -> Vec<Sp
         }
         for (i, c) in l.tool_calls.iter().enumerate() {
             let mut ts = cx.span(
-                span_id(cx.salt, IdKind::ToolCall, e.frame, (u64::from(e.op) << 20) | i as u64),
+                span_id(
+                    cx.salt,
+                    IdKind::ToolCall,
+                    e.frame,
+                    (u64::from(e.op) << 20) | i as u64,
+                ),
                 Some(id),
                 format!("{OP_EXECUTE_TOOL} {}", c.tool),
                 SpanKind::Internal,
@@ -516,9 +528,7 @@ pub fn invocation_spans(
             s.error = Some("an op failed".to_string());
         }
         if root {
-            s.end_unix_ns = s
-                .end_unix_ns
-                .max(cx.at((summary.makespan_ms * 1e6) as u64));
+            s.end_unix_ns = s.end_unix_ns.max(cx.at((summary.makespan_ms * 1e6) as u64));
             s.attributes.extend([
                 (
                     "ais.run.outcome",

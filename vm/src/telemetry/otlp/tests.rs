@@ -108,10 +108,19 @@ fn an_llm_call_is_one_client_span_over_its_attempts_with_the_spec_names() {
     assert_eq!(chat.parent, Some(c.invocation_span(0)));
     assert_eq!(out[1].parent, Some(chat.span_id));
     assert_eq!(out[0].parent, Some(c.invocation_span(0)));
-    assert_eq!(chat.attr("gen_ai.operation.name"), Some(&Attr::from("chat")));
-    assert_eq!(chat.attr("gen_ai.provider.name"), Some(&Attr::from("openai")));
+    assert_eq!(
+        chat.attr("gen_ai.operation.name"),
+        Some(&Attr::from("chat"))
+    );
+    assert_eq!(
+        chat.attr("gen_ai.provider.name"),
+        Some(&Attr::from("openai"))
+    );
     assert_eq!(chat.attr("ais.backend"), Some(&Attr::from("priced")));
-    assert_eq!(chat.attr("gen_ai.request.model"), Some(&Attr::from("gpt-x")));
+    assert_eq!(
+        chat.attr("gen_ai.request.model"),
+        Some(&Attr::from("gpt-x"))
+    );
     assert_eq!(chat.attr("gen_ai.usage.input_tokens"), Some(&Attr::Int(11)));
     assert_eq!(chat.attr("gen_ai.usage.output_tokens"), Some(&Attr::Int(5)));
     assert_eq!(
@@ -179,7 +188,13 @@ fn tool_ops_pauses_and_plain_ops_are_told_apart() {
     assert_eq!(s[0].attr("ais.paused"), Some(&Attr::Bool(true)));
 
     // Pure ops and cancelled calls are not exported as they happen.
-    assert!(!spans::exported(&event(4, 3, ENTRY, Track::Worker(0), (1, 1, 2))));
+    assert!(!spans::exported(&event(
+        4,
+        3,
+        ENTRY,
+        Track::Worker(0),
+        (1, 1, 2)
+    )));
     let mut cancelled = event(4, 4, ENTRY, Track::Llm(0), (1, 1, 1));
     cancelled.status = Status::Cancelled;
     assert!(!spans::exported(&cancelled));
@@ -223,7 +238,10 @@ fn flow_calls_nest_by_caller_and_cover_their_callees() {
     assert_eq!(by(6).parent, Some(c.invocation_span(0)));
     assert_eq!(by(9).parent, Some(c.invocation_span(5)));
     assert_eq!(by(9).name, "invoke_agent Agent0");
-    assert_eq!(by(9).attr("gen_ai.operation.name"), Some(&Attr::from("invoke_agent")));
+    assert_eq!(
+        by(9).attr("gen_ai.operation.name"),
+        Some(&Attr::from("invoke_agent"))
+    );
     // 9's ops end at 90: its caller 5 covers them though its own end at 4.
     assert_eq!(by(9).end_unix_ns, c.base_unix_ns + 90);
     assert_eq!(by(5).end_unix_ns, c.base_unix_ns + 90);
@@ -240,11 +258,16 @@ fn a_run_is_one_trace_in_every_process_and_attempts_do_not_collide() {
     assert_eq!(spans::trace_id("r-7"), spans::trace_id("r-7"));
     assert_ne!(spans::trace_id("r-7"), spans::trace_id("r-8"));
     let a = cx(false);
-    let b = RunContext { salt: 8, ..cx(false) };
+    let b = RunContext {
+        salt: 8,
+        ..cx(false)
+    };
     assert_eq!(a.trace_id, b.trace_id);
     assert_ne!(a.invocation_span(0), b.invocation_span(0));
     // Sampling by trace id: all or nothing at the ends, about half at 0.5.
-    let ids: Vec<[u8; 16]> = (0..400).map(|i| spans::trace_id(&format!("r{i}"))).collect();
+    let ids: Vec<[u8; 16]> = (0..400)
+        .map(|i| spans::trace_id(&format!("r{i}")))
+        .collect();
     assert!(ids.iter().all(|t| spans::sampled(t, 1.0)));
     assert!(!ids.iter().any(|t| spans::sampled(t, 0.0)));
     let half = ids.iter().filter(|t| spans::sampled(t, 0.5)).count();
