@@ -228,7 +228,8 @@ fn text(b: &[u8]) -> String {
 }
 
 fn any_value(b: &[u8]) -> Result<Json, String> {
-    for (f, w) in fields(b)? {
+    // The value is the oneof's one field.
+    if let Some((f, w)) = fields(b)?.into_iter().next() {
         return Ok(match (f, w) {
             (1, Wire::Bytes(s)) => json!(text(s)),
             (2, Wire::Varint(v)) => json!(v != 0),
