@@ -573,9 +573,10 @@ pub struct PreparedRun {
     pub notes: Vec<String>,
     pub backend: Arc<dyn ais_vm::llm::LlmBackend>,
     /// This attempt's telemetry, streamed to the memory directory as the
-    /// run goes (`None`: `:memory:`, or the file could not be started);
-    /// the edge calls `finish` with the report.
-    pub telemetry: Option<Arc<super::report::keep::Keeper>>,
+    /// run goes (`None`: `:memory:`, or the file could not be started),
+    /// and its OpenTelemetry trace when export is configured; the edge
+    /// calls `finish` with the report.
+    pub telemetry: Option<super::report::otlp::RunTelemetry>,
 }
 
 /// Builds a run the same way for `aisc run`, `aisc resume` and `aisc
@@ -664,6 +665,7 @@ pub fn prepare_run(
         .source
         .as_ref()
         .map_or_else(|| "(artifact)".to_string(), |(n, _)| n.clone());
+    let resumed = resume.is_some();
     options.journal = match resume {
         Some(j) => Some(j),
         None => Some(
@@ -678,7 +680,12 @@ pub fn prepare_run(
             .map_err(SetupError::Other)?,
         ),
     };
-    let telemetry = keep_telemetry(&run.memory, &mut options);
+    let telemetry = super::report::otlp::with_trace(
+        keep_telemetry(&run.memory, &mut options),
+        &settings.config,
+        &mut options,
+        resumed,
+    );
     Ok(PreparedRun {
         options,
         host,
@@ -788,6 +795,7 @@ pub fn run_loaded(
     if let Some(k) = &telemetry {
         k.finish(&loaded.program, &report);
     }
+    super::report::otlp::flush(telemetry.as_ref());
     let code = match &report.outcome {
         Ok(value) => {
             let text = match value {

@@ -139,6 +139,7 @@ mod tests {
             op: 1,
             opcode: ais_ir::Opcode::Ask,
             agent: 0,
+            invocation: Default::default(),
             track: Track::Llm(0),
             worker: 0,
             ready_ns: 0,

@@ -5,7 +5,7 @@
 //! `$AIS_NPM_DIR`, so those two are `#[ignore = "needs chromium and node:
 //! run ./test"]`; `./test` installs both and runs them).
 
-use serde_json::Value as Json;
+use serde_json::{json, Value as Json};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -98,33 +98,37 @@ fn llm_events_carry_prompt_reply_finish_reason_backend_and_cost() {
         .iter()
         .find(|e| e["flow"] == "Coordinator.main" && e["op"] == 1)
         .expect("the first ask");
-    let prompt = first["gen_ai.prompt"].as_array().expect("prompt messages");
+    // The OpenTelemetry GenAI names (docs/telemetry.md).
+    assert_eq!(first["gen_ai.operation.name"], "chat");
+    let prompt = first["gen_ai.input.messages"]
+        .as_array()
+        .expect("prompt messages");
     assert_eq!(prompt[0]["role"], "system");
     assert_eq!(prompt[1]["role"], "user");
-    assert!(prompt[1]["text"]
+    assert!(prompt[1]["parts"][0]["content"]
         .as_str()
         .expect("present")
         .contains("Rewrite this research topic as one precise question that names the scope and the time frame: sodium batteries"));
-    assert!(first["gen_ai.completion"]
+    assert!(first["gen_ai.output.messages"][0]["parts"][0]["content"]
         .as_str()
         .expect("present")
         .starts_with("[simulated ask"));
-    assert_eq!(first["gen_ai.response.finish_reason"], "stop");
-    assert_eq!(first["gen_ai.system"], "priced");
+    assert_eq!(first["gen_ai.response.finish_reasons"], json!(["stop"]));
+    assert_eq!(first["gen_ai.provider.name"], "priced");
     let tokens_in = first["gen_ai.usage.input_tokens"]
         .as_f64()
         .expect("present");
     let tokens_out = first["gen_ai.usage.output_tokens"]
         .as_f64()
         .expect("present");
-    let cost = first["gen_ai.usage.cost_usd"].as_f64().expect("present");
+    let cost = first["cost_usd"].as_f64().expect("present");
     let expected = (tokens_in * 2.0 + tokens_out * 8.0) / 1e6;
     assert!((cost - expected).abs() < 2e-6, "{cost} vs {expected}");
     let summary = evs.last().expect("present");
     assert_eq!(summary["type"], "summary");
     let total: f64 = asks
         .iter()
-        .map(|e| e["gen_ai.usage.cost_usd"].as_f64().expect("present"))
+        .map(|e| e["cost_usd"].as_f64().expect("present"))
         .sum();
     assert!(summary["cost_usd"].as_f64().expect("present") > 0.0);
     assert!((summary["cost_usd"].as_f64().expect("present") - total).abs() < 1e-9);
@@ -142,13 +146,12 @@ fn llm_events_carry_prompt_reply_finish_reason_backend_and_cost() {
         .filter(|e| e["ph"] == "b" && e["cat"] == "llm")
         .collect();
     assert_eq!(begins.len(), 5);
-    assert!(begins.iter().all(|e| e["args"]["gen_ai.prompt"].is_array()
-        && e["args"]["gen_ai.completion"].is_string()
-        && e["args"]["gen_ai.usage.cost_usd"]
-            .as_f64()
-            .expect("present")
-            > 0.0
-        && e["args"]["gen_ai.response.finish_reason"] == "stop"));
+    assert!(begins
+        .iter()
+        .all(|e| e["args"]["gen_ai.input.messages"].is_array()
+            && e["args"]["gen_ai.output.messages"].is_array()
+            && e["args"]["cost_usd"].as_f64().expect("present") > 0.0
+            && e["args"]["gen_ai.response.finish_reasons"] == json!(["stop"])));
 }
 
 #[test]
@@ -230,7 +233,9 @@ fn texts_are_cut_at_the_limit_and_left_out_with_redact() {
     ok(&o);
     let evs = events(&dir.path().join("cut.jsonl"));
     let ask = evs.iter().find(|e| e["opcode"] == "ask").expect("present");
-    let user = ask["gen_ai.prompt"][1]["text"].as_str().expect("present");
+    let user = ask["gen_ai.input.messages"][1]["parts"][0]["content"]
+        .as_str()
+        .expect("present");
     assert!(user.starts_with("Rewrite this research topic as one prec"));
     assert!(user.contains("[truncated: "), "{user}");
     assert!(!user.contains(&"x".repeat(41)));
@@ -262,7 +267,9 @@ fn texts_are_cut_at_the_limit_and_left_out_with_redact() {
         let text = std::fs::read_to_string(dir.path().join(f)).expect("present");
         assert!(!text.contains("SECRETTICKER"), "{f} keeps a redacted text");
         assert!(!text.contains("\"arguments\""), "{f}");
-        assert!(!text.contains("gen_ai.prompt") && !text.contains("gen_ai.completion"));
+        assert!(
+            !text.contains("gen_ai.input.messages") && !text.contains("gen_ai.output.messages")
+        );
     }
     let evs = events(&dir.path().join("red.jsonl"));
     assert!(evs.iter().any(|e| e["tool"] == "echo"), "tool names stay");

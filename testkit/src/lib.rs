@@ -19,6 +19,7 @@ pub mod golden;
 pub mod host;
 pub mod llm;
 pub mod mock;
+pub mod otlp;
 pub mod pg;
 
 /// The plan compiler `aisc run` uses (the product's, not a double): VM tests of

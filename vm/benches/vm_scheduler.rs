@@ -11,8 +11,12 @@
 //! Prints a Markdown table. `VM_BENCH_QUICK=1` runs fewer repetitions;
 //! `VM_BENCH_REPS=n` runs exactly `n`; `VM_BENCH_WORKERS=n` runs only that
 //! worker count; `VM_BENCH_RECORD=on|off` only that events setting;
-//! `VM_BENCH_POLICY=off` turns information-flow labels off.
-//! The last three make instruction counts comparable under
+//! `VM_BENCH_POLICY=off` turns information-flow labels off;
+//! `VM_BENCH_OTLP=down|slow|noop` exports each run's OpenTelemetry trace
+//! to a collector that refuses connections (`down`) or takes requests and
+//! never answers (`slow`), or only adds an observer that does nothing
+//! (`noop`, what `aisc run` always has: its kept telemetry) (docs/telemetry.md).
+//! The last four make instruction counts comparable under
 //! `valgrind --tool=cachegrind` (docs/security.md, "Cost").
 #![allow(clippy::unwrap_used)]
 
@@ -131,10 +135,82 @@ fn stats(mut xs: Vec<f64>) -> Stats {
     }
 }
 
+/// What `VM_BENCH_OTLP` asks for: the pipeline runs export through.
+enum Export {
+    Off,
+    Noop,
+    To(Arc<ais_vm::telemetry::otlp::Pipeline>),
+}
+
+struct Noop;
+impl ais_vm::observe::RunObserver for Noop {}
+
+fn export() -> Export {
+    use ais_vm::telemetry::otlp::{OtlpSettings, Pipeline};
+    let mode = std::env::var("VM_BENCH_OTLP").unwrap_or_default();
+    let url = match mode.as_str() {
+        "noop" => return Export::Noop,
+        // A port nothing listens on.
+        "down" => {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            format!("http://{}/v1/traces", l.local_addr().unwrap())
+        }
+        // Connections accepted and never answered.
+        "slow" => {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let url = format!("http://{}/v1/traces", l.local_addr().unwrap());
+            std::thread::spawn(move || {
+                let mut held = Vec::new();
+                for c in l.incoming() {
+                    held.push(c);
+                }
+            });
+            url
+        }
+        _ => return Export::Off,
+    };
+    Export::To(
+        Pipeline::start(OtlpSettings {
+            traces_url: url,
+            headers: Vec::new(),
+            capture_content: false,
+            sample_ratio: 1.0,
+            queue_size: 2048,
+            service_name: "bench".into(),
+            timeout: Duration::from_secs(600),
+        })
+        .unwrap(),
+    )
+}
+
 fn run(p: &Program, o: &RunOptions, backend: Arc<FakeBackend>) -> ais_vm::RunReport {
-    let r = ais_vm::run(p, o, backend, Arc::new(MemoryHost::new()));
-    assert!(r.outcome.is_ok(), "{:?}", r.outcome);
-    r
+    thread_local!(static EXPORT: Export = export());
+    EXPORT.with(|x| {
+        let mut o = o.clone();
+        let trace = match x {
+            Export::Off => None,
+            Export::Noop => {
+                o.observer = Some(ais_vm::observe::Observer(Arc::new(Noop)));
+                None
+            }
+            Export::To(pipeline) => {
+                let t = Arc::new(ais_vm::telemetry::otlp::RunTrace::new(
+                    pipeline.clone(),
+                    "bench",
+                    false,
+                    Default::default(),
+                ));
+                o.observer = Some(ais_vm::observe::Observer(t.clone()));
+                Some(t)
+            }
+        };
+        let r = ais_vm::run(p, &o, backend, Arc::new(MemoryHost::new()));
+        assert!(r.outcome.is_ok(), "{:?}", r.outcome);
+        if let Some(t) = trace {
+            t.finish_report(p, &r);
+        }
+        r
+    })
 }
 
 fn main() {

@@ -102,6 +102,8 @@ pub(crate) struct Frame<'r> {
     pub tail_ms: u64,
     /// Call depth (entry = 0).
     pub depth: u32,
+    /// The flow call it belongs to, for telemetry.
+    pub invocation: crate::telemetry::Invocation,
     /// The run's live-frame count, released when the frame is dropped.
     frames: &'r FrameCount,
     /// The buffer of the innermost `try` body this frame belongs to
@@ -127,6 +129,16 @@ impl<'r> Frame<'r> {
         let slots = (0..code.n_slots()).map(|_| OnceLock::new()).collect();
         let labels = (0..code.n_slots()).map(|_| AtomicU64::new(0)).collect();
         let pending = code.pending.iter().map(|&p| AtomicU32::new(p)).collect();
+        let invocation = match &owner {
+            None => crate::telemetry::Invocation { id, caller: None },
+            Some(o) if matches!(o.role, Role::Call | Role::Handler | Role::Plan) => {
+                crate::telemetry::Invocation {
+                    id,
+                    caller: Some(o.frame.invocation.id),
+                }
+            }
+            Some(o) => o.frame.invocation,
+        };
         Frame {
             id,
             flow,
@@ -147,6 +159,7 @@ impl<'r> Frame<'r> {
             next_iter: Mutex::new(None),
             tail_ms,
             depth,
+            invocation,
             frames,
             tx,
         }

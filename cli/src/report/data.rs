@@ -145,13 +145,71 @@ fn parse(text: &str) -> Result<(Vec<Event>, Option<Event>), String> {
         let Json::Object(m) = v else { continue };
         match m.get("type").and_then(Json::as_str) {
             Some("summary") => summary = Some(m),
-            Some("op") => events.push(m),
+            Some("op") => events.push(upgrade(m)),
             _ => {}
         }
     }
     // Streamed in the order ops finished; the report reads them by start.
     events.sort_by_key(|e| e.get("start_ns").and_then(Json::as_u64).unwrap_or(0));
     Ok((events, summary))
+}
+
+/// An op line written before the names followed the OpenTelemetry GenAI
+/// conventions, renamed to today's (`docs/telemetry.md` has the table),
+/// so that the report reads one set of names.
+fn upgrade(mut m: Event) -> Event {
+    for (old, new) in [
+        ("gen_ai.system", "gen_ai.provider.name"),
+        ("gen_ai.usage.cost_usd", "cost_usd"),
+        ("gen_ai.simulated", "simulated"),
+        ("gen_ai.attempts", "attempts"),
+        ("gen_ai.tool_calls", "tool_calls"),
+    ] {
+        if let Some(v) = m.remove(old) {
+            m.entry(new).or_insert(v);
+        }
+    }
+    if let Some(r) = m.remove("gen_ai.response.finish_reason") {
+        m.entry("gen_ai.response.finish_reasons")
+            .or_insert_with(|| json!([r]));
+    }
+    if let Some(Json::Array(prompt)) = m.remove("gen_ai.prompt") {
+        let msgs: Vec<ais_vm::telemetry::MessageRecord> = prompt
+            .into_iter()
+            .filter_map(|p| serde_json::from_value(p).ok())
+            .collect();
+        m.entry("gen_ai.input.messages")
+            .or_insert_with(|| ais_vm::telemetry::input_messages(&msgs));
+    }
+    if let Some(Json::String(reply)) = m.remove("gen_ai.completion") {
+        let reason = m
+            .get("gen_ai.response.finish_reasons")
+            .and_then(|r| r.get(0))
+            .and_then(Json::as_str)
+            .map(str::to_string);
+        m.entry("gen_ai.output.messages")
+            .or_insert_with(|| ais_vm::telemetry::output_messages(&reply, reason.as_deref()));
+    }
+    // The op's kind (`ask`, `think`, ...) was the operation name; it is
+    // the `opcode` field, and an LLM call's operation is `chat`.
+    let was_kind = m
+        .get("gen_ai.operation.name")
+        .and_then(Json::as_str)
+        .is_some_and(|o| {
+            ![
+                ais_vm::telemetry::OP_CHAT,
+                ais_vm::telemetry::OP_EXECUTE_TOOL,
+                ais_vm::telemetry::OP_INVOKE_AGENT,
+            ]
+            .contains(&o)
+        });
+    if was_kind {
+        m.insert(
+            "gen_ai.operation.name".into(),
+            json!(ais_vm::telemetry::OP_CHAT),
+        );
+    }
+    m
 }
 
 /// What a summary would say, from the events alone (telemetry that stops
@@ -169,11 +227,11 @@ fn derived_summary(events: &[Map<String, Json>]) -> Map<String, Json> {
     let sum = |k: &str| ran.iter().map(|e| u(e, k)).sum::<u64>();
     let cost: f64 = ran
         .iter()
-        .filter_map(|e| e.get("gen_ai.usage.cost_usd").and_then(Json::as_f64))
+        .filter_map(|e| e.get("cost_usd").and_then(Json::as_f64))
         .sum();
     let retries: usize = ran
         .iter()
-        .filter_map(|e| e.get("gen_ai.attempts").and_then(Json::as_array))
+        .filter_map(|e| e.get("attempts").and_then(Json::as_array))
         .map(|a| a.len().saturating_sub(1))
         .sum();
     let mut m = Map::new();
@@ -487,6 +545,33 @@ pub fn totals(summary: &Map<String, Json>, events: &[Map<String, Json>], path: &
 
 #[cfg(test)]
 mod parse_tests {
+    use serde_json::json;
+
+    #[test]
+    fn lines_with_the_names_before_the_genai_conventions_load_under_todays() {
+        let old = r#"{"type":"op","op":0,"start_ns":1,"gen_ai.operation.name":"ask","gen_ai.system":"sim","gen_ai.request.model":"m","gen_ai.usage.cost_usd":0.5,"gen_ai.simulated":true,"gen_ai.response.finish_reason":"stop","gen_ai.prompt":[{"role":"user","text":"hi"}],"gen_ai.completion":"yo","gen_ai.attempts":[{},{}],"gen_ai.tool_calls":[]}"#;
+        let (events, _) = super::parse(&format!("{old}\n")).expect("parses");
+        let e = &events[0];
+        assert_eq!(e["gen_ai.operation.name"], "chat");
+        assert_eq!(e["gen_ai.provider.name"], "sim");
+        assert_eq!(e["gen_ai.request.model"], "m");
+        assert_eq!(e["cost_usd"], 0.5);
+        assert_eq!(e["simulated"], true);
+        assert_eq!(e["gen_ai.response.finish_reasons"], json!(["stop"]));
+        assert_eq!(
+            e["gen_ai.input.messages"],
+            json!([{"role": "user", "parts": [{"type": "text", "content": "hi"}]}])
+        );
+        assert_eq!(e["gen_ai.output.messages"][0]["parts"][0]["content"], "yo");
+        assert_eq!(e["gen_ai.output.messages"][0]["finish_reason"], "stop");
+        assert_eq!(e["attempts"].as_array().map(Vec::len), Some(2));
+        assert!(e.keys().all(
+            |k| !["gen_ai.system", "gen_ai.prompt", "gen_ai.completion"].contains(&k.as_str())
+        ));
+        // The totals read the new names.
+        assert_eq!(super::derived_summary(&events)["cost_usd"], 0.5);
+        assert_eq!(super::derived_summary(&events)["llm_retries"], 1);
+    }
 
     #[test]
     fn a_file_from_before_attempts_loads_whole() {

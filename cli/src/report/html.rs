@@ -220,19 +220,21 @@ const JS: &str = r#"
     row(t,'track',ev.track);
     row(t,'duration',((ev.end_ns-ev.start_ns)/1e6).toFixed(3)+' ms (waited '+(ev.queue_wait_ns/1e6).toFixed(3)+' ms)');
     row(t,'agent',ev.agent);
-    row(t,'backend',ev['gen_ai.system']);
+    row(t,'backend',ev['gen_ai.provider.name']);
     row(t,'model',ev['gen_ai.request.model']);
-    row(t,'finish reason',ev['gen_ai.response.finish_reason']);
+    var fr=ev['gen_ai.response.finish_reasons']; if(fr){row(t,'finish reason',fr.join(', '));}
     if(ev['gen_ai.usage.input_tokens']!==undefined){row(t,'tokens',ev['gen_ai.usage.input_tokens']+' in / '+ev['gen_ai.usage.output_tokens']+' out');}
-    if(ev['gen_ai.usage.cost_usd']!==undefined){row(t,'cost','$'+Number(ev['gen_ai.usage.cost_usd']).toFixed(6));}
-    var att=ev['gen_ai.attempts']; if(att&&att.length>1){row(t,'attempts',att.length);}
+    if(ev.cost_usd!==undefined){row(t,'cost','$'+Number(ev.cost_usd).toFixed(6));}
+    var att=ev.attempts; if(att&&att.length>1){row(t,'attempts',att.length);}
     row(t,'tool',ev.tool);
     box.appendChild(t);
     if(ev.arguments){box.appendChild(el('div','arguments','role')); box.appendChild(el('pre',ev.arguments,'args'));}
-    var p=ev['gen_ai.prompt'];
-    if(p&&p.length){box.appendChild(el('h3','Prompt')); p.forEach(function(m){box.appendChild(el('div',m.role,'role')); box.appendChild(el('pre',m.text,'prompt'));});}
-    if(ev['gen_ai.completion']!==undefined){box.appendChild(el('h3','Reply')); box.appendChild(el('pre',ev['gen_ai.completion'],'reply'));}
-    var tc=ev['gen_ai.tool_calls'];
+    function text(m){return (m.parts||[]).map(function(p){return p.content;}).join('\n');}
+    var p=ev['gen_ai.input.messages'];
+    if(p&&p.length){box.appendChild(el('h3','Prompt')); p.forEach(function(m){box.appendChild(el('div',m.role,'role')); box.appendChild(el('pre',text(m),'prompt'));});}
+    var o=ev['gen_ai.output.messages'];
+    if(o&&o.length){box.appendChild(el('h3','Reply')); box.appendChild(el('pre',text(o[0]),'reply'));}
+    var tc=ev.tool_calls;
     if(tc&&tc.length){box.appendChild(el('h3','Tool calls')); tc.forEach(function(c){box.appendChild(el('div','turn '+c.turn+' · '+c.tool+' · '+c.status+(c.code?' ('+c.code+')':''),'role')); if(c.arguments){box.appendChild(el('pre',c.arguments,'args'));}});}
     return box;
   }

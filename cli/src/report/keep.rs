@@ -416,6 +416,7 @@ mod tests {
             op,
             opcode,
             agent: 0,
+            invocation: Default::default(),
             track,
             worker: 0,
             ready_ns: 1,

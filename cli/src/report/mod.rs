@@ -7,6 +7,7 @@ pub mod data;
 mod html;
 pub mod keep;
 mod layout;
+pub mod otlp;
 mod svg;
 
 use super::aam::MemoryArgs;

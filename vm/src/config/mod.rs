@@ -29,6 +29,7 @@ mod load;
 mod resolve;
 pub mod schema;
 mod show;
+pub mod telemetry;
 
 pub use backend::{BackendConfig, HeaderValue, Origin, MAX_RETRIES};
 pub use error::{ConfigError, InFile};

@@ -30,6 +30,8 @@ pub struct Config {
     pub limits: Limits,
     /// `[telemetry]`: text kept in run events (secrets are the edge's to add).
     pub telemetry: crate::telemetry::TextPolicy,
+    /// `[telemetry.otlp]`: trace export (`super::telemetry`).
+    pub otlp: Option<super::telemetry::OtlpSection>,
     /// The AAM's sections (`crate::aam::config::AamConfig::from_config`).
     pub aam: AamSections,
     /// `[policy]`: the information-flow policy (`crate::ifc`).
@@ -186,6 +188,7 @@ impl Config {
             max_tokens,
             limits,
             telemetry,
+            otlp: file.telemetry.otlp,
             aam,
             policy: file.policy.unwrap_or_default(),
         })
@@ -208,6 +211,7 @@ impl Config {
             max_tokens: OpLimits::default(),
             limits: Limits::default(),
             telemetry: crate::telemetry::TextPolicy::default(),
+            otlp: None,
             aam: AamSections::default(),
             policy: ais_ir::ifc::FlowPolicy::default(),
         }

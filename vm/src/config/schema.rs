@@ -66,6 +66,7 @@ pub(crate) struct FileLimits {
 pub(crate) struct FileTelemetry {
     pub(crate) text_limit: Option<Spanned<i64>>,
     pub(crate) redact: Option<bool>,
+    pub(crate) otlp: Option<super::telemetry::OtlpSection>,
 }
 
 #[derive(Debug, Default, Deserialize)]

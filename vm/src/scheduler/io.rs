@@ -202,6 +202,7 @@ impl Call<'_> {
             op: self.op,
             opcode: instr.opcode,
             agent: self.frame.agent,
+            invocation: self.frame.invocation,
             track: self.track,
             worker: self.worker,
             ready_ns: self.ready_ns,

@@ -330,6 +330,7 @@ impl<'r> Run<'r> {
         let end = self.now();
         cx.busy_ns += end - start;
         let (id, flow, agent, region) = (frame.id, frame.flow_id(), frame.agent, frame.region);
+        let invocation = frame.invocation;
         let mut next = None;
         let mut error = None;
         let status = match r {
@@ -360,6 +361,7 @@ impl<'r> Run<'r> {
                 op,
                 opcode: instr.opcode,
                 agent,
+                invocation,
                 track: Track::Worker(cx.id),
                 worker: cx.id,
                 ready_ns,

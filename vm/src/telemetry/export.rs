@@ -15,13 +15,13 @@ fn status(s: Status) -> &'static str {
     }
 }
 
-fn agent_name(p: &Program, a: u32) -> &str {
+pub(super) fn agent_name(p: &Program, a: u32) -> &str {
     p.agents.get(a as usize).map_or("?", |a| a.name.as_str())
 }
 
 /// A flow's name by its id in telemetry: the program's own, then the
 /// flows of inner plans linked during the run.
-fn flow_label(p: &Program, summary: &RunSummary, id: u32) -> String {
+pub(super) fn flow_label(p: &Program, summary: &RunSummary, id: u32) -> String {
     let own = p.flows.len();
     match (id as usize).checked_sub(own) {
         Some(k) => summary
@@ -41,9 +41,10 @@ fn track_name(t: Track) -> String {
     }
 }
 
-/// One op event as the JSON object of the JSONL export. LLM calls carry
-/// OpenTelemetry GenAI attribute names (`gen_ai.operation.name`,
-/// `gen_ai.request.model`, `gen_ai.usage.input_tokens`, ...).
+/// One op event as the JSON object of the JSONL export. LLM and tool calls
+/// carry OpenTelemetry GenAI attribute names (`gen_ai.operation.name`,
+/// `gen_ai.provider.name`, `gen_ai.request.model`,
+/// `gen_ai.usage.input_tokens`, ...; `docs/telemetry.md`).
 pub fn event_json(program: &Program, summary: &RunSummary, e: &OpEvent) -> Map<String, Json> {
     let flow = flow_label(program, summary, e.flow);
     event_json_named(&flow, agent_name(program, e.agent), e)
@@ -69,16 +70,22 @@ pub fn event_json_named(flow: &str, agent: &str, e: &OpEvent) -> Map<String, Jso
     o.insert("end_ns".into(), json!(e.end_ns));
     o.insert("queue_wait_ns".into(), json!(e.queue_wait_ns()));
     o.insert("status".into(), json!(status(e.status)));
-    detail_fields(e, &mut o, "gen_ai.");
+    detail_fields(e, &mut o);
     o
 }
 
-/// The LLM and tool details of an event, under `prefix` for the GenAI
-/// names (`gen_ai.` in the JSONL, none in trace args).
-fn detail_fields(e: &OpEvent, o: &mut Map<String, Json>, prefix: &str) {
+/// The LLM and tool details of an event. The OpenTelemetry GenAI names
+/// (semantic conventions 1.37+) where the spec has one, plain names for the
+/// VM's own fields; the mapping from the older names is in
+/// `docs/telemetry.md`.
+fn detail_fields(e: &OpEvent, o: &mut Map<String, Json>) {
     if let Some(d) = &e.detail {
         if let Some(t) = &d.tool {
             o.insert("tool".into(), json!(t));
+            if matches!(e.track, Track::Tool(_)) {
+                o.insert("gen_ai.operation.name".into(), json!(OP_EXECUTE_TOOL));
+                o.insert("gen_ai.tool.name".into(), json!(t));
+            }
         }
         if let Some(a) = &d.arguments {
             o.insert("arguments".into(), json!(a));
@@ -91,28 +98,58 @@ fn detail_fields(e: &OpEvent, o: &mut Map<String, Json>, prefix: &str) {
         return;
     };
     let mut put = |k: &str, v: Json| {
-        o.insert(format!("{prefix}{k}"), v);
+        o.insert(k.to_string(), v);
     };
-    put("operation.name", json!(e.opcode.mnemonic()));
-    put("system", json!(l.backend));
-    put("request.model", json!(l.model));
-    put("usage.input_tokens", json!(l.input_tokens));
-    put("usage.output_tokens", json!(l.output_tokens));
-    put("usage.cost_usd", json!(l.cost_micro_usd as f64 / 1e6));
+    put("gen_ai.operation.name", json!(OP_CHAT));
+    put("gen_ai.provider.name", json!(l.backend));
+    put("gen_ai.request.model", json!(l.model));
+    put("gen_ai.usage.input_tokens", json!(l.input_tokens));
+    put("gen_ai.usage.output_tokens", json!(l.output_tokens));
+    put("cost_usd", json!(l.cost_micro_usd as f64 / 1e6));
     put("simulated", json!(l.simulated));
     if let Some(r) = &l.finish_reason {
-        put("response.finish_reason", json!(r));
+        put("gen_ai.response.finish_reasons", json!([r]));
     }
     if !l.prompt.is_empty() {
-        put("prompt", json!(l.prompt));
+        put("gen_ai.input.messages", input_messages(&l.prompt));
     }
     if let Some(r) = &l.reply {
-        put("completion", json!(r));
+        put(
+            "gen_ai.output.messages",
+            output_messages(r, l.finish_reason.as_deref()),
+        );
     }
     put("attempts", json!(l.attempts));
     if !l.tool_calls.is_empty() {
         put("tool_calls", json!(l.tool_calls));
     }
+}
+
+/// `gen_ai.operation.name` of an LLM op's event and span.
+pub const OP_CHAT: &str = "chat";
+/// `gen_ai.operation.name` of a tool call's event and span.
+pub const OP_EXECUTE_TOOL: &str = "execute_tool";
+/// `gen_ai.operation.name` of a flow call's span.
+pub const OP_INVOKE_AGENT: &str = "invoke_agent";
+
+/// The prompt as the spec's `gen_ai.input.messages`: a list of messages
+/// with text parts.
+pub fn input_messages(prompt: &[super::MessageRecord]) -> Json {
+    Json::Array(
+        prompt
+            .iter()
+            .map(|m| json!({"role": m.role, "parts": [{"type": "text", "content": m.text}]}))
+            .collect(),
+    )
+}
+
+/// The reply as the spec's `gen_ai.output.messages`.
+pub fn output_messages(reply: &str, finish_reason: Option<&str>) -> Json {
+    let mut m = json!({"role": "assistant", "parts": [{"type": "text", "content": reply}]});
+    if let (Some(r), Json::Object(o)) = (finish_reason, &mut m) {
+        o.insert("finish_reason".into(), json!(r));
+    }
+    json!([m])
 }
 
 /// One JSON object per op event ([`event_json`]), then one `summary` line.
@@ -166,7 +203,7 @@ pub fn chrome_trace(program: &Program, events: &[OpEvent], summary: &RunSummary)
             "status": status(e.status),
         });
         if let Json::Object(m) = &mut args {
-            detail_fields(e, m, "gen_ai.");
+            detail_fields(e, m);
         }
         match e.track {
             Track::Worker(w) => out.push(json!({

@@ -4,9 +4,13 @@
 //! Times are nanoseconds since the run started (the entry frame was created).
 
 mod export;
+pub mod otlp;
 mod text;
 
-pub use export::{chrome_trace, event_json, event_json_named, write_chrome_trace, write_jsonl};
+pub use export::{
+    chrome_trace, event_json, event_json_named, input_messages, output_messages,
+    write_chrome_trace, write_jsonl, OP_CHAT, OP_EXECUTE_TOOL, OP_INVOKE_AGENT,
+};
 pub use text::{
     prompt_messages, truncate, MessageRecord, OpDetail, TextPolicy, DEFAULT_TEXT_LIMIT,
 };
@@ -149,6 +153,17 @@ impl AttemptRecord {
     }
 }
 
+/// The flow call an op ran in: the frame that began it (the entry frame,
+/// a callee body, an `on` handler or an inner plan's entry) and the call
+/// it was made from. Branch, loop and `try` frames belong to the call
+/// around them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Invocation {
+    pub id: u64,
+    /// The invocation that made the call; `None` for the entry flow.
+    pub caller: Option<u64>,
+}
+
 /// One executed op.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct OpEvent {
@@ -161,6 +176,8 @@ pub struct OpEvent {
     pub op: u32,
     pub opcode: Opcode,
     pub agent: u32,
+    /// The flow call it ran in (trace parents, `otlp`).
+    pub invocation: Invocation,
     pub track: Track,
     /// The worker that executed (or, for blocking ops, dispatched) it.
     pub worker: u32,

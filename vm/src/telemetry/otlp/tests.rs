@@ -1,0 +1,339 @@
+//! Span building and the pipeline's queue. End to end (a run, a loopback
+//! collector decoding what is sent) is `vm/tests/otlp_export.rs`.
+
+use super::spans::{self, Attr, Outcome, RunContext, SpanKind};
+use super::*;
+use crate::telemetry::{
+    AttemptRecord, Invocation, LlmInfo, MessageRecord, OpDetail, OpEvent, RunSummary, Status,
+    ToolCallRecord, Track,
+};
+use ais_ir::Opcode;
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+
+fn cx(capture: bool) -> RunContext {
+    RunContext {
+        trace_id: spans::trace_id("run-1"),
+        salt: 7,
+        run_id: "run-1".into(),
+        base_unix_ns: 1_000_000_000,
+        providers: [("priced".to_string(), "openai".to_string())].into(),
+        capture_content: capture,
+        resumed: false,
+    }
+}
+
+fn event(frame: u64, op: u32, inv: Invocation, track: Track, times: (u64, u64, u64)) -> OpEvent {
+    OpEvent {
+        frame,
+        flow: 0,
+        region: 0,
+        op,
+        opcode: Opcode::Ask,
+        agent: 0,
+        invocation: inv,
+        track,
+        worker: 0,
+        ready_ns: times.0,
+        start_ns: times.1,
+        end_ns: times.2,
+        status: Status::Ok,
+        llm: None,
+        detail: None,
+    }
+}
+
+fn attempt(n: u32, error: Option<&str>, retry: Option<f64>) -> AttemptRecord {
+    AttemptRecord {
+        number: n,
+        status: Some(if error.is_some() { 429 } else { 200 }),
+        error: error.map(str::to_string),
+        latency_ms: 2.0,
+        retry_in_ms: retry,
+        finish_reason: error.is_none().then(|| "stop".to_string()),
+        first_token_ms: error.is_none().then_some(1.5),
+        turn: None,
+    }
+}
+
+fn llm(attempts: Vec<AttemptRecord>) -> Box<LlmInfo> {
+    Box::new(LlmInfo {
+        model: "gpt-x".into(),
+        input_tokens: 11,
+        output_tokens: 5,
+        simulated: false,
+        attempts,
+        tool_calls: vec![ToolCallRecord {
+            turn: 1,
+            tool: "search".into(),
+            status: "ok",
+            code: None,
+            replayed: false,
+            arguments: Some("{\"q\":\"x\"}".into()),
+            start_ns: 30,
+            end_ns: 40,
+        }],
+        backend: "priced".into(),
+        prompt: vec![MessageRecord {
+            role: "user".into(),
+            text: "hello".into(),
+        }],
+        reply: Some("world".into()),
+        finish_reason: Some("stop".into()),
+        cost_micro_usd: 250,
+        plan_checks: Vec::new(),
+    })
+}
+
+const ENTRY: Invocation = Invocation {
+    id: 0,
+    caller: None,
+};
+
+#[test]
+fn an_llm_call_is_one_client_span_over_its_attempts_with_the_spec_names() {
+    let mut e = event(0, 3, ENTRY, Track::Llm(0), (10, 2_000_010, 3_000_000));
+    e.llm = Some(llm(vec![
+        attempt(1, Some("rate_limited"), Some(5.0)),
+        attempt(2, None, None),
+    ]));
+    let c = cx(false);
+    let out = spans::op_spans(&c, &e, "A.main", "A");
+    let names: Vec<&str> = out.iter().map(|s| s.name.as_str()).collect();
+    // Waited 2 ms for the lane: a queue-wait span; the tool the model
+    // called: a child of the chat span.
+    assert_eq!(names, ["queue_wait", "execute_tool search", "chat gpt-x"]);
+    let chat = &out[2];
+    assert_eq!(chat.kind, SpanKind::Client);
+    assert_eq!(chat.parent, Some(c.invocation_span(0)));
+    assert_eq!(out[1].parent, Some(chat.span_id));
+    assert_eq!(out[0].parent, Some(c.invocation_span(0)));
+    assert_eq!(
+        chat.attr("gen_ai.operation.name"),
+        Some(&Attr::from("chat"))
+    );
+    assert_eq!(
+        chat.attr("gen_ai.provider.name"),
+        Some(&Attr::from("openai"))
+    );
+    assert_eq!(chat.attr("ais.backend"), Some(&Attr::from("priced")));
+    assert_eq!(
+        chat.attr("gen_ai.request.model"),
+        Some(&Attr::from("gpt-x"))
+    );
+    assert_eq!(chat.attr("gen_ai.usage.input_tokens"), Some(&Attr::Int(11)));
+    assert_eq!(chat.attr("gen_ai.usage.output_tokens"), Some(&Attr::Int(5)));
+    assert_eq!(
+        chat.attr("gen_ai.response.finish_reasons"),
+        Some(&Attr::StrArray(vec!["stop".into()]))
+    );
+    assert_eq!(chat.attr("ais.llm.attempts"), Some(&Attr::Int(2)));
+    assert_eq!(chat.attr("ais.llm.retries"), Some(&Attr::Int(1)));
+    assert_eq!(chat.attr("ais.cost_usd"), Some(&Attr::F64(0.00025)));
+    assert_eq!(
+        chat.attr("ais.llm.time_to_first_token_ms"),
+        Some(&Attr::F64(1.5))
+    );
+    // One event per attempt, in order, the second after the first's
+    // latency and backoff.
+    assert_eq!(chat.events.len(), 2);
+    assert!(chat.events[0].time_unix_ns < chat.events[1].time_unix_ns);
+    assert_eq!(chat.start_unix_ns, 1_000_000_000 + 2_000_010);
+    // Content is opt-in.
+    assert!(chat.attr("gen_ai.input.messages").is_none());
+    assert!(chat.attr("gen_ai.output.messages").is_none());
+    assert!(out[1].attr("gen_ai.tool.call.arguments").is_none());
+    let with = spans::op_spans(&cx(true), &e, "A.main", "A");
+    let Some(Attr::Str(input)) = with[2].attr("gen_ai.input.messages") else {
+        panic!("no input messages");
+    };
+    assert!(input.contains("\"content\":\"hello\""), "{input}");
+    let Some(Attr::Str(output)) = with[2].attr("gen_ai.output.messages") else {
+        panic!("no output messages");
+    };
+    assert!(output.contains("\"finish_reason\":\"stop\""), "{output}");
+    assert!(with[1].attr("gen_ai.tool.call.arguments").is_some());
+}
+
+#[test]
+fn tool_ops_pauses_and_plain_ops_are_told_apart() {
+    let c = cx(false);
+    let mut tool = event(4, 1, ENTRY, Track::Tool(0), (5, 5, 9));
+    tool.opcode = Opcode::Inv;
+    tool.status = Status::Failed;
+    tool.detail = Some(Box::new(OpDetail {
+        tool: Some("echo".into()),
+        arguments: None,
+        error: Some("tool.failed".into()),
+    }));
+    assert!(spans::exported(&tool));
+    let s = spans::op_spans(&c, &tool, "A.main", "A");
+    assert_eq!(s.len(), 1);
+    assert_eq!(s[0].name, "execute_tool echo");
+    assert_eq!(s[0].kind, SpanKind::Internal);
+    assert_eq!(s[0].attr("gen_ai.tool.name"), Some(&Attr::from("echo")));
+    assert_eq!(s[0].attr("error.type"), Some(&Attr::from("tool.failed")));
+    assert_eq!(s[0].error.as_deref(), Some("tool.failed"));
+
+    let mut pause = event(4, 2, ENTRY, Track::Worker(0), (5, 5, 6));
+    pause.status = Status::Failed;
+    pause.detail = Some(Box::new(OpDetail {
+        error: Some(crate::exec::PAUSED.into()),
+        ..Default::default()
+    }));
+    assert!(spans::exported(&pause));
+    let s = spans::op_spans(&c, &pause, "A.main", "A");
+    assert_eq!(s[0].name, "pause A.main");
+    assert_eq!(s[0].error, None);
+    assert_eq!(s[0].attr("ais.paused"), Some(&Attr::Bool(true)));
+
+    // Pure ops and cancelled calls are not exported as they happen.
+    assert!(!spans::exported(&event(
+        4,
+        3,
+        ENTRY,
+        Track::Worker(0),
+        (1, 1, 2)
+    )));
+    let mut cancelled = event(4, 4, ENTRY, Track::Llm(0), (1, 1, 1));
+    cancelled.status = Status::Cancelled;
+    assert!(!spans::exported(&cancelled));
+}
+
+#[test]
+fn flow_calls_nest_by_caller_and_cover_their_callees() {
+    let c = cx(false);
+    let callee = |id| Invocation {
+        id,
+        caller: Some(0),
+    };
+    let grand = Invocation {
+        id: 9,
+        caller: Some(5),
+    };
+    // Entry 0 fans out to 5 and 6 (siblings); 5 calls 9; a branch frame
+    // (12) of 9 still belongs to call 9.
+    let events = vec![
+        event(0, 0, ENTRY, Track::Worker(0), (0, 1, 2)),
+        event(5, 0, callee(5), Track::Worker(0), (3, 3, 4)),
+        event(6, 0, callee(6), Track::Worker(1), (3, 3, 50)),
+        event(9, 0, grand, Track::Llm(0), (5, 6, 80)),
+        event(12, 0, grand, Track::Worker(0), (81, 81, 90)),
+        event(0, 9, ENTRY, Track::Worker(0), (91, 91, 95)),
+    ];
+    let summary = RunSummary {
+        makespan_ms: 0.0001,
+        ..RunSummary::default()
+    };
+    let name = |flow: u32, agent: u32| (format!("F{flow}"), format!("Agent{agent}"));
+    let out = spans::invocation_spans(&c, &events, &summary, Outcome::Ok, &name);
+    assert_eq!(out.len(), 4);
+    let by = |id: u64| {
+        out.iter()
+            .find(|s| s.span_id == c.invocation_span(id))
+            .expect("span")
+    };
+    assert_eq!(by(0).parent, None);
+    assert_eq!(by(5).parent, Some(c.invocation_span(0)));
+    assert_eq!(by(6).parent, Some(c.invocation_span(0)));
+    assert_eq!(by(9).parent, Some(c.invocation_span(5)));
+    assert_eq!(by(9).name, "invoke_agent Agent0");
+    assert_eq!(
+        by(9).attr("gen_ai.operation.name"),
+        Some(&Attr::from("invoke_agent"))
+    );
+    // 9's ops end at 90: its caller 5 covers them though its own end at 4.
+    assert_eq!(by(9).end_unix_ns, c.base_unix_ns + 90);
+    assert_eq!(by(5).end_unix_ns, c.base_unix_ns + 90);
+    assert_eq!(by(6).end_unix_ns, c.base_unix_ns + 50);
+    // The root covers the run from its clock's 0 and says how it ended.
+    assert_eq!(by(0).start_unix_ns, c.base_unix_ns);
+    assert_eq!(by(0).end_unix_ns, c.base_unix_ns + 100);
+    assert_eq!(by(0).attr("ais.run.outcome"), Some(&Attr::from("ok")));
+    assert_eq!(by(0).attr("ais.run.id"), Some(&Attr::from("run-1")));
+}
+
+#[test]
+fn a_run_is_one_trace_in_every_process_and_attempts_do_not_collide() {
+    assert_eq!(spans::trace_id("r-7"), spans::trace_id("r-7"));
+    assert_ne!(spans::trace_id("r-7"), spans::trace_id("r-8"));
+    let a = cx(false);
+    let b = RunContext {
+        salt: 8,
+        ..cx(false)
+    };
+    assert_eq!(a.trace_id, b.trace_id);
+    assert_ne!(a.invocation_span(0), b.invocation_span(0));
+    // Sampling by trace id: all or nothing at the ends, about half at 0.5.
+    let ids: Vec<[u8; 16]> = (0..400)
+        .map(|i| spans::trace_id(&format!("r{i}")))
+        .collect();
+    assert!(ids.iter().all(|t| spans::sampled(t, 1.0)));
+    assert!(!ids.iter().any(|t| spans::sampled(t, 0.0)));
+    let half = ids.iter().filter(|t| spans::sampled(t, 0.5)).count();
+    assert!((120..280).contains(&half), "{half}");
+}
+
+fn settings(url: String, queue: usize) -> OtlpSettings {
+    OtlpSettings {
+        traces_url: url,
+        headers: Vec::new(),
+        capture_content: false,
+        sample_ratio: 1.0,
+        queue_size: queue,
+        service_name: "test".into(),
+        timeout: Duration::from_secs(600),
+    }
+}
+
+#[test]
+fn a_stuck_collector_fills_the_queue_and_later_spans_are_dropped_not_waited_for() {
+    // A collector that takes the request and never answers (until the
+    // test lets it go).
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}/v1/traces", listener.local_addr().expect("addr"));
+    let (got, request_in) = mpsc::channel();
+    let (release, let_go) = mpsc::channel::<()>();
+    let server = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().expect("accept");
+        let mut buf = [0u8; 4096];
+        let _ = conn.read(&mut buf);
+        got.send(()).expect("signal");
+        let _ = let_go.recv();
+        let _ = conn.write_all(b"HTTP/1.1 503 Busy\r\ncontent-length: 0\r\n\r\n");
+    });
+    let p = Pipeline::start(settings(url, 4)).expect("start");
+    let trace = RunTrace::new(p.clone(), "stuck", false, BTreeMap::new());
+    let ev = |op| {
+        let mut e = event(0, op, ENTRY, Track::Llm(0), (0, 0, 1));
+        e.llm = Some(llm(vec![attempt(1, None, None)]));
+        e
+    };
+    let offer = |op| {
+        let e = ev(op);
+        trace.op(&crate::observe::OpUpdate {
+            event: &e,
+            flow: "A.main",
+            agent: "A",
+        });
+    };
+    offer(0);
+    // The first span's batch is now in flight and stuck.
+    request_in.recv().expect("request");
+    for op in 1..=14 {
+        offer(op);
+    }
+    // The queue holds 4; the other 10 were dropped at once.
+    assert_eq!(p.stats().dropped, 10);
+    assert_eq!(p.stats().sent, 0);
+    release.send(()).expect("release");
+    server.join().expect("server");
+    assert!(p.flush(Duration::from_secs(600)));
+    let s = p.stats();
+    // The stuck request failed (503); the 4 queued spans went to a
+    // collector that is gone: failed too (two spans per event: the chat
+    // span and its tool call's).
+    assert_eq!(s.sent, 0);
+    assert_eq!(s.failed, 5 * 2);
+    assert!(s.last_error.is_some());
+}
