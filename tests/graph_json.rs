@@ -262,3 +262,105 @@ proptest! {
         assert_coded(&mutated)?;
     }
 }
+
+/// The reference validator's rules (its CLI's `validate`, read as a
+/// specification): a name, at least one node, ids above 0 and unique, node
+/// names, every op in its op list with the attributes it requires, edges
+/// between existing nodes, no self-loop, no cycle.
+fn reference_rule_breaks(g: &serde_json::Value) -> Vec<String> {
+    let mut out = Vec::new();
+    if g["name"].as_str().is_none_or(str::is_empty) {
+        out.push("empty graph name".to_string());
+    }
+    let nodes = g["nodes"].as_array().cloned().unwrap_or_default();
+    if nodes.is_empty() {
+        out.push("no nodes".into());
+    }
+    let mut ids = std::collections::HashSet::new();
+    for n in &nodes {
+        let id = n["id"].as_u64().unwrap_or(0);
+        let op = n["op"].as_str().unwrap_or("");
+        if id == 0 || !ids.insert(id) {
+            out.push(format!("bad or duplicate id {id}"));
+        }
+        if n["name"].as_str().is_none_or(|s| s.trim().is_empty()) {
+            out.push(format!("node {id} has no name"));
+        }
+        match ais_ir::ops::reference_required(op) {
+            None => out.push(format!("node {id}: `{op}` is not a reference op")),
+            Some(req) => {
+                for r in req {
+                    if n["attributes"].get(*r).is_none() {
+                        out.push(format!("node {id} ({op}) lacks `{r}`"));
+                    }
+                }
+            }
+        }
+    }
+    let mut succ: std::collections::HashMap<u64, Vec<u64>> = Default::default();
+    let mut indeg: std::collections::HashMap<u64, usize> = ids.iter().map(|&i| (i, 0)).collect();
+    for e in g["edges"].as_array().cloned().unwrap_or_default() {
+        let (from, to) = (
+            e["from"].as_u64().unwrap_or(0),
+            e["to"].as_u64().unwrap_or(0),
+        );
+        if from == to || !ids.contains(&from) || !ids.contains(&to) {
+            out.push(format!("bad edge {from} -> {to}"));
+            continue;
+        }
+        if !matches!(
+            e["dependency"].as_str(),
+            Some("Data" | "Control" | "Effect")
+        ) {
+            out.push(format!("edge {from} -> {to}: bad dependency"));
+        }
+        succ.entry(from).or_default().push(to);
+        *indeg.entry(to).or_default() += 1;
+    }
+    let mut ready: Vec<u64> = indeg
+        .iter()
+        .filter(|(_, d)| **d == 0)
+        .map(|(i, _)| *i)
+        .collect();
+    let mut seen = 0;
+    while let Some(x) = ready.pop() {
+        seen += 1;
+        for y in succ.get(&x).cloned().unwrap_or_default() {
+            let d = indeg.get_mut(&y).expect("node");
+            *d -= 1;
+            if *d == 0 {
+                ready.push(y);
+            }
+        }
+    }
+    if seen != ids.len() {
+        out.push("cycle".into());
+    }
+    out
+}
+
+#[test]
+fn emitted_graphs_pass_the_reference_validator_rules() {
+    let mut programs = files("examples", "ais");
+    programs.extend(files("tests/reference-style", "ais"));
+    let mut checked = 0;
+    for p in programs {
+        let source = std::fs::read_to_string(&p).expect("source");
+        let m = driver::lower_source(&source).unwrap_or_else(|d| panic!("{}: {d:?}", p.display()));
+        let doc: serde_json::Value =
+            serde_json::from_str(&graph_json::emit(&m).expect("emits")).expect("json");
+        let mut graphs = vec![doc.clone()];
+        graphs.extend(doc["graphs"].as_array().cloned().unwrap_or_default());
+        for g in graphs {
+            let breaks = reference_rule_breaks(&g);
+            assert!(
+                breaks.is_empty(),
+                "{}: {}: {breaks:?}",
+                p.display(),
+                g["name"]
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 30, "only {checked} graphs");
+}

@@ -3,7 +3,9 @@
 //! definitions) check and run on the simulator with the output in their
 //! `.stdout` golden (`AIS_BLESS=1` rewrites them); the documents in
 //! `tests/reference/invalid/` are rejected with the code their name starts
-//! with, for the reason the reference gives.
+//! with, for the reason the reference gives; the programs in
+//! `tests/reference/source/` (the reference's ops as named arguments) run
+//! with the output in their `.stdout` golden.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -20,13 +22,17 @@ fn aisc(dir: &Path, args: &[&str]) -> Output {
 }
 
 fn corpus(dir: &str) -> Vec<PathBuf> {
+    corpus_of(dir, "json")
+}
+
+fn corpus_of(dir: &str, ext: &str) -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../tests/reference")
         .join(dir);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("corpus")
         .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .filter(|p| p.extension().is_some_and(|x| x == ext))
         .collect();
     files.sort();
     files
@@ -82,5 +88,51 @@ fn invalid_reference_graphs_are_rejected_with_their_code() {
         assert_eq!(out.status.code(), Some(1), "{name}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(&format!("[{code}]")), "{name}: {err}");
+    }
+}
+
+#[test]
+fn reference_style_source_runs_with_its_expected_output() {
+    let bless = std::env::var_os("AIS_BLESS").is_some();
+    let files = corpus_of("source", "ais");
+    assert!(!files.is_empty());
+    let tmp = tempfile::tempdir().expect("tempdir");
+    for f in files {
+        let path = f.to_string_lossy().into_owned();
+        let source = std::fs::read_to_string(&f).expect("source");
+        let mut args: Vec<String> = [
+            "run",
+            &path,
+            "--backend",
+            "sim",
+            "--sim-delay-scale",
+            "0",
+            "--memory",
+            ":memory:",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        for l in source.lines() {
+            if let Some(a) = l.strip_prefix("// ARGS:") {
+                for kv in a.split_whitespace() {
+                    args.extend(["--arg".to_string(), kv.to_string()]);
+                }
+            }
+        }
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = aisc(tmp.path(), &a);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{path}: {stderr}");
+        assert!(!stderr.contains("Warning"), "{path}: {stderr}");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let golden = f.with_extension("stdout");
+        if bless {
+            std::fs::write(&golden, &stdout).expect("bless");
+        } else {
+            let want = std::fs::read_to_string(&golden)
+                .unwrap_or_else(|e| panic!("{}: {e} (bless with AIS_BLESS=1)", golden.display()));
+            assert_eq!(stdout, want, "{path}");
+        }
     }
 }

@@ -100,7 +100,9 @@ pub fn check_file(
 }
 
 /// Checks a parsed program (all of its files as one).
-pub fn check_program(parsed: ParsedProgram, env: &sema::Environment) -> FrontEnd {
+pub fn check_program(mut parsed: ParsedProgram, env: &sema::Environment) -> FrontEnd {
+    // The reference's named arguments of built-ins, as ours.
+    crate::syntax::refargs::rewrite(&mut parsed.file);
     let checked = sema::check_in(&parsed.file, env);
     let several_files = parsed.sources.files().len() > 1;
     let mut diagnostics = parsed.diagnostics;

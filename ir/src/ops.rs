@@ -10,7 +10,7 @@ mod kinds;
 mod reference;
 
 pub use kinds::*;
-pub use reference::REFERENCE_ONLY_OPS;
+pub use reference::{reference_required, REFERENCE_ONLY_OPS, REFERENCE_OPS};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 

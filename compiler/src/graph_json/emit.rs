@@ -152,6 +152,17 @@ fn flow_graph(a: &AgentData, f: &FlowData) -> Result<Graph, GraphError> {
     }
     walk(dfg, f.body, None, &mut order, &mut ids);
 
+    // A node per flow parameter that feeds an op: the reference's edges
+    // all come from nodes.
+    let mut param_ids: HashMap<u32, u64> = HashMap::new();
+    for (op, _) in &order {
+        for &v in &dfg.ops[*op].operands {
+            if let Some(ValueDef::Param(i)) = dfg.values.get(v).map(|d| d.def) {
+                let next = (ids.len() + param_ids.len()) as u64 + 1;
+                param_ids.entry(i).or_insert(next);
+            }
+        }
+    }
     let mut nodes = Vec::with_capacity(order.len());
     let mut edges = Vec::new();
     for (op, parent) in order {
@@ -161,6 +172,36 @@ fn flow_graph(a: &AgentData, f: &FlowData) -> Result<Graph, GraphError> {
         for (name, attr) in od.attrs.iter() {
             attributes.insert(name.to_string(), attrs::encode(od.opcode, name, attr)?);
         }
+        let refs: Vec<String> = od
+            .operands
+            .iter()
+            .filter(|&&v| *dfg.value_type(v) != Type::Ord)
+            .map(|&v| {
+                let from = match dfg.values.get(v).map(|d| d.def) {
+                    Some(ValueDef::Result(p, _)) => ids.get(&p).copied(),
+                    Some(ValueDef::Arg(r, _)) => dfg
+                        .regions
+                        .get(r)
+                        .and_then(|rd| rd.parent)
+                        .and_then(|o| ids.get(&o).copied()),
+                    Some(ValueDef::Param(i)) => param_ids.get(&i).copied(),
+                    None => None,
+                };
+                from.map_or_else(String::new, |n| format!("{{{{node_{n}}}}}"))
+            })
+            .collect();
+        let firsts: Vec<String> = od
+            .regions
+            .iter()
+            .map(|&r| {
+                dfg.regions[r]
+                    .ops
+                    .first()
+                    .and_then(|o| ids.get(o))
+                    .map_or_else(String::new, |n| n.to_string())
+            })
+            .collect();
+        let written = super::mirror::mirror(dfg, od, &refs, &firsts, &mut attributes);
         let regions = od
             .regions
             .iter()
@@ -180,7 +221,7 @@ fn flow_graph(a: &AgentData, f: &FlowData) -> Result<Graph, GraphError> {
         nodes.push(Node {
             id: Some(id),
             name: format!("{}_{id}", od.opcode.mnemonic().replace('.', "_")),
-            op: Some(od.opcode.graph_name()),
+            op: Some(written.to_string()),
             attributes,
             results: Some(
                 od.results
@@ -218,7 +259,7 @@ fn flow_graph(a: &AgentData, f: &FlowData) -> Result<Graph, GraphError> {
                     e.region_arg = pos.map(|p| [p, i as usize]);
                 }
                 Some(ValueDef::Param(i)) => {
-                    e.param = f.params.get(i as usize).map(|(n, _)| n.clone());
+                    e.from = param_ids.get(&i).copied();
                 }
                 None => {}
             }
@@ -233,6 +274,19 @@ fn flow_graph(a: &AgentData, f: &FlowData) -> Result<Graph, GraphError> {
             edges.push(e);
         }
     }
+
+    let mut params: Vec<(&u32, &u64)> = param_ids.iter().collect();
+    params.sort_by_key(|(_, id)| **id);
+    // First, so that the stable topological order on reading is the
+    // original one.
+    let mut first: Vec<Node> = Vec::new();
+    for (&i, &id) in params {
+        let Some((name, v)) = f.params.get(i as usize) else {
+            continue;
+        };
+        first.push(super::mirror::param_node(id, name, dfg.value_type(*v)));
+    }
+    nodes.splice(0..0, first);
 
     let mut metadata = indexmap::IndexMap::new();
     metadata.insert("is_entry".to_string(), f.entry.into());

@@ -151,6 +151,19 @@ impl<'g, 'l> FlowLowering<'g, 'l> {
                     });
                     Opcode::Const
                 }
+                Some(name) if n.results.is_some() => match super::mirror::our_opcode(n, name) {
+                    // Ours: a flow parameter's node has no op.
+                    _ if n.attributes.contains_key("ais_param") => Opcode::Const,
+                    Some(op) => op,
+                    None => {
+                        errors.push(GraphError::UnknownOp {
+                            op: format!("{:?}", n.attributes.get("ais_op")),
+                            suggestion: None,
+                            span: self.field_span(i, "attributes"),
+                        });
+                        Opcode::Const
+                    }
+                },
                 Some(name) => match Opcode::from_graph_name(name) {
                     Some(op) => op,
                     None if REFERENCE_ONLY_OPS.contains(&name) => {
@@ -640,6 +653,7 @@ impl<'g, 'l> FlowLowering<'g, 'l> {
         let opcode = self.opcodes[i];
         let span = self.node_span(i);
         if opcode == Opcode::Switch
+            && node.results.is_none()
             && node.regions.is_empty()
             && ["cases", "case_labels", "discriminant"]
                 .iter()
@@ -651,10 +665,29 @@ impl<'g, 'l> FlowLowering<'g, 'l> {
                 span: self.field_span(i, "attributes"),
             });
         }
+        let ours = node.results.is_some();
+        if let (true, Some(serde_json::Value::String(p))) = (ours, node.attributes.get("ais_param"))
+        {
+            let Some(&(_, v)) = flow.params.iter().find(|(n, _)| n == p) else {
+                return Err(GraphError::UnknownEnd {
+                    message: format!("node {} stands for the unknown parameter `{p}`", self.id(i)),
+                    span,
+                });
+            };
+            self.types[i] = vec![flow.dfg.value_type(v).clone()];
+            if self.values.len() < self.g.g.nodes.len() {
+                self.values.resize(self.g.g.nodes.len(), Vec::new());
+            }
+            self.values[i] = vec![v];
+            return Ok(());
+        }
+        let written = node.op.as_deref().unwrap_or_default();
         let operands = self.operands(flow, i)?;
         let refonly = self.refonly[i];
-        let sugar = refonly.is_some()
-            || (node.regions.is_empty() && super::reference::applies(opcode, &node.attributes));
+        let sugar = !ours
+            && (refonly.is_some()
+                || (node.regions.is_empty()
+                    && super::reference::applies(opcode, &node.attributes)));
         self.check_types(flow, i, &operands, sugar)?;
         let mut vals: Vec<Value> = operands.iter().map(|x| x.0).collect();
         let mut attrs = ais_ir::Attrs::default();
@@ -718,7 +751,8 @@ impl<'g, 'l> FlowLowering<'g, 'l> {
             }
         }
         for (name, v) in &node.attributes {
-            if consumed.contains(&name.as_str())
+            if (ours && super::mirror::is_mirror(opcode, written, name))
+                || consumed.contains(&name.as_str())
                 || (sugar
                     && opcode.info().llm.is_some()
                     && super::reference::LLM_RUNTIME_ONLY.contains(&name.as_str()))

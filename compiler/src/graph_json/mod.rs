@@ -9,6 +9,7 @@ pub mod emit;
 pub mod errors;
 mod flow;
 mod lower;
+mod mirror;
 mod reference;
 mod refonly;
 pub mod schema;

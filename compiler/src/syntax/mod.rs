@@ -4,5 +4,6 @@ pub mod ast;
 pub mod erase;
 pub mod lexer;
 pub mod parser;
+pub mod refargs;
 
 pub use parser::{parse, Parsed, SyntaxError};

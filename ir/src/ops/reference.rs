@@ -41,3 +41,91 @@ pub const REFERENCE_ONLY_OPS: &[&str] = &[
     "CLAIM",
     "RESUME",
 ];
+
+/// The reference's ops and the attributes its validator requires of each
+/// (its op definitions' `required` fields).
+pub const REFERENCE_OPS: &[(&str, &[&str])] = &[
+    ("AGENT", &[]),
+    ("QMEM", &["query"]),
+    ("UMEM", &["key", "value"]),
+    ("ASK", &["template_str"]),
+    ("THINK", &["template_str"]),
+    ("REASON", &["template_str"]),
+    ("PLAN", &["goal"]),
+    ("REFLECT", &["trace_query"]),
+    ("VERIFY", &["claim", "evidence"]),
+    ("INV", &["capability"]),
+    ("EXC", &["code"]),
+    ("PRINT", &["message"]),
+    ("JUMP", &["label"]),
+    (
+        "BRANCH_ON_VALUE",
+        &["token", "value", "label_true", "label_false"],
+    ),
+    ("LOOP_START", &["count_token"]),
+    ("LOOP_END", &[]),
+    ("RETURN", &["token"]),
+    ("SWITCH", &["discriminant", "cases"]),
+    ("FLOW_CALL", &["agent_name", "flow_name"]),
+    ("MERGE", &["tokens"]),
+    ("FENCE", &[]),
+    ("WAIT_ALL", &["tokens"]),
+    ("TRY_CATCH", &["try_subgraph", "catch_subgraph"]),
+    ("ERR", &["error_handler"]),
+    ("COMMUNICATE", &["target_agent", "message"]),
+    ("UPDATE_GOAL", &["goal_id"]),
+    ("GUARD", &["condition"]),
+    ("CLAIM", &["queue"]),
+    ("PAUSE", &["message"]),
+    ("RESUME", &["checkpoint"]),
+    ("CONST_STR", &["value"]),
+    ("YIELD", &["value"]),
+];
+
+/// The attributes the reference requires of a node written as `op`
+/// (`None`: not one of its ops).
+pub fn reference_required(op: &str) -> Option<&'static [&'static str]> {
+    REFERENCE_OPS
+        .iter()
+        .find(|(n, _)| *n == op)
+        .map(|(_, r)| *r)
+}
+
+impl Opcode {
+    /// The reference op a node of ours is written as in graph JSON: its
+    /// own graph name where the reference has the op; otherwise the
+    /// reference op closest in shape (`MERGE` for pure ops over inputs,
+    /// `ASK` for our other LLM ops, `QMEM`/`UMEM` for beliefs,
+    /// `BRANCH_ON_VALUE`/`LOOP_START` for `if`/`loop`), with the op itself
+    /// in the node's `ais_op` attribute.
+    pub fn reference_form(self) -> &'static str {
+        use Opcode as O;
+        match self {
+            O::Const => "CONST_STR",
+            O::Exec => "EXC",
+            O::Ask | O::Llm | O::Solve => "ASK",
+            O::Think => "THINK",
+            O::Reason => "REASON",
+            O::Plan => "PLAN",
+            O::Reflect => "REFLECT",
+            O::Verify => "VERIFY",
+            O::Inv => "INV",
+            O::Qmem | O::BeliefGet => "QMEM",
+            O::Umem | O::BeliefSet => "UMEM",
+            O::Fence => "FENCE",
+            O::Print => "PRINT",
+            O::Communicate => "COMMUNICATE",
+            O::Pause => "PAUSE",
+            O::Guard => "GUARD",
+            O::FlowCall => "FLOW_CALL",
+            O::If => "BRANCH_ON_VALUE",
+            O::Switch => "SWITCH",
+            O::Loop => "LOOP_START",
+            O::TryCatch => "TRY_CATCH",
+            O::Yield => "YIELD",
+            O::Return => "RETURN",
+            O::WaitAll => "WAIT_ALL",
+            _ => "MERGE",
+        }
+    }
+}
