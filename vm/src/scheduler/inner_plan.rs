@@ -133,7 +133,7 @@ impl<'r> Run<'r> {
                 req.prompt = crate::plan::planner_prompt(&goal, &guide, last.as_ref());
                 let early = EarlySite {
                     agent: site.agent,
-                    jkey: site.jkey.map(|(k, _)| k.as_str()),
+                    jkey: site.jkey.map(|j| j.key.as_str()),
                     round,
                 };
                 let turn =
