@@ -197,6 +197,13 @@ pub fn run_process(
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    // Its own process group: ended with everything it started when the
+    // call ends, is cancelled or times out, or `aisc` dies ([`GroupGuard`]).
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0);
+    }
     let prog = cmd.get_program().to_string_lossy().into_owned();
     let mut child = cmd.spawn().map_err(|e| {
         HostError::new(
@@ -205,6 +212,7 @@ pub fn run_process(
         )
         .with_payload(json!({"tool": name}))
     })?;
+    let guard = GroupGuard::start(child.id());
     let stdin = child.stdin.take();
     let writer = std::thread::spawn(move || {
         if let Some(mut s) = stdin {
@@ -275,6 +283,9 @@ pub fn run_process(
         }
         std::thread::sleep(Duration::from_millis(5));
     };
+    // Whatever the tool left running in its group ends with the call
+    // (and closes the pipes the readers below wait on).
+    drop(guard);
     let _ = writer.join();
     let (stdout, stdout_cut) = out_h.join().unwrap_or_default();
     let (stderr, stderr_cut) = err_h.join().unwrap_or_default();
@@ -286,6 +297,79 @@ pub fn run_process(
         stderr_cut,
     })
 }
+
+/// Ends a tool's process group when the call is over, and when `aisc`
+/// dies however it dies (kill -9 included), without unsafe code: a small
+/// guardian shell joins the tool's group and blocks reading a pipe whose
+/// only writer is this process. The write end is closed when the guard is
+/// dropped (the call ended, was cancelled or timed out) or by the kernel
+/// when this process dies; either way the guardian's `read` returns and it
+/// sends SIGKILL to the whole group (the tool, anything it started, and
+/// itself). The pipe is close-on-exec in this process, so no other child
+/// holds it open. (`prctl(PR_SET_PDEATHSIG)` would need `pre_exec`, which
+/// is unsafe, and covers only the direct child.) Where no `sh` can be
+/// started the call runs unguarded, as before.
+struct GroupGuard {
+    guardian: Option<std::process::Child>,
+}
+
+impl GroupGuard {
+    #[cfg(unix)]
+    fn start(pgid: u32) -> GroupGuard {
+        use std::os::unix::process::CommandExt;
+        let guardian = i32::try_from(pgid).ok().and_then(|g| {
+            Command::new("sh")
+                .args(["-c", &format!("read _ ; kill -9 -{g} 2>/dev/null")])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .process_group(g)
+                .spawn()
+                .ok()
+        });
+        GroupGuard { guardian }
+    }
+
+    #[cfg(not(unix))]
+    fn start(_pgid: u32) -> GroupGuard {
+        GroupGuard { guardian: None }
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(mut g) = self.guardian.take() {
+            // Closing its stdin is the signal; then reap it.
+            drop(g.stdin.take());
+            let _ = g.wait();
+        }
+    }
+}
+
+std::thread_local! {
+    /// The idempotency key of the tool call this thread is making
+    /// ([`with_idempotency_key`]).
+    static CALL_KEY: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` (one tool call, on this thread) with `key` as the call's
+/// idempotency key: subprocess tools get it as `AIS_IDEMPOTENCY_KEY` in
+/// their environment, MCP tools in the request's `_meta`.
+pub(crate) fn with_idempotency_key<T>(key: Option<&str>, f: impl FnOnce() -> T) -> T {
+    let before = CALL_KEY.with(|k| k.replace(key.map(str::to_string)));
+    let r = f();
+    CALL_KEY.with(|k| *k.borrow_mut() = before);
+    r
+}
+
+/// The idempotency key of the call this thread is making, if any.
+pub(crate) fn idempotency_key() -> Option<String> {
+    CALL_KEY.with(|k| k.borrow().clone())
+}
+
+/// The environment variable a subprocess tool finds its call's
+/// idempotency key in.
+pub const IDEMPOTENCY_ENV: &str = "AIS_IDEMPOTENCY_KEY";
 
 /// Runs a subprocess tool: `args` as JSON on stdin, one JSON value on stdout.
 pub fn run_subprocess(
@@ -301,6 +385,9 @@ pub fn run_subprocess(
         .ok_or_else(|| HostError::new("tool.config", format!("tool `{name}` has no command")))?;
     let mut cmd = Command::new(prog);
     cmd.args(rest).envs(&cfg.env);
+    if let Some(k) = idempotency_key() {
+        cmd.env(IDEMPOTENCY_ENV, k);
+    }
     if let Some(d) = &cfg.cwd {
         cmd.current_dir(d);
     }

@@ -527,7 +527,8 @@ impl<'r> Run<'r> {
             };
             (at, at_op, at_instr) = (&o.frame, o.op, i);
         }
-        self.finish(Err(RunError::OpFailed {
+        let paused = err.code == crate::exec::PAUSED;
+        let e = RunError::OpFailed {
             flow: at.unit.program.flow_name(at.flow),
             opcode: at_instr.opcode.mnemonic(),
             region: at.region,
@@ -536,7 +537,13 @@ impl<'r> Run<'r> {
             code: err.code,
             message,
             payload: Box::new(err.payload),
-        }));
+        };
+        if paused {
+            // Calls in flight finish and are journaled first (`gate::pause`).
+            self.begin_pause(e);
+        } else {
+            self.finish(Err(e));
+        }
     }
 
     pub(super) fn start_call(

@@ -220,7 +220,7 @@ impl<'r> Run<'r> {
         let mut events = Vec::new();
         while let Some(job) = lane.pop() {
             let ev = self.run_job(job, llm, idx);
-            lane.finished();
+            self.call_finished(lane);
             if let Some(e) = ev {
                 self.observe_op(&e);
                 events.push(e);
@@ -232,7 +232,8 @@ impl<'r> Run<'r> {
     /// The event of a call the run no longer wants (ended, or its frame
     /// abandoned), or `None` when it should run.
     pub(super) fn unwanted(&self, call: &Call<'r>) -> Option<Option<OpEvent>> {
-        (self.halted() || call.frame.is_cancelled()).then(|| {
+        // A pausing run starts no call: nothing was paid for it yet.
+        (self.halted() || self.pausing() || call.frame.is_cancelled()).then(|| {
             self.record
                 .then(|| call.event(call.start_ns, Status::Cancelled, None))
                 .flatten()

@@ -192,6 +192,7 @@ pub fn run(
         observer_arc: options.observer.as_ref().map(|o| o.0.clone()),
         text: &options.telemetry_text,
         outbox: gate::outbox::Outbox::new(options.stdout_marks.clone()),
+        pausing: gate::pause::Pausing::default(),
     };
     // Room for one event per op of the program (capped), so recording does
     // not regrow and copy the vector while the run is timed; pages are only

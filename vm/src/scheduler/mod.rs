@@ -235,6 +235,8 @@ struct Run<'r> {
     text: &'r crate::telemetry::TextPolicy,
     /// Printed lines, journaled before shown (`gate::outbox`).
     outbox: gate::outbox::Outbox,
+    /// Set when a `pause` stops the run (`gate::pause`).
+    pausing: gate::pause::Pausing,
 }
 
 impl<'r> Run<'r> {

@@ -131,7 +131,7 @@ impl<'r> Run<'r> {
             } else {
                 self.run_exchange(job, idx)
             };
-            lane.finished();
+            self.call_finished(lane);
             if let Some(e) = ev {
                 self.observe_op(&e);
                 events.push(e);
@@ -179,7 +179,7 @@ impl<'r> Run<'r> {
     /// The event of an exchange that the run's end, a budget or the
     /// watchdog stopped (the op is already settled by what stopped it).
     pub(super) fn halted_event(&self, call: &Call<'r>, ex: Exchange) -> Option<OpEvent> {
-        let status = if self.halted() || call.frame.is_cancelled() {
+        let status = if self.halted() || self.pausing() || call.frame.is_cancelled() {
             Status::Cancelled
         } else {
             Status::Failed
@@ -201,7 +201,8 @@ impl<'r> Run<'r> {
         let repeats: Mutex<HashMap<(String, String), u32>> = Mutex::new(HashMap::new());
         for turn in 1..=max_steps {
             if turn > 1 {
-                if self.halted() || site.frame.is_cancelled() {
+                // A pausing run keeps the turns it paid for, asks no more.
+                if self.halted() || self.pausing() || site.frame.is_cancelled() {
                     return Err(Stop::Halted);
                 }
                 // A later turn is another LLM call: same budget check.

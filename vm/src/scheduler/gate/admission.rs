@@ -35,6 +35,10 @@ impl<'r> Run<'r> {
         class: Class,
         args: &[Val],
     ) -> Admission {
+        // A run stopping at a `pause` admits no new effect (`pause.rs`).
+        if self.pausing() && instr.opcode.info().journaled {
+            return Admission::Stopped;
+        }
         let jkey = self.journal_key(frame, op, instr, args);
         let replayed = jkey.as_ref().and_then(|id| self.replay(id, instr, args));
         if replayed.is_none() && self.over_budget(frame, op, instr, class) {

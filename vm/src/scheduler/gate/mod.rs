@@ -32,6 +32,7 @@
 
 pub(super) mod admission;
 pub(super) mod outbox;
+pub(super) mod pause;
 
 use super::Run;
 use crate::exec::OpError;
