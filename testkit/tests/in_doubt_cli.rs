@@ -16,13 +16,19 @@ const PROGRAM: &str =
     "agent A {\n  @entry flow main() -> json {\n    return inv(\"slow\", \"{{}}\")\n  }\n}\n";
 
 /// A sim backend and the `slow` tool: it notes its idempotency key (and
-/// that it started), sleeps, then notes that it finished.
+/// that it started), sleeps, then answers.
 fn setup(dir: &Path) {
-    std::fs::write(dir.join("p.ais"), PROGRAM).unwrap();
     let d = dir.display();
-    let script = format!(
-        "cat >/dev/null; echo \\\"$AIS_IDEMPOTENCY_KEY\\\" >> {d}/keys.txt; sleep 1; touch {d}/done.$$; echo '{{\\\"ok\\\": true}}'"
+    setup_with(
+        dir,
+        &format!(
+            "cat >/dev/null; echo \\\"$AIS_IDEMPOTENCY_KEY\\\" >> {d}/keys.txt; sleep 1; echo '{{\\\"ok\\\": true}}'"
+        ),
     );
+}
+
+fn setup_with(dir: &Path, script: &str) {
+    std::fs::write(dir.join("p.ais"), PROGRAM).unwrap();
     std::fs::write(
         dir.join("config.toml"),
         format!(
@@ -53,24 +59,34 @@ fn keys(dir: &Path) -> Vec<String> {
         .collect()
 }
 
-fn done_files(dir: &Path) -> usize {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .is_ok_and(|e| e.file_name().to_string_lossy().starts_with("done."))
+/// The pids the orphan test's tool noted: its shell's and its `sleep`'s.
+fn pids(dir: &Path) -> Vec<u32> {
+    std::fs::read_to_string(dir.join("pids"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// Is process `pid` alive (running, not a zombie)?
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with(|c| c != 'Z'))
         })
-        .count()
+        .unwrap_or(false)
 }
 
 /// Starts the run; returns it once its tool call is under way.
-fn start_until_tool_runs(dir: &Path) -> Child {
+fn start_until_tool_runs(dir: &Path, started: impl Fn() -> bool) -> Child {
     let mut child = aisc(dir, &["run", "p.ais"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    while keys(dir).is_empty() {
+    while !started() {
         if let Some(status) = child.try_wait().unwrap() {
             panic!("the run ended before its tool started: {status}");
         }
@@ -83,7 +99,7 @@ fn start_until_tool_runs(dir: &Path) -> Child {
 /// stops with `journal.in_doubt`.
 fn in_doubt_run(dir: &Path) {
     setup(dir);
-    let mut child = start_until_tool_runs(dir);
+    let mut child = start_until_tool_runs(dir, || !keys(dir).is_empty());
     child.kill().unwrap();
     assert_eq!(child.wait().unwrap().code(), None, "killed by a signal");
     let o = output(dir, &["resume", "last"]);
@@ -153,23 +169,35 @@ fn fail_fails_the_op_and_finishes_the_run() {
 }
 
 #[test]
+#[cfg(target_os = "linux")]
 fn a_killed_aisc_leaves_no_tool_process_behind_after_40_kills() {
     let dirs: Vec<tempfile::TempDir> = (0..40).map(|_| tempfile::tempdir().unwrap()).collect();
     for batch in dirs.chunks(10) {
         let mut killed = Vec::new();
         for d in batch {
-            setup(d.path());
-            killed.push(start_until_tool_runs(d.path()));
+            let p = d.path();
+            // A tool that starts a child and would run for a minute.
+            setup_with(
+                p,
+                &format!(
+                    "cat >/dev/null; sleep 60 & echo $$ $! >> {}/pids; wait; echo '{{}}'",
+                    p.display()
+                ),
+            );
+            killed.push(start_until_tool_runs(p, || pids(p).len() == 2));
         }
         for c in &mut killed {
             c.kill().unwrap();
             c.wait().unwrap();
         }
     }
-    // Every tool was killed 1 s before it would have finished its side
-    // effect; an orphan would have written its file by now.
-    std::thread::sleep(Duration::from_secs(3));
-    let orphans: usize = dirs.iter().map(|d| done_files(d.path())).sum();
-    assert_eq!(orphans, 0, "tools finished after their aisc was killed");
-    assert!(dirs.iter().all(|d| keys(d.path()).len() == 1));
+    // The guardians act at once; a moment for the kernel to reap.
+    std::thread::sleep(Duration::from_secs(2));
+    let all: Vec<u32> = dirs.iter().flat_map(|d| pids(d.path())).collect();
+    assert_eq!(all.len(), 80);
+    let orphans: Vec<u32> = all.into_iter().filter(|&p| alive(p)).collect();
+    assert!(
+        orphans.is_empty(),
+        "tool processes still running after their aisc was killed: {orphans:?}"
+    );
 }

@@ -197,12 +197,14 @@ pub fn run_process(
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    // Its own process group: ended with everything it started when the
-    // call ends, is cancelled or times out, or `aisc` dies ([`GroupGuard`]).
+    // Its own process group, the guardian's: ended with everything it
+    // started when the call ends, is cancelled or times out, or `aisc`
+    // dies ([`GroupGuard`]). The guardian exists before the tool starts.
+    let guard = GroupGuard::start();
     #[cfg(unix)]
     {
         use std::os::unix::process::CommandExt;
-        cmd.process_group(0);
+        cmd.process_group(guard.pgid().unwrap_or(0));
     }
     let prog = cmd.get_program().to_string_lossy().into_owned();
     let mut child = cmd.spawn().map_err(|e| {
@@ -212,7 +214,6 @@ pub fn run_process(
         )
         .with_payload(json!({"tool": name}))
     })?;
-    let guard = GroupGuard::start(child.id());
     let stdin = child.stdin.take();
     let writer = std::thread::spawn(move || {
         if let Some(mut s) = stdin {
@@ -300,39 +301,47 @@ pub fn run_process(
 
 /// Ends a tool's process group when the call is over, and when `aisc`
 /// dies however it dies (kill -9 included), without unsafe code: a small
-/// guardian shell joins the tool's group and blocks reading a pipe whose
-/// only writer is this process. The write end is closed when the guard is
-/// dropped (the call ended, was cancelled or timed out) or by the kernel
-/// when this process dies; either way the guardian's `read` returns and it
-/// sends SIGKILL to the whole group (the tool, anything it started, and
-/// itself). The pipe is close-on-exec in this process, so no other child
+/// guardian shell leads a new process group, the tool is started in that
+/// group, and the guardian blocks reading a pipe whose only writer is this
+/// process. The write end is closed when the guard is dropped (the call
+/// ended, was cancelled or timed out) or by the kernel when this process
+/// dies; either way the guardian's `read` returns and it sends SIGKILL to
+/// the whole group (the tool, anything it started, and itself). The
+/// guardian starts first, so there is no moment when the tool runs
+/// unguarded. The pipe is close-on-exec in this process, so no other child
 /// holds it open. (`prctl(PR_SET_PDEATHSIG)` would need `pre_exec`, which
 /// is unsafe, and covers only the direct child.) Where no `sh` can be
-/// started the call runs unguarded, as before.
+/// started the tool gets a group of its own, unguarded.
 struct GroupGuard {
     guardian: Option<std::process::Child>,
 }
 
 impl GroupGuard {
     #[cfg(unix)]
-    fn start(pgid: u32) -> GroupGuard {
+    fn start() -> GroupGuard {
         use std::os::unix::process::CommandExt;
-        let guardian = i32::try_from(pgid).ok().and_then(|g| {
-            Command::new("sh")
-                .args(["-c", &format!("read _ ; kill -9 -{g} 2>/dev/null")])
-                .stdin(Stdio::piped())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .process_group(g)
-                .spawn()
-                .ok()
-        });
+        let guardian = Command::new("sh")
+            .args(["-c", "read _ ; kill -9 -$$ 2>/dev/null"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .ok();
         GroupGuard { guardian }
     }
 
     #[cfg(not(unix))]
-    fn start(_pgid: u32) -> GroupGuard {
+    fn start() -> GroupGuard {
         GroupGuard { guardian: None }
+    }
+
+    /// The group the tool joins (the guardian's).
+    #[cfg_attr(not(unix), allow(dead_code))]
+    fn pgid(&self) -> Option<i32> {
+        self.guardian
+            .as_ref()
+            .and_then(|g| i32::try_from(g.id()).ok())
     }
 }
 
