@@ -784,6 +784,14 @@ pub fn run_loaded(
         .map(|j| j.run_id().to_string());
     let memory_flag = super::aam::memory_flag(host.storage());
     stop_on_interrupt(resumable_id.clone(), memory_flag.clone());
+    // Printed lines go to this process's stdout (`TtyConsole`): the marks
+    // of which reached it make them exactly-once across kill + resume.
+    if let (Some(dir), Some(j)) = (
+        ais_vm::journal::dir_of(&run.memory.storage()),
+        &options.journal,
+    ) {
+        options.stdout_marks = Some(ais_vm::journal::marks_path(&dir, j.run_id()));
+    }
     let report = ais_vm::run(&loaded.program, &options, llm_backend, host.clone());
     let s = &report.summary;
     // The exports are written whatever the outcome: a failed run's telemetry

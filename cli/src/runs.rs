@@ -205,6 +205,17 @@ pub struct ResumeArgs {
     /// the `pause` op's value when the run goes on.
     #[arg(long, value_name = "VALUE")]
     pub input: Option<String>,
+    /// What to do with the side effects an interruption left in doubt
+    /// (started, never recorded as completed): `retry` calls them again
+    /// (with the same idempotency key), `skip` takes them as done with a
+    /// `null` result, `fail` fails their ops (`journal.in_doubt_failed`).
+    /// The decision is journaled.
+    #[arg(long = "in-doubt", value_name = "retry|skip|fail", value_parser = ["retry", "skip", "fail"])]
+    pub in_doubt: Option<String>,
+    /// With `--in-doubt`: only the op whose journal key starts with this
+    /// (the `idempotency_key` the `journal.in_doubt` error names).
+    #[arg(long = "op", value_name = "KEY", requires = "in_doubt")]
+    pub op: Option<String>,
     /// No run summary, progress or simulator note on stderr.
     #[arg(long, short)]
     pub quiet: bool,
@@ -318,6 +329,12 @@ fn resume_in(
     j.set_idempotent_tools(IDEMPOTENT_TOOLS.iter().map(|s| s.to_string()));
     if let Some(value) = &input {
         j.answer(value).map_err(|e| e.to_string())?;
+    }
+    if let Some(d) = r.in_doubt.as_deref().and_then(journal::Resolution::parse) {
+        let keys = j.resolve(d, r.op.as_deref()).map_err(|e| e.to_string())?;
+        if !r.quiet {
+            eprintln!("in doubt: {} op(s) resolved as `{}`", keys.len(), d.name());
+        }
     }
     if !r.quiet {
         eprintln!(

@@ -74,7 +74,7 @@ fn chats(spans: &[ReceivedSpan]) -> usize {
 #[test]
 #[ignore = "needs PostgreSQL: run ./test"]
 fn a_run_taken_over_by_another_worker_is_one_trace() {
-    let pg = PgServer::start().expect("PostgreSQL");
+    let pg = PgServer::start();
     let url = pg.database("otlp_fleet");
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path();

@@ -150,3 +150,62 @@ fn a_resume_killed_mid_call_resumes_again_without_repeating_completed_calls() {
     let listed = String::from_utf8_lossy(&runs.stdout).into_owned();
     assert!(listed.contains("completed"), "{listed}");
 }
+
+/// Issue 32, defect 3: a `pause` reached while an LLM call is in flight
+/// lets the call finish and journals it before the run is paused, so the
+/// resumed run does not pay for it again (it was: 3 requests for 2 calls).
+#[test]
+fn a_pause_keeps_the_llm_call_in_flight_and_the_resume_does_not_repeat_it() {
+    const PROGRAM: &str = r#"agent A {
+    flow main() -> str {
+        let a = ask(prompt: "The slow one")
+        let answer = pause("Go?")
+        let b = ask(prompt: "The second after {answer}")
+        return "{a} | {answer} | {b}"
+    }
+}
+"#;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = MockServer::start().expect("mock");
+    server.push(MockReply::Content("first".into()));
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "default_backend = \"m\"\n[[llm_backends]]\nname = \"m\"\nprotocol = \"openai\"\nbase_url = \"{}\"\nstream = false\n",
+            server.openai_url()
+        ),
+    )
+    .expect("config");
+    let config = config.display().to_string();
+    let program = dir.path().join("p.ais");
+    std::fs::write(&program, PROGRAM).expect("program");
+    let program = program.display().to_string();
+
+    // The pause does not wait for the call; the call is slow.
+    server.set_latency(Duration::from_millis(1500));
+    let o = output(dir.path(), &["run", &program, "--config", &config]);
+    assert_eq!(o.status.code(), Some(PAUSED), "{}", stderr(&o));
+    // The call in flight was answered and journaled before the run paused.
+    let shown = output(dir.path(), &["runs", "show", "last", "--json"]);
+    let shown: serde_json::Value = serde_json::from_slice(&shown.stdout).expect("runs show --json");
+    assert_eq!(shown["summary"]["by_op"]["ask"], 1, "{shown}");
+
+    server.set_latency(Duration::ZERO);
+    server.push(MockReply::Content("second".into()));
+    let o = output(
+        dir.path(),
+        &["resume", "last", "--config", &config, "--input", "go", "-q"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        "first | go | second"
+    );
+    let sent = prompts(&server);
+    assert_eq!(
+        sent,
+        ["The slow one", "The second after go"],
+        "2 calls, 2 requests"
+    );
+}

@@ -636,10 +636,11 @@ pub fn exec_tool(
     instr: &Instr,
     args: &[Val],
     cancel: &CancelToken,
+    idempotency_key: Option<&str>,
 ) -> Result<Val, OpError> {
     let r = match (&instr.opcode, &instr.imm) {
         (Opcode::Inv, Imm::Tool(t)) => {
-            host.invoke_tool(agent, t, &arg(args, 0)?.to_json(), cancel)?
+            host.invoke_tool_keyed(agent, t, &arg(args, 0)?.to_json(), cancel, idempotency_key)?
         }
         (Opcode::Exec, _) => {
             let js: Vec<Json> = args.iter().map(Val::to_json).collect();

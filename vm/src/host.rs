@@ -58,6 +58,21 @@ pub trait Host: Send + Sync {
         args: &Json,
         cancel: &CancelToken,
     ) -> Result<Json, HostError>;
+    /// [`Host::invoke_tool`] for a call the run journals, with its
+    /// idempotency key: the same in every attempt of the run (a retry of a
+    /// call left in doubt carries it again), so a tool that deduplicates by
+    /// it makes the retry safe. Hosts that pass keys on override this.
+    fn invoke_tool_keyed(
+        &self,
+        agent: &str,
+        tool: &str,
+        args: &Json,
+        cancel: &CancelToken,
+        idempotency_key: Option<&str>,
+    ) -> Result<Json, HostError> {
+        let _ = idempotency_key;
+        self.invoke_tool(agent, tool, args, cancel)
+    }
     /// `exec(command, args...)`. Blocking allowed (runs on an I/O thread).
     fn exec(&self, agent: &str, args: &[Json], cancel: &CancelToken) -> Result<Json, HostError>;
     /// `qmem(query) {tier}`.

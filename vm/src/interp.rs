@@ -243,7 +243,8 @@ impl Interp<'_> {
                 }
                 Class::Tool => exec::tool_results(
                     instr,
-                    exec::exec_tool(self.host, agent, instr, &data, &self.cancel).map_err(fail)?,
+                    exec::exec_tool(self.host, agent, instr, &data, &self.cancel, None)
+                        .map_err(fail)?,
                 ),
                 Class::Call => {
                     let Imm::Callee(c) = instr.imm else {

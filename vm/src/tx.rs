@@ -32,12 +32,19 @@ use ais_ir::Tier;
 use serde_json::Value as Json;
 use std::sync::{Arc, Mutex};
 
+/// Shows one committed printed line: `(agent, line, journal key and hash)`.
+pub type ShowLine<'a> =
+    dyn FnMut(&str, &str, Option<&(String, String)>) -> Result<(), HostError> + 'a;
+
 /// One buffered effect.
 #[derive(Clone, Debug)]
 enum Effect {
     Print {
         agent: String,
         line: String,
+        /// The `print` op's journal key and input hash: the line is
+        /// journaled as it is shown (`commit_with`).
+        journal: Option<(String, String)>,
     },
     Mem {
         agent: String,
@@ -119,6 +126,16 @@ impl<'h> Tx<'h> {
         });
     }
 
+    /// Buffers a printed line that is journaled when it is shown (under
+    /// the `print` op's key and input hash).
+    pub fn print_journaled(&self, agent: &str, line: &str, journal: Option<(String, String)>) {
+        self.log().push(Effect::Print {
+            agent: agent.to_string(),
+            line: line.to_string(),
+            journal,
+        });
+    }
+
     /// Journals an op of the body when the body's effects are applied.
     pub fn defer_journal(&self, d: Deferred) {
         self.log().push(Effect::Journal(d));
@@ -129,6 +146,16 @@ impl<'h> Tx<'h> {
     /// to journal); nothing when the parent is another body (it does that
     /// when it commits).
     pub fn commit(&self) -> Result<Committed, HostError> {
+        let host = self.parent();
+        self.commit_with(&mut |agent, line, _| {
+            host.print(agent, line);
+            Ok(())
+        })
+    }
+
+    /// [`Tx::commit`], showing printed lines with `show(agent, line,
+    /// journal key and hash)` (the scheduler journals them first).
+    pub fn commit_with(&self, show: &mut ShowLine<'_>) -> Result<Committed, HostError> {
         let effects = std::mem::take(&mut *self.log());
         if let Parent::Tx(p) = &self.parent {
             p.log().extend(effects);
@@ -138,7 +165,11 @@ impl<'h> Tx<'h> {
         let mut done = Committed::default();
         for e in effects {
             match e {
-                Effect::Print { agent, line } => host.print(&agent, &line),
+                Effect::Print {
+                    agent,
+                    line,
+                    journal,
+                } => show(&agent, &line, journal.as_ref())?,
                 Effect::Mem {
                     agent,
                     tier,
@@ -207,6 +238,18 @@ impl Host for Tx<'_> {
         cancel: &CancelToken,
     ) -> Result<Json, HostError> {
         self.parent().invoke_tool(agent, tool, args, cancel)
+    }
+
+    fn invoke_tool_keyed(
+        &self,
+        agent: &str,
+        tool: &str,
+        args: &Json,
+        cancel: &CancelToken,
+        idempotency_key: Option<&str>,
+    ) -> Result<Json, HostError> {
+        self.parent()
+            .invoke_tool_keyed(agent, tool, args, cancel, idempotency_key)
     }
 
     fn exec(&self, agent: &str, args: &[Json], cancel: &CancelToken) -> Result<Json, HostError> {
@@ -290,10 +333,7 @@ impl Host for Tx<'_> {
     }
 
     fn print(&self, agent: &str, line: &str) {
-        self.log().push(Effect::Print {
-            agent: agent.to_string(),
-            line: line.to_string(),
-        });
+        self.print_journaled(agent, line, None);
     }
 
     fn communicate(&self, message: Message) -> Result<(), HostError> {

@@ -124,7 +124,9 @@ fn take(args: &mut Vec<Expr>, name: &str) -> Option<Expr> {
     let i = args
         .iter()
         .position(|a| matches!(&a.kind, ExprKind::Named(n, _) if n.name == name))?;
-    match args.remove(i).kind {
+    // `Expr` has a `Drop` (iterative, for deep trees): take its kind out.
+    let mut arg = args.remove(i);
+    match std::mem::replace(&mut arg.kind, ExprKind::Error) {
         ExprKind::Named(_, v) => Some(*v),
         _ => None,
     }
@@ -271,14 +273,14 @@ fn call(kind: K, args: &mut Vec<Expr>, span: Span) -> Option<Expr> {
             }
         }
         K::WaitAll | K::Merge => {
-            if let Some(t) = take(args, "tokens") {
-                match t.kind {
+            if let Some(mut t) = take(args, "tokens") {
+                match std::mem::replace(&mut t.kind, ExprKind::Error) {
                     ExprKind::List(items) => {
                         for i in items {
                             push_positional(args, i);
                         }
                     }
-                    _ => push_positional(args, t),
+                    kind => push_positional(args, Expr { kind, span: t.span }),
                 }
             }
         }

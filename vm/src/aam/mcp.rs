@@ -595,11 +595,13 @@ impl McpClient {
         } else {
             args.clone()
         };
-        let r = self.request(
-            "tools/call",
-            json!({"name": tool, "arguments": args}),
-            cancel,
-        )?;
+        let mut params = json!({"name": tool, "arguments": args});
+        // The call's idempotency key, the same across retries of a call
+        // left in doubt: a server that deduplicates can use it.
+        if let Some(k) = super::tools::idempotency_key() {
+            params["_meta"] = json!({ "ais/idempotency_key": k });
+        }
+        let r = self.request("tools/call", params, cancel)?;
         let content = r.get("content").cloned().unwrap_or(Json::Array(Vec::new()));
         let text_of = |c: &Json| -> String {
             c.as_array()

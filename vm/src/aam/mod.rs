@@ -1512,6 +1512,19 @@ impl Host for AamHost {
         r
     }
 
+    fn invoke_tool_keyed(
+        &self,
+        agent: &str,
+        tool: &str,
+        args: &Json,
+        cancel: &CancelToken,
+        idempotency_key: Option<&str>,
+    ) -> Result<Json, HostError> {
+        tools::with_idempotency_key(idempotency_key, || {
+            self.invoke_tool(agent, tool, args, cancel)
+        })
+    }
+
     fn exec(&self, agent: &str, args: &[Json], cancel: &CancelToken) -> Result<Json, HostError> {
         let t0 = Instant::now();
         let Some((cmd, rest)) = args.split_first() else {

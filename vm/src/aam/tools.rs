@@ -197,6 +197,15 @@ pub fn run_process(
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    // Its own process group, the guardian's: ended with everything it
+    // started when the call ends, is cancelled or times out, or `aisc`
+    // dies ([`GroupGuard`]). The guardian exists before the tool starts.
+    let guard = GroupGuard::start();
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(guard.pgid().unwrap_or(0));
+    }
     let prog = cmd.get_program().to_string_lossy().into_owned();
     let mut child = cmd.spawn().map_err(|e| {
         HostError::new(
@@ -275,6 +284,9 @@ pub fn run_process(
         }
         std::thread::sleep(Duration::from_millis(5));
     };
+    // Whatever the tool left running in its group ends with the call
+    // (and closes the pipes the readers below wait on).
+    drop(guard);
     let _ = writer.join();
     let (stdout, stdout_cut) = out_h.join().unwrap_or_default();
     let (stderr, stderr_cut) = err_h.join().unwrap_or_default();
@@ -286,6 +298,87 @@ pub fn run_process(
         stderr_cut,
     })
 }
+
+/// Ends a tool's process group when the call is over, and when `aisc`
+/// dies however it dies (kill -9 included), without unsafe code: a small
+/// guardian shell leads a new process group, the tool is started in that
+/// group, and the guardian blocks reading a pipe whose only writer is this
+/// process. The write end is closed when the guard is dropped (the call
+/// ended, was cancelled or timed out) or by the kernel when this process
+/// dies; either way the guardian's `read` returns and it sends SIGKILL to
+/// the whole group (the tool, anything it started, and itself). The
+/// guardian starts first, so there is no moment when the tool runs
+/// unguarded. The pipe is close-on-exec in this process, so no other child
+/// holds it open. (`prctl(PR_SET_PDEATHSIG)` would need `pre_exec`, which
+/// is unsafe, and covers only the direct child.) Where no `sh` can be
+/// started the tool gets a group of its own, unguarded.
+struct GroupGuard {
+    guardian: Option<std::process::Child>,
+}
+
+impl GroupGuard {
+    #[cfg(unix)]
+    fn start() -> GroupGuard {
+        use std::os::unix::process::CommandExt;
+        let guardian = Command::new("sh")
+            .args(["-c", "read _ ; kill -9 -$$ 2>/dev/null"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .ok();
+        GroupGuard { guardian }
+    }
+
+    #[cfg(not(unix))]
+    fn start() -> GroupGuard {
+        GroupGuard { guardian: None }
+    }
+
+    /// The group the tool joins (the guardian's).
+    #[cfg_attr(not(unix), allow(dead_code))]
+    fn pgid(&self) -> Option<i32> {
+        self.guardian
+            .as_ref()
+            .and_then(|g| i32::try_from(g.id()).ok())
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(mut g) = self.guardian.take() {
+            // Closing its stdin is the signal; then reap it.
+            drop(g.stdin.take());
+            let _ = g.wait();
+        }
+    }
+}
+
+std::thread_local! {
+    /// The idempotency key of the tool call this thread is making
+    /// ([`with_idempotency_key`]).
+    static CALL_KEY: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` (one tool call, on this thread) with `key` as the call's
+/// idempotency key: subprocess tools get it as `AIS_IDEMPOTENCY_KEY` in
+/// their environment, MCP tools in the request's `_meta`.
+pub(crate) fn with_idempotency_key<T>(key: Option<&str>, f: impl FnOnce() -> T) -> T {
+    let before = CALL_KEY.with(|k| k.replace(key.map(str::to_string)));
+    let r = f();
+    CALL_KEY.with(|k| *k.borrow_mut() = before);
+    r
+}
+
+/// The idempotency key of the call this thread is making, if any.
+pub(crate) fn idempotency_key() -> Option<String> {
+    CALL_KEY.with(|k| k.borrow().clone())
+}
+
+/// The environment variable a subprocess tool finds its call's
+/// idempotency key in.
+pub const IDEMPOTENCY_ENV: &str = "AIS_IDEMPOTENCY_KEY";
 
 /// Runs a subprocess tool: `args` as JSON on stdin, one JSON value on stdout.
 pub fn run_subprocess(
@@ -301,6 +394,9 @@ pub fn run_subprocess(
         .ok_or_else(|| HostError::new("tool.config", format!("tool `{name}` has no command")))?;
     let mut cmd = Command::new(prog);
     cmd.args(rest).envs(&cfg.env);
+    if let Some(k) = idempotency_key() {
+        cmd.env(IDEMPOTENCY_ENV, k);
+    }
     if let Some(d) = &cfg.cwd {
         cmd.current_dir(d);
     }

@@ -19,12 +19,15 @@
 //! product installs none; `ais-testkit` installs one that aborts the process
 //! after the N-th write (its test-only `aisc-fault` binary).
 
+pub mod record;
 pub(crate) mod watchdog;
+
+pub use record::{decode_vals, encode_vals, Record, Resolution};
 
 use crate::store::sqlite::SqliteStore;
 use crate::store::{Claim, Entry, NewRun, RunRow, Store, FENCED};
 use crate::value::Val;
-use serde_json::{json, Value as Json};
+use serde_json::Value as Json;
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -124,38 +127,12 @@ pub struct StoredRun {
 pub enum Replay {
     /// Not journaled (or journaled with other inputs): execute it.
     Miss,
-    /// Completed before: deliver these results, do not execute.
-    Done(Vec<Val>),
+    /// Completed before: deliver this outcome, do not execute.
+    Done(Record),
     /// A side-effecting call was started and never recorded as completed.
     InDoubt,
-}
-
-/// Encodes an op's results (tagged, so lists and tokens round-trip).
-pub fn encode_vals(vs: &[Val]) -> Json {
-    fn enc(v: &Val) -> Json {
-        match v {
-            Val::Ord => json!({"ord": true}),
-            Val::List(xs) => json!({"list": xs.iter().map(enc).collect::<Vec<_>>()}),
-            other => json!({"v": other.to_json()}),
-        }
-    }
-    Json::Array(vs.iter().map(enc).collect())
-}
-
-/// Decodes [`encode_vals`]; `None` on anything malformed.
-pub fn decode_vals(j: &Json) -> Option<Vec<Val>> {
-    fn dec(j: &Json) -> Option<Val> {
-        let o = j.as_object()?;
-        if o.contains_key("ord") {
-            return Some(Val::Ord);
-        }
-        if let Some(xs) = o.get("list") {
-            let xs: Option<Vec<Val>> = xs.as_array()?.iter().map(dec).collect();
-            return Some(Val::List(xs?.into()));
-        }
-        o.get("v").cloned().map(Val::from_json)
-    }
-    j.as_array()?.iter().map(dec).collect()
+    /// It was in doubt and a person decided what to do with it.
+    Resolved(Resolution),
 }
 
 /// The source a `pause` answer carries (`crate::ifc`).
@@ -205,9 +182,26 @@ pub(crate) fn op_key(frame: &crate::frame::Frame<'_>, op: u32) -> String {
     hex(&h.finalize()[..16])
 }
 
+/// The entry kind of a person's decision about an op in doubt.
+const RESOLVED: &str = "resolved";
+
+fn unreadable(key: &str, why: &str) -> JournalError {
+    JournalError::new(
+        record::UNREADABLE,
+        format!("the journal entry of op `{key}` cannot be read ({why}); it is not repeated"),
+    )
+}
+
+fn decode_record(key: &str, value: Option<&str>) -> Result<Record, JournalError> {
+    let text = value.ok_or_else(|| unreadable(key, "no value"))?;
+    Record::decode(text).map_err(|e| unreadable(key, &e))
+}
+
 struct Rec {
     hash: String,
     kind: String,
+    op: String,
+    seq: i64,
     value: Option<String>,
     /// Source names of the value's label (`None`: not recorded).
     labels: Option<String>,
@@ -518,26 +512,103 @@ impl Journal {
         self.replayed.load(Ordering::Relaxed)
     }
 
-    /// Looks up an op of an earlier attempt.
-    pub fn lookup(&self, key: &str, hash: &str) -> Replay {
-        match self.replay.get(key) {
-            Some(r) if r.hash == hash && r.kind == "done" => {
-                match r
-                    .value
-                    .as_deref()
-                    .and_then(|v| serde_json::from_str::<Json>(v).ok())
-                    .and_then(|j| decode_vals(&j))
-                {
-                    Some(vs) => {
-                        self.replayed.fetch_add(1, Ordering::Relaxed);
-                        Replay::Done(vs)
-                    }
-                    None => Replay::Miss,
+    /// Looks up an op of an earlier attempt. A record that cannot be
+    /// read is an error (`journal.unreadable`), never a miss: a miss
+    /// would repeat a call that was paid for or had side effects.
+    pub fn lookup(&self, key: &str, hash: &str) -> Result<Replay, JournalError> {
+        let Some(r) = self.replay.get(key).filter(|r| r.hash == hash) else {
+            return Ok(Replay::Miss);
+        };
+        match r.kind.as_str() {
+            "done" => {
+                let record = decode_record(key, r.value.as_deref())?;
+                self.replayed.fetch_add(1, Ordering::Relaxed);
+                Ok(Replay::Done(record))
+            }
+            "intent" => Ok(Replay::InDoubt),
+            RESOLVED => match decode_record(key, r.value.as_deref())? {
+                Record::Resolved { decision } => Ok(Replay::Resolved(decision)),
+                other => Err(unreadable(key, &format!("a {} record", other.kind()))),
+            },
+            _ => Ok(Replay::Miss),
+        }
+    }
+
+    /// The key a tool that deduplicates is given for op `key`: the same in
+    /// every attempt of this run (a retry after a kill carries it again),
+    /// different in every other run.
+    pub fn idempotency_key(&self, key: &str) -> String {
+        let mut h = Sha256::new();
+        h.update(self.run_id.as_bytes());
+        h.update([0]);
+        h.update(key.as_bytes());
+        format!("ais-{}", hex(&h.finalize()[..16]))
+    }
+
+    /// The side effects in doubt (started by an earlier attempt, never
+    /// recorded as completed): `(key, op)`, in journal order.
+    pub fn in_doubt(&self) -> Vec<(String, String)> {
+        let mut v: Vec<(i64, String, String)> = self
+            .replay
+            .iter()
+            .filter(|(_, r)| r.kind == "intent")
+            .map(|(k, r)| (r.seq, k.clone(), r.op.clone()))
+            .collect();
+        v.sort();
+        v.into_iter().map(|(_, k, o)| (k, o)).collect()
+    }
+
+    /// Journals a person's `decision` for the side effects in doubt (all
+    /// of them, or the one whose key starts with `op`); returns the keys
+    /// resolved. `journal.not_in_doubt` when none matches.
+    pub fn resolve(
+        &mut self,
+        decision: Resolution,
+        op: Option<&str>,
+    ) -> Result<Vec<String>, JournalError> {
+        let chosen: Vec<(String, String)> = self
+            .in_doubt()
+            .into_iter()
+            .filter(|(k, _)| op.is_none_or(|o| k.starts_with(o)))
+            .collect();
+        if chosen.is_empty() || (op.is_some() && chosen.len() > 1) {
+            let what = match op {
+                Some(o) if !chosen.is_empty() => format!(
+                    "`{o}` names {} ops in doubt; give more of the key",
+                    chosen.len()
+                ),
+                Some(o) => format!("no op in doubt has a key starting with `{o}`"),
+                None => "the run has no op in doubt".to_string(),
+            };
+            return Err(JournalError::new("journal.not_in_doubt", what));
+        }
+        let record = Record::Resolved { decision };
+        for (key, op) in &chosen {
+            let Some(hash) = self.replay.get(key).map(|r| r.hash.clone()) else {
+                continue;
+            };
+            self.write(key, RESOLVED, op, &hash, Some(record.encode()), 0, None)?;
+            if let Some(r) = self.replay.get_mut(key) {
+                r.kind = RESOLVED.into();
+                r.value = Some(record.encode());
+            }
+        }
+        Ok(chosen.into_iter().map(|(k, _)| k).collect())
+    }
+
+    /// The lines journaled as printed by earlier attempts, by their place
+    /// in the run's output.
+    pub fn printed(&self) -> Result<Vec<(u64, String, String)>, JournalError> {
+        let mut v = Vec::new();
+        for (k, r) in &self.replay {
+            if r.kind == "done" && r.op == "print" {
+                if let Record::Printed { n, agent, line } = decode_record(k, r.value.as_deref())? {
+                    v.push((n, agent, line));
                 }
             }
-            Some(r) if r.hash == hash && r.kind == "intent" => Replay::InDoubt,
-            _ => Replay::Miss,
         }
+        v.sort();
+        Ok(v)
     }
 
     fn check_fence(&self, r: Result<(), JournalError>) -> Result<(), JournalError> {
@@ -621,9 +692,21 @@ impl Journal {
         tokens: u64,
         labels: Option<&[String]>,
     ) -> Result<(), JournalError> {
-        let v = encode_vals(results).to_string();
+        self.record_entry(key, op, hash, &Record::values(results), tokens, labels)
+    }
+
+    /// Durably records an op's outcome as `record`.
+    pub fn record_entry(
+        &self,
+        key: &str,
+        op: &str,
+        hash: &str,
+        record: &Record,
+        tokens: u64,
+        labels: Option<&[String]>,
+    ) -> Result<(), JournalError> {
         let l = labels.map(encode_labels);
-        self.write(key, "done", op, hash, Some(v), tokens, l)
+        self.write(key, "done", op, hash, Some(record.encode()), tokens, l)
     }
 
     /// The source names an earlier attempt recorded with op `key`'s
@@ -667,7 +750,9 @@ impl Journal {
             Rec {
                 hash,
                 kind: "done".into(),
-                value: Some(encode_vals(&results).to_string()),
+                op: "pause".into(),
+                seq: 0,
+                value: Some(Record::values(&results).encode()),
                 labels: Some(encode_labels(&[INPUT_SOURCE.to_string()])),
             },
         );
@@ -713,6 +798,8 @@ fn replay_of(store: &dyn Store, run_id: &str) -> Result<HashMap<String, Rec>, Jo
                 e.key,
                 Rec {
                     kind: e.kind,
+                    op: e.op,
+                    seq: e.seq,
                     hash: e.hash,
                     value: e.value,
                     labels: e.labels,
@@ -741,6 +828,22 @@ pub fn llm_op_names_sql() -> String {
         .map(|op| format!("'{}'", op.mnemonic()))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// Where `aisc` notes which of run `run_id`'s printed lines reached its
+/// stdout (see `crate::scheduler` `gate/outbox.rs`).
+pub fn marks_path(dir: &Path, run_id: &str) -> PathBuf {
+    let safe: String = run_id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    dir.join("shown").join(safe)
 }
 
 /// The journal directory for a memory directory argument (`None`: ephemeral).

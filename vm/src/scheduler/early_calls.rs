@@ -14,10 +14,12 @@
 //! op's key (`<key>#early/<tool>/<n>`), so a resumed run does not repeat
 //! one that completed, even when the planner is asked again.
 
+use super::gate::{self, EffectId};
 use super::Run;
+use crate::exec::OpError;
 use crate::exec::{self, Class};
 use crate::host::HostError;
-use crate::journal::Replay;
+use crate::journal::Record;
 use crate::telemetry::ToolCallRecord;
 use crate::value::Val;
 use ais_ir::bytecode::{Imm, Program};
@@ -218,8 +220,10 @@ impl<'r> Run<'r> {
         }
     }
 
-    /// One early call: from the journal when a run before this one
-    /// completed it, else through the host (and then journaled).
+    /// One early call, through the gate: from the journal when an
+    /// earlier attempt completed it, else through the host (and then
+    /// journaled). Only read-only tools start early: no intent is written
+    /// and nothing is left in doubt. A journal failure is the call's error.
     fn early_call(
         &self,
         agent: &str,
@@ -227,19 +231,37 @@ impl<'r> Run<'r> {
         args: &Json,
         key: Option<String>,
     ) -> (Result<Json, HostError>, bool) {
-        let hash = crate::journal::input_hash(&[Val::from_json(args.clone())]);
-        if let (Some(j), Some(k)) = (self.journal, &key) {
-            if let Replay::Done(vs) = j.lookup(k, &hash) {
-                if let Some(v) = vs.first() {
-                    return (Ok(v.to_json()), true);
-                }
-            }
+        let id = key.map(|k| {
+            EffectId::new(
+                k,
+                crate::journal::input_hash(&[Val::from_json(args.clone())]),
+            )
+        });
+        let gated = self.gated_call(
+            id.as_ref(),
+            "inv",
+            None,
+            None,
+            |record| {
+                let k = id.as_ref().map_or("?", |i| i.key.as_str());
+                gate::single_value(k, record).map(|v| v.to_json())
+            },
+            |_| {
+                self.host
+                    .invoke_tool(agent, tool, args, &self.cancel)
+                    .map_err(OpError::from)
+            },
+            |v| (Record::values(&[Val::from_json(v.clone())]), 0),
+        );
+        let host_error = |e: OpError| HostError {
+            code: e.code,
+            message: e.message,
+            payload: e.payload,
+        };
+        match gated {
+            Ok((r, replayed)) => (r.map_err(host_error), replayed),
+            Err(e) => (Err(host_error(e)), false),
         }
-        let result = self.host.invoke_tool(agent, tool, args, &self.cancel);
-        if let (Some(j), Some(k), Ok(v)) = (self.journal, &key, &result) {
-            let _ = j.record(k, "inv", &hash, &[Val::from_json(v.clone())], 0);
-        }
-        (result, false)
     }
 }
 

@@ -2,11 +2,13 @@
 //! handlers in frames, delivering values into slots, completing ops and
 //! frames, and failure propagation to the nearest handler.
 
+use super::gate::EffectId;
 use super::worker::Credit;
 use super::{limits, Run, Sink, Task};
 use crate::error::RunError;
 use crate::exec::{self, OpError, Results};
 use crate::frame::{Frame, LoopState, Owner, Role, Unit};
+use crate::host::HostError;
 use crate::sync::lock;
 use crate::tx::{Parent as TxParent, Tx};
 use crate::value::Val;
@@ -325,23 +327,23 @@ impl<'r> Run<'r> {
                 }
                 // The body completed: its effects become visible now.
                 if let Some(tx) = &frame.tx {
-                    let committed = tx.commit().map_err(OpError::from).and_then(|c| {
-                        // Journaled now that their effects happened.
-                        for d in &c.journal {
-                            if let Some(j) = self.journal {
-                                j.record_labeled(
-                                    &d.key,
-                                    d.op,
-                                    &d.hash,
-                                    &d.results,
-                                    0,
-                                    d.labels.as_deref(),
-                                )
-                                .map_err(|e| OpError::new(e.code, e.message))?;
-                            }
-                        }
-                        Ok(c.messages)
-                    });
+                    let mut show = |agent: &str, line: &str, j: Option<&(String, String)>| {
+                        let id = j.map(|(k, h)| EffectId::new(k.clone(), h.clone()));
+                        self.show_line(id.as_ref(), agent, line)
+                            .map_err(|e| HostError::new(e.code, e.message))
+                    };
+                    let committed =
+                        tx.commit_with(&mut show)
+                            .map_err(OpError::from)
+                            .and_then(|c| {
+                                // Journaled now that their effects happened.
+                                for d in &c.journal {
+                                    let id = EffectId::new(d.key.clone(), d.hash.clone());
+                                    let record = crate::journal::Record::values(&d.results);
+                                    self.gate_record(&id, d.op, &record, 0, d.labels.as_deref())?;
+                                }
+                                Ok(c.messages)
+                            });
                     match committed {
                         Ok(delivered) => {
                             for m in &delivered {
@@ -525,7 +527,8 @@ impl<'r> Run<'r> {
             };
             (at, at_op, at_instr) = (&o.frame, o.op, i);
         }
-        self.finish(Err(RunError::OpFailed {
+        let paused = err.code == crate::exec::PAUSED;
+        let e = RunError::OpFailed {
             flow: at.unit.program.flow_name(at.flow),
             opcode: at_instr.opcode.mnemonic(),
             region: at.region,
@@ -534,7 +537,13 @@ impl<'r> Run<'r> {
             code: err.code,
             message,
             payload: Box::new(err.payload),
-        }));
+        };
+        if paused {
+            // Calls in flight finish and are journaled first (`gate::pause`).
+            self.begin_pause(e);
+        } else {
+            self.finish(Err(e));
+        }
     }
 
     pub(super) fn start_call(

@@ -134,7 +134,7 @@ impl<'r> Run<'r> {
                 asks.prepare(round, &mut req);
                 let early = EarlySite {
                     agent: site.agent,
-                    jkey: site.jkey.map(|(k, _)| k.as_str()),
+                    jkey: site.jkey.map(|j| j.key.as_str()),
                     round,
                 };
                 let turn =

@@ -1,6 +1,7 @@
 //! The I/O executor: lanes of blocking calls (LLM, tools), each with a
 //! fixed number of I/O threads (its concurrency limit) and a policy queue.
 
+use super::gate::EffectId;
 use super::policy::{Policy, PolicyQueue};
 use super::{limits, Run, Sink};
 use crate::exec::{self, OpError};
@@ -20,8 +21,8 @@ pub(crate) struct Job<'r> {
     /// Worker that dispatched it.
     pub worker: u32,
     pub args: SmallVec<[Val; 4]>,
-    /// Journal key and input hash ([`Run::admit`]), when journaled.
-    pub jkey: Option<(String, String)>,
+    /// Journal identity ([`Run::admit`]), when journaled.
+    pub jkey: Option<EffectId>,
 }
 
 struct State<'r> {
@@ -152,7 +153,7 @@ pub(super) struct Call<'r> {
     pub(super) worker: u32,
     pub(super) track: Track,
     pub(super) start_ns: u64,
-    pub(super) jkey: Option<(String, String)>,
+    pub(super) jkey: Option<EffectId>,
     pub(super) llm: bool,
     /// Its tokens were already counted against the budgets as they were
     /// spent (a tool-calling exchange counts each model turn).
@@ -169,7 +170,7 @@ impl<'r> Job<'r> {
         self,
         track: Track,
         start_ns: u64,
-    ) -> (Call<'r>, SmallVec<[Val; 4]>, Option<(String, String)>) {
+    ) -> (Call<'r>, SmallVec<[Val; 4]>, Option<EffectId>) {
         let call = Call {
             frame: self.frame,
             op: self.op,
@@ -220,7 +221,7 @@ impl<'r> Run<'r> {
         let mut events = Vec::new();
         while let Some(job) = lane.pop() {
             let ev = self.run_job(job, llm, idx);
-            lane.finished();
+            self.call_finished(lane);
             if let Some(e) = ev {
                 self.observe_op(&e);
                 events.push(e);
@@ -232,7 +233,8 @@ impl<'r> Run<'r> {
     /// The event of a call the run no longer wants (ended, or its frame
     /// abandoned), or `None` when it should run.
     pub(super) fn unwanted(&self, call: &Call<'r>) -> Option<Option<OpEvent>> {
-        (self.halted() || call.frame.is_cancelled()).then(|| {
+        // A pausing run starts no call: nothing was paid for it yet.
+        (self.halted() || self.pausing() || call.frame.is_cancelled()).then(|| {
             self.record
                 .then(|| call.event(call.start_ns, Status::Cancelled, None))
                 .flatten()
@@ -253,9 +255,10 @@ impl<'r> Run<'r> {
         }
         let frame = &call.frame;
         let agent = self.agent_name(frame.agent);
-        if let (Some(j), Some((k, h)), false) = (self.journal, &jkey, llm) {
-            if let Err(e) = j.intent(k, instr.opcode.mnemonic(), h) {
-                self.fail(frame, op, OpError::new(e.code, e.message), &Sink::Global);
+        // A tool call is a side effect: its intent is durable before it starts.
+        if let (Some(id), false) = (&jkey, llm) {
+            if let Err(e) = self.gate_intent(id, instr.opcode.mnemonic()) {
+                self.fail(frame, op, e, &Sink::Global);
                 return None;
             }
         }
@@ -286,7 +289,8 @@ impl<'r> Run<'r> {
                     error: None,
                 }));
             }
-            (self.tool_op_call(frame, agent, instr, &args), None)
+            let key = jkey.as_ref().and_then(|id| self.idempotency_key(id));
+            (self.tool_op_call(frame, agent, instr, &args, key), None)
         };
         call.jkey = jkey;
         self.settle(call, result, info)
@@ -300,6 +304,7 @@ impl<'r> Run<'r> {
         agent: &str,
         instr: &ais_ir::bytecode::Instr,
         args: &[Val],
+        idempotency_key: Option<String>,
     ) -> Result<Val, OpError> {
         if let (Some(pre), ais_ir::bytecode::Imm::Tool(t), Some(a)) =
             (frame.unit.prefetch, &instr.imm, args.first())
@@ -308,7 +313,14 @@ impl<'r> Run<'r> {
                 return r.map(Val::from_json).map_err(OpError::from);
             }
         }
-        exec::exec_tool(self.host, agent, instr, args, &self.cancel)
+        exec::exec_tool(
+            self.host,
+            agent,
+            instr,
+            args,
+            &self.cancel,
+            idempotency_key.as_deref(),
+        )
     }
 
     /// An LLM reply (or failure) as the op's value and its telemetry.
@@ -429,9 +441,16 @@ impl<'r> Run<'r> {
             }
             Err(_) if self.halted() || frame.is_cancelled() => Status::Cancelled,
             Err(e) => {
-                if let (Some(j), Some((k, h)), false) = (self.journal, jkey, llm) {
-                    let _ = j.failed(k, instr.opcode.mnemonic(), h);
-                }
+                // A failed call completed: recorded so a resume asks
+                // again. If that cannot be written, the journal's error
+                // is the op's.
+                let e = match (jkey, llm) {
+                    (Some(id), false) => match self.gate_failed(id, instr.opcode.mnemonic()) {
+                        Ok(()) => e,
+                        Err(w) => w,
+                    },
+                    _ => e,
+                };
                 error = Some(e.code.clone());
                 self.fail(frame, op, e, &Sink::Global);
                 Status::Failed

@@ -7,7 +7,7 @@ use super::limits;
 use super::llm_calls::{Calls, TokenHash};
 use super::progress::progress_loop;
 use super::worker::{Sleep, WorkerCtx, WorkerStats};
-use super::{Run, RunOptions, RunReport, Sink, Task};
+use super::{gate, Run, RunOptions, RunReport, Sink, Task};
 use crate::error::RunError;
 use crate::exec::{self, Class};
 use crate::host::Host;
@@ -191,6 +191,8 @@ pub fn run(
         observer: options.observer.as_ref().map(|o| &*o.0),
         observer_arc: options.observer.as_ref().map(|o| o.0.clone()),
         text: &options.telemetry_text,
+        outbox: gate::outbox::Outbox::new(options.stdout_marks.clone()),
+        pausing: gate::pause::Pausing::default(),
     };
     // Room for one event per op of the program (capped), so recording does
     // not regrow and copy the vector while the run is timed; pages are only
@@ -301,14 +303,20 @@ pub fn run(
             ))));
         } else {
             t0 = run.now();
-            let started = run
-                .new_frame(run.unit(), entry, 0, None, 0, 0)
-                .and_then(|f| {
-                    let l = [run.labels.args; 1];
-                    run.start_frame(&f, args, &l, None, &Sink::Global)
-                });
+            // What an earlier attempt printed and a kill kept from
+            // showing comes first.
+            let started = match run.show_pending() {
+                Err(e) => Err(RunError::Setup(format!("{}: {}", e.code, e.message))),
+                Ok(()) => run
+                    .new_frame(run.unit(), entry, 0, None, 0, 0)
+                    .and_then(|f| {
+                        let l = [run.labels.args; 1];
+                        run.start_frame(&f, args, &l, None, &Sink::Global)
+                    })
+                    .map_err(|e| RunError::Internal(e.message)),
+            };
             if let Err(e) = started {
-                run.finish(Err(RunError::Internal(e.message)));
+                run.finish(Err(e));
             }
             run.sleep.notify_all();
             if let Some((cx, parker)) = own.take() {

@@ -265,7 +265,7 @@ impl<'r> Run<'r> {
         let (mut call, args, jkey) = job.into_call(Track::Llm(0), self.now());
         let op = call.op;
         let Some(instr) = call.frame.code.ops.get(op as usize) else {
-            self.llm.finished();
+            self.call_finished(&self.llm);
             return None;
         };
         if let Some(ev) = self.unwanted(&call) {
@@ -273,7 +273,7 @@ impl<'r> Run<'r> {
                 self.observe_op(&ev);
                 lock(&self.calls).events.push(ev);
             }
-            self.llm.finished();
+            self.call_finished(&self.llm);
             return None;
         }
         let req = match exec::llm_request(self.agent_name(call.frame.agent), instr, &args) {
@@ -283,7 +283,7 @@ impl<'r> Run<'r> {
             }
             Err(e) => {
                 self.fail(&call.frame, op, e, &Sink::Global);
-                self.llm.finished();
+                self.call_finished(&self.llm);
                 return None;
             }
         };
@@ -328,7 +328,7 @@ impl<'r> Run<'r> {
         let mut g = lock(&self.calls);
         events.append(&mut g.events);
         for (_, Pending { call: c, .. }) in g.table.drain() {
-            self.llm.finished();
+            self.call_finished(&self.llm);
             if self.record {
                 if let Some(ev) = c.event(now, Status::Cancelled, None) {
                     self.observe_op(&ev);
@@ -366,13 +366,13 @@ impl<'r> Run<'r> {
             }
             (None, None) => {
                 // Not reachable: only scheduled calls are settled by token.
-                self.llm.finished();
+                self.call_finished(&self.llm);
                 return None;
             }
         };
         let (value, info) = self.llm_outcome(&pending.req, result, attempts);
         let ev = self.settle(pending.call, value, info);
-        self.llm.finished();
+        self.call_finished(&self.llm);
         self.pump_llm();
         ev
     }

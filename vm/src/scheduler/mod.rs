@@ -15,22 +15,24 @@
 //! - `worker`: the worker loop, ready queues, parking, executing one op;
 //! - `frames`: frames and regions (calls, branches, loops, `try`,
 //!   handlers), delivery of values, completion and failure propagation;
-//! - `admission`: the one check before an effect op (journal replay,
-//!   budget, loop watchdog) and journaling its result;
+//! - `gate`: the effect gate, the one path of every effect (journal
+//!   replay, admission: budget and loop watchdog, intent, record, in-doubt
+//!   decisions) and the printed output (`gate/outbox.rs`, exactly once
+//!   across kill + resume);
 //! - `io`: the I/O hand-off: lanes and threads for blocking calls;
 //! - `llm_calls`: calls on backends that start without waiting, and the
 //!   completion thread for their replies;
 //! - `inner_plan`: `solve` ops: the model's plan checked by the edge's
 //!   plan compiler, repaired, then linked into the run as a frame;
 //! - `tool_loop`: LLM ops that offer their model tools: model turns and
-//!   the tool calls they ask for, each through the same admission,
-//!   journal, host and telemetry as the program's own;
+//!   the tool calls they ask for, each through the gate, the host and
+//!   telemetry like the program's own;
 //! - `progress`, `limits`, `policy`: the progress line, resource limits,
 //!   the I/O queues' ordering policy.
 
-mod admission;
 pub(crate) mod early_calls;
 mod frames;
+mod gate;
 mod inner_plan;
 mod io;
 mod launch;
@@ -117,6 +119,11 @@ pub struct RunOptions {
     /// Collects every op's result label by source name (the propagation
     /// goldens, `tests/ifc_goldens.rs`); `None` in normal runs.
     pub label_trace: Option<Arc<crate::ifc::LabelTrace>>,
+    /// The host prints to this process's stdout: note here which printed
+    /// lines reached it (`crate::journal::marks_path`), so a resumed run
+    /// shows the lines a kill left journaled and unshown, once. `None`:
+    /// lines a resumed run replays are never shown again.
+    pub stdout_marks: Option<std::path::PathBuf>,
 }
 
 impl Default for RunOptions {
@@ -141,6 +148,7 @@ impl Default for RunOptions {
             flow_policy: ais_ir::ifc::FlowPolicy::default(),
             flow_approver: None,
             label_trace: None,
+            stdout_marks: None,
         }
     }
 }
@@ -225,6 +233,10 @@ struct Run<'r> {
     /// The same observer, for text sinks (they are `'static`).
     observer_arc: Option<observe::SharedObserver>,
     text: &'r crate::telemetry::TextPolicy,
+    /// Printed lines, journaled before shown (`gate::outbox`).
+    outbox: gate::outbox::Outbox,
+    /// Set when a `pause` stops the run (`gate::pause`).
+    pausing: gate::pause::Pausing,
 }
 
 impl<'r> Run<'r> {

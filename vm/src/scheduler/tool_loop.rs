@@ -24,11 +24,12 @@
 //! and calls instead of repeating them; the op's own entry records its
 //! final value.
 
+use super::gate::{self, EffectId};
 use super::io::{Call, Job, Lane};
 use super::Run;
 use crate::exec::{self, Class, OpError};
 use crate::frame::Frame;
-use crate::journal::Replay;
+use crate::journal::Record;
 use crate::llm::{Attempt, AttemptLog, LlmRequest, LlmResponse, ToolCall, ToolSpec, Turn, Usage};
 use crate::telemetry::{AttemptRecord, LlmInfo, OpEvent, Status, ToolCallRecord, Track};
 use crate::value::Val;
@@ -111,7 +112,7 @@ pub(super) struct Site<'a, 'r> {
     pub(super) op: u32,
     pub(super) instr: &'a Instr,
     pub(super) agent: &'r str,
-    pub(super) jkey: Option<&'a (String, String)>,
+    pub(super) jkey: Option<&'a EffectId>,
 }
 
 impl<'r> Run<'r> {
@@ -130,7 +131,7 @@ impl<'r> Run<'r> {
             } else {
                 self.run_exchange(job, idx)
             };
-            lane.finished();
+            self.call_finished(lane);
             if let Some(e) = ev {
                 self.observe_op(&e);
                 events.push(e);
@@ -178,7 +179,7 @@ impl<'r> Run<'r> {
     /// The event of an exchange that the run's end, a budget or the
     /// watchdog stopped (the op is already settled by what stopped it).
     pub(super) fn halted_event(&self, call: &Call<'r>, ex: Exchange) -> Option<OpEvent> {
-        let status = if self.halted() || call.frame.is_cancelled() {
+        let status = if self.halted() || self.pausing() || call.frame.is_cancelled() {
             Status::Cancelled
         } else {
             Status::Failed
@@ -200,7 +201,8 @@ impl<'r> Run<'r> {
         let repeats: Mutex<HashMap<(String, String), u32>> = Mutex::new(HashMap::new());
         for turn in 1..=max_steps {
             if turn > 1 {
-                if self.halted() || site.frame.is_cancelled() {
+                // A pausing run keeps the turns it paid for, asks no more.
+                if self.halted() || self.pausing() || site.frame.is_cancelled() {
                     return Err(Stop::Halted);
                 }
                 // A later turn is another LLM call: same budget check.
@@ -258,20 +260,18 @@ impl<'r> Run<'r> {
         turn: u32,
         ex: &mut Exchange,
     ) -> Result<LlmResponse, Stop> {
-        let key = site.jkey.map(|(k, h)| (format!("{k}#turn{turn}"), h));
-        if let (Some(j), Some((k, h))) = (self.journal, &key) {
-            if let Replay::Done(vs) = j.lookup(k, h) {
-                let resp = vs
-                    .first()
-                    .and_then(|v| serde_json::from_value::<LlmResponse>(v.to_json()).ok());
-                if let Some(resp) = resp {
-                    ex.model.clone_from(&resp.model);
-                    ex.simulated |= resp.simulated;
-                    ex.prompt = crate::telemetry::prompt_messages(req, self.text);
-                    ex.reply = self.text.keep(&resp.text);
-                    ex.finish_reason = Some(resp.finish_reason.clone());
-                    return Ok(resp);
-                }
+        let id = site
+            .jkey
+            .map(|j| EffectId::new(format!("{}#turn{turn}", j.key), j.hash.clone()));
+        if let Some(id) = &id {
+            if let Some(record) = self.gate_replay(id, None).map_err(Stop::Fail)? {
+                let resp = gate::response_of(id, record).map_err(Stop::Fail)?;
+                ex.model.clone_from(&resp.model);
+                ex.simulated |= resp.simulated;
+                ex.prompt = crate::telemetry::prompt_messages(req, self.text);
+                ex.reply = self.text.keep(&resp.text);
+                ex.finish_reason = Some(resp.finish_reason.clone());
+                return Ok(resp);
             }
         }
         let log = AttemptLog::new();
@@ -302,16 +302,16 @@ impl<'r> Run<'r> {
                 ..AttemptRecord::from_attempt(a)
             }));
         let resp = result.map_err(|e| Stop::Fail(OpError::from(e)))?;
-        if let (Some(j), Some((k, h))) = (self.journal, &key) {
-            let v = Val::from_json(serde_json::to_value(&resp).unwrap_or(Json::Null));
-            j.record(
-                k,
+        if let Some(id) = &id {
+            let record = Record::ModelTurn(gate::turn_of(&resp));
+            self.gate_record(
+                id,
                 site.instr.opcode.mnemonic(),
-                h,
-                std::slice::from_ref(&v),
+                &record,
                 usage.total(),
+                None,
             )
-            .map_err(|e| Stop::Fail(OpError::new(e.code, e.message)))?;
+            .map_err(Stop::Fail)?;
         }
         Ok(resp)
     }
@@ -482,64 +482,40 @@ impl<'r> Run<'r> {
         if self.over_budget(site.frame, site.op, site.instr, Class::Tool) {
             return Err(Stop::Halted);
         }
-        let key = site.jkey.map(|(k, _)| {
-            (
-                format!("{k}#turn{turn}.{index}"),
+        let id = site.jkey.map(|j| {
+            EffectId::new(
+                format!("{}#turn{turn}.{index}", j.key),
                 crate::journal::input_hash(&[Val::str(&call.name), Val::from_json(args.clone())]),
             )
         });
-        if let (Some(j), Some((k, h))) = (self.journal, &key) {
-            match j.lookup(k, h) {
-                Replay::Done(vs) => {
-                    let v = vs.into_iter().next().unwrap_or(Val::Null);
-                    return Ok(Answer {
-                        content: result_text(&v.to_json()),
-                        is_error: false,
-                        record: record("ok", None, true),
-                    });
-                }
-                Replay::InDoubt if !j.is_idempotent(&call.name) => {
-                    let e = OpError::new(
-                        "journal.in_doubt",
-                        format!(
-                            "tool `{}` was started by an earlier attempt of this run and never recorded as completed; it is not declared idempotent, so it is not repeated",
-                            call.name
-                        ),
-                    );
-                    return Err(Stop::Fail(e.with_payload(
-                        serde_json::json!({"tool": call.name, "idempotency_key": k}),
-                    )));
-                }
-                Replay::InDoubt | Replay::Miss => {}
-            }
-            j.intent(k, "inv", h)
-                .map_err(|e| Stop::Fail(OpError::new(e.code, e.message)))?;
-        }
-        let result = self
-            .host
-            .invoke_tool(site.agent, &call.name, &args, &self.cancel)
-            .map_err(OpError::from)
-            .and_then(|v| {
-                let v = Val::from_json(v);
-                super::limits::check_value(&v, self.max_value_bytes).map(|()| v)
-            });
-        match result {
-            Ok(v) => {
-                if let (Some(j), Some((k, h))) = (self.journal, &key) {
-                    j.record(k, "inv", h, std::slice::from_ref(&v), 0)
-                        .map_err(|e| Stop::Fail(OpError::new(e.code, e.message)))?;
-                }
-                Ok(Answer {
-                    content: result_text(&v.to_json()),
-                    is_error: false,
-                    record: record("ok", None, false),
-                })
-            }
-            Err(_) if self.halted() || site.frame.is_cancelled() => Err(Stop::Halted),
-            Err(e) => {
-                if let (Some(j), Some((k, h))) = (self.journal, &key) {
-                    let _ = j.failed(k, "inv", h);
-                }
+        let gated = self.gated_call(
+            id.as_ref(),
+            "inv",
+            Some(&call.name),
+            Some(site.frame),
+            |record| {
+                let id = id.as_ref().map_or("?", |i| i.key.as_str());
+                gate::single_value(id, record)
+            },
+            |key| {
+                self.host
+                    .invoke_tool_keyed(site.agent, &call.name, &args, &self.cancel, key.as_deref())
+                    .map_err(OpError::from)
+                    .and_then(|v| {
+                        let v = Val::from_json(v);
+                        super::limits::check_value(&v, self.max_value_bytes).map(|()| v)
+                    })
+            },
+            |v| (Record::values(std::slice::from_ref(v)), 0),
+        );
+        match gated.map_err(Stop::Fail)? {
+            (Ok(v), replayed) => Ok(Answer {
+                content: result_text(&v.to_json()),
+                is_error: false,
+                record: record("ok", None, replayed),
+            }),
+            (Err(_), _) if self.halted() || site.frame.is_cancelled() => Err(Stop::Halted),
+            (Err(e), _) => {
                 // A denial is a refusal (nothing ran); any other failure
                 // is the tool's own.
                 let status = if e.code == "tool.denied" {

@@ -2,7 +2,7 @@
 //! deque, the global injector or a victim's deque, parks when idle, and
 //! executes one op at a time ([`Run::execute`]).
 
-use super::admission::Admission;
+use super::gate::admission::Admission;
 use super::io::Job;
 use super::{limits, Run, Sink, Task};
 use crate::error::RunError;
@@ -236,15 +236,23 @@ impl<'r> Run<'r> {
                     Some(tx) => tx.as_ref(),
                     None => self.host,
                 };
-                let r = exec::exec_inline(host, self.agent_name(frame.agent), instr, &args)
+                let r = if instr.opcode == Opcode::Print {
+                    // Journaled before it is shown (`gate::outbox`).
+                    self.print_op(&frame, &args, jkey.as_ref())
+                } else {
+                    exec::exec_inline(host, self.agent_name(frame.agent), instr, &args)
+                };
+                let r = r
                     .map_err(|e| self.note_pause(e, jkey.as_ref()))
                     .and_then(|res| match (&frame.tx, &jkey) {
+                        // A printed line is journaled when it is shown.
+                        _ if instr.opcode == Opcode::Print => Ok(res),
                         // In a `try` body: journaled when the body commits.
-                        (Some(tx), Some((key, hash))) => {
+                        (Some(tx), Some(id)) => {
                             tx.defer_journal(Deferred {
-                                key: key.clone(),
+                                key: id.key.clone(),
                                 op: instr.opcode.mnemonic(),
-                                hash: hash.clone(),
+                                hash: id.hash.clone(),
                                 results: res.to_vec(),
                                 labels: self.label_names(frame.label(instr.result)),
                             });

@@ -1,8 +1,8 @@
-//! Effect admission: the one check before every effect op runs. An effect
-//! op is replayed from the journal, stopped by the run's budget or the loop
+//! Admission, the gate's check before a program op runs: an effect op is
+//! replayed from the journal, stopped by the run's budget or the loop
 //! watchdog, or admitted to run (and recorded when it completes).
 
-use super::Run;
+use super::{journal_error, record_results, EffectId, Run};
 use crate::exec::{self, Class, OpError, Results};
 use crate::frame::Frame;
 use crate::value::Val;
@@ -11,9 +11,9 @@ use serde_json::Value as Json;
 use std::sync::atomic::Ordering;
 
 /// What [`Run::admit`] decided for an op.
-pub(super) enum Admission {
-    /// Run it; `jkey` is its journal key and input hash when it is journaled.
-    Run { jkey: Option<(String, String)> },
+pub(in crate::scheduler) enum Admission {
+    /// Run it; `jkey` is its journal identity when it is journaled.
+    Run { jkey: Option<EffectId> },
     /// An earlier attempt's outcome: delivered instead of running the op,
     /// with the label the attempt recorded for its results (0: none).
     Replayed(Result<Results, OpError>, u64),
@@ -27,7 +27,7 @@ impl<'r> Run<'r> {
     /// of the run recorded it (a replay costs no budget), else it counts
     /// against the budget; either way it counts for the loop watchdog.
     /// The budget and the watchdog stop the run.
-    pub(super) fn admit(
+    pub(in crate::scheduler) fn admit(
         &self,
         frame: &Frame<'r>,
         op: u32,
@@ -35,11 +35,12 @@ impl<'r> Run<'r> {
         class: Class,
         args: &[Val],
     ) -> Admission {
+        // A run stopping at a `pause` admits no new effect (`pause.rs`).
+        if self.pausing() && instr.opcode.info().journaled {
+            return Admission::Stopped;
+        }
         let jkey = self.journal_key(frame, op, instr, args);
-        let replayed = match (&jkey, self.journal) {
-            (Some((k, h)), Some(j)) => self.replay(j, k, h, instr, args),
-            _ => None,
-        };
+        let replayed = jkey.as_ref().and_then(|id| self.replay(id, instr, args));
         if replayed.is_none() && self.over_budget(frame, op, instr, class) {
             return Admission::Stopped;
         }
@@ -51,8 +52,8 @@ impl<'r> Run<'r> {
         match replayed {
             Some(results) => {
                 let label = match (&jkey, self.journal) {
-                    (Some((k, _)), Some(j)) if !self.labels.off() => j
-                        .recorded_labels(k)
+                    (Some(id), Some(j)) if !self.labels.off() => j
+                        .recorded_labels(&id.key)
                         .map_or(0, |names| self.labels.of_names(&names)),
                     _ => 0,
                 };
@@ -62,111 +63,106 @@ impl<'r> Run<'r> {
         }
     }
 
-    /// The journal key and input hash of an effect op (`None`: not journaled).
-    pub(super) fn journal_key(
+    /// The journal identity of an effect op (`None`: not journaled).
+    pub(in crate::scheduler) fn journal_key(
         &self,
         frame: &Frame<'r>,
         op: u32,
         instr: &Instr,
         args: &[Val],
-    ) -> Option<(String, String)> {
+    ) -> Option<EffectId> {
         self.journal?;
         // The op table says which ops the journal records.
         if !instr.opcode.info().journaled {
             return None;
         }
-        Some((
+        Some(EffectId::new(
             crate::journal::op_key(frame, op),
             crate::journal::input_hash(args),
         ))
     }
 
     /// An earlier attempt's results for this op: `Some(Ok)` to deliver,
-    /// `Some(Err)` for a side effect in doubt, `None` to execute it.
-    pub(super) fn replay(
+    /// `Some(Err)` when it must fail (in doubt, resolved as failed, an
+    /// unreadable record), `None` to execute it.
+    pub(in crate::scheduler) fn replay(
         &self,
-        j: &crate::journal::Journal,
-        key: &str,
-        hash: &str,
+        id: &EffectId,
         instr: &Instr,
         args: &[Val],
     ) -> Option<Result<Results, OpError>> {
-        use crate::journal::Replay;
-        match j.lookup(key, hash) {
-            Replay::Done(vs) => {
+        // A tool op (and `exec`) is a side effect: its in-doubt decision
+        // names the tool.
+        let tool = match (&instr.imm, exec::class(instr.opcode)) {
+            (Imm::Tool(t), _) => Some(t.to_string()),
+            (_, Class::Tool) => Some(args.first().map(Val::text).unwrap_or_default()),
+            _ => None,
+        };
+        match self.gate_replay(id, tool.as_deref()) {
+            Ok(None) => None,
+            Ok(Some(record)) => Some(record_results(id, record).map(|vs| {
                 let mut r: Results = vs.into_iter().collect();
                 exec::pad_ord(instr, &mut r);
-                Some(Ok(r))
-            }
-            Replay::Miss => None,
-            Replay::InDoubt => {
-                let tool = match &instr.imm {
-                    Imm::Tool(t) => t.to_string(),
-                    _ => args.first().map(Val::text).unwrap_or_default(),
-                };
-                if j.is_idempotent(&tool) {
-                    return None;
-                }
-                let mut e = OpError::new(
-                    "journal.in_doubt",
-                    format!(
-                        "tool `{tool}` was started by an earlier attempt of this run and never recorded as completed; it is not declared idempotent, so it is not repeated"
-                    ),
-                );
-                e.payload = serde_json::json!({"tool": tool, "idempotency_key": key});
-                Some(Err(e))
-            }
+                r
+            })),
+            Err(e) => Some(Err(e)),
         }
     }
 
     /// Durably records an effect op's results before its consumers fire.
     /// `label` is the results' provenance, recorded by source name so a
     /// resumed run (another process, other bit numbers) restores it.
-    pub(super) fn journal_record(
+    pub(in crate::scheduler) fn journal_record(
         &self,
-        jkey: Option<&(String, String)>,
+        jkey: Option<&EffectId>,
         instr: &Instr,
         res: &[Val],
         tokens: u64,
         label: u64,
     ) -> Result<(), OpError> {
-        match (self.journal, jkey) {
-            (Some(j), Some((k, h))) => {
+        match jkey {
+            Some(id) => {
                 let names = self.label_names(label);
-                j.record_labeled(k, instr.opcode.mnemonic(), h, res, tokens, names.as_deref())
-                    .map_err(|e| OpError::new(e.code, e.message))
+                let record = crate::journal::Record::values(res);
+                self.gate_record(
+                    id,
+                    instr.opcode.mnemonic(),
+                    &record,
+                    tokens,
+                    names.as_deref(),
+                )
             }
-            _ => Ok(()),
+            None => Ok(()),
         }
     }
 
     /// `label`'s source names, or `None` when labels are not tracked.
-    pub(super) fn label_names(&self, label: u64) -> Option<Vec<String>> {
+    pub(in crate::scheduler) fn label_names(&self, label: u64) -> Option<Vec<String>> {
         (!self.labels.off()).then(|| self.labels.names(label))
     }
 
     /// A run stopping at a `pause`: the journal records what it waits for
     /// (so `aisc resume RUN --input VALUE` can answer it) and marks the
     /// run paused. Other errors pass through.
-    pub(super) fn note_pause(&self, e: OpError, jkey: Option<&(String, String)>) -> OpError {
+    pub(in crate::scheduler) fn note_pause(&self, e: OpError, jkey: Option<&EffectId>) -> OpError {
         if e.code != crate::exec::PAUSED {
             return e;
         }
-        let (Some(j), Some((k, h))) = (self.journal, jkey) else {
+        let (Some(j), Some(id)) = (self.journal, jkey) else {
             return e;
         };
         let message = e.payload["message"]
             .as_str()
             .unwrap_or_default()
             .to_string();
-        match j.waiting(k, h, &message) {
+        match j.waiting(&id.key, &id.hash, &message) {
             Ok(()) => e,
-            Err(w) => OpError::new(w.code, w.message),
+            Err(w) => journal_error(w),
         }
     }
 
     /// The loop watchdog (see `crate::journal::watchdog`).
-    pub(super) fn watchdog_tripped(
+    pub(in crate::scheduler) fn watchdog_tripped(
         &self,
         frame: &Frame<'r>,
         op: u32,
@@ -219,7 +215,7 @@ impl<'r> Run<'r> {
 
     /// Checks the run's budget before an effect op starts; when exceeded,
     /// stops the run (not catchable) with `budget.<what>` and `{limit, used}`.
-    pub(super) fn over_budget(
+    pub(in crate::scheduler) fn over_budget(
         &self,
         frame: &Frame<'r>,
         op: u32,
