@@ -138,28 +138,10 @@ pub(super) fn status_message(run: &Json, id: &str, context_id: &str) -> Option<J
     }))
 }
 
-/// RFC 3339 UTC with milliseconds from milliseconds since the epoch.
+/// RFC 3339 UTC with milliseconds from milliseconds since the epoch
+/// (the toolchain's one formatter; a time before 1970 is the epoch).
 pub fn timestamp(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let milli = ms.rem_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{milli:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    ais_stdlib::time::rfc3339(u64::try_from(ms).unwrap_or(0))
 }
 
 #[cfg(test)]
