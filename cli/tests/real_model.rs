@@ -14,8 +14,8 @@
 
 use ais_vm::llm::http::{HttpBackend, HttpOptions, Protocol};
 use ais_vm::llm::{
-    AttemptLog, CancelToken, LlmBackend, LlmErrorKind, LlmOpKind, LlmRequest, TextEvent,
-    TextSink, ToolSpec, Turn,
+    AttemptLog, CancelToken, LlmBackend, LlmErrorKind, LlmOpKind, LlmRequest, TextEvent, TextSink,
+    ToolSpec, Turn,
 };
 use serde_json::{json, Value};
 use std::io::{Read, Write};
@@ -228,7 +228,9 @@ fn streaming_usage_schema_and_the_servers_limits() {
     let mut req = LlmRequest {
         on_text: Some(TextSink::new(move |e: &TextEvent| {
             if let TextEvent::Delta { text, .. } = e {
-                sink.lock().unwrap_or_else(|p| p.into_inner()).push_str(text);
+                sink.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push_str(text);
             }
         })),
         ..ais_testkit::llm::request(LlmOpKind::Ask, "Name one colour.")
@@ -240,14 +242,21 @@ fn streaming_usage_schema_and_the_servers_limits() {
         .expect("a streamed reply");
     assert!(!r.text.is_empty());
     assert_eq!(*streamed.lock().unwrap_or_else(|p| p.into_inner()), r.text);
-    assert!(r.usage.prompt_tokens > 0 && r.usage.completion_tokens > 0, "{r:?}");
+    assert!(
+        r.usage.prompt_tokens > 0 && r.usage.completion_tokens > 0,
+        "{r:?}"
+    );
     let attempts = log.attempts();
     assert_eq!(attempts.len(), 1);
     assert!(attempts[0].first_token.is_some());
     // The server's limits, read from /props.
     let info = b.server_info().expect("an HTTP backend");
     assert!(info.context.is_some_and(|c| c > 0), "{info:?}");
-    assert_eq!(info.tools, Some(false), "SmolLM2's template renders no tools");
+    assert_eq!(
+        info.tools,
+        Some(false),
+        "SmolLM2's template renders no tools"
+    );
     // `schema:` is constrained by the server (response_format): valid JSON.
     req.on_text = None;
     req.json_schema = Some(json!({
@@ -261,7 +270,10 @@ fn streaming_usage_schema_and_the_servers_limits() {
     let r = HttpBackend::new(o)
         .complete(&req, &CancelToken::new())
         .expect("a structured reply");
-    assert!(r.json.as_ref().is_some_and(|v| v["ok"].is_boolean()), "{r:?}");
+    assert!(
+        r.json.as_ref().is_some_and(|v| v["ok"].is_boolean()),
+        "{r:?}"
+    );
     // Tools this template cannot render fail before the call.
     req.json_schema = None;
     req.tools = vec![weather()];

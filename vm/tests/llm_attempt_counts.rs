@@ -25,7 +25,11 @@ fn calls_cancelled_in_flight_report_their_request() {
                 let done: OnDone = Box::new(move |r, attempts| {
                     let _ = tx.send((r.is_err(), attempts));
                 });
-                (request(LlmOpKind::Ask, &format!("q{i}")), cancel.clone(), done)
+                (
+                    request(LlmOpKind::Ask, &format!("q{i}")),
+                    cancel.clone(),
+                    done,
+                )
             })
             .collect();
         b.start_many(calls);
@@ -39,7 +43,10 @@ fn calls_cancelled_in_flight_report_their_request() {
         assert_eq!(server.request_count(), 16, "{transport:?}");
         cancel.cancel();
         let outcomes: Vec<(bool, Vec<Attempt>)> = (0..16)
-            .map(|_| rx.recv_timeout(Duration::from_secs(60)).expect("each call ends"))
+            .map(|_| {
+                rx.recv_timeout(Duration::from_secs(60))
+                    .expect("each call ends")
+            })
             .collect();
         assert!(outcomes.iter().all(|(failed, _)| *failed));
         let attempts: Vec<&Attempt> = outcomes.iter().flat_map(|(_, a)| a).collect();
@@ -49,7 +56,10 @@ fn calls_cancelled_in_flight_report_their_request() {
         // when it ends): either way an unanswered request.
         for a in &attempts {
             assert!(
-                matches!(a.error, Some(LlmErrorKind::Cancelled | LlmErrorKind::Timeout)),
+                matches!(
+                    a.error,
+                    Some(LlmErrorKind::Cancelled | LlmErrorKind::Timeout)
+                ),
                 "{transport:?}: {:?}",
                 a.message
             );

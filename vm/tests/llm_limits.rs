@@ -220,7 +220,8 @@ fn doctor_reports_what_the_server_states() {
     let line = &report.entries[0];
     assert!(line.ok, "{report}");
     assert!(
-        line.detail.contains("llama.cpp /props: context 4096 tokens per request")
+        line.detail
+            .contains("llama.cpp /props: context 4096 tokens per request")
             && line.detail.contains("tools: NOT supported"),
         "{report}"
     );

@@ -1061,7 +1061,10 @@ impl HttpCore {
         loop {
             let mut reply = self.call(&p, cancel, observer, &mut number, via, &mut first)?;
             if self.opts.protocol == Protocol::Anthropic {
-                anthropic::take_tool_reply(&mut reply, anthropic::reply_via(&p, self.opts.structured));
+                anthropic::take_tool_reply(
+                    &mut reply,
+                    anthropic::reply_via(&p, self.opts.structured),
+                );
             }
             // Calls are read only when tools were offered: a `tool_use`
             // block or `tool_calls` entry in a reply to a request without

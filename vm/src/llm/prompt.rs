@@ -112,7 +112,10 @@ impl OpLimits {
     pub fn for_kind(&self, kind: LlmOpKind) -> (u32, LimitSource) {
         match self.overrides.get(kind.name()) {
             Some(n) => (*n, LimitSource::Config),
-            None => (super::kinds::semantics(kind).max_tokens, LimitSource::Default),
+            None => (
+                super::kinds::semantics(kind).max_tokens,
+                LimitSource::Default,
+            ),
         }
     }
 }

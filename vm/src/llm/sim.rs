@@ -91,7 +91,15 @@ impl SimBackend {
 
     /// The reply to `request`, without waiting.
     pub fn reply(&self, request: &LlmRequest) -> LlmResponse {
-        let p = prompt::prepare(request, &self.instructions, &self.models, "", None, None, None);
+        let p = prompt::prepare(
+            request,
+            &self.instructions,
+            &self.models,
+            "",
+            None,
+            None,
+            None,
+        );
         let class = ModelClass::of(request.kind);
         let model = if p.model.is_empty() {
             format!("sim-{}", class.name())
