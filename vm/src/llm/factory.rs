@@ -106,7 +106,6 @@ impl Settings {
             max_tokens: b.max_tokens,
             op_max_tokens: self.config.max_tokens.clone(),
             probe: b.probe,
-            tool_choice: None,
             concurrency: b.concurrency,
             connect_timeout: b.connect_timeout,
             timeout: b.timeout,

@@ -267,18 +267,12 @@ impl HttpCore {
 
     fn body(&self, p: &Prepared) -> Value {
         match self.opts.protocol {
-            Protocol::OpenAi => {
-                let mut b = openai::body(
-                    p,
-                    self.opts.structured,
-                    self.reasoning(&p.model),
-                    self.opts.stream,
-                );
-                if let (Some(choice), false) = (&self.opts.tool_choice, p.tools.is_empty()) {
-                    b["tool_choice"] = Value::String(choice.clone());
-                }
-                b
-            }
+            Protocol::OpenAi => openai::body(
+                p,
+                self.opts.structured,
+                self.reasoning(&p.model),
+                self.opts.stream,
+            ),
             Protocol::Anthropic => anthropic::body(p, self.opts.stream, self.opts.structured),
             Protocol::Ollama => ollama::body(p, self.opts.structured, self.opts.stream),
         }

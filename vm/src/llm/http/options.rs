@@ -206,11 +206,6 @@ pub struct HttpOptions {
     /// sets one (config `[max_tokens]`, else the built-in defaults): every
     /// call sends a limit.
     pub op_max_tokens: OpLimits,
-    /// OpenAI protocol: `tool_choice` sent with tools (`None`: not sent,
-    /// the server's `auto`). `"required"` makes a tools-capable server
-    /// constrain the reply to a tool call: the real-model tests use it for
-    /// a deterministic round trip; a tool loop with it never answers.
-    pub tool_choice: Option<String>,
     /// Ask the server for its limits (context size, tool support) before
     /// the first call (config `probe`; see `http/probe.rs`).
     pub probe: bool,
@@ -252,7 +247,6 @@ impl HttpOptions {
             max_tokens: None,
             op_max_tokens: OpLimits::default(),
             probe: false,
-            tool_choice: None,
             concurrency: 16,
             connect_timeout: Duration::from_secs(10),
             timeout: Duration::from_secs(120),
