@@ -62,6 +62,8 @@ fn as_json(op: Opcode) -> Json {
         "llm": i.llm.map(|k| k.name()),
         "journaled": i.journaled,
         "regions": format!("{:?}", i.regions).to_lowercase(),
+        "reference": op.reference_form(),
+        "reference_attributes": op.reference_attrs(),
     })
 }
 
@@ -69,8 +71,23 @@ fn as_json(op: Opcode) -> Json {
 pub fn ops(out: &mut Output, name: Option<&str>, json_out: bool) -> i32 {
     let selected: Vec<Opcode> = match name {
         None => Opcode::ALL.to_vec(),
-        Some(n) => match Opcode::from_mnemonic(n) {
+        Some(n) => match Opcode::from_mnemonic(n).or_else(|| Opcode::from_graph_name(n)) {
             Some(op) => vec![op],
+            None if ais_ir::ops::REFERENCE_ONLY_READ_AS
+                .iter()
+                .any(|(r, _)| *r == n) =>
+            {
+                let mut text = String::new();
+                for (r, what) in ais_ir::ops::REFERENCE_ONLY_READ_AS {
+                    if *r == n {
+                        text.push_str(&format!(
+                            "{r} (the reference's op; none of ours)\n  read as:    {what}\n"
+                        ));
+                    }
+                }
+                out.stdout(&text);
+                return 0;
+            }
             None => {
                 let names: Vec<String> = Opcode::ALL
                     .iter()
@@ -159,5 +176,20 @@ fn describe(op: Opcode, line: &mut impl FnMut(String)) {
     line(format!(
         "  journaled:  {}",
         if i.journaled { "yes" } else { "no" }
+    ));
+    // The reference's spelling: its op name and attribute names.
+    let written = op.reference_form();
+    line(format!(
+        "  reference:  {written}{}{}",
+        if written == op.graph_name() {
+            String::new()
+        } else {
+            format!(" (with `ais_op: \"{}\"`)", op.mnemonic())
+        },
+        if op.reference_attrs().is_empty() {
+            String::new()
+        } else {
+            format!("; attributes {}", op.reference_attrs().join(", "))
+        }
     ));
 }

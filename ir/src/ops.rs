@@ -10,7 +10,9 @@ mod kinds;
 mod reference;
 
 pub use kinds::*;
-pub use reference::{reference_required, REFERENCE_ONLY_OPS, REFERENCE_OPS};
+pub use reference::{
+    reference_required, REFERENCE_ONLY_OPS, REFERENCE_ONLY_READ_AS, REFERENCE_OPS,
+};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 

@@ -546,6 +546,36 @@ outside rebinds the outer `v`, as the reference language does):
 To keep a separate local variable, give it another name."#,
     },
     Explanation {
+        code: "W0008",
+        title: "single-brace hole in a program that writes the reference's holes",
+        text: r#"aisc interpolates both `{name}` and `{{name}}` in strings; the reference
+implementation interpolates only `{{name}}` and sends `{name}` literally. A
+file that writes any `{{name}}` hole was likely written for the reference,
+so its single-brace holes would change meaning there:
+
+    ask("Write about {{topic}} in a {tone} voice")   // warning on `{tone}`
+
+Write `{{tone}}` to interpolate in both, or `\{tone\}` for literal text."#,
+    },
+    Explanation {
+        code: "W0009",
+        title: "`guard` message that reads as a condition",
+        text: r#"`guard(cond, message)` fails the run with `message` when `cond` is false.
+A message such as `"> 0.8"` reads as the reference's condition language: in
+the reference, `guard` tests its input against `condition:`. Here the first
+argument alone is the condition (a number is true unless 0), and the text
+is only the message:
+
+    guard(score, "> 0.8")                          // passes for any score but 0
+    guard(score, condition: "> 0.8")               // the reference's meaning
+    guard(score > 0.8, "score too low")            // the same, ours
+
+`condition:` takes `>`, `>=`, `<`, `<=`, `==`, `!=` against a number or a
+quoted text, `not_empty`, `is_empty`, `is_null`, `not_null`, `is_true`,
+`is_false`; `on_fail: "skip"` makes the guard's value `false` instead of
+failing."#,
+    },
+    Explanation {
         code: "W0005",
         title: "no entry flow",
         text: r#"No flow is marked `@entry` and the program has more than one flow, so

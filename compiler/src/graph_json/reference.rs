@@ -56,47 +56,9 @@ pub const LLM_RUNTIME_ONLY: &[&str] = &[
     "handoff_targets",
 ];
 
-/// The reference's attribute names of an op we have (both spellings: its
-/// op definitions' and its code generator's).
+/// The reference's attribute names of an op we have (the op table's).
 pub fn reference_attrs(op: Opcode) -> &'static [&'static str] {
-    use Opcode as O;
-    match op {
-        O::Ask | O::Think | O::Llm | O::Solve => &["template_str", "prompt"],
-        O::Reason => &["template_str", "prompt", "structured"],
-        O::Plan => &["template_str", "prompt", "goal", "constraints"],
-        O::Reflect => &[
-            "template_str",
-            "prompt",
-            "trace_query",
-            "trace_id",
-            "trace",
-            "reflection_prompt",
-        ],
-        O::Verify => &["template_str", "prompt", "claim", "evidence"],
-        O::Inv => &["capability", "parameters", "params_json", "timeout_ms"],
-        O::Exec => &["code", "sandbox_config"],
-        O::Qmem => &["query", "memory_tier", "space"],
-        O::Umem => &["key", "value", "memory_tier", "space"],
-        O::Print => &["message"],
-        O::Return => &["token"],
-        O::Yield => &["value"],
-        O::Merge => &["tokens", "strategy"],
-        O::WaitAll => &["tokens"],
-        O::Fence => &["ordering"],
-        O::Communicate => &["target_agent", "recipient", "target", "message", "protocol"],
-        O::Guard => &["condition", "on_fail", "error_message"],
-        O::Pause => &[
-            "message",
-            "checkpoint_id",
-            "timeout_ms",
-            "poll_interval_ms",
-            "notification_url",
-            "server_url",
-        ],
-        O::FlowCall => &["agent_name", "flow_name", "args"],
-        O::TryCatch => &["try_subgraph", "catch_subgraph", "try_label", "catch_label"],
-        _ => &[],
-    }
+    op.reference_attrs()
 }
 
 /// Whether a node uses the reference's attribute forms.

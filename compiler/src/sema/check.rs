@@ -1199,6 +1199,15 @@ impl<'a> Checker<'a> {
             });
         }
         let mut result = (b.result)();
+        if let (BuiltinKind::Guard, Some(ExprKind::Str(s))) = (b.kind, args.get(1).map(|a| &a.kind))
+        {
+            if !s.has_holes() && crate::guard_cond::looks_like_condition(&s.text()) {
+                self.report(SemaError::GuardTextCondition {
+                    text: s.text(),
+                    span: args[1].span,
+                });
+            }
+        }
         for (i, arg) in args.iter().enumerate() {
             match b.role(i) {
                 ArgRole::Prompt => {

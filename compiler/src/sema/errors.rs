@@ -163,6 +163,10 @@ pub enum SemaError {
         span: Span,
         outer: Span,
     },
+    #[error("`{{{name}}}` is interpolated here, but is literal text in the reference, and this program also writes the reference's `{{{{...}}}}` holes")]
+    SingleBraceHole { name: String, span: Span },
+    #[error("the second argument of `guard` is its failure message, yet `{text}` reads as the reference's condition")]
+    GuardTextCondition { text: String, span: Span },
     #[error(
         "no flow is marked `@entry` and the program has {flows} flows: `aisc run` needs `--entry`"
     )]
@@ -212,6 +216,8 @@ impl SemaError {
             NoEntryFlow { .. } => "W0005",
             SeveralEntryAgents { .. } => "W0006",
             ShadowsOuter { .. } => "W0007",
+            SingleBraceHole { .. } => "W0008",
+            GuardTextCondition { .. } => "W0009",
         }
     }
 
@@ -258,6 +264,8 @@ impl SemaError {
             | Unreachable { span, .. }
             | UndeclaredTool { span, .. }
             | TemplateHole { span, .. }
+            | SingleBraceHole { span, .. }
+            | GuardTextCondition { span, .. }
             | NoEntryFlow { span, .. }
             | ShadowsOuter { span, .. }
             | SeveralEntryAgents { span, .. } => *span,
@@ -410,6 +418,12 @@ impl IntoDiagnostic for SemaError {
             TemplateHole { .. } => d
                 .with_label("not a variable in scope")
                 .with_help("write `\\{` and `\\}` for literal braces, or define the variable"),
+            SingleBraceHole { name, .. } => d
+                .with_label("the reference sends this literally")
+                .with_help(format!("write `{{{{{name}}}}}` (both languages interpolate it), or `\\{{{name}\\}}` for literal text")),
+            GuardTextCondition { text, .. } => d
+                .with_label("a message, not a condition")
+                .with_help(format!("to test the value, write `guard(value, condition: {text:?})`; the first argument alone is the condition here")),
             ShadowsOuter { name, outer, .. } => d
                 .with_label("a new variable, local to this block")
                 .with_secondary(outer, "the outer binding")

@@ -5,6 +5,7 @@ pub(crate) mod arguments;
 pub mod builtins;
 mod check;
 pub mod errors;
+pub mod holes;
 pub mod index;
 pub mod reply;
 pub mod types;

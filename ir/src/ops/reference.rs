@@ -92,6 +92,49 @@ pub fn reference_required(op: &str) -> Option<&'static [&'static str]> {
 }
 
 impl Opcode {
+    /// The reference's attribute names of an op we have (both spellings: its
+    /// op definitions' and its code generator's).
+    pub fn reference_attrs(self) -> &'static [&'static str] {
+        use Opcode as O;
+        match self {
+            O::Ask | O::Think | O::Llm | O::Solve => &["template_str", "prompt"],
+            O::Reason => &["template_str", "prompt", "structured"],
+            O::Plan => &["template_str", "prompt", "goal", "constraints"],
+            O::Reflect => &[
+                "template_str",
+                "prompt",
+                "trace_query",
+                "trace_id",
+                "trace",
+                "reflection_prompt",
+            ],
+            O::Verify => &["template_str", "prompt", "claim", "evidence"],
+            O::Inv => &["capability", "parameters", "params_json", "timeout_ms"],
+            O::Exec => &["code", "sandbox_config"],
+            O::Qmem => &["query", "memory_tier", "space"],
+            O::Umem => &["key", "value", "memory_tier", "space"],
+            O::Print => &["message"],
+            O::Return => &["token"],
+            O::Yield => &["value"],
+            O::Merge => &["tokens", "strategy"],
+            O::WaitAll => &["tokens"],
+            O::Fence => &["ordering"],
+            O::Communicate => &["target_agent", "recipient", "target", "message", "protocol"],
+            O::Guard => &["condition", "on_fail", "error_message"],
+            O::Pause => &[
+                "message",
+                "checkpoint_id",
+                "timeout_ms",
+                "poll_interval_ms",
+                "notification_url",
+                "server_url",
+            ],
+            O::FlowCall => &["agent_name", "flow_name", "args"],
+            O::TryCatch => &["try_subgraph", "catch_subgraph", "try_label", "catch_label"],
+            _ => &[],
+        }
+    }
+
     /// The reference op a node of ours is written as in graph JSON: its
     /// own graph name where the reference has the op; otherwise the
     /// reference op closest in shape (`MERGE` for pure ops over inputs,
@@ -129,3 +172,17 @@ impl Opcode {
         }
     }
 }
+
+/// What each reference op without an op of its own is read as (graph JSON)
+/// and written as (source), for `aisc ops NAME`.
+pub const REFERENCE_ONLY_READ_AS: &[(&str, &str)] = &[
+    ("AGENT", "declarations of the graph's agent: `beliefs` (object), `goals` (texts); `memory` and `capabilities` need none"),
+    ("JUMP", "its first input, passed on (labels are not acted on, as in the reference's runtime)"),
+    ("BRANCH_ON_VALUE", "whether the text of `token` (or its input) equals `value`; `label_true`/`label_false` are not acted on"),
+    ("LOOP_START", "the number `max_iterations` (or a numeric `count_token`, default 100)"),
+    ("LOOP_END", "whether its input is above 0"),
+    ("ERR", "the text \"Error: \" + `message` (or `error_handler`)"),
+    ("UPDATE_GOAL", "the AAM tool `update_goal` with `goal_id`, `action` (set|remove|clear), `priority`; source: `update_goal(goal_id:, action:, priority:)`"),
+    ("CLAIM", "the AAM tool `claim` on `queue` (`lease_ms`, `max_wait_ms` accepted, not yet honoured); source: `claim(queue:, ...)`"),
+    ("RESUME", "the answer of the `PAUSE` whose `checkpoint_id` is `checkpoint`"),
+];

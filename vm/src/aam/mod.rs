@@ -1432,8 +1432,33 @@ impl AamHost {
             None => None,
         };
         let r = self.call(agent, &t, args, cancel)?;
+        if let Some(text) = self.as_declared_text(agent, &t, &r) {
+            // Checked against the tool's own schema before it becomes text.
+            if let Some(s) = &t.output_schema {
+                if let Err(e) = jsonschema::validate(s, &r) {
+                    return Err(HostError::new(
+                        "tool.invalid_result",
+                        format!(
+                            "tool `{}`: the result do not match the tool's schema: {e}",
+                            t.name
+                        ),
+                    ));
+                }
+            }
+            return Ok(text);
+        }
         self.validate(agent, &t, args, Some(&r))?;
         Ok(r)
+    }
+
+    /// A structured result of a tool the agent declares `-> str` (the
+    /// reference's `capability search(query: str) -> str` over our `search`,
+    /// which gives a list): its JSON text, as the declaration asks.
+    fn as_declared_text(&self, agent: &str, t: &ToolSpec, r: &Json) -> Option<Json> {
+        let caps = self.caps.read().unwrap_or_else(|e| e.into_inner());
+        let sig = caps.get(&(agent.to_string(), t.name.clone()))?;
+        let wants_text = sig.result == json!({"type": "string"});
+        (wants_text && (r.is_array() || r.is_object())).then(|| Json::String(r.to_string()))
     }
 }
 
