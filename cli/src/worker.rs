@@ -176,7 +176,7 @@ impl Ended {
                 format!("run {id}{how}: failed: {reason} ({fate})")
             }
             Ended::Lost => {
-                format!("run {id}{how}: lease lost to another worker; stopped without committing")
+                format!("run {id}{how}: lease lost (taken over by another worker, or the run was cancelled); stopped without committing")
             }
             Ended::Error(e) => format!("run {id}{how}: error: {e}"),
         }
