@@ -130,11 +130,57 @@ pub struct WorkerArgs {
 }
 
 /// What one run's execution ended as, for the worker's log line.
+#[derive(Debug)]
 enum Ended {
     Done(&'static str),
+    /// The run failed with `reason`; `recorded`: the store shows it failed.
+    Failed {
+        reason: String,
+        recorded: Recorded,
+    },
     /// Another worker took the run over: nothing was committed after that.
     Lost,
     Error(String),
+}
+
+/// Whether a failed run's failure reached the store, and if not, what
+/// became of the run (issue 32, defect 9: a worker logged `failed` for runs
+/// whose failure was never recorded and that another worker then
+/// completed).
+#[derive(Debug)]
+enum Recorded {
+    Yes,
+    /// Not recorded; given back to the queue under this claim's fence.
+    HandedBack,
+    /// Not recorded, and not handed back (`why`): it waits for its lease to
+    /// run out, then another worker takes it over.
+    LeftToLease(String),
+}
+
+impl Ended {
+    /// The worker's log line for run `id` (`how`: " (taken over)" or "").
+    fn line(&self, id: &str, how: &str) -> String {
+        match self {
+            Ended::Done(status) => format!("run {id}{how}: {status}"),
+            Ended::Failed { reason, recorded } => {
+                let fate = match recorded {
+                    Recorded::Yes => "recorded as failed".to_string(),
+                    Recorded::HandedBack => {
+                        "the failure could not be recorded; handed back to the queue".to_string()
+                    }
+                    Recorded::LeftToLease(why) => format!(
+                        "the failure could not be recorded and the run was not handed back ({why}); \
+                         another worker takes it over when its lease runs out"
+                    ),
+                };
+                format!("run {id}{how}: failed: {reason} ({fate})")
+            }
+            Ended::Lost => {
+                format!("run {id}{how}: lease lost (taken over by another worker, or the run was cancelled); stopped without committing")
+            }
+            Ended::Error(e) => format!("run {id}{how}: error: {e}"),
+        }
+    }
 }
 
 /// `aisc worker`: takes queued runs until stopped (or idle, with
@@ -229,18 +275,16 @@ pub fn worker(w: &WorkerArgs, backend: &BackendArgs) -> i32 {
                     if matches!(ended, Ended::Lost) {
                         let _ = store.note_worker(&owner, 1, 0);
                     }
+                    if let Ended::Failed {
+                        recorded: Recorded::HandedBack,
+                        ..
+                    } = ended
+                    {
+                        let _ = store.note_worker(&owner, 0, 1);
+                    }
                     if !w.quiet {
                         let how = if claim.takeover { " (taken over)" } else { "" };
-                        match ended {
-                            Ended::Done(status) => {
-                                eprintln!("run {}{how}: {status}", claim.id)
-                            }
-                            Ended::Lost => eprintln!(
-                                "run {}{how}: lease lost to another worker; stopped without committing",
-                                claim.id
-                            ),
-                            Ended::Error(e) => eprintln!("run {}{how}: error: {e}", claim.id),
-                        }
+                        eprintln!("{}", ended.line(&claim.id, how));
                     }
                 }
             });
@@ -477,8 +521,27 @@ fn execute(
         Err(ais_vm::RunError::OpFailed { code, .. }) if code == ais_vm::exec::PAUSED => {
             Ended::Done("paused")
         }
-        Err(_) => Ended::Done("failed"),
+        Err(e) => failed(store.as_ref(), claim, e.to_string()),
     }
+}
+
+/// A run that failed: whether the store recorded it (the VM records the
+/// failure at the end of the run, but a store error there is not the run's
+/// error), and if not, hands the run back so another worker runs it again
+/// from its journal instead of waiting for the lease.
+fn failed(store: &dyn Store, claim: &Claim, reason: String) -> Ended {
+    let recorded = match store.run_state(&claim.id) {
+        Ok(Some(state)) if state.status == "failed" => Recorded::Yes,
+        state => match store.release(&claim.id, claim.fence) {
+            Ok(true) => Recorded::HandedBack,
+            Ok(false) => Recorded::LeftToLease("another worker has it now".into()),
+            Err(e) => Recorded::LeftToLease(match state {
+                Err(s) => format!("the store did not answer: {s}; {e}"),
+                _ => e.to_string(),
+            }),
+        },
+    };
+    Ended::Failed { reason, recorded }
 }
 
 /// `aisc store migrate|status`.
@@ -590,5 +653,69 @@ pub fn store(action: &StoreAction, mem: &MemoryArgs) -> i32 {
                 1
             }
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ais_vm::store::sqlite::SqliteStore;
+
+    fn running(store: &SqliteStore, id: &str) -> Claim {
+        let fence = store
+            .begin_run(&NewRun {
+                id,
+                program: "p.ais",
+                artifact: b"",
+                entry: None,
+                args: "[]",
+            })
+            .expect("begin");
+        Claim {
+            id: id.into(),
+            fence,
+            takeover: false,
+        }
+    }
+
+    /// Issue 32, defect 9: the log says why the run failed and whether the
+    /// failure reached the store.
+    #[test]
+    fn worker_logged_failed_without_reason_or_fate() {
+        let store = SqliteStore::open(None).expect("store");
+        let claim = running(&store, "r1");
+        store
+            .finish("r1", claim.fence, "failed", None, Some("division by zero"))
+            .expect("finish");
+        let ended = failed(
+            &store,
+            &claim,
+            "`div` in @A.main failed [arith.div_by_zero]".into(),
+        );
+        assert_eq!(
+            ended.line("r1", ""),
+            "run r1: failed: `div` in @A.main failed [arith.div_by_zero] (recorded as failed)"
+        );
+        // Still `running` in the store: the failure was not recorded, and
+        // this store has no queue to hand it back to.
+        let claim = running(&store, "r2");
+        let line =
+            failed(&store, &claim, "journal write failed".into()).line("r2", " (taken over)");
+        assert!(
+            line.starts_with("run r2 (taken over): failed: journal write failed (the failure could not be recorded and the run was not handed back ("),
+            "{line}"
+        );
+        assert!(
+            line.ends_with("another worker takes it over when its lease runs out)"),
+            "{line}"
+        );
+        let handed = Ended::Failed {
+            reason: "x".into(),
+            recorded: Recorded::HandedBack,
+        };
+        assert_eq!(
+            handed.line("r3", ""),
+            "run r3: failed: x (the failure could not be recorded; handed back to the queue)"
+        );
     }
 }

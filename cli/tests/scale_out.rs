@@ -600,3 +600,40 @@ fn a_worker_stopped_with_sigterm_hands_its_runs_back_and_exits_0() {
     assert!(repeats <= ids.len());
     assert_eq!(by_prompt.len(), ids.len() * 4);
 }
+
+/// Issue 32, defect 9: a worker logged `run ID: failed` with no reason.
+/// Now the line names the failure and says it was recorded in the store.
+#[test]
+fn a_worker_logs_why_a_run_failed_and_that_the_store_has_it() {
+    let Some(pg) = PgServer::start() else { return };
+    let url = pg.database("failed");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let mock = MockServer::start().unwrap();
+    let (config, _) = setup(dir, &mock);
+    let prog = dir.join("fails.ais");
+    std::fs::write(
+        &prog,
+        "agent A {\n    @entry flow main(n: str) -> str {\n        let _z = 1 / 0\n        return n\n    }\n}\n",
+    )
+    .unwrap();
+    let id = enqueue(dir, &url, &config, &prog.display().to_string(), "x");
+    let mut w = worker_with(dir, &url, &config, "60", "w.log", &["--until-idle"]);
+    let mut code = None;
+    wait_until(dir, "the worker going idle", || {
+        code = w.try_wait().unwrap().map(|s| s.code());
+        code.is_some()
+    });
+    assert_eq!(code, Some(Some(0)));
+    let log = std::fs::read_to_string(dir.join("w.log")).unwrap();
+    let line = log
+        .lines()
+        .find(|l| l.starts_with(&format!("run {id}")))
+        .unwrap_or_else(|| panic!("no line for {id}: {log}"));
+    assert!(line.contains(": failed: "), "{line}");
+    assert!(line.contains("arith.div_by_zero"), "{line}");
+    assert!(line.ends_with("(recorded as failed)"), "{line}");
+    let store = PgStore::connect(&url).unwrap();
+    let rec = journal::load_record_in(&store, &id).unwrap();
+    assert_eq!(rec.info.status, Status::Failed);
+}

@@ -261,3 +261,75 @@ fn metrics_count_a_forced_takeover_in_store_status_and_on_metrics() {
         assert!(m.lines().any(|l| l == line), "no `{line}` in\n{m}");
     }
 }
+
+/// Issue 32, defect 8: cancelling a run handed to the fleet answered `202
+/// cancelled` but left it queued in the store, where a worker then ran it.
+/// Now the store has it failed (`cancelled`) and no worker takes it.
+#[test]
+fn a_run_cancelled_through_serve_enqueue_is_cancelled_in_the_store() {
+    let Some(pg) = PgServer::start() else { return };
+    let url = pg.database("cancel");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let mock = MockServer::start().unwrap();
+    let config = mock_config(dir, &mock.openai_url());
+    let p = write(dir, "two.ais", TWO);
+    let body = json!({"program": "two.ais", "args": {"topic": "bees"}}).to_string();
+    let s = Server::start(
+        dir,
+        &[&p],
+        &[
+            "--store",
+            &url,
+            "--config",
+            &config,
+            "--memory",
+            ":memory:",
+            "--enqueue",
+        ],
+        &[],
+    );
+    // No worker yet: the run waits in the store's queue.
+    let r = s.post("/v1/runs", &body);
+    assert!(r.status == 201 || r.status == 202, "{}", r.body);
+    let id = r.json()["id"].as_str().unwrap().to_string();
+    let mut queued = false;
+    for _ in 0..400 {
+        if run_ids(dir, &url).contains(&id) {
+            queued = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(queued, "the run reached the store");
+    let c = s.post(&format!("/v1/runs/{id}/cancel"), "");
+    assert_eq!(c.status, 202, "{}", c.body);
+    let mut failed = false;
+    for _ in 0..400 {
+        let shown = aisc(dir, &["runs", "show", &id, "--store", &url]);
+        let text = String::from_utf8_lossy(&shown.stdout).into_owned();
+        if text.contains("failed") && text.contains("cancelled") {
+            failed = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(failed, "the store has the run cancelled");
+    // A worker finds nothing to do: the cancelled run is not run.
+    let out = Command::new(env!("CARGO_BIN_EXE_aisc"))
+        .args(["worker", "--store", &url, "--config", &config])
+        .args(["--memory", ":memory:", "--poll-ms", "50", "--until-idle"])
+        .current_dir(dir)
+        .env("HOME", dir)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("AIS_STORE")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(mock.request_count(), 0, "no call of the cancelled run");
+    let status: Json =
+        serde_json::from_slice(&aisc(dir, &["store", "status", "--store", &url, "--json"]).stdout)
+            .unwrap();
+    assert_eq!(status["runs"]["failed"], 1, "{status}");
+    assert_eq!(status["queue_depth"], 0, "{status}");
+}

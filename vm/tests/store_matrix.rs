@@ -351,6 +351,41 @@ fn journal_matrix_on_postgres() {
     work_queues_are_shared_by_the_fleet(&fx);
     a_direct_run_whose_process_died_is_interrupted(&fx);
     fan_out_of_64_calls_shares_commits(&fx);
+    a_cancelled_run_is_taken_by_no_worker_and_its_owner_is_fenced(&fx);
+}
+
+/// Issue 32, defect 8: a cancel (from `aisc serve --enqueue`) reaches the
+/// store: a queued run is taken by no worker; the worker running one can
+/// neither write, nor finish, nor renew its lease.
+fn a_cancelled_run_is_taken_by_no_worker_and_its_owner_is_fenced(fx: &Pg) {
+    let store = fx.fresh();
+    queued(&store, "c1");
+    assert!(store.cancel("c1", "cancelled").unwrap());
+    assert_eq!(store.claim("w1", 60_000).unwrap(), None);
+    let rec = journal::load_record_in(&*store, "c1").unwrap();
+    assert_eq!(rec.info.status, Status::Failed);
+    assert_eq!(rec.info.error.as_deref(), Some("cancelled"));
+    queued(&store, "c2");
+    let owner = store.claim("w1", 60_000).unwrap().unwrap();
+    store.write("c2", owner.fence, &[entry("k1")]).unwrap();
+    assert!(store.cancel("c2", "cancelled").unwrap());
+    assert_eq!(
+        store
+            .write("c2", owner.fence, &[entry("k2")])
+            .unwrap_err()
+            .code,
+        FENCED
+    );
+    assert!(!store.renew("c2", owner.fence, 60_000).unwrap());
+    let old = Journal::claimed(store.clone(), &owner).unwrap();
+    assert_eq!(old.finish(Ok(&json!("late"))).unwrap_err().code, FENCED);
+    assert_eq!(store.claim("w2", 60_000).unwrap(), None);
+    assert_eq!(
+        journal::load_record_in(&*store, "c2").unwrap().info.status,
+        Status::Failed
+    );
+    // An ended run is not cancelled again.
+    assert!(!store.cancel("c2", "again").unwrap());
 }
 
 /// A 64-way fan-out journals its 64 results in fewer than 64 commits.

@@ -36,14 +36,22 @@ impl QueuedRun {
             .map_err(|e| err(e.code, e.message))?;
         loop {
             if self.cancel.is_cancelled() {
-                // A worker owns the run now; this server only stops waiting.
-                return Err(err(
-                    "cancelled",
-                    format!(
-                        "stopped waiting for run `{}` (a worker may still run it)",
-                        self.id
+                // Issue 32, defect 8: the cancel must reach the store (no
+                // worker takes a queued run) and the worker running it (its
+                // fence moves on: its next write is refused and it stops).
+                return Err(match self.store.cancel(&self.id, "cancelled") {
+                    Ok(_) => err(
+                        "cancelled",
+                        format!("run `{}` was cancelled", self.id),
                     ),
-                ));
+                    Err(e) => err(
+                        "cancelled",
+                        format!(
+                            "stopped waiting for run `{}`, but the store did not take the cancel ({e}): a worker may still run it",
+                            self.id
+                        ),
+                    ),
+                });
             }
             match self.store.run_row(&self.id) {
                 Ok(Some(row)) => match row.info.status {

@@ -461,6 +461,25 @@ journaled and checked like any other:
     }"#,
     },
     Explanation {
+        code: "E0127",
+        title: "`communicate` names both a flow and the built-in",
+        text: r#"A flow named `communicate` is its agent's reply flow: a message sent to the
+agent runs it, and its result is the sender's answer (docs/language.md,
+"Request and reply"). Inside that agent a plain `communicate(...)` could
+mean that flow or the built-in that sends a message; a reply flow that
+forwards a message would call itself until the call depth ran out. So it
+is an error; say which one you mean:
+
+    agent Relay {
+        flow communicate(msg: str) -> str {
+            return communicate("Store", msg)      // error: ambiguous
+        }
+    }
+
+    return talk("Store", msg)                     // send: `talk` is the built-in
+    return Relay.communicate(msg)                 // call the flow itself"#,
+    },
+    Explanation {
         code: "E9999",
         title: "internal compiler error",
         text: r#"The compiler lowered a program that type-checked into IR that does not verify.

@@ -741,6 +741,33 @@ impl<'a> Checker<'a> {
         // Reports duplicate names and positional arguments after named ones.
         let _ = self.split_named(all_args);
         let (positional, named) = arguments::split(all_args);
+        // Issue 32, defect 7: in an agent with a reply flow named
+        // `communicate`, `communicate(...)` called that flow (a reply flow
+        // forwarding a message called itself until the call depth ran out).
+        // Both readings are plausible, so neither is chosen silently; the
+        // arguments are checked as values only (no follow-on errors).
+        if let ExprKind::Var(id) = &callee.kind {
+            if let Some(flow) = self
+                .agent
+                .flows
+                .get(&id.name)
+                .filter(|_| id.name == "communicate")
+            {
+                self.report(SemaError::CommunicateShadowed {
+                    agent: self.agent.name.clone(),
+                    span: id.span,
+                    flow: flow.span,
+                });
+                for v in positional
+                    .iter()
+                    .copied()
+                    .chain(named.iter().map(|(_, v)| *v))
+                {
+                    self.check_value(v);
+                }
+                return Ty::Json;
+            }
+        }
         // `Remote.flow(...)` on a configured remote agent: its signature is
         // the remote card's, so arguments go by name (or one message).
         if let ExprKind::Member(target, flow) = &callee.kind {

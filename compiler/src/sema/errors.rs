@@ -147,6 +147,12 @@ pub enum SemaError {
     // ---- warnings
     #[error("unused variable `{name}`")]
     UnusedVariable { name: String, span: Span },
+    #[error("`communicate` here calls agent `{agent}`'s flow `communicate`, not the built-in that sends a message")]
+    CommunicateShadowed {
+        agent: String,
+        span: Span,
+        flow: Span,
+    },
     #[error("unreachable statement")]
     Unreachable { span: Span, after: Span },
     #[error("tool `{tool}` is not declared as a capability of agent `{agent}`")]
@@ -209,6 +215,7 @@ impl SemaError {
             DuplicateNamedArgument { .. } => "E0122",
             PositionalAfterNamed { .. } => "E0123",
             BadNamedArgument { .. } => "E0124",
+            CommunicateShadowed { .. } => "E0127",
             UnusedVariable { .. } => "W0001",
             Unreachable { .. } => "W0002",
             UndeclaredTool { .. } => "W0003",
@@ -258,6 +265,7 @@ impl SemaError {
             | DuplicateNamedArgument { span, .. }
             | PositionalAfterNamed { span, .. }
             | BadNamedArgument { span, .. }
+            | CommunicateShadowed { span, .. }
             | DuplicateCase { span, .. }
             | BadOperands { span, .. }
             | UnusedVariable { span, .. }
@@ -317,6 +325,12 @@ impl IntoDiagnostic for SemaError {
                 d.with_label("the value must be written here, as a literal"),
                 &suggestion,
             ),
+            CommunicateShadowed { agent, flow, .. } => d
+                .with_label("ambiguous: the agent's reply flow, or a message")
+                .with_secondary(flow, "the reply flow, which messages to this agent run")
+                .with_help(format!(
+                    "to send a message write `talk(...)` (the built-in's other name); to call the flow write `{agent}.communicate(...)`"
+                )),
             EmptyToolName { .. } => d
                 .with_label("this names no tool")
                 .with_help("write the tool's name, e.g. inv(\"web_search\", args)"),

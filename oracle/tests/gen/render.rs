@@ -24,6 +24,10 @@ struct Ctx {
     /// Inside a `try` body that fails (LLM/tool calls there are gated by
     /// `calls_in_failing_try`).
     in_failing_try: bool,
+    /// Inside a `try` body with a pure op that may fail: it may fail before
+    /// any call starts, so even side-effecting tool calls (ordered only
+    /// among themselves) may or may not be made.
+    in_pure_failing_try: bool,
     /// Variables in scope, innermost last; `true` when assignable without an
     /// effect (a local, not a belief).
     vars: Vec<(String, Ty, bool)>,
@@ -77,7 +81,11 @@ impl Ctx {
                 format!("step({})", self.num(a))
             }
             NumE::Step(a) => self.num(a),
-            NumE::Record if self.features.side_effecting_tools && self.effects_ok() => {
+            NumE::Record
+                if self.features.side_effecting_tools
+                    && self.effects_ok()
+                    && (!self.in_pure_failing_try || self.features.calls_in_failing_try) =>
+            {
                 "(0 + inv(\"t.record\", \"{{}}\"))".into()
             }
             NumE::Record => "2".into(),
@@ -283,9 +291,10 @@ impl Ctx {
                 let fails = fails.filter(|_| {
                     self.calls_ok() && (!pure_fails || self.features.calls_in_failing_try)
                 });
-                let was = (self.in_try, self.in_failing_try);
+                let was = (self.in_try, self.in_failing_try, self.in_pure_failing_try);
                 self.in_try = true;
                 self.in_failing_try |= fails.is_some() || pure_fails;
+                self.in_pure_failing_try |= pure_fails;
                 let mark = self.vars.len();
                 self.indent += 1;
                 let at = fails.map(|f| f as usize % (body.len() + 1));
@@ -300,7 +309,7 @@ impl Ctx {
                 }
                 self.indent -= 1;
                 self.vars.truncate(mark);
-                (self.in_try, self.in_failing_try) = was;
+                (self.in_try, self.in_failing_try, self.in_pure_failing_try) = was;
                 self.line("} catch {");
                 self.block(handler);
                 self.line("}");
@@ -347,6 +356,7 @@ pub fn render(case: &Case, features: Features) -> String {
         features,
         in_try: false,
         in_failing_try: false,
+        in_pure_failing_try: false,
         vars: Vec::new(),
         next: 0,
         out: String::new(),

@@ -184,6 +184,15 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         let _ = (id, fence);
         Err(no_queue(self.backend()))
     }
+    /// Ends queued or running run `id` for good (a cancel from a server that
+    /// handed it to the fleet): `failed` with `error`, its fence moved on, so
+    /// no worker takes it and its owner's next write, result and lease
+    /// renewal are refused (it commits nothing more and stops). `false`
+    /// when it had already ended.
+    fn cancel(&self, id: &str, error: &str) -> Result<bool, JournalError> {
+        let _ = (id, error);
+        Err(no_queue(self.backend()))
+    }
     /// Counts, for the worker process of `owner`, runs stopped by fencing
     /// and runs handed back (metrics; a store without workers ignores it).
     fn note_worker(&self, owner: &str, fenced: i64, handed_back: i64) -> Result<(), JournalError> {

@@ -513,6 +513,20 @@ impl Store for PgStore {
         Ok(n == 1)
     }
 
+    fn cancel(&self, id: &str, error: &str) -> Result<bool, JournalError> {
+        let n = self.with(|c| {
+            c.execute(
+                &format!(
+                    "UPDATE runs SET status = 'failed', ended_ms = {NOW_MS}, owner = NULL,
+                     lease_until = NULL, fence = fence + 1, error = $2
+                     WHERE id = $1 AND status IN ('queued', 'running')"
+                ),
+                &[&id, &error],
+            )
+        })?;
+        Ok(n == 1)
+    }
+
     fn note_worker(&self, owner: &str, fenced: i64, handed_back: i64) -> Result<(), JournalError> {
         self.with(|c| {
             let mut tx = c.transaction()?;
