@@ -73,6 +73,11 @@ pub struct Deferred {
     pub labels: Option<Vec<String>>,
 }
 
+/// Shows a printed line at commit: `(agent, line, the `print` op's
+/// journal key and input hash)`.
+pub type ShowLine<'a> =
+    dyn FnMut(&str, &str, Option<&(String, String)>) -> Result<(), HostError> + 'a;
+
 /// What a commit to the real host leaves for the scheduler to do.
 #[derive(Debug, Default)]
 pub struct Committed {
@@ -151,10 +156,7 @@ impl<'h> Tx<'h> {
 
     /// [`Tx::commit`], showing printed lines with `show(agent, line,
     /// journal key and hash)` (the scheduler journals them first).
-    pub fn commit_with(
-        &self,
-        show: &mut dyn FnMut(&str, &str, Option<&(String, String)>) -> Result<(), HostError>,
-    ) -> Result<Committed, HostError> {
+    pub fn commit_with(&self, show: &mut ShowLine<'_>) -> Result<Committed, HostError> {
         let effects = std::mem::take(&mut *self.log());
         if let Parent::Tx(p) = &self.parent {
             p.log().extend(effects);
