@@ -179,7 +179,7 @@ pub fn run(
         watchdog: options
             .watchdog
             .filter(|&n| n > 0)
-            .map(crate::journal::watchdog::Watchdog::new),
+            .map(gate::watchdog::Watchdog::new),
         agent_used: program
             .agents
             .iter()

@@ -222,7 +222,7 @@ struct Run<'r> {
     budget: &'r crate::journal::Budget,
     /// LLM calls, tokens and micro-dollars used by the run (with earlier attempts).
     used: [AtomicU64; 3],
-    watchdog: Option<crate::journal::watchdog::Watchdog>,
+    watchdog: Option<gate::watchdog::Watchdog>,
     /// Per agent: LLM calls and tokens of this attempt.
     agent_used: Vec<[AtomicU64; 2]>,
     planner: Option<&'r dyn crate::plan::PlanCompiler>,

@@ -77,7 +77,7 @@ impl<'r> Run<'r> {
             return None;
         }
         Some(EffectId::new(
-            crate::journal::op_key(frame, op),
+            super::op_key(frame, op),
             crate::journal::input_hash(args),
         ))
     }
@@ -161,7 +161,7 @@ impl<'r> Run<'r> {
         }
     }
 
-    /// The loop watchdog (see `crate::journal::watchdog`).
+    /// The loop watchdog (see `watchdog.rs`).
     pub(in crate::scheduler) fn watchdog_tripped(
         &self,
         frame: &Frame<'r>,

@@ -33,17 +33,19 @@
 pub(super) mod admission;
 pub(super) mod outbox;
 pub(super) mod pause;
+pub(crate) mod watchdog;
 
 use super::Run;
 use crate::exec::OpError;
 use crate::frame::Frame;
 use crate::journal::{JournalError, Record, Replay, Resolution};
 use crate::value::Val;
+use sha2::{Digest, Sha256};
 
 /// An effect's identity in the journal.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct EffectId {
-    /// The op's dynamic identity (`crate::journal::op_key`, with a suffix
+    /// The op's dynamic identity ([`op_key`], with a suffix
     /// for a turn or call within it).
     pub key: String,
     /// A hash of its inputs: an entry with other inputs is not replayed.
@@ -54,6 +56,39 @@ impl EffectId {
     pub(crate) fn new(key: String, hash: String) -> EffectId {
         EffectId { key, hash }
     }
+}
+
+/// The dynamic identity of op `op` in `frame`: the path of (flow, region,
+/// owner op, loop index) from the entry frame down. It is the same in every
+/// execution of the same program with the same inputs, whatever the
+/// scheduling order, because frames are started by ops, not by time.
+pub(crate) fn op_key(frame: &Frame<'_>, op: u32) -> String {
+    use crate::frame::Role;
+    let mut h = Sha256::new();
+    h.update(op.to_le_bytes());
+    let mut f = frame;
+    loop {
+        h.update(f.flow.to_le_bytes());
+        h.update(f.region.to_le_bytes());
+        let Some(o) = &f.owner else { break };
+        h.update(o.op.to_le_bytes());
+        let (tag, idx): (u8, u64) = match &o.role {
+            Role::Call => (1, 0),
+            Role::Branch => (2, 0),
+            Role::Try => (3, 0),
+            Role::Catch => (4, 0),
+            Role::Iter { index, .. } => (5, *index as u64),
+            Role::Handler => (6, 0),
+            Role::Plan => (7, 0),
+        };
+        h.update([tag]);
+        h.update(idx.to_le_bytes());
+        f = &o.frame;
+    }
+    h.finalize()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// A journal failure as an op's error.
