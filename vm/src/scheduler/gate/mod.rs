@@ -41,6 +41,48 @@ use crate::frame::Frame;
 use crate::journal::{JournalError, Record, Replay, Resolution};
 use crate::value::Val;
 use sha2::{Digest, Sha256};
+use std::sync::atomic::AtomicU64;
+
+/// What the gate keeps for one run (a part of `Run`).
+pub(in crate::scheduler) struct Gate<'r> {
+    pub(in crate::scheduler) journal: Option<&'r crate::journal::Journal>,
+    pub(in crate::scheduler) budget: &'r crate::journal::Budget,
+    /// LLM calls, tokens and micro-dollars used by the run (with earlier
+    /// attempts).
+    pub(in crate::scheduler) used: [AtomicU64; 3],
+    pub(in crate::scheduler) watchdog: Option<watchdog::Watchdog>,
+    /// Per agent: LLM calls and tokens of this attempt.
+    pub(in crate::scheduler) agent_used: Vec<[AtomicU64; 2]>,
+    /// Printed lines, journaled before shown.
+    pub(in crate::scheduler) outbox: outbox::Outbox,
+    /// Set when a `pause` stops the run.
+    pub(in crate::scheduler) pausing: pause::Pausing,
+}
+
+impl<'r> Gate<'r> {
+    pub(in crate::scheduler) fn new(
+        program: &ais_ir::bytecode::Program,
+        options: &'r super::RunOptions,
+    ) -> Gate<'r> {
+        let (c, t) = options.journal.as_ref().map_or((0, 0), |j| j.prior_usage());
+        Gate {
+            journal: options.journal.as_deref(),
+            budget: &options.budget,
+            used: [AtomicU64::new(c), AtomicU64::new(t), AtomicU64::new(0)],
+            watchdog: options
+                .watchdog
+                .filter(|&n| n > 0)
+                .map(watchdog::Watchdog::new),
+            agent_used: program
+                .agents
+                .iter()
+                .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
+                .collect(),
+            outbox: outbox::Outbox::new(options.stdout_marks.clone()),
+            pausing: pause::Pausing::default(),
+        }
+    }
+}
 
 /// An effect's identity in the journal.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -117,7 +159,7 @@ impl<'r> Run<'r> {
         id: &EffectId,
         tool: Option<&str>,
     ) -> Result<Option<Record>, OpError> {
-        let Some(j) = self.journal else {
+        let Some(j) = self.gate.journal else {
             return Ok(None);
         };
         match j.lookup(&id.key, &id.hash).map_err(journal_error)? {
@@ -141,7 +183,7 @@ impl<'r> Run<'r> {
 
     /// Writes the `intent` entry of a side-effecting call.
     pub(in crate::scheduler) fn gate_intent(&self, id: &EffectId, op: &str) -> Result<(), OpError> {
-        match self.journal {
+        match self.gate.journal {
             Some(j) => j.intent(&id.key, op, &id.hash).map_err(journal_error),
             None => Ok(()),
         }
@@ -156,7 +198,7 @@ impl<'r> Run<'r> {
         tokens: u64,
         labels: Option<&[String]>,
     ) -> Result<(), OpError> {
-        match self.journal {
+        match self.gate.journal {
             Some(j) => j
                 .record_entry(&id.key, op, &id.hash, record, tokens, labels)
                 .map_err(journal_error),
@@ -167,7 +209,7 @@ impl<'r> Run<'r> {
     /// Records that a side-effecting call failed (it completed: a resume
     /// asks again instead of reporting it in doubt).
     pub(in crate::scheduler) fn gate_failed(&self, id: &EffectId, op: &str) -> Result<(), OpError> {
-        match self.journal {
+        match self.gate.journal {
             Some(j) => j.failed(&id.key, op, &id.hash).map_err(journal_error),
             None => Ok(()),
         }
@@ -177,7 +219,7 @@ impl<'r> Run<'r> {
     /// derived from the run id and the op's identity, the same in every
     /// attempt.
     pub(in crate::scheduler) fn idempotency_key(&self, id: &EffectId) -> Option<String> {
-        self.journal.map(|j| j.idempotency_key(&id.key))
+        self.gate.journal.map(|j| j.idempotency_key(&id.key))
     }
 
     /// A call made on this thread, through the whole gate: replay (then
@@ -200,7 +242,7 @@ impl<'r> Run<'r> {
         call: impl FnOnce(Option<String>) -> Result<T, OpError>,
         encode: impl FnOnce(&T) -> (Record, u64),
     ) -> Result<(Result<T, OpError>, bool), OpError> {
-        let Some(id) = id.filter(|_| self.journal.is_some()) else {
+        let Some(id) = id.filter(|_| self.gate.journal.is_some()) else {
             return Ok((call(None), false));
         };
         if let Some(r) = self.gate_replay(id, tool)? {
