@@ -162,10 +162,13 @@ fn every_code_is_explained() {
     // And the registry holds nothing that no phase emits. Besides the
     // diagnostic codes it explains run-failure causes the runtime names
     // in a constant (`LIMIT_FRAMES`).
-    let vm_source: String = ["vm/src/scheduler/limits.rs", "vm/src/journal/watchdog.rs"]
-        .iter()
-        .map(|f| read(f))
-        .collect();
+    let vm_source: String = [
+        "vm/src/scheduler/limits.rs",
+        "vm/src/scheduler/gate/watchdog.rs",
+    ]
+    .iter()
+    .map(|f| read(f))
+    .collect();
     for e in explain::EXPLANATIONS {
         assert!(
             codes.contains_key(e.code) || vm_source.contains(&format!("\"{}\"", e.code)),

@@ -9,7 +9,6 @@
 //! the values the frame yielded or returned.
 
 use crate::exec::Results;
-use crate::scheduler::limits::FrameCount;
 use crate::tx::Tx;
 use crate::value::Val;
 use ais_ir::bytecode::{Program, RegionCode};
@@ -47,7 +46,7 @@ pub(crate) struct Unit<'r> {
     pub base: u32,
     /// An inner plan's early calls (`scheduler::early_calls`), which its
     /// tool ops take their results from.
-    pub prefetch: Option<&'r crate::scheduler::early_calls::Prefetch>,
+    pub prefetch: Option<&'r crate::prefetch::Prefetch>,
 }
 
 pub(crate) struct Owner<'r> {
@@ -280,5 +279,35 @@ impl<'r> Drop for Frame<'r> {
                 }
             }
         }
+    }
+}
+
+/// Counts live frames against a limit (`crate::scheduler::limits`).
+pub(crate) struct FrameCount {
+    pub live: AtomicUsize,
+    pub max: usize,
+}
+
+impl FrameCount {
+    pub fn new(max: usize) -> FrameCount {
+        FrameCount {
+            live: AtomicUsize::new(0),
+            max,
+        }
+    }
+
+    /// Claims a frame; `false` (claiming nothing) when at the limit.
+    pub fn claim(&self) -> bool {
+        let n = self.live.fetch_add(1, Ordering::Relaxed);
+        if n >= self.max {
+            self.live.fetch_sub(1, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    /// A frame was dropped.
+    pub fn release(&self) {
+        self.live.fetch_sub(1, Ordering::Relaxed);
     }
 }

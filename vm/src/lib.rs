@@ -13,6 +13,7 @@ pub mod journal;
 pub mod llm;
 pub mod observe;
 pub mod plan;
+pub(crate) mod prefetch;
 pub mod progress;
 pub mod scheduler;
 pub mod store;

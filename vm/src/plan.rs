@@ -11,7 +11,7 @@
 
 use crate::exec::OpError;
 use crate::llm::{LlmRequest, ToolSpec};
-use crate::scheduler::early_calls::Prefetch;
+use crate::prefetch::Prefetch;
 use ais_ir::bytecode::Program;
 use ais_ir::bytecode::{Imm, Instr};
 use std::sync::atomic::{AtomicUsize, Ordering};

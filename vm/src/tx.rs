@@ -77,6 +77,11 @@ pub struct Deferred {
     pub labels: Option<Vec<String>>,
 }
 
+/// Shows a printed line at commit: `(agent, line, the `print` op's
+/// journal key and input hash)`.
+pub type ShowLine<'a> =
+    dyn FnMut(&str, &str, Option<&(String, String)>) -> Result<(), HostError> + 'a;
+
 /// What a commit to the real host leaves for the scheduler to do.
 #[derive(Debug, Default)]
 pub struct Committed {

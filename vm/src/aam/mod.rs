@@ -81,8 +81,7 @@ pub const TRACE_QUERY: &str = "@trace";
 /// later runs' information-flow labels (`Host::stored_labels`).
 const LABELS_OWNER: &str = "@ifc";
 const LABELS_NS: &str = "labels";
-/// Default memory directory.
-pub const DEFAULT_DIR: &str = ".apxm";
+pub use crate::store::storage::DEFAULT_DIR;
 
 /// The lower-cased words (alphanumeric runs) of `s`: what keyword search
 /// matches on, in every tier.
@@ -119,32 +118,7 @@ pub fn content_key(value: &Json) -> String {
     format!("#{hex}")
 }
 
-/// Where memory lives.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Storage {
-    /// `DIR/memory.db` (LTM) and `DIR/episodic.log`.
-    Dir(PathBuf),
-    /// Nothing touches the disk (`--memory :memory:`).
-    Ephemeral,
-}
-
-impl Storage {
-    /// From a `--memory` value: `None` is `.apxm`, `:memory:` is ephemeral.
-    pub fn from_arg(arg: Option<&str>) -> Storage {
-        match arg {
-            Some(":memory:") => Storage::Ephemeral,
-            Some(d) => Storage::Dir(PathBuf::from(d)),
-            None => Storage::Dir(PathBuf::from(DEFAULT_DIR)),
-        }
-    }
-
-    pub fn describe(&self) -> String {
-        match self {
-            Storage::Dir(d) => d.display().to_string(),
-            Storage::Ephemeral => ":memory:".into(),
-        }
-    }
-}
+pub use crate::store::storage::Storage;
 
 /// Asks whether an agent may run a destructive tool. The edge provides it
 /// (the CLI asks on the terminal); the VM never reads its input itself.
@@ -1330,10 +1304,7 @@ impl AamHost {
                 let source = args.get("source").cloned().unwrap_or(Json::Null);
                 // The same fact stored twice is one entry (its key is its
                 // content), so a resumed or repeated run does not duplicate it.
-                let key = format!(
-                    "fact:{}",
-                    &crate::journal::input_hash(&[crate::value::Val::str(text)])[..16]
-                );
+                let key = format!("fact:{}", &content_hash(text)[..16]);
                 let value = json!({"text": text, "tags": tags, "source": source});
                 self.ltm.get()?.put(agent, LTM_NS, &key, &value, None)?;
                 Ok(json!({"key": key}))
@@ -1743,6 +1714,16 @@ impl Host for AamHost {
         self.log(&message.to, "receive", inputs, Ok(&Json::Null), t0);
         Ok(())
     }
+}
+
+/// The hash a fact's key is made of: the journal's input hash of the text
+/// (SHA-256 of its tagged JSON, 128 bits in hex), computed here so keys of
+/// facts stored before stay the same.
+fn content_hash(text: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let tagged = json!([{ "v": text }]).to_string();
+    let h = Sha256::digest(tagged.as_bytes());
+    h[..16].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Paths of a memory directory's files.

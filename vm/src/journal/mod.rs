@@ -20,7 +20,8 @@
 //! after the N-th write (its test-only `aisc-fault` binary).
 
 pub mod record;
-pub(crate) mod watchdog;
+
+pub use crate::store::rows::{JournalError, RunInfo, Status, Step, DB_FILE};
 
 pub use record::{decode_vals, encode_vals, Record, Resolution};
 
@@ -33,9 +34,6 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-
-/// The journal database file in a memory directory.
-pub const DB_FILE: &str = "runs.db";
 
 /// Sees each journal write right after it committed: the seam for fault
 /// injection (a test kills the process at every point of a run and checks
@@ -53,65 +51,6 @@ static WRITE_OBSERVER: OnceLock<Arc<dyn WriteObserver>> = OnceLock::new();
 /// nothing) when one was already installed.
 pub fn set_write_observer(observer: Arc<dyn WriteObserver>) -> bool {
     WRITE_OBSERVER.set(observer).is_ok()
-}
-
-/// A journal failure (opening, reading, writing, a corrupted database).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{code}: {message}")]
-pub struct JournalError {
-    pub code: &'static str,
-    pub message: String,
-}
-
-impl JournalError {
-    pub(crate) fn new(code: &'static str, message: impl Into<String>) -> Self {
-        JournalError {
-            code,
-            message: message.into(),
-        }
-    }
-}
-
-/// Status of a run as stored (plus `interrupted`, derived).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
-    Running,
-    Completed,
-    Failed,
-    /// Stored as `running` but its process is gone.
-    Interrupted,
-    /// Stopped at a `pause`, waiting for a person's input.
-    Paused,
-    /// Waiting in a store's run queue for a worker (`aisc run --detach`).
-    Queued,
-}
-
-impl Status {
-    pub fn name(self) -> &'static str {
-        match self {
-            Status::Running => "running",
-            Status::Completed => "completed",
-            Status::Failed => "failed",
-            Status::Interrupted => "interrupted",
-            Status::Paused => "paused",
-            Status::Queued => "queued",
-        }
-    }
-}
-
-/// One row of `aisc runs`.
-#[derive(Debug, Clone)]
-pub struct RunInfo {
-    pub id: String,
-    pub status: Status,
-    pub started_ms: i64,
-    pub ended_ms: Option<i64>,
-    pub entry: Option<String>,
-    pub program: String,
-    pub entries: i64,
-    pub in_doubt: i64,
-    pub error: Option<String>,
-    pub resumes: i64,
 }
 
 /// What a run needs to be resumed.
@@ -152,36 +91,6 @@ pub fn input_hash(args: &[Val]) -> String {
 
 use crate::store::sqlite::hex;
 
-/// The dynamic identity of op `op` in `frame`: the path of (flow, region,
-/// owner op, loop index) from the entry frame down. It is the same in every
-/// execution of the same program with the same inputs, whatever the
-/// scheduling order, because frames are started by ops, not by time.
-pub(crate) fn op_key(frame: &crate::frame::Frame<'_>, op: u32) -> String {
-    use crate::frame::Role;
-    let mut h = Sha256::new();
-    h.update(op.to_le_bytes());
-    let mut f = frame;
-    loop {
-        h.update(f.flow.to_le_bytes());
-        h.update(f.region.to_le_bytes());
-        let Some(o) = &f.owner else { break };
-        h.update(o.op.to_le_bytes());
-        let (tag, idx): (u8, u64) = match &o.role {
-            Role::Call => (1, 0),
-            Role::Branch => (2, 0),
-            Role::Try => (3, 0),
-            Role::Catch => (4, 0),
-            Role::Iter { index, .. } => (5, *index as u64),
-            Role::Handler => (6, 0),
-            Role::Plan => (7, 0),
-        };
-        h.update([tag]);
-        h.update(idx.to_le_bytes());
-        f = &o.frame;
-    }
-    hex(&h.finalize()[..16])
-}
-
 /// The entry kind of a person's decision about an op in doubt.
 const RESOLVED: &str = "resolved";
 
@@ -205,17 +114,6 @@ struct Rec {
     value: Option<String>,
     /// Source names of the value's label (`None`: not recorded).
     labels: Option<String>,
-}
-
-/// One journaled step of a run (an effect op: LLM call, tool call, memory
-/// write, ...), as `aisc trace` and `aisc runs show` list them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Step {
-    pub seq: i64,
-    /// `done`, `intent` (started, never completed: in doubt) or `failed`.
-    pub kind: String,
-    pub op: String,
-    pub tokens: i64,
 }
 
 /// A run's stored outcome and steps: what a run killed after its
@@ -831,7 +729,7 @@ pub fn llm_op_names_sql() -> String {
 }
 
 /// Where `aisc` notes which of run `run_id`'s printed lines reached its
-/// stdout (see `crate::scheduler` `gate/outbox.rs`).
+/// stdout (see the scheduler's `gate/outbox.rs`).
 pub fn marks_path(dir: &Path, run_id: &str) -> PathBuf {
     let safe: String = run_id
         .chars()
@@ -847,10 +745,10 @@ pub fn marks_path(dir: &Path, run_id: &str) -> PathBuf {
 }
 
 /// The journal directory for a memory directory argument (`None`: ephemeral).
-pub fn dir_of(storage: &crate::aam::Storage) -> Option<PathBuf> {
+pub fn dir_of(storage: &crate::store::Storage) -> Option<PathBuf> {
     match storage {
-        crate::aam::Storage::Dir(d) => Some(d.clone()),
-        crate::aam::Storage::Ephemeral => None,
+        crate::store::Storage::Dir(d) => Some(d.clone()),
+        crate::store::Storage::Ephemeral => None,
     }
 }
 

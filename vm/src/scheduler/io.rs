@@ -349,7 +349,7 @@ impl<'r> Run<'r> {
             ),
         };
         let info = Box::new(LlmInfo {
-            cost_micro_usd: self.budget.cost_micro_usd(
+            cost_micro_usd: self.gate.budget.cost_micro_usd(
                 &model,
                 usage.prompt_tokens,
                 usage.completion_tokens,
@@ -376,14 +376,15 @@ impl<'r> Run<'r> {
     /// agent's budgets.
     pub(super) fn account_llm(&self, agent: u32, model: &str, usage: crate::llm::Usage) {
         let tokens = usage.total();
-        self.used[1].fetch_add(tokens, Ordering::SeqCst);
-        if let Some(a) = self.agent_used.get(agent as usize) {
+        self.gate.used[1].fetch_add(tokens, Ordering::SeqCst);
+        if let Some(a) = self.gate.agent_used.get(agent as usize) {
             a[1].fetch_add(tokens, Ordering::SeqCst);
         }
-        let c = self
-            .budget
-            .cost_micro_usd(model, usage.prompt_tokens, usage.completion_tokens);
-        self.used[2].fetch_add(c, Ordering::SeqCst);
+        let c =
+            self.gate
+                .budget
+                .cost_micro_usd(model, usage.prompt_tokens, usage.completion_tokens);
+        self.gate.used[2].fetch_add(c, Ordering::SeqCst);
     }
 
     /// Finishes a blocking op whose call has returned: journal, usage,

@@ -170,29 +170,13 @@ pub fn run(
             .collect(),
         end_ns: AtomicU64::new(0),
         handlers: Mutex::new((0, None)),
-        journal: options.journal.as_deref(),
-        budget: &options.budget,
-        used: {
-            let (c, t) = options.journal.as_ref().map_or((0, 0), |j| j.prior_usage());
-            [AtomicU64::new(c), AtomicU64::new(t), AtomicU64::new(0)]
-        },
-        watchdog: options
-            .watchdog
-            .filter(|&n| n > 0)
-            .map(crate::journal::watchdog::Watchdog::new),
-        agent_used: program
-            .agents
-            .iter()
-            .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
-            .collect(),
+        gate: gate::Gate::new(program, options),
         planner: options.planner.as_deref(),
         plans: &plan_arena,
         linked: Mutex::new(Vec::new()),
         observer: options.observer.as_ref().map(|o| &*o.0),
         observer_arc: options.observer.as_ref().map(|o| o.0.clone()),
         text: &options.telemetry_text,
-        outbox: gate::outbox::Outbox::new(options.stdout_marks.clone()),
-        pausing: gate::pause::Pausing::default(),
     };
     // Room for one event per op of the program (capped), so recording does
     // not regrow and copy the vector while the run is timed; pages are only

@@ -18,7 +18,6 @@
 
 use crate::exec::OpError;
 use crate::value::Val;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The failure code of the live-frame limit.
 pub const FRAMES_CODE: &str = "LIMIT_FRAMES";
@@ -73,32 +72,4 @@ pub fn check_value(v: &Val, max: usize) -> Result<(), OpError> {
     .with_payload(serde_json::json!({"limit": max, "size": n})))
 }
 
-/// Counts live frames against a limit.
-pub(crate) struct FrameCount {
-    pub live: AtomicUsize,
-    pub max: usize,
-}
-
-impl FrameCount {
-    pub fn new(max: usize) -> FrameCount {
-        FrameCount {
-            live: AtomicUsize::new(0),
-            max,
-        }
-    }
-
-    /// Claims a frame; `false` (claiming nothing) when at the limit.
-    pub fn claim(&self) -> bool {
-        let n = self.live.fetch_add(1, Ordering::Relaxed);
-        if n >= self.max {
-            self.live.fetch_sub(1, Ordering::Relaxed);
-            return false;
-        }
-        true
-    }
-
-    /// A frame was dropped.
-    pub fn release(&self) {
-        self.live.fetch_sub(1, Ordering::Relaxed);
-    }
-}
+pub(crate) use crate::frame::FrameCount;

@@ -218,13 +218,8 @@ struct Run<'r> {
     /// `on` handlers still running, and the entry flow's result once it is
     /// done (the run ends when both are settled).
     handlers: Mutex<(usize, Option<Json>)>,
-    journal: Option<&'r crate::journal::Journal>,
-    budget: &'r crate::journal::Budget,
-    /// LLM calls, tokens and micro-dollars used by the run (with earlier attempts).
-    used: [AtomicU64; 3],
-    watchdog: Option<crate::journal::watchdog::Watchdog>,
-    /// Per agent: LLM calls and tokens of this attempt.
-    agent_used: Vec<[AtomicU64; 2]>,
+    /// The effect gate's state: journal, budgets, watchdog, output, pause.
+    gate: gate::Gate<'r>,
     planner: Option<&'r dyn crate::plan::PlanCompiler>,
     /// Accepted plans' bytecode (frames point into it).
     plans: &'r crate::plan::PlanArena,
@@ -233,10 +228,6 @@ struct Run<'r> {
     /// The same observer, for text sinks (they are `'static`).
     observer_arc: Option<observe::SharedObserver>,
     text: &'r crate::telemetry::TextPolicy,
-    /// Printed lines, journaled before shown (`gate::outbox`).
-    outbox: gate::outbox::Outbox,
-    /// Set when a `pause` stops the run (`gate::pause`).
-    pausing: gate::pause::Pausing,
 }
 
 impl<'r> Run<'r> {

@@ -283,9 +283,11 @@ impl<'r> Run<'r> {
             ex.simulated |= r.simulated;
         }
         self.account_llm(site.frame.agent, &ex.model, usage);
-        ex.cost_micro_usd +=
-            self.budget
-                .cost_micro_usd(&ex.model, usage.prompt_tokens, usage.completion_tokens);
+        ex.cost_micro_usd += self.gate.budget.cost_micro_usd(
+            &ex.model,
+            usage.prompt_tokens,
+            usage.completion_tokens,
+        );
         ex.backend = self.backend.name().to_string();
         ex.prompt = crate::telemetry::prompt_messages(req, self.text);
         ex.finish_reason = result
@@ -380,7 +382,7 @@ impl<'r> Run<'r> {
         calls: &[ToolCall],
         repeats: &Mutex<HashMap<(String, String), u32>>,
     ) -> Result<(), Stop> {
-        let Some(w) = &self.watchdog else {
+        let Some(w) = &self.gate.watchdog else {
             return Ok(());
         };
         let mut this_turn: Vec<(String, String)> = calls

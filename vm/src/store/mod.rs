@@ -17,11 +17,14 @@
 
 pub mod open_once;
 pub mod postgres;
+pub mod rows;
 pub mod sqlite;
+pub mod storage;
 
-use crate::journal::{JournalError, RunInfo, Step};
+pub use rows::{JournalError, RunInfo, Status, Step};
 use std::path::Path;
 use std::sync::Arc;
+pub use storage::Storage;
 
 /// The code of a journal write refused because another worker acquired the
 /// run since (its lease expired): the writer must stop without effects.

@@ -11,7 +11,7 @@
 //! paying one each.
 
 use super::{Entry, NewRun, RunRow, RunState, Store, StoreStatus};
-use crate::journal::{JournalError, RunInfo, Status, Step, DB_FILE};
+use crate::store::rows::{JournalError, RunInfo, Status, Step, DB_FILE};
 use crate::sync::lock;
 use rusqlite::{params, Connection, OptionalExtension};
 use sha2::{Digest, Sha256};

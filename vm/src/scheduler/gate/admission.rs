@@ -51,7 +51,7 @@ impl<'r> Run<'r> {
         }
         match replayed {
             Some(results) => {
-                let label = match (&jkey, self.journal) {
+                let label = match (&jkey, self.gate.journal) {
                     (Some(id), Some(j)) if !self.labels.off() => j
                         .recorded_labels(&id.key)
                         .map_or(0, |names| self.labels.of_names(&names)),
@@ -71,13 +71,13 @@ impl<'r> Run<'r> {
         instr: &Instr,
         args: &[Val],
     ) -> Option<EffectId> {
-        self.journal?;
+        self.gate.journal?;
         // The op table says which ops the journal records.
         if !instr.opcode.info().journaled {
             return None;
         }
         Some(EffectId::new(
-            crate::journal::op_key(frame, op),
+            super::op_key(frame, op),
             crate::journal::input_hash(args),
         ))
     }
@@ -148,7 +148,7 @@ impl<'r> Run<'r> {
         if e.code != crate::exec::PAUSED {
             return e;
         }
-        let (Some(j), Some(id)) = (self.journal, jkey) else {
+        let (Some(j), Some(id)) = (self.gate.journal, jkey) else {
             return e;
         };
         let message = e.payload["message"]
@@ -161,7 +161,7 @@ impl<'r> Run<'r> {
         }
     }
 
-    /// The loop watchdog (see `crate::journal::watchdog`).
+    /// The loop watchdog (see `watchdog.rs`).
     pub(in crate::scheduler) fn watchdog_tripped(
         &self,
         frame: &Frame<'r>,
@@ -170,7 +170,7 @@ impl<'r> Run<'r> {
         class: Class,
         args: &[Val],
     ) -> bool {
-        let Some(w) = &self.watchdog else {
+        let Some(w) = &self.gate.watchdog else {
             return false;
         };
         if !matches!(class, Class::Llm | Class::Tool) {
@@ -222,7 +222,7 @@ impl<'r> Run<'r> {
         instr: &Instr,
         class: Class,
     ) -> bool {
-        let b = self.budget;
+        let b = self.gate.budget;
         if b.is_empty() || !matches!(class, Class::Llm | Class::Tool | Class::Inline) {
             return false;
         }
@@ -234,24 +234,27 @@ impl<'r> Run<'r> {
             }
         }
         if hit.is_none() && class == Class::Llm {
-            let tokens = self.used[1].load(Ordering::SeqCst);
-            let cost = self.used[2].load(Ordering::SeqCst) as f64 / 1e6;
+            let tokens = self.gate.used[1].load(Ordering::SeqCst);
+            let cost = self.gate.used[2].load(Ordering::SeqCst) as f64 / 1e6;
             if let Some(l) = b.tokens.filter(|&l| tokens >= l) {
                 hit = Some(("tokens", l.into(), tokens.into()));
             } else if let Some(l) = b.cost_usd.filter(|&l| cost >= l) {
                 hit = Some(("cost_usd", l.into(), cost.into()));
             } else if let Some(l) = b.llm_calls {
-                let calls = self.used[0].fetch_add(1, Ordering::SeqCst) + 1;
+                let calls = self.gate.used[0].fetch_add(1, Ordering::SeqCst) + 1;
                 if calls > l {
                     hit = Some(("llm_calls", l.into(), (calls - 1).into()));
                 }
             } else {
-                self.used[0].fetch_add(1, Ordering::SeqCst);
+                self.gate.used[0].fetch_add(1, Ordering::SeqCst);
             }
         }
         if hit.is_none() && class == Class::Llm {
             let name = self.agent_name(frame.agent);
-            if let (Some(l), Some(u)) = (b.agent(name), self.agent_used.get(frame.agent as usize)) {
+            if let (Some(l), Some(u)) = (
+                b.agent(name),
+                self.gate.agent_used.get(frame.agent as usize),
+            ) {
                 let tokens = u[1].load(Ordering::SeqCst);
                 if let Some(t) = l.tokens.filter(|&t| tokens >= t) {
                     hit = Some(("agent_tokens", t.into(), tokens.into()));

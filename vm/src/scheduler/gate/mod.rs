@@ -33,17 +33,61 @@
 pub(super) mod admission;
 pub(super) mod outbox;
 pub(super) mod pause;
+pub(crate) mod watchdog;
 
 use super::Run;
 use crate::exec::OpError;
 use crate::frame::Frame;
 use crate::journal::{JournalError, Record, Replay, Resolution};
 use crate::value::Val;
+use sha2::{Digest, Sha256};
+use std::sync::atomic::AtomicU64;
+
+/// What the gate keeps for one run (a part of `Run`).
+pub(in crate::scheduler) struct Gate<'r> {
+    pub(in crate::scheduler) journal: Option<&'r crate::journal::Journal>,
+    pub(in crate::scheduler) budget: &'r crate::journal::Budget,
+    /// LLM calls, tokens and micro-dollars used by the run (with earlier
+    /// attempts).
+    pub(in crate::scheduler) used: [AtomicU64; 3],
+    pub(in crate::scheduler) watchdog: Option<watchdog::Watchdog>,
+    /// Per agent: LLM calls and tokens of this attempt.
+    pub(in crate::scheduler) agent_used: Vec<[AtomicU64; 2]>,
+    /// Printed lines, journaled before shown.
+    pub(in crate::scheduler) outbox: outbox::Outbox,
+    /// Set when a `pause` stops the run.
+    pub(in crate::scheduler) pausing: pause::Pausing,
+}
+
+impl<'r> Gate<'r> {
+    pub(in crate::scheduler) fn new(
+        program: &ais_ir::bytecode::Program,
+        options: &'r super::RunOptions,
+    ) -> Gate<'r> {
+        let (c, t) = options.journal.as_ref().map_or((0, 0), |j| j.prior_usage());
+        Gate {
+            journal: options.journal.as_deref(),
+            budget: &options.budget,
+            used: [AtomicU64::new(c), AtomicU64::new(t), AtomicU64::new(0)],
+            watchdog: options
+                .watchdog
+                .filter(|&n| n > 0)
+                .map(watchdog::Watchdog::new),
+            agent_used: program
+                .agents
+                .iter()
+                .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
+                .collect(),
+            outbox: outbox::Outbox::new(options.stdout_marks.clone()),
+            pausing: pause::Pausing::default(),
+        }
+    }
+}
 
 /// An effect's identity in the journal.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct EffectId {
-    /// The op's dynamic identity (`crate::journal::op_key`, with a suffix
+    /// The op's dynamic identity ([`op_key`], with a suffix
     /// for a turn or call within it).
     pub key: String,
     /// A hash of its inputs: an entry with other inputs is not replayed.
@@ -54,6 +98,39 @@ impl EffectId {
     pub(crate) fn new(key: String, hash: String) -> EffectId {
         EffectId { key, hash }
     }
+}
+
+/// The dynamic identity of op `op` in `frame`: the path of (flow, region,
+/// owner op, loop index) from the entry frame down. It is the same in every
+/// execution of the same program with the same inputs, whatever the
+/// scheduling order, because frames are started by ops, not by time.
+pub(crate) fn op_key(frame: &Frame<'_>, op: u32) -> String {
+    use crate::frame::Role;
+    let mut h = Sha256::new();
+    h.update(op.to_le_bytes());
+    let mut f = frame;
+    loop {
+        h.update(f.flow.to_le_bytes());
+        h.update(f.region.to_le_bytes());
+        let Some(o) = &f.owner else { break };
+        h.update(o.op.to_le_bytes());
+        let (tag, idx): (u8, u64) = match &o.role {
+            Role::Call => (1, 0),
+            Role::Branch => (2, 0),
+            Role::Try => (3, 0),
+            Role::Catch => (4, 0),
+            Role::Iter { index, .. } => (5, *index as u64),
+            Role::Handler => (6, 0),
+            Role::Plan => (7, 0),
+        };
+        h.update([tag]);
+        h.update(idx.to_le_bytes());
+        f = &o.frame;
+    }
+    h.finalize()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// A journal failure as an op's error.
@@ -82,7 +159,7 @@ impl<'r> Run<'r> {
         id: &EffectId,
         tool: Option<&str>,
     ) -> Result<Option<Record>, OpError> {
-        let Some(j) = self.journal else {
+        let Some(j) = self.gate.journal else {
             return Ok(None);
         };
         match j.lookup(&id.key, &id.hash).map_err(journal_error)? {
@@ -106,7 +183,7 @@ impl<'r> Run<'r> {
 
     /// Writes the `intent` entry of a side-effecting call.
     pub(in crate::scheduler) fn gate_intent(&self, id: &EffectId, op: &str) -> Result<(), OpError> {
-        match self.journal {
+        match self.gate.journal {
             Some(j) => j.intent(&id.key, op, &id.hash).map_err(journal_error),
             None => Ok(()),
         }
@@ -121,7 +198,7 @@ impl<'r> Run<'r> {
         tokens: u64,
         labels: Option<&[String]>,
     ) -> Result<(), OpError> {
-        match self.journal {
+        match self.gate.journal {
             Some(j) => j
                 .record_entry(&id.key, op, &id.hash, record, tokens, labels)
                 .map_err(journal_error),
@@ -132,7 +209,7 @@ impl<'r> Run<'r> {
     /// Records that a side-effecting call failed (it completed: a resume
     /// asks again instead of reporting it in doubt).
     pub(in crate::scheduler) fn gate_failed(&self, id: &EffectId, op: &str) -> Result<(), OpError> {
-        match self.journal {
+        match self.gate.journal {
             Some(j) => j.failed(&id.key, op, &id.hash).map_err(journal_error),
             None => Ok(()),
         }
@@ -142,7 +219,7 @@ impl<'r> Run<'r> {
     /// derived from the run id and the op's identity, the same in every
     /// attempt.
     pub(in crate::scheduler) fn idempotency_key(&self, id: &EffectId) -> Option<String> {
-        self.journal.map(|j| j.idempotency_key(&id.key))
+        self.gate.journal.map(|j| j.idempotency_key(&id.key))
     }
 
     /// A call made on this thread, through the whole gate: replay (then
@@ -165,7 +242,7 @@ impl<'r> Run<'r> {
         call: impl FnOnce(Option<String>) -> Result<T, OpError>,
         encode: impl FnOnce(&T) -> (Record, u64),
     ) -> Result<(Result<T, OpError>, bool), OpError> {
-        let Some(id) = id.filter(|_| self.journal.is_some()) else {
+        let Some(id) = id.filter(|_| self.gate.journal.is_some()) else {
             return Ok((call(None), false));
         };
         if let Some(r) = self.gate_replay(id, tool)? {

@@ -210,7 +210,7 @@ impl<'r> Run<'r> {
         agent: &str,
         line: &str,
     ) -> Result<(), OpError> {
-        let mut st = lock(&self.outbox.state);
+        let mut st = lock(&self.gate.outbox.state);
         let n = st.next;
         if let Some(id) = id {
             let record = Record::Printed {
@@ -249,13 +249,13 @@ impl<'r> Run<'r> {
     /// At the start of a run: shows the lines an earlier attempt
     /// journaled and did not show, in order, and continues the numbering.
     pub(in crate::scheduler) fn show_pending(&self) -> Result<(), OpError> {
-        let printed = match self.journal {
+        let printed = match self.gate.journal {
             Some(j) => j.printed().map_err(super::journal_error)?,
             None => Vec::new(),
         };
-        let mut st = lock(&self.outbox.state);
+        let mut st = lock(&self.gate.outbox.state);
         st.next = printed.last().map_or(0, |(n, _, _)| n + 1);
-        let Some(path) = &self.outbox.path else {
+        let Some(path) = &self.gate.outbox.path else {
             return Ok(());
         };
         let (marks, before) = Marks::open(path).map_err(marks_error)?;

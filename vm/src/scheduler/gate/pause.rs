@@ -25,18 +25,18 @@ pub(in crate::scheduler) struct Pausing {
 impl<'r> Run<'r> {
     /// The run stopped at a `pause` and waits for its calls in flight.
     pub(in crate::scheduler) fn pausing(&self) -> bool {
-        self.pausing.on.load(Ordering::Acquire)
+        self.gate.pausing.on.load(Ordering::Acquire)
     }
 
     /// Ends the run at a `pause` (`outcome`) once no call is in flight.
     pub(in crate::scheduler) fn begin_pause(&self, outcome: RunError) {
         {
-            let mut o = lock(&self.pausing.outcome);
+            let mut o = lock(&self.gate.pausing.outcome);
             if o.is_none() {
                 *o = Some(outcome);
             }
         }
-        self.pausing.on.store(true, Ordering::Release);
+        self.gate.pausing.on.store(true, Ordering::Release);
         self.pause_if_idle();
     }
 
@@ -56,7 +56,7 @@ impl<'r> Run<'r> {
         if !idle {
             return;
         }
-        if let Some(e) = lock(&self.pausing.outcome).take() {
+        if let Some(e) = lock(&self.gate.pausing.outcome).take() {
             self.finish(Err(e));
         }
     }

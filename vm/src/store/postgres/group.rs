@@ -5,7 +5,7 @@
 //! A 64-way fan-out pays a few commits, not 64.
 
 use super::is_retryable;
-use crate::journal::JournalError;
+use crate::store::rows::JournalError;
 use crate::store::Entry;
 use postgres::{Client, Config, NoTls, Statement};
 use std::collections::HashMap;

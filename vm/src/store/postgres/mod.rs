@@ -19,7 +19,7 @@ pub mod schema;
 mod state;
 
 use super::{Claim, Entry, NewRun, RunRow, RunState, Store, StoreStatus, WorkerStats};
-use crate::journal::{JournalError, RunInfo, Status, Step};
+use crate::store::rows::{JournalError, RunInfo, Status, Step};
 use postgres::error::SqlState;
 use postgres::{Client, Row};
 use sha2::{Digest, Sha256};

@@ -2,7 +2,7 @@
 //! `schema_version`. A database whose version is newer than this binary's
 //! is refused (an older binary must not write tables it does not know).
 
-use crate::journal::JournalError;
+use crate::store::rows::JournalError;
 use postgres::Client;
 
 /// Migration `i` takes the schema from version `i` to `i + 1`.
