@@ -32,10 +32,6 @@ use ais_ir::Tier;
 use serde_json::Value as Json;
 use std::sync::{Arc, Mutex};
 
-/// Shows one committed printed line: `(agent, line, journal key and hash)`.
-pub type ShowLine<'a> =
-    dyn FnMut(&str, &str, Option<&(String, String)>) -> Result<(), HostError> + 'a;
-
 /// One buffered effect.
 #[derive(Clone, Debug)]
 enum Effect {
