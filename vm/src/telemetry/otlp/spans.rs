@@ -474,7 +474,7 @@ pub fn invocation_spans(
     // fold a run of them locally, touch the map once per run. This is the
     // per-op cost of export on the thread that ends the run.
     let mut cur: Option<(u64, Call)> = None;
-    let mut flush = |cur: &mut Option<(u64, Call)>, calls: &mut BTreeMap<u64, Call>| {
+    let flush = |cur: &mut Option<(u64, Call)>, calls: &mut BTreeMap<u64, Call>| {
         if let Some((id, c)) = cur.take() {
             let into = calls.entry(id).or_insert(Call {
                 caller: c.caller,
