@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Arize Phoenix (a trace backend that takes OTLP/HTTP at /v1/traces and
 # reads spans back over its REST API), pinned, in its own virtual
-# environment outside the repository. vm/tests/otlp_phoenix.rs starts it
+# environment outside the repository. cli/tests/otlp_phoenix.rs starts it
 # ($AIS_PHOENIX_PYTHON -m phoenix.server.main serve) on a free loopback port
 # with a temporary working directory, and stops it.
 set -euo pipefail

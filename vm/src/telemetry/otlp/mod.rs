@@ -354,9 +354,8 @@ impl RunTrace {
         if !self.sampled {
             return;
         }
-        let end = events.iter().map(|e| e.end_ns).max().unwrap_or(0);
-        let end = end.max((summary.makespan_ms * 1e6) as u64);
-        let cx = self.context(end);
+        // The run clock at its end (no pass over the events for it).
+        let cx = self.context((summary.makespan_ms * 1e6) as u64);
         let spans = spans::invocation_spans(&cx, events, summary, outcome, name);
         if !spans.is_empty() {
             self.pipeline.offer(Msg::Spans(spans));

@@ -43,11 +43,23 @@ fn uint(out: &mut Vec<u8>, field: u32, v: u64) {
     varint(out, v);
 }
 
-/// A nested message: written into a scratch buffer, then length-prefixed.
+/// A nested message: written in place, then its length inserted before it
+/// (one move of the bytes instead of a buffer per message: encoding was
+/// mostly allocation before).
 fn message(out: &mut Vec<u8>, field: u32, body: impl FnOnce(&mut Vec<u8>)) {
-    let mut b = Vec::new();
-    body(&mut b);
-    bytes(out, field, &b);
+    key(out, field, 2);
+    let start = out.len();
+    body(out);
+    let mut v = (out.len() - start) as u64;
+    let mut prefix = [0u8; 10];
+    let mut n = 0;
+    while v >= 0x80 {
+        prefix[n] = (v as u8) | 0x80;
+        v >>= 7;
+        n += 1;
+    }
+    prefix[n] = v as u8;
+    out.splice(start..start, prefix[..=n].iter().copied());
 }
 
 /// `AnyValue`.

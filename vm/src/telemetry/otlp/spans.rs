@@ -470,20 +470,48 @@ pub fn invocation_spans(
     name: &dyn Fn(u32, u32) -> (String, String),
 ) -> Vec<Span> {
     let mut calls: BTreeMap<u64, Call> = BTreeMap::new();
+    // Events of one call mostly come together (a worker's run of ops):
+    // fold a run of them locally, touch the map once per run. This is the
+    // per-op cost of export on the thread that ends the run.
+    let mut cur: Option<(u64, Call)> = None;
+    let flush = |cur: &mut Option<(u64, Call)>, calls: &mut BTreeMap<u64, Call>| {
+        if let Some((id, c)) = cur.take() {
+            let into = calls.entry(id).or_insert(Call {
+                caller: c.caller,
+                flow: c.flow,
+                agent: c.agent,
+                start: u64::MAX,
+                end: 0,
+                failed: false,
+            });
+            into.start = into.start.min(c.start);
+            into.end = into.end.max(c.end);
+            into.failed |= c.failed;
+        }
+    };
     for e in events {
         let Invocation { id, caller } = e.invocation;
-        let c = calls.entry(id).or_insert(Call {
-            caller,
-            flow: e.flow,
-            agent: e.agent,
-            start: u64::MAX,
-            end: 0,
-            failed: false,
-        });
-        c.start = c.start.min(e.ready_ns.min(e.start_ns));
-        c.end = c.end.max(e.end_ns);
-        c.failed |= e.status == Status::Failed && !is_pause(e);
+        if cur.as_ref().is_none_or(|(c, _)| *c != id) {
+            flush(&mut cur, &mut calls);
+            cur = Some((
+                id,
+                Call {
+                    caller,
+                    flow: e.flow,
+                    agent: e.agent,
+                    start: u64::MAX,
+                    end: 0,
+                    failed: false,
+                },
+            ));
+        }
+        if let Some((_, c)) = cur.as_mut() {
+            c.start = c.start.min(e.ready_ns.min(e.start_ns));
+            c.end = c.end.max(e.end_ns);
+            c.failed |= e.status == Status::Failed && !is_pause(e);
+        }
     }
+    flush(&mut cur, &mut calls);
     // A call covers the calls it made: widen every caller up the chain
     // (bounded: the chain is as deep as the run's calls nested).
     let spans: Vec<(u64, u64, Option<u64>)> =
