@@ -312,11 +312,14 @@ impl<'a> FlowLowerer<'a> {
     fn bind(&mut self, name: &str, value: Value, ty: Type) {
         let depth = self.st.scopes.len().saturating_sub(1);
         if let Some(scope) = self.st.scopes.last_mut() {
-            self.st
-                .by_name
-                .entry(name.to_string())
-                .or_default()
-                .push((depth, scope.len()));
+            // A key is allocated only for a name not seen before.
+            let at = (depth, scope.len());
+            match self.st.by_name.get_mut(name) {
+                Some(stack) => stack.push(at),
+                None => {
+                    self.st.by_name.insert(name.to_string(), vec![at]);
+                }
+            }
             scope.push(Binding {
                 name: name.to_string(),
                 value,
