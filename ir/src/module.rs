@@ -181,7 +181,10 @@ impl AgentData {
         self.flows.push(flow)
     }
 
+    /// A scan of the agent's flows (counted as work: see [`crate::work`]);
+    /// resolve many names through [`Module::agent_index`] instead.
     pub fn flow_by_name(&self, name: &str) -> Option<FlowId> {
+        crate::work::add(self.flows.len());
         self.flows
             .iter()
             .find(|(_, f)| f.name == name)
