@@ -8,8 +8,8 @@ use crate::entity::{AgentId, Arena, FlowId, Op, Region, Value};
 use crate::ops::{ChainKind, Opcode};
 use crate::types::Type;
 use crate::Span;
+use rustc_hash::FxHashMap as HashMap;
 use smallvec::SmallVec;
-use std::collections::HashMap;
 use std::fmt;
 
 // ---------------------------------------------------------------- module
@@ -46,7 +46,7 @@ impl Module {
     /// scans the agents, which made whole-module passes quadratic in the
     /// number of agents.
     pub fn agent_index(&self) -> AgentIndex<'_> {
-        let mut by_name = HashMap::with_capacity(self.agents.len());
+        let mut by_name = HashMap::with_capacity_and_hasher(self.agents.len(), Default::default());
         let mut flows = HashMap::default();
         for (id, a) in self.agents.iter() {
             // The first of duplicate names wins, as with `agent_by_name`
@@ -546,7 +546,7 @@ impl Dfg {
 
     /// Use counts of every value by live ops under `root`.
     pub fn use_counts(&self, root: Region) -> HashMap<Value, usize> {
-        let mut out = HashMap::new();
+        let mut out = HashMap::default();
         for op in self.walk_region(root) {
             for &o in &self.ops[op].operands {
                 *out.entry(o).or_insert(0) += 1;
