@@ -33,7 +33,10 @@ trap 'rm -rf "$tmp"' EXIT
 measure() {
     local out
     out=$( { /usr/bin/time -f "%U %S %M %x" "$@" >/dev/null 2>"$tmp/err"; } 2>&1 || true)
-    tail -n 1 "$tmp/err" | awk '{printf "%.2f %d %d\n", $1 + $2, $3, $4}'
+    # A crash shows as "Command terminated by signal N" (and %x is 0).
+    local sig
+    sig=$(sed -n 's/^Command terminated by signal \([0-9]*\)/\1/p' "$tmp/err")
+    tail -n 1 "$tmp/err" | awk -v sig="$sig" '{printf "%.2f %d %d\n", $1 + $2, $3, (sig != "") ? 128 + sig : $4}'
 }
 
 echo "| shape | ops | check CPU s | check ops/s | check B/op | build -O1 CPU s | build ops/s | build B/op | build CPU × vs previous size |"

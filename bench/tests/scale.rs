@@ -7,9 +7,9 @@
 use ais_bench::shapes::{op_count, Shape};
 use ais_compiler::driver;
 
-/// Work units of lowering (with the verifier) and of the `-O1` passes for
-/// one program.
-fn work(source: &str) -> (u64, u64, usize) {
+/// Work units of lowering (with the verifier), of the `-O1` passes and of
+/// codegen for one program, and its op count.
+fn work(source: &str) -> (u64, u64, u64, usize) {
     driver::with_deep_stack(|| {
         let fe = driver::check_source(source);
         assert!(
@@ -26,7 +26,10 @@ fn work(source: &str) -> (u64, u64, usize) {
         let ops = op_count(&module);
         driver::optimize(&mut module, &Default::default()).expect("optimize");
         let passes = ais_ir::work::take();
-        (lower, passes, ops)
+        let program = ais_ir::bytecode::compile(&module).expect("codegen");
+        assert!(!program.flows.is_empty());
+        let codegen = ais_ir::work::take();
+        (lower, passes, codegen, ops)
     })
 }
 
@@ -41,15 +44,24 @@ fn doubling_a_program_at_most_doubles_the_work() {
             Shape::Flows => 200,
             _ => 1_000,
         };
-        let (l1, p1, o1) = work(&shape.program(base));
-        let (l2, p2, o2) = work(&shape.program(2 * base));
-        let (l4, p4, o4) = work(&shape.program(4 * base));
+        let (l1, p1, c1, o1) = work(&shape.program(base));
+        let (l2, p2, c2, o2) = work(&shape.program(2 * base));
+        let (l4, p4, c4, o4) = work(&shape.program(4 * base));
         assert!(
             o2 > o1 && o4 > o2,
             "{}: the program must grow: {o1} {o2} {o4} ops",
             shape.name()
         );
-        for (phase, a, b, c) in [("lowering", l1, l2, l4), ("passes", p1, p2, p4)] {
+        for (phase, a, b, c) in [
+            ("lowering", l1, l2, l4),
+            ("passes", p1, p2, p4),
+            ("codegen", c1, c2, c4),
+        ] {
+            // Codegen counts only name lookups, which may be none.
+            if phase == "codegen" && a == 0 {
+                assert_eq!((b, c), (0, 0), "{}: codegen", shape.name());
+                continue;
+            }
             assert!(a > 0, "{}: {phase} counted no work", shape.name());
             for (small, big) in [(a, b), (b, c)] {
                 let ratio = big as f64 / small as f64;

@@ -631,7 +631,7 @@ fn check(
             }
         }
         if !fe.has_errors() {
-            let found = flow_findings(&fe, policy);
+            let found = flow_findings(&mut fe, policy);
             if flows_only {
                 fe.diagnostics = found;
             } else {
@@ -666,11 +666,28 @@ fn check(
 /// The flow warnings of a checked program under `policy` (none if it does
 /// not compile: the other diagnostics say why). Lowers the tree already
 /// checked: parsing and checking again held a second copy of it.
+///
+/// The tree is freed once lowered, as `aisc build` does: kept (the check
+/// report needs only the diagnostics and the index), it made `check` use
+/// more memory per op than `build`.
 fn flow_findings(
-    fe: &driver::FrontEnd,
+    fe: &mut driver::FrontEnd,
     policy: &ais_ir::ifc::FlowPolicy,
 ) -> Vec<ais_ir::Diagnostic> {
-    let compiled = driver::with_deep_stack(|| driver::lower_checked(fe));
+    let compiled = driver::with_deep_stack(|| {
+        let module = driver::lower_checked(fe);
+        let span = fe.file.span;
+        let file = std::mem::replace(
+            &mut fe.file,
+            ais_compiler::syntax::ast::File {
+                imports: Vec::new(),
+                agents: Vec::new(),
+                span,
+            },
+        );
+        drop(file);
+        module
+    });
     match compiled.map(|module| ais_ir::bytecode::compile(&module)) {
         Ok(Ok(p)) => ais_compiler::flows::check(&p, policy)
             .iter()

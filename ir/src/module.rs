@@ -8,8 +8,8 @@ use crate::entity::{AgentId, Arena, FlowId, Op, Region, Value};
 use crate::ops::{ChainKind, Opcode};
 use crate::types::Type;
 use crate::Span;
+use rustc_hash::FxHashMap as HashMap;
 use smallvec::SmallVec;
-use std::collections::HashMap;
 use std::fmt;
 
 // ---------------------------------------------------------------- module
@@ -46,19 +46,26 @@ impl Module {
     /// scans the agents, which made whole-module passes quadratic in the
     /// number of agents.
     pub fn agent_index(&self) -> AgentIndex<'_> {
-        let mut by_name = HashMap::with_capacity(self.agents.len());
+        let mut by_name = HashMap::with_capacity_and_hasher(self.agents.len(), Default::default());
+        let mut flows = HashMap::default();
         for (id, a) in self.agents.iter() {
-            // The first of duplicate names wins, as with `agent_by_name`.
+            // The first of duplicate names wins, as with `agent_by_name`
+            // and `flow_by_name`.
             by_name.entry(a.name.as_str()).or_insert(id);
+            for (fid, f) in a.flows.iter() {
+                flows.entry((id, f.name.as_str())).or_insert(fid);
+            }
         }
-        AgentIndex { m: self, by_name }
+        AgentIndex { by_name, flows }
     }
 }
 
 /// A snapshot of a module's agent names (see [`Module::agent_index`]).
 pub struct AgentIndex<'m> {
-    m: &'m Module,
     by_name: HashMap<&'m str, AgentId>,
+    /// Flows by agent and name: `flow_by_name` scans an agent's flows, so
+    /// resolving every call with it was O(calls × flows).
+    flows: HashMap<(AgentId, &'m str), FlowId>,
 }
 
 impl AgentIndex<'_> {
@@ -69,8 +76,13 @@ impl AgentIndex<'_> {
     /// Resolves `@Agent.flow`, like [`Module::resolve`].
     pub fn resolve(&self, agent: &str, flow: &str) -> Option<(AgentId, FlowId)> {
         let a = self.agent(agent)?;
-        let f = self.m.agents[a].flow_by_name(flow)?;
+        let f = self.flow(a, flow)?;
         Some((a, f))
+    }
+
+    /// The flow `name` of agent `a`.
+    pub fn flow(&self, a: AgentId, name: &str) -> Option<FlowId> {
+        self.flows.get(&(a, name)).copied()
     }
 }
 
@@ -169,7 +181,10 @@ impl AgentData {
         self.flows.push(flow)
     }
 
+    /// A scan of the agent's flows (counted as work: see [`crate::work`]);
+    /// resolve many names through [`Module::agent_index`] instead.
     pub fn flow_by_name(&self, name: &str) -> Option<FlowId> {
+        crate::work::add(self.flows.len());
         self.flows
             .iter()
             .find(|(_, f)| f.name == name)
@@ -531,7 +546,7 @@ impl Dfg {
 
     /// Use counts of every value by live ops under `root`.
     pub fn use_counts(&self, root: Region) -> HashMap<Value, usize> {
-        let mut out = HashMap::new();
+        let mut out = HashMap::default();
         for op in self.walk_region(root) {
             for &o in &self.ops[op].operands {
                 *out.entry(o).or_insert(0) += 1;

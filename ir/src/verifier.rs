@@ -1259,7 +1259,7 @@ impl FlowVerifier<'_> {
             });
             return;
         };
-        let Some(fid) = self.m.agents[aid].flow_by_name(flow) else {
+        let Some(fid) = self.index.flow(aid, flow) else {
             self.push(VerifyError::UnknownCallee {
                 callee,
                 reason: format!("agent `@{agent}` has no flow `@{flow}`"),

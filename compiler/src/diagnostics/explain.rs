@@ -87,8 +87,11 @@ digit."#,
     Explanation {
         code: "E0008",
         title: "input nested too deeply",
-        text: r#"Expressions, blocks or lists are nested more than 1024 levels deep. The parser
-stops there instead of exhausting its stack.
+        text: r#"Expressions, blocks or lists are nested more than 1024 levels deep, or more
+than 1024 prefix operators (`-`, `!`) or postfix operations (`.field`,
+`(args)`, `[index]`) follow each other. The parser stops there instead of
+exhausting its stack. Chains of binary operators (`a + b + c + ...`) have no
+limit: the compiler walks along them.
 
     let x = ((((((((((((((((((((((((...))))))))))))))))))))))))
 

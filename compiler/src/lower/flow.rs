@@ -20,7 +20,8 @@ use crate::sema::{resolve_tier, ProgramIndex, Ty};
 use crate::syntax::ast::*;
 use crate::syntax::lexer::{StrLit, StrPart};
 use ais_ir::{Attr, Attrs, FlowData, Op, Opcode, Region, Span, Type, Value};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 pub(super) struct Ctx<'a> {
@@ -172,7 +173,7 @@ impl<'a> FlowLowerer<'a> {
             region,
             st: State {
                 scopes: vec![Vec::new()],
-                by_name: HashMap::new(),
+                by_name: HashMap::default(),
                 chains: BTreeMap::new(),
                 ret_flag: None,
                 ret_val: None,
@@ -312,11 +313,14 @@ impl<'a> FlowLowerer<'a> {
     fn bind(&mut self, name: &str, value: Value, ty: Type) {
         let depth = self.st.scopes.len().saturating_sub(1);
         if let Some(scope) = self.st.scopes.last_mut() {
-            self.st
-                .by_name
-                .entry(name.to_string())
-                .or_default()
-                .push((depth, scope.len()));
+            // A key is allocated only for a name not seen before.
+            let at = (depth, scope.len());
+            match self.st.by_name.get_mut(name) {
+                Some(stack) => stack.push(at),
+                None => {
+                    self.st.by_name.insert(name.to_string(), vec![at]);
+                }
+            }
             scope.push(Binding {
                 name: name.to_string(),
                 value,
@@ -454,7 +458,7 @@ impl<'a> FlowLowerer<'a> {
     /// before the undo, one entry per variable.
     fn undo_to(&mut self, mark: usize, outer: usize) -> Vec<(usize, usize, Value)> {
         let mut ends: Vec<(usize, usize, Value)> = Vec::new();
-        let mut seen: HashSet<(usize, usize)> = HashSet::new();
+        let mut seen: HashSet<(usize, usize)> = HashSet::default();
         ais_ir::work::add(self.st.undo.len() - mark);
         for &(s, b, _) in &self.st.undo[mark..] {
             if s < outer && seen.insert((s, b)) {

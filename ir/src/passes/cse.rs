@@ -52,7 +52,7 @@ struct Key {
     opcode: crate::ops::Opcode,
     operands: Vec<Value>,
     attrs: Vec<String>,
-    types: Vec<String>,
+    types: Vec<crate::types::Type>,
 }
 
 /// The identical ops seen so far, visible from the region being walked: one
@@ -125,7 +125,7 @@ impl Cse {
                 types: od
                     .results
                     .iter()
-                    .map(|&r| dfg.value_type(r).to_string())
+                    .map(|&r| dfg.value_type(r).clone())
                     .collect(),
             };
             match scopes.seen.get(&key) {
