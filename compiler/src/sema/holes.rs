@@ -88,7 +88,15 @@ fn expr<'a>(e: &'a Expr, out: &mut Vec<&'a StrLit>) {
     match &e.kind {
         ExprKind::Str(l) => out.push(l),
         ExprKind::List(xs) => xs.iter().for_each(|x| expr(x, out)),
-        ExprKind::Index(a, b) | ExprKind::Binary(_, a, b) | ExprKind::Assign(a, b) => {
+        // Walked along, in source order: a chain is as deep as it is long.
+        ExprKind::Binary(..) => {
+            let (first, steps) = e.binary_chain();
+            expr(first, out);
+            for (_, right, _) in steps {
+                expr(right, out);
+            }
+        }
+        ExprKind::Index(a, b) | ExprKind::Assign(a, b) => {
             expr(a, out);
             expr(b, out);
         }

@@ -80,9 +80,21 @@ fn block(sh: &[String], b: &mut Block) {
 }
 
 fn expr(sh: &[String], e: &mut Expr) {
+    // A binary chain is as deep as it is long (`a + b + c` nests to the
+    // left): walk along it instead of recursing into the left operand.
+    // (`matches!` first: a `while let` on `&mut e.kind` would keep the
+    // borrow alive past the loop.)
+    let mut e = e;
+    while matches!(e.kind, ExprKind::Binary(..)) {
+        let ExprKind::Binary(_, a, b) = &mut e.kind else {
+            unreachable!("checked by the loop condition")
+        };
+        expr(sh, b);
+        e = a;
+    }
     match &mut e.kind {
         ExprKind::List(xs) => xs.iter_mut().for_each(|x| expr(sh, x)),
-        ExprKind::Index(a, b) | ExprKind::Binary(_, a, b) | ExprKind::Assign(a, b) => {
+        ExprKind::Index(a, b) | ExprKind::Assign(a, b) => {
             expr(sh, a);
             expr(sh, b);
         }
