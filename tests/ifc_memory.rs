@@ -125,10 +125,13 @@ fn a_fresh_memory_carries_nothing_from_other_hosts() {
 fn the_agents_trace_carries_what_the_host_logged_in_this_run() {
     // The page is only logged (by the host, as the tool's result), never
     // written with `umem`; reading the trace still carries its source.
+    // `fence()` orders the read after the call: nothing else does (a tool
+    // call is not on the episodic chain), so without it the read may run
+    // first and see a trace without the page.
     let (h, sent) = host();
     let r = run(
         &h,
-        "let doc = fetch_page(\"https://example.test\")\n        let t = qmem(\"@trace\", \"episodic\")\n        send(\"{t}\", doc)\n        return \"done\"",
+        "let doc = fetch_page(\"https://example.test\")\n        fence()\n        let t = qmem(\"@trace\", \"episodic\")\n        send(\"{t}\", doc)\n        return \"done\"",
     );
     assert!(denied(&r), "{:?}", r.outcome);
     assert_eq!(sent.load(Ordering::SeqCst), 0);
@@ -136,7 +139,7 @@ fn the_agents_trace_carries_what_the_host_logged_in_this_run() {
     let (h, sent) = host();
     let r = run(
         &h,
-        "let doc = read_note(\"contacts\")\n        let t = qmem(\"@trace\", \"episodic\")\n        send(\"{t}\", doc)\n        return \"done\"",
+        "let doc = read_note(\"contacts\")\n        fence()\n        let t = qmem(\"@trace\", \"episodic\")\n        send(\"{t}\", doc)\n        return \"done\"",
     );
     assert!(r.outcome.is_ok(), "{:?}", r.outcome);
     assert_eq!(sent.load(Ordering::SeqCst), 1);
