@@ -150,54 +150,15 @@ fn deep(n: usize) -> String {
     s
 }
 
-/// The front-end benchmark's agent (`cli/benches/frontend.rs`), `n` times.
+/// One agent using every statement form (`WorkerN` renamed per copy), shared
+/// with the front-end benchmark (`cli/benches/frontend.rs`).
+const WORKER_AGENT: &str = include_str!("../programs/worker_agent.ais");
+
+/// The front-end benchmark's agent, `n` times.
 fn agents(n: usize) -> String {
     let mut s = String::with_capacity(n * 1100);
     for i in 0..n {
-        s.push_str(&format!(
-            r#"agent Worker{i} {{
-    memory {{ notes: STM, facts: LTM }}
-    beliefs {{ style: "concise", limit: 3 }}
-    capability search(query: str, k: number) -> json;
-
-    flow research(topic: str) -> str {{
-        let hits = search(topic, limit)
-        let outline = ask("Outline {{topic}} in the {{style}} style.", hits)
-        umem(outline, "notes")
-        if (outline == "") {{
-            return "nothing found"
-        }}
-        let detail = think("Expand the outline.", outline)
-        switch ask("Is this short or long?", detail) {{
-            case "short" => detail
-            case "long" => {{
-                let s = reason("Condense it.", detail)
-                s
-            }}
-            default => outline
-        }} -> result
-        return result
-    }}
-
-    @entry flow main(topic: str) -> str {{
-        let total = 0
-        loop (t in [topic, topic + " history", topic + " future"]) {{
-            research(t) -> r
-            total = total + 1
-            print("done", r)
-        }}
-        try {{
-            let f = qmem(topic, "facts")
-            print(f)
-        }} catch (e) {{
-            print("failed", e)
-        }}
-        return "{{total}} parts on {{topic}}"
-    }}
-}}
-
-"#
-        ));
+        s.push_str(&WORKER_AGENT.replace("WorkerN", &format!("Worker{i}")));
     }
     s
 }

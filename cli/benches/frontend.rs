@@ -17,56 +17,17 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+/// One agent using every statement form (`WorkerN` renamed per copy), shared
+/// with the compile-scale shapes (`bench/src/shapes.rs`).
+const WORKER_AGENT: &str = include_str!("../../bench/programs/worker_agent.ais");
+
 /// A realistic program of about `lines` lines: many agents, each with memory,
 /// beliefs, a capability, and flows using every statement form.
 fn generate(lines: usize) -> String {
     let mut s = String::with_capacity(lines * 40);
     let mut i = 0;
     while s.lines().count() < lines {
-        s.push_str(&format!(
-            r#"agent Worker{i} {{
-    memory {{ notes: STM, facts: LTM }}
-    beliefs {{ style: "concise", limit: 3 }}
-    capability search(query: str, k: number) -> json;
-
-    flow research(topic: str) -> str {{
-        let hits = search(topic, limit)
-        let outline = ask("Outline {{topic}} in the {{style}} style.", hits)
-        umem(outline, "notes")
-        if (outline == "") {{
-            return "nothing found"
-        }}
-        let detail = think("Expand the outline.", outline)
-        switch ask("Is this short or long?", detail) {{
-            case "short" => detail
-            case "long" => {{
-                let s = reason("Condense it.", detail)
-                s
-            }}
-            default => outline
-        }} -> result
-        return result
-    }}
-
-    @entry flow main(topic: str) -> str {{
-        let total = 0
-        loop (t in [topic, topic + " history", topic + " future"]) {{
-            research(t) -> r
-            total = total + 1
-            print("done", r)
-        }}
-        try {{
-            let f = qmem(topic, "facts")
-            print(f)
-        }} catch (e) {{
-            print("failed", e)
-        }}
-        return "{{total}} parts on {{topic}}"
-    }}
-}}
-
-"#
-        ));
+        s.push_str(&WORKER_AGENT.replace("WorkerN", &format!("Worker{i}")));
         i += 1;
     }
     s
