@@ -27,8 +27,8 @@
 use crate::engine::BudgetSpec;
 use crate::error::ApiError;
 use crate::registry::{Registry, RunEntry, Status};
-use crate::wire::rpc;
 use ais_ir::Type;
+use ais_wire::rpc;
 use serde_json::{json, Map, Value as Json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -48,14 +48,12 @@ pub use stream::{TaskFrames, TaskStream};
 pub use task::timestamp;
 use task::*;
 
-/// The protocol version spoken (`Major.Minor`).
-pub const PROTOCOL_VERSION: &str = "1.0";
+/// The protocol version spoken (`Major.Minor`) and the card's well-known
+/// path (relative to an agent's base URL).
+pub use ais_wire::a2a::{CARD_PATH, PROTOCOL_VERSION};
 
 /// The card extension carrying each skill's JSON Schemas.
 pub const SCHEMA_EXTENSION: &str = "urn:ais:a2a:skill-schemas:v1";
-
-/// The card's well-known path (relative to an agent's base URL).
-pub const CARD_PATH: &str = ".well-known/agent-card.json";
 
 /// One skill: an entry flow.
 struct Skill {

@@ -6,7 +6,7 @@
 use super::{ends_stream, state_name, timestamp, to_0_3, A2a, TaskMeta, PAUSED_STATE};
 use crate::events::{Event, EventLog};
 use crate::registry::{RunEntry, Status};
-use crate::wire::{rpc, sse};
+use ais_wire::{rpc, sse};
 use serde_json::{json, Value as Json};
 use std::collections::HashMap;
 use std::sync::Arc;
