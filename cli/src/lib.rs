@@ -7,17 +7,22 @@
 
 mod aam;
 mod analyze;
+mod args;
 mod config;
 mod fmt;
+mod journal;
+mod load;
 mod new;
 pub mod ops;
 pub mod opt;
 mod output;
+mod queue;
 pub use output::exit_quietly_when_stdout_closes;
 pub mod report;
 mod run;
 mod runs;
 mod serve;
+mod steps;
 mod stream;
 mod tools;
 mod tools_config;
@@ -120,7 +125,7 @@ pub enum Command {
         /// `.ais` source or `.apxmobj` artifact.
         file: PathBuf,
         #[command(flatten)]
-        run: run::RunArgs,
+        run: args::RunArgs,
         #[command(flatten)]
         opt: OptArgs,
         #[command(flatten)]
@@ -457,7 +462,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
                     ..BackendArgs::default()
                 };
                 let policy = match config::load_all(&backend) {
-                    Ok((_, aam)) => run::with_remote_agents(policy, &aam),
+                    Ok((_, aam)) => load::with_remote_agents(policy, &aam),
                     Err(_) => policy,
                 };
                 check(&mut out, &files, deny_warnings, flows, &policy, &backend)
@@ -475,7 +480,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
             stats,
             opt,
         } => match (emit, output) {
-            (_, Some(output)) => run::build_artifact(&mut out, &file, &output, &opt),
+            (_, Some(output)) => load::build_artifact(&mut out, &file, &output, &opt),
             (Some(emit), None) => build(&mut out, &file, emit, &opt, stats),
             (None, None) => 2,
         },
@@ -500,7 +505,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
             opt,
             backend,
         } => serve::mcp(&mut out, &files, &runs, &opt, &backend),
-        Command::Inspect { file } => run::inspect(&mut out, &file),
+        Command::Inspect { file } => load::inspect(&mut out, &file),
         Command::Ops { name, json } => ops::ops(&mut out, name.as_deref(), json),
         Command::Analyze { opt, .. } if !opt.check(&mut out) => 2,
         Command::Analyze { file, json, opt } => analyze::analyze(&mut out, &file, &opt, json),
@@ -610,7 +615,7 @@ fn check(
             failed |= check_graph(out, &name, &source);
             continue;
         }
-        let remote = run::remote_agents(backend);
+        let remote = load::remote_agents(backend);
         let plain = ais_compiler::sema::Environment {
             remote_agents: remote.clone(),
             ..Default::default()
@@ -623,7 +628,7 @@ fn check(
         let mut fe = check(&env);
         // A name nothing in the language provides may be a configured tool.
         if fe.diagnostics.iter().any(|d| d.code == "E0114") {
-            let mut configured = run::configured_tools(backend);
+            let mut configured = load::configured_tools(backend);
             if !configured.tools.is_empty() {
                 configured.remote_agents = remote;
                 env = configured;
