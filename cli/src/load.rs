@@ -6,6 +6,7 @@
 use super::output::Output;
 use super::{BackendArgs, OptArgs};
 use ais_compiler::driver;
+use ais_compiler::graph_json;
 use ais_ir::bytecode::{self, Program};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -49,7 +50,7 @@ pub fn load_in(
         remote_agents: remote.clone(),
         ..Default::default()
     };
-    let (mut sources, mut compiled) = crate::compile_input(path, &source, &plain);
+    let (mut sources, mut compiled) = compile_input(path, &source, &plain);
     // Only a name nothing in the language provides sends us to the
     // configuration (which may start MCP servers to list their tools).
     if let Err(diags) = &compiled {
@@ -57,7 +58,7 @@ pub fn load_in(
             let mut env = configured_tools(backend);
             if !env.tools.is_empty() {
                 env.remote_agents = remote;
-                (sources, compiled) = crate::compile_input(path, &source, &env);
+                (sources, compiled) = compile_input(path, &source, &env);
             }
         }
     }
@@ -248,6 +249,32 @@ pub fn inspect(out: &mut Output, path: &Path) -> i32 {
         }
         None => 1,
     }
+}
+
+/// Compiles `.ais` source (with the files it imports) or a graph-JSON
+/// document (by extension or content) to verified IR, with the front end's
+/// warnings; and the program's files, to render the diagnostics.
+pub(crate) fn compile_input(
+    path: &std::path::Path,
+    source: &str,
+    env: &ais_compiler::sema::Environment,
+) -> (
+    ais_ir::SourceMap,
+    Result<driver::Compiled, Vec<ais_ir::Diagnostic>>,
+) {
+    let name = path.display().to_string();
+    if graph_json::is_graph_json(path, source) {
+        let compiled = driver::with_deep_stack(|| graph_json::compile(source)).map(|module| {
+            driver::Compiled {
+                module,
+                diagnostics: Vec::new(),
+            }
+        });
+        return (ais_ir::SourceMap::single(name, source), compiled);
+    }
+    driver::with_deep_stack(|| {
+        driver::compile_file(&name, path, source, &ais_compiler::program::FsLoader, env)
+    })
 }
 
 /// The policy with the configuration's remote agents as untrusted sources

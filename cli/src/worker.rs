@@ -580,8 +580,8 @@ pub fn store(action: &StoreAction, mem: &MemoryArgs) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ais_vm::store::NewRun;
     use ais_vm::store::sqlite::SqliteStore;
+    use ais_vm::store::NewRun;
 
     fn running(store: &SqliteStore, id: &str) -> Claim {
         let fence = store
