@@ -23,7 +23,7 @@ use super::config::RemoteAgentConfig;
 use crate::host::HostError;
 use crate::llm::CancelToken;
 use ais_wire::a2a::{self, TaskState};
-use ais_wire::rpc::{self, Reply};
+use ais_wire::rpc;
 use serde_json::{json, Value as Json};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -321,10 +321,10 @@ impl RemoteAgent {
                 .map_err(|e| {
                     self.bad(&format!("its reply (HTTP {status}) is not JSON-RPC: {e}"))
                 })?;
-            return match rpc::classify_reply(&reply) {
-                Reply::Response {
-                    outcome: Err(e), ..
-                } => Err(err(
+            // An error wins; else the result (a reply without an id is
+            // taken too, as it always was).
+            return match (reply.get("error"), reply.get("result")) {
+                (Some(e), _) => Err(err(
                     "remote.error",
                     format!(
                         "remote agent `{}`: {} ({})",
@@ -334,10 +334,8 @@ impl RemoteAgent {
                     ),
                 )
                 .with_payload(json!({"agent": self.cfg.name, "error": e}))),
-                Reply::Response { outcome: Ok(r), .. } if reply.get("result").is_some() => {
-                    Ok(r.clone())
-                }
-                _ => Err(self.bad("its reply has neither result nor error")),
+                (None, Some(r)) => Ok(r.clone()),
+                (None, None) => Err(self.bad("its reply has neither result nor error")),
             };
         }
         Err(last.unwrap_or_else(|| self.bad("no attempt was made")))
