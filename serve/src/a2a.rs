@@ -28,6 +28,7 @@ use crate::engine::BudgetSpec;
 use crate::error::ApiError;
 use crate::registry::{Registry, RunEntry, Status};
 use ais_ir::Type;
+use ais_wire::a2a::TaskState;
 use ais_wire::rpc;
 use serde_json::{json, Map, Value as Json};
 use std::collections::HashMap;
@@ -639,7 +640,7 @@ impl A2a {
         let context = params["contextId"].as_str().filter(|c| !c.is_empty());
         let status = params["status"]
             .as_str()
-            .filter(|s| !s.is_empty() && *s != "TASK_STATE_UNSPECIFIED");
+            .filter(|s| !s.is_empty() && *s != TaskState::Unspecified.name());
         let page_size = match &params["pageSize"] {
             Json::Null => 50,
             v => v
