@@ -14,7 +14,7 @@ use ais_testkit::fake::FakeBackend;
 use ais_testkit::pg::PgServer;
 use ais_testkit::MemoryHost;
 use ais_vm::journal::{Journal, Status};
-use ais_vm::llm::{CancelToken, LlmBackend, LlmError, LlmErrorKind, LlmRequest, LlmResponse};
+use ais_vm::llm::LlmBackend;
 use ais_vm::store::postgres::PgStore;
 use ais_vm::store::sqlite::SqliteStore;
 use ais_vm::store::{Entry, Store};
@@ -54,30 +54,12 @@ fn policy() -> FlowPolicy {
     ifc_policy::mail_policy()
 }
 
-/// A fake model that goes down after `live` calls.
-struct Flaky {
-    inner: FakeBackend,
-    live: usize,
-    calls: AtomicUsize,
-}
-
-impl LlmBackend for Flaky {
-    fn name(&self) -> &str {
-        "flaky"
-    }
-    fn complete(&self, r: &LlmRequest, c: &CancelToken) -> Result<LlmResponse, LlmError> {
-        if self.calls.fetch_add(1, Ordering::SeqCst) >= self.live {
-            return Err(LlmError::new("flaky", LlmErrorKind::Server, "down"));
-        }
-        self.inner.complete(r, c)
-    }
-}
-
-fn flaky(live: usize) -> Arc<Flaky> {
-    Arc::new(Flaky {
-        inner: FakeBackend::new(),
-        live,
-        calls: AtomicUsize::new(0),
+/// A fake model that goes down after `live` calls (`None`: never).
+fn flaky(live: Option<u64>) -> Arc<FakeBackend> {
+    let fake = FakeBackend::new().named("flaky").blocking();
+    Arc::new(match live {
+        Some(n) => fake.failing_from_call(n),
+        None => fake,
     })
 }
 
@@ -184,14 +166,14 @@ fn after_crash(store_of: &dyn Fn() -> Arc<dyn Store>) {
         let store = store_of();
         let p = program(source, AFTER_CRASH);
         let t = tools();
-        let r = run(&p, begin(&store, "c", &p), flaky(1), &t);
+        let r = run(&p, begin(&store, "c", &p), flaky(Some(1)), &t);
         assert!(r.is_err());
         let ask = entry_of(&store, "c", "ask");
         let names = labels_of(&ask);
         assert!(names.contains(&"@llm".to_string()), "{names:?}");
         assert_eq!(names.contains(&"fetch_page".to_string()), denied);
         let j = Arc::new(Journal::resume_in(store.clone(), "c").unwrap());
-        let r = run(&p, j.clone(), flaky(usize::MAX), &t);
+        let r = run(&p, j.clone(), flaky(None), &t);
         assert!(j.replayed() >= 2, "the tool and the first ask replayed");
         if denied {
             assert_eq!(denied_code(&r).unwrap().0, "policy.denied");

@@ -96,40 +96,144 @@ fn library_tests_do_not_build_the_edge() {
     }
 }
 
-/// Top-level module → the top-level modules its files name through
-/// `crate::` (anywhere in the crate) or `super::` (from a file one level down).
+// ---------------------------------------------------------------------------
+// Module graph and file sizes of the runtime crates.
+
+/// Every crate that is not the compiler (`compiler`, `ir`) nor a test
+/// harness (`tests`, `bench`): the module-cycle and file-size rules hold
+/// in each.
+const RUNTIME_CRATES: &[&str] = &[
+    "vm",
+    "serve",
+    "cli",
+    "wire",
+    "planner",
+    "stdlib",
+    "lsp",
+    "oracle",
+    "testkit",
+    "testkit/choices",
+    "testkit/fault-cli",
+];
+
+/// The longest a hand-written source file may be.
+const MAX_LINES: usize = 800;
+
+/// Module cycles known today, being broken while this list was written:
+/// `config`/`llm`/`telemetry` and the `llm` providers by the providers
+/// refactor, `aam`/`store` by the store traits, `aam::mcp`/`aam::tools` by
+/// the tool catalogue, `scheduler::gate`/`scheduler::io` by the effect
+/// gate. A cycle found must lie inside one of these (it may shrink or
+/// vanish); any other cycle fails. This list only shrinks: empty it as
+/// the cycles go.
+const KNOWN_CYCLES: &[(&str, &[&str])] = &[
+    (
+        "vm",
+        &["config", "exec", "host", "llm", "observe", "telemetry"],
+    ),
+    ("vm", &["aam", "store"]),
+    ("vm", &["aam::ltm", "aam::queue"]),
+    ("vm", &["aam::mcp", "aam::tools"]),
+    ("vm", &["config::backend", "config::error"]),
+    ("vm", &["config::load", "config::resolve"]),
+    (
+        "vm",
+        &[
+            "llm::anthropic",
+            "llm::http",
+            "llm::ollama",
+            "llm::openai",
+            "llm::stream",
+        ],
+    ),
+    ("vm", &["llm::kinds", "llm::schema"]),
+    ("vm", &["scheduler::gate", "scheduler::io"]),
+];
+
+/// Source files over [`MAX_LINES`] known today, each being split by the
+/// helper that owns it (providers: `llm/`; stores: `aam/mod.rs`,
+/// `journal/`; effect gate: `exec.rs`; tool catalogue: `aam/mcp.rs`; the
+/// reference interpreter: `oracle/src/eval.rs`). Any other file over the
+/// limit fails. This list only shrinks.
+const KNOWN_OVERSIZED: &[&str] = &[
+    "vm/src/aam/mcp.rs",
+    "vm/src/aam/mod.rs",
+    "vm/src/exec.rs",
+    "vm/src/journal/mod.rs",
+    "vm/src/llm/http.rs",
+    "vm/src/llm/http/events.rs",
+    "oracle/src/eval.rs",
+];
+
+/// A module path (`aam::mcp`; the crate root is empty).
+type ModPath = Vec<String>;
+
+/// The module a file under `src/` defines: `a/b.rs` and `a/b/mod.rs` are
+/// `a::b`; `lib.rs` and `main.rs` are the root. `None` for `bin/` files
+/// (crates of their own).
+fn module_of(rel: &Path) -> Option<ModPath> {
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| {
+            c.as_os_str()
+                .to_string_lossy()
+                .trim_end_matches(".rs")
+                .to_string()
+        })
+        .collect();
+    if parts.first().is_some_and(|p| p == "bin") {
+        return None;
+    }
+    if parts.last().is_some_and(|p| p == "mod") {
+        parts.pop();
+    }
+    if parts.len() == 1 && (parts[0] == "lib" || parts[0] == "main") {
+        parts.clear();
+    }
+    Some(parts)
+}
+
+/// The sibling-level dependency graph of a crate, at every depth: an edge
+/// `a::x → a::y` when anything in `a::x` names anything in `a::y` through
+/// a `crate::` or `super::` path. A module naming its own ancestor or
+/// descendant adds no edge (a parent uses its children; a child uses its
+/// parent's items).
 fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
-    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut files = Vec::new();
     collect_rs(src, &mut files);
+    let mut modules: Vec<(ModPath, PathBuf)> = Vec::new();
     for file in files {
-        let rel = file.strip_prefix(src).expect("under src");
-        let parts: Vec<String> = rel
-            .components()
-            .map(|c| c.as_os_str().to_string_lossy().into_owned())
-            .collect();
-        let top = parts[0].trim_end_matches(".rs").to_string();
-        if top == "lib" || top == "main" || top == "bin" {
-            continue;
-        }
-        let text = std::fs::read_to_string(&file).expect("readable source");
-        let text = strip_comments(&text);
-        let entry = graph.entry(top.clone()).or_default();
-        // `super` steps out of the file's module: `a/b.rs` is `a::b` (two
-        // steps to the root), `a/mod.rs` and `a.rs` are `a` (one step).
-        let is_mod = parts.last().is_some_and(|p| p == "mod.rs");
-        let steps = parts.len() - usize::from(is_mod);
-        for target in referenced_top_modules(&text, steps) {
-            if target != top {
-                entry.insert(target);
-            }
+        let rel = file.strip_prefix(src).expect("under src").to_path_buf();
+        if let Some(m) = module_of(&rel) {
+            modules.push((m, file));
         }
     }
-    let names: BTreeSet<String> = graph.keys().cloned().collect();
-    for targets in graph.values_mut() {
-        targets.retain(|t| names.contains(t));
+    let known: BTreeSet<ModPath> = modules.iter().map(|(m, _)| m.clone()).collect();
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (me, file) in &modules {
+        let text = std::fs::read_to_string(file).expect("readable source");
+        for path in referenced_paths(&without_tests(&strip_comments(&text)), me) {
+            let target = longest_module(&known, &path);
+            let common = me.iter().zip(&target).take_while(|(a, b)| a == b).count();
+            if common == me.len() || common == target.len() {
+                continue; // itself, an ancestor or a descendant
+            }
+            let from = me[..=common].join("::");
+            let to = target[..=common].join("::");
+            graph.entry(to.clone()).or_default();
+            graph.entry(from).or_default().insert(to);
+        }
     }
     graph
+}
+
+/// The longest prefix of `path` that is a module of the crate.
+fn longest_module(known: &BTreeSet<ModPath>, path: &[String]) -> ModPath {
+    (0..=path.len())
+        .rev()
+        .map(|n| path[..n].to_vec())
+        .find(|p| known.contains(p))
+        .unwrap_or_default()
 }
 
 fn collect_rs(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -158,55 +262,87 @@ fn strip_comments(text: &str) -> String {
         .join("\n")
 }
 
-/// The top-level modules named by `crate::NAME` and by `super::NAME` where
-/// `steps` repetitions of `super` reach the crate root.
-fn referenced_top_modules(text: &str, steps: usize) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    let ident = |s: &str| -> String {
-        s.chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-            .collect()
-    };
-    // `crate::x` and grouped `crate::{x, y::z}`.
+/// The text before a trailing `#[cfg(test)] mod …` (an inline test module
+/// has a `super` one level deeper than its file, and tests may reach
+/// anywhere).
+fn without_tests(text: &str) -> String {
+    let mut out = Vec::new();
+    let mut lines = text.lines().peekable();
+    while let Some(l) = lines.next() {
+        if l.trim() == "#[cfg(test)]" && lines.peek().is_some_and(|n| n.contains("mod ")) {
+            break;
+        }
+        out.push(l);
+    }
+    out.join("\n")
+}
+
+/// Every path named through `crate::…` or `super::…` (grouped imports
+/// expanded), as an absolute module path from the crate root. `me` is the
+/// module of the file the text is in.
+fn referenced_paths(text: &str, me: &[String]) -> Vec<ModPath> {
+    let mut out = Vec::new();
+    let ident_char = |c: char| c.is_ascii_alphanumeric() || c == '_';
     for (i, _) in text.match_indices("crate::") {
-        let before = text[..i].chars().last();
-        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$') {
+        if text[..i]
+            .chars()
+            .last()
+            .is_some_and(|c| ident_char(c) || c == '$' || c == ':')
+        {
             continue;
         }
-        let rest = &text[i + "crate::".len()..];
+        expand(Vec::new(), &text[i + "crate::".len()..], &mut out);
+    }
+    for (i, _) in text.match_indices("super::") {
+        if text[..i]
+            .chars()
+            .last()
+            .is_some_and(|c| ident_char(c) || c == ':')
+        {
+            continue;
+        }
+        let mut rest = &text[i..];
+        let mut steps = 0;
+        while let Some(r) = rest.strip_prefix("super::") {
+            steps += 1;
+            rest = r;
+        }
+        if steps > me.len() {
+            continue;
+        }
+        expand(me[..me.len() - steps].to_vec(), rest, &mut out);
+    }
+    out
+}
+
+/// The paths `s` names after `prefix::`: `a::b::c`, or a group
+/// `a::{b, c::{d, e}}`.
+fn expand(prefix: ModPath, s: &str, out: &mut Vec<ModPath>) {
+    let mut path = prefix;
+    let mut rest = s.trim_start();
+    loop {
         if let Some(group) = rest.strip_prefix('{') {
             let end = matching_brace(group);
             for item in split_top_level(&group[..end]) {
-                let name = ident(item.trim());
-                if !name.is_empty() {
-                    out.insert(name);
-                }
+                expand(path.clone(), item.trim(), out);
             }
-        } else {
-            let name = ident(rest);
-            if !name.is_empty() {
-                out.insert(name);
-            }
+            return;
+        }
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        if name.is_empty() || name == "self" {
+            break;
+        }
+        rest = &rest[name.len()..];
+        path.push(name);
+        match rest.strip_prefix("::") {
+            Some(r) => rest = r,
+            None => break,
         }
     }
-    if steps >= 1 {
-        let prefix = "super::".repeat(steps);
-        for (i, _) in text.match_indices(&prefix) {
-            let before = text[..i].chars().last();
-            if before.is_some_and(|c| c == ':') {
-                continue;
-            }
-            let rest = &text[i + prefix.len()..];
-            if rest.starts_with("super::") {
-                continue;
-            }
-            let name = ident(rest);
-            if !name.is_empty() {
-                out.insert(name);
-            }
-        }
-    }
-    out
+    out.push(path);
 }
 
 fn matching_brace(s: &str) -> usize {
@@ -239,8 +375,6 @@ fn split_top_level(s: &str) -> Vec<&str> {
     out.push(&s[start..]);
     out
 }
-
-/// Strongly connected components with more than one module (Tarjan).
 fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
     struct T<'g> {
         g: &'g BTreeMap<String, BTreeSet<String>>,
@@ -316,17 +450,125 @@ fn the_cycle_finder_finds_a_cycle() {
     g.insert("c".to_string(), BTreeSet::from(["a".to_string()]));
     g.insert("d".to_string(), BTreeSet::from(["a".to_string()]));
     assert_eq!(cycles(&g), vec![vec!["a", "b", "c"]]);
-    let refs = referenced_top_modules(
-        "use crate::{journal::Row, store::{A, B}};\nuse super::super::llm::X;",
-        2,
+    let me: Vec<String> = vec!["scheduler".into(), "io".into()];
+    let refs = referenced_paths(
+        "use crate::{journal::Row, store::{A, b::B}};\nuse super::super::llm::X;\nuse super::gate;\nlet x = foo::super::y;",
+        &me,
     );
+    let refs: Vec<String> = refs.iter().map(|p| p.join("::")).collect();
     assert_eq!(
         refs,
-        BTreeSet::from(["journal".into(), "store".into(), "llm".into()])
+        [
+            "journal::Row",
+            "store::A",
+            "store::b::B",
+            "llm::X",
+            "scheduler::gate"
+        ]
     );
+    assert_eq!(
+        module_of(Path::new("llm/http/mod.rs")),
+        Some(vec!["llm".to_string(), "http".to_string()])
+    );
+    assert_eq!(module_of(Path::new("lib.rs")), Some(vec![]));
+    assert_eq!(module_of(Path::new("bin/aisc.rs")), None);
+}
+
+#[test]
+fn the_graph_lifts_edges_to_siblings() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let src = dir.path();
+    let write = |rel: &str, text: &str| {
+        let p = src.join(rel);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, text).expect("write");
+    };
+    write("lib.rs", "mod a;\nmod b;\n");
+    write("a/mod.rs", "mod x;\nmod y;\nuse self::x::X;\n");
+    write("a/x.rs", "use super::y::Y;\nuse crate::a::Top;\n");
+    write(
+        "a/y.rs",
+        "use crate::b::B;\n#[cfg(test)]\nmod tests {\n    use super::super::x::X;\n}\n",
+    );
+    write("b.rs", "use crate::a::x::X;\n");
+    let g = module_graph(src);
+    assert_eq!(g["a::x"], BTreeSet::from(["a::y".to_string()]));
+    assert!(g["a::y"].is_empty(), "test modules are left out: {g:?}");
+    assert_eq!(g["a"], BTreeSet::from(["b".to_string()]));
+    assert_eq!(g["b"], BTreeSet::from(["a".to_string()]));
+    assert_eq!(cycles(&g), vec![vec!["a", "b"]]);
 }
 
 #[test]
 fn serve_has_no_module_cycle() {
     assert_eq!(crate_cycles("serve"), Vec::<Vec<String>>::new());
+}
+
+/// No module cycle in any runtime crate, but those of [`KNOWN_CYCLES`]
+/// (printed while they last).
+#[test]
+fn runtime_crates_have_no_new_module_cycle() {
+    let mut new = Vec::new();
+    for dir in RUNTIME_CRATES {
+        for cycle in crate_cycles(dir) {
+            let known = KNOWN_CYCLES
+                .iter()
+                .any(|(d, k)| d == dir && cycle.iter().all(|m| k.contains(&m.as_str())));
+            if known {
+                println!("known cycle in {dir} (to be broken): {}", cycle.join(" ↔ "));
+            } else {
+                new.push(format!("{dir}: {}", cycle.join(" ↔ ")));
+            }
+        }
+    }
+    assert!(
+        new.is_empty(),
+        "module cycles (follow the `crate::`/`super::` paths between these modules and move what both use below them):\n{}",
+        new.join("\n")
+    );
+}
+
+/// The length of a hand-written source file: `None` for generated code.
+fn hand_written_lines(path: &Path) -> Option<usize> {
+    let text = std::fs::read_to_string(path).expect("readable source");
+    let head: String = text.lines().take(5).collect::<Vec<_>>().join("\n");
+    if head.contains("@generated") || head.contains("DO NOT EDIT") {
+        return None;
+    }
+    Some(text.lines().count())
+}
+
+/// No source file of a runtime crate over [`MAX_LINES`] lines, but those
+/// of [`KNOWN_OVERSIZED`] (printed while they last).
+#[test]
+fn runtime_sources_stay_under_the_line_limit() {
+    let root = root();
+    let mut over = Vec::new();
+    for dir in RUNTIME_CRATES {
+        let mut files = Vec::new();
+        collect_rs(&root.join(dir).join("src"), &mut files);
+        for file in files {
+            let rel = file
+                .strip_prefix(&root)
+                .expect("under the workspace")
+                .to_string_lossy()
+                .replace('\\', "/");
+            let Some(n) = hand_written_lines(&file) else {
+                continue;
+            };
+            if n <= MAX_LINES {
+                continue;
+            }
+            if KNOWN_OVERSIZED.contains(&rel.as_str()) {
+                println!("known oversized file (to be split): {rel}: {n} lines");
+            } else {
+                over.push(format!("{rel}: {n} lines"));
+            }
+        }
+    }
+    assert!(
+        over.is_empty(),
+        "source files over {MAX_LINES} lines (split them by concept):\n{}",
+        over.join("\n")
+    );
 }

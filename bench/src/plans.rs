@@ -18,11 +18,11 @@
 //! token by token), and the VM starts each checked lookup as its line
 //! arrives (`scheduler::early_calls`).
 
+use ais_testkit::fake::FakeBackend;
 use ais_testkit::{FrontEndPlanner, MemoryHost};
 use ais_vm::llm::http::{HttpBackend, HttpOptions, Protocol};
 use ais_vm::llm::{
-    CancelToken, LlmBackend, LlmError, LlmOpKind, LlmRequest, LlmResponse, TextEvent, ToolCall,
-    Turn, Usage,
+    LlmBackend, LlmOpKind, LlmRequest, LlmResponse, TextEvent, ToolCall, Turn, Usage,
 };
 use ais_vm::RunOptions;
 use serde_json::json;
@@ -115,7 +115,6 @@ struct Model {
     shape: Shape,
     style: Style,
     latency: Latency,
-    turns: AtomicUsize,
 }
 
 fn reply(text: String, calls: Vec<ToolCall>) -> LlmResponse {
@@ -201,37 +200,42 @@ impl Model {
     }
 }
 
-impl LlmBackend for Model {
-    fn name(&self) -> &str {
-        "scripted"
-    }
-
-    // What the HTTP backends default to.
-    fn concurrency(&self) -> usize {
-        16
-    }
-
-    fn complete(&self, r: &LlmRequest, cancel: &CancelToken) -> Result<LlmResponse, LlmError> {
-        self.turns.fetch_add(1, Ordering::SeqCst);
-        let planning = r.kind == LlmOpKind::Solve;
-        let wait = if planning {
-            self.latency.planner
+impl Model {
+    /// The model as the scriptable fake backend: a planning round takes
+    /// the planner latency, any other turn the turn latency (both waited
+    /// out by the fake, cancellably); a streaming plan is written a line
+    /// at a time over the planner latency instead. Called as a remote
+    /// provider is (blocking), with the HTTP backends' concurrency.
+    fn into_backend(self) -> FakeBackend {
+        let streams = self.style == Style::StreamingPlan;
+        let planner_wait = if streams {
+            Duration::ZERO
         } else {
-            self.latency.turn
+            self.latency.planner
         };
-        let start = Instant::now();
-        let sleep_until = |end: Instant| {
-            while Instant::now() < end && !cancel.is_cancelled() {
-                std::thread::sleep(Duration::from_millis(1).min(end - Instant::now()));
-            }
-        };
+        FakeBackend::new()
+            .named("scripted")
+            .with_concurrency(16)
+            .blocking()
+            .with_latency(self.latency.turn)
+            .with_kind_latency(LlmOpKind::Solve, planner_wait)
+            .with_script(move |r, _| Some(Ok(self.answer(r))))
+    }
+
+    fn answer(&self, r: &LlmRequest) -> LlmResponse {
+        let planning = r.kind == LlmOpKind::Solve;
         if planning && self.style == Style::StreamingPlan {
             // The same plan in the same time, a line at a time.
+            let start = Instant::now();
+            let wait = self.latency.planner;
             let plan = self.plan();
             let lines: Vec<&str> = plan.split_inclusive('\n').collect();
             let n = lines.len().max(1) as u32;
             for (i, line) in lines.iter().enumerate() {
-                sleep_until(start + wait * (i as u32 + 1) / n);
+                let end = start + wait * (i as u32 + 1) / n;
+                while Instant::now() < end {
+                    std::thread::sleep(Duration::from_millis(1).min(end - Instant::now()));
+                }
                 if let Some(sink) = &r.on_text {
                     sink.send(&TextEvent::Delta {
                         attempt: 1,
@@ -239,17 +243,16 @@ impl LlmBackend for Model {
                     });
                 }
             }
-            return Ok(reply(plan, Vec::new()));
+            return reply(plan, Vec::new());
         }
-        sleep_until(start + wait);
-        Ok(if planning {
+        if planning {
             reply(self.plan(), Vec::new())
         } else if r.tools.is_empty() {
             // The plan's own `ask`.
             reply("the answer".into(), Vec::new())
         } else {
             self.next(r)
-        })
+        }
     }
 }
 
@@ -291,12 +294,14 @@ pub fn run_once(
     at: &ModelAt,
 ) -> Result<Measured, String> {
     let p = program(style)?;
-    let model = Arc::new(Model {
-        shape,
-        style,
-        latency,
-        turns: AtomicUsize::new(0),
-    });
+    let model = Arc::new(
+        Model {
+            shape,
+            style,
+            latency,
+        }
+        .into_backend(),
+    );
     let backend: Arc<dyn LlmBackend> = match at {
         ModelAt::InProcess => model.clone(),
         ModelAt::Server(url) => {
@@ -335,7 +340,7 @@ pub fn run_once(
     Ok(Measured {
         makespan,
         model_turns: match at {
-            ModelAt::InProcess => model.turns.load(Ordering::SeqCst),
+            ModelAt::InProcess => usize::try_from(model.calls()).unwrap_or(usize::MAX),
             ModelAt::Server(_) => attempts,
         },
         tool_calls: tools.load(Ordering::SeqCst),

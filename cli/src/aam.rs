@@ -284,7 +284,7 @@ pub fn trace(run: &str, mem: &MemoryArgs, json: bool) -> i32 {
             );
         }
     } else {
-        println!("journal: {}", super::runs::steps_line(&record.steps));
+        println!("journal: {}", super::steps::steps_line(&record.steps));
         for s in &record.steps {
             let state = match s.kind.as_str() {
                 "done" => "",

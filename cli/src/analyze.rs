@@ -36,7 +36,7 @@ pub fn analyze(out: &mut Output, path: &std::path::Path, opt: &OptArgs, json_out
     let Some(source) = out.read_source(path) else {
         return 1;
     };
-    let (sources, compiled) = crate::compile_input(path, &source, &Default::default());
+    let (sources, compiled) = crate::load::compile_input(path, &source, &Default::default());
     let mut compiled = match compiled {
         Ok(c) => c,
         Err(ds) => {

@@ -72,7 +72,7 @@ pub fn fmt(out: &mut Output, args: &FmtArgs) -> i32 {
         } else if stdin {
             out.stdout(&formatted);
         } else if formatted != source {
-            if let Err(e) = crate::run::write_atomic(path, formatted.as_bytes()) {
+            if let Err(e) = crate::load::write_atomic(path, formatted.as_bytes()) {
                 eprintln!("error: cannot write `{name}`: {e}");
                 failed = true;
             }

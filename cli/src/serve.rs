@@ -4,9 +4,11 @@
 //! run setup as `aisc run` ([`super::run::prepare_run`]).
 
 use super::aam::MemoryArgs;
+use super::args::RunArgs;
+use super::journal::BudgetArgs;
+use super::load::{self, Loaded};
 use super::output::Output;
-use super::run::{self, Loaded, RunArgs, RunSetup, SetupError};
-use super::runs::BudgetArgs;
+use super::run::{self, RunSetup, SetupError};
 use super::{BackendArgs, OptArgs};
 use ais_serve::{ApiError, BudgetSpec, Engine, Finished, Prepared, RunEdge, RunSpec, Served};
 use ais_vm::journal::{self, Journal};
@@ -252,7 +254,7 @@ impl Engine for CliEngine {
                 ApiError::internal(format!("cannot encode the program for the run queue: {e}"))
             })?;
             return Ok(Box::new(QueuedRun {
-                id: super::worker::queued_run_id(),
+                id: super::queue::queued_run_id(),
                 store: store.clone(),
                 program: loaded
                     .source
@@ -334,7 +336,11 @@ impl Engine for CliEngine {
             (None, None) => unreachable!("checked above"),
         }
         .map_err(journal_error)?;
-        j.set_idempotent_tools(super::runs::IDEMPOTENT_TOOLS.iter().map(|s| s.to_string()));
+        j.set_idempotent_tools(
+            super::journal::IDEMPOTENT_TOOLS
+                .iter()
+                .map(|s| s.to_string()),
+        );
         if let Some(value) = &input {
             j.answer(value)
                 .map_err(|e| ApiError::internal(e.to_string()))?;
@@ -397,9 +403,9 @@ fn load_all(
     let mut served = Vec::new();
     let mut loaded = HashMap::new();
     let mut failed = false;
-    let libraries = run::imported_libraries(files);
+    let libraries = load::imported_libraries(files);
     for path in files.iter().filter(|p| !libraries.contains(*p)) {
-        let Some(l) = run::load_in(out, path, opt, backend) else {
+        let Some(l) = load::load_in(out, path, opt, backend) else {
             failed = true;
             continue;
         };
@@ -439,7 +445,7 @@ fn start(
             return Err(2);
         }
     };
-    if let Err(e) = super::runs::budget(&runs.budget, &setup.settings) {
+    if let Err(e) = super::journal::budget(&runs.budget, &setup.settings) {
         eprintln!("error: {e}");
         return Err(2);
     }

@@ -3,95 +3,16 @@
 //! worker died) and `aisc store migrate|status`. See docs/scale-out.md.
 
 use super::aam::MemoryArgs;
-use super::run::{Loaded, RunArgs, RunEdge, RunSetup, SetupError};
-use super::runs::{BudgetArgs, IDEMPOTENT_TOOLS};
+use super::args::RunArgs;
+use super::journal::{BudgetArgs, IDEMPOTENT_TOOLS};
+use super::load::Loaded;
+use super::run::{RunEdge, RunSetup, SetupError};
 use super::BackendArgs;
 use ais_vm::journal::{self, Journal};
-use ais_vm::store::{Claim, NewRun, Store};
-use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use ais_vm::store::{Claim, Store};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// A run id for a queued run: time, then random-enough hex (pid, clock,
-/// counter hashed), unique across the machines of a fleet.
-pub(crate) fn queued_run_id() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    static N: AtomicU64 = AtomicU64::new(0);
-    let ms = ais_stdlib::time::unix_ms();
-    let t: String = ais_stdlib::time::rfc3339(ms)
-        .chars()
-        .take(19)
-        .filter(char::is_ascii_digit)
-        .collect();
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    // RandomState is seeded per process: two machines differ too.
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write(ais_vm::store::postgres::owner_id().as_bytes());
-    h.write_u128(nanos);
-    h.write_u64(N.fetch_add(1, Ordering::SeqCst));
-    let (day, time) = t.split_at(8.min(t.len()));
-    format!("{day}-{time}-q{:08x}", h.finish() & 0xffff_ffff)
-}
-
-/// `aisc run --detach`: stores the program (as an artifact) and its
-/// arguments in the queue; prints the run id.
-pub fn detach(
-    file: &Path,
-    loaded: &Loaded,
-    args: &[(String, serde_json::Value)],
-    run: &RunArgs,
-) -> i32 {
-    let Some(url) = run.memory.store_url() else {
-        eprintln!("error: `--detach` queues the run in a shared store: give `--store postgres://...` (or set AIS_STORE)");
-        return 2;
-    };
-    let store = match ais_vm::store::open(&url) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return 1;
-        }
-    };
-    let bytes = match ais_ir::bytecode::encode(&loaded.program) {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("error: cannot encode the program for the run queue: {e}");
-            return 1;
-        }
-    };
-    let id = queued_run_id();
-    let name = loaded
-        .source
-        .as_ref()
-        .map_or_else(|| file.display().to_string(), |(n, _)| n.clone());
-    let args_text = serde_json::to_string(args).unwrap_or_else(|_| "[]".into());
-    let queued = store.enqueue(&NewRun {
-        id: &id,
-        program: &name,
-        artifact: &bytes,
-        entry: run.entry.as_deref(),
-        args: &args_text,
-    });
-    match queued {
-        Ok(()) => {
-            println!("{id}");
-            if !run.quiet {
-                eprintln!(
-                    "queued run {id} in {}: `aisc worker --store URL` runs it; `aisc runs show {id} --store URL` shows it",
-                    store.location()
-                );
-            }
-            0
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            1
-        }
-    }
-}
 
 /// Options of `aisc worker`.
 #[derive(clap::Args, Debug, Clone)]
@@ -660,6 +581,7 @@ pub fn store(action: &StoreAction, mem: &MemoryArgs) -> i32 {
 mod tests {
     use super::*;
     use ais_vm::store::sqlite::SqliteStore;
+    use ais_vm::store::NewRun;
 
     fn running(store: &SqliteStore, id: &str) -> Claim {
         let fence = store

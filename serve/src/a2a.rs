@@ -27,8 +27,9 @@
 use crate::engine::BudgetSpec;
 use crate::error::ApiError;
 use crate::registry::{Registry, RunEntry, Status};
-use crate::wire::rpc;
 use ais_ir::Type;
+use ais_wire::a2a::TaskState;
+use ais_wire::rpc;
 use serde_json::{json, Map, Value as Json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -48,14 +49,12 @@ pub use stream::{TaskFrames, TaskStream};
 pub use task::timestamp;
 use task::*;
 
-/// The protocol version spoken (`Major.Minor`).
-pub const PROTOCOL_VERSION: &str = "1.0";
+/// The protocol version spoken (`Major.Minor`) and the card's well-known
+/// path (relative to an agent's base URL).
+pub use ais_wire::a2a::{CARD_PATH, PROTOCOL_VERSION};
 
 /// The card extension carrying each skill's JSON Schemas.
 pub const SCHEMA_EXTENSION: &str = "urn:ais:a2a:skill-schemas:v1";
-
-/// The card's well-known path (relative to an agent's base URL).
-pub const CARD_PATH: &str = ".well-known/agent-card.json";
 
 /// One skill: an entry flow.
 struct Skill {
@@ -641,7 +640,7 @@ impl A2a {
         let context = params["contextId"].as_str().filter(|c| !c.is_empty());
         let status = params["status"]
             .as_str()
-            .filter(|s| !s.is_empty() && *s != "TASK_STATE_UNSPECIFIED");
+            .filter(|s| !s.is_empty() && *s != TaskState::Unspecified.name());
         let page_size = match &params["pageSize"] {
             Json::Null => 50,
             v => v

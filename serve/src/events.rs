@@ -26,7 +26,7 @@ pub struct Event {
 impl Event {
     /// The event as one Server-Sent Events frame.
     pub fn sse(&self) -> String {
-        crate::wire::sse::event(self.id, &self.kind, &self.data)
+        ais_wire::sse::event(self.id, &self.kind, &self.data)
     }
 }
 

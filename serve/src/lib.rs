@@ -38,7 +38,6 @@ mod metrics;
 mod registry;
 mod run;
 pub mod schema;
-pub mod wire;
 
 pub use cancel::Cancel;
 pub use engine::{BudgetSpec, Engine, Finished, Prepared, Resumed, RunEdge, RunSpec, Served};

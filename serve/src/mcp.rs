@@ -10,16 +10,14 @@
 
 use crate::engine::BudgetSpec;
 use crate::registry::{Registry, Status};
-use crate::wire::rpc::{self, Incoming, Invalid};
 use ais_compiler::diagnostics::render_json;
 use ais_compiler::driver;
+use ais_wire::mcp;
+use ais_wire::rpc::{self, Incoming, Invalid};
 use serde_json::{json, Value as Json};
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::sync::{Arc, Mutex};
-
-/// Protocol versions this server speaks, newest first.
-pub const PROTOCOL_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
 struct FlowTool {
     name: String,
@@ -174,9 +172,7 @@ impl Mcp {
 
     fn initialize(&self, params: &Json) -> Json {
         let asked = params.get("protocolVersion").and_then(Json::as_str);
-        let version = asked
-            .filter(|v| PROTOCOL_VERSIONS.contains(v))
-            .unwrap_or(PROTOCOL_VERSIONS[0]);
+        let version = mcp::negotiate(asked);
         json!({
             "protocolVersion": version,
             "capabilities": {"tools": {"listChanged": false}},
@@ -245,11 +241,7 @@ impl Mcp {
                     build(file, source)
                 };
                 let failed = s["ok"] == false;
-                Ok(json!({
-                    "content": [{"type": "text", "text": s.to_string()}],
-                    "structuredContent": s,
-                    "isError": failed,
-                }))
+                Ok(mcp::tool_result(&s.to_string(), s, failed))
             }
             _ => {
                 let tools = self.tools();
@@ -271,7 +263,7 @@ impl Mcp {
         );
         let entry = match started {
             Ok(e) => e,
-            Err(e) => return tool_error(&format!("{}: {} ({})", e.code, e.message, e.hint)),
+            Err(e) => return mcp::tool_error(&format!("{}: {} ({})", e.code, e.message, e.hint)),
         };
         let key = id.to_string();
         self.calls
@@ -289,15 +281,11 @@ impl Mcp {
                     Json::String(s) => s.clone(),
                     other => other.to_string(),
                 };
-                json!({
-                    "content": [{"type": "text", "text": text}],
-                    "structuredContent": {"result": v},
-                    "isError": false,
-                })
+                mcp::tool_result(&text, json!({"result": v}), false)
             }
             (status, _) => {
                 let e = st.error.unwrap_or(Json::Null);
-                tool_error(&format!(
+                mcp::tool_error(&format!(
                     "run {} {}: {}: {}",
                     entry.id,
                     status.name(),
@@ -307,10 +295,6 @@ impl Mcp {
             }
         }
     }
-}
-
-fn tool_error(text: &str) -> Json {
-    json!({"content": [{"type": "text", "text": text}], "isError": true})
 }
 
 fn ok(id: Json, result: Json) -> Json {

@@ -7,8 +7,9 @@
 
 mod ir_support;
 mod planner_support;
+use ais_testkit::fake::FakeBackend;
 use ir_support::program;
-use planner_support::Planner;
+use planner_support::{failing_planner, planner_model, prompts_of, rounds_of};
 
 use ais_ir::bytecode::{self, Program};
 use ais_ir::ifc::{FlowPolicy, Mode, SinkRule};
@@ -123,7 +124,7 @@ fn plan_checks(r: &RunReport) -> Vec<Json> {
         .collect()
 }
 
-fn run(p: &Program, mode: Mode, planner: &Arc<Planner>) -> (RunReport, Arc<Calls>) {
+fn run(p: &Program, mode: Mode, planner: &Arc<FakeBackend>) -> (RunReport, Arc<Calls>) {
     let (h, calls) = host();
     let r = ais_vm::run(p, &options(mode, None), planner.clone(), h);
     (r, calls)
@@ -131,10 +132,10 @@ fn run(p: &Program, mode: Mode, planner: &Arc<Planner>) -> (RunReport, Arc<Calls
 
 #[test]
 fn a_plan_following_the_injection_is_rejected_and_the_repaired_plan_runs() {
-    let planner = Planner::new(&[FOLLOWS, SAFE]);
+    let planner = planner_model(&[FOLLOWS, SAFE]);
     let (r, calls) = run(&solve_program(false), Mode::Enforce, &planner);
     assert_eq!(r.outcome.as_ref().unwrap(), &json!("sent"));
-    assert_eq!(planner.rounds(), 2);
+    assert_eq!(rounds_of(&planner), 2);
     // The rejected plan made no call; the repaired one sent once, to the
     // goal's address.
     assert_eq!(calls.sent_to(), vec!["boss@corp.example".to_string()]);
@@ -150,10 +151,10 @@ fn a_plan_following_the_injection_is_rejected_and_the_repaired_plan_runs() {
 
 #[test]
 fn the_model_sees_the_finding_in_its_second_prompt() {
-    let planner = Planner::new(&[FOLLOWS, SAFE]);
+    let planner = planner_model(&[FOLLOWS, SAFE]);
     let (r, _) = run(&solve_program(false), Mode::Enforce, &planner);
     assert!(r.outcome.is_ok(), "{:?}", r.outcome);
-    let prompts = planner.prompts.lock().unwrap();
+    let prompts = prompts_of(&planner);
     assert!(!prompts[0].contains("W0020"), "{}", prompts[0]);
     let second = &prompts[1];
     assert!(
@@ -176,7 +177,7 @@ fn the_model_sees_the_finding_in_its_second_prompt() {
 
 #[test]
 fn a_plan_never_repaired_fails_with_policy_denied_and_calls_nothing() {
-    let planner = Planner::new(&[FOLLOWS]);
+    let planner = planner_model(&[FOLLOWS]);
     let (r, calls) = run(&solve_program(false), Mode::Enforce, &planner);
     match &r.outcome {
         Err(RunError::OpFailed {
@@ -203,7 +204,7 @@ fn a_plan_never_repaired_fails_with_policy_denied_and_calls_nothing() {
         other => panic!("{other:?}"),
     }
     // The default budget: 2 repairs, 3 rounds in all.
-    assert_eq!(planner.rounds(), 3);
+    assert_eq!(rounds_of(&planner), 3);
     assert_eq!(calls.total(), 0);
     assert!(r.plans.is_empty());
     let verdicts: Vec<Json> = plan_checks(&r)
@@ -215,10 +216,10 @@ fn a_plan_never_repaired_fails_with_policy_denied_and_calls_nothing() {
 
 #[test]
 fn a_plan_sending_only_trusted_data_runs_at_once() {
-    let planner = Planner::new(&[SAFE]);
+    let planner = planner_model(&[SAFE]);
     let (r, calls) = run(&solve_program(false), Mode::Enforce, &planner);
     assert_eq!(r.outcome.as_ref().unwrap(), &json!("sent"));
-    assert_eq!(planner.rounds(), 1);
+    assert_eq!(rounds_of(&planner), 1);
     assert_eq!(calls.sent_to(), vec!["boss@corp.example".to_string()]);
     assert!(plan_checks(&r).is_empty());
 }
@@ -227,7 +228,7 @@ fn a_plan_sending_only_trusted_data_runs_at_once() {
 fn a_plan_made_from_an_untrusted_goal_may_not_use_the_guarded_argument() {
     // The goal itself is a search result: whatever the plan writes, its
     // `to` was chosen from untrusted text.
-    let planner = Planner::new(&[SAFE]);
+    let planner = planner_model(&[SAFE]);
     let (r, calls) = run(&solve_program(true), Mode::Enforce, &planner);
     match &r.outcome {
         Err(RunError::OpFailed { code, payload, .. }) => {
@@ -250,10 +251,10 @@ fn a_plan_made_from_an_untrusted_goal_may_not_use_the_guarded_argument() {
 
 #[test]
 fn in_warn_mode_the_plan_runs_and_the_finding_is_reported() {
-    let planner = Planner::new(&[FOLLOWS, SAFE]);
+    let planner = planner_model(&[FOLLOWS, SAFE]);
     let (r, calls) = run(&solve_program(false), Mode::Warn, &planner);
     assert_eq!(r.outcome.as_ref().unwrap(), &json!("sent"));
-    assert_eq!(planner.rounds(), 1);
+    assert_eq!(rounds_of(&planner), 1);
     assert_eq!(calls.sent_to(), vec![INJECTED.to_string()]);
     let checks = plan_checks(&r);
     assert_eq!(checks.len(), 1);
@@ -266,10 +267,10 @@ fn in_warn_mode_the_plan_runs_and_the_finding_is_reported() {
 
 #[test]
 fn with_the_policy_off_nothing_is_checked() {
-    let planner = Planner::new(&[FOLLOWS, SAFE]);
+    let planner = planner_model(&[FOLLOWS, SAFE]);
     let (r, calls) = run(&solve_program(false), Mode::Off, &planner);
     assert_eq!(r.outcome.as_ref().unwrap(), &json!("sent"));
-    assert_eq!(planner.rounds(), 1);
+    assert_eq!(rounds_of(&planner), 1);
     assert_eq!(calls.sent_to(), vec![INJECTED.to_string()]);
     assert!(plan_checks(&r).is_empty());
 }
@@ -284,12 +285,7 @@ fn a_resumed_run_replays_the_rejection_and_does_not_ask_again() {
     let summarise = "```ais\nlet r = search(\"weekly report\")\nlet a = ask(\"Summarize\", r)\nlet s = send_email(to: \"boss@corp.example\", body: \"{a}\")\nreturn \"sent\"\n```";
     // Attempt 1: round 1 is rejected, round 2's plan runs its search and
     // fails at its `ask`, before sending.
-    let first = Arc::new(Planner {
-        fail_answers: true,
-        ..Arc::try_unwrap(Planner::new(&[FOLLOWS, summarise]))
-            .ok()
-            .unwrap()
-    });
+    let first = failing_planner(&[FOLLOWS, summarise]);
     let (h1, c1) = host();
     let r1 = ais_vm::run(&p, &options(Mode::Enforce, Some(j)), first.clone(), h1);
     assert!(
@@ -297,18 +293,18 @@ fn a_resumed_run_replays_the_rejection_and_does_not_ask_again() {
         "{:?}",
         r1.outcome
     );
-    assert_eq!(first.rounds(), 2);
+    assert_eq!(rounds_of(&first), 2);
     assert_eq!(c1.searches.load(Ordering::SeqCst), 1);
     assert!(c1.sent_to().is_empty());
     // Attempt 2: both rounds come from the journal (the first is rejected
     // again, from the same labels); the planner is not asked, the search
     // not repeated.
     let j2 = Arc::new(Journal::resume(dir.path(), "r").unwrap());
-    let second = Planner::new(&["return \"a different plan\""]);
+    let second = planner_model(&["return \"a different plan\""]);
     let (h2, c2) = host();
     let r2 = ais_vm::run(&p, &options(Mode::Enforce, Some(j2)), second.clone(), h2);
     assert_eq!(r2.outcome.as_ref().unwrap(), &json!("sent"));
-    assert_eq!(second.rounds(), 0);
+    assert_eq!(rounds_of(&second), 0);
     assert_eq!(c2.searches.load(Ordering::SeqCst), 0);
     assert_eq!(c2.sent_to(), vec!["boss@corp.example".to_string()]);
     let verdicts: Vec<Json> = plan_checks(&r2)
@@ -333,19 +329,19 @@ fn a_plan_calling_tools_positionally_binds_the_declared_order() {
         seen.lock().unwrap().push(args.clone());
         Ok(json!("ok"))
     });
-    let planner = Planner::new(&[
+    let planner = planner_model(&[
         "```ais\nlet s = send_email(\"boss@corp.example\", \"the report\")\nlet t = pair(\"z\", \"a\")\nreturn \"sent\"\n```",
     ]);
     let r = ais_vm::run(&p, &options(Mode::Enforce, None), planner.clone(), host);
     assert_eq!(r.outcome.as_ref().unwrap(), &json!("sent"));
-    assert_eq!(planner.rounds(), 1);
+    assert_eq!(rounds_of(&planner), 1);
     assert_eq!(calls.sent_to(), vec!["boss@corp.example".to_string()]);
     assert_eq!(
         *pairs.lock().unwrap(),
         vec![json!({"z_first": "z", "a_second": "a"})]
     );
     // The guide shows the model the same order.
-    let prompt = planner.prompts.lock().unwrap()[0].clone();
+    let prompt = prompts_of(&planner)[0].clone();
     assert!(
         prompt.contains("send_email(to: str, body: str)"),
         "{prompt}"

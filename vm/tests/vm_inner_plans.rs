@@ -8,13 +8,16 @@
 mod ir_support;
 mod planner_support;
 mod tools_support;
+use ais_testkit::fake::FakeBackend;
 use ir_support::program;
-use planner_support::{text, Planner};
+use planner_support::{
+    answer, failing_planner, planner_model, planning_requests, prompts_of, rounds_of, text,
+};
 
 use ais_ir::bytecode::{self, Program};
 use ais_testkit::{FrontEndPlanner, MemoryHost};
 use ais_vm::journal::Journal;
-use ais_vm::llm::{CancelToken, LlmBackend, LlmError, LlmOpKind, LlmRequest, LlmResponse};
+use ais_vm::llm::{LlmBackend, LlmOpKind};
 use ais_vm::{RunError, RunOptions};
 use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -76,14 +79,14 @@ const GOOD: &str = "Here is the plan:\n```ais\nlet city = lookup(\"capital\")\nl
 
 #[test]
 fn a_valid_plan_runs_its_tools_and_returns_its_answer() {
-    let planner = Planner::new(&[GOOD]);
+    let planner = planner_model(&[GOOD]);
     let (host, n) = host();
     let r = ais_vm::run(&solve_program(true), &options(None), planner.clone(), host);
     assert_eq!(r.outcome.unwrap(), json!("answer: Combine | Paris, 5"));
-    assert_eq!(planner.rounds.load(Ordering::SeqCst), 1);
+    assert_eq!(rounds_of(&planner), 1);
     assert_eq!(n.load(Ordering::SeqCst), 2);
     // The planner was told the tools' signatures.
-    let prompt = planner.prompts.lock().unwrap()[0].clone();
+    let prompt = prompts_of(&planner)[0].clone();
     assert!(prompt.contains("lookup(key: str) -> json"), "{prompt}");
     assert!(prompt.contains("Goal: What is the capital"), "{prompt}");
     // The plan is in the report, and its ops in telemetry under its flow.
@@ -102,14 +105,14 @@ fn a_valid_plan_runs_its_tools_and_returns_its_answer() {
 #[test]
 fn a_type_error_is_repaired_from_its_diagnostics() {
     let broken = "let city = lookup(\"capital\")\nlet sum = add(2, 3) - city_name\nreturn sum";
-    let planner = Planner::new(&[broken, GOOD]);
+    let planner = planner_model(&[broken, GOOD]);
     let (host, n) = host();
     let r = ais_vm::run(&solve_program(true), &options(None), planner.clone(), host);
     assert_eq!(r.outcome.unwrap(), json!("answer: Combine | Paris, 5"));
-    assert_eq!(planner.rounds.load(Ordering::SeqCst), 2);
+    assert_eq!(rounds_of(&planner), 2);
     // The rejected plan made no call; the repaired one made two.
     assert_eq!(n.load(Ordering::SeqCst), 2);
-    let second = planner.prompts.lock().unwrap()[1].clone();
+    let second = prompts_of(&planner)[1].clone();
     assert!(second.contains("city_name"), "{second}");
     assert!(second.contains("line 2"), "{second}");
 }
@@ -117,7 +120,7 @@ fn a_type_error_is_repaired_from_its_diagnostics() {
 #[test]
 fn a_tool_that_was_not_offered_never_runs() {
     let sneaky = "let x = inv(\"send_email\", \"{}\")\nreturn \"sent\"";
-    let planner = Planner::new(&[sneaky]);
+    let planner = planner_model(&[sneaky]);
     let (host, n) = host();
     let sent = Arc::new(AtomicUsize::new(0));
     let s = sent.clone();
@@ -128,14 +131,14 @@ fn a_tool_that_was_not_offered_never_runs() {
     let r = ais_vm::run(&solve_program(true), &options(None), planner.clone(), host);
     assert_eq!(r.outcome.unwrap(), json!("plan.invalid"));
     // The default: two repair rounds, three plans, all refused.
-    assert_eq!(planner.rounds.load(Ordering::SeqCst), 3);
+    assert_eq!(rounds_of(&planner), 3);
     assert_eq!(sent.load(Ordering::SeqCst), 0);
     assert_eq!(n.load(Ordering::SeqCst), 0);
 }
 
 #[test]
 fn garbage_fails_with_the_diagnostics_and_makes_no_call() {
-    let planner = Planner::new(&["I would search for the capital and then add the numbers."]);
+    let planner = planner_model(&["I would search for the capital and then add the numbers."]);
     let (host, n) = host();
     let r = ais_vm::run(&solve_program(false), &options(None), planner.clone(), host);
     match r.outcome {
@@ -153,7 +156,7 @@ fn garbage_fails_with_the_diagnostics_and_makes_no_call() {
 
 #[test]
 fn without_a_plan_compiler_solve_fails_clearly() {
-    let planner = Planner::new(&[GOOD]);
+    let planner = planner_model(&[GOOD]);
     let (host, n) = host();
     let o = RunOptions {
         planner: None,
@@ -161,7 +164,7 @@ fn without_a_plan_compiler_solve_fails_clearly() {
     };
     let r = ais_vm::run(&solve_program(true), &o, planner.clone(), host);
     assert_eq!(r.outcome.unwrap(), json!("plan.unavailable"));
-    assert_eq!(planner.rounds.load(Ordering::SeqCst), 0);
+    assert_eq!(rounds_of(&planner), 0);
     assert_eq!(n.load(Ordering::SeqCst), 0);
 }
 
@@ -170,7 +173,7 @@ fn independent_steps_of_a_plan_run_in_parallel() {
     // Both calls wait for each other: run one after the other, the first
     // would time out and say so.
     let plan = "let a = meet(\"x\")\nlet b = meet(\"y\")\nreturn \"{a} {b}\"";
-    let planner = Planner::new(&[plan]);
+    let planner = planner_model(&[plan]);
     let host = Arc::new(MemoryHost::new());
     let state = Arc::new((Mutex::new(0usize), Condvar::new()));
     host.register_tool("meet", move |_| {
@@ -203,10 +206,7 @@ fn a_resumed_run_reads_the_same_plan_and_repeats_no_call() {
     let args = vec![("q".to_string(), json!("What is the capital, and 2 + 3?"))];
     let j = Arc::new(Journal::begin(Some(dir.path()), "r", "test", &bytes, None, &args).unwrap());
     // Attempt 1: the plan checks, both tools run, its `ask` fails.
-    let first = Arc::new(Planner {
-        fail_answers: true,
-        ..Arc::try_unwrap(Planner::new(&[GOOD])).ok().unwrap()
-    });
+    let first = failing_planner(&[GOOD]);
     let (host1, n1) = host();
     let r1 = ais_vm::run(&p, &options(Some(j)), first.clone(), host1);
     assert!(
@@ -217,11 +217,11 @@ fn a_resumed_run_reads_the_same_plan_and_repeats_no_call() {
     assert_eq!(n1.load(Ordering::SeqCst), 2);
     // Attempt 2: the planner is not asked again and no tool runs again.
     let j2 = Arc::new(Journal::resume(dir.path(), "r").unwrap());
-    let second = Planner::new(&["return \"a different plan\""]);
+    let second = planner_model(&["return \"a different plan\""]);
     let (host2, n2) = host();
     let r2 = ais_vm::run(&p, &options(Some(j2)), second.clone(), host2);
     assert_eq!(r2.outcome.unwrap(), json!("answer: Combine | Paris, 5"));
-    assert_eq!(second.rounds.load(Ordering::SeqCst), 0);
+    assert_eq!(rounds_of(&second), 0);
     assert_eq!(n2.load(Ordering::SeqCst), 0);
 }
 
@@ -285,10 +285,10 @@ proptest::proptest! {
     fn linked_plans_agree_with_the_interpreter(mut tape in ais_testkit::choices::tape()) {
         let plan = random_plan(&mut tape);
         let p = solve_program(false);
-        let planner = Planner::new(&[&plan]);
+        let planner = planner_model(&[&plan]);
         let (h, _) = host();
         let vm = ais_vm::run(&p, &options(None), planner, h).outcome;
-        let planner = Planner::new(&[&plan]);
+        let planner = planner_model(&[&plan]);
         let (h, _) = host();
         let fe = FrontEndPlanner::default();
         let it = ais_vm::interp::run_with_planner(
@@ -311,7 +311,7 @@ use tools_support::aam_host;
 fn a_plan_whose_side_effect_is_denied_writes_nothing() {
     let d = tempfile::tempdir().unwrap();
     let plan = "let page = read_file(\"in.txt\")\nlet w = write_file(\"out.txt\", \"copied: {page}\")\nreturn \"wrote {w}\"";
-    let planner = Planner::new(&[plan]);
+    let planner = planner_model(&[plan]);
     std::fs::write(d.path().join("in.txt"), "hello").unwrap();
     let p = program(
         r#"agent @A {
@@ -335,13 +335,13 @@ fn a_plan_whose_side_effect_is_denied_writes_nothing() {
     // The plan checked (its tools were listed) and ran; the host refused
     // the write: the op fails with the denial, and nothing was written.
     assert_eq!(r.outcome.unwrap(), json!("tool.denied"));
-    assert_eq!(planner.rounds.load(Ordering::SeqCst), 1);
+    assert_eq!(rounds_of(&planner), 1);
     assert!(!d.path().join("out.txt").exists());
 }
 
 #[test]
 fn an_uncaught_failure_inside_a_plan_is_reported_at_the_solve_op() {
-    let planner = Planner::new(&["let m = lookup(\"moon\")\nreturn \"{m}\""]);
+    let planner = planner_model(&["let m = lookup(\"moon\")\nreturn \"{m}\""]);
     let (host, n) = host();
     let p = solve_program(false);
     let r = ais_vm::run(&p, &options(None), planner, host);
@@ -372,45 +372,45 @@ fn an_uncaught_failure_inside_a_plan_is_reported_at_the_solve_op() {
 
 /// A planner that streams its plan through the request's text sink: the
 /// first part, then (when `wait_for_call`) it waits until a tool has been
-/// called before writing the rest; `log` gets `planner done` when it
-/// returns.
-struct StreamingPlanner {
-    first: String,
-    rest: String,
+/// called before writing the rest; `calls` gets `planner done` when it
+/// returns. Other ops get [`answer`].
+fn streaming_planner(
+    first: &str,
+    rest: &str,
     wait_for_call: bool,
     calls: Arc<(Mutex<Vec<String>>, Condvar)>,
-}
-
-impl LlmBackend for StreamingPlanner {
-    fn name(&self) -> &str {
-        "streaming-planner"
-    }
-    fn complete(&self, r: &LlmRequest, _: &CancelToken) -> Result<LlmResponse, LlmError> {
-        if r.kind != LlmOpKind::Solve {
-            let ctx: Vec<&str> = r.context.iter().map(|c| c.text.as_str()).collect();
-            return Ok(text(&format!("answer: {} | {}", r.prompt, ctx.join(", "))));
-        }
-        let send = |t: &str| {
-            if let Some(sink) = &r.on_text {
-                sink.send(&ais_vm::llm::TextEvent::Delta {
-                    attempt: 1,
-                    text: t.into(),
-                });
-            }
-        };
-        send(&self.first);
-        if self.wait_for_call {
-            // A guard against a hang, not a bound that is asserted on.
-            let (m, cv) = &*self.calls;
-            let g = m.lock().unwrap();
-            let _g = cv
-                .wait_timeout_while(g, Duration::from_secs(60), |log| log.is_empty())
-                .unwrap();
-        }
-        send(&self.rest);
-        self.calls.0.lock().unwrap().push("planner done".into());
-        Ok(text(&format!("{}{}", self.first, self.rest)))
-    }
+) -> Arc<FakeBackend> {
+    let (first, rest) = (first.to_string(), rest.to_string());
+    Arc::new(
+        FakeBackend::new()
+            .named("streaming-planner")
+            .blocking()
+            .with_script(move |r, _| {
+                if r.kind != LlmOpKind::Solve {
+                    return Some(Ok(answer(r)));
+                }
+                let send = |t: &str| {
+                    if let Some(sink) = &r.on_text {
+                        sink.send(&ais_vm::llm::TextEvent::Delta {
+                            attempt: 1,
+                            text: t.into(),
+                        });
+                    }
+                };
+                send(&first);
+                if wait_for_call {
+                    // A guard against a hang, not a bound that is asserted on.
+                    let (m, cv) = &*calls;
+                    let g = m.lock().unwrap();
+                    let _g = cv
+                        .wait_timeout_while(g, Duration::from_secs(60), |log| log.is_empty())
+                        .unwrap();
+                }
+                send(&rest);
+                calls.0.lock().unwrap().push("planner done".into());
+                Some(Ok(text(&format!("{first}{rest}"))))
+            }),
+    )
 }
 
 fn streaming_run(read_only: bool, first: &str, rest: &str) -> (ais_vm::RunReport, Vec<String>) {
@@ -424,12 +424,7 @@ fn streaming_run(read_only: bool, first: &str, rest: &str) -> (ais_vm::RunReport
         cv.notify_all();
         Ok(json!(format!("fact about {key}")))
     });
-    let planner = Arc::new(StreamingPlanner {
-        first: first.into(),
-        rest: rest.into(),
-        wait_for_call: read_only,
-        calls: calls.clone(),
-    });
+    let planner = streaming_planner(first, rest, read_only, calls.clone());
     let p = program(&format!(
         r#"agent @A {{
   flow @main(%q: str) -> str entry {{
@@ -489,41 +484,21 @@ fn a_side_effecting_call_never_starts_before_the_whole_plan_checks() {
     assert_eq!(log, vec!["planner done".to_string(), "lookup one".into()]);
 }
 
-/// The planner's requests, temperature beside each prompt.
-struct Recorder {
-    inner: Arc<Planner>,
-    asked: Mutex<Vec<(String, Option<f64>)>>,
-}
-
-impl LlmBackend for Recorder {
-    fn name(&self) -> &str {
-        "recorder"
-    }
-    fn complete(&self, r: &LlmRequest, c: &CancelToken) -> Result<LlmResponse, LlmError> {
-        if r.kind == LlmOpKind::Solve {
-            self.asked
-                .lock()
-                .unwrap()
-                .push((r.prompt.clone(), r.temperature));
-        }
-        self.inner.complete(r, c)
-    }
-}
-
 #[test]
 fn repair_rounds_never_send_the_same_request() {
     // Issue 34: at temperature 0 rounds 2 and 3 were byte-identical, and
     // so were the plans they got back.
     let same = "let x = search(\"q\")\nreturn x";
-    let rec = Arc::new(Recorder {
-        inner: Planner::new(&[same]),
-        asked: Mutex::new(Vec::new()),
-    });
+    let rec = planner_model(&[same]);
     let (host, n) = host();
     let r = ais_vm::run(&solve_program(true), &options(None), rec.clone(), host);
     assert_eq!(r.outcome.unwrap(), json!("plan.invalid"));
     assert_eq!(n.load(Ordering::SeqCst), 0);
-    let asked = rec.asked.lock().unwrap().clone();
+    // The planner's requests, temperature beside each prompt.
+    let asked: Vec<(String, Option<f64>)> = planning_requests(&rec)
+        .into_iter()
+        .map(|r| (r.prompt, r.temperature))
+        .collect();
     assert_eq!(asked.len(), 3);
     for i in 0..asked.len() {
         for j in i + 1..asked.len() {

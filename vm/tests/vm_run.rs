@@ -7,7 +7,7 @@ use ir_support::program;
 use ais_ir::bytecode::{self, Program};
 use ais_testkit::fake::FakeBackend;
 use ais_testkit::MemoryHost;
-use ais_vm::llm::{CancelToken, LlmBackend, LlmError, LlmErrorKind, LlmRequest, LlmResponse};
+use ais_vm::llm::{LlmBackend, LlmError, LlmErrorKind};
 use ais_vm::{interp, Policy, RunError, RunOptions};
 use serde_json::{json, Value as Json};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -39,51 +39,37 @@ fn interp_result(
     interp::run(p, None, args, b, &MemoryHost::new())
 }
 
-/// Blocks every call until `n` calls are in flight at once: a run that does
-/// not overlap them fails with a timeout error instead of passing.
-struct Rendezvous {
-    n: usize,
-    state: Mutex<usize>,
-    cv: Condvar,
-    inner: FakeBackend,
-}
-
-impl Rendezvous {
-    fn new(n: usize) -> Rendezvous {
-        Rendezvous {
-            n,
-            state: Mutex::new(0),
-            cv: Condvar::new(),
-            inner: FakeBackend::new(),
-        }
-    }
-}
-
-impl LlmBackend for Rendezvous {
-    fn name(&self) -> &str {
-        "rendezvous"
-    }
-    fn concurrency(&self) -> usize {
-        64
-    }
-    fn complete(&self, r: &LlmRequest, c: &CancelToken) -> Result<LlmResponse, LlmError> {
-        let mut g = self.state.lock().unwrap();
-        *g += 1;
-        self.cv.notify_all();
-        let (g, t) = self
-            .cv
-            .wait_timeout_while(g, Duration::from_secs(20), |k| *k < self.n)
-            .unwrap();
-        drop(g);
-        if t.timed_out() {
-            return Err(LlmError::new(
-                "rendezvous",
-                LlmErrorKind::Timeout,
-                "calls did not overlap",
-            ));
-        }
-        self.inner.complete(r, c)
-    }
+/// A fake model whose calls numbered `first..first + n` (in the order they
+/// arrive) must all be in flight at once: each waits for the others, so a
+/// run that does not overlap them fails with a timeout error instead of
+/// passing. The other calls go straight through.
+fn rendezvous(first: u64, n: usize) -> Arc<FakeBackend> {
+    let gate = Arc::new((Mutex::new(0usize), Condvar::new()));
+    let fake = FakeBackend::new()
+        .named("rendezvous")
+        .with_concurrency(64)
+        .blocking()
+        .with_script(move |_, k| {
+            if k < first || k >= first + n as u64 {
+                return None;
+            }
+            let (arrived, cv) = &*gate;
+            let mut g = arrived.lock().unwrap();
+            *g += 1;
+            cv.notify_all();
+            let (g, t) = cv
+                .wait_timeout_while(g, Duration::from_secs(20), |k| *k < n)
+                .unwrap();
+            drop(g);
+            t.timed_out().then(|| {
+                Err(LlmError::new(
+                    "rendezvous",
+                    LlmErrorKind::Timeout,
+                    "calls did not overlap",
+                ))
+            })
+        });
+    Arc::new(fake)
 }
 
 const PARALLEL: &str = r#"
@@ -121,7 +107,8 @@ fn cross_agent_calls_run_in_parallel_and_match_the_interpreter() {
     let args = vec![("topic".to_string(), json!("batteries"))];
     let want = interp_result(&p, &args, &FakeBackend::new()).unwrap();
     // The two callee asks and the caller's think must be in flight together.
-    let rv = Arc::new(RendezvousAfterFirst::new(3));
+    // (after the first call, which goes alone).
+    let rv = rendezvous(1, 3);
     let o = RunOptions {
         args: args.clone(),
         ..opts(2)
@@ -132,38 +119,6 @@ fn cross_agent_calls_run_in_parallel_and_match_the_interpreter() {
     assert_eq!(report.summary.llm_calls, 5);
     assert!(report.summary.peak_parallelism >= 3);
     assert!(want.as_str().unwrap().starts_with("ask#"));
-}
-
-/// Lets the first call through, then requires the next `n` to overlap, then
-/// lets the rest through.
-struct RendezvousAfterFirst {
-    seen: AtomicUsize,
-    gate: Rendezvous,
-}
-
-impl RendezvousAfterFirst {
-    fn new(n: usize) -> Self {
-        RendezvousAfterFirst {
-            seen: AtomicUsize::new(0),
-            gate: Rendezvous::new(n),
-        }
-    }
-}
-
-impl LlmBackend for RendezvousAfterFirst {
-    fn name(&self) -> &str {
-        "rendezvous"
-    }
-    fn concurrency(&self) -> usize {
-        64
-    }
-    fn complete(&self, r: &LlmRequest, c: &CancelToken) -> Result<LlmResponse, LlmError> {
-        let k = self.seen.fetch_add(1, Ordering::SeqCst);
-        if k == 0 || k > self.gate.n {
-            return self.gate.inner.complete(r, c);
-        }
-        self.gate.complete(r, c)
-    }
 }
 
 const ROUTING: &str = r#"
@@ -384,7 +339,7 @@ fn loops_chain_carried_values_and_overlap_independent_iterations() {
     }
     // The asks of the first loop do not depend on the carried value, so all
     // four (plus the three thinks) can be in flight together.
-    let rv = Arc::new(Rendezvous::new(7));
+    let rv = rendezvous(0, 7);
     let (r, _) = run_with(&p, &o, rv);
     assert_eq!(r.unwrap(), want);
 }

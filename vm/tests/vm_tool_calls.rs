@@ -9,10 +9,11 @@ mod tools_support;
 use ir_support::program;
 
 use ais_ir::bytecode::{self, Program};
+use ais_testkit::fake::FakeBackend;
 use ais_testkit::MemoryHost;
 use ais_vm::journal::Journal;
 use ais_vm::llm::{
-    CancelToken, LlmBackend, LlmError, LlmErrorKind, LlmRequest, LlmResponse, ToolCall, Turn, Usage,
+    LlmBackend, LlmError, LlmErrorKind, LlmRequest, LlmResponse, ToolCall, Turn, Usage,
 };
 use ais_vm::{RunError, RunOptions};
 use serde_json::json;
@@ -57,44 +58,26 @@ fn uncaught_tool_program() -> Program {
 
 /// A model scripted per turn: turn `n` (the number of assistant turns in
 /// the request plus one) gets `script(n, request)`.
-type Script = dyn Fn(usize, &LlmRequest) -> Result<LlmResponse, LlmError> + Send + Sync;
-
-struct Scripted {
-    script: Box<Script>,
-    requests: Mutex<Vec<LlmRequest>>,
-}
-
-impl Scripted {
-    fn new(
-        f: impl Fn(usize, &LlmRequest) -> Result<LlmResponse, LlmError> + Send + Sync + 'static,
-    ) -> Arc<Scripted> {
-        Arc::new(Scripted {
-            script: Box::new(f),
-            requests: Mutex::new(Vec::new()),
-        })
-    }
-
-    fn requests(&self) -> Vec<LlmRequest> {
-        self.requests.lock().unwrap().clone()
-    }
-}
-
-impl LlmBackend for Scripted {
-    fn name(&self) -> &str {
-        "scripted"
-    }
-    fn complete(&self, r: &LlmRequest, _: &CancelToken) -> Result<LlmResponse, LlmError> {
-        let turn = 1 + r
-            .turns
-            .iter()
-            .filter(|t| matches!(t, Turn::Assistant { .. }))
-            .count();
-        let reply = (self.script)(turn, r);
-        if reply.is_ok() {
-            self.requests.lock().unwrap().push(r.clone());
-        }
-        reply
-    }
+/// A model that answers with `f(turn, request)`, `turn` counting from 1
+/// (one more than the assistant turns the request already holds): the
+/// scriptable fake backend, called as a remote provider is (blocking).
+/// Its `answered()` requests are the ones `f` answered.
+fn scripted(
+    f: impl Fn(usize, &LlmRequest) -> Result<LlmResponse, LlmError> + Send + Sync + 'static,
+) -> Arc<FakeBackend> {
+    Arc::new(
+        FakeBackend::new()
+            .named("scripted")
+            .blocking()
+            .with_script(move |r, _| {
+                let turn = 1 + r
+                    .turns
+                    .iter()
+                    .filter(|t| matches!(t, Turn::Assistant { .. }))
+                    .count();
+                Some(f(turn, r))
+            }),
+    )
 }
 
 fn reply(text: &str, calls: Vec<ToolCall>) -> LlmResponse {
@@ -164,7 +147,7 @@ fn run(
 
 #[test]
 fn the_models_calls_run_and_their_results_come_back_in_order() {
-    let model = Scripted::new(|turn, r| match turn {
+    let model = scripted(|turn, r| match turn {
         1 => Ok(reply(
             "checking",
             vec![
@@ -181,7 +164,7 @@ fn the_models_calls_run_and_their_results_come_back_in_order() {
     let r = run(&tool_program(8), model.clone(), host, None);
     assert_eq!(r.outcome.unwrap(), json!("Paris and 5"));
     assert_eq!(n.load(Ordering::SeqCst), 2);
-    let reqs = model.requests();
+    let reqs = model.answered();
     assert_eq!(reqs.len(), 2);
     // Both turns offered both tools; the second carries the exchange.
     assert!(reqs.iter().all(|q| q.tools.len() == 2));
@@ -222,7 +205,7 @@ fn the_models_calls_run_and_their_results_come_back_in_order() {
 fn calls_of_one_turn_run_in_parallel() {
     // Each call waits until both are running: run one after the other,
     // the first would time out and report it.
-    let model = Scripted::new(|turn, r| match turn {
+    let model = scripted(|turn, r| match turn {
         1 => Ok(reply(
             "",
             vec![
@@ -270,7 +253,7 @@ fn calls_of_one_turn_run_in_parallel() {
 
 #[test]
 fn mistakes_are_told_to_the_model_and_the_tool_does_not_run() {
-    let model = Scripted::new(|turn, r| match turn {
+    let model = scripted(|turn, r| match turn {
         1 => Ok(reply(
             "",
             vec![
@@ -310,7 +293,7 @@ fn mistakes_are_told_to_the_model_and_the_tool_does_not_run() {
 fn the_step_bound_fails_the_op_catchably() {
     // A model that never stops calling (different arguments each time, so
     // the watchdog does not fire first).
-    let model = Scripted::new(|turn, _| {
+    let model = scripted(|turn, _| {
         Ok(reply(
             "",
             vec![call("x", "add", &format!(r#"{{"a": {turn}, "b": 1}}"#))],
@@ -320,13 +303,13 @@ fn the_step_bound_fails_the_op_catchably() {
     let r = run(&tool_program(3), model.clone(), host, None);
     assert_eq!(r.outcome.unwrap(), json!("llm.max_steps"));
     // Three turns; the calls of the first two ran, the third's did not.
-    assert_eq!(model.requests().len(), 3);
+    assert_eq!(model.answered().len(), 3);
     assert_eq!(n.load(Ordering::SeqCst), 2);
 }
 
 #[test]
 fn the_watchdog_stops_a_model_repeating_the_same_call() {
-    let model = Scripted::new(|_, _| {
+    let model = scripted(|_, _| {
         Ok(reply(
             "",
             vec![call("x", "lookup", r#"{"key": "capital"}"#)],
@@ -347,7 +330,7 @@ fn the_watchdog_stops_a_model_repeating_the_same_call() {
 
 #[test]
 fn a_provider_failure_mid_exchange_is_the_ops_failure() {
-    let model = Scripted::new(|turn, _| match turn {
+    let model = scripted(|turn, _| match turn {
         1 => Ok(reply("", vec![call("x", "add", r#"{"a": 1, "b": 1}"#)])),
         _ => Err(LlmError::new("scripted", LlmErrorKind::Server, "down")),
     });
@@ -364,7 +347,7 @@ fn a_resumed_run_replays_completed_turns_and_calls() {
     let args = vec![("q".to_string(), json!("What is the capital, and 2 + 3?"))];
     let j = Arc::new(Journal::begin(Some(dir.path()), "r", "test", &bytes, None, &args).unwrap());
     let script = |fail_at: usize| {
-        Scripted::new(move |turn, r| {
+        scripted(move |turn, r| {
             if turn == fail_at {
                 return Err(LlmError::new("scripted", LlmErrorKind::Auth, "key revoked"));
             }
@@ -392,7 +375,7 @@ fn a_resumed_run_replays_completed_turns_and_calls() {
         r1.outcome
     );
     assert_eq!(n1.load(Ordering::SeqCst), 2);
-    assert_eq!(first.requests().len(), 2);
+    assert_eq!(first.answered().len(), 2);
     let j2 = Arc::new(Journal::resume(dir.path(), "r").unwrap());
     let second = script(0);
     let (host2, n2) = host();
@@ -400,7 +383,7 @@ fn a_resumed_run_replays_completed_turns_and_calls() {
     assert_eq!(r2.outcome.unwrap(), json!("Paris 5"));
     // Turns 1 and 2 and both tool calls were replayed: only turn 3 was asked.
     assert_eq!(n2.load(Ordering::SeqCst), 0);
-    let asked = second.requests();
+    let asked = second.answered();
     assert_eq!(asked.len(), 1);
     assert_eq!(asked[0].turns.len(), 4);
 }
@@ -431,7 +414,7 @@ fn a_denied_side_effect_is_refused_and_the_model_is_told() {
   }
 }"#,
     );
-    let model = Scripted::new(|turn, r| match turn {
+    let model = scripted(|turn, r| match turn {
         1 => Ok(reply(
             "",
             vec![call(
@@ -459,7 +442,7 @@ fn a_denied_side_effect_is_refused_and_the_model_is_told() {
 fn a_slow_model_turn_is_not_taken_for_a_stall() {
     // Workers all park while the only op is in its exchange on the agent
     // lane: the run must wait for it, not report a stall.
-    let model = Scripted::new(|turn, r| {
+    let model = scripted(|turn, r| {
         std::thread::sleep(Duration::from_millis(300));
         match turn {
             1 => Ok(reply("", vec![call("c", "add", r#"{"a": 1, "b": 2}"#)])),

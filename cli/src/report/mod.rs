@@ -16,7 +16,7 @@ use super::OptArgs;
 use std::path::Path;
 
 fn write(path: &Path, text: &str) -> i32 {
-    match super::run::write_atomic(path, text.as_bytes()) {
+    match super::load::write_atomic(path, text.as_bytes()) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("error: cannot write `{}`: {e}", path.display());
@@ -107,7 +107,7 @@ pub fn graph(out: &mut Output, file: &Path, opt: &OptArgs, dest: &Path) -> i32 {
                 return 2;
             }
         };
-    let Some(loaded) = super::run::load(out, file, opt) else {
+    let Some(loaded) = super::load::load(out, file, opt) else {
         return 1;
     };
     let g = data::graph(&loaded.program, None);

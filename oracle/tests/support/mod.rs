@@ -24,7 +24,7 @@ use ais_ir::{bytecode, Tier};
 use ais_oracle::{Program, TIERS};
 use ais_testkit::fake::FakeBackend;
 use ais_testkit::MemoryHost;
-use ais_vm::llm::{CancelToken, LlmBackend, LlmError, LlmOpKind, LlmRequest, LlmResponse, Usage};
+use ais_vm::llm::{LlmOpKind, LlmResponse, Usage};
 use ais_vm::{HostError, RunOptions};
 use serde_json::{json, Value as Json};
 use std::sync::{Arc, Mutex};
@@ -45,82 +45,54 @@ pub enum Replies {
     FixedText,
 }
 
-/// An LLM backend that records every request it answers.
-pub struct Recording {
-    inner: FakeBackend,
-    replies: Replies,
-    pub requests: Mutex<Vec<Request>>,
-}
-
-impl Recording {
-    pub fn new(replies: Replies) -> Recording {
-        Recording {
-            inner: FakeBackend::new(),
-            replies,
-            requests: Mutex::new(Vec::new()),
-        }
-    }
-
-    fn reply(&self, request: &LlmRequest) -> Result<LlmResponse, LlmError> {
-        self.requests.lock().unwrap().push((
-            request.kind.name().to_string(),
-            request.prompt.clone(),
-            request
-                .context
-                .iter()
-                .map(|c| (c.label.clone(), c.text.clone()))
-                .collect(),
-        ));
-        let text_op = matches!(
-            request.kind,
-            LlmOpKind::Ask | LlmOpKind::Think | LlmOpKind::Reason | LlmOpKind::Llm
-        );
-        if self.replies == Replies::FixedText && text_op {
-            return Ok(LlmResponse {
-                text: "model reply".into(),
-                json: None,
-                usage: Usage::default(),
-                finish_reason: "stop".into(),
-                model: "fixed".into(),
-                latency: Duration::ZERO,
-                simulated: true,
-                tool_calls: Vec::new(),
-            });
-        }
-        self.inner.complete(request, &CancelToken::new())
-    }
-
-    /// Requests sorted, so independent calls compare in any order.
-    pub fn sorted_requests(&self) -> Vec<Request> {
-        let mut r = self.requests.lock().unwrap().clone();
-        r.sort();
-        r
+/// The LLM fake both sides use: the prompt-hashing [`FakeBackend`], whose
+/// text ops are scripted to one fixed reply for [`Replies::FixedText`]. It
+/// keeps every request it gets ([`sorted_requests`]).
+pub fn fake_model(replies: Replies) -> FakeBackend {
+    let fake = FakeBackend::new().named("recording-fake");
+    match replies {
+        Replies::Hashed => fake,
+        Replies::FixedText => fake.with_script(|request, _| {
+            let text_op = matches!(
+                request.kind,
+                LlmOpKind::Ask | LlmOpKind::Think | LlmOpKind::Reason | LlmOpKind::Llm
+            );
+            text_op.then(|| {
+                Ok(LlmResponse {
+                    text: "model reply".into(),
+                    json: None,
+                    usage: Usage::default(),
+                    finish_reason: "stop".into(),
+                    model: "fixed".into(),
+                    latency: Duration::ZERO,
+                    simulated: true,
+                    tool_calls: Vec::new(),
+                })
+            })
+        }),
     }
 }
 
-impl LlmBackend for Recording {
-    fn name(&self) -> &str {
-        "recording-fake"
-    }
-    fn is_simulated(&self) -> bool {
-        true
-    }
-    fn complete(
-        &self,
-        request: &LlmRequest,
-        _cancel: &CancelToken,
-    ) -> Result<LlmResponse, LlmError> {
-        self.reply(request)
-    }
-    fn starts_without_waiting(&self) -> bool {
-        true
-    }
-    fn scheduled_reply(
-        &self,
-        request: &LlmRequest,
-    ) -> Option<(Duration, Result<LlmResponse, LlmError>)> {
-        Some((Duration::ZERO, self.reply(request)))
-    }
+/// The requests `fake` got, sorted, so independent calls compare in any
+/// order.
+pub fn sorted_requests(fake: &FakeBackend) -> Vec<Request> {
+    let mut r: Vec<Request> = fake
+        .requests()
+        .iter()
+        .map(|request| {
+            (
+                request.kind.name().to_string(),
+                request.prompt.clone(),
+                request
+                    .context
+                    .iter()
+                    .map(|c| (c.label.clone(), c.text.clone()))
+                    .collect(),
+            )
+        })
+        .collect();
+    r.sort();
+    r
 }
 
 /// A `MemoryHost` with the deterministic tools the generated programs use,
@@ -210,7 +182,7 @@ fn tier_of(name: &str) -> Tier {
 
 /// Runs `program` on the oracle.
 pub fn run_oracle(program: &Program, args: &[(String, Json)], replies: Replies) -> Observed {
-    let backend = Recording::new(replies);
+    let backend = fake_model(replies);
     let log = Arc::new(Mutex::new(Vec::new()));
     let host = host_with_tools(log.clone());
     let outcome = ais_oracle::run(program, args, &backend, &host);
@@ -249,7 +221,7 @@ pub fn run_oracle(program: &Program, args: &[(String, Json)], replies: Replies) 
         memory,
         beliefs,
         tool_calls,
-        llm: (replies == Replies::Hashed).then(|| backend.sorted_requests()),
+        llm: (replies == Replies::Hashed).then(|| sorted_requests(&backend)),
     }
 }
 
@@ -276,7 +248,7 @@ pub fn run_vm(
     workers: usize,
     replies: Replies,
 ) -> Observed {
-    let backend = Arc::new(Recording::new(replies));
+    let backend = Arc::new(fake_model(replies));
     let log = Arc::new(Mutex::new(Vec::new()));
     let host = Arc::new(host_with_tools(log.clone()));
     let options = RunOptions {
@@ -321,7 +293,7 @@ pub fn run_vm(
         memory,
         beliefs,
         tool_calls,
-        llm: (replies == Replies::Hashed).then(|| backend.sorted_requests()),
+        llm: (replies == Replies::Hashed).then(|| sorted_requests(&backend)),
     }
 }
 

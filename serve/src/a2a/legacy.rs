@@ -2,6 +2,7 @@
 //! to 1.0's, and the version a request names.
 
 use super::*;
+use ais_wire::a2a::TaskState;
 
 /// The A2A 0.3 methods answered (JSON-RPC binding).
 pub(super) const LEGACY_METHODS: [&str; 5] = [
@@ -44,14 +45,10 @@ pub(super) fn to_0_3(v: Json) -> Json {
     }
     if let Some(Json::Object(mut u)) = o.remove("statusUpdate") {
         let status = u.remove("status").map_or(Json::Null, status_0_3);
-        let last = ends_stream(&json!(format!(
-            "TASK_STATE_{}",
-            status["state"]
-                .as_str()
-                .unwrap_or("")
-                .to_uppercase()
-                .replace('-', "_")
-        )));
+        let last = status["state"]
+            .as_str()
+            .and_then(TaskState::parse)
+            .is_some_and(|s| s.is_terminal() || s.is_interrupted());
         u.insert("status".into(), status);
         u.insert("final".into(), last.into());
         u.insert("kind".into(), "status-update".into());
@@ -91,11 +88,8 @@ pub(super) fn task_0_3(mut t: Json) -> Json {
 pub(super) fn status_0_3(mut s: Json) -> Json {
     let state = s["state"]
         .as_str()
-        .and_then(|x| x.strip_prefix("TASK_STATE_"))
-        .map_or_else(
-            || "unknown".to_string(),
-            |x| x.to_lowercase().replace('_', "-"),
-        );
+        .and_then(TaskState::parse)
+        .map_or("unknown", TaskState::name_0_3);
     s["state"] = state.into();
     if let Some(m) = s.get_mut("message") {
         *m = message_0_3(m.take());

@@ -6,7 +6,8 @@
 use super::{ends_stream, state_name, timestamp, to_0_3, A2a, TaskMeta, PAUSED_STATE};
 use crate::events::{Event, EventLog};
 use crate::registry::{RunEntry, Status};
-use crate::wire::{rpc, sse};
+use ais_wire::a2a::TaskState;
+use ais_wire::{rpc, sse};
 use serde_json::{json, Value as Json};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -107,7 +108,7 @@ impl TaskFrames {
             let now = e.data["status"]
                 .as_str()
                 .and_then(Status::parse)
-                .map_or("TASK_STATE_UNSPECIFIED", state_name);
+                .map_or(TaskState::Unspecified.name(), state_name);
             // A stop (at a `pause`, or by its server) is told by the
             // final update, from the settled run.
             if now == PAUSED_STATE {
@@ -115,7 +116,7 @@ impl TaskFrames {
             }
             // The first frame (the task) stands for its submission; an
             // earlier `queued` in the log is not news.
-            if self.state != now && now != "TASK_STATE_SUBMITTED" {
+            if self.state != now && now != TaskState::Submitted.name() {
                 self.state = now.into();
                 text.push_str(&self.frame(status_update(&self.s, now, None, None)));
             }
@@ -137,7 +138,7 @@ impl TaskFrames {
             let now = self
                 .state
                 .as_str()
-                .unwrap_or("TASK_STATE_UNSPECIFIED")
+                .unwrap_or(TaskState::Unspecified.name())
                 .to_string();
             text.push_str(&self.frame(status_update(
                 &self.s,

@@ -2,6 +2,8 @@
 //! the request parameters that name them.
 
 use super::*;
+pub(super) use ais_wire::a2a::part_of;
+use ais_wire::a2a::TaskState;
 
 pub(super) fn task_id(params: &Json) -> Result<&str, RpcError> {
     params["id"]
@@ -27,16 +29,17 @@ pub(super) fn history_length(params: &Json) -> Result<Option<usize>, RpcError> {
 pub(super) const PAUSED_STATE: &str = "TASK_STATE_FAILED";
 
 pub(super) fn state_name(s: Status) -> &'static str {
-    match s {
-        Status::Queued => "TASK_STATE_SUBMITTED",
-        Status::Running => "TASK_STATE_WORKING",
-        Status::Succeeded => "TASK_STATE_COMPLETED",
+    let state = match s {
+        Status::Queued => TaskState::Submitted,
+        Status::Running => TaskState::Working,
+        Status::Succeeded => TaskState::Completed,
         // A run its server's stop interrupted is resumable through POST
         // /v1/runs/{id}/resume; to A2A it has failed. One waiting at a
         // `pause` is told apart by `state_of`.
-        Status::Failed | Status::Paused => PAUSED_STATE,
-        Status::Cancelled => "TASK_STATE_CANCELED",
-    }
+        Status::Failed | Status::Paused => return PAUSED_STATE,
+        Status::Cancelled => TaskState::Canceled,
+    };
+    state.name()
 }
 
 /// Whether a run waits at a `pause` for a person's answer.
@@ -49,41 +52,25 @@ pub(super) fn waits_for_input(run: &Json) -> bool {
 /// answers it).
 pub(super) fn state_of(run: &Json) -> &'static str {
     if waits_for_input(run) {
-        return "TASK_STATE_INPUT_REQUIRED";
+        return TaskState::InputRequired.name();
     }
     run["status"]
         .as_str()
         .and_then(Status::parse)
-        .map_or("TASK_STATE_UNSPECIFIED", state_name)
+        .map_or(TaskState::Unspecified.name(), state_name)
 }
 
 /// A stream closes at a terminal state and at an interrupted one (the
 /// task waits for input: a follow-up message resumes it, and the client
 /// subscribes again).
 pub(super) fn ends_stream(state: &Json) -> bool {
-    is_terminal(state)
-        || state == "TASK_STATE_INPUT_REQUIRED"
-        || state == "TASK_STATE_AUTH_REQUIRED"
+    wire_state(state).is_some_and(|s| s.is_terminal() || s.is_interrupted())
 }
 
-pub(super) fn is_terminal(state: &Json) -> bool {
-    matches!(
-        state.as_str(),
-        Some(
-            "TASK_STATE_COMPLETED"
-                | "TASK_STATE_FAILED"
-                | "TASK_STATE_CANCELED"
-                | "TASK_STATE_REJECTED"
-        )
-    )
-}
-
-/// A value as one part: a string as text, anything else as data.
-pub(super) fn part_of(v: &Json) -> Json {
-    match v {
-        Json::String(s) => json!({"text": s, "mediaType": "text/plain"}),
-        other => json!({"data": other, "mediaType": "application/json"}),
-    }
+/// A state as this server writes it (1.0 names only).
+fn wire_state(state: &Json) -> Option<TaskState> {
+    let name = state.as_str()?;
+    TaskState::parse(name).filter(|s| s.name() == name)
 }
 
 pub(super) fn result_artifact(run: &Json) -> Option<Json> {
@@ -141,7 +128,7 @@ pub(super) fn status_message(run: &Json, id: &str, context_id: &str) -> Option<J
 /// RFC 3339 UTC with milliseconds from milliseconds since the epoch
 /// (the toolchain's one formatter; a time before 1970 is the epoch).
 pub fn timestamp(ms: i64) -> String {
-    ais_stdlib::time::rfc3339(u64::try_from(ms).unwrap_or(0))
+    ais_wire::time::rfc3339(u64::try_from(ms).unwrap_or(0))
 }
 
 #[cfg(test)]

@@ -245,7 +245,7 @@ fn sse_response(ctx: &Ctx, body: Body) -> Response<Body> {
     let h = r.headers_mut();
     h.insert(
         hyper::header::CONTENT_TYPE,
-        HeaderValue::from_static(crate::wire::sse::CONTENT_TYPE),
+        HeaderValue::from_static(ais_wire::sse::CONTENT_TYPE),
     );
     h.insert(
         hyper::header::CACHE_CONTROL,

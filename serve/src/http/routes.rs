@@ -304,9 +304,9 @@ fn mcp_post(ctx: &Ctx, body: &[u8]) -> Reply {
     let msg: Json = match serde_json::from_slice(body) {
         Ok(m) => m,
         Err(e) => {
-            let err = crate::wire::rpc::error(
+            let err = ais_wire::rpc::error(
                 Json::Null,
-                crate::wire::rpc::PARSE_ERROR,
+                ais_wire::rpc::PARSE_ERROR,
                 &format!("parse error: {e}"),
                 None,
             );

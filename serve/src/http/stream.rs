@@ -10,7 +10,7 @@ use super::{Body, Ctx};
 use crate::a2a::TaskFrames;
 use crate::error::ApiError;
 use crate::events::{Event, EventLog};
-use crate::wire::sse;
+use ais_wire::sse;
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::Frame;

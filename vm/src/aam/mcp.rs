@@ -32,6 +32,8 @@ use super::config::{secs, McpServerConfig};
 use crate::host::HostError;
 use crate::llm::CancelToken;
 use crate::sync::lock;
+use ais_wire::mcp::{method, Hints};
+use ais_wire::rpc::{self, Reply as Received};
 use serde_json::{json, Value as Json};
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -41,18 +43,10 @@ use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-/// The stateless revision (per-request `_meta`, `server/discover`).
-pub const MODERN_VERSION: &str = "2026-07-28";
-/// Handshake (`initialize`) revisions this client speaks, newest first.
-pub const LEGACY_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
-/// Every revision this client speaks, newest first.
-pub const PROTOCOL_VERSIONS: &[&str] = &[
-    MODERN_VERSION,
-    "2025-11-25",
-    "2025-06-18",
-    "2025-03-26",
-    "2024-11-05",
-];
+/// The stateless revision (per-request `_meta`, `server/discover`), the
+/// handshake (`initialize`) revisions, and every revision this client
+/// speaks, newest first (one list for client and server: `ais_wire::mcp`).
+pub use ais_wire::mcp::{CLIENT_VERSIONS as PROTOCOL_VERSIONS, LEGACY_VERSIONS, MODERN_VERSION};
 /// Longest line accepted from a server.
 const MAX_LINE: u64 = 32 * 1024 * 1024;
 /// How long the `server/discover` probe waits before treating the server as
@@ -251,11 +245,14 @@ impl McpClient {
 
     /// `_meta` of a modern request.
     fn meta() -> Json {
-        json!({
-            "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
-            "io.modelcontextprotocol/clientInfo": client_info(),
-            "io.modelcontextprotocol/clientCapabilities": {},
-        })
+        let mut meta = serde_json::Map::new();
+        meta.insert(
+            ais_wire::mcp::meta::PROTOCOL_VERSION.into(),
+            MODERN_VERSION.into(),
+        );
+        meta.insert(ais_wire::mcp::meta::CLIENT_INFO.into(), client_info());
+        meta.insert(ais_wire::mcp::meta::CLIENT_CAPABILITIES.into(), json!({}));
+        Json::Object(meta)
     }
 
     fn is_modern(&self) -> bool {
@@ -295,7 +292,7 @@ impl McpClient {
     fn discover(&self, cancel: &CancelToken) -> Result<Probe, HostError> {
         let params = json!({"_meta": McpClient::meta()});
         let wait = self.timeout.min(PROBE_TIMEOUT);
-        match self.request_with("server/discover", params, cancel, wait, 0) {
+        match self.request_with(method::DISCOVER, params, cancel, wait, 0) {
             Ok(r) => {
                 let versions: Vec<&str> = r
                     .get("supportedVersions")
@@ -334,7 +331,7 @@ impl McpClient {
     fn initialize(&self, cancel: &CancelToken) -> Result<(), HostError> {
         let ours = LEGACY_VERSIONS[0];
         let init = self.request(
-            "initialize",
+            method::INITIALIZE,
             json!({"protocolVersion": ours, "capabilities": {}, "clientInfo": client_info()}),
             cancel,
         )?;
@@ -352,7 +349,7 @@ impl McpClient {
         let _ = self
             .server_info
             .set(init.get("serverInfo").cloned().unwrap_or(Json::Null));
-        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        self.send(&rpc::notification(method::INITIALIZED, None))
     }
 
     fn list_tools(&self, cancel: &CancelToken) -> Result<Vec<McpTool>, HostError> {
@@ -363,7 +360,7 @@ impl McpClient {
                 Some(c) => json!({"cursor": c}),
                 None => json!({}),
             };
-            let page = self.request("tools/list", params, cancel)?;
+            let page = self.request(method::TOOLS_LIST, params, cancel)?;
             let list = page.get("tools").and_then(Json::as_array).ok_or_else(|| {
                 err(
                     &self.name,
@@ -485,12 +482,11 @@ impl McpClient {
 
     fn cancel_notice(&self, id: u64, method: &str, reason: &str) {
         // The spec forbids cancelling `initialize`.
-        if method != "initialize" {
-            let _ = self.send(&json!({
-                "jsonrpc": "2.0",
-                "method": "notifications/cancelled",
-                "params": {"requestId": id, "reason": reason},
-            }));
+        if method != method::INITIALIZE {
+            let _ = self.send(&rpc::notification(
+                method::CANCELLED,
+                Some(json!({"requestId": id, "reason": reason})),
+            ));
         }
     }
 
@@ -552,9 +548,7 @@ impl McpClient {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = channel();
         lock(&self.shared.pending).insert(id, tx);
-        if let Err(e) =
-            self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-        {
+        if let Err(e) = self.send(&rpc::request(id.into(), method, params)) {
             lock(&self.shared.pending).remove(&id);
             return Err(e);
         }
@@ -601,36 +595,15 @@ impl McpClient {
         if let Some(k) = super::tools::idempotency_key() {
             params["_meta"] = json!({ "ais/idempotency_key": k });
         }
-        let r = self.request("tools/call", params, cancel)?;
-        let content = r.get("content").cloned().unwrap_or(Json::Array(Vec::new()));
-        let text_of = |c: &Json| -> String {
-            c.as_array()
-                .map(|xs| {
-                    xs.iter()
-                        .filter_map(|x| x.get("text").and_then(Json::as_str))
-                        .collect::<Vec<_>>()
-                        .join("\n")
-                })
-                .unwrap_or_default()
-        };
-        if r.get("isError").and_then(Json::as_bool) == Some(true) {
-            let msg = text_of(&content);
-            return Err(err(
+        let r = self.request(method::TOOLS_CALL, params, cancel)?;
+        ais_wire::mcp::call_value(&r).map_err(|failed| {
+            err(
                 &self.name,
                 "mcp.tool_error",
-                format!("tool `{tool}` failed: {msg}"),
+                format!("tool `{tool}` failed: {}", failed.text),
             )
-            .with_payload(json!({"server": self.name, "tool": tool, "content": content})));
-        }
-        if let Some(s) = r.get("structuredContent").filter(|s| !s.is_null()) {
-            return Ok(s.clone());
-        }
-        match content.as_array().map(Vec::as_slice) {
-            Some([one]) if one.get("type").and_then(Json::as_str) == Some("text") => {
-                Ok(one.get("text").cloned().unwrap_or(Json::Null))
-            }
-            _ => Ok(content),
-        }
+            .with_payload(json!({"server": self.name, "tool": tool, "content": failed.content}))
+        })
     }
 
     pub fn is_alive(&self) -> bool {
@@ -674,20 +647,20 @@ fn read_loop(stdout: impl Read, sh: &Shared, server: &str, weak: &std::sync::Wea
             sh.not_json.fetch_add(1, Ordering::SeqCst);
             continue;
         };
-        let id = msg.get("id").cloned();
-        let method = msg.get("method").and_then(Json::as_str);
-        match (id, method) {
-            (Some(id), Some(_)) => {
+        match rpc::classify_reply(&msg) {
+            Received::Request { id, .. } => {
                 // A request from the server: we offer nothing.
                 if let Some(c) = weak.upgrade() {
-                    let _ = c.send(&json!({
-                        "jsonrpc": "2.0", "id": id,
-                        "error": {"code": -32601, "message": "method not supported by this client"}
-                    }));
+                    let _ = c.send(&rpc::error(
+                        id.clone(),
+                        rpc::METHOD_NOT_FOUND,
+                        "method not supported by this client",
+                        None,
+                    ));
                 }
             }
-            (None, Some(_)) => {} // notification
-            (Some(id), None) => {
+            Received::Notification { .. } => {}
+            Received::Response { id, outcome } => {
                 let Some(n) = id.as_u64() else {
                     sh.note(format!("protocol: reply with unexpected id {id}"));
                     continue;
@@ -696,22 +669,18 @@ fn read_loop(stdout: impl Read, sh: &Shared, server: &str, weak: &std::sync::Wea
                 let Some(tx) = tx else {
                     continue; // late reply to a timed-out or cancelled request
                 };
-                let reply = if let Some(e) = msg.get("error") {
-                    let m = e
-                        .get("message")
-                        .and_then(Json::as_str)
-                        .unwrap_or("error")
-                        .to_string();
-                    Err(err(server, "mcp.rpc_error", m)
-                        .with_payload(json!({"server": server, "error": e})))
-                } else {
-                    let mut result = msg.get("result").cloned().unwrap_or(Json::Null);
-                    with_param_orders(&mut result, text);
-                    Ok(result)
+                let reply = match outcome {
+                    Err(e) => Err(err(server, "mcp.rpc_error", rpc::error_message(e).into())
+                        .with_payload(json!({"server": server, "error": e}))),
+                    Ok(result) => {
+                        let mut result = result.clone();
+                        with_param_orders(&mut result, text);
+                        Ok(result)
+                    }
                 };
                 let _ = tx.send(reply);
             }
-            (None, None) => sh.note("protocol: a message with neither id nor method".into()),
+            Received::Junk => sh.note("protocol: a message with neither id nor method".into()),
         }
     }
     sh.alive.store(false, Ordering::SeqCst);
@@ -763,10 +732,10 @@ fn parse_tool(server: &str, t: &Json) -> Result<McpTool, HostError> {
                 format!("a tool without a name: {t}"),
             )
         })?;
-    let ann = t.get("annotations");
-    let hint = |k: &str| ann.and_then(|a| a.get(k)).and_then(Json::as_bool);
-    let read_only = hint("readOnlyHint") == Some(true);
-    let destructive = !read_only && hint("destructiveHint").unwrap_or(true);
+    let Hints {
+        read_only,
+        destructive,
+    } = Hints::of(t);
     let schema = |k: &str| t.get(k).filter(|s| s.is_object()).cloned();
     Ok(McpTool {
         name: name.to_string(),

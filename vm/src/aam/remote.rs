@@ -22,6 +22,8 @@
 use super::config::RemoteAgentConfig;
 use crate::host::HostError;
 use crate::llm::CancelToken;
+use ais_wire::a2a::{self, TaskState};
+use ais_wire::rpc;
 use serde_json::{json, Value as Json};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -219,10 +221,7 @@ impl RemoteAgent {
         let card = self
             .card
             .get_or_init(|| {
-                let url = format!(
-                    "{}/.well-known/agent-card.json",
-                    self.cfg.url.trim_end_matches('/')
-                );
+                let url = format!("{}/{}", self.cfg.url.trim_end_matches('/'), a2a::CARD_PATH);
                 let mut req = self.http.get(&url);
                 if let Some(t) = &self.token {
                     req = req.header("authorization", format!("Bearer {t}"));
@@ -264,12 +263,11 @@ impl RemoteAgent {
     /// One JSON-RPC call; its `result`. `retry`: resend when the request
     /// did not reach the agent.
     fn rpc(&self, method: &str, params: Json, retry: bool) -> Result<Json, HostError> {
-        let body = json!({
-            "jsonrpc": "2.0",
-            "id": self.seq.fetch_add(1, Ordering::Relaxed),
-            "method": method,
-            "params": params,
-        });
+        let body = rpc::request(
+            self.seq.fetch_add(1, Ordering::Relaxed).into(),
+            method,
+            params,
+        );
         let attempts = if retry {
             1 + self.cfg.retries.unwrap_or(2)
         } else {
@@ -284,7 +282,7 @@ impl RemoteAgent {
                 .http
                 .post(&self.cfg.url)
                 .header("content-type", "application/json")
-                .header("a2a-version", "1.0");
+                .header(a2a::VERSION_HEADER, a2a::PROTOCOL_VERSION);
             if let Some(t) = &self.token {
                 req = req.header("authorization", format!("Bearer {t}"));
             }
@@ -323,22 +321,22 @@ impl RemoteAgent {
                 .map_err(|e| {
                     self.bad(&format!("its reply (HTTP {status}) is not JSON-RPC: {e}"))
                 })?;
-            if let Some(e) = reply.get("error") {
-                return Err(err(
+            // An error wins; else the result (a reply without an id is
+            // taken too, as it always was).
+            return match (reply.get("error"), reply.get("result")) {
+                (Some(e), _) => Err(err(
                     "remote.error",
                     format!(
                         "remote agent `{}`: {} ({})",
                         self.cfg.name,
-                        e["message"].as_str().unwrap_or("error"),
+                        rpc::error_message(e),
                         e["code"]
                     ),
                 )
-                .with_payload(json!({"agent": self.cfg.name, "error": e})));
-            }
-            return reply
-                .get("result")
-                .cloned()
-                .ok_or_else(|| self.bad("its reply has neither result nor error"));
+                .with_payload(json!({"agent": self.cfg.name, "error": e}))),
+                (None, Some(r)) => Ok(r.clone()),
+                (None, None) => Err(self.bad("its reply has neither result nor error")),
+            };
         }
         Err(last.unwrap_or_else(|| self.bad("no attempt was made")))
     }
@@ -375,15 +373,15 @@ enum State {
 fn task_state(task: &Json) -> State {
     // 1.0 names states `TASK_STATE_X`; 0.3 servers answer `x`.
     let raw = task["status"]["state"].as_str().unwrap_or("");
-    let s = raw
-        .trim_start_matches("TASK_STATE_")
-        .to_ascii_lowercase()
-        .replace('-', "_");
-    match s.as_str() {
-        "completed" => State::Done,
-        "input_required" | "auth_required" => State::NeedsInput,
-        "failed" | "rejected" | "canceled" | "cancelled" => {
-            State::Failed(format!("ended {s}: {}", status_text(task)))
+    match TaskState::parse(raw) {
+        Some(TaskState::Completed) => State::Done,
+        Some(s) if s.is_interrupted() => State::NeedsInput,
+        Some(s) if s.is_terminal() => {
+            let said = raw
+                .trim_start_matches("TASK_STATE_")
+                .to_ascii_lowercase()
+                .replace('-', "_");
+            State::Failed(format!("ended {said}: {}", status_text(task)))
         }
         _ => State::Working,
     }
@@ -404,24 +402,7 @@ fn status_text(task: &Json) -> String {
 /// The value parts carry: one text part's text, one data part's value,
 /// several parts' texts joined.
 fn value_of_parts(parts: Option<&Json>) -> Result<Json, HostError> {
-    let parts = parts
-        .and_then(Json::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or(&[]);
-    match parts {
-        [] => Ok(Json::Null),
-        [p] => Ok(match (p.get("data"), p.get("text")) {
-            (Some(d), _) => d.clone(),
-            (None, Some(t)) => t.clone(),
-            (None, None) => Json::Null,
-        }),
-        many => Ok(Json::String(
-            many.iter()
-                .filter_map(|p| p["text"].as_str())
-                .collect::<Vec<_>>()
-                .join("\n"),
-        )),
-    }
+    Ok(a2a::value_of_parts(parts))
 }
 
 #[cfg(test)]

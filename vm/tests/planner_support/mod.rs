@@ -1,37 +1,77 @@
 //! A scripted planner model for the inner-plan tests: round `n` of a
 //! `solve` op is answered with `plans[n-1]` (the last one again after
-//! that), its prompts are recorded; other LLM ops get `answer: <prompt> |
-//! <context>`, or fail with `fail_answers`.
+//! that); other LLM ops get `answer: <prompt> | <context>`, or fail with
+//! [`failing_planner`]. It is the scriptable [`FakeBackend`], called as a
+//! remote provider is (blocking); [`rounds_of`] and [`prompts_of`] read back the
+//! planning requests it got.
 #![allow(dead_code)]
 
-use ais_vm::llm::{
-    CancelToken, LlmBackend, LlmError, LlmErrorKind, LlmOpKind, LlmRequest, LlmResponse, Usage,
-};
+use ais_testkit::fake::FakeBackend;
+use ais_vm::llm::{LlmError, LlmErrorKind, LlmOpKind, LlmRequest, LlmResponse, Usage};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-pub struct Planner {
-    pub plans: Vec<String>,
-    pub rounds: AtomicUsize,
-    pub prompts: Mutex<Vec<String>>,
-    pub fail_answers: bool,
+/// The planner: `plans` by round, text answers to other ops.
+pub fn planner_model(plans: &[&str]) -> Arc<FakeBackend> {
+    scripted(plans, false)
 }
 
-impl Planner {
-    pub fn new(plans: &[&str]) -> Arc<Planner> {
-        Arc::new(Planner {
-            plans: plans.iter().map(|p| p.to_string()).collect(),
-            rounds: AtomicUsize::new(0),
-            prompts: Mutex::new(Vec::new()),
-            fail_answers: false,
-        })
-    }
+/// The planner whose answers to other ops fail (`llm.auth`).
+pub fn failing_planner(plans: &[&str]) -> Arc<FakeBackend> {
+    scripted(plans, true)
+}
 
-    /// Planning rounds asked so far.
-    pub fn rounds(&self) -> usize {
-        self.rounds.load(Ordering::SeqCst)
-    }
+fn scripted(plans: &[&str], fail_answers: bool) -> Arc<FakeBackend> {
+    let plans: Vec<String> = plans.iter().map(|p| p.to_string()).collect();
+    let round = AtomicUsize::new(0);
+    Arc::new(
+        FakeBackend::new()
+            .named("planner")
+            .blocking()
+            .with_script(move |r, _| {
+                if r.kind == LlmOpKind::Solve {
+                    let n = round.fetch_add(1, Ordering::SeqCst);
+                    let plan = plans.get(n).or(plans.last()).cloned().unwrap_or_default();
+                    return Some(Ok(text(&plan)));
+                }
+                if fail_answers {
+                    return Some(Err(LlmError::new(
+                        "planner",
+                        LlmErrorKind::Auth,
+                        "key revoked",
+                    )));
+                }
+                Some(Ok(answer(r)))
+            }),
+    )
+}
+
+/// The planning requests `fake` got, in order.
+pub fn planning_requests(fake: &FakeBackend) -> Vec<LlmRequest> {
+    fake.requests()
+        .into_iter()
+        .filter(|r| r.kind == LlmOpKind::Solve)
+        .collect()
+}
+
+/// Planning rounds asked so far.
+pub fn rounds_of(fake: &FakeBackend) -> usize {
+    planning_requests(fake).len()
+}
+
+/// The prompts of the planning rounds, in order.
+pub fn prompts_of(fake: &FakeBackend) -> Vec<String> {
+    planning_requests(fake)
+        .into_iter()
+        .map(|r| r.prompt)
+        .collect()
+}
+
+/// `answer: <prompt> | <context>`.
+pub fn answer(r: &LlmRequest) -> LlmResponse {
+    let ctx: Vec<&str> = r.context.iter().map(|c| c.text.as_str()).collect();
+    text(&format!("answer: {} | {}", r.prompt, ctx.join(", ")))
 }
 
 /// A finished reply with `t` as its text.
@@ -48,32 +88,5 @@ pub fn text(t: &str) -> LlmResponse {
         latency: Duration::ZERO,
         simulated: false,
         tool_calls: Vec::new(),
-    }
-}
-
-impl LlmBackend for Planner {
-    fn name(&self) -> &str {
-        "planner"
-    }
-    fn complete(&self, r: &LlmRequest, _: &CancelToken) -> Result<LlmResponse, LlmError> {
-        if r.kind == LlmOpKind::Solve {
-            let n = self.rounds.fetch_add(1, Ordering::SeqCst);
-            self.prompts
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(r.prompt.clone());
-            let plan = self
-                .plans
-                .get(n)
-                .or(self.plans.last())
-                .cloned()
-                .unwrap_or_default();
-            return Ok(text(&plan));
-        }
-        if self.fail_answers {
-            return Err(LlmError::new("planner", LlmErrorKind::Auth, "key revoked"));
-        }
-        let ctx: Vec<&str> = r.context.iter().map(|c| c.text.as_str()).collect();
-        Ok(text(&format!("answer: {} | {}", r.prompt, ctx.join(", "))))
     }
 }
