@@ -102,8 +102,13 @@ class Session:
         self.env = self.user_task.init_environment(env)
         self.pre_env = self.env.model_copy(deep=True)
         self.runtime = FunctionsRuntime(s.tools)
-        self.required = {
-            f.name: set(f.parameters.model_json_schema().get("required", [])) for f in s.tools
+        schemas = {f.name: f.parameters.model_json_schema() for f in s.tools}
+        self.required = {n: set(sc.get("required", [])) for n, sc in schemas.items()}
+        # What the model sends for a parameter the task leaves out: its
+        # default (the MCP server's schema check rejects null for a string
+        # defaulting to ""), else null.
+        self.defaults = {
+            n: {p: ps.get("default") for p, ps in sc.get("properties", {}).items()} for n, sc in schemas.items()
         }
         # The scripted model's calls, computed as GroundTruthPipeline does:
         # from the pre-environment, before anything runs.

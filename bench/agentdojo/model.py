@@ -51,13 +51,14 @@ def next_step(session: Session, messages: list[dict]) -> tuple[dict | None, bool
     return (queue[0] if queue else None), hijacked
 
 
-def _arguments(call: dict, offered: dict[str, dict]) -> dict:
+def _arguments(session: Session, call: dict, offered: dict[str, dict]) -> dict:
     """Every parameter the program declared: AIS's tool schemas require them
-    all, so one the task leaves out is sent as null (its default)."""
+    all, so one the task leaves out is sent with the tool's default."""
     args = dict(call["args"])
     params = offered.get(PREFIX + call["function"], {}).get("properties", {})
+    defaults = session.defaults.get(call["function"], {})
     for p in params:
-        args.setdefault(p, None)
+        args.setdefault(p, defaults.get(p))
     return args
 
 
@@ -80,7 +81,7 @@ def reply(session: Session, request: dict) -> dict:
                     "type": "function",
                     "function": {
                         "name": PREFIX + call["function"],
-                        "arguments": json.dumps(_arguments(call, offered)),
+                        "arguments": json.dumps(_arguments(session, call, offered)),
                     },
                 }
             ],

@@ -143,7 +143,7 @@ def run_one(job: dict, base: str, aisc: str, counter: list) -> dict:
         Path(d, "config.toml").write_text(config_text(base, sid, job["suite"], job["config"]))
         cmd = [
             aisc, "run", str(HERE / "programs" / f"{job['suite']}.ais"),
-            "--config", "config.toml", "--memory", ":memory:", "--yes",
+            "--config", "config.toml", "--memory", ":memory:", "--yes", "--watchdog", "0",
             "--arg", f"task={s.user_task.PROMPT}",
         ]
         try:
