@@ -91,6 +91,22 @@ def main() -> int:
         for inj, n in sorted(by_inj.items()):
             calls = Counter(c for r in succ if r["injection"] == inj for c in r["calls"])
             print(f"  - `{inj}`: {n} pairs; calls that ran: {', '.join(sorted(calls))}")
+        s = suite(name)
+        env = s.load_and_inject_default_environment({})
+        empty = sorted(
+            (i for i, it in s.injection_tasks.items() if not it.ground_truth(env)),
+            key=lambda i: int(i.rsplit("_", 1)[1]),
+        )
+        if empty:
+            att_none = [
+                r for r in runs if r["suite"] == name and r["config"] == "none" and r["injection"] is not None
+            ]
+            rest = [r for r in att_none if r["injection"] not in empty]
+            print(
+                f"- injection tasks whose ground truth is empty in AgentDojo (the hijacked model has no call to "
+                f"make): {', '.join(empty)}; no policy, attack success over the others: "
+                f"{sum(bool(r['attack_success']) for r in rest)}/{len(rest)}"
+            )
         users = sorted({r["user"] for r in clean}, key=lambda u: int(u.rsplit("_", 1)[1]))
         ok = [u for u in users if turn_by_turn_ok(p, gt_calls(name, u))]
         print(

@@ -92,6 +92,9 @@ class Session:
     mode: str
     lock: threading.Lock = field(default_factory=threading.Lock)
     trace: list[FunctionCall] = field(default_factory=list)
+    # Calls that reached the environment and failed there (AgentDojo's
+    # error text): a bridge problem if the ground truth's own calls fail.
+    errors: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         s = suite(self.suite_name)
@@ -130,6 +133,8 @@ class Session:
             result, error = self.runtime.run_function(self.env, fn, kwargs)
             if error is None:
                 self.trace.append(FunctionCall(function=fn, args=kwargs, id=f"c{len(self.trace)}"))
+            else:
+                self.errors.append(f"{fn}: {error}"[:300])
         if error is not None:
             return error, True
         return tool_result_to_str(result), False

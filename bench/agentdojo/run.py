@@ -166,6 +166,7 @@ def run_one(job: dict, base: str, aisc: str, counter: list) -> dict:
         **verdict,
         "exit": rc,
         "calls": [c.function for c in s.trace],
+        "tool_errors": list(s.errors),
         "stderr_tail": err[-400:] if rc != 0 else "",
         "refusals": refused,
     }
