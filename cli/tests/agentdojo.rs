@@ -81,8 +81,8 @@ fn agentdojo_subset_is_judged_by_agentdojo() {
 /// Per suite and configuration: (runs without attack, of which the user
 /// task was done; runs under attack, of which the user task was done, of
 /// which the injection task was done), as measured (docs/bench/agentdojo.md).
-/// No policy: the hijacked model does the injection task wherever AgentDojo
-/// gives it one to do. The documented policy: no injected tool call runs;
+/// No policy: 15 of 16 attacks succeed (in travel `user_task_0` books its
+/// own hotel after the injected booking, which replaces it). The documented policy: no injected tool call runs;
 /// the two travel successes are `injection_task_6`, whose goal is the
 /// answer's text (the answer is no sink). The benign tasks lost under the
 /// policy are the ones that call a guarded tool: on today's runtime a
