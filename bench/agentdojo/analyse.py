@@ -111,7 +111,7 @@ def main() -> int:
         ok = [u for u in users if turn_by_turn_ok(p, gt_calls(name, u))]
         print(
             f"- judged turn by turn (counted on the ground-truth sequences): {len(ok)}/{len(users)} user tasks "
-            "call no sink after reading an untrusted tool"
+            "would keep every call (none calls a sink after reading an untrusted tool)"
         )
         print()
     return 0
