@@ -118,8 +118,11 @@ impl Fixture for Sqlite {
     }
     fn interrupt(&self, store: &Arc<dyn Store>, _id: &str) {
         let c = rusqlite::Connection::open(store.location()).unwrap();
-        c.execute("UPDATE runs SET status = 'running', pid = 0", [])
-            .unwrap();
+        c.execute(
+            "UPDATE runs SET status = 'running', pid = 0, owner = NULL, lease_until = NULL",
+            [],
+        )
+        .unwrap();
     }
 }
 

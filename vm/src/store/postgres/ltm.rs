@@ -1,12 +1,12 @@
 //! Long-term memory in the shared PostgreSQL store: the same entries as
-//! the SQLite LTM (`crate::aam::ltm`), searched with PostgreSQL's own text
+//! the SQLite LTM (`crate::store::sqlite`), searched with PostgreSQL's own text
 //! search (a stored `tsvector` with a GIN index, `simple` configuration:
 //! lower-cased words, no stemming, like FTS5's default tokenizer), ranked
 //! with `ts_rank`.
 
 use super::pool::Pool;
-use crate::aam::ltm::{text_of, LtmEntry};
 use crate::host::HostError;
+use crate::store::agent::{text_of, LtmEntry};
 use postgres::Row;
 use serde_json::Value as Json;
 
@@ -33,7 +33,7 @@ impl std::fmt::Debug for PgLtm {
 /// A `tsquery` of the words (letters and digits only, so no quoting
 /// issue), joined by `op` (`&` or `|`); `None` without words.
 fn tsquery(query: &str, op: &str) -> Option<String> {
-    let ws = crate::aam::words(query);
+    let ws = crate::store::agent::words(query);
     (!ws.is_empty()).then(|| ws.join(&format!(" {op} ")))
 }
 
@@ -270,7 +270,7 @@ impl PgLtm {
     }
 }
 
-/// Named work queues in the shared store (`crate::aam::queue` is the
+/// Named work queues in the shared store (`crate::store::sqlite::queue` is the
 /// SQLite twin): a claim takes the oldest open job with `FOR UPDATE SKIP
 /// LOCKED`, so workers of a fleet never take the same one.
 impl PgLtm {

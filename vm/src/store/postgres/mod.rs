@@ -12,6 +12,7 @@
 //! Leases use the database's clock (`clock_timestamp()`), so workers'
 //! clocks need not agree.
 
+mod agent;
 mod group;
 pub mod ltm;
 mod pool;
@@ -231,7 +232,7 @@ impl PgStore {
     }
 
     fn insert(&self, run: &NewRun<'_>, status: &str) -> Result<(), JournalError> {
-        let sha = super::sqlite::hex(&Sha256::digest(run.artifact));
+        let sha = super::hex(&Sha256::digest(run.artifact));
         let owner = (status == "running").then(|| self.owner.clone());
         self.with(|c| {
             c.execute(

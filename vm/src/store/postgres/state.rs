@@ -1,13 +1,12 @@
 //! The agents' state besides LTM in the shared PostgreSQL store (schema
 //! version 4): mailboxes of `communicate`, goals, beliefs and the episodic
-//! log. The SQLite/in-process twins are in `crate::aam`; the host picks one
-//! side once, when it is built (`AamHost::use_store`).
+//! log. The SQLite twins are in `crate::store::sqlite::agent`; the host is
+//! given one store when it is built (`AamHost::use_store`).
 
 use super::ltm::{db_err, PgLtm};
 use super::NOW_MS;
-use crate::aam::episodic::Filter;
-use crate::aam::Received;
 use crate::host::HostError;
+use crate::store::agent::{Filter, Received};
 use serde_json::Value as Json;
 
 fn encode(v: &Json) -> Result<String, HostError> {

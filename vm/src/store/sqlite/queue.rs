@@ -1,10 +1,10 @@
 //! Named work queues (`enqueue` and `claim`, the reference's coordination
 //! op): jobs in the memory database, taken first in, first out. A claim is
 //! one transaction, so two runs sharing a memory directory never take the
-//! same job. With the PostgreSQL store (docs/scale-out.md) they live there
-//! and are shared by the fleet (`store::postgres::ltm`).
+//! same job. The PostgreSQL twin (docs/scale-out.md) shares them across a
+//! fleet (`store::postgres::ltm`).
 
-use super::ltm::{db_err, Ltm};
+use super::memory::{db_err, SqliteLtm};
 use crate::host::HostError;
 use rusqlite::{params, OptionalExtension};
 use serde_json::{json, Value as Json};
@@ -25,12 +25,9 @@ fn now_ms() -> i64 {
     i64::try_from(ais_stdlib::time::unix_ms()).unwrap_or(i64::MAX)
 }
 
-impl Ltm {
+impl SqliteLtm {
     /// Appends `job` to `queue`; `{queue, id, pending}` (jobs not claimed yet).
     pub fn enqueue(&self, queue: &str, job: &Json, by: &str) -> Result<Json, HostError> {
-        if let Some(pg) = self.shared_store() {
-            return pg.enqueue(queue, job, by);
-        }
         let text = serde_json::to_string(job)
             .map_err(|e| HostError::new("memory.encode", e.to_string()))?;
         let mut c = self.conn();
@@ -57,9 +54,6 @@ impl Ltm {
     /// Takes the oldest unclaimed job of `queue` for `by`: `{queue, id,
     /// job}`, or `null` when the queue is empty.
     pub fn claim(&self, queue: &str, by: &str) -> Result<Json, HostError> {
-        if let Some(pg) = self.shared_store() {
-            return pg.claim(queue, by);
-        }
         let mut c = self.conn();
         let tx = c
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
@@ -93,7 +87,7 @@ mod tests {
 
     #[test]
     fn jobs_are_claimed_once_in_order() {
-        let ltm = Ltm::open(None).expect("open");
+        let ltm = SqliteLtm::open(None).expect("open");
         assert_eq!(ltm.claim("q", "r1").expect("claim"), Json::Null);
         ltm.enqueue("q", &json!("a"), "r0").expect("enqueue");
         let second = ltm.enqueue("q", &json!({"n": 2}), "r0").expect("enqueue");
