@@ -466,7 +466,9 @@ fn work_queues_are_shared_by_the_fleet(fx: &Pg) {
     let url = fx.url_of(&store);
     let producer = Ltm::postgres(&url).unwrap();
     for n in 0..40 {
-        producer.enqueue("jobs", &json!({"n": n}), "p").unwrap();
+        producer
+            .enqueue("jobs", &json!({"n": n}), "p", &[])
+            .unwrap();
     }
     let claimed = std::sync::Mutex::new(Vec::new());
     std::thread::scope(|s| {
@@ -476,7 +478,7 @@ fn work_queues_are_shared_by_the_fleet(fx: &Pg) {
             s.spawn(move || {
                 let worker = Ltm::postgres(&url).unwrap();
                 loop {
-                    let j = worker.claim("jobs", &format!("w{w}")).unwrap();
+                    let (j, _) = worker.claim("jobs", &format!("w{w}")).unwrap();
                     let Some(n) = j["job"]["n"].as_i64() else {
                         break;
                     };
@@ -488,7 +490,14 @@ fn work_queues_are_shared_by_the_fleet(fx: &Pg) {
     let mut got = claimed.into_inner().unwrap();
     got.sort();
     assert_eq!(got, (0..40).collect::<Vec<i64>>());
-    assert_eq!(producer.claim("jobs", "late").unwrap(), json!(null));
+    assert_eq!(producer.claim("jobs", "late").unwrap().0, json!(null));
+    // A job keeps its labels until it is claimed.
+    let page = vec!["fetch_page".to_string()];
+    producer
+        .enqueue("labelled", &json!("x"), "p", &page)
+        .unwrap();
+    let (job, labels) = producer.claim("labelled", "w").unwrap();
+    assert_eq!((job["job"].clone(), labels), (json!("x"), page));
 }
 
 fn ltm_in_postgres_with_text_search(fx: &Pg) {
@@ -508,6 +517,7 @@ fn ltm_in_postgres_with_text_search(fx: &Pg) {
         "fact:1",
         &json!("Paris is the capital of France"),
         None,
+        &["fetch_page".to_string()],
     )
     .unwrap();
     a.put(
@@ -516,6 +526,7 @@ fn ltm_in_postgres_with_text_search(fx: &Pg) {
         "fact:2",
         &json!("Berlin is the capital of Germany"),
         None,
+        &[],
     )
     .unwrap();
     a.put(
@@ -524,12 +535,22 @@ fn ltm_in_postgres_with_text_search(fx: &Pg) {
         "note",
         &json!({"city": "Lyon", "river": "Rhone"}),
         None,
+        &[],
     )
     .unwrap();
-    a.put("Bob", "ltm", "fact:1", &json!("Rome is in Italy"), None)
-        .unwrap();
+    a.put(
+        "Bob",
+        "ltm",
+        "fact:1",
+        &json!("Rome is in Italy"),
+        None,
+        &[],
+    )
+    .unwrap();
     let e = b.get("Ann", "ltm", "fact:1").unwrap().unwrap();
     assert_eq!(e.value, json!("Paris is the capital of France"));
+    // Each entry keeps its own labels (docs/security.md).
+    assert_eq!(e.labels, ["fetch_page"]);
     assert_eq!(e.seq, 1);
     let all: Vec<String> = b
         .all("Ann", "ltm")
@@ -550,6 +571,8 @@ fn ltm_in_postgres_with_text_search(fx: &Pg) {
     // Any word, best first: two matching words rank above one.
     let ranked = b.search_ranked(None, "ltm", "capital germany", 10).unwrap();
     assert_eq!(ranked[0].0.key, "fact:2");
+    assert!(ranked[0].0.labels.is_empty());
+    assert_eq!(ranked[1].0.labels, ["fetch_page"]);
     assert_eq!(ranked.len(), 2);
     assert!(ranked[0].1 > ranked[1].1);
     let everyone = b.search_ranked(None, "ltm", "italy paris", 10).unwrap();
@@ -559,12 +582,12 @@ fn ltm_in_postgres_with_text_search(fx: &Pg) {
         vec![("Ann".to_string(), 3), ("Bob".to_string(), 1)]
     );
     // Updating keeps one row; removing and clearing delete.
-    a.put("Ann", "ltm", "fact:1", &json!("Paris, France"), None)
+    a.put("Ann", "ltm", "fact:1", &json!("Paris, France"), None, &[])
         .unwrap();
-    assert_eq!(
-        b.get("Ann", "ltm", "fact:1").unwrap().unwrap().value,
-        json!("Paris, France")
-    );
+    let e = b.get("Ann", "ltm", "fact:1").unwrap().unwrap();
+    assert_eq!(e.value, json!("Paris, France"));
+    // A new value comes with its own labels.
+    assert!(e.labels.is_empty());
     assert!(b.remove("Ann", "ltm", "fact:2").unwrap());
     assert!(!b.remove("Ann", "ltm", "fact:2").unwrap());
     assert_eq!(b.clear(Some("Ann"), "ltm").unwrap(), 2);

@@ -6,7 +6,7 @@
 
 use super::ltm::text_of;
 use super::{episodic, words, AamHost, LTM_NS, TRACE_QUERY};
-use crate::host::HostError;
+use crate::host::{flow, HostError};
 use ais_ir::Tier;
 use serde_json::{json, Value as Json};
 use std::collections::HashSet;
@@ -162,7 +162,10 @@ impl AamHost {
             }
             Tier::Ltm => {
                 let k = key.unwrap_or_else(|| content_key(value));
-                self.ltm.put(agent, LTM_NS, &k, value, None)?;
+                // `umem` is labelled per tier (`crate::ifc`); a value
+                // written inside a labelled call keeps that call's labels.
+                self.ltm
+                    .put(agent, LTM_NS, &k, value, None, &flow::writing())?;
                 Ok(json!({"key": k}))
             }
             Tier::Episodic => {
@@ -246,11 +249,15 @@ impl AamHost {
         } else {
             self.ltm.search_ranked(Some(agent), LTM_NS, q, wide)?
         };
+        // The result carries the labels of every entry it returns.
         Ok(Json::Array(
             hits.into_iter()
                 .filter(|(e, _)| has_tags(&e.value))
                 .take(limit)
-                .map(|(e, s)| json!({"key": e.key, "value": e.value, "score": s}))
+                .map(|(e, s)| {
+                    flow::read(&e.labels);
+                    json!({"key": e.key, "value": e.value, "score": s})
+                })
                 .collect(),
         ))
     }
@@ -264,7 +271,9 @@ impl AamHost {
         // content), so a resumed or repeated run does not duplicate it.
         let key = format!("fact:{}", &content_hash(text)[..16]);
         let value = json!({"text": text, "tags": tags, "source": source});
-        self.ltm.put(agent, LTM_NS, &key, &value, None)?;
+        // The fact keeps the labels of the text it was given.
+        self.ltm
+            .put(agent, LTM_NS, &key, &value, None, &flow::writing())?;
         Ok(json!({"key": key}))
     }
 
@@ -273,11 +282,15 @@ impl AamHost {
         let queue = args.get("queue").and_then(Json::as_str).unwrap_or("");
         let by = format!("{}/{agent}", self.run_id);
         match op {
-            "enqueue" => self
-                .ltm
-                .enqueue(queue, args.get("job").unwrap_or(&Json::Null), &by),
+            "enqueue" => self.ltm.enqueue(
+                queue,
+                args.get("job").unwrap_or(&Json::Null),
+                &by,
+                &flow::writing(),
+            ),
             _ => {
-                let mut got = self.ltm.claim(queue, &by)?;
+                let (mut got, labels) = self.ltm.claim(queue, &by)?;
+                flow::read(&labels);
                 // The reference's names for the same facts.
                 if let Some(o) = got.as_object_mut() {
                     let id = o.get("id").cloned().unwrap_or(Json::Null);
@@ -328,6 +341,7 @@ impl AamHost {
                 &format!("{tier}/{n}"),
                 &Json::Bool(true),
                 None,
+                &[],
             )?;
         }
         Ok(())

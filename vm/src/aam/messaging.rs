@@ -115,6 +115,7 @@ impl super::AamHost {
             protocol: message.protocol.clone(),
             body: message.body.clone(),
             time_ms: ais_stdlib::time::unix_ms(),
+            labels: crate::host::flow::writing(),
         };
         if let Err(e) = self.ltm.send(&message.to, &m) {
             let inputs = json!({"to": message.to, "protocol": message.protocol});
@@ -134,6 +135,9 @@ impl super::AamHost {
     pub(super) fn inbox_tool(&self, agent: &str, args: &Json) -> Result<Json, HostError> {
         let clear = args.get("clear").and_then(Json::as_bool).unwrap_or(false);
         let list = self.ltm.inbox(agent, clear)?;
+        for m in &list {
+            crate::host::flow::read(&m.labels);
+        }
         Ok(Json::Array(
             list.iter()
                 .map(|m| {

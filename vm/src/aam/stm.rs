@@ -241,6 +241,8 @@ impl super::AamHost {
                 &e.key,
                 &e.value,
                 Some(i64::try_from(e.seq).unwrap_or(i64::MAX)),
+                // STM is labelled per tier for the run it lives in.
+                &[],
             )?;
             lock(&self.swapped).insert((agent.to_string(), e.key));
         }

@@ -24,6 +24,9 @@ pub struct LtmEntry {
     pub value: Json,
     pub seq: i64,
     pub updated_ms: i64,
+    /// The information-flow labels (source names) of the value, kept
+    /// with it (`crate::host::flow`); empty for a value written with none.
+    pub labels: Vec<String>,
 }
 
 /// Which episodic records a read returns (all given conditions hold).
@@ -43,6 +46,19 @@ pub struct Received {
     pub protocol: String,
     pub body: Json,
     pub time_ms: u64,
+    /// The information-flow labels (source names) of the body.
+    pub labels: Vec<String>,
+}
+
+/// Labels as a column stores them (a JSON list of source names).
+pub fn labels_text(labels: &[String]) -> String {
+    serde_json::to_string(labels).unwrap_or_else(|_| "[]".into())
+}
+
+/// A labels column read back; a value that is not a list of names (a row
+/// edited by hand) reads as no labels.
+pub fn labels_of(text: &str) -> Vec<String> {
+    serde_json::from_str(text).unwrap_or_default()
 }
 
 /// The text an entry is searched by.
@@ -84,8 +100,9 @@ pub trait AgentStore: Send + Sync {
 
     // -- long-term memory ----------------------------------------------
 
-    /// Inserts or replaces `(agent, ns, key)`; `seq`: keep this sequence
-    /// number (an STM swap-out), else the next one of the namespace.
+    /// Inserts or replaces `(agent, ns, key)` with the value's `labels`;
+    /// `seq`: keep this sequence number (an STM swap-out), else the next
+    /// one of the namespace.
     fn put(
         &self,
         agent: &str,
@@ -93,6 +110,7 @@ pub trait AgentStore: Send + Sync {
         key: &str,
         value: &Json,
         seq: Option<i64>,
+        labels: &[String],
     ) -> Result<(), HostError>;
     fn get(&self, agent: &str, ns: &str, key: &str) -> Result<Option<LtmEntry>, HostError>;
     /// Every entry of the namespace, oldest write first.
@@ -122,11 +140,18 @@ pub trait AgentStore: Send + Sync {
 
     // -- work queues -----------------------------------------------------
 
-    /// Appends `job` to `queue`; `{queue, id, pending}` (jobs not claimed yet).
-    fn enqueue(&self, queue: &str, job: &Json, by: &str) -> Result<Json, HostError>;
+    /// Appends `job` (labelled `labels`) to `queue`; `{queue, id,
+    /// pending}` (jobs not claimed yet).
+    fn enqueue(
+        &self,
+        queue: &str,
+        job: &Json,
+        by: &str,
+        labels: &[String],
+    ) -> Result<Json, HostError>;
     /// Takes the oldest unclaimed job of `queue` for `by`: `{queue, id,
-    /// job}`, or `null` when the queue is empty.
-    fn claim(&self, queue: &str, by: &str) -> Result<Json, HostError>;
+    /// job}` and the job's labels, or `null` when the queue is empty.
+    fn claim(&self, queue: &str, by: &str) -> Result<(Json, Vec<String>), HostError>;
 
     // -- the episodic log --------------------------------------------------
 

@@ -19,8 +19,9 @@ impl AgentStore for PgLtm {
         key: &str,
         value: &Json,
         seq: Option<i64>,
+        labels: &[String],
     ) -> Result<(), HostError> {
-        PgLtm::put(self, agent, ns, key, value, seq)
+        PgLtm::put(self, agent, ns, key, value, seq, labels)
     }
 
     fn get(&self, agent: &str, ns: &str, key: &str) -> Result<Option<LtmEntry>, HostError> {
@@ -69,11 +70,17 @@ impl AgentStore for PgLtm {
         PgLtm::schema_version(self)
     }
 
-    fn enqueue(&self, queue: &str, job: &Json, by: &str) -> Result<Json, HostError> {
-        PgLtm::enqueue(self, queue, job, by)
+    fn enqueue(
+        &self,
+        queue: &str,
+        job: &Json,
+        by: &str,
+        labels: &[String],
+    ) -> Result<Json, HostError> {
+        PgLtm::enqueue(self, queue, job, by, labels)
     }
 
-    fn claim(&self, queue: &str, by: &str) -> Result<Json, HostError> {
+    fn claim(&self, queue: &str, by: &str) -> Result<(Json, Vec<String>), HostError> {
         PgLtm::claim(self, queue, by)
     }
 

@@ -144,8 +144,9 @@ impl AgentStore for SqliteAgentStore {
         key: &str,
         value: &Json,
         seq: Option<i64>,
+        labels: &[String],
     ) -> Result<(), HostError> {
-        self.ltm.get()?.put(agent, ns, key, value, seq)
+        self.ltm.get()?.put(agent, ns, key, value, seq, labels)
     }
 
     fn get(&self, agent: &str, ns: &str, key: &str) -> Result<Option<LtmEntry>, HostError> {
@@ -197,11 +198,17 @@ impl AgentStore for SqliteAgentStore {
         self.ltm.get()?.schema_version()
     }
 
-    fn enqueue(&self, queue: &str, job: &Json, by: &str) -> Result<Json, HostError> {
-        self.ltm.get()?.enqueue(queue, job, by)
+    fn enqueue(
+        &self,
+        queue: &str,
+        job: &Json,
+        by: &str,
+        labels: &[String],
+    ) -> Result<Json, HostError> {
+        self.ltm.get()?.enqueue(queue, job, by, labels)
     }
 
-    fn claim(&self, queue: &str, by: &str) -> Result<Json, HostError> {
+    fn claim(&self, queue: &str, by: &str) -> Result<(Json, Vec<String>), HostError> {
         self.ltm.get()?.claim(queue, by)
     }
 

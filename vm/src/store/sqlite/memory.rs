@@ -8,14 +8,14 @@
 //! belong to one process and are deleted when it ends).
 
 use crate::host::HostError;
-use crate::store::agent::{text_of, words, LtmEntry};
+use crate::store::agent::{labels_of, labels_text, text_of, words, LtmEntry};
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value as Json;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// The entries and work queues of one memory database.
 pub struct SqliteLtm {
@@ -150,6 +150,16 @@ impl SqliteLtm {
             tx.execute_batch("PRAGMA user_version = 3;")
                 .map_err(|e| db_err("migration", e))?;
         }
+        if v < 4 {
+            // Each entry and queued job keeps its information-flow labels
+            // (docs/security.md, "Labels across runs").
+            tx.execute_batch(
+                "ALTER TABLE entries ADD COLUMN labels TEXT NOT NULL DEFAULT '[]';
+                 ALTER TABLE queue_jobs ADD COLUMN labels TEXT NOT NULL DEFAULT '[]';
+                 PRAGMA user_version = 4;",
+            )
+            .map_err(|e| db_err("migration", e))?;
+        }
         tx.commit().map_err(|e| db_err("migration commit", e))
     }
 
@@ -162,6 +172,7 @@ impl SqliteLtm {
         key: &str,
         value: &Json,
         seq: Option<i64>,
+        labels: &[String],
     ) -> Result<(), HostError> {
         let text = serde_json::to_string(value)
             .map_err(|e| HostError::new("memory.encode", e.to_string()))?;
@@ -182,12 +193,13 @@ impl SqliteLtm {
         };
         let now = now_ms();
         tx.execute(
-            "INSERT INTO entries (agent, ns, key, value, body, seq, created_ms, updated_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)
+            "INSERT INTO entries (agent, ns, key, value, body, seq, created_ms, updated_ms, labels)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8)
              ON CONFLICT (agent, ns, key) DO UPDATE SET
                 value = excluded.value, body = excluded.body,
-                seq = excluded.seq, updated_ms = excluded.updated_ms",
-            params![agent, ns, key, text, body, seq, now],
+                seq = excluded.seq, updated_ms = excluded.updated_ms,
+                labels = excluded.labels",
+            params![agent, ns, key, text, body, seq, now, labels_text(labels)],
         )
         .map_err(|e| db_err("write", e))?;
         tx.commit().map_err(|e| db_err("commit", e))
@@ -204,12 +216,14 @@ impl SqliteLtm {
                     r.get::<_, String>(2)?,
                     r.get::<_, i64>(3)?,
                     r.get::<_, i64>(4)?,
+                    r.get::<_, String>(5)?,
                 ))
             })
             .map_err(|e| db_err("read", e))?;
         let mut out = Vec::new();
         for row in rows {
-            let (agent, key, value, seq, updated_ms) = row.map_err(|e| db_err("read", e))?;
+            let (agent, key, value, seq, updated_ms, labels) =
+                row.map_err(|e| db_err("read", e))?;
             // A value that is not JSON (written by hand) reads as text.
             let value = serde_json::from_str(&value).unwrap_or(Json::String(value));
             out.push(LtmEntry {
@@ -218,6 +232,7 @@ impl SqliteLtm {
                 value,
                 seq,
                 updated_ms,
+                labels: labels_of(&labels),
             });
         }
         Ok(out)
@@ -226,7 +241,7 @@ impl SqliteLtm {
     pub fn get(&self, agent: &str, ns: &str, key: &str) -> Result<Option<LtmEntry>, HostError> {
         Ok(self
             .rows(
-                "SELECT agent, key, value, seq, updated_ms FROM entries
+                "SELECT agent, key, value, seq, updated_ms, labels FROM entries
                  WHERE agent = ?1 AND ns = ?2 AND key = ?3",
                 &[&agent, &ns, &key],
             )?
@@ -236,7 +251,7 @@ impl SqliteLtm {
     /// Every entry of the namespace, oldest write first.
     pub fn all(&self, agent: &str, ns: &str) -> Result<Vec<LtmEntry>, HostError> {
         self.rows(
-            "SELECT agent, key, value, seq, updated_ms FROM entries
+            "SELECT agent, key, value, seq, updated_ms, labels FROM entries
              WHERE agent = ?1 AND ns = ?2 ORDER BY seq",
             &[&agent, &ns],
         )
@@ -245,7 +260,7 @@ impl SqliteLtm {
     /// Entries whose key starts with `prefix`, oldest write first.
     pub fn prefix(&self, agent: &str, ns: &str, prefix: &str) -> Result<Vec<LtmEntry>, HostError> {
         self.rows(
-            "SELECT agent, key, value, seq, updated_ms FROM entries
+            "SELECT agent, key, value, seq, updated_ms, labels FROM entries
              WHERE agent = ?1 AND ns = ?2 AND substr(key, 1, length(?3)) = ?3 ORDER BY seq",
             &[&agent, &ns, &prefix],
         )
@@ -262,7 +277,7 @@ impl SqliteLtm {
             return Ok(Vec::new());
         };
         self.rows(
-            "SELECT e.agent, e.key, e.value, e.seq, e.updated_ms FROM entries_fts f
+            "SELECT e.agent, e.key, e.value, e.seq, e.updated_ms, e.labels FROM entries_fts f
              JOIN entries e ON e.id = f.rowid
              WHERE entries_fts MATCH ?1 AND e.agent = ?2 AND e.ns = ?3 ORDER BY e.seq",
             &[&q, &agent, &ns],
@@ -284,7 +299,8 @@ impl SqliteLtm {
         let c = self.conn();
         let mut st = c
             .prepare_cached(
-                "SELECT e.agent, e.key, e.value, e.seq, e.updated_ms, bm25(entries_fts) AS score
+                "SELECT e.agent, e.key, e.value, e.seq, e.updated_ms, bm25(entries_fts) AS score,
+                        e.labels
                  FROM entries_fts f JOIN entries e ON e.id = f.rowid
                  WHERE entries_fts MATCH ?1 AND (?2 IS NULL OR e.agent = ?2) AND e.ns = ?3
                  ORDER BY score LIMIT ?4",
@@ -300,12 +316,13 @@ impl SqliteLtm {
                     r.get::<_, i64>(3)?,
                     r.get::<_, i64>(4)?,
                     r.get::<_, f64>(5)?,
+                    r.get::<_, String>(6)?,
                 ))
             })
             .map_err(|e| db_err("search", e))?;
         let mut out = Vec::new();
         for row in rows {
-            let (agent, key, value, seq, updated_ms, score) =
+            let (agent, key, value, seq, updated_ms, score, labels) =
                 row.map_err(|e| db_err("search", e))?;
             let value = serde_json::from_str(&value).unwrap_or(Json::String(value));
             out.push((
@@ -315,6 +332,7 @@ impl SqliteLtm {
                     value,
                     seq,
                     updated_ms,
+                    labels: labels_of(&labels),
                 },
                 // bm25 is lower-is-better and negative; report higher-is-better.
                 -score,
