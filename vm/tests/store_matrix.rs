@@ -437,19 +437,26 @@ fn a_direct_run_whose_process_died_is_interrupted(fx: &Pg) {
     let url = fx.url_of(&store);
     let j = begin(&store, "direct", &program());
     assert_eq!(store.list_runs().unwrap()[0].status, Status::Running);
-    // Another process could not resume it while this one runs it...
+    // Another process could not resume it while its owner runs: here the
+    // owner is process 1 (alive, with its own start time)...
     let me = ais_vm::store::postgres::owner_id();
-    let host = me.rsplit_once(':').unwrap().0;
+    let host = me.rsplitn(3, ':').nth(2).unwrap();
+    let init = ais_vm::store::lease::start_ticks(1).expect("/proc/1/stat");
     fx.server.psql(
         &url,
-        &format!("UPDATE runs SET owner = '{host}:1' WHERE id = 'direct'"),
+        &format!("UPDATE runs SET owner = '{host}:1:{init}' WHERE id = 'direct'"),
     );
     let e = Journal::resume_in(store.clone(), "direct").unwrap_err();
     assert_eq!(e.code, "journal.busy");
-    // ...but once its process is gone (no such pid) it is interrupted.
+    // ...but a pid alive under another start time is another process (the
+    // kernel reused the pid): the run's own process is gone, so it is
+    // interrupted (a pid check alone called it running).
     fx.server.psql(
         &url,
-        &format!("UPDATE runs SET owner = '{host}:4194305' WHERE id = 'direct'"),
+        &format!(
+            "UPDATE runs SET owner = '{host}:1:{}' WHERE id = 'direct'",
+            init + 1
+        ),
     );
     assert_eq!(store.list_runs().unwrap()[0].status, Status::Interrupted);
     let again = Journal::resume_in(store.clone(), "direct").unwrap();
