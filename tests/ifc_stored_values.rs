@@ -14,9 +14,10 @@
 mod ifc_policy;
 
 use ais_ir::ifc::{FlowPolicy, SinkRule};
-use ais_testkit::fake::FakeBackend;
+use ais_testkit::fake::{text_reply, FakeBackend};
 use ais_testkit::pg::PgServer;
 use ais_vm::aam::{AamHost, AamOptions, Storage};
+use ais_vm::llm::ToolCall;
 use ais_vm::{Host, RunError, RunOptions, RunReport};
 use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -95,9 +96,27 @@ fn run(place: &Place, sent: &Arc<AtomicUsize>, body: &str) -> RunReport {
     ais_vm::run(
         &program(body),
         &options,
-        Arc::new(FakeBackend::new()),
+        Arc::new(model()),
         host(place, sent) as Arc<dyn Host>,
     )
+}
+
+/// A model that, offered tools, first calls `memory_search` for "dot
+/// test", then answers.
+fn model() -> FakeBackend {
+    FakeBackend::new().with_script(|req, _| {
+        if req.tools.is_empty() || !req.turns.is_empty() {
+            return None;
+        }
+        let mut r = text_reply("");
+        r.tool_calls = vec![ToolCall {
+            id: "c1".into(),
+            name: "memory_search".into(),
+            arguments: json!({"query": "dot test"}).to_string(),
+        }];
+        r.finish_reason = "tool_calls".into();
+        Some(Ok(r))
+    })
 }
 
 fn denied(r: &RunReport) -> bool {
@@ -153,6 +172,16 @@ fn every_store(place: Fresh<'_>) {
         place,
         "umem(doc, \"episodic\")",
         "let got = qmem(\"dot test\", \"episodic\")",
+    );
+}
+
+/// A tool-calling exchange whose model calls `memory_search` carries the
+/// labels of what the search returned.
+fn tool_calling(fresh: Fresh<'_>) {
+    across_runs(
+        fresh,
+        "store_fact(text: doc)",
+        "let got = ask(\"dot test\", tools: [memory_search])",
     );
 }
 
@@ -218,6 +247,7 @@ fn stored_values_keep_their_labels_on_sqlite() {
     };
     every_store(&fresh);
     inbox(&fresh);
+    tool_calling(&fresh);
     per_value(&fresh());
 }
 
@@ -230,5 +260,6 @@ fn stored_values_keep_their_labels_on_postgres() {
         || Place::Pg(server.database(&format!("labels{}", n.fetch_add(1, Ordering::SeqCst))));
     every_store(&fresh);
     inbox(&fresh);
+    tool_calling(&fresh);
     per_value(&fresh());
 }
