@@ -14,6 +14,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+mod probe;
+
+/// The default lease of a worker's run (seconds): short, so a killed
+/// worker's runs are taken over within a few seconds (its lease plus one
+/// `--poll-ms`); renewed every third of it (docs/scale-out.md).
+pub const DEFAULT_LEASE_SECS: f64 = 3.0;
+
 /// Options of `aisc worker`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct WorkerArgs {
@@ -21,9 +28,16 @@ pub struct WorkerArgs {
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=256))]
     pub concurrency: u64,
     /// Lease of a taken run, renewed every third of it; a run whose lease
-    /// ran out is taken over by another worker.
-    #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
+    /// ran out is taken over by another worker. Short by default, so a
+    /// killed worker's runs go on elsewhere within a few seconds; longer
+    /// rides out longer store outages without takeovers.
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_LEASE_SECS)]
     pub lease_secs: f64,
+    /// Serve `/health`, `/ready` and `/metrics` (Prometheus text) on this
+    /// address, e.g. `127.0.0.1:9100` (port 0: any free port; the address
+    /// is printed on stderr).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
     /// How often an idle worker looks for queued runs.
     #[arg(long, value_name = "MS", default_value_t = 200)]
     pub poll_ms: u64,
@@ -134,6 +148,21 @@ pub fn worker(w: &WorkerArgs, backend: &BackendArgs) -> i32 {
         }
     };
     let lease_ms = (w.lease_secs.max(0.05) * 1000.0) as i64;
+    let listener = match w.listen.as_deref().map(probe::bind) {
+        Some(Ok(l)) => Some(l),
+        Some(Err(e)) => {
+            eprintln!(
+                "error: --listen {}: {e}",
+                w.listen.as_deref().unwrap_or_default()
+            );
+            return 2;
+        }
+        None => None,
+    };
+    if let Some(addr) = listener.as_ref().and_then(|l| l.local_addr().ok()) {
+        // Always printed (also with --quiet): a port 0 is found here.
+        eprintln!("worker probes on http://{addr} (/health, /ready, /metrics)");
+    }
     let me = ais_vm::store::postgres::owner_id();
     if !w.quiet {
         eprintln!(
@@ -158,7 +187,20 @@ pub fn worker(w: &WorkerArgs, backend: &BackendArgs) -> i32 {
     // The runs executing now, with the fence each was taken under.
     let running: std::sync::Mutex<Vec<Claim>> = std::sync::Mutex::default();
     let live = std::sync::atomic::AtomicUsize::new(usize::try_from(w.concurrency).unwrap_or(1));
+    let done = AtomicBool::new(false);
     std::thread::scope(|s| {
+        if let Some(l) = &listener {
+            let p = probe::Probe {
+                store: store.as_ref(),
+                running: &running,
+                live: &live,
+                stop: &stop,
+                done: &done,
+                slots: w.concurrency,
+                lease_ms,
+            };
+            s.spawn(move || probe::serve(l, &p));
+        }
         for slot in 0..w.concurrency {
             let (store, setup, failed, me) = (&store, &setup, &failed, &me);
             let (stop, running, live) = (&stop, &running, &live);
@@ -217,6 +259,7 @@ pub fn worker(w: &WorkerArgs, backend: &BackendArgs) -> i32 {
         if stop.load(Ordering::SeqCst) {
             hand_back(store.as_ref(), &me, w, &running, &live);
         }
+        done.store(true, Ordering::SeqCst);
     });
     i32::from(failed.load(Ordering::SeqCst))
 }

@@ -227,7 +227,8 @@ fn metrics_count_a_forced_takeover_in_store_status_and_on_metrics() {
     let of = |pid: u32| {
         workers
             .iter()
-            .find(|w| w["worker"].as_str().unwrap().ends_with(&format!(":{pid}")))
+            // A worker is named `host:pid:start` (`store::lease`).
+            .find(|w| w["worker"].as_str().unwrap().contains(&format!(":{pid}:")))
             .unwrap_or_else(|| panic!("no worker {pid} in {s}"))
     };
     assert_eq!(of(a.id())["runs_taken"], 1);

@@ -43,6 +43,8 @@ pub use cancel::Cancel;
 pub use engine::{BudgetSpec, Engine, Finished, Prepared, Resumed, RunEdge, RunSpec, Served};
 pub use error::ApiError;
 pub use http::{serve, ServeConfig, ServeError};
+/// The shared store's series, for `aisc worker --listen`'s `/metrics`.
+pub use metrics::render_store;
 pub use registry::{Registry, RegistryConfig};
 pub use run::{RunEntry, Status};
 

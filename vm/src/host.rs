@@ -120,3 +120,62 @@ pub trait Host: Send + Sync {
 
 /// A tool implemented in process.
 pub type ToolFn = Arc<dyn Fn(&Json) -> Result<Json, HostError> + Send + Sync>;
+
+/// Information-flow labels across a host call, by source name
+/// (docs/security.md, "Labels across runs"): the scheduler runs a tool
+/// call inside [`flow::with`], giving the labels of the call's arguments;
+/// a host that stores a value keeps [`flow::writing`] with it, and one
+/// that reads stored values back reports their labels with
+/// [`flow::read`], which the scheduler joins into the result's label.
+/// Per thread, like the call's idempotency key: a tool call runs on one
+/// I/O thread from start to end. Outside [`flow::with`] (labels off, a
+/// host used directly) a write keeps no labels and a read reports none.
+pub mod flow {
+    use std::cell::RefCell;
+
+    struct Call {
+        writing: Vec<String>,
+        read: Vec<String>,
+    }
+
+    std::thread_local! {
+        static CALL: RefCell<Vec<Call>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// Runs `f` (one host call on this thread) with `writing` as the
+    /// labels of what it may store; returns its result and the labels of
+    /// what it read back.
+    pub fn with<T>(writing: Vec<String>, f: impl FnOnce() -> T) -> (T, Vec<String>) {
+        CALL.with(|c| {
+            c.borrow_mut().push(Call {
+                writing,
+                read: Vec::new(),
+            })
+        });
+        let r = f();
+        let read = CALL
+            .with(|c| c.borrow_mut().pop())
+            .map(|c| c.read)
+            .unwrap_or_default();
+        (r, read)
+    }
+
+    /// The labels of what the current call writes.
+    pub fn writing() -> Vec<String> {
+        CALL.with(|c| c.borrow().last().map(|c| c.writing.clone()))
+            .unwrap_or_default()
+    }
+
+    /// Notes that the current call read values labelled `names`.
+    pub fn read(names: &[String]) {
+        CALL.with(|c| {
+            if let Some(call) = c.borrow_mut().last_mut() {
+                for n in names {
+                    if !call.read.contains(n) {
+                        call.read.push(n.clone());
+                    }
+                }
+            }
+        });
+    }
+}

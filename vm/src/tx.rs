@@ -58,6 +58,9 @@ enum Effect {
     Send {
         message: Message,
         deliver: bool,
+        /// The body's information-flow labels, kept with the message
+        /// when it is delivered (`crate::host::flow`).
+        labels: Vec<String>,
     },
     Journal(Deferred),
 }
@@ -124,6 +127,7 @@ impl<'h> Tx<'h> {
         self.log().push(Effect::Send {
             message,
             deliver: false,
+            labels: Vec::new(),
         });
     }
 
@@ -178,9 +182,13 @@ impl<'h> Tx<'h> {
                     key,
                 } => host.mem_update(&agent, tier, &value, key.as_ref())?,
                 Effect::Belief { agent, name, value } => host.belief_set(&agent, &name, &value)?,
-                Effect::Send { message, deliver } => {
+                Effect::Send {
+                    message,
+                    deliver,
+                    labels,
+                } => {
                     if deliver {
-                        host.communicate(message.clone())?;
+                        crate::host::flow::with(labels, || host.communicate(message.clone())).0?;
                     }
                     done.messages.push(message);
                 }
@@ -341,6 +349,7 @@ impl Host for Tx<'_> {
         self.log().push(Effect::Send {
             message,
             deliver: true,
+            labels: crate::host::flow::writing(),
         });
         Ok(())
     }

@@ -222,8 +222,11 @@ agent @A {
         [],
     )
     .unwrap();
-    conn.execute("UPDATE runs SET status = 'running', pid = 0", [])
-        .unwrap();
+    conn.execute(
+        "UPDATE runs SET status = 'running', pid = 0, owner = NULL, lease_until = NULL",
+        [],
+    )
+    .unwrap();
     drop(conn);
     assert_eq!(
         journal::list_runs(dir.path()).unwrap()[0].status,

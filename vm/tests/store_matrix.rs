@@ -118,8 +118,11 @@ impl Fixture for Sqlite {
     }
     fn interrupt(&self, store: &Arc<dyn Store>, _id: &str) {
         let c = rusqlite::Connection::open(store.location()).unwrap();
-        c.execute("UPDATE runs SET status = 'running', pid = 0", [])
-            .unwrap();
+        c.execute(
+            "UPDATE runs SET status = 'running', pid = 0, owner = NULL, lease_until = NULL",
+            [],
+        )
+        .unwrap();
     }
 }
 
@@ -434,19 +437,26 @@ fn a_direct_run_whose_process_died_is_interrupted(fx: &Pg) {
     let url = fx.url_of(&store);
     let j = begin(&store, "direct", &program());
     assert_eq!(store.list_runs().unwrap()[0].status, Status::Running);
-    // Another process could not resume it while this one runs it...
+    // Another process could not resume it while its owner runs: here the
+    // owner is process 1 (alive, with its own start time)...
     let me = ais_vm::store::postgres::owner_id();
-    let host = me.rsplit_once(':').unwrap().0;
+    let host = me.rsplitn(3, ':').nth(2).unwrap();
+    let init = ais_vm::store::lease::start_ticks(1).expect("/proc/1/stat");
     fx.server.psql(
         &url,
-        &format!("UPDATE runs SET owner = '{host}:1' WHERE id = 'direct'"),
+        &format!("UPDATE runs SET owner = '{host}:1:{init}' WHERE id = 'direct'"),
     );
     let e = Journal::resume_in(store.clone(), "direct").unwrap_err();
     assert_eq!(e.code, "journal.busy");
-    // ...but once its process is gone (no such pid) it is interrupted.
+    // ...but a pid alive under another start time is another process (the
+    // kernel reused the pid): the run's own process is gone, so it is
+    // interrupted (a pid check alone called it running).
     fx.server.psql(
         &url,
-        &format!("UPDATE runs SET owner = '{host}:4194305' WHERE id = 'direct'"),
+        &format!(
+            "UPDATE runs SET owner = '{host}:1:{}' WHERE id = 'direct'",
+            init + 1
+        ),
     );
     assert_eq!(store.list_runs().unwrap()[0].status, Status::Interrupted);
     let again = Journal::resume_in(store.clone(), "direct").unwrap();
@@ -463,7 +473,9 @@ fn work_queues_are_shared_by_the_fleet(fx: &Pg) {
     let url = fx.url_of(&store);
     let producer = Ltm::postgres(&url).unwrap();
     for n in 0..40 {
-        producer.enqueue("jobs", &json!({"n": n}), "p").unwrap();
+        producer
+            .enqueue("jobs", &json!({"n": n}), "p", &[])
+            .unwrap();
     }
     let claimed = std::sync::Mutex::new(Vec::new());
     std::thread::scope(|s| {
@@ -473,7 +485,7 @@ fn work_queues_are_shared_by_the_fleet(fx: &Pg) {
             s.spawn(move || {
                 let worker = Ltm::postgres(&url).unwrap();
                 loop {
-                    let j = worker.claim("jobs", &format!("w{w}")).unwrap();
+                    let (j, _) = worker.claim("jobs", &format!("w{w}")).unwrap();
                     let Some(n) = j["job"]["n"].as_i64() else {
                         break;
                     };
@@ -485,7 +497,14 @@ fn work_queues_are_shared_by_the_fleet(fx: &Pg) {
     let mut got = claimed.into_inner().unwrap();
     got.sort();
     assert_eq!(got, (0..40).collect::<Vec<i64>>());
-    assert_eq!(producer.claim("jobs", "late").unwrap(), json!(null));
+    assert_eq!(producer.claim("jobs", "late").unwrap().0, json!(null));
+    // A job keeps its labels until it is claimed.
+    let page = vec!["fetch_page".to_string()];
+    producer
+        .enqueue("labelled", &json!("x"), "p", &page)
+        .unwrap();
+    let (job, labels) = producer.claim("labelled", "w").unwrap();
+    assert_eq!((job["job"].clone(), labels), (json!("x"), page));
 }
 
 fn ltm_in_postgres_with_text_search(fx: &Pg) {
@@ -505,6 +524,7 @@ fn ltm_in_postgres_with_text_search(fx: &Pg) {
         "fact:1",
         &json!("Paris is the capital of France"),
         None,
+        &["fetch_page".to_string()],
     )
     .unwrap();
     a.put(
@@ -513,6 +533,7 @@ fn ltm_in_postgres_with_text_search(fx: &Pg) {
         "fact:2",
         &json!("Berlin is the capital of Germany"),
         None,
+        &[],
     )
     .unwrap();
     a.put(
@@ -521,12 +542,22 @@ fn ltm_in_postgres_with_text_search(fx: &Pg) {
         "note",
         &json!({"city": "Lyon", "river": "Rhone"}),
         None,
+        &[],
     )
     .unwrap();
-    a.put("Bob", "ltm", "fact:1", &json!("Rome is in Italy"), None)
-        .unwrap();
+    a.put(
+        "Bob",
+        "ltm",
+        "fact:1",
+        &json!("Rome is in Italy"),
+        None,
+        &[],
+    )
+    .unwrap();
     let e = b.get("Ann", "ltm", "fact:1").unwrap().unwrap();
     assert_eq!(e.value, json!("Paris is the capital of France"));
+    // Each entry keeps its own labels (docs/security.md).
+    assert_eq!(e.labels, ["fetch_page"]);
     assert_eq!(e.seq, 1);
     let all: Vec<String> = b
         .all("Ann", "ltm")
@@ -547,6 +578,8 @@ fn ltm_in_postgres_with_text_search(fx: &Pg) {
     // Any word, best first: two matching words rank above one.
     let ranked = b.search_ranked(None, "ltm", "capital germany", 10).unwrap();
     assert_eq!(ranked[0].0.key, "fact:2");
+    assert!(ranked[0].0.labels.is_empty());
+    assert_eq!(ranked[1].0.labels, ["fetch_page"]);
     assert_eq!(ranked.len(), 2);
     assert!(ranked[0].1 > ranked[1].1);
     let everyone = b.search_ranked(None, "ltm", "italy paris", 10).unwrap();
@@ -556,12 +589,12 @@ fn ltm_in_postgres_with_text_search(fx: &Pg) {
         vec![("Ann".to_string(), 3), ("Bob".to_string(), 1)]
     );
     // Updating keeps one row; removing and clearing delete.
-    a.put("Ann", "ltm", "fact:1", &json!("Paris, France"), None)
+    a.put("Ann", "ltm", "fact:1", &json!("Paris, France"), None, &[])
         .unwrap();
-    assert_eq!(
-        b.get("Ann", "ltm", "fact:1").unwrap().unwrap().value,
-        json!("Paris, France")
-    );
+    let e = b.get("Ann", "ltm", "fact:1").unwrap().unwrap();
+    assert_eq!(e.value, json!("Paris, France"));
+    // A new value comes with its own labels.
+    assert!(e.labels.is_empty());
     assert!(b.remove("Ann", "ltm", "fact:2").unwrap());
     assert!(!b.remove("Ann", "ltm", "fact:2").unwrap());
     assert_eq!(b.clear(Some("Ann"), "ltm").unwrap(), 2);

@@ -1,15 +1,35 @@
 //! Goals: the rules of the `goals_*` tools and `update_goal`, applied to one
-//! agent's list — kept in the host (one process) or, with a PostgreSQL
-//! store, in the shared store (`aam_goals`, changed under the agent's row
-//! lock, so every host of a fleet sees one list).
+//! agent's list, kept in the host's agent store (for one host, or shared by
+//! a fleet: changed under the agent's row lock, so every host sees one
+//! list).
 
-use super::{AamHost, Goal};
+use super::AamHost;
 use crate::host::HostError;
-use crate::sync::lock;
 use serde_json::{json, Value as Json};
-use std::sync::atomic::Ordering;
 
-/// A goal as stored in the shared store (with its insertion order).
+/// A goal of an agent.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Goal {
+    pub name: String,
+    /// 1 is the most important.
+    pub priority: i64,
+    pub description: String,
+    pub done: bool,
+    order: u64,
+}
+
+impl Goal {
+    fn to_json(&self) -> Json {
+        json!({
+            "name": self.name,
+            "priority": self.priority,
+            "description": self.description,
+            "status": if self.done { "done" } else { "active" },
+        })
+    }
+}
+
+/// A goal as stored (with its insertion order).
 fn to_row(g: &Goal) -> Json {
     json!({"name": g.name, "priority": g.priority, "description": g.description,
            "done": g.done, "order": g.order})
@@ -36,40 +56,40 @@ fn from_rows(rows: &Json) -> Vec<Goal> {
         .unwrap_or_default()
 }
 
-/// Changes the shared list of `agent` with `f` (in one transaction).
-fn with_shared<T>(
-    pg: &crate::store::postgres::ltm::PgLtm,
-    agent: &str,
-    f: impl FnOnce(&mut Vec<Goal>, &mut dyn FnMut() -> u64) -> Result<T, HostError>,
-) -> Result<T, HostError> {
-    pg.update_goals(agent, |rows| {
-        let mut gs = from_rows(rows);
-        let mut next = gs.iter().map(|g| g.order + 1).max().unwrap_or(0);
-        let mut next_order = || {
-            next += 1;
-            next - 1
-        };
-        let out = f(&mut gs, &mut next_order)?;
-        *rows = Json::Array(gs.iter().map(to_row).collect());
-        Ok(out)
-    })
-}
-
 impl AamHost {
+    /// Changes the stored list of `agent` with `f` (under the store's lock
+    /// for it).
+    fn with_goals<T>(
+        &self,
+        agent: &str,
+        f: impl FnOnce(&mut Vec<Goal>, &mut dyn FnMut() -> u64) -> Result<T, HostError>,
+    ) -> Result<T, HostError> {
+        let mut f = Some(f);
+        let mut out = None;
+        self.ltm.update_goals(agent, &mut |rows| {
+            let Some(f) = f.take() else {
+                return Ok(());
+            };
+            let mut gs = from_rows(rows);
+            let mut next = gs.iter().map(|g| g.order + 1).max().unwrap_or(0);
+            let mut next_order = || {
+                next += 1;
+                next - 1
+            };
+            out = Some(f(&mut gs, &mut next_order)?);
+            *rows = Json::Array(gs.iter().map(to_row).collect());
+            Ok(())
+        })?;
+        out.ok_or_else(|| HostError::new("internal.goals", "the goal list was not changed"))
+    }
+
     pub(super) fn goal_op(&self, agent: &str, op: &str, args: &Json) -> Result<Json, HostError> {
-        if let Some(pg) = self.shared_state() {
-            if matches!(op, "list" | "next") {
-                // Reads need no lock.
-                let mut gs = from_rows(&pg.goals(agent)?);
-                return apply(&mut gs, agent, op, args, &mut || 0);
-            }
-            return with_shared(pg, agent, |gs, next| apply(gs, agent, op, args, next));
+        if matches!(op, "list" | "next") {
+            // Reads need no lock.
+            let mut gs = from_rows(&self.ltm.goals(agent)?);
+            return apply(&mut gs, agent, op, args, &mut || 0);
         }
-        let mut all = lock(&self.goals);
-        let gs = all.entry(agent.to_string()).or_default();
-        apply(gs, agent, op, args, &mut || {
-            self.goal_order.fetch_add(1, Ordering::Relaxed)
-        })
+        self.with_goals(agent, |gs, next| apply(gs, agent, op, args, next))
     }
 
     /// Adds the goals the program declares that the agent does not have
@@ -90,28 +110,19 @@ impl AamHost {
             }
             Ok(())
         };
-        if let Some(pg) = self.shared_state() {
-            if let Err(e) = with_shared(pg, agent, add) {
-                self.warn(&format!("goals of agent `{agent}`: {e}"));
-            }
-            return;
+        if let Err(e) = self.with_goals(agent, add) {
+            self.warn(&format!("goals of agent `{agent}`: {e}"));
         }
-        let mut all = lock(&self.goals);
-        let gs = all.entry(agent.to_string()).or_default();
-        let _ = add(gs, &mut || self.goal_order.fetch_add(1, Ordering::Relaxed));
     }
 
     /// The agent's goals (active and done), most important first.
     pub fn goals(&self, agent: &str) -> Vec<Goal> {
-        let mut gs = match self.shared_state() {
-            Some(pg) => match pg.goals(agent) {
-                Ok(rows) => from_rows(&rows),
-                Err(e) => {
-                    self.warn(&format!("goals of agent `{agent}`: {e}"));
-                    Vec::new()
-                }
-            },
-            None => lock(&self.goals).get(agent).cloned().unwrap_or_default(),
+        let mut gs = match self.ltm.goals(agent) {
+            Ok(rows) => from_rows(&rows),
+            Err(e) => {
+                self.warn(&format!("goals of agent `{agent}`: {e}"));
+                Vec::new()
+            }
         };
         gs.sort_by_key(|g| (g.done, g.priority, g.order));
         gs

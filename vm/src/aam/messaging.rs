@@ -14,9 +14,11 @@
 //! body) and `protocol`. A field the message does not carry is `null`.
 //! Every handler of the event runs (each checks its own guard).
 
-use crate::host::Message;
+use crate::host::{HostError, Message};
+use crate::store::agent::Received;
 use ais_ir::bytecode::Program;
-use serde_json::{Map, Value as Json};
+use serde_json::{json, Map, Value as Json};
+use std::time::Instant;
 
 /// One handler to start.
 #[derive(Clone, Debug, PartialEq)]
@@ -93,4 +95,56 @@ pub fn dispatch(program: &Program, message: &Message) -> Vec<Dispatch> {
             })
         })
         .collect()
+}
+
+impl super::AamHost {
+    /// Messages `agent` has received.
+    pub fn received(&self, agent: &str) -> Vec<Received> {
+        self.ltm.inbox(agent, false).unwrap_or_else(|e| {
+            self.warn(&format!("inbox of agent `{agent}`: {e}"));
+            Vec::new()
+        })
+    }
+
+    /// `communicate`: the message goes to the recipient's mailbox in the
+    /// agent store; both sides' transitions are logged.
+    pub(super) fn deliver(&self, message: Message) -> Result<(), HostError> {
+        let t0 = Instant::now();
+        let m = Received {
+            from: message.from.clone(),
+            protocol: message.protocol.clone(),
+            body: message.body.clone(),
+            time_ms: ais_stdlib::time::unix_ms(),
+            labels: crate::host::flow::writing(),
+        };
+        if let Err(e) = self.ltm.send(&message.to, &m) {
+            let inputs = json!({"to": message.to, "protocol": message.protocol});
+            self.log(&message.from, "send", inputs, Err(&e), t0);
+            return Err(e);
+        }
+        let inputs = json!({"to": message.to, "protocol": message.protocol, "body": message.body});
+        self.log(&message.from, "send", inputs, Ok(&Json::Null), t0);
+        let inputs =
+            json!({"from": message.from, "protocol": message.protocol, "body": message.body});
+        self.log(&message.to, "receive", inputs, Ok(&Json::Null), t0);
+        Ok(())
+    }
+
+    /// The `inbox` tool: the agent's messages, oldest first; `{"clear":
+    /// true}` takes them.
+    pub(super) fn inbox_tool(&self, agent: &str, args: &Json) -> Result<Json, HostError> {
+        let clear = args.get("clear").and_then(Json::as_bool).unwrap_or(false);
+        let list = self.ltm.inbox(agent, clear)?;
+        for m in &list {
+            crate::host::flow::read(&m.labels);
+        }
+        Ok(Json::Array(
+            list.iter()
+                .map(|m| {
+                    json!({"from": m.from, "protocol": m.protocol, "body": m.body,
+                           "time": ais_stdlib::time::rfc3339(m.time_ms)})
+                })
+                .collect(),
+        ))
+    }
 }

@@ -35,6 +35,7 @@ pub const AAM_TOOL_NAMES: &[&str] = &[
     "bash",
 ];
 
+mod beliefs;
 pub mod config;
 pub mod episodic;
 mod goals;
@@ -42,8 +43,8 @@ pub mod inspect;
 mod key_order;
 pub mod ltm;
 pub mod mcp;
+mod memory;
 pub mod messaging;
-pub mod queue;
 pub mod remote;
 pub mod shell;
 pub mod stm;
@@ -76,47 +77,11 @@ pub const LOG_FILE: &str = episodic::LEGACY_FILE;
 /// `qmem(TRACE_QUERY, "episodic")`: the agent's transitions in this run.
 pub const TRACE_QUERY: &str = "@trace";
 
-/// Where the sources written into tiers that outlive a run are kept (as
-/// long-term memory entries `TIER/SOURCE` of a name no agent can have), for
-/// later runs' information-flow labels (`Host::stored_labels`).
-const LABELS_OWNER: &str = "@ifc";
-const LABELS_NS: &str = "labels";
 pub use crate::store::storage::DEFAULT_DIR;
 
-/// The lower-cased words (alphanumeric runs) of `s`: what keyword search
-/// matches on, in every tier.
-pub fn words(s: &str) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for w in s
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-    {
-        let w = w.to_lowercase();
-        if !out.contains(&w) {
-            out.push(w);
-        }
-    }
-    out
-}
-
-/// Does `text` contain every word of `query` (as whole words)?
-fn matches_all(query_words: &[String], text: &str) -> bool {
-    if query_words.is_empty() {
-        return false;
-    }
-    let have: HashSet<String> = words(text).into_iter().collect();
-    query_words.iter().all(|w| have.contains(w))
-}
-
-/// The key `umem(value)` stores under when no key is given: `#` and the
-/// first 16 hex digits of the SHA-256 of the value's JSON text.
-pub fn content_key(value: &Json) -> String {
-    use sha2::{Digest, Sha256};
-    let text = serde_json::to_string(value).unwrap_or_default();
-    let d = Sha256::digest(text.as_bytes());
-    let hex: String = d.iter().take(8).map(|b| format!("{b:02x}")).collect();
-    format!("#{hex}")
-}
+pub use crate::store::agent::{words, Received};
+pub use goals::Goal;
+pub use memory::content_key;
 
 pub use crate::store::storage::Storage;
 
@@ -194,28 +159,6 @@ impl Default for AamOptions {
     }
 }
 
-/// A goal of an agent.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Goal {
-    pub name: String,
-    /// 1 is the most important.
-    pub priority: i64,
-    pub description: String,
-    pub done: bool,
-    order: u64,
-}
-
-impl Goal {
-    fn to_json(&self) -> Json {
-        json!({
-            "name": self.name,
-            "priority": self.priority,
-            "description": self.description,
-            "status": if self.done { "done" } else { "active" },
-        })
-    }
-}
-
 /// A capability declared by the program: JSON schemas of its arguments and result.
 #[derive(Clone, Debug)]
 struct CapSig {
@@ -239,15 +182,6 @@ fn type_schema(types: &[TypeEntry], t: u32, depth: u32) -> Json {
     }
 }
 
-/// One received message.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Received {
-    pub from: String,
-    pub protocol: String,
-    pub body: Json,
-    pub time_ms: u64,
-}
-
 /// The Agent Abstract Machine host.
 pub struct AamHost {
     run_id: String,
@@ -260,23 +194,17 @@ pub struct AamHost {
     seq: AtomicU64,
     stm: RwLock<HashMap<String, Arc<Stm>>>,
     swapped: Mutex<HashSet<(String, String)>>,
-    /// Shared by the hosts of one process on one memory directory
-    /// (`shared_stores`): a server opens them once, not per run. In
-    /// memory (`:memory:`) each host's are made on first use, so a run
-    /// that touches no memory makes none.
-    ltm: OnFirstUse<Ltm>,
-    episodic: OnFirstUse<Episodic>,
-    /// With a PostgreSQL store: mailboxes, goals and beliefs live there
-    /// too (`use_store`), shared by every host on it.
-    shared: Option<Arc<crate::store::postgres::ltm::PgLtm>>,
-    beliefs: Mutex<HashMap<(String, String), Json>>,
-    goals: Mutex<HashMap<String, Vec<Goal>>>,
-    goal_order: AtomicU64,
+    /// The agent store (`crate::store::AgentStore`): long-term memory,
+    /// work queues, mailboxes, goals, beliefs — and the episodic log, a
+    /// view of the same store. A memory directory's database is shared by
+    /// the hosts of one process (a server opens it once); in memory each
+    /// host's is made on first use. `use_store` swaps in a fleet's.
+    ltm: Ltm,
+    episodic: Episodic,
     caps: RwLock<HashMap<(String, String), CapSig>>,
     tools: RwLock<BTreeMap<String, Arc<ToolSpec>>>,
     /// Configured MCP servers, started on first use.
     mcp: Vec<Arc<mcp::McpServer>>,
-    inbox: Mutex<HashMap<String, Vec<Received>>>,
     printed: Mutex<Vec<String>>,
     /// Destructive tools confirmed (or not), per agent and tool.
     answers: crate::sync::AskOnce<(String, String)>,
@@ -316,12 +244,8 @@ impl AamHost {
     /// a dropped torn tail of the episodic log) are in
     /// [`AamHost::warnings`].
     pub fn open(options: AamOptions) -> Result<AamHost, HostError> {
-        let (ltm, episodic, mut warnings) = match &options.storage {
-            Storage::Ephemeral => (
-                OnFirstUse::lazy(|| Ltm::open(None)),
-                OnFirstUse::lazy(Episodic::ephemeral),
-                Vec::new(),
-            ),
+        let (store, mut warnings) = match &options.storage {
+            Storage::Ephemeral => (crate::store::open_agent_sqlite(None)?.0, Vec::new()),
             Storage::Dir(d) => {
                 std::fs::create_dir_all(d).map_err(|e| {
                     HostError::new(
@@ -329,12 +253,8 @@ impl AamHost {
                         format!("cannot create the memory directory `{}`: {e}", d.display()),
                     )
                 })?;
-                let (ltm, ep, w) = shared_stores(&d.join(DB_FILE))?;
-                (
-                    OnFirstUse::ready(ltm),
-                    OnFirstUse::ready(ep),
-                    w.into_iter().collect(),
-                )
+                let (store, w) = crate::store::open_agent_sqlite(Some(&d.join(DB_FILE)))?;
+                (store, w.into_iter().collect())
             }
         };
         let run_id = new_run_id();
@@ -349,12 +269,8 @@ impl AamHost {
             seq: AtomicU64::new(0),
             stm: RwLock::default(),
             swapped: Mutex::default(),
-            ltm,
-            episodic,
-            shared: None,
-            beliefs: Mutex::default(),
-            goals: Mutex::default(),
-            goal_order: AtomicU64::new(0),
+            ltm: Ltm::of(store.clone()),
+            episodic: Episodic::of(store),
             caps: RwLock::default(),
             tools: RwLock::default(),
             mcp: cfg
@@ -362,7 +278,6 @@ impl AamHost {
                 .iter()
                 .map(|m| Arc::new(mcp::McpServer::new(m.clone())))
                 .collect(),
-            inbox: Mutex::default(),
             printed: Mutex::default(),
             answers: crate::sync::AskOnce::default(),
             warnings: Vec::new(),
@@ -752,25 +667,6 @@ impl AamHost {
         lock(&self.printed).clone()
     }
 
-    /// The episodic records of this host (all runs in the log), oldest first.
-    pub fn episodic_records(&self) -> Vec<Json> {
-        self.episodic
-            .get()
-            .and_then(|e| e.select(&episodic::Filter::default()))
-            .unwrap_or_default()
-    }
-
-    /// Messages `agent` has received.
-    pub fn received(&self, agent: &str) -> Vec<Received> {
-        match self.shared_state() {
-            Some(pg) => pg.inbox(agent, false).unwrap_or_else(|e| {
-                self.warn(&format!("inbox of agent `{agent}`: {e}"));
-                Vec::new()
-            }),
-            None => lock(&self.inbox).get(agent).cloned().unwrap_or_default(),
-        }
-    }
-
     /// Descriptions of every registered tool. Starts the MCP servers not
     /// started yet, since their tools are only known once they run; a
     /// server that fails is left out (see [`AamHost::start_mcp_servers`]
@@ -785,321 +681,9 @@ impl AamHost {
             .collect()
     }
 
-    /// The long-term memory store (for inspection).
-    /// Keeps long-term memory in `ltm` from now on (the shared store of a
-    /// fleet: `Ltm::postgres`); called before the run starts.
-    pub fn use_ltm(&mut self, ltm: Ltm) {
-        self.ltm = OnFirstUse::ready(Arc::new(ltm));
-    }
-
-    /// Keeps every piece of agent state that outlives a run in the shared
-    /// PostgreSQL store at `url` from now on: LTM, work queues, the episodic
-    /// log, mailboxes, goals and beliefs (docs/scale-out.md). Call it
-    /// before `load_program`.
-    pub fn use_store(&mut self, url: &str) -> Result<(), HostError> {
-        self.use_ltm(Ltm::postgres(url)?);
-        self.episodic = OnFirstUse::ready(Arc::new(Episodic::postgres(url)?));
-        self.shared = Some(crate::store::postgres::ltm::PgLtm::shared(url)?);
-        Ok(())
-    }
-
-    /// The shared store holding mailboxes, goals and beliefs, if any.
-    fn shared_state(&self) -> Option<&crate::store::postgres::ltm::PgLtm> {
-        self.shared.as_deref()
-    }
-
-    /// Does `tier` outlive the run here, so its sources must be kept for
-    /// later runs' labels? Long-term memory and the episodic log always;
-    /// beliefs only in a shared store.
-    fn keeps_labels(&self, tier: &str) -> bool {
-        match tier {
-            "ltm" | "episodic" => true,
-            "belief" => self.shared.is_some(),
-            _ => false,
-        }
-    }
-
-    /// The long-term memory store (for inspection; made if it was not yet).
-    pub fn ltm(&self) -> Result<&Ltm, HostError> {
-        self.ltm.get()
-    }
-
-    /// Number of STM entries of `agent` held in memory (not swapped out).
-    pub fn stm_len(&self, agent: &str) -> usize {
-        self.stm
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(agent)
-            .map_or(0, |s| s.len())
-    }
-
-    // -- episodic -------------------------------------------------------
-
-    fn log(
-        &self,
-        agent: &str,
-        op: &str,
-        inputs: Json,
-        out: Result<&Json, &HostError>,
-        t0: Instant,
-    ) {
-        let ms = ais_stdlib::time::unix_ms();
-        let mut rec = json!({
-            "run": self.run_id,
-            "seq": self.seq.fetch_add(1, Ordering::Relaxed) + 1,
-            "time": ais_stdlib::time::rfc3339(ms),
-            "agent": agent,
-            "op": op,
-            "inputs": inputs,
-            "dur_us": u64::try_from(t0.elapsed().as_micros()).unwrap_or(u64::MAX),
-        });
-        match out {
-            Ok(v) => rec["outputs"] = v.clone(),
-            Err(e) => {
-                rec["error"] = json!({"code": e.code, "message": e.message, "payload": e.payload})
-            }
-        }
-        self.append(rec);
-    }
-
-    fn append(&self, rec: Json) {
-        if let Err(e) = self.episodic.get().and_then(|l| l.append(rec)) {
-            // The run goes on; the edge shows the failure once per call.
-            self.warn(&e.to_string());
-        }
-    }
-
     fn warn(&self, message: &str) {
         if let Some(c) = &self.console {
             c.warn(message);
-        }
-    }
-
-    // -- STM --------------------------------------------------------------
-
-    fn stm_of(&self, agent: &str) -> Arc<Stm> {
-        if let Some(s) = self
-            .stm
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(agent)
-        {
-            return s.clone();
-        }
-        self.stm
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(agent.to_string())
-            .or_insert_with(|| {
-                Arc::new(Stm::new(
-                    self.config.memory.stm_capacity,
-                    self.config.memory.lru_k,
-                    self.clock.clone(),
-                ))
-            })
-            .clone()
-    }
-
-    fn swap_out(&self, agent: &str, evicted: Vec<stm::StmEntry>) -> Result<(), HostError> {
-        for e in evicted {
-            self.ltm.get()?.put(
-                agent,
-                &self.swap_ns,
-                &e.key,
-                &e.value,
-                Some(i64::try_from(e.seq).unwrap_or(i64::MAX)),
-            )?;
-            lock(&self.swapped).insert((agent.to_string(), e.key));
-        }
-        Ok(())
-    }
-
-    fn stm_put(&self, agent: &str, key: &str, value: &Json) -> Result<(), HostError> {
-        let s = self.stm_of(agent);
-        let was_swapped = lock(&self.swapped).remove(&(agent.to_string(), key.to_string()));
-        if was_swapped {
-            self.ltm.get()?.remove(agent, &self.swap_ns, key)?;
-        }
-        let ev = s.put(key, value.clone());
-        self.swap_out(agent, ev)
-    }
-
-    fn stm_has_swapped(&self, agent: &str) -> bool {
-        lock(&self.swapped).iter().any(|(a, _)| a == agent)
-    }
-
-    /// STM entries (in memory and swapped out), oldest write first.
-    fn stm_entries(&self, agent: &str) -> Result<Vec<(String, Json, u64)>, HostError> {
-        let mut all: Vec<(String, Json, u64)> = self
-            .stm_of(agent)
-            .entries()
-            .into_iter()
-            .map(|e| (e.key, e.value, e.seq))
-            .collect();
-        if self.stm_has_swapped(agent) {
-            for e in self.ltm.get()?.all(agent, &self.swap_ns)? {
-                all.push((e.key, e.value, u64::try_from(e.seq).unwrap_or(0)));
-            }
-            all.sort_by_key(|e| e.2);
-        }
-        Ok(all)
-    }
-
-    fn stm_get(&self, agent: &str, key: &str) -> Result<Option<Json>, HostError> {
-        let s = self.stm_of(agent);
-        if let Some(v) = s.get(key) {
-            return Ok(Some(v));
-        }
-        if !lock(&self.swapped).contains(&(agent.to_string(), key.to_string())) {
-            return Ok(None);
-        }
-        // Swap the entry back in.
-        let Some(e) = self.ltm.get()?.get(agent, &self.swap_ns, key)? else {
-            return Ok(None);
-        };
-        self.ltm.get()?.remove(agent, &self.swap_ns, key)?;
-        lock(&self.swapped).remove(&(agent.to_string(), key.to_string()));
-        let ev = s.put_at(
-            key,
-            e.value.clone(),
-            Some(u64::try_from(e.seq).unwrap_or(0)),
-        );
-        s.get(key);
-        self.swap_out(agent, ev)?;
-        Ok(Some(e.value))
-    }
-
-    // -- memory semantics -------------------------------------------------
-
-    fn query(&self, agent: &str, tier: Tier, q: &str) -> Result<Json, HostError> {
-        let list = |xs: Vec<Json>| Ok(Json::Array(xs));
-        let everything = q.is_empty() || q == "*";
-        let prefix = q.strip_suffix('*').filter(|_| !everything);
-        match tier {
-            Tier::Stm => {
-                if !everything && prefix.is_none() {
-                    if let Some(v) = self.stm_get(agent, q)? {
-                        return Ok(v);
-                    }
-                }
-                let all = self.stm_entries(agent)?;
-                let ws = words(q);
-                list(
-                    all.into_iter()
-                        .filter(|(k, v, _)| {
-                            everything
-                                || prefix.map_or_else(
-                                    || matches_all(&ws, &format!("{k} {}", text_of(v))),
-                                    |p| k.starts_with(p),
-                                )
-                        })
-                        .map(|(_, v, _)| v)
-                        .collect(),
-                )
-            }
-            Tier::Ltm => {
-                let rows = if everything {
-                    self.ltm.get()?.all(agent, LTM_NS)?
-                } else if let Some(p) = prefix {
-                    self.ltm.get()?.prefix(agent, LTM_NS, p)?
-                } else if let Some(e) = self.ltm.get()?.get(agent, LTM_NS, q)? {
-                    return Ok(e.value);
-                } else {
-                    self.ltm.get()?.search_all(agent, LTM_NS, q)?
-                };
-                list(rows.into_iter().map(|e| e.value).collect())
-            }
-            Tier::Episodic => {
-                if q == TRACE_QUERY {
-                    // This run's transitions of the agent (for reflection).
-                    return list(self.episodic.get()?.select(&episodic::Filter {
-                        agent: Some(agent),
-                        run: Some(&self.run_id),
-                        notes: Some(false),
-                    })?);
-                }
-                let recs = self.episodic.get()?.select(&episodic::Filter {
-                    agent: Some(agent),
-                    notes: Some(true),
-                    ..episodic::Filter::default()
-                })?;
-                let key_of = |r: &Json| -> String {
-                    match r.get("op").and_then(Json::as_str) {
-                        Some("note") => r
-                            .get("key")
-                            .and_then(Json::as_str)
-                            .unwrap_or("")
-                            .to_string(),
-                        Some(op) => op.to_string(),
-                        None => String::new(),
-                    }
-                };
-                let value_of = |r: &Json| -> Json {
-                    if r.get("op").and_then(Json::as_str) == Some("note") {
-                        r.get("value").cloned().unwrap_or(Json::Null)
-                    } else {
-                        r.clone()
-                    }
-                };
-                if !everything && prefix.is_none() {
-                    if let Some(r) = recs.iter().rev().find(|r| key_of(r) == q) {
-                        return Ok(value_of(r));
-                    }
-                }
-                let ws = words(q);
-                list(
-                    recs.iter()
-                        .filter(|r| {
-                            everything
-                                || prefix.map_or_else(
-                                    || {
-                                        matches_all(
-                                            &ws,
-                                            &format!("{} {}", key_of(r), text_of(&value_of(r))),
-                                        )
-                                    },
-                                    |p| key_of(r).starts_with(p),
-                                )
-                        })
-                        .map(value_of)
-                        .collect(),
-                )
-            }
-        }
-    }
-
-    fn update(
-        &self,
-        agent: &str,
-        tier: Tier,
-        value: &Json,
-        key: Option<&Json>,
-    ) -> Result<Json, HostError> {
-        let key = key.map(text_of);
-        match tier {
-            Tier::Stm => {
-                let k = key.unwrap_or_else(|| content_key(value));
-                self.stm_put(agent, &k, value)?;
-                Ok(json!({"key": k}))
-            }
-            Tier::Ltm => {
-                let k = key.unwrap_or_else(|| content_key(value));
-                self.ltm.get()?.put(agent, LTM_NS, &k, value, None)?;
-                Ok(json!({"key": k}))
-            }
-            Tier::Episodic => {
-                let ms = ais_stdlib::time::unix_ms();
-                self.episodic.get()?.append(json!({
-                    "run": self.run_id,
-                    "seq": self.seq.fetch_add(1, Ordering::Relaxed) + 1,
-                    "time": ais_stdlib::time::rfc3339(ms),
-                    "agent": agent,
-                    "op": "note",
-                    "key": key,
-                    "value": value,
-                }))?;
-                Ok(json!({"key": key}))
-            }
         }
     }
 
@@ -1261,101 +845,11 @@ impl AamHost {
                     ))
                 })
                 .map_err(from_tool),
-            Kind::MemorySearch => {
-                let q = args.get("query").and_then(Json::as_str).unwrap_or("");
-                let limit = args
-                    .get("limit")
-                    .and_then(Json::as_u64)
-                    .map_or(10, |l| usize::try_from(l).unwrap_or(usize::MAX));
-                // Only entries carrying every tag asked for (facts stored
-                // with `store_fact`); the search then keeps `limit` of them.
-                let tags: Vec<&str> = args
-                    .get("tags")
-                    .and_then(Json::as_array)
-                    .map(|a| a.iter().filter_map(Json::as_str).collect())
-                    .unwrap_or_default();
-                let has_tags = |v: &Json| {
-                    let of = v.get("tags").and_then(Json::as_array);
-                    tags.iter()
-                        .all(|t| of.is_some_and(|a| a.iter().any(|x| x == t)))
-                };
-                let wide = if tags.is_empty() { limit } else { usize::MAX };
-                let hits = if q.trim().is_empty() && !tags.is_empty() {
-                    // Tags alone: every tagged entry, newest first.
-                    let mut all = self.ltm.get()?.all(agent, LTM_NS)?;
-                    all.reverse();
-                    all.into_iter().map(|e| (e, 0.0)).collect()
-                } else {
-                    self.ltm
-                        .get()?
-                        .search_ranked(Some(agent), LTM_NS, q, wide)?
-                };
-                Ok(Json::Array(
-                    hits.into_iter()
-                        .filter(|(e, _)| has_tags(&e.value))
-                        .take(limit)
-                        .map(|(e, s)| json!({"key": e.key, "value": e.value, "score": s}))
-                        .collect(),
-                ))
-            }
-            Kind::StoreFact => {
-                let text = args.get("text").and_then(Json::as_str).unwrap_or("");
-                let tags = args.get("tags").cloned().unwrap_or_else(|| json!([]));
-                let source = args.get("source").cloned().unwrap_or(Json::Null);
-                // The same fact stored twice is one entry (its key is its
-                // content), so a resumed or repeated run does not duplicate it.
-                let key = format!("fact:{}", &content_hash(text)[..16]);
-                let value = json!({"text": text, "tags": tags, "source": source});
-                self.ltm.get()?.put(agent, LTM_NS, &key, &value, None)?;
-                Ok(json!({"key": key}))
-            }
-            Kind::Queue(op) => {
-                let queue = args.get("queue").and_then(Json::as_str).unwrap_or("");
-                let by = format!("{}/{agent}", self.run_id);
-                match *op {
-                    "enqueue" => {
-                        self.ltm
-                            .get()?
-                            .enqueue(queue, args.get("job").unwrap_or(&Json::Null), &by)
-                    }
-                    _ => {
-                        let mut got = self.ltm.get()?.claim(queue, &by)?;
-                        // The reference's names for the same facts.
-                        if let Some(o) = got.as_object_mut() {
-                            let id = o.get("id").cloned().unwrap_or(Json::Null);
-                            let job = o.get("job").cloned().unwrap_or(Json::Null);
-                            o.insert("claim_token".into(), json!(format!("{queue}:{id}:{by}")));
-                            o.insert("task_id".into(), json!(id.to_string()));
-                            o.insert("task_data".into(), job);
-                        }
-                        Ok(got)
-                    }
-                }
-            }
+            Kind::MemorySearch => self.memory_search(agent, args),
+            Kind::StoreFact => self.store_fact(agent, args),
+            Kind::Queue(op) => self.queue_op(agent, op, args),
             Kind::Goals(op) => self.goal_op(agent, op, args),
-            Kind::Inbox => {
-                let clear = args.get("clear").and_then(Json::as_bool).unwrap_or(false);
-                let show = |list: &[Received]| {
-                    Json::Array(
-                        list.iter()
-                            .map(|m| {
-                                json!({"from": m.from, "protocol": m.protocol, "body": m.body,
-                                       "time": ais_stdlib::time::rfc3339(m.time_ms)})
-                            })
-                            .collect(),
-                    )
-                };
-                if let Some(pg) = self.shared_state() {
-                    return Ok(show(&pg.inbox(agent, clear)?));
-                }
-                let mut ib = lock(&self.inbox);
-                let list = ib.entry(agent.to_string()).or_default();
-                let out = show(list);
-                if clear {
-                    list.clear();
-                }
-                Ok(out)
-            }
+            Kind::Inbox => self.inbox_tool(agent, args),
             Kind::Subprocess(cfg) => tools::run_subprocess(cfg, args, cancel),
             Kind::Shell => shell::run_bash(&self.settings.workspace, args, cancel),
             Kind::Mcp { client, remote, .. } => client.call_tool(remote, args, cancel),
@@ -1433,57 +927,11 @@ impl AamHost {
     }
 }
 
-/// The LTM and episodic stores of the memory database `db`, opened once
-/// per process (opening and migrating SQLite per run was most of a served
-/// trivial run's cost; `crate::store::open_once`).
-#[allow(clippy::type_complexity)]
-fn shared_stores(db: &Path) -> Result<(Arc<Ltm>, Arc<Episodic>, Option<String>), HostError> {
-    static OPEN: crate::store::open_once::OpenOnce<(Arc<Ltm>, Arc<Episodic>)> =
-        crate::store::open_once::OpenOnce::new();
-    let key = std::fs::canonicalize(db.parent().unwrap_or(db))
-        .map(|d| d.join(DB_FILE))
-        .unwrap_or_else(|_| db.to_path_buf());
-    let mut warning = None;
-    // An old framed log to import: opened afresh so the import runs (and
-    // says what it did) whatever this process had open.
-    if db.with_file_name(episodic::LEGACY_FILE).exists() {
-        let (ep, w) = Episodic::open(db)?;
-        return Ok((Arc::new(Ltm::open(Some(db))?), Arc::new(ep), w));
-    }
-    let (ltm, ep) = OPEN.get(&key, || -> Result<_, HostError> {
-        let ltm = Arc::new(Ltm::open(Some(db))?);
-        let (ep, w) = Episodic::open(db)?;
-        warning = w;
-        Ok((ltm, Arc::new(ep)))
-    })?;
-    Ok((ltm, ep, warning))
-}
-
-impl Drop for AamHost {
-    fn drop(&mut self) {
-        // Swapped-out STM belongs to this process only.
-        if let Some(l) = self.ltm.opened() {
-            let _ = l.clear_ns_prefix(&self.swap_ns);
-        }
-    }
-}
-
 /// `inv` arguments may arrive as JSON text (templates produce strings).
 fn parse_args(args: &Json) -> Json {
     match args {
         Json::String(s) => serde_json::from_str::<Json>(s).unwrap_or_else(|_| args.clone()),
         other => other.clone(),
-    }
-}
-
-fn kind_name(v: &Json) -> &'static str {
-    match v {
-        Json::Null => "null",
-        Json::Bool(_) => "bool",
-        Json::Number(_) => "number",
-        Json::String(_) => "str",
-        Json::Array(_) => "list",
-        Json::Object(_) => "json object",
     }
 }
 
@@ -1542,17 +990,7 @@ impl Host for AamHost {
     }
 
     fn mem_query(&self, agent: &str, tier: Tier, query: &Json) -> Result<Json, HostError> {
-        let t0 = Instant::now();
-        let q = text_of(query);
-        let r = self.query(agent, tier, &q);
-        self.log(
-            agent,
-            "qmem",
-            json!({"tier": tier.name(), "query": q}),
-            r.as_ref(),
-            t0,
-        );
-        r
+        self.mem_query_logged(agent, tier, query)
     }
 
     fn mem_update(
@@ -1562,118 +1000,27 @@ impl Host for AamHost {
         value: &Json,
         key: Option<&Json>,
     ) -> Result<(), HostError> {
-        let t0 = Instant::now();
-        let r = self.update(agent, tier, value, key);
-        if tier != Tier::Episodic || r.is_err() {
-            let inputs = json!({"tier": tier.name(), "key": key, "value": value});
-            self.log(agent, "umem", inputs, r.as_ref(), t0);
-        }
-        r.map(|_| ())
+        self.mem_update_logged(agent, tier, value, key)
     }
 
     fn belief_get(&self, agent: &str, name: &str) -> Result<Json, HostError> {
-        let t0 = Instant::now();
-        let found = match self.shared_state() {
-            Some(pg) => pg.belief(agent, name),
-            None => Ok(lock(&self.beliefs)
-                .get(&(agent.to_string(), name.to_string()))
-                .cloned()),
-        };
-        let r = found.and_then(|v| {
-            v.ok_or_else(|| {
-                HostError::new(
-                    "belief.unknown",
-                    format!("agent `{agent}` has no belief `{name}`"),
-                )
-                .with_payload(json!({"agent": agent, "belief": name}))
-            })
-        });
-        self.log(agent, "belief.get", json!({"name": name}), r.as_ref(), t0);
-        r
+        self.belief_get_logged(agent, name)
     }
 
     fn belief_set(&self, agent: &str, name: &str, value: &Json) -> Result<(), HostError> {
-        let t0 = Instant::now();
-        let check = |old: Option<&Json>| match old {
-            Some(old)
-                if !old.is_null()
-                    && !value.is_null()
-                    && std::mem::discriminant(old) != std::mem::discriminant(value) =>
-            {
-                Err(HostError::new(
-                    "belief.type",
-                    format!(
-                        "belief `{name}` of agent `{agent}` holds a {}; it cannot become a {}",
-                        kind_name(old),
-                        kind_name(value)
-                    ),
-                )
-                .with_payload(json!({"agent": agent, "belief": name})))
-            }
-            _ => Ok(()),
-        };
-        let r = match self.shared_state() {
-            Some(pg) => pg.set_belief(agent, name, value, check),
-            None => {
-                let mut b = lock(&self.beliefs);
-                let k = (agent.to_string(), name.to_string());
-                check(b.get(&k)).map(|()| {
-                    b.insert(k, value.clone());
-                })
-            }
-        }
-        .map(|()| Json::Null);
-        self.log(
-            agent,
-            "belief.set",
-            json!({"name": name, "value": value}),
-            r.as_ref(),
-            t0,
-        );
-        r.map(|_| ())
+        self.belief_set_logged(agent, name, value)
     }
 
     fn belief_init(&self, agent: &str, name: &str, value: &Json) -> Result<(), HostError> {
-        let Some(pg) = self.shared_state() else {
-            return self.belief_set(agent, name, value);
-        };
-        // Beliefs persist in the shared store: an earlier run's value stays.
-        let t0 = Instant::now();
-        let r = pg.init_belief(agent, name, value);
-        let inputs = json!({"name": name, "value": value, "initial": true});
-        self.log(agent, "belief.set", inputs, r.as_ref(), t0);
-        r.map(|_| ())
+        self.belief_init_logged(agent, name, value)
     }
 
     fn stored_labels(&self, tier: &str) -> Result<Vec<String>, HostError> {
-        if !self.keeps_labels(tier) {
-            return Ok(Vec::new());
-        }
-        let prefix = format!("{tier}/");
-        Ok(self
-            .ltm
-            .get()?
-            .prefix(LABELS_OWNER, LABELS_NS, &prefix)?
-            .into_iter()
-            .filter_map(|e| e.key.strip_prefix(&prefix).map(str::to_string))
-            .collect())
+        self.labels_kept(tier)
     }
 
     fn store_labels(&self, tier: &str, names: &[String]) -> Result<(), HostError> {
-        if !self.keeps_labels(tier) {
-            return Ok(());
-        }
-        let ltm = self.ltm.get()?;
-        for n in names {
-            ltm.put(
-                LABELS_OWNER,
-                LABELS_NS,
-                &format!("{tier}/{n}"),
-                &Json::Bool(true),
-                None,
-            )?;
-        }
-        Ok(())
+        self.keep_labels(tier, names)
     }
 
     fn print(&self, agent: &str, line: &str) {
@@ -1686,44 +1033,8 @@ impl Host for AamHost {
     }
 
     fn communicate(&self, message: Message) -> Result<(), HostError> {
-        let t0 = Instant::now();
-        let ms = ais_stdlib::time::unix_ms();
-        let m = Received {
-            from: message.from.clone(),
-            protocol: message.protocol.clone(),
-            body: message.body.clone(),
-            time_ms: ms,
-        };
-        match self.shared_state() {
-            Some(pg) => {
-                if let Err(e) = pg.send(&message.to, &m) {
-                    let inputs = json!({"to": message.to, "protocol": message.protocol});
-                    self.log(&message.from, "send", inputs, Err(&e), t0);
-                    return Err(e);
-                }
-            }
-            None => lock(&self.inbox)
-                .entry(message.to.clone())
-                .or_default()
-                .push(m),
-        }
-        let inputs = json!({"to": message.to, "protocol": message.protocol, "body": message.body});
-        self.log(&message.from, "send", inputs, Ok(&Json::Null), t0);
-        let inputs =
-            json!({"from": message.from, "protocol": message.protocol, "body": message.body});
-        self.log(&message.to, "receive", inputs, Ok(&Json::Null), t0);
-        Ok(())
+        self.deliver(message)
     }
-}
-
-/// The hash a fact's key is made of: the journal's input hash of the text
-/// (SHA-256 of its tagged JSON, 128 bits in hex), computed here so keys of
-/// facts stored before stay the same.
-fn content_hash(text: &str) -> String {
-    use sha2::{Digest, Sha256};
-    let tagged = json!([{ "v": text }]).to_string();
-    let h = Sha256::digest(tagged.as_bytes());
-    h[..16].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Paths of a memory directory's files.
@@ -1755,47 +1066,5 @@ fn search_provider(cfg: &AamConfig) -> ais_stdlib::search::SearchProvider {
         },
         None if cfg.simulate_search => SearchProvider::Simulated,
         None => SearchProvider::None,
-    }
-}
-
-/// A store made on its first use (see `AamHost::ltm`/`episodic`).
-struct OnFirstUse<T> {
-    cell: std::sync::OnceLock<Arc<T>>,
-    open: fn() -> Result<T, HostError>,
-}
-
-impl<T> OnFirstUse<T> {
-    fn ready(v: Arc<T>) -> Self {
-        let cell = std::sync::OnceLock::new();
-        let _ = cell.set(v);
-        OnFirstUse {
-            cell,
-            open: || {
-                Err(HostError::new(
-                    "internal.store",
-                    "the store was given, not opened",
-                ))
-            },
-        }
-    }
-
-    fn lazy(open: fn() -> Result<T, HostError>) -> Self {
-        OnFirstUse {
-            cell: std::sync::OnceLock::new(),
-            open,
-        }
-    }
-
-    fn get(&self) -> Result<&T, HostError> {
-        if let Some(v) = self.cell.get() {
-            return Ok(v);
-        }
-        let v = Arc::new((self.open)()?);
-        Ok(self.cell.get_or_init(|| v))
-    }
-
-    /// The store, if it was made.
-    fn opened(&self) -> Option<&T> {
-        self.cell.get().map(|v| &**v)
     }
 }

@@ -8,6 +8,8 @@
 //! first (oldest last access first). The entry just written is never the
 //! victim. Victims are returned to the caller, which swaps them out to LTM.
 
+use crate::host::HostError;
+use crate::sync::lock;
 use serde_json::Value as Json;
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, VecDeque};
@@ -193,6 +195,120 @@ impl Stm {
             value: slot.value,
             seq: slot.written,
         })
+    }
+}
+
+/// The host's STM: one [`Stm`] per agent; evicted entries swap out to the
+/// agent store (namespace `stm:<session>`, this process's only).
+impl super::AamHost {
+    /// Number of STM entries of `agent` held in memory (not swapped out).
+    pub fn stm_len(&self, agent: &str) -> usize {
+        self.stm
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(agent)
+            .map_or(0, |s| s.len())
+    }
+
+    fn stm_of(&self, agent: &str) -> Arc<Stm> {
+        if let Some(s) = self
+            .stm
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(agent)
+        {
+            return s.clone();
+        }
+        self.stm
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(agent.to_string())
+            .or_insert_with(|| {
+                Arc::new(Stm::new(
+                    self.config.memory.stm_capacity,
+                    self.config.memory.lru_k,
+                    self.clock.clone(),
+                ))
+            })
+            .clone()
+    }
+
+    fn swap_out(&self, agent: &str, evicted: Vec<StmEntry>) -> Result<(), HostError> {
+        for e in evicted {
+            self.ltm.put(
+                agent,
+                &self.swap_ns,
+                &e.key,
+                &e.value,
+                Some(i64::try_from(e.seq).unwrap_or(i64::MAX)),
+                // STM is labelled per tier for the run it lives in.
+                &[],
+            )?;
+            lock(&self.swapped).insert((agent.to_string(), e.key));
+        }
+        Ok(())
+    }
+
+    pub(super) fn stm_put(&self, agent: &str, key: &str, value: &Json) -> Result<(), HostError> {
+        let s = self.stm_of(agent);
+        let was_swapped = lock(&self.swapped).remove(&(agent.to_string(), key.to_string()));
+        if was_swapped {
+            self.ltm.remove(agent, &self.swap_ns, key)?;
+        }
+        let ev = s.put(key, value.clone());
+        self.swap_out(agent, ev)
+    }
+
+    fn stm_has_swapped(&self, agent: &str) -> bool {
+        lock(&self.swapped).iter().any(|(a, _)| a == agent)
+    }
+
+    /// STM entries (in memory and swapped out), oldest write first.
+    pub(super) fn stm_entries(&self, agent: &str) -> Result<Vec<(String, Json, u64)>, HostError> {
+        let mut all: Vec<(String, Json, u64)> = self
+            .stm_of(agent)
+            .entries()
+            .into_iter()
+            .map(|e| (e.key, e.value, e.seq))
+            .collect();
+        if self.stm_has_swapped(agent) {
+            for e in self.ltm.all(agent, &self.swap_ns)? {
+                all.push((e.key, e.value, u64::try_from(e.seq).unwrap_or(0)));
+            }
+            all.sort_by_key(|e| e.2);
+        }
+        Ok(all)
+    }
+
+    pub(super) fn stm_get(&self, agent: &str, key: &str) -> Result<Option<Json>, HostError> {
+        let s = self.stm_of(agent);
+        if let Some(v) = s.get(key) {
+            return Ok(Some(v));
+        }
+        if !lock(&self.swapped).contains(&(agent.to_string(), key.to_string())) {
+            return Ok(None);
+        }
+        // Swap the entry back in.
+        let Some(e) = self.ltm.get(agent, &self.swap_ns, key)? else {
+            return Ok(None);
+        };
+        self.ltm.remove(agent, &self.swap_ns, key)?;
+        lock(&self.swapped).remove(&(agent.to_string(), key.to_string()));
+        let ev = s.put_at(
+            key,
+            e.value.clone(),
+            Some(u64::try_from(e.seq).unwrap_or(0)),
+        );
+        s.get(key);
+        self.swap_out(agent, ev)?;
+        Ok(Some(e.value))
+    }
+}
+
+impl Drop for super::AamHost {
+    fn drop(&mut self) {
+        // Swapped-out STM belongs to this process only.
+        let _ = self.ltm.clear_ns_prefix(&self.swap_ns);
     }
 }
 

@@ -112,7 +112,16 @@ impl<'r> Run<'r> {
                 .stack_size(256 * 1024)
                 .spawn_scoped(scope, move || {
                     let start_ns = self.now();
-                    let (result, replayed) = self.early_call(site.agent, &tool, &args, key);
+                    let ((result, replayed), read) = crate::host::flow::with(Vec::new(), || {
+                        self.early_call(site.agent, &tool, &args, key)
+                    });
+                    if !read.is_empty() {
+                        // It read labelled stored values (`crate::host::flow`):
+                        // the plan's own op calls it again, so its result
+                        // carries their labels.
+                        prefetch.abandon(i);
+                        return;
+                    }
                     let record = ToolCallRecord {
                         turn: site.round,
                         tool: tool.clone(),

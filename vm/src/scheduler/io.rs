@@ -313,14 +313,28 @@ impl<'r> Run<'r> {
                 return r.map(Val::from_json).map_err(OpError::from);
             }
         }
-        exec::exec_tool(
-            self.host,
-            agent,
-            instr,
-            args,
-            &self.cancel,
-            idempotency_key.as_deref(),
-        )
+        let call = || {
+            exec::exec_tool(
+                self.host,
+                agent,
+                instr,
+                args,
+                &self.cancel,
+                idempotency_key.as_deref(),
+            )
+        };
+        if self.labels.off() {
+            return call();
+        }
+        // A tool that stores its argument keeps the argument's labels; one
+        // that reads stored values back gives their labels to the result
+        // (`crate::host::flow`), journaled with it by `settle`.
+        let writing = self.labels.names(frame.label(instr.result));
+        let (r, read) = crate::host::flow::with(writing, call);
+        if !read.is_empty() {
+            frame.add_label(instr.result, self.labels.of_names(&read));
+        }
+        r
     }
 
     /// An LLM reply (or failure) as the op's value and its telemetry.

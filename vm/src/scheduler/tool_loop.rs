@@ -500,13 +500,31 @@ impl<'r> Run<'r> {
                 gate::single_value(id, record)
             },
             |key| {
-                self.host
-                    .invoke_tool_keyed(site.agent, &call.name, &args, &self.cancel, key.as_deref())
-                    .map_err(OpError::from)
-                    .and_then(|v| {
-                        let v = Val::from_json(v);
-                        super::limits::check_value(&v, self.max_value_bytes).map(|()| v)
-                    })
+                // The exchange's label goes with what a tool stores, and
+                // what a tool reads back joins the exchange's result
+                // (`crate::host::flow`).
+                let writing = if self.labels.off() {
+                    Vec::new()
+                } else {
+                    self.labels.names(label)
+                };
+                let (r, read) = crate::host::flow::with(writing, || {
+                    self.host.invoke_tool_keyed(
+                        site.agent,
+                        &call.name,
+                        &args,
+                        &self.cancel,
+                        key.as_deref(),
+                    )
+                });
+                if !read.is_empty() && !self.labels.off() {
+                    site.frame
+                        .add_label(site.instr.result, self.labels.of_names(&read));
+                }
+                r.map_err(OpError::from).and_then(|v| {
+                    let v = Val::from_json(v);
+                    super::limits::check_value(&v, self.max_value_bytes).map(|()| v)
+                })
             },
             |v| (Record::values(std::slice::from_ref(v)), 0),
         );

@@ -239,6 +239,14 @@ impl<'r> Run<'r> {
                 let r = if instr.opcode == Opcode::Print {
                     // Journaled before it is shown (`gate::outbox`).
                     self.print_op(&frame, &args, jkey.as_ref())
+                } else if labels_on && instr.opcode == Opcode::Communicate {
+                    // A message keeps its body's labels in the mailbox;
+                    // `inbox()` gives them back (`crate::host::flow`).
+                    let writing = self.labels.names(label);
+                    crate::host::flow::with(writing, || {
+                        exec::exec_inline(host, self.agent_name(frame.agent), instr, &args)
+                    })
+                    .0
                 } else {
                     exec::exec_inline(host, self.agent_name(frame.agent), instr, &args)
                 };

@@ -15,12 +15,15 @@
 //! the run row share-locked). SQLite has one process per run directory and
 //! ignores the token.
 
+pub mod agent;
+pub mod lease;
 pub mod open_once;
 pub mod postgres;
 pub mod rows;
 pub mod sqlite;
 pub mod storage;
 
+pub use agent::AgentStore;
 pub use rows::{JournalError, RunInfo, Status, Step};
 use std::path::Path;
 use std::sync::Arc;
@@ -222,9 +225,35 @@ fn no_queue(backend: &str) -> JournalError {
     )
 }
 
+/// Bytes as lower-case hex.
+pub(crate) fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
 /// True for a `--store` value that names a PostgreSQL database.
 pub fn is_postgres_url(s: &str) -> bool {
     s.starts_with("postgres://") || s.starts_with("postgresql://")
+}
+
+/// The agent store of the SQLite memory database `db` (created or
+/// migrated; shared with this process's other users of it), or an
+/// in-memory one; with the warning of a legacy episodic log's import.
+pub fn open_agent_sqlite(
+    db: Option<&Path>,
+) -> Result<(Arc<dyn AgentStore>, Option<String>), crate::host::HostError> {
+    match db {
+        None => Ok((Arc::new(sqlite::SqliteAgentStore::in_memory()?), None)),
+        Some(db) => {
+            let (s, w) = sqlite::SqliteAgentStore::open(db)?;
+            Ok((Arc::new(s), w))
+        }
+    }
+}
+
+/// The agent store of a fleet: the PostgreSQL database at `url` (one
+/// connection pool per store and process, shared by its runs).
+pub fn open_agent_postgres(url: &str) -> Result<Arc<dyn AgentStore>, crate::host::HostError> {
+    Ok(postgres::ltm::PgLtm::shared(url)?)
 }
 
 /// Opens the store `spec` names: a `postgres://` URL, else a memory

@@ -1,12 +1,12 @@
 //! Long-term memory in the shared PostgreSQL store: the same entries as
-//! the SQLite LTM (`crate::aam::ltm`), searched with PostgreSQL's own text
+//! the SQLite LTM (`crate::store::sqlite`), searched with PostgreSQL's own text
 //! search (a stored `tsvector` with a GIN index, `simple` configuration:
 //! lower-cased words, no stemming, like FTS5's default tokenizer), ranked
 //! with `ts_rank`.
 
 use super::pool::Pool;
-use crate::aam::ltm::{text_of, LtmEntry};
 use crate::host::HostError;
+use crate::store::agent::{labels_of, labels_text, text_of, LtmEntry};
 use postgres::Row;
 use serde_json::Value as Json;
 
@@ -33,7 +33,7 @@ impl std::fmt::Debug for PgLtm {
 /// A `tsquery` of the words (letters and digits only, so no quoting
 /// issue), joined by `op` (`&` or `|`); `None` without words.
 fn tsquery(query: &str, op: &str) -> Option<String> {
-    let ws = crate::aam::words(query);
+    let ws = crate::store::agent::words(query);
     (!ws.is_empty()).then(|| ws.join(&format!(" {op} ")))
 }
 
@@ -46,10 +46,11 @@ fn entry(r: &Row) -> LtmEntry {
         value: serde_json::from_str(&value).unwrap_or(Json::String(value)),
         seq: r.get(3),
         updated_ms: r.get(4),
+        labels: labels_of(&r.get::<_, String>(5)),
     }
 }
 
-const COLS: &str = "agent, key, value, seq, updated_ms";
+const COLS: &str = "agent, key, value, seq, updated_ms, labels";
 
 impl PgLtm {
     /// The process's `PgLtm` for `url` (connected and migrated once).
@@ -105,6 +106,7 @@ impl PgLtm {
         key: &str,
         value: &Json,
         seq: Option<i64>,
+        labels: &[String],
     ) -> Result<(), HostError> {
         let text = serde_json::to_string(value)
             .map_err(|e| HostError::new("memory.encode", e.to_string()))?;
@@ -130,13 +132,14 @@ impl PgLtm {
         };
         tx.execute(
             &format!(
-                "INSERT INTO ltm_entries (agent, ns, key, value, body, seq, created_ms, updated_ms)
-                 VALUES ($1, $2, $3, $4, $5, $6, {now}, {now})
+                "INSERT INTO ltm_entries (agent, ns, key, value, body, seq, created_ms, updated_ms, labels)
+                 VALUES ($1, $2, $3, $4, $5, $6, {now}, {now}, $7)
                  ON CONFLICT (agent, ns, key) DO UPDATE SET value = EXCLUDED.value,
-                    body = EXCLUDED.body, seq = EXCLUDED.seq, updated_ms = EXCLUDED.updated_ms",
+                    body = EXCLUDED.body, seq = EXCLUDED.seq, updated_ms = EXCLUDED.updated_ms,
+                    labels = EXCLUDED.labels",
                 now = super::NOW_MS
             ),
-            &[&agent, &ns, &key, &text, &body, &seq],
+            &[&agent, &ns, &key, &text, &body, &seq, &labels_text(labels)],
         )
         .map_err(|e| db_err("write", e))?;
         tx.commit().map_err(|e| db_err("commit", e))
@@ -225,7 +228,7 @@ impl PgLtm {
                 &[&q, &agent, &ns, &limit],
             )?
             .iter()
-            .map(|r| (entry(r), r.get::<_, f64>(5)))
+            .map(|r| (entry(r), r.get::<_, f64>(6)))
             .collect())
     }
 
@@ -270,11 +273,17 @@ impl PgLtm {
     }
 }
 
-/// Named work queues in the shared store (`crate::aam::queue` is the
+/// Named work queues in the shared store (`crate::store::sqlite::queue` is the
 /// SQLite twin): a claim takes the oldest open job with `FOR UPDATE SKIP
 /// LOCKED`, so workers of a fleet never take the same one.
 impl PgLtm {
-    pub fn enqueue(&self, queue: &str, job: &Json, by: &str) -> Result<Json, HostError> {
+    pub fn enqueue(
+        &self,
+        queue: &str,
+        job: &Json,
+        by: &str,
+        labels: &[String],
+    ) -> Result<Json, HostError> {
         let text = serde_json::to_string(job)
             .map_err(|e| HostError::new("memory.encode", e.to_string()))?;
         let mut c = self.pool.get().map_err(|e| db_err("connect", e))?;
@@ -282,11 +291,11 @@ impl PgLtm {
         let id: i64 = tx
             .query_one(
                 &format!(
-                    "INSERT INTO queue_jobs (queue, job, enqueued_by, enqueued_ms)
-                     VALUES ($1, $2, $3, {}) RETURNING id",
+                    "INSERT INTO queue_jobs (queue, job, enqueued_by, enqueued_ms, labels)
+                     VALUES ($1, $2, $3, {}, $4) RETURNING id",
                     super::NOW_MS
                 ),
-                &[&queue, &text, &by],
+                &[&queue, &text, &by, &labels_text(labels)],
             )
             .map_err(|e| db_err("enqueue", e))?
             .get(0);
@@ -301,23 +310,26 @@ impl PgLtm {
         Ok(serde_json::json!({"queue": queue, "id": id, "pending": pending}))
     }
 
-    pub fn claim(&self, queue: &str, by: &str) -> Result<Json, HostError> {
+    pub fn claim(&self, queue: &str, by: &str) -> Result<(Json, Vec<String>), HostError> {
         let row = self.rows(
             &format!(
                 "UPDATE queue_jobs SET claimed_by = $2, claimed_ms = {}
                  WHERE id = (SELECT id FROM queue_jobs WHERE queue = $1 AND claimed_by IS NULL
                              ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)
-                 RETURNING id, job",
+                 RETURNING id, job, labels",
                 super::NOW_MS
             ),
             &[&queue, &by],
         )?;
         let Some(r) = row.first() else {
-            return Ok(Json::Null);
+            return Ok((Json::Null, Vec::new()));
         };
         let id: i64 = r.get(0);
         let job: String = r.get(1);
         let job = serde_json::from_str(&job).unwrap_or(Json::String(job));
-        Ok(serde_json::json!({"queue": queue, "id": id, "job": job}))
+        Ok((
+            serde_json::json!({"queue": queue, "id": id, "job": job}),
+            labels_of(&r.get::<_, String>(2)),
+        ))
     }
 }

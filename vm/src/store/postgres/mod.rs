@@ -12,6 +12,7 @@
 //! Leases use the database's clock (`clock_timestamp()`), so workers'
 //! clocks need not agree.
 
+mod agent;
 mod group;
 pub mod ltm;
 mod pool;
@@ -50,25 +51,17 @@ pub(crate) fn describe(e: &postgres::Error) -> String {
     }
 }
 
-/// This process as a lease owner: `host:pid`.
+/// This process as a lease owner: `host:pid:start` (`super::lease`), so
+/// a pid the kernel reused later names another process.
 pub fn owner_id() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "localhost".into());
-    format!("{host}:{}", std::process::id())
+    super::lease::this_process()
 }
 
-/// Whether the process `host:pid` is alive: `None` when it runs on
-/// another host (or the owner is a worker slot, which holds a lease).
+/// Whether the process an owner names is alive: `None` when it runs on
+/// another host, or the owner is a worker slot (`OWNER/SLOT`, which holds
+/// a lease) or was written by a build without start times.
 fn owner_alive(owner: &str) -> Option<bool> {
-    let (host, pid) = owner.rsplit_once(':')?;
-    let pid: u32 = pid.parse().ok()?;
-    let me = owner_id();
-    let (my_host, _) = me.rsplit_once(':')?;
-    (host == my_host).then(|| std::path::Path::new(&format!("/proc/{pid}")).exists())
+    super::lease::owner_alive(owner)
 }
 
 /// `url` without its password, for messages.
@@ -231,7 +224,7 @@ impl PgStore {
     }
 
     fn insert(&self, run: &NewRun<'_>, status: &str) -> Result<(), JournalError> {
-        let sha = super::sqlite::hex(&Sha256::digest(run.artifact));
+        let sha = super::hex(&Sha256::digest(run.artifact));
         let owner = (status == "running").then(|| self.owner.clone());
         self.with(|c| {
             c.execute(

@@ -109,6 +109,11 @@ const MIGRATIONS: &[&str] = &[
     // 5: each journal entry's information-flow label (source names, JSON);
     // NULL in entries written before: recomputed on resume.
     "ALTER TABLE entries ADD COLUMN IF NOT EXISTS labels TEXT;",
+    // 6: each stored value's information-flow labels (source names, JSON):
+    // memory entries, queued jobs, messages (docs/security.md).
+    "ALTER TABLE ltm_entries ADD COLUMN IF NOT EXISTS labels TEXT NOT NULL DEFAULT '[]';
+     ALTER TABLE queue_jobs ADD COLUMN IF NOT EXISTS labels TEXT NOT NULL DEFAULT '[]';
+     ALTER TABLE aam_messages ADD COLUMN IF NOT EXISTS labels TEXT NOT NULL DEFAULT '[]';",
 ];
 
 /// The schema version this binary writes and reads.

@@ -1,13 +1,12 @@
 //! The agents' state besides LTM in the shared PostgreSQL store (schema
 //! version 4): mailboxes of `communicate`, goals, beliefs and the episodic
-//! log. The SQLite/in-process twins are in `crate::aam`; the host picks one
-//! side once, when it is built (`AamHost::use_store`).
+//! log. The SQLite twins are in `crate::store::sqlite::agent`; the host is
+//! given one store when it is built (`AamHost::use_store`).
 
 use super::ltm::{db_err, PgLtm};
 use super::NOW_MS;
-use crate::aam::episodic::Filter;
-use crate::aam::Received;
 use crate::host::HostError;
+use crate::store::agent::{labels_of, labels_text, Filter, Received};
 use serde_json::Value as Json;
 
 fn encode(v: &Json) -> Result<String, HostError> {
@@ -25,6 +24,7 @@ fn received(r: &postgres::Row) -> Received {
         protocol: r.get(2),
         body: decode(r.get(3)),
         time_ms: u64::try_from(r.get::<_, i64>(4)).unwrap_or(0),
+        labels: labels_of(&r.get::<_, String>(5)),
     }
 }
 
@@ -34,9 +34,16 @@ impl PgLtm {
         let body = encode(&m.body)?;
         let ms = i64::try_from(m.time_ms).unwrap_or(i64::MAX);
         self.exec(
-            "INSERT INTO aam_messages (agent, sender, protocol, body, sent_ms)
-             VALUES ($1, $2, $3, $4, $5)",
-            &[&to, &m.from, &m.protocol, &body, &ms],
+            "INSERT INTO aam_messages (agent, sender, protocol, body, sent_ms, labels)
+             VALUES ($1, $2, $3, $4, $5, $6)",
+            &[
+                &to,
+                &m.from,
+                &m.protocol,
+                &body,
+                &ms,
+                &labels_text(&m.labels),
+            ],
         )
         .map(|_| ())
     }
@@ -47,9 +54,9 @@ impl PgLtm {
     pub fn inbox(&self, agent: &str, take: bool) -> Result<Vec<Received>, HostError> {
         let sql = if take {
             "DELETE FROM aam_messages WHERE agent = $1
-             RETURNING id, sender, protocol, body, sent_ms"
+             RETURNING id, sender, protocol, body, sent_ms, labels"
         } else {
-            "SELECT id, sender, protocol, body, sent_ms FROM aam_messages
+            "SELECT id, sender, protocol, body, sent_ms, labels FROM aam_messages
              WHERE agent = $1 ORDER BY id"
         };
         let mut rows = self.rows(sql, &[&agent])?;

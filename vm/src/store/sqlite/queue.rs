@@ -1,11 +1,12 @@
 //! Named work queues (`enqueue` and `claim`, the reference's coordination
 //! op): jobs in the memory database, taken first in, first out. A claim is
 //! one transaction, so two runs sharing a memory directory never take the
-//! same job. With the PostgreSQL store (docs/scale-out.md) they live there
-//! and are shared by the fleet (`store::postgres::ltm`).
+//! same job. The PostgreSQL twin (docs/scale-out.md) shares them across a
+//! fleet (`store::postgres::ltm`).
 
-use super::ltm::{db_err, Ltm};
+use super::memory::{db_err, SqliteLtm};
 use crate::host::HostError;
+use crate::store::agent::{labels_of, labels_text};
 use rusqlite::{params, OptionalExtension};
 use serde_json::{json, Value as Json};
 
@@ -25,12 +26,15 @@ fn now_ms() -> i64 {
     i64::try_from(ais_stdlib::time::unix_ms()).unwrap_or(i64::MAX)
 }
 
-impl Ltm {
+impl SqliteLtm {
     /// Appends `job` to `queue`; `{queue, id, pending}` (jobs not claimed yet).
-    pub fn enqueue(&self, queue: &str, job: &Json, by: &str) -> Result<Json, HostError> {
-        if let Some(pg) = self.shared_store() {
-            return pg.enqueue(queue, job, by);
-        }
+    pub fn enqueue(
+        &self,
+        queue: &str,
+        job: &Json,
+        by: &str,
+        labels: &[String],
+    ) -> Result<Json, HostError> {
         let text = serde_json::to_string(job)
             .map_err(|e| HostError::new("memory.encode", e.to_string()))?;
         let mut c = self.conn();
@@ -38,8 +42,9 @@ impl Ltm {
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(|e| db_err("enqueue", e))?;
         tx.execute(
-            "INSERT INTO queue_jobs (queue, job, enqueued_by, enqueued_ms) VALUES (?1, ?2, ?3, ?4)",
-            params![queue, text, by, now_ms()],
+            "INSERT INTO queue_jobs (queue, job, enqueued_by, enqueued_ms, labels)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![queue, text, by, now_ms(), labels_text(labels)],
         )
         .map_err(|e| db_err("enqueue", e))?;
         let id = tx.last_insert_rowid();
@@ -55,26 +60,23 @@ impl Ltm {
     }
 
     /// Takes the oldest unclaimed job of `queue` for `by`: `{queue, id,
-    /// job}`, or `null` when the queue is empty.
-    pub fn claim(&self, queue: &str, by: &str) -> Result<Json, HostError> {
-        if let Some(pg) = self.shared_store() {
-            return pg.claim(queue, by);
-        }
+    /// job}` and the job's labels, or `null` when the queue is empty.
+    pub fn claim(&self, queue: &str, by: &str) -> Result<(Json, Vec<String>), HostError> {
         let mut c = self.conn();
         let tx = c
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(|e| db_err("claim", e))?;
-        let next: Option<(i64, String)> = tx
+        let next: Option<(i64, String, String)> = tx
             .query_row(
-                "SELECT id, job FROM queue_jobs WHERE queue = ?1 AND claimed_by IS NULL
+                "SELECT id, job, labels FROM queue_jobs WHERE queue = ?1 AND claimed_by IS NULL
                  ORDER BY id LIMIT 1",
                 params![queue],
-                |r| Ok((r.get(0)?, r.get(1)?)),
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )
             .optional()
             .map_err(|e| db_err("claim", e))?;
-        let Some((id, job)) = next else {
-            return Ok(Json::Null);
+        let Some((id, job, labels)) = next else {
+            return Ok((Json::Null, Vec::new()));
         };
         tx.execute(
             "UPDATE queue_jobs SET claimed_by = ?1, claimed_ms = ?2 WHERE id = ?3",
@@ -83,7 +85,10 @@ impl Ltm {
         .map_err(|e| db_err("claim", e))?;
         tx.commit().map_err(|e| db_err("claim", e))?;
         let job = serde_json::from_str(&job).unwrap_or(Json::String(job));
-        Ok(json!({"queue": queue, "id": id, "job": job}))
+        Ok((
+            json!({"queue": queue, "id": id, "job": job}),
+            labels_of(&labels),
+        ))
     }
 }
 
@@ -93,15 +98,22 @@ mod tests {
 
     #[test]
     fn jobs_are_claimed_once_in_order() {
-        let ltm = Ltm::open(None).expect("open");
-        assert_eq!(ltm.claim("q", "r1").expect("claim"), Json::Null);
-        ltm.enqueue("q", &json!("a"), "r0").expect("enqueue");
-        let second = ltm.enqueue("q", &json!({"n": 2}), "r0").expect("enqueue");
+        let ltm = SqliteLtm::open(None).expect("open");
+        assert_eq!(ltm.claim("q", "r1").expect("claim").0, Json::Null);
+        let page = vec!["fetch".to_string()];
+        ltm.enqueue("q", &json!("a"), "r0", &page).expect("enqueue");
+        let second = ltm
+            .enqueue("q", &json!({"n": 2}), "r0", &[])
+            .expect("enqueue");
         assert_eq!(second["pending"], 2);
-        ltm.enqueue("other", &json!("x"), "r0").expect("enqueue");
-        assert_eq!(ltm.claim("q", "r1").expect("claim")["job"], "a");
-        assert_eq!(ltm.claim("q", "r2").expect("claim")["job"], json!({"n": 2}));
-        assert_eq!(ltm.claim("q", "r3").expect("claim"), Json::Null);
-        assert_eq!(ltm.claim("other", "r3").expect("claim")["job"], "x");
+        ltm.enqueue("other", &json!("x"), "r0", &[])
+            .expect("enqueue");
+        // Each job comes back with its own labels.
+        let (first, labels) = ltm.claim("q", "r1").expect("claim");
+        assert_eq!((first["job"].clone(), labels), (json!("a"), page));
+        let (second, labels) = ltm.claim("q", "r2").expect("claim");
+        assert_eq!((second["job"].clone(), labels), (json!({"n": 2}), vec![]));
+        assert_eq!(ltm.claim("q", "r3").expect("claim").0, Json::Null);
+        assert_eq!(ltm.claim("other", "r3").expect("claim").0["job"], "x");
     }
 }

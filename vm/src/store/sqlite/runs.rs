@@ -1,7 +1,8 @@
-//! The embedded store: one SQLite database per memory directory
+//! The embedded run store: one SQLite database per memory directory
 //! (`runs.db`, WAL, `synchronous = FULL`), versioned with `PRAGMA
-//! user_version`. One process owns a run (checked by pid); fences are
-//! accepted and ignored.
+//! user_version`. One process owns a run: its lease, kept fresh by a
+//! heartbeat, says so (`crate::store::lease`; the recorded pid is only
+//! shown); fences are accepted and ignored.
 //!
 //! A process opens each directory's database once while it is in use
 //! ([`SqliteStore::shared`]), and journal writes are group-committed: a
@@ -10,8 +11,9 @@
 //! server) and concurrent ops (a fan-out) share one disk flush instead of
 //! paying one each.
 
-use super::{Entry, NewRun, RunRow, RunState, Store, StoreStatus};
+use crate::store::lease;
 use crate::store::rows::{JournalError, RunInfo, Status, Step, DB_FILE};
+use crate::store::{Entry, NewRun, RunRow, RunState, Store, StoreStatus};
 use crate::sync::lock;
 use rusqlite::{params, Connection, OptionalExtension};
 use sha2::{Digest, Sha256};
@@ -29,6 +31,9 @@ pub struct SqliteStore {
     pending: Mutex<Vec<Pending>>,
     /// Journal transactions committed (writes / commits: the batching).
     commits: std::sync::atomic::AtomicU64,
+    /// The heartbeat of this process's runs, started with its first run
+    /// (a database on disk only); it stops when the store is dropped.
+    heartbeat: std::sync::OnceLock<Arc<()>>,
 }
 
 /// A write waiting for the next group commit (its statements, run in a
@@ -53,7 +58,8 @@ impl std::fmt::Debug for Pending {
 }
 
 /// The stores this process has open, by database file.
-static OPEN: super::open_once::OpenOnce<Arc<SqliteStore>> = super::open_once::OpenOnce::new();
+static OPEN: crate::store::open_once::OpenOnce<Arc<SqliteStore>> =
+    crate::store::open_once::OpenOnce::new();
 
 fn db_err(path: &str) -> impl Fn(rusqlite::Error) -> JournalError + '_ {
     move |e| {
@@ -70,24 +76,7 @@ pub(crate) fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-pub(crate) fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn pid_alive(pid: i64) -> bool {
-    if pid <= 0 {
-        return false;
-    }
-    if pid == i64::from(std::process::id()) {
-        return true;
-    }
-    let proc = Path::new("/proc");
-    if !proc.exists() {
-        // No way to tell: assume it still runs.
-        return true;
-    }
-    proc.join(pid.to_string()).exists()
-}
+pub(crate) use crate::store::hex;
 
 fn init(conn: &Connection) -> rusqlite::Result<()> {
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
@@ -131,6 +120,18 @@ fn init(conn: &Connection) -> rusqlite::Result<()> {
     if !has_labels {
         conn.execute_batch("ALTER TABLE entries ADD COLUMN labels TEXT")?;
     }
+    // Leases (`crate::store::lease`), added the same way: a run written
+    // before has no owner, so nothing renews it and it is not live.
+    let has_lease: bool = conn.query_row(
+        "SELECT COUNT(*) > 0 FROM pragma_table_info('runs') WHERE name = 'lease_until'",
+        [],
+        |r| r.get(0),
+    )?;
+    if !has_lease {
+        conn.execute_batch(
+            "ALTER TABLE runs ADD COLUMN owner TEXT; ALTER TABLE runs ADD COLUMN lease_until INTEGER;",
+        )?;
+    }
     let v: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     if v == 0 {
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
@@ -139,19 +140,21 @@ fn init(conn: &Connection) -> rusqlite::Result<()> {
 }
 
 const INFO_SQL: &str =
-    "SELECT id, status, pid, started_ms, ended_ms, entry, program, error, resumes,
+    "SELECT id, status, owner, lease_until, started_ms, ended_ms, entry, program, error, resumes,
     (SELECT COUNT(*) FROM entries e WHERE e.run = runs.id AND e.kind = 'done') AS n_entries,
     (SELECT COUNT(*) FROM entries e WHERE e.run = runs.id AND e.kind = 'intent') AS n_doubt
     FROM runs";
 
 fn info_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunInfo> {
     let status: String = r.get("status")?;
-    let pid: i64 = r.get("pid")?;
+    let owner: Option<String> = r.get("owner")?;
+    let lease: Option<i64> = r.get("lease_until")?;
     let status = match status.as_str() {
         "completed" => Status::Completed,
         "failed" => Status::Failed,
         "paused" => Status::Paused,
-        _ if !pid_alive(pid) => Status::Interrupted,
+        _ if owner.as_deref() == Some(&lease::this_process()) => Status::Running,
+        _ if !lease::held_elsewhere(owner.as_deref(), lease, now_ms()) => Status::Interrupted,
         _ => Status::Running,
     };
     Ok(RunInfo {
@@ -202,7 +205,48 @@ impl SqliteStore {
             path,
             pending: Mutex::new(Vec::new()),
             commits: std::sync::atomic::AtomicU64::new(0),
+            heartbeat: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Starts renewing the leases of this process's running runs (once
+    /// per store): every [`lease::HEARTBEAT_MS`], on a connection of its
+    /// own, until the store is dropped. An in-memory database is seen by
+    /// no other process and needs none.
+    fn start_heartbeat(&self) {
+        if self.path == ":memory:" {
+            return;
+        }
+        self.heartbeat.get_or_init(|| {
+            let alive = Arc::new(());
+            let weak = Arc::downgrade(&alive);
+            let path = self.path.clone();
+            // Without a thread, runs longer than a lease look interrupted
+            // to other processes (this one still sees them as its own).
+            let _ = std::thread::Builder::new()
+                .name("ais-journal-heartbeat".into())
+                .spawn(move || {
+                    let me = lease::this_process();
+                    let Ok(conn) = Connection::open(&path) else {
+                        return;
+                    };
+                    let _ = conn.busy_timeout(std::time::Duration::from_secs(10));
+                    let tick = std::time::Duration::from_millis(lease::HEARTBEAT_MS as u64);
+                    loop {
+                        std::thread::sleep(tick);
+                        if weak.upgrade().is_none() {
+                            return;
+                        }
+                        // A missed renewal is retried at the next tick; the
+                        // lease outlasts several.
+                        let _ = conn.execute(
+                            "UPDATE runs SET lease_until = ?1 WHERE owner = ?2 AND status = 'running'",
+                            params![now_ms() + lease::LEASE_MS, me],
+                        );
+                    }
+                });
+            alive
+        });
     }
 
     /// The store of `dir`, shared by every user in this process (one
@@ -301,21 +345,26 @@ impl Store for SqliteStore {
     }
 
     fn begin_run(&self, run: &NewRun<'_>) -> Result<i64, JournalError> {
+        self.start_heartbeat();
+        let now = now_ms();
         let row = (
             run.id.to_string(),
             i64::from(std::process::id()),
-            now_ms(),
+            now,
             run.program.to_string(),
             run.artifact.to_vec(),
             hex(&Sha256::digest(run.artifact)),
             run.entry.map(str::to_string),
             run.args.to_string(),
+            lease::this_process(),
+            now + lease::LEASE_MS,
         );
         self.grouped("journal.db", move |c| {
             c.execute(
-                "INSERT INTO runs (id, status, pid, started_ms, program, artifact, artifact_sha256, entry, args)
-                 VALUES (?1, 'running', ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                params![row.0, row.1, row.2, row.3, row.4, row.5, row.6, row.7],
+                "INSERT INTO runs (id, status, pid, started_ms, program, artifact, artifact_sha256, entry, args,
+                    owner, lease_until)
+                 VALUES (?1, 'running', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                params![row.0, row.1, row.2, row.3, row.4, row.5, row.6, row.7, row.8, row.9],
             )
             .map(|_| ())
         })?;
@@ -323,18 +372,19 @@ impl Store for SqliteStore {
     }
 
     fn run_state(&self, id: &str) -> Result<Option<RunState>, JournalError> {
-        let row: Option<(String, i64)> = self
+        let row: Option<(String, i64, Option<String>, Option<i64>)> = self
             .conn()
-            .query_row("SELECT status, pid FROM runs WHERE id = ?1", [id], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
+            .query_row(
+                "SELECT status, pid, owner, lease_until FROM runs WHERE id = ?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
             .optional()
             .map_err(self.err())?;
-        Ok(row.map(|(status, pid)| RunState {
+        Ok(row.map(|(status, pid, owner, lease)| RunState {
             owned_elsewhere: (status == "running"
-                && pid_alive(pid)
-                && pid != i64::from(std::process::id()))
-            .then(|| format!("pid {pid}")),
+                && lease::held_elsewhere(owner.as_deref(), lease, now_ms()))
+            .then(|| format!("pid {pid}, its lease renewed by a heartbeat")),
             status,
         }))
     }
@@ -365,13 +415,41 @@ impl Store for SqliteStore {
     }
 
     fn mark_resumed(&self, id: &str) -> Result<i64, JournalError> {
-        self.conn()
-            .execute(
-                "UPDATE runs SET status = 'running', pid = ?2, ended_ms = NULL, error = NULL,
-                 resumes = resumes + 1 WHERE id = ?1",
-                params![id, i64::from(std::process::id())],
-            )
+        self.start_heartbeat();
+        let mut conn = self.conn();
+        // Checked and taken in one transaction: of two processes resuming
+        // one run, one gets it.
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(self.err())?;
+        let held: Option<(String, Option<String>, Option<i64>)> = tx
+            .query_row(
+                "SELECT status, owner, lease_until FROM runs WHERE id = ?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .optional()
+            .map_err(self.err())?;
+        if let Some((status, owner, lease)) = held {
+            if status == "running" && lease::held_elsewhere(owner.as_deref(), lease, now_ms()) {
+                return Err(JournalError::new(
+                    "journal.busy",
+                    format!("run `{id}` is still running (its owner renews its lease)"),
+                ));
+            }
+        }
+        tx.execute(
+            "UPDATE runs SET status = 'running', pid = ?2, owner = ?3, lease_until = ?4,
+             ended_ms = NULL, error = NULL, resumes = resumes + 1 WHERE id = ?1",
+            params![
+                id,
+                i64::from(std::process::id()),
+                lease::this_process(),
+                now_ms() + lease::LEASE_MS
+            ],
+        )
+        .map_err(self.err())?;
+        tx.commit().map_err(self.err())?;
         Ok(0)
     }
 
@@ -437,7 +515,8 @@ impl Store for SqliteStore {
         );
         self.grouped("journal.db", move |c| {
             c.execute(
-                "UPDATE runs SET status = ?2, ended_ms = ?3, result = ?4, error = ?5 WHERE id = ?1",
+                "UPDATE runs SET status = ?2, ended_ms = ?3, result = ?4, error = ?5,
+                 lease_until = NULL WHERE id = ?1",
                 params![row.0, row.1, row.2, row.3, row.4],
             )
             .map(|_| ())

@@ -1,0 +1,349 @@
+//! Memory semantics of the AAM: `qmem`/`umem` on the three tiers, the
+//! memory tools (`memory_search`, `store_fact`) and work queues
+//! (`enqueue`, `claim`), over the host's agent store
+//! ([`crate::store::AgentStore`]); and where the labels of what tiers that
+//! outlive a run hold are kept (docs/security.md, "Labels across runs").
+
+use super::ltm::text_of;
+use super::{episodic, words, AamHost, LTM_NS, TRACE_QUERY};
+use crate::host::{flow, HostError};
+use ais_ir::Tier;
+use serde_json::{json, Value as Json};
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+/// Where the sources written into tiers that outlive a run are kept (as
+/// long-term memory entries `TIER/SOURCE` of a name no agent can have), for
+/// later runs' information-flow labels (`Host::stored_labels`).
+const LABELS_OWNER: &str = "@ifc";
+const LABELS_NS: &str = "labels";
+
+/// Does `text` contain every word of `query` (as whole words)?
+fn matches_all(query_words: &[String], text: &str) -> bool {
+    if query_words.is_empty() {
+        return false;
+    }
+    let have: HashSet<String> = words(text).into_iter().collect();
+    query_words.iter().all(|w| have.contains(w))
+}
+
+/// The key `umem(value)` stores under when no key is given: `#` and the
+/// first 16 hex digits of the SHA-256 of the value's JSON text.
+pub fn content_key(value: &Json) -> String {
+    use sha2::{Digest, Sha256};
+    let text = serde_json::to_string(value).unwrap_or_default();
+    let d = Sha256::digest(text.as_bytes());
+    let hex: String = d.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    format!("#{hex}")
+}
+
+/// The hash a fact's key is made of: the journal's input hash of the text
+/// (SHA-256 of its tagged JSON, 128 bits in hex), computed here so keys of
+/// facts stored before stay the same.
+fn content_hash(text: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let tagged = json!([{ "v": text }]).to_string();
+    let h = Sha256::digest(tagged.as_bytes());
+    h[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl AamHost {
+    pub(super) fn query(&self, agent: &str, tier: Tier, q: &str) -> Result<Json, HostError> {
+        let list = |xs: Vec<Json>| Ok(Json::Array(xs));
+        let everything = q.is_empty() || q == "*";
+        let prefix = q.strip_suffix('*').filter(|_| !everything);
+        match tier {
+            Tier::Stm => {
+                if !everything && prefix.is_none() {
+                    if let Some(v) = self.stm_get(agent, q)? {
+                        return Ok(v);
+                    }
+                }
+                let all = self.stm_entries(agent)?;
+                let ws = words(q);
+                list(
+                    all.into_iter()
+                        .filter(|(k, v, _)| {
+                            everything
+                                || prefix.map_or_else(
+                                    || matches_all(&ws, &format!("{k} {}", text_of(v))),
+                                    |p| k.starts_with(p),
+                                )
+                        })
+                        .map(|(_, v, _)| v)
+                        .collect(),
+                )
+            }
+            Tier::Ltm => {
+                let rows = if everything {
+                    self.ltm.all(agent, LTM_NS)?
+                } else if let Some(p) = prefix {
+                    self.ltm.prefix(agent, LTM_NS, p)?
+                } else if let Some(e) = self.ltm.get(agent, LTM_NS, q)? {
+                    return Ok(e.value);
+                } else {
+                    self.ltm.search_all(agent, LTM_NS, q)?
+                };
+                list(rows.into_iter().map(|e| e.value).collect())
+            }
+            Tier::Episodic => {
+                if q == TRACE_QUERY {
+                    // This run's transitions of the agent (for reflection).
+                    return list(self.episodic.select(&episodic::Filter {
+                        agent: Some(agent),
+                        run: Some(&self.run_id),
+                        notes: Some(false),
+                    })?);
+                }
+                let recs = self.episodic.select(&episodic::Filter {
+                    agent: Some(agent),
+                    notes: Some(true),
+                    ..episodic::Filter::default()
+                })?;
+                let key_of = |r: &Json| -> String {
+                    match r.get("op").and_then(Json::as_str) {
+                        Some("note") => r
+                            .get("key")
+                            .and_then(Json::as_str)
+                            .unwrap_or("")
+                            .to_string(),
+                        Some(op) => op.to_string(),
+                        None => String::new(),
+                    }
+                };
+                let value_of = |r: &Json| -> Json {
+                    if r.get("op").and_then(Json::as_str) == Some("note") {
+                        r.get("value").cloned().unwrap_or(Json::Null)
+                    } else {
+                        r.clone()
+                    }
+                };
+                if !everything && prefix.is_none() {
+                    if let Some(r) = recs.iter().rev().find(|r| key_of(r) == q) {
+                        return Ok(value_of(r));
+                    }
+                }
+                let ws = words(q);
+                list(
+                    recs.iter()
+                        .filter(|r| {
+                            everything
+                                || prefix.map_or_else(
+                                    || {
+                                        matches_all(
+                                            &ws,
+                                            &format!("{} {}", key_of(r), text_of(&value_of(r))),
+                                        )
+                                    },
+                                    |p| key_of(r).starts_with(p),
+                                )
+                        })
+                        .map(value_of)
+                        .collect(),
+                )
+            }
+        }
+    }
+
+    pub(super) fn update(
+        &self,
+        agent: &str,
+        tier: Tier,
+        value: &Json,
+        key: Option<&Json>,
+    ) -> Result<Json, HostError> {
+        let key = key.map(text_of);
+        match tier {
+            Tier::Stm => {
+                let k = key.unwrap_or_else(|| content_key(value));
+                self.stm_put(agent, &k, value)?;
+                Ok(json!({"key": k}))
+            }
+            Tier::Ltm => {
+                let k = key.unwrap_or_else(|| content_key(value));
+                // `umem` is labelled per tier (`crate::ifc`); a value
+                // written inside a labelled call keeps that call's labels.
+                self.ltm
+                    .put(agent, LTM_NS, &k, value, None, &flow::writing())?;
+                Ok(json!({"key": k}))
+            }
+            Tier::Episodic => {
+                let ms = ais_stdlib::time::unix_ms();
+                self.episodic.append(json!({
+                    "run": self.run_id,
+                    "seq": self.seq.fetch_add(1, Ordering::Relaxed) + 1,
+                    "time": ais_stdlib::time::rfc3339(ms),
+                    "agent": agent,
+                    "op": "note",
+                    "key": key,
+                    "value": value,
+                }))?;
+                Ok(json!({"key": key}))
+            }
+        }
+    }
+
+    /// `qmem`, logged.
+    pub(super) fn mem_query_logged(
+        &self,
+        agent: &str,
+        tier: Tier,
+        query: &Json,
+    ) -> Result<Json, HostError> {
+        let t0 = Instant::now();
+        let q = text_of(query);
+        let r = self.query(agent, tier, &q);
+        self.log(
+            agent,
+            "qmem",
+            json!({"tier": tier.name(), "query": q}),
+            r.as_ref(),
+            t0,
+        );
+        r
+    }
+
+    /// `umem`, logged (an episodic note is its own record).
+    pub(super) fn mem_update_logged(
+        &self,
+        agent: &str,
+        tier: Tier,
+        value: &Json,
+        key: Option<&Json>,
+    ) -> Result<(), HostError> {
+        let t0 = Instant::now();
+        let r = self.update(agent, tier, value, key);
+        if tier != Tier::Episodic || r.is_err() {
+            let inputs = json!({"tier": tier.name(), "key": key, "value": value});
+            self.log(agent, "umem", inputs, r.as_ref(), t0);
+        }
+        r.map(|_| ())
+    }
+
+    /// The `memory_search` tool.
+    pub(super) fn memory_search(&self, agent: &str, args: &Json) -> Result<Json, HostError> {
+        let q = args.get("query").and_then(Json::as_str).unwrap_or("");
+        let limit = args
+            .get("limit")
+            .and_then(Json::as_u64)
+            .map_or(10, |l| usize::try_from(l).unwrap_or(usize::MAX));
+        // Only entries carrying every tag asked for (facts stored
+        // with `store_fact`); the search then keeps `limit` of them.
+        let tags: Vec<&str> = args
+            .get("tags")
+            .and_then(Json::as_array)
+            .map(|a| a.iter().filter_map(Json::as_str).collect())
+            .unwrap_or_default();
+        let has_tags = |v: &Json| {
+            let of = v.get("tags").and_then(Json::as_array);
+            tags.iter()
+                .all(|t| of.is_some_and(|a| a.iter().any(|x| x == t)))
+        };
+        let wide = if tags.is_empty() { limit } else { usize::MAX };
+        let hits = if q.trim().is_empty() && !tags.is_empty() {
+            // Tags alone: every tagged entry, newest first.
+            let mut all = self.ltm.all(agent, LTM_NS)?;
+            all.reverse();
+            all.into_iter().map(|e| (e, 0.0)).collect()
+        } else {
+            self.ltm.search_ranked(Some(agent), LTM_NS, q, wide)?
+        };
+        // The result carries the labels of every entry it returns.
+        Ok(Json::Array(
+            hits.into_iter()
+                .filter(|(e, _)| has_tags(&e.value))
+                .take(limit)
+                .map(|(e, s)| {
+                    flow::read(&e.labels);
+                    json!({"key": e.key, "value": e.value, "score": s})
+                })
+                .collect(),
+        ))
+    }
+
+    /// The `store_fact` tool.
+    pub(super) fn store_fact(&self, agent: &str, args: &Json) -> Result<Json, HostError> {
+        let text = args.get("text").and_then(Json::as_str).unwrap_or("");
+        let tags = args.get("tags").cloned().unwrap_or_else(|| json!([]));
+        let source = args.get("source").cloned().unwrap_or(Json::Null);
+        // The same fact stored twice is one entry (its key is its
+        // content), so a resumed or repeated run does not duplicate it.
+        let key = format!("fact:{}", &content_hash(text)[..16]);
+        let value = json!({"text": text, "tags": tags, "source": source});
+        // The fact keeps the labels of the text it was given.
+        self.ltm
+            .put(agent, LTM_NS, &key, &value, None, &flow::writing())?;
+        Ok(json!({"key": key}))
+    }
+
+    /// The `enqueue` and `claim` tools.
+    pub(super) fn queue_op(&self, agent: &str, op: &str, args: &Json) -> Result<Json, HostError> {
+        let queue = args.get("queue").and_then(Json::as_str).unwrap_or("");
+        let by = format!("{}/{agent}", self.run_id);
+        match op {
+            "enqueue" => self.ltm.enqueue(
+                queue,
+                args.get("job").unwrap_or(&Json::Null),
+                &by,
+                &flow::writing(),
+            ),
+            _ => {
+                let (mut got, labels) = self.ltm.claim(queue, &by)?;
+                flow::read(&labels);
+                // The reference's names for the same facts.
+                if let Some(o) = got.as_object_mut() {
+                    let id = o.get("id").cloned().unwrap_or(Json::Null);
+                    let job = o.get("job").cloned().unwrap_or(Json::Null);
+                    o.insert("claim_token".into(), json!(format!("{queue}:{id}:{by}")));
+                    o.insert("task_id".into(), json!(id.to_string()));
+                    o.insert("task_data".into(), job);
+                }
+                Ok(got)
+            }
+        }
+    }
+
+    /// Does `tier` outlive the run here, so its sources must be kept for
+    /// later runs' labels? Long-term memory and the episodic log always;
+    /// beliefs only where the store keeps them beyond the run.
+    fn keeps_labels(&self, tier: &str) -> bool {
+        match tier {
+            "ltm" | "episodic" => true,
+            "belief" => self.ltm.agent_state_outlives_run(),
+            _ => false,
+        }
+    }
+
+    /// `Host::stored_labels`.
+    pub(super) fn labels_kept(&self, tier: &str) -> Result<Vec<String>, HostError> {
+        if !self.keeps_labels(tier) {
+            return Ok(Vec::new());
+        }
+        let prefix = format!("{tier}/");
+        Ok(self
+            .ltm
+            .prefix(LABELS_OWNER, LABELS_NS, &prefix)?
+            .into_iter()
+            .filter_map(|e| e.key.strip_prefix(&prefix).map(str::to_string))
+            .collect())
+    }
+
+    /// `Host::store_labels`.
+    pub(super) fn keep_labels(&self, tier: &str, names: &[String]) -> Result<(), HostError> {
+        if !self.keeps_labels(tier) {
+            return Ok(());
+        }
+        for n in names {
+            self.ltm.put(
+                LABELS_OWNER,
+                LABELS_NS,
+                &format!("{tier}/{n}"),
+                &Json::Bool(true),
+                None,
+                &[],
+            )?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,14 @@
+//! The embedded stores, on SQLite (rusqlite, bundled): the run store
+//! ([`runs::SqliteStore`], a memory directory's `runs.db`) and the agent
+//! store ([`agent::SqliteAgentStore`], its `memory.db`: long-term memory,
+//! work queues, the episodic log).
+
+pub mod agent;
+pub mod episodic;
+mod memory;
+mod queue;
+pub mod runs;
+
+pub use agent::SqliteAgentStore;
+pub(crate) use runs::hex;
+pub use runs::{SqliteStore, SCHEMA_VERSION};
