@@ -3,7 +3,7 @@
 
 use super::error::{line_col, ConfigError, Source};
 use super::schema::{BackendKind, FileBackend, Prices};
-use crate::llm::http::{HttpTransport, RetryPolicy, StructuredMode};
+use crate::llm::http::{HttpTransport, Protocol, RetryPolicy, StructuredMode};
 use crate::llm::prompt::Models;
 use crate::llm::sim::DEFAULT_DELAY_SCALE;
 use std::ops::Range;
@@ -99,7 +99,7 @@ impl BackendConfig {
     /// The built-in `openai`, used without a config file when
     /// `OPENAI_API_KEY` is set.
     pub fn builtin_openai(base_url: Option<&str>) -> BackendConfig {
-        let mut b = BackendConfig::new("openai", BackendKind::OpenAi);
+        let mut b = BackendConfig::new("openai", BackendKind::Http(Protocol::OpenAi));
         if let Some(u) = base_url {
             b.base_url = u.to_string();
         }

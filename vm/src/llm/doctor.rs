@@ -52,7 +52,7 @@ impl Settings {
         }
         // Reasoning models spend tokens thinking before any text: a tiny
         // cap would leave them nothing to answer with.
-        let reasoning = b.kind == BackendKind::OpenAi
+        let reasoning = b.kind == BackendKind::Http(crate::llm::http::Protocol::OpenAi)
             && b.reasoning_model.unwrap_or_else(|| {
                 b.models
                     .for_class(crate::llm::prompt::ModelClass::Ask)

@@ -39,10 +39,11 @@ use pool::{HttpThreads, IdleMark, PoolJob};
 
 use super::jsonschema;
 use super::prompt::{self, Prepared};
+use super::providers::{BodyOptions, WireProtocol};
 use super::secret::redact;
 use super::{
-    anthropic, ollama, openai, Attempt, AttemptLog, AttemptObserver, CancelToken, LlmBackend,
-    LlmError, LlmErrorKind, LlmRequest, LlmResponse, NoObserver, OnDone, TextEvent, Usage,
+    Attempt, AttemptLog, AttemptObserver, CancelToken, LlmBackend, LlmError, LlmErrorKind,
+    LlmRequest, LlmResponse, NoObserver, OnDone, TextEvent, Usage,
 };
 use crate::sync::lock;
 use serde_json::Value;
@@ -66,6 +67,8 @@ pub struct HttpBackend {
 /// The backend's state, shared with the HTTP threads running its calls.
 struct HttpCore {
     opts: HttpOptions,
+    /// The protocol's implementation (from the registry).
+    wire: &'static dyn WireProtocol,
     endpoint: String,
     agent: ureq::Agent,
     /// Local endpoints: the event transport (see `events.rs`).
@@ -245,6 +248,7 @@ impl HttpCore {
                 }),
                 HttpTransport::Threads => None,
             },
+            wire: opts.protocol.wire(),
             endpoint,
             observer: Arc::new(NoObserver),
             jitter: AtomicU64::new(seed | 1),
@@ -266,16 +270,19 @@ impl HttpCore {
     }
 
     fn body(&self, p: &Prepared) -> Value {
-        match self.opts.protocol {
-            Protocol::OpenAi => openai::body(
-                p,
-                self.opts.structured,
-                self.reasoning(&p.model),
-                self.opts.stream,
-            ),
-            Protocol::Anthropic => anthropic::body(p, self.opts.stream, self.opts.structured),
-            Protocol::Ollama => ollama::body(p, self.opts.structured, self.opts.stream),
-        }
+        let o = BodyOptions {
+            structured: self.opts.structured,
+            stream: self.opts.stream,
+            reasoning_model: self.opts.reasoning_model,
+        };
+        self.wire.body(p, &o)
+    }
+
+    /// The URL of a call of `p` (the endpoint, unless the protocol names
+    /// the model or the streaming mode in it).
+    fn url(&self, p: &Prepared) -> String {
+        self.wire
+            .request_url(&self.endpoint, &p.model, self.opts.stream)
     }
 
     fn headers(&self, p: &Prepared) -> Vec<(String, String)> {
@@ -286,11 +293,7 @@ impl HttpCore {
 
     /// The protocol's headers (key, version) and the configured ones.
     fn protocol_headers(&self) -> Vec<(String, String)> {
-        let protocol = match self.opts.protocol {
-            Protocol::OpenAi => openai::headers(self.opts.api_key.as_ref()),
-            Protocol::Anthropic => anthropic::headers(self.opts.api_key.as_ref()),
-            Protocol::Ollama => openai::headers(self.opts.api_key.as_ref()),
-        };
+        let protocol = self.wire.headers(self.opts.api_key.as_ref());
         let mut h: Vec<(String, String)> = protocol
             .into_iter()
             .map(|(k, v)| (k.to_string(), v))
@@ -305,44 +308,20 @@ impl HttpCore {
     }
 
     fn parse(&self, v: &Value) -> Result<Reply, String> {
-        match self.opts.protocol {
-            Protocol::OpenAi => openai::parse(v),
-            Protocol::Anthropic => anthropic::parse(v),
-            Protocol::Ollama => ollama::parse(v),
-        }
-    }
-
-    /// Whether `model` gets reasoning-model parameters (OpenAI protocol).
-    fn reasoning(&self, model: &str) -> bool {
-        self.opts
-            .reasoning_model
-            .unwrap_or_else(|| openai::is_reasoning_model(model))
+        self.wire.parse(v)
     }
 
     fn usage(&self, v: &Value) -> Usage {
-        match self.opts.protocol {
-            Protocol::OpenAi => openai::usage(v),
-            Protocol::Anthropic => anthropic::usage(v),
-            Protocol::Ollama => ollama::usage(v),
-        }
+        self.wire.usage(v)
     }
 
     /// Why `reply` is not a complete answer, if it is not.
     fn incomplete(&self, reply: &Reply) -> Option<Incomplete> {
-        let reason = reply.finish_reason.as_str();
-        match self.opts.protocol {
-            Protocol::OpenAi => openai::incomplete(reason),
-            Protocol::Anthropic => anthropic::incomplete(reason),
-            Protocol::Ollama => ollama::incomplete(reason),
-        }
+        self.wire.incomplete(&reply.finish_reason)
     }
 
     fn error_detail(&self, body: &str) -> ErrorDetail {
-        match self.opts.protocol {
-            Protocol::OpenAi => openai::error_detail(body),
-            Protocol::Anthropic => anthropic::error_detail(body),
-            Protocol::Ollama => ollama::error_detail(body),
-        }
+        self.wire.error_detail(body)
     }
 
     fn redact(&self, text: &str) -> String {
@@ -358,19 +337,20 @@ impl HttpCore {
     /// timeout and then serves the next call).
     fn exchange(
         &self,
+        url: &str,
         headers: &[(String, String)],
         body: String,
         cancel: &CancelToken,
         via: Via,
     ) -> Result<Exchange, LlmError> {
         if let Some(ev) = &self.events {
-            return self.exchange_evented(ev, headers, &body, cancel, None);
+            return self.exchange_evented(ev, url, headers, &body, cancel, None);
         }
         if via == Via::ThisThread {
-            return Ok(send(&self.agent, &self.endpoint, headers, body));
+            return Ok(send(&self.agent, url, headers, body));
         }
         let (tx, rx) = crossbeam::channel::bounded(1);
-        let (agent, url, headers) = (self.agent.clone(), self.endpoint.clone(), headers.to_vec());
+        let (agent, url, headers) = (self.agent.clone(), url.to_string(), headers.to_vec());
         let job: PoolJob = Box::new(move |idle: &IdleMark| {
             let result = send(&agent, &url, &headers, body);
             idle.set();
@@ -427,12 +407,13 @@ impl HttpCore {
     fn exchange_evented(
         &self,
         ev: &events::EventTransport,
+        url: &str,
         headers: &[(String, String)],
         body: &str,
         cancel: &CancelToken,
         feed: Option<&Arc<std::sync::Mutex<streaming::StreamFeed>>>,
     ) -> Result<Exchange, LlmError> {
-        let bytes = match request_bytes(ev.target(), headers, body) {
+        let bytes = match request_bytes(ev.target(), url, headers, body) {
             Ok(b) => b,
             Err(message) => {
                 return Ok(Exchange::Transport {
@@ -553,6 +534,7 @@ impl HttpCore {
                 .into());
         }
         let body = self.body(p).to_string();
+        let url = self.url(p);
         let mut retries = 0u32;
         loop {
             if cancel.is_cancelled() {
@@ -578,7 +560,7 @@ impl HttpCore {
                                 started,
                             );
                             let feed = Arc::new(std::sync::Mutex::new(feed));
-                            self.exchange_evented(ev, &headers, &body, cancel, Some(&feed))
+                            self.exchange_evented(ev, &url, &headers, &body, cancel, Some(&feed))
                                 .map(|x| {
                                     let mut f = lock(&feed);
                                     let x = f.finish(x);
@@ -586,10 +568,10 @@ impl HttpCore {
                                 })
                         }
                         (None, true) => self
-                            .exchange_streamed(&headers, body.clone(), cancel, sink, *number)
+                            .exchange_streamed(&url, &headers, body.clone(), cancel, sink, *number)
                             .map(|s| (s.exchange, s.first_token, s.sent_text)),
                         (_, false) => self
-                            .exchange(&headers, body.clone(), cancel, via)
+                            .exchange(&url, &headers, body.clone(), cancel, via)
                             .map(|x| (x, None, false)),
                     };
                     match made {
@@ -1054,12 +1036,7 @@ impl HttpCore {
         let mut repaired = false;
         loop {
             let mut reply = self.call(&p, cancel, observer, &mut number, via, &mut first)?;
-            if self.opts.protocol == Protocol::Anthropic {
-                anthropic::take_tool_reply(
-                    &mut reply,
-                    anthropic::reply_via(&p, self.opts.structured),
-                );
-            }
+            self.wire.finish_reply(&mut reply, &p, self.opts.structured);
             // Calls are read only when tools were offered: a `tool_use`
             // block or `tool_calls` entry in a reply to a request without
             // tools is not part of an answer.
@@ -1215,7 +1192,7 @@ impl HttpCore {
                 continue;
             }
             let body = core.body(&p).to_string();
-            let bytes = request_bytes(ev.target(), &core.headers(&p), &body);
+            let bytes = request_bytes(ev.target(), &core.url(&p), &core.headers(&p), &body);
             let watched = cancel.clone();
             let on = Arc::clone(core);
             let feed = core.opts.stream.then(|| {
@@ -1310,10 +1287,18 @@ impl HttpCore {
 /// (framed by `ureq-proto`, see `http/framing.rs`).
 fn request_bytes(
     target: &events::Target,
+    url: &str,
     headers: &[(String, String)],
     body: &str,
 ) -> Result<Vec<u8>, String> {
-    framing::request_bytes(&target.authority, &target.path, headers, body)
+    // The call's own path when its URL is on the target (protocols that
+    // name the model in the path); the endpoint's otherwise.
+    let path = url
+        .strip_prefix("http://")
+        .and_then(|rest| rest.strip_prefix(target.authority.as_str()))
+        .filter(|p| p.starts_with('/') || p.starts_with('?'))
+        .unwrap_or(&target.path);
+    framing::request_bytes(&target.authority, path, headers, body)
 }
 
 #[cfg(test)]

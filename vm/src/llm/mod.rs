@@ -2,17 +2,17 @@
 //!
 //! The VM's I/O executor calls [`LlmBackend::complete`] on a blocking I/O
 //! thread (never on a scheduler worker). Providers (`sim`, `openai`,
-//! `anthropic`, `ollama`) implement the trait in sibling modules.
+//! `anthropic`, `ollama`) implement the trait in sibling modules: the HTTP
+//! backend (`http`, shared transport and retry policy) speaks one of the
+//! wire protocols registered in `providers` (one folder each).
 
-pub mod anthropic;
 pub mod doctor;
 pub mod factory;
 pub mod http;
 pub mod jsonschema;
 pub mod kinds;
-pub mod ollama;
-pub mod openai;
 pub mod prompt;
+pub mod providers;
 pub mod record;
 pub mod route;
 pub mod schema;
@@ -21,6 +21,8 @@ pub mod sim;
 pub mod stream;
 pub mod tools;
 pub mod wire;
+
+pub use providers::{anthropic, ollama, openai};
 
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -169,6 +171,17 @@ impl Usage {
         Usage {
             prompt_tokens: count(prompt),
             completion_tokens: count(completion),
+        }
+    }
+
+    /// Counts reported later in a stream (Anthropic's `message_delta`)
+    /// replace earlier ones where they are given.
+    pub(crate) fn merge_later(&mut self, later: &Usage) {
+        if later.completion_tokens > 0 {
+            self.completion_tokens = later.completion_tokens;
+        }
+        if later.prompt_tokens > 0 {
+            self.prompt_tokens = later.prompt_tokens;
         }
     }
 
@@ -491,11 +504,9 @@ impl LlmError {
     }
 }
 
-/// Whether a finish/stop reason, of any of the three protocols, marks a
+/// Whether a finish/stop reason, of any registered protocol, marks a
 /// reply that is not a complete answer (cut off, filtered, refused): such a
 /// reply is an error unless the backend sets `accept_incomplete`.
 pub fn is_incomplete_reason(reason: &str) -> bool {
-    openai::incomplete(reason).is_some()
-        || anthropic::incomplete(reason).is_some()
-        || ollama::incomplete(reason).is_some()
+    providers::is_incomplete_reason(reason)
 }

@@ -179,6 +179,7 @@ impl HttpCore {
     /// names the sink's deltas.
     pub(super) fn exchange_streamed(
         &self,
+        url: &str,
         headers: &[(String, String)],
         body: String,
         cancel: &CancelToken,
@@ -186,7 +187,7 @@ impl HttpCore {
         attempt: u32,
     ) -> Result<Streamed, LlmError> {
         let (tx, rx) = crossbeam::channel::bounded::<Piece>(64);
-        let (agent, url, headers) = (self.agent.clone(), self.endpoint.clone(), headers.to_vec());
+        let (agent, url, headers) = (self.agent.clone(), url.to_string(), headers.to_vec());
         let cap = self.opts.timeout.saturating_mul(STREAM_CAP);
         let job: PoolJob = Box::new(move |idle: &IdleMark| {
             read_stream(&agent, &url, &headers, body, cap, &tx);
