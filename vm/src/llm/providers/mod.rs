@@ -126,6 +126,7 @@ registry! {
     openai,
     anthropic,
     ollama,
+    gemini,
 }
 
 /// The registered protocol named `name`.
