@@ -40,7 +40,7 @@ use pool::{HttpThreads, IdleMark, PoolJob};
 use super::jsonschema;
 use super::prompt::{self, Prepared};
 use super::providers::{BodyOptions, WireProtocol};
-use super::secret::redact;
+use super::secret::{self, Masker};
 use super::{
     Attempt, AttemptLog, AttemptObserver, CancelToken, LlmBackend, LlmError, LlmErrorKind,
     LlmRequest, LlmResponse, NoObserver, OnDone, TextEvent, Usage,
@@ -69,7 +69,11 @@ struct HttpCore {
     opts: HttpOptions,
     /// The protocol's implementation (from the registry).
     wire: &'static dyn WireProtocol,
+    /// The endpoint, without `base_url`'s user-info (sent, if at all, as
+    /// an explicit `authorization: Basic` header: see `protocol_headers`).
     endpoint: String,
+    /// Every configured secret, masked in every output of the backend.
+    masker: Arc<Masker>,
     agent: ureq::Agent,
     /// Local endpoints: the event transport (see `events.rs`).
     events: Option<events::EventTransport>,
@@ -200,7 +204,20 @@ impl HttpBackend {
 
 impl HttpCore {
     fn new(opts: HttpOptions) -> HttpCore {
-        let endpoint = opts.protocol.endpoint(&opts.base_url);
+        let endpoint = opts
+            .protocol
+            .endpoint(&secret::strip_credentials(&opts.base_url));
+        let mut masker = Masker::new();
+        if let Some(k) = &opts.api_key {
+            masker.add(k.expose());
+        }
+        for (_, v) in &opts.headers {
+            masker.add(v.expose());
+        }
+        masker.add_url(&opts.base_url);
+        if let Some((user, password)) = secret::url_credentials(&opts.base_url) {
+            masker.add(&format!("{user}:{password}"));
+        }
         let mut builder = ureq::Agent::config_builder();
         if is_loopback_url(&endpoint) {
             // A proxy from the environment must not capture local servers.
@@ -250,6 +267,7 @@ impl HttpCore {
             },
             wire: opts.protocol.wire(),
             endpoint,
+            masker: Arc::new(masker),
             observer: Arc::new(NoObserver),
             jitter: AtomicU64::new(seed | 1),
             servers: Default::default(),
@@ -304,6 +322,18 @@ impl HttpCore {
             h.retain(|(k, _)| !k.eq_ignore_ascii_case(name));
             h.push((name.clone(), value.expose().to_string()));
         }
+        // `user:password@` in `base_url` (a gateway's credentials) is sent
+        // only as `Basic` authorization, and only when no other header
+        // authorizes the call; the URL itself never carries it.
+        let authorized = h
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("authorization"));
+        if let (Some((user, password)), false) =
+            (secret::url_credentials(&self.opts.base_url), authorized)
+        {
+            let credential = secret::basic_credential(&user, &password);
+            h.push(("authorization".into(), format!("Basic {credential}")));
+        }
         h
     }
 
@@ -324,12 +354,23 @@ impl HttpCore {
         self.wire.error_detail(body)
     }
 
+    /// A message (error, attempt) with every configured secret masked, in
+    /// every encoding, and key-shaped words too.
     fn redact(&self, text: &str) -> String {
-        let mut text = super::secret::redact_url_in(text, &self.opts.base_url);
-        for (_, value) in &self.opts.headers {
-            text = redact(&text, Some(value));
+        self.masker
+            .mask(&secret::redact_url_in(text, &self.opts.base_url))
+    }
+
+    /// A reply with every configured secret masked (a server that echoes
+    /// the request's headers must not put a key into the program's data).
+    fn mask_reply(&self, reply: &mut Reply) {
+        if self.masker.is_empty() {
+            return;
         }
-        redact(&text, self.opts.api_key.as_ref())
+        reply.text = self.masker.mask_configured(&reply.text);
+        for c in &mut reply.tool_calls {
+            c.arguments = self.masker.mask_configured(&c.arguments);
+        }
     }
 
     /// One HTTP exchange. Through the pool, so a cancelled run does not
@@ -555,6 +596,7 @@ impl HttpCore {
                         (Some(ev), true) => {
                             let feed = streaming::StreamFeed::new(
                                 self.opts.protocol,
+                                &self.masker,
                                 sink.cloned(),
                                 *number,
                                 started,
@@ -1037,6 +1079,7 @@ impl HttpCore {
         loop {
             let mut reply = self.call(&p, cancel, observer, &mut number, via, &mut first)?;
             self.wire.finish_reply(&mut reply, &p, self.opts.structured);
+            self.mask_reply(&mut reply);
             // Calls are read only when tools were offered: a `tool_use`
             // block or `tool_calls` entry in a reply to a request without
             // tools is not part of an answer.
@@ -1196,8 +1239,13 @@ impl HttpCore {
             let watched = cancel.clone();
             let on = Arc::clone(core);
             let feed = core.opts.stream.then(|| {
-                let feed =
-                    streaming::StreamFeed::new(core.opts.protocol, p.on_text.clone(), 1, started);
+                let feed = streaming::StreamFeed::new(
+                    core.opts.protocol,
+                    &core.masker,
+                    p.on_text.clone(),
+                    1,
+                    started,
+                );
                 Arc::new(std::sync::Mutex::new(feed))
             });
             let stream = feed.as_ref().map(|f| core.watch(f));
