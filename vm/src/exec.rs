@@ -524,8 +524,22 @@ pub fn llm_request(agent: &str, instr: &Instr, args: &[Val]) -> Result<LlmReques
             .map(|a| a.tools.iter().map(tool_spec).collect())
             .unwrap_or_default(),
         turns: Vec::new(),
+        cache: attrs.map(cache_hints).unwrap_or_default(),
         on_text: None,
     })
+}
+
+/// The op's prompt-cache hints (`cache_key:`, `cache_points:`; codegen
+/// has checked the points' spelling).
+fn cache_hints(a: &ais_ir::bytecode::LlmAttrs) -> crate::llm::CacheHints {
+    crate::llm::CacheHints {
+        key: a.cache_key.clone(),
+        points: a
+            .cache_points
+            .iter()
+            .filter_map(|p| crate::llm::CachePoint::parse(p))
+            .collect(),
+    }
 }
 
 /// A tool as offered to the model. Parameters that are not valid JSON

@@ -78,7 +78,8 @@ fn parses_the_documented_shape() {
     assert_eq!(
         local.prices.map(|p| p.cost(ais_vm::llm::Usage {
             prompt_tokens: 1_000_000,
-            completion_tokens: 0
+            completion_tokens: 0,
+            ..Default::default()
         })),
         Some(0.5)
     );

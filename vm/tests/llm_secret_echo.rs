@@ -151,6 +151,7 @@ fn assert_clean(what: &str, text: &str) {
 
 fn ask() -> LlmRequest {
     let mut r = LlmRequest {
+        cache: Default::default(),
         kind: LlmOpKind::Ask,
         agent: "T".into(),
         system: None,

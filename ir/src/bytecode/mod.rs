@@ -432,6 +432,11 @@ pub struct LlmAttrs {
     /// JSON Schema the reply must satisfy (`schema:`), as JSON text (the
     /// artifact encoding stores no free-form JSON values).
     pub schema: Option<String>,
+    /// Prompt-cache key (`cache_key:`).
+    pub cache_key: Option<String>,
+    /// Prompt-cache breakpoints (`cache_points:`): `tools`, `system`,
+    /// `context`, `context:N`.
+    pub cache_points: Vec<String>,
 }
 
 /// A tool an LLM op offers its model (from its `tools` attribute).

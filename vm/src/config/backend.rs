@@ -364,6 +364,16 @@ pub(crate) fn resolve_backend(src: &Source, fb: FileBackend) -> Result<BackendCo
         b.delay_scale = v;
     }
     b.models = fb.models;
-    b.prices = fb.prices;
+    // Cached input is priced by the protocol's multipliers unless the
+    // table sets its own.
+    b.prices = fb.prices.map(|mut p| {
+        let (read, write) = b
+            .kind
+            .http()
+            .map_or((1.0, 1.0), |proto| proto.wire().cache_multipliers());
+        p.cache_read_multiplier.get_or_insert(read);
+        p.cache_write_multiplier.get_or_insert(write);
+        p
+    });
     Ok(b)
 }

@@ -201,13 +201,32 @@ pub struct Prices {
     pub input_per_mtok: f64,
     #[serde(default)]
     pub output_per_mtok: f64,
+    /// Price of input read from the provider's prompt cache, as a multiple
+    /// of `input_per_mtok` (default: the protocol's, e.g. 0.1 Anthropic,
+    /// 0.5 OpenAI, 0.25 Gemini).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_read_multiplier: Option<f64>,
+    /// Price of input written to the prompt cache, as a multiple of
+    /// `input_per_mtok` (default: the protocol's, 1.25 Anthropic, else 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_multiplier: Option<f64>,
 }
 
 impl Prices {
+    /// The cost of `usage`, cached input at its multipliers.
     pub fn cost(&self, usage: Usage) -> f64 {
-        (usage.prompt_tokens as f64 * self.input_per_mtok
+        let (read, write) = self.cache_multipliers();
+        (usage.priced_input(read, write) * self.input_per_mtok
             + usage.completion_tokens as f64 * self.output_per_mtok)
             / 1e6
+    }
+
+    /// (cache reads, cache writes) price multipliers; 1× where unset.
+    pub fn cache_multipliers(&self) -> (f64, f64) {
+        (
+            self.cache_read_multiplier.unwrap_or(1.0),
+            self.cache_write_multiplier.unwrap_or(1.0),
+        )
     }
 }
 

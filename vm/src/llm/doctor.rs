@@ -70,6 +70,7 @@ impl Settings {
             }
         };
         let request = LlmRequest {
+            cache: Default::default(),
             kind: LlmOpKind::Ask,
             agent: "doctor".into(),
             system: Some("You are a health check. Reply with the single word OK.".into()),

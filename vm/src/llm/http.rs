@@ -1089,8 +1089,7 @@ impl HttpCore {
             for call in &mut reply.tool_calls {
                 call.name = p.tool_names.from_wire(&call.name).to_string();
             }
-            usage.prompt_tokens += reply.usage.prompt_tokens;
-            usage.completion_tokens += reply.usage.completion_tokens;
+            usage = usage.plus(&reply.usage);
             let model = reply.model.clone().unwrap_or_else(|| p.model.clone());
             // A reply that calls tools is not the answer the schema is
             // for; the VM runs the tools and asks again.

@@ -104,6 +104,12 @@ pub trait WireProtocol: Send + Sync {
         let _ = reply;
         Ok(())
     }
+    /// The default price multipliers of cached input, relative to the
+    /// input price: (cache reads, cache writes). A backend's `prices`
+    /// table may set its own.
+    fn cache_multipliers(&self) -> (f64, f64) {
+        (1.0, 1.0)
+    }
     /// What the server states about `model` (context size, tool support);
     /// the default asks nothing.
     fn probe(&self, server: &dyn Prober, model: &str) -> ServerInfo {

@@ -69,6 +69,11 @@ impl WireProtocol for Anthropic {
         incomplete(reason)
     }
 
+    /// Anthropic: cache reads cost 0.1×, 5-minute cache writes 1.25× the input price.
+    fn cache_multipliers(&self) -> (f64, f64) {
+        (0.1, 1.25)
+    }
+
     fn error_detail(&self, body: &str) -> ErrorDetail {
         error_detail(body)
     }

@@ -4,6 +4,7 @@
 use super::{reply_via, ReplyVia, DEFAULT_MAX_TOKENS, MIN_THINKING_BUDGET, REPLY_TOOL};
 use crate::llm::http::StructuredMode;
 use crate::llm::prompt::Prepared;
+use crate::llm::CachePoint;
 use crate::llm::Turn;
 use serde_json::{json, Map, Value};
 
@@ -12,7 +13,7 @@ pub(super) fn body(p: &Prepared, stream: bool, mode: StructuredMode) -> Value {
     let mut messages: Vec<Value> = Vec::new();
     let mut rest = p.messages.iter();
     if let Some((role, text)) = rest.next() {
-        messages.push(json!({"role": role, "content": text}));
+        messages.push(json!({"role": role, "content": first_content(p, text)}));
     }
     messages.extend(turn_messages(p));
     for (role, text) in rest {
@@ -20,7 +21,14 @@ pub(super) fn body(p: &Prepared, stream: bool, mode: StructuredMode) -> Value {
     }
     let mut b = Map::new();
     b.insert("model".into(), json!(p.model));
-    b.insert("system".into(), json!(p.system));
+    if p.cache_at(CachePoint::System) {
+        b.insert(
+            "system".into(),
+            json!([{"type": "text", "text": p.system, "cache_control": ephemeral()}]),
+        );
+    } else {
+        b.insert("system".into(), json!(p.system));
+    }
     b.insert("messages".into(), Value::Array(messages));
     let mut max_tokens = p.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
     match p.budget_tokens {
@@ -80,7 +88,75 @@ pub(super) fn body(p: &Prepared, stream: bool, mode: StructuredMode) -> Value {
     if stream {
         b.insert("stream".into(), json!(true));
     }
+    if p.cache_at(CachePoint::Tools) {
+        if let Some(last) = b
+            .get_mut("tools")
+            .and_then(Value::as_array_mut)
+            .and_then(|t| t.last_mut())
+        {
+            last["cache_control"] = ephemeral();
+        }
+    }
+    limit_breakpoints(&mut b);
     Value::Object(b)
+}
+
+/// A cache breakpoint: the prefix up to here is cached (for 5 minutes).
+fn ephemeral() -> Value {
+    json!({"type": "ephemeral"})
+}
+
+/// The API takes at most four breakpoints: the first four in render order
+/// (tools → system → messages) stay.
+const MAX_BREAKPOINTS: usize = 4;
+
+/// The first user message: plain text, or, with context cache points,
+/// text blocks split where they fall, each ending at a point marked.
+fn first_content(p: &Prepared, text: &str) -> Value {
+    if p.cache_cuts.is_empty() {
+        return json!(text);
+    }
+    let mut blocks = Vec::new();
+    let mut from = 0;
+    for &cut in &p.cache_cuts {
+        if cut <= from || cut > text.len() || !text.is_char_boundary(cut) {
+            continue;
+        }
+        blocks.push(json!({"type": "text", "text": &text[from..cut], "cache_control": ephemeral()}));
+        from = cut;
+    }
+    if from < text.len() {
+        blocks.push(json!({"type": "text", "text": &text[from..]}));
+    }
+    Value::Array(blocks)
+}
+
+/// Drops `cache_control` marks past the fourth, in render order.
+fn limit_breakpoints(b: &mut Map<String, Value>) {
+    let mut seen = 0usize;
+    let mut mark = |v: &mut Value| {
+        let Some(o) = v.as_object_mut() else {
+            return;
+        };
+        if o.contains_key("cache_control") {
+            seen += 1;
+            if seen > MAX_BREAKPOINTS {
+                o.remove("cache_control");
+            }
+        }
+    };
+    for key in ["tools", "system"] {
+        if let Some(items) = b.get_mut(key).and_then(Value::as_array_mut) {
+            items.iter_mut().for_each(&mut mark);
+        }
+    }
+    if let Some(messages) = b.get_mut("messages").and_then(Value::as_array_mut) {
+        for m in messages {
+            if let Some(blocks) = m.get_mut("content").and_then(Value::as_array_mut) {
+                blocks.iter_mut().for_each(&mut mark);
+            }
+        }
+    }
 }
 
 /// Earlier turns: an assistant message of text and `tool_use` blocks, and

@@ -5,8 +5,21 @@ use crate::llm::{ToolCall, Usage};
 use serde_json::Value;
 
 /// The tokens a reply reports (see [`Usage::from_reply`]).
+/// `input_tokens` counts only the input after the last cache breakpoint:
+/// the prompt's tokens are it plus `cache_read_input_tokens` and
+/// `cache_creation_input_tokens`.
 pub(crate) fn usage(v: &Value) -> Usage {
-    Usage::from_reply(v, "input_tokens", "output_tokens")
+    let mut u = Usage::from_reply(v, "input_tokens", "output_tokens");
+    let count = |k: &str| {
+        v.get("usage")
+            .and_then(|u| u.get(k))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    };
+    u.cache_read_tokens = count("cache_read_input_tokens");
+    u.cache_write_tokens = count("cache_creation_input_tokens");
+    u.prompt_tokens += u.cache_read_tokens + u.cache_write_tokens;
+    u
 }
 
 pub(crate) fn parse(v: &Value) -> Result<Reply, String> {

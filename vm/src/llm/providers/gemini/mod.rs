@@ -93,6 +93,11 @@ impl WireProtocol for Gemini {
         incomplete(reason)
     }
 
+    /// Gemini 2.5: implicitly cached input costs a quarter of the input price.
+    fn cache_multipliers(&self) -> (f64, f64) {
+        (0.25, 1.0)
+    }
+
     fn error_detail(&self, body: &str) -> ErrorDetail {
         response::error_detail(body)
     }

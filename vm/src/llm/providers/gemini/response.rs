@@ -17,6 +17,9 @@ pub(crate) fn usage(v: &Value) -> Usage {
     Usage {
         prompt_tokens: count("promptTokenCount"),
         completion_tokens: count("candidatesTokenCount") + count("thoughtsTokenCount"),
+        // Part of the prompt's count (implicit or explicit caching).
+        cache_read_tokens: count("cachedContentTokenCount"),
+        cache_write_tokens: 0,
     }
 }
 

@@ -18,6 +18,7 @@ pub(crate) fn usage(v: &Value) -> Usage {
     Usage {
         prompt_tokens: count("prompt_eval_count"),
         completion_tokens: count("eval_count"),
+        ..Usage::default()
     }
 }
 

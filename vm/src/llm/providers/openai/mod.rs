@@ -69,6 +69,11 @@ impl WireProtocol for OpenAi {
         incomplete(reason)
     }
 
+    /// OpenAI bills cached input at half the input price or less (newer models less; set `cache_read_multiplier`), and writes cost nothing extra.
+    fn cache_multipliers(&self) -> (f64, f64) {
+        (0.5, 1.0)
+    }
+
     fn error_detail(&self, body: &str) -> ErrorDetail {
         error_detail(body)
     }

@@ -43,6 +43,10 @@ pub(super) fn body(p: &Prepared, mode: StructuredMode, reasoning: bool, stream: 
     if !p.tools.is_empty() {
         b.insert("tools".into(), function_tools(p));
     }
+    // Requests with the same key are routed to the same prompt cache.
+    if let Some(key) = &p.cache.key {
+        b.insert("prompt_cache_key".into(), json!(key));
+    }
     if stream {
         b.insert("stream".into(), json!(true));
         b.insert("stream_options".into(), json!({"include_usage": true}));

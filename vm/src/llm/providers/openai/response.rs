@@ -5,8 +5,20 @@ use crate::llm::{ToolCall, Usage};
 use serde_json::Value;
 
 /// The tokens a reply reports (see [`Usage::from_reply`]).
+/// Cached input: `usage.prompt_tokens_details.cached_tokens` (OpenAI,
+/// vLLM, llama.cpp), else llama.cpp's `timings.cache_n`.
 pub(crate) fn usage(v: &Value) -> Usage {
-    Usage::from_reply(v, "prompt_tokens", "completion_tokens")
+    let mut u = Usage::from_reply(v, "prompt_tokens", "completion_tokens");
+    u.cache_read_tokens = v
+        .pointer("/usage/prompt_tokens_details/cached_tokens")
+        .or_else(|| v.pointer("/timings/cache_n"))
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
+        .min(u.prompt_tokens.max(1));
+    if u.prompt_tokens == 0 {
+        u.cache_read_tokens = 0;
+    }
+    u
 }
 
 pub(crate) fn parse(v: &Value) -> Result<Reply, String> {
