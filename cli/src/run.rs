@@ -531,7 +531,7 @@ fn render_arg_error(out: &mut Output, e: &ArgError) {
 pub struct RunSetup {
     pub settings: ais_vm::config::Settings,
     pub aam: ais_vm::aam::config::AamConfig,
-    pub llm: ais_vm::llm::factory::RunBackend,
+    pub llm: ais_vm::config::RunBackend,
 }
 
 /// Why a run could not be set up: a configuration problem (rendered as its

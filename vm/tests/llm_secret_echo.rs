@@ -229,3 +229,22 @@ fn url_credentials_go_as_basic_only_when_nothing_else_authorizes() {
     assert_eq!(head.matches("authorization:").count(), 1, "{head}");
     assert!(head.contains("authorization: bearer"), "{head}");
 }
+
+#[test]
+fn telemetry_text_scrubs_every_encoding_of_a_secret() {
+    let p = ais_vm::telemetry::TextPolicy {
+        secrets: vec![KEY.to_string()],
+        ..Default::default()
+    };
+    let basic = base64(format!("user:{KEY}").as_bytes(), STD, true);
+    for text in [
+        format!("raw {KEY}"),
+        format!("b64 {}", base64(KEY.as_bytes(), STD, true)),
+        format!("url-safe {}", base64(KEY.as_bytes(), URL, false)),
+        format!("Authorization: Basic {basic}"),
+    ] {
+        let kept = p.keep(&text).unwrap_or_default();
+        assert!(kept.contains("[secret]"), "{text} -> {kept}");
+        assert_clean("telemetry text", &kept);
+    }
+}

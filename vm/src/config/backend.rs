@@ -1,5 +1,5 @@
 //! One `[[llm_backends]]` entry checked and given its defaults: a
-//! [`BackendConfig`]. Building the backend itself is `crate::llm::factory`.
+//! [`BackendConfig`]. Building the backend itself is `super::factory`.
 
 use super::error::{line_col, ConfigError, Source};
 use super::schema::{BackendKind, FileBackend, Prices};

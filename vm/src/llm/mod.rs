@@ -6,8 +6,6 @@
 //! backend (`http`, shared transport and retry policy) speaks one of the
 //! wire protocols registered in `providers` (one folder each).
 
-pub mod doctor;
-pub mod factory;
 pub mod http;
 pub mod jsonschema;
 pub mod kinds;

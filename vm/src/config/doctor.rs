@@ -1,7 +1,7 @@
 //! `aisc doctor`: sends every configured backend a tiny request and reports
 //! which answer. Never panics; problems are in the [`DoctorReport`].
 
-use crate::config::{BackendConfig, BackendKind, Settings};
+use super::{BackendConfig, BackendKind, Settings};
 use crate::llm::secret::{redact_url, redact_url_in};
 use crate::llm::{CancelToken, ContextBlock, LlmOpKind, LlmRequest};
 use std::fmt;
