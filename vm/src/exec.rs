@@ -493,6 +493,17 @@ pub fn llm_request(agent: &str, instr: &Instr, args: &[Val]) -> Result<LlmReques
         Imm::Llm(a) => Some(&**a),
         _ => None,
     };
+    // Parsed once per program; an unreadable schema fails the op.
+    let own_schema = match attrs.map(|a| a.schema_value()) {
+        Some(Err(e)) => {
+            return Err(OpError::new(
+                "llm.invalid_schema",
+                format!("`{}`'s schema: {e}", instr.opcode),
+            ))
+        }
+        Some(Ok(s)) => s.cloned(),
+        None => None,
+    };
     Ok(LlmRequest {
         kind,
         agent: agent.to_string(),
@@ -514,10 +525,7 @@ pub fn llm_request(agent: &str, instr: &Instr, args: &[Val]) -> Result<LlmReques
         model: attrs.and_then(|a| a.model.clone()),
         temperature: attrs.and_then(|a| a.temperature),
         max_tokens: attrs.and_then(|a| a.max_tokens),
-        json_schema: attrs
-            .and_then(|a| a.schema.as_deref())
-            .and_then(|j| serde_json::from_str(j).ok())
-            .or_else(|| schema::schema_for(kind)),
+        json_schema: own_schema.or_else(|| schema::schema_for(kind)),
         budget_tokens: attrs.and_then(|a| a.budget_tokens),
         backend: attrs.and_then(|a| a.backend.clone()),
         tools: attrs

@@ -608,6 +608,7 @@ impl FlowGen<'_> {
                         Some(Attr::Json(j @ serde_json::Value::Object(_))) => Some(j.to_string()),
                         Some(_) => return Err(bad("schema")),
                     },
+                    parsed_schema: Default::default(),
                     cache_key: s("cache_key").filter(|k| !k.is_empty()),
                     cache_points: match attrs.get("cache_points") {
                         None => Vec::new(),
