@@ -332,6 +332,7 @@ fn region_cp(
 
 fn probe_request(i: usize) -> LlmRequest {
     LlmRequest {
+        cache: Default::default(),
         kind: ais_vm::llm::LlmOpKind::Ask,
         agent: "Probe".into(),
         system: None,

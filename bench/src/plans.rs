@@ -124,6 +124,7 @@ fn reply(text: String, calls: Vec<ToolCall>) -> LlmResponse {
         usage: Usage {
             prompt_tokens: 100,
             completion_tokens: 20,
+            ..Default::default()
         },
         finish_reason: if calls.is_empty() {
             "stop"

@@ -95,6 +95,11 @@ pub fn budget(b: &BudgetArgs, settings: &ais_vm::config::Settings) -> Result<Bud
             .as_ref()
             .map(|p| vec![("*".to_string(), p.input_per_mtok, p.output_per_mtok)])
             .unwrap_or_default(),
+        cache_multipliers: settings
+            .selected()
+            .prices
+            .as_ref()
+            .map(|p| p.cache_multipliers()),
         agents: agent_limits(b)?,
     })
 }

@@ -75,7 +75,7 @@ pub fn run(
 pub struct RunSetup {
     pub settings: ais_vm::config::Settings,
     pub aam: ais_vm::aam::config::AamConfig,
-    pub llm: ais_vm::llm::factory::RunBackend,
+    pub llm: ais_vm::config::RunBackend,
 }
 
 /// Why a run could not be set up: a configuration problem (rendered as its

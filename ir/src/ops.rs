@@ -41,6 +41,14 @@ const LLM_ATTRS: &[AttrSpec] = &[
     // A JSON Schema the reply must satisfy (`schema:`): the op's value is
     // then the reply's JSON.
     opt("schema", AttrKind::Json),
+    // Prompt caching (`docs/backends.md`): requests with the same key
+    // share a cached prefix (OpenAI `prompt_cache_key`)...
+    opt("cache_key", AttrKind::Str),
+    // ...and where stable prefixes end: a list of `"tools"`, `"system"`,
+    // `"context"` (after every context block) or `"context:N"` (after the
+    // prompt and the first N blocks): Anthropic `cache_control`
+    // breakpoints. A compiler pass may set both.
+    opt("cache_points", AttrKind::Json),
 ];
 
 /// Everything the toolchain knows about one opcode.

@@ -900,6 +900,7 @@ impl<'p> Interpreter<'p> {
             })
             .collect();
         let request = LlmRequest {
+            cache: Default::default(),
             kind,
             agent: agent.to_string(),
             system: options.system,

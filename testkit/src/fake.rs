@@ -355,6 +355,7 @@ impl FakeBackend {
             usage: Usage {
                 prompt_tokens: prompt_words as u64,
                 completion_tokens: text.split_whitespace().count() as u64,
+                ..Default::default()
             },
             text,
             json,
@@ -371,6 +372,7 @@ impl FakeBackend {
 /// must not call into a finished op).
 fn without_callback(request: &LlmRequest) -> LlmRequest {
     LlmRequest {
+        cache: Default::default(),
         on_text: None,
         ..request.clone()
     }
@@ -440,6 +442,7 @@ mod tests {
 
     fn req(kind: LlmOpKind, prompt: &str) -> LlmRequest {
         LlmRequest {
+            cache: Default::default(),
             kind,
             agent: "A".into(),
             system: None,

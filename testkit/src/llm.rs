@@ -12,6 +12,7 @@ pub const KEY: &str = "sk-test-SECRETKEY-0123456789abcdef";
 
 pub fn request(kind: LlmOpKind, prompt: &str) -> LlmRequest {
     LlmRequest {
+        cache: Default::default(),
         kind,
         agent: "Tester".into(),
         system: None,

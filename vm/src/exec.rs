@@ -493,6 +493,17 @@ pub fn llm_request(agent: &str, instr: &Instr, args: &[Val]) -> Result<LlmReques
         Imm::Llm(a) => Some(&**a),
         _ => None,
     };
+    // Parsed once per program; an unreadable schema fails the op.
+    let own_schema = match attrs.map(|a| a.schema_value()) {
+        Some(Err(e)) => {
+            return Err(OpError::new(
+                "llm.invalid_schema",
+                format!("`{}`'s schema: {e}", instr.opcode),
+            ))
+        }
+        Some(Ok(s)) => s.cloned(),
+        None => None,
+    };
     Ok(LlmRequest {
         kind,
         agent: agent.to_string(),
@@ -514,18 +525,29 @@ pub fn llm_request(agent: &str, instr: &Instr, args: &[Val]) -> Result<LlmReques
         model: attrs.and_then(|a| a.model.clone()),
         temperature: attrs.and_then(|a| a.temperature),
         max_tokens: attrs.and_then(|a| a.max_tokens),
-        json_schema: attrs
-            .and_then(|a| a.schema.as_deref())
-            .and_then(|j| serde_json::from_str(j).ok())
-            .or_else(|| schema::schema_for(kind)),
+        json_schema: own_schema.or_else(|| schema::schema_for(kind)),
         budget_tokens: attrs.and_then(|a| a.budget_tokens),
         backend: attrs.and_then(|a| a.backend.clone()),
         tools: attrs
             .map(|a| a.tools.iter().map(tool_spec).collect())
             .unwrap_or_default(),
         turns: Vec::new(),
+        cache: attrs.map(cache_hints).unwrap_or_default(),
         on_text: None,
     })
+}
+
+/// The op's prompt-cache hints (`cache_key:`, `cache_points:`; codegen
+/// has checked the points' spelling).
+fn cache_hints(a: &ais_ir::bytecode::LlmAttrs) -> crate::llm::CacheHints {
+    crate::llm::CacheHints {
+        key: a.cache_key.clone(),
+        points: a
+            .cache_points
+            .iter()
+            .filter_map(|p| crate::llm::CachePoint::parse(p))
+            .collect(),
+    }
 }
 
 /// A tool as offered to the model. Parameters that are not valid JSON

@@ -78,7 +78,8 @@ fn parses_the_documented_shape() {
     assert_eq!(
         local.prices.map(|p| p.cost(ais_vm::llm::Usage {
             prompt_tokens: 1_000_000,
-            completion_tokens: 0
+            completion_tokens: 0,
+            ..Default::default()
         })),
         Some(0.5)
     );
@@ -109,16 +110,16 @@ fn syntax_errors_point_at_the_position() {
 
 #[test]
 fn unknown_protocol_points_at_the_value_with_a_hint() {
-    let e = err("[[llm_backends]]\nname = \"x\"\nprotocol = \"gemini\"\n");
+    let e = err("[[llm_backends]]\nname = \"x\"\nprotocol = \"gemeni\"\n");
     assert_eq!(e.position(), Some((3, 12)));
     assert!(
-        e.message().contains("unknown variant `gemini`"),
+        e.message().contains("unknown variant `gemeni`"),
         "{}",
         e.message()
     );
     assert_eq!(
         e.hint(),
-        Some("protocol is one of openai, anthropic, ollama, sim")
+        Some("protocol is one of openai, anthropic, ollama, gemini, sim")
     );
 }
 

@@ -253,6 +253,7 @@ fn call_usage_sums_attempts_and_falls_back_to_the_reply() {
     let u = |p, c| Usage {
         prompt_tokens: p,
         completion_tokens: c,
+        ..Default::default()
     };
     let mut failed = Attempt::single(
         "b",

@@ -79,6 +79,7 @@ fn tools_are_offered_in_each_providers_form() {
                 assert_eq!(tools[0]["input_schema"]["required"], json!(["path"]));
                 assert_eq!(tools[1]["name"], "clock");
             }
+            other => panic!("no expectation for protocol {other:?}"),
         }
     });
 }
@@ -104,6 +105,7 @@ fn a_single_tool_call_is_parsed_and_its_name_mapped_back() {
             Protocol::OpenAi => "tool_calls",
             Protocol::Anthropic => "tool_use",
             Protocol::Ollama => "stop",
+            other => panic!("no expectation for protocol {other:?}"),
         };
         assert_eq!(resp.finish_reason, expected, "{label}");
     });

@@ -87,6 +87,7 @@ fn reply(text: &str, calls: Vec<ToolCall>) -> LlmResponse {
         usage: Usage {
             prompt_tokens: 10,
             completion_tokens: 5,
+            ..Default::default()
         },
         finish_reason: if calls.is_empty() {
             "stop"

@@ -253,6 +253,10 @@ fn derived_summary(events: &[Map<String, Json>]) -> Map<String, Json> {
         "output_tokens".into(),
         json!(sum("gen_ai.usage.output_tokens")),
     );
+    m.insert(
+        "cache_read_tokens".into(),
+        json!(sum("gen_ai.usage.cache_read.input_tokens")),
+    );
     m.insert("cost_usd".into(), json!(cost));
     m.insert("llm_retries".into(), json!(retries));
     m.insert(
@@ -537,6 +541,7 @@ pub fn totals(summary: &Map<String, Json>, events: &[Map<String, Json>], path: &
         "tool_calls": g("tool_calls"),
         "input_tokens": g("input_tokens"),
         "output_tokens": g("output_tokens"),
+        "cache_read_tokens": g("cache_read_tokens"),
         "cost_usd": g("cost_usd"),
         "retries": g("llm_retries"),
         "failed_ops": g("failed_ops"),

@@ -124,7 +124,14 @@ fn total_line(totals: &Json) -> String {
         ("tool calls", u("tool_calls").to_string()),
         (
             "tokens",
-            format!("{} in / {} out", u("input_tokens"), u("output_tokens")),
+            match u("cache_read_tokens") {
+                0 => format!("{} in / {} out", u("input_tokens"), u("output_tokens")),
+                cached => format!(
+                    "{} in ({cached} cached) / {} out",
+                    u("input_tokens"),
+                    u("output_tokens")
+                ),
+            },
         ),
         ("cost", format!("${:.6}", f("cost_usd"))),
         ("retries", u("retries").to_string()),

@@ -608,6 +608,17 @@ impl FlowGen<'_> {
                         Some(Attr::Json(j @ serde_json::Value::Object(_))) => Some(j.to_string()),
                         Some(_) => return Err(bad("schema")),
                     },
+                    parsed_schema: Default::default(),
+                    cache_key: s("cache_key").filter(|k| !k.is_empty()),
+                    cache_points: match attrs.get("cache_points") {
+                        None => Vec::new(),
+                        Some(Attr::Json(serde_json::Value::Array(ps))) => ps
+                            .iter()
+                            .map(|p| p.as_str().filter(|p| cache_point_ok(p)).map(str::to_string))
+                            .collect::<Option<Vec<_>>>()
+                            .ok_or_else(|| bad("cache_points"))?,
+                        Some(_) => return Err(bad("cache_points")),
+                    },
                 }))
             }
             ImmKind::Loop => Imm::Loop {
@@ -619,6 +630,13 @@ impl FlowGen<'_> {
             },
         })
     }
+}
+
+/// A `cache_points` entry: `tools`, `system`, `context`, `context:N`.
+fn cache_point_ok(p: &str) -> bool {
+    matches!(p, "tools" | "system" | "context")
+        || p.strip_prefix("context:")
+            .is_some_and(|n| n.parse::<u32>().is_ok())
 }
 
 /// One entry of an LLM op's `tools` attribute: `{"name", "description"?,

@@ -72,6 +72,12 @@ fn imm_text(p: &Program, imm: &Imm) -> String {
             if let Some(j) = &a.schema {
                 parts.push(format!("schema = {j}"));
             }
+            if let Some(k) = &a.cache_key {
+                parts.push(format!("cache_key = {k:?}"));
+            }
+            if !a.cache_points.is_empty() {
+                parts.push(format!("cache_points = {:?}", a.cache_points));
+            }
             if parts.is_empty() {
                 String::new()
             } else {

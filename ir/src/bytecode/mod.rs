@@ -432,6 +432,48 @@ pub struct LlmAttrs {
     /// JSON Schema the reply must satisfy (`schema:`), as JSON text (the
     /// artifact encoding stores no free-form JSON values).
     pub schema: Option<String>,
+    /// Prompt-cache key (`cache_key:`).
+    pub cache_key: Option<String>,
+    /// Prompt-cache breakpoints (`cache_points:`): `tools`, `system`,
+    /// `context`, `context:N`.
+    pub cache_points: Vec<String>,
+    /// `schema` parsed, once per loaded program (not stored: the artifact
+    /// keeps the text).
+    #[serde(skip)]
+    pub parsed_schema: ParsedJson,
+}
+
+impl LlmAttrs {
+    /// The op's `schema:` as JSON, parsed on first use and kept. An
+    /// artifact whose schema text is not a JSON object (codegen writes
+    /// only objects; a hand-edited artifact may not) is an error, never a
+    /// schema silently dropped.
+    pub fn schema_value(&self) -> Result<Option<&serde_json::Value>, String> {
+        let Some(text) = &self.schema else {
+            return Ok(None);
+        };
+        self.parsed_schema
+            .0
+            .get_or_init(|| match serde_json::from_str::<serde_json::Value>(text) {
+                Ok(v) if v.is_object() => Ok(v),
+                Ok(_) => Err("the schema is not a JSON object".to_string()),
+                Err(e) => Err(format!("the schema is not JSON: {e}")),
+            })
+            .as_ref()
+            .map(Some)
+            .map_err(Clone::clone)
+    }
+}
+
+/// A value derived from the attributes once, when first needed; attributes
+/// are equal whatever it holds.
+#[derive(Clone, Debug, Default)]
+pub struct ParsedJson(std::sync::OnceLock<Result<serde_json::Value, String>>);
+
+impl PartialEq for ParsedJson {
+    fn eq(&self, _: &ParsedJson) -> bool {
+        true
+    }
 }
 
 /// A tool an LLM op offers its model (from its `tools` attribute).

@@ -5,7 +5,9 @@
 //! keep-alive):
 //! - `POST …/chat/completions` (OpenAI Chat Completions),
 //! - `POST …/v1/messages` (Anthropic Messages),
-//! - `POST …/api/chat` (Ollama).
+//! - `POST …/api/chat` (Ollama),
+//! - `POST …/models/{model}:generateContent` and
+//!   `:streamGenerateContent` (Gemini).
 //!
 //! By default every request gets a well-formed reply in its protocol's shape:
 //! text echoing the prompt, or, when the request carries a JSON schema
@@ -25,6 +27,7 @@
 //! 64 KiB, bodies of 8 MiB. Dropping the server stops it and joins its
 //! thread.
 
+mod gemini;
 mod http1;
 mod server;
 mod stream;
@@ -538,6 +541,7 @@ enum Proto {
     OpenAi,
     Anthropic,
     Ollama,
+    Gemini,
 }
 
 fn protocol_of(path: &str) -> Option<Proto> {
@@ -548,6 +552,8 @@ fn protocol_of(path: &str) -> Option<Proto> {
         Some(Proto::Anthropic)
     } else if path.ends_with("/api/chat") {
         Some(Proto::Ollama)
+    } else if gemini::is_gemini(path) {
+        Some(Proto::Gemini)
     } else {
         None
     }
@@ -559,11 +565,13 @@ fn requested_schema(req: &MockRequest, proto: Proto) -> Option<Value> {
     let explicit = match proto {
         Proto::OpenAi => b.pointer("/response_format/json_schema/schema").cloned(),
         Proto::Ollama => b.get("format").filter(|f| f.is_object()).cloned(),
+        Proto::Gemini => gemini::schema(req),
         Proto::Anthropic => None,
     };
     explicit.or_else(|| {
         let system = match proto {
             Proto::Anthropic => b.get("system").and_then(Value::as_str).map(str::to_string),
+            Proto::Gemini => gemini::system(req),
             _ => b
                 .get("messages")
                 .and_then(Value::as_array)
@@ -582,6 +590,9 @@ fn requested_schema(req: &MockRequest, proto: Proto) -> Option<Value> {
 }
 
 fn last_user(req: &MockRequest) -> String {
+    if protocol_of(&req.path) == Some(Proto::Gemini) {
+        return gemini::last_user(req);
+    }
     req.body
         .get("messages")
         .and_then(Value::as_array)
@@ -625,6 +636,11 @@ fn normal_body(req: &MockRequest, text: Option<String>, calls: &[MockCall]) -> V
         .and_then(Value::as_str)
         .unwrap_or("mock-model")
         .to_string();
+    let model = if proto == Proto::Gemini {
+        gemini::model(req)
+    } else {
+        model
+    };
     let user = last_user(req);
     let text = text.unwrap_or_else(|| match requested_schema(req, proto) {
         Some(s) => jsonschema::generate(&s, &mut |p| format!("mock {p}")).to_string(),
@@ -687,6 +703,7 @@ fn normal_body(req: &MockRequest, text: Option<String>, calls: &[MockCall]) -> V
                 "usage": {"input_tokens": prompt_tokens, "output_tokens": completion_tokens}
             })
         }
+        Proto::Gemini => gemini::body(&model, &text, calls, prompt_tokens, completion_tokens),
         Proto::Ollama => {
             let mut message = json!({"role": "assistant", "content": text});
             if !calls.is_empty() {

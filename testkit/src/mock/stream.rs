@@ -56,7 +56,7 @@ pub(super) enum Cut {
 
 /// True when the request asks for a streamed reply.
 pub(super) fn wants_stream(req: &MockRequest) -> bool {
-    req.body.get("stream") == Some(&Value::Bool(true))
+    req.body.get("stream") == Some(&Value::Bool(true)) || super::gemini::wants_stream(req)
 }
 
 /// Text in pieces of up to 8 characters, so every reply streams as
@@ -167,6 +167,7 @@ fn events(proto: Proto, body: &Value, calls: &[super::MockCall]) -> (Vec<String>
             let first = first_text.unwrap_or(out.len() - 2);
             (out, first)
         }
+        Proto::Gemini => super::gemini::events(body, pieces_of),
         Proto::Ollama => {
             let text = body["message"]["content"].as_str().unwrap_or("");
             let line = |message: Value| {

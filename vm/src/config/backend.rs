@@ -1,9 +1,9 @@
 //! One `[[llm_backends]]` entry checked and given its defaults: a
-//! [`BackendConfig`]. Building the backend itself is `crate::llm::factory`.
+//! [`BackendConfig`]. Building the backend itself is `super::factory`.
 
 use super::error::{line_col, ConfigError, Source};
 use super::schema::{BackendKind, FileBackend, Prices};
-use crate::llm::http::{HttpTransport, RetryPolicy, StructuredMode};
+use crate::llm::http::{HttpTransport, Protocol, RetryPolicy, StructuredMode};
 use crate::llm::prompt::Models;
 use crate::llm::sim::DEFAULT_DELAY_SCALE;
 use std::ops::Range;
@@ -99,7 +99,7 @@ impl BackendConfig {
     /// The built-in `openai`, used without a config file when
     /// `OPENAI_API_KEY` is set.
     pub fn builtin_openai(base_url: Option<&str>) -> BackendConfig {
-        let mut b = BackendConfig::new("openai", BackendKind::OpenAi);
+        let mut b = BackendConfig::new("openai", BackendKind::Http(Protocol::OpenAi));
         if let Some(u) = base_url {
             b.base_url = u.to_string();
         }
@@ -364,6 +364,16 @@ pub(crate) fn resolve_backend(src: &Source, fb: FileBackend) -> Result<BackendCo
         b.delay_scale = v;
     }
     b.models = fb.models;
-    b.prices = fb.prices;
+    // Cached input is priced by the protocol's multipliers unless the
+    // table sets its own.
+    b.prices = fb.prices.map(|mut p| {
+        let (read, write) = b
+            .kind
+            .http()
+            .map_or((1.0, 1.0), |proto| proto.wire().cache_multipliers());
+        p.cache_read_multiplier.get_or_insert(read);
+        p.cache_write_multiplier.get_or_insert(write);
+        p
+    });
     Ok(b)
 }

@@ -193,7 +193,10 @@ fn hint_for(message: &str, section: &str) -> Option<String> {
         );
     }
     if message.contains("unknown variant") && message.contains("openai") {
-        return Some("protocol is one of openai, anthropic, ollama, sim".into());
+        return Some(format!(
+            "protocol is one of {}",
+            super::schema::BackendKind::names().join(", ")
+        ));
     }
     if message.contains("unknown field") {
         // The AAM's sections are documented with the runtime.

@@ -19,24 +19,34 @@
 //! - `error`: the one [`ConfigError`], with the file's path and span;
 //! - `show`: `aisc config show`.
 //!
-//! Building backends is `crate::llm::factory`, `aisc doctor` is
-//! `crate::llm::doctor`, and the AAM's runtime settings are
-//! `crate::aam::config`.
+//! - `factory`: the [`LlmBackend`](crate::llm::LlmBackend)s a
+//!   configuration names, and the wrapped backend of a run;
+//! - `doctor`: `aisc doctor`.
+//!
+//! The AAM's runtime settings are `crate::aam::config`. The dependency
+//! runs one way: `config` builds `llm` backends; `llm` knows no
+//! configuration.
 
 mod backend;
+mod doctor;
 mod error;
+mod factory;
 mod load;
 mod resolve;
 pub mod schema;
 mod show;
 pub mod telemetry;
+mod text;
 
 pub use backend::{BackendConfig, HeaderValue, Origin, MAX_RETRIES};
+pub use doctor::{DoctorEntry, DoctorReport};
 pub use error::{ConfigError, InFile};
+pub use factory::RunBackend;
 pub use load::{find_config_file, Env, Flags, Settings};
 pub(crate) use resolve::{list, secs};
 pub use resolve::{Config, Limits};
 pub use schema::{BackendKind, Prices};
+pub use text::{TextPolicy, DEFAULT_TEXT_LIMIT};
 
 /// Directory of the config file, in the project and in the home directory.
 pub const CONFIG_DIR: &str = ".apxm";

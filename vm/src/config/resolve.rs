@@ -29,7 +29,7 @@ pub struct Config {
     /// `[limits]`; `None`: the `RunOptions` default (or the `aisc run` flag).
     pub limits: Limits,
     /// `[telemetry]`: text kept in run events (secrets are the edge's to add).
-    pub telemetry: crate::telemetry::TextPolicy,
+    pub telemetry: super::TextPolicy,
     /// `[telemetry.otlp]`: trace export (`super::telemetry`).
     pub otlp: Option<super::telemetry::OtlpSection>,
     /// The AAM's sections (`crate::aam::config::AamConfig::from_config`).
@@ -122,7 +122,7 @@ impl Config {
                 None => None,
             },
         };
-        let mut telemetry = crate::telemetry::TextPolicy::default();
+        let mut telemetry = super::TextPolicy::default();
         if let Some(n) = &file.telemetry.text_limit {
             if *n.get_ref() < 0 {
                 return Err(ConfigError::at(
@@ -210,7 +210,7 @@ impl Config {
             instructions: Instructions::default(),
             max_tokens: OpLimits::default(),
             limits: Limits::default(),
-            telemetry: crate::telemetry::TextPolicy::default(),
+            telemetry: super::TextPolicy::default(),
             otlp: None,
             aam: AamSections::default(),
             policy: ais_ir::ifc::FlowPolicy::default(),

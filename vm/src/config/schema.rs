@@ -126,34 +126,70 @@ pub(crate) struct FileBackend {
     pub(crate) prices: Option<Prices>,
 }
 
-/// The protocol a backend speaks (`protocol = "..."`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+/// What a backend is (`protocol = "..."`): the built-in simulator, or an
+/// HTTP backend speaking a registered wire protocol
+/// (`crate::llm::providers`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BackendKind {
-    #[serde(rename = "openai")]
-    OpenAi,
-    Anthropic,
-    Ollama,
     Sim,
+    Http(Protocol),
+}
+
+// Named like the variants they replaced, so existing matches read the same.
+#[allow(non_upper_case_globals)]
+impl BackendKind {
+    pub const OpenAi: BackendKind = BackendKind::Http(Protocol::OpenAi);
+    pub const Anthropic: BackendKind = BackendKind::Http(Protocol::Anthropic);
+    pub const Ollama: BackendKind = BackendKind::Http(Protocol::Ollama);
 }
 
 impl BackendKind {
     pub fn name(self) -> &'static str {
         match self {
-            BackendKind::OpenAi => "openai",
-            BackendKind::Anthropic => "anthropic",
-            BackendKind::Ollama => "ollama",
             BackendKind::Sim => "sim",
+            BackendKind::Http(p) => p.name(),
         }
     }
 
     pub fn http(self) -> Option<Protocol> {
         match self {
-            BackendKind::OpenAi => Some(Protocol::OpenAi),
-            BackendKind::Anthropic => Some(Protocol::Anthropic),
-            BackendKind::Ollama => Some(Protocol::Ollama),
+            BackendKind::Http(p) => Some(p),
             BackendKind::Sim => None,
         }
+    }
+
+    /// Every accepted `protocol` value, in the order messages list them.
+    pub fn names() -> Vec<&'static str> {
+        let mut names: Vec<&'static str> = Protocol::all().iter().map(|p| p.name()).collect();
+        names.push("sim");
+        names
+    }
+}
+
+impl Serialize for BackendKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for BackendKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<BackendKind, D::Error> {
+        let name = String::deserialize(d)?;
+        if name == "sim" {
+            return Ok(BackendKind::Sim);
+        }
+        Protocol::named(&name)
+            .map(BackendKind::Http)
+            .ok_or_else(|| {
+                let expected: Vec<String> = BackendKind::names()
+                    .iter()
+                    .map(|n| format!("`{n}`"))
+                    .collect();
+                serde::de::Error::custom(format!(
+                    "unknown variant `{name}`, expected one of {}",
+                    expected.join(", ")
+                ))
+            })
     }
 }
 
@@ -165,13 +201,32 @@ pub struct Prices {
     pub input_per_mtok: f64,
     #[serde(default)]
     pub output_per_mtok: f64,
+    /// Price of input read from the provider's prompt cache, as a multiple
+    /// of `input_per_mtok` (default: the protocol's, e.g. 0.1 Anthropic,
+    /// 0.5 OpenAI, 0.25 Gemini).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_read_multiplier: Option<f64>,
+    /// Price of input written to the prompt cache, as a multiple of
+    /// `input_per_mtok` (default: the protocol's, 1.25 Anthropic, else 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_multiplier: Option<f64>,
 }
 
 impl Prices {
+    /// The cost of `usage`, cached input at its multipliers.
     pub fn cost(&self, usage: Usage) -> f64 {
-        (usage.prompt_tokens as f64 * self.input_per_mtok
+        let (read, write) = self.cache_multipliers();
+        (usage.priced_input(read, write) * self.input_per_mtok
             + usage.completion_tokens as f64 * self.output_per_mtok)
             / 1e6
+    }
+
+    /// (cache reads, cache writes) price multipliers; 1× where unset.
+    pub fn cache_multipliers(&self) -> (f64, f64) {
+        (
+            self.cache_read_multiplier.unwrap_or(1.0),
+            self.cache_write_multiplier.unwrap_or(1.0),
+        )
     }
 }
 

@@ -141,6 +141,9 @@ impl Settings {
                 let _ = writeln!(o, "[llm_backends.prices]");
                 let _ = writeln!(o, "input_per_mtok = {}", p.input_per_mtok);
                 let _ = writeln!(o, "output_per_mtok = {}", p.output_per_mtok);
+                let (read, write) = p.cache_multipliers();
+                let _ = writeln!(o, "cache_read_multiplier = {read}");
+                let _ = writeln!(o, "cache_write_multiplier = {write}");
             }
         }
         // Every call to an HTTP backend sends a completion limit: the

@@ -767,6 +767,10 @@ pub struct Budget {
     pub cost_usd: Option<f64>,
     /// Model name (or `*`) -> (USD per 1M input tokens, USD per 1M output tokens).
     pub prices: Vec<(String, f64, f64)>,
+    /// Price multipliers of cached input relative to the input price:
+    /// (cache reads, cache writes), from the backend's `prices` table or
+    /// its protocol's defaults; `None`: 1×.
+    pub cache_multipliers: Option<(f64, f64)>,
     /// Per-agent limits (this attempt); agent `*` applies to every agent
     /// without its own entry.
     pub agents: Vec<AgentLimit>,
@@ -795,6 +799,24 @@ impl Budget {
             .iter()
             .find(|a| a.agent == agent)
             .or_else(|| self.agents.iter().find(|a| a.agent == "*"))
+    }
+
+    /// Cost in micro-dollars of one call's `usage`, its cached input
+    /// priced by `cache_multipliers` (reads, writes; 1× when unset).
+    pub fn cost_of(&self, model: &str, usage: &crate::llm::Usage) -> u64 {
+        let Some((_, pi, po)) = self
+            .prices
+            .iter()
+            .find(|(m, _, _)| m == model)
+            .or_else(|| self.prices.iter().find(|(m, _, _)| m == "*"))
+        else {
+            return 0;
+        };
+        let (read, write) = self.cache_multipliers.unwrap_or((1.0, 1.0));
+        let input = usage.priced_input(read, write);
+        (input * pi + usage.completion_tokens as f64 * po)
+            .round()
+            .max(0.0) as u64
     }
 
     /// Cost in micro-dollars of one call.

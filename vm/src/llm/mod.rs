@@ -2,17 +2,15 @@
 //!
 //! The VM's I/O executor calls [`LlmBackend::complete`] on a blocking I/O
 //! thread (never on a scheduler worker). Providers (`sim`, `openai`,
-//! `anthropic`, `ollama`) implement the trait in sibling modules.
+//! `anthropic`, `ollama`) implement the trait in sibling modules: the HTTP
+//! backend (`http`, shared transport and retry policy) speaks one of the
+//! wire protocols registered in `providers` (one folder each).
 
-pub mod anthropic;
-pub mod doctor;
-pub mod factory;
 pub mod http;
 pub mod jsonschema;
 pub mod kinds;
-pub mod ollama;
-pub mod openai;
 pub mod prompt;
+pub mod providers;
 pub mod record;
 pub mod route;
 pub mod schema;
@@ -21,6 +19,8 @@ pub mod sim;
 pub mod stream;
 pub mod tools;
 pub mod wire;
+
+pub use providers::{anthropic, ollama, openai};
 
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -69,6 +69,9 @@ pub struct LlmRequest {
     /// turns and the results, in order, after the prompt and context.
     #[serde(default)]
     pub turns: Vec<Turn>,
+    /// Prompt-cache hints (the op's `cache_key:` / `cache_points:`).
+    #[serde(default, skip_serializing_if = "CacheHints::is_empty")]
+    pub cache: CacheHints,
     /// Receives the reply's text as it streams in (never serialised).
     #[serde(skip)]
     pub on_text: Option<TextSink>,
@@ -150,10 +153,77 @@ impl PartialEq for TextSink {
     }
 }
 
+/// The tokens of a call. `prompt_tokens` counts every input token, the
+/// cached ones included (as OpenAI and Gemini report it; Anthropic's three
+/// input counts are added up), so the two cache counts are parts of it, as
+/// OpenTelemetry's `gen_ai.usage.cache_*.input_tokens` are of
+/// `gen_ai.usage.input_tokens`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// Input tokens served from the provider's prompt cache.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_read_tokens: u64,
+    /// Input tokens written to the provider's prompt cache (Anthropic).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// Prompt-cache hints of a request, set from the op's attributes
+/// (`cache_key:`, `cache_points:`; a compiler pass may fill them). Each
+/// protocol uses what it has: Anthropic puts `cache_control` breakpoints
+/// where `points` say (at most 4, in render order tools → system →
+/// messages), OpenAI sends `key` as `prompt_cache_key`, Gemini caches
+/// implicitly. Empty hints change nothing in a request.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheHints {
+    /// Requests with the same key share a cached prefix (OpenAI routes
+    /// them to the same cache).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Where stable prefixes end.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub points: Vec<CachePoint>,
+}
+
+impl CacheHints {
+    pub fn is_empty(&self) -> bool {
+        self.key.is_none() && self.points.is_empty()
+    }
+}
+
+/// The end of a stable prefix segment of a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CachePoint {
+    /// After the tool definitions.
+    Tools,
+    /// After the system prompt.
+    System,
+    /// After the prompt and the first `n` context blocks of the user
+    /// message (`n` = 0: after the prompt).
+    Context(usize),
+}
+
+impl CachePoint {
+    /// `tools`, `system`, `context`, `context:N` (the spelling of the
+    /// `cache_points:` attribute).
+    pub fn parse(s: &str) -> Option<CachePoint> {
+        match s.trim() {
+            "tools" => Some(CachePoint::Tools),
+            "system" => Some(CachePoint::System),
+            "context" => Some(CachePoint::Context(usize::MAX)),
+            other => other
+                .strip_prefix("context:")
+                .and_then(|n| n.trim().parse().ok())
+                .map(CachePoint::Context),
+        }
+    }
 }
 
 impl Usage {
@@ -169,6 +239,42 @@ impl Usage {
         Usage {
             prompt_tokens: count(prompt),
             completion_tokens: count(completion),
+            ..Usage::default()
+        }
+    }
+
+    /// The sum of two counts, field by field.
+    pub fn plus(&self, other: &Usage) -> Usage {
+        Usage {
+            prompt_tokens: self.prompt_tokens + other.prompt_tokens,
+            completion_tokens: self.completion_tokens + other.completion_tokens,
+            cache_read_tokens: self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens: self.cache_write_tokens + other.cache_write_tokens,
+        }
+    }
+
+    /// Input tokens priced as input: `prompt_tokens`, with cache reads at
+    /// `read` and cache writes at `write` times the input price.
+    pub fn priced_input(&self, read: f64, write: f64) -> f64 {
+        let cached = self.cache_read_tokens + self.cache_write_tokens;
+        let plain = self.prompt_tokens.saturating_sub(cached);
+        plain as f64 + self.cache_read_tokens as f64 * read + self.cache_write_tokens as f64 * write
+    }
+
+    /// Counts reported later in a stream (Anthropic's `message_delta`)
+    /// replace earlier ones where they are given.
+    pub(crate) fn merge_later(&mut self, later: &Usage) {
+        if later.completion_tokens > 0 {
+            self.completion_tokens = later.completion_tokens;
+        }
+        if later.prompt_tokens > 0 {
+            self.prompt_tokens = later.prompt_tokens;
+        }
+        if later.cache_read_tokens > 0 {
+            self.cache_read_tokens = later.cache_read_tokens;
+        }
+        if later.cache_write_tokens > 0 {
+            self.cache_write_tokens = later.cache_write_tokens;
         }
     }
 
@@ -238,14 +344,15 @@ pub enum LlmErrorKind {
 /// each token once either way, since a reply's usage is part of its
 /// attempts' when both are known.
 pub fn call_usage(reply: Option<&LlmResponse>, attempts: &[Attempt]) -> Usage {
-    let spent = attempts.iter().fold(Usage::default(), |sum, a| Usage {
-        prompt_tokens: sum.prompt_tokens + a.usage.prompt_tokens,
-        completion_tokens: sum.completion_tokens + a.usage.completion_tokens,
-    });
+    let spent = attempts
+        .iter()
+        .fold(Usage::default(), |sum, a| sum.plus(&a.usage));
     let replied = reply.map(|r| r.usage).unwrap_or_default();
     Usage {
         prompt_tokens: spent.prompt_tokens.max(replied.prompt_tokens),
         completion_tokens: spent.completion_tokens.max(replied.completion_tokens),
+        cache_read_tokens: spent.cache_read_tokens.max(replied.cache_read_tokens),
+        cache_write_tokens: spent.cache_write_tokens.max(replied.cache_write_tokens),
     }
 }
 
@@ -491,11 +598,9 @@ impl LlmError {
     }
 }
 
-/// Whether a finish/stop reason, of any of the three protocols, marks a
+/// Whether a finish/stop reason, of any registered protocol, marks a
 /// reply that is not a complete answer (cut off, filtered, refused): such a
 /// reply is an error unless the backend sets `accept_incomplete`.
 pub fn is_incomplete_reason(reason: &str) -> bool {
-    openai::incomplete(reason).is_some()
-        || anthropic::incomplete(reason).is_some()
-        || ollama::incomplete(reason).is_some()
+    providers::is_incomplete_reason(reason)
 }

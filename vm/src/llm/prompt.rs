@@ -4,7 +4,7 @@
 //! structured ops. Every protocol module builds its body from a [`Prepared`].
 
 use super::tools::ToolNames;
-use super::{LlmOpKind, LlmRequest, TextSink, ToolSpec, Turn};
+use super::{CacheHints, CachePoint, LlmOpKind, LlmRequest, TextSink, ToolSpec, Turn};
 use ais_ir::Latency;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -179,6 +179,18 @@ pub struct Prepared {
     pub turns: Vec<Turn>,
     /// Where streamed text goes (`LlmRequest::on_text`).
     pub on_text: Option<TextSink>,
+    /// The request's prompt-cache hints.
+    pub cache: CacheHints,
+    /// Byte offsets in `messages[0]` where a requested
+    /// [`CachePoint::Context`] falls (ascending, within the text).
+    pub cache_cuts: Vec<usize>,
+}
+
+impl Prepared {
+    /// Whether the hints ask for a breakpoint at `point`.
+    pub fn cache_at(&self, point: CachePoint) -> bool {
+        self.cache.points.contains(&point)
+    }
 }
 
 /// Renders the user message: the prompt, then each context block under a
@@ -187,7 +199,14 @@ pub struct Prepared {
 /// headings or fences cannot end its block early or look like another
 /// block (CommonMark: a fence only closes with a run at least as long).
 pub fn render_user(request: &LlmRequest) -> String {
+    render_user_cut(request).0
+}
+
+/// [`render_user`], with the byte offset where the prompt ends and where
+/// each context block ends.
+fn render_user_cut(request: &LlmRequest) -> (String, Vec<usize>) {
     let mut out = request.prompt.clone();
+    let mut ends = vec![out.len()];
     for block in &request.context {
         let label = if block.label.trim().is_empty() {
             "context"
@@ -203,8 +222,25 @@ pub fn render_user(request: &LlmRequest) -> String {
         out.push_str(&block.text);
         out.push('\n');
         out.push_str(&fence);
+        ends.push(out.len());
     }
-    out
+    (out, ends)
+}
+
+/// Where `hints`' context points fall in the rendered user message.
+fn cache_cuts(hints: &CacheHints, ends: &[usize]) -> Vec<usize> {
+    let mut cuts: Vec<usize> = hints
+        .points
+        .iter()
+        .filter_map(|p| match p {
+            CachePoint::Context(n) => ends.get((*n).min(ends.len().saturating_sub(1))).copied(),
+            _ => None,
+        })
+        .filter(|&c| c > 0)
+        .collect();
+    cuts.sort_unstable();
+    cuts.dedup();
+    cuts
 }
 
 fn longest_backtick_run(text: &str) -> usize {
@@ -274,11 +310,14 @@ pub fn prepare(
     if let Some(schema) = &request.json_schema {
         system.push_str(&schema_instruction(schema));
     }
+    let (user, ends) = render_user_cut(request);
     Prepared {
         kind: request.kind,
         model,
         system,
-        messages: vec![("user", render_user(request))],
+        cache_cuts: cache_cuts(&request.cache, &ends),
+        cache: request.cache.clone(),
+        messages: vec![("user", user)],
         temperature: request.temperature.or(default_temperature),
         max_tokens,
         max_tokens_from,
@@ -324,6 +363,7 @@ mod tests {
             backend: None,
             tools: Vec::new(),
             turns: Vec::new(),
+            cache: Default::default(),
             on_text: None,
         }
     }

@@ -125,6 +125,7 @@ impl SimBackend {
                 usage: Usage {
                     prompt_tokens: tokens(p.system.len() + user.len()),
                     completion_tokens: tokens(calls.iter().map(|c| c.arguments.len()).sum()),
+                    ..Usage::default()
                 },
                 text,
                 json: None,
@@ -141,6 +142,7 @@ impl SimBackend {
                 usage: Usage {
                     prompt_tokens: tokens(p.system.len() + user.len()),
                     completion_tokens: tokens(text.len()),
+                    ..Usage::default()
                 },
                 text,
                 json: None,
@@ -174,6 +176,7 @@ impl SimBackend {
             usage: Usage {
                 prompt_tokens: tokens(prompt_chars),
                 completion_tokens: tokens(text.len()),
+                ..Usage::default()
             },
             text,
             json,

@@ -12,13 +12,18 @@
 //! - Ollama: one JSON object per line, the last with `done: true` and the
 //!   counts; `{"error": …}` on failure.
 //!
+//! The framing (SSE or JSON lines), the limits and the reply being built
+//! ([`StreamState`]) are shared; each protocol reads its own events
+//! (`providers/<name>/stream.rs`).
+//!
 //! A stream is complete only once its terminal event arrived (`[DONE]` or
 //! a `finish_reason`; `message_stop`; `done: true`): anything else — the
 //! connection closing early, an undecodable event, an `error` event — is
 //! an error of the attempt, never a shorter reply.
 
 use super::http::{Protocol, Reply};
-use super::{ollama, ToolCall, Usage};
+use super::providers::{Framing, WireProtocol};
+use super::{ToolCall, Usage};
 use serde_json::Value;
 
 /// Largest streamed reply accepted (bytes received).
@@ -26,51 +31,76 @@ const MAX_STREAM: usize = 16 << 20;
 
 /// Decodes one streamed reply.
 pub struct StreamDecoder {
-    protocol: Protocol,
+    wire: &'static dyn WireProtocol,
     /// Bytes of an unfinished line.
     line: Vec<u8>,
     received: usize,
     /// SSE: the current event's `data:` lines.
     data: String,
     has_data: bool,
-    text: String,
-    refusal: String,
+    state: StreamState,
+}
+
+/// The reply a stream has brought so far, filled in by the protocol's
+/// event reader.
+#[derive(Debug, Default)]
+pub struct StreamState {
+    pub text: String,
+    pub refusal: String,
     /// Tool calls in order: id, name, argument text.
-    calls: Vec<ToolCall>,
-    /// OpenAI: call position per `index`; Anthropic: per content block.
+    pub calls: Vec<ToolCall>,
+    /// Call position per key (an OpenAI `index`, an Anthropic block).
     call_slots: Vec<(u64, usize)>,
-    finish_reason: Option<String>,
-    model: Option<String>,
-    usage: Usage,
+    pub finish_reason: Option<String>,
+    pub model: Option<String>,
+    pub usage: Usage,
     /// The reply is whole.
-    done: bool,
+    pub done: bool,
     /// The terminal event arrived; later events are ignored.
-    ended: bool,
+    pub ended: bool,
+}
+
+impl StreamState {
+    /// Appends reply text and passes it on as a delta.
+    pub fn push_text(&mut self, t: &str, deltas: &mut Vec<String>) {
+        if !t.is_empty() {
+            self.text.push_str(t);
+            deltas.push(t.to_string());
+        }
+    }
+
+    /// The position in `calls` of the call streamed under `key`, added
+    /// (with id `{id_prefix}_{position}`) when new.
+    pub fn call_at(&mut self, key: u64, id_prefix: &str) -> usize {
+        if let Some(&(_, at)) = self.call_slots.iter().find(|(k, _)| *k == key) {
+            return at;
+        }
+        let at = self.calls.len();
+        self.calls.push(ToolCall {
+            id: format!("{id_prefix}_{at}"),
+            name: String::new(),
+            arguments: String::new(),
+        });
+        self.call_slots.push((key, at));
+        at
+    }
 }
 
 impl StreamDecoder {
     pub fn new(protocol: Protocol) -> StreamDecoder {
         StreamDecoder {
-            protocol,
+            wire: protocol.wire(),
             line: Vec::new(),
             received: 0,
             data: String::new(),
             has_data: false,
-            text: String::new(),
-            refusal: String::new(),
-            calls: Vec::new(),
-            call_slots: Vec::new(),
-            finish_reason: None,
-            model: None,
-            usage: Usage::default(),
-            done: false,
-            ended: false,
+            state: StreamState::default(),
         }
     }
 
     /// Tokens reported so far (kept on an attempt that fails later).
     pub fn usage(&self) -> Usage {
-        self.usage
+        self.state.usage
     }
 
     /// Takes the next bytes; pushes each piece of reply text to `deltas`.
@@ -106,44 +136,37 @@ impl StreamDecoder {
         if self.has_data {
             self.dispatch(deltas)?;
         }
-        if !self.done {
+        let s = self.state;
+        if !s.done {
             return Err("the stream ended before its final event (cut off)".into());
         }
-        let mut finish_reason = self.finish_reason.unwrap_or_else(|| "unknown".to_string());
-        let mut text = self.text;
+        let mut finish_reason = s.finish_reason.unwrap_or_else(|| "unknown".to_string());
+        let mut text = s.text;
         // As in a non-streamed reply: a refusal without text is named so
         // it is not taken for an answer.
-        if text.is_empty() && !self.refusal.is_empty() {
-            text = self.refusal;
+        if text.is_empty() && !s.refusal.is_empty() {
+            text = s.refusal;
             finish_reason = "refusal".into();
         }
-        // As a whole reply with `content: null` and no tool calls: a
-        // stream that brought no text is not an answer (cut-off or
-        // filtered replies are judged by their finish reason instead).
-        if self.protocol == Protocol::OpenAi
-            && text.is_empty()
-            && self.calls.is_empty()
-            && super::openai::incomplete(&finish_reason).is_none()
-        {
-            return Err("the streamed reply has no text and no tool calls".into());
-        }
-        Ok(Reply {
+        let reply = Reply {
             text,
-            usage: self.usage,
+            usage: s.usage,
             finish_reason,
-            model: self.model,
-            tool_calls: self.calls,
-        })
+            model: s.model,
+            tool_calls: s.calls,
+        };
+        self.wire.stream_check(&reply)?;
+        Ok(reply)
     }
 
     fn line_in(&mut self, line: &str, deltas: &mut Vec<String>) -> Result<(), String> {
-        if self.protocol == Protocol::Ollama {
-            if line.trim().is_empty() {
+        if self.wire.framing() == Framing::JsonLines {
+            if line.trim().is_empty() || self.state.ended {
                 return Ok(());
             }
             let v: Value = serde_json::from_str(line)
                 .map_err(|e| format!("malformed line in the stream: {e}"))?;
-            return self.ollama(&v, deltas);
+            return self.wire.stream_event(&mut self.state, &v, deltas);
         }
         // Server-Sent Events: `field: value` lines, an empty line ends an
         // event; `event:` names are repeated in the JSON `type`, so only
@@ -168,232 +191,15 @@ impl StreamDecoder {
     fn dispatch(&mut self, deltas: &mut Vec<String>) -> Result<(), String> {
         let data = std::mem::take(&mut self.data);
         self.has_data = false;
-        if self.ended {
+        if self.state.ended {
             return Ok(());
         }
-        if self.protocol == Protocol::OpenAi && data.trim() == "[DONE]" {
-            self.done = true;
-            self.ended = true;
-            return Ok(());
-        }
-        let v: Value = serde_json::from_str(&data)
-            .map_err(|e| format!("malformed event in the stream: {e}"))?;
-        match self.protocol {
-            Protocol::OpenAi => self.openai(&v, deltas),
-            Protocol::Anthropic => self.anthropic(&v, deltas),
-            Protocol::Ollama => self.ollama(&v, deltas),
-        }
-    }
-
-    fn openai(&mut self, v: &Value, deltas: &mut Vec<String>) -> Result<(), String> {
-        if let Some(e) = v.get("error") {
-            return Err(format!("the stream reported an error: {}", error_text(e)));
-        }
-        if let Some(m) = v.get("model").and_then(Value::as_str) {
-            self.model = Some(m.to_string());
-        }
-        if v.get("usage").is_some_and(Value::is_object) {
-            self.usage = super::openai::usage(v);
-        }
-        let Some(choice) = v.get("choices").and_then(|c| c.get(0)) else {
-            return Ok(());
-        };
-        if let Some(delta) = choice.get("delta") {
-            if let Some(t) = delta.get("content").and_then(Value::as_str) {
-                if !t.is_empty() {
-                    self.text.push_str(t);
-                    deltas.push(t.to_string());
-                }
-            }
-            if let Some(r) = delta.get("refusal").and_then(Value::as_str) {
-                self.refusal.push_str(r);
-            }
-            for (n, piece) in delta
-                .get("tool_calls")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .enumerate()
-            {
-                let index = piece
-                    .get("index")
-                    .and_then(Value::as_u64)
-                    .unwrap_or(n as u64);
-                let at = self.call_at(index, "call");
-                let call = &mut self.calls[at];
-                if let Some(id) = piece.get("id").and_then(Value::as_str) {
-                    if !id.is_empty() {
-                        call.id = id.to_string();
-                    }
-                }
-                if let Some(f) = piece.get("function") {
-                    if let Some(name) = f.get("name").and_then(Value::as_str) {
-                        call.name.push_str(name);
-                    }
-                    if let Some(a) = f.get("arguments").and_then(Value::as_str) {
-                        call.arguments.push_str(a);
-                    }
-                }
-            }
-        }
-        if let Some(r) = choice.get("finish_reason").and_then(Value::as_str) {
-            self.finish_reason = Some(r.to_string());
-            // The reply is whole (servers that end without `[DONE]` are
-            // not cut); the usage chunk and `[DONE]` are read if they come.
-            self.done = true;
-        }
-        Ok(())
-    }
-
-    fn anthropic(&mut self, v: &Value, deltas: &mut Vec<String>) -> Result<(), String> {
-        let block = |v: &Value| v.get("index").and_then(Value::as_u64).unwrap_or(0);
-        match v.get("type").and_then(Value::as_str).unwrap_or("") {
-            "message_start" => {
-                let m = v.get("message").unwrap_or(&Value::Null);
-                if let Some(model) = m.get("model").and_then(Value::as_str) {
-                    self.model = Some(model.to_string());
-                }
-                self.usage = super::anthropic::usage(m);
-            }
-            "content_block_start" => {
-                let b = v.get("content_block").unwrap_or(&Value::Null);
-                match b.get("type").and_then(Value::as_str) {
-                    Some("tool_use") => {
-                        let at = self.call_at(block(v), "toolu");
-                        let call = &mut self.calls[at];
-                        if let Some(id) = b.get("id").and_then(Value::as_str) {
-                            call.id = id.to_string();
-                        }
-                        if let Some(name) = b.get("name").and_then(Value::as_str) {
-                            call.name = name.to_string();
-                        }
-                    }
-                    Some("text") => {
-                        if let Some(t) = b.get("text").and_then(Value::as_str) {
-                            if !t.is_empty() {
-                                self.text.push_str(t);
-                                deltas.push(t.to_string());
-                            }
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            "content_block_delta" => {
-                let d = v.get("delta").unwrap_or(&Value::Null);
-                match d.get("type").and_then(Value::as_str) {
-                    Some("text_delta") => {
-                        if let Some(t) = d.get("text").and_then(Value::as_str) {
-                            self.text.push_str(t);
-                            deltas.push(t.to_string());
-                        }
-                    }
-                    Some("input_json_delta") => {
-                        let at = self.call_at(block(v), "toolu");
-                        if let Some(j) = d.get("partial_json").and_then(Value::as_str) {
-                            self.calls[at].arguments.push_str(j);
-                            // A structured reply given through the reply
-                            // tool streams to the op like text.
-                            if self.calls[at].name == super::anthropic::REPLY_TOOL {
-                                deltas.push(j.to_string());
-                            }
-                        }
-                    }
-                    // thinking_delta, signature_delta: not reply text.
-                    _ => {}
-                }
-            }
-            "message_delta" => {
-                if let Some(r) = v
-                    .get("delta")
-                    .and_then(|d| d.get("stop_reason"))
-                    .and_then(Value::as_str)
-                {
-                    self.finish_reason = Some(r.to_string());
-                }
-                // Output tokens are cumulative; input tokens come with
-                // `message_start` (and again here on newer servers).
-                let later = super::anthropic::usage(v);
-                if later.completion_tokens > 0 {
-                    self.usage.completion_tokens = later.completion_tokens;
-                }
-                if later.prompt_tokens > 0 {
-                    self.usage.prompt_tokens = later.prompt_tokens;
-                }
-            }
-            "message_stop" => {
-                self.done = true;
-                self.ended = true;
-                // A tool call with no argument text took no arguments.
-                for c in &mut self.calls {
-                    if c.arguments.is_empty() {
-                        c.arguments = "{}".into();
-                    }
-                }
-            }
-            "error" => {
-                let e = v.get("error").unwrap_or(v);
-                return Err(format!("the stream reported an error: {}", error_text(e)));
-            }
-            // ping, content_block_stop, and event types added later.
-            _ => {}
-        }
-        Ok(())
-    }
-
-    fn ollama(&mut self, v: &Value, deltas: &mut Vec<String>) -> Result<(), String> {
-        if self.ended {
-            return Ok(());
-        }
-        if let Some(e) = v.get("error") {
-            return Err(format!("the stream reported an error: {}", error_text(e)));
-        }
-        if let Some(m) = v.get("model").and_then(Value::as_str) {
-            self.model = Some(m.to_string());
-        }
-        if let Some(message) = v.get("message") {
-            if let Some(t) = message.get("content").and_then(Value::as_str) {
-                if !t.is_empty() {
-                    self.text.push_str(t);
-                    deltas.push(t.to_string());
-                }
-            }
-            let more = ollama::tool_calls(message, self.calls.len());
-            self.calls.extend(more);
-        }
-        if v.get("done") == Some(&Value::Bool(true)) {
-            self.done = true;
-            self.ended = true;
-            self.usage = ollama::usage(v);
-            self.finish_reason = Some(
-                v.get("done_reason")
-                    .and_then(Value::as_str)
-                    .unwrap_or("stop")
-                    .to_string(),
-            );
-        }
-        Ok(())
-    }
-
-    /// The position in `calls` of the call streamed under `key` (an OpenAI
-    /// `index`, an Anthropic block index), added when new.
-    fn call_at(&mut self, key: u64, id_prefix: &str) -> usize {
-        if let Some(&(_, at)) = self.call_slots.iter().find(|(k, _)| *k == key) {
-            return at;
-        }
-        let at = self.calls.len();
-        self.calls.push(ToolCall {
-            id: format!("{id_prefix}_{at}"),
-            name: String::new(),
-            arguments: String::new(),
-        });
-        self.call_slots.push((key, at));
-        at
+        self.wire.stream_data(&mut self.state, &data, deltas)
     }
 }
 
 /// `{"message", "type"}` of an error event, or its text.
-fn error_text(e: &Value) -> String {
+pub fn error_text(e: &Value) -> String {
     let message = e
         .get("message")
         .and_then(Value::as_str)

@@ -363,14 +363,12 @@ impl<'r> Run<'r> {
             ),
         };
         let info = Box::new(LlmInfo {
-            cost_micro_usd: self.gate.budget.cost_micro_usd(
-                &model,
-                usage.prompt_tokens,
-                usage.completion_tokens,
-            ),
+            cost_micro_usd: self.gate.budget.cost_of(&model, &usage),
             model,
             input_tokens: usage.prompt_tokens,
             output_tokens: usage.completion_tokens,
+            cache_read_tokens: usage.cache_read_tokens,
+            cache_write_tokens: usage.cache_write_tokens,
             simulated,
             attempts,
             tool_calls: Vec::new(),
@@ -394,10 +392,7 @@ impl<'r> Run<'r> {
         if let Some(a) = self.gate.agent_used.get(agent as usize) {
             a[1].fetch_add(tokens, Ordering::SeqCst);
         }
-        let c =
-            self.gate
-                .budget
-                .cost_micro_usd(model, usage.prompt_tokens, usage.completion_tokens);
+        let c = self.gate.budget.cost_of(model, &usage);
         self.gate.used[2].fetch_add(c, Ordering::SeqCst);
     }
 
@@ -437,6 +432,8 @@ impl<'r> Run<'r> {
                 crate::llm::Usage {
                     prompt_tokens: i.input_tokens,
                     completion_tokens: i.output_tokens,
+                    cache_read_tokens: i.cache_read_tokens,
+                    cache_write_tokens: i.cache_write_tokens,
                 },
             );
         }

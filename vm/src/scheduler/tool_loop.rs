@@ -77,6 +77,8 @@ impl Exchange {
             model: self.model,
             input_tokens: self.usage.prompt_tokens,
             output_tokens: self.usage.completion_tokens,
+            cache_read_tokens: self.usage.cache_read_tokens,
+            cache_write_tokens: self.usage.cache_write_tokens,
             simulated: self.simulated,
             attempts: self.attempts,
             tool_calls: self.tool_calls,
@@ -283,11 +285,7 @@ impl<'r> Run<'r> {
             ex.simulated |= r.simulated;
         }
         self.account_llm(site.frame.agent, &ex.model, usage);
-        ex.cost_micro_usd += self.gate.budget.cost_micro_usd(
-            &ex.model,
-            usage.prompt_tokens,
-            usage.completion_tokens,
-        );
+        ex.cost_micro_usd += self.gate.budget.cost_of(&ex.model, &usage);
         ex.backend = self.backend.name().to_string();
         ex.prompt = crate::telemetry::prompt_messages(req, self.text);
         ex.finish_reason = result
@@ -296,8 +294,7 @@ impl<'r> Run<'r> {
             .map(|r| r.finish_reason.clone())
             .or_else(|| attempts.last().and_then(|a| a.finish_reason.clone()));
         ex.reply = result.as_ref().ok().and_then(|r| self.text.keep(&r.text));
-        ex.usage.prompt_tokens += usage.prompt_tokens;
-        ex.usage.completion_tokens += usage.completion_tokens;
+        ex.usage = ex.usage.plus(&usage);
         ex.attempts
             .extend(attempts.iter().map(|a: &Attempt| AttemptRecord {
                 turn: Some(turn),

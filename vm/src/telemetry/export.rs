@@ -105,6 +105,20 @@ fn detail_fields(e: &OpEvent, o: &mut Map<String, Json>) {
     put("gen_ai.request.model", json!(l.model));
     put("gen_ai.usage.input_tokens", json!(l.input_tokens));
     put("gen_ai.usage.output_tokens", json!(l.output_tokens));
+    // Parts of `input_tokens`, named as OpenTelemetry's GenAI conventions
+    // name them; absent when the provider reported no caching.
+    if l.cache_read_tokens > 0 {
+        put(
+            "gen_ai.usage.cache_read.input_tokens",
+            json!(l.cache_read_tokens),
+        );
+    }
+    if l.cache_write_tokens > 0 {
+        put(
+            "gen_ai.usage.cache_creation.input_tokens",
+            json!(l.cache_write_tokens),
+        );
+    }
     put("cost_usd", json!(l.cost_micro_usd as f64 / 1e6));
     put("simulated", json!(l.simulated));
     if let Some(r) = &l.finish_reason {

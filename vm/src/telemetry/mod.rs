@@ -43,8 +43,17 @@ pub enum Status {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct LlmInfo {
     pub model: String,
+    /// Every input token, cached ones included.
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// Input tokens read from the provider's prompt cache (part of
+    /// `input_tokens`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_read_tokens: u64,
+    /// Input tokens written to the provider's prompt cache (part of
+    /// `input_tokens`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
     pub simulated: bool,
     /// Every attempt the backend made for this op (retries included; for
     /// an op that called tools, the attempts of every model turn).
@@ -221,6 +230,13 @@ pub struct RunSummary {
     pub tool_calls: u64,
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// Input tokens served from provider prompt caches (part of
+    /// `input_tokens`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_read_tokens: u64,
+    /// Input tokens written to provider prompt caches.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
     /// Cost of the run's LLM calls at the configured prices (USD; 0 when
     /// the backend has no `prices`).
     pub cost_usd: f64,
@@ -288,6 +304,8 @@ impl RunSummary {
                 }
                 self.input_tokens += l.input_tokens;
                 self.output_tokens += l.output_tokens;
+                self.cache_read_tokens += l.cache_read_tokens;
+                self.cache_write_tokens += l.cache_write_tokens;
                 self.cost_usd += l.cost_micro_usd as f64 / 1e6;
                 // Tools the model called count like the program's own.
                 self.tool_calls += l.tool_calls.len() as u64;
@@ -315,9 +333,15 @@ impl RunSummary {
 
     /// A few human-readable lines (what `aisc run` prints on stderr).
     pub fn render(&self) -> String {
+        // Shown only when a provider reported prompt caching.
+        let cached = match (self.cache_read_tokens, self.cache_write_tokens) {
+            (0, 0) => String::new(),
+            (r, 0) => format!(" ({r} cached)"),
+            (r, w) => format!(" ({r} cached, {w} written to cache)"),
+        };
         format!(
             "makespan {:.2} ms (critical path estimate {} ms) · {} ops in {} frames · parallelism avg {:.2}, peak {}\n\
-             LLM calls {} ({} attempts, {} retries; {} in / {} out tokens; cost ${:.6}) · tool calls {} · failed {} · cancelled {}\n\
+             LLM calls {} ({} attempts, {} retries; {}{} in / {} out tokens; cost ${:.6}) · tool calls {} · failed {} · cancelled {}\n\
              {} workers · concurrency {} ({}) · scheduler overhead {:.3} µs/op · setup {:.2} ms",
             self.makespan_ms,
             self.critical_path_estimate_ms,
@@ -329,6 +353,7 @@ impl RunSummary {
             self.llm_attempts,
             self.llm_retries,
             self.input_tokens,
+            cached,
             self.output_tokens,
             self.cost_usd,
             self.tool_calls,
@@ -341,4 +366,8 @@ impl RunSummary {
             self.setup_ms,
         )
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

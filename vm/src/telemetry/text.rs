@@ -4,32 +4,10 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The default most bytes kept of one prompt message, reply or tool
-/// argument text.
-pub const DEFAULT_TEXT_LIMIT: usize = 4096;
-
-/// How telemetry keeps user text.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TextPolicy {
-    /// Most bytes kept of one text (cut on a character boundary, with a
-    /// note saying how long it was); 0 keeps none.
-    pub limit: usize,
-    /// Keep no prompts, replies or tool arguments at all.
-    pub redact: bool,
-    /// Strings never written (the selected backend's API key, ...): each
-    /// occurrence becomes `[secret]`. Strings under 8 bytes are ignored.
-    pub secrets: Vec<String>,
-}
-
-impl Default for TextPolicy {
-    fn default() -> Self {
-        TextPolicy {
-            limit: DEFAULT_TEXT_LIMIT,
-            redact: false,
-            secrets: Vec::new(),
-        }
-    }
-}
+// The policy is a setting (`[telemetry]`), defined with the
+// configuration so `config` needs nothing of `telemetry`; what it does to
+// text is here.
+pub use crate::config::{TextPolicy, DEFAULT_TEXT_LIMIT};
 
 impl TextPolicy {
     /// The text as telemetry keeps it, or `None` when redacted.
@@ -38,10 +16,14 @@ impl TextPolicy {
             return None;
         }
         let mut owned = text.to_string();
-        // Short strings would scrub ordinary words; keys are long.
+        // Short strings would scrub ordinary words; keys are long. Every
+        // encoding a server may echo a key in (base64, percent-encoded,
+        // JSON-escaped) is scrubbed too.
         for s in self.secrets.iter().filter(|s| s.len() >= 8) {
-            if owned.contains(s.as_str()) {
-                owned = owned.replace(s.as_str(), "[secret]");
+            for form in crate::llm::secret::encoded_forms(s) {
+                if form.len() >= 8 && owned.contains(form.as_str()) {
+                    owned = owned.replace(form.as_str(), "[secret]");
+                }
             }
         }
         Some(truncate(&owned, self.limit))

@@ -82,6 +82,7 @@ pub fn text(t: &str) -> LlmResponse {
         usage: Usage {
             prompt_tokens: 10,
             completion_tokens: 10,
+            ..Default::default()
         },
         finish_reason: "stop".into(),
         model: "planner-1".into(),

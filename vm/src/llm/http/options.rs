@@ -1,36 +1,56 @@
 //! The settings and reply types of the HTTP backends.
 
 use super::super::prompt::{Instructions, Models, OpLimits};
+use super::super::providers::{self, WireProtocol};
 use super::super::secret::Secret;
-use super::super::{anthropic, ollama, openai, LlmErrorKind, ToolCall, Usage};
+use super::super::{LlmErrorKind, ToolCall, Usage};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-/// The wire protocol of an HTTP backend.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Protocol {
-    #[serde(rename = "openai")]
-    OpenAi,
-    Anthropic,
-    Ollama,
-}
+/// The wire protocol of an HTTP backend: a name in the provider registry
+/// (`crate::llm::providers`), where its implementation is.
+///
+/// A name rather than the implementation, so the constants below can be
+/// matched in patterns; every value names a registered protocol (made by
+/// a constant, which a test checks against the registry, or by
+/// [`Protocol::named`]).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Protocol(&'static str);
 
+// The constants are named like the enum variants they replace, so code
+// that matched on them reads the same.
+#[allow(non_upper_case_globals)]
 impl Protocol {
+    pub const OpenAi: Protocol = Protocol("openai");
+    pub const Anthropic: Protocol = Protocol("anthropic");
+    pub const Ollama: Protocol = Protocol("ollama");
+
+    /// The registered protocol called `name` (`protocol = "…"`).
+    pub fn named(name: &str) -> Option<Protocol> {
+        providers::find(name).map(|w| Protocol(w.name()))
+    }
+
+    /// Every registered protocol.
+    pub fn all() -> Vec<Protocol> {
+        providers::PROTOCOLS
+            .iter()
+            .map(|w| Protocol(w.name()))
+            .collect()
+    }
+
     pub fn name(self) -> &'static str {
-        match self {
-            Protocol::OpenAi => "openai",
-            Protocol::Anthropic => "anthropic",
-            Protocol::Ollama => "ollama",
-        }
+        self.0
+    }
+
+    /// The implementation.
+    pub fn wire(self) -> &'static dyn WireProtocol {
+        // Every value is made from a registered name (see above); the
+        // fallback is never taken.
+        providers::find(self.0).unwrap_or(&providers::openai::PROTOCOL)
     }
 
     pub fn default_base_url(self) -> &'static str {
-        match self {
-            Protocol::OpenAi => openai::DEFAULT_BASE_URL,
-            Protocol::Anthropic => anthropic::DEFAULT_BASE_URL,
-            Protocol::Ollama => ollama::DEFAULT_BASE_URL,
-        }
+        self.wire().default_base_url()
     }
 
     /// The URL requests go to, from a configured base URL.
@@ -40,15 +60,39 @@ impl Protocol {
             Some((b, q)) => (b, Some(q)),
             None => (base_url, None),
         };
-        let url = match self {
-            Protocol::OpenAi => openai::endpoint(base),
-            Protocol::Anthropic => anthropic::endpoint(base),
-            Protocol::Ollama => ollama::endpoint(base),
-        };
+        let url = self.wire().endpoint(base);
         match query {
             Some(q) => format!("{url}?{q}"),
             None => url,
         }
+    }
+}
+
+impl std::fmt::Debug for Protocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl Serialize for Protocol {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Protocol {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Protocol, D::Error> {
+        let name = String::deserialize(d)?;
+        Protocol::named(&name).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "unknown variant `{name}`, expected one of {}",
+                providers::names()
+                    .iter()
+                    .map(|n| format!("`{n}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })
     }
 }
 
@@ -221,7 +265,8 @@ pub struct HttpOptions {
     /// `llm.content_filter`. Config key `accept_incomplete`.
     pub accept_incomplete: bool,
     /// Send `max_completion_tokens` and no `temperature` (OpenAI protocol).
-    /// `None`: decided per model by [`openai::is_reasoning_model`]. Config
+    /// `None`: decided per model by
+    /// [`is_reasoning_model`](crate::llm::openai::is_reasoning_model). Config
     /// key `reasoning_model`.
     pub reasoning_model: Option<bool>,
     /// Extra request headers (config key `headers`); values are secrets,

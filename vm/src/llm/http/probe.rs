@@ -5,19 +5,16 @@
 //! naming the true cause, instead of after the model has filled the
 //! context, and a tool offer the server would silently drop is an error.
 //!
-//! Read where the server states them:
-//! - llama.cpp: `GET /props` — `default_generation_settings.n_ctx` (the
-//!   context of one slot, i.e. of one request) and
-//!   `chat_template_caps.supports_tools`;
-//! - vLLM: `GET /v1/models` — `max_model_len` of the model;
-//! - Ollama: `POST /api/show` — `num_ctx` in the model's `parameters` (its
-//!   default context is not stated, so none is assumed) and `tools` in its
-//!   `capabilities`.
+//! Where each server states them is its protocol's business
+//! ([`WireProtocol::probe`](crate::llm::providers::WireProtocol::probe):
+//! llama.cpp's `/props`, vLLM's `/v1/models`, Ollama's `/api/show`); the
+//! requests are made here, with the backend's connection and headers.
 //!
 //! A server that answers none of these (LM Studio, a hosted API, a proxy)
 //! gets no check: every probe failure means "unknown", never an error.
 
 use super::Protocol;
+use crate::llm::providers::Prober;
 use serde_json::Value;
 use std::time::Duration;
 
@@ -55,8 +52,8 @@ fn root(base_url: &str) -> &str {
     base.strip_suffix("/v1").unwrap_or(base)
 }
 
-/// Asks the server at `base_url` about `model`. Never fails: what cannot
-/// be read is left unknown.
+/// Asks the server at `base_url` about `model`, as its protocol knows how.
+/// Never fails: what cannot be read is left unknown.
 pub(super) fn probe(
     agent: &ureq::Agent,
     protocol: Protocol,
@@ -64,92 +61,32 @@ pub(super) fn probe(
     model: &str,
     headers: &[(String, String)],
 ) -> ServerInfo {
-    let root = root(base_url);
-    match protocol {
-        Protocol::OpenAi => {
-            if let Some(props) = get_json(agent, &format!("{root}/props"), headers) {
-                let info = llama_props(&props);
-                if info.is_known() {
-                    return info;
-                }
-            }
-            get_json(agent, &format!("{root}/v1/models"), headers)
-                .map(|v| vllm_models(&v, model))
-                .unwrap_or_default()
-        }
-        Protocol::Ollama => {
-            let body = serde_json::json!({ "model": model }).to_string();
-            post_json(agent, &format!("{root}/api/show"), headers, body)
-                .map(|v| ollama_show(&v))
-                .unwrap_or_default()
-        }
-        Protocol::Anthropic => ServerInfo::default(),
-    }
-}
-
-/// llama.cpp's `/props`.
-pub(crate) fn llama_props(v: &Value) -> ServerInfo {
-    let context = v
-        .pointer("/default_generation_settings/n_ctx")
-        .and_then(Value::as_u64)
-        .and_then(|n| u32::try_from(n).ok())
-        .filter(|n| *n > 0);
-    let tools = v
-        .pointer("/chat_template_caps/supports_tools")
-        .and_then(Value::as_bool);
-    ServerInfo {
-        context,
-        tools,
-        source: (context.is_some() || tools.is_some()).then(|| "llama.cpp /props".into()),
-    }
-}
-
-/// vLLM's `/v1/models`: the entry of `model` (or the only one).
-pub(crate) fn vllm_models(v: &Value, model: &str) -> ServerInfo {
-    let Some(data) = v.get("data").and_then(Value::as_array) else {
-        return ServerInfo::default();
+    let server = Server {
+        agent,
+        root: root(base_url),
+        headers,
     };
-    let entry = data
-        .iter()
-        .find(|m| m.get("id").and_then(Value::as_str) == Some(model))
-        .or(match data.as_slice() {
-            [only] => Some(only),
-            _ => None,
-        });
-    let context = entry
-        .and_then(|m| m.get("max_model_len"))
-        .and_then(Value::as_u64)
-        .and_then(|n| u32::try_from(n).ok())
-        .filter(|n| *n > 0);
-    ServerInfo {
-        context,
-        tools: None,
-        source: context.map(|_| "vLLM /v1/models max_model_len".into()),
-    }
+    protocol.wire().probe(&server, model)
 }
 
-/// Ollama's `/api/show`.
-pub(crate) fn ollama_show(v: &Value) -> ServerInfo {
-    let context = v
-        .get("parameters")
-        .and_then(Value::as_str)
-        .and_then(|p| {
-            p.lines().find_map(|l| {
-                let mut w = l.split_whitespace();
-                (w.next() == Some("num_ctx"))
-                    .then(|| w.next()?.parse::<u32>().ok())
-                    .flatten()
-            })
-        })
-        .filter(|n| *n > 0);
-    let tools = v
-        .get("capabilities")
-        .and_then(Value::as_array)
-        .map(|c| c.iter().any(|x| x.as_str() == Some("tools")));
-    ServerInfo {
-        context,
-        tools,
-        source: (context.is_some() || tools.is_some()).then(|| "Ollama /api/show".into()),
+/// The server being asked, for the protocol's [`Prober`] questions.
+struct Server<'a> {
+    agent: &'a ureq::Agent,
+    root: &'a str,
+    headers: &'a [(String, String)],
+}
+
+impl Prober for Server<'_> {
+    fn root(&self) -> &str {
+        self.root
+    }
+
+    fn get_json(&self, url: &str) -> Option<Value> {
+        get_json(self.agent, url, self.headers)
+    }
+
+    fn post_json(&self, url: &str, body: String) -> Option<Value> {
+        post_json(self.agent, url, self.headers, body)
     }
 }
 
@@ -199,7 +136,6 @@ fn read_json(mut resp: ureq::http::Response<ureq::Body>) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn roots() {
@@ -207,24 +143,5 @@ mod tests {
         assert_eq!(root("http://h:1/v1/chat/completions"), "http://h:1");
         assert_eq!(root("http://h:11434"), "http://h:11434");
         assert_eq!(root("http://h:11434/api/chat"), "http://h:11434");
-    }
-
-    #[test]
-    fn llama_cpp_props() {
-        let v = json!({"default_generation_settings": {"n_ctx": 2048},
-            "chat_template_caps": {"supports_tools": false}});
-        let i = llama_props(&v);
-        assert_eq!((i.context, i.tools), (Some(2048), Some(false)));
-        assert_eq!(llama_props(&json!({"x": 1})), ServerInfo::default());
-    }
-
-    #[test]
-    fn vllm_and_ollama() {
-        let v = json!({"data": [{"id": "a", "max_model_len": 4096}, {"id": "b", "max_model_len": 8192}]});
-        assert_eq!(vllm_models(&v, "b").context, Some(8192));
-        assert_eq!(vllm_models(&v, "c").context, None);
-        let o = json!({"parameters": "stop \"<x>\"\nnum_ctx                        8192", "capabilities": ["completion"]});
-        let i = ollama_show(&o);
-        assert_eq!((i.context, i.tools), (Some(8192), Some(false)));
     }
 }

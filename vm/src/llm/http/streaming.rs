@@ -14,10 +14,12 @@
 
 use super::{retry_after, transport_error, Exchange, HttpCore, IdleMark, PoolJob, MAX_BODY};
 use crate::llm::http::Protocol;
+use crate::llm::secret::Masker;
 use crate::llm::stream::StreamDecoder;
 use crate::llm::{CancelToken, LlmError, LlmErrorKind, TextEvent, TextSink};
 use crossbeam::channel::{Receiver, RecvTimeoutError, Sender};
 use std::io::Read;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The reading thread's own bound on a whole stream, in request timeouts
@@ -56,6 +58,8 @@ pub(super) fn is_stream(status: u16, content_type: &str) -> bool {
 /// the I/O thread).
 pub(super) struct StreamFeed {
     protocol: Protocol,
+    /// Masks configured secrets in the text before it goes to the sink.
+    masker: Arc<Masker>,
     sink: Option<TextSink>,
     attempt: u32,
     started: Instant,
@@ -75,12 +79,14 @@ pub(super) struct StreamFeed {
 impl StreamFeed {
     pub fn new(
         protocol: Protocol,
+        masker: &Arc<Masker>,
         sink: Option<TextSink>,
         attempt: u32,
         started: Instant,
     ) -> StreamFeed {
         StreamFeed {
             protocol,
+            masker: Arc::clone(masker),
             sink,
             attempt,
             started,
@@ -136,6 +142,11 @@ impl StreamFeed {
             self.first_token
                 .get_or_insert_with(|| self.started.elapsed());
             if let Some(sink) = &self.sink {
+                let text = if self.masker.is_empty() {
+                    text
+                } else {
+                    self.masker.mask_configured(&text)
+                };
                 sink.send(&TextEvent::Delta {
                     attempt: self.attempt,
                     text,
@@ -179,6 +190,7 @@ impl HttpCore {
     /// names the sink's deltas.
     pub(super) fn exchange_streamed(
         &self,
+        url: &str,
         headers: &[(String, String)],
         body: String,
         cancel: &CancelToken,
@@ -186,7 +198,7 @@ impl HttpCore {
         attempt: u32,
     ) -> Result<Streamed, LlmError> {
         let (tx, rx) = crossbeam::channel::bounded::<Piece>(64);
-        let (agent, url, headers) = (self.agent.clone(), self.endpoint.clone(), headers.to_vec());
+        let (agent, url, headers) = (self.agent.clone(), url.to_string(), headers.to_vec());
         let cap = self.opts.timeout.saturating_mul(STREAM_CAP);
         let job: PoolJob = Box::new(move |idle: &IdleMark| {
             read_stream(&agent, &url, &headers, body, cap, &tx);
@@ -199,7 +211,13 @@ impl HttpCore {
                 format!("cannot start HTTP thread: {e}"),
             ));
         }
-        let feed = StreamFeed::new(self.opts.protocol, sink.cloned(), attempt, Instant::now());
+        let feed = StreamFeed::new(
+            self.opts.protocol,
+            &self.masker,
+            sink.cloned(),
+            attempt,
+            Instant::now(),
+        );
         self.receive(&rx, cancel, feed)
     }
 

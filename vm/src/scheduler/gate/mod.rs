@@ -349,6 +349,7 @@ pub(super) fn response_of(
         usage: crate::llm::Usage {
             prompt_tokens: t.prompt_tokens,
             completion_tokens: t.completion_tokens,
+            ..crate::llm::Usage::default()
         },
         finish_reason: t.finish_reason,
         model: t.model,

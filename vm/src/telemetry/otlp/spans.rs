@@ -302,6 +302,14 @@ pub fn op_spans(cx: &RunContext, e: &OpEvent, flow: &str, agent: &str) -> Vec<Sp
             ("gen_ai.request.model", l.model.as_str().into()),
             ("gen_ai.usage.input_tokens", l.input_tokens.into()),
             ("gen_ai.usage.output_tokens", l.output_tokens.into()),
+            (
+                "gen_ai.usage.cache_read.input_tokens",
+                l.cache_read_tokens.into(),
+            ),
+            (
+                "gen_ai.usage.cache_creation.input_tokens",
+                l.cache_write_tokens.into(),
+            ),
             ("ais.backend", l.backend.as_str().into()),
             ("ais.cost_usd", (l.cost_micro_usd as f64 / 1e6).into()),
             ("ais.simulated", l.simulated.into()),
@@ -570,6 +578,10 @@ pub fn invocation_spans(
                 ("ais.run.resumed", cx.resumed.into()),
                 ("gen_ai.usage.input_tokens", summary.input_tokens.into()),
                 ("gen_ai.usage.output_tokens", summary.output_tokens.into()),
+                (
+                    "gen_ai.usage.cache_read.input_tokens",
+                    summary.cache_read_tokens.into(),
+                ),
                 ("ais.cost_usd", summary.cost_usd.into()),
                 ("ais.llm_calls", summary.llm_calls.into()),
                 ("ais.tool_calls", summary.tool_calls.into()),

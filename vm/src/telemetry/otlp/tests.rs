@@ -61,6 +61,8 @@ fn llm(attempts: Vec<AttemptRecord>) -> Box<LlmInfo> {
         model: "gpt-x".into(),
         input_tokens: 11,
         output_tokens: 5,
+        cache_read_tokens: 0,
+        cache_write_tokens: 0,
         simulated: false,
         attempts,
         tool_calls: vec![ToolCallRecord {

@@ -1,10 +1,10 @@
 //! The backend factory: builds the [`LlmBackend`]s a configuration names
 //! ([`Settings::build_backend`]) and the wrapped backend of a run
 //! ([`Settings::build_run`]: replay or record). Budgets are not a backend
-//! concern: the scheduler enforces them before each call. The
-//! configuration itself (`crate::config`) knows no backend implementation.
+//! concern: the scheduler enforces them before each call. It lives with
+//! the configuration so that `crate::llm` needs none.
 
-use crate::config::{list, ConfigError, HeaderValue, Settings};
+use super::{list, ConfigError, HeaderValue, Settings};
 use crate::llm::http::{HttpBackend, HttpOptions};
 use crate::llm::record::{RecordingBackend, ReplayBackend};
 use crate::llm::route::Router;

@@ -1,7 +1,7 @@
 //! `aisc doctor`: sends every configured backend a tiny request and reports
 //! which answer. Never panics; problems are in the [`DoctorReport`].
 
-use crate::config::{BackendConfig, BackendKind, Settings};
+use super::{BackendConfig, BackendKind, Settings};
 use crate::llm::secret::{redact_url, redact_url_in};
 use crate::llm::{CancelToken, ContextBlock, LlmOpKind, LlmRequest};
 use std::fmt;
@@ -52,7 +52,7 @@ impl Settings {
         }
         // Reasoning models spend tokens thinking before any text: a tiny
         // cap would leave them nothing to answer with.
-        let reasoning = b.kind == BackendKind::OpenAi
+        let reasoning = b.kind == BackendKind::Http(crate::llm::http::Protocol::OpenAi)
             && b.reasoning_model.unwrap_or_else(|| {
                 b.models
                     .for_class(crate::llm::prompt::ModelClass::Ask)
@@ -70,6 +70,7 @@ impl Settings {
             }
         };
         let request = LlmRequest {
+            cache: Default::default(),
             kind: LlmOpKind::Ask,
             agent: "doctor".into(),
             system: Some("You are a health check. Reply with the single word OK.".into()),
