@@ -525,6 +525,7 @@ pub fn llm_request(agent: &str, instr: &Instr, args: &[Val]) -> Result<LlmReques
             .unwrap_or_default(),
         turns: Vec::new(),
         on_text: None,
+        critical: false,
     })
 }
 

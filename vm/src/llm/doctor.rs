@@ -84,6 +84,7 @@ impl Settings {
             tools: Vec::new(),
             turns: Vec::new(),
             on_text: None,
+            critical: false,
         };
         let started = Instant::now();
         match backend.complete(&request, &CancelToken::new()) {

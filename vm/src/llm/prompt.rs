@@ -325,6 +325,7 @@ mod tests {
             tools: Vec::new(),
             turns: Vec::new(),
             on_text: None,
+            critical: false,
         }
     }
 
