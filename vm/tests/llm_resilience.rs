@@ -217,6 +217,7 @@ fn warm_up(h: &Hedge) {
 fn a_late_critical_call_is_hedged_after_the_observed_p95_and_the_loser_is_cancelled() {
     let s = Scripted::new("h1", |r, n| match (r.prompt.as_str(), n) {
         ("slow", 0) => Act::Hang,
+        ("slow", _) => Act::After(Duration::ZERO),
         _ => Act::After(Duration::from_millis(100)),
     });
     let h = Hedge::isolated(backend(&s), p95());
