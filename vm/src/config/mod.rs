@@ -26,6 +26,7 @@
 mod backend;
 mod error;
 mod load;
+mod resilience;
 mod resolve;
 pub mod schema;
 mod show;
