@@ -562,3 +562,53 @@ fn the_scheduler_marks_the_calls_on_the_critical_path() {
         ]
     );
 }
+
+/// Through the configuration and real HTTP: a run's backend whose
+/// server starts failing with `503` falls back to the spare (another
+/// protocol); the primary is not asked again while it cools down.
+#[test]
+fn a_configured_chain_over_http_falls_back_from_503_to_the_spare() {
+    use ais_testkit::mock::{MockReply, MockServer};
+    use ais_vm::config::{Config, Env, Flags, Settings};
+    let primary = MockServer::start().unwrap();
+    let spare = MockServer::start().unwrap();
+    let text = format!(
+        "[[llm_backends]]\nname = \"main\"\nprotocol = \"openai\"\nbase_url = \"{}\"\nretries = 0\nprobe = false\nstream = false\nfallback = [\"spare\"]\n\
+         [[llm_backends]]\nname = \"spare\"\nprotocol = \"anthropic\"\nbase_url = \"{}\"\nprobe = false\nstream = false\n",
+        primary.openai_url(),
+        spare.url()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let c = Config::parse(&text, std::path::Path::new("cfg.toml")).unwrap();
+    let s = Settings::resolve(c, &Flags::default(), &Env::empty(dir.path())).unwrap();
+    let b = s.build_backend("main").unwrap();
+    // One answer, then the outage.
+    primary.push(MockReply::default());
+    for _ in 0..10 {
+        primary.push(MockReply::error(503, "down"));
+    }
+    let (tx, rx) = mpsc::channel();
+    let call = |prompt: &str| {
+        let tx = tx.clone();
+        b.start(
+            req(prompt, false),
+            CancelToken::new(),
+            Box::new(move |r, a| {
+                let _ = tx.send((r, a));
+            }),
+        );
+        outcome(&rx)
+    };
+    let (r, a) = call("one");
+    assert!(r.is_ok());
+    assert_eq!(a.len(), 1);
+    let (r, a) = call("two");
+    assert!(r.is_ok(), "{r:?}");
+    let providers: Vec<&str> = a.iter().map(|a| a.provider.as_str()).collect();
+    assert_eq!(providers, vec!["main", "spare"]);
+    assert_eq!(a[0].status, Some(503));
+    let (r, _) = call("three");
+    assert!(r.is_ok());
+    assert_eq!(primary.request_count(), 2, "the primary cools down");
+    assert_eq!(spare.request_count(), 2);
+}
