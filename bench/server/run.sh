@@ -3,7 +3,7 @@
 # independent benchmark server, ours and LangGraph's: writes
 # docs/bench/resilience.md.
 #
-#   bench/server/run.sh [--runs N] [--p50-ms MS] [--aisc PATH] [--only fanout|outage]
+#   bench/server/run.sh [--runs N] [--serve-runs N] [--p50-ms MS] [--aisc PATH] [--only fanout|outage]
 #
 # LangGraph rows need bench/langgraph/.venv (bash bench/langgraph/setup.sh).
 set -euo pipefail
