@@ -612,3 +612,61 @@ fn a_configured_chain_over_http_falls_back_from_503_to_the_spare() {
     assert_eq!(primary.request_count(), 2, "the primary cools down");
     assert_eq!(spare.request_count(), 2);
 }
+
+/// A run whose fan-out has one late request: the run settles each call
+/// once (four calls in the summary, one value each), and the late call's
+/// event shows both of its requests and the hedge.
+#[test]
+fn a_hedged_call_in_a_run_is_one_call_with_two_attempts() {
+    let p = program(
+        r#"agent @A {
+  flow @main(%x: str) -> json entry {
+    %p0 = template %x {template = "{0} #0"} : str
+    %p1 = template %x {template = "{0} #1"} : str
+    %p2 = template %x {template = "{0} #2"} : str
+    %p3 = template %x {template = "{0} #3"} : str
+    %a0 = ask %p0 : str
+    %a1 = ask %p1 : str
+    %a2 = ask %p2 : str
+    %a3 = ask %p3 : str
+    %w = wait_all %a0, %a1, %a2, %a3 : json
+    return %w
+  }
+}
+"#,
+    );
+    let s = Scripted::new("run", |r, n| {
+        if r.prompt.ends_with("#2") && n == 0 {
+            Act::Hang
+        } else {
+            Act::After(Duration::ZERO)
+        }
+    });
+    let h = Arc::new(Hedge::isolated(
+        backend(&s),
+        HedgeConfig {
+            after: HedgeAfter::Fixed(Duration::from_millis(20)),
+            max_extra: 1.0,
+        },
+    ));
+    let opts = RunOptions {
+        args: vec![("x".into(), json!("t"))],
+        workers: Some(2),
+        ..RunOptions::default()
+    };
+    let r = ais_vm::run(&p, &opts, h.clone(), Arc::new(MemoryHost::new()));
+    let out = r.outcome.expect("the run completes");
+    assert_eq!(out.as_array().map(Vec::len), Some(4));
+    assert_eq!(r.summary.llm_calls, 4, "one call per op, hedge or not");
+    assert_eq!(s.requests(), 5);
+    assert_eq!(h.stats().hedges, 1);
+    let hedged: Vec<_> = r
+        .events
+        .iter()
+        .filter_map(|e| e.llm.as_ref())
+        .filter(|l| l.attempts.len() == 2)
+        .collect();
+    assert_eq!(hedged.len(), 1);
+    assert!(hedged[0].attempts.iter().all(|a| a.hedge.is_some()));
+    assert_eq!(hedged[0].attempts[0].error.as_deref(), Some("cancelled"));
+}
