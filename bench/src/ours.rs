@@ -347,6 +347,7 @@ fn probe_request(i: usize) -> LlmRequest {
         tools: Vec::new(),
         turns: Vec::new(),
         on_text: None,
+        critical: false,
     }
 }
 

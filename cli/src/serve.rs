@@ -120,6 +120,9 @@ struct CliEngine {
     /// The store of `--store`: served runs are journaled there (and, with
     /// `--enqueue`, queued there for workers).
     store: Option<Arc<dyn Store>>,
+    /// The run backend's slots, shared by the runs least attained service
+    /// first (`ais_serve::fair`); `None` for the simulator.
+    fair: Option<Arc<ais_serve::fair::FairShare>>,
 }
 
 struct CliPrepared {
@@ -127,6 +130,7 @@ struct CliPrepared {
     loaded: Arc<Loaded>,
     run: run::PreparedRun,
     cancel: ais_serve::Cancel,
+    fair: Option<Arc<ais_serve::fair::FairShare>>,
 }
 
 impl Prepared for CliPrepared {
@@ -139,9 +143,14 @@ impl Prepared for CliPrepared {
             loaded,
             run,
             cancel,
+            fair,
             ..
         } = *self;
         let backend = cancel.backend(run.backend);
+        let backend = match &fair {
+            Some(f) => f.for_run(backend),
+            None => backend,
+        };
         let host = cancel.host(run.host);
         let report = ais_vm::run(&loaded.program, &run.options, backend, host);
         if let Some(k) = &run.telemetry {
@@ -231,6 +240,7 @@ impl CliEngine {
             loaded,
             run: prepared,
             cancel,
+            fair: self.fair.clone(),
         }))
     }
 }
@@ -467,8 +477,15 @@ fn start(
         eprintln!("error: `--enqueue` hands runs to `aisc worker`s through a shared store: give `--store postgres://...` (or set AIS_STORE)");
         return Err(2);
     }
+    // AIS_SERVE_FAIR=fifo | off: the benchmark's baselines (docs/serve.md).
+    let mode = std::env::var("AIS_SERVE_FAIR").unwrap_or_default();
+    let fair =
+        (mode != "off" && ais_serve::fair::FairShare::gates(&*setup.llm.backend)).then(|| {
+            ais_serve::fair::FairShare::with_order(setup.llm.backend.concurrency(), mode != "fifo")
+        });
     let engine = CliEngine {
         store,
+        fair,
         setup,
         runs: runs.clone(),
         loaded: std::sync::RwLock::new(loaded),

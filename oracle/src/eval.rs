@@ -915,6 +915,7 @@ impl<'p> Interpreter<'p> {
             tools: Vec::new(),
             turns: Vec::new(),
             on_text: None,
+            critical: false,
         };
         let response = self
             .backend

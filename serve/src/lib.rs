@@ -17,6 +17,8 @@
 //!   printed lines, status changes), kept in memory and appended to a file;
 //! - `cancel`: cancelling a run from outside (wrappers of its backend and
 //!   host);
+//! - `fair`: fair admission of the runs' LLM calls to the shared backend
+//!   (least attained service first);
 //! - `http`: the server (hyper on a tokio runtime of its own): limits,
 //!   timeouts, authentication and the Host/Origin checks, routing, SSE
 //!   streams;
@@ -32,6 +34,7 @@ pub mod cancel;
 mod engine;
 mod error;
 mod events;
+pub mod fair;
 mod http;
 pub mod mcp;
 mod metrics;

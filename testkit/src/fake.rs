@@ -457,6 +457,7 @@ mod tests {
             tools: Vec::new(),
             turns: Vec::new(),
             on_text: None,
+            critical: false,
         }
     }
 

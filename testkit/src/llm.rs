@@ -27,6 +27,7 @@ pub fn request(kind: LlmOpKind, prompt: &str) -> LlmRequest {
         tools: Vec::new(),
         turns: Vec::new(),
         on_text: None,
+        critical: false,
     }
 }
 

@@ -534,6 +534,7 @@ pub fn llm_request(agent: &str, instr: &Instr, args: &[Val]) -> Result<LlmReques
         turns: Vec::new(),
         cache: attrs.map(cache_hints).unwrap_or_default(),
         on_text: None,
+        critical: false,
     })
 }
 

@@ -55,6 +55,11 @@ pub struct BackendConfig {
     pub delay_scale: f64,
     pub models: Models,
     pub prices: Option<Prices>,
+    /// Hedged requests (`hedge`; docs/backends.md).
+    pub hedge: Option<crate::llm::resilience::HedgeConfig>,
+    /// Backends that answer when this one cannot (`fallback`), in order.
+    pub fallback: Vec<String>,
+    pub(crate) fallback_span: Option<Range<usize>>,
     pub origin: Origin,
     pub(crate) api_key_env_span: Option<Range<usize>>,
 }
@@ -86,6 +91,9 @@ impl BackendConfig {
             delay_scale: DEFAULT_DELAY_SCALE,
             models: Models::default(),
             prices: None,
+            hedge: None,
+            fallback: Vec::new(),
+            fallback_span: None,
             origin: Origin::Builtin,
             api_key_env_span: None,
         }
@@ -375,5 +383,6 @@ pub(crate) fn resolve_backend(src: &Source, fb: FileBackend) -> Result<BackendCo
         p.cache_write_multiplier.get_or_insert(write);
         p
     });
+    super::resilience::resolve(src, &mut b, fb.hedge, fb.fallback)?;
     Ok(b)
 }

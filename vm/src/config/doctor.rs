@@ -59,7 +59,7 @@ impl Settings {
                     .is_some_and(crate::llm::openai::is_reasoning_model)
             });
         probe_settings.sim_delay_scale = Some(0.0);
-        let backend = match probe_settings.build_backend(&b.name) {
+        let backend = match probe_settings.build_plain(&b.name) {
             Ok(x) => x,
             Err(e) => {
                 entry.detail = e.message().to_string();
@@ -85,6 +85,7 @@ impl Settings {
             tools: Vec::new(),
             turns: Vec::new(),
             on_text: None,
+            critical: false,
         };
         let started = Instant::now();
         match backend.complete(&request, &CancelToken::new()) {

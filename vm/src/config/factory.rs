@@ -7,6 +7,7 @@
 use super::{list, ConfigError, HeaderValue, Settings};
 use crate::llm::http::{HttpBackend, HttpOptions};
 use crate::llm::record::{RecordingBackend, ReplayBackend};
+use crate::llm::resilience::{Fallback, Hedge};
 use crate::llm::route::Router;
 use crate::llm::secret::Secret;
 use crate::llm::sim::SimBackend;
@@ -34,9 +35,33 @@ impl fmt::Debug for RunBackend {
 }
 
 impl Settings {
-    /// Builds one backend by name, without wrappers. Reads its key from the
+    /// Builds one backend by name with its `hedge` and `fallback`
+    /// (`llm::resilience`), without record/replay. Reads its key from the
     /// environment; a missing key is an error pointing at `api_key_env`.
     pub fn build_backend(&self, name: &str) -> Result<Arc<dyn LlmBackend>, ConfigError> {
+        let b = self.build_plain(name)?;
+        let Some(cfg) = self.config.backend(name) else {
+            return Ok(b);
+        };
+        let b: Arc<dyn LlmBackend> = match cfg.hedge {
+            Some(h) => Arc::new(Hedge::new(b, h)),
+            None => b,
+        };
+        if cfg.fallback.is_empty() {
+            return Ok(b);
+        }
+        // The configuration has no loops in its chains (checked on load).
+        let rest = cfg
+            .fallback
+            .iter()
+            .map(|n| self.build_backend(n))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Arc::new(Fallback::new(b, rest)))
+    }
+
+    /// One backend by name, without wrappers (`aisc doctor` checks each
+    /// backend itself, never its fallbacks).
+    pub fn build_plain(&self, name: &str) -> Result<Arc<dyn LlmBackend>, ConfigError> {
         let b = self.config.backend(name).ok_or_else(|| {
             ConfigError::plain(
                 format!("unknown backend `{name}`"),

@@ -32,6 +32,7 @@ mod doctor;
 mod error;
 mod factory;
 mod load;
+mod resilience;
 mod resolve;
 pub mod schema;
 mod show;

@@ -84,6 +84,7 @@ impl Config {
         if !names.iter().any(|n| n == "sim") {
             backends.push(BackendConfig::builtin_sim());
         }
+        super::resilience::check_chains(&src, &backends)?;
         let default_backend = match file.default_backend {
             Some(d) => {
                 if !backends.iter().any(|b| &b.name == d.get_ref()) {

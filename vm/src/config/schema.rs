@@ -124,6 +124,18 @@ pub(crate) struct FileBackend {
     #[serde(default)]
     pub(crate) models: Models,
     pub(crate) prices: Option<Prices>,
+    /// `hedge = { after = "p95", max_extra = 0.1 }` (`llm::resilience`).
+    pub(crate) hedge: Option<Spanned<FileHedge>>,
+    /// `fallback = ["b2", "b3"]`: backends that answer when this one cannot.
+    pub(crate) fallback: Option<Spanned<Vec<Spanned<String>>>>,
+}
+
+/// A backend's `hedge` table.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FileHedge {
+    pub(crate) after: Option<Spanned<String>>,
+    pub(crate) max_extra: Option<Spanned<f64>>,
 }
 
 /// What a backend is (`protocol = "..."`): the built-in simulator, or an

@@ -128,6 +128,18 @@ impl Settings {
             if let Some(m) = b.max_tokens {
                 let _ = writeln!(o, "max_tokens = {m}");
             }
+            if let Some(h) = &b.hedge {
+                let _ = writeln!(
+                    o,
+                    "hedge = {{ after = {}, max_extra = {} }}",
+                    q(&h.after.label()),
+                    h.max_extra
+                );
+            }
+            if !b.fallback.is_empty() {
+                let names: Vec<String> = b.fallback.iter().map(|n| q(n)).collect();
+                let _ = writeln!(o, "fallback = [{}]", names.join(", "));
+            }
             let m = &b.models;
             if m.ask.is_some() || m.think.is_some() || m.reason.is_some() {
                 let _ = writeln!(o, "[llm_backends.models]");

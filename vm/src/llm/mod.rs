@@ -12,6 +12,7 @@ pub mod kinds;
 pub mod prompt;
 pub mod providers;
 pub mod record;
+pub mod resilience;
 pub mod route;
 pub mod schema;
 pub mod secret;
@@ -75,6 +76,12 @@ pub struct LlmRequest {
     /// Receives the reply's text as it streams in (never serialised).
     #[serde(skip)]
     pub on_text: Option<TextSink>,
+    /// Set by the scheduler when the op lies on the run's estimated
+    /// critical path (no slack in its region, nor in the regions it runs
+    /// in): only such calls are hedged (`llm::resilience`). Not part of
+    /// what is asked, so never serialised (record keys ignore it).
+    #[serde(skip)]
+    pub critical: bool,
 }
 
 /// A tool offered to the model: its name as the program knows it (backends
@@ -358,20 +365,38 @@ pub fn call_usage(reply: Option<&LlmResponse>, attempts: &[Attempt]) -> Usage {
 
 /// Set when the run fails or is interrupted; backends check it between
 /// attempts and while waiting, so in-flight work stops promptly.
+///
+/// A [`child`](CancelToken::child) is cancelled with its parent and can
+/// also be cancelled alone (a hedged request's losing leg).
 #[derive(Clone, Debug, Default)]
-pub struct CancelToken(Arc<AtomicBool>);
+pub struct CancelToken {
+    own: Arc<AtomicBool>,
+    /// The flags of the tokens this one was derived from.
+    ancestors: Arc<[Arc<AtomicBool>]>,
+}
 
 impl CancelToken {
     pub fn new() -> CancelToken {
         CancelToken::default()
     }
 
+    /// A token cancelled when this one is, or by its own `cancel`, which
+    /// leaves this one alone.
+    pub fn child(&self) -> CancelToken {
+        let mut ancestors: Vec<Arc<AtomicBool>> = self.ancestors.to_vec();
+        ancestors.push(Arc::clone(&self.own));
+        CancelToken {
+            own: Arc::default(),
+            ancestors: ancestors.into(),
+        }
+    }
+
     pub fn cancel(&self) {
-        self.0.store(true, Ordering::SeqCst);
+        self.own.store(true, Ordering::SeqCst);
     }
 
     pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
+        self.own.load(Ordering::SeqCst) || self.ancestors.iter().any(|a| a.load(Ordering::SeqCst))
     }
 }
 

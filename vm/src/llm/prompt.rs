@@ -365,6 +365,7 @@ mod tests {
             turns: Vec::new(),
             cache: Default::default(),
             on_text: None,
+            critical: false,
         }
     }
 

@@ -266,6 +266,7 @@ impl<'r> Run<'r> {
             match exec::llm_request(agent, instr, &args) {
                 Ok(mut req) => {
                     req.on_text = self.text_sink(frame, op, None);
+                    req.critical = self.on_critical_path(frame, op);
                     // Every attempt (retries included) goes into the op's
                     // telemetry.
                     let log = crate::llm::AttemptLog::new();

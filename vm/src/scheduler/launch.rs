@@ -177,6 +177,7 @@ pub fn run(
         observer: options.observer.as_ref().map(|o| &*o.0),
         observer_arc: options.observer.as_ref().map(|o| o.0.clone()),
         text: &options.telemetry_text,
+        critical: super::critical::CriticalOps::default(),
     };
     // Room for one event per op of the program (capped), so recording does
     // not regrow and copy the vector while the run is timed; pages are only

@@ -279,6 +279,7 @@ impl<'r> Run<'r> {
         let req = match exec::llm_request(self.agent_name(call.frame.agent), instr, &args) {
             Ok(mut req) => {
                 req.on_text = self.text_sink(&call.frame, op, None);
+                req.critical = self.on_critical_path(&call.frame, op);
                 req
             }
             Err(e) => {

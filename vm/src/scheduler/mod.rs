@@ -30,6 +30,7 @@
 //! - `progress`, `limits`, `policy`: the progress line, resource limits,
 //!   the I/O queues' ordering policy.
 
+mod critical;
 pub(crate) mod early_calls;
 mod frames;
 mod gate;
@@ -228,6 +229,8 @@ struct Run<'r> {
     /// The same observer, for text sinks (they are `'static`).
     observer_arc: Option<observe::SharedObserver>,
     text: &'r crate::telemetry::TextPolicy,
+    /// Slack-free ops per region, for `LlmRequest::critical`.
+    critical: critical::CriticalOps,
 }
 
 impl<'r> Run<'r> {

@@ -140,6 +140,13 @@ pub struct AttemptRecord {
     /// absent for ops that offer no tools).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub turn: Option<u32>,
+    /// The backend that took the attempt (a fallback chain shows each).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub provider: String,
+    /// For the requests of a hedged call: sent when, answered first or
+    /// cancelled (`llm::resilience`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hedge: Option<String>,
 }
 
 impl AttemptRecord {
@@ -158,6 +165,8 @@ impl AttemptRecord {
             finish_reason: a.finish_reason.clone(),
             first_token_ms: a.first_token.map(|d| d.as_secs_f64() * 1e3),
             turn: None,
+            provider: a.provider.clone(),
+            hedge: crate::llm::resilience::hedge_note(a),
         }
     }
 }

@@ -53,6 +53,8 @@ fn attempt(n: u32, error: Option<&str>, retry: Option<f64>) -> AttemptRecord {
         finish_reason: error.is_none().then(|| "stop".to_string()),
         first_token_ms: error.is_none().then_some(1.5),
         turn: None,
+        provider: String::new(),
+        hedge: None,
     }
 }
 

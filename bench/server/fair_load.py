@@ -1,0 +1,156 @@
+"""Fair admission in `aisc serve` (issue 36): 128 clients, half running a
+one-call program, half a fifty-call one, against one server whose backend
+(the benchmark server, bench/server/server.py) allows 16 calls in flight.
+Measures the short runs' latency (POST /v1/runs?wait=true, client side)
+alone (one client) and under the mix, with fair admission (least attained
+service, the default), with the shared slots in arrival order
+(AIS_SERVE_FAIR=fifo) and without shared slots (AIS_SERVE_FAIR=off). Writes
+docs/bench/serve-fair.md.
+
+Usage: python3 bench/server/fair_load.py [--aisc PATH] [--seconds S] [--clients N]
+"""
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import http.client
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+from bench import start_server, admin, pct  # noqa: E402
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def start_serve(aisc, cfg, mode, runs):
+    port = free_port()
+    env = dict(os.environ)
+    env["AIS_SERVE_FAIR"] = mode
+    env.pop("AIS_SERVE_TOKEN", None)
+    p = subprocess.Popen([aisc, "serve", os.path.join(HERE, "fair/short.ais"), os.path.join(HERE, "fair/long.ais"),
+                          "--config", cfg, "--listen", f"127.0.0.1:{port}", "--memory", ":memory:",
+                          "--max-concurrent-runs", str(runs), "--http-threads", str(runs), "--queue", "4096"],
+                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    for _ in range(600):
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            c.request("GET", "/health")
+            if c.getresponse().status == 200:
+                return p, port
+        except OSError:
+            time.sleep(0.1)
+    p.kill()
+    raise SystemExit("aisc serve did not start: " + (p.stderr.read() if p.stderr else ""))
+
+
+def one_run(port, program, q):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    body = json.dumps({"program": program, "args": {"q": q}})
+    t = time.perf_counter()
+    c.request("POST", "/v1/runs?wait=true", body, {"Content-Type": "application/json"})
+    r = c.getresponse()
+    data = json.loads(r.read())
+    ms = (time.perf_counter() - t) * 1000.0
+    c.close()
+    return ms, r.status, data.get("status")
+
+
+def load(port, clients, seconds):
+    stop = time.monotonic() + seconds
+    short, long_, bad = [], [], []
+    lock = threading.Lock()
+
+    def client(i):
+        prog = "short" if i % 2 == 0 else "long"
+        n = 0
+        while time.monotonic() < stop:
+            ms, st, status = one_run(port, prog, f"c{i} r{n}")
+            n += 1
+            with lock:
+                if status != "succeeded":
+                    bad.append((prog, st, status))
+                (short if prog == "short" else long_).append(ms)
+
+    ts = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return short, long_, bad
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--aisc", default=os.path.join(ROOT, "target/debug/aisc"))
+    ap.add_argument("--seconds", type=float, default=30)
+    ap.add_argument("--clients", type=int, default=128)
+    ap.add_argument("--p50-ms", type=float, default=50)
+    ap.add_argument("--out", default=os.path.join(ROOT, "docs/bench/serve-fair.md"))
+    a = ap.parse_args()
+    srv, sport = start_server("--p50-ms", str(a.p50_ms), "--slow-frac", "0")
+    d = tempfile.mkdtemp()
+    cfg = os.path.join(d, "c.toml")
+    with open(cfg, "w") as f:
+        f.write(f"""[[llm_backends]]
+name = "bench"
+protocol = "openai"
+base_url = "http://127.0.0.1:{sport}/v1"
+concurrency = 16
+stream = false
+[llm_backends.models]
+ask = "bench-ask"
+""")
+    rows = []
+    try:
+        for fair in ("las", "fifo", "off"):
+            serve, port = start_serve(a.aisc, cfg, fair, a.clients)
+            try:
+                solo = [one_run(port, "short", f"solo {i}")[0] for i in range(30)]
+                admin(sport, "/admin/reset", {})
+                short, long_, bad = load(port, a.clients, a.seconds)
+                c = admin(sport, "/admin/counters")
+            finally:
+                serve.kill()
+                serve.wait()
+            s50, s99 = pct(solo, 0.5), pct(solo, 0.99)
+            m50, m99 = pct(short, 0.5), pct(short, 0.99)
+            rows.append((fair, s50, s99, len(short), m50, m99, len(long_), pct(long_, 0.5), pct(long_, 0.99),
+                         c["in_flight_peak"], len(bad)))
+            print(rows[-1], file=sys.stderr)
+    finally:
+        srv.kill()
+        srv.wait()
+    out = ["# Fair admission in `aisc serve` (issue 36)\n",
+           f"Generated by `python3 bench/server/fair_load.py --seconds {a.seconds:g} --clients {a.clients}` on "
+           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} with `{os.path.relpath(a.aisc, ROOT)}`. "
+           f"Benchmark server (bench/server/server.py): p50 {a.p50_ms:g} ms per call, no slow tail. "
+           f"One `aisc serve` with `concurrency = 16` on its backend, `--max-concurrent-runs {a.clients}`; "
+           f"{a.clients} keep-alive-less clients, half looping on a one-call program, half on a fifty-call "
+           "fan-out, `POST /v1/runs?wait=true`, latency at the client. Solo: 30 short runs, one client, same server.\n",
+           "| admission | short solo p50 / p99 ms | short runs | short p50 / p99 ms | short p99 / solo p99 | long runs | long p50 / p99 ms | peak calls at the model server | failed runs |",
+           "|---|---|---:|---|---:|---:|---|---:|---:|"]
+    for fair, s50, s99, ns, m50, m99, nl, l50, l99, peak, bad in rows:
+        label = {"las": "least attained service (default)", "fifo": "shared slots, arrival order (`AIS_SERVE_FAIR=fifo`)",
+                 "off": "no shared slots: each run limits itself (`AIS_SERVE_FAIR=off`)"}[fair]
+        out.append(f"| {label} | {s50:.0f} / {s99:.0f} | {ns} | "
+                   f"{m50:.0f} / {m99:.0f} | {m99 / s99:.2f} | {nl} | {l50:.0f} / {l99:.0f} | {peak} | {bad} |")
+    text = "\n".join(out) + "\n"
+    with open(a.out, "w") as f:
+        f.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
