@@ -228,6 +228,7 @@ fn streaming_usage_schema_and_the_servers_limits() {
     let sink = Arc::clone(&streamed);
     let mut req = LlmRequest {
         cache: Default::default(),
+        critical: false,
         on_text: Some(TextSink::new(move |e: &TextEvent| {
             if let TextEvent::Delta { text, .. } = e {
                 sink.lock()

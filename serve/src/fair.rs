@@ -321,6 +321,7 @@ mod tests {
             turns: Vec::new(),
             on_text: None,
             critical: false,
+            cache: Default::default(),
         }
     }
 

@@ -152,6 +152,7 @@ fn assert_clean(what: &str, text: &str) {
 fn ask() -> LlmRequest {
     let mut r = LlmRequest {
         cache: Default::default(),
+        critical: false,
         kind: LlmOpKind::Ask,
         agent: "T".into(),
         system: None,

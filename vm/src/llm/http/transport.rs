@@ -129,41 +129,9 @@ pub(super) fn retry_after<'a>(header: impl Fn(&str) -> Option<&'a str>) -> Optio
     Some(Duration::from_secs(at.saturating_sub(now)))
 }
 
-/// IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`) to Unix seconds.
-pub fn parse_http_date(s: &str) -> Option<u64> {
-    let parts: Vec<&str> = s.split_whitespace().collect();
-    let [_, day, mon, year, time, "GMT"] = parts.as_slice() else {
-        return None;
-    };
-    let day: u64 = day.parse().ok()?;
-    let months = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let mon = months.iter().position(|m| m == mon)? as u64 + 1;
-    let year: u64 = year.parse().ok()?;
-    let hms: Vec<u64> = time
-        .split(':')
-        .map(|p| p.parse().ok())
-        .collect::<Option<_>>()?;
-    let [h, m, sec] = hms.as_slice() else {
-        return None;
-    };
-    if !(1..=31).contains(&day) || year < 1970 || *h > 23 || *m > 59 || *sec > 60 {
-        return None;
-    }
-    // Days from civil (Howard Hinnant).
-    let (y, mo) = if mon <= 2 {
-        (year - 1, mon + 9)
-    } else {
-        (year, mon - 3)
-    };
-    let era = y / 400;
-    let yoe = y - era * 400;
-    let doy = (153 * mo + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = (era * 146_097 + doe).checked_sub(719_468)?;
-    Some(days * 86_400 + h * 3600 + m * 60 + sec)
-}
+/// An HTTP date (IMF-fixdate, RFC 850 or asctime) to Unix seconds, by the
+/// one parser in `ais_wire::time` (the `httpdate` crate).
+pub use ais_wire::time::parse_http_date;
 
 #[cfg(test)]
 mod tests {
