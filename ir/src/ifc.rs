@@ -50,6 +50,52 @@ pub struct FlowPolicy {
     /// `[policy.quarantine]`.
     #[serde(default)]
     pub quarantine: Quarantine,
+    /// What a denied flow does: unset, a person on a terminal is asked
+    /// and elsewhere the op fails with `policy.denied`; `deny`: it fails,
+    /// nobody is asked; `ask`: a person present is asked. A sink or an
+    /// argument may override it.
+    pub on_deny: Option<OnDeny>,
+}
+
+/// `on_deny`: what happens to a flow the rules deny.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnDeny {
+    /// The op fails with `policy.denied`; nobody is asked.
+    Deny,
+    /// A person present is asked whether the flow may happen.
+    Ask,
+}
+
+/// `[policy.sinks.NAME.args.ARG]`: which untrusted values argument `ARG`
+/// accepts, by the value's provenance (CaMeL-style capabilities): a
+/// recipient, an amount, a URL or an IBAN the user gave, that a trusted
+/// list holds, or that a quarantined extraction chose among declared
+/// values. A value none of these vouch for is judged by its label as
+/// before.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArgRule {
+    /// Where the value may come from: `@args` (the run's input: the user's
+    /// request) or the name of a trusted tool (its results in this run: a
+    /// contact list, the user's own accounts). The value passes when it
+    /// equals one of those inputs or results, a field of them, or a word
+    /// of their text (an address in a sentence). Untrusted sources named
+    /// here vouch for nothing.
+    #[serde(default)]
+    pub from: Vec<String>,
+    /// A trusted list in the config: the value passes when it is one of
+    /// these (strings compare case-insensitively, numbers by value).
+    #[serde(default)]
+    pub values: Vec<serde_json::Value>,
+    /// A value a quarantined call extracted (`[policy.quarantine]`: a
+    /// number, a boolean, a member of the schema's `enum`) is acceptable
+    /// here: every value of that shape is. Without it such a value is
+    /// untrusted (source `@quarantine`): the attacker chose it.
+    #[serde(default)]
+    pub quarantined: bool,
+    /// Overrides the sink's and the policy's `on_deny` for this argument.
+    pub on_deny: Option<OnDeny>,
 }
 
 /// `[policy.sinks.NAME]`.
@@ -65,6 +111,12 @@ pub struct SinkRule {
     /// Arguments that may carry untrusted data (`"*"`: all).
     #[serde(default)]
     pub allow_untrusted: Vec<String>,
+    /// Which untrusted values an argument accepts, by provenance
+    /// (`[policy.sinks.NAME.args.ARG]`).
+    #[serde(default)]
+    pub args: BTreeMap<String, ArgRule>,
+    /// Overrides the policy's `on_deny` for this sink.
+    pub on_deny: Option<OnDeny>,
 }
 
 /// `[policy.quarantine]`: CaMeL's quarantined LLM.
@@ -227,8 +279,15 @@ fn free_at(schema: &serde_json::Value, at: &str, max_string: u64) -> Result<(), 
     Ok(())
 }
 
+/// The source of a value a quarantined call extracted from untrusted data:
+/// untrusted (the attacker chose among the shapes the schema admits) unless
+/// a sink argument accepts it (`ArgRule::quarantined`) or `[policy]
+/// trusted` names it (every such choice is acceptable everywhere).
+pub const QUARANTINE: &str = "@quarantine";
+
 /// Sources untrusted unless the policy says otherwise.
-pub const DEFAULT_UNTRUSTED: &[&str] = &["http_get", "search", "search_web", "@message"];
+pub const DEFAULT_UNTRUSTED: &[&str] =
+    &["http_get", "search", "search_web", "@message", QUARANTINE];
 
 /// Built-in tools that are side-effecting sinks by default; any tool not
 /// in [`READ_ONLY_TOOLS`] is one too.
@@ -310,6 +369,49 @@ impl FlowPolicy {
             return false;
         }
         rule.require_trusted.is_empty() || rule.require_trusted.iter().any(|a| a == arg)
+    }
+
+    /// The provenance rule of argument `arg` of `sink`, if any.
+    pub fn arg_rule(&self, sink: &str, arg: &str) -> Option<&ArgRule> {
+        self.sinks.get(sink)?.args.get(arg)
+    }
+
+    /// Does argument `arg` of `sink` accept quarantined values?
+    pub fn accepts_quarantined(&self, sink: &str, arg: &str) -> bool {
+        self.arg_rule(sink, arg).is_some_and(|r| r.quarantined)
+    }
+
+    /// Is `arg` of `sink` vouched for by the value it holds (a `from` or
+    /// `values` rule)? Then only the run time can judge it: the static
+    /// check does not report it.
+    pub fn judged_by_value(&self, sink: &str, arg: &str) -> bool {
+        self.arg_rule(sink, arg)
+            .is_some_and(|r| !r.values.is_empty() || r.from.iter().any(|s| self.trusted(s)))
+    }
+
+    /// The sources whose values some argument rule names in `from` (and
+    /// that are trusted): the runtime keeps their values to compare.
+    pub fn value_sources(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .sinks
+            .values()
+            .flat_map(|r| r.args.values())
+            .flat_map(|a| a.from.iter())
+            .filter(|s| self.trusted(s))
+            .cloned()
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// What a denied flow of `arg` of `sink` does (`None`: ask on a
+    /// terminal only).
+    pub fn on_deny(&self, sink: &str, arg: &str) -> Option<OnDeny> {
+        self.arg_rule(sink, arg)
+            .and_then(|r| r.on_deny)
+            .or_else(|| self.sinks.get(sink).and_then(|r| r.on_deny))
+            .or(self.on_deny)
     }
 }
 

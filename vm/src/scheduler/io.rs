@@ -429,6 +429,9 @@ impl<'r> Run<'r> {
         let mut error = None;
         let status = match result {
             Ok(v) => {
+                if let ais_ir::bytecode::Imm::Tool(t) = &instr.imm {
+                    self.labels.note_value(t, || v.to_json());
+                }
                 if let Some(t) = self.complete_op(
                     frame.clone(),
                     op,
