@@ -46,12 +46,17 @@ impl Pool {
                 if s.len() <= MAX_WHOLE {
                     self.word(s);
                 }
-                for w in s.split(|c: char| c.is_whitespace() || ";|".contains(c)) {
-                    self.word(w);
-                    // `a,b` lists (but `1,250.00` is one amount).
-                    if w.contains(',') && number_of(&normalise(w)).is_none() {
-                        w.split(',').for_each(|p| self.word(p));
+                // Items of a list written as text (`Le Petit Parc, Hotel
+                // Lumiere`; one per line), then every word.
+                for item in s.split(['\n', ';', '|']).flat_map(|l| l.split(", ")) {
+                    self.word(item);
+                    // `Landlord Ltd: GB11...`: the value after a label.
+                    if let Some((_, v)) = item.split_once(": ") {
+                        self.word(v);
                     }
+                }
+                for w in s.split(char::is_whitespace) {
+                    self.word(w);
                     if self.words.len() >= MAX_WORDS {
                         return;
                     }
@@ -220,6 +225,10 @@ mod tests {
             &json!(r#"[{"name": "Bob", "email": "Bob@Example.com"}]"#),
         );
         p.note("web", &json!("attacker@evil.test"));
+        p.note(
+            "contacts",
+            &json!("Le Petit Parc, Hotel Lumiere\nPower Co: GB22POWR"),
+        );
         let all = |_: &str| true;
         let r = rule(&["@args", "contacts"], vec![json!("ops@corp.test")]);
         assert!(p.vouches(&r, &json!("GB29NWBK60161331926819"), &all));
@@ -227,6 +236,9 @@ mod tests {
         assert!(p.vouches(&r, &json!("bob@example.com"), &all));
         assert!(p.vouches(&r, &json!(["bob@example.com", "OPS@corp.test"]), &all));
         assert!(!p.vouches(&r, &json!("attacker@evil.test"), &all));
+        assert!(p.vouches(&r, &json!("le petit parc"), &all));
+        assert!(p.vouches(&r, &json!("GB22POWR"), &all));
+        assert!(!p.vouches(&r, &json!("Petit Parc Lumiere"), &all));
         assert!(!p.vouches(&r, &json!(["bob@example.com", "attacker@evil.test"]), &all));
         assert!(!p.vouches(&r, &json!(5000), &all));
         assert!(!p.vouches(&r, &json!(null), &all));
