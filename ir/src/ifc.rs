@@ -55,7 +55,28 @@ pub struct FlowPolicy {
     /// nobody is asked; `ask`: a person present is asked. A sink or an
     /// argument may override it.
     pub on_deny: Option<OnDeny>,
+    /// Sources whose data is private (patterns: `name`, `prefix*`; `@args`:
+    /// the run's input). Private data reaches no tool that leaves the
+    /// machine unless the tool's `private_to` trusts the destination.
+    #[serde(default)]
+    pub private: Vec<String>,
 }
+
+/// Tools that keep data on the machine: private data may reach them.
+pub const LOCAL_TOOLS: &[&str] = &[
+    "read_file",
+    "read",
+    "write_file",
+    "write",
+    "json_query",
+    "calculator",
+    "now",
+    "echo",
+    "memory_search",
+    "goals_list",
+    "goals_next",
+    "inbox",
+];
 
 /// `on_deny`: what happens to a flow the rules deny.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -117,6 +138,15 @@ pub struct SinkRule {
     pub args: BTreeMap<String, ArgRule>,
     /// Overrides the policy's `on_deny` for this sink.
     pub on_deny: Option<OnDeny>,
+    /// Destinations trusted with private data, per argument
+    /// (`private_to = { to = ["*@corp.test"] }`): a call carrying private
+    /// data is allowed when each argument named here holds a value
+    /// matching one of its patterns (`*`: any characters), and `true`
+    /// for a tool that keeps data on the machine (`local = true`).
+    #[serde(default)]
+    pub private_to: BTreeMap<String, Vec<String>>,
+    /// The tool keeps data on the machine: private data may reach it.
+    pub local: Option<bool>,
 }
 
 /// `[policy.quarantine]`: CaMeL's quarantined LLM.
@@ -371,6 +401,19 @@ impl FlowPolicy {
         rule.require_trusted.is_empty() || rule.require_trusted.iter().any(|a| a == arg)
     }
 
+    /// Is data from `source` private?
+    pub fn private(&self, source: &str) -> bool {
+        self.private.iter().any(|p| matches(p, source))
+    }
+
+    /// Does `tool` keep data on the machine (private data may reach it)?
+    pub fn local(&self, tool: &str) -> bool {
+        match self.sinks.get(tool).and_then(|r| r.local) {
+            Some(l) => l,
+            None => LOCAL_TOOLS.contains(&tool),
+        }
+    }
+
     /// The provenance rule of argument `arg` of `sink`, if any.
     pub fn arg_rule(&self, sink: &str, arg: &str) -> Option<&ArgRule> {
         self.sinks.get(sink)?.args.get(arg)
@@ -413,6 +456,27 @@ impl FlowPolicy {
             .or_else(|| self.sinks.get(sink).and_then(|r| r.on_deny))
             .or(self.on_deny)
     }
+}
+
+/// Does `value` match `pattern` (`*`: any characters; case-insensitive)?
+pub fn glob(pattern: &str, value: &str) -> bool {
+    let (p, v) = (pattern.to_lowercase(), value.to_lowercase());
+    let parts: Vec<&str> = p.split('*').collect();
+    if parts.len() == 1 {
+        return p == v;
+    }
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if !v.starts_with(first) || v.len() < first.len() + last.len() || !v.ends_with(last) {
+        return false;
+    }
+    let mut rest = &v[first.len()..v.len() - last.len()];
+    for mid in &parts[1..parts.len() - 1] {
+        match rest.find(mid) {
+            Some(i) => rest = &rest[i + mid.len()..],
+            None => return false,
+        }
+    }
+    true
 }
 
 /// The sink an op is, with the names of its data operands; `None`: not a
@@ -493,6 +557,27 @@ mod tests {
         assert!(p.trusted("http_get"));
         p.untrusted.push("read_file".into());
         assert!(!p.trusted("read_file"));
+    }
+
+    #[test]
+    fn globs_and_private_sources() {
+        assert!(glob("*@corp.test", "Bob@corp.test"));
+        assert!(!glob("*@corp.test", "bob@corp.test.evil.test"));
+        assert!(glob(
+            "https://api.corp.test/*",
+            "https://api.corp.test/v1?q=1"
+        ));
+        assert!(!glob(
+            "https://api.corp.test/*",
+            "https://evil.test/?https://api.corp.test/"
+        ));
+        assert!(glob("a*b*c", "axxbyyc") && !glob("a*b*c", "axxcyyb"));
+        let p = FlowPolicy {
+            private: vec!["get_*".into(), "@args".into()],
+            ..FlowPolicy::default()
+        };
+        assert!(p.private("get_balance") && p.private("@args") && !p.private("http_get"));
+        assert!(p.local("read_file") && !p.local("http_get") && !p.local("send_email"));
     }
 
     #[test]

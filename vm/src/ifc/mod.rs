@@ -35,6 +35,8 @@ pub struct Labels {
     pub policy: FlowPolicy,
     names: Mutex<Vec<String>>,
     untrusted: AtomicU64,
+    /// Sources whose data is private (`[policy] private`).
+    private: AtomicU64,
     /// Union of the labels written to each memory tier (stm, ltm,
     /// episodic) and to beliefs, in this run and (for tiers that outlive a
     /// run, [`Labels::load_stored`]) in earlier ones: a read carries it.
@@ -86,6 +88,7 @@ impl Labels {
             policy,
             names: Mutex::new(Vec::new()),
             untrusted: AtomicU64::new(0),
+            private: AtomicU64::new(0),
             mem: Default::default(),
             seen_by_host: AtomicU64::new(0),
             args: 0,
@@ -148,12 +151,72 @@ impl Labels {
         if !self.policy.trusted(name) {
             self.untrusted.fetch_or(bit, Ordering::Relaxed);
         }
+        if self.policy.private(name) {
+            self.private.fetch_or(bit, Ordering::Relaxed);
+        }
         bit
     }
 
     #[inline]
     pub fn is_trusted(&self, label: u64) -> bool {
         label & self.untrusted.load(Ordering::Relaxed) == 0
+    }
+
+    /// Must an op with inputs labelled `label` be checked at its sink:
+    /// untrusted or private data?
+    #[inline]
+    pub fn needs_check(&self, label: u64) -> bool {
+        label & (self.untrusted.load(Ordering::Relaxed) | self.private.load(Ordering::Relaxed)) != 0
+    }
+
+    /// The private sources in `label`, by name.
+    fn private_names(&self, label: u64) -> Vec<String> {
+        let p = label & self.private.load(Ordering::Relaxed);
+        self.names(p)
+    }
+
+    /// Confidentiality: may a call of `tool` whose arguments (`args`, an
+    /// object) carry `label` happen? Private data reaches only tools that
+    /// keep it on the machine, or whose destination arguments hold a value
+    /// its `private_to` trusts.
+    pub fn check_private(
+        &self,
+        tool: &str,
+        label: u64,
+        args: &dyn Fn() -> Option<serde_json::Value>,
+    ) -> Result<(), OpError> {
+        if label & self.private.load(Ordering::Relaxed) == 0 || self.policy.local(tool) {
+            return Ok(());
+        }
+        let to = self.policy.sinks.get(tool).map(|r| &r.private_to);
+        let trusted_destination = match (to, args()) {
+            (Some(to), Some(a)) if !to.is_empty() => to.iter().all(|(arg, patterns)| {
+                let mut leaves = Vec::new();
+                string_leaves(a.get(arg), &mut leaves);
+                !leaves.is_empty()
+                    && leaves
+                        .iter()
+                        .all(|v| patterns.iter().any(|p| ais_ir::ifc::glob(p, v)))
+            }),
+            _ => false,
+        };
+        if trusted_destination {
+            return Ok(());
+        }
+        let sources = self.private_names(label);
+        let arg = to
+            .and_then(|t| t.keys().next().cloned())
+            .unwrap_or_else(|| "args".into());
+        Err(self.denial(
+            tool,
+            &arg,
+            format!(
+                "`{tool}` would send private data from {} to a destination not trusted with it (set `[policy.sinks.{tool}] private_to`)",
+                sources.join(", ")
+            ),
+            sources,
+            vec![tool.to_string()],
+        ))
     }
 
     /// The untrusted sources in `label`, by name.
@@ -340,6 +403,20 @@ impl Labels {
         let Some(sink) = sink_of(instr.opcode, tool, tier) else {
             return Ok(());
         };
+        // Confidentiality: a tool call or `exec` (which may reach the
+        // network) carrying private data.
+        if matches!(instr.opcode, Opcode::Inv | Opcode::Exec) {
+            let data = code.data(instr);
+            let all = data.iter().fold(pc, |l, &s| l | label_of(s));
+            let first = data.first().copied();
+            self.check_private(&sink.name, all, &|| {
+                let v = value_of(first?)?;
+                Some(match instr.opcode {
+                    Opcode::Exec => json!({ "command": v }),
+                    _ => v,
+                })
+            })?;
+        }
         if !self.policy.is_sink(&sink.name) {
             return Ok(());
         }
@@ -459,7 +536,11 @@ impl Labels {
         args: &serde_json::Value,
         label: u64,
     ) -> Result<(), OpError> {
-        if !self.policy.enforced() || self.is_trusted(label) || !self.policy.is_sink(tool) {
+        if !self.policy.enforced() {
+            return Ok(());
+        }
+        self.check_private(tool, label, &|| Some(args.clone()))?;
+        if self.is_trusted(label) || !self.policy.is_sink(tool) {
             return Ok(());
         }
         let names: Vec<&str> = match args {
@@ -484,6 +565,18 @@ impl Labels {
             sources,
             vec!["llm".into(), tool.into()],
         ))
+    }
+}
+
+/// The strings (and numbers, as text) in `v`.
+fn string_leaves(v: Option<&serde_json::Value>, out: &mut Vec<String>) {
+    match v {
+        Some(serde_json::Value::String(s)) => out.push(s.clone()),
+        Some(serde_json::Value::Number(n)) => out.push(n.to_string()),
+        Some(serde_json::Value::Array(xs)) => {
+            xs.iter().for_each(|x| string_leaves(Some(x), out));
+        }
+        _ => {}
     }
 }
 

@@ -162,7 +162,7 @@ impl<'r> Run<'r> {
         let class = exec::class(instr.opcode);
         // A sink refuses untrusted data before anything is admitted.
         if labels_on {
-            if matches!(class, Class::Inline | Class::Tool) && !self.labels.is_trusted(label) {
+            if matches!(class, Class::Inline | Class::Tool) && self.labels.needs_check(label) {
                 if let Err(e) = self
                     .labels
                     .check_sink(
