@@ -31,6 +31,7 @@
 //!   the I/O queues' ordering policy.
 
 pub(crate) mod early_calls;
+mod flow_ask;
 mod frames;
 mod gate;
 mod inner_plan;

@@ -495,7 +495,24 @@ impl<'r> Run<'r> {
             .labels
             .check_tool_call(&call.name, &args, label)
             .or_else(|e| self.approvals.review(self.agent_name(site.frame.agent), e))
+            .or_else(|e| {
+                let id = site.jkey.map(|j| {
+                    EffectId::new(
+                        format!("{}#turn{turn}.{index}#approval", j.key),
+                        crate::journal::input_hash(&[
+                            Val::str(&call.name),
+                            Val::from_json(args.clone()),
+                        ]),
+                    )
+                });
+                self.ask_at(id, e)
+            })
         {
+            // Waiting for a person: the run pauses (the exchange's turns
+            // are journaled; a resumed run replays them to this call).
+            if e.code == crate::exec::PAUSED {
+                return Err(Stop::Fail(e));
+            }
             return Ok(refuse(&e.code, e.message));
         }
         if self.over_budget(site.frame, site.op, site.instr, Class::Tool) {

@@ -173,6 +173,7 @@ impl<'r> Run<'r> {
                         frame.pc,
                     )
                     .or_else(|e| self.approvals.review(self.agent_name(frame.agent), e))
+                    .or_else(|e| self.ask_in_journal(&frame, op, instr, &args, e))
                 {
                     self.fail(&frame, op, e, &sink);
                     return None;
