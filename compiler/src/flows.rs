@@ -64,7 +64,7 @@ impl Finding {
             }
         }
         d.with_help(format!(
-            "validate the value first, or allow it in the policy: [policy.sinks.{}] allow_untrusted = [\"{}\"]",
+            "validate the value first, say which values it accepts ([policy.sinks.{0}.args.{1}] from = [\"@args\", \"A_TRUSTED_TOOL\"]), or allow it: [policy.sinks.{0}] allow_untrusted = [\"{1}\"]",
             self.sink, self.argument
         ))
     }
