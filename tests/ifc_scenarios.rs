@@ -595,3 +595,68 @@ fn a_trusted_message_between_agents_of_the_program_is_not_denied() {
         attacked.effects
     );
 }
+
+/// A trusted tool vouches for values only through replies computed from
+/// trusted data: a lookup keyed by an injected name that echoes it back
+/// does not make the attacker's address acceptable.
+#[test]
+fn a_trusted_lookup_of_an_injected_name_vouches_for_nothing() {
+    let src = r#"agent A {
+    capability read_doc(id: str) -> str;
+    capability lookup_contact(name: str) -> str;
+    capability send_email(to: str, subject: str, body: str) -> json;
+
+    @entry flow main(task: str) -> str {
+        let doc = read_doc("d1")
+        let found = lookup_contact(doc)
+        send_email(doc, "hi", found)
+        return "sent"
+    }
+}
+"#;
+    let v: toml::Value = toml::from_str(
+        r#"
+[policy]
+untrusted = ["read_doc"]
+[policy.sinks.lookup_contact]
+sink = false
+[policy.sinks.send_email]
+allow_untrusted = ["subject", "body"]
+[policy.sinks.send_email.args.to]
+from = ["lookup_contact"]
+"#,
+    )
+    .unwrap();
+    let policy: FlowPolicy = v["policy"].clone().try_into().unwrap();
+    let program =
+        ais_ir::bytecode::compile(&ais_compiler::driver::lower_source(src).unwrap()).unwrap();
+    let host = Arc::new(MemoryHost::new());
+    host.register_tool("read_doc", |_| Ok(json!("attacker@evil.test")));
+    // A directory that answers with what it was asked for.
+    host.register_tool("lookup_contact", |a| Ok(a["name"].clone()));
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    let s = sent.clone();
+    host.register_tool("send_email", move |a| {
+        s.lock().unwrap().push(a.clone());
+        Ok(json!({"ok": true}))
+    });
+    let options = RunOptions {
+        args: vec![("task".into(), json!("mail the doc"))],
+        workers: Some(2),
+        flow_policy: policy,
+        ..RunOptions::default()
+    };
+    let report = ais_vm::run(
+        &program,
+        &options,
+        Arc::new(FakeBackend::new()),
+        host.clone() as Arc<dyn Host>,
+    );
+    assert!(
+        sent.lock().unwrap().is_empty(),
+        "{:?}",
+        sent.lock().unwrap()
+    );
+    let e = format!("{:?}", report.outcome.unwrap_err());
+    assert!(e.contains("policy.denied"), "{e}");
+}

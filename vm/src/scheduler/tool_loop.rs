@@ -553,7 +553,10 @@ impl<'r> Run<'r> {
         }
         match gated {
             (Ok(v), replayed) => {
-                self.labels.note_value(&call.name, || v.to_json());
+                // Its arguments came from what the exchange had read.
+                if self.labels.is_trusted(label) {
+                    self.labels.note_value(&call.name, || v.to_json());
+                }
                 Ok(Answer {
                     content: result_text(&v.to_json()),
                     is_error: false,

@@ -209,7 +209,8 @@ impl<'r> Run<'r> {
                 // A replayed tool reply is a value of its tool, as when
                 // it ran (argument rules compare against it).
                 if let (Imm::Tool(t), Ok(vals)) = (&instr.imm, &r) {
-                    if let Some(v) = vals.first() {
+                    let l = frame.label(instr.result) | label;
+                    if let (Some(v), true) = (vals.first(), self.labels.is_trusted(l)) {
                         self.labels.note_value(t, || v.to_json());
                     }
                 }
