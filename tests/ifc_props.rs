@@ -517,15 +517,17 @@ fn the_harness_sees_denials_and_calls() {
     assert!(seen.denied.is_empty());
     assert_eq!(seen.calls.len(), 1);
     assert_eq!(seen.calls[0].1["a"], "<U:src0>");
-    // A model offered an untrusted source and a sink: its call of the
-    // sink is refused back to it (the reply says so), and reported.
+    // A model offered an untrusted source and a sink calls both in its
+    // first turn, before it has read anything: the exchange is judged on
+    // what it read, so the sink call runs (with no untrusted data), and
+    // the static check still reports the possible flow.
     let body = vec![S::ToolLoop(0, 1, E::Lit(2), E::Param)];
     let src = render(&body);
     let program =
         ais_ir::bytecode::compile(&ais_compiler::driver::lower_source(&src).unwrap()).unwrap();
     let seen = run(&program, &pol);
-    assert_eq!(seen.denied.len(), 1, "{src}");
-    assert_eq!(seen.denied[0].site.as_deref(), Some("\"tl0|\""));
-    assert!(seen.calls.is_empty());
+    assert!(seen.denied.is_empty(), "{src}");
+    assert_eq!(seen.calls.len(), 1);
+    assert!(!seen.calls[0].1.to_string().contains("<U:"));
     assert!(check(&body, &pol).is_ok());
 }

@@ -6,7 +6,7 @@
 //! to add a recipient.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use ais_ir::ifc::{FlowPolicy, Quarantine, SinkRule};
+use ais_ir::ifc::{ArgRule, FlowPolicy, Quarantine, SinkRule};
 use ais_testkit::fake::{text_reply, FakeBackend};
 use ais_testkit::MemoryHost;
 use ais_vm::{Host, RunOptions};
@@ -55,6 +55,29 @@ fn policy(schemas: bool, max_string: u64) -> FlowPolicy {
             ..SinkRule::default()
         },
     );
+    // `pay`'s `details` accepts what a quarantined call chose.
+    p.sinks.insert(
+        "pay".into(),
+        SinkRule {
+            args: [(
+                "details".to_string(),
+                ArgRule {
+                    quarantined: true,
+                    ..ArgRule::default()
+                },
+            )]
+            .into(),
+            ..SinkRule::default()
+        },
+    );
+    p
+}
+
+/// The same without the argument rule: a quarantined value is a choice
+/// the attacker made, untrusted where it is not declared acceptable.
+fn policy_without_choice(schemas: bool) -> FlowPolicy {
+    let mut p = policy(schemas, 0);
+    p.sinks.remove("pay");
     p
 }
 
@@ -140,6 +163,24 @@ fn without_the_quarantine_the_same_answer_is_denied() {
             .any(|f| f.sink == "pay" && f.sources.contains_key("read_bill")),
         "{f:?}"
     );
+}
+
+#[test]
+fn a_quarantined_choice_stays_untrusted_unless_the_argument_accepts_it() {
+    // The attacker picks the amount and the category: without a rule
+    // saying that choice is fine for `details`, it is not.
+    let reply = r#"{"amount": 5000, "category": "other"}"#;
+    let out = run(CLOSED, policy_without_choice(true), reply);
+    assert!(out.paid.is_empty(), "{:?}", out.paid);
+    assert_eq!(out.printed, vec!["blocked".to_string()]);
+    let f = findings(CLOSED, &policy_without_choice(true));
+    assert!(
+        f.iter()
+            .any(|f| f.sink == "pay" && f.sources.contains_key("@quarantine")),
+        "{f:?}"
+    );
+    // With the rule, the same choice is released (and nothing is found).
+    assert_eq!(run(CLOSED, policy(true, 0), reply).paid.len(), 1);
 }
 
 #[test]

@@ -153,3 +153,31 @@ fn every_complete_program_in_the_docs_checks_and_runs_on_the_simulator() {
         all.len()
     );
 }
+
+/// docs/security.md shows its policies on whole programs: every AIS block
+/// there is complete (checked and run by the test above), none a fragment
+/// (issue 35: its quarantine example, a fragment, did not compile).
+#[test]
+fn every_ais_block_in_security_md_is_a_complete_program() {
+    let security: Vec<Block> = blocks()
+        .into_iter()
+        .filter(|b| b.file == "docs/security.md")
+        .collect();
+    assert!(!security.is_empty(), "docs/security.md has AIS blocks");
+    for b in &security {
+        assert_ne!(
+            b.info, "fragment",
+            "docs/security.md:{}: a fragment; write the whole program",
+            b.line
+        );
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("block.ais"), &b.code).expect("write");
+        let o = aisc(dir.path(), &["check", "block.ais"]);
+        assert!(
+            o.status.success(),
+            "docs/security.md:{}: `aisc check` fails:\n{}",
+            b.line,
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}

@@ -12,7 +12,7 @@
 //! that reached a value (hops: spans with what happened there).
 
 use ais_ir::bytecode::{FlowCode, Imm, Instr, Program, RegionCode};
-use ais_ir::ifc::{sink_of, FlowPolicy};
+use ais_ir::ifc::{sink_of, FlowPolicy, QUARANTINE};
 use ais_ir::{Diagnostic, Effect, Opcode, RegionSpec, Span};
 use std::collections::BTreeMap;
 
@@ -64,7 +64,7 @@ impl Finding {
             }
         }
         d.with_help(format!(
-            "validate the value first, or allow it in the policy: [policy.sinks.{}] allow_untrusted = [\"{}\"]",
+            "validate the value first, say which values it accepts ([policy.sinks.{0}.args.{1}] from = [\"@args\", \"A_TRUSTED_TOOL\"]), or allow it: [policy.sinks.{0}] allow_untrusted = [\"{1}\"]",
             self.sink, self.argument
         ))
     }
@@ -240,6 +240,19 @@ impl State<'_> {
                 }
             }
         }
+        // A message sent inside a `try` body is delivered when the body
+        // commits, without its labels: its handlers read `@message`. Other
+        // messages carry what was sent ([`State::message_sent`]).
+        let buffered = self.program.flows.iter().any(|f| {
+            f.regions.iter().any(|r| {
+                r.ops
+                    .iter()
+                    .any(|i| i.opcode.info().regions == RegionSpec::TryCatch)
+            })
+        });
+        if !buffered {
+            return;
+        }
         for a in &self.program.agents {
             for h in &a.handlers {
                 let Some(f) = self.program.flows.get(h.flow as usize) else {
@@ -255,6 +268,24 @@ impl State<'_> {
                 }
             }
         }
+    }
+
+    /// A message between agents of the program: every handler's
+    /// parameters carry what any `communicate` sent (over-approximated:
+    /// any message may reach any handler).
+    fn message_sent(&mut self, input: &Lab, at: &Hop) -> bool {
+        let mut changed = false;
+        for a in &self.program.agents {
+            for h in &a.handlers {
+                let Some(f) = self.program.flows.get(h.flow as usize) else {
+                    continue;
+                };
+                for p in 0..f.params.len() as u32 {
+                    changed |= self.set(h.flow as usize, 0, p, input, Some(at));
+                }
+            }
+        }
+        changed
     }
 
     fn lab(&self, f: usize, r: usize, s: u32) -> Lab {
@@ -354,8 +385,16 @@ impl State<'_> {
             | ais_ir::ExecClass::Inline
             | ais_ir::ExecClass::Llm
             | ais_ir::ExecClass::Tool => {
+                if instr.opcode == Opcode::Communicate && !input.is_empty() {
+                    let h = hop(instr, "sent to another agent of the program");
+                    changed |= self.message_sent(&input, &h);
+                }
                 let out = if self.quarantined(instr) {
-                    pc
+                    // The attacker chose among the values the schema admits.
+                    let mut out = pc;
+                    let h = hop(instr, "a value a quarantined call chose");
+                    merge(&mut out, &self.source(QUARANTINE, h), None);
+                    out
                 } else {
                     let mut out = input.clone();
                     merge(&mut out, &self.op_source(instr), None);
@@ -520,7 +559,7 @@ impl State<'_> {
             }
             for t in &a.tools {
                 let args = param_names(&t.parameters);
-                if let Some(arg) = args.iter().find(|x| self.policy.arg_checked(&t.name, x)) {
+                if let Some(arg) = args.iter().find(|x| self.denies(&t.name, x, &ex)) {
                     self.findings.push(finding(&t.name, arg, ex.clone()));
                 }
             }
@@ -548,11 +587,30 @@ impl State<'_> {
             for (arg, slot) in args {
                 let mut l = pc.clone();
                 merge(&mut l, &self.lab(fi, ri, slot), None);
-                if !l.is_empty() && self.policy.arg_checked(&sink.name, &arg) {
+                if self.denies(&sink.name, &arg, &l) {
                     self.findings.push(finding(&sink.name, &arg, l));
                 }
             }
         }
+    }
+}
+
+impl State<'_> {
+    /// Does the policy deny data labelled `l` at argument `arg` of `sink`?
+    /// An argument judged by its value's provenance (`from`, `values`) is
+    /// left to the run time, which sees the value; a quarantined choice
+    /// only where the argument accepts it.
+    fn denies(&self, sink: &str, arg: &str, l: &Lab) -> bool {
+        if l.is_empty() || !self.policy.arg_checked(sink, arg) {
+            return false;
+        }
+        if self.policy.judged_by_value(sink, arg) {
+            return false;
+        }
+        if self.policy.accepts_quarantined(sink, arg) {
+            return l.keys().any(|k| k != QUARANTINE);
+        }
+        true
     }
 }
 

@@ -50,6 +50,73 @@ pub struct FlowPolicy {
     /// `[policy.quarantine]`.
     #[serde(default)]
     pub quarantine: Quarantine,
+    /// What a denied flow does: unset, a person on a terminal is asked
+    /// and elsewhere the op fails with `policy.denied`; `deny`: it fails,
+    /// nobody is asked; `ask`: a person present is asked. A sink or an
+    /// argument may override it.
+    pub on_deny: Option<OnDeny>,
+    /// Sources whose data is private (patterns: `name`, `prefix*`; `@args`:
+    /// the run's input). Private data reaches no tool that leaves the
+    /// machine unless the tool's `private_to` trusts the destination.
+    #[serde(default)]
+    pub private: Vec<String>,
+}
+
+/// Tools that keep data on the machine: private data may reach them.
+pub const LOCAL_TOOLS: &[&str] = &[
+    "read_file",
+    "read",
+    "write_file",
+    "write",
+    "json_query",
+    "calculator",
+    "now",
+    "echo",
+    "memory_search",
+    "goals_list",
+    "goals_next",
+    "inbox",
+];
+
+/// `on_deny`: what happens to a flow the rules deny.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnDeny {
+    /// The op fails with `policy.denied`; nobody is asked.
+    Deny,
+    /// A person present is asked whether the flow may happen.
+    Ask,
+}
+
+/// `[policy.sinks.NAME.args.ARG]`: which untrusted values argument `ARG`
+/// accepts, by the value's provenance (CaMeL-style capabilities): a
+/// recipient, an amount, a URL or an IBAN the user gave, that a trusted
+/// list holds, or that a quarantined extraction chose among declared
+/// values. A value none of these vouch for is judged by its label as
+/// before.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArgRule {
+    /// Where the value may come from: `@args` (the run's input: the user's
+    /// request) or the name of a trusted tool (its results in this run: a
+    /// contact list, the user's own accounts). The value passes when it
+    /// equals one of those inputs or results, a field of them, or a word
+    /// of their text (an address in a sentence). Untrusted sources named
+    /// here vouch for nothing.
+    #[serde(default)]
+    pub from: Vec<String>,
+    /// A trusted list in the config: the value passes when it is one of
+    /// these (strings compare case-insensitively, numbers by value).
+    #[serde(default)]
+    pub values: Vec<serde_json::Value>,
+    /// A value a quarantined call extracted (`[policy.quarantine]`: a
+    /// number, a boolean, a member of the schema's `enum`) is acceptable
+    /// here: every value of that shape is. Without it such a value is
+    /// untrusted (source `@quarantine`): the attacker chose it.
+    #[serde(default)]
+    pub quarantined: bool,
+    /// Overrides the sink's and the policy's `on_deny` for this argument.
+    pub on_deny: Option<OnDeny>,
 }
 
 /// `[policy.sinks.NAME]`.
@@ -65,6 +132,21 @@ pub struct SinkRule {
     /// Arguments that may carry untrusted data (`"*"`: all).
     #[serde(default)]
     pub allow_untrusted: Vec<String>,
+    /// Which untrusted values an argument accepts, by provenance
+    /// (`[policy.sinks.NAME.args.ARG]`).
+    #[serde(default)]
+    pub args: BTreeMap<String, ArgRule>,
+    /// Overrides the policy's `on_deny` for this sink.
+    pub on_deny: Option<OnDeny>,
+    /// Destinations trusted with private data, per argument
+    /// (`private_to = { to = ["*@corp.test"] }`): a call carrying private
+    /// data is allowed when each argument named here holds a value
+    /// matching one of its patterns (`*`: any characters), and `true`
+    /// for a tool that keeps data on the machine (`local = true`).
+    #[serde(default)]
+    pub private_to: BTreeMap<String, Vec<String>>,
+    /// The tool keeps data on the machine: private data may reach it.
+    pub local: Option<bool>,
 }
 
 /// `[policy.quarantine]`: CaMeL's quarantined LLM.
@@ -227,8 +309,15 @@ fn free_at(schema: &serde_json::Value, at: &str, max_string: u64) -> Result<(), 
     Ok(())
 }
 
+/// The source of a value a quarantined call extracted from untrusted data:
+/// untrusted (the attacker chose among the shapes the schema admits) unless
+/// a sink argument accepts it (`ArgRule::quarantined`) or `[policy]
+/// trusted` names it (every such choice is acceptable everywhere).
+pub const QUARANTINE: &str = "@quarantine";
+
 /// Sources untrusted unless the policy says otherwise.
-pub const DEFAULT_UNTRUSTED: &[&str] = &["http_get", "search", "search_web", "@message"];
+pub const DEFAULT_UNTRUSTED: &[&str] =
+    &["http_get", "search", "search_web", "@message", QUARANTINE];
 
 /// Built-in tools that are side-effecting sinks by default; any tool not
 /// in [`READ_ONLY_TOOLS`] is one too.
@@ -311,6 +400,83 @@ impl FlowPolicy {
         }
         rule.require_trusted.is_empty() || rule.require_trusted.iter().any(|a| a == arg)
     }
+
+    /// Is data from `source` private?
+    pub fn private(&self, source: &str) -> bool {
+        self.private.iter().any(|p| matches(p, source))
+    }
+
+    /// Does `tool` keep data on the machine (private data may reach it)?
+    pub fn local(&self, tool: &str) -> bool {
+        match self.sinks.get(tool).and_then(|r| r.local) {
+            Some(l) => l,
+            None => LOCAL_TOOLS.contains(&tool),
+        }
+    }
+
+    /// The provenance rule of argument `arg` of `sink`, if any.
+    pub fn arg_rule(&self, sink: &str, arg: &str) -> Option<&ArgRule> {
+        self.sinks.get(sink)?.args.get(arg)
+    }
+
+    /// Does argument `arg` of `sink` accept quarantined values?
+    pub fn accepts_quarantined(&self, sink: &str, arg: &str) -> bool {
+        self.arg_rule(sink, arg).is_some_and(|r| r.quarantined)
+    }
+
+    /// Is `arg` of `sink` vouched for by the value it holds (a `from` or
+    /// `values` rule)? Then only the run time can judge it: the static
+    /// check does not report it.
+    pub fn judged_by_value(&self, sink: &str, arg: &str) -> bool {
+        self.arg_rule(sink, arg)
+            .is_some_and(|r| !r.values.is_empty() || r.from.iter().any(|s| self.trusted(s)))
+    }
+
+    /// The sources whose values some argument rule names in `from` (and
+    /// that are trusted): the runtime keeps their values to compare.
+    pub fn value_sources(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .sinks
+            .values()
+            .flat_map(|r| r.args.values())
+            .flat_map(|a| a.from.iter())
+            .filter(|s| self.trusted(s))
+            .cloned()
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// What a denied flow of `arg` of `sink` does (`None`: ask on a
+    /// terminal only).
+    pub fn on_deny(&self, sink: &str, arg: &str) -> Option<OnDeny> {
+        self.arg_rule(sink, arg)
+            .and_then(|r| r.on_deny)
+            .or_else(|| self.sinks.get(sink).and_then(|r| r.on_deny))
+            .or(self.on_deny)
+    }
+}
+
+/// Does `value` match `pattern` (`*`: any characters; case-insensitive)?
+pub fn glob(pattern: &str, value: &str) -> bool {
+    let (p, v) = (pattern.to_lowercase(), value.to_lowercase());
+    let parts: Vec<&str> = p.split('*').collect();
+    if parts.len() == 1 {
+        return p == v;
+    }
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if !v.starts_with(first) || v.len() < first.len() + last.len() || !v.ends_with(last) {
+        return false;
+    }
+    let mut rest = &v[first.len()..v.len() - last.len()];
+    for mid in &parts[1..parts.len() - 1] {
+        match rest.find(mid) {
+            Some(i) => rest = &rest[i + mid.len()..],
+            None => return false,
+        }
+    }
+    true
 }
 
 /// The sink an op is, with the names of its data operands; `None`: not a
@@ -391,6 +557,27 @@ mod tests {
         assert!(p.trusted("http_get"));
         p.untrusted.push("read_file".into());
         assert!(!p.trusted("read_file"));
+    }
+
+    #[test]
+    fn globs_and_private_sources() {
+        assert!(glob("*@corp.test", "Bob@corp.test"));
+        assert!(!glob("*@corp.test", "bob@corp.test.evil.test"));
+        assert!(glob(
+            "https://api.corp.test/*",
+            "https://api.corp.test/v1?q=1"
+        ));
+        assert!(!glob(
+            "https://api.corp.test/*",
+            "https://evil.test/?https://api.corp.test/"
+        ));
+        assert!(glob("a*b*c", "axxbyyc") && !glob("a*b*c", "axxcyyb"));
+        let p = FlowPolicy {
+            private: vec!["get_*".into(), "@args".into()],
+            ..FlowPolicy::default()
+        };
+        assert!(p.private("get_balance") && p.private("@args") && !p.private("http_get"));
+        assert!(p.local("read_file") && !p.local("http_get") && !p.local("send_email"));
     }
 
     #[test]

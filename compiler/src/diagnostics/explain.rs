@@ -537,8 +537,14 @@ Validate the value with code (compare it against trusted data, `guard`), turn
 it into a number or boolean under `[policy.quarantine] scalars = true`, have a
 model with no tools answer in a closed `schema:` (numbers, enums, bounded
 strings) under `[policy.quarantine] schemas = true` (a hop marked "not
-quarantined" says what keeps the schema open), or, if the argument may carry
-untrusted text, say so:
+quarantined" says what keeps the schema open, and the argument must accept
+such a choice: `quarantined = true` below), say which values the argument
+accepts by where they come from (the user's request, a trusted tool's
+result, a list; checked at run time, so not reported here), or, if the
+argument may carry untrusted text, say so:
+
+    [policy.sinks.send_email.args.to]
+    from = ["@args", "list_contacts"]
 
     [policy.sinks.send_email]
     allow_untrusted = ["body"]"#,

@@ -347,7 +347,8 @@ impl<'r> Run<'r> {
                     match committed {
                         Ok(delivered) => {
                             for m in &delivered {
-                                self.start_handlers_for(&pf, owner.op, m, &Sink::Global);
+                                let l = self.labels.message | pf.pc;
+                                self.start_handlers_for(&pf, owner.op, m, l, &Sink::Global);
                             }
                         }
                         Err(e) => {
@@ -384,14 +385,31 @@ impl<'r> Run<'r> {
         sink: &Sink<'_, 'r>,
     ) {
         let message = exec::message_of(self.agent_name(frame.agent), args);
-        self.start_handlers_for(frame, op, &message, sink);
+        // A message between agents of the program carries the labels of
+        // what was sent (its recipient, body and protocol) and of the
+        // sender's context, not `@message`: the program wrote it.
+        let label = frame
+            .code
+            .ops
+            .get(op as usize)
+            .map_or(self.labels.message, |i| {
+                frame
+                    .code
+                    .data(i)
+                    .iter()
+                    .fold(frame.pc, |l, &s| l | frame.label(s))
+            });
+        self.start_handlers_for(frame, op, &message, label, sink);
     }
 
+    /// `label`: what the handlers' arguments carry (a message buffered
+    /// by a `try` body: `@message`, its own labels were not kept).
     pub(super) fn start_handlers_for(
         &self,
         frame: &Arc<Frame<'r>>,
         op: u32,
         message: &crate::host::Message,
+        label: u64,
         sink: &Sink<'_, 'r>,
     ) {
         for d in crate::aam::messaging::dispatch(self.program, message) {
@@ -411,7 +429,7 @@ impl<'r> Run<'r> {
                     frame.depth.saturating_add(1),
                 )
                 .and_then(|child| {
-                    let l = [self.labels.message | frame.pc];
+                    let l = [label | frame.pc];
                     self.start_frame(
                         &child,
                         d.args.into_iter().map(Val::from_json),

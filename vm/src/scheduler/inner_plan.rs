@@ -78,6 +78,7 @@ impl<'r> Run<'r> {
             instr,
             agent: self.agent_name(call.frame.agent),
             jkey: jkey.as_ref(),
+            read: std::sync::atomic::AtomicU64::new(call.frame.label(instr.result)),
         };
         let linked = self.plan_and_link(&site, &call.frame, &args, &mut ex);
         let end = self.now();

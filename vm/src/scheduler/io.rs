@@ -441,6 +441,14 @@ impl<'r> Run<'r> {
         let mut error = None;
         let status = match result {
             Ok(v) => {
+                // A trusted tool's reply vouches for values only when it
+                // was computed from trusted data (a lookup keyed by an
+                // injected name could echo the attacker's value).
+                if let ais_ir::bytecode::Imm::Tool(t) = &instr.imm {
+                    if self.labels.is_trusted(frame.label(instr.result)) {
+                        self.labels.note_value(t, || v.to_json());
+                    }
+                }
                 if let Some(t) = self.complete_op(
                     frame.clone(),
                     op,

@@ -296,6 +296,13 @@ pub fn run(
                     .new_frame(run.unit(), entry, 0, None, 0, 0)
                     .and_then(|f| {
                         let l = [run.labels.args; 1];
+                        // The user's request, for argument rules that
+                        // accept values from it (`from = ["@args"]`).
+                        run.labels.note_value("@args", || {
+                            serde_json::Value::Array(
+                                args.iter().map(crate::value::Val::to_json).collect(),
+                            )
+                        });
                         run.start_frame(&f, args, &l, None, &Sink::Global)
                     })
                     .map_err(|e| RunError::Internal(e.message)),

@@ -32,6 +32,7 @@
 
 mod critical;
 pub(crate) mod early_calls;
+mod flow_ask;
 mod frames;
 mod gate;
 mod inner_plan;

@@ -36,6 +36,7 @@ use crate::value::Val;
 use ais_ir::bytecode::Instr;
 use serde_json::Value as Json;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 /// Tool calls of one turn started at once, at most (the rest wait for a
@@ -115,6 +116,11 @@ pub(super) struct Site<'a, 'r> {
     pub(super) instr: &'a Instr,
     pub(super) agent: &'r str,
     pub(super) jkey: Option<&'a EffectId>,
+    /// What the exchange has read so far (`crate::ifc`): its inputs, the
+    /// model and the sources of the replies of the turns before; a turn's
+    /// calls are judged with it, then the sources of the replies they
+    /// return join it.
+    pub(super) read: AtomicU64,
 }
 
 impl<'r> Run<'r> {
@@ -162,6 +168,7 @@ impl<'r> Run<'r> {
             instr,
             agent,
             jkey: jkey.as_ref(),
+            read: AtomicU64::new(call.frame.label(instr.result)),
         };
         let result = match exec::llm_request(agent, instr, &args) {
             Ok(req) => {
@@ -171,6 +178,15 @@ impl<'r> Run<'r> {
             Err(e) => Err(Stop::Fail(e)),
         };
         call.jkey = jkey.clone();
+        // The answer carries what the exchange read: its result's label
+        // grows by the replies' sources before it is journaled or used.
+        let read = site.read.load(Ordering::Acquire);
+        if !self.labels.off() {
+            for i in 0..instr.n_results {
+                call.frame.add_label(instr.result.saturating_add(i), read);
+            }
+            self.labels.trace(|| self.site(&call.frame, op), read);
+        }
         match result {
             Ok(v) => self.settle(call, Ok(v), Some(ex.info())),
             Err(Stop::Fail(e)) => self.settle(call, Err(e), Some(ex.info())),
@@ -326,11 +342,14 @@ impl<'r> Run<'r> {
         repeats: &Mutex<HashMap<(String, String), u32>>,
     ) -> Result<Vec<Answer>, Stop> {
         self.watch_repeats(site, calls, repeats)?;
+        // The calls of one turn are judged on what was read before it:
+        // the model chose them all before any of their replies.
+        let before = site.read.load(Ordering::Acquire);
         let mut answers = Vec::with_capacity(calls.len());
         for (chunk_no, chunk) in calls.chunks(MAX_PARALLEL_CALLS).enumerate() {
             let base = chunk_no * MAX_PARALLEL_CALLS;
             let results: Vec<Result<Answer, Stop>> = if chunk.len() == 1 {
-                vec![self.tool_call(site, offered, turn, base, &chunk[0])]
+                vec![self.tool_call(site, offered, turn, base, &chunk[0], before)]
             } else {
                 std::thread::scope(|s| {
                     let handles: Vec<_> = chunk
@@ -341,7 +360,7 @@ impl<'r> Run<'r> {
                                 .name("ais-tool-call".into())
                                 .stack_size(256 * 1024)
                                 .spawn_scoped(s, move || {
-                                    self.tool_call(site, offered, turn, base + i, c)
+                                    self.tool_call(site, offered, turn, base + i, c, before)
                                 })
                         })
                         .collect();
@@ -357,7 +376,7 @@ impl<'r> Run<'r> {
                                 )))
                             }),
                             // No thread to spare: run it here.
-                            Err(_) => self.tool_call(site, offered, turn, base + i, c),
+                            Err(_) => self.tool_call(site, offered, turn, base + i, c, before),
                         })
                         .collect()
                 })
@@ -430,6 +449,7 @@ impl<'r> Run<'r> {
         turn: u32,
         index: usize,
         call: &ToolCall,
+        label: u64,
     ) -> Result<Answer, Stop> {
         let start_ns = self.now();
         let record = |status: &'static str, code: Option<&str>, replayed: bool| ToolCallRecord {
@@ -468,14 +488,28 @@ impl<'r> Run<'r> {
                 format!("the arguments do not match the tool's schema: {e}"),
             ));
         }
-        // The exchange's label (set when the op was dispatched): its
-        // inputs, the model and every tool it is offered.
-        let label = site.frame.label(site.instr.result);
         if let Err(e) = self
             .labels
             .check_tool_call(&call.name, &args, label)
             .or_else(|e| self.approvals.review(self.agent_name(site.frame.agent), e))
+            .or_else(|e| {
+                let id = site.jkey.map(|j| {
+                    EffectId::new(
+                        format!("{}#turn{turn}.{index}#approval", j.key),
+                        crate::journal::input_hash(&[
+                            Val::str(&call.name),
+                            Val::from_json(args.clone()),
+                        ]),
+                    )
+                });
+                self.ask_at(id, e)
+            })
         {
+            // Waiting for a person: the run pauses (the exchange's turns
+            // are journaled; a resumed run replays them to this call).
+            if e.code == crate::exec::PAUSED {
+                return Err(Stop::Fail(e));
+            }
             return Ok(refuse(&e.code, e.message));
         }
         if self.over_budget(site.frame, site.op, site.instr, Class::Tool) {
@@ -525,12 +559,25 @@ impl<'r> Run<'r> {
             },
             |v| (Record::values(std::slice::from_ref(v)), 0),
         );
-        match gated.map_err(Stop::Fail)? {
-            (Ok(v), replayed) => Ok(Answer {
-                content: result_text(&v.to_json()),
-                is_error: false,
-                record: record("ok", None, replayed),
-            }),
+        let gated = gated.map_err(Stop::Fail)?;
+        // The model reads the reply (or the tool's error, which may carry
+        // the tool's text too): its source joins what the exchange read.
+        if !self.labels.off() {
+            site.read
+                .fetch_or(self.labels.source(&call.name), Ordering::AcqRel);
+        }
+        match gated {
+            (Ok(v), replayed) => {
+                // Its arguments came from what the exchange had read.
+                if self.labels.is_trusted(label) {
+                    self.labels.note_value(&call.name, || v.to_json());
+                }
+                Ok(Answer {
+                    content: result_text(&v.to_json()),
+                    is_error: false,
+                    record: record("ok", None, replayed),
+                })
+            }
             (Err(_), _) if self.halted() || site.frame.is_cancelled() => Err(Stop::Halted),
             (Err(e), _) => {
                 // A denial is a refusal (nothing ran); any other failure

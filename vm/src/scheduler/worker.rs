@@ -13,6 +13,7 @@ use crate::sync::lock;
 use crate::telemetry::{OpEvent, Status, Track};
 use crate::tx::Deferred;
 use crate::value::Val;
+use ais_ir::bytecode::Imm;
 use ais_ir::Opcode;
 use crossbeam::sync::{Parker, Unparker};
 use crossbeam_deque::{Steal, Worker};
@@ -161,11 +162,18 @@ impl<'r> Run<'r> {
         let class = exec::class(instr.opcode);
         // A sink refuses untrusted data before anything is admitted.
         if labels_on {
-            if matches!(class, Class::Inline | Class::Tool) && !self.labels.is_trusted(label) {
+            if matches!(class, Class::Inline | Class::Tool) && self.labels.needs_check(label) {
                 if let Err(e) = self
                     .labels
-                    .check_sink(frame.code, instr, &|s| frame.label(s), frame.pc)
+                    .check_sink(
+                        frame.code,
+                        instr,
+                        &|s| frame.label(s),
+                        &|s| frame.slot(s).map(Val::to_json),
+                        frame.pc,
+                    )
                     .or_else(|e| self.approvals.review(self.agent_name(frame.agent), e))
+                    .or_else(|e| self.ask_in_journal(&frame, op, instr, &args, e))
                 {
                     self.fail(&frame, op, e, &sink);
                     return None;
@@ -198,6 +206,14 @@ impl<'r> Run<'r> {
         let (jkey, replayed) = match self.admit(&frame, op, instr, class, &args) {
             Admission::Stopped => return None,
             Admission::Replayed(r, label) => {
+                // A replayed tool reply is a value of its tool, as when
+                // it ran (argument rules compare against it).
+                if let (Imm::Tool(t), Ok(vals)) = (&instr.imm, &r) {
+                    let l = frame.label(instr.result) | label;
+                    if let (Some(v), true) = (vals.first(), self.labels.is_trusted(l)) {
+                        self.labels.note_value(t, || v.to_json());
+                    }
+                }
                 // What the earlier attempt recorded joins what the
                 // inputs give now (a union: never less than either).
                 if label != 0 {

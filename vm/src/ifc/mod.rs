@@ -20,7 +20,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-pub use ais_ir::ifc::{Mode, Quarantine, SinkRule};
+pub use ais_ir::ifc::{ArgRule, Mode, OnDeny, Quarantine, SinkRule};
+
+mod values;
+pub use values::ValuePools;
 
 /// The code of a denied flow.
 pub const DENIED: &str = "policy.denied";
@@ -32,6 +35,8 @@ pub struct Labels {
     pub policy: FlowPolicy,
     names: Mutex<Vec<String>>,
     untrusted: AtomicU64,
+    /// Sources whose data is private (`[policy] private`).
+    private: AtomicU64,
     /// Union of the labels written to each memory tier (stm, ltm,
     /// episodic) and to beliefs, in this run and (for tiers that outlive a
     /// run, [`Labels::load_stored`]) in earlier ones: a read carries it.
@@ -45,6 +50,10 @@ pub struct Labels {
     pub message: u64,
     pub plan: u64,
     pub input: u64,
+    /// A quarantined call's result (`ais_ir::ifc::QUARANTINE`).
+    pub quarantine: u64,
+    /// The values of the sources argument rules compare against.
+    pub values: ValuePools,
     trace: Option<Arc<LabelTrace>>,
 }
 
@@ -74,10 +83,12 @@ impl LabelTrace {
 
 impl Labels {
     pub fn new(policy: FlowPolicy) -> Labels {
+        let values = ValuePools::new(policy.value_sources());
         let mut l = Labels {
             policy,
             names: Mutex::new(Vec::new()),
             untrusted: AtomicU64::new(0),
+            private: AtomicU64::new(0),
             mem: Default::default(),
             seen_by_host: AtomicU64::new(0),
             args: 0,
@@ -85,6 +96,8 @@ impl Labels {
             message: 0,
             plan: 0,
             input: 0,
+            quarantine: 0,
+            values,
             trace: None,
         };
         l.args = l.source("@args");
@@ -92,6 +105,7 @@ impl Labels {
         l.message = l.source("@message");
         l.plan = l.source("@plan");
         l.input = l.source("@input");
+        l.quarantine = l.source(ais_ir::ifc::QUARANTINE);
         l
     }
 
@@ -137,12 +151,72 @@ impl Labels {
         if !self.policy.trusted(name) {
             self.untrusted.fetch_or(bit, Ordering::Relaxed);
         }
+        if self.policy.private(name) {
+            self.private.fetch_or(bit, Ordering::Relaxed);
+        }
         bit
     }
 
     #[inline]
     pub fn is_trusted(&self, label: u64) -> bool {
         label & self.untrusted.load(Ordering::Relaxed) == 0
+    }
+
+    /// Must an op with inputs labelled `label` be checked at its sink:
+    /// untrusted or private data?
+    #[inline]
+    pub fn needs_check(&self, label: u64) -> bool {
+        label & (self.untrusted.load(Ordering::Relaxed) | self.private.load(Ordering::Relaxed)) != 0
+    }
+
+    /// The private sources in `label`, by name.
+    fn private_names(&self, label: u64) -> Vec<String> {
+        let p = label & self.private.load(Ordering::Relaxed);
+        self.names(p)
+    }
+
+    /// Confidentiality: may a call of `tool` whose arguments (`args`, an
+    /// object) carry `label` happen? Private data reaches only tools that
+    /// keep it on the machine, or whose destination arguments hold a value
+    /// its `private_to` trusts.
+    pub fn check_private(
+        &self,
+        tool: &str,
+        label: u64,
+        args: &dyn Fn() -> Option<serde_json::Value>,
+    ) -> Result<(), OpError> {
+        if label & self.private.load(Ordering::Relaxed) == 0 || self.policy.local(tool) {
+            return Ok(());
+        }
+        let to = self.policy.sinks.get(tool).map(|r| &r.private_to);
+        let trusted_destination = match (to, args()) {
+            (Some(to), Some(a)) if !to.is_empty() => to.iter().all(|(arg, patterns)| {
+                let mut leaves = Vec::new();
+                string_leaves(a.get(arg), &mut leaves);
+                !leaves.is_empty()
+                    && leaves
+                        .iter()
+                        .all(|v| patterns.iter().any(|p| ais_ir::ifc::glob(p, v)))
+            }),
+            _ => false,
+        };
+        if trusted_destination {
+            return Ok(());
+        }
+        let sources = self.private_names(label);
+        let arg = to
+            .and_then(|t| t.keys().next().cloned())
+            .unwrap_or_else(|| "args".into());
+        Err(self.denial(
+            tool,
+            &arg,
+            format!(
+                "`{tool}` would send private data from {} to a destination not trusted with it (set `[policy.sinks.{tool}] private_to`)",
+                sources.join(", ")
+            ),
+            sources,
+            vec![tool.to_string()],
+        ))
     }
 
     /// The untrusted sources in `label`, by name.
@@ -239,19 +313,17 @@ impl Labels {
                 self.source(name) | self.mem[i].load(Ordering::Relaxed) | trace
             }
             Opcode::Pause => self.input,
-            op if llm => {
-                // A tool-calling exchange reads the tools' replies too.
+            Opcode::Solve => {
+                // A planner may read every offered tool's replies.
                 let tools = match &instr.imm {
                     Imm::Llm(a) => a.tools.iter().fold(0, |l, t| l | self.source(&t.name)),
                     _ => 0,
                 };
-                let own = if op == Opcode::Solve {
-                    self.plan
-                } else {
-                    self.llm
-                };
-                own | tools
+                self.plan | tools
             }
+            // A tool-calling exchange adds the sources of the replies it
+            // actually read, turn by turn (`scheduler::tool_loop`).
+            _ if llm => self.llm,
             _ => 0,
         }
     }
@@ -298,21 +370,26 @@ impl Labels {
         pc: u64,
     ) -> u64 {
         if self.policy.quarantine.releases(program, instr) {
-            // Quarantine: the value cannot carry an instruction; only
-            // the control context stays.
-            return pc;
+            // Quarantine: the value cannot carry an instruction, but the
+            // attacker chose it among the shapes the schema admits: it
+            // keeps the control context and `@quarantine`, which only the
+            // arguments that accept such a choice take.
+            return pc | self.quarantine;
         }
         label | self.op_source(instr)
     }
 
     /// Checks a sink op's arguments against the policy: `Err(policy.denied)`
     /// naming the sink, the argument and the untrusted sources (and the
-    /// producing ops within the frame) when one is denied.
+    /// producing ops within the frame) when one is denied. `value_of`
+    /// gives a slot's value, for the arguments whose rule judges the value
+    /// by its provenance.
     pub fn check_sink(
         &self,
         code: &RegionCode,
         instr: &Instr,
         label_of: &dyn Fn(u32) -> u64,
+        value_of: &dyn Fn(u32) -> Option<serde_json::Value>,
         pc: u64,
     ) -> Result<(), OpError> {
         if !self.policy.enforced() {
@@ -326,6 +403,20 @@ impl Labels {
         let Some(sink) = sink_of(instr.opcode, tool, tier) else {
             return Ok(());
         };
+        // Confidentiality: a tool call or `exec` (which may reach the
+        // network) carrying private data.
+        if matches!(instr.opcode, Opcode::Inv | Opcode::Exec) {
+            let data = code.data(instr);
+            let all = data.iter().fold(pc, |l, &s| l | label_of(s));
+            let first = data.first().copied();
+            self.check_private(&sink.name, all, &|| {
+                let v = value_of(first?)?;
+                Some(match instr.opcode {
+                    Opcode::Exec => json!({ "command": v }),
+                    _ => v,
+                })
+            })?;
+        }
         if !self.policy.is_sink(&sink.name) {
             return Ok(());
         }
@@ -341,68 +432,151 @@ impl Labels {
             } else {
                 None
             };
-            let args: Vec<(String, u64)> = match fields {
+            let args: Vec<(String, u32, u64)> = match fields {
                 Some(fs) => fs
                     .into_iter()
-                    .map(|(k, slot)| (k, label_of(slot) | pc))
+                    .map(|(k, slot)| (k, slot, label_of(slot) | pc))
                     .collect(),
-                None => vec![(sink.operand_name(i).to_string(), whole)],
+                None => vec![(sink.operand_name(i).to_string(), s, whole)],
             };
-            for (arg, l) in args {
-                if self.is_trusted(l) || !self.policy.arg_checked(&sink.name, &arg) {
+            for (arg, slot, l) in args {
+                if self.admits(&sink.name, &arg, l, || value_of(slot)) {
                     continue;
                 }
                 let sources = self.untrusted_names(l);
                 let path = path_to(code, s, &|x| !self.is_trusted(label_of(x)));
-                return Err(OpError::new(
-                    DENIED,
+                return Err(self.denial(
+                    &sink.name,
+                    &arg,
                     format!(
                         "`{}` argument `{arg}` carries untrusted data from {} (path: {})",
                         sink.name,
                         sources.join(", "),
                         path.join(" -> ")
                     ),
-                )
-                .with_payload(json!({
-                    "sink": sink.name,
-                    "argument": arg,
-                    "sources": sources,
-                    "path": path,
-                })));
+                    sources,
+                    path,
+                ));
             }
         }
         Ok(())
+    }
+
+    /// May argument `arg` of `sink` take a value labelled `label`? Yes when
+    /// the label is trusted, the argument unchecked, its untrusted sources
+    /// only a quarantined choice the argument accepts, or its value one
+    /// the argument's rule vouches for (`value`: asked only then).
+    pub fn admits(
+        &self,
+        sink: &str,
+        arg: &str,
+        label: u64,
+        value: impl FnOnce() -> Option<serde_json::Value>,
+    ) -> bool {
+        if self.is_trusted(label) || !self.policy.arg_checked(sink, arg) {
+            return true;
+        }
+        let Some(rule) = self.policy.arg_rule(sink, arg) else {
+            return false;
+        };
+        let bad = label & self.untrusted.load(Ordering::Relaxed);
+        if rule.quarantined && bad & !self.quarantine == 0 {
+            return true;
+        }
+        if rule.values.is_empty() && rule.from.is_empty() {
+            return false;
+        }
+        value().is_some_and(|v| {
+            self.values
+                .vouches(rule, &v, &|s: &str| self.policy.trusted(s))
+        })
+    }
+
+    /// A `policy.denied` error; its payload says whether to ask a person
+    /// (`on_deny`).
+    fn denial(
+        &self,
+        sink: &str,
+        arg: &str,
+        message: String,
+        sources: Vec<String>,
+        path: Vec<String>,
+    ) -> OpError {
+        let on_deny = match self.policy.on_deny(sink, arg) {
+            None => "terminal",
+            Some(OnDeny::Ask) => "ask",
+            Some(OnDeny::Deny) => "deny",
+        };
+        OpError::new(DENIED, message).with_payload(json!({
+            "sink": sink,
+            "argument": arg,
+            "sources": sources,
+            "path": path,
+            "on_deny": on_deny,
+        }))
+    }
+
+    /// Keeps the value a source produced when an argument rule compares
+    /// against it (the run's input, a trusted tool's result).
+    #[inline]
+    pub fn note_value(&self, source: &str, v: impl FnOnce() -> serde_json::Value) {
+        if self.values.wants(source) {
+            self.values.note(source, &v());
+        }
     }
 }
 
 impl Labels {
     /// Checks a tool call a model asked for inside an LLM op whose
-    /// exchange carries `label`.
+    /// exchange has read `label` so far (its inputs, the model, and the
+    /// replies of the earlier turns' calls).
     pub fn check_tool_call(
         &self,
         tool: &str,
         args: &serde_json::Value,
         label: u64,
     ) -> Result<(), OpError> {
-        if !self.policy.enforced() || self.is_trusted(label) || !self.policy.is_sink(tool) {
+        if !self.policy.enforced() {
+            return Ok(());
+        }
+        self.check_private(tool, label, &|| Some(args.clone()))?;
+        if self.is_trusted(label) || !self.policy.is_sink(tool) {
             return Ok(());
         }
         let names: Vec<&str> = match args {
             serde_json::Value::Object(m) if !m.is_empty() => m.keys().map(String::as_str).collect(),
             _ => vec!["args"],
         };
-        let Some(arg) = names.into_iter().find(|a| self.policy.arg_checked(tool, a)) else {
+        let Some(arg) = names.into_iter().find(|a| {
+            !self.admits(tool, a, label, || {
+                args.get(a).cloned().or_else(|| Some(args.clone()))
+            })
+        }) else {
             return Ok(());
         };
         let sources = self.untrusted_names(label);
-        Err(OpError::new(
-            DENIED,
+        Err(self.denial(
+            tool,
+            arg,
             format!(
                 "`{tool}` argument `{arg}` would carry untrusted data from {} (the model's conversation read it)",
                 sources.join(", ")
             ),
-        )
-        .with_payload(json!({"sink": tool, "argument": arg, "sources": sources, "path": ["llm", tool]})))
+            sources,
+            vec!["llm".into(), tool.into()],
+        ))
+    }
+}
+
+/// The strings (and numbers, as text) in `v`.
+fn string_leaves(v: Option<&serde_json::Value>, out: &mut Vec<String>) {
+    match v {
+        Some(serde_json::Value::String(s)) => out.push(s.clone()),
+        Some(serde_json::Value::Number(n)) => out.push(n.to_string()),
+        Some(serde_json::Value::Array(xs)) => {
+            xs.iter().for_each(|x| string_leaves(Some(x), out));
+        }
+        _ => {}
     }
 }
 
@@ -488,6 +662,10 @@ impl Approvals {
             return Err(denial);
         };
         let p = &denial.payload;
+        // `on_deny = "deny"`: the policy's author wants nobody asked.
+        if p["on_deny"] == "deny" {
+            return Err(denial);
+        }
         let key = format!(
             "{}\u{0}{}\u{0}{}",
             p["sink"].as_str().unwrap_or(""),

@@ -1,0 +1,249 @@
+//! Provenance of values (`[policy.sinks.NAME.args.ARG]`, `docs/security.md`):
+//! an untrusted value may still reach a guarded argument when the run's
+//! input (`@args`), a trusted tool's result or a list in the config holds
+//! that very value. The attacker can then only pick among values the user
+//! already trusts (a contact, one of the user's accounts, an amount the
+//! user wrote), which is what the rule's author accepts for that argument.
+//!
+//! A pool keeps the words and numbers of the values a source produced in
+//! this run: every string field whole, every whitespace-separated word of
+//! it (an address inside a sentence) and every number, normalised. An
+//! argument's value is vouched for when each of its string and number
+//! leaves is in one of the pools its rule names, or in its `values` list.
+
+use crate::sync::lock;
+use ais_ir::ifc::ArgRule;
+use serde_json::Value as Json;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Mutex;
+
+/// Words kept per source, at most: a source producing more keeps its
+/// first words only (fewer values vouched for, never more).
+const MAX_WORDS: usize = 100_000;
+/// Strings longer than this are kept as words only, not whole.
+const MAX_WHOLE: usize = 4096;
+
+#[derive(Default)]
+struct Pool {
+    words: HashSet<String>,
+    numbers: Vec<f64>,
+}
+
+impl Pool {
+    fn add(&mut self, v: &Json, depth: u32) {
+        if self.words.len() >= MAX_WORDS || depth > 32 {
+            return;
+        }
+        match v {
+            Json::String(s) => {
+                // Text holding JSON (a tool's reply as a string): its fields.
+                let t = s.trim_start();
+                if t.starts_with('{') || t.starts_with('[') {
+                    if let Ok(inner) = serde_json::from_str::<Json>(s) {
+                        self.add(&inner, depth + 1);
+                    }
+                }
+                if s.len() <= MAX_WHOLE {
+                    self.word(s);
+                }
+                // Items of a list written as text (`Le Petit Parc, Hotel
+                // Lumiere`; one per line), then every word.
+                for item in s.split(['\n', ';', '|']).flat_map(|l| l.split(", ")) {
+                    self.word(item);
+                    // `Landlord Ltd: GB11...`: the value after a label.
+                    if let Some((_, v)) = item.split_once(": ") {
+                        self.word(v);
+                    }
+                }
+                for w in s.split(char::is_whitespace) {
+                    self.word(w);
+                    if self.words.len() >= MAX_WORDS {
+                        return;
+                    }
+                }
+            }
+            Json::Number(n) => {
+                if let Some(f) = n.as_f64() {
+                    self.numbers.push(f);
+                }
+                self.word(&n.to_string());
+            }
+            Json::Bool(b) => self.word(&b.to_string()),
+            Json::Array(xs) => xs.iter().for_each(|x| self.add(x, depth + 1)),
+            Json::Object(m) => m.values().for_each(|x| self.add(x, depth + 1)),
+            Json::Null => {}
+        }
+    }
+
+    fn word(&mut self, w: &str) {
+        let n = normalise(w);
+        if n.is_empty() {
+            return;
+        }
+        if let Some(f) = number_of(&n) {
+            self.numbers.push(f);
+        }
+        self.words.insert(n);
+    }
+
+    fn has_word(&self, w: &str) -> bool {
+        self.words.contains(w) || number_of(w).is_some_and(|f| self.has_number(f))
+    }
+
+    fn has_number(&self, f: f64) -> bool {
+        self.numbers
+            .iter()
+            .any(|x| (x - f).abs() <= 1e-9 * f.abs().max(1.0))
+    }
+}
+
+/// Lower case, without surrounding punctuation and a `mailto:` prefix.
+fn normalise(w: &str) -> String {
+    let t = w.trim_matches(|c: char| c.is_whitespace() || "\"'`()[]{}<>.,;:!?".contains(c));
+    let t = t.strip_prefix("mailto:").unwrap_or(t);
+    t.to_lowercase()
+}
+
+/// A word read as an amount: `1,250.00`, `$950`, `950€`.
+fn number_of(w: &str) -> Option<f64> {
+    let t = w.trim_matches(|c: char| "$€£¥".contains(c));
+    if t.is_empty() || !t.starts_with(|c: char| c.is_ascii_digit() || c == '-') {
+        return None;
+    }
+    t.replace(',', "")
+        .parse::<f64>()
+        .ok()
+        .filter(|f| f.is_finite())
+}
+
+/// The values of the sources some argument rule names, in one run.
+pub struct ValuePools {
+    wanted: Vec<String>,
+    pools: Mutex<BTreeMap<String, Pool>>,
+}
+
+impl ValuePools {
+    pub fn new(wanted: Vec<String>) -> ValuePools {
+        ValuePools {
+            wanted,
+            pools: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Does some rule compare values against `source`? (One comparison
+    /// per completed tool call when none does.)
+    #[inline]
+    pub fn wants(&self, source: &str) -> bool {
+        !self.wanted.is_empty() && self.wanted.iter().any(|s| s == source)
+    }
+
+    /// Keeps a value `source` produced.
+    pub fn note(&self, source: &str, v: &Json) {
+        if self.wants(source) {
+            lock(&self.pools)
+                .entry(source.to_string())
+                .or_default()
+                .add(v, 0);
+        }
+    }
+
+    /// Is `v` vouched for by `rule`: every string and number in it is in
+    /// the rule's `values` or in a pool of a trusted source its `from`
+    /// names? `trusted` is the policy's judgement of a source.
+    pub fn vouches(&self, rule: &ArgRule, v: &Json, trusted: &dyn Fn(&str) -> bool) -> bool {
+        let mut listed = Pool::default();
+        for x in &rule.values {
+            listed.add(x, 0);
+        }
+        let pools = lock(&self.pools);
+        let from: Vec<&Pool> = rule
+            .from
+            .iter()
+            .filter(|s| trusted(s))
+            .filter_map(|s| pools.get(s.as_str()))
+            .chain(std::iter::once(&listed))
+            .collect();
+        let mut leaves = Vec::new();
+        leaves_of(v, &mut leaves, 0);
+        // Nothing to vouch for is not a value anyone chose.
+        if leaves.is_empty() {
+            return false;
+        }
+        leaves.iter().all(|leaf| match leaf {
+            Leaf::Word(w) => w.is_empty() || from.iter().any(|p| p.has_word(w)),
+            Leaf::Number(f) => from.iter().any(|p| p.has_number(*f)),
+        })
+    }
+}
+
+enum Leaf {
+    Word(String),
+    Number(f64),
+}
+
+fn leaves_of(v: &Json, out: &mut Vec<Leaf>, depth: u32) {
+    if depth > 32 {
+        // Too deep to judge: a leaf nothing holds.
+        out.push(Leaf::Word("\u{0}".into()));
+        return;
+    }
+    match v {
+        Json::String(s) => out.push(Leaf::Word(normalise(s))),
+        Json::Number(n) => out.push(match n.as_f64() {
+            Some(f) => Leaf::Number(f),
+            None => Leaf::Word(n.to_string()),
+        }),
+        Json::Bool(b) => out.push(Leaf::Word(b.to_string())),
+        Json::Array(xs) => xs.iter().for_each(|x| leaves_of(x, out, depth + 1)),
+        Json::Object(m) => m.values().for_each(|x| leaves_of(x, out, depth + 1)),
+        Json::Null => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rule(from: &[&str], values: Vec<Json>) -> ArgRule {
+        ArgRule {
+            from: from.iter().map(|s| s.to_string()).collect(),
+            values,
+            ..ArgRule::default()
+        }
+    }
+
+    #[test]
+    fn values_from_the_request_a_trusted_tool_or_the_config() {
+        let p = ValuePools::new(vec!["@args".into(), "contacts".into()]);
+        p.note(
+            "@args",
+            &json!({"task": "Pay 1,250.00 to GB29NWBK60161331926819 for May rent."}),
+        );
+        p.note(
+            "contacts",
+            &json!(r#"[{"name": "Bob", "email": "Bob@Example.com"}]"#),
+        );
+        p.note("web", &json!("attacker@evil.test"));
+        p.note(
+            "contacts",
+            &json!("Le Petit Parc, Hotel Lumiere\nPower Co: GB22POWR"),
+        );
+        let all = |_: &str| true;
+        let r = rule(&["@args", "contacts"], vec![json!("ops@corp.test")]);
+        assert!(p.vouches(&r, &json!("GB29NWBK60161331926819"), &all));
+        assert!(p.vouches(&r, &json!(1250), &all));
+        assert!(p.vouches(&r, &json!("bob@example.com"), &all));
+        assert!(p.vouches(&r, &json!(["bob@example.com", "OPS@corp.test"]), &all));
+        assert!(!p.vouches(&r, &json!("attacker@evil.test"), &all));
+        assert!(p.vouches(&r, &json!("le petit parc"), &all));
+        assert!(p.vouches(&r, &json!("GB22POWR"), &all));
+        assert!(!p.vouches(&r, &json!("Petit Parc Lumiere"), &all));
+        assert!(!p.vouches(&r, &json!(["bob@example.com", "attacker@evil.test"]), &all));
+        assert!(!p.vouches(&r, &json!(5000), &all));
+        assert!(!p.vouches(&r, &json!(null), &all));
+        // An untrusted source named in `from` vouches for nothing.
+        let only_args = |s: &str| s == "@args";
+        assert!(!p.vouches(&r, &json!("bob@example.com"), &only_args));
+    }
+}
