@@ -89,6 +89,11 @@ pub struct AamConfig {
     /// No provider configured and the run's backend is the simulator:
     /// `search` answers with labelled simulated results (set by the edge).
     pub simulate_search: bool,
+    /// `[tools] allow_private_network`: private destinations `http_get`
+    /// may reach.
+    pub allow_private_network: Vec<String>,
+    /// `[tools] sandbox`: how `bash` is confined (`super::shell`).
+    pub sandbox: super::shell::Sandbox,
 }
 
 impl Default for AamConfig {
@@ -106,6 +111,8 @@ impl Default for AamConfig {
             search: None,
             remote_agents: Vec::new(),
             simulate_search: false,
+            allow_private_network: Vec::new(),
+            sandbox: super::shell::Sandbox::default(),
         }
     }
 }
@@ -182,6 +189,10 @@ impl AamConfig {
             cfg.destructive = t.destructive.clone();
             cfg.search = t.search.clone();
             cfg.concurrency = t.concurrency.clone();
+            cfg.allow_private_network = t.allow_private_network.clone();
+            if t.sandbox.as_deref() == Some("none") {
+                cfg.sandbox = super::shell::Sandbox::None;
+            }
             for s in &t.subprocess {
                 let mut s = s.clone();
                 s.cwd = s.cwd.as_deref().map(resolve);

@@ -282,6 +282,9 @@ pub struct AamHost {
     answers: crate::sync::AskOnce<(String, String)>,
     warnings: Vec<String>,
     settings: ais_stdlib::Settings,
+    /// Every tool's declaration (`crate::catalogue`): aliases resolve
+    /// through it before access is checked.
+    catalogue: Arc<ais_ir::catalogue::Declarations>,
 }
 
 fn new_run_id() -> String {
@@ -366,10 +369,12 @@ impl AamHost {
             printed: Mutex::default(),
             answers: crate::sync::AskOnce::default(),
             warnings: Vec::new(),
+            catalogue: Arc::new(crate::catalogue::declarations(&cfg)),
             settings: ais_stdlib::Settings {
                 workspace: cfg.workspace.clone(),
                 http_timeout: cfg.http_timeout,
                 search: search_provider(&cfg),
+                allow_private_network: cfg.allow_private_network.clone(),
                 ..ais_stdlib::Settings::default()
             },
             config: cfg,
@@ -550,10 +555,16 @@ impl AamHost {
     }
 
     fn add_tool(&self, mut spec: ToolSpec) {
-        if let Some(n) = self.config.concurrency.get(&spec.name) {
-            spec.limit = Some(Arc::new(Limiter::new(*n)));
+        // Settings of a tool hold for its aliases too.
+        let canonical = self.catalogue.canonical(&spec.name).to_string();
+        let of =
+            |m: &BTreeMap<String, usize>| m.get(&spec.name).or_else(|| m.get(&canonical)).copied();
+        if let Some(n) = of(&self.config.concurrency) {
+            spec.limit = Some(Arc::new(Limiter::new(n)));
         }
-        if self.config.destructive.contains(&spec.name) {
+        if self.config.destructive.contains(&spec.name)
+            || self.config.destructive.contains(&canonical)
+        {
             spec.destructive = true;
         }
         self.tools
@@ -1131,6 +1142,9 @@ impl AamHost {
         origin: Origin,
     ) -> Result<(), HostError> {
         let a = &self.config.access;
+        // An alias is the tool it names: `deny = ["write_file"]` holds
+        // for `write` too (and an allow of either name allows both).
+        let canonical = self.catalogue.canonical(tool);
         let denied = |why: &str| {
             HostError::new(
                 "tool.denied",
@@ -1138,10 +1152,13 @@ impl AamHost {
             )
             .with_payload(json!({"agent": agent, "tool": tool, "origin": origin.name()}))
         };
-        if a.denied(agent, tool) {
+        if a.denied(agent, tool) || a.denied(agent, canonical) {
             return Err(denied("[access.deny] lists it"));
         }
-        if matches!(origin, Origin::Aam | Origin::Remote) || a.allowed(agent, tool) {
+        if matches!(origin, Origin::Aam | Origin::Remote)
+            || a.allowed(agent, tool)
+            || a.allowed(agent, canonical)
+        {
             return Ok(());
         }
         if origin.allowed_by_default() && a.readonly_default {
@@ -1357,7 +1374,9 @@ impl AamHost {
                 Ok(out)
             }
             Kind::Subprocess(cfg) => tools::run_subprocess(cfg, args, cancel),
-            Kind::Shell => shell::run_bash(&self.settings.workspace, args, cancel),
+            Kind::Shell => {
+                shell::run_bash(&self.settings.workspace, self.config.sandbox, args, cancel)
+            }
             Kind::Mcp { client, remote, .. } => client.call_tool(remote, args, cancel),
             Kind::Embedded(f) => f(args),
             Kind::Remote(r) => r.call(args, cancel),
@@ -1646,6 +1665,9 @@ impl Host for AamHost {
     }
 
     fn stored_labels(&self, tier: &str) -> Result<Vec<String>, HostError> {
+        if tier == "workspace" {
+            return crate::catalogue::labels::load(&self.settings.workspace);
+        }
         if !self.keeps_labels(tier) {
             return Ok(Vec::new());
         }
@@ -1660,6 +1682,9 @@ impl Host for AamHost {
     }
 
     fn store_labels(&self, tier: &str, names: &[String]) -> Result<(), HostError> {
+        if tier == "workspace" {
+            return crate::catalogue::labels::store(&self.settings.workspace, names);
+        }
         if !self.keeps_labels(tier) {
             return Ok(());
         }

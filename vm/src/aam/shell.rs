@@ -8,6 +8,27 @@
 //! unless `[access]` allows it, like every tool that changes the world.
 //! The result is `{exit_code, stdout, stderr, truncated}`: a failing
 //! command is an answer (its exit code), not a tool failure.
+//!
+//! Confinement (`[tools] sandbox`, default `"bwrap"`): the command runs
+//! under bubblewrap (`bwrap`, Debian package `bubblewrap`, unprivileged
+//! through user namespaces) in a new mount, PID, network, IPC, UTS and
+//! user namespace. It sees the workspace (read-write, at its own path),
+//! the system's programs and libraries (`/usr` and its `/bin`, `/lib`
+//! links, read-only), a few files of `/etc` it needs to run programs
+//! (read-only), a private `/tmp`, `/proc` and a minimal `/dev`; nothing
+//! else of the file system (no home directory, no `/etc/passwd`, no other
+//! project). The workspace's label sidecar (`crate::catalogue::labels`)
+//! is mounted read-only over itself. No network. Every process it starts,
+//! in the background or in a new session, lives in its PID namespace and
+//! ends when the call ends (finished, timed out, cancelled) or `aisc`
+//! dies (`--die-with-parent`). Not guaranteed: the limits of the kernel's
+//! namespaces (a kernel bug), CPU and memory use (no cgroup limits), and
+//! what the programs under `/usr` can do with the workspace. When `bwrap`
+//! is missing or cannot create its namespaces, `bash` is refused
+//! (`tool.sandbox`) unless the configuration opts out with
+//! `sandbox = "none"`: then only the working directory is confined and
+//! the process group is killed at the end of the call (a job that starts
+//! its own session survives that).
 
 use super::tools::run_process;
 use crate::host::HostError;
@@ -23,6 +44,69 @@ pub const MAX_OUTPUT: u64 = 64 * 1024;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// The longest timeout a call may ask for.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// How `bash` is confined (`[tools] sandbox`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Sandbox {
+    /// bubblewrap; refused when it is missing.
+    #[default]
+    Bwrap,
+    /// No confinement beyond the working directory (explicit opt-out).
+    None,
+}
+
+/// The workspace's label sidecar, which a command may read but not change.
+const SIDECAR: &str = crate::catalogue::labels::SIDECAR;
+
+/// `bwrap` on `PATH`, if any.
+fn find_bwrap() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join("bwrap"))
+        .find(|p| p.is_file())
+}
+
+/// The bubblewrap command line around `bash -c command` (module docs).
+fn confined(bwrap: &Path, root: &Path, dir: &Path, command: &str) -> Command {
+    let mut cmd = Command::new(bwrap);
+    cmd.args(["--unshare-all", "--die-with-parent", "--new-session"])
+        .args(["--ro-bind", "/usr", "/usr"]);
+    for top in ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"] {
+        let p = Path::new(top);
+        match std::fs::read_link(p) {
+            Ok(target) => {
+                cmd.arg("--symlink").arg(target).arg(top);
+            }
+            Err(_) if p.is_dir() => {
+                cmd.args(["--ro-bind", top, top]);
+            }
+            Err(_) => {}
+        }
+    }
+    for etc in [
+        "/etc/alternatives",
+        "/etc/ld.so.cache",
+        "/etc/ld.so.conf",
+        "/etc/ld.so.conf.d",
+        "/etc/localtime",
+        "/etc/nsswitch.conf",
+    ] {
+        cmd.args(["--ro-bind-try", etc, etc]);
+    }
+    cmd.args(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"])
+        .arg("--bind")
+        .arg(root)
+        .arg(root);
+    let sidecar = root.join(SIDECAR);
+    if sidecar.exists() {
+        cmd.arg("--ro-bind").arg(&sidecar).arg(&sidecar);
+    }
+    cmd.arg("--chdir")
+        .arg(dir)
+        .args(["--", "bash", "-c"])
+        .arg(command);
+    cmd
+}
 
 /// The tool's argument schema.
 pub fn input_schema() -> Json {
@@ -68,7 +152,12 @@ fn working_dir(workspace: &Path, cwd: Option<&str>) -> Result<PathBuf, HostError
 }
 
 /// Runs one `bash` call.
-pub fn run_bash(workspace: &Path, args: &Json, cancel: &CancelToken) -> Result<Json, HostError> {
+pub fn run_bash(
+    workspace: &Path,
+    sandbox: Sandbox,
+    args: &Json,
+    cancel: &CancelToken,
+) -> Result<Json, HostError> {
     let command = args
         .get("command")
         .and_then(Json::as_str)
@@ -86,10 +175,25 @@ pub fn run_bash(workspace: &Path, args: &Json, cancel: &CancelToken) -> Result<J
         },
     };
     let dir = working_dir(workspace, cwd)?;
-    let mut cmd = Command::new("bash");
-    cmd.arg("-c")
-        .arg(command)
-        .current_dir(&dir)
+    let root = working_dir(workspace, None)?;
+    let mut cmd = match sandbox {
+        Sandbox::Bwrap => {
+            let Some(bwrap) = find_bwrap() else {
+                return Err(HostError::new(
+                    "tool.sandbox",
+                    "`bash` runs confined by bubblewrap, and `bwrap` is not on PATH: install it (Debian: `apt-get install bubblewrap`) or set `[tools] sandbox = \"none\"` in .apxm/config.toml to run commands unconfined",
+                )
+                .with_payload(json!({"tool": "bash"})));
+            };
+            confined(&bwrap, &root, &dir, command)
+        }
+        Sandbox::None => {
+            let mut c = Command::new("bash");
+            c.arg("-c").arg(command);
+            c
+        }
+    };
+    cmd.current_dir(&dir)
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("LANG", "C.UTF-8")
@@ -102,10 +206,22 @@ pub fn run_bash(workspace: &Path, args: &Json, cancel: &CancelToken) -> Result<J
         (MAX_OUTPUT, MAX_OUTPUT),
         cancel,
     )?;
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    if sandbox == Sandbox::Bwrap && done.status.code() == Some(1) && stderr.starts_with("bwrap:") {
+        // The sandbox could not be set up: nothing ran.
+        return Err(HostError::new(
+            "tool.sandbox",
+            format!(
+                "`bash`: bubblewrap could not confine the command ({}); set `[tools] sandbox = \"none\"` to run commands unconfined",
+                stderr.trim()
+            ),
+        )
+        .with_payload(json!({"tool": "bash"})));
+    }
     Ok(json!({
         "exit_code": done.status.code(),
         "stdout": String::from_utf8_lossy(&done.stdout),
-        "stderr": String::from_utf8_lossy(&done.stderr),
+        "stderr": stderr,
         "truncated": done.stdout_cut || done.stderr_cut,
     }))
 }

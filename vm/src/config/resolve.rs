@@ -178,7 +178,7 @@ impl Config {
             remote_agents: file.remote_agents,
         };
         check_aam(&src.path, &aam)?;
-        Ok(Config {
+        let mut config = Config {
             source: Some(src),
             backends,
             default_backend,
@@ -191,7 +191,12 @@ impl Config {
             otlp: file.telemetry.otlp,
             aam,
             policy: file.policy.unwrap_or_default(),
-        })
+        };
+        // The catalogue's declarations under this file's tools, servers
+        // and agents: the base `[policy]` overrides.
+        let aam = crate::aam::config::AamConfig::from_config(&config);
+        config.policy = crate::catalogue::attach(std::mem::take(&mut config.policy), &aam);
+        Ok(config)
     }
 
     /// The configuration without any file.
@@ -338,6 +343,15 @@ fn check_tools(t: &ToolsSection) -> Result<(), String> {
         if *v == 0 {
             return Err(format!("tools.concurrency.{k} must be at least 1"));
         }
+    }
+    if let Some(m) = t
+        .sandbox
+        .as_deref()
+        .filter(|m| !matches!(*m, "bwrap" | "none"))
+    {
+        return Err(format!(
+            "tools.sandbox must be \"bwrap\" or \"none\", got \"{m}\""
+        ));
     }
     for s in &t.subprocess {
         if s.name.trim().is_empty() {
