@@ -31,7 +31,7 @@ fn toml_str(p: &Path) -> String {
 fn host(config: &str) -> (Arc<AamHost>, ais_ir::ifc::FlowPolicy) {
     let cfg = ais_vm::config::Config::parse(config, Path::new("config.toml")).unwrap();
     let aam = AamConfig::parse(config, None).unwrap();
-    let policy = ais_vm::catalogue::attach(cfg.policy.clone(), &aam);
+    let policy = ais_vm::catalogue::attach(cfg.policy.clone(), aam.declarations());
     let h = AamHost::open(AamOptions {
         storage: Storage::Ephemeral,
         config: aam,

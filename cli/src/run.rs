@@ -1118,7 +1118,7 @@ pub(crate) fn with_remote_agents(
     policy: ais_ir::ifc::FlowPolicy,
     aam: &ais_vm::aam::config::AamConfig,
 ) -> ais_ir::ifc::FlowPolicy {
-    ais_vm::catalogue::attach(policy, aam)
+    ais_vm::catalogue::attach(policy, aam.declarations())
 }
 
 /// The files among `files` that another of them imports and that mark no

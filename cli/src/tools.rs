@@ -18,7 +18,7 @@ pub fn tools(backend: &BackendArgs, agent: &str, json_out: bool) -> i32 {
             return 2;
         }
     };
-    let policy = ais_vm::catalogue::attach(settings.config.policy.clone(), &aam);
+    let policy = ais_vm::catalogue::attach(settings.config.policy.clone(), aam.declarations());
     let host = match ais_vm::aam::AamHost::open(ais_vm::aam::AamOptions {
         storage: ais_vm::aam::Storage::Ephemeral,
         config: aam,

@@ -134,6 +134,16 @@ pub(crate) fn toml_to_json(v: &toml::Value) -> Json {
 }
 
 impl AamConfig {
+    /// The tool catalogue's declarations under this configuration
+    /// (`crate::catalogue`).
+    pub fn declarations(&self) -> ais_ir::catalogue::Declarations {
+        crate::catalogue::declarations(crate::catalogue::Configured {
+            subprocess: &self.subprocess,
+            mcp_servers: &self.mcp_servers,
+            remote_agents: &self.remote_agents,
+        })
+    }
+
     /// The AAM's settings of a checked configuration (the defaults when
     /// it has no file).
     pub fn from_config(config: &Config) -> AamConfig {

@@ -369,7 +369,7 @@ impl AamHost {
             printed: Mutex::default(),
             answers: crate::sync::AskOnce::default(),
             warnings: Vec::new(),
-            catalogue: Arc::new(crate::catalogue::declarations(&cfg)),
+            catalogue: Arc::new(cfg.declarations()),
             settings: ais_stdlib::Settings {
                 workspace: cfg.workspace.clone(),
                 http_timeout: cfg.http_timeout,

@@ -18,8 +18,7 @@
 
 pub mod labels;
 
-use crate::aam::config::AamConfig;
-use crate::config::schema::ToolFacts;
+use crate::config::schema::{McpServerConfig, RemoteAgentConfig, SubprocessConfig, ToolFacts};
 use ais_ir::catalogue::{Declarations, Effect, ToolDecl, WorkspaceUse};
 use ais_ir::ifc::FlowPolicy;
 use std::sync::Arc;
@@ -52,11 +51,19 @@ fn override_with(d: &mut ToolDecl, f: &ToolFacts) {
     }
 }
 
-/// Every tool's declaration under configuration `cfg`: the built-in
-/// table, then the configured providers.
-pub fn declarations(cfg: &AamConfig) -> Declarations {
+/// The configured tool providers (`crate::aam::config::AamConfig`'s).
+#[derive(Clone, Copy, Debug)]
+pub struct Configured<'a> {
+    pub subprocess: &'a [SubprocessConfig],
+    pub mcp_servers: &'a [McpServerConfig],
+    pub remote_agents: &'a [RemoteAgentConfig],
+}
+
+/// Every tool's declaration: the built-in table, then the configured
+/// providers.
+pub fn declarations(cfg: Configured<'_>) -> Declarations {
     let mut d = Declarations::builtin().clone();
-    for s in &cfg.subprocess {
+    for s in cfg.subprocess {
         let facts = ToolFacts {
             trusted: s.trusted,
             effect: s.effect,
@@ -69,7 +76,7 @@ pub fn declarations(cfg: &AamConfig) -> Declarations {
             Some(&facts),
         ));
     }
-    for m in &cfg.mcp_servers {
+    for m in cfg.mcp_servers {
         let prefix = m.prefix();
         let provider = format!("mcp:{}", m.name);
         if prefix.is_empty() {
@@ -91,15 +98,15 @@ pub fn declarations(cfg: &AamConfig) -> Declarations {
             ));
         }
     }
-    for r in &cfg.remote_agents {
+    for r in cfg.remote_agents {
         d.declare(decl(r.name.clone(), "remote agent".into(), r.trusted, None));
     }
     d
 }
 
-/// `policy` on top of the catalogue's declarations under `cfg`: what the
-/// run and the static check use.
-pub fn attach(mut policy: FlowPolicy, cfg: &AamConfig) -> FlowPolicy {
-    policy.catalogue = Arc::new(declarations(cfg));
+/// `policy` on top of the catalogue's declarations `decls`
+/// (`AamConfig::declarations`): what the run and the static check use.
+pub fn attach(mut policy: FlowPolicy, decls: Declarations) -> FlowPolicy {
+    policy.catalogue = Arc::new(decls);
     policy
 }

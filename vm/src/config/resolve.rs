@@ -178,7 +178,7 @@ impl Config {
             remote_agents: file.remote_agents,
         };
         check_aam(&src.path, &aam)?;
-        let mut config = Config {
+        let config = Config {
             source: Some(src),
             backends,
             default_backend,
@@ -192,10 +192,6 @@ impl Config {
             aam,
             policy: file.policy.unwrap_or_default(),
         };
-        // The catalogue's declarations under this file's tools, servers
-        // and agents: the base `[policy]` overrides.
-        let aam = crate::aam::config::AamConfig::from_config(&config);
-        config.policy = crate::catalogue::attach(std::mem::take(&mut config.policy), &aam);
         Ok(config)
     }
 
