@@ -19,7 +19,7 @@
 //! | `search` | network | `{query, limit?}` | `[{title, url, snippet}]` from the configured provider |
 //!
 //! `read`, `write` and `search_web` are other names of `read_file`, `write_file` and `search`
-//! ([`ALIASES`]). The shell tool `bash` is the AAM's (`ais_vm::aam::shell`).
+//! ([`ALIASES`]). The shell tool `bash` is the AAM's (`ais_vm::catalogue::shell`).
 
 pub mod calc;
 pub mod facts;

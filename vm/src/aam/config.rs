@@ -93,7 +93,7 @@ pub struct AamConfig {
     /// may reach.
     pub allow_private_network: Vec<String>,
     /// `[tools] sandbox`: how `bash` is confined (`super::shell`).
-    pub sandbox: super::shell::Sandbox,
+    pub sandbox: crate::catalogue::shell::Sandbox,
 }
 
 impl Default for AamConfig {
@@ -112,7 +112,7 @@ impl Default for AamConfig {
             remote_agents: Vec::new(),
             simulate_search: false,
             allow_private_network: Vec::new(),
-            sandbox: super::shell::Sandbox::default(),
+            sandbox: crate::catalogue::shell::Sandbox::default(),
         }
     }
 }
@@ -201,7 +201,7 @@ impl AamConfig {
             cfg.concurrency = t.concurrency.clone();
             cfg.allow_private_network = t.allow_private_network.clone();
             if t.sandbox.as_deref() == Some("none") {
-                cfg.sandbox = super::shell::Sandbox::None;
+                cfg.sandbox = crate::catalogue::shell::Sandbox::None;
             }
             for s in &t.subprocess {
                 let mut s = s.clone();

@@ -45,10 +45,10 @@ pub mod mcp;
 pub mod messaging;
 pub mod queue;
 pub mod remote;
-pub mod shell;
 pub mod stm;
 pub mod tools;
 
+use crate::catalogue::provider::ToolProvider;
 use crate::host::{Host, HostError, Message, ToolFn};
 use crate::llm::jsonschema;
 use crate::llm::CancelToken;
@@ -390,7 +390,7 @@ impl AamHost {
                 output_schema: None,
                 destructive: false,
                 limit: Some(Arc::new(Limiter::new(remote.concurrency()))),
-                kind: Kind::Remote(remote),
+                kind: Kind::Provided(Arc::new(tools::RemoteTool(remote))),
             });
         }
         for s in host.config.subprocess.clone() {
@@ -402,7 +402,9 @@ impl AamHost {
                 output_schema: s.output_schema.as_ref().map(config::toml_to_json),
                 destructive: s.destructive,
                 limit: s.concurrency.map(|n| Arc::new(Limiter::new(n))),
-                kind: Kind::Subprocess(Arc::new(s)),
+                kind: Kind::Provided(Arc::new(crate::catalogue::subprocess::Subprocess(
+                    Arc::new(s),
+                ))),
             });
         }
         let mut host = host;
@@ -425,6 +427,9 @@ impl AamHost {
         // Simulated search touches no network: no allow needed.
         let simulated_search =
             self.settings.search == ais_stdlib::search::SearchProvider::Simulated;
+        let builtin: Arc<dyn ToolProvider> = Arc::new(crate::catalogue::builtin::Builtin(
+            Arc::new(self.settings.clone()),
+        ));
         for b in ais_stdlib::builtins() {
             let origin = match b.class {
                 _ if simulated_search && matches!(b.name, "search" | "search_web") => {
@@ -438,7 +443,7 @@ impl AamHost {
                 name: b.name.to_string(),
                 description: b.description.to_string(),
                 origin,
-                kind: Kind::Builtin,
+                kind: Kind::Provided(builtin.clone()),
                 input_schema: Some(b.input_schema),
                 output_schema: Some(b.output_schema),
                 destructive: false,
@@ -540,9 +545,12 @@ impl AamHost {
         ));
         self.add_tool(aam(
             "bash",
-            Kind::Shell,
-            "Run a shell command (bash -c) in the workspace: {command, cwd?, timeout_s?} -> {exit_code, stdout, stderr, truncated}",
-            shell::input_schema(),
+            Kind::Provided(Arc::new(crate::catalogue::shell::Shell {
+                workspace: self.settings.workspace.clone(),
+                sandbox: self.config.sandbox,
+            })),
+            "Run a shell command (bash -c) in the workspace, confined to it: {command, cwd?, timeout_s?} -> {exit_code, stdout, stderr, truncated}",
+            crate::catalogue::shell::input_schema(),
             Origin::Shell,
         ));
         self.add_tool(aam(
@@ -591,11 +599,11 @@ impl AamHost {
                 output_schema: t.output_schema.clone(),
                 destructive: t.destructive || m.destructive.contains(&t.name),
                 limit: limit.clone(),
-                kind: Kind::Mcp {
+                kind: Kind::Provided(Arc::new(tools::McpTool {
                     param_order: t.param_order.clone(),
                     client: client.clone(),
                     remote: t.name.clone(),
-                },
+                })),
             });
         }
     }
@@ -645,7 +653,7 @@ impl AamHost {
             name: name.to_string(),
             description: String::new(),
             origin: Origin::Embedded,
-            kind: Kind::Embedded(f),
+            kind: Kind::Provided(Arc::new(crate::catalogue::embedded::Embedded(f))),
             input_schema: None,
             output_schema: None,
             destructive: false,
@@ -731,7 +739,7 @@ impl AamHost {
                     "simulated from the signature of capability {name} (no tool provides it)"
                 ),
                 origin: Origin::Embedded,
-                kind: Kind::Embedded(f),
+                kind: Kind::Provided(Arc::new(crate::catalogue::embedded::Embedded(f))),
                 input_schema: None,
                 output_schema: None,
                 destructive: false,
@@ -1264,20 +1272,8 @@ impl AamHost {
         args: &Json,
         cancel: &CancelToken,
     ) -> Result<Json, HostError> {
-        let from_tool = |e: ais_stdlib::ToolError| HostError {
-            code: e.code,
-            message: e.message,
-            payload: e.payload,
-        };
         match &t.kind {
-            Kind::Builtin => ais_stdlib::call(&t.name, args, &self.settings)
-                .unwrap_or_else(|| {
-                    Err(ais_stdlib::ToolError::new(
-                        "tool.unknown",
-                        format!("no built-in tool `{}`", t.name),
-                    ))
-                })
-                .map_err(from_tool),
+            Kind::Provided(p) => p.call(&t.name, args, cancel),
             Kind::MemorySearch => {
                 let q = args.get("query").and_then(Json::as_str).unwrap_or("");
                 let limit = args
@@ -1373,13 +1369,6 @@ impl AamHost {
                 }
                 Ok(out)
             }
-            Kind::Subprocess(cfg) => tools::run_subprocess(cfg, args, cancel),
-            Kind::Shell => {
-                shell::run_bash(&self.settings.workspace, self.config.sandbox, args, cancel)
-            }
-            Kind::Mcp { client, remote, .. } => client.call_tool(remote, args, cancel),
-            Kind::Embedded(f) => f(args),
-            Kind::Remote(r) => r.call(args, cancel),
         }
     }
 

@@ -16,7 +16,13 @@
 //! makes every undeclared tool untrusted, since any name may be one of its.
 //! `[policy] trusted` / `untrusted` / `[policy.sinks.*]` override all this.
 
+pub mod builtin;
+pub mod embedded;
 pub mod labels;
+pub mod process;
+pub mod provider;
+pub mod shell;
+pub mod subprocess;
 
 use crate::config::schema::{McpServerConfig, RemoteAgentConfig, SubprocessConfig, ToolFacts};
 use ais_ir::catalogue::{Declarations, Effect, ToolDecl, WorkspaceUse};

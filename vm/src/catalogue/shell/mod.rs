@@ -30,7 +30,8 @@
 //! the process group is killed at the end of the call (a job that starts
 //! its own session survives that).
 
-use super::tools::run_process;
+use super::process::run_process;
+use super::provider::ToolProvider;
 use crate::host::HostError;
 use crate::llm::CancelToken;
 use serde_json::{json, Value as Json};
@@ -56,7 +57,23 @@ pub enum Sandbox {
 }
 
 /// The workspace's label sidecar, which a command may read but not change.
-const SIDECAR: &str = crate::catalogue::labels::SIDECAR;
+const SIDECAR: &str = super::labels::SIDECAR;
+
+/// The `bash` tool of one workspace.
+pub struct Shell {
+    pub workspace: PathBuf,
+    pub sandbox: Sandbox,
+}
+
+impl ToolProvider for Shell {
+    fn kind(&self) -> &'static str {
+        "shell"
+    }
+
+    fn call(&self, _tool: &str, args: &Json, cancel: &CancelToken) -> Result<Json, HostError> {
+        run_bash(&self.workspace, self.sandbox, args, cancel)
+    }
+}
 
 /// `bwrap` on `PATH`, if any.
 fn find_bwrap() -> Option<PathBuf> {
