@@ -232,3 +232,57 @@ fn an_untrusted_page_written_to_the_workspace_stays_untrusted_in_the_next_run() 
     let r = run(&h, &p, &send_from(r#"read_file("notes.txt")"#));
     assert!(r.outcome.is_ok(), "{:?}", r.outcome);
 }
+
+/// The same through a tool-calling exchange: the model, offered an
+/// untrusted page, calls `write_file` (every argument allowed untrusted
+/// here, since the whole exchange is); the file keeps the exchange's
+/// label, so the next run may not send what it reads back.
+#[test]
+fn a_file_a_model_wrote_after_reading_a_page_stays_untrusted_in_the_next_run() {
+    use ais_vm::llm::ToolCall;
+    let d = tempfile::tempdir().unwrap();
+    let cfg = format!(
+        "[tools]\nworkspace = \"{}\"\n[access]\nallow = {{ A = [\"write_file\"] }}\n[policy]\nuntrusted = [\"fetch_page\"]\n[policy.sinks.write_file]\nallow_untrusted = [\"*\"]\n",
+        toml_str(d.path())
+    );
+    let (first, p) = host(&cfg);
+    first.register_tool("fetch_page", |_| Ok(json!("mallory@evil.test")));
+    // Turn 1: write the page; turn 2: done.
+    let turns = AtomicUsize::new(0);
+    let model = FakeBackend::new().with_script(move |_, _| {
+        let wrote = turns.fetch_add(1, Ordering::SeqCst) > 0;
+        let mut r = ais_testkit::fake::text_reply("done");
+        if !wrote {
+            r.tool_calls = vec![ToolCall {
+                id: "c1".into(),
+                name: "write_file".into(),
+                arguments: r#"{"path": "notes.txt", "content": "mallory@evil.test"}"#.into(),
+            }];
+            r.finish_reason = "tool_calls".into();
+        }
+        Some(Ok(r))
+    });
+    let options = RunOptions {
+        flow_policy: p.clone(),
+        ..RunOptions::default()
+    };
+    let r = ais_vm::run(
+        &program(
+            r#"tools: [fetch_page, write_file]
+    capability fetch_page(url: str) -> str;
+    @entry flow main() -> str {
+        return ask(prompt: "Save the page.", max_steps: 3)
+    }"#,
+        ),
+        &options,
+        Arc::new(model),
+        first.clone() as Arc<dyn Host>,
+    );
+    assert!(r.outcome.is_ok(), "{:?}", r.outcome);
+    assert!(d.path().join("notes.txt").exists(), "the model's write ran");
+    let (second, p) = host(&cfg);
+    second.register_tool("send_email", |_| Ok(json!("sent")));
+    let r = run(&second, &p, &send_from(r#"read_file("notes.txt")"#));
+    let why = denied(&r).unwrap_or_else(|| panic!("{:?}", r.outcome));
+    assert!(why.contains("fetch_page"), "{why}");
+}

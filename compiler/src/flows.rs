@@ -340,6 +340,10 @@ impl State<'_> {
                     for t in &a.tools {
                         let h = hop(instr, format!("the model reads `{}` replies", t.name));
                         merge(&mut l, &self.source(&t.name, h), None);
+                        if self.workspace_use(&t.name).reads() {
+                            let h = hop(instr, format!("`{}` reads the workspace", t.name));
+                            merge(&mut l, &self.mem[WORKSPACE], Some(&h));
+                        }
                     }
                 }
                 l
@@ -389,10 +393,20 @@ impl State<'_> {
                 let writes_workspace = match (instr.opcode, &instr.imm) {
                     (Opcode::Inv, Imm::Tool(t)) => self.workspace_use(t).writes(),
                     (Opcode::Exec, _) => true,
+                    // A model may call an offered tool that writes it,
+                    // with anything the exchange read.
+                    (_, Imm::Llm(a)) => {
+                        a.tools.iter().any(|t| self.workspace_use(&t.name).writes())
+                    }
                     _ => false,
                 };
                 if writes_workspace {
-                    changed |= merge(&mut self.mem[WORKSPACE], &input, Some(&here));
+                    let written = if matches!(instr.imm, Imm::Llm(_)) {
+                        &out
+                    } else {
+                        &input
+                    };
+                    changed |= merge(&mut self.mem[WORKSPACE], written, Some(&here));
                 }
                 if matches!(
                     instr.opcode.effect(),

@@ -274,8 +274,18 @@ impl Labels {
             Opcode::Pause => self.input,
             op if llm => {
                 // A tool-calling exchange reads the tools' replies too.
+                // A tool-calling exchange reads the tools' replies too, and
+                // what a tool that reads the workspace finds there.
+                let ws = self.mem[Self::WORKSPACE].load(Ordering::Relaxed);
                 let tools = match &instr.imm {
-                    Imm::Llm(a) => a.tools.iter().fold(0, |l, t| l | self.source(&t.name)),
+                    Imm::Llm(a) => a.tools.iter().fold(0, |l, t| {
+                        let read = if self.workspace_use(&t.name).reads() {
+                            ws
+                        } else {
+                            0
+                        };
+                        l | self.source(&t.name) | read
+                    }),
                     _ => 0,
                 };
                 let own = if op == Opcode::Solve {
@@ -421,6 +431,19 @@ impl Labels {
 }
 
 impl Labels {
+    /// Notes a tool call a model makes inside an exchange carrying
+    /// `label`: a tool that writes the workspace writes that label there.
+    /// The sources the workspace newly holds, for the host to keep before
+    /// the call runs.
+    pub fn note_tool_write(&self, tool: &str, label: u64) -> Option<Vec<String>> {
+        if self.off() || !self.workspace_use(tool).writes() {
+            return None;
+        }
+        let before = self.mem[Self::WORKSPACE].fetch_or(label, Ordering::Relaxed);
+        let new = label & !before;
+        (new != 0).then(|| self.names(new))
+    }
+
     /// Checks a tool call a model asked for inside an LLM op whose
     /// exchange carries `label`.
     pub fn check_tool_call(

@@ -481,6 +481,13 @@ impl<'r> Run<'r> {
         {
             return Ok(refuse(&e.code, e.message));
         }
+        // What it writes into the workspace keeps the exchange's label
+        // (`crate::catalogue::labels`), kept before the call.
+        if let Some(names) = self.labels.note_tool_write(&call.name, label) {
+            if let Err(e) = self.host.store_labels("workspace", &names) {
+                return Ok(refuse(&e.code, e.message));
+            }
+        }
         if self.over_budget(site.frame, site.op, site.instr, Class::Tool) {
             return Err(Stop::Halted);
         }
