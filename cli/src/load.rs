@@ -277,17 +277,14 @@ pub(crate) fn compile_input(
     })
 }
 
-/// The policy with the configuration's remote agents as untrusted sources
-/// (what another agent answers is data from outside, like a message),
-/// unless `[policy] trusted` names them.
+/// The policy on top of the tool catalogue's declarations under `aam`
+/// (`ais_vm::catalogue`): MCP servers and remote agents untrusted unless
+/// their entry or `[policy] trusted` says otherwise.
 pub(crate) fn with_remote_agents(
-    mut policy: ais_ir::ifc::FlowPolicy,
+    policy: ais_ir::ifc::FlowPolicy,
     aam: &ais_vm::aam::config::AamConfig,
 ) -> ais_ir::ifc::FlowPolicy {
-    for r in &aam.remote_agents {
-        policy.untrusted.push(r.name.clone());
-    }
-    policy
+    ais_vm::catalogue::attach(policy, aam.declarations())
 }
 
 /// The files among `files` that another of them imports and that mark no

@@ -579,10 +579,30 @@ fn tools_lists_every_tool_with_its_access_decision() {
         find("calculator")["input_schema"]["required"][0],
         "expression"
     );
+    // Each tool's catalogue declaration, as the policy applies it.
+    let http = find("http_get")["declared"].clone();
+    assert_eq!(http["trusted"], false);
+    assert_eq!(http["effect"], "read-only");
+    assert_eq!(http["sink_args"], serde_json::json!(["url", "headers"]));
+    assert_eq!(find("write")["declared"]["alias_of"], "write_file");
+    assert_eq!(
+        find("write")["declared"]["sink_args"],
+        serde_json::json!(["*"])
+    );
+    assert_eq!(find("Peer")["declared"]["trusted"], false);
+    assert_eq!(find("word_count")["declared"]["trusted"], true);
+    assert_eq!(
+        find("calculator")["declared"]["sink_args"],
+        serde_json::json!([])
+    );
     // Another agent: the allow list does not name it.
     let o = run(&["tools", "--agent", "Other"]);
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("word_count  [subprocess]  denied:"), "{text}");
+    assert!(
+        text.contains("effect: read-only; results: untrusted; sink arguments: url, headers"),
+        "{text}"
+    );
     assert!(
         text.contains("tools; access shown for agent `Other`"),
         "{text}"

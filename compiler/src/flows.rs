@@ -97,14 +97,18 @@ struct State<'p> {
     slots: Vec<Vec<Vec<Lab>>>,
     pc: Vec<Vec<Lab>>,
     ylab: Vec<Vec<Lab>>,
-    /// stm, ltm, episodic, beliefs.
-    mem: [Lab; 4],
+    /// stm, ltm, episodic, beliefs, and the workspace (what tools the
+    /// catalogue declares as writing it wrote: `WORKSPACE`).
+    mem: [Lab; 5],
     /// Everything the host logs to the episodic log (tool, memory, belief
     /// and message ops' inputs and results), which the agent's trace
     /// returns: an episodic read carries it (as in `ais_vm::ifc`).
     seen_by_host: Lab,
     findings: Vec<Finding>,
 }
+
+/// The workspace's index in `State::mem` (as in `ais_vm::ifc`).
+const WORKSPACE: usize = 4;
 
 fn tier_index(instr: &Instr) -> usize {
     match &instr.imm {
@@ -316,13 +320,31 @@ impl State<'_> {
         changed
     }
 
+    /// How tool `name` uses the workspace, as the catalogue declares it.
+    fn workspace_use(&self, name: &str) -> ais_ir::catalogue::WorkspaceUse {
+        self.policy
+            .catalogue
+            .get(name)
+            .map_or(ais_ir::catalogue::WorkspaceUse::None, |d| d.workspace)
+    }
+
     /// The untrusted sources an op adds itself.
     fn op_source(&self, instr: &Instr) -> Lab {
         match (instr.opcode, &instr.imm) {
             (Opcode::Inv, Imm::Tool(t)) => {
-                self.source(t, hop(instr, format!("`{t}` returns data")))
+                let mut l = self.source(t, hop(instr, format!("`{t}` returns data")));
+                if self.workspace_use(t).reads() {
+                    let h = hop(instr, format!("`{t}` reads the workspace"));
+                    merge(&mut l, &self.mem[WORKSPACE], Some(&h));
+                }
+                l
             }
-            (Opcode::Exec, _) => self.source("@bash", hop(instr, "`exec` output")),
+            (Opcode::Exec, _) => {
+                let mut l = self.source("@bash", hop(instr, "`exec` output"));
+                let h = hop(instr, "`exec` reads the workspace");
+                merge(&mut l, &self.mem[WORKSPACE], Some(&h));
+                l
+            }
             (Opcode::Qmem | Opcode::BeliefGet, _) => {
                 let i = tier_index(instr);
                 let name = ["@memory.stm", "@memory.ltm", "@memory.episodic", "@belief"][i];
@@ -349,6 +371,10 @@ impl State<'_> {
                     for t in &a.tools {
                         let h = hop(instr, format!("the model reads `{}` replies", t.name));
                         merge(&mut l, &self.source(&t.name, h), None);
+                        if self.workspace_use(&t.name).reads() {
+                            let h = hop(instr, format!("`{}` reads the workspace", t.name));
+                            merge(&mut l, &self.mem[WORKSPACE], Some(&h));
+                        }
                     }
                 }
                 l
@@ -402,6 +428,24 @@ impl State<'_> {
                 };
                 if matches!(instr.opcode, Opcode::Umem | Opcode::BeliefSet) {
                     changed |= merge(&mut self.mem[tier_index(instr)], &input, Some(&here));
+                }
+                let writes_workspace = match (instr.opcode, &instr.imm) {
+                    (Opcode::Inv, Imm::Tool(t)) => self.workspace_use(t).writes(),
+                    (Opcode::Exec, _) => true,
+                    // A model may call an offered tool that writes it,
+                    // with anything the exchange read.
+                    (_, Imm::Llm(a)) => {
+                        a.tools.iter().any(|t| self.workspace_use(&t.name).writes())
+                    }
+                    _ => false,
+                };
+                if writes_workspace {
+                    let written = if matches!(instr.imm, Imm::Llm(_)) {
+                        &out
+                    } else {
+                        &input
+                    };
+                    changed |= merge(&mut self.mem[WORKSPACE], written, Some(&here));
                 }
                 if matches!(
                     instr.opcode.effect(),

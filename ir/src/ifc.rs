@@ -50,6 +50,12 @@ pub struct FlowPolicy {
     /// `[policy.quarantine]`.
     #[serde(default)]
     pub quarantine: Quarantine,
+    /// What the tool catalogue declares (trust, sinks, aliases): the base
+    /// the keys above override. Not a key of `[policy]`: attached when the
+    /// configuration is resolved (`ais_vm::catalogue::declarations`); the
+    /// built-in tools' alone by default.
+    #[serde(skip)]
+    pub catalogue: std::sync::Arc<crate::catalogue::Declarations>,
     /// What a denied flow does: unset, a person on a terminal is asked
     /// and elsewhere the op fails with `policy.denied`; `deny`: it fails,
     /// nobody is asked; `ask`: a person present is asked. A sink or an
@@ -315,27 +321,10 @@ fn free_at(schema: &serde_json::Value, at: &str, max_string: u64) -> Result<(), 
 /// trusted` names it (every such choice is acceptable everywhere).
 pub const QUARANTINE: &str = "@quarantine";
 
-/// Sources untrusted unless the policy says otherwise.
-pub const DEFAULT_UNTRUSTED: &[&str] =
-    &["http_get", "search", "search_web", "@message", QUARANTINE];
-
-/// Built-in tools that are side-effecting sinks by default; any tool not
-/// in [`READ_ONLY_TOOLS`] is one too.
-pub const READ_ONLY_TOOLS: &[&str] = &[
-    "http_get",
-    "read_file",
-    "read",
-    "json_query",
-    "calculator",
-    "now",
-    "echo",
-    "memory_search",
-    "goals_list",
-    "goals_next",
-    "inbox",
-    "search",
-    "search_web",
-];
+/// Sources (other than tools) untrusted unless the policy says otherwise.
+/// Tools are trusted or not as the catalogue declares them
+/// (`crate::catalogue`).
+pub const DEFAULT_UNTRUSTED: &[&str] = &["@message", QUARANTINE];
 
 fn matches(pattern: &str, name: &str) -> bool {
     match pattern.strip_suffix('*') {
@@ -350,55 +339,79 @@ impl FlowPolicy {
     }
 
     /// Is data from `source` trusted? Explicit `trusted` wins over
-    /// `untrusted`, which wins over the defaults; MCP tools (registered as
-    /// `server.tool`) are untrusted by default.
+    /// `untrusted`, which wins over the catalogue's declaration (an alias
+    /// is its tool; a tool no one declared follows
+    /// `Declarations::unknown_trusted`).
     pub fn trusted(&self, source: &str) -> bool {
-        if self.trusted.iter().any(|p| matches(p, source)) {
+        let canonical = self.catalogue.canonical(source);
+        let listed = |ps: &[String]| {
+            ps.iter()
+                .any(|p| matches(p, source) || matches(p, canonical))
+        };
+        if listed(&self.trusted) {
             return true;
         }
-        if self.untrusted.iter().any(|p| matches(p, source)) {
+        if listed(&self.untrusted) {
             return false;
         }
-        let mcp = !source.starts_with('@') && source.contains('.');
-        !(mcp || DEFAULT_UNTRUSTED.contains(&source))
+        if source.starts_with('@') {
+            return !DEFAULT_UNTRUSTED.contains(&source);
+        }
+        self.catalogue.trusted(source)
     }
 
-    /// Is `sink` a sink? Tools: unless read-only (built in or `sink =
-    /// false`), remote agents included (a message to one is a call of the
-    /// tool named after it); `bash` and `memory.ltm` writes (shared) unless
+    /// `[policy.sinks.NAME]` for `sink` or the tool it is an alias of.
+    fn rule(&self, sink: &str) -> Option<&SinkRule> {
+        self.sinks
+            .get(sink)
+            .or_else(|| self.sinks.get(self.catalogue.canonical(sink)))
+    }
+
+    /// Is `sink` a sink? Tools: as the catalogue declares them (whatever
+    /// is not read-only, and whatever sends an argument off the machine:
+    /// `http_get`'s URL, `search`'s query), remote agents included (a
+    /// message to one is a call of the tool named after it), and any tool
+    /// it does not know; `bash` and `memory.ltm` writes (shared) unless
     /// `sink = false`; `communicate` (a message between agents of the
     /// program, whose handlers are checked in turn: labels travel with the
     /// message), `memory.stm`, `memory.episodic` and `belief` only if listed.
     pub fn is_sink(&self, sink: &str) -> bool {
-        if let Some(s) = self.sinks.get(sink).and_then(|r| r.sink) {
-            return s;
-        }
-        if self.sinks.contains_key(sink) {
-            return true;
+        if let Some(r) = self.rule(sink) {
+            return r.sink.unwrap_or(true);
         }
         match sink {
             "bash" | "memory.ltm" => true,
             // Inside the program: the agent's own log and working memory,
             // and messages to its other agents.
             "communicate" | "memory.stm" | "memory.episodic" | "belief" => false,
-            t => !READ_ONLY_TOOLS.contains(&t),
+            t => self.catalogue.get(t).is_none_or(|d| d.is_sink()),
         }
     }
 
     /// Must argument `arg` of `sink` be trusted? (`arg` is a tool
     /// argument's field name, or an op operand's name: `to`, `body`,
-    /// `value`, `command`.)
+    /// `value`, `command`; `args` when the argument object is not known
+    /// field by field.) Of a read-only tool, only the arguments it sends
+    /// away (and `args`, which may hold them).
     pub fn arg_checked(&self, sink: &str, arg: &str) -> bool {
         if !self.is_sink(sink) {
             return false;
         }
-        let Some(rule) = self.sinks.get(sink) else {
-            return true;
+        let declared = || match self.catalogue.get(sink).and_then(|d| d.checked_args()) {
+            Some(leaves) => arg == "args" || leaves.iter().any(|a| a == arg),
+            None => true,
+        };
+        let Some(rule) = self.rule(sink) else {
+            return declared();
         };
         if rule.allow_untrusted.iter().any(|a| a == arg || a == "*") {
             return false;
         }
-        rule.require_trusted.is_empty() || rule.require_trusted.iter().any(|a| a == arg)
+        if rule.require_trusted.is_empty() {
+            declared()
+        } else {
+            rule.require_trusted.iter().any(|a| a == arg)
+        }
     }
 
     /// Is data from `source` private?
@@ -542,8 +555,13 @@ mod tests {
     fn defaults_and_overrides() {
         let mut p = FlowPolicy::default();
         assert!(p.trusted("@args") && p.trusted("read_file"));
-        assert!(!p.trusted("http_get") && !p.trusted("@message") && !p.trusted("mail.read"));
+        assert!(!p.trusted("http_get") && !p.trusted("@message") && !p.trusted("search_web"));
         assert!(p.is_sink("send_email") && !p.is_sink("read_file") && !p.is_sink("communicate"));
+        // Network reads: the URL and the query leave the machine.
+        assert!(p.arg_checked("http_get", "url") && !p.arg_checked("http_get", "timeout_s"));
+        assert!(p.arg_checked("search", "query") && p.arg_checked("http_get", "args"));
+        // An alias is its tool: rules and trust follow it.
+        assert!(p.is_sink("write"));
         assert!(p.arg_checked("send_email", "body"));
         p.sinks.insert(
             "send_email".into(),

@@ -10,6 +10,7 @@
 //! - [`diag`]: diagnostics shared by all phases.
 
 pub mod bytecode;
+pub mod catalogue;
 pub mod diag;
 pub mod effects;
 pub mod entity;

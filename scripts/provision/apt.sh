@@ -4,10 +4,11 @@
 #   chromium     the headless browser test of `aisc report` (cli/tests/report.rs)
 #   python3-venv the SDK virtual environment (python.sh) on Debian's python3
 #   gcc libc6-dev  tree-sitter compiles the generated parser (cli/tests/editors.rs)
+#   bubblewrap   the sandbox of the `bash` tool (vm/src/aam/shell.rs; vm/tests/aam_tools.rs)
 #   nodejs npm   only when `node`/`npm` are absent (a machine may have them from elsewhere)
 set -euo pipefail
 
-wanted=(postgresql chromium python3-venv gcc libc6-dev)
+wanted=(postgresql chromium python3-venv gcc libc6-dev bubblewrap)
 command -v node >/dev/null || wanted+=(nodejs)
 command -v npm >/dev/null || wanted+=(npm)
 

@@ -38,10 +38,23 @@ fn root(settings: &Settings) -> Result<PathBuf, ToolError> {
     })
 }
 
+/// The runtime's label sidecar in the workspace root
+/// (`ais_vm::catalogue::labels`): no tool reads or writes it.
+pub const LABELS_SIDECAR: &str = ".ais-labels.json";
+
 /// Checks the lexical form of `path` and joins it to the workspace root.
 pub fn confine(settings: &Settings, path: &str) -> Result<(PathBuf, PathBuf), ToolError> {
     if path.is_empty() {
         return Err(denied(path, "the path is empty"));
+    }
+    let p = Path::new(path);
+    let named = p
+        .components()
+        .filter(|c| !matches!(c, Component::CurDir))
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect::<Vec<_>>();
+    if named.first().is_some_and(|f| f.starts_with(LABELS_SIDECAR)) {
+        return Err(denied(path, "it is the runtime's label file"));
     }
     if path.contains('\0') {
         return Err(denied(path, "the path contains a NUL byte"));
@@ -62,6 +75,9 @@ pub fn confine(settings: &Settings, path: &str) -> Result<(PathBuf, PathBuf), To
 
 /// Fails unless `real` (a canonical path) is inside `root`.
 fn inside(root: &Path, real: &Path, path: &str) -> Result<(), ToolError> {
+    if real == root.join(LABELS_SIDECAR) {
+        return Err(denied(path, "it is the runtime's label file"));
+    }
     if real.starts_with(root) {
         Ok(())
     } else {

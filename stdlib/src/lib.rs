@@ -19,9 +19,10 @@
 //! | `search` | network | `{query, limit?}` | `[{title, url, snippet}]` from the configured provider |
 //!
 //! `read`, `write` and `search_web` are other names of `read_file`, `write_file` and `search`
-//! ([`ALIASES`]). The shell tool `bash` is the AAM's (`ais_vm::aam::shell`).
+//! ([`ALIASES`]). The shell tool `bash` is the AAM's (`ais_vm::catalogue::shell`).
 
 pub mod calc;
+pub mod facts;
 pub mod fs;
 #[cfg(feature = "http")]
 pub mod http;
@@ -29,6 +30,7 @@ pub mod jsonpath;
 pub mod search;
 pub mod time;
 
+pub use facts::{Effect, Facts, WorkspaceUse};
 use serde_json::{json, Value as Json};
 
 /// A failed tool call: a stable dotted code, a message, details.
@@ -85,6 +87,8 @@ pub struct BuiltinInfo {
     /// What the tool acts on (`fs`, `net`, `local`): calls to one provider
     /// keep their program order when side-effecting (the compiler orders them).
     pub provider: &'static str,
+    /// Effect, trust of its results, arguments that leave the machine.
+    pub facts: Facts,
     pub input_schema: Json,
     pub output_schema: Json,
 }
@@ -100,6 +104,9 @@ pub struct Settings {
     pub max_bytes: u64,
     /// Where `search` / `search_web` go.
     pub search: search::SearchProvider,
+    /// Private destinations `http_get` may reach (`http`): `host`,
+    /// `host:port` or `*`; none by default.
+    pub allow_private_network: Vec<String>,
 }
 
 impl Default for Settings {
@@ -109,6 +116,7 @@ impl Default for Settings {
             http_timeout: std::time::Duration::from_secs(30),
             max_bytes: 10 * 1024 * 1024,
             search: search::SearchProvider::None,
+            allow_private_network: Vec::new(),
         }
     }
 }
@@ -150,6 +158,7 @@ fn primary_builtins() -> Vec<BuiltinInfo> {
             description: "GET a URL (http or https); returns the body, parsed as JSON when it is JSON",
             class: ToolClass::Network,
             provider: "net",
+            facts: Facts { effect: Effect::ReadOnly, trusted: false, leaves: &["url", "headers"], workspace: WorkspaceUse::None },
             input_schema: json!({
                 "type": "object",
                 "required": ["url"],
@@ -164,6 +173,7 @@ fn primary_builtins() -> Vec<BuiltinInfo> {
         BuiltinInfo {
             name: "search",
             description: "Search the web through the configured provider: {query, limit?} -> [{title, url, snippet}]",
+            facts: Facts { effect: Effect::ReadOnly, trusted: false, leaves: &["query"], workspace: WorkspaceUse::None },
             class: ToolClass::Network,
             provider: "net",
             input_schema: json!({
@@ -181,6 +191,7 @@ fn primary_builtins() -> Vec<BuiltinInfo> {
             description: "Read a UTF-8 text file inside the workspace directory",
             class: ToolClass::ReadOnly,
             provider: "fs",
+            facts: Facts { workspace: WorkspaceUse::Reads, ..Facts::LOCAL },
             input_schema: json!({
                 "type": "object",
                 "required": ["path"],
@@ -193,6 +204,7 @@ fn primary_builtins() -> Vec<BuiltinInfo> {
             description: "Write (or append to) a text file inside the workspace directory",
             class: ToolClass::Write,
             provider: "fs",
+            facts: Facts { effect: Effect::SideEffecting, workspace: WorkspaceUse::Writes, ..Facts::LOCAL },
             input_schema: json!({
                 "type": "object",
                 "required": ["path", "content"],
@@ -213,6 +225,7 @@ fn primary_builtins() -> Vec<BuiltinInfo> {
             description: "Select values from a JSON document with a JSONPath subset ($, .name, [n], ['name'], [*], .*)",
             class: ToolClass::ReadOnly,
             provider: "local",
+            facts: Facts::LOCAL,
             input_schema: json!({
                 "type": "object",
                 "required": ["document", "path"],
@@ -225,6 +238,7 @@ fn primary_builtins() -> Vec<BuiltinInfo> {
             description: "Evaluate an arithmetic expression (+ - * / % ^, parentheses, sqrt, abs, ln, log10, exp, sin, cos, tan, floor, ceil, round, min, max, pow, pi, e)",
             class: ToolClass::ReadOnly,
             provider: "local",
+            facts: Facts::LOCAL,
             input_schema: json!({
                 "type": "object",
                 "required": ["expression"],
@@ -237,6 +251,7 @@ fn primary_builtins() -> Vec<BuiltinInfo> {
             description: "The current UTC time as an RFC 3339 timestamp",
             class: ToolClass::ReadOnly,
             provider: "local",
+            facts: Facts::LOCAL,
             input_schema: json!({"type": ["object", "null", "array"]}),
             output_schema: json!({"type": "string"}),
         },
@@ -247,6 +262,7 @@ fn primary_builtins() -> Vec<BuiltinInfo> {
             description: "Return the arguments unchanged",
             class: ToolClass::ReadOnly,
             provider: "local",
+            facts: Facts::LOCAL,
             input_schema: json!({}),
             output_schema: json!({}),
         },
@@ -260,6 +276,8 @@ pub struct HostToolFacts {
     /// Calls to one provider are ordered (see [`BuiltinInfo::provider`]).
     pub provider: &'static str,
     pub class: ToolClass,
+    /// Effect, trust of its results, arguments that leave the machine.
+    pub facts: Facts,
     /// Its arguments' names, in the order a call by name takes them by
     /// position (`store_fact(text, tags, source)`).
     pub params: &'static [&'static str],
@@ -275,6 +293,10 @@ pub const HOST_TOOLS: &[HostToolFacts] = &[
         name: "memory_search",
         provider: "aam.memory",
         class: ToolClass::ReadOnly,
+        facts: Facts {
+            effect: Effect::ReadOnly,
+            ..Facts::LOCAL
+        },
         params: &["query", "limit", "tags"],
     },
     // A fact into long-term memory with tags and where it came from,
@@ -283,30 +305,47 @@ pub const HOST_TOOLS: &[HostToolFacts] = &[
         name: "store_fact",
         provider: "aam.memory",
         class: ToolClass::Write,
+        facts: Facts::STATE,
         params: &["text", "tags", "source"],
     },
     HostToolFacts {
         name: "goals_list",
         provider: "aam.goals",
         class: ToolClass::ReadOnly,
+        facts: Facts {
+            effect: Effect::ReadOnly,
+            ..Facts::LOCAL
+        },
         params: &["all"],
     },
     HostToolFacts {
         name: "goals_next",
         provider: "aam.goals",
         class: ToolClass::ReadOnly,
+        facts: Facts {
+            effect: Effect::ReadOnly,
+            ..Facts::LOCAL
+        },
         params: &[],
     },
     HostToolFacts {
         name: "goals_add",
         provider: "aam.goals",
         class: ToolClass::Write,
+        facts: Facts {
+            effect: Effect::Idempotent,
+            ..Facts::LOCAL
+        },
         params: &["name", "priority", "description"],
     },
     HostToolFacts {
         name: "goals_complete",
         provider: "aam.goals",
         class: ToolClass::Write,
+        facts: Facts {
+            effect: Effect::Idempotent,
+            ..Facts::LOCAL
+        },
         params: &["name"],
     },
     // The reference's `update_goal`: add, re-prioritise, complete or drop.
@@ -314,6 +353,10 @@ pub const HOST_TOOLS: &[HostToolFacts] = &[
         name: "update_goal",
         provider: "aam.goals",
         class: ToolClass::Write,
+        facts: Facts {
+            effect: Effect::Idempotent,
+            ..Facts::LOCAL
+        },
         params: &[
             "name",
             "status",
@@ -329,12 +372,14 @@ pub const HOST_TOOLS: &[HostToolFacts] = &[
         name: "enqueue",
         provider: "aam.queue",
         class: ToolClass::Write,
+        facts: Facts::STATE,
         params: &["queue", "job"],
     },
     HostToolFacts {
         name: "claim",
         provider: "aam.queue",
         class: ToolClass::Write,
+        facts: Facts::STATE,
         params: &["queue", "lease_ms", "max_wait_ms"],
     },
     // A shell command changes the world: ordered like a write, and denied
@@ -343,6 +388,12 @@ pub const HOST_TOOLS: &[HostToolFacts] = &[
         name: "bash",
         provider: "shell",
         class: ToolClass::Write,
+        facts: Facts {
+            effect: Effect::SideEffecting,
+            trusted: true,
+            leaves: &[],
+            workspace: WorkspaceUse::ReadsWrites,
+        },
         params: &["command", "cwd", "timeout_s"],
     },
     // `{"clear": true}` empties the inbox.
@@ -350,6 +401,14 @@ pub const HOST_TOOLS: &[HostToolFacts] = &[
         name: "inbox",
         provider: "aam.inbox",
         class: ToolClass::Write,
+        // Other agents wrote these messages (`@message`): untrusted, as
+        // the same data through a handler's argument is.
+        facts: Facts {
+            effect: Effect::ReadOnly,
+            trusted: false,
+            leaves: &[],
+            workspace: WorkspaceUse::None,
+        },
         params: &["clear"],
     },
 ];

@@ -2,6 +2,7 @@
 //! Abstract Machine, memory tiers, LLM backends, tools and telemetry.
 
 pub mod aam;
+pub mod catalogue;
 pub mod config;
 pub mod error;
 pub mod exec;

@@ -776,3 +776,95 @@ fn queued_jobs_are_claimed_once_across_hosts() {
     }
     assert_eq!(seen, vec![Some(0), Some(1), Some(2), Some(3), None]);
 }
+
+/// `bash` is confined to the workspace (bubblewrap): a file outside it is
+/// not there to read, by absolute path or by `..`; a background job, even
+/// one in a session of its own, ends with the call at its timeout.
+#[test]
+fn bash_cannot_read_outside_the_workspace_and_its_jobs_end_with_the_call() {
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("secret.txt");
+    std::fs::write(&secret, "TOP-SECRET").unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let h = host(
+        &format!(
+            "[tools]\nworkspace = \"{}\"\n[access]\nallow = {{ A = [\"bash\"] }}\n",
+            toml_str(d.path())
+        ),
+        Confirm::Deny,
+    );
+    for cmd in [
+        format!("cat '{}'", secret.display()),
+        "cat /etc/passwd".to_string(),
+        format!(
+            "cat ../{}/secret.txt",
+            outside.path().file_name().unwrap().to_string_lossy()
+        ),
+    ] {
+        let r = inv(&h, "A", "bash", json!({ "command": cmd })).unwrap();
+        assert_ne!(r["exit_code"], 0, "{cmd}: {r}");
+        assert!(
+            !r["stdout"].as_str().unwrap().contains("TOP-SECRET"),
+            "{cmd}"
+        );
+        assert!(!r["stdout"].as_str().unwrap().contains("root:"), "{cmd}");
+    }
+    // The workspace itself is there, read-write.
+    let r = inv(
+        &h,
+        "A",
+        "bash",
+        json!({"command": "echo hi > in.txt && cat in.txt"}),
+    )
+    .unwrap();
+    assert_eq!(r["stdout"], "hi\n");
+    let e = inv(
+        &h,
+        "A",
+        "bash",
+        json!({
+            "command": "(sleep 1; echo late > late1.txt) & setsid sh -c 'sleep 1; echo late > late2.txt' & sleep 30",
+            "timeout_s": 0.3
+        }),
+    )
+    .unwrap_err();
+    assert_eq!(e.code, "tool.timeout");
+    // Long after the jobs would have written, neither did.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert!(!d.path().join("late1.txt").exists());
+    assert!(!d.path().join("late2.txt").exists());
+    // The same jobs after a command that finishes: ended with the call too.
+    let r = inv(
+        &h,
+        "A",
+        "bash",
+        json!({"command": "setsid sh -c 'sleep 1; echo late > late3.txt' & echo started"}),
+    )
+    .unwrap();
+    assert_eq!(r["stdout"], "started\n");
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert!(!d.path().join("late3.txt").exists());
+}
+
+/// The opt-out runs commands unconfined (and says so in the config).
+#[test]
+fn bash_without_a_sandbox_is_an_explicit_choice() {
+    let d = tempfile::tempdir().unwrap();
+    let h = host(
+        &format!(
+            "[tools]\nworkspace = \"{}\"\nsandbox = \"none\"\n[access]\nallow = {{ A = [\"bash\"] }}\n",
+            toml_str(d.path())
+        ),
+        Confirm::Deny,
+    );
+    let r = inv(
+        &h,
+        "A",
+        "bash",
+        json!({"command": "test -e /etc/passwd && echo seen"}),
+    )
+    .unwrap();
+    assert_eq!(r["stdout"], "seen\n");
+    let e = AamConfig::parse("[tools]\nsandbox = \"maybe\"\n", None).unwrap_err();
+    assert!(e.message().contains("tools.sandbox"), "{}", e.message());
+}

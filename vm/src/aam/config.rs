@@ -89,6 +89,11 @@ pub struct AamConfig {
     /// No provider configured and the run's backend is the simulator:
     /// `search` answers with labelled simulated results (set by the edge).
     pub simulate_search: bool,
+    /// `[tools] allow_private_network`: private destinations `http_get`
+    /// may reach.
+    pub allow_private_network: Vec<String>,
+    /// `[tools] sandbox`: how `bash` is confined (`super::shell`).
+    pub sandbox: crate::catalogue::shell::Sandbox,
 }
 
 impl Default for AamConfig {
@@ -106,6 +111,8 @@ impl Default for AamConfig {
             search: None,
             remote_agents: Vec::new(),
             simulate_search: false,
+            allow_private_network: Vec::new(),
+            sandbox: crate::catalogue::shell::Sandbox::default(),
         }
     }
 }
@@ -127,6 +134,16 @@ pub(crate) fn toml_to_json(v: &toml::Value) -> Json {
 }
 
 impl AamConfig {
+    /// The tool catalogue's declarations under this configuration
+    /// (`crate::catalogue`).
+    pub fn declarations(&self) -> ais_ir::catalogue::Declarations {
+        crate::catalogue::declarations(crate::catalogue::Configured {
+            subprocess: &self.subprocess,
+            mcp_servers: &self.mcp_servers,
+            remote_agents: &self.remote_agents,
+        })
+    }
+
     /// The AAM's settings of a checked configuration (the defaults when
     /// it has no file).
     pub fn from_config(config: &Config) -> AamConfig {
@@ -182,6 +199,10 @@ impl AamConfig {
             cfg.destructive = t.destructive.clone();
             cfg.search = t.search.clone();
             cfg.concurrency = t.concurrency.clone();
+            cfg.allow_private_network = t.allow_private_network.clone();
+            if t.sandbox.as_deref() == Some("none") {
+                cfg.sandbox = crate::catalogue::shell::Sandbox::None;
+            }
             for s in &t.subprocess {
                 let mut s = s.clone();
                 s.cwd = s.cwd.as_deref().map(resolve);

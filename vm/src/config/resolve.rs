@@ -179,7 +179,7 @@ impl Config {
             remote_agents: file.remote_agents,
         };
         check_aam(&src.path, &aam)?;
-        Ok(Config {
+        let config = Config {
             source: Some(src),
             backends,
             default_backend,
@@ -192,7 +192,8 @@ impl Config {
             otlp: file.telemetry.otlp,
             aam,
             policy: file.policy.unwrap_or_default(),
-        })
+        };
+        Ok(config)
     }
 
     /// The configuration without any file.
@@ -339,6 +340,15 @@ fn check_tools(t: &ToolsSection) -> Result<(), String> {
         if *v == 0 {
             return Err(format!("tools.concurrency.{k} must be at least 1"));
         }
+    }
+    if let Some(m) = t
+        .sandbox
+        .as_deref()
+        .filter(|m| !matches!(*m, "bwrap" | "none"))
+    {
+        return Err(format!(
+            "tools.sandbox must be \"bwrap\" or \"none\", got \"{m}\""
+        ));
     }
     for s in &t.subprocess {
         if s.name.trim().is_empty() {

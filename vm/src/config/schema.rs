@@ -291,6 +291,27 @@ pub struct ToolsSection {
     pub subprocess: Vec<SubprocessConfig>,
     /// The web-search provider of `search` / `search_web`.
     pub search: Option<SearchConfig>,
+    /// Private destinations `http_get` may reach (loopback, link-local,
+    /// private ranges are refused otherwise): `"host"`, `"host:port"`,
+    /// `"*"` (`ais_stdlib::http`).
+    #[serde(default)]
+    pub allow_private_network: Vec<String>,
+    /// How `bash` is confined: `"bwrap"` (the default: bubblewrap, refused
+    /// when it is missing) or `"none"` (an explicit opt-out).
+    pub sandbox: Option<String>,
+}
+
+/// A tool's declared facts, overriding its provider's defaults
+/// (`[mcp_servers.tools.NAME]`, and the same keys on a subprocess tool).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ToolFacts {
+    /// Are its results trusted?
+    pub trusted: Option<bool>,
+    /// `read-only`, `idempotent` or `side-effecting`.
+    pub effect: Option<ais_stdlib::Effect>,
+    /// Arguments that leave the machine (sinks even when it only reads).
+    pub leaves: Option<Vec<String>>,
 }
 
 /// `[tools.search]`: a SearXNG-compatible JSON API (`GET {url}/search?q=…&format=json`).
@@ -325,6 +346,13 @@ pub struct SubprocessConfig {
     #[serde(default)]
     pub destructive: bool,
     pub concurrency: Option<usize>,
+    /// Are its results trusted? Default true: a local program the owner
+    /// wrote (say `false` when it relays data from outside).
+    pub trusted: Option<bool>,
+    /// `read-only`, `idempotent` or `side-effecting` (the default).
+    pub effect: Option<ais_stdlib::Effect>,
+    /// Arguments that leave the machine.
+    pub leaves: Option<Vec<String>>,
 }
 
 fn default_timeout_s() -> f64 {
@@ -353,6 +381,13 @@ pub struct McpServerConfig {
     /// those the server annotates so.
     #[serde(default)]
     pub destructive: Vec<String>,
+    /// Are its tools' results trusted? Default false: an MCP server
+    /// relays data from outside (`ais_vm::catalogue`).
+    #[serde(default)]
+    pub trusted: bool,
+    /// Per-tool declarations (tool names without the prefix).
+    #[serde(default)]
+    pub tools: BTreeMap<String, ToolFacts>,
 }
 
 impl McpServerConfig {
@@ -422,6 +457,9 @@ pub struct RemoteAgentConfig {
     pub concurrency: Option<usize>,
     /// Retries of a message that did not reach it (default 2).
     pub retries: Option<u32>,
+    /// Are its answers trusted? Default false (data from outside).
+    #[serde(default)]
+    pub trusted: bool,
 }
 
 fn a2a() -> String {

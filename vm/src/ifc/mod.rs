@@ -40,7 +40,7 @@ pub struct Labels {
     /// Union of the labels written to each memory tier (stm, ltm,
     /// episodic) and to beliefs, in this run and (for tiers that outlive a
     /// run, [`Labels::load_stored`]) in earlier ones: a read carries it.
-    mem: [AtomicU64; 4],
+    mem: [AtomicU64; 5],
     /// Union of the result labels of every op the host sees (tools,
     /// memory, beliefs, messages): the host logs them to the episodic log,
     /// where the agent's trace (`qmem("@trace", "episodic")`) reads them.
@@ -254,6 +254,44 @@ impl Labels {
     /// with the names the host keeps their labels under.
     const STORED_TIERS: [(usize, &'static str); 3] = [(1, "ltm"), (2, "episodic"), (3, "belief")];
 
+    /// The workspace's index in `mem`: what tools declared as writing the
+    /// workspace wrote there (`crate::catalogue::labels`).
+    const WORKSPACE: usize = 4;
+
+    /// Joins into the workspace's label what earlier runs (and other
+    /// processes) wrote there, before the run starts.
+    pub fn load_workspace(
+        &self,
+        host: &dyn crate::host::Host,
+    ) -> Result<(), crate::host::HostError> {
+        if self.off() {
+            return Ok(());
+        }
+        let names = host.stored_labels("workspace")?;
+        self.mem[Self::WORKSPACE].fetch_or(self.of_names(&names), Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// What a model reads in the reply of tool `name` inside an exchange:
+    /// the tool's own source, and what the workspace holds when the tool
+    /// reads it (`read_file`, `bash`).
+    pub fn reply_label(&self, name: &str) -> u64 {
+        let ws = if self.workspace_use(name).reads() {
+            self.mem[Self::WORKSPACE].load(Ordering::Relaxed)
+        } else {
+            0
+        };
+        self.source(name) | ws
+    }
+
+    /// How tool `name` uses the workspace, as the catalogue declares it.
+    fn workspace_use(&self, name: &str) -> ais_ir::catalogue::WorkspaceUse {
+        self.policy
+            .catalogue
+            .get(name)
+            .map_or(ais_ir::catalogue::WorkspaceUse::None, |d| d.workspace)
+    }
+
     /// Joins into each tier's label what earlier runs wrote there (as the
     /// host recorded it), before the run starts.
     pub fn load_stored(&self, host: &dyn crate::host::Host) -> Result<(), crate::host::HostError> {
@@ -292,11 +330,18 @@ impl Labels {
 
     fn effect_source(&self, instr: &Instr, llm: bool) -> u64 {
         match instr.opcode {
+            // A tool that reads the workspace carries what was written
+            // there; `exec` may run any tool.
             Opcode::Inv => match &instr.imm {
+                Imm::Tool(t) if self.workspace_use(t).reads() => {
+                    self.source(t) | self.mem[Self::WORKSPACE].load(Ordering::Relaxed)
+                }
                 Imm::Tool(t) => self.source(t),
                 _ => 0,
             },
-            Opcode::Exec => self.source("@bash"),
+            Opcode::Exec => {
+                self.source("@bash") | self.mem[Self::WORKSPACE].load(Ordering::Relaxed)
+            }
             Opcode::Qmem | Opcode::BeliefGet => {
                 let i = Self::tier_index(instr);
                 let name = match i {
@@ -314,9 +359,18 @@ impl Labels {
             }
             Opcode::Pause => self.input,
             Opcode::Solve => {
-                // A planner may read every offered tool's replies.
+                // A planner may read every offered tool's replies, and
+                // what a tool that reads the workspace finds there.
+                let ws = self.mem[Self::WORKSPACE].load(Ordering::Relaxed);
                 let tools = match &instr.imm {
-                    Imm::Llm(a) => a.tools.iter().fold(0, |l, t| l | self.source(&t.name)),
+                    Imm::Llm(a) => a.tools.iter().fold(0, |l, t| {
+                        let read = if self.workspace_use(&t.name).reads() {
+                            ws
+                        } else {
+                            0
+                        };
+                        l | self.source(&t.name) | read
+                    }),
                     _ => 0,
                 };
                 self.plan | tools
@@ -349,6 +403,18 @@ impl Labels {
         }
         self.seen_by_host
             .fetch_or(result | label, Ordering::Relaxed);
+        let writes_workspace = match (&instr.opcode, &instr.imm) {
+            (Opcode::Inv, Imm::Tool(t)) => self.workspace_use(t).writes(),
+            (Opcode::Exec, _) => true,
+            _ => false,
+        };
+        if writes_workspace {
+            // What a tool writes into the workspace: its inputs' label,
+            // kept before the write for later reads and later runs.
+            let before = self.mem[Self::WORKSPACE].fetch_or(label, Ordering::Relaxed);
+            let new = label & !before;
+            return (new != 0).then(|| ("workspace", self.names(new)));
+        }
         if !matches!(instr.opcode, Opcode::Umem | Opcode::BeliefSet) {
             return None;
         }
@@ -527,6 +593,19 @@ impl Labels {
 }
 
 impl Labels {
+    /// Notes a tool call a model makes inside an exchange carrying
+    /// `label`: a tool that writes the workspace writes that label there.
+    /// The sources the workspace newly holds, for the host to keep before
+    /// the call runs.
+    pub fn note_tool_write(&self, tool: &str, label: u64) -> Option<Vec<String>> {
+        if self.off() || !self.workspace_use(tool).writes() {
+            return None;
+        }
+        let before = self.mem[Self::WORKSPACE].fetch_or(label, Ordering::Relaxed);
+        let new = label & !before;
+        (new != 0).then(|| self.names(new))
+    }
+
     /// Checks a tool call a model asked for inside an LLM op whose
     /// exchange has read `label` so far (its inputs, the model, and the
     /// replies of the earlier turns' calls).

@@ -110,6 +110,11 @@ pub fn run(
             return failed(summary, RunError::Setup(why));
         }
     }
+    // What earlier runs wrote into the workspace (`crate::catalogue::labels`).
+    if let Err(e) = labels.load_workspace(host.as_ref()) {
+        let why = format!("reading the information-flow labels of the workspace: {e}");
+        return failed(summary, RunError::Setup(why));
+    }
     // Room for linked plans only when the program can make any.
     let plan_arena = crate::plan::PlanArena::new(if makes_plans {
         crate::plan::MAX_PLANS_PER_RUN

@@ -512,6 +512,13 @@ impl<'r> Run<'r> {
             }
             return Ok(refuse(&e.code, e.message));
         }
+        // What it writes into the workspace keeps the exchange's label
+        // (`crate::catalogue::labels`), kept before the call.
+        if let Some(names) = self.labels.note_tool_write(&call.name, label) {
+            if let Err(e) = self.host.store_labels("workspace", &names) {
+                return Ok(refuse(&e.code, e.message));
+            }
+        }
         if self.over_budget(site.frame, site.op, site.instr, Class::Tool) {
             return Err(Stop::Halted);
         }
@@ -549,8 +556,12 @@ impl<'r> Run<'r> {
                     )
                 });
                 if !read.is_empty() && !self.labels.off() {
-                    site.frame
-                        .add_label(site.instr.result, self.labels.of_names(&read));
+                    // What the tool read back (a stored fact, a message)
+                    // is read by the model too: later turns are judged
+                    // with it.
+                    let stored = self.labels.of_names(&read);
+                    site.read.fetch_or(stored, Ordering::AcqRel);
+                    site.frame.add_label(site.instr.result, stored);
                 }
                 r.map_err(OpError::from).and_then(|v| {
                     let v = Val::from_json(v);
@@ -564,7 +575,7 @@ impl<'r> Run<'r> {
         // the tool's text too): its source joins what the exchange read.
         if !self.labels.off() {
             site.read
-                .fetch_or(self.labels.source(&call.name), Ordering::AcqRel);
+                .fetch_or(self.labels.reply_label(&call.name), Ordering::AcqRel);
         }
         match gated {
             (Ok(v), replayed) => {
