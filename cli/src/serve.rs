@@ -45,6 +45,11 @@ pub struct ServedRunArgs {
     /// to ask: without it they are refused).
     #[arg(long)]
     pub yes: bool,
+    /// Ask over HTTP before a destructive tool runs: the run waits (its
+    /// event `confirm`) until `POST /v1/runs/{id}/confirm` or the console
+    /// answers, or the run is cancelled (`aisc serve` only).
+    #[arg(long, conflicts_with = "yes")]
+    pub ask: bool,
     /// Hand every new run to the fleet instead of running it here: it is
     /// queued in the `--store postgres://…` for `aisc worker`s, and its
     /// status and result are read back from the store.
@@ -196,6 +201,8 @@ impl CliEngine {
             console: Some(edge.console),
             confirm: if self.runs.yes {
                 ais_vm::aam::Confirm::Yes
+            } else if self.runs.ask {
+                ais_vm::aam::Confirm::Ask(edge.confirm.clone())
             } else {
                 ais_vm::aam::Confirm::Deny
             },
@@ -363,6 +370,10 @@ impl Engine for CliEngine {
 
     fn backend_name(&self) -> String {
         self.setup.llm.backend.name().to_string()
+    }
+
+    fn graph_svg(&self, program: &ais_ir::bytecode::Program) -> Option<String> {
+        Some(crate::report::graph_svg(program))
     }
 
     fn reload(&self) -> Result<Vec<Served>, ApiError> {

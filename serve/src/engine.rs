@@ -98,6 +98,10 @@ pub struct RunEdge {
     pub console: Arc<dyn ais_vm::aam::Console>,
     pub observer: ais_vm::observe::Observer,
     pub cancel: Cancel,
+    /// Asks over HTTP whether a destructive tool may run (the run's
+    /// `confirm` event, `POST /v1/runs/{id}/confirm`): for an engine that
+    /// asks (`aisc serve --ask`); others confirm or refuse themselves.
+    pub confirm: Arc<dyn ais_vm::aam::Confirmer>,
 }
 
 /// A run's end: the entry flow's value or the structured error
@@ -158,6 +162,12 @@ pub trait Engine: Send + Sync {
     }
     /// The LLM backend's name (for metrics).
     fn backend_name(&self) -> String;
+    /// The program's dataflow graph as one `<svg>` element whose op nodes
+    /// carry `data-key="f{flow}r{region}o{op}"` (the console lights them
+    /// up from the op events). Default: none.
+    fn graph_svg(&self, _program: &Program) -> Option<String> {
+        None
+    }
     /// Compiles the served files again: the new programs, or why not (the
     /// served ones are then unchanged). The default: reloading is not
     /// offered.

@@ -254,6 +254,7 @@ impl<'r> Run<'r> {
             return ev;
         }
         let frame = &call.frame;
+        self.observe_start(frame, op, call.start_ns);
         let agent = self.agent_name(frame.agent);
         // A tool call is a side effect: its intent is durable before it starts.
         if let (Some(id), false) = (&jkey, llm) {
