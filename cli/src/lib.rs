@@ -9,6 +9,7 @@ mod aam;
 mod analyze;
 mod config;
 mod fmt;
+mod fork;
 mod new;
 pub mod ops;
 pub mod opt;
@@ -219,6 +220,17 @@ pub enum Command {
         run_id: String,
         #[command(flatten)]
         resume: runs::ResumeArgs,
+        #[command(flatten)]
+        backend: BackendArgs,
+    },
+    /// Fork a journaled run at one of its steps: a new run that replays the
+    /// journal, takes the step's edited value (`--set`) and executes only
+    /// the ops that depend on it. Without `--at`, lists the steps.
+    Fork {
+        /// A run id from `aisc runs`.
+        run_id: String,
+        #[command(flatten)]
+        fork: fork::ForkArgs,
         #[command(flatten)]
         backend: BackendArgs,
     },
@@ -439,6 +451,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
         | Command::Serve { backend, .. }
         | Command::Mcp { backend, .. }
         | Command::Resume { backend, .. }
+        | Command::Fork { backend, .. }
         | Command::Worker { backend, .. }
         | Command::Config { backend, .. }
         | Command::Doctor { backend } => backend.config.clone(),
@@ -536,6 +549,11 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
             resume,
             backend,
         } => runs::resume(&mut out, &run_id, &resume, &backend),
+        Command::Fork {
+            run_id,
+            fork,
+            backend,
+        } => fork::fork(&mut out, &run_id, &fork, &backend),
         Command::Trace {
             run_id,
             memory,

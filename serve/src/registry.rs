@@ -715,6 +715,24 @@ impl Registry {
         json!({"programs": list})
     }
 
+    /// Forks run `id` at journal step `at` (value `value`, or kept) and
+    /// runs the fork: every effect whose inputs did not change is replayed.
+    pub fn fork(
+        &self,
+        id: &str,
+        at: &str,
+        value: Option<&Json>,
+    ) -> Result<(Arc<RunEntry>, Json), ApiError> {
+        let (fork_id, what) = self.engine.fork(id, at, value)?;
+        let entry = self.resume(&fork_id, BudgetSpec::default(), None)?;
+        Ok((entry, what))
+    }
+
+    /// The journal steps of run `id` (`GET /v1/runs/{id}/steps`).
+    pub fn steps(&self, id: &str) -> Result<Json, ApiError> {
+        self.engine.steps(id)
+    }
+
     /// Counts for `/metrics` and `/health`.
     pub(crate) fn gauges(&self) -> Gauges {
         let mut counts = [0usize; 6];

@@ -126,6 +126,17 @@ struct ConfirmRequest {
     request: Option<u64>,
 }
 
+/// `POST /v1/runs/{id}/fork`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ForkRequest {
+    /// A step number (`GET /v1/runs/{id}/steps`) or a key prefix.
+    at: Json,
+    /// The step's value in the fork; absent: kept.
+    #[serde(default)]
+    set: Option<Json>,
+}
+
 /// `POST /v1/runs/{id}/resume`.
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -291,6 +302,23 @@ pub(crate) fn route(ctx: &Arc<Ctx>, head: &Head, body: &[u8]) -> Reply {
             .and_then(|j| shape::<ConfirmRequest>(j, "POST /v1/runs/{id}/confirm"))
             .and_then(|r| ctx.registry.confirm(id, r.request, r.allow))
             .map(|e| (200, e.to_json())),
+        (&Method::POST, ["v1", "runs", id, "fork"]) => parse_json(body)
+            .and_then(|j| shape::<ForkRequest>(j, "POST /v1/runs/{id}/fork"))
+            .and_then(|r| {
+                let at = match &r.at {
+                    Json::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                ctx.registry.fork(id, &at, r.set.as_ref())
+            })
+            .map(|(e, what)| {
+                let mut j = e.to_json();
+                j["fork"] = what;
+                (202, j)
+            }),
+        (&Method::GET, ["v1", "runs", id, "steps"]) => {
+            ctx.registry.steps(id).map(|j| (200, j))
+        }
         (&Method::GET, ["v1", "runs", id, "graph"]) => {
             return match ctx.registry.graph(id) {
                 Ok(svg) => Reply::Full {
