@@ -159,7 +159,22 @@ async function run(url) {
   await sleep(300);
   const answered = await view();
 
-  process.stdout.write(JSON.stringify({ during, completed, paused, answered, errors }) + '\n');
+  // 3. Fork the first run at its "Risks" step with another value.
+  await click(`#runs li[data-id="${completed.id}"]`);
+  await until('the first run again', `document.getElementById('run-id').textContent === ${JSON.stringify(completed.id)} && document.getElementById('run-status').textContent === 'succeeded'`);
+  await click('#fork');
+  await until('the steps', "document.querySelectorAll('#fork-step option').length > 0");
+  const picked = await evaluate(`(function(){var s=document.getElementById('fork-step'); for (var o of s.options) { if (o.textContent.indexOf('Risks') >= 0) { s.value = o.value; return o.value; } } return null;})()`);
+  if (!picked) fail('no step with Risks');
+  await type('#fork-value', 'FORKED');
+  await click('#fork-btn');
+  await until('the fork', `document.getElementById('run-id').textContent.indexOf(${JSON.stringify(completed.id + '.f')}) === 0`);
+  await until('the fork succeeding', "document.getElementById('run-status').textContent === 'succeeded'");
+  await sleep(300);
+  const forked = await view();
+  await shot('console-fork.png');
+
+  process.stdout.write(JSON.stringify({ during, completed, paused, answered, forked, errors }) + '\n');
   clearTimeout(timer);
   ws.close();
   proc.kill('SIGKILL');

@@ -128,6 +128,7 @@ async function select(id) {
     started: new Map(), texts: new Map(), chosen: null, confirms: new Map(),
   });
   for (const li of $('runs').children) li.classList.toggle('selected', li.dataset.id === id);
+  $('fork-form').hidden = true;
   $('run').hidden = false;
   $('run-id').textContent = id;
   $('text').textContent = '';
@@ -370,6 +371,41 @@ async function act(path, body) {
   } catch (e) { notice(e.message); }
 }
 
+$('fork').addEventListener('click', async () => {
+  const form = $('fork-form');
+  if (!form.hidden) { form.hidden = true; return; }
+  notice('');
+  try {
+    const { steps } = await api('GET', '/v1/runs/' + encodeURIComponent(state.selected) + '/steps');
+    const sel = $('fork-step');
+    sel.textContent = '';
+    for (const st of steps) {
+      const o = document.createElement('option');
+      o.value = st.step;
+      const v = st.value === null || st.value === undefined ? '' : JSON.stringify(st.value);
+      o.textContent = st.step + ' · ' + st.op + ' · ' + (v.length > 60 ? v.slice(0, 60) + '…' : v);
+      sel.appendChild(o);
+    }
+    if (!steps.length) notice('this run has no journal steps to fork at');
+    form.hidden = !steps.length;
+  } catch (e) { notice(e.message); }
+});
+$('fork-form').addEventListener('submit', async (ev) => {
+  ev.preventDefault();
+  notice('');
+  const raw = $('fork-value').value;
+  const body = { at: Number($('fork-step').value) };
+  if (raw !== '') {
+    try { body.set = JSON.parse(raw); } catch (_) { body.set = raw; }
+  }
+  try {
+    const run = await api('POST', '/v1/runs/' + encodeURIComponent(state.selected) + '/fork', body);
+    $('fork-form').hidden = true;
+    $('fork-value').value = '';
+    await refreshRuns();
+    select(run.id);
+  } catch (e) { notice(e.message); }
+});
 $('cancel').addEventListener('click', () => act('/cancel'));
 $('resume').addEventListener('click', () => act('/resume'));
 $('answer-btn').addEventListener('click', () => {
