@@ -292,8 +292,18 @@ fn the_console_watches_a_run_and_answers_a_pause_in_a_headless_browser() {
     // `think` depends on it.
     let forked = &r["forked"];
     assert_eq!(forked["status"], "succeeded", "{r}");
-    assert!(forked["id"].as_str().is_some_and(|id| id == format!("{first}.f1")), "{r}");
-    assert!(forked["result"].as_str().is_some_and(|t| t.contains("and FORKED")), "{r}");
+    assert!(
+        forked["id"]
+            .as_str()
+            .is_some_and(|id| id == format!("{first}.f1")),
+        "{r}"
+    );
+    assert!(
+        forked["result"]
+            .as_str()
+            .is_some_and(|t| t.contains("and FORKED")),
+        "{r}"
+    );
     // 3 LLM calls for the first run, 1 for the second (its resume replayed
     // the summary instead of asking again), 1 for the fork (`think`).
     assert_eq!(mock.request_count(), 5);

@@ -215,6 +215,10 @@ pub struct Watcher {
 }
 
 impl RunObserver for Watcher {
+    fn wants_starts(&self) -> bool {
+        true
+    }
+
     fn start(&self, u: &OpStart<'_>) {
         self.log.push(
             "op_start",

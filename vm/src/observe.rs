@@ -58,6 +58,11 @@ pub struct OpStart<'a> {
 
 /// Receives a run's updates. Every method defaults to ignoring them.
 pub trait RunObserver: Send + Sync {
+    /// Whether [`RunObserver::start`] is wanted: naming the op's flow costs
+    /// an allocation per call, paid only for an observer that asks.
+    fn wants_starts(&self) -> bool {
+        false
+    }
     fn start(&self, _update: &OpStart<'_>) {}
     fn op(&self, _update: &OpUpdate<'_>) {}
     fn text(&self, _update: &TextUpdate<'_>) {}

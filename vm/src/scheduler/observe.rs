@@ -22,7 +22,7 @@ impl<'r> Run<'r> {
 
     /// Tells the observer, if any, that the call at `op` of `frame` starts.
     pub(super) fn observe_start(&self, frame: &Frame<'r>, op: u32, start_ns: u64) {
-        let Some(o) = self.observer else {
+        let Some(o) = self.observer.filter(|o| o.wants_starts()) else {
             return;
         };
         let Some(instr) = frame.code.ops.get(op as usize) else {

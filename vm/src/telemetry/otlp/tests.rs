@@ -165,6 +165,8 @@ fn tool_ops_pauses_and_plain_ops_are_told_apart() {
         tool: Some("echo".into()),
         arguments: None,
         error: Some("tool.failed".into()),
+        sources: vec!["tool:echo".into(), "@input".into()],
+        untrusted: true,
     }));
     assert!(spans::exported(&tool));
     let s = spans::op_spans(&c, &tool, "A.main", "A");
@@ -174,6 +176,11 @@ fn tool_ops_pauses_and_plain_ops_are_told_apart() {
     assert_eq!(s[0].attr("gen_ai.tool.name"), Some(&Attr::from("echo")));
     assert_eq!(s[0].attr("error.type"), Some(&Attr::from("tool.failed")));
     assert_eq!(s[0].error.as_deref(), Some("tool.failed"));
+    assert_eq!(
+        s[0].attr("ais.ifc.sources"),
+        Some(&Attr::StrArray(vec!["tool:echo".into(), "@input".into()]))
+    );
+    assert_eq!(s[0].attr("ais.ifc.untrusted"), Some(&Attr::Bool(true)));
 
     let mut pause = event(4, 2, ENTRY, Track::Worker(0), (5, 5, 6));
     pause.status = Status::Failed;
