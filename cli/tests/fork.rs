@@ -191,3 +191,37 @@ fn a_served_run_is_forked_over_http() {
     assert_eq!(r.status, 400, "{}", r.body);
     assert_eq!(r.json()["error"]["code"], "fork.no_op");
 }
+
+/// Control dependence: an edit that changes a decision runs the branch now
+/// taken (its ops were never journaled), and nothing of the other.
+#[test]
+fn a_fork_that_changes_a_decision_runs_the_branch_now_taken() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mock = MockServer::start().expect("mock");
+    let config = mock_config(dir.path(), &mock.openai_url());
+    let p = write(
+        dir.path(),
+        "branch.ais",
+        "agent B {\n    @entry flow main() -> str {\n        let a = ask(\"decide\")\n        let k = ask(\"unrelated\")\n        if a == \"yes\" {\n            let y = ask(\"on yes\")\n            return \"{y} {k}\"\n        }\n        let n = ask(\"on no\")\n        return \"{n} {k}\"\n    }\n}\n",
+    );
+    let o = aisc(dir.path(), &["run", "-O0", &p, "--config", &config]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(out.contains("mock reply to: on no"), "{out}");
+    assert_eq!(mock.request_count(), 3);
+    let run = last_run(dir.path());
+    let at = step_with(dir.path(), &run, "decide");
+    let o = aisc(
+        dir.path(),
+        &[
+            "fork", &run, "--at", &at, "--set", "yes", "--config", &config,
+        ],
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(out.trim(), "mock reply to: on yes mock reply to: unrelated");
+    // One call: the branch now taken; `unrelated` replayed.
+    assert_eq!(mock.request_count(), 4, "{err}");
+    let last = mock.last_request().expect("a request");
+    assert!(last.body.to_string().contains("on yes"), "{}", last.body);
+}
