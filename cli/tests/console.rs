@@ -197,8 +197,9 @@ fn the_console_watches_a_run_and_answers_a_pause_in_a_headless_browser() {
         dir.path(),
         "config.toml",
         &format!(
-            "default_backend = \"m\"\n[[llm_backends]]\nname = \"m\"\nprotocol = \"openai\"\nbase_url = \"{}\"\nretries = 0\nstream = true\n",
-            mock.openai_url()
+            "default_backend = \"m\"\n[[llm_backends]]\nname = \"m\"\nprotocol = \"openai\"\nbase_url = \"{}\"\nretries = 0\nstream = true\n[tools]\nworkspace = \"{}\"\ndestructive = [\"write_file\"]\n[access]\nallow = {{ W = [\"write_file\"] }}\n",
+            mock.openai_url(),
+            dir.path().display()
         ),
     );
     let echo = write(
@@ -211,7 +212,17 @@ fn the_console_watches_a_run_and_answers_a_pause_in_a_headless_browser() {
         "approve.ais",
         "agent Approve {\n    @entry flow main(topic: str) -> str {\n        let s = ask(\"Summarise {topic}\")\n        let ok = pause(\"Approve? {s}\")\n        return \"{ok}: {s}\"\n    }\n}\n",
     );
-    let s = Server::start(dir.path(), &[&echo, &approve], &["--config", &config], &[]);
+    let w = write(
+        dir.path(),
+        "w.ais",
+        "agent W {\n    @entry flow main(text: str) -> str {\n        write_file(path: \"out.txt\", content: text)\n        return \"wrote\"\n    }\n}\n",
+    );
+    let s = Server::start(
+        dir.path(),
+        &[&echo, &approve, &w],
+        &["--config", &config, "--ask"],
+        &[],
+    );
 
     let chromium = std::env::var("AIS_CHROMIUM").unwrap_or_else(|_| "chromium".into());
     assert!(
@@ -303,6 +314,22 @@ fn the_console_watches_a_run_and_answers_a_pause_in_a_headless_browser() {
             .as_str()
             .is_some_and(|t| t.contains("and FORKED")),
         "{r}"
+    );
+    // A destructive tool's question, approved from the page.
+    let approved = &r["approved"];
+    assert!(approved["question"].is_null(), "{r}");
+    assert!(
+        r["confirm"]
+            .as_str()
+            .is_some_and(|q| q.contains("write_file")),
+        "{r}"
+    );
+    assert_eq!(approved["status"], "succeeded", "{r}");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("out.txt"))
+            .ok()
+            .as_deref(),
+        Some("from the page")
     );
     // 3 LLM calls for the first run, 1 for the second (its resume replayed
     // the summary instead of asking again), 1 for the fork (`think`).

@@ -174,7 +174,18 @@ async function run(url) {
   const forked = await view();
   await shot('console-fork.png');
 
-  process.stdout.write(JSON.stringify({ during, completed, paused, answered, forked, errors }) + '\n');
+  // 4. A destructive tool's question, approved from the page.
+  if (!await chooseProgram('w.ais')) fail('w.ais is not offered');
+  await type('#args', '{"text": "from the page"}');
+  await click('#start-btn');
+  await until('the question about the tool', "!document.getElementById('confirm').hidden");
+  const confirm = await evaluate("document.getElementById('confirm-question').textContent");
+  await shot('console-confirm.png');
+  await click('#approve');
+  await until('the approved run succeeding', "document.getElementById('run-status').textContent === 'succeeded'");
+  const approved = await view();
+
+  process.stdout.write(JSON.stringify({ during, completed, paused, answered, forked, confirm, approved, errors }) + '\n');
   clearTimeout(timer);
   ws.close();
   proc.kill('SIGKILL');
