@@ -11,6 +11,7 @@ mod args;
 mod check;
 mod config;
 mod fmt;
+mod fork;
 mod journal;
 mod load;
 mod new;
@@ -221,6 +222,17 @@ pub enum Command {
         run_id: String,
         #[command(flatten)]
         resume: runs::ResumeArgs,
+        #[command(flatten)]
+        backend: BackendArgs,
+    },
+    /// Fork a journaled run at one of its steps: a new run that replays the
+    /// journal, takes the step's edited value (`--set`) and executes only
+    /// the ops that depend on it. Without `--at`, lists the steps.
+    Fork {
+        /// A run id from `aisc runs`.
+        run_id: String,
+        #[command(flatten)]
+        fork: fork::ForkArgs,
         #[command(flatten)]
         backend: BackendArgs,
     },
@@ -441,6 +453,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
         | Command::Serve { backend, .. }
         | Command::Mcp { backend, .. }
         | Command::Resume { backend, .. }
+        | Command::Fork { backend, .. }
         | Command::Worker { backend, .. }
         | Command::Config { backend, .. }
         | Command::Doctor { backend } => backend.config.clone(),
@@ -538,6 +551,11 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
             resume,
             backend,
         } => runs::resume(&mut out, &run_id, &resume, &backend),
+        Command::Fork {
+            run_id,
+            fork,
+            backend,
+        } => fork::fork(&mut out, &run_id, &fork, &backend),
         Command::Trace {
             run_id,
             memory,

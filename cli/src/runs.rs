@@ -120,40 +120,43 @@ pub struct ResumeArgs {
 /// `aisc resume RUN_ID`: the same program and arguments, completed ops
 /// replayed from the journal.
 pub fn resume(out: &mut Output, run_id: &str, r: &ResumeArgs, backend: &BackendArgs) -> i32 {
-    let store = match r.memory.store_url() {
-        Some(url) => match ais_vm::store::open(&url) {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("error: {e}");
-                return 1;
-            }
-        },
-        None => {
-            let Some(dir) = journal::dir_of(&r.memory.storage()) else {
-                eprintln!("error: `--memory :memory:` keeps no run journal to resume");
-                return 2;
-            };
-            if !dir.join(journal::DB_FILE).exists() {
-                eprintln!(
-                    "error: journal.missing: no run journal in `{}`",
-                    dir.display()
-                );
-                return 1;
-            }
-            match ais_vm::store::open(&dir.display().to_string()) {
-                Ok(s) => s,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return 1;
-                }
-            }
-        }
+    let store = match journal_store(&r.memory) {
+        Ok(s) => s,
+        Err(code) => return code,
     };
     match resume_in(out, store, run_id, r, backend) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e}");
             1
+        }
+    }
+}
+
+/// The store runs are journaled in (`--store`, else the memory
+/// directory's `runs.db`); the exit code after saying why not.
+pub(crate) fn journal_store(mem: &MemoryArgs) -> Result<Arc<dyn ais_vm::store::Store>, i32> {
+    match mem.store_url() {
+        Some(url) => ais_vm::store::open(&url).map_err(|e| {
+            eprintln!("error: {e}");
+            1
+        }),
+        None => {
+            let Some(dir) = journal::dir_of(&mem.storage()) else {
+                eprintln!("error: `--memory :memory:` keeps no run journal");
+                return Err(2);
+            };
+            if !dir.join(journal::DB_FILE).exists() {
+                eprintln!(
+                    "error: journal.missing: no run journal in `{}`",
+                    dir.display()
+                );
+                return Err(1);
+            }
+            ais_vm::store::open(&dir.display().to_string()).map_err(|e| {
+                eprintln!("error: {e}");
+                1
+            })
         }
     }
 }

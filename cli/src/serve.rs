@@ -47,6 +47,11 @@ pub struct ServedRunArgs {
     /// to ask: without it they are refused).
     #[arg(long)]
     pub yes: bool,
+    /// Ask over HTTP before a destructive tool runs: the run waits (its
+    /// event `confirm`) until `POST /v1/runs/{id}/confirm` or the console
+    /// answers, or the run is cancelled (`aisc serve` only).
+    #[arg(long, conflicts_with = "yes")]
+    pub ask: bool,
     /// Hand every new run to the fleet instead of running it here: it is
     /// queued in the `--store postgres://…` for `aisc worker`s, and its
     /// status and result are read back from the store.
@@ -207,6 +212,8 @@ impl CliEngine {
             console: Some(edge.console),
             confirm: if self.runs.yes {
                 ais_vm::aam::Confirm::Yes
+            } else if self.runs.ask {
+                ais_vm::aam::Confirm::Ask(edge.confirm.clone())
             } else {
                 ais_vm::aam::Confirm::Deny
             },
@@ -242,6 +249,24 @@ impl CliEngine {
             cancel,
             fair: self.fair.clone(),
         }))
+    }
+}
+
+impl CliEngine {
+    /// The store runs are journaled in, for forking.
+    fn fork_store(&self) -> Result<Arc<dyn Store>, ApiError> {
+        if let Some(s) = &self.store {
+            return Ok(s.clone());
+        }
+        let dir = self.journal_dir().ok_or_else(|| {
+            ApiError::conflict(
+                "journal.none",
+                "`--memory :memory:` keeps no run journal to fork",
+                "serve with a memory directory or a `--store`",
+            )
+        })?;
+        ais_vm::store::open(&dir.display().to_string())
+            .map_err(|e| ApiError::internal(e.to_string()))
     }
 }
 
@@ -379,6 +404,70 @@ impl Engine for CliEngine {
 
     fn backend_name(&self) -> String {
         self.setup.llm.backend.name().to_string()
+    }
+
+    fn fork(
+        &self,
+        id: &str,
+        at: &str,
+        value: Option<&serde_json::Value>,
+    ) -> Result<(String, serde_json::Value), ApiError> {
+        let store = self.fork_store()?;
+        let f =
+            journal::fork_in(&store, id, &journal::ForkAt::parse(at), value).map_err(
+                |e| match e.code {
+                    "journal.no_run" | "journal.missing" => ApiError::not_found(
+                        "run.not_found",
+                        e.message,
+                        "`GET /v1/runs` lists the runs",
+                    ),
+                    "fork.no_op" | "fork.bad_op" | "fork.ambiguous" | "fork.not_editable" => {
+                        ApiError::bad_request(
+                            e.code,
+                            e.message,
+                            "`GET /v1/runs/{id}/steps` lists the steps",
+                        )
+                    }
+                    _ => ApiError::internal(e.to_string()),
+                },
+            )?;
+        Ok((
+            f.id,
+            serde_json::json!({
+                "from": id,
+                "step": f.at.step,
+                "op": f.at.op,
+                "value": f.at.value,
+                "copied": f.copied,
+                "original_llm_calls": f.original_llm.0,
+                "original_tokens": f.original_llm.1,
+            }),
+        ))
+    }
+
+    fn steps(&self, id: &str) -> Result<serde_json::Value, ApiError> {
+        let store = self.fork_store()?;
+        let steps = journal::fork_steps(store.as_ref(), id)
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        if steps.is_empty() && journal::load_run_in(store.as_ref(), id).is_err() {
+            return Err(ApiError::not_found(
+                "run.not_found",
+                format!("no run `{id}`"),
+                "`GET /v1/runs` lists the runs",
+            ));
+        }
+        let list: Vec<serde_json::Value> = steps
+            .into_iter()
+            .map(|s| {
+                serde_json::json!({"step": s.step, "op": s.op, "kind": s.kind,
+                    "tokens": s.tokens, "key": s.key, "value": s.value})
+            })
+            .collect();
+        Ok(serde_json::json!({"steps": list}))
+    }
+
+    fn graph_svg(&self, program: &ais_ir::bytecode::Program) -> Option<String> {
+        Some(crate::report::graph_svg(program))
     }
 
     fn reload(&self) -> Result<Vec<Served>, ApiError> {

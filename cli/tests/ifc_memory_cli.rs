@@ -134,3 +134,52 @@ fn a_trusted_note_kept_by_one_process_is_sent_by_the_next() {
         sent(p.path())
     );
 }
+
+/// The events carry each call's information-flow label (issue 38): the
+/// untrusted page's sources, marked untrusted; the note's, trusted.
+#[test]
+fn the_events_carry_the_labels_of_call_results() {
+    let p = project();
+    let events = |entry: &str| -> Vec<serde_json::Value> {
+        let out = Command::new(env!("CARGO_BIN_EXE_aisc"))
+            .current_dir(p.path())
+            .args(["run", "m.ais", "--entry", entry, "--memory", "mem"])
+            .args(["--events", &format!("{entry}.jsonl")])
+            .env_remove("OPENAI_API_KEY")
+            .output()
+            .expect("aisc runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::fs::read_to_string(p.path().join(format!("{entry}.jsonl")))
+            .expect("events")
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    };
+    let tool_event = |evs: &[serde_json::Value], tool: &str| {
+        evs.iter()
+            .find(|e| e["gen_ai.tool.name"] == tool)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {tool} event in {evs:?}"))
+    };
+    let page = tool_event(&events("store_page"), "fetch_page");
+    let sources = page["ifc.sources"].as_array().expect("sources");
+    assert!(
+        sources
+            .iter()
+            .any(|s| s.as_str().is_some_and(|s| s.contains("fetch_page"))),
+        "{page}"
+    );
+    assert_eq!(page["ifc.untrusted"], true, "{page}");
+    let note = tool_event(&events("store_note"), "read_note");
+    assert!(
+        note["ifc.sources"]
+            .as_array()
+            .is_some_and(|s| !s.is_empty()),
+        "{note}"
+    );
+    assert_eq!(note["ifc.untrusted"], false, "{note}");
+}

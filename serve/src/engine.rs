@@ -98,6 +98,10 @@ pub struct RunEdge {
     pub console: Arc<dyn ais_vm::aam::Console>,
     pub observer: ais_vm::observe::Observer,
     pub cancel: Cancel,
+    /// Asks over HTTP whether a destructive tool may run (the run's
+    /// `confirm` event, `POST /v1/runs/{id}/confirm`): for an engine that
+    /// asks (`aisc serve --ask`); others confirm or refuse themselves.
+    pub confirm: Arc<dyn ais_vm::aam::Confirmer>,
 }
 
 /// A run's end: the entry flow's value or the structured error
@@ -158,6 +162,34 @@ pub trait Engine: Send + Sync {
     }
     /// The LLM backend's name (for metrics).
     fn backend_name(&self) -> String;
+    /// Forks the journaled run `id` at step `at` (a step number or key
+    /// prefix) with that step's value replaced by `value` (none: kept);
+    /// returns the fork's id and what was forked, ready to be resumed.
+    fn fork(&self, id: &str, at: &str, value: Option<&Json>) -> Result<(String, Json), ApiError> {
+        let _ = (id, at, value);
+        Err(ApiError::new(
+            501,
+            "fork.unsupported",
+            "this server cannot fork runs".to_string(),
+            "`aisc fork RUN --at STEP` forks a journaled run",
+        ))
+    }
+    /// The journal steps of run `id`, to choose a fork point.
+    fn steps(&self, id: &str) -> Result<Json, ApiError> {
+        let _ = id;
+        Err(ApiError::new(
+            501,
+            "fork.unsupported",
+            "this server cannot list journal steps".to_string(),
+            "`aisc fork RUN` lists them",
+        ))
+    }
+    /// The program's dataflow graph as one `<svg>` element whose op nodes
+    /// carry `data-key="f{flow}r{region}o{op}"` (the console lights them
+    /// up from the op events). Default: none.
+    fn graph_svg(&self, _program: &Program) -> Option<String> {
+        None
+    }
     /// Compiles the served files again: the new programs, or why not (the
     /// served ones are then unchanged). The default: reloading is not
     /// offered.

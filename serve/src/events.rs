@@ -7,7 +7,7 @@
 
 use crate::metrics::Metrics;
 use ais_vm::llm::TextEvent;
-use ais_vm::observe::{OpUpdate, RunObserver, TextUpdate};
+use ais_vm::observe::{OpStart, OpUpdate, RunObserver, TextUpdate};
 use serde_json::{json, Value as Json};
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
@@ -215,14 +215,37 @@ pub struct Watcher {
 }
 
 impl RunObserver for Watcher {
+    fn wants_starts(&self) -> bool {
+        true
+    }
+
+    fn start(&self, u: &OpStart<'_>) {
+        self.log.push(
+            "op_start",
+            json!({
+                "frame": u.frame,
+                "flow": u.flow,
+                "flow_id": u.flow_id,
+                "region": u.region,
+                "agent": u.agent,
+                "op": u.op,
+                "opcode": u.opcode.mnemonic(),
+                "start_ns": u.start_ns,
+            }),
+        );
+    }
+
     fn op(&self, u: &OpUpdate<'_>) {
         let e = u.event;
         let mut data = json!({
             "frame": e.frame,
             "flow": u.flow,
+            "flow_id": e.flow,
+            "region": e.region,
             "agent": u.agent,
             "op": e.op,
             "opcode": e.opcode.mnemonic(),
+            "ready_ns": e.ready_ns,
             "status": match e.status {
                 ais_vm::telemetry::Status::Ok => "ok",
                 ais_vm::telemetry::Status::Failed => "failed",
@@ -239,6 +262,7 @@ impl RunObserver for Watcher {
                 "input_tokens": l.input_tokens,
                 "output_tokens": l.output_tokens,
                 "simulated": l.simulated,
+                "cost_usd": l.cost_micro_usd as f64 / 1e6,
             });
             self.metrics
                 .observe_llm(&self.backend, l.input_tokens, l.output_tokens);

@@ -27,10 +27,13 @@
 //! - `metrics`: the Prometheus text;
 //! - `a2a`: the A2A JSON-RPC server (agent cards, tasks as runs);
 //! - `mcp`: the MCP JSON-RPC server (tools from entry flows, `check`, `build`);
-//! - `schema`: JSON Schemas of flow parameters and results.
+//! - `schema`: JSON Schemas of flow parameters and results;
+//! - `console`: the live console page (`GET /console`) and the questions
+//!   of destructive tools answered over HTTP.
 
 pub mod a2a;
 pub mod cancel;
+mod console;
 mod engine;
 mod error;
 mod events;

@@ -271,8 +271,14 @@ impl Registry {
         self.pending.fetch_sub(1, Ordering::SeqCst);
     }
 
-    fn edge(&self, log: &Arc<EventLog>, cancel: &Cancel) -> RunEdge {
+    fn edge(
+        &self,
+        log: &Arc<EventLog>,
+        cancel: &Cancel,
+        asker: &Arc<crate::console::Asker>,
+    ) -> RunEdge {
         RunEdge {
+            confirm: asker.clone(),
             console: Arc::new(LogConsole(log.clone())),
             observer: ais_vm::observe::Observer(Arc::new(Watcher {
                 log: log.clone(),
@@ -394,9 +400,10 @@ impl Registry {
         self.reserve()?;
         let log = Arc::new(EventLog::new());
         let cancel = Cancel::new();
+        let asker = crate::console::Asker::new(log.clone(), cancel.clone());
         let prepared = match self
             .engine
-            .prepare(&served, &spec, self.edge(&log, &cancel))
+            .prepare(&served, &spec, self.edge(&log, &cancel, &asker))
         {
             Ok(p) => p,
             Err(e) => {
@@ -414,6 +421,7 @@ impl Registry {
             cv: Condvar::new(),
             events: log,
             cancel,
+            asker,
         });
         if let Some(dir) = self.engine.journal_dir() {
             entry.events.attach_file(&EventLog::path(&dir, &entry.id));
@@ -611,13 +619,14 @@ impl Registry {
         };
         self.reserve()?;
         let cancel = Cancel::new();
+        let asker = crate::console::Asker::new(log.clone(), cancel.clone());
         let crate::engine::Resumed {
             prepared,
             program,
             entry,
         } = match self
             .engine
-            .prepare_resume(id, &budget, input, self.edge(&log, &cancel))
+            .prepare_resume(id, &budget, input, self.edge(&log, &cancel, &asker))
         {
             Ok(p) => p,
             Err(e) => {
@@ -636,6 +645,7 @@ impl Registry {
             cv: Condvar::new(),
             events: log,
             cancel,
+            asker,
         });
         if old.is_none() {
             // The file is appended to from here on.
@@ -644,6 +654,83 @@ impl Registry {
             }
         }
         Ok(self.enqueue(entry, prepared))
+    }
+
+    /// Answers a destructive tool's question of a running run (`request`:
+    /// its number in the `confirm` event; `None`: the only open one).
+    pub fn confirm(
+        &self,
+        id: &str,
+        request: Option<u64>,
+        allow: bool,
+    ) -> Result<Arc<RunEntry>, ApiError> {
+        let e = self.get(id).ok_or_else(|| unknown_run(id))?;
+        e.asker.answer(request, allow)?;
+        Ok(e)
+    }
+
+    /// The dataflow graph of a run's program (`<svg>`), when the engine
+    /// draws graphs and the program is still served.
+    pub fn graph(&self, id: &str) -> Result<String, ApiError> {
+        let name = match self.get(id) {
+            Some(e) => e.program.clone(),
+            None => self.describe(id)?["program"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        };
+        let served = self.find_program(&name)?;
+        self.engine.graph_svg(&served.program).ok_or_else(|| {
+            ApiError::not_found(
+                "graph.unavailable",
+                "this server draws no graphs",
+                "`aisc graph FILE` draws one",
+            )
+        })
+    }
+
+    /// The served programs with their exposed flows and parameters (the
+    /// console's form to start a run).
+    pub fn programs_json(&self) -> Json {
+        let programs = self.programs();
+        let list: Vec<Json> = programs
+            .iter()
+            .map(|s| {
+                let p = &s.program;
+                let flows: Vec<Json> = s
+                    .exposed_flows()
+                    .into_iter()
+                    .filter_map(|i| {
+                        let f = p.flows.get(i as usize)?;
+                        Some(json!({
+                            "name": p.flow_name(i),
+                            "entry": f.entry,
+                            "params": f.params.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>(),
+                        }))
+                    })
+                    .collect();
+                json!({"file": s.file, "flows": flows})
+            })
+            .collect();
+        json!({"programs": list})
+    }
+
+    /// Forks run `id` at journal step `at` (value `value`, or kept) and
+    /// runs the fork: every effect whose inputs did not change is replayed.
+    pub fn fork(
+        &self,
+        id: &str,
+        at: &str,
+        value: Option<&Json>,
+    ) -> Result<(Arc<RunEntry>, Json), ApiError> {
+        let (fork_id, what) = self.engine.fork(id, at, value)?;
+        let entry = self.resume(&fork_id, BudgetSpec::default(), None)?;
+        Ok((entry, what))
+    }
+
+    /// The journal steps of run `id` (`GET /v1/runs/{id}/steps`).
+    pub fn steps(&self, id: &str) -> Result<Json, ApiError> {
+        self.engine.steps(id)
     }
 
     /// Counts for `/metrics` and `/health`.

@@ -78,6 +78,8 @@ pub struct RunEntry {
     pub(crate) cv: Condvar,
     pub(crate) events: Arc<EventLog>,
     pub(crate) cancel: Cancel,
+    /// Its questions about destructive tools (`aisc serve --ask`).
+    pub(crate) asker: Arc<crate::console::Asker>,
 }
 
 impl RunEntry {
@@ -133,6 +135,10 @@ impl RunEntry {
         }
         if let Some(sm) = s.summary {
             j["summary"] = sm;
+        }
+        let asking = self.asker.open();
+        if !asking.is_empty() {
+            j["confirm"] = asking.into();
         }
         j
     }

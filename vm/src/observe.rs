@@ -39,8 +39,31 @@ pub struct TextUpdate<'a> {
     pub event: &'a TextEvent,
 }
 
-/// Receives a run's updates. Both methods default to ignoring them.
+/// An LLM or tool call starts (after its wait for a lane): the op that
+/// will later be reported by [`RunObserver::op`]. Pure ops report no start
+/// (they end as they begin).
+#[derive(Debug)]
+pub struct OpStart<'a> {
+    pub frame: u64,
+    /// The flow's telemetry id, and its name as in [`OpUpdate::flow`].
+    pub flow_id: u32,
+    pub flow: &'a str,
+    pub region: u32,
+    pub op: u32,
+    pub opcode: ais_ir::Opcode,
+    pub agent: &'a str,
+    /// Run-clock nanoseconds, as the op event's `start_ns`.
+    pub start_ns: u64,
+}
+
+/// Receives a run's updates. Every method defaults to ignoring them.
 pub trait RunObserver: Send + Sync {
+    /// Whether [`RunObserver::start`] is wanted: naming the op's flow costs
+    /// an allocation per call, paid only for an observer that asks.
+    fn wants_starts(&self) -> bool {
+        false
+    }
+    fn start(&self, _update: &OpStart<'_>) {}
     fn op(&self, _update: &OpUpdate<'_>) {}
     fn text(&self, _update: &TextUpdate<'_>) {}
 }

@@ -382,6 +382,15 @@ fn replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 pub struct Both(pub Arc<dyn RunObserver>, pub Arc<dyn RunObserver>);
 
 impl RunObserver for Both {
+    fn wants_starts(&self) -> bool {
+        self.0.wants_starts() || self.1.wants_starts()
+    }
+
+    fn start(&self, u: &ais_vm::observe::OpStart<'_>) {
+        self.0.start(u);
+        self.1.start(u);
+    }
+
     fn op(&self, u: &OpUpdate<'_>) {
         self.0.op(u);
         self.1.op(u);

@@ -27,6 +27,12 @@ fn write(path: &Path, text: &str) -> i32 {
 
 /// The report page of run `id` (or `last`), as HTML text, with the notes
 /// it shows above the run (an incomplete attempt, earlier attempts).
+/// The program's dataflow graph as one `<svg>` (`aisc serve`'s console
+/// lights its nodes up as a run goes).
+pub fn graph_svg(program: &ais_ir::bytecode::Program) -> String {
+    svg::graph_svg(&data::graph(program, None))
+}
+
 pub fn report_html(
     dir: &Path,
     store: Option<&dyn ais_vm::store::Store>,

@@ -297,7 +297,11 @@ async fn read_body(ctx: &Ctx, req: Request<Incoming>) -> Result<Bytes, ApiError>
 }
 
 async fn handle(ctx: Arc<Ctx>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
-    if let Some(token) = &ctx.config.token {
+    // The console's files are static: a browser must be able to load them
+    // before the page can ask for the token.
+    let public =
+        req.method() == hyper::Method::GET && crate::console::asset(req.uri().path()).is_some();
+    if let (Some(token), false) = (&ctx.config.token, public) {
         if !guard::authorized(header(&req, "Authorization").as_deref(), token) {
             // No information: no body, no hint.
             return Ok(response(
@@ -310,6 +314,8 @@ async fn handle(ctx: Arc<Ctx>, req: Request<Incoming>) -> Result<Response<Body>,
                 },
             ));
         }
+    } else if ctx.config.token.is_some() {
+        // A console file under a token: nothing to check.
     } else if let Err(e) = guard::check_tokenless(
         header(&req, "Host").as_deref(),
         header(&req, "Origin").as_deref(),

@@ -115,6 +115,28 @@ struct StartRequest {
     budget: BudgetSpec,
 }
 
+/// `POST /v1/runs/{id}/confirm`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfirmRequest {
+    allow: bool,
+    /// The question's number (the `confirm` event's `request`); optional
+    /// when only one is open.
+    #[serde(default)]
+    request: Option<u64>,
+}
+
+/// `POST /v1/runs/{id}/fork`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ForkRequest {
+    /// A step number (`GET /v1/runs/{id}/steps`) or a key prefix.
+    at: Json,
+    /// The step's value in the fork; absent: kept.
+    #[serde(default)]
+    set: Option<Json>,
+}
+
 /// `POST /v1/runs/{id}/resume`.
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -188,6 +210,27 @@ pub(crate) fn route(ctx: &Arc<Ctx>, head: &Head, body: &[u8]) -> Reply {
                 json!({"programs": programs.iter().map(|p| p.file.clone()).collect::<Vec<_>>()}),
             )
         }),
+        (&Method::GET, ["console", ..]) => {
+            return match crate::console::asset(path) {
+                Some((content_type, text)) => Reply::Full {
+                    status: 200,
+                    content_type,
+                    body: text.as_bytes().to_vec(),
+                    headers: vec![
+                        ("Content-Security-Policy", crate::console::CSP.into()),
+                        ("X-Frame-Options", "DENY".into()),
+                        ("X-Content-Type-Options", "nosniff".into()),
+                        ("Cache-Control", "no-cache".into()),
+                    ],
+                },
+                None => Reply::error(&ApiError::not_found(
+                    "request.not_found",
+                    format!("no endpoint {path}"),
+                    "the console is at /console",
+                )),
+            };
+        }
+        (&Method::GET, ["v1", "programs"]) => Ok((200, ctx.registry.programs_json())),
         (&Method::GET, ["metrics"]) => {
             return Reply::Full {
                 status: 200,
@@ -255,6 +298,38 @@ pub(crate) fn route(ctx: &Arc<Ctx>, head: &Head, body: &[u8]) -> Reply {
             })
             .and_then(|r| ctx.registry.resume(id, r.budget, r.input))
             .map(|e| (202, e.to_json())),
+        (&Method::POST, ["v1", "runs", id, "confirm"]) => parse_json(body)
+            .and_then(|j| shape::<ConfirmRequest>(j, "POST /v1/runs/{id}/confirm"))
+            .and_then(|r| ctx.registry.confirm(id, r.request, r.allow))
+            .map(|e| (200, e.to_json())),
+        (&Method::POST, ["v1", "runs", id, "fork"]) => parse_json(body)
+            .and_then(|j| shape::<ForkRequest>(j, "POST /v1/runs/{id}/fork"))
+            .and_then(|r| {
+                let at = match &r.at {
+                    Json::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                ctx.registry.fork(id, &at, r.set.as_ref())
+            })
+            .map(|(e, what)| {
+                let mut j = e.to_json();
+                j["fork"] = what;
+                (202, j)
+            }),
+        (&Method::GET, ["v1", "runs", id, "steps"]) => {
+            ctx.registry.steps(id).map(|j| (200, j))
+        }
+        (&Method::GET, ["v1", "runs", id, "graph"]) => {
+            return match ctx.registry.graph(id) {
+                Ok(svg) => Reply::Full {
+                    status: 200,
+                    content_type: "image/svg+xml",
+                    body: svg.into_bytes(),
+                    headers: Vec::new(),
+                },
+                Err(e) => Reply::error(&e),
+            };
+        }
         (&Method::GET, ["v1", "runs", id, "events"]) => match ctx.registry.events(id) {
             Ok(log) => {
                 let after = head
@@ -276,7 +351,8 @@ pub(crate) fn route(ctx: &Arc<Ctx>, head: &Head, body: &[u8]) -> Reply {
         (_, ["a2a"] | ["a2a", _]) => return Reply::empty(405, "text/plain", vec![("Allow", "POST".into())]),
         (&Method::POST, ["mcp"]) => return mcp_post(ctx, body),
         (_, ["mcp"]) => return Reply::empty(405, "text/plain", vec![("Allow", "POST".into())]),
-        (_, ["health" | "metrics"])
+        (_, ["health" | "metrics" | "console"])
+        | (_, ["v1", "programs"])
         | (_, ["v1", "runs", ..])
         | (_, [".well-known", "agent-card.json"])
         | (_, ["a2a", _, ".well-known", "agent-card.json"]) => Err(ApiError::new(
@@ -288,7 +364,7 @@ pub(crate) fn route(ctx: &Arc<Ctx>, head: &Head, body: &[u8]) -> Reply {
         _ => Err(ApiError::not_found(
             "request.not_found",
             format!("no endpoint {path}"),
-            "endpoints: /v1/runs, /v1/runs/{id}, /v1/runs/{id}/events, /health, /metrics, /mcp, /a2a, /a2a/{Agent}, /.well-known/agent-card.json",
+            "endpoints: /console, /v1/programs, /v1/runs, /v1/runs/{id}, /v1/runs/{id}/events, /health, /metrics, /mcp, /a2a, /a2a/{Agent}, /.well-known/agent-card.json",
         )),
     };
     match result {

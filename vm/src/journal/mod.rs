@@ -19,7 +19,10 @@
 //! product installs none; `ais-testkit` installs one that aborts the process
 //! after the N-th write (its test-only `aisc-fault` binary).
 
+mod fork;
 pub mod record;
+
+pub use fork::{fork_cost, fork_in, fork_steps, ForkAt, ForkCost, ForkStep, Forked};
 
 pub use crate::store::rows::{JournalError, RunInfo, Status, Step, DB_FILE};
 

@@ -254,6 +254,7 @@ impl<'r> Run<'r> {
             return ev;
         }
         let frame = &call.frame;
+        self.observe_start(frame, op, call.start_ns);
         let agent = self.agent_name(frame.agent);
         // A tool call is a side effect: its intent is durable before it starts.
         if let (Some(id), false) = (&jkey, llm) {
@@ -287,7 +288,7 @@ impl<'r> Run<'r> {
                         serde_json::Value::String(s) => self.text.keep(&s),
                         other => self.text.keep(&other.to_string()),
                     }),
-                    error: None,
+                    ..Default::default()
                 }));
             }
             let key = jkey.as_ref().and_then(|id| self.idempotency_key(id));
@@ -484,6 +485,14 @@ impl<'r> Run<'r> {
             let mut ev = call.event(end, status, info)?;
             if let Some(code) = error {
                 ev.detail.get_or_insert_with(Box::default).error = Some(code);
+            }
+            // The result's information-flow label, by source name (only a
+            // labelled result costs the lookup).
+            let label = frame.label(instr.result);
+            if label != 0 && !self.labels.off() {
+                let d = ev.detail.get_or_insert_with(Box::default);
+                d.sources = self.labels.names(label);
+                d.untrusted = !self.labels.is_trusted(label);
             }
             Some(ev)
         } else {

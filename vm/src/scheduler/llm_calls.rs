@@ -276,6 +276,7 @@ impl<'r> Run<'r> {
             self.call_finished(&self.llm);
             return None;
         }
+        self.observe_start(&call.frame, op, call.start_ns);
         let req = match exec::llm_request(self.agent_name(call.frame.agent), instr, &args) {
             Ok(mut req) => {
                 req.on_text = self.text_sink(&call.frame, op, None);

@@ -4,7 +4,7 @@
 use super::Run;
 use crate::frame::Frame;
 use crate::llm::{TextEvent, TextSink};
-use crate::observe::{OpUpdate, RunObserver, TextUpdate};
+use crate::observe::{OpStart, OpUpdate, RunObserver, TextUpdate};
 use crate::telemetry::OpEvent;
 use std::sync::Arc;
 
@@ -18,6 +18,26 @@ impl<'r> Run<'r> {
                 agent: self.agent_name(event.agent),
             });
         }
+    }
+
+    /// Tells the observer, if any, that the call at `op` of `frame` starts.
+    pub(super) fn observe_start(&self, frame: &Frame<'r>, op: u32, start_ns: u64) {
+        let Some(o) = self.observer.filter(|o| o.wants_starts()) else {
+            return;
+        };
+        let Some(instr) = frame.code.ops.get(op as usize) else {
+            return;
+        };
+        o.start(&OpStart {
+            frame: frame.id,
+            flow_id: frame.flow_id(),
+            flow: &self.flow_label(frame.flow_id()),
+            region: frame.region,
+            op,
+            opcode: instr.opcode,
+            agent: self.agent_name(frame.agent),
+            start_ns,
+        });
     }
 
     /// Where the text of the LLM call at `op` of `frame` goes (model turn

@@ -93,6 +93,10 @@ fn detail_fields(e: &OpEvent, o: &mut Map<String, Json>) {
         if let Some(c) = &d.error {
             o.insert("error".into(), json!(c));
         }
+        if !d.sources.is_empty() {
+            o.insert("ifc.sources".into(), json!(d.sources));
+            o.insert("ifc.untrusted".into(), json!(d.untrusted));
+        }
     }
     let Some(l) = &e.llm else {
         return;

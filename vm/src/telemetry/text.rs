@@ -63,6 +63,14 @@ pub struct OpDetail {
     /// The dotted error code, when the op failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The information-flow sources of the op's result (`crate::ifc`: the
+    /// tools, memory and inputs it derives from), by name; empty when it
+    /// has none or the policy is off.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<String>,
+    /// Some of `sources` are untrusted.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub untrusted: bool,
 }
 
 /// The messages an LLM request sends, as telemetry keeps them: the system

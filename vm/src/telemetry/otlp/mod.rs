@@ -7,7 +7,11 @@
 //! of an LLM or tool call (every other op is skipped by one match) into a
 //! bounded queue with `try_send`; a full queue drops it and counts the
 //! drop. Spans are built, encoded and POSTed on the pipeline's thread; an
-//! unreachable or slow collector costs dropped spans, never the run.
+//! unreachable or slow collector costs dropped spans, never the run. After
+//! a failed request the thread stops building and encoding spans for a
+//! while (1 s, doubling up to 30 s while requests keep failing): what
+//! arrives meanwhile is counted as failed at once, so a collector that is
+//! down costs the process no more than one failed request per back-off.
 
 pub mod proto;
 pub mod spans;
@@ -27,6 +31,9 @@ use std::time::{Duration, Instant};
 pub const MAX_BATCH: usize = 512;
 /// How long a partial batch waits for more spans before it is sent.
 pub const BATCH_DELAY: Duration = Duration::from_millis(200);
+
+/// The first back-off after a failed request, and the longest.
+const BACKOFF: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(30));
 
 enum Msg {
     Op {
@@ -114,6 +121,8 @@ impl Pipeline {
             agent: config.build().new_agent(),
             settings: settings.clone(),
             stats: stats.clone(),
+            closed_until: std::cell::Cell::new(None),
+            backoff: std::cell::Cell::new(BACKOFF.0),
         };
         std::thread::Builder::new()
             .name("ais-otlp".into())
@@ -191,9 +200,25 @@ struct Sender {
     agent: ureq::Agent,
     settings: OtlpSettings,
     stats: Arc<Stats>,
+    /// After a failed request: no span is built or sent before this.
+    closed_until: std::cell::Cell<Option<Instant>>,
+    /// The next back-off.
+    backoff: std::cell::Cell<Duration>,
 }
 
 impl Sender {
+    /// True while backing off from a failed request: what arrives is
+    /// counted as failed (`n` spans) instead of built and encoded.
+    fn backing_off(&self, n: u64) -> bool {
+        match self.closed_until.get() {
+            Some(t) if Instant::now() < t => {
+                self.stats.failed.fetch_add(n, Ordering::Relaxed);
+                true
+            }
+            _ => false,
+        }
+    }
+
     fn run(&self, rx: &mpsc::Receiver<Msg>) {
         let mut batch: Vec<Span> = Vec::new();
         let mut since: Option<Instant> = None;
@@ -203,12 +228,16 @@ impl Sender {
                 None => Duration::from_secs(3600),
             };
             match rx.recv_timeout(wait) {
+                // One span per call counted while backing off (a call with
+                // a queue wait or model tool calls would have made more).
+                Ok(Msg::Op { .. }) if self.backing_off(1) => continue,
                 Ok(Msg::Op {
                     cx,
                     event,
                     flow,
                     agent,
                 }) => batch.extend(spans::op_spans(&cx, &event, &flow, &agent)),
+                Ok(Msg::Spans(v)) if self.backing_off(v.len() as u64) => continue,
                 Ok(Msg::Spans(v)) => batch.extend(v),
                 Ok(Msg::Flush(ack)) => {
                     self.send(&mut batch);
@@ -236,7 +265,8 @@ impl Sender {
     }
 
     fn send(&self, batch: &mut Vec<Span>) {
-        if batch.is_empty() {
+        if batch.is_empty() || self.backing_off(batch.len() as u64) {
+            batch.clear();
             return;
         }
         let body = proto::export_request(&self.settings.service_name, batch);
@@ -258,9 +288,14 @@ impl Sender {
         match error {
             None => {
                 self.stats.sent.fetch_add(n, Ordering::Relaxed);
+                self.closed_until.set(None);
+                self.backoff.set(BACKOFF.0);
             }
             Some(e) => {
                 self.stats.failed.fetch_add(n, Ordering::Relaxed);
+                let wait = self.backoff.get();
+                self.closed_until.set(Some(Instant::now() + wait));
+                self.backoff.set((wait * 2).min(BACKOFF.1));
                 *self
                     .stats
                     .last_error

@@ -236,6 +236,12 @@ fn common(s: &mut Span, e: &OpEvent, flow: &str, agent: &str) {
         ("ais.frame", e.frame.into()),
         ("ais.queue_wait_ms", (e.queue_wait_ns() as f64 / 1e6).into()),
     ]);
+    // Information-flow labels: where the result came from.
+    if let Some(d) = e.detail.as_ref().filter(|d| !d.sources.is_empty()) {
+        s.attributes
+            .push(("ais.ifc.sources", Attr::StrArray(d.sources.clone())));
+        s.attributes.push(("ais.ifc.untrusted", d.untrusted.into()));
+    }
     if e.status == Status::Failed {
         let code = e
             .detail

@@ -169,6 +169,8 @@ fn tool_ops_pauses_and_plain_ops_are_told_apart() {
         tool: Some("echo".into()),
         arguments: None,
         error: Some("tool.failed".into()),
+        sources: vec!["tool:echo".into(), "@input".into()],
+        untrusted: true,
     }));
     assert!(spans::exported(&tool));
     let s = spans::op_spans(&c, &tool, "A.main", "A");
@@ -178,6 +180,11 @@ fn tool_ops_pauses_and_plain_ops_are_told_apart() {
     assert_eq!(s[0].attr("gen_ai.tool.name"), Some(&Attr::from("echo")));
     assert_eq!(s[0].attr("error.type"), Some(&Attr::from("tool.failed")));
     assert_eq!(s[0].error.as_deref(), Some("tool.failed"));
+    assert_eq!(
+        s[0].attr("ais.ifc.sources"),
+        Some(&Attr::StrArray(vec!["tool:echo".into(), "@input".into()]))
+    );
+    assert_eq!(s[0].attr("ais.ifc.untrusted"), Some(&Attr::Bool(true)));
 
     let mut pause = event(4, 2, ENTRY, Track::Worker(0), (5, 5, 6));
     pause.status = Status::Failed;
@@ -334,10 +341,12 @@ fn a_stuck_collector_fills_the_queue_and_later_spans_are_dropped_not_waited_for(
     server.join().expect("server");
     assert!(p.flush(Duration::from_secs(600)));
     let s = p.stats();
-    // The stuck request failed (503); the 4 queued spans went to a
-    // collector that is gone: failed too (two spans per event: the chat
-    // span and its tool call's).
+    // The stuck request failed (503: its event's two spans, the chat span
+    // and its tool call's); the 4 queued events arrived while the thread
+    // backed off from that failure: counted failed, one per call, without
+    // building or sending anything.
     assert_eq!(s.sent, 0);
-    assert_eq!(s.failed, 5 * 2);
+    assert_eq!(s.failed, 2 + 4);
+    assert_eq!(s.requests, 1);
     assert!(s.last_error.is_some());
 }

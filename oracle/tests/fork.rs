@@ -1,0 +1,115 @@
+//! Differential test of `aisc fork` with no edit (issue 38): a generated
+//! program runs on the VM with a journal, the run is forked at its first
+//! journal step with the value kept, and the fork, run from that journal,
+//! must give the original's result and printed lines with no LLM call and
+//! no tool call but those that failed in the original (a failed call is
+//! made again, as on any resume): every other effect is replayed. `FORK_CASES` scales it (default
+//! 300 cases: a few seconds).
+#![allow(clippy::unwrap_used)]
+
+mod gen;
+mod support;
+
+use ais_compiler::driver::compile_source;
+use ais_ir::passes::OptLevel;
+use ais_vm::journal::{self, ForkAt, Journal};
+use ais_vm::RunOptions;
+use proptest::prelude::*;
+use serde_json::Value as Json;
+use std::sync::{Arc, Mutex};
+use support::{host_with_tools, normalize, Recording, Replies};
+
+/// What one journaled VM run did.
+struct Seen {
+    result: Result<Json, ()>,
+    printed: Vec<String>,
+    llm_calls: usize,
+    tool_calls: usize,
+}
+
+fn run(code: &ais_ir::bytecode::Program, args: &[(String, Json)], j: Arc<Journal>) -> Seen {
+    let backend = Arc::new(Recording::new(Replies::Hashed));
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let host = Arc::new(host_with_tools(log.clone()));
+    let options = RunOptions {
+        workers: Some(2),
+        args: args.to_vec(),
+        record_events: false,
+        concurrency: Some(4),
+        flow_policy: ais_ir::ifc::FlowPolicy {
+            mode: ais_ir::ifc::Mode::Off,
+            ..Default::default()
+        },
+        journal: Some(j),
+        ..RunOptions::default()
+    };
+    let report = ais_vm::run(code, &options, backend.clone(), host.clone());
+    let llm_calls = backend.requests.lock().unwrap().len();
+    let tool_calls = log.lock().unwrap().len();
+    Seen {
+        result: report.outcome.map(|v| normalize(&v)).map_err(|_| ()),
+        printed: host.printed(),
+        llm_calls,
+        tool_calls,
+    }
+}
+
+fn config() -> ProptestConfig {
+    let cases = std::env::var("FORK_CASES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(300);
+    ProptestConfig {
+        cases,
+        failure_persistence: None,
+        max_shrink_iters: 2_000,
+        ..ProptestConfig::default()
+    }
+}
+
+fn features() -> gen::Features {
+    gen::Features {
+        effects_in_try: true,
+        calls_in_failing_try: false,
+        effects_in_calls: false,
+        side_effecting_tools: true,
+    }
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn a_fork_with_no_edit_reproduces_the_run_with_no_call(case in gen::case()) {
+        let source = gen::render(&case, features());
+        let args = case.args();
+        let lowered = compile_source(&source).unwrap().module;
+        let code = support::compile(&lowered, OptLevel::O1);
+        let artifact = ais_ir::bytecode::encode(&code).unwrap();
+        let original = Journal::begin(None, "orig", "gen.ais", &artifact, None, &args).unwrap();
+        let store = original.store().clone();
+        let first = run(&code, &args, Arc::new(original));
+        let steps = journal::fork_steps(store.as_ref(), "orig").unwrap();
+        let forked = journal::fork_in(&store, "orig", &ForkAt::Step(1), None);
+        if steps.is_empty() {
+            // Nothing journaled: nothing to fork at.
+            prop_assert_eq!(forked.err().map(|e| e.code), Some("fork.no_op"));
+            return Ok(());
+        }
+        let forked = forked.unwrap();
+        prop_assert_eq!(forked.id.as_str(), "orig.f1");
+        let j = Journal::resume_in(store.clone(), &forked.id).unwrap();
+        let again = run(&code, &args, Arc::new(j));
+        prop_assert_eq!(&again.result, &first.result, "program:\n{}", source);
+        if first.result.is_ok() {
+            prop_assert_eq!(&again.printed, &first.printed, "program:\n{}", source);
+            prop_assert_eq!(again.llm_calls, 0, "program:\n{}", source);
+            // A call that failed is made again, as on any resume (an error
+            // may be transient); every other effect is replayed.
+            let failed = steps.iter().filter(|s| s.kind == "failed").count();
+            prop_assert_eq!(again.tool_calls, failed, "program:\n{}", source);
+            let cost = journal::fork_cost(store.as_ref(), "orig", &forked.id).unwrap();
+            prop_assert_eq!(cost.executed, (0, 0));
+        }
+    }
+}
