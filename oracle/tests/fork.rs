@@ -17,7 +17,7 @@ use ais_vm::RunOptions;
 use proptest::prelude::*;
 use serde_json::Value as Json;
 use std::sync::{Arc, Mutex};
-use support::{host_with_tools, normalize, Recording, Replies};
+use support::{fake_model, host_with_tools, normalize, Replies};
 
 /// What one journaled VM run did.
 struct Seen {
@@ -28,7 +28,7 @@ struct Seen {
 }
 
 fn run(code: &ais_ir::bytecode::Program, args: &[(String, Json)], j: Arc<Journal>) -> Seen {
-    let backend = Arc::new(Recording::new(Replies::Hashed));
+    let backend = Arc::new(fake_model(Replies::Hashed));
     let log = Arc::new(Mutex::new(Vec::new()));
     let host = Arc::new(host_with_tools(log.clone()));
     let options = RunOptions {
@@ -44,7 +44,7 @@ fn run(code: &ais_ir::bytecode::Program, args: &[(String, Json)], j: Arc<Journal
         ..RunOptions::default()
     };
     let report = ais_vm::run(code, &options, backend.clone(), host.clone());
-    let llm_calls = backend.requests.lock().unwrap().len();
+    let llm_calls = backend.requests().len();
     let tool_calls = log.lock().unwrap().len();
     Seen {
         result: report.outcome.map(|v| normalize(&v)).map_err(|_| ()),
