@@ -79,3 +79,36 @@ fn erasing_empties_every_nested_region() {
     });
     assert_eq!(regions_listing_ops, 0, "no detached region lists an op");
 }
+
+/// `n` flows, each calling the next; the last asks.
+fn call_chain(n: usize) -> String {
+    let mut s = String::from("agent @A {\n");
+    for i in 0..n {
+        let entry = if i == 0 { " entry" } else { "" };
+        s.push_str(&format!("  flow @f{i}(%x: str) -> str{entry} {{\n"));
+        if i + 1 < n {
+            s.push_str(&format!(
+                "    %0 = flow.call %x {{callee = @A.f{}}} : str\n    return %0\n  }}\n",
+                i + 1
+            ));
+        } else {
+            s.push_str("    %0 = ask %x : str\n    return %0\n  }\n");
+        }
+    }
+    s.push_str("}\n");
+    s
+}
+
+#[test]
+fn critical_path_of_a_long_call_chain_on_a_small_stack() {
+    let m = parse_module(&call_chain(20_000)).expect("parses");
+    // 4 MiB: analysing each callee inside its caller's frame overflowed this
+    // (one chain link per few hundred bytes of stack).
+    let makespan = std::thread::Builder::new()
+        .stack_size(4 << 20)
+        .spawn(move || super::critical_path(&m).entry().map(|f| f.makespan_ms))
+        .expect("thread")
+        .join()
+        .expect("no overflow, no panic");
+    assert_eq!(makespan, Some(1000), "one ask at the end of the chain");
+}
