@@ -51,6 +51,9 @@ pub struct FlowEstimate {
     pub path: Vec<PathStep>,
     /// Callees skipped because the call is recursive.
     pub recursive: Vec<String>,
+    /// Set to [`MAX_REGION_DEPTH`] when regions nested deeper than that were
+    /// counted as 0 ms (said in the rendering, never silent).
+    pub deeper_than: Option<usize>,
     /// Ops with a cost grouped by the time they would start: each phase is
     /// work that can run at once.
     pub phases: Vec<Phase>,
@@ -115,10 +118,20 @@ impl Estimate {
             for r in &f.recursive {
                 let _ = writeln!(out, "//   note: recursive call to @{r} counted as 0 ms");
             }
+            if let Some(d) = f.deeper_than {
+                let _ = writeln!(
+                    out,
+                    "//   note: regions nested deeper than {d} levels counted as 0 ms"
+                );
+            }
         }
         out
     }
 }
+
+/// Regions nested deeper than this are counted as 0 ms (and the estimate
+/// says so): the walk recurses once per level.
+pub const MAX_REGION_DEPTH: usize = 256;
 
 /// Estimates every flow of the module.
 pub fn critical_path(m: &Module) -> Estimate {
@@ -151,6 +164,7 @@ pub fn critical_path(m: &Module) -> Estimate {
                     .count(),
                 path: r.path,
                 recursive: r.recursive,
+                deeper_than: r.cut.then_some(MAX_REGION_DEPTH),
                 phases: r.phases,
             });
         }
@@ -165,6 +179,7 @@ struct FlowResult {
     path: Vec<PathStep>,
     recursive: Vec<String>,
     phases: Vec<Phase>,
+    cut: bool,
 }
 
 struct Analysis<'m> {
@@ -182,6 +197,8 @@ struct Walk {
     /// For each op: its start, cost and the op it waited for.
     info: HashMap<Op, (u64, u64, Option<Op>)>,
     recursive: Vec<String>,
+    /// A region deeper than [`MAX_REGION_DEPTH`] was left out.
+    cut: bool,
 }
 
 impl Analysis<'_> {
@@ -254,6 +271,7 @@ impl Analysis<'_> {
             finish: HashMap::default(),
             info: HashMap::default(),
             recursive: Vec::new(),
+            cut: false,
         };
         let (end, sequential) = self.region(f, f.body, 0, &mut w, 0);
         self.active.remove(&key);
@@ -322,6 +340,7 @@ impl Analysis<'_> {
             path,
             recursive: w.recursive,
             phases,
+            cut: w.cut,
         };
         self.memo.insert(key, r.clone());
         r
@@ -339,7 +358,8 @@ impl Analysis<'_> {
         let Some(rd) = f.dfg.regions.get(region) else {
             return (start, 0);
         };
-        if depth > 256 {
+        if depth > MAX_REGION_DEPTH {
+            w.cut = true;
             return (start, 0);
         }
         for &a in &rd.args {

@@ -112,3 +112,17 @@ fn critical_path_of_a_long_call_chain_on_a_small_stack() {
         .expect("no overflow, no panic");
     assert_eq!(makespan, Some(1000), "one ask at the end of the chain");
 }
+
+#[test]
+fn critical_path_says_when_it_leaves_deep_regions_out() {
+    let (deeper_than, text) = big_stack(|| {
+        let m = parse_module(&nested(300)).expect("parses");
+        let est = super::critical_path(&m);
+        (est.entry().and_then(|f| f.deeper_than), est.render())
+    });
+    assert_eq!(deeper_than, Some(super::critical_path::MAX_REGION_DEPTH));
+    assert!(
+        text.contains("nested deeper than 256 levels counted as 0 ms"),
+        "{text}"
+    );
+}
