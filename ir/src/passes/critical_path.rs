@@ -17,11 +17,12 @@
 //! Ops inside a region start no earlier than the region does, and wait for
 //! any value they capture from outside.
 
+use crate::entity::{AgentId, FlowId};
 use crate::entity::{EntityRef, Op, Region, Value};
 use crate::module::{Attr, FlowData, Module};
 use crate::ops::{ExecClass, Opcode, RegionSpec};
 use crate::printer::value_names;
-use rustc_hash::FxHashMap as HashMap;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::fmt::Write;
 
 /// Iterations assumed for a loop with neither a constant list nor `max_iters`.
@@ -50,6 +51,9 @@ pub struct FlowEstimate {
     pub path: Vec<PathStep>,
     /// Callees skipped because the call is recursive.
     pub recursive: Vec<String>,
+    /// Set to [`MAX_REGION_DEPTH`] when regions nested deeper than that were
+    /// counted as 0 ms (said in the rendering, never silent).
+    pub deeper_than: Option<usize>,
     /// Ops with a cost grouped by the time they would start: each phase is
     /// work that can run at once.
     pub phases: Vec<Phase>,
@@ -114,10 +118,20 @@ impl Estimate {
             for r in &f.recursive {
                 let _ = writeln!(out, "//   note: recursive call to @{r} counted as 0 ms");
             }
+            if let Some(d) = f.deeper_than {
+                let _ = writeln!(
+                    out,
+                    "//   note: regions nested deeper than {d} levels counted as 0 ms"
+                );
+            }
         }
         out
     }
 }
+
+/// Regions nested deeper than this are counted as 0 ms (and the estimate
+/// says so): the walk recurses once per level.
+pub const MAX_REGION_DEPTH: usize = 256;
 
 /// Estimates every flow of the module.
 pub fn critical_path(m: &Module) -> Estimate {
@@ -125,11 +139,12 @@ pub fn critical_path(m: &Module) -> Estimate {
         m,
         index: m.agent_index(),
         memo: HashMap::default(),
-        active: Vec::new(),
+        active: HashSet::default(),
     };
     let mut flows = Vec::new();
-    for a in m.agents.values() {
-        for f in a.flows.values() {
+    for (aid, a) in m.agents.iter() {
+        for (fid, f) in a.flows.iter() {
+            cx.callees_first((aid, fid));
             let r = cx.flow(&a.name, f);
             flows.push(FlowEstimate {
                 agent: a.name.clone(),
@@ -149,6 +164,7 @@ pub fn critical_path(m: &Module) -> Estimate {
                     .count(),
                 path: r.path,
                 recursive: r.recursive,
+                deeper_than: r.cut.then_some(MAX_REGION_DEPTH),
                 phases: r.phases,
             });
         }
@@ -163,14 +179,16 @@ struct FlowResult {
     path: Vec<PathStep>,
     recursive: Vec<String>,
     phases: Vec<Phase>,
+    cut: bool,
 }
 
 struct Analysis<'m> {
     m: &'m Module,
     index: crate::module::AgentIndex<'m>,
     memo: HashMap<(String, String), FlowResult>,
-    /// Flows being analysed (recursion guard).
-    active: Vec<(String, String)>,
+    /// Flows being analysed (recursion guard; a set: a call chain can be
+    /// as long as the program).
+    active: HashSet<(String, String)>,
 }
 
 /// Per-flow state while walking.
@@ -179,22 +197,84 @@ struct Walk {
     /// For each op: its start, cost and the op it waited for.
     info: HashMap<Op, (u64, u64, Option<Op>)>,
     recursive: Vec<String>,
+    /// A region deeper than [`MAX_REGION_DEPTH`] was left out.
+    cut: bool,
 }
 
 impl Analysis<'_> {
+    /// Analyses the flows `root` calls, transitively, callees first, so that
+    /// each call below finds its callee in the memo: analysing a callee when
+    /// its call was reached nested one call chain per stack frame, and a
+    /// chain of flows each calling the next is as long as the program.
+    /// The DFS path stands in `active` as the recursion did, so a recursive
+    /// call is noted exactly where it was before.
+    fn callees_first(&mut self, root: (AgentId, FlowId)) {
+        let m = self.m;
+        let key_of = |(a, f): (AgentId, FlowId)| {
+            (m.agents[a].name.clone(), m.agents[a].flows[f].name.clone())
+        };
+        let root_key = key_of(root);
+        if self.memo.contains_key(&root_key) || self.active.contains(&root_key) {
+            return;
+        }
+        self.active.insert(root_key);
+        let mut stack = vec![(root, self.callees(root), 0usize)];
+        while let Some((node, callees, next)) = stack.last_mut() {
+            if let Some(&c) = callees.get(*next) {
+                *next += 1;
+                let k = key_of(c);
+                if self.memo.contains_key(&k) || self.active.contains(&k) {
+                    continue;
+                }
+                self.active.insert(k);
+                let cs = self.callees(c);
+                stack.push((c, cs, 0));
+                continue;
+            }
+            let node = *node;
+            stack.pop();
+            self.active.remove(&key_of(node));
+            if stack.is_empty() {
+                // The root itself is analysed by the caller.
+                break;
+            }
+            let a = &m.agents[node.0];
+            self.flow(&a.name, &a.flows[node.1]);
+        }
+    }
+
+    /// The flows `flow` calls, in the order its walk reaches them.
+    fn callees(&self, (a, f): (AgentId, FlowId)) -> Vec<(AgentId, FlowId)> {
+        let fd = &self.m.agents[a].flows[f];
+        fd.walk()
+            .into_iter()
+            .filter_map(|op| {
+                let od = fd.dfg.ops.get(op)?;
+                if od.opcode.info().exec != ExecClass::Call {
+                    return None;
+                }
+                match od.attrs.get("callee") {
+                    Some(Attr::Symbol { agent, flow }) => self.index.resolve(agent, flow),
+                    _ => None,
+                }
+            })
+            .collect()
+    }
+
     fn flow(&mut self, agent: &str, f: &FlowData) -> FlowResult {
         let key = (agent.to_string(), f.name.clone());
         if let Some(r) = self.memo.get(&key) {
             return r.clone();
         }
-        self.active.push(key.clone());
+        self.active.insert(key.clone());
         let mut w = Walk {
             finish: HashMap::default(),
             info: HashMap::default(),
             recursive: Vec::new(),
+            cut: false,
         };
         let (end, sequential) = self.region(f, f.body, 0, &mut w, 0);
-        self.active.pop();
+        self.active.remove(&key);
         // Path: from the body op that finishes last, back through waits.
         let names = value_names(f);
         let body_ops: Vec<Op> = f
@@ -260,6 +340,7 @@ impl Analysis<'_> {
             path,
             recursive: w.recursive,
             phases,
+            cut: w.cut,
         };
         self.memo.insert(key, r.clone());
         r
@@ -277,7 +358,8 @@ impl Analysis<'_> {
         let Some(rd) = f.dfg.regions.get(region) else {
             return (start, 0);
         };
-        if depth > 256 {
+        if depth > MAX_REGION_DEPTH {
+            w.cut = true;
             return (start, 0);
         }
         for &a in &rd.args {

@@ -61,8 +61,6 @@ struct Key {
 #[derive(Default)]
 struct Scopes {
     seen: HashMap<Key, Vec<Value>>,
-    /// Keys each open region added, innermost last (removed when it ends).
-    added: Vec<Vec<Key>>,
     /// Merged results and what replaces them; applied to every operand once,
     /// at the end (replacing uses op by op scanned the flow per merge).
     replaced: HashMap<Value, Value>,
@@ -79,7 +77,7 @@ impl Scopes {
 impl Cse {
     fn flow(&mut self, flow: &mut FlowData) {
         let mut scopes = Scopes::default();
-        self.region(&mut flow.dfg, flow.body, &mut scopes, 0);
+        self.region(&mut flow.dfg, flow.body, &mut scopes);
         if !scopes.replaced.is_empty() {
             for (_, data) in flow.dfg.ops.iter_mut() {
                 for v in data.operands.iter_mut() {
@@ -92,23 +90,30 @@ impl Cse {
         erase_ops(&mut flow.dfg, &scopes.erased);
     }
 
-    fn region(&mut self, dfg: &mut Dfg, region: Region, scopes: &mut Scopes, depth: usize) {
-        if depth > 256 {
-            return;
-        }
-        scopes.added.push(Vec::new());
-        let ops = dfg
-            .regions
-            .get(region)
-            .map(|r| r.ops.clone())
-            .unwrap_or_default();
-        crate::work::add(ops.len());
-        for op in ops {
+    /// Walks `region` and every region nested in it, in program order, with
+    /// an explicit stack of open regions: recursion here followed the
+    /// input's nesting (and stopped silently at 256 levels, leaving deeper
+    /// regions unmerged).
+    fn region(&mut self, dfg: &mut Dfg, region: Region, scopes: &mut Scopes) {
+        let mut stack = vec![Frame::new(dfg, region)];
+        while let Some(frame) = stack.last_mut() {
+            let Some(&op) = frame.ops.get(frame.next) else {
+                if let Some(done) = stack.pop() {
+                    for key in done.added {
+                        scopes.seen.remove(&key);
+                    }
+                }
+                continue;
+            };
+            frame.next += 1;
+            let region = frame.region;
             let Some(od) = dfg.ops.get(op) else { continue };
             if !od.regions.is_empty() {
+                // Pushed last-first so the first region is walked first; each
+                // is finished (and its keys dropped) before the next starts.
                 let regions = od.regions.to_vec();
-                for r in regions {
-                    self.region(dfg, r, scopes, depth + 1);
+                for &r in regions.iter().rev() {
+                    stack.push(Frame::new(dfg, r));
                 }
                 continue;
             }
@@ -153,14 +158,37 @@ impl Cse {
                 None => {
                     let results = od.results.to_vec();
                     scopes.seen.insert(key.clone(), results);
-                    if let Some(top) = scopes.added.last_mut() {
-                        top.push(key);
+                    if let Some(top) = stack.last_mut() {
+                        top.added.push(key);
                     }
                 }
             }
         }
-        for key in scopes.added.pop().unwrap_or_default() {
-            scopes.seen.remove(&key);
+    }
+}
+
+/// A region being walked: its ops, the next one to visit, and the keys it
+/// added to [`Scopes::seen`] (removed when it ends).
+struct Frame {
+    region: Region,
+    ops: Vec<crate::entity::Op>,
+    next: usize,
+    added: Vec<Key>,
+}
+
+impl Frame {
+    fn new(dfg: &Dfg, region: Region) -> Frame {
+        let ops = dfg
+            .regions
+            .get(region)
+            .map(|r| r.ops.clone())
+            .unwrap_or_default();
+        crate::work::add(ops.len());
+        Frame {
+            region,
+            ops,
+            next: 0,
+            added: Vec::new(),
         }
     }
 }

@@ -31,6 +31,8 @@ mod pipeline;
 pub(crate) mod util;
 
 #[cfg(test)]
+mod deep_tests;
+#[cfg(test)]
 mod tests;
 
 pub use canonicalize::Canonicalize;

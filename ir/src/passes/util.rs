@@ -106,7 +106,7 @@ pub(crate) fn erase_op(dfg: &mut Dfg, region: Region, op: Op) {
     if let Some(rd) = dfg.regions.get_mut(region) {
         rd.ops.retain(|&o| o != op);
     }
-    clear_regions(dfg, op, 0);
+    clear_regions(dfg, op);
 }
 
 /// [`erase_op`] for many ops at once: one pass over each region involved
@@ -115,7 +115,7 @@ pub(crate) fn erase_ops(dfg: &mut Dfg, ops: &[(Region, Op)]) {
     let mut by_region: HashMap<Region, HashSet<Op>> = HashMap::default();
     for &(r, op) in ops {
         by_region.entry(r).or_default().insert(op);
-        clear_regions(dfg, op, 0);
+        clear_regions(dfg, op);
     }
     for (r, gone) in by_region {
         if let Some(rd) = dfg.regions.get_mut(r) {
@@ -124,23 +124,21 @@ pub(crate) fn erase_ops(dfg: &mut Dfg, ops: &[(Region, Op)]) {
     }
 }
 
-fn clear_regions(dfg: &mut Dfg, op: Op, depth: usize) {
-    if depth > 4096 {
-        return;
-    }
-    let regions: Vec<Region> = dfg
-        .ops
-        .get(op)
-        .map(|od| od.regions.to_vec())
-        .unwrap_or_default();
-    for r in regions {
-        let ops = dfg
-            .regions
-            .get_mut(r)
-            .map(|rd| std::mem::take(&mut rd.ops))
+/// Empties every region `op` owns, and theirs, through a worklist: the
+/// recursion this replaced followed the input's nesting and stopped silently
+/// at 4096 levels, leaving deeper regions listing detached ops.
+fn clear_regions(dfg: &mut Dfg, op: Op) {
+    let mut work = vec![op];
+    while let Some(op) = work.pop() {
+        let regions: Vec<Region> = dfg
+            .ops
+            .get(op)
+            .map(|od| od.regions.to_vec())
             .unwrap_or_default();
-        for o in ops {
-            clear_regions(dfg, o, depth + 1);
+        for r in regions {
+            if let Some(rd) = dfg.regions.get_mut(r) {
+                work.append(&mut rd.ops);
+            }
         }
     }
 }
