@@ -233,10 +233,11 @@ fn an_untrusted_page_written_to_the_workspace_stays_untrusted_in_the_next_run() 
     assert!(r.outcome.is_ok(), "{:?}", r.outcome);
 }
 
-/// The same through a tool-calling exchange: the model, offered an
-/// untrusted page, calls `write_file` (every argument allowed untrusted
-/// here, since the whole exchange is); the file keeps the exchange's
-/// label, so the next run may not send what it reads back.
+/// The same through a tool-calling exchange: the model reads an untrusted
+/// page, then calls `write_file` (every argument allowed untrusted here);
+/// the file keeps the label of what the exchange had read, so the next run
+/// may not send what it reads back. (An exchange is judged turn by turn:
+/// a write before anything untrusted was read would be trusted.)
 #[test]
 fn a_file_a_model_wrote_after_reading_a_page_stays_untrusted_in_the_next_run() {
     use ais_vm::llm::ToolCall;
@@ -247,16 +248,24 @@ fn a_file_a_model_wrote_after_reading_a_page_stays_untrusted_in_the_next_run() {
     );
     let (first, p) = host(&cfg);
     first.register_tool("fetch_page", |_| Ok(json!("mallory@evil.test")));
-    // Turn 1: write the page; turn 2: done.
+    // Turn 1: read the page; turn 2: write it; turn 3: done.
     let turns = AtomicUsize::new(0);
     let model = FakeBackend::new().with_script(move |_, _| {
-        let wrote = turns.fetch_add(1, Ordering::SeqCst) > 0;
+        let turn = turns.fetch_add(1, Ordering::SeqCst);
         let mut r = ais_testkit::fake::text_reply("done");
-        if !wrote {
+        let call = match turn {
+            0 => Some(("fetch_page", r#"{"url": "https://example.test/page"}"#)),
+            1 => Some((
+                "write_file",
+                r#"{"path": "notes.txt", "content": "mallory@evil.test"}"#,
+            )),
+            _ => None,
+        };
+        if let Some((name, arguments)) = call {
             r.tool_calls = vec![ToolCall {
-                id: "c1".into(),
-                name: "write_file".into(),
-                arguments: r#"{"path": "notes.txt", "content": "mallory@evil.test"}"#.into(),
+                id: format!("c{turn}"),
+                name: name.into(),
+                arguments: arguments.into(),
             }];
             r.finish_reason = "tool_calls".into();
         }
@@ -271,7 +280,7 @@ fn a_file_a_model_wrote_after_reading_a_page_stays_untrusted_in_the_next_run() {
             r#"tools: [fetch_page, write_file]
     capability fetch_page(url: str) -> str;
     @entry flow main() -> str {
-        return ask(prompt: "Save the page.", max_steps: 3)
+        return ask(prompt: "Save the page.", max_steps: 4)
     }"#,
         ),
         &options,

@@ -401,11 +401,13 @@ pub const HOST_TOOLS: &[HostToolFacts] = &[
         name: "inbox",
         provider: "aam.inbox",
         class: ToolClass::Write,
-        // Other agents wrote these messages (`@message`): untrusted, as
-        // the same data through a handler's argument is.
+        // The messages other agents of the program sent: each keeps the
+        // labels of what was sent (stored per message, `host::flow`), and
+        // `inbox()` returns them with its result, as a handler's argument
+        // carries them. The tool itself adds no untrusted source.
         facts: Facts {
             effect: Effect::ReadOnly,
-            trusted: false,
+            trusted: true,
             leaves: &[],
             workspace: WorkspaceUse::None,
         },

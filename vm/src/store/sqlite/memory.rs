@@ -17,6 +17,20 @@ use std::sync::{Mutex, MutexGuard};
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = 4;
 
+/// The named work queues' table (`super::queue` reads and writes it),
+/// created here with the rest of the memory database (by the migration to
+/// schema version 3).
+const QUEUE_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS queue_jobs (
+        id INTEGER PRIMARY KEY,
+        queue TEXT NOT NULL,
+        job TEXT NOT NULL,
+        enqueued_by TEXT NOT NULL,
+        enqueued_ms INTEGER NOT NULL,
+        claimed_by TEXT,
+        claimed_ms INTEGER
+    );
+    CREATE INDEX IF NOT EXISTS queue_jobs_open ON queue_jobs (queue, claimed_by, id);";
+
 /// The entries and work queues of one memory database.
 pub struct SqliteLtm {
     conn: Mutex<Connection>,
@@ -145,7 +159,7 @@ impl SqliteLtm {
         }
         if v < 3 {
             // Named work queues (`super::queue`), in the same store.
-            tx.execute_batch(super::queue::SCHEMA)
+            tx.execute_batch(QUEUE_SCHEMA)
                 .map_err(|e| db_err("migration", e))?;
             tx.execute_batch("PRAGMA user_version = 3;")
                 .map_err(|e| db_err("migration", e))?;

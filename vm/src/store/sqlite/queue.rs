@@ -10,18 +10,6 @@ use crate::store::agent::{labels_of, labels_text};
 use rusqlite::{params, OptionalExtension};
 use serde_json::{json, Value as Json};
 
-/// Created by the LTM migration to schema version 3.
-pub(super) const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS queue_jobs (
-        id INTEGER PRIMARY KEY,
-        queue TEXT NOT NULL,
-        job TEXT NOT NULL,
-        enqueued_by TEXT NOT NULL,
-        enqueued_ms INTEGER NOT NULL,
-        claimed_by TEXT,
-        claimed_ms INTEGER
-    );
-    CREATE INDEX IF NOT EXISTS queue_jobs_open ON queue_jobs (queue, claimed_by, id);";
-
 fn now_ms() -> i64 {
     i64::try_from(ais_stdlib::time::unix_ms()).unwrap_or(i64::MAX)
 }

@@ -110,27 +110,36 @@ fn init(conn: &Connection) -> rusqlite::Result<()> {
             PRIMARY KEY (run, key)
          );",
     )?;
-    // Added after schema 1 shipped: a nullable column, so a journal
-    // written before it reads as "labels unknown".
-    let has_labels: bool = conn.query_row(
-        "SELECT COUNT(*) > 0 FROM pragma_table_info('entries') WHERE name = 'labels'",
-        [],
-        |r| r.get(0),
-    )?;
-    if !has_labels {
-        conn.execute_batch("ALTER TABLE entries ADD COLUMN labels TEXT")?;
-    }
-    // Leases (`crate::store::lease`), added the same way: a run written
-    // before has no owner, so nothing renews it and it is not live.
-    let has_lease: bool = conn.query_row(
-        "SELECT COUNT(*) > 0 FROM pragma_table_info('runs') WHERE name = 'lease_until'",
-        [],
-        |r| r.get(0),
-    )?;
-    if !has_lease {
-        conn.execute_batch(
-            "ALTER TABLE runs ADD COLUMN owner TEXT; ALTER TABLE runs ADD COLUMN lease_until INTEGER;",
-        )?;
+    // Columns added after schema 1 shipped, nullable so an older journal
+    // reads as "unknown": `entries.labels` (labels unknown), and the
+    // lease (`crate::store::lease`: a run written before has no owner, so
+    // nothing renews it and it is not live). Added in one transaction and
+    // each only when missing, so a process killed half-way, or two
+    // processes opening the journal at once, leave it whole.
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    let added = (|| {
+        for (table, column, ty) in [
+            ("entries", "labels", "TEXT"),
+            ("runs", "owner", "TEXT"),
+            ("runs", "lease_until", "INTEGER"),
+        ] {
+            let has: bool = conn.query_row(
+                &format!("SELECT COUNT(*) > 0 FROM pragma_table_info('{table}') WHERE name = ?1"),
+                [column],
+                |r| r.get(0),
+            )?;
+            if !has {
+                conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} {ty}"))?;
+            }
+        }
+        Ok::<(), rusqlite::Error>(())
+    })();
+    match added {
+        Ok(()) => conn.execute_batch("COMMIT")?,
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            return Err(e);
+        }
     }
     let v: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     if v == 0 {
