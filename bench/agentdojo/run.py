@@ -122,15 +122,17 @@ probe = false
 retries = 0
 timeout_s = 120
 
+[access]
+allow = {{ "*" = ["dojo_*"] }}
+
 [[mcp_servers]]
 name = "dojo"
 command = ["{sys.executable}", "{HERE / 'mcp_server.py'}", "{base}", "{sid}"]
 prefix = "dojo_"
 timeout_s = 60
 
-[access]
-allow = {{ "*" = ["dojo_*"] }}
-
+# Last, so that a policy file's `[mcp_servers.tools.NAME]` tables declare
+# this server's tools.
 {policy}"""
 
 
@@ -159,6 +161,7 @@ def run_one(job: dict, base: str, aisc: str, counter: list) -> dict:
         done = counter[0]
     if REGISTRY.keep is not None:
         (REGISTRY.keep / f"{sid}.stderr.txt").write_text(err)
+        (REGISTRY.keep / f"{sid}.stdout.txt").write_text(out)
     if done % 50 == 0:
         print(f"  {done} runs", file=sys.stderr, flush=True)
     return {
