@@ -51,6 +51,9 @@ def main() -> int:
         print(f"- policy, utility lost in {len(lost)}/{len(clean)} user tasks; the sinks whose calls were refused:")
         for tool, n in refused.most_common():
             print(f"  - `{tool}`: {n} tasks")
+        for r in lost:
+            for why in r.get("refused", []):
+                print(f"  - {r['user']}: {why}")
         attacked = [r for r in runs if r["suite"] == name and r["config"] == "policy" and r["injection"] is not None]
         succ = [r for r in attacked if r["attack_success"]]
         by_inj = Counter(r["injection"] for r in succ)
