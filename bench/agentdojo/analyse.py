@@ -7,42 +7,20 @@ For each suite, under the documented policy:
 - the clean runs that lost utility, with the ground-truth calls that never
   reached the environment (refused by the policy);
 - the attacked runs where AgentDojo's `security` check says the attack
-  succeeded, with the calls that ran;
-- how many user tasks a policy judged turn by turn (each sink call judged
-  on what the model had read *before* it) would leave intact: a count over
-  the ground-truth call sequences and the policy file's trust and sinks,
-  not a measurement of the runtime (which judges the whole exchange).
+  succeeded, with the calls that ran.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import sys
-import tomllib
 from collections import Counter
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from dojo import PREFIX, suite  # noqa: E402
-
-
-def policy(suite_name: str) -> dict:
-    return tomllib.loads((HERE / "policies" / f"{suite_name}.toml").read_text())["policy"]
-
-
-def trusted(p: dict, tool: str) -> bool:
-    name = PREFIX + tool
-    if any(fnmatch.fnmatchcase(name, pat) for pat in p.get("trusted", [])):
-        return True
-    return not any(fnmatch.fnmatchcase(name, pat) for pat in p.get("untrusted", []))
-
-
-def sink(p: dict, tool: str) -> bool:
-    rule = p.get("sinks", {}).get(PREFIX + tool, {})
-    return rule.get("sink", True)
+from dojo import suite  # noqa: E402
 
 
 def gt_calls(suite_name: str, user_id: str) -> list[str]:
@@ -52,23 +30,12 @@ def gt_calls(suite_name: str, user_id: str) -> list[str]:
     return [c.function for c in t.ground_truth(env)]
 
 
-def turn_by_turn_ok(p: dict, calls: list[str]) -> bool:
-    read_untrusted = False
-    for c in calls:
-        if sink(p, c) and read_untrusted:
-            return False
-        if not trusted(p, c):
-            read_untrusted = True
-    return True
-
-
 def main() -> int:
     runs = []
     for f in sys.argv[1:]:
         runs += json.loads(Path(f).read_text())["runs"]
     suites = sorted({r["suite"] for r in runs}, key=["workspace", "travel", "banking", "slack"].index)
     for name in suites:
-        p = policy(name)
         print(f"## {name}\n")
         none_fail = [
             r["user"] for r in runs if r["suite"] == name and r["config"] == "none" and r["injection"] is None and not r["utility"]
@@ -84,6 +51,9 @@ def main() -> int:
         print(f"- policy, utility lost in {len(lost)}/{len(clean)} user tasks; the sinks whose calls were refused:")
         for tool, n in refused.most_common():
             print(f"  - `{tool}`: {n} tasks")
+        for r in lost:
+            for why in r.get("refused", []):
+                print(f"  - {r['user']}: {why}")
         attacked = [r for r in runs if r["suite"] == name and r["config"] == "policy" and r["injection"] is not None]
         succ = [r for r in attacked if r["attack_success"]]
         by_inj = Counter(r["injection"] for r in succ)
@@ -107,12 +77,6 @@ def main() -> int:
                 f"make): {', '.join(empty)}; no policy, attack success over the others: "
                 f"{sum(bool(r['attack_success']) for r in rest)}/{len(rest)}"
             )
-        users = sorted({r["user"] for r in clean}, key=lambda u: int(u.rsplit("_", 1)[1]))
-        ok = [u for u in users if turn_by_turn_ok(p, gt_calls(name, u))]
-        print(
-            f"- judged turn by turn (counted on the ground-truth sequences): {len(ok)}/{len(users)} user tasks "
-            "would keep every call (none calls a sink after reading an untrusted tool)"
-        )
         print()
     return 0
 

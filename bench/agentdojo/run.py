@@ -122,16 +122,39 @@ probe = false
 retries = 0
 timeout_s = 120
 
+[access]
+allow = {{ "*" = ["dojo_*"] }}
+
 [[mcp_servers]]
 name = "dojo"
 command = ["{sys.executable}", "{HERE / 'mcp_server.py'}", "{base}", "{sid}"]
 prefix = "dojo_"
 timeout_s = 60
 
-[access]
-allow = {{ "*" = ["dojo_*"] }}
-
+# Last, so that a policy file's `[mcp_servers.tools.NAME]` tables declare
+# this server's tools.
 {policy}"""
+
+
+def refusals(events: Path) -> list[str]:
+    """The runtime's reasons for the tool calls it refused to the model
+    (`policy.denied: dojo_X argument Y would carry untrusted data from ...`)."""
+    out = []
+    if not events.is_file():
+        return out
+    for line in events.read_text().splitlines():
+        try:
+            ev = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        for m in ev.get("gen_ai.input.messages") or []:
+            for part in m.get("parts") or []:
+                text = part.get("content")
+                if m.get("role") == "tool" and isinstance(text, str) and "error [policy.denied]: " in text:
+                    reason = text.split("error [policy.denied]: ", 1)[1]
+                    if reason not in out:
+                        out.append(reason)
+    return out
 
 
 def run_one(job: dict, base: str, aisc: str, counter: list) -> dict:
@@ -144,21 +167,22 @@ def run_one(job: dict, base: str, aisc: str, counter: list) -> dict:
         cmd = [
             aisc, "run", str(HERE / "programs" / f"{job['suite']}.ais"),
             "--config", "config.toml", "--memory", ":memory:", "--yes", "--watchdog", "0",
-            "--arg", f"task={s.user_task.PROMPT}",
+            "--arg", f"task={s.user_task.PROMPT}", "--events", "events.jsonl",
         ]
         try:
             p = subprocess.run(cmd, cwd=d, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
             out, err, rc = p.stdout, p.stderr, p.returncode
         except subprocess.TimeoutExpired as e:
             out, err, rc = "", f"timeout after {RUN_TIMEOUT_S} s: {e}", -1
+        refused = refusals(Path(d, "events.jsonl"))
     verdict = s.judge(out if rc == 0 else "")
-    refused = err.count("policy.denied") + out.count("policy.denied")
     with REGISTRY.lock:
         del REGISTRY.sessions[sid]
         counter[0] += 1
         done = counter[0]
     if REGISTRY.keep is not None:
         (REGISTRY.keep / f"{sid}.stderr.txt").write_text(err)
+        (REGISTRY.keep / f"{sid}.stdout.txt").write_text(out)
     if done % 50 == 0:
         print(f"  {done} runs", file=sys.stderr, flush=True)
     return {
@@ -168,7 +192,7 @@ def run_one(job: dict, base: str, aisc: str, counter: list) -> dict:
         "calls": [c.function for c in s.trace],
         "tool_errors": list(s.errors),
         "stderr_tail": err[-400:] if rc != 0 else "",
-        "refusals": refused,
+        "refused": refused,
     }
 
 

@@ -7,7 +7,9 @@
 //!
 //! A pool keeps the words and numbers of the values a source produced in
 //! this run: every string field whole, every whitespace-separated word of
-//! it (an address inside a sentence) and every number, normalised. An
+//! it (an address inside a sentence), its run of words (a name of several
+//! words inside a sentence: `book 'Le Marais Boutique' for me`) and every
+//! number, normalised. An
 //! argument's value is vouched for when each of its string and number
 //! leaves is in one of the pools its rule names, or in its `values` list.
 
@@ -22,11 +24,19 @@ use std::sync::Mutex;
 const MAX_WORDS: usize = 100_000;
 /// Strings longer than this are kept as words only, not whole.
 const MAX_WHOLE: usize = 4096;
+/// Characters of word runs kept per source, at most (as for `MAX_WORDS`:
+/// past it, fewer values are vouched for, never more).
+const MAX_RUN_CHARS: usize = 1_000_000;
 
 #[derive(Default)]
 struct Pool {
     words: HashSet<String>,
     numbers: Vec<f64>,
+    /// Each string's normalised words, one space apart and one on either
+    /// side, so that a value of several words matches only whole words in
+    /// a row.
+    runs: Vec<String>,
+    run_chars: usize,
 }
 
 impl Pool {
@@ -61,6 +71,11 @@ impl Pool {
                         return;
                     }
                 }
+                let run = words_run(s);
+                if run.matches(' ').count() > 2 && self.run_chars + run.len() <= MAX_RUN_CHARS {
+                    self.run_chars += run.len();
+                    self.runs.push(run);
+                }
             }
             Json::Number(n) => {
                 if let Some(f) = n.as_f64() {
@@ -87,7 +102,15 @@ impl Pool {
     }
 
     fn has_word(&self, w: &str) -> bool {
-        self.words.contains(w) || number_of(w).is_some_and(|f| self.has_number(f))
+        self.words.contains(w)
+            || number_of(w).is_some_and(|f| self.has_number(f))
+            || self.has_run(w)
+    }
+
+    /// Does some string hold `w`'s words (two or more) in a row?
+    fn has_run(&self, w: &str) -> bool {
+        let run = words_run(w);
+        run.matches(' ').count() > 2 && self.runs.iter().any(|r| r.contains(&run))
     }
 
     fn has_number(&self, f: f64) -> bool {
@@ -102,6 +125,20 @@ fn normalise(w: &str) -> String {
     let t = w.trim_matches(|c: char| c.is_whitespace() || "\"'`()[]{}<>.,;:!?".contains(c));
     let t = t.strip_prefix("mailto:").unwrap_or(t);
     t.to_lowercase()
+}
+
+/// ` w1 w2 … `: the normalised words of `s`, one space apart and around.
+fn words_run(s: &str) -> String {
+    let mut run = String::from(" ");
+    for w in s
+        .split_whitespace()
+        .map(normalise)
+        .filter(|w| !w.is_empty())
+    {
+        run.push_str(&w);
+        run.push(' ');
+    }
+    run
 }
 
 /// A word read as an amount: `1,250.00`, `$950`, `950€`.
@@ -165,10 +202,8 @@ impl ValuePools {
             .collect();
         let mut leaves = Vec::new();
         leaves_of(v, &mut leaves, 0);
-        // Nothing to vouch for is not a value anyone chose.
-        if leaves.is_empty() {
-            return false;
-        }
+        // Nothing to vouch for (null, an empty list: no recipient, no
+        // amount) passes, as an empty string does.
         leaves.iter().all(|leaf| match leaf {
             Leaf::Word(w) => w.is_empty() || from.iter().any(|p| p.has_word(w)),
             Leaf::Number(f) => from.iter().any(|p| p.has_number(*f)),
@@ -239,9 +274,21 @@ mod tests {
         assert!(p.vouches(&r, &json!("le petit parc"), &all));
         assert!(p.vouches(&r, &json!("GB22POWR"), &all));
         assert!(!p.vouches(&r, &json!("Petit Parc Lumiere"), &all));
+        // Several words the request holds in a row, and only in a row.
+        p.note(
+            "@args",
+            &json!({"task": "My friend recommended 'Le Marais Boutique'. Post: 'Hi, can everybody write me?'"}),
+        );
+        assert!(p.vouches(&r, &json!("Le Marais Boutique"), &all));
+        assert!(p.vouches(&r, &json!("Hi, can everybody write me?"), &all));
+        assert!(!p.vouches(&r, &json!("Marais Le Boutique"), &all));
+        assert!(!p.vouches(&r, &json!("Le Marais Boutique Hotel"), &all));
+        assert!(!p.vouches(&r, &json!("rais Bout"), &all));
         assert!(!p.vouches(&r, &json!(["bob@example.com", "attacker@evil.test"]), &all));
         assert!(!p.vouches(&r, &json!(5000), &all));
-        assert!(!p.vouches(&r, &json!(null), &all));
+        assert!(p.vouches(&r, &json!(null), &all));
+        assert!(p.vouches(&r, &json!([]), &all));
+        assert!(!p.vouches(&r, &json!([null, "attacker@evil.test"]), &all));
         // An untrusted source named in `from` vouches for nothing.
         let only_args = |s: &str| s == "@args";
         assert!(!p.vouches(&r, &json!("bob@example.com"), &only_args));

@@ -488,6 +488,9 @@ impl<'r> Run<'r> {
                 format!("the arguments do not match the tool's schema: {e}"),
             ));
         }
+        // A call without arguments (a trusted tool listing the user's own
+        // payees) returns the same whatever the exchange has read.
+        let unsteered = args.is_null() || args.as_object().is_some_and(|m| m.is_empty());
         if let Err(e) = self
             .labels
             .check_tool_call(&call.name, &args, label)
@@ -580,7 +583,7 @@ impl<'r> Run<'r> {
         match gated {
             (Ok(v), replayed) => {
                 // Its arguments came from what the exchange had read.
-                if self.labels.is_trusted(label) {
+                if unsteered || self.labels.is_trusted(label) {
                     self.labels.note_value(&call.name, || v.to_json());
                 }
                 Ok(Answer {
