@@ -11,5 +11,12 @@ if "$dir/bin/tree-sitter" --version 2>/dev/null | grep -q "tree-sitter $version"
   echo "present: $("$dir/bin/tree-sitter" --version)"
 else
   echo "installing tree-sitter-cli $version into $dir/bin"
-  cargo install --quiet --locked --no-default-features --root "$dir" "tree-sitter-cli@$version"
+  # From a scratch folder with its own target dir, and with standard input
+  # closed: run from the repository, cargo wrote a failed rustc probe into
+  # its target/.rustc_info.json, and every later cargo command then failed
+  # with "failed to run rustc to learn about target-specific information".
+  scratch="$(mktemp -d)"
+  (cd "$scratch" && cargo install --quiet --locked --no-default-features \
+    --target-dir "$scratch/target" --root "$dir" "tree-sitter-cli@$version" </dev/null)
+  rm -rf "$scratch"
 fi
