@@ -13,29 +13,17 @@ use ais_testkit::mock::MockServer;
 use ais_testkit::pg::PgServer;
 use serde_json::{json, Value as Json};
 use serve_support::{aisc, mock_config, write, Server};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 
 const TWO: &str = "agent Two {\n    @entry flow main(topic: str) -> str {\n        ask(\"First \" + topic) -> a\n        print(\"topic\", topic)\n        return ask(\"Then \" + topic, a)\n    }\n}\n";
 
 fn worker(dir: &std::path::Path, url: &str, config: &str) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_aisc"))
-        .args(["worker", "--store", url, "--config", config])
-        .args([
-            "--memory",
-            ":memory:",
-            "--poll-ms",
-            "50",
-            "--lease-secs",
-            "5",
-        ])
-        .current_dir(dir)
-        .env("HOME", dir)
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("AIS_STORE")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
+    let args = ["--store", url, "--config", config, "--memory", ":memory:"];
+    serve_support::worker(
+        dir,
+        &[&args[..], &["--poll-ms", "50", "--lease-secs", "5"]].concat(),
+        &[],
+    )
 }
 
 fn run_ids(dir: &std::path::Path, url: &str) -> String {
@@ -185,16 +173,12 @@ fn metrics_count_a_forced_takeover_in_store_status_and_on_metrics() {
     assert_eq!(status()["runs"]["queued"], 1);
 
     let lease = |w: &str| -> Child {
-        Command::new(env!("CARGO_BIN_EXE_aisc"))
-            .args(["worker", "--store", &url, "--config", &config])
-            .args(["--memory", ":memory:", "--poll-ms", "50", "--lease-secs", w])
-            .current_dir(dir)
-            .env("HOME", dir)
-            .env_remove("AIS_STORE")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap()
+        let args = ["--store", &url, "--config", &config, "--memory", ":memory:"];
+        serve_support::worker(
+            dir,
+            &[&args[..], &["--poll-ms", "50", "--lease-secs", w]].concat(),
+            &[],
+        )
     };
     let mut a = lease("1");
     let mut waited = 0;

@@ -16,10 +16,9 @@ mod serve_support;
 use ais_testkit::mock::MockServer;
 use ais_testkit::pg::PgServer;
 use serde_json::Value as Json;
-use serve_support::{aisc, mock_config, request, write};
-use std::io::{BufRead, BufReader};
+use serve_support::{aisc, mock_config, probes_address, request, write};
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 
 const TWO: &str = "agent Two {\n    @entry flow main(topic: str) -> str {\n        ask(\"First \" + topic) -> a\n        return ask(\"Then \" + topic, a)\n    }\n}\n";
 
@@ -27,31 +26,23 @@ const TWO: &str = "agent Two {\n    @entry flow main(topic: str) -> str {\n     
 const NOW: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
 /// A worker with default lease and poll, serving its probes on a free
-/// port; returns it and the probes' address (printed on stderr).
+/// port; returns it and the probes' address.
 fn worker(dir: &std::path::Path, url: &str, config: &str) -> (Child, SocketAddr) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_aisc"))
-        .args(["worker", "--store", url, "--config", config])
-        .args(["--memory", ":memory:", "--listen", "127.0.0.1:0"])
-        .current_dir(dir)
-        .env("HOME", dir)
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("AIS_STORE")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines
-            .next()
-            .expect("the worker printed its probes' address")
-            .unwrap();
-        if let Some(rest) = line.strip_prefix("worker probes on http://") {
-            break rest.split_whitespace().next().unwrap().parse().unwrap();
-        }
-    };
-    // Keep draining stderr so the worker never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
+    let mut child = serve_support::worker(
+        dir,
+        &[
+            "--store",
+            url,
+            "--config",
+            config,
+            "--memory",
+            ":memory:",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        &[],
+    );
+    let addr = probes_address(&mut child);
     (child, addr)
 }
 

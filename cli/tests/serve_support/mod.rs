@@ -300,3 +300,50 @@ pub fn sdk_venv(name: &str, packages: &[&str], import_check: &str) -> std::path:
         venv.display()
     )
 }
+
+/// `aisc worker ARGS` in `dir` (its HOME too), with `env` added and neither
+/// `AIS_STORE` nor `OPENAI_API_KEY` from the test's environment. Its stderr
+/// is piped when ARGS has `--listen` (read the address with
+/// [`probes_address`]), else dropped.
+pub fn worker(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Child {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_aisc"));
+    cmd.arg("worker")
+        .args(args)
+        .current_dir(dir)
+        .env("HOME", dir)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("AIS_STORE")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(if args.contains(&"--listen") {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        });
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.spawn().expect("aisc worker starts")
+}
+
+/// The address a worker started with `--listen` serves its probes on (it
+/// prints `worker probes on http://ADDR`); its stderr is drained after, so
+/// it never blocks on a full pipe.
+pub fn probes_address(worker: &mut Child) -> SocketAddr {
+    let mut lines = BufReader::new(worker.stderr.take().expect("a piped stderr")).lines();
+    let addr = loop {
+        let line = lines
+            .next()
+            .expect("the worker printed its probes' address")
+            .expect("stderr");
+        if let Some(rest) = line.strip_prefix("worker probes on http://") {
+            break rest
+                .split_whitespace()
+                .next()
+                .and_then(|a| a.parse().ok())
+                .expect("an address");
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    addr
+}
