@@ -62,6 +62,19 @@ pub struct RunArgs {
     /// print its id, instead of running it here.
     #[arg(long)]
     pub detach: bool,
+    /// Store a schedule in the `--store` instead of running: the run is
+    /// queued for the workers at every tick of this cron expression (five
+    /// fields, or six with seconds first); prints the schedule's id.
+    #[arg(long, value_name = "CRON", conflicts_with = "detach")]
+    pub schedule: Option<String>,
+    /// The time zone `--schedule` ticks in (an IANA name).
+    #[arg(
+        long,
+        value_name = "ZONE",
+        default_value = "UTC",
+        requires = "schedule"
+    )]
+    pub tz: String,
 }
 
 /// What the run's events keep of prompts, replies and tool arguments

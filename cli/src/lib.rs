@@ -215,6 +215,17 @@ pub enum Command {
         #[arg(long, global = true)]
         json: bool,
     },
+    /// List the store's schedules (`aisc run --schedule CRON` adds one), or
+    /// remove one (`aisc schedules remove ID`).
+    Schedules {
+        #[command(subcommand)]
+        action: Option<SchedulesAction>,
+        #[command(flatten)]
+        memory: aam::MemoryArgs,
+        /// JSON output, one object per line.
+        #[arg(long, global = true)]
+        json: bool,
+    },
     /// Continue a killed or failed run: completed ops are replayed from the
     /// journal, not executed again (`last` for the most recent run).
     Resume {
@@ -377,6 +388,15 @@ pub enum RunsAction {
     Show {
         /// A run id from `aisc runs`, or `last`.
         run_id: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SchedulesAction {
+    /// Delete a schedule; the runs it already queued stay.
+    Remove {
+        /// A schedule id from `aisc schedules`.
+        id: String,
     },
 }
 
@@ -546,6 +566,16 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
             memory,
             json,
         } => runs::show(&memory, &run_id, json),
+        Command::Schedules {
+            action,
+            memory,
+            json,
+        } => {
+            let remove = action
+                .as_ref()
+                .map(|SchedulesAction::Remove { id }| id.as_str());
+            queue::schedules(remove, &memory, json)
+        }
         Command::Resume {
             run_id,
             resume,

@@ -3,7 +3,9 @@
 
 use super::args::RunArgs;
 use super::load::Loaded;
+use ais_vm::store::schedule::{CronSchedule, NewSchedule};
 use ais_vm::store::NewRun;
+use std::io::Write;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -30,6 +32,56 @@ pub(crate) fn queued_run_id() -> String {
     format!("{day}-{time}-q{:08x}", h.finish() & 0xffff_ffff)
 }
 
+/// What a queued run is made of: the store, and the program as an
+/// artifact with its name and arguments.
+struct Queued {
+    store: std::sync::Arc<dyn ais_vm::store::Store>,
+    name: String,
+    artifact: Vec<u8>,
+    args: String,
+}
+
+/// Opens the `--store` and encodes the program, for `flag`; the exit code
+/// after printing why when either fails.
+fn prepare(
+    file: &Path,
+    loaded: &Loaded,
+    args: &[(String, serde_json::Value)],
+    run: &RunArgs,
+    flag: &str,
+) -> Result<Queued, i32> {
+    let Some(url) = run.memory.store_url() else {
+        eprintln!("error: `{flag}` queues runs in a shared store: give `--store postgres://...` (or set AIS_STORE)");
+        return Err(2);
+    };
+    let store = ais_vm::store::open(&url).map_err(|e| {
+        eprintln!("error: {e}");
+        1
+    })?;
+    let artifact = ais_ir::bytecode::encode(&loaded.program).map_err(|e| {
+        eprintln!("error: cannot encode the program for the run queue: {e}");
+        1
+    })?;
+    let name = loaded
+        .source
+        .as_ref()
+        .map_or_else(|| file.display().to_string(), |(n, _)| n.clone());
+    let args = serde_json::to_string(args).unwrap_or_else(|_| "[]".into());
+    Ok(Queued {
+        store,
+        name,
+        artifact,
+        args,
+    })
+}
+
+/// A schedule id: `s` then a random-enough hex suffix (as for run ids).
+fn schedule_id() -> String {
+    let run = queued_run_id();
+    let suffix = run.rsplit('-').next().unwrap_or_default().trim_start_matches('q');
+    format!("s{suffix}")
+}
+
 /// `aisc run --detach`: stores the program (as an artifact) and its
 /// arguments in the queue; prints the run id.
 pub fn detach(
@@ -38,36 +90,17 @@ pub fn detach(
     args: &[(String, serde_json::Value)],
     run: &RunArgs,
 ) -> i32 {
-    let Some(url) = run.memory.store_url() else {
-        eprintln!("error: `--detach` queues the run in a shared store: give `--store postgres://...` (or set AIS_STORE)");
-        return 2;
-    };
-    let store = match ais_vm::store::open(&url) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return 1;
-        }
-    };
-    let bytes = match ais_ir::bytecode::encode(&loaded.program) {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("error: cannot encode the program for the run queue: {e}");
-            return 1;
-        }
+    let q = match prepare(file, loaded, args, run, "--detach") {
+        Ok(q) => q,
+        Err(code) => return code,
     };
     let id = queued_run_id();
-    let name = loaded
-        .source
-        .as_ref()
-        .map_or_else(|| file.display().to_string(), |(n, _)| n.clone());
-    let args_text = serde_json::to_string(args).unwrap_or_else(|_| "[]".into());
-    let queued = store.enqueue(&NewRun {
+    let queued = q.store.enqueue(&NewRun {
         id: &id,
-        program: &name,
-        artifact: &bytes,
+        program: &q.name,
+        artifact: &q.artifact,
         entry: run.entry.as_deref(),
-        args: &args_text,
+        args: &q.args,
     });
     match queued {
         Ok(()) => {
@@ -75,7 +108,7 @@ pub fn detach(
             if !run.quiet {
                 eprintln!(
                     "queued run {id} in {}: `aisc worker --store URL` runs it; `aisc runs show {id} --store URL` shows it",
-                    store.location()
+                    q.store.location()
                 );
             }
             0
@@ -85,4 +118,130 @@ pub fn detach(
             1
         }
     }
+}
+
+/// `aisc run --schedule CRON [--tz ZONE]`: stores a schedule whose run the
+/// workers queue at every tick (`ais_vm::store::schedule`); prints its id.
+pub fn schedule(
+    file: &Path,
+    loaded: &Loaded,
+    args: &[(String, serde_json::Value)],
+    run: &RunArgs,
+    cron: &str,
+) -> i32 {
+    let parsed = match CronSchedule::parse(cron, &run.tz) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error[{e}");
+            eprintln!("  = hint: `--schedule \"*/5 * * * *\"` is every five minutes; `--schedule \"0 9 * * MON-FRI\" --tz Europe/Oslo` is 09:00 on weekdays in Oslo");
+            return 2;
+        }
+    };
+    let first =
+        match parsed.first_after(i64::try_from(ais_stdlib::time::unix_ms()).unwrap_or(i64::MAX)) {
+            Ok(ms) => ms,
+            Err(e) => {
+                eprintln!("error[{e}");
+                return 2;
+            }
+        };
+    let q = match prepare(file, loaded, args, run, "--schedule") {
+        Ok(q) => q,
+        Err(code) => return code,
+    };
+    let id = schedule_id();
+    let stored = q.store.add_schedule(&NewSchedule {
+        id: &id,
+        cron,
+        tz: &run.tz,
+        next_ms: first,
+        run: NewRun {
+            id: &id,
+            program: &q.name,
+            artifact: &q.artifact,
+            entry: run.entry.as_deref(),
+            args: &q.args,
+        },
+    });
+    match stored {
+        Ok(()) => {
+            println!("{id}");
+            if !run.quiet {
+                eprintln!(
+                    "schedule {id} in {}: `{cron}` ({}), first tick {}; `aisc worker --store URL` queues and runs each tick's run (`{id}-tTICK_MS`); `aisc schedules remove {id} --store URL` ends it",
+                    q.store.location(),
+                    run.tz,
+                    rfc3339(first)
+                );
+            }
+            0
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            1
+        }
+    }
+}
+
+/// `aisc schedules [remove ID]`: lists the store's schedules, or deletes one.
+pub fn schedules(remove: Option<&str>, memory: &super::aam::MemoryArgs, json: bool) -> i32 {
+    let Some(url) = memory.store_url() else {
+        eprintln!("error: schedules live in a shared store: give `--store postgres://...` (or set AIS_STORE)");
+        return 2;
+    };
+    let store = match ais_vm::store::open(&url) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 1;
+        }
+    };
+    if let Some(id) = remove {
+        return match store.remove_schedule(id) {
+            Ok(true) => {
+                eprintln!("removed schedule {id} (runs it already queued stay)");
+                0
+            }
+            Ok(false) => {
+                eprintln!(
+                    "error: no schedule {id} in {}; `aisc schedules` lists them",
+                    store.location()
+                );
+                1
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                1
+            }
+        };
+    }
+    let list = match store.schedules() {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 1;
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    for s in &list {
+        let line = if json {
+            serde_json::to_string(s).unwrap_or_default()
+        } else {
+            let next = s.next_ms.map_or_else(|| "never".to_string(), rfc3339);
+            format!(
+                "{}  {}  {}  {}  next {next}  fired {}  skipped {}",
+                s.id, s.cron, s.tz, s.program, s.fired, s.skipped
+            )
+        };
+        if writeln!(out, "{line}").is_err() {
+            // The reader went away (`| head`): nothing more to say.
+            return 0;
+        }
+    }
+    0
+}
+
+/// Unix milliseconds as an RFC 3339 UTC time.
+fn rfc3339(ms: i64) -> String {
+    ais_stdlib::time::rfc3339(u64::try_from(ms).unwrap_or(0))
 }

@@ -65,6 +65,9 @@ pub fn run(
     if run.detach {
         return super::queue::detach(file, &loaded, &args, run);
     }
+    if let Some(cron) = &run.schedule {
+        return super::queue::schedule(file, &loaded, &args, run, cron);
+    }
     run_loaded(out, loaded, args, run, backend, None)
 }
 

@@ -254,6 +254,8 @@ fn resume_in(
         budget: r.budget.clone(),
         telemetry: Default::default(),
         detach: false,
+        schedule: None,
+        tz: "UTC".into(),
     };
     Ok(super::run::run_loaded(
         out,

@@ -204,6 +204,8 @@ impl CliEngine {
             budget: b,
             telemetry: Default::default(),
             detach: false,
+            schedule: None,
+            tz: "UTC".into(),
         }
     }
 

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod probe;
+mod schedules;
 
 /// The default lease of a worker's run (seconds): short, so a killed
 /// worker's runs are taken over within a few seconds (its lease plus one
@@ -200,6 +201,10 @@ pub fn worker(w: &WorkerArgs, backend: &BackendArgs) -> i32 {
                 lease_ms,
             };
             s.spawn(move || probe::serve(l, &p));
+        }
+        {
+            let (store, stop, done) = (&store, &stop, &done);
+            s.spawn(move || schedules::fire_loop(store.as_ref(), stop, done, w.quiet));
         }
         for slot in 0..w.concurrency {
             let (store, setup, failed, me) = (&store, &setup, &failed, &me);
@@ -445,6 +450,8 @@ fn execute(
         budget: w.budget.clone(),
         telemetry: Default::default(),
         detach: false,
+        schedule: None,
+        tz: "UTC".into(),
     };
     let edge = RunEdge {
         console: None,

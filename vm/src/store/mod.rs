@@ -20,6 +20,7 @@ pub mod lease;
 pub mod open_once;
 pub mod postgres;
 pub mod rows;
+pub mod schedule;
 pub mod sqlite;
 pub mod storage;
 
@@ -204,6 +205,26 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn note_worker(&self, owner: &str, fenced: i64, handed_back: i64) -> Result<(), JournalError> {
         let _ = (owner, fenced, handed_back);
         Ok(())
+    }
+    /// Stores a schedule (`schedule.rs`): its run is queued at every tick.
+    fn add_schedule(&self, schedule: &schedule::NewSchedule<'_>) -> Result<(), JournalError> {
+        let _ = schedule;
+        Err(schedule::no_schedules(self.backend()))
+    }
+    /// Every schedule, oldest first.
+    fn schedules(&self) -> Result<Vec<schedule::ScheduleInfo>, JournalError> {
+        Err(schedule::no_schedules(self.backend()))
+    }
+    /// Deletes schedule `id` (runs already queued stay); `false` if none.
+    fn remove_schedule(&self, id: &str) -> Result<bool, JournalError> {
+        let _ = id;
+        Err(schedule::no_schedules(self.backend()))
+    }
+    /// Queues the run of every due tick of every schedule not being fired
+    /// by another worker right now, exactly once per tick; returns the run
+    /// ids queued.
+    fn fire_schedules(&self) -> Result<Vec<String>, JournalError> {
+        Err(schedule::no_schedules(self.backend()))
     }
     /// Applies the schema migrations this binary knows; `(from, to)`.
     fn migrate(&self) -> Result<(i64, i64), JournalError>;

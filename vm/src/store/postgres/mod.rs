@@ -16,6 +16,7 @@ mod agent;
 mod group;
 pub mod ltm;
 mod pool;
+mod schedule;
 pub mod schema;
 mod state;
 
@@ -526,6 +527,25 @@ impl Store for PgStore {
             state::count(&mut tx, owner, 0, 0, fenced, handed_back)?;
             tx.commit()
         })
+    }
+
+    fn add_schedule(
+        &self,
+        schedule: &crate::store::schedule::NewSchedule<'_>,
+    ) -> Result<(), JournalError> {
+        self.add_schedule_pg(schedule)
+    }
+
+    fn schedules(&self) -> Result<Vec<crate::store::schedule::ScheduleInfo>, JournalError> {
+        self.schedules_pg()
+    }
+
+    fn remove_schedule(&self, id: &str) -> Result<bool, JournalError> {
+        self.remove_schedule_pg(id)
+    }
+
+    fn fire_schedules(&self) -> Result<Vec<String>, JournalError> {
+        self.fire_schedules_pg()
     }
 
     fn migrate(&self) -> Result<(i64, i64), JournalError> {

@@ -114,6 +114,23 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE ltm_entries ADD COLUMN IF NOT EXISTS labels TEXT NOT NULL DEFAULT '[]';
      ALTER TABLE queue_jobs ADD COLUMN IF NOT EXISTS labels TEXT NOT NULL DEFAULT '[]';
      ALTER TABLE aam_messages ADD COLUMN IF NOT EXISTS labels TEXT NOT NULL DEFAULT '[]';",
+    // 7: schedules (store/schedule.rs): a run queued at every cron tick.
+    "CREATE TABLE schedules (
+        id TEXT PRIMARY KEY,
+        cron TEXT NOT NULL,
+        tz TEXT NOT NULL,
+        program TEXT NOT NULL,
+        artifact BYTEA NOT NULL,
+        artifact_sha256 TEXT NOT NULL,
+        entry TEXT,
+        args TEXT NOT NULL,
+        next_ms BIGINT,
+        fired BIGINT NOT NULL DEFAULT 0,
+        skipped BIGINT NOT NULL DEFAULT 0,
+        last_run TEXT,
+        created_ms BIGINT NOT NULL
+     );
+     CREATE INDEX schedules_due ON schedules (next_ms) WHERE next_ms IS NOT NULL;",
 ];
 
 /// The schema version this binary writes and reads.
