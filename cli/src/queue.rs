@@ -78,7 +78,11 @@ fn prepare(
 /// A schedule id: `s` then a random-enough hex suffix (as for run ids).
 fn schedule_id() -> String {
     let run = queued_run_id();
-    let suffix = run.rsplit('-').next().unwrap_or_default().trim_start_matches('q');
+    let suffix = run
+        .rsplit('-')
+        .next()
+        .unwrap_or_default()
+        .trim_start_matches('q');
     format!("s{suffix}")
 }
 
