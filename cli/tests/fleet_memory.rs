@@ -21,7 +21,6 @@ use ais_testkit::mock::MockServer;
 use ais_testkit::pg::PgServer;
 use ais_vm::journal::{self, Status};
 use ais_vm::store::postgres::PgStore;
-use ais_vm::store::Store;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;

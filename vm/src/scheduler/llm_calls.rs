@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 
 /// How long the end of a run waits for its cancelled calls to report the
 /// requests they sent. A transport stops a cancelled exchange at once, so
-/// this bounds only one that does not notice.
-const CANCEL_GRACE: Duration = Duration::from_secs(5);
+/// this bounds only a call that does not notice, or one still waiting for
+/// admission to a shared backend (`aisc serve`), which sent nothing.
+const CANCEL_GRACE: Duration = Duration::from_secs(2);
 
 /// LLM calls started on a backend that does not wait (see
 /// [`Run::pump_llm`]): what each is for, by token.
