@@ -3,7 +3,8 @@
 //! tools — `store_fact`, `enqueue`, `communicate` — keeps its labels in
 //! the agent store, and reading it back — `memory_search`, `claim`,
 //! `inbox()` — puts them back on the result, so a run that passes it to a
-//! sink is denied. Trusted text stays trusted (no over-tainting), and a
+//! sink is denied; `umem`/`qmem` of long-term memory and the episodic log
+//! alike (issue 32 #10). Trusted text stays trusted (no over-tainting), and a
 //! search that returns only trusted entries is trusted although untrusted
 //! ones are stored beside them. Each run gets its own host, as a second
 //! process would: on one SQLite memory directory, and on one PostgreSQL
@@ -166,12 +167,17 @@ fn every_store(place: Fresh<'_>) {
     );
     // Work queues: each job keeps its labels until it is claimed.
     across_runs(place, "enqueue(\"jobs\", doc)", "let got = claim(\"jobs\")");
-    // The episodic log (labelled per tier: `qmem` of a tier carries what
-    // earlier runs wrote there).
+    // Memory tiers that outlive the run: each value keeps its labels
+    // (issue 32 #10).
     across_runs(
         place,
         "umem(doc, \"episodic\")",
         "let got = qmem(\"dot test\", \"episodic\")",
+    );
+    across_runs(
+        place,
+        "umem(doc, \"ltm\", \"contact\")",
+        "let got = qmem(\"contact\", \"ltm\")",
     );
 }
 
@@ -210,6 +216,33 @@ fn per_value(place: &Place) {
     );
     assert!(denied(&both), "{:?}", both.outcome);
     assert_eq!(sent.load(Ordering::SeqCst), 1);
+    // `umem`/`qmem` alike (issue 32 #10: another program's untrusted
+    // memory no longer taints every read of the tier): the note read back
+    // is trusted, the page is not, in long-term memory and in the
+    // episodic log.
+    let stored = run(
+        place,
+        &sent,
+        "let page = fetch_page(\"x\")\n        umem(page, \"ltm\", \"page\")\n        umem(page, \"episodic\", \"page\")\n        let note = read_note(\"y\")\n        umem(note, \"ltm\", \"note\")\n        umem(note, \"episodic\", \"note\")\n        return \"stored\"",
+    );
+    assert!(stored.outcome.is_ok(), "{:?}", stored.outcome);
+    for tier in ["ltm", "episodic"] {
+        let before = sent.load(Ordering::SeqCst);
+        let note = run(
+            place,
+            &sent,
+            &format!("let got = qmem(\"note\", \"{tier}\")\n        send(\"{{got}}\", \"n\")\n        return \"done\""),
+        );
+        assert!(note.outcome.is_ok(), "{tier}: {:?}", note.outcome);
+        assert_eq!(sent.load(Ordering::SeqCst), before + 1, "{tier}");
+        let page = run(
+            place,
+            &sent,
+            &format!("let got = qmem(\"page\", \"{tier}\")\n        send(\"{{got}}\", \"n\")\n        return \"done\""),
+        );
+        assert!(denied(&page), "{tier}: {:?}", page.outcome);
+        assert_eq!(sent.load(Ordering::SeqCst), before + 1, "{tier}");
+    }
 }
 
 /// `inbox()` gives a message back with its body's labels (one run: the

@@ -147,7 +147,6 @@ const KNOWN_OVERSIZED: &[&str] = &[
     "serve/src/registry.rs",
     "vm/src/aam/mcp.rs",
     "vm/src/exec.rs",
-    "vm/src/journal/mod.rs",
     "oracle/src/eval.rs",
 ];
 

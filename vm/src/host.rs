@@ -96,7 +96,10 @@ pub trait Host: Send + Sync {
     /// The sources (by name) of what earlier runs wrote into `tier`
     /// (`"ltm"`, `"episodic"` or `"belief"`) where it outlives a run, so a
     /// read in this run carries them (docs/security.md, "Labels across
-    /// runs"). A host whose tier ends with the run has none (the default).
+    /// runs"). A host whose tier ends with the run has none (the default);
+    /// so has a tier whose reads report the labels of each value they
+    /// return ([`flow::read`]): its provenance is per value, not the union
+    /// of everything ever written there.
     fn stored_labels(&self, _tier: &str) -> Result<Vec<String>, HostError> {
         Ok(Vec::new())
     }
@@ -158,6 +161,13 @@ pub mod flow {
             .map(|c| c.read)
             .unwrap_or_default();
         (r, read)
+    }
+
+    /// Is a labelled call running on this thread (labels on)? A host
+    /// that stores values marks them as labelled only then, so a value
+    /// stored with labels off is not taken as carrying none.
+    pub fn active() -> bool {
+        CALL.with(|c| !c.borrow().is_empty())
     }
 
     /// The labels of what the current call writes.

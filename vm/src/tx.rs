@@ -47,6 +47,9 @@ enum Effect {
         tier: Tier,
         value: Json,
         key: Option<Json>,
+        /// The value's labels when the write was labelled
+        /// (`crate::host::flow`): kept with it when the body commits.
+        labels: Option<Vec<String>>,
     },
     Belief {
         agent: String,
@@ -180,7 +183,16 @@ impl<'h> Tx<'h> {
                     tier,
                     value,
                     key,
-                } => host.mem_update(&agent, tier, &value, key.as_ref())?,
+                    labels,
+                } => match labels {
+                    Some(l) => {
+                        crate::host::flow::with(l, || {
+                            host.mem_update(&agent, tier, &value, key.as_ref())
+                        })
+                        .0?
+                    }
+                    None => host.mem_update(&agent, tier, &value, key.as_ref())?,
+                },
                 Effect::Belief { agent, name, value } => host.belief_set(&agent, &name, &value)?,
                 Effect::Send {
                     message,
@@ -276,6 +288,7 @@ impl Host for Tx<'_> {
                     tier: t,
                     value,
                     key,
+                    ..
                 } if a == agent && *t == tier => Some((key.as_ref().map(text_of), value.clone())),
                 _ => None,
             })
@@ -306,6 +319,7 @@ impl Host for Tx<'_> {
             tier,
             value: value.clone(),
             key: key.cloned(),
+            labels: crate::host::flow::active().then(crate::host::flow::writing),
         });
         Ok(())
     }

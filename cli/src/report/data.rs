@@ -259,6 +259,13 @@ fn derived_summary(events: &[Map<String, Json>]) -> Map<String, Json> {
     );
     m.insert("cost_usd".into(), json!(cost));
     m.insert("llm_retries".into(), json!(retries));
+    // Every request sent, those of calls the run's end cancelled too.
+    let requests: usize = events
+        .iter()
+        .filter_map(|e| e.get("attempts").and_then(Json::as_array))
+        .map(Vec::len)
+        .sum();
+    m.insert("llm_attempts".into(), json!(requests));
     m.insert(
         "failed_ops".into(),
         json!(events.iter().filter(|e| status(e, "failed")).count()),
@@ -543,6 +550,7 @@ pub fn totals(summary: &Map<String, Json>, events: &[Map<String, Json>], path: &
         "output_tokens": g("output_tokens"),
         "cache_read_tokens": g("cache_read_tokens"),
         "cost_usd": g("cost_usd"),
+        "requests": g("llm_attempts"),
         "retries": g("llm_retries"),
         "failed_ops": g("failed_ops"),
     })

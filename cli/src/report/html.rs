@@ -134,6 +134,7 @@ fn total_line(totals: &Json) -> String {
             },
         ),
         ("cost", format!("${:.6}", f("cost_usd"))),
+        ("LLM requests", u("requests").to_string()),
         ("retries", u("retries").to_string()),
         ("failed ops", u("failed_ops").to_string()),
     ];

@@ -19,6 +19,36 @@ use std::time::Instant;
 const LABELS_OWNER: &str = "@ifc";
 const LABELS_NS: &str = "labels";
 
+/// The labels a value written into `tier` now is stored with: the sources
+/// of what it was computed from, and the tier's own source as the mark
+/// that they were recorded. Outside a labelled call (labels off) none:
+/// such a value reads as one of unknown provenance.
+fn written_labels(tier: &str) -> Vec<String> {
+    if !flow::active() {
+        return Vec::new();
+    }
+    let mut labels = flow::writing();
+    let own = format!("@memory.{tier}");
+    if !labels.contains(&own) {
+        labels.push(own);
+    }
+    labels
+}
+
+/// The labels an episodic note was stored with (none recorded: empty).
+fn note_labels(record: &Json) -> Vec<String> {
+    record
+        .get("labels")
+        .and_then(Json::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Json::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Does `text` contain every word of `query` (as whole words)?
 fn matches_all(query_words: &[String], text: &str) -> bool {
     if query_words.is_empty() {
@@ -81,10 +111,14 @@ impl AamHost {
                 } else if let Some(p) = prefix {
                     self.ltm.prefix(agent, LTM_NS, p)?
                 } else if let Some(e) = self.ltm.get(agent, LTM_NS, q)? {
+                    self.read_labels("ltm", &e.labels)?;
                     return Ok(e.value);
                 } else {
                     self.ltm.search_all(agent, LTM_NS, q)?
                 };
+                for e in &rows {
+                    self.read_labels("ltm", &e.labels)?;
+                }
                 list(rows.into_iter().map(|e| e.value).collect())
             }
             Tier::Episodic => {
@@ -121,27 +155,30 @@ impl AamHost {
                 };
                 if !everything && prefix.is_none() {
                     if let Some(r) = recs.iter().rev().find(|r| key_of(r) == q) {
+                        self.read_labels("episodic", &note_labels(r))?;
                         return Ok(value_of(r));
                     }
                 }
                 let ws = words(q);
-                list(
-                    recs.iter()
-                        .filter(|r| {
-                            everything
-                                || prefix.map_or_else(
-                                    || {
-                                        matches_all(
-                                            &ws,
-                                            &format!("{} {}", key_of(r), text_of(&value_of(r))),
-                                        )
-                                    },
-                                    |p| key_of(r).starts_with(p),
-                                )
-                        })
-                        .map(value_of)
-                        .collect(),
-                )
+                let hits: Vec<&Json> = recs
+                    .iter()
+                    .filter(|r| {
+                        everything
+                            || prefix.map_or_else(
+                                || {
+                                    matches_all(
+                                        &ws,
+                                        &format!("{} {}", key_of(r), text_of(&value_of(r))),
+                                    )
+                                },
+                                |p| key_of(r).starts_with(p),
+                            )
+                    })
+                    .collect();
+                for r in &hits {
+                    self.read_labels("episodic", &note_labels(r))?;
+                }
+                list(hits.into_iter().map(value_of).collect())
             }
         }
     }
@@ -162,10 +199,11 @@ impl AamHost {
             }
             Tier::Ltm => {
                 let k = key.unwrap_or_else(|| content_key(value));
-                // `umem` is labelled per tier (`crate::ifc`); a value
-                // written inside a labelled call keeps that call's labels.
+                // The value keeps the labels of what it was computed from,
+                // so a later read (any run, any process) carries exactly
+                // those (docs/security.md, "Labels across runs").
                 self.ltm
-                    .put(agent, LTM_NS, &k, value, None, &flow::writing())?;
+                    .put(agent, LTM_NS, &k, value, None, &written_labels("ltm"))?;
                 Ok(json!({"key": k}))
             }
             Tier::Episodic => {
@@ -178,6 +216,7 @@ impl AamHost {
                     "op": "note",
                     "key": key,
                     "value": value,
+                    "labels": written_labels("episodic"),
                 }))?;
                 Ok(json!({"key": key}))
             }
@@ -250,14 +289,17 @@ impl AamHost {
             self.ltm.search_ranked(Some(agent), LTM_NS, q, wide)?
         };
         // The result carries the labels of every entry it returns.
+        let hits: Vec<_> = hits
+            .into_iter()
+            .filter(|(e, _)| has_tags(&e.value))
+            .take(limit)
+            .collect();
+        for (e, _) in &hits {
+            self.read_labels("ltm", &e.labels)?;
+        }
         Ok(Json::Array(
             hits.into_iter()
-                .filter(|(e, _)| has_tags(&e.value))
-                .take(limit)
-                .map(|(e, s)| {
-                    flow::read(&e.labels);
-                    json!({"key": e.key, "value": e.value, "score": s})
-                })
+                .map(|(e, s)| json!({"key": e.key, "value": e.value, "score": s}))
                 .collect(),
         ))
     }
@@ -273,7 +315,7 @@ impl AamHost {
         let value = json!({"text": text, "tags": tags, "source": source});
         // The fact keeps the labels of the text it was given.
         self.ltm
-            .put(agent, LTM_NS, &key, &value, None, &flow::writing())?;
+            .put(agent, LTM_NS, &key, &value, None, &written_labels("ltm"))?;
         Ok(json!({"key": key}))
     }
 
@@ -315,7 +357,24 @@ impl AamHost {
         }
     }
 
-    /// `Host::stored_labels`.
+    /// Reports to the labelled call reading a value of `tier` the labels
+    /// it was stored with; a value stored without them (before labels were
+    /// kept per value, or with labels off) carries everything the tier was
+    /// ever recorded to hold, as every read did before.
+    fn read_labels(&self, tier: &str, labels: &[String]) -> Result<(), HostError> {
+        if !flow::active() {
+            return Ok(());
+        }
+        if labels.is_empty() {
+            flow::read(&self.labels_kept(tier)?);
+        } else {
+            flow::read(labels);
+        }
+        Ok(())
+    }
+
+    /// The sources recorded for everything ever written into `tier`: the
+    /// provenance of values stored without labels of their own.
     pub(super) fn labels_kept(&self, tier: &str) -> Result<Vec<String>, HostError> {
         if !self.keeps_labels(tier) {
             return Ok(Vec::new());

@@ -558,10 +558,13 @@ impl Host for AamHost {
     }
 
     fn stored_labels(&self, tier: &str) -> Result<Vec<String>, HostError> {
-        if tier == "workspace" {
-            return crate::catalogue::labels::load(&self.settings.workspace);
+        match tier {
+            "workspace" => crate::catalogue::labels::load(&self.settings.workspace),
+            // Each read reports the labels of the values it returns
+            // (`memory.rs`): nothing is joined into every read of the tier.
+            "ltm" | "episodic" => Ok(Vec::new()),
+            _ => self.labels_kept(tier),
         }
-        self.labels_kept(tier)
     }
 
     fn store_labels(&self, tier: &str, names: &[String]) -> Result<(), HostError> {

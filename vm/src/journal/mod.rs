@@ -19,8 +19,15 @@
 //! product installs none; `ais-testkit` installs one that aborts the process
 //! after the N-th write (its test-only `aisc-fault` binary).
 
+mod budget;
 mod fork;
+mod load;
 pub mod record;
+
+pub use budget::{AgentLimit, Budget};
+pub use load::{
+    list_runs, load_record, load_record_in, load_run, load_run_in, RunRecord, StoredRun,
+};
 
 pub use fork::{fork_cost, fork_in, fork_steps, ForkAt, ForkCost, ForkStep, Forked};
 
@@ -29,7 +36,7 @@ pub use crate::store::rows::{JournalError, RunInfo, Status, Step, DB_FILE};
 pub use record::{decode_vals, encode_vals, Record, Resolution};
 
 use crate::store::sqlite::SqliteStore;
-use crate::store::{Claim, Entry, NewRun, RunRow, Store, FENCED};
+use crate::store::{Claim, Entry, NewRun, Store, FENCED};
 use crate::value::Val;
 use serde_json::Value as Json;
 use sha2::{Digest, Sha256};
@@ -54,14 +61,6 @@ static WRITE_OBSERVER: OnceLock<Arc<dyn WriteObserver>> = OnceLock::new();
 /// nothing) when one was already installed.
 pub fn set_write_observer(observer: Arc<dyn WriteObserver>) -> bool {
     WRITE_OBSERVER.set(observer).is_ok()
-}
-
-/// What a run needs to be resumed.
-#[derive(Debug, Clone)]
-pub struct StoredRun {
-    pub info: RunInfo,
-    pub artifact: Vec<u8>,
-    pub args: Vec<(String, Json)>,
 }
 
 /// The result of looking an op up in the journal.
@@ -119,17 +118,6 @@ struct Rec {
     labels: Option<String>,
 }
 
-/// A run's stored outcome and steps: what a run killed after its
-/// "completed" write but before printing its result still has on disk.
-#[derive(Debug, Clone)]
-pub struct RunRecord {
-    pub info: RunInfo,
-    pub args: Vec<(String, Json)>,
-    /// The entry flow's result, for a completed run.
-    pub result: Option<Json>,
-    pub steps: Vec<Step>,
-}
-
 /// The journal of one run (shared by the run's threads).
 pub struct Journal {
     store: Arc<dyn Store>,
@@ -156,112 +144,6 @@ impl std::fmt::Debug for Journal {
             .field("fence", &self.fence)
             .finish_non_exhaustive()
     }
-}
-
-/// The journal of `dir` to read: its own connection, so what it reads is
-/// the file as it is now (the runs writing it share
-/// [`SqliteStore::shared`]).
-fn sqlite_dir(dir: &Path) -> Result<Arc<dyn Store>, JournalError> {
-    Ok(Arc::new(SqliteStore::open(Some(dir))?))
-}
-
-/// Every run journaled in `dir`, oldest first.
-pub fn list_runs(dir: &Path) -> Result<Vec<RunInfo>, JournalError> {
-    if !dir.join(DB_FILE).exists() {
-        return Ok(Vec::new());
-    }
-    sqlite_dir(dir)?.list_runs()
-}
-
-/// The run `id` (or the most recent one for `last`) with what resuming needs.
-pub fn load_run(dir: &Path, id: &str) -> Result<StoredRun, JournalError> {
-    if !dir.join(DB_FILE).exists() {
-        return Err(JournalError::new(
-            "journal.missing",
-            format!("no run journal in `{}`", dir.display()),
-        ));
-    }
-    load_run_in(&*sqlite_dir(dir)?, id)
-}
-
-fn row_of(store: &dyn Store, id: &str) -> Result<RunRow, JournalError> {
-    let id = if id == "last" {
-        store
-            .latest()?
-            .ok_or_else(|| JournalError::new("journal.no_run", "no run in the journal"))?
-    } else {
-        id.to_string()
-    };
-    store.run_row(&id)?.ok_or_else(|| {
-        JournalError::new(
-            "journal.no_run",
-            format!("no run `{id}` in `{}`", store.location()),
-        )
-    })
-}
-
-/// [`load_run`] from any store.
-pub fn load_run_in(store: &dyn Store, id: &str) -> Result<StoredRun, JournalError> {
-    let row = row_of(store, id)?;
-    stored_of(row).map(|(s, _)| s)
-}
-
-fn stored_of(row: RunRow) -> Result<(StoredRun, Option<String>), JournalError> {
-    let id = row.info.id.clone();
-    if hex(&Sha256::digest(&row.artifact)) != row.artifact_sha256 {
-        return Err(JournalError::new(
-            "journal.corrupt",
-            format!("the program stored for run `{id}` does not match its SHA-256"),
-        ));
-    }
-    let args: Vec<(String, Json)> = serde_json::from_str(&row.args).map_err(|e| {
-        JournalError::new(
-            "journal.corrupt",
-            format!("the arguments stored for run `{id}` are malformed: {e}"),
-        )
-    })?;
-    Ok((
-        StoredRun {
-            info: row.info,
-            artifact: row.artifact,
-            args,
-        },
-        row.result,
-    ))
-}
-
-/// The run `id` (or `last`) with its result and journaled steps (read only).
-pub fn load_record(dir: &Path, id: &str) -> Result<RunRecord, JournalError> {
-    if !dir.join(DB_FILE).exists() {
-        return Err(JournalError::new(
-            "journal.missing",
-            format!("no run journal in `{}`", dir.display()),
-        ));
-    }
-    load_record_in(&*sqlite_dir(dir)?, id)
-}
-
-/// [`load_record`] from any store.
-pub fn load_record_in(store: &dyn Store, id: &str) -> Result<RunRecord, JournalError> {
-    let (stored, result) = stored_of(row_of(store, id)?)?;
-    let id = stored.info.id.clone();
-    let result = result
-        .map(|t| {
-            serde_json::from_str(&t).map_err(|e| {
-                JournalError::new(
-                    "journal.corrupt",
-                    format!("the result stored for run `{id}` is malformed: {e}"),
-                )
-            })
-        })
-        .transpose()?;
-    let steps = store.steps(&id)?;
-    Ok(RunRecord {
-        info: stored.info,
-        args: stored.args,
-        result,
-        steps,
-    })
 }
 
 impl Journal {
@@ -752,86 +634,5 @@ pub fn dir_of(storage: &crate::store::Storage) -> Option<PathBuf> {
     match storage {
         crate::store::Storage::Dir(d) => Some(d.clone()),
         crate::store::Storage::Ephemeral => None,
-    }
-}
-
-/// Limits of one run. Exceeding one stops the run (not catchable by `try`)
-/// with code `budget.<what>` and payload `{limit, used}`; the journal keeps
-/// every completed op, so the run can be resumed with a higher limit.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Budget {
-    /// Input + output tokens of all LLM calls of the run (every attempt).
-    pub tokens: Option<u64>,
-    /// LLM calls of the run (every attempt; replayed calls are not repeated).
-    pub llm_calls: Option<u64>,
-    /// Wall-clock limit of this attempt, in milliseconds.
-    pub deadline_ms: Option<u64>,
-    /// Cost in USD of this run's LLM calls, priced by `prices`.
-    pub cost_usd: Option<f64>,
-    /// Model name (or `*`) -> (USD per 1M input tokens, USD per 1M output tokens).
-    pub prices: Vec<(String, f64, f64)>,
-    /// Price multipliers of cached input relative to the input price:
-    /// (cache reads, cache writes), from the backend's `prices` table or
-    /// its protocol's defaults; `None`: 1×.
-    pub cache_multipliers: Option<(f64, f64)>,
-    /// Per-agent limits (this attempt); agent `*` applies to every agent
-    /// without its own entry.
-    pub agents: Vec<AgentLimit>,
-}
-
-/// The limits of one agent's LLM use within a run.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct AgentLimit {
-    pub agent: String,
-    pub tokens: Option<u64>,
-    pub llm_calls: Option<u64>,
-}
-
-impl Budget {
-    pub fn is_empty(&self) -> bool {
-        self.tokens.is_none()
-            && self.llm_calls.is_none()
-            && self.deadline_ms.is_none()
-            && self.cost_usd.is_none()
-            && self.agents.is_empty()
-    }
-
-    /// The limits of `agent` (its own entry, else `*`).
-    pub fn agent(&self, agent: &str) -> Option<&AgentLimit> {
-        self.agents
-            .iter()
-            .find(|a| a.agent == agent)
-            .or_else(|| self.agents.iter().find(|a| a.agent == "*"))
-    }
-
-    /// Cost in micro-dollars of one call's `usage`, its cached input
-    /// priced by `cache_multipliers` (reads, writes; 1× when unset).
-    pub fn cost_of(&self, model: &str, usage: &crate::llm::Usage) -> u64 {
-        let Some((_, pi, po)) = self
-            .prices
-            .iter()
-            .find(|(m, _, _)| m == model)
-            .or_else(|| self.prices.iter().find(|(m, _, _)| m == "*"))
-        else {
-            return 0;
-        };
-        let (read, write) = self.cache_multipliers.unwrap_or((1.0, 1.0));
-        let input = usage.priced_input(read, write);
-        (input * pi + usage.completion_tokens as f64 * po)
-            .round()
-            .max(0.0) as u64
-    }
-
-    /// Cost in micro-dollars of one call.
-    pub fn cost_micro_usd(&self, model: &str, input: u64, output: u64) -> u64 {
-        let Some((_, pi, po)) = self
-            .prices
-            .iter()
-            .find(|(m, _, _)| m == model)
-            .or_else(|| self.prices.iter().find(|(m, _, _)| m == "*"))
-        else {
-            return 0;
-        };
-        (input as f64 * pi + output as f64 * po).round().max(0.0) as u64
     }
 }

@@ -11,6 +11,12 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+/// How long the end of a run waits for its cancelled calls to report the
+/// requests they sent. A transport stops a cancelled exchange at once, so
+/// this bounds only a call that does not notice, or one still waiting for
+/// admission to a shared backend (`aisc serve`), which sent nothing.
+const CANCEL_GRACE: Duration = Duration::from_secs(2);
+
 /// LLM calls started on a backend that does not wait (see
 /// [`Run::pump_llm`]): what each is for, by token.
 #[derive(Default)]
@@ -118,6 +124,16 @@ impl Inbox {
     pub(super) fn stop(&self) {
         lock(&self.state).stop = true;
         self.cv.notify_all();
+    }
+
+    /// After [`Inbox::stop`]: waits until `want` outcomes have arrived, or
+    /// until `until`, and takes those that did.
+    pub(super) fn drain(&self, want: usize, until: Instant) -> Vec<Outcome> {
+        let mut g = lock(&self.state);
+        while g.arrived.len() < want && Instant::now() < until {
+            g = wait_until(&self.state, &self.cv, g, Some(until));
+        }
+        std::mem::take(&mut g.arrived)
     }
 
     /// Blocks until outcomes are ready (arrived, or due); `None` once
@@ -325,14 +341,35 @@ impl<'r> Run<'r> {
                 self.reply_soon.store(false, Ordering::Release);
             }
         }
-        // The run is over: calls still out are cancelled.
+        // The run is over: calls still out are cancelled. Those started on
+        // the backend report the requests they sent once they see the
+        // cancel, and every request sent counts (issue 32 #4): their
+        // outcomes are awaited, for at most `CANCEL_GRACE`.
+        let started = lock(&self.calls)
+            .table
+            .values()
+            .filter(|p| p.scheduled.is_none())
+            .count();
+        let mut late: std::collections::HashMap<u64, Outcome> = self
+            .inbox
+            .drain(started, Instant::now() + CANCEL_GRACE)
+            .into_iter()
+            .map(|o| (o.token, o))
+            .collect();
         let now = self.now();
-        let mut g = lock(&self.calls);
-        events.append(&mut g.events);
-        for (_, Pending { call: c, .. }) in g.table.drain() {
+        let (table, mut dropped) = {
+            let mut g = lock(&self.calls);
+            let table: Vec<_> = g.table.drain().collect();
+            (table, std::mem::take(&mut g.events))
+        };
+        events.append(&mut dropped);
+        for (token, Pending { call: c, req, .. }) in table {
             self.call_finished(&self.llm);
             if self.record {
-                if let Some(ev) = c.event(now, Status::Cancelled, None) {
+                let info = late
+                    .remove(&token)
+                    .and_then(|o| self.llm_outcome(&req, o.result, o.attempts).1);
+                if let Some(ev) = c.event(now, Status::Cancelled, info) {
                     self.observe_op(&ev);
                     events.push(ev);
                 }

@@ -255,14 +255,24 @@ impl<'r> Run<'r> {
                 let r = if instr.opcode == Opcode::Print {
                     // Journaled before it is shown (`gate::outbox`).
                     self.print_op(&frame, &args, jkey.as_ref())
-                } else if labels_on && instr.opcode == Opcode::Communicate {
-                    // A message keeps its body's labels in the mailbox;
-                    // `inbox()` gives them back (`crate::host::flow`).
+                } else if labels_on
+                    && matches!(
+                        instr.opcode,
+                        Opcode::Communicate | Opcode::Umem | Opcode::Qmem
+                    )
+                {
+                    // A message keeps its body's labels in the mailbox, a
+                    // memory write its value's; `inbox()` and a memory
+                    // read give back the labels of what they return
+                    // (`crate::host::flow`), joined into the result's.
                     let writing = self.labels.names(label);
-                    crate::host::flow::with(writing, || {
+                    let (r, read) = crate::host::flow::with(writing, || {
                         exec::exec_inline(host, self.agent_name(frame.agent), instr, &args)
-                    })
-                    .0
+                    });
+                    if !read.is_empty() {
+                        frame.add_label(instr.result, self.labels.of_names(&read));
+                    }
+                    r
                 } else {
                     exec::exec_inline(host, self.agent_name(frame.agent), instr, &args)
                 };

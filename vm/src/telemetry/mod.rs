@@ -259,7 +259,8 @@ pub struct RunSummary {
     pub sched_overhead_us_per_op: f64,
     /// Longest wait between ready and start of a blocking call (ms).
     pub max_queue_wait_ms: f64,
-    /// LLM request attempts, retries included (≥ `llm_calls`).
+    /// LLM requests sent, retries included (≥ `llm_calls`), and those of
+    /// calls the run's end cancelled (issue 32 #4: every request counts).
     pub llm_attempts: u64,
     /// Attempts that were followed by another (retries and repair
     /// requests).
@@ -285,6 +286,16 @@ impl RunSummary {
                 Status::Cancelled => self.cancelled_ops += 1,
             }
             if e.status == Status::Cancelled {
+                // A cancelled call is not a call of the run, but the
+                // requests it had sent were (issue 32 #4).
+                if let Some(l) = &e.llm {
+                    self.llm_attempts += l.attempts.len() as u64;
+                    self.llm_retries += l
+                        .attempts
+                        .iter()
+                        .filter(|a| a.retry_in_ms.is_some())
+                        .count() as u64;
+                }
                 continue;
             }
             self.ops += 1;

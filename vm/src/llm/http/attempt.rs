@@ -66,6 +66,21 @@ impl HttpCore {
         let mut retries = 0u32;
         loop {
             if cancel.is_cancelled() {
+                // An exchange made already (the first, on the event
+                // transport) was a request sent: it is an attempt.
+                if let Some(m) = first.take() {
+                    *number += 1;
+                    let status = match &m.exchange {
+                        Exchange::Status { status, .. } => Some(*status),
+                        _ => None,
+                    };
+                    let e = self.fail(LlmErrorKind::Cancelled, status, "cancelled".into(), *number);
+                    observer.on_attempt(&Attempt {
+                        status,
+                        ..self.unanswered(*number, &e, m.took)
+                    });
+                    return Err(e.into());
+                }
                 return Err(self
                     .fail(LlmErrorKind::Cancelled, None, "cancelled".into(), *number)
                     .into());
