@@ -136,7 +136,7 @@ pub fn worker(w: &WorkerArgs, backend: &BackendArgs) -> i32 {
             return 1;
         }
     };
-    let setup = match RunSetup::load(backend) {
+    let mut setup = match RunSetup::load(backend) {
         Ok(s) => s,
         Err(SetupError::Config(e)) => {
             eprintln!("error: {}", e.message());
@@ -147,6 +147,10 @@ pub fn worker(w: &WorkerArgs, backend: &BackendArgs) -> i32 {
             return 2;
         }
     };
+    if let Err(e) = limit_fleet(&mut setup, &url) {
+        eprintln!("error: {e}");
+        return 1;
+    }
     let lease_ms = (w.lease_secs.max(0.05) * 1000.0) as i64;
     let listener = match w.listen.as_deref().map(probe::bind) {
         Some(Ok(l)) => Some(l),
@@ -262,6 +266,25 @@ pub fn worker(w: &WorkerArgs, backend: &BackendArgs) -> i32 {
         done.store(true, Ordering::SeqCst);
     });
     i32::from(failed.load(Ordering::SeqCst))
+}
+
+/// The one hook of fleet-wide limits: the run backend of this process
+/// (every run it executes) takes a slot from the store `store` before each
+/// call when its configuration sets `fleet_concurrency`,
+/// `requests_per_minute` or `tokens_per_minute` (docs/scale-out.md).
+pub(crate) fn limit_fleet(setup: &mut RunSetup, store: &str) -> Result<(), journal::JournalError> {
+    let Some(limits) = setup
+        .settings
+        .config
+        .backend(&setup.settings.backend)
+        .map(|b| b.fleet)
+        .filter(|l| l.any())
+    else {
+        return Ok(());
+    };
+    let limiter = ais_vm::store::limits::shared(store)?;
+    setup.llm.backend = ais_vm::store::limits::limited(setup.llm.backend.clone(), limiter, limits);
+    Ok(())
 }
 
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {

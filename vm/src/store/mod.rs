@@ -17,6 +17,7 @@
 
 pub mod agent;
 pub mod lease;
+pub mod limits;
 pub mod open_once;
 pub mod postgres;
 pub mod rows;

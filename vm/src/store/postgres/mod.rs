@@ -15,7 +15,7 @@
 mod agent;
 mod group;
 pub mod ltm;
-mod pool;
+pub(crate) mod pool;
 pub mod schema;
 mod state;
 

@@ -1,0 +1,266 @@
+//! Limits across the fleet (issue 39): four `aisc worker` processes share
+//! a backend limited to 8 calls in flight (`fleet_concurrency = 8`) through
+//! the PostgreSQL store; the provider — the independent benchmark server
+//! `bench/server/server.py`, which counts requests in flight — never sees
+//! more than 8 at once, also while a worker is killed (-9) and restarted.
+//! A `Retry-After` from the provider pauses every worker's calls.
+//!
+//! Ignored by plain `cargo test` ("needs PostgreSQL: run ./test").
+#![allow(clippy::unwrap_used)]
+
+use ais_testkit::pg::PgServer;
+use ais_vm::journal::Status;
+use ais_vm::store::postgres::PgStore;
+use ais_vm::store::Store;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// Four independent calls (a fan-out) per run.
+const FAN: &str = r#"agent A {
+    @entry flow main(n: str) -> str {
+        ask("{n} part 1") -> a
+        ask("{n} part 2") -> b
+        ask("{n} part 3") -> c
+        ask("{n} part 4") -> d
+        return a
+    }
+}
+"#;
+
+/// The benchmark server, stopped on drop.
+struct Provider {
+    child: Child,
+    port: u16,
+}
+
+impl Provider {
+    fn start(extra: &[&str]) -> Provider {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/server/server.py");
+        let mut child = Command::new("python3")
+            .arg(script)
+            .args(["--port", "0", "--p50-ms", "60", "--slow-frac", "0"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("python3 runs bench/server/server.py");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line
+            .trim()
+            .strip_prefix("ready ")
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("server.py said {line:?}"));
+        Provider { child, port }
+    }
+
+    fn counters(&self) -> serde_json::Value {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        write!(
+            s,
+            "GET /admin/counters HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        let body = text.split_once("\r\n\r\n").map(|x| x.1).unwrap_or_default();
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {text}"))
+    }
+}
+
+impl Drop for Provider {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn aisc(dir: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_aisc"));
+    c.env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("AIS_STORE")
+        .env("HOME", dir)
+        .env("NO_COLOR", "1")
+        .current_dir(dir);
+    c
+}
+
+fn setup(dir: &Path, port: u16, limits: &str) -> (String, String) {
+    let config = dir.join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "default_backend = \"m\"\n[[llm_backends]]\nname = \"m\"\nprotocol = \"openai\"\n\
+             base_url = \"http://127.0.0.1:{port}/v1\"\nretries = 3\n{limits}\n"
+        ),
+    )
+    .unwrap();
+    let prog = dir.join("fan.ais");
+    std::fs::write(&prog, FAN).unwrap();
+    (config.display().to_string(), prog.display().to_string())
+}
+
+fn enqueue(dir: &Path, url: &str, config: &str, prog: &str, n: usize) {
+    for i in 0..n {
+        let out = aisc(dir)
+            .args(["run", "--detach", "-O0", "-q", "--store", url, prog])
+            .args(["--config", config, "--arg", &format!("n=r{i:03}")])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+fn worker(dir: &Path, url: &str, config: &str, log: &str) -> Child {
+    let log = std::fs::File::create(dir.join(log)).unwrap();
+    aisc(dir)
+        .args(["worker", "--store", url, "--config", config])
+        .args([
+            "--memory",
+            ":memory:",
+            "--concurrency",
+            "4",
+            "--poll-ms",
+            "50",
+        ])
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap()
+}
+
+fn completed(store: &PgStore) -> usize {
+    store
+        .list_runs()
+        .unwrap()
+        .iter()
+        .filter(|r| r.status == Status::Completed)
+        .count()
+}
+
+fn wait_until(dir: &Path, what: &str, mut done: impl FnMut() -> bool) {
+    for _ in 0..2400 {
+        if done() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut logs = String::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        if e.path().extension().is_some_and(|x| x == "log") {
+            let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+            logs.push_str(&format!("--- {}\n{text}\n", e.path().display()));
+        }
+    }
+    panic!("gave up waiting for {what}\n{logs}");
+}
+
+#[test]
+#[ignore = "needs PostgreSQL: run ./test"]
+fn four_workers_never_exceed_the_fleet_concurrency_at_the_provider() {
+    const RUNS: usize = 48;
+    let pg = PgServer::start();
+    let url = pg.url();
+    let provider = Provider::start(&[]);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (config, prog) = setup(dir, provider.port, "fleet_concurrency = 8");
+    enqueue(dir, &url, &config, &prog, RUNS);
+    let store = PgStore::connect(&url).unwrap();
+    let mut workers: Vec<Child> = (0..4)
+        .map(|i| worker(dir, &url, &config, &format!("w{i}.log")))
+        .collect();
+    // Kill one worker with calls in flight, then start it again.
+    wait_until(dir, "the first runs", || completed(&store) >= 8);
+    workers[0].kill().unwrap();
+    workers[0].wait().unwrap();
+    workers[0] = worker(dir, &url, &config, "w0b.log");
+    wait_until(dir, "every run", || completed(&store) == RUNS);
+    for w in &mut workers {
+        let _ = w.kill();
+        let _ = w.wait();
+    }
+    let c = provider.counters();
+    let peak = c["in_flight_peak"].as_i64().unwrap();
+    eprintln!("fleet limits: {RUNS} runs on 4 workers (one killed), provider peak in flight {peak}, requests {}", c["requests"]);
+    assert!(
+        peak <= 8,
+        "the provider saw {peak} requests in flight at once: {c}"
+    );
+    // 16 runs of 4 parallel calls wanted 64 slots: the limit was reached.
+    assert!(
+        peak >= 6,
+        "peak {peak}: the calls were not running in parallel"
+    );
+    assert!(c["requests"].as_i64().unwrap() >= (RUNS * 4) as i64, "{c}");
+}
+
+/// One call after another.
+const CHAIN: &str = r#"agent A {
+    @entry flow main(n: str) -> str {
+        ask("{n} step 1") -> a
+        ask("{n} step 2", a) -> b
+        return b
+    }
+}
+"#;
+
+#[test]
+#[ignore = "needs PostgreSQL: run ./test"]
+fn a_retry_after_told_one_worker_pauses_the_others() {
+    let pg = PgServer::start();
+    let url = pg.url();
+    // For its first 5 s the provider answers 429 with `Retry-After: 6`.
+    let provider = Provider::start(&[
+        "--burst-period-s",
+        "1000",
+        "--burst-length-s",
+        "5",
+        "--retry-after-s",
+        "6",
+    ]);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (config, _) = setup(dir, provider.port, "fleet_concurrency = 16");
+    let prog = dir.join("chain.ais");
+    std::fs::write(&prog, CHAIN).unwrap();
+    let prog = prog.display().to_string();
+    enqueue(dir, &url, &config, &prog, 8);
+    let store = PgStore::connect(&url).unwrap();
+    // Worker A takes 4 runs; their first calls meet the burst.
+    let mut a = worker(dir, &url, &config, "a.log");
+    wait_until(dir, "the first 429", || {
+        provider.counters()["status"]["429"].as_i64().unwrap_or(0) >= 1
+    });
+    // Worker B starts within the burst, with the pause in the store: it
+    // sends nothing until the pause ends (then the burst is over).
+    let mut b = worker(dir, &url, &config, "b.log");
+    wait_until(dir, "every run", || completed(&store) == 8);
+    for w in [&mut a, &mut b] {
+        let _ = w.kill();
+        let _ = w.wait();
+    }
+    let c = provider.counters();
+    let limited = c["status"]["429"].as_i64().unwrap_or(0);
+    eprintln!("retry-after: {limited} answers 429, {c}");
+    // A's four first calls at most; without a fleet-wide pause B's four
+    // first calls would meet the burst too.
+    assert!(
+        (1..=4).contains(&limited),
+        "{limited} calls met the burst: {c}"
+    );
+    let b_log = std::fs::read_to_string(dir.join("b.log")).unwrap();
+    assert!(
+        b_log.contains(": completed"),
+        "worker B ran no run: {b_log}"
+    );
+}
