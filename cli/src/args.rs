@@ -60,8 +60,10 @@ pub struct RunArgs {
     pub telemetry: TelemetryArgs,
     /// Queue the run in the `--store` for a worker (`aisc worker`) and
     /// print its id, instead of running it here.
-    #[arg(long)]
+    #[arg(long, alias = "enqueue")]
     pub detach: bool,
+    #[command(flatten)]
+    pub queue: super::queue::QueueArgs,
 }
 
 /// What the run's events keep of prompts, replies and tool arguments

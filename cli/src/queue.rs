@@ -30,6 +30,38 @@ pub(crate) fn queued_run_id() -> String {
     format!("{day}-{time}-q{:08x}", h.finish() & 0xffff_ffff)
 }
 
+/// Where a queued run stands in the queue (`aisc run --detach`).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct QueueArgs {
+    /// With --detach: workers take queued runs of higher priority first
+    /// (then the oldest); default 0, negative runs after the default.
+    #[arg(
+        long,
+        default_value_t = 0,
+        allow_negative_numbers = true,
+        requires = "detach"
+    )]
+    pub priority: i32,
+    /// With --detach: a key (a tenant, a user) shared by runs of which at
+    /// most --key-limit run at once across the fleet.
+    #[arg(long, value_name = "KEY", requires = "detach")]
+    pub concurrency_key: Option<String>,
+    /// At most this many runs of --concurrency-key at once.
+    #[arg(long, value_name = "N", requires = "concurrency_key",
+          value_parser = clap::value_parser!(i32).range(1..))]
+    pub key_limit: Option<i32>,
+}
+
+impl QueueArgs {
+    pub fn options(&self) -> ais_vm::store::priority::QueueOptions {
+        ais_vm::store::priority::QueueOptions {
+            priority: self.priority,
+            key: self.concurrency_key.clone(),
+            key_limit: self.key_limit,
+        }
+    }
+}
+
 /// `aisc run --detach`: stores the program (as an artifact) and its
 /// arguments in the queue; prints the run id.
 pub fn detach(
@@ -62,13 +94,16 @@ pub fn detach(
         .as_ref()
         .map_or_else(|| file.display().to_string(), |(n, _)| n.clone());
     let args_text = serde_json::to_string(args).unwrap_or_else(|_| "[]".into());
-    let queued = store.enqueue(&NewRun {
-        id: &id,
-        program: &name,
-        artifact: &bytes,
-        entry: run.entry.as_deref(),
-        args: &args_text,
-    });
+    let queued = store.enqueue_with(
+        &NewRun {
+            id: &id,
+            program: &name,
+            artifact: &bytes,
+            entry: run.entry.as_deref(),
+            args: &args_text,
+        },
+        &run.queue.options(),
+    );
     match queued {
         Ok(()) => {
             println!("{id}");

@@ -204,6 +204,7 @@ impl CliEngine {
             budget: b,
             telemetry: Default::default(),
             detach: false,
+            queue: Default::default(),
         }
     }
 
@@ -536,7 +537,7 @@ fn start(
     runs: &ServedRunArgs,
 ) -> Result<Arc<ais_serve::Registry>, i32> {
     let (served, loaded) = load_all(out, files, opt, backend).ok_or(1)?;
-    let setup = match RunSetup::load(backend) {
+    let mut setup = match RunSetup::load(backend) {
         Ok(s) => s,
         Err(SetupError::Config(e)) => return Err(super::config::report(out, &e)),
         Err(e) => {
@@ -565,6 +566,12 @@ fn start(
     if runs.enqueue && store.as_ref().is_none_or(|s| s.backend() != "postgres") {
         eprintln!("error: `--enqueue` hands runs to `aisc worker`s through a shared store: give `--store postgres://...` (or set AIS_STORE)");
         return Err(2);
+    }
+    if let Some(url) = runs.memory.store_url() {
+        if let Err(e) = super::worker::limit_fleet(&mut setup, &url) {
+            eprintln!("error: {e}");
+            return Err(1);
+        }
     }
     // AIS_SERVE_FAIR=fifo | off: the benchmark's baselines (docs/serve.md).
     let mode = std::env::var("AIS_SERVE_FAIR").unwrap_or_default();

@@ -147,10 +147,13 @@ pub fn worker(w: &WorkerArgs, backend: &BackendArgs) -> i32 {
             return 2;
         }
     };
-    if let Err(e) = limit_fleet(&mut setup, &url) {
-        eprintln!("error: {e}");
-        return 1;
-    }
+    let limiter = match limit_fleet(&mut setup, &url) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 1;
+        }
+    };
     let lease_ms = (w.lease_secs.max(0.05) * 1000.0) as i64;
     let listener = match w.listen.as_deref().map(probe::bind) {
         Some(Ok(l)) => Some(l),
@@ -202,6 +205,7 @@ pub fn worker(w: &WorkerArgs, backend: &BackendArgs) -> i32 {
                 done: &done,
                 slots: w.concurrency,
                 lease_ms,
+                limiter: limiter.as_deref(),
             };
             s.spawn(move || probe::serve(l, &p));
         }
@@ -272,7 +276,10 @@ pub fn worker(w: &WorkerArgs, backend: &BackendArgs) -> i32 {
 /// (every run it executes) takes a slot from the store `store` before each
 /// call when its configuration sets `fleet_concurrency`,
 /// `requests_per_minute` or `tokens_per_minute` (docs/scale-out.md).
-pub(crate) fn limit_fleet(setup: &mut RunSetup, store: &str) -> Result<(), journal::JournalError> {
+pub(crate) fn limit_fleet(
+    setup: &mut RunSetup,
+    store: &str,
+) -> Result<Option<Arc<dyn ais_vm::store::limits::Limiter>>, journal::JournalError> {
     let Some(limits) = setup
         .settings
         .config
@@ -280,11 +287,12 @@ pub(crate) fn limit_fleet(setup: &mut RunSetup, store: &str) -> Result<(), journ
         .map(|b| b.fleet)
         .filter(|l| l.any())
     else {
-        return Ok(());
+        return Ok(None);
     };
     let limiter = ais_vm::store::limits::shared(store)?;
-    setup.llm.backend = ais_vm::store::limits::limited(setup.llm.backend.clone(), limiter, limits);
-    Ok(())
+    setup.llm.backend =
+        ais_vm::store::limits::limited(setup.llm.backend.clone(), limiter.clone(), limits);
+    Ok(Some(limiter))
 }
 
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -468,6 +476,7 @@ fn execute(
         budget: w.budget.clone(),
         telemetry: Default::default(),
         detach: false,
+        queue: Default::default(),
     };
     let edge = RunEdge {
         console: None,

@@ -107,31 +107,43 @@ fn setup(dir: &Path, port: u16, limits: &str) -> (String, String) {
 
 fn enqueue(dir: &Path, url: &str, config: &str, prog: &str, n: usize) {
     for i in 0..n {
-        let out = aisc(dir)
-            .args(["run", "--detach", "-O0", "-q", "--store", url, prog])
-            .args(["--config", config, "--arg", &format!("n=r{i:03}")])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        enqueue_one(dir, url, config, prog, &format!("r{i:03}"), &[]);
     }
 }
 
+/// Queues one run (`extra`: queue options); its id.
+fn enqueue_one(
+    dir: &Path,
+    url: &str,
+    config: &str,
+    prog: &str,
+    tag: &str,
+    extra: &[&str],
+) -> String {
+    let out = aisc(dir)
+        .args(["run", "--enqueue", "-O0", "-q", "--store", url, prog])
+        .args(["--config", config, "--arg", &format!("n={tag}")])
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
 fn worker(dir: &Path, url: &str, config: &str, log: &str) -> Child {
+    worker_n(dir, url, config, log, "4")
+}
+
+fn worker_n(dir: &Path, url: &str, config: &str, log: &str, slots: &str) -> Child {
     let log = std::fs::File::create(dir.join(log)).unwrap();
     aisc(dir)
         .args(["worker", "--store", url, "--config", config])
-        .args([
-            "--memory",
-            ":memory:",
-            "--concurrency",
-            "4",
-            "--poll-ms",
-            "50",
-        ])
+        .args(["--memory", ":memory:", "--concurrency", slots])
+        .args(["--poll-ms", "50"])
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
@@ -262,5 +274,136 @@ fn a_retry_after_told_one_worker_pauses_the_others() {
     assert!(
         b_log.contains(": completed"),
         "worker B ran no run: {b_log}"
+    );
+}
+
+/// When each run of `ids` ended (all must have completed).
+fn ended(store: &PgStore, ids: &[String]) -> Vec<i64> {
+    let runs = store.list_runs().unwrap();
+    ids.iter()
+        .map(|id| {
+            let r = runs.iter().find(|r| r.id == *id).unwrap();
+            assert_eq!(r.status, Status::Completed, "{id}: {:?}", r.error);
+            r.ended_ms.unwrap()
+        })
+        .collect()
+}
+
+/// Mean time from queueing to completion of `ids`, in ms.
+fn latency(store: &PgStore, ids: &[String]) -> f64 {
+    let runs = store.list_runs().unwrap();
+    let total: i64 = ids
+        .iter()
+        .map(|id| {
+            let r = runs.iter().find(|r| r.id == *id).unwrap();
+            r.ended_ms.unwrap() - r.started_ms
+        })
+        .sum();
+    total as f64 / ids.len() as f64
+}
+
+#[test]
+#[ignore = "needs PostgreSQL: run ./test"]
+fn a_flooding_tenant_holds_at_most_its_key_limit_and_the_other_goes_first() {
+    const FLOOD: usize = 24;
+    let pg = PgServer::start();
+    let url = pg.url();
+    let provider = Provider::start(&[]);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (config, _) = setup(dir, provider.port, "");
+    let prog = dir.join("chain.ais");
+    std::fs::write(&prog, CHAIN).unwrap();
+    let prog = prog.display().to_string();
+    let store = PgStore::connect(&url).unwrap();
+    let key = |k: &'static str| ["--concurrency-key", k, "--key-limit", "2"];
+    // Solo: tenant b's four runs on an idle fleet.
+    let solo: Vec<String> = (0..4)
+        .map(|i| enqueue_one(dir, &url, &config, &prog, &format!("s{i}"), &key("b")))
+        .collect();
+    let mut w = worker_n(dir, &url, &config, "w.log", "4");
+    wait_until(dir, "the solo runs", || completed(&store) == 4);
+    let _ = w.kill();
+    let _ = w.wait();
+    // Tenant a floods the queue first, then b queues four runs.
+    let flood: Vec<String> = (0..FLOOD)
+        .map(|i| enqueue_one(dir, &url, &config, &prog, &format!("a{i:02}"), &key("a")))
+        .collect();
+    let other: Vec<String> = (0..4)
+        .map(|i| enqueue_one(dir, &url, &config, &prog, &format!("b{i}"), &key("b")))
+        .collect();
+    let mut w = worker_n(dir, &url, &config, "w2.log", "4");
+    let mut peak_a = 0;
+    let mut peak_b = 0;
+    wait_until(dir, "every run", || {
+        let v = store.queue_view().unwrap();
+        peak_a = peak_a.max(v.keys.get("a").map_or(0, |k| k.running));
+        peak_b = peak_b.max(v.keys.get("b").map_or(0, |k| k.running));
+        completed(&store) == 4 + FLOOD + 4
+    });
+    let _ = w.kill();
+    let _ = w.wait();
+    let (a_end, b_end) = (ended(&store, &flood), ended(&store, &other));
+    let mut a_sorted = a_end.clone();
+    a_sorted.sort_unstable();
+    let b_last = *b_end.iter().max().unwrap();
+    let a_before_b = a_end.iter().filter(|t| **t < b_last).count();
+    eprintln!(
+        "tenants: b's latency solo {:.0} ms, under a's flood of {FLOOD} {:.0} ms; {a_before_b} of a's runs ended before b's last; peak running a {peak_a}, b {peak_b}",
+        latency(&store, &solo),
+        latency(&store, &other)
+    );
+    assert!(peak_a <= 2 && peak_b <= 2, "a {peak_a}, b {peak_b}");
+    // Arrival order would finish all 24 of a's runs first; with a held to
+    // 2 slots of 4, b's runs take the other two at once.
+    assert!(
+        a_before_b <= 6,
+        "{a_before_b} of a's runs ended before b's last run"
+    );
+}
+
+#[test]
+#[ignore = "needs PostgreSQL: run ./test"]
+fn a_worker_takes_higher_priority_runs_first() {
+    let pg = PgServer::start();
+    let url = pg.url();
+    let provider = Provider::start(&[]);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (config, _) = setup(dir, provider.port, "");
+    let prog = dir.join("chain.ais");
+    std::fs::write(&prog, CHAIN).unwrap();
+    let prog = prog.display().to_string();
+    let low: Vec<String> = (0..4)
+        .map(|i| enqueue_one(dir, &url, &config, &prog, &format!("l{i}"), &[]))
+        .collect();
+    let high: Vec<String> = (0..2)
+        .map(|i| {
+            enqueue_one(
+                dir,
+                &url,
+                &config,
+                &prog,
+                &format!("h{i}"),
+                &["--priority", "5"],
+            )
+        })
+        .collect();
+    let out = aisc(dir).args(["runs", "--store", &url]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines().filter(|l| l.contains("[priority 5]")).count() == 2,
+        "{text}"
+    );
+    let store = PgStore::connect(&url).unwrap();
+    let mut w = worker_n(dir, &url, &config, "w.log", "1");
+    wait_until(dir, "every run", || completed(&store) == 6);
+    let _ = w.kill();
+    let _ = w.wait();
+    let (low, high) = (ended(&store, &low), ended(&store, &high));
+    let first_low = *low.iter().min().unwrap();
+    assert!(
+        high.iter().all(|h| *h < first_low),
+        "priority 5 ended at {high:?}, the first priority 0 at {first_low}"
     );
 }

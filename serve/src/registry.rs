@@ -762,7 +762,10 @@ impl Registry {
         if let Some(store) = self.engine.journal_store() {
             match store.status() {
                 Ok(s) if s.backend == "postgres" => {
-                    text.push_str(&crate::metrics::render_store(&s))
+                    text.push_str(&crate::metrics::render_store(&s));
+                    if let Ok(v) = store.queue_view() {
+                        text.push_str(&crate::metrics::render_queue(&v));
+                    }
                 }
                 Ok(_) => {}
                 // A scrape must still answer: the store's error is a comment.

@@ -20,6 +20,7 @@ pub mod lease;
 pub mod limits;
 pub mod open_once;
 pub mod postgres;
+pub mod priority;
 pub mod rows;
 pub mod sqlite;
 pub mod storage;
@@ -173,7 +174,27 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         let _ = run;
         Err(no_queue(self.backend()))
     }
-    /// Acquires the oldest queued run, or a running one whose lease
+    /// Queues a run with a priority and a concurrency key
+    /// ([`priority::QueueOptions`]); plain [`Store::enqueue`] when `q` is
+    /// the default.
+    fn enqueue_with(
+        &self,
+        run: &NewRun<'_>,
+        q: &priority::QueueOptions,
+    ) -> Result<(), JournalError> {
+        if q.is_default() {
+            return self.enqueue(run);
+        }
+        Err(no_queue(self.backend()))
+    }
+    /// Each queued or running run's priority and concurrency key, and the
+    /// load of every key ([`priority::KeyLoad`]): for `aisc runs` and
+    /// `/metrics`. Empty for a store without a queue.
+    fn queue_view(&self) -> Result<priority::QueueView, JournalError> {
+        Ok(priority::QueueView::default())
+    }
+    /// Acquires the queued run of highest priority, oldest first, whose
+    /// concurrency key is under its limit, or a running one whose lease
     /// expired, for `lease_ms`; `None` when there is none.
     fn claim(&self, worker: &str, lease_ms: i64) -> Result<Option<Claim>, JournalError> {
         let _ = (worker, lease_ms);

@@ -16,6 +16,7 @@ mod agent;
 mod group;
 pub mod ltm;
 pub(crate) mod pool;
+mod priority;
 pub mod schema;
 mod state;
 
@@ -430,6 +431,18 @@ impl Store for PgStore {
         self.insert(run, "queued")
     }
 
+    fn enqueue_with(
+        &self,
+        run: &NewRun<'_>,
+        q: &crate::store::priority::QueueOptions,
+    ) -> Result<(), JournalError> {
+        self.enqueue_keyed(run, q)
+    }
+
+    fn queue_view(&self) -> Result<crate::store::priority::QueueView, JournalError> {
+        self.view()
+    }
+
     fn claim(&self, worker: &str, lease_ms: i64) -> Result<Option<Claim>, JournalError> {
         self.with(|c| {
             let mut tx = c.transaction()?;
@@ -444,11 +457,15 @@ impl Store for PgStore {
                 ),
                 &[&MAX_TAKEOVERS],
             )?;
+            // Highest priority first, then oldest; a queued run only while
+            // its concurrency key is under its limit (`priority`).
             let Some(row) = tx.query_opt(
                 &format!(
-                    "SELECT id, status FROM runs
-                     WHERE status = 'queued' OR (status = 'running' AND lease_until < {NOW_MS})
-                     ORDER BY started_ms, id LIMIT 1 FOR UPDATE SKIP LOCKED"
+                    "SELECT id, status, concurrency_key, key_limit FROM runs
+                     WHERE (status = 'queued' AND {})
+                     OR (status = 'running' AND lease_until < {NOW_MS})
+                     ORDER BY priority DESC, started_ms, id LIMIT 1 FOR UPDATE SKIP LOCKED",
+                    priority::UNDER_KEY_LIMIT
                 ),
                 &[],
             )?
@@ -458,6 +475,15 @@ impl Store for PgStore {
             };
             let id: String = row.get(0);
             let takeover = row.get::<_, String>(1) == "running";
+            if let (false, Some(key), Some(limit)) =
+                (takeover, row.get::<_, Option<String>>(2), row.get::<_, Option<i32>>(3))
+            {
+                // Another worker took a run of this key meanwhile.
+                if priority::key_full(&mut tx, &key, limit)? {
+                    tx.commit()?;
+                    return Ok(None);
+                }
+            }
             let fence: i64 = tx
                 .query_one(
                     &format!(
