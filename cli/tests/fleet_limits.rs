@@ -407,3 +407,97 @@ fn a_worker_takes_higher_priority_runs_first() {
         "priority 5 ended at {high:?}, the first priority 0 at {first_low}"
     );
 }
+
+fn aisc_ok(dir: &Path, args: &[&str]) -> String {
+    let out = aisc(dir).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "aisc {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+#[test]
+#[ignore = "needs PostgreSQL: run ./test"]
+fn failed_runs_are_retried_by_policy_then_dead_and_requeued() {
+    let pg = PgServer::start();
+    let url = pg.url();
+    // The provider is down (503) for its first 4 s; the backend does not
+    // retry calls itself, so each attempt of a run fails.
+    let provider = Provider::start(&["--outage-start-s", "0", "--outage-end-s", "4"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (config, _) = setup(dir, provider.port, "");
+    let config_text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, config_text.replace("retries = 3", "retries = 0")).unwrap();
+    let prog = dir.join("chain.ais");
+    std::fs::write(&prog, CHAIN).unwrap();
+    let prog = prog.display().to_string();
+    // Retried: 4 attempts over 1 + 2 + 4 s of backoff outlast the outage.
+    let retried = enqueue_one(
+        dir,
+        &url,
+        &config,
+        &prog,
+        "retried",
+        &["--retries", "3", "--retry-backoff", "1"],
+    );
+    // Its policy retries tool failures only: an LLM failure makes it dead.
+    let dead = enqueue_one(
+        dir,
+        &url,
+        &config,
+        &prog,
+        "dead",
+        &["--retries", "3", "--retry-on", "tool"],
+    );
+    let store = PgStore::connect(&url).unwrap();
+    let mut w = worker_n(dir, &url, &config, "w.log", "2");
+    wait_until(dir, "the retried run", || {
+        store
+            .list_runs()
+            .unwrap()
+            .iter()
+            .any(|r| r.id == retried && r.status == Status::Completed)
+    });
+    let log = std::fs::read_to_string(dir.join("w.log")).unwrap();
+    assert!(
+        log.contains(&format!("run {retried}: failed:"))
+            && log.contains("queued again for attempt 2 of 4"),
+        "{log}"
+    );
+    assert!(log.contains(&format!("run {retried}: completed")), "{log}");
+    let listed = aisc_ok(dir, &["runs", "--dead", "--store", &url]);
+    assert!(listed.contains(&dead), "{listed}");
+    assert!(!listed.contains(&retried), "{listed}");
+    assert_eq!(store.dead_runs().unwrap().len(), 1);
+    assert_eq!(store.dead_runs().unwrap()[0].attempts, 1);
+    // Put back with an edited input: a new run, which completes; the dead
+    // one leaves the list and cannot be requeued twice.
+    let edited = aisc_ok(
+        dir,
+        &[
+            "runs", "requeue", &dead, "--set", "n=edited", "--store", &url,
+        ],
+    );
+    let edited = edited.trim().to_string();
+    assert_ne!(edited, dead);
+    let again = aisc(dir)
+        .args(["runs", "requeue", &dead, "--store", &url])
+        .output()
+        .unwrap();
+    assert!(!again.status.success(), "requeued twice");
+    wait_until(dir, "the edited run", || {
+        store
+            .list_runs()
+            .unwrap()
+            .iter()
+            .any(|r| r.id == edited && r.status == Status::Completed)
+    });
+    let _ = w.kill();
+    let _ = w.wait();
+    assert!(store.dead_runs().unwrap().is_empty());
+    let row = store.run_row(&edited).unwrap().unwrap();
+    assert!(row.args.contains("edited"), "{}", row.args);
+}

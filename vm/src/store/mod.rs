@@ -21,6 +21,7 @@ pub mod limits;
 pub mod open_once;
 pub mod postgres;
 pub mod priority;
+pub mod retry;
 pub mod rows;
 pub mod sqlite;
 pub mod storage;
@@ -192,6 +193,30 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// `/metrics`. Empty for a store without a queue.
     fn queue_view(&self) -> Result<priority::QueueView, JournalError> {
         Ok(priority::QueueView::default())
+    }
+    /// After run `id` failed under `fence` with an error of class `class`
+    /// (its code): queued again when its retry policy allows another
+    /// attempt, else dead when it had a policy ([`retry::AfterFailure`]).
+    /// Fenced: one failure moves the run once.
+    fn after_failure(
+        &self,
+        id: &str,
+        fence: i64,
+        class: &str,
+    ) -> Result<retry::AfterFailure, JournalError> {
+        let _ = (id, fence, class);
+        Ok(retry::AfterFailure::Stays)
+    }
+    /// Runs whose last attempt failed (dead letters), oldest first.
+    fn dead_runs(&self) -> Result<Vec<retry::DeadRun>, JournalError> {
+        Err(no_queue(self.backend()))
+    }
+    /// Puts dead run `id` back in the queue: itself, journal kept, when
+    /// `args` is `None`; else a new run `new_id` with these arguments (the
+    /// dead one then names it). `false` when `id` is not dead (any more).
+    fn requeue(&self, id: &str, args: Option<&str>, new_id: &str) -> Result<bool, JournalError> {
+        let _ = (id, args, new_id);
+        Err(no_queue(self.backend()))
     }
     /// Acquires the queued run of highest priority, oldest first, whose
     /// concurrency key is under its limit, or a running one whose lease

@@ -14,6 +14,8 @@ pub struct QueueOptions {
     pub key: Option<String>,
     /// `None`: the key only labels the run (no limit).
     pub key_limit: Option<i32>,
+    /// What happens when the run fails (`None`: it stays failed).
+    pub retry: Option<super::retry::RetryPolicy>,
 }
 
 impl QueueOptions {

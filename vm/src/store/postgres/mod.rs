@@ -17,6 +17,7 @@ mod group;
 pub mod ltm;
 pub(crate) mod pool;
 mod priority;
+mod retry;
 pub mod schema;
 mod state;
 
@@ -443,6 +444,23 @@ impl Store for PgStore {
         self.view()
     }
 
+    fn after_failure(
+        &self,
+        id: &str,
+        fence: i64,
+        class: &str,
+    ) -> Result<crate::store::retry::AfterFailure, JournalError> {
+        self.retry_after_failure(id, fence, class)
+    }
+
+    fn dead_runs(&self) -> Result<Vec<crate::store::retry::DeadRun>, JournalError> {
+        self.dead()
+    }
+
+    fn requeue(&self, id: &str, args: Option<&str>, new_id: &str) -> Result<bool, JournalError> {
+        self.requeue_dead(id, args, new_id)
+    }
+
     fn claim(&self, worker: &str, lease_ms: i64) -> Result<Option<Claim>, JournalError> {
         self.with(|c| {
             let mut tx = c.transaction()?;
@@ -462,7 +480,8 @@ impl Store for PgStore {
             let Some(row) = tx.query_opt(
                 &format!(
                     "SELECT id, status, concurrency_key, key_limit FROM runs
-                     WHERE (status = 'queued' AND {})
+                     WHERE (status = 'queued' AND {}
+                            AND (not_before_ms IS NULL OR not_before_ms <= {NOW_MS}))
                      OR (status = 'running' AND lease_until < {NOW_MS})
                      ORDER BY priority DESC, started_ms, id LIMIT 1 FOR UPDATE SKIP LOCKED",
                     priority::UNDER_KEY_LIMIT

@@ -46,8 +46,10 @@ impl PgStore {
             c.execute(
                 &format!(
                     "INSERT INTO runs (id, status, owner, queued_ms, started_ms, program, artifact,
-                     artifact_sha256, entry, args, priority, concurrency_key, key_limit)
-                     VALUES ($1, 'queued', NULL, {NOW_MS}, {NOW_MS}, $2, $3, $4, $5, $6, $7, $8, $9)"
+                     artifact_sha256, entry, args, priority, concurrency_key, key_limit,
+                     max_attempts, backoff_ms, retry_on)
+                     VALUES ($1, 'queued', NULL, {NOW_MS}, {NOW_MS}, $2, $3, $4, $5, $6, $7, $8, $9,
+                     $10, $11, $12)"
                 ),
                 &[
                     &run.id,
@@ -59,6 +61,9 @@ impl PgStore {
                     &q.priority,
                     &q.key,
                     &q.key_limit,
+                    &q.retry.as_ref().map(|r| r.attempts),
+                    &q.retry.as_ref().map(|r| r.backoff_ms),
+                    &q.retry.as_ref().map(|r| r.on.join(",")),
                 ],
             )
         })?;

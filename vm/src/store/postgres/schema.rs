@@ -118,7 +118,8 @@ const MIGRATIONS: &[&str] = &[
     // backend (one row per call, expiring unless its process renews it),
     // the backend's pause (`Retry-After`) and its per-minute window; and
     // queued runs' priority and concurrency key (at most `key_limit` runs
-    // of one key at once).
+    // of one key at once); retry policies of failed runs and dead letters
+    // (`store::retry`).
     "CREATE TABLE backend_calls (
         token TEXT PRIMARY KEY,
         backend TEXT NOT NULL,
@@ -139,7 +140,14 @@ const MIGRATIONS: &[&str] = &[
      ALTER TABLE runs ADD COLUMN IF NOT EXISTS priority INT NOT NULL DEFAULT 0;
      ALTER TABLE runs ADD COLUMN IF NOT EXISTS concurrency_key TEXT;
      ALTER TABLE runs ADD COLUMN IF NOT EXISTS key_limit INT;
-     CREATE INDEX runs_by_key ON runs (concurrency_key, status);",
+     CREATE INDEX runs_by_key ON runs (concurrency_key, status);
+     ALTER TABLE runs ADD COLUMN IF NOT EXISTS attempt INT NOT NULL DEFAULT 1;
+     ALTER TABLE runs ADD COLUMN IF NOT EXISTS max_attempts INT;
+     ALTER TABLE runs ADD COLUMN IF NOT EXISTS backoff_ms BIGINT;
+     ALTER TABLE runs ADD COLUMN IF NOT EXISTS retry_on TEXT;
+     ALTER TABLE runs ADD COLUMN IF NOT EXISTS not_before_ms BIGINT;
+     ALTER TABLE runs ADD COLUMN IF NOT EXISTS dead BOOLEAN NOT NULL DEFAULT false;
+     ALTER TABLE runs ADD COLUMN IF NOT EXISTS requeued_as TEXT;",
 ];
 
 /// The schema version this binary writes and reads.
