@@ -300,7 +300,15 @@ impl Engine for CliEngine {
                 entry: spec.entry.clone(),
                 args: serde_json::to_string(&spec.args).unwrap_or_else(|_| "[]".into()),
                 cancel: edge.cancel,
+                queue: spec.queue.clone(),
             }));
+        }
+        if !spec.queue.is_default() {
+            return Err(ApiError::bad_request(
+                "request.invalid",
+                "`priority`, `concurrency_key` and `key_limit` place a run in the fleet's queue: this server runs programs itself",
+                "serve with `--store postgres://... --enqueue`, or leave them out",
+            ));
         }
         let run = self.run_args(spec.entry.clone(), &spec.budget);
         self.finish_prepare(loaded, spec.args.clone(), &run, &spec.budget, edge, None)
