@@ -395,10 +395,10 @@ fn a_flooding_tenant_holds_at_most_its_key_limit_and_the_other_goes_first() {
     );
     assert!(peak_a <= 2 && peak_b <= 2, "a {peak_a}, b {peak_b}");
     // Arrival order would finish all of a's runs first; with a held to 2
-    // slots of 4, b's runs take the other two at once.
+    // slots of 4, b's runs take the other two at once (4 of 24 measured).
     assert!(
-        a_before_b <= 6,
-        "{a_before_b} of a's runs ended before b's last run"
+        a_before_b < flood / 2,
+        "{a_before_b} of a's {flood} runs ended before b's last run"
     );
 }
 
