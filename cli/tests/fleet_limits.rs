@@ -5,7 +5,7 @@
 //! more than 8 at once, also while a worker is killed (-9) and restarted.
 //! A `Retry-After` from the provider pauses every worker's calls.
 //!
-//! Ignored by plain `cargo test` ("needs PostgreSQL: run ./test").
+//! Ignored by plain `cargo test` ("needs PostgreSQL and python3: run ./test").
 #![allow(clippy::unwrap_used)]
 
 use ais_testkit::pg::PgServer;
@@ -177,7 +177,7 @@ fn wait_until(dir: &Path, what: &str, mut done: impl FnMut() -> bool) {
 }
 
 #[test]
-#[ignore = "needs PostgreSQL: run ./test"]
+#[ignore = "needs PostgreSQL and python3: run ./test"]
 fn four_workers_never_exceed_the_fleet_concurrency_at_the_provider() {
     // The benchmark: AIS_FLEET_BENCH_RUNS=300 (a kill every 50 runs).
     let runs: usize = std::env::var("AIS_FLEET_BENCH_RUNS")
@@ -213,6 +213,42 @@ fn four_workers_never_exceed_the_fleet_concurrency_at_the_provider() {
         let _ = w.kill();
         let _ = w.wait();
     }
+    // A worker's /metrics reports the fleet's calls from the store.
+    let log = std::fs::File::create(dir.join("probe.log")).unwrap();
+    let mut probe = aisc(dir)
+        .args(["worker", "--store", &url, "--config", &config])
+        .args(["--memory", ":memory:", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let mut addr = String::new();
+    wait_until(dir, "the probe address", || {
+        let text = std::fs::read_to_string(dir.join("probe.log")).unwrap_or_default();
+        addr = text
+            .lines()
+            .find_map(|l| l.strip_prefix("worker probes on http://"))
+            .and_then(|l| l.split_whitespace().next())
+            .unwrap_or_default()
+            .to_string();
+        !addr.is_empty()
+    });
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut metrics = String::new();
+    s.read_to_string(&mut metrics).unwrap();
+    let _ = probe.kill();
+    let _ = probe.wait();
+    let store_peak: i64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("ais_fleet_backend_in_flight_peak{backend=\"m\"} "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no fleet peak in /metrics: {metrics}"));
+    assert!((1..=8).contains(&store_peak), "store peak {store_peak}");
     let c = provider.counters();
     let peak = c["in_flight_peak"].as_i64().unwrap();
     eprintln!("fleet limits: {runs} runs on 4 workers, {kills} kill -9, provider peak in flight {peak}, requests {}", c["requests"]);
@@ -239,7 +275,7 @@ const CHAIN: &str = r#"agent A {
 "#;
 
 #[test]
-#[ignore = "needs PostgreSQL: run ./test"]
+#[ignore = "needs PostgreSQL and python3: run ./test"]
 fn a_retry_after_told_one_worker_pauses_the_others() {
     let pg = PgServer::start();
     let url = pg.url();
@@ -345,7 +381,7 @@ fn clone_runs(
 }
 
 #[test]
-#[ignore = "needs PostgreSQL: run ./test"]
+#[ignore = "needs PostgreSQL and python3: run ./test"]
 fn a_flooding_tenant_holds_at_most_its_key_limit_and_the_other_goes_first() {
     let flood: usize = std::env::var("AIS_FLEET_BENCH_FLOOD")
         .ok()
@@ -403,7 +439,7 @@ fn a_flooding_tenant_holds_at_most_its_key_limit_and_the_other_goes_first() {
 }
 
 #[test]
-#[ignore = "needs PostgreSQL: run ./test"]
+#[ignore = "needs PostgreSQL and python3: run ./test"]
 fn a_worker_takes_higher_priority_runs_first() {
     let pg = PgServer::start();
     let url = pg.url();
@@ -459,7 +495,7 @@ fn aisc_ok(dir: &Path, args: &[&str]) -> String {
 }
 
 #[test]
-#[ignore = "needs PostgreSQL: run ./test"]
+#[ignore = "needs PostgreSQL and python3: run ./test"]
 fn failed_runs_are_retried_by_policy_then_dead_and_requeued() {
     let pg = PgServer::start();
     let url = pg.url();
