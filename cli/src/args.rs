@@ -60,7 +60,7 @@ pub struct RunArgs {
     pub telemetry: TelemetryArgs,
     /// Queue the run in the `--store` for a worker (`aisc worker`) and
     /// print its id, instead of running it here.
-    #[arg(long)]
+    #[arg(long, alias = "enqueue")]
     pub detach: bool,
     /// Store a schedule in the `--store` instead of running: the run is
     /// queued for the workers at every tick of this cron expression (five
@@ -75,6 +75,9 @@ pub struct RunArgs {
         requires = "schedule"
     )]
     pub tz: String,
+
+    #[command(flatten)]
+    pub queue: super::queue::QueueArgs,
 }
 
 /// What the run's events keep of prompts, replies and tool arguments

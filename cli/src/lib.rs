@@ -10,6 +10,7 @@ mod analyze;
 mod args;
 mod check;
 mod config;
+mod dead;
 mod fmt;
 mod fork;
 mod journal;
@@ -214,6 +215,10 @@ pub enum Command {
         /// JSON output (for the list: one object per line).
         #[arg(long, global = true)]
         json: bool,
+        /// Only dead runs (their last attempt failed under a retry
+        /// policy), with the reason; `aisc runs requeue ID` puts one back.
+        #[arg(long)]
+        dead: bool,
     },
     /// List the store's schedules (`aisc run --schedule CRON` adds one), or
     /// remove one (`aisc schedules remove ID`).
@@ -389,6 +394,16 @@ pub enum RunsAction {
         /// A run id from `aisc runs`, or `last`.
         run_id: String,
     },
+    /// Put a dead run back in the queue: itself with its journal (completed
+    /// calls replayed), or, with `--set`, a new run with edited inputs.
+    Requeue {
+        /// A run id from `aisc runs --dead`.
+        run_id: String,
+        /// Change an input of the run: NAME=VALUE (JSON, else text);
+        /// repeatable. The edited run is queued as a new run.
+        #[arg(long = "set", value_name = "NAME=VALUE")]
+        set: Vec<String>,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -560,11 +575,19 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
             action: None,
             memory,
             json,
+            dead: true,
+        } => dead::dead(&memory, json),
+        Command::Runs {
+            action: None,
+            memory,
+            json,
+            dead: false,
         } => runs::runs(&memory, json),
         Command::Runs {
             action: Some(RunsAction::Show { run_id }),
             memory,
             json,
+            ..
         } => runs::show(&memory, &run_id, json),
         Command::Schedules {
             action,
@@ -576,6 +599,12 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
                 .map(|SchedulesAction::Remove { id }| id.as_str());
             queue::schedules(remove, &memory, json)
         }
+
+        Command::Runs {
+            action: Some(RunsAction::Requeue { run_id, set }),
+            memory,
+            ..
+        } => dead::requeue(&memory, &run_id, &set),
         Command::Resume {
             run_id,
             resume,

@@ -25,19 +25,32 @@ fn info_json(r: &RunInfo) -> serde_json::Value {
     })
 }
 
-/// `aisc runs`: every journaled run with its status.
+/// `aisc runs`: every journaled run with its status; on a shared store,
+/// queued and running runs' priority and concurrency key, and each key's
+/// load.
 pub fn runs(mem: &MemoryArgs, json: bool) -> i32 {
-    let (list, place) = match mem.store_url() {
-        Some(url) => (
-            ais_vm::store::open(&url).and_then(|s| s.list_runs()),
-            ais_vm::store::postgres::redact(&url),
-        ),
+    let (list, view, place) = match mem.store_url() {
+        Some(url) => {
+            let store = ais_vm::store::open(&url);
+            (
+                store
+                    .as_ref()
+                    .map_err(Clone::clone)
+                    .and_then(|s| s.list_runs()),
+                store.and_then(|s| s.queue_view()).unwrap_or_default(),
+                ais_vm::store::postgres::redact(&url),
+            )
+        }
         None => {
             let Some(dir) = journal::dir_of(&mem.storage()) else {
                 eprintln!("error: `--memory :memory:` keeps no run journal");
                 return 2;
             };
-            (journal::list_runs(&dir), dir.display().to_string())
+            (
+                journal::list_runs(&dir),
+                Default::default(),
+                dir.display().to_string(),
+            )
         }
     };
     let list = match list {
@@ -49,7 +62,12 @@ pub fn runs(mem: &MemoryArgs, json: bool) -> i32 {
     };
     if json {
         for r in &list {
-            println!("{}", info_json(r));
+            let mut j = info_json(r);
+            if let Some((priority, key)) = view.runs.get(&r.id) {
+                j["priority"] = (*priority).into();
+                j["concurrency_key"] = key.clone().into();
+            }
+            println!("{j}");
         }
         return 0;
     }
@@ -67,8 +85,13 @@ pub fn runs(mem: &MemoryArgs, json: bool) -> i32 {
         } else {
             String::new()
         };
+        let queue = match view.runs.get(&r.id) {
+            Some((p, Some(k))) => format!(" [priority {p}, key {k}]"),
+            Some((p, None)) => format!(" [priority {p}]"),
+            None => String::new(),
+        };
         println!(
-            "{:<22} {:<12} {:<19} {:>6} {:>8}  {}{doubt}{}",
+            "{:<22} {:<12} {:<19} {:>6} {:>8}  {}{doubt}{queue}{}",
             r.id,
             r.status.name(),
             time(r.started_ms),
@@ -79,6 +102,15 @@ pub fn runs(mem: &MemoryArgs, json: bool) -> i32 {
                 .as_deref()
                 .map(|e| format!("\n{:>24}{e}", ""))
                 .unwrap_or_default(),
+        );
+    }
+    for (key, k) in &view.keys {
+        let limit = k
+            .limit
+            .map_or_else(|| "no limit".to_string(), |l| format!("limit {l}"));
+        println!(
+            "key {key}: {} running ({limit}), {} queued",
+            k.running, k.queued
         );
     }
     0
@@ -256,6 +288,8 @@ fn resume_in(
         detach: false,
         schedule: None,
         tz: "UTC".into(),
+
+        queue: Default::default(),
     };
     Ok(super::run::run_loaded(
         out,

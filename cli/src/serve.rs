@@ -206,6 +206,8 @@ impl CliEngine {
             detach: false,
             schedule: None,
             tz: "UTC".into(),
+
+            queue: Default::default(),
         }
     }
 
@@ -301,7 +303,15 @@ impl Engine for CliEngine {
                 entry: spec.entry.clone(),
                 args: serde_json::to_string(&spec.args).unwrap_or_else(|_| "[]".into()),
                 cancel: edge.cancel,
+                queue: spec.queue.clone(),
             }));
+        }
+        if !spec.queue.is_default() {
+            return Err(ApiError::bad_request(
+                "request.invalid",
+                "`priority`, `concurrency_key` and `key_limit` place a run in the fleet's queue: this server runs programs itself",
+                "serve with `--store postgres://... --enqueue`, or leave them out",
+            ));
         }
         let run = self.run_args(spec.entry.clone(), &spec.budget);
         self.finish_prepare(loaded, spec.args.clone(), &run, &spec.budget, edge, None)
@@ -538,7 +548,7 @@ fn start(
     runs: &ServedRunArgs,
 ) -> Result<Arc<ais_serve::Registry>, i32> {
     let (served, loaded) = load_all(out, files, opt, backend).ok_or(1)?;
-    let setup = match RunSetup::load(backend) {
+    let mut setup = match RunSetup::load(backend) {
         Ok(s) => s,
         Err(SetupError::Config(e)) => return Err(super::config::report(out, &e)),
         Err(e) => {
@@ -567,6 +577,12 @@ fn start(
     if runs.enqueue && store.as_ref().is_none_or(|s| s.backend() != "postgres") {
         eprintln!("error: `--enqueue` hands runs to `aisc worker`s through a shared store: give `--store postgres://...` (or set AIS_STORE)");
         return Err(2);
+    }
+    if let Some(url) = runs.memory.store_url() {
+        if let Err(e) = super::worker::limit_fleet(&mut setup, &url) {
+            eprintln!("error: {e}");
+            return Err(1);
+        }
     }
     // AIS_SERVE_FAIR=fifo | off: the benchmark's baselines (docs/serve.md).
     let mode = std::env::var("AIS_SERVE_FAIR").unwrap_or_default();

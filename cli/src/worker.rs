@@ -73,6 +73,8 @@ enum Ended {
     Failed {
         reason: String,
         recorded: Recorded,
+        /// What its retry policy made of it, once recorded.
+        after: ais_vm::store::retry::AfterFailure,
     },
     /// Another worker took the run over: nothing was committed after that.
     Lost,
@@ -98,9 +100,23 @@ impl Ended {
     fn line(&self, id: &str, how: &str) -> String {
         match self {
             Ended::Done(status) => format!("run {id}{how}: {status}"),
-            Ended::Failed { reason, recorded } => {
+            Ended::Failed {
+                reason,
+                recorded,
+                after,
+            } => {
+                use ais_vm::store::retry::AfterFailure;
                 let fate = match recorded {
-                    Recorded::Yes => "recorded as failed".to_string(),
+                    Recorded::Yes => match after {
+                        AfterFailure::Stays => "recorded as failed".to_string(),
+                        AfterFailure::Requeued { attempt, of, in_ms } => format!(
+                            "recorded as failed; queued again for attempt {attempt} of {of} in {:.1}s",
+                            *in_ms as f64 / 1000.0
+                        ),
+                        AfterFailure::Dead { attempts } => format!(
+                            "recorded as failed; dead after {attempts} attempt(s): `aisc runs --dead` lists it"
+                        ),
+                    },
                     Recorded::HandedBack => {
                         "the failure could not be recorded; handed back to the queue".to_string()
                     }
@@ -137,7 +153,7 @@ pub fn worker(w: &WorkerArgs, backend: &BackendArgs) -> i32 {
             return 1;
         }
     };
-    let setup = match RunSetup::load(backend) {
+    let mut setup = match RunSetup::load(backend) {
         Ok(s) => s,
         Err(SetupError::Config(e)) => {
             eprintln!("error: {}", e.message());
@@ -146,6 +162,13 @@ pub fn worker(w: &WorkerArgs, backend: &BackendArgs) -> i32 {
         Err(e) => {
             eprintln!("error: {e}");
             return 2;
+        }
+    };
+    let limiter = match limit_fleet(&mut setup, &url) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 1;
         }
     };
     let lease_ms = (w.lease_secs.max(0.05) * 1000.0) as i64;
@@ -199,6 +222,7 @@ pub fn worker(w: &WorkerArgs, backend: &BackendArgs) -> i32 {
                 done: &done,
                 slots: w.concurrency,
                 lease_ms,
+                limiter: limiter.as_deref(),
             };
             s.spawn(move || probe::serve(l, &p));
         }
@@ -267,6 +291,29 @@ pub fn worker(w: &WorkerArgs, backend: &BackendArgs) -> i32 {
         done.store(true, Ordering::SeqCst);
     });
     i32::from(failed.load(Ordering::SeqCst))
+}
+
+/// The one hook of fleet-wide limits: the run backend of this process
+/// (every run it executes) takes a slot from the store `store` before each
+/// call when its configuration sets `fleet_concurrency`,
+/// `requests_per_minute` or `tokens_per_minute` (docs/scale-out.md).
+pub(crate) fn limit_fleet(
+    setup: &mut RunSetup,
+    store: &str,
+) -> Result<Option<Arc<dyn ais_vm::store::limits::Limiter>>, journal::JournalError> {
+    let Some(limits) = setup
+        .settings
+        .config
+        .backend(&setup.settings.backend)
+        .map(|b| b.fleet)
+        .filter(|l| l.any())
+    else {
+        return Ok(None);
+    };
+    let limiter = ais_vm::store::limits::shared(store)?;
+    setup.llm.backend =
+        ais_vm::store::limits::limited(setup.llm.backend.clone(), limiter.clone(), limits);
+    Ok(Some(limiter))
 }
 
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -452,6 +499,8 @@ fn execute(
         detach: false,
         schedule: None,
         tz: "UTC".into(),
+
+        queue: Default::default(),
     };
     let edge = RunEdge {
         console: None,
@@ -492,7 +541,13 @@ fn execute(
         Err(ais_vm::RunError::OpFailed { code, .. }) if code == ais_vm::exec::PAUSED => {
             Ended::Done("paused")
         }
-        Err(e) => failed(store.as_ref(), claim, e.to_string()),
+        Err(e) => {
+            let class = match e {
+                ais_vm::RunError::OpFailed { code, .. } => code.to_string(),
+                e => e.code().to_string(),
+            };
+            failed(store.as_ref(), claim, e.to_string(), &class)
+        }
     }
 }
 
@@ -500,9 +555,20 @@ fn execute(
 /// failure at the end of the run, but a store error there is not the run's
 /// error), and if not, hands the run back so another worker runs it again
 /// from its journal instead of waiting for the lease.
-fn failed(store: &dyn Store, claim: &Claim, reason: String) -> Ended {
+fn failed(store: &dyn Store, claim: &Claim, reason: String, class: &str) -> Ended {
+    let mut after = ais_vm::store::retry::AfterFailure::Stays;
     let recorded = match store.run_state(&claim.id) {
-        Ok(Some(state)) if state.status == "failed" => Recorded::Yes,
+        Ok(Some(state)) if state.status == "failed" => {
+            // Its retry policy: queued again, or dead (fenced: once).
+            match store.after_failure(&claim.id, claim.fence, class) {
+                Ok(a) => after = a,
+                Err(e) => eprintln!(
+                    "error: run {}: its retry policy could not be applied ({e}); it stays failed",
+                    claim.id
+                ),
+            }
+            Recorded::Yes
+        }
         state => match store.release(&claim.id, claim.fence) {
             Ok(true) => Recorded::HandedBack,
             Ok(false) => Recorded::LeftToLease("another worker has it now".into()),
@@ -512,7 +578,11 @@ fn failed(store: &dyn Store, claim: &Claim, reason: String) -> Ended {
             }),
         },
     };
-    Ended::Failed { reason, recorded }
+    Ended::Failed {
+        reason,
+        recorded,
+        after,
+    }
 }
 
 /// `aisc store migrate|status`.
@@ -663,6 +733,7 @@ mod tests {
             &store,
             &claim,
             "`div` in @A.main failed [arith.div_by_zero]".into(),
+            "arith.div_by_zero",
         );
         assert_eq!(
             ended.line("r1", ""),
@@ -671,8 +742,8 @@ mod tests {
         // Still `running` in the store: the failure was not recorded, and
         // this store has no queue to hand it back to.
         let claim = running(&store, "r2");
-        let line =
-            failed(&store, &claim, "journal write failed".into()).line("r2", " (taken over)");
+        let line = failed(&store, &claim, "journal write failed".into(), "R0005")
+            .line("r2", " (taken over)");
         assert!(
             line.starts_with("run r2 (taken over): failed: journal write failed (the failure could not be recorded and the run was not handed back ("),
             "{line}"
@@ -684,6 +755,7 @@ mod tests {
         let handed = Ended::Failed {
             reason: "x".into(),
             recorded: Recorded::HandedBack,
+            after: ais_vm::store::retry::AfterFailure::Stays,
         };
         assert_eq!(
             handed.line("r3", ""),

@@ -90,6 +90,9 @@ pub struct RunSpec {
     pub entry: Option<String>,
     pub args: Vec<(String, Json)>,
     pub budget: BudgetSpec,
+    /// Priority and concurrency key in the fleet's queue (an engine that
+    /// runs programs itself refuses anything but the default).
+    pub queue: ais_vm::store::priority::QueueOptions,
 }
 
 /// What the server gives a run: where printed lines and warnings go, who

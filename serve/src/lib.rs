@@ -50,7 +50,7 @@ pub use engine::{BudgetSpec, Engine, Finished, Prepared, Resumed, RunEdge, RunSp
 pub use error::ApiError;
 pub use http::{serve, ServeConfig, ServeError};
 /// The shared store's series, for `aisc worker --listen`'s `/metrics`.
-pub use metrics::render_store;
+pub use metrics::{render_queue, render_store};
 pub use registry::{Registry, RegistryConfig};
 pub use run::{RunEntry, Status};
 

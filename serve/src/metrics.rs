@@ -254,3 +254,38 @@ pub fn render_store(s: &ais_vm::store::StoreStatus) -> String {
     }
     out
 }
+
+/// Each concurrency key's runs (`aisc run --detach --concurrency-key`),
+/// read from the shared store: running, queued and the key's limit.
+pub fn render_queue(v: &ais_vm::store::priority::QueueView) -> String {
+    let mut out = String::new();
+    type Pick = fn(&ais_vm::store::priority::KeyLoad) -> Option<i64>;
+    let series: [(&str, &str, Pick); 3] = [
+        (
+            "ais_store_key_running",
+            "Runs of a concurrency key running across the fleet.",
+            |k| Some(k.running),
+        ),
+        (
+            "ais_store_key_queued",
+            "Runs of a concurrency key waiting in the queue.",
+            |k| Some(k.queued),
+        ),
+        (
+            "ais_store_key_limit",
+            "At most this many runs of a concurrency key run at once.",
+            |k| k.limit,
+        ),
+    ];
+    for (name, help, pick) in series {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} gauge");
+        for (key, k) in &v.keys {
+            if let Some(n) = pick(k) {
+                let key = key.replace(['\\', '"', '\n'], "_");
+                let _ = writeln!(out, "{name}{{key=\"{key}\"}} {n}");
+            }
+        }
+    }
+    out
+}

@@ -383,6 +383,7 @@ impl Registry {
                 entry,
                 args,
                 budget: BudgetSpec::default(),
+                queue: Default::default(),
             },
         ))
     }
@@ -395,8 +396,22 @@ impl Registry {
         args: &Json,
         budget: BudgetSpec,
     ) -> Result<Arc<RunEntry>, ApiError> {
+        self.start_run_queued(program, entry, args, budget, Default::default())
+    }
+
+    /// [`Registry::start_run`] with a place in the fleet's queue (`aisc
+    /// serve --enqueue`: priority, concurrency key).
+    pub fn start_run_queued(
+        &self,
+        program: &str,
+        entry: Option<&str>,
+        args: &Json,
+        budget: BudgetSpec,
+        queue: ais_vm::store::priority::QueueOptions,
+    ) -> Result<Arc<RunEntry>, ApiError> {
         let (served, mut spec) = self.check(program, entry, args)?;
         spec.budget = budget;
+        spec.queue = queue;
         self.reserve()?;
         let log = Arc::new(EventLog::new());
         let cancel = Cancel::new();
@@ -762,7 +777,10 @@ impl Registry {
         if let Some(store) = self.engine.journal_store() {
             match store.status() {
                 Ok(s) if s.backend == "postgres" => {
-                    text.push_str(&crate::metrics::render_store(&s))
+                    text.push_str(&crate::metrics::render_store(&s));
+                    if let Ok(v) = store.queue_view() {
+                        text.push_str(&crate::metrics::render_queue(&v));
+                    }
                 }
                 Ok(_) => {}
                 // A scrape must still answer: the store's error is a comment.

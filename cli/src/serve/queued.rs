@@ -16,6 +16,8 @@ pub(super) struct QueuedRun {
     pub(super) entry: Option<String>,
     pub(super) args: String,
     pub(super) cancel: ais_serve::Cancel,
+    /// Priority and concurrency key (`POST /v1/runs`).
+    pub(super) queue: ais_vm::store::priority::QueueOptions,
 }
 
 /// How often a queued run's row is read while a worker runs it.
@@ -26,13 +28,16 @@ impl QueuedRun {
         let err =
             |code: &str, message: String| serde_json::json!({"code": code, "message": message});
         self.store
-            .enqueue(&NewRun {
-                id: &self.id,
-                program: &self.program,
-                artifact: &self.artifact,
-                entry: self.entry.as_deref(),
-                args: &self.args,
-            })
+            .enqueue_with(
+                &NewRun {
+                    id: &self.id,
+                    program: &self.program,
+                    artifact: &self.artifact,
+                    entry: self.entry.as_deref(),
+                    args: &self.args,
+                },
+                &self.queue,
+            )
             .map_err(|e| err(e.code, e.message))?;
         loop {
             if self.cancel.is_cancelled() {

@@ -27,6 +27,8 @@ pub(super) struct Probe<'a> {
     pub done: &'a AtomicBool,
     pub slots: u64,
     pub lease_ms: i64,
+    /// The store's fleet limits, when this worker's backend has any.
+    pub limiter: Option<&'a dyn ais_vm::store::limits::Limiter>,
 }
 
 /// Binds `addr` (before the worker starts, so a bad address is an error at
@@ -147,6 +149,58 @@ fn metrics(p: &Probe<'_>) -> String {
     let _ = writeln!(out, "ais_worker_store_up {}", u8::from(status.is_some()));
     if let Some(s) = status {
         out.push_str(&ais_serve::render_store(&s));
+        if let Ok(v) = p.store.queue_view() {
+            out.push_str(&ais_serve::render_queue(&v));
+        }
+    }
+    if let Some(Ok(load)) = p.limiter.map(|l| l.load()) {
+        out.push_str(&fleet_limits(&load));
+    }
+    out
+}
+
+/// The fleet's load per limited backend (every process's calls), read
+/// from the store.
+fn fleet_limits(load: &[(String, ais_vm::store::limits::BackendLoad)]) -> String {
+    let mut out = String::new();
+    type Pick = fn(&ais_vm::store::limits::BackendLoad) -> f64;
+    let series: [(&str, &str, &str, Pick); 4] = [
+        (
+            "ais_fleet_backend_in_flight",
+            "gauge",
+            "Calls in flight to a limited backend across the fleet.",
+            |l| l.in_flight as f64,
+        ),
+        (
+            "ais_fleet_backend_in_flight_peak",
+            "gauge",
+            "The most calls ever in flight at once to a limited backend across the fleet.",
+            |l| l.peak as f64,
+        ),
+        (
+            "ais_fleet_backend_waits_total",
+            "counter",
+            "Requests for a slot of a limited backend that were told to wait.",
+            |l| l.waits as f64,
+        ),
+        (
+            "ais_fleet_backend_paused_seconds",
+            "gauge",
+            "Time left of a Retry-After pause of a backend, for every process.",
+            |l| l.paused_ms as f64 / 1000.0,
+        ),
+    ];
+    for (name, kind, help, pick) in series {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        for (backend, l) in load {
+            let _ = writeln!(
+                out,
+                "{name}{{backend=\"{}\"}} {}",
+                backend.replace(['\\', '"', '\n'], "_"),
+                pick(l)
+            );
+        }
     }
     out
 }

@@ -113,6 +113,14 @@ struct StartRequest {
     args: Json,
     #[serde(default)]
     budget: BudgetSpec,
+    /// With `aisc serve --enqueue`: the run's place in the fleet's queue
+    /// (docs/scale-out.md).
+    #[serde(default)]
+    priority: Option<i32>,
+    #[serde(default)]
+    concurrency_key: Option<String>,
+    #[serde(default)]
+    key_limit: Option<i32>,
 }
 
 /// `POST /v1/runs/{id}/confirm`.
@@ -251,8 +259,26 @@ pub(crate) fn route(ctx: &Arc<Ctx>, head: &Head, body: &[u8]) -> Reply {
                 shape::<StartRequest>(j, "POST /v1/runs")
             })
             .and_then(|r| {
-                ctx.registry
-                    .start_run(&r.program, r.entry.as_deref(), &r.args, r.budget)
+                if r.key_limit.is_some_and(|l| l < 1) || (r.key_limit.is_some() && r.concurrency_key.is_none()) {
+                    return Err(ApiError::bad_request(
+                        "request.invalid",
+                        "`key_limit` must be at least 1 and comes with a `concurrency_key`",
+                        "send `\"concurrency_key\": \"tenant-a\", \"key_limit\": 2`",
+                    ));
+                }
+                let queue = ais_vm::store::priority::QueueOptions {
+                    priority: r.priority.unwrap_or(0),
+                    key: r.concurrency_key,
+                    key_limit: r.key_limit,
+                    retry: None,
+                };
+                ctx.registry.start_run_queued(
+                    &r.program,
+                    r.entry.as_deref(),
+                    &r.args,
+                    r.budget,
+                    queue,
+                )
             })
             .map(|e| {
                 if query_param(query, "wait") == Some("true") {

@@ -19,6 +19,24 @@ pub enum Origin {
     Builtin,
 }
 
+/// A backend's limits across the fleet: every process on one run store
+/// shares them (`crate::store::limits`); `None`: no such limit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FleetLimits {
+    /// Calls in flight at once (`fleet_concurrency`).
+    pub concurrency: Option<u64>,
+    pub requests_per_minute: Option<u64>,
+    pub tokens_per_minute: Option<u64>,
+}
+
+impl FleetLimits {
+    pub fn any(&self) -> bool {
+        self.concurrency.is_some()
+            || self.requests_per_minute.is_some()
+            || self.tokens_per_minute.is_some()
+    }
+}
+
 /// One backend, resolved (defaults filled in).
 #[derive(Clone, Debug, PartialEq)]
 pub struct BackendConfig {
@@ -28,6 +46,10 @@ pub struct BackendConfig {
     /// Name of the variable holding the key.
     pub api_key_env: Option<String>,
     pub concurrency: usize,
+    /// Calls in flight, requests and tokens per minute across every process
+    /// on the run store (`fleet_concurrency`, `requests_per_minute`,
+    /// `tokens_per_minute`; `crate::store::limits`, docs/scale-out.md).
+    pub fleet: FleetLimits,
     pub timeout: Duration,
     pub connect_timeout: Duration,
     pub retry: RetryPolicy,
@@ -76,6 +98,7 @@ impl BackendConfig {
             base_url,
             api_key_env: None,
             concurrency: if kind == BackendKind::Sim { 64 } else { 16 },
+            fleet: FleetLimits::default(),
             timeout: Duration::from_secs(120),
             connect_timeout: Duration::from_secs(10),
             retry: RetryPolicy::default(),
@@ -295,6 +318,13 @@ pub(crate) fn resolve_backend(src: &Source, fb: FileBackend) -> Result<BackendCo
             }
         };
     }
+    let limit =
+        |v: &Option<Spanned<i64>>, what| v.as_ref().map(|v| positive(src, v, what)).transpose();
+    b.fleet = FleetLimits {
+        concurrency: limit(&fb.fleet_concurrency, "fleet_concurrency")?,
+        requests_per_minute: limit(&fb.requests_per_minute, "requests_per_minute")?,
+        tokens_per_minute: limit(&fb.tokens_per_minute, "tokens_per_minute")?,
+    };
     if let Some(t) = &fb.timeout_s {
         b.timeout = seconds(src, t, "timeout_s", false)?;
     }

@@ -39,7 +39,7 @@ mod show;
 pub mod telemetry;
 mod text;
 
-pub use backend::{BackendConfig, HeaderValue, Origin, MAX_RETRIES};
+pub use backend::{BackendConfig, FleetLimits, HeaderValue, Origin, MAX_RETRIES};
 pub use doctor::{DoctorEntry, DoctorReport};
 pub use error::{ConfigError, InFile};
 pub use factory::RunBackend;

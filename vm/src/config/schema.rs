@@ -105,6 +105,10 @@ pub(crate) struct FileBackend {
     pub(crate) base_url: Option<Spanned<String>>,
     pub(crate) api_key_env: Option<Spanned<String>>,
     pub(crate) concurrency: Option<Spanned<i64>>,
+    /// Limits shared by every process on one store (`crate::store::limits`).
+    pub(crate) fleet_concurrency: Option<Spanned<i64>>,
+    pub(crate) requests_per_minute: Option<Spanned<i64>>,
+    pub(crate) tokens_per_minute: Option<Spanned<i64>>,
     pub(crate) timeout_s: Option<Spanned<f64>>,
     pub(crate) connect_timeout_s: Option<Spanned<f64>>,
     pub(crate) retries: Option<Spanned<i64>>,

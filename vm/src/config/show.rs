@@ -122,6 +122,15 @@ impl Settings {
                 }
             }
             let _ = writeln!(o, "concurrency = {}", b.concurrency);
+            for (key, v) in [
+                ("fleet_concurrency", b.fleet.concurrency),
+                ("requests_per_minute", b.fleet.requests_per_minute),
+                ("tokens_per_minute", b.fleet.tokens_per_minute),
+            ] {
+                if let Some(n) = v {
+                    let _ = writeln!(o, "{key} = {n}");
+                }
+            }
             if let Some(t) = b.temperature {
                 let _ = writeln!(o, "temperature = {t}");
             }

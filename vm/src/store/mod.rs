@@ -17,8 +17,11 @@
 
 pub mod agent;
 pub mod lease;
+pub mod limits;
 pub mod open_once;
 pub mod postgres;
+pub mod priority;
+pub mod retry;
 pub mod rows;
 pub mod schedule;
 pub mod sqlite;
@@ -173,7 +176,51 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         let _ = run;
         Err(no_queue(self.backend()))
     }
-    /// Acquires the oldest queued run, or a running one whose lease
+    /// Queues a run with a priority and a concurrency key
+    /// ([`priority::QueueOptions`]); plain [`Store::enqueue`] when `q` is
+    /// the default.
+    fn enqueue_with(
+        &self,
+        run: &NewRun<'_>,
+        q: &priority::QueueOptions,
+    ) -> Result<(), JournalError> {
+        if q.is_default() {
+            return self.enqueue(run);
+        }
+        Err(no_queue(self.backend()))
+    }
+    /// Each queued or running run's priority and concurrency key, and the
+    /// load of every key ([`priority::KeyLoad`]): for `aisc runs` and
+    /// `/metrics`. Empty for a store without a queue.
+    fn queue_view(&self) -> Result<priority::QueueView, JournalError> {
+        Ok(priority::QueueView::default())
+    }
+    /// After run `id` failed under `fence` with an error of class `class`
+    /// (its code): queued again when its retry policy allows another
+    /// attempt, else dead when it had a policy ([`retry::AfterFailure`]).
+    /// Fenced: one failure moves the run once.
+    fn after_failure(
+        &self,
+        id: &str,
+        fence: i64,
+        class: &str,
+    ) -> Result<retry::AfterFailure, JournalError> {
+        let _ = (id, fence, class);
+        Ok(retry::AfterFailure::Stays)
+    }
+    /// Runs whose last attempt failed (dead letters), oldest first.
+    fn dead_runs(&self) -> Result<Vec<retry::DeadRun>, JournalError> {
+        Err(no_queue(self.backend()))
+    }
+    /// Puts dead run `id` back in the queue: itself, journal kept, when
+    /// `args` is `None`; else a new run `new_id` with these arguments (the
+    /// dead one then names it). `false` when `id` is not dead (any more).
+    fn requeue(&self, id: &str, args: Option<&str>, new_id: &str) -> Result<bool, JournalError> {
+        let _ = (id, args, new_id);
+        Err(no_queue(self.backend()))
+    }
+    /// Acquires the queued run of highest priority, oldest first, whose
+    /// concurrency key is under its limit, or a running one whose lease
     /// expired, for `lease_ms`; `None` when there is none.
     fn claim(&self, worker: &str, lease_ms: i64) -> Result<Option<Claim>, JournalError> {
         let _ = (worker, lease_ms);

@@ -15,7 +15,9 @@
 mod agent;
 mod group;
 pub mod ltm;
-mod pool;
+pub(crate) mod pool;
+mod priority;
+mod retry;
 mod schedule;
 pub mod schema;
 mod state;
@@ -431,6 +433,35 @@ impl Store for PgStore {
         self.insert(run, "queued")
     }
 
+    fn enqueue_with(
+        &self,
+        run: &NewRun<'_>,
+        q: &crate::store::priority::QueueOptions,
+    ) -> Result<(), JournalError> {
+        self.enqueue_keyed(run, q)
+    }
+
+    fn queue_view(&self) -> Result<crate::store::priority::QueueView, JournalError> {
+        self.view()
+    }
+
+    fn after_failure(
+        &self,
+        id: &str,
+        fence: i64,
+        class: &str,
+    ) -> Result<crate::store::retry::AfterFailure, JournalError> {
+        self.retry_after_failure(id, fence, class)
+    }
+
+    fn dead_runs(&self) -> Result<Vec<crate::store::retry::DeadRun>, JournalError> {
+        self.dead()
+    }
+
+    fn requeue(&self, id: &str, args: Option<&str>, new_id: &str) -> Result<bool, JournalError> {
+        self.requeue_dead(id, args, new_id)
+    }
+
     fn claim(&self, worker: &str, lease_ms: i64) -> Result<Option<Claim>, JournalError> {
         self.with(|c| {
             let mut tx = c.transaction()?;
@@ -445,11 +476,16 @@ impl Store for PgStore {
                 ),
                 &[&MAX_TAKEOVERS],
             )?;
+            // Highest priority first, then oldest; a queued run only while
+            // its concurrency key is under its limit (`priority`).
             let Some(row) = tx.query_opt(
                 &format!(
-                    "SELECT id, status FROM runs
-                     WHERE status = 'queued' OR (status = 'running' AND lease_until < {NOW_MS})
-                     ORDER BY started_ms, id LIMIT 1 FOR UPDATE SKIP LOCKED"
+                    "SELECT id, status, concurrency_key, key_limit FROM runs
+                     WHERE (status = 'queued' AND {}
+                            AND (not_before_ms IS NULL OR not_before_ms <= {NOW_MS}))
+                     OR (status = 'running' AND lease_until < {NOW_MS})
+                     ORDER BY priority DESC, started_ms, id LIMIT 1 FOR UPDATE SKIP LOCKED",
+                    priority::UNDER_KEY_LIMIT
                 ),
                 &[],
             )?
@@ -459,6 +495,15 @@ impl Store for PgStore {
             };
             let id: String = row.get(0);
             let takeover = row.get::<_, String>(1) == "running";
+            if let (false, Some(key), Some(limit)) =
+                (takeover, row.get::<_, Option<String>>(2), row.get::<_, Option<i32>>(3))
+            {
+                // Another worker took a run of this key meanwhile.
+                if priority::key_full(&mut tx, &key, limit)? {
+                    tx.commit()?;
+                    return Ok(None);
+                }
+            }
             let fence: i64 = tx
                 .query_one(
                     &format!(

@@ -114,7 +114,41 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE ltm_entries ADD COLUMN IF NOT EXISTS labels TEXT NOT NULL DEFAULT '[]';
      ALTER TABLE queue_jobs ADD COLUMN IF NOT EXISTS labels TEXT NOT NULL DEFAULT '[]';
      ALTER TABLE aam_messages ADD COLUMN IF NOT EXISTS labels TEXT NOT NULL DEFAULT '[]';",
-    // 7: schedules (store/schedule.rs): a run queued at every cron tick.
+    // 7: limits across the fleet (`store::limits`): calls in flight to a
+    // backend (one row per call, expiring unless its process renews it),
+    // the backend's pause (`Retry-After`) and its per-minute window; and
+    // queued runs' priority and concurrency key (at most `key_limit` runs
+    // of one key at once); retry policies of failed runs and dead letters
+    // (`store::retry`).
+    "CREATE TABLE backend_calls (
+        token TEXT PRIMARY KEY,
+        backend TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        until_ms BIGINT NOT NULL
+     );
+     CREATE INDEX backend_calls_by_backend ON backend_calls (backend, until_ms);
+     CREATE INDEX backend_calls_by_owner ON backend_calls (owner);
+     CREATE TABLE backend_limits (
+        backend TEXT PRIMARY KEY,
+        paused_until_ms BIGINT NOT NULL DEFAULT 0,
+        window_ms BIGINT NOT NULL DEFAULT 0,
+        requests BIGINT NOT NULL DEFAULT 0,
+        tokens BIGINT NOT NULL DEFAULT 0,
+        peak BIGINT NOT NULL DEFAULT 0,
+        waits BIGINT NOT NULL DEFAULT 0
+     );
+     ALTER TABLE runs ADD COLUMN IF NOT EXISTS priority INT NOT NULL DEFAULT 0;
+     ALTER TABLE runs ADD COLUMN IF NOT EXISTS concurrency_key TEXT;
+     ALTER TABLE runs ADD COLUMN IF NOT EXISTS key_limit INT;
+     CREATE INDEX runs_by_key ON runs (concurrency_key, status);
+     ALTER TABLE runs ADD COLUMN IF NOT EXISTS attempt INT NOT NULL DEFAULT 1;
+     ALTER TABLE runs ADD COLUMN IF NOT EXISTS max_attempts INT;
+     ALTER TABLE runs ADD COLUMN IF NOT EXISTS backoff_ms BIGINT;
+     ALTER TABLE runs ADD COLUMN IF NOT EXISTS retry_on TEXT;
+     ALTER TABLE runs ADD COLUMN IF NOT EXISTS not_before_ms BIGINT;
+     ALTER TABLE runs ADD COLUMN IF NOT EXISTS dead BOOLEAN NOT NULL DEFAULT false;
+     ALTER TABLE runs ADD COLUMN IF NOT EXISTS requeued_as TEXT;",
+    // 8: schedules (store/schedule.rs): a run queued at every cron tick.
     "CREATE TABLE schedules (
         id TEXT PRIMARY KEY,
         cron TEXT NOT NULL,
