@@ -107,11 +107,13 @@ pub fn check_program(mut parsed: ParsedProgram, env: &sema::Environment) -> Fron
     let several_files = parsed.sources.files().len() > 1;
     let mut diagnostics = parsed.diagnostics;
     let holes = sema::holes::single_brace_holes(&parsed.file, &parsed.sources);
+    let meanings = sema::meanings::check(&parsed.file, &checked.index);
     diagnostics.extend(
         checked
             .errors
             .into_iter()
             .chain(holes)
+            .chain(meanings)
             .map(ais_ir::IntoDiagnostic::into_diagnostic)
             // A file that imports others and marks no `@entry` is a library
             // (docs/language.md, "Multi-file programs"): `aisc run` still

@@ -673,6 +673,26 @@ impl<'g, 'l> FlowLowering<'g, 'l> {
         let written = node.op.as_deref().unwrap_or_default();
         let operands = self.operands(flow, i)?;
         let refonly = self.refonly[i];
+        if !ours && refonly.is_none() {
+            // A reference node without what its op definitions require
+            // (`ASK` without `template_str`) and without inputs to stand in:
+            // the reference's reason, not the verifier's.
+            let data = operands
+                .iter()
+                .filter(|(v, _)| *flow.dfg.value_type(*v) != Type::Ord)
+                .count();
+            if !opcode.info().operands.allows(data) {
+                if let Some(missing) = super::reference::missing_required(written, &node.attributes)
+                {
+                    return Err(GraphError::BadAttribute {
+                        message: format!(
+                            "`{written}` needs the attribute `{missing}` (or an input edge)"
+                        ),
+                        span: self.field_span(i, "attributes"),
+                    });
+                }
+            }
+        }
         let sugar = !ours
             && (refonly.is_some()
                 || (node.regions.is_empty()
