@@ -101,7 +101,9 @@ pub fn check_file(
 
 /// Checks a parsed program (all of its files as one).
 pub fn check_program(mut parsed: ParsedProgram, env: &sema::Environment) -> FrontEnd {
-    // The reference's named arguments of built-ins, as ours.
+    // The reference's `resume(checkpoint:)` as its pause's answer, then
+    // its named arguments of built-ins as ours.
+    crate::syntax::resume::rewrite(&mut parsed.file);
     crate::syntax::refargs::rewrite(&mut parsed.file);
     let checked = sema::check_in(&parsed.file, env);
     let several_files = parsed.sources.files().len() > 1;

@@ -114,6 +114,9 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE ltm_entries ADD COLUMN IF NOT EXISTS labels TEXT NOT NULL DEFAULT '[]';
      ALTER TABLE queue_jobs ADD COLUMN IF NOT EXISTS labels TEXT NOT NULL DEFAULT '[]';
      ALTER TABLE aam_messages ADD COLUMN IF NOT EXISTS labels TEXT NOT NULL DEFAULT '[]';",
+    // 7: a claim's lease (`claim(queue:, lease_ms:)`): when it runs out the
+    // job can be claimed again; NULL: claimed for good.
+    "ALTER TABLE queue_jobs ADD COLUMN IF NOT EXISTS lease_until_ms BIGINT;",
 ];
 
 /// The schema version this binary writes and reads.
