@@ -30,6 +30,7 @@ import sys
 import tempfile
 
 DEPENDENCIES = {"Data", "Effect", "Control"}
+JSON_X = '"x"'
 
 # Where the reference keeps graph documents (its examples, guides, CLI
 # templates, CLI and MCP tests).
@@ -314,7 +315,13 @@ def main():
         ok_run = False
         if rc == 0:
             checked += 1
-            args = [a for p in doc.get("parameters", []) for a in ("--arg", f"{p['name']}=x")]
+            # A type the reference does not know is read as `json` here.
+            sample = {"str": "x", "int": "1", "float": "1.5", "number": "1", "bool": "true"}
+            args = [
+                a
+                for p in doc.get("parameters", [])
+                for a in ("--arg", f"{p['name']}={sample.get(p.get('type_name'), JSON_X)}")
+            ]
             rc2, _, out2 = aisc(o.aisc, f, ["run", "--backend", "sim", *args])
             ok_run = rc2 == 0
             ran += ok_run

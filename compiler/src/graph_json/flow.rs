@@ -607,7 +607,10 @@ impl<'g, 'l> FlowLowering<'g, 'l> {
                 // A `Data` edge from an op whose only result is its token
                 // (the reference's `UMEM` → `FENCE`) orders like an
                 // `Effect` edge.
-                if !info.takes_ord && !info.operand_type(k).admits(ty) {
+                // A reference op without an op of its own takes them: its
+                // tool calls (`CLAIM`, `UPDATE_GOAL`) are ordered by them.
+                if !info.takes_ord && self.refonly[i].is_none() && !info.operand_type(k).admits(ty)
+                {
                     return Err(mismatch(format!(
                         "`{}` takes no ordering tokens",
                         self.opcodes[i].graph_name()
