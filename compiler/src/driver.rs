@@ -101,17 +101,21 @@ pub fn check_file(
 
 /// Checks a parsed program (all of its files as one).
 pub fn check_program(mut parsed: ParsedProgram, env: &sema::Environment) -> FrontEnd {
-    // The reference's named arguments of built-ins, as ours.
+    // The reference's `resume(checkpoint:)` as its pause's answer, then
+    // its named arguments of built-ins as ours.
+    crate::syntax::resume::rewrite(&mut parsed.file);
     crate::syntax::refargs::rewrite(&mut parsed.file);
     let checked = sema::check_in(&parsed.file, env);
     let several_files = parsed.sources.files().len() > 1;
     let mut diagnostics = parsed.diagnostics;
     let holes = sema::holes::single_brace_holes(&parsed.file, &parsed.sources);
+    let meanings = sema::meanings::check(&parsed.file, &checked.index);
     diagnostics.extend(
         checked
             .errors
             .into_iter()
             .chain(holes)
+            .chain(meanings)
             .map(ais_ir::IntoDiagnostic::into_diagnostic)
             // A file that imports others and marks no `@entry` is a library
             // (docs/language.md, "Multi-file programs"): `aisc run` still

@@ -485,7 +485,7 @@ fn work_queues_are_shared_by_the_fleet(fx: &Pg) {
             s.spawn(move || {
                 let worker = Ltm::postgres(&url).unwrap();
                 loop {
-                    let (j, _) = worker.claim("jobs", &format!("w{w}")).unwrap();
+                    let (j, _) = worker.claim("jobs", &format!("w{w}"), None).unwrap();
                     let Some(n) = j["job"]["n"].as_i64() else {
                         break;
                     };
@@ -497,14 +497,26 @@ fn work_queues_are_shared_by_the_fleet(fx: &Pg) {
     let mut got = claimed.into_inner().unwrap();
     got.sort();
     assert_eq!(got, (0..40).collect::<Vec<i64>>());
-    assert_eq!(producer.claim("jobs", "late").unwrap().0, json!(null));
+    assert_eq!(producer.claim("jobs", "late", None).unwrap().0, json!(null));
     // A job keeps its labels until it is claimed.
     let page = vec!["fetch_page".to_string()];
     producer
         .enqueue("labelled", &json!("x"), "p", &page)
         .unwrap();
-    let (job, labels) = producer.claim("labelled", "w").unwrap();
+    let (job, labels) = producer.claim("labelled", "w", None).unwrap();
     assert_eq!((job["job"].clone(), labels), (json!("x"), page));
+    // A lease that ran out (0 ms) lets another worker take the job again;
+    // a running one does not.
+    producer.enqueue("leased", &json!("y"), "p", &[]).unwrap();
+    assert_eq!(
+        producer.claim("leased", "a", Some(0)).unwrap().0["job"],
+        "y"
+    );
+    assert_eq!(
+        producer.claim("leased", "b", Some(600_000)).unwrap().0["job"],
+        "y"
+    );
+    assert_eq!(producer.claim("leased", "c", None).unwrap().0, json!(null));
 }
 
 fn ltm_in_postgres_with_text_search(fx: &Pg) {

@@ -483,6 +483,32 @@ is an error; say which one you mean:
     return Relay.communicate(msg)                 // call the flow itself"#,
     },
     Explanation {
+        code: "E0128",
+        title: "`communicate` used for a reply from an agent without a reply flow",
+        text: r#"A message to an agent of the program that has a reply flow (a flow named
+`communicate`, else a `main` its message can call) runs that flow, and
+`communicate` is its answer. An agent without one only receives the message
+(its inbox and `on` handlers), so the value here would be `null`; the
+reference fails for a local agent, or waits for an answer over HTTP. A
+program that reads the value means a reply, so this is an error:
+
+    agent Lead {
+        @entry flow main() -> str {
+            let ack = communicate("Pager", "disk full")   // error: Pager has no reply flow
+            return "ack: {ack}"
+        }
+    }
+    agent Pager { on message.received { content: str } => print(content) }
+
+To send without waiting, write the call as a statement (fire-and-forget):
+
+    communicate("Pager", "disk full")
+
+To get an answer, give the recipient a reply flow:
+
+    agent Pager { flow communicate(message: str, sender: str) -> str { return "paged" } }"#,
+    },
+    Explanation {
         code: "E9999",
         title: "internal compiler error",
         text: r#"The compiler lowered a program that type-checked into IR that does not verify.
@@ -602,6 +628,24 @@ is only the message:
 quoted text, `not_empty`, `is_empty`, `is_null`, `not_null`, `is_true`,
 `is_false`; `on_fail: "skip"` makes the guard's value `false` instead of
 failing."#,
+    },
+    Explanation {
+        code: "W0010",
+        title: "`merge` result used as a list",
+        text: r#"`merge(a, b)` joins its inputs into one text (separated by blank lines).
+The reference's `MERGE` makes a list of its inputs instead, so a program
+written for it that iterates or indexes the result changes meaning here:
+
+    let parts = merge(summary, critique)
+    loop (p in parts) { print(p) }         // warning: iterates one text
+
+For the list of the inputs write a list (or `wait_all`, whose value is
+the list):
+
+    let parts = [summary, critique]
+    loop (p in parts) { print(p) }
+
+To keep the joined text, use it as text."#,
     },
     Explanation {
         code: "W0005",

@@ -46,6 +46,13 @@ pub(super) struct FlowLowering<'g, 'l> {
     results: &'l HashMap<(String, String), Type>,
     opcodes: Vec<Opcode>,
     scope: Vec<Scope>,
+    /// The nesting tree (`nest.rs`): depths and jump pointers, so lifting
+    /// an edge costs O(log depth), not O(depth).
+    nest: super::nest::Nesting,
+    /// Each region's nodes in document order, and the indices into
+    /// `order` of its constraints (grouped once, not filtered per region).
+    members: HashMap<Scope, Vec<usize>>,
+    order_at: HashMap<Scope, Vec<usize>>,
     inputs: Vec<Vec<Input<'g>>>,
     /// Ordering constraints lifted into one region: `(from, to, edge)`.
     order: Vec<(usize, usize, usize)>,
@@ -72,6 +79,9 @@ impl<'g, 'l> FlowLowering<'g, 'l> {
             results,
             opcodes: Vec::new(),
             scope: Vec::new(),
+            nest: Default::default(),
+            members: HashMap::new(),
+            order_at: HashMap::new(),
             inputs: Vec::new(),
             order: Vec::new(),
             types: Vec::new(),
@@ -111,6 +121,7 @@ impl<'g, 'l> FlowLowering<'g, 'l> {
         let index = self.nodes()?;
         self.scopes(&index)?;
         self.edges(&index, flow)?;
+        self.group();
         self.result_types()?;
         // Lower region by region, starting at the body.
         let mut errors = Vec::new();
@@ -226,53 +237,30 @@ impl<'g, 'l> FlowLowering<'g, 'l> {
             self.scope.push(scope);
         }
         // Nesting must be a tree.
-        for i in 0..self.scope.len() {
-            let mut at = i;
-            for _ in 0..=self.scope.len() {
-                match self.scope[at] {
-                    None => break,
-                    Some((p, _)) if p == i => {
-                        return Err(vec![GraphError::Cycle {
-                            message: "a node is nested in itself through `parent`".into(),
-                            span: self.field_span(i, "parent"),
-                        }])
-                    }
-                    Some((p, _)) => at = p,
-                }
-            }
-        }
+        self.nest = super::nest::Nesting::new(&self.scope).map_err(|i| {
+            vec![GraphError::Cycle {
+                message: "a node is nested in itself through `parent`".into(),
+                span: self.field_span(i, "parent"),
+            }]
+        })?;
         Ok(())
-    }
-
-    /// The chain of scopes from the body down to `i`'s own.
-    fn chain(&self, i: usize) -> Vec<(usize, Scope)> {
-        let mut out = vec![(i, self.scope[i])];
-        let mut at = i;
-        while let Some((p, _)) = self.scope[at] {
-            out.push((p, self.scope[p]));
-            at = p;
-            if out.len() > self.scope.len() {
-                break;
-            }
-        }
-        out.reverse();
-        out
     }
 
     /// Both ends lifted into their innermost common region.
     fn lift(&self, a: usize, b: usize) -> Option<(usize, usize)> {
-        let (ca, cb) = (self.chain(a), self.chain(b));
-        let mut k = 0;
-        while k < ca.len() && k < cb.len() && ca[k].1 == cb[k].1 {
-            if ca[k].0 == cb[k].0 {
-                return None; // one is inside the other
-            }
-            if k + 1 >= ca.len() || k + 1 >= cb.len() || ca[k + 1].1 != cb[k + 1].1 {
-                return Some((ca[k].0, cb[k].0));
-            }
-            k += 1;
+        let (x, y) = self.nest.siblings(a, b)?;
+        (self.scope[x] == self.scope[y]).then_some((x, y))
+    }
+
+    /// Members and ordering constraints grouped by region, once.
+    fn group(&mut self) {
+        for (i, &s) in self.scope.iter().enumerate() {
+            self.members.entry(s).or_default().push(i);
         }
-        None
+        for (k, &(a, _, _)) in self.order.iter().enumerate() {
+            self.order_at.entry(self.scope[a]).or_default().push(k);
+        }
+        ais_ir::work::add(self.scope.len() + self.order.len());
     }
 
     fn edges(
@@ -426,13 +414,14 @@ impl<'g, 'l> FlowLowering<'g, 'l> {
 
     /// The nodes of one region, in a stable topological order.
     fn sorted(&self, scope: Scope) -> Result<Vec<usize>, GraphError> {
-        let members: Vec<usize> = (0..self.scope.len())
-            .filter(|&i| self.scope[i] == scope)
-            .collect();
+        let no_members = Vec::new();
+        let members = self.members.get(&scope).unwrap_or(&no_members);
+        let constraints = self.order_at.get(&scope).map_or(&[][..], |v| &v[..]);
+        ais_ir::work::add(members.len() + constraints.len());
         let pos: HashMap<usize, usize> = members.iter().enumerate().map(|(k, &i)| (i, k)).collect();
         let mut indeg = vec![0usize; members.len()];
         let mut succ: Vec<Vec<usize>> = vec![Vec::new(); members.len()];
-        for &(a, b, _) in &self.order {
+        for &(a, b, _) in constraints.iter().map(|&k| &self.order[k]) {
             if let (Some(&pa), Some(&pb)) = (pos.get(&a), pos.get(&b)) {
                 succ[pa].push(pb);
                 indeg[pb] += 1;
@@ -618,7 +607,10 @@ impl<'g, 'l> FlowLowering<'g, 'l> {
                 // A `Data` edge from an op whose only result is its token
                 // (the reference's `UMEM` → `FENCE`) orders like an
                 // `Effect` edge.
-                if !info.takes_ord && !info.operand_type(k).admits(ty) {
+                // A reference op without an op of its own takes them: its
+                // tool calls (`CLAIM`, `UPDATE_GOAL`) are ordered by them.
+                if !info.takes_ord && self.refonly[i].is_none() && !info.operand_type(k).admits(ty)
+                {
                     return Err(mismatch(format!(
                         "`{}` takes no ordering tokens",
                         self.opcodes[i].graph_name()
@@ -684,6 +676,26 @@ impl<'g, 'l> FlowLowering<'g, 'l> {
         let written = node.op.as_deref().unwrap_or_default();
         let operands = self.operands(flow, i)?;
         let refonly = self.refonly[i];
+        if !ours && refonly.is_none() {
+            // A reference node without what its op definitions require
+            // (`ASK` without `template_str`) and without inputs to stand in:
+            // the reference's reason, not the verifier's.
+            let data = operands
+                .iter()
+                .filter(|(v, _)| *flow.dfg.value_type(*v) != Type::Ord)
+                .count();
+            if !opcode.info().operands.allows(data) {
+                if let Some(missing) = super::reference::missing_required(written, &node.attributes)
+                {
+                    return Err(GraphError::BadAttribute {
+                        message: format!(
+                            "`{written}` needs the attribute `{missing}` (or an input edge)"
+                        ),
+                        span: self.field_span(i, "attributes"),
+                    });
+                }
+            }
+        }
         let sugar = !ours
             && (refonly.is_some()
                 || (node.regions.is_empty()

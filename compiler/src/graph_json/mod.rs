@@ -10,6 +10,7 @@ pub mod errors;
 mod flow;
 mod lower;
 mod mirror;
+mod nest;
 mod reference;
 mod refonly;
 pub mod schema;

@@ -66,6 +66,19 @@ pub fn applies(op: Opcode, attrs: &Attrs) -> bool {
     reference_attrs(op).iter().any(|k| attrs.contains_key(*k))
 }
 
+/// The first attribute the reference's op definitions require of a node
+/// of op `written` that has none of its op's reference attributes.
+pub fn missing_required(written: &str, attrs: &Attrs) -> Option<&'static str> {
+    let op = Opcode::from_graph_name(written)?;
+    if applies(op, attrs) {
+        return None;
+    }
+    ais_ir::ops::reference_required(written)?
+        .iter()
+        .copied()
+        .find(|k| !attrs.contains_key(*k))
+}
+
 /// A string attribute, or why it is not one.
 pub fn text(attrs: &Attrs, k: &str) -> Result<Option<String>, String> {
     match attrs.get(k) {

@@ -153,6 +153,18 @@ pub enum SemaError {
         span: Span,
         flow: Span,
     },
+    #[error("`communicate` to `{agent}` is used for its reply, but `{agent}` has no reply flow")]
+    NoReplyFlow {
+        agent: String,
+        span: Span,
+        recipient: Span,
+    },
+    #[error("`merge` joins its inputs into one text here (the reference's is a list), and this result is {how}")]
+    MergeUsedAsList {
+        how: &'static str,
+        span: Span,
+        merge: Span,
+    },
     #[error("unreachable statement")]
     Unreachable { span: Span, after: Span },
     #[error("tool `{tool}` is not declared as a capability of agent `{agent}`")]
@@ -216,6 +228,7 @@ impl SemaError {
             PositionalAfterNamed { .. } => "E0123",
             BadNamedArgument { .. } => "E0124",
             CommunicateShadowed { .. } => "E0127",
+            NoReplyFlow { .. } => "E0128",
             UnusedVariable { .. } => "W0001",
             Unreachable { .. } => "W0002",
             UndeclaredTool { .. } => "W0003",
@@ -225,6 +238,7 @@ impl SemaError {
             ShadowsOuter { .. } => "W0007",
             SingleBraceHole { .. } => "W0008",
             GuardTextCondition { .. } => "W0009",
+            MergeUsedAsList { .. } => "W0010",
         }
     }
 
@@ -266,6 +280,8 @@ impl SemaError {
             | PositionalAfterNamed { span, .. }
             | BadNamedArgument { span, .. }
             | CommunicateShadowed { span, .. }
+            | NoReplyFlow { span, .. }
+            | MergeUsedAsList { span, .. }
             | DuplicateCase { span, .. }
             | BadOperands { span, .. }
             | UnusedVariable { span, .. }
@@ -331,6 +347,21 @@ impl IntoDiagnostic for SemaError {
                 .with_help(format!(
                     "to send a message write `talk(...)` (the built-in's other name); to call the flow write `{agent}.communicate(...)`"
                 )),
+            NoReplyFlow { agent, recipient, .. } => d
+                .with_label("its value would be `null` here; the reference fails or waits for an answer")
+                .with_secondary(recipient, "an agent of this program without a flow named `communicate` or a `main` a message can call")
+                .with_help(format!(
+                    "to send without waiting, write the `communicate(...)` as a statement (its value unused); to get an answer, give `{agent}` a reply flow: `flow communicate(message: str, sender: str) -> str {{ ... }}`"
+                )),
+            MergeUsedAsList { merge, span, .. } => {
+                let d = d.with_label("used as a list");
+                if merge == span {
+                    d
+                } else {
+                    d.with_secondary(merge, "one text: the inputs joined by blank lines")
+                }
+            }
+            .with_help("for the list of the inputs (the reference's `MERGE`), write `[a, b]` or `wait_all(a, b)`; to keep the text, use it as text"),
             EmptyToolName { .. } => d
                 .with_label("this names no tool")
                 .with_help("write the tool's name, e.g. inv(\"web_search\", args)"),

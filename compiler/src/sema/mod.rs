@@ -7,6 +7,7 @@ mod check;
 pub mod errors;
 pub mod holes;
 pub mod index;
+pub mod meanings;
 pub mod reply;
 pub mod types;
 

@@ -5,5 +5,6 @@ pub mod erase;
 pub mod lexer;
 pub mod parser;
 pub mod refargs;
+pub mod resume;
 
 pub use parser::{parse, Parsed, SyntaxError};

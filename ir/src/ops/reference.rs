@@ -183,6 +183,6 @@ pub const REFERENCE_ONLY_READ_AS: &[(&str, &str)] = &[
     ("LOOP_END", "whether its input is above 0"),
     ("ERR", "the text \"Error: \" + `message` (or `error_handler`)"),
     ("UPDATE_GOAL", "the AAM tool `update_goal` with `goal_id`, `action` (set|remove|clear), `priority`; source: `update_goal(goal_id:, action:, priority:)`"),
-    ("CLAIM", "the AAM tool `claim` on `queue` (`lease_ms`, `max_wait_ms` accepted, not yet honoured); source: `claim(queue:, ...)`"),
-    ("RESUME", "the answer of the `PAUSE` whose `checkpoint_id` is `checkpoint`"),
+    ("CLAIM", "the AAM tool `claim` on `queue`: the job leased for `lease_ms` (default: for good), waiting up to `max_wait_ms` (default: none) for one; `task_data`, `task_id`, `claim_token`; source: `claim(queue:, lease_ms:, max_wait_ms:)`"),
+    ("RESUME", "the answer of the `PAUSE` whose `checkpoint_id` is `checkpoint`; source: `resume(checkpoint:)`"),
 ];

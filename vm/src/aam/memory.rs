@@ -320,7 +320,13 @@ impl AamHost {
     }
 
     /// The `enqueue` and `claim` tools.
-    pub(super) fn queue_op(&self, agent: &str, op: &str, args: &Json) -> Result<Json, HostError> {
+    pub(super) fn queue_op(
+        &self,
+        agent: &str,
+        op: &str,
+        args: &Json,
+        cancel: &crate::llm::CancelToken,
+    ) -> Result<Json, HostError> {
         let queue = args.get("queue").and_then(Json::as_str).unwrap_or("");
         let by = format!("{}/{agent}", self.run_id);
         match op {
@@ -331,7 +337,11 @@ impl AamHost {
                 &flow::writing(),
             ),
             _ => {
-                let (mut got, labels) = self.ltm.claim(queue, &by)?;
+                // `lease_ms`, `max_wait_ms`: `super::claim`.
+                let lease = super::claim::millis(args, "lease_ms")?;
+                let wait = super::claim::millis(args, "max_wait_ms")?;
+                let (mut got, labels) =
+                    super::claim::waiting(wait, cancel, || self.ltm.claim(queue, &by, lease))?;
                 flow::read(&labels);
                 // The reference's names for the same facts.
                 if let Some(o) = got.as_object_mut() {

@@ -36,6 +36,7 @@ pub const AAM_TOOL_NAMES: &[&str] = &[
 ];
 
 mod beliefs;
+mod claim;
 pub mod config;
 pub mod episodic;
 mod goals;

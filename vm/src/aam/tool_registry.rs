@@ -90,7 +90,7 @@ impl AamHost {
         self.add_tool(aam(
             "claim",
             Kind::Queue("claim"),
-            "Take the oldest unclaimed job of a named work queue: {queue} -> {queue, id, job, task_data, task_id, claim_token} (the reference's three results beside ours), or null when it is empty",
+            "Take the oldest job of a named work queue that is unclaimed or whose lease ran out: {queue, lease_ms?, max_wait_ms?} -> {queue, id, job, task_data, task_id, claim_token} (the reference's three results beside ours), or null when none came within max_wait_ms; leased for lease_ms (without it: for good)",
             json!({"type": "object", "required": ["queue"], "properties": {
                 "queue": {"type": "string", "minLength": 1},
                 "lease_ms": {"type": "integer", "minimum": 0},
@@ -401,7 +401,7 @@ impl AamHost {
             Kind::Provided(p) => p.call(&t.name, args, cancel),
             Kind::MemorySearch => self.memory_search(agent, args),
             Kind::StoreFact => self.store_fact(agent, args),
-            Kind::Queue(op) => self.queue_op(agent, op, args),
+            Kind::Queue(op) => self.queue_op(agent, op, args, cancel),
             Kind::Goals(op) => self.goal_op(agent, op, args),
             Kind::Inbox => self.inbox_tool(agent, args),
         }

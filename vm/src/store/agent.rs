@@ -149,9 +149,15 @@ pub trait AgentStore: Send + Sync {
         by: &str,
         labels: &[String],
     ) -> Result<Json, HostError>;
-    /// Takes the oldest unclaimed job of `queue` for `by`: `{queue, id,
-    /// job}` and the job's labels, or `null` when the queue is empty.
-    fn claim(&self, queue: &str, by: &str) -> Result<(Json, Vec<String>), HostError>;
+    /// Takes the oldest job of `queue` that is unclaimed or whose claim's
+    /// lease has run out, for `by`, leased for `lease_ms` (none: for good):
+    /// `{queue, id, job}` and the job's labels, or `null` when there is none.
+    fn claim(
+        &self,
+        queue: &str,
+        by: &str,
+        lease_ms: Option<u64>,
+    ) -> Result<(Json, Vec<String>), HostError>;
 
     // -- the episodic log --------------------------------------------------
 

@@ -80,8 +80,13 @@ impl AgentStore for PgLtm {
         PgLtm::enqueue(self, queue, job, by, labels)
     }
 
-    fn claim(&self, queue: &str, by: &str) -> Result<(Json, Vec<String>), HostError> {
-        PgLtm::claim(self, queue, by)
+    fn claim(
+        &self,
+        queue: &str,
+        by: &str,
+        lease_ms: Option<u64>,
+    ) -> Result<(Json, Vec<String>), HostError> {
+        PgLtm::claim(self, queue, by, lease_ms)
     }
 
     fn episodic_append(&self, record: &Json) -> Result<(), HostError> {

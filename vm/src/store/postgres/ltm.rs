@@ -310,16 +310,26 @@ impl PgLtm {
         Ok(serde_json::json!({"queue": queue, "id": id, "pending": pending}))
     }
 
-    pub fn claim(&self, queue: &str, by: &str) -> Result<(Json, Vec<String>), HostError> {
+    /// Takes the oldest job of `queue` that is unclaimed or whose lease ran
+    /// out, leased for `lease_ms` (none: for good).
+    pub fn claim(
+        &self,
+        queue: &str,
+        by: &str,
+        lease_ms: Option<u64>,
+    ) -> Result<(Json, Vec<String>), HostError> {
+        let lease: Option<i64> = lease_ms.map(|l| i64::try_from(l).unwrap_or(i64::MAX));
         let row = self.rows(
             &format!(
-                "UPDATE queue_jobs SET claimed_by = $2, claimed_ms = {}
-                 WHERE id = (SELECT id FROM queue_jobs WHERE queue = $1 AND claimed_by IS NULL
+                "UPDATE queue_jobs SET claimed_by = $2, claimed_ms = {now},
+                        lease_until_ms = {now} + $3
+                 WHERE id = (SELECT id FROM queue_jobs WHERE queue = $1
+                             AND (claimed_by IS NULL OR lease_until_ms <= {now})
                              ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)
                  RETURNING id, job, labels",
-                super::NOW_MS
+                now = super::NOW_MS
             ),
-            &[&queue, &by],
+            &[&queue, &by, &lease],
         )?;
         let Some(r) = row.first() else {
             return Ok((Json::Null, Vec::new()));

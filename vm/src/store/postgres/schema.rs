@@ -165,6 +165,9 @@ const MIGRATIONS: &[&str] = &[
         created_ms BIGINT NOT NULL
      );
      CREATE INDEX schedules_due ON schedules (next_ms) WHERE next_ms IS NOT NULL;",
+    // 9: a claim's lease (`claim(queue:, lease_ms:)`): when it runs out the
+    // job can be claimed again; NULL: claimed for good.
+    "ALTER TABLE queue_jobs ADD COLUMN IF NOT EXISTS lease_until_ms BIGINT;",
 ];
 
 /// The schema version this binary writes and reads.

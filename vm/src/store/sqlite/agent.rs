@@ -208,8 +208,13 @@ impl AgentStore for SqliteAgentStore {
         self.ltm.get()?.enqueue(queue, job, by, labels)
     }
 
-    fn claim(&self, queue: &str, by: &str) -> Result<(Json, Vec<String>), HostError> {
-        self.ltm.get()?.claim(queue, by)
+    fn claim(
+        &self,
+        queue: &str,
+        by: &str,
+        lease_ms: Option<u64>,
+    ) -> Result<(Json, Vec<String>), HostError> {
+        self.ltm.get()?.claim(queue, by, lease_ms)
     }
 
     fn episodic_append(&self, record: &Json) -> Result<(), HostError> {

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// The named work queues' table (`super::queue` reads and writes it),
 /// created here with the rest of the memory database (by the migration to
@@ -171,6 +171,15 @@ impl SqliteLtm {
                 "ALTER TABLE entries ADD COLUMN labels TEXT NOT NULL DEFAULT '[]';
                  ALTER TABLE queue_jobs ADD COLUMN labels TEXT NOT NULL DEFAULT '[]';
                  PRAGMA user_version = 4;",
+            )
+            .map_err(|e| db_err("migration", e))?;
+        }
+        if v < 5 {
+            // A claim's lease (`claim(queue:, lease_ms:)`): when it runs
+            // out the job can be claimed again; NULL: claimed for good.
+            tx.execute_batch(
+                "ALTER TABLE queue_jobs ADD COLUMN lease_until_ms INTEGER;
+                 PRAGMA user_version = 5;",
             )
             .map_err(|e| db_err("migration", e))?;
         }
