@@ -21,7 +21,7 @@ mod tests;
 pub use crate::config::telemetry::OtlpSettings;
 pub use spans::{Outcome, RunContext, Span};
 
-use crate::observe::{OpUpdate, RunObserver};
+use super::{OpUpdate, RunObserver};
 use crate::telemetry::OpEvent;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex, OnceLock};
@@ -409,8 +409,8 @@ impl RunTrace {
         };
         let name = |flow: u32, agent: u32| {
             (
-                super::export::flow_label(program, &report.summary, flow),
-                super::export::agent_name(program, agent).to_string(),
+                crate::telemetry::export::flow_label(program, &report.summary, flow),
+                crate::telemetry::export::agent_name(program, agent).to_string(),
             )
         };
         self.finish(&report.events, &report.summary, outcome, &name);
