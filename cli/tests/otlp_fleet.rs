@@ -156,7 +156,7 @@ fn a_run_taken_over_by_another_worker_is_one_trace() {
     let _ = b.wait();
 
     let spans = collector.spans();
-    let trace: String = ais_vm::telemetry::otlp::spans::trace_id(&id)
+    let trace: String = ais_vm::observe::otlp::spans::trace_id(&id)
         .iter()
         .map(|x| format!("{x:02x}"))
         .collect();

@@ -186,7 +186,7 @@ fn named<'a>(spans: &'a [Json], prefix: &str) -> Vec<&'a Json> {
 }
 
 fn hex_trace_id(run_id: &str) -> String {
-    ais_vm::telemetry::otlp::spans::trace_id(run_id)
+    ais_vm::observe::otlp::spans::trace_id(run_id)
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()

@@ -250,7 +250,7 @@ impl LlmBackend for FairRun {
         });
     }
 
-    fn server_info(&self) -> Option<ais_vm::llm::http::ServerInfo> {
+    fn server_info(&self) -> Option<ais_vm::llm::providers::ServerInfo> {
         self.inner.server_info()
     }
 }

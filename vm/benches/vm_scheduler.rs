@@ -139,14 +139,14 @@ fn stats(mut xs: Vec<f64>) -> Stats {
 enum Export {
     Off,
     Noop,
-    To(Arc<ais_vm::telemetry::otlp::Pipeline>),
+    To(Arc<ais_vm::observe::otlp::Pipeline>),
 }
 
 struct Noop;
 impl ais_vm::observe::RunObserver for Noop {}
 
 fn export() -> Export {
-    use ais_vm::telemetry::otlp::{OtlpSettings, Pipeline};
+    use ais_vm::observe::otlp::{OtlpSettings, Pipeline};
     let mode = std::env::var("VM_BENCH_OTLP").unwrap_or_default();
     let url = match mode.as_str() {
         "noop" => return Export::Noop,
@@ -194,7 +194,7 @@ fn run(p: &Program, o: &RunOptions, backend: Arc<FakeBackend>) -> ais_vm::RunRep
                 None
             }
             Export::To(pipeline) => {
-                let t = Arc::new(ais_vm::telemetry::otlp::RunTrace::new(
+                let t = Arc::new(ais_vm::observe::otlp::RunTrace::new(
                     pipeline.clone(),
                     "bench",
                     false,

@@ -2,7 +2,8 @@
 
 use ais_testkit::llm::*;
 use ais_testkit::mock::MockReply;
-use ais_vm::llm::http::{HttpBackend, Protocol, StructuredMode};
+use ais_vm::llm::http::{HttpBackend, Protocol};
+use ais_vm::llm::providers::StructuredMode;
 use ais_vm::llm::{CancelToken, LlmBackend, LlmErrorKind, LlmOpKind};
 use serde_json::json;
 

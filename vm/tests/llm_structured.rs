@@ -4,7 +4,8 @@
 
 use ais_testkit::llm::*;
 use ais_vm::llm::anthropic::REPLY_TOOL;
-use ais_vm::llm::http::{HttpBackend, Protocol, StructuredMode};
+use ais_vm::llm::http::{HttpBackend, Protocol};
+use ais_vm::llm::providers::StructuredMode;
 use ais_vm::llm::{CancelToken, LlmBackend, LlmOpKind};
 use serde_json::json;
 

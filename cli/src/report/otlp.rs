@@ -1,12 +1,12 @@
 //! A run's telemetry outputs at the edge: the file kept for `aisc report`
-//! (`super::keep`) and the OpenTelemetry trace (`ais_vm::telemetry::otlp`),
+//! (`super::keep`) and the OpenTelemetry trace (`ais_vm::observe::otlp`),
 //! started together by `run::prepare_run` and completed together by
 //! whoever ran the run (`aisc run`, `aisc serve`, `aisc worker`).
 
 use super::keep::{Both, Keeper};
 use ais_ir::bytecode::Program;
+use ais_vm::observe::otlp::{OtlpSettings, Pipeline, RunTrace};
 use ais_vm::observe::{Observer, RunObserver};
-use ais_vm::telemetry::otlp::{OtlpSettings, Pipeline, RunTrace};
 use ais_vm::RunOptions;
 use std::sync::Arc;
 use std::time::Duration;

@@ -117,7 +117,7 @@ impl Settings {
 /// What the server stated, for the doctor's line: its context and whether
 /// its chat template renders tools (a model offered tools it cannot see
 /// answers without them, so this is the check that matters for `tools:`).
-fn server_facts(info: &crate::llm::http::ServerInfo) -> String {
+fn server_facts(info: &crate::llm::providers::ServerInfo) -> String {
     let Some(source) = &info.source else {
         return "; the server states no limits (not probed: context, tool support)".into();
     };

@@ -239,7 +239,7 @@ fn mask_line(line: &str) -> String {
         .iter()
         .any(|w| k.contains(w));
     let v = value.trim().trim_matches(|c| c == '"' || c == '\'');
-    let harmless = k.ends_with("_env") && super::backend::is_env_name(v);
+    let harmless = k.ends_with("_env") && super::env::is_env_name(v);
     if secretish && !harmless {
         format!("{key}= \"****\"")
     } else {

@@ -15,7 +15,9 @@
 //!
 //! - `schema`: the serde structs of every section (`deny_unknown_fields`);
 //! - `resolve` and `backend`: values checked, defaults filled in ([`Config`]);
+//!   `backend::resilience` a backend's `hedge` and `fallback` keys;
 //! - `load`: flags, environment and file discovery ([`Settings`]);
+//! - `env`: the environment it reads ([`Env`]) and variable names;
 //! - `error`: the one [`ConfigError`], with the file's path and span;
 //! - `show`: `aisc config show`.
 //!
@@ -29,10 +31,10 @@
 
 mod backend;
 mod doctor;
+mod env;
 mod error;
 mod factory;
 mod load;
-mod resilience;
 mod resolve;
 pub mod schema;
 mod show;
@@ -41,9 +43,10 @@ mod text;
 
 pub use backend::{BackendConfig, FleetLimits, HeaderValue, Origin, MAX_RETRIES};
 pub use doctor::{DoctorEntry, DoctorReport};
+pub use env::Env;
 pub use error::{ConfigError, InFile};
 pub use factory::RunBackend;
-pub use load::{find_config_file, Env, Flags, Settings};
+pub use load::{find_config_file, Flags, Settings};
 pub(crate) use resolve::{list, secs};
 pub use resolve::{Config, Limits};
 pub use schema::{BackendKind, Prices};

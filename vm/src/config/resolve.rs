@@ -3,8 +3,8 @@
 //! point at the offending key or value.
 
 use super::backend::{positive, resolve_backend, BackendConfig};
+use super::env::Env;
 use super::error::{ConfigError, Source};
-use super::load::Env;
 use super::schema::{AamSections, FileConfig, ToolsSection};
 use crate::llm::prompt::{Instructions, OpLimits};
 use std::collections::BTreeMap;
@@ -84,7 +84,7 @@ impl Config {
         if !names.iter().any(|n| n == "sim") {
             backends.push(BackendConfig::builtin_sim());
         }
-        super::resilience::check_chains(&src, &backends)?;
+        super::backend::resilience::check_chains(&src, &backends)?;
         let default_backend = match file.default_backend {
             Some(d) => {
                 if !backends.iter().any(|b| &b.name == d.get_ref()) {

@@ -7,8 +7,9 @@
 //! runtime settings by `crate::aam::config`. The file format is documented
 //! in `docs/backends.md` and `docs/runtime.md`.
 
-use crate::llm::http::{HttpTransport, Protocol, StructuredMode};
+use crate::llm::http::{HttpTransport, Protocol};
 use crate::llm::prompt::Models;
+use crate::llm::providers::StructuredMode;
 use crate::llm::Usage;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -4,7 +4,8 @@
 use super::backend::{HeaderValue, Origin};
 use super::load::Settings;
 use super::schema::BackendKind;
-use crate::llm::http::{HttpTransport, StructuredMode};
+use crate::llm::http::HttpTransport;
+use crate::llm::providers::StructuredMode;
 use crate::llm::secret::redact_url;
 use crate::llm::LlmOpKind;
 use std::fmt::Write as _;

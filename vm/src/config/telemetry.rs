@@ -1,5 +1,5 @@
 //! `[telemetry.otlp]`: where a run's OpenTelemetry traces go
-//! (`crate::telemetry::otlp`), and the standard `OTEL_*` variables that
+//! (`crate::observe::otlp`), and the standard `OTEL_*` variables that
 //! override it. Documented in `docs/telemetry.md`.
 //!
 //! ```toml

@@ -34,12 +34,7 @@ mod probe;
 mod streaming;
 mod transport;
 
-pub use probe::ServerInfo;
-
-pub use options::{
-    ErrorDetail, HttpOptions, HttpTransport, Incomplete, Protocol, Reply, RetryPolicy,
-    StructuredMode,
-};
+pub use options::{HttpOptions, HttpTransport, Protocol, RetryPolicy};
 
 use calls::{request_bytes, ThreadCall};
 use pool::{HttpThreads, IdleMark, PoolJob};
@@ -49,7 +44,7 @@ use transport::{is_loopback_url, retry_after, send, transport_error, MAX_BODY};
 
 use super::jsonschema;
 use super::prompt::{self, Prepared};
-use super::providers::{BodyOptions, WireProtocol};
+use super::providers::{BodyOptions, ErrorDetail, Incomplete, Reply, ServerInfo, WireProtocol};
 use super::secret::{self, Masker};
 use super::{
     Attempt, AttemptLog, AttemptObserver, CancelToken, LlmBackend, LlmError, LlmErrorKind,

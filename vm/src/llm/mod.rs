@@ -481,7 +481,7 @@ pub trait LlmBackend: Send + Sync {
     /// What the server says about itself (context size, tool support),
     /// asked now if not yet known; `None` for backends that have no server
     /// to ask. `aisc doctor` reports it.
-    fn server_info(&self) -> Option<http::ServerInfo> {
+    fn server_info(&self) -> Option<providers::ServerInfo> {
         None
     }
 

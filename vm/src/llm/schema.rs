@@ -56,5 +56,14 @@ pub fn reflect() -> Value {
 
 /// The schema a reply to `kind` must satisfy, if the op is structured.
 pub fn schema_for(kind: LlmOpKind) -> Option<Value> {
-    super::kinds::semantics(kind).schema.map(|schema| schema())
+    match kind {
+        LlmOpKind::Plan => Some(plan()),
+        LlmOpKind::Reflect => Some(reflect()),
+        LlmOpKind::Verify => Some(verify()),
+        LlmOpKind::Ask
+        | LlmOpKind::Llm
+        | LlmOpKind::Think
+        | LlmOpKind::Reason
+        | LlmOpKind::Solve => None,
+    }
 }

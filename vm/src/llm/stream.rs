@@ -12,8 +12,8 @@
 //! - Ollama: one JSON object per line, the last with `done: true` and the
 //!   counts; `{"error": …}` on failure.
 //!
-//! The framing (SSE or JSON lines), the limits and the reply being built
-//! ([`StreamState`]) are shared; each protocol reads its own events
+//! The framing (SSE or JSON lines) and the limits are shared, as is the
+//! reply being built ([`StreamState`], in `super::providers`); each protocol reads its own events
 //! (`providers/<name>/stream.rs`).
 //!
 //! A stream is complete only once its terminal event arrived (`[DONE]` or
@@ -21,9 +21,8 @@
 //! connection closing early, an undecodable event, an `error` event — is
 //! an error of the attempt, never a shorter reply.
 
-use super::http::{Protocol, Reply};
-use super::providers::{Framing, WireProtocol};
-use super::{ToolCall, Usage};
+use super::providers::{Framing, Reply, StreamState, WireProtocol};
+use super::Usage;
 use serde_json::Value;
 
 /// Largest streamed reply accepted (bytes received).
@@ -41,55 +40,10 @@ pub struct StreamDecoder {
     state: StreamState,
 }
 
-/// The reply a stream has brought so far, filled in by the protocol's
-/// event reader.
-#[derive(Debug, Default)]
-pub struct StreamState {
-    pub text: String,
-    pub refusal: String,
-    /// Tool calls in order: id, name, argument text.
-    pub calls: Vec<ToolCall>,
-    /// Call position per key (an OpenAI `index`, an Anthropic block).
-    call_slots: Vec<(u64, usize)>,
-    pub finish_reason: Option<String>,
-    pub model: Option<String>,
-    pub usage: Usage,
-    /// The reply is whole.
-    pub done: bool,
-    /// The terminal event arrived; later events are ignored.
-    pub ended: bool,
-}
-
-impl StreamState {
-    /// Appends reply text and passes it on as a delta.
-    pub fn push_text(&mut self, t: &str, deltas: &mut Vec<String>) {
-        if !t.is_empty() {
-            self.text.push_str(t);
-            deltas.push(t.to_string());
-        }
-    }
-
-    /// The position in `calls` of the call streamed under `key`, added
-    /// (with id `{id_prefix}_{position}`) when new.
-    pub fn call_at(&mut self, key: u64, id_prefix: &str) -> usize {
-        if let Some(&(_, at)) = self.call_slots.iter().find(|(k, _)| *k == key) {
-            return at;
-        }
-        let at = self.calls.len();
-        self.calls.push(ToolCall {
-            id: format!("{id_prefix}_{at}"),
-            name: String::new(),
-            arguments: String::new(),
-        });
-        self.call_slots.push((key, at));
-        at
-    }
-}
-
 impl StreamDecoder {
-    pub fn new(protocol: Protocol) -> StreamDecoder {
+    pub fn new(wire: &'static dyn WireProtocol) -> StreamDecoder {
         StreamDecoder {
-            wire: protocol.wire(),
+            wire,
             line: Vec::new(),
             received: 0,
             data: String::new(),
@@ -198,29 +152,17 @@ impl StreamDecoder {
     }
 }
 
-/// `{"message", "type"}` of an error event, or its text.
-pub fn error_text(e: &Value) -> String {
-    let message = e
-        .get("message")
-        .and_then(Value::as_str)
-        .or_else(|| e.as_str())
-        .map_or_else(|| e.to_string(), str::to_string);
-    match e.get("type").and_then(Value::as_str) {
-        Some(t) => format!("{t}: {message}"),
-        None => message,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::llm::http::Protocol;
 
     fn run(
         protocol: Protocol,
         body: &str,
         cut_every: usize,
     ) -> (Vec<String>, Result<Reply, String>) {
-        let mut d = StreamDecoder::new(protocol);
+        let mut d = StreamDecoder::new(protocol.wire());
         let mut deltas = Vec::new();
         for piece in body.as_bytes().chunks(cut_every) {
             if let Err(e) = d.feed(piece, &mut deltas) {

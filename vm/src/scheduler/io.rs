@@ -217,6 +217,13 @@ impl Call<'_> {
 }
 
 impl<'r> Run<'r> {
+    /// A call taken from `lane` is over (settled or dropped): a pausing
+    /// run may now end.
+    pub(in crate::scheduler) fn call_finished(&self, lane: &Lane<'r>) {
+        lane.finished();
+        self.pause_if_idle();
+    }
+
     pub(super) fn io_loop(&self, lane: &Lane<'r>, llm: bool, idx: u32) -> Vec<OpEvent> {
         let mut events = Vec::new();
         while let Some(job) = lane.pop() {

@@ -15,13 +15,13 @@ fn status(s: Status) -> &'static str {
     }
 }
 
-pub(super) fn agent_name(p: &Program, a: u32) -> &str {
+pub(crate) fn agent_name(p: &Program, a: u32) -> &str {
     p.agents.get(a as usize).map_or("?", |a| a.name.as_str())
 }
 
 /// A flow's name by its id in telemetry: the program's own, then the
 /// flows of inner plans linked during the run.
-pub(super) fn flow_label(p: &Program, summary: &RunSummary, id: u32) -> String {
+pub(crate) fn flow_label(p: &Program, summary: &RunSummary, id: u32) -> String {
     let own = p.flows.len();
     match (id as usize).checked_sub(own) {
         Some(k) => summary

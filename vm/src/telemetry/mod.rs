@@ -3,8 +3,7 @@
 //!
 //! Times are nanoseconds since the run started (the entry frame was created).
 
-mod export;
-pub mod otlp;
+pub(crate) mod export;
 mod text;
 
 pub use export::{

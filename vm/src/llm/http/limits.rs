@@ -7,7 +7,8 @@
 
 use super::super::prompt::{LimitSource, Prepared};
 use super::super::{LlmError, LlmErrorKind, Turn};
-use super::probe::{self, ServerInfo};
+use super::probe;
+use super::ServerInfo;
 use super::{HttpCore, Reply};
 use crate::sync::lock;
 

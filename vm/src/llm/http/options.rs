@@ -1,9 +1,9 @@
-//! The settings and reply types of the HTTP backends.
+//! The settings of the HTTP backends (the reply types are the protocols'
+//! vocabulary, in `super::super::providers`).
 
 use super::super::prompt::{Instructions, Models, OpLimits};
-use super::super::providers::{self, WireProtocol};
+use super::super::providers::{self, StructuredMode, WireProtocol};
 use super::super::secret::Secret;
-use super::super::{LlmErrorKind, ToolCall, Usage};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -96,20 +96,6 @@ impl<'de> Deserialize<'de> for Protocol {
     }
 }
 
-/// How a structured op asks for JSON.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StructuredMode {
-    /// `response_format: json_schema` (OpenAI) / `format: <schema>` (Ollama).
-    #[default]
-    JsonSchema,
-    /// `response_format: json_object` / `format: "json"`, for servers
-    /// without schema support.
-    JsonObject,
-    /// Only the instruction in the system prompt.
-    Prompt,
-}
-
 /// How an HTTP backend's calls reach the server.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -142,95 +128,6 @@ impl Default for RetryPolicy {
             max_delay: Duration::from_secs(20),
             max_retry_after: Duration::from_secs(60),
         }
-    }
-}
-
-/// A parsed provider reply.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Reply {
-    pub text: String,
-    pub usage: Usage,
-    pub finish_reason: String,
-    pub model: Option<String>,
-    /// Tool calls with the names as the provider sent them (mapped back
-    /// to program names when the response is made).
-    pub tool_calls: Vec<ToolCall>,
-}
-
-/// Why a well-formed reply is not a complete answer (from the protocol's
-/// finish/stop/done reason). Each is a structured error, never retried:
-/// the same request would stop the same way.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Incomplete {
-    /// Cut off at the token limit (`length`, `max_tokens`).
-    Truncated,
-    /// Withheld by the provider's content filter (`content_filter`).
-    ContentFilter,
-    /// The model declined to answer (`refusal`).
-    Refusal,
-}
-
-impl Incomplete {
-    pub fn kind(self) -> LlmErrorKind {
-        match self {
-            Incomplete::Truncated => LlmErrorKind::Truncated,
-            Incomplete::ContentFilter | Incomplete::Refusal => LlmErrorKind::ContentFilter,
-        }
-    }
-
-    /// The error message for `reply`; a refusal quotes the model's words.
-    pub(super) fn message(self, reply: &Reply) -> String {
-        let reason = &reply.finish_reason;
-        match self {
-            Incomplete::Truncated => format!(
-                "the reply was cut off at the token limit (finish reason `{reason}`); raise max_tokens"
-            ),
-            Incomplete::ContentFilter => format!(
-                "the provider's content filter withheld the reply (finish reason `{reason}`)"
-            ),
-            Incomplete::Refusal => format!("the model refused: {}", reply.text),
-        }
-    }
-}
-
-/// A provider error body, reduced to message and machine code.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ErrorDetail {
-    pub message: String,
-    pub code: Option<String>,
-}
-
-impl ErrorDetail {
-    pub(crate) fn plain(body: &str) -> ErrorDetail {
-        let t = body.trim();
-        let message = if t.is_empty() {
-            "empty body".to_string()
-        } else if t.len() > 300 {
-            let cut = (0..=300)
-                .rev()
-                .find(|i| t.is_char_boundary(*i))
-                .unwrap_or(0);
-            format!("{}…", &t[..cut])
-        } else {
-            t.to_string()
-        };
-        ErrorDetail {
-            message,
-            code: None,
-        }
-    }
-
-    /// Quota/billing exhaustion: retrying cannot help.
-    pub(super) fn is_spend_limit(&self) -> bool {
-        let code = self.code.as_deref().unwrap_or("");
-        let m = self.message.to_ascii_lowercase();
-        matches!(
-            code,
-            "insufficient_quota" | "billing_hard_limit_reached" | "billing_not_active"
-        ) || m.contains("insufficient_quota")
-            || m.contains("exceeded your current quota")
-            || m.contains("credit balance is too low")
-            || m.contains("spend limit")
     }
 }
 

@@ -14,7 +14,7 @@
 //! gets no check: every probe failure means "unknown", never an error.
 
 use super::Protocol;
-use crate::llm::providers::Prober;
+use crate::llm::providers::{Prober, ServerInfo};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -24,23 +24,6 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Largest probe reply read (`/props` carries the chat template).
 const MAX_PROBE_BODY: u64 = 4 << 20;
-
-/// A server's own statement of its limits; `None` fields were not stated.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ServerInfo {
-    /// Tokens one request may use, prompt and completion together.
-    pub context: Option<u32>,
-    /// Whether the server renders tool definitions for the model.
-    pub tools: Option<bool>,
-    /// Where the facts were read, for messages (`llama.cpp /props`).
-    pub source: Option<String>,
-}
-
-impl ServerInfo {
-    pub fn is_known(&self) -> bool {
-        self.context.is_some() || self.tools.is_some()
-    }
-}
 
 /// `base_url` without the protocol's path suffix: the server's root.
 fn root(base_url: &str) -> &str {

@@ -105,7 +105,7 @@ impl StreamFeed {
         if !self.headed {
             self.headed = true;
             if is_stream(status, content_type) {
-                self.decoder = Some(StreamDecoder::new(self.protocol));
+                self.decoder = Some(StreamDecoder::new(self.protocol.wire()));
             }
         }
     }

@@ -5,16 +5,24 @@
 //! rounds, cancellation, attempt telemetry, secret redaction — is shared
 //! and lives in `super::http`, which knows no protocol by name.
 //!
+//! The vocabulary they share with that layer is here too: the reply types
+//! (`reply.rs`), [`StructuredMode`], [`ServerInfo`]; `prelude.rs` is what
+//! a protocol's `mod.rs` imports.
+//!
 //! Adding a provider: a folder here implementing [`WireProtocol`] and one
 //! line in [`registry!`] below (see "How to add a provider" in
 //! docs/architecture.md). The configuration's `protocol = "…"` accepts
 //! every name registered here.
 
-use super::http::{ErrorDetail, Incomplete, Reply, ServerInfo, StructuredMode};
+pub(crate) mod prelude;
+mod reply;
+
+pub use reply::{error_text, ErrorDetail, Incomplete, Reply, StreamState};
+
 use super::prompt::Prepared;
 use super::secret::Secret;
-use super::stream::StreamState;
 use super::Usage;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// How a protocol's streamed reply is framed.
@@ -24,6 +32,20 @@ pub enum Framing {
     Sse,
     /// One JSON object per line (Ollama).
     JsonLines,
+}
+
+/// How a structured op asks for JSON.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StructuredMode {
+    /// `response_format: json_schema` (OpenAI) / `format: <schema>` (Ollama).
+    #[default]
+    JsonSchema,
+    /// `response_format: json_object` / `format: "json"`, for servers
+    /// without schema support.
+    JsonObject,
+    /// Only the instruction in the system prompt.
+    Prompt,
 }
 
 /// Backend settings a request body depends on.
@@ -42,6 +64,23 @@ pub trait Prober {
     fn root(&self) -> &str;
     fn get_json(&self, url: &str) -> Option<Value>;
     fn post_json(&self, url: &str, body: String) -> Option<Value>;
+}
+
+/// A server's own statement of its limits; `None` fields were not stated.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ServerInfo {
+    /// Tokens one request may use, prompt and completion together.
+    pub context: Option<u32>,
+    /// Whether the server renders tool definitions for the model.
+    pub tools: Option<bool>,
+    /// Where the facts were read, for messages (`llama.cpp /props`).
+    pub source: Option<String>,
+}
+
+impl ServerInfo {
+    pub fn is_known(&self) -> bool {
+        self.context.is_some() || self.tools.is_some()
+    }
 }
 
 /// One provider protocol. Implementations are stateless statics.

@@ -226,27 +226,7 @@ impl LlmBackend for Fallback {
         cancel: &CancelToken,
         observer: &dyn AttemptObserver,
     ) -> Result<LlmResponse, LlmError> {
-        let (tx, rx) = std::sync::mpsc::channel();
-        self.start(
-            request.clone(),
-            cancel.clone(),
-            Box::new(move |r, a| {
-                let _ = tx.send((r, a));
-            }),
-        );
-        match rx.recv() {
-            Ok((result, attempts)) => {
-                for a in &attempts {
-                    observer.on_attempt(a);
-                }
-                result
-            }
-            Err(_) => Err(LlmError::new(
-                self.name(),
-                LlmErrorKind::Cancelled,
-                "the call ended without an outcome",
-            )),
-        }
+        super::complete_through_start(self, request, cancel, observer, "the call")
     }
 
     /// Calls go through `start` (a scheduled reply could not fall back);
@@ -299,7 +279,7 @@ impl LlmBackend for Fallback {
         }
     }
 
-    fn server_info(&self) -> Option<crate::llm::http::ServerInfo> {
+    fn server_info(&self) -> Option<crate::llm::providers::ServerInfo> {
         self.chain.backends[0].server_info()
     }
 }

@@ -475,27 +475,7 @@ impl LlmBackend for Hedge {
         cancel: &CancelToken,
         observer: &dyn AttemptObserver,
     ) -> Result<LlmResponse, LlmError> {
-        let (tx, rx) = std::sync::mpsc::channel();
-        self.start(
-            request.clone(),
-            cancel.clone(),
-            Box::new(move |r, a| {
-                let _ = tx.send((r, a));
-            }),
-        );
-        match rx.recv() {
-            Ok((result, attempts)) => {
-                for a in &attempts {
-                    observer.on_attempt(a);
-                }
-                result
-            }
-            Err(_) => Err(LlmError::new(
-                self.name(),
-                LlmErrorKind::Cancelled,
-                "the hedged call ended without an outcome",
-            )),
-        }
+        super::complete_through_start(self, request, cancel, observer, "the hedged call")
     }
 
     fn starts_without_waiting(&self) -> bool {
@@ -515,7 +495,7 @@ impl LlmBackend for Hedge {
         launch(&self.shared, &self.inner, legs);
     }
 
-    fn server_info(&self) -> Option<crate::llm::http::ServerInfo> {
+    fn server_info(&self) -> Option<crate::llm::providers::ServerInfo> {
         self.inner.server_info()
     }
 }

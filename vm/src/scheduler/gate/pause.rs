@@ -10,7 +10,6 @@
 
 use super::Run;
 use crate::error::RunError;
-use crate::scheduler::io::Lane;
 use crate::sync::lock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -40,13 +39,9 @@ impl<'r> Run<'r> {
         self.pause_if_idle();
     }
 
-    /// A call taken from `lane` is over (settled or dropped).
-    pub(in crate::scheduler) fn call_finished(&self, lane: &Lane<'r>) {
-        lane.finished();
-        self.pause_if_idle();
-    }
-
-    fn pause_if_idle(&self) {
+    /// Ends a pausing run once its lanes are idle (checked after each call
+    /// that finishes: [`Run::call_finished`]).
+    pub(in crate::scheduler) fn pause_if_idle(&self) {
         if !self.pausing() {
             return;
         }

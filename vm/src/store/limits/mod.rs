@@ -359,7 +359,7 @@ impl LlmBackend for Limited {
         });
     }
 
-    fn server_info(&self) -> Option<crate::llm::http::ServerInfo> {
+    fn server_info(&self) -> Option<crate::llm::providers::ServerInfo> {
         self.inner.server_info()
     }
 }

@@ -12,13 +12,8 @@ mod stream;
 
 pub(crate) use response::{error_detail, parse, usage};
 
-use super::{BodyOptions, WireProtocol};
-use crate::llm::http::{ErrorDetail, Incomplete, Reply, StructuredMode};
-use crate::llm::prompt::Prepared;
-use crate::llm::secret::Secret;
-use crate::llm::stream::StreamState;
-use crate::llm::Usage;
-use serde_json::Value;
+use super::prelude::*;
+use super::StructuredMode;
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 pub const API_VERSION: &str = "2023-06-01";

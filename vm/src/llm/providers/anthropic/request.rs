@@ -2,7 +2,7 @@
 //! tools and the reply tool.
 
 use super::{reply_via, ReplyVia, DEFAULT_MAX_TOKENS, MIN_THINKING_BUDGET, REPLY_TOOL};
-use crate::llm::http::StructuredMode;
+use crate::llm::providers::StructuredMode;
 use crate::llm::prompt::Prepared;
 use crate::llm::CachePoint;
 use crate::llm::Turn;

@@ -1,6 +1,6 @@
 //! A Messages reply: text and `tool_use` blocks, usage, errors.
 
-use crate::llm::http::{ErrorDetail, Reply};
+use crate::llm::providers::{ErrorDetail, Reply};
 use crate::llm::{ToolCall, Usage};
 use serde_json::Value;
 

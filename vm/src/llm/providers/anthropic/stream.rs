@@ -3,7 +3,7 @@
 //! deltas, which are not text) / `content_block_stop`, `message_delta`
 //! (`stop_reason`, output usage), `message_stop`; `ping`; `error`.
 
-use crate::llm::stream::{error_text, StreamState};
+use crate::llm::providers::{error_text, StreamState};
 use serde_json::Value;
 
 pub(super) fn event(s: &mut StreamState, v: &Value, deltas: &mut Vec<String>) -> Result<(), String> {

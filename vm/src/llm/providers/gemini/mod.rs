@@ -16,13 +16,7 @@ mod request;
 mod response;
 mod stream;
 
-use super::{BodyOptions, WireProtocol};
-use crate::llm::http::{ErrorDetail, Incomplete, Reply};
-use crate::llm::prompt::Prepared;
-use crate::llm::secret::Secret;
-use crate::llm::stream::StreamState;
-use crate::llm::Usage;
-use serde_json::Value;
+use super::prelude::*;
 
 pub const DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com/v1beta";
 

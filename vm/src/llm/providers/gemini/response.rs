@@ -1,7 +1,7 @@
 //! A `generateContent` reply: the first candidate's parts (text,
 //! `functionCall`), `finishReason`, `usageMetadata`, errors.
 
-use crate::llm::http::{ErrorDetail, Reply};
+use crate::llm::providers::{ErrorDetail, Reply};
 use crate::llm::{ToolCall, Usage};
 use serde_json::Value;
 

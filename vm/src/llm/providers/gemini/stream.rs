@@ -4,7 +4,7 @@
 //! `usageMetadata` (cumulative) comes with the chunks. An `error` object
 //! fails the attempt.
 
-use crate::llm::stream::{error_text, StreamState};
+use crate::llm::providers::{error_text, StreamState};
 use serde_json::Value;
 
 pub(super) fn event(s: &mut StreamState, v: &Value, deltas: &mut Vec<String>) -> Result<(), String> {
@@ -58,7 +58,7 @@ mod tests {
             let Some(p) = Protocol::named("gemini") else {
                 panic!("gemini is registered");
             };
-            let mut d = StreamDecoder::new(p);
+            let mut d = StreamDecoder::new(p.wire());
             let mut deltas = Vec::new();
             for piece in body.as_bytes().chunks(cut) {
                 d.feed(piece, &mut deltas).expect("decodes");
@@ -75,7 +75,7 @@ mod tests {
         let Some(p) = Protocol::named("gemini") else {
             panic!("gemini is registered");
         };
-        let mut d = StreamDecoder::new(p);
+        let mut d = StreamDecoder::new(p.wire());
         let mut deltas = Vec::new();
         d.feed(&body.as_bytes()[..60], &mut deltas).ok();
         assert!(d.finish(&mut deltas).is_err(), "cut off before finishReason");

@@ -11,13 +11,8 @@ mod stream;
 
 pub(crate) use response::{error_detail, parse, tool_calls, usage};
 
-use super::{BodyOptions, Framing, Prober, WireProtocol};
-use crate::llm::http::{ErrorDetail, Incomplete, Reply, ServerInfo};
-use crate::llm::prompt::Prepared;
-use crate::llm::secret::Secret;
-use crate::llm::stream::StreamState;
-use crate::llm::Usage;
-use serde_json::Value;
+use super::prelude::*;
+use super::{Framing, Prober, ServerInfo};
 
 pub const DEFAULT_BASE_URL: &str = "http://127.0.0.1:11434";
 

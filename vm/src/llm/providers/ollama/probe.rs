@@ -2,7 +2,7 @@
 //! `num_ctx` in the model's `parameters` (its default context is not
 //! stated, so none is assumed) and `tools` in its `capabilities`.
 
-use crate::llm::http::ServerInfo;
+use crate::llm::providers::ServerInfo;
 use crate::llm::providers::Prober;
 use serde_json::Value;
 

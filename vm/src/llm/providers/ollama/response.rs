@@ -1,6 +1,6 @@
 //! An `/api/chat` reply: message text and tool calls, counts, errors.
 
-use crate::llm::http::{ErrorDetail, Reply};
+use crate::llm::providers::{ErrorDetail, Reply};
 use crate::llm::{ToolCall, Usage};
 use serde_json::Value;
 

@@ -1,7 +1,7 @@
 //! A streamed `/api/chat` reply: one JSON object per line, the last with
 //! `done: true` and the counts; `{"error": …}` on failure.
 
-use crate::llm::stream::{error_text, StreamState};
+use crate::llm::providers::{error_text, StreamState};
 use serde_json::Value;
 
 pub(super) fn event(s: &mut StreamState, v: &Value, deltas: &mut Vec<String>) -> Result<(), String> {

@@ -17,13 +17,8 @@ pub(crate) use request::function_tools;
 pub(crate) use response::function_calls;
 pub(crate) use response::{error_detail, parse, usage};
 
-use super::{BodyOptions, Prober, WireProtocol};
-use crate::llm::http::{ErrorDetail, Incomplete, Reply, ServerInfo};
-use crate::llm::prompt::Prepared;
-use crate::llm::secret::Secret;
-use crate::llm::stream::StreamState;
-use crate::llm::Usage;
-use serde_json::Value;
+use super::prelude::*;
+use super::{Prober, ServerInfo};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 

@@ -3,7 +3,7 @@
 //! slot, i.e. of one request, and `chat_template_caps.supports_tools`),
 //! else vLLM's `GET /v1/models` (`max_model_len` of the model).
 
-use crate::llm::http::ServerInfo;
+use crate::llm::providers::ServerInfo;
 use crate::llm::providers::Prober;
 use serde_json::Value;
 

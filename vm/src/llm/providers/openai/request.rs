@@ -1,6 +1,6 @@
 //! The Chat Completions request body.
 
-use crate::llm::http::StructuredMode;
+use crate::llm::providers::StructuredMode;
 use crate::llm::prompt::Prepared;
 use crate::llm::Turn;
 use serde_json::{json, Map, Value};

@@ -1,6 +1,6 @@
 //! A Chat Completions reply: text, refusal, tool calls, usage, errors.
 
-use crate::llm::http::{ErrorDetail, Reply};
+use crate::llm::providers::{ErrorDetail, Reply};
 use crate::llm::{ToolCall, Usage};
 use serde_json::Value;
 

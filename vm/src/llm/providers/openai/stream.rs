@@ -3,8 +3,8 @@
 //! `.tool_calls[index]` pieces to join, `finish_reason`, a last chunk with
 //! `usage` when `stream_options.include_usage`), then `data: [DONE]`.
 
-use crate::llm::http::Reply;
-use crate::llm::stream::{error_text, StreamState};
+use crate::llm::providers::Reply;
+use crate::llm::providers::{error_text, StreamState};
 use serde_json::Value;
 
 /// One event's data: `[DONE]` ends the stream, anything else is a chunk.

@@ -6,7 +6,10 @@
 //! Off the hot path: the thread that finished an op only clones the event
 //! of an LLM or tool call (every other op is skipped by one match) into a
 //! bounded queue with `try_send`; a full queue drops it and counts the
-//! drop. Spans are built, encoded and POSTed on the pipeline's thread; an
+//! drop. At a run's end its thread folds the events into stretches of one
+//! flow call each and queues them the same way; the flow-call spans are
+//! built from them on the pipeline's thread. Spans are built, encoded and
+//! POSTed on the pipeline's thread; an
 //! unreachable or slow collector costs dropped spans, never the run. After
 //! a failed request the thread stops building and encoding spans for a
 //! while (1 s, doubling up to 30 s while requests keep failing): what
@@ -19,9 +22,9 @@ pub mod spans;
 mod tests;
 
 pub use crate::config::telemetry::OtlpSettings;
-pub use spans::{Outcome, RunContext, Span};
+pub use spans::{Outcome, RunContext, RunEnd, Span};
 
-use crate::observe::{OpUpdate, RunObserver};
+use super::{OpUpdate, RunObserver};
 use crate::telemetry::OpEvent;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex, OnceLock};
@@ -42,7 +45,12 @@ enum Msg {
         flow: String,
         agent: String,
     },
-    Spans(Vec<Span>),
+    /// A run ended: its flow-call spans are built on the pipeline's
+    /// thread, from what its own thread kept of its events.
+    Run {
+        cx: Arc<RunContext>,
+        end: Box<spans::RunEnd>,
+    },
     Flush(mpsc::SyncSender<()>),
 }
 
@@ -237,8 +245,8 @@ impl Sender {
                     flow,
                     agent,
                 }) => batch.extend(spans::op_spans(&cx, &event, &flow, &agent)),
-                Ok(Msg::Spans(v)) if self.backing_off(v.len() as u64) => continue,
-                Ok(Msg::Spans(v)) => batch.extend(v),
+                Ok(Msg::Run { end, .. }) if self.backing_off(end.calls() as u64) => continue,
+                Ok(Msg::Run { cx, end }) => batch.extend(end.spans(&cx)),
                 Ok(Msg::Flush(ack)) => {
                     self.send(&mut batch);
                     since = None;
@@ -377,8 +385,11 @@ impl RunTrace {
     }
 
     /// The run ended: its flow calls' spans, from every event of its
-    /// report (`name(flow_id, agent_id)`: their names). Queued, not sent:
-    /// the caller never waits for the collector.
+    /// report (`name(flow_id, agent_id)`: their names). This thread only
+    /// folds the events into stretches of one call ([`RunEnd::new`]);
+    /// the spans are built on the pipeline's thread, and not at all while
+    /// it backs off from a failed collector. Queued, not sent: the caller
+    /// never waits for the collector.
     pub fn finish(
         &self,
         events: &[OpEvent],
@@ -391,9 +402,12 @@ impl RunTrace {
         }
         // The run clock at its end (no pass over the events for it).
         let cx = self.context((summary.makespan_ms * 1e6) as u64);
-        let spans = spans::invocation_spans(&cx, events, summary, outcome, name);
-        if !spans.is_empty() {
-            self.pipeline.offer(Msg::Spans(spans));
+        let end = RunEnd::new(events, summary, outcome, name);
+        if !end.stretches.is_empty() {
+            self.pipeline.offer(Msg::Run {
+                cx,
+                end: Box::new(end),
+            });
         }
     }
 
@@ -409,8 +423,8 @@ impl RunTrace {
         };
         let name = |flow: u32, agent: u32| {
             (
-                super::export::flow_label(program, &report.summary, flow),
-                super::export::agent_name(program, agent).to_string(),
+                crate::telemetry::export::flow_label(program, &report.summary, flow),
+                crate::telemetry::export::agent_name(program, agent).to_string(),
             )
         };
         self.finish(&report.events, &report.summary, outcome, &name);

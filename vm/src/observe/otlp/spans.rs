@@ -2,7 +2,9 @@
 //! conventions: `invoke_agent {agent}` per flow call, `chat {model}` per
 //! LLM op (one CLIENT span over all its attempts), `execute_tool {tool}`
 //! per tool call, and `queue_wait` / `pause` spans. Pure functions: the
-//! exporter's thread calls them (`super::Pipeline`).
+//! exporter's thread calls them (`super::Pipeline`), but for
+//! [`RunEnd::new`], the one pass over a run's events made on its thread
+//! when it ends.
 //!
 //! Span ids are derived, not drawn: a child names its parent's id before
 //! the parent is built (an invocation's span is built when the run ends,
@@ -453,7 +455,230 @@ pub fn op_spans(cx: &RunContext, e: &OpEvent, flow: &str, agent: &str) -> Vec<Sp
     out
 }
 
-/// One flow call as the run's events show it.
+/// A stretch of consecutive events of one flow call: what the run's
+/// thread keeps of its events (one pass, no map, no names looked up per
+/// event). The export thread merges the stretches into flow calls.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Stretch {
+    /// The flow call (`Invocation::id`) and the call that made it.
+    pub id: u64,
+    pub caller: Option<u64>,
+    pub flow: u32,
+    pub agent: u32,
+    /// Run-clock extent of the stretch's events (ready or start to end).
+    pub start: u64,
+    pub end: u64,
+    /// An op of the stretch failed (a pause is not a failure).
+    pub failed: bool,
+}
+
+/// The run's events folded into stretches of one flow call each (events
+/// of one call mostly come together: a worker's run of ops).
+pub fn stretches(events: &[OpEvent]) -> Vec<Stretch> {
+    let mut out: Vec<Stretch> = Vec::new();
+    for e in events {
+        let Invocation { id, caller } = e.invocation;
+        let start = e.ready_ns.min(e.start_ns);
+        let failed = e.status == Status::Failed && !is_pause(e);
+        match out.last_mut() {
+            Some(s) if s.id == id => {
+                s.start = s.start.min(start);
+                s.end = s.end.max(e.end_ns);
+                s.failed |= failed;
+            }
+            _ => out.push(Stretch {
+                id,
+                caller,
+                flow: e.flow,
+                agent: e.agent,
+                start,
+                end: e.end_ns,
+                failed,
+            }),
+        }
+    }
+    out
+}
+
+/// The run's totals its root span carries.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunTotals {
+    pub makespan_ns: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cost_usd: f64,
+    pub llm_calls: u64,
+    pub tool_calls: u64,
+    pub ops: u64,
+}
+
+impl RunTotals {
+    pub fn of(summary: &RunSummary) -> RunTotals {
+        RunTotals {
+            makespan_ns: (summary.makespan_ms * 1e6) as u64,
+            input_tokens: summary.input_tokens,
+            output_tokens: summary.output_tokens,
+            cache_read_tokens: summary.cache_read_tokens,
+            cost_usd: summary.cost_usd,
+            llm_calls: summary.llm_calls,
+            tool_calls: summary.tool_calls,
+            ops: summary.ops,
+        }
+    }
+}
+
+/// Everything the flow-call spans of a run are built from, owned: made
+/// on the run's thread at its end ([`RunEnd::new`], one pass over the
+/// events), turned into spans on the export thread ([`RunEnd::spans`]).
+#[derive(Clone, Debug)]
+pub struct RunEnd {
+    pub stretches: Vec<Stretch>,
+    /// (flow, agent) names of each (flow id, agent id) the run called.
+    pub names: Vec<((u32, u32), (String, String))>,
+    pub totals: RunTotals,
+    pub outcome: Outcome,
+}
+
+impl RunEnd {
+    /// `name(flow_id, agent_id)` gives a flow call's (flow, agent) names;
+    /// asked once per distinct pair.
+    pub fn new(
+        events: &[OpEvent],
+        summary: &RunSummary,
+        outcome: Outcome,
+        name: &dyn Fn(u32, u32) -> (String, String),
+    ) -> RunEnd {
+        let stretches = stretches(events);
+        let mut names: Vec<((u32, u32), (String, String))> = Vec::new();
+        let mut last = None;
+        for s in &stretches {
+            let pair = (s.flow, s.agent);
+            if last == Some(pair) {
+                continue;
+            }
+            last = Some(pair);
+            if !names.iter().any(|(p, _)| *p == pair) {
+                names.push((pair, name(s.flow, s.agent)));
+            }
+        }
+        RunEnd {
+            stretches,
+            names,
+            totals: RunTotals::of(summary),
+            outcome,
+        }
+    }
+
+    /// How many flow calls (spans) the run had.
+    pub fn calls(&self) -> usize {
+        let mut ids: Vec<u64> = self.stretches.iter().map(|s| s.id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids.len()
+    }
+
+    /// The `invoke_agent` spans: one per flow call, parented to the call
+    /// that made it, each covering its own ops and the calls it made. The
+    /// entry flow's span is the attempt's root.
+    pub fn spans(&self, cx: &RunContext) -> Vec<Span> {
+        let mut calls: BTreeMap<u64, Call> = BTreeMap::new();
+        for s in &self.stretches {
+            let into = calls.entry(s.id).or_insert(Call {
+                caller: s.caller,
+                flow: s.flow,
+                agent: s.agent,
+                start: u64::MAX,
+                end: 0,
+                failed: false,
+            });
+            into.start = into.start.min(s.start);
+            into.end = into.end.max(s.end);
+            into.failed |= s.failed;
+        }
+        // A call covers the calls it made: widen every caller up the chain
+        // (bounded: the chain is as deep as the run's calls nested).
+        let spans: Vec<(u64, u64, Option<u64>)> =
+            calls.values().map(|c| (c.start, c.end, c.caller)).collect();
+        for (start, end, mut up) in spans {
+            let mut hops = 0;
+            while let Some(p) = up.and_then(|p| calls.get_mut(&p)) {
+                p.start = p.start.min(start);
+                p.end = p.end.max(end);
+                up = p.caller;
+                hops += 1;
+                if hops > calls.len() {
+                    break;
+                }
+            }
+        }
+        let name = |flow: u32, agent: u32| {
+            self.names
+                .iter()
+                .find(|(p, _)| *p == (flow, agent))
+                .map_or_else(|| (String::new(), String::new()), |(_, n)| n.clone())
+        };
+        let (outcome, totals) = (self.outcome, &self.totals);
+        let mut out = Vec::with_capacity(calls.len());
+        for (id, c) in &calls {
+            let (flow, agent) = name(c.flow, c.agent);
+            // A caller with no events of its own (it cannot happen: its call
+            // op is one) would leave the span without a parent: root it.
+            let parent = c
+                .caller
+                .filter(|p| calls.contains_key(p))
+                .map(|p| cx.invocation_span(p));
+            let root = c.caller.is_none();
+            let start = if root { 0 } else { c.start };
+            let mut s = cx.span(
+                cx.invocation_span(*id),
+                parent,
+                format!("{OP_INVOKE_AGENT} {agent}"),
+                SpanKind::Internal,
+                (start, c.end),
+            );
+            s.attributes.extend([
+                ("gen_ai.operation.name", OP_INVOKE_AGENT.into()),
+                ("gen_ai.agent.name", agent.as_str().into()),
+                ("ais.flow", flow.into()),
+                ("ais.run.id", cx.run_id.as_str().into()),
+            ]);
+            if c.failed {
+                s.error = Some("an op failed".to_string());
+            }
+            if root {
+                s.end_unix_ns = s.end_unix_ns.max(cx.at(totals.makespan_ns));
+                s.attributes.extend([
+                    (
+                        "ais.run.outcome",
+                        match outcome {
+                            Outcome::Ok => "ok",
+                            Outcome::Failed => "failed",
+                            Outcome::Paused => "paused",
+                        }
+                        .into(),
+                    ),
+                    ("ais.run.resumed", cx.resumed.into()),
+                    ("gen_ai.usage.input_tokens", totals.input_tokens.into()),
+                    ("gen_ai.usage.output_tokens", totals.output_tokens.into()),
+                    (
+                        "gen_ai.usage.cache_read.input_tokens",
+                        totals.cache_read_tokens.into(),
+                    ),
+                    ("ais.cost_usd", totals.cost_usd.into()),
+                    ("ais.llm_calls", totals.llm_calls.into()),
+                    ("ais.tool_calls", totals.tool_calls.into()),
+                    ("ais.ops", totals.ops.into()),
+                ]);
+                s.error = (outcome == Outcome::Failed).then(|| "the run failed".to_string());
+            }
+            out.push(s);
+        }
+        out
+    }
+}
+
+/// One flow call as its stretches show it.
 #[derive(Debug)]
 struct Call {
     caller: Option<u64>,
@@ -472,10 +697,10 @@ pub enum Outcome {
     Paused,
 }
 
-/// The `invoke_agent` spans of a run, from all its events: one per flow
-/// call, parented to the call that made it, each covering its own ops and
-/// the calls it made. The entry flow's span is the attempt's root.
-/// `name(flow_id, agent_id)` gives a flow call's (flow, agent) names.
+/// The `invoke_agent` spans of a run, from all its events, in one go
+/// ([`RunEnd::new`] then [`RunEnd::spans`]; the exporter does the two on
+/// different threads). `name(flow_id, agent_id)` gives a flow call's
+/// (flow, agent) names.
 pub fn invocation_spans(
     cx: &RunContext,
     events: &[OpEvent],
@@ -483,119 +708,5 @@ pub fn invocation_spans(
     outcome: Outcome,
     name: &dyn Fn(u32, u32) -> (String, String),
 ) -> Vec<Span> {
-    let mut calls: BTreeMap<u64, Call> = BTreeMap::new();
-    // Events of one call mostly come together (a worker's run of ops):
-    // fold a run of them locally, touch the map once per run. This is the
-    // per-op cost of export on the thread that ends the run.
-    let mut cur: Option<(u64, Call)> = None;
-    let flush = |cur: &mut Option<(u64, Call)>, calls: &mut BTreeMap<u64, Call>| {
-        if let Some((id, c)) = cur.take() {
-            let into = calls.entry(id).or_insert(Call {
-                caller: c.caller,
-                flow: c.flow,
-                agent: c.agent,
-                start: u64::MAX,
-                end: 0,
-                failed: false,
-            });
-            into.start = into.start.min(c.start);
-            into.end = into.end.max(c.end);
-            into.failed |= c.failed;
-        }
-    };
-    for e in events {
-        let Invocation { id, caller } = e.invocation;
-        if cur.as_ref().is_none_or(|(c, _)| *c != id) {
-            flush(&mut cur, &mut calls);
-            cur = Some((
-                id,
-                Call {
-                    caller,
-                    flow: e.flow,
-                    agent: e.agent,
-                    start: u64::MAX,
-                    end: 0,
-                    failed: false,
-                },
-            ));
-        }
-        if let Some((_, c)) = cur.as_mut() {
-            c.start = c.start.min(e.ready_ns.min(e.start_ns));
-            c.end = c.end.max(e.end_ns);
-            c.failed |= e.status == Status::Failed && !is_pause(e);
-        }
-    }
-    flush(&mut cur, &mut calls);
-    // A call covers the calls it made: widen every caller up the chain
-    // (bounded: the chain is as deep as the run's calls nested).
-    let spans: Vec<(u64, u64, Option<u64>)> =
-        calls.values().map(|c| (c.start, c.end, c.caller)).collect();
-    for (start, end, mut up) in spans {
-        let mut hops = 0;
-        while let Some(p) = up.and_then(|p| calls.get_mut(&p)) {
-            p.start = p.start.min(start);
-            p.end = p.end.max(end);
-            up = p.caller;
-            hops += 1;
-            if hops > calls.len() {
-                break;
-            }
-        }
-    }
-    let mut out = Vec::with_capacity(calls.len());
-    for (id, c) in &calls {
-        let (flow, agent) = name(c.flow, c.agent);
-        // A caller with no events of its own (it cannot happen: its call
-        // op is one) would leave the span without a parent: root it.
-        let parent = c
-            .caller
-            .filter(|p| calls.contains_key(p))
-            .map(|p| cx.invocation_span(p));
-        let root = c.caller.is_none();
-        let start = if root { 0 } else { c.start };
-        let mut s = cx.span(
-            cx.invocation_span(*id),
-            parent,
-            format!("{OP_INVOKE_AGENT} {agent}"),
-            SpanKind::Internal,
-            (start, c.end),
-        );
-        s.attributes.extend([
-            ("gen_ai.operation.name", OP_INVOKE_AGENT.into()),
-            ("gen_ai.agent.name", agent.as_str().into()),
-            ("ais.flow", flow.into()),
-            ("ais.run.id", cx.run_id.as_str().into()),
-        ]);
-        if c.failed {
-            s.error = Some("an op failed".to_string());
-        }
-        if root {
-            s.end_unix_ns = s.end_unix_ns.max(cx.at((summary.makespan_ms * 1e6) as u64));
-            s.attributes.extend([
-                (
-                    "ais.run.outcome",
-                    match outcome {
-                        Outcome::Ok => "ok",
-                        Outcome::Failed => "failed",
-                        Outcome::Paused => "paused",
-                    }
-                    .into(),
-                ),
-                ("ais.run.resumed", cx.resumed.into()),
-                ("gen_ai.usage.input_tokens", summary.input_tokens.into()),
-                ("gen_ai.usage.output_tokens", summary.output_tokens.into()),
-                (
-                    "gen_ai.usage.cache_read.input_tokens",
-                    summary.cache_read_tokens.into(),
-                ),
-                ("ais.cost_usd", summary.cost_usd.into()),
-                ("ais.llm_calls", summary.llm_calls.into()),
-                ("ais.tool_calls", summary.tool_calls.into()),
-                ("ais.ops", summary.ops.into()),
-            ]);
-            s.error = (outcome == Outcome::Failed).then(|| "the run failed".to_string());
-        }
-        out.push(s);
-    }
-    out
+    RunEnd::new(events, summary, outcome, name).spans(cx)
 }

@@ -7,6 +7,10 @@
 //! text, on the thread reading the reply (for the event transport, the
 //! one I/O thread every call shares): an observer must return quickly and
 //! never wait for the run.
+//!
+//! `otlp` is one such observer: it exports a run as OpenTelemetry spans.
+
+pub mod otlp;
 
 use crate::llm::TextEvent;
 use crate::telemetry::OpEvent;

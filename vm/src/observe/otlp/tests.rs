@@ -265,6 +265,44 @@ fn flow_calls_nest_by_caller_and_cover_their_callees() {
 }
 
 #[test]
+fn the_run_thread_keeps_stretches_and_asks_each_name_once() {
+    let c = cx(false);
+    let call = |id, caller| Invocation { id, caller };
+    // Call 0 runs, calls 5, runs again: three stretches, two calls.
+    let events = vec![
+        event(0, 0, call(0, None), Track::Worker(0), (0, 1, 2)),
+        event(1, 0, call(0, None), Track::Worker(0), (2, 2, 3)),
+        event(5, 0, call(5, Some(0)), Track::Worker(0), (3, 4, 7)),
+        event(2, 0, call(0, None), Track::Worker(0), (7, 8, 9)),
+    ];
+    let kept = spans::stretches(&events);
+    assert_eq!(
+        kept.iter()
+            .map(|s| (s.id, s.start, s.end))
+            .collect::<Vec<_>>(),
+        [(0, 0, 3), (5, 3, 7), (0, 7, 9)]
+    );
+    let summary = RunSummary {
+        makespan_ms: 0.00001,
+        ..RunSummary::default()
+    };
+    let asked = std::cell::Cell::new(0);
+    let name = |flow: u32, agent: u32| {
+        asked.set(asked.get() + 1);
+        (format!("F{flow}"), format!("Agent{agent}"))
+    };
+    let end = spans::RunEnd::new(&events, &summary, Outcome::Ok, &name);
+    // Events 0 and 5 share flow and agent here: one pair, one question.
+    assert_eq!(asked.get(), 1);
+    assert_eq!(end.calls(), 2);
+    // Built from the stretches, the spans are those of the whole events.
+    assert_eq!(
+        end.spans(&c),
+        spans::invocation_spans(&c, &events, &summary, Outcome::Ok, &name)
+    );
+}
+
+#[test]
 fn a_run_is_one_trace_in_every_process_and_attempts_do_not_collide() {
     assert_eq!(spans::trace_id("r-7"), spans::trace_id("r-7"));
     assert_ne!(spans::trace_id("r-7"), spans::trace_id("r-8"));

@@ -1,10 +1,14 @@
 //! One `[[llm_backends]]` entry checked and given its defaults: a
 //! [`BackendConfig`]. Building the backend itself is `super::factory`.
 
+pub(super) mod resilience;
+
+use super::env::is_env_name;
 use super::error::{line_col, ConfigError, Source};
 use super::schema::{BackendKind, FileBackend, Prices};
-use crate::llm::http::{HttpTransport, Protocol, RetryPolicy, StructuredMode};
+use crate::llm::http::{HttpTransport, Protocol, RetryPolicy};
 use crate::llm::prompt::Models;
+use crate::llm::providers::StructuredMode;
 use crate::llm::sim::DEFAULT_DELAY_SCALE;
 use std::ops::Range;
 use std::time::Duration;
@@ -245,14 +249,6 @@ fn seconds(
     Ok(Duration::from_secs_f64(s))
 }
 
-pub(crate) fn is_env_name(s: &str) -> bool {
-    let mut chars = s.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
 pub(crate) fn resolve_backend(src: &Source, fb: FileBackend) -> Result<BackendConfig, ConfigError> {
     let name = fb.name.get_ref().trim().to_string();
     if name.is_empty() || name.chars().any(|c| c.is_whitespace() || c.is_control()) {
@@ -413,6 +409,6 @@ pub(crate) fn resolve_backend(src: &Source, fb: FileBackend) -> Result<BackendCo
         p.cache_write_multiplier.get_or_insert(write);
         p
     });
-    super::resilience::resolve(src, &mut b, fb.hedge, fb.fallback)?;
+    resilience::resolve(src, &mut b, fb.hedge, fb.fallback)?;
     Ok(b)
 }

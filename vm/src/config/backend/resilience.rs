@@ -2,9 +2,9 @@
 //! `crate::llm::resilience`; docs/backends.md, "Hedged requests and
 //! fallback chains").
 
-use super::backend::BackendConfig;
-use super::error::{ConfigError, Source};
-use super::schema::{BackendKind, FileHedge};
+use super::BackendConfig;
+use crate::config::error::{ConfigError, Source};
+use crate::config::schema::{BackendKind, FileHedge};
 use crate::llm::resilience::{HedgeAfter, HedgeConfig};
 use toml::Spanned;
 
@@ -91,7 +91,10 @@ pub(crate) fn check_chains(src: &Source, backends: &[BackendConfig]) -> Result<(
                         "the fallback chain of `{}` names `{n}`, which is not defined",
                         b.name
                     ),
-                    Some(format!("defined backends: {}", super::list(backends))),
+                    Some(format!(
+                        "defined backends: {}",
+                        crate::config::list(backends)
+                    )),
                 ));
             }
         }

@@ -1,0 +1,79 @@
+//! What the registry keeps: ended runs held in memory up to `keep_runs`,
+//! event files on disk up to `keep_event_files` (the journal and the
+//! files still answer for the runs dropped from memory).
+
+use super::{Registry, Runs, Status};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+
+impl Registry {
+    /// Drops the oldest ended runs from memory beyond `keep_runs` (the
+    /// journal and their event files still answer for them), and every 64
+    /// drops the oldest event files beyond `keep_event_files`.
+    pub(super) fn prune(&self) {
+        if self.config.keep_runs == 0
+            || (self.journal_dir().is_none() && self.engine.journal_store().is_none())
+        {
+            return;
+        }
+        let dropped = {
+            let mut runs = self.lock();
+            let ended: Vec<String> = runs
+                .order
+                .iter()
+                .filter(|id| {
+                    runs.by_id.get(*id).is_some_and(|e| {
+                        !matches!(e.state().status, Status::Queued | Status::Running)
+                    })
+                })
+                .cloned()
+                .collect();
+            let excess = ended.len().saturating_sub(self.config.keep_runs);
+            let drop: std::collections::HashSet<&String> = ended.iter().take(excess).collect();
+            if !drop.is_empty() {
+                let Runs { by_id, order } = &mut *runs;
+                order.retain(|id| !drop.contains(id));
+                by_id.retain(|id, _| !drop.contains(id));
+            }
+            excess
+        };
+        let n = self.dropped.fetch_add(dropped, Ordering::Relaxed) + dropped;
+        if dropped > 0 && n / 64 != (n - dropped) / 64 {
+            self.prune_event_files();
+        }
+    }
+
+    /// Deletes the oldest event files beyond `keep_event_files`, except
+    /// those of runs held in memory.
+    pub fn prune_event_files(&self) {
+        let (Some(dir), keep) = (self.journal_dir(), self.config.keep_event_files) else {
+            return;
+        };
+        if keep == 0 {
+            return;
+        }
+        let events = dir.join("serve").join("events");
+        let Ok(read) = std::fs::read_dir(&events) else {
+            return;
+        };
+        let mut files: Vec<(std::time::SystemTime, PathBuf)> = read
+            .filter_map(Result::ok)
+            .filter_map(|e| {
+                let at = e.metadata().ok()?.modified().ok()?;
+                Some((at, e.path()))
+            })
+            .collect();
+        if files.len() <= keep {
+            return;
+        }
+        files.sort();
+        let held: std::collections::HashSet<String> = self.lock().by_id.keys().cloned().collect();
+        let excess = files.len() - keep;
+        for (_, path) in files.into_iter().take(excess) {
+            let id = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+            if !held.contains(id) {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+    }
+}
