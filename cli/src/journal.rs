@@ -70,17 +70,16 @@ fn agent_limits(b: &BudgetArgs) -> Result<Vec<journal::AgentLimit>, String> {
     Ok(out)
 }
 
-/// Tools that are safe to run again when an earlier attempt's call is in doubt.
-pub(crate) const IDEMPOTENT_TOOLS: &[&str] = &[
-    "echo",
-    "read_file",
-    "json_query",
-    "calculator",
-    "now",
-    "memory_search",
-    "goals_list",
-    "goals_next",
-];
+/// Tools that are safe to run again when an earlier attempt's call is in
+/// doubt: those the tool catalogue declares read-only or idempotent, by
+/// name and alias (`ais_stdlib`'s facts, not a list kept here).
+pub(crate) fn idempotent_tools() -> Vec<String> {
+    ais_ir::catalogue::Declarations::builtin()
+        .iter()
+        .filter(|d| d.effect != ais_ir::catalogue::Effect::SideEffecting)
+        .flat_map(|d| std::iter::once(d.name.clone()).chain(d.aliases.iter().cloned()))
+        .collect()
+}
 
 /// The budget of a run from the flags and the selected backend's prices.
 pub fn budget(b: &BudgetArgs, settings: &ais_vm::config::Settings) -> Result<Budget, String> {
@@ -126,6 +125,6 @@ pub fn begin(
         }
     }
     .map_err(|e| e.to_string())?;
-    j.set_idempotent_tools(IDEMPOTENT_TOOLS.iter().map(|s| s.to_string()));
+    j.set_idempotent_tools(idempotent_tools());
     Ok(Arc::new(j))
 }

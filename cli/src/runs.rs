@@ -3,7 +3,7 @@
 
 use super::aam::MemoryArgs;
 use super::args::RunArgs;
-use super::journal::{BudgetArgs, IDEMPOTENT_TOOLS};
+use super::journal::{idempotent_tools, BudgetArgs};
 use super::load::Loaded;
 use super::output::Output;
 use super::steps::{steps_line, steps_summary_json};
@@ -247,7 +247,7 @@ fn resume_in(
             e.to_string()
         }
     })?;
-    j.set_idempotent_tools(IDEMPOTENT_TOOLS.iter().map(|s| s.to_string()));
+    j.set_idempotent_tools(idempotent_tools());
     if let Some(value) = &input {
         j.answer(value).map_err(|e| e.to_string())?;
     }

@@ -383,11 +383,7 @@ impl Engine for CliEngine {
             (None, None) => unreachable!("checked above"),
         }
         .map_err(journal_error)?;
-        j.set_idempotent_tools(
-            super::journal::IDEMPOTENT_TOOLS
-                .iter()
-                .map(|s| s.to_string()),
-        );
+        j.set_idempotent_tools(super::journal::idempotent_tools());
         if let Some(value) = &input {
             j.answer(value)
                 .map_err(|e| ApiError::internal(e.to_string()))?;

@@ -4,7 +4,7 @@
 
 use super::aam::MemoryArgs;
 use super::args::RunArgs;
-use super::journal::{BudgetArgs, IDEMPOTENT_TOOLS};
+use super::journal::{idempotent_tools, BudgetArgs};
 use super::load::Loaded;
 use super::run::{RunEdge, RunSetup, SetupError};
 use super::BackendArgs;
@@ -463,7 +463,7 @@ fn execute(
         Ok(j) => j,
         Err(e) => return give_up(e),
     };
-    j.set_idempotent_tools(IDEMPOTENT_TOOLS.iter().map(|s| s.to_string()));
+    j.set_idempotent_tools(idempotent_tools());
     let j = Arc::new(j);
     let program = match ais_ir::bytecode::decode(&stored.artifact) {
         Ok(p) => p,

@@ -34,6 +34,8 @@ pub struct ToolDecl {
     /// Arguments that leave the machine: sinks even when it only reads.
     pub leaves: Vec<String>,
     pub workspace: WorkspaceUse,
+    /// Keeps what it is given on the machine: private data may reach it.
+    pub local: bool,
 }
 
 impl ToolDecl {
@@ -46,6 +48,7 @@ impl ToolDecl {
             trusted: f.trusted,
             leaves: f.leaves.iter().map(|s| s.to_string()).collect(),
             workspace: f.workspace,
+            local: f.local,
         }
     }
 

@@ -66,23 +66,38 @@ pub struct FlowPolicy {
     /// machine unless the tool's `private_to` trusts the destination.
     #[serde(default)]
     pub private: Vec<String>,
+    /// `[policy.answer]`: what the entry flow's answer, shown to the
+    /// user, may carry from untrusted sources.
+    #[serde(default)]
+    pub answer: AnswerRule,
 }
 
-/// Tools that keep data on the machine: private data may reach them.
-pub const LOCAL_TOOLS: &[&str] = &[
-    "read_file",
-    "read",
-    "write_file",
-    "write",
-    "json_query",
-    "calculator",
-    "now",
-    "echo",
-    "memory_search",
-    "goals_list",
-    "goals_next",
-    "inbox",
-];
+/// `[policy.answer]`: the entry flow's answer is the one output no tool
+/// call carries, but an injection that only wants the user told
+/// something (a recommendation, a link, a false claim) needs nothing
+/// else. Judged when the run ends (`ais_vm::ifc::answer`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AnswerRule {
+    #[serde(default)]
+    pub untrusted: AnswerMode,
+}
+
+/// What an answer that carries untrusted data becomes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AnswerMode {
+    /// Returned as it is (the answer is no sink).
+    #[default]
+    Allow,
+    /// Returned with the values it relays from what was read (names,
+    /// numbers, addresses: whole items of an untrusted text) but without
+    /// the phrases it lifts from inside untrusted text, which are
+    /// replaced by a notice naming their sources.
+    Values,
+    /// Replaced by a notice naming the untrusted sources.
+    Withhold,
+}
 
 /// `on_deny`: what happens to a flow the rules deny.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -121,6 +136,15 @@ pub struct ArgRule {
     /// untrusted (source `@quarantine`): the attacker chose it.
     #[serde(default)]
     pub quarantined: bool,
+    /// Untrusted text is acceptable here when it relays what was read
+    /// only as values (a name, a number, an address: a whole item of an
+    /// untrusted text) and lifts no phrase or address from inside one:
+    /// the judgement `[policy.answer] untrusted = "values"` makes of an
+    /// answer (`ais_vm::ifc::answer`). For a title or a message body
+    /// that may name what the agent found but must not say what an
+    /// injection wrote.
+    #[serde(default)]
+    pub relayed: bool,
     /// Overrides the sink's and the policy's `on_deny` for this argument.
     pub on_deny: Option<OnDeny>,
 }
@@ -420,10 +444,11 @@ impl FlowPolicy {
     }
 
     /// Does `tool` keep data on the machine (private data may reach it)?
+    /// As the catalogue declares it, unless `[policy.sinks.T] local` says.
     pub fn local(&self, tool: &str) -> bool {
         match self.sinks.get(tool).and_then(|r| r.local) {
             Some(l) => l,
-            None => LOCAL_TOOLS.contains(&tool),
+            None => self.catalogue.get(tool).is_some_and(|d| d.local),
         }
     }
 
@@ -441,8 +466,20 @@ impl FlowPolicy {
     /// `values` rule)? Then only the run time can judge it: the static
     /// check does not report it.
     pub fn judged_by_value(&self, sink: &str, arg: &str) -> bool {
-        self.arg_rule(sink, arg)
-            .is_some_and(|r| !r.values.is_empty() || r.from.iter().any(|s| self.trusted(s)))
+        self.arg_rule(sink, arg).is_some_and(|r| {
+            r.relayed || !r.values.is_empty() || r.from.iter().any(|s| self.trusted(s))
+        })
+    }
+
+    /// Does some rule judge text by what it repeats from what the run
+    /// read (`[policy.answer] untrusted = "values"`, `relayed = true`)?
+    /// Then the run keeps the text it reads.
+    pub fn judges_relayed_text(&self) -> bool {
+        self.answer.untrusted == AnswerMode::Values
+            || self
+                .sinks
+                .values()
+                .any(|r| r.args.values().any(|a| a.relayed))
     }
 
     /// The sources whose values some argument rule names in `from` (and
@@ -596,6 +633,9 @@ mod tests {
         };
         assert!(p.private("get_balance") && p.private("@args") && !p.private("http_get"));
         assert!(p.local("read_file") && !p.local("http_get") && !p.local("send_email"));
+        // From the catalogue: an alias is its tool; a shell may reach the network.
+        assert!(p.local("write") && p.local("store_fact") && p.local("inbox"));
+        assert!(!p.local("bash") && !p.local("search") && !p.local("dojo_send_email"));
     }
 
     #[test]

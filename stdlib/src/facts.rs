@@ -63,6 +63,9 @@ pub struct Facts {
     /// body): sinks even when the tool only reads.
     pub leaves: &'static [&'static str],
     pub workspace: WorkspaceUse,
+    /// Does it keep what it is given on the machine (a file, the agent's
+    /// memory or goals)? Private data may reach it (`[policy] private`).
+    pub local: bool,
 }
 
 impl Facts {
@@ -72,6 +75,7 @@ impl Facts {
         trusted: true,
         leaves: &[],
         workspace: WorkspaceUse::None,
+        local: true,
     };
 
     /// Changes the agent's own state (goals, queues): trusted results.

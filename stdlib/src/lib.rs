@@ -158,7 +158,7 @@ fn primary_builtins() -> Vec<BuiltinInfo> {
             description: "GET a URL (http or https); returns the body, parsed as JSON when it is JSON",
             class: ToolClass::Network,
             provider: "net",
-            facts: Facts { effect: Effect::ReadOnly, trusted: false, leaves: &["url", "headers"], workspace: WorkspaceUse::None },
+            facts: Facts { effect: Effect::ReadOnly, trusted: false, leaves: &["url", "headers"], workspace: WorkspaceUse::None, local: false },
             input_schema: json!({
                 "type": "object",
                 "required": ["url"],
@@ -173,7 +173,7 @@ fn primary_builtins() -> Vec<BuiltinInfo> {
         BuiltinInfo {
             name: "search",
             description: "Search the web through the configured provider: {query, limit?} -> [{title, url, snippet}]",
-            facts: Facts { effect: Effect::ReadOnly, trusted: false, leaves: &["query"], workspace: WorkspaceUse::None },
+            facts: Facts { effect: Effect::ReadOnly, trusted: false, leaves: &["query"], workspace: WorkspaceUse::None, local: false },
             class: ToolClass::Network,
             provider: "net",
             input_schema: json!({
@@ -393,6 +393,8 @@ pub const HOST_TOOLS: &[HostToolFacts] = &[
             trusted: true,
             leaves: &[],
             workspace: WorkspaceUse::ReadsWrites,
+            // A command may reach the network.
+            local: false,
         },
         params: &["command", "cwd", "timeout_s"],
     },
@@ -410,6 +412,7 @@ pub const HOST_TOOLS: &[HostToolFacts] = &[
             trusted: true,
             leaves: &[],
             workspace: WorkspaceUse::None,
+            local: true,
         },
         params: &["clear"],
     },

@@ -38,6 +38,8 @@ fn decl(name: String, provider: String, trusted: bool, facts: Option<&ToolFacts>
         trusted,
         leaves: Vec::new(),
         workspace: WorkspaceUse::None,
+        // A configured provider's tool may send what it gets anywhere.
+        local: false,
     };
     if let Some(f) = facts {
         override_with(&mut d, f);

@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex};
 
 pub use ais_ir::ifc::{ArgRule, Mode, OnDeny, Quarantine, SinkRule};
 
+mod answer;
 mod values;
 pub use values::ValuePools;
 
@@ -54,6 +55,10 @@ pub struct Labels {
     pub quarantine: u64,
     /// The values of the sources argument rules compare against.
     pub values: ValuePools,
+    /// What the run read, for judging its answer (`answer`).
+    read: answer::ReadTexts,
+    /// Does a rule judge text by what it repeats (then `read` is kept)?
+    relays: bool,
     trace: Option<Arc<LabelTrace>>,
 }
 
@@ -98,6 +103,8 @@ impl Labels {
             input: 0,
             quarantine: 0,
             values,
+            read: answer::ReadTexts::default(),
+            relays: false,
             trace: None,
         };
         l.args = l.source("@args");
@@ -106,6 +113,7 @@ impl Labels {
         l.plan = l.source("@plan");
         l.input = l.source("@input");
         l.quarantine = l.source(ais_ir::ifc::QUARANTINE);
+        l.relays = l.policy.enforced() && l.policy.judges_relayed_text();
         l
     }
 
@@ -549,12 +557,13 @@ impl Labels {
         if rule.quarantined && bad & !self.quarantine == 0 {
             return true;
         }
-        if rule.values.is_empty() && rule.from.is_empty() {
+        if rule.values.is_empty() && rule.from.is_empty() && !rule.relayed {
             return false;
         }
         value().is_some_and(|v| {
             self.values
                 .vouches(rule, &v, &|s: &str| self.policy.trusted(s))
+                || (rule.relayed && self.relays_only(&v))
         })
     }
 
@@ -586,8 +595,25 @@ impl Labels {
     /// against it (the run's input, a trusted tool's result).
     #[inline]
     pub fn note_value(&self, source: &str, v: impl FnOnce() -> serde_json::Value) {
-        if self.values.wants(source) {
-            self.values.note(source, &v());
+        self.note_result(source, true, v);
+    }
+
+    /// Keeps what a source produced: for the argument rules that compare
+    /// against it when `vouches` (it was computed from trusted data), and
+    /// for judging the answer (`answer`) in any case.
+    #[inline]
+    pub fn note_result(&self, source: &str, vouches: bool, v: impl FnOnce() -> serde_json::Value) {
+        let pool = vouches && self.values.wants(source);
+        let read = self.reads_for_answer();
+        if !pool && !read {
+            return;
+        }
+        let v = v();
+        if pool {
+            self.values.note(source, &v);
+        }
+        if read {
+            self.read_answer_text(source, &v);
         }
     }
 }

@@ -282,7 +282,11 @@ impl<'r> Run<'r> {
         let ys = frame.yielded.get().cloned().unwrap_or_default();
         let Some(owner) = &frame.owner else {
             // The entry flow is done; the run ends once no handler runs.
+            // Its answer is shown to the user: judged by `[policy.answer]`.
             let v = ys.first().map_or(Json::Null, Val::to_json);
+            let v = self
+                .labels
+                .judge_answer(v, frame.ylab.load(Ordering::Relaxed) | frame.pc);
             let mut h = lock(&self.handlers);
             if h.0 == 0 {
                 drop(h);

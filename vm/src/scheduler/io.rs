@@ -453,9 +453,8 @@ impl<'r> Run<'r> {
                 // was computed from trusted data (a lookup keyed by an
                 // injected name could echo the attacker's value).
                 if let ais_ir::bytecode::Imm::Tool(t) = &instr.imm {
-                    if self.labels.is_trusted(frame.label(instr.result)) {
-                        self.labels.note_value(t, || v.to_json());
-                    }
+                    let vouches = self.labels.is_trusted(frame.label(instr.result));
+                    self.labels.note_result(t, vouches, || v.to_json());
                 }
                 if let Some(t) = self.complete_op(
                     frame.clone(),

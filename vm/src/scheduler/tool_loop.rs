@@ -583,9 +583,8 @@ impl<'r> Run<'r> {
         match gated {
             (Ok(v), replayed) => {
                 // Its arguments came from what the exchange had read.
-                if unsteered || self.labels.is_trusted(label) {
-                    self.labels.note_value(&call.name, || v.to_json());
-                }
+                let vouches = unsteered || self.labels.is_trusted(label);
+                self.labels.note_result(&call.name, vouches, || v.to_json());
                 Ok(Answer {
                     content: result_text(&v.to_json()),
                     is_error: false,

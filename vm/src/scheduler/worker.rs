@@ -210,8 +210,9 @@ impl<'r> Run<'r> {
                 // it ran (argument rules compare against it).
                 if let (Imm::Tool(t), Ok(vals)) = (&instr.imm, &r) {
                     let l = frame.label(instr.result) | label;
-                    if let (Some(v), true) = (vals.first(), self.labels.is_trusted(l)) {
-                        self.labels.note_value(t, || v.to_json());
+                    if let Some(v) = vals.first() {
+                        let vouches = self.labels.is_trusted(l);
+                        self.labels.note_result(t, vouches, || v.to_json());
                     }
                 }
                 // What the earlier attempt recorded joins what the
