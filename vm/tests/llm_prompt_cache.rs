@@ -30,6 +30,7 @@ fn hinted(points: Vec<CachePoint>) -> LlmRequest {
     r.cache = CacheHints {
         key: Some("shared-manual-v1".into()),
         points,
+        prefix: Vec::new(),
     };
     r
 }
