@@ -278,7 +278,9 @@ fn a_cache_prefix_leads_the_user_message_in_every_protocol() {
         let b = sent(protocol, &r);
         let text = b.to_string();
         let faq = text.find("### faq").expect("the faq block");
-        let prompt = text.find("Answer from the shared context").expect("the prompt");
+        let prompt = text
+            .find("Answer from the shared context")
+            .expect("the prompt");
         let manual = text.find("### manual").expect("the manual block");
         assert!(faq < prompt && prompt < manual, "{protocol:?}: {text}");
     }
