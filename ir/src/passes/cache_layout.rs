@@ -196,6 +196,8 @@ struct Site {
     tools: bool,
     /// The author set a cache attribute: left alone.
     hinted: bool,
+    /// Inside a `loop`.
+    in_loop: bool,
     /// Kind, system text, tools, model and backend.
     class: String,
 }
@@ -370,6 +372,7 @@ impl Graph {
                             .insert((aid, fid, op));
                     }
                     sites.push(Site {
+                        in_loop: !loops.is_empty(),
                         agent: aid,
                         flow: fid,
                         op,
@@ -558,18 +561,7 @@ pub fn cache_estimate(m: &Module) -> CacheEstimate {
     let mut classes = Vec::new();
     for (key, members) in by_key {
         let warm = warm_calls(&g, m, &mut anc, &members);
-        let in_loop = members
-            .iter()
-            .filter(|s| {
-                m.agents
-                    .get(s.agent)
-                    .and_then(|a| a.flows.get(s.flow))
-                    .is_some_and(|f| {
-                        let facts = FlowFacts::new(f);
-                        !enclosing_loops(&f.dfg, &facts, s.op).is_empty()
-                    })
-            })
-            .count();
+        let in_loop = members.iter().filter(|s| s.in_loop).count();
         let prefix_blocks = members
             .iter()
             .filter_map(|s| {
@@ -602,7 +594,16 @@ pub fn cache_estimate(m: &Module) -> CacheEstimate {
 }
 
 /// How many of `members` start only after another member answered.
+/// Classes larger than this are not analysed (no call counts as warm, so
+/// no breakpoint follows their shared blocks): the pairwise check walks
+/// each member's ancestors, and a generated program may put thousands of
+/// calls in one class.
+const MAX_ANALYSED_CLASS: usize = 64;
+
 fn warm_calls(g: &Graph, m: &Module, anc: &mut Ancestry, members: &[&Site]) -> usize {
+    if members.len() > MAX_ANALYSED_CLASS {
+        return 0;
+    }
     let chains: Vec<Vec<(AgentId, FlowId, Op)>> = members
         .iter()
         .map(|s| g.chain(s.agent, s.flow, s.op))
@@ -637,6 +638,8 @@ impl Graph {
 #[derive(Default)]
 struct Ancestry {
     memo: HashMap<(AgentId, FlowId, Op), HashSet<Op>>,
+    /// Each flow's facts, computed once.
+    facts: HashMap<FlowKey, FlowFacts>,
 }
 
 impl Ancestry {
@@ -663,20 +666,23 @@ impl Ancestry {
     }
 
     fn ancestors(&mut self, m: &Module, a: AgentId, f: FlowId, op: Op) -> &HashSet<Op> {
+        let Some(flow) = m.agents.get(a).and_then(|ad| ad.flows.get(f)) else {
+            return self.memo.entry((a, f, op)).or_default();
+        };
+        let facts = self
+            .facts
+            .entry((a, f))
+            .or_insert_with(|| FlowFacts::new(flow));
         self.memo
             .entry((a, f, op))
-            .or_insert_with(|| ancestors(m, a, f, op))
+            .or_insert_with(|| ancestors(flow, facts, op))
     }
 }
 
-/// The ops `op` of flow `(a, f)` waits for: its operands' definitions,
+/// The ops `op` of `flow` waits for: its operands' definitions,
 /// transitively, and what the ops its regions sit in wait for.
-fn ancestors(m: &Module, a: AgentId, f: FlowId, op: Op) -> HashSet<Op> {
+fn ancestors(flow: &crate::module::FlowData, facts: &FlowFacts, op: Op) -> HashSet<Op> {
     let mut seen: HashSet<Op> = HashSet::default();
-    let Some(flow) = m.agents.get(a).and_then(|ad| ad.flows.get(f)) else {
-        return seen;
-    };
-    let facts = FlowFacts::new(flow);
     let mut visited: HashSet<Op> = HashSet::default();
     let mut work = vec![op];
     while let Some(o) = work.pop() {
