@@ -508,6 +508,11 @@ impl CacheEstimate {
         ];
         for c in &self.classes {
             let mut notes = Vec::new();
+            if c.calls > MAX_ANALYSED_CLASS {
+                notes.push(format!(
+                    "order not analysed above {MAX_ANALYSED_CLASS} calls"
+                ));
+            }
             if c.prefix_blocks > 0 {
                 notes.push(format!("{} shared block(s) first", c.prefix_blocks));
             }
