@@ -15,6 +15,11 @@ the LangGraph baselines talk to over the providers' own protocols:
   messages), a prefix of 1024 tokens or more written at 1.25x the input
   price and read at 0.1x (``cache_creation_input_tokens``,
   ``cache_read_input_tokens``). Tokens are counted as 4 characters each.
+  A prefix written by a request can be read once that request has been
+  answered (``--cache-visible reply``, the default: Anthropic documents
+  that a cache entry is available only after the first response begins,
+  so concurrent requests with the same prefix all miss), or at once
+  (``--cache-visible arrival``).
 - Heavy-tailed latency, seeded: 98 % of requests take p50 x lognormal(0,
   0.15), 2 % take 10 x p50 x lognormal(0, 0.5), so p99 = 10 x p50. The
   draw for a request is a function of the seed, its body and how many
@@ -192,13 +197,17 @@ class Handler(BaseHTTPRequestHandler):
         tools = body.get("tools") or []
         user_text = "\n".join(message_text(m.get("content")) for m in messages if m.get("role") == "user")
         prompt_hash = hashlib.sha256(user_text.encode()).hexdigest()[:16]
-        usage = self.prompt_usage(proto, system, tools, messages)
+        fresh = []
+        usage = self.prompt_usage(proto, system, tools, messages, fresh)
+        if cfg.get("cache_visible", "reply") == "arrival":
+            self.publish(fresh)
         with st.lock:
             st.c["in_flight"] += 1
             st.c["in_flight_peak"] = max(st.c["in_flight_peak"], st.c["in_flight"])
         t0 = time.monotonic()
         try:
             time.sleep(draw_latency(cfg, key, nth))
+            self.publish(fresh)
             text, calls = self.decide(messages, tools, user_text)
             out_tokens = tokens(text) + sum(tokens(json.dumps(a)) for _, a in calls)
             sent = self.send_reply(proto, body, text, calls, usage, out_tokens)
@@ -226,8 +235,16 @@ class Handler(BaseHTTPRequestHandler):
             s = self.state.c["status"]
             s[str(code)] = s.get(str(code), 0) + 1
 
-    def prompt_usage(self, proto, system, tools, messages):
-        """Input tokens split into uncached, cached (read) and written."""
+    def publish(self, fresh):
+        """Makes the prefixes a request wrote readable (idempotent)."""
+        with self.state.lock:
+            for proto, d in fresh:
+                self.state.cache[proto].add(d)
+        fresh.clear()
+
+    def prompt_usage(self, proto, system, tools, messages, fresh):
+        """Input tokens split into uncached, cached (read) and written;
+        prefixes written go to `fresh`, readable once published."""
         st = self.state
         if proto == "openai":
             text = json.dumps(tools) + "".join(message_text(m.get("content")) for m in messages)
@@ -245,7 +262,7 @@ class Handler(BaseHTTPRequestHandler):
                             cached += BLOCK_TOKENS
                         else:
                             hits = False
-                            st.cache["openai"].add(d)
+                            fresh.append(("openai", d))
             return {"input": total - cached, "cached": cached, "write": 0}
         # Anthropic: the render order is tools, system, messages; each
         # breakpoint marks the end of a prefix that may be cached.
@@ -278,7 +295,7 @@ class Handler(BaseHTTPRequestHandler):
                 if d in st.cache["anthropic"]:
                     best = max(best, n)
                 else:
-                    st.cache["anthropic"].add(d)
+                    fresh.append(("anthropic", d))
                     write = max(write, n)
             cached = best
             write = max(0, write - cached)
@@ -414,6 +431,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--p50-ms", type=float, default=100.0)
     ap.add_argument("--slow-frac", type=float, default=0.02)
+    ap.add_argument("--cache-visible", choices=["reply", "arrival"], default="reply")
     ap.add_argument("--outage-after", type=int)
     ap.add_argument("--outage-start-s", type=float)
     ap.add_argument("--outage-end-s", type=float)

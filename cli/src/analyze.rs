@@ -3,6 +3,8 @@
 //! run at once, and the estimated speed-up over running every op one after
 //! the other. Costs are the op table's nominal latencies (ask 1000 ms,
 //! think 3000, reason 10000, tool 500); see `ais_ir::passes::critical_path`.
+//! Then the expected prompt-cache hit rate per class of calls sharing a
+//! prefix (`ais_ir::passes::cache_estimate`).
 
 use super::output::Output;
 use super::OptArgs;
@@ -50,6 +52,7 @@ pub fn analyze(out: &mut Output, path: &std::path::Path, opt: &OptArgs, json_out
         return 1;
     }
     let estimate = critical_path(&compiled.module);
+    let cache = ais_ir::passes::cache_estimate(&compiled.module);
     if json_out {
         for f in &estimate.flows {
             let v = json!({
@@ -67,6 +70,18 @@ pub fn analyze(out: &mut Output, path: &std::path::Path, opt: &OptArgs, json_out
                     "op": s.label, "start_ms": s.start_ms, "cost_ms": s.cost_ms,
                 })).collect::<Vec<_>>(),
                 "recursive_calls": f.recursive,
+            });
+            out.stdout(&format!("{v}\n"));
+        }
+        for c in &cache.classes {
+            let v = json!({
+                "cache_key": c.key,
+                "calls": c.calls,
+                "warm_calls": c.warm,
+                "in_loop": c.in_loop,
+                "prefix_blocks": c.prefix_blocks,
+                "tools": c.tools,
+                "expected_hit_rate": c.hit_rate(),
             });
             out.stdout(&format!("{v}\n"));
         }
@@ -112,6 +127,10 @@ pub fn analyze(out: &mut Output, path: &std::path::Path, opt: &OptArgs, json_out
                 f.recursive.join(", ")
             ));
         }
+    }
+    text.push_str("prompt cache:\n");
+    for line in cache.lines() {
+        text.push_str(&format!("  {line}\n"));
     }
     text.push_str("(nominal latencies: ask 1000 ms, think/plan/reflect/verify/solve 3000, reason 10000, tool 500; loops without a known count assume 5 iterations)\n");
     out.stdout(&text);

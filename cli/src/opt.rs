@@ -5,7 +5,7 @@
 //! ais-opt FILE [--passes=canonicalize,fuse-ask{max-depth=3},cse,dce | -O0|-O1|-O2]
 //!              [-o OUT] [--verify-each] [--print-ir-before=P] [--print-ir-after=P]
 //!              [--print-ir-before-all] [--print-ir-after-all] [--print-ir-after-change]
-//!              [--pass-stats[=counts]] [--analyze=critical-path] [--list-passes]
+//!              [--pass-stats[=counts]] [--analyze=critical-path|prompt-cache] [--list-passes]
 //! ```
 //!
 //! The IR goes to stdout (or `-o`); IR dumps, statistics and human
@@ -38,7 +38,7 @@ pub struct OptCli {
     /// Pipeline, e.g. `canonicalize,fuse-ask{max-depth=3},cse,dce`.
     #[arg(long, conflicts_with = "opt_level")]
     pub passes: Option<String>,
-    /// Optimization preset: `-O0` (none), `-O1` (canonicalize,fuse-ask,cse,dce), `-O2` (-O1 + canonicalize,cse,dce).
+    /// Optimization preset: `-O0` (none), `-O1` (canonicalize,fuse-ask,cse,dce,cache-layout), `-O2` (-O1 with a second canonicalize,cse,dce round before cache-layout).
     #[arg(short = 'O', value_name = "LEVEL", value_parser = parse_level)]
     pub opt_level: Option<OptLevel>,
     /// Write the IR here instead of stdout.
@@ -93,6 +93,8 @@ pub enum StatsFormat {
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Analysis {
     CriticalPath,
+    /// Expected prompt-cache hit rate per `cache_key` class.
+    PromptCache,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
@@ -219,8 +221,8 @@ impl Run {
                 self.out.stdout.push_str(&format!("{name:<14}{about}\n"));
             }
             self.out.stdout.push_str(
-                "\npresets: -O0 (none), -O1 = canonicalize,fuse-ask,cse,dce, -O2 = -O1 + canonicalize,cse,dce\n\
-                 analyses (--analyze): critical-path\n",
+                "\npresets: -O0 (none), -O1 = canonicalize,fuse-ask,cse,dce,cache-layout, -O2 = canonicalize,fuse-ask,cse,dce + canonicalize,cse,dce + cache-layout\n\
+                 analyses (--analyze): critical-path, prompt-cache\n",
             );
             return self.out;
         }
@@ -369,6 +371,11 @@ impl Run {
             match a {
                 Analysis::CriticalPath => {
                     self.out.stdout.push_str(&critical_path(&module).render());
+                }
+                Analysis::PromptCache => {
+                    self.out
+                        .stdout
+                        .push_str(&ais_ir::passes::cache_estimate(&module).render());
                 }
             }
         }

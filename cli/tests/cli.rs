@@ -414,6 +414,31 @@ fn analyze_reports_critical_path_phases_and_speedup() {
 }
 
 #[test]
+fn analyze_reports_the_expected_prompt_cache_hit_rate() {
+    let prog = path("bench/server/cache/w01_research_doc.ais");
+    let o = aisc(&["analyze", &prog, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let classes: Vec<serde_json::Value> = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .filter(|v: &serde_json::Value| v.get("cache_key").is_some())
+        .collect();
+    // One class: the question, three workers (through their flows'
+    // parameters) and the synthesis; all but the question start after
+    // another call of the class answered.
+    assert_eq!(classes.len(), 1, "{classes:?}");
+    assert_eq!(classes[0]["cache_key"], "Coordinator.main#0");
+    assert_eq!(classes[0]["calls"], 5);
+    assert_eq!(classes[0]["warm_calls"], 4);
+    assert_eq!(classes[0]["prefix_blocks"], 1);
+    let text = stdout(&aisc(&["analyze", &prog]));
+    assert!(text.contains("expected hit rate 80%"), "{text}");
+    // Without the pass there are no classes.
+    let o0 = stdout(&aisc(&["analyze", &prog, "-O", "0", "--json"]));
+    assert!(!o0.contains("cache_key"), "{o0}");
+}
+
+#[test]
 fn the_tool_agent_and_planner_examples_run_on_the_simulator() {
     let o = sim_run(
         &path("examples/14_tool_agent.ais"),

@@ -49,6 +49,12 @@ const LLM_ATTRS: &[AttrSpec] = &[
     // prompt and the first N blocks): Anthropic `cache_control`
     // breakpoints. A compiler pass may set both.
     opt("cache_points", AttrKind::Json),
+    // Context blocks rendered before the prompt, as a stable prefix
+    // (`[2, 1]`: block 2, then block 1, then the prompt and the other
+    // blocks in order; numbers as in the default labels `context N`). The
+    // request carries the same prompt and labelled blocks: only where they
+    // appear in the message changes. Set by the `cache-layout` pass.
+    opt("cache_prefix", AttrKind::Json),
 ];
 
 /// Everything the toolchain knows about one opcode.

@@ -30,6 +30,7 @@ fn hinted(points: Vec<CachePoint>) -> LlmRequest {
     r.cache = CacheHints {
         key: Some("shared-manual-v1".into()),
         points,
+        prefix: Vec::new(),
     };
     r
 }
@@ -236,6 +237,7 @@ fn op_attributes_set_the_hints() {
             "context:2".into(),
             "context".into(),
         ],
+        cache_prefix: vec![2, 1],
         ..Default::default()
     };
     a.model = None;
@@ -264,6 +266,24 @@ fn op_attributes_set_the_hints() {
             CachePoint::Context(usize::MAX)
         ]
     );
+    // `cache_prefix` numbers blocks from 1; the request indexes them from 0.
+    assert_eq!(r.cache.prefix, [1, 0]);
+}
+
+#[test]
+fn a_cache_prefix_leads_the_user_message_in_every_protocol() {
+    let mut r = hinted(vec![CachePoint::Context(1)]);
+    r.cache.prefix = vec![1];
+    for protocol in [Protocol::OpenAi, Protocol::Anthropic] {
+        let b = sent(protocol, &r);
+        let text = b.to_string();
+        let faq = text.find("### faq").expect("the faq block");
+        let prompt = text
+            .find("Answer from the shared context")
+            .expect("the prompt");
+        let manual = text.find("### manual").expect("the manual block");
+        assert!(faq < prompt && prompt < manual, "{protocol:?}: {text}");
+    }
 }
 
 #[test]

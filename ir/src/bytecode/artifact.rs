@@ -14,7 +14,7 @@ use crate::{Diagnostic, IntoDiagnostic, Span};
 
 pub const MAGIC: [u8; 8] = *b"APXMOBJ\0";
 /// Bumped on every incompatible change of `Program`.
-pub const FORMAT_VERSION: u32 = 6;
+pub const FORMAT_VERSION: u32 = 7;
 pub const HEADER_LEN: usize = 24;
 /// Refuse payloads above 1 GiB before touching them.
 const MAX_PAYLOAD: u64 = 1 << 30;

@@ -619,6 +619,19 @@ impl FlowGen<'_> {
                             .ok_or_else(|| bad("cache_points"))?,
                         Some(_) => return Err(bad("cache_points")),
                     },
+                    cache_prefix: match attrs.get("cache_prefix") {
+                        None => Vec::new(),
+                        Some(Attr::Json(serde_json::Value::Array(ns))) => ns
+                            .iter()
+                            .map(|n| {
+                                n.as_u64()
+                                    .filter(|n| *n >= 1)
+                                    .and_then(|n| u32::try_from(n).ok())
+                            })
+                            .collect::<Option<Vec<_>>>()
+                            .ok_or_else(|| bad("cache_prefix"))?,
+                        Some(_) => return Err(bad("cache_prefix")),
+                    },
                 }))
             }
             ImmKind::Loop => Imm::Loop {

@@ -75,6 +75,9 @@ fn imm_text(p: &Program, imm: &Imm) -> String {
             if let Some(k) = &a.cache_key {
                 parts.push(format!("cache_key = {k:?}"));
             }
+            if !a.cache_prefix.is_empty() {
+                parts.push(format!("cache_prefix = {:?}", a.cache_prefix));
+            }
             if !a.cache_points.is_empty() {
                 parts.push(format!("cache_points = {:?}", a.cache_points));
             }

@@ -437,6 +437,9 @@ pub struct LlmAttrs {
     /// Prompt-cache breakpoints (`cache_points:`): `tools`, `system`,
     /// `context`, `context:N`.
     pub cache_points: Vec<String>,
+    /// Context blocks rendered before the prompt (`cache_prefix:`), by
+    /// their 1-based numbers, in render order.
+    pub cache_prefix: Vec<u32>,
     /// `schema` parsed, once per loaded program (not stored: the artifact
     /// keeps the text).
     #[serde(skip)]

@@ -20,6 +20,7 @@
 //!   dumps IR under MLIR-style headers, collects [`Stats`].
 //! - [`critical_path()`]: the makespan analysis.
 
+pub mod cache_layout;
 mod canonicalize;
 pub mod critical_path;
 mod cse;
@@ -35,6 +36,7 @@ mod deep_tests;
 #[cfg(test)]
 mod tests;
 
+pub use cache_layout::{cache_estimate, CacheClass, CacheEstimate, CacheLayout};
 pub use canonicalize::Canonicalize;
 pub use critical_path::{critical_path, Estimate, FlowEstimate, PathStep, Phase};
 pub use cse::Cse;

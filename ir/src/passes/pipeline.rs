@@ -1,7 +1,7 @@
 //! Pipeline strings (`canonicalize,fuse-ask{max-depth=3},cse,dce`), the
 //! optimization presets and the pass registry.
 
-use super::{Canonicalize, Cse, Dce, FuseAsk, Pass};
+use super::{CacheLayout, Canonicalize, Cse, Dce, FuseAsk, Pass};
 use crate::diag::{Diagnostic, IntoDiagnostic};
 use crate::Span;
 use std::fmt;
@@ -61,7 +61,8 @@ pub struct Pipeline {
 pub enum OptLevel {
     /// No passes.
     O0,
-    /// `canonicalize,fuse-ask,cse,dce` (the default of `aisc build/run`).
+    /// `canonicalize,fuse-ask,cse,dce,cache-layout` (the default of
+    /// `aisc build/run`).
     #[default]
     O1,
     /// `-O1` followed by a second clean-up round `canonicalize,cse,dce`,
@@ -74,7 +75,7 @@ impl OptLevel {
     pub fn pipeline(self) -> Pipeline {
         let names: &[&str] = match self {
             OptLevel::O0 => &[],
-            OptLevel::O1 => &["canonicalize", "fuse-ask", "cse", "dce"],
+            OptLevel::O1 => &["canonicalize", "fuse-ask", "cse", "dce", "cache-layout"],
             OptLevel::O2 => &[
                 "canonicalize",
                 "fuse-ask",
@@ -83,6 +84,7 @@ impl OptLevel {
                 "canonicalize",
                 "cse",
                 "dce",
+                "cache-layout",
             ],
         };
         Pipeline {
@@ -316,6 +318,10 @@ pub const PASSES: &[(&str, &str)] = &[
     ),
     ("cse", "merge identical pure ops (and identical `cacheable` LLM calls)"),
     ("dce", "remove unused pure ops, and flows/agents unreachable from any entry"),
+    (
+        "cache-layout",
+        "lay LLM requests out for prompt caching: shared context blocks first, cache keys, breakpoints",
+    ),
 ];
 
 /// The names of the registered passes.
@@ -338,6 +344,10 @@ pub fn create_pass(spec: &PassSpec) -> Result<Box<dyn Pass>, PipelineError> {
         "dce" => {
             no_options(spec)?;
             Box::new(Dce::default())
+        }
+        "cache-layout" => {
+            no_options(spec)?;
+            Box::new(CacheLayout::default())
         }
         other => {
             return Err(PipelineError::UnknownPass {
@@ -480,7 +490,7 @@ mod tests {
         assert_eq!(Pipeline::parse("").expect("empty").passes.len(), 0);
         assert_eq!(
             OptLevel::O1.pipeline().to_string(),
-            "canonicalize,fuse-ask,cse,dce"
+            "canonicalize,fuse-ask,cse,dce,cache-layout"
         );
         assert_eq!(OptLevel::parse("-O2"), Some(OptLevel::O2));
         assert_eq!(OptLevel::parse("3"), None);

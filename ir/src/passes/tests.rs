@@ -82,7 +82,7 @@ fn five_step_chain_becomes_one_call() {
 fn preset_o1_is_the_same_pipeline() {
     let mut m = parse(CHAIN5);
     let stats = PassManager::new(OptLevel::O1).run(&mut m).expect("ok");
-    assert_eq!(stats.passes.len(), 4);
+    assert_eq!(stats.passes.len(), 5);
     assert_eq!(stats.llm_calls_after(), 1);
 }
 

@@ -77,6 +77,11 @@ fn cache_hints(a: &ais_ir::bytecode::LlmAttrs) -> crate::llm::CacheHints {
             .iter()
             .filter_map(|p| crate::llm::CachePoint::parse(p))
             .collect(),
+        prefix: a
+            .cache_prefix
+            .iter()
+            .filter_map(|&n| usize::try_from(n).ok()?.checked_sub(1))
+            .collect(),
     }
 }
 

@@ -196,11 +196,17 @@ pub struct CacheHints {
     /// Where stable prefixes end.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub points: Vec<CachePoint>,
+    /// Context blocks (0-based) rendered before the prompt, in this order
+    /// (the op's `cache_prefix:`), so that calls sharing them share a
+    /// prefix byte for byte. The prompt and the labelled blocks are the
+    /// same; only their order in the user message changes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prefix: Vec<usize>,
 }
 
 impl CacheHints {
     pub fn is_empty(&self) -> bool {
-        self.key.is_none() && self.points.is_empty()
+        self.key.is_none() && self.points.is_empty() && self.prefix.is_empty()
     }
 }
 
@@ -212,8 +218,9 @@ pub enum CachePoint {
     Tools,
     /// After the system prompt.
     System,
-    /// After the prompt and the first `n` context blocks of the user
-    /// message (`n` = 0: after the prompt).
+    /// After the first `n` context blocks of the user message in render
+    /// order, and after the prompt when it comes first (no `prefix`, or
+    /// `n` past the prefix); `n` = 0 without a prefix: after the prompt.
     Context(usize),
 }
 

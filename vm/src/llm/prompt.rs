@@ -198,33 +198,77 @@ impl Prepared {
 /// any run of backticks in the text, so a value that itself contains
 /// headings or fences cannot end its block early or look like another
 /// block (CommonMark: a fence only closes with a run at least as long).
+/// The blocks of the request's cache prefix (`CacheHints::prefix`) come
+/// first, then the prompt, then the other blocks in order: the same prompt
+/// and labelled blocks, laid out so calls that share the prefix blocks
+/// share the message's first bytes.
 pub fn render_user(request: &LlmRequest) -> String {
     render_user_cut(request).0
 }
 
-/// [`render_user`], with the byte offset where the prompt ends and where
-/// each context block ends.
+/// [`render_user`], with the byte offset after the first `n` blocks in
+/// render order, for each `n` (see [`CachePoint::Context`]).
 fn render_user_cut(request: &LlmRequest) -> (String, Vec<usize>) {
-    let mut out = request.prompt.clone();
-    let mut ends = vec![out.len()];
-    for block in &request.context {
-        let label = if block.label.trim().is_empty() {
-            "context"
-        } else {
-            block.label.trim()
-        };
-        let fence = "`".repeat(longest_backtick_run(&block.text).max(2) + 1);
-        out.push_str("\n\n### ");
-        out.push_str(label);
-        out.push('\n');
-        out.push_str(&fence);
-        out.push('\n');
-        out.push_str(&block.text);
-        out.push('\n');
-        out.push_str(&fence);
+    let n = request.context.len();
+    let mut lead: Vec<usize> = Vec::new();
+    for &i in &request.cache.prefix {
+        if i < n && !lead.contains(&i) {
+            lead.push(i);
+        }
+    }
+    if lead.is_empty() {
+        let mut out = request.prompt.clone();
+        let mut ends = vec![out.len()];
+        for block in &request.context {
+            out.push_str("\n\n");
+            push_block(&mut out, block);
+            ends.push(out.len());
+        }
+        return (out, ends);
+    }
+    let mut out = String::new();
+    let mut ends = vec![0];
+    for &i in &lead {
+        if !out.is_empty() {
+            out.push_str("\n\n");
+        }
+        push_block(&mut out, &request.context[i]);
+        ends.push(out.len());
+    }
+    out.push_str("\n\n");
+    out.push_str(&request.prompt);
+    for (i, block) in request.context.iter().enumerate() {
+        if !lead.contains(&i) {
+            out.push_str("\n\n");
+            push_block(&mut out, block);
+            ends.push(out.len());
+        }
+    }
+    // `context` (past the last block) means the whole message, the prompt
+    // included even when every block leads.
+    if ends.last() != Some(&out.len()) {
         ends.push(out.len());
     }
     (out, ends)
+}
+
+/// Appends one context block: the `### label` header and the text in a
+/// fence.
+fn push_block(out: &mut String, block: &super::ContextBlock) {
+    let label = if block.label.trim().is_empty() {
+        "context"
+    } else {
+        block.label.trim()
+    };
+    let fence = "`".repeat(longest_backtick_run(&block.text).max(2) + 1);
+    out.push_str("### ");
+    out.push_str(label);
+    out.push('\n');
+    out.push_str(&fence);
+    out.push('\n');
+    out.push_str(&block.text);
+    out.push('\n');
+    out.push_str(&fence);
 }
 
 /// Where `hints`' context points fall in the rendered user message.
@@ -376,6 +420,33 @@ mod tests {
             render_user(&r),
             "Summarise the report\n\n### report\n```\nSales grew 5%.\n```\n\n### context 2\n```\nQ3\n```"
         );
+    }
+
+    #[test]
+    fn prefix_blocks_lead_and_cuts_follow_render_order() {
+        let mut r = request(&[("notes", "N"), ("manual", "M"), ("faq", "F")]);
+        r.cache.prefix = vec![1, 2];
+        r.cache.points = vec![CachePoint::Context(2), CachePoint::Context(usize::MAX)];
+        let (out, ends) = render_user_cut(&r);
+        let shared = "### manual\n```\nM\n```\n\n### faq\n```\nF\n```";
+        assert_eq!(
+            out,
+            format!("{shared}\n\nSummarise the report\n\n### notes\n```\nN\n```")
+        );
+        // `context:2` ends after the two shared blocks, before the prompt;
+        // `context` is the whole message.
+        assert_eq!(cache_cuts(&r.cache, &ends), vec![shared.len(), out.len()]);
+        // Two requests that differ in prompt and unshared block share the
+        // prefix byte for byte.
+        let mut other = request(&[("notes", "other"), ("manual", "M"), ("faq", "F")]);
+        other.prompt = "Another question".into();
+        other.cache.prefix = vec![1, 2];
+        assert!(render_user(&other).starts_with(&format!("{shared}\n\n")));
+        // Out-of-range and repeated numbers are ignored; no prefix: as before.
+        r.cache.prefix = vec![7, 1, 1];
+        assert!(render_user(&r).starts_with("### manual\n```\nM\n```\n\nSummarise"));
+        r.cache.prefix.clear();
+        assert!(render_user(&r).starts_with("Summarise the report\n\n### notes"));
     }
 
     #[test]
