@@ -86,69 +86,6 @@ fn schedule_id() -> String {
     format!("s{suffix}")
 }
 
-/// Where a queued run stands in the queue (`aisc run --detach`).
-#[derive(clap::Args, Debug, Clone, Default)]
-pub struct QueueArgs {
-    /// With --detach: workers take queued runs of higher priority first
-    /// (then the oldest); default 0, negative runs after the default.
-    #[arg(
-        long,
-        default_value_t = 0,
-        allow_negative_numbers = true,
-        requires = "detach"
-    )]
-    pub priority: i32,
-    /// With --detach: a key (a tenant, a user) shared by runs of which at
-    /// most --key-limit run at once across the fleet.
-    #[arg(long, value_name = "KEY", requires = "detach")]
-    pub concurrency_key: Option<String>,
-    /// At most this many runs of --concurrency-key at once.
-    #[arg(long, value_name = "N", requires = "concurrency_key",
-          value_parser = clap::value_parser!(i32).range(1..))]
-    pub key_limit: Option<i32>,
-    /// With --detach: a run that fails is queued again up to N more times
-    /// (its journal kept: completed calls are replayed, not repeated);
-    /// after the last attempt it is dead (`aisc runs --dead`).
-    #[arg(long, value_name = "N", requires = "detach",
-          value_parser = clap::value_parser!(i32).range(0..=100))]
-    pub retries: Option<i32>,
-    /// Wait before the first retry, doubled for each next one.
-    #[arg(
-        long,
-        value_name = "SECONDS",
-        default_value_t = 1.0,
-        requires = "retries"
-    )]
-    pub retry_backoff: f64,
-    /// Retry only failures of these error classes (codes or their dotted
-    /// prefixes, comma-separated: `llm,tool.timeout`); default: any failure
-    /// but a cancel.
-    #[arg(long, value_name = "CLASSES", requires = "retries")]
-    pub retry_on: Option<String>,
-}
-
-impl QueueArgs {
-    pub fn options(&self) -> ais_vm::store::priority::QueueOptions {
-        ais_vm::store::priority::QueueOptions {
-            priority: self.priority,
-            key: self.concurrency_key.clone(),
-            key_limit: self.key_limit,
-            retry: self.retries.map(|n| ais_vm::store::retry::RetryPolicy {
-                attempts: n + 1,
-                backoff_ms: (self.retry_backoff.clamp(0.0, 3600.0) * 1000.0) as i64,
-                on: self
-                    .retry_on
-                    .as_deref()
-                    .unwrap_or_default()
-                    .split(',')
-                    .map(|c| c.trim().to_string())
-                    .filter(|c| !c.is_empty())
-                    .collect(),
-            }),
-        }
-    }
-}
-
 /// `aisc run --detach`: stores the program (as an artifact) and its
 /// arguments in the queue; prints the run id.
 pub fn detach(
