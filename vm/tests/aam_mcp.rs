@@ -42,7 +42,7 @@ fn test_server() -> PathBuf {
 
 fn test_config(extra: &str) -> String {
     format!(
-        "[[mcp_servers]]\nname = \"t\"\ncommand = [\"node\", \"{}\"]\ntimeout_s = 1.0\n{extra}[access]\nallow = {{ A = [\"t.*\"] }}\n",
+        "[[mcp_servers]]\nname = \"t\"\ncommand = [\"node\", \"{}\"]\ntimeout_s = 4.0\n{extra}[access]\nallow = {{ A = [\"t.*\"] }}\n",
         toml_str(&test_server())
     )
 }
@@ -113,7 +113,7 @@ fn test_server_tools_are_imported_and_callable() {
 #[test]
 fn mcp_start_up_failures_are_errors() {
     let cfg = |server: &str| {
-        format!("[[mcp_servers]]\nname = \"x\"\n{server}\ntimeout_s = 0.5\n[access]\nallow = {{ A = [\"x.*\"] }}\n")
+        format!("[[mcp_servers]]\nname = \"x\"\n{server}\ntimeout_s = 3.0\n[access]\nallow = {{ A = [\"x.*\"] }}\n")
     };
     // The host opens (servers start lazily); the first call reports it.
     let h = open_host(&cfg("command = [\"/nonexistent/server\"]"), Confirm::Deny).unwrap();

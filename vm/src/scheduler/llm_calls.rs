@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 /// requests they sent. A transport stops a cancelled exchange at once, so
 /// this bounds only a call that does not notice, or one still waiting for
 /// admission to a shared backend (`aisc serve`), which sent nothing.
-const CANCEL_GRACE: Duration = Duration::from_secs(2);
+const CANCEL_GRACE: Duration = Duration::from_secs(5);
 
 /// LLM calls started on a backend that does not wait (see
 /// [`Run::pump_llm`]): what each is for, by token.
