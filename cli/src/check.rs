@@ -211,7 +211,8 @@ pub(crate) fn build(
             let fe =
                 driver::with_deep_stack(|| driver::check_file(&name, path, &source, &fs, &env));
             out.diagnostics_map(&fe.sources, &fe.diagnostics);
-            out.stdout(&format!("{:#?}\n", fe.file));
+            // Not `{:#?}`: its output grows with depth × size (see `dump`).
+            out.stdout(&ais_compiler::syntax::dump::dump(&fe.file));
             i32::from(fe.has_errors())
         }
         Emit::Ir | Emit::Dot | Emit::Mermaid | Emit::GraphJson => {

@@ -15,6 +15,7 @@ use ais_ir::bytecode::{FlowCode, Imm, Instr, Program, RegionCode};
 use ais_ir::ifc::{sink_of, FlowPolicy, QUARANTINE};
 use ais_ir::{Diagnostic, Effect, Opcode, RegionSpec, Span};
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
 /// The code of the flow warning.
 pub const CODE: &str = "W0020";
@@ -70,20 +71,93 @@ impl Finding {
     }
 }
 
-type Lab = BTreeMap<String, Vec<Hop>>;
+/// A path: its newest hop and the path before it, shared by every label
+/// that extends it. Labels used to copy each path (hop texts and all) into
+/// every value it reached: most of `aisc check`'s memory on programs with
+/// tools (issue 40).
+#[derive(Debug)]
+struct PathNode {
+    hop: Hop,
+    /// Hops in the path, this one included (at most [`MAX_HOPS`]).
+    len: usize,
+    prev: Option<Path>,
+}
+
+type Path = Rc<PathNode>;
+
+impl PathNode {
+    fn start(hop: Hop) -> Path {
+        Rc::new(PathNode {
+            hop,
+            len: 1,
+            prev: None,
+        })
+    }
+
+    /// The path extended by `hop` (itself when full, or when it already
+    /// ends there).
+    fn extend(path: &Path, hop: Option<&Hop>) -> Path {
+        match hop {
+            Some(h) if path.len < MAX_HOPS && path.hop.span != h.span => Rc::new(PathNode {
+                hop: h.clone(),
+                len: path.len + 1,
+                prev: Some(path.clone()),
+            }),
+            _ => path.clone(),
+        }
+    }
+
+    /// The hops, source first.
+    fn hops(path: &Path) -> Vec<Hop> {
+        let mut out = Vec::with_capacity(path.len);
+        let mut at = Some(path);
+        while let Some(n) = at {
+            out.push(n.hop.clone());
+            at = n.prev.as_ref();
+        }
+        out.reverse();
+        out
+    }
+}
+
+/// Untrusted sources by name (sorted, as a map would be), each with the
+/// first path that reached it. A sorted vector: values carry a few sources
+/// at most, and a map's node cost more than the entries.
+#[derive(Clone, Debug, Default)]
+struct Lab(Vec<(Rc<str>, Path)>);
+
+impl Lab {
+    fn new() -> Lab {
+        Lab(Vec::new())
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(k, _)| &**k)
+    }
+
+    fn find(&self, key: &str) -> Result<usize, usize> {
+        self.0.binary_search_by(|(k, _)| (**k).cmp(key))
+    }
+
+    /// The sources with their paths, for a finding.
+    fn sources(&self) -> BTreeMap<String, Vec<Hop>> {
+        self.0
+            .iter()
+            .map(|(k, p)| (k.to_string(), PathNode::hops(p)))
+            .collect()
+    }
+}
 
 /// Adds `src`'s sources to `dst` (paths extended by `hop`); true if new.
 fn merge(dst: &mut Lab, src: &Lab, hop: Option<&Hop>) -> bool {
     let mut changed = false;
-    for (k, path) in src {
-        if !dst.contains_key(k) {
-            let mut p = path.clone();
-            if let Some(h) = hop {
-                if p.len() < MAX_HOPS && p.last().map(|l| l.span) != Some(h.span) {
-                    p.push(h.clone());
-                }
-            }
-            dst.insert(k.clone(), p);
+    for (k, path) in &src.0 {
+        if let Err(at) = dst.find(k) {
+            dst.0.insert(at, (k.clone(), PathNode::extend(path, hop)));
             changed = true;
         }
     }
@@ -206,7 +280,7 @@ impl State<'_> {
     fn source(&self, name: &str, h: Hop) -> Lab {
         let mut l = Lab::new();
         if !self.policy.trusted(name) {
-            l.insert(name.to_string(), vec![h]);
+            l.0.push((Rc::from(name), PathNode::start(h)));
         }
         l
     }
@@ -590,7 +664,7 @@ impl State<'_> {
             flow: flow.name.clone(),
             sink: sink.to_string(),
             argument: argument.to_string(),
-            sources,
+            sources: sources.sources(),
             span: instr.span,
         };
         // A model's own tool calls: the exchange reads its inputs and every

@@ -31,9 +31,9 @@ pub use diag::{Diagnostic, IntoDiagnostic, Label, Severity, Span};
 pub use entity::{AgentId, Arena, EntityRef, FlowId, Op, Region, Value};
 pub use graph::{to_dot, to_mermaid};
 pub use module::{
-    AgentData, AgentIndex, Attr, Attrs, BeliefDecl, BeliefInit, Capability, Dfg, FlowBuilder,
-    FlowData, GoalDecl, Handler, MemResource, MemoryDecl, Module, OpData, RegionData, Tier,
-    ValueData, ValueDef,
+    AgentData, AgentIndex, Attr, AttrName, Attrs, BeliefDecl, BeliefInit, Capability, Dfg,
+    FlowBuilder, FlowData, GoalDecl, Handler, MemResource, MemoryDecl, Module, OpData, OpSpans,
+    RegionData, Tier, ValueData, ValueDef,
 };
 pub use ops::{
     Arity, ChainKind, Effect, ExecClass, ImmKind, Latency, LlmKind, OpInfo, Opcode, RegionSpec,

@@ -10,7 +10,9 @@ use crate::types::Type;
 use crate::Span;
 use rustc_hash::FxHashMap as HashMap;
 use smallvec::SmallVec;
+use std::borrow::Cow;
 use std::fmt;
+use std::sync::OnceLock;
 
 // ---------------------------------------------------------------- module
 
@@ -323,17 +325,99 @@ impl Attr {
     }
 }
 
+/// An attribute's name. The names the op table defines are shared
+/// `'static` strings (an op's attributes cost no allocation for their
+/// names: a per-op `String` was one of the allocations that made `build`'s
+/// time per op grow with the heap, issue 40); any other name is owned.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct AttrName(Cow<'static, str>);
+
+impl AttrName {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The op table's own copy of `name`, if it defines it.
+    fn known(name: &str) -> Option<&'static str> {
+        static KNOWN: OnceLock<rustc_hash::FxHashSet<&'static str>> = OnceLock::new();
+        KNOWN
+            .get_or_init(|| {
+                Opcode::ALL
+                    .iter()
+                    .flat_map(|o| o.info().attrs.iter().map(|a| a.name))
+                    .collect()
+            })
+            .get(name)
+            .copied()
+    }
+}
+
+impl From<&str> for AttrName {
+    fn from(name: &str) -> AttrName {
+        AttrName(match AttrName::known(name) {
+            Some(k) => Cow::Borrowed(k),
+            None => Cow::Owned(name.to_owned()),
+        })
+    }
+}
+
+impl From<String> for AttrName {
+    fn from(name: String) -> AttrName {
+        AttrName(match AttrName::known(&name) {
+            Some(k) => Cow::Borrowed(k),
+            None => Cow::Owned(name),
+        })
+    }
+}
+
+impl From<&String> for AttrName {
+    fn from(name: &String) -> AttrName {
+        AttrName::from(name.as_str())
+    }
+}
+
+impl std::ops::Deref for AttrName {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl PartialEq<str> for AttrName {
+    fn eq(&self, other: &str) -> bool {
+        *self.0 == *other
+    }
+}
+
+impl PartialEq<&str> for AttrName {
+    fn eq(&self, other: &&str) -> bool {
+        *self.0 == **other
+    }
+}
+
+impl fmt::Debug for AttrName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl fmt::Display for AttrName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// An ordered attribute list.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Attrs(pub Vec<(String, Attr)>);
+pub struct Attrs(pub Vec<(AttrName, Attr)>);
 
 impl Attrs {
     pub fn get(&self, name: &str) -> Option<&Attr> {
-        self.0.iter().find(|(n, _)| n == name).map(|(_, a)| a)
+        self.0.iter().find(|(n, _)| *n == name).map(|(_, a)| a)
     }
 
     /// Sets (replacing in place) or appends.
-    pub fn set(&mut self, name: impl Into<String>, attr: Attr) {
+    pub fn set(&mut self, name: impl Into<AttrName>, attr: Attr) {
         let name = name.into();
         match self.0.iter_mut().find(|(n, _)| *n == name) {
             Some(slot) => slot.1 = attr,
@@ -342,7 +426,7 @@ impl Attrs {
     }
 
     pub fn remove(&mut self, name: &str) -> Option<Attr> {
-        let i = self.0.iter().position(|(n, _)| n == name)?;
+        let i = self.0.iter().position(|(n, _)| *n == name)?;
         Some(self.0.remove(i).1)
     }
 
@@ -388,7 +472,26 @@ pub struct Dfg {
     pub ops: Arena<Op, OpData>,
     pub regions: Arena<Region, RegionData>,
     /// Source spans of ops (in `.ais` or `.aisir` text).
-    pub spans: HashMap<Op, Span>,
+    pub spans: OpSpans,
+}
+
+/// Source spans by op number: a vector, not a map (a hashed entry per op
+/// cost more than the span itself; issue 40).
+#[derive(Clone, Debug, Default)]
+pub struct OpSpans(Vec<Option<Span>>);
+
+impl OpSpans {
+    pub fn get(&self, op: &Op) -> Option<&Span> {
+        self.0.get(op.as_u32() as usize)?.as_ref()
+    }
+
+    pub fn insert(&mut self, op: Op, span: Span) -> Option<Span> {
+        let i = op.as_u32() as usize;
+        if i >= self.0.len() {
+            self.0.resize(i + 1, None);
+        }
+        self.0[i].replace(span)
+    }
 }
 
 impl Dfg {
@@ -652,7 +755,7 @@ impl<'a> FlowBuilder<'a> {
         result_types: &[Type],
     ) -> Op {
         let op = self.ins(opcode, operands, result_types);
-        self.dfg.ops[op].attrs = Attrs(attrs);
+        self.dfg.ops[op].attrs = Attrs(attrs.into_iter().map(|(n, a)| (n.into(), a)).collect());
         op
     }
 

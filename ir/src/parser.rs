@@ -763,7 +763,7 @@ impl<'s> Parser<'s> {
                 } else {
                     Attr::Flag
                 };
-                attrs.0.push((name, value));
+                attrs.0.push((name.into(), value));
                 if !self.at(Tok::Comma) {
                     break;
                 }

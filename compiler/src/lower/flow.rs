@@ -19,8 +19,9 @@ use crate::sema::reply::ReplyArg;
 use crate::sema::{resolve_tier, ProgramIndex, Ty};
 use crate::syntax::ast::*;
 use crate::syntax::lexer::{StrLit, StrPart};
-use ais_ir::{Attr, Attrs, FlowData, Op, Opcode, Region, Span, Type, Value};
+use ais_ir::{Attr, AttrName, Attrs, FlowData, Op, Opcode, Region, Span, Type, Value};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use smallvec::SmallVec;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -33,7 +34,8 @@ pub(super) struct Ctx<'a> {
 
 #[derive(Clone, Debug)]
 struct Binding {
-    name: String,
+    /// Shared with the `by_name` key: one allocation per distinct name.
+    name: Rc<str>,
     value: Value,
     ty: Type,
 }
@@ -126,7 +128,7 @@ struct State {
     scopes: Vec<Vec<Binding>>,
     /// Name → (scope, index) of its visible bindings, innermost last (a scan
     /// of the scopes per name made long flows quadratic).
-    by_name: HashMap<String, Vec<(usize, usize)>>,
+    by_name: HashMap<Rc<str>, SmallVec<[(usize, usize); 1]>>,
     chains: BTreeMap<Chain, ChainState>,
     ret_flag: Option<Value>,
     ret_val: Option<Value>,
@@ -228,7 +230,7 @@ impl<'a> FlowLowerer<'a> {
         &mut self,
         opcode: Opcode,
         operands: &[Value],
-        attrs: Vec<(String, Attr)>,
+        attrs: Vec<(AttrName, Attr)>,
         results: &[Type],
     ) -> Op {
         ais_ir::work::add(1 + operands.len());
@@ -246,7 +248,7 @@ impl<'a> FlowLowerer<'a> {
         &mut self,
         opcode: Opcode,
         operands: &[Value],
-        attrs: Vec<(String, Attr)>,
+        attrs: Vec<(AttrName, Attr)>,
         ty: Type,
     ) -> Value {
         let op = self.ins(opcode, operands, attrs, &[ty]);
@@ -315,14 +317,13 @@ impl<'a> FlowLowerer<'a> {
         if let Some(scope) = self.st.scopes.last_mut() {
             // A key is allocated only for a name not seen before.
             let at = (depth, scope.len());
-            match self.st.by_name.get_mut(name) {
-                Some(stack) => stack.push(at),
-                None => {
-                    self.st.by_name.insert(name.to_string(), vec![at]);
-                }
-            }
+            let key = match self.st.by_name.get_key_value(name) {
+                Some((key, _)) => key.clone(),
+                None => Rc::from(name),
+            };
+            self.st.by_name.entry(key.clone()).or_default().push(at);
             scope.push(Binding {
-                name: name.to_string(),
+                name: key,
                 value,
                 ty,
             });
@@ -350,7 +351,7 @@ impl<'a> FlowLowerer<'a> {
     fn pop_scope(&mut self) {
         if let Some(scope) = self.st.scopes.pop() {
             for b in &scope {
-                if let Some(stack) = self.st.by_name.get_mut(&b.name) {
+                if let Some(stack) = self.st.by_name.get_mut(&*b.name) {
                     stack.pop();
                 }
             }
@@ -542,7 +543,7 @@ impl<'a> FlowLowerer<'a> {
         &mut self,
         opcode: Opcode,
         operands: &[Value],
-        attrs: Vec<(String, Attr)>,
+        attrs: Vec<(AttrName, Attr)>,
         labels: &[(&str, Option<String>)],
         value_ty: Option<Type>,
         lower: &mut dyn FnMut(&mut Self, usize, Region) -> Option<Value>,
@@ -1560,7 +1561,7 @@ impl<'a> FlowLowerer<'a> {
     /// An LLM op's named arguments as its attributes; `tools:` becomes
     /// what the model is offered: each tool's name, description, JSON
     /// Schema of its parameters and whether it only reads.
-    fn named_attrs(&self, named: &[(&str, &Expr)]) -> Vec<(String, Attr)> {
+    fn named_attrs(&self, named: &[(&str, &Expr)]) -> Vec<(AttrName, Attr)> {
         let mut attrs = Vec::new();
         for &(name, v) in named {
             let attr = match (name, &v.kind) {
@@ -1571,7 +1572,7 @@ impl<'a> FlowLowerer<'a> {
                     _ => continue,
                 },
                 ("budget" | "budget_tokens", ExprKind::Number(x)) => {
-                    attrs.push(("budget_tokens".to_string(), Attr::Number(*x)));
+                    attrs.push(("budget_tokens".into(), Attr::Number(*x)));
                     continue;
                 }
                 (_, ExprKind::Number(x)) => Attr::Number(*x),
@@ -1586,7 +1587,7 @@ impl<'a> FlowLowerer<'a> {
                 )),
                 _ => continue,
             };
-            attrs.push((name.to_string(), attr));
+            attrs.push((name.into(), attr));
         }
         attrs
     }

@@ -222,8 +222,10 @@ impl Expr {
     /// operand and node). A chain nests to the left as deep as it is long,
     /// so walkers go along it with this loop rather than recursing into
     /// the left operand; a non-binary expression gives itself and no steps.
-    pub fn binary_chain(&self) -> (&Expr, Vec<(BinaryOp, &Expr, &Expr)>) {
-        let mut steps = Vec::new();
+    /// Short chains need no allocation (every phase calls this on every
+    /// binary expression).
+    pub fn binary_chain(&self) -> (&Expr, BinaryChain<'_>) {
+        let mut steps = BinaryChain::new();
         let mut e = self;
         while let ExprKind::Binary(op, a, b) = &e.kind {
             steps.push((*op, &**b, e));
@@ -290,6 +292,9 @@ impl Drop for Expr {
         }
     }
 }
+
+/// The steps of [`Expr::binary_chain`].
+pub type BinaryChain<'a> = smallvec::SmallVec<[(BinaryOp, &'a Expr, &'a Expr); 4]>;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UnaryOp {

@@ -1,6 +1,7 @@
 //! Source text to AST: `lexer` (logos) → `grammar.lalrpop` → `ast`.
 
 pub mod ast;
+pub mod dump;
 pub mod erase;
 pub mod lexer;
 pub mod parser;

@@ -89,7 +89,7 @@ impl Canonicalize {
             let mut p = Pending::default();
             let mut again = false;
             for &op in &facts.order {
-                let Some(&region) = facts.region.get(&op) else {
+                let Some(region) = facts.region(op) else {
                     continue;
                 };
                 // Ops replaced earlier in this round are skipped.
@@ -385,13 +385,13 @@ fn inner_template(dfg: &Dfg, v: Value) -> Option<(Vec<TemplatePiece>, Vec<Value>
 
 /// `v` has exactly one use (as of the start of the round).
 fn single_use(facts: &FlowFacts, v: Value) -> bool {
-    facts.uses.get(&v).is_some_and(|u| u.len() == 1)
+    facts.uses(v).len() == 1
 }
 
 /// `v`'s only user is an op of `opcode` producing a `str` (which folds `v`'s
 /// op into itself, so `v`'s op need not be folded on its own).
 fn absorbed_by(dfg: &Dfg, facts: &FlowFacts, v: Value, opcode: Opcode) -> bool {
-    let Some([(user, _)]) = facts.uses.get(&v).map(Vec::as_slice) else {
+    let [(user, _)] = facts.uses(v) else {
         return false;
     };
     dfg.ops.get(*user).is_some_and(|u| {

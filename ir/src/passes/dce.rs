@@ -67,8 +67,7 @@ pub(crate) fn dce_flow(flow: &mut FlowData) -> u64 {
         // body) into one that succeeds. Computed once per round: an op that
         // may fail is never dead, so nothing in the set is removed.
         let failing = FailingOps::new(&flow.dfg, &facts.order);
-        let mut counts: HashMap<_, usize> =
-            facts.uses.iter().map(|(v, us)| (*v, us.len())).collect();
+        let mut counts = facts.use_counts();
         let mut dead = Vec::new();
         let mut dead_set: HashSet<crate::entity::Op> = HashSet::default();
         for &op in facts.order.iter().rev() {
@@ -78,11 +77,7 @@ pub(crate) fn dce_flow(flow: &mut FlowData) -> u64 {
             if od.opcode.is_terminator() || effects.has(op) || failing.contains(op) {
                 continue;
             }
-            if od
-                .results
-                .iter()
-                .any(|r| counts.get(r).copied().unwrap_or(0) > 0)
-            {
+            if od.results.iter().any(|&r| counts.get(r) > 0) {
                 continue;
             }
             // Removing the op (and its regions) removes their uses. Ops
@@ -99,10 +94,8 @@ pub(crate) fn dce_flow(flow: &mut FlowData) -> u64 {
                 let Some(gd) = flow.dfg.ops.get(g) else {
                     continue;
                 };
-                for v in &gd.operands {
-                    if let Some(c) = counts.get_mut(v) {
-                        *c = c.saturating_sub(1);
-                    }
+                for &v in &gd.operands {
+                    counts.remove_use(v);
                 }
                 for &r in &gd.regions {
                     if let Some(rd) = flow.dfg.regions.get(r) {
@@ -110,7 +103,7 @@ pub(crate) fn dce_flow(flow: &mut FlowData) -> u64 {
                     }
                 }
             }
-            if let Some(&region) = facts.region.get(&op) {
+            if let Some(region) = facts.region(op) {
                 dead.push((region, op));
             }
         }

@@ -267,7 +267,7 @@ impl FuseAsk {
         if !self.fusable(ad.opcode) || ad.attrs.has("no_fuse") || offers_tools(&ad.attrs) {
             return None;
         }
-        let region = *facts.region.get(&a)?;
+        let region = facts.region(a)?;
         let [r] = ad.results.as_slice() else {
             return None;
         };
@@ -277,12 +277,11 @@ impl FuseAsk {
         let mut v = *r;
         let mut glue = Vec::new();
         loop {
-            let uses = facts.uses.get(&v)?;
-            let [(user, _)] = uses.as_slice() else {
+            let [(user, _)] = facts.uses(v) else {
                 return None;
             };
             let user = *user;
-            if facts.region.get(&user) != Some(&region) || glue.len() > 16 {
+            if facts.region(user) != Some(region) || glue.len() > 16 {
                 return None;
             }
             let ud = dfg.ops.get(user)?;
@@ -323,7 +322,7 @@ impl FuseAsk {
         let (Some(&head), Some(&last)) = (chain.members.first(), chain.members.last()) else {
             return;
         };
-        let Some(&region) = facts.region.get(&last) else {
+        let Some(region) = facts.region(last) else {
             return;
         };
         let dfg = &flow.dfg;

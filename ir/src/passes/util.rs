@@ -1,56 +1,127 @@
 //! Small IR helpers shared by the passes.
 
-use crate::entity::{Op, Region, Value};
+use crate::entity::{EntityRef, Op, Region, Value};
 use crate::module::{Attr, Dfg, FlowData, ValueDef};
 use crate::ops::{Effect, Opcode};
 use crate::types::Type;
-use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use rustc_hash::FxHashSet as HashSet;
 
 /// Facts about the live ops of one flow, computed in one walk. Passes rebuild
 /// it after they mutate the flow.
+///
+/// Indexed by the dense op and value numbers rather than hashed: the maps
+/// this replaced allocated a `Vec` per used value and hashed every op three
+/// times per pass round (issue 40: the allocator was a third of `build`).
 pub(crate) struct FlowFacts {
     /// Live ops in pre-order (an op before the ops of its regions).
     pub order: Vec<Op>,
-    /// The region listing each live op.
-    pub region: HashMap<Op, Region>,
-    /// Position of each live op in pre-order.
-    pub position: HashMap<Op, usize>,
-    /// Every use of a value by a live op: `(user, operand index)`, in pre-order.
-    pub uses: HashMap<Value, Vec<(Op, usize)>>,
+    /// The region listing each live op, by op number.
+    region: Vec<Option<Region>>,
+    /// `uses[use_start[v]..use_start[v + 1]]` are the uses of value `v`.
+    use_start: Vec<u32>,
+    /// Every use of a value by a live op: `(user, operand index)`, grouped
+    /// by value, each group in pre-order.
+    uses: Vec<(Op, u32)>,
 }
 
 impl FlowFacts {
     pub fn new(flow: &FlowData) -> FlowFacts {
-        let mut facts = FlowFacts {
-            order: Vec::new(),
-            region: HashMap::default(),
-            position: HashMap::default(),
-            uses: HashMap::default(),
-        };
-        let mut seen = HashSet::default();
-        facts.walk(&flow.dfg, flow.body, &mut seen);
-        crate::work::add(facts.order.len());
-        facts
+        let dfg = &flow.dfg;
+        let mut order = Vec::new();
+        let mut region = vec![None; dfg.ops.len()];
+        let mut seen = vec![false; dfg.regions.len()];
+        // An explicit stack of (region, next op index): the walk's depth
+        // follows the input's nesting.
+        let mut stack: Vec<(Region, usize)> = Vec::new();
+        if let Some(s) = seen.get_mut(flow.body.index()) {
+            *s = true;
+            stack.push((flow.body, 0));
+        }
+        while let Some(top) = stack.last_mut() {
+            let (r, i) = *top;
+            let Some(&op) = dfg.regions.get(r).and_then(|rd| rd.ops.get(i)) else {
+                stack.pop();
+                continue;
+            };
+            top.1 += 1;
+            let Some(od) = dfg.ops.get(op) else { continue };
+            order.push(op);
+            if let Some(slot) = region.get_mut(op.index()) {
+                *slot = Some(r);
+            }
+            // Last region pushed first: the first is walked first.
+            for &child in od.regions.iter().rev() {
+                if let Some(s) = seen.get_mut(child.index()).filter(|s| !**s) {
+                    *s = true;
+                    stack.push((child, 0));
+                }
+            }
+        }
+        // Uses grouped by value: count, prefix sums, then fill in pre-order.
+        let mut use_start = vec![0u32; dfg.values.len() + 1];
+        for &op in &order {
+            for v in &dfg.ops[op].operands {
+                if let Some(c) = use_start.get_mut(v.index() + 1) {
+                    *c += 1;
+                }
+            }
+        }
+        for i in 1..use_start.len() {
+            use_start[i] += use_start[i - 1];
+        }
+        let mut next: Vec<u32> = use_start.clone();
+        let mut uses = vec![(Op::from_u32(0), 0u32); use_start.last().map_or(0, |&n| n as usize)];
+        for &op in &order {
+            for (i, v) in dfg.ops[op].operands.iter().enumerate() {
+                if let Some(n) = next.get_mut(v.index()) {
+                    uses[*n as usize] = (op, u32::try_from(i).unwrap_or(u32::MAX));
+                    *n += 1;
+                }
+            }
+        }
+        crate::work::add(order.len());
+        FlowFacts {
+            order,
+            region,
+            use_start,
+            uses,
+        }
     }
 
-    fn walk(&mut self, dfg: &Dfg, region: Region, seen: &mut HashSet<Region>) {
-        if !seen.insert(region) {
-            return;
-        }
-        let Some(rd) = dfg.regions.get(region) else {
-            return;
+    /// The region listing `op`, if `op` was live when the facts were taken.
+    pub fn region(&self, op: Op) -> Option<Region> {
+        self.region.get(op.index()).copied().flatten()
+    }
+
+    /// The uses of `v` by live ops: `(user, operand index)`, in pre-order
+    /// (none for a value made after the facts were taken).
+    pub fn uses(&self, v: Value) -> &[(Op, u32)] {
+        let (Some(&a), Some(&b)) = (
+            self.use_start.get(v.index()),
+            self.use_start.get(v.index() + 1),
+        ) else {
+            return &[];
         };
-        for &op in &rd.ops {
-            let Some(od) = dfg.ops.get(op) else { continue };
-            self.position.insert(op, self.order.len());
-            self.order.push(op);
-            self.region.insert(op, region);
-            for (i, &v) in od.operands.iter().enumerate() {
-                self.uses.entry(v).or_default().push((op, i));
-            }
-            for &r in &od.regions {
-                self.walk(dfg, r, seen);
-            }
+        self.uses.get(a as usize..b as usize).unwrap_or(&[])
+    }
+
+    /// How many uses each value has, by value number (see [`UseCounts`]).
+    pub fn use_counts(&self) -> UseCounts {
+        UseCounts(self.use_start.windows(2).map(|w| w[1] - w[0]).collect())
+    }
+}
+
+/// Use counts by value number, decremented as ops are removed.
+pub(crate) struct UseCounts(Vec<u32>);
+
+impl UseCounts {
+    pub fn get(&self, v: Value) -> u32 {
+        self.0.get(v.index()).copied().unwrap_or(0)
+    }
+
+    pub fn remove_use(&mut self, v: Value) {
+        if let Some(c) = self.0.get_mut(v.index()) {
+            *c = c.saturating_sub(1);
         }
     }
 }
@@ -112,14 +183,26 @@ pub(crate) fn erase_op(dfg: &mut Dfg, region: Region, op: Op) {
 /// [`erase_op`] for many ops at once: one pass over each region involved
 /// instead of one per op (which made erasing most of a flow quadratic).
 pub(crate) fn erase_ops(dfg: &mut Dfg, ops: &[(Region, Op)]) {
-    let mut by_region: HashMap<Region, HashSet<Op>> = HashMap::default();
+    if ops.is_empty() {
+        return;
+    }
+    // Marks by op number and a list of the regions involved, not a map of
+    // sets (one allocation per region touched).
+    let mut gone = vec![false; dfg.ops.len()];
+    let mut regions: Vec<Region> = Vec::new();
     for &(r, op) in ops {
-        by_region.entry(r).or_default().insert(op);
+        if let Some(g) = gone.get_mut(op.index()) {
+            *g = true;
+        }
+        regions.push(r);
         clear_regions(dfg, op);
     }
-    for (r, gone) in by_region {
+    regions.sort_unstable();
+    regions.dedup();
+    for r in regions {
         if let Some(rd) = dfg.regions.get_mut(r) {
-            rd.ops.retain(|o| !gone.contains(o));
+            rd.ops
+                .retain(|o| !gone.get(o.index()).copied().unwrap_or(false));
         }
     }
 }
@@ -128,12 +211,16 @@ pub(crate) fn erase_ops(dfg: &mut Dfg, ops: &[(Region, Op)]) {
 /// recursion this replaced followed the input's nesting and stopped silently
 /// at 4096 levels, leaving deeper regions listing detached ops.
 fn clear_regions(dfg: &mut Dfg, op: Op) {
+    // Most ops own no region: no worklist for them.
+    if dfg.ops.get(op).is_none_or(|od| od.regions.is_empty()) {
+        return;
+    }
     let mut work = vec![op];
     while let Some(op) = work.pop() {
-        let regions: Vec<Region> = dfg
+        let regions = dfg
             .ops
             .get(op)
-            .map(|od| od.regions.to_vec())
+            .map(|od| od.regions.clone())
             .unwrap_or_default();
         for r in regions {
             if let Some(rd) = dfg.regions.get_mut(r) {
@@ -148,17 +235,23 @@ fn clear_regions(dfg: &mut Dfg, op: Op) {
 /// effect-free). Computed once per flow, bottom-up over the pre-order walk:
 /// asking op by op re-walked every nested region (O(ops × depth)).
 pub(crate) struct Effects {
-    effectful: HashSet<Op>,
+    /// By op number.
+    effectful: Vec<bool>,
 }
 
 impl Effects {
     pub fn new(dfg: &Dfg, facts: &FlowFacts) -> Effects {
-        let mut effectful: HashSet<Op> = HashSet::default();
+        let mut effectful = vec![false; dfg.ops.len()];
+        let mark = |effectful: &mut Vec<bool>, op: Op| {
+            if let Some(e) = effectful.get_mut(op.index()) {
+                *e = true;
+            }
+        };
         crate::work::add(facts.order.len());
         // Reverse pre-order: every op's region ops come before the op.
         for &op in facts.order.iter().rev() {
             let Some(od) = dfg.ops.get(op) else {
-                effectful.insert(op);
+                mark(&mut effectful, op);
                 continue;
             };
             let has = match od.opcode {
@@ -166,14 +259,16 @@ impl Effects {
                 Opcode::Return => true,
                 o if o.is_pure() => false,
                 o if o.effect() == Effect::Control => od.regions.iter().any(|&r| {
-                    dfg.regions
-                        .get(r)
-                        .is_none_or(|rd| rd.ops.iter().any(|inner| effectful.contains(inner)))
+                    dfg.regions.get(r).is_none_or(|rd| {
+                        rd.ops
+                            .iter()
+                            .any(|inner| effectful.get(inner.index()).copied().unwrap_or(true))
+                    })
                 }),
                 _ => true,
             };
             if has {
-                effectful.insert(op);
+                mark(&mut effectful, op);
             }
         }
         Effects { effectful }
@@ -182,7 +277,8 @@ impl Effects {
     /// True if `op` (a live op of the flow) or anything in its regions has
     /// an effect.
     pub fn has(&self, op: Op) -> bool {
-        self.effectful.contains(&op)
+        // An op made after the summary is not known to be pure.
+        self.effectful.get(op.index()).copied().unwrap_or(true)
     }
 }
 
@@ -263,11 +359,11 @@ pub(crate) fn erase_dead(flow: &mut FlowData, mut candidates: Vec<Op>) {
         return;
     }
     let facts = FlowFacts::new(flow);
-    let mut counts: HashMap<Value, usize> = facts.uses.iter().map(|(v, u)| (*v, u.len())).collect();
+    let mut counts = facts.use_counts();
     let mut erased = HashSet::default();
     let mut detach = Vec::new();
     while let Some(op) = candidates.pop() {
-        let Some(&region) = facts.region.get(&op) else {
+        let Some(region) = facts.region(op) else {
             continue;
         };
         let Some(od) = flow.dfg.ops.get(op) else {
@@ -281,18 +377,16 @@ pub(crate) fn erase_dead(flow: &mut FlowData, mut candidates: Vec<Op>) {
             || od
                 .results
                 .iter()
-                .any(|r| counts.get(r).copied().unwrap_or(0) > 0)
+                .any(|&r| counts.get(r) > 0)
         {
             continue;
         }
-        let operands = od.operands.to_vec();
+        let operands = od.operands.clone();
         // Detached from their regions below, all at once.
         erased.insert(op);
         detach.push((region, op));
         for v in operands {
-            if let Some(c) = counts.get_mut(&v) {
-                *c = c.saturating_sub(1);
-            }
+            counts.remove_use(v);
             if let Some(d) = def_op(&flow.dfg, v) {
                 candidates.push(d);
             }
