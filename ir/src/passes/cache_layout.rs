@@ -402,7 +402,7 @@ fn data_operands(dfg: &Dfg, operands: &[Value]) -> Vec<Value> {
 /// The `loop` ops around `op`, innermost first.
 fn enclosing_loops(dfg: &Dfg, facts: &FlowFacts, op: Op) -> Vec<Op> {
     let mut out = Vec::new();
-    let mut region = facts.region.get(&op).copied();
+    let mut region = facts.region(op);
     let mut guard = 0;
     while let Some(r) = region {
         guard += 1;
@@ -419,7 +419,7 @@ fn enclosing_loops(dfg: &Dfg, facts: &FlowFacts, op: Op) -> Vec<Op> {
         {
             out.push(parent);
         }
-        region = facts.region.get(&parent).copied();
+        region = facts.region(parent);
     }
     out
 }
@@ -427,7 +427,7 @@ fn enclosing_loops(dfg: &Dfg, facts: &FlowFacts, op: Op) -> Vec<Op> {
 /// Whether `v` is defined inside the regions of `owner`.
 fn defined_within(dfg: &Dfg, facts: &FlowFacts, v: Value, owner: Op) -> bool {
     let start: Option<Region> = match dfg.values.get(v).map(|d| d.def) {
-        Some(ValueDef::Result(op, _)) => facts.region.get(&op).copied(),
+        Some(ValueDef::Result(op, _)) => facts.region(op),
         Some(ValueDef::Arg(r, _)) => Some(r),
         _ => None,
     };
@@ -444,7 +444,7 @@ fn defined_within(dfg: &Dfg, facts: &FlowFacts, v: Value, owner: Op) -> bool {
         if guard > 10_000 {
             return false;
         }
-        region = facts.region.get(&parent).copied();
+        region = facts.region(parent);
     }
     false
 }
@@ -705,9 +705,8 @@ fn ancestors(flow: &crate::module::FlowData, facts: &FlowFacts, op: Op) -> HashS
         }
         // An op in a region waits for what its owner waits for.
         if let Some(owner) = facts
-            .region
-            .get(&o)
-            .and_then(|r| flow.dfg.regions.get(*r))
+            .region(o)
+            .and_then(|r| flow.dfg.regions.get(r))
             .and_then(|rd| rd.parent)
         {
             work.push(owner);
