@@ -117,7 +117,8 @@ def text_of(v: Any) -> str:
 class Runtime:
     """LLM calls, tools and memory for one run, with counters."""
 
-    def __init__(self, base_url: str, tool_ms: float):
+    def __init__(self, base_url: str, tool_ms: float, max_tokens: int | None = None,
+                 temperature: float | None = None):
         self.tool_s = tool_ms / 1000.0
         self.lock = threading.Lock()
         self.calls = 0
@@ -130,8 +131,14 @@ class Runtime:
             base_url=base_url,
             api_key="not-needed",
             max_retries=0,
-            timeout=120,
+            timeout=600,
         )
+        # A real model server (real_server.py) is sent the same completion
+        # limit and temperature as aisc's configuration; the mock needs none.
+        if max_tokens is not None:
+            common["max_tokens"] = max_tokens
+        if temperature is not None:
+            common["temperature"] = temperature
         self.chat = {cls: ChatOpenAI(model=m, **common) for cls, m in MODELS.items()}
         self.structured = {
             kind: ChatOpenAI(model=MODELS["think"], **common).bind(
@@ -215,6 +222,8 @@ def parse_args(extra: Callable[[argparse.ArgumentParser], None] | None = None) -
     ap.add_argument("--base-url", required=True, help="the mock's OpenAI base URL (…/v1)")
     ap.add_argument("--tool-ms", type=float, default=50.0)
     ap.add_argument("--args", default="{}", help="entry arguments as a JSON object")
+    ap.add_argument("--max-tokens", type=int, default=None, help="completion limit of every call")
+    ap.add_argument("--temperature", type=float, default=None)
     if extra:
         extra(ap)
     return ap.parse_args()
@@ -225,7 +234,7 @@ def run(workload: str, build: Callable[[Runtime, str, dict], Any], extra=None) -
     max_concurrency)), invokes it once, prints the JSON line."""
     a = parse_args(extra)
     entry = json.loads(a.args)
-    rt = Runtime(a.base_url, a.tool_ms)
+    rt = Runtime(a.base_url, a.tool_ms, a.max_tokens, a.temperature)
     graph, state, width = build(rt, a.style, entry)
     out: dict[str, Any] = {"workload": workload, "style": a.style}
     t0 = time.perf_counter()

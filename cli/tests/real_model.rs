@@ -12,13 +12,15 @@
 //! checked: the assertions are on structure — exit codes, counts, JSON
 //! validity, error codes.
 
+mod serve_support;
+
 use ais_vm::llm::http::{HttpBackend, HttpOptions, Protocol};
 use ais_vm::llm::{
     AttemptLog, CancelToken, LlmBackend, LlmErrorKind, LlmOpKind, LlmRequest, TextEvent, TextSink,
     ToolSpec, Turn,
 };
 use serde_json::{json, Value};
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -112,8 +114,13 @@ impl LlamaServer {
     /// completion limits so a loaded 2-core machine runs the tier in
     /// minutes.
     fn config(&self) -> String {
+        self.config_with_ask_limit(48)
+    }
+
+    /// [`Self::config`] with `ask` replies capped at `ask` tokens.
+    fn config_with_ask_limit(&self, ask: u32) -> String {
         format!(
-            "default_backend = \"llama\"\n\n[[llm_backends]]\nname = \"llama\"\nprotocol = \"openai\"\nbase_url = \"{}\"\ntemperature = 0\naccept_incomplete = true\n\n[max_tokens]\nask = 48\nthink = 48\nreason = 48\nllm = 48\nplan = 48\nreflect = 48\nverify = 48\nsolve = 48\n",
+            "default_backend = \"llama\"\n\n[[llm_backends]]\nname = \"llama\"\nprotocol = \"openai\"\nbase_url = \"{}\"\ntemperature = 0\naccept_incomplete = true\n\n[max_tokens]\nask = {ask}\nthink = 48\nreason = 48\nllm = 48\nplan = 48\nreflect = 48\nverify = 48\nsolve = 48\n",
             self.base_url()
         )
     }
@@ -372,4 +379,137 @@ fn solve_fails_cleanly_with_plan_invalid_and_no_tool_calls() {
     );
     assert_eq!(summary(&report, "tool_calls"), 0, "{report}");
     assert!(summary(&report, "llm_attempts") >= 1, "{report}");
+}
+
+const COUNT: &str = "agent Counter {\n    @entry flow main(topic: str) -> str {\n        return ask(\"Count from 1 to 100, one number per line. \" + topic)\n    }\n}\n";
+
+/// Polls `GET /v1/runs/{id}` until the run is no longer queued or running;
+/// bounded at 10 minutes for a loaded machine (4 tokens/s has been seen).
+fn wait_final(s: &serve_support::Server, id: &str) -> Value {
+    for _ in 0..6000 {
+        let j = s.get(&format!("/v1/runs/{id}")).json();
+        if !matches!(j["status"].as_str(), Some("queued" | "running")) {
+            return j;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("run {id} did not end");
+}
+
+fn start_run(s: &serve_support::Server, topic: &str) -> String {
+    let r = s.post(
+        "/v1/runs",
+        &json!({"program": "count.ais", "args": {"topic": topic}}).to_string(),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    r.json()["id"].as_str().expect("a run id").to_string()
+}
+
+/// Opens the run's event stream and reads it until its first `text`
+/// event: the model is then mid-reply. Returns the event names seen.
+fn read_until_first_text(s: &serve_support::Server, id: &str) -> Vec<String> {
+    let mut c = TcpStream::connect(s.addr).expect("connect");
+    c.set_read_timeout(Some(Duration::from_secs(600)))
+        .expect("timeout");
+    write!(
+        c,
+        "GET /v1/runs/{id}/events HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+        s.addr
+    )
+    .expect("request");
+    let mut names = Vec::new();
+    for line in BufReader::new(c).lines() {
+        let line = line.expect("the stream stays open until the first text");
+        if let Some(name) = line.strip_prefix("event: ") {
+            names.push(name.to_string());
+            if name == "text" {
+                return names;
+            }
+            assert_ne!(name, "done", "the run ended before any text: {names:?}");
+        }
+    }
+    panic!("the stream closed before any text: {names:?}");
+}
+
+/// `aisc serve` on the real server: a run's events stream over SSE in
+/// order with the model's text as it comes; then a server killed with
+/// SIGKILL while the model is mid-reply is restarted on the same journal,
+/// lists the run as `paused`, and resuming it makes the call again and
+/// finishes it.
+#[test]
+#[ignore = "needs llama-server: run ./test"]
+fn serve_streams_sse_and_resumes_after_kill_9_mid_stream() {
+    use serve_support::{sse_events, write, Server};
+    let _one = serial();
+    let llama = LlamaServer::start(&[]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    // 24 tokens of counting: long enough to be killed mid-reply (the kill
+    // follows the first `text` event within milliseconds), short enough for
+    // a loaded machine.
+    let config = write(dir.path(), "config.toml", &llama.config_with_ask_limit(24));
+    let program = write(dir.path(), "count.ais", COUNT);
+    let args = ["--config", config.as_str()];
+
+    let id = {
+        let s = Server::start(dir.path(), &[&program], &args, &[]);
+        // A whole run: its event stream, read after it ended, replays in order.
+        let first = start_run(&s, "Start now.");
+        let j = wait_final(&s, &first);
+        assert_eq!(j["status"], "succeeded", "{j}");
+        let result = j["result"].as_str().expect("a text result").to_string();
+        let r = s.get(&format!("/v1/runs/{first}/events"));
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("Content-Type"), Some("text/event-stream"));
+        let events = sse_events(&r.body);
+        let ids: Vec<u64> = events.iter().map(|e| e.0).collect();
+        assert_eq!(ids, (1..=ids.len() as u64).collect::<Vec<_>>());
+        let kinds: Vec<&str> = events.iter().map(|e| e.1.as_str()).collect();
+        assert_eq!(kinds.first(), Some(&"status"), "{kinds:?}");
+        assert_eq!(kinds.last(), Some(&"done"), "{kinds:?}");
+        assert!(
+            kinds.iter().filter(|k| **k == "text").count() > 1,
+            "streamed in pieces: {kinds:?}"
+        );
+        let text: String = events
+            .iter()
+            .filter(|e| e.1 == "text")
+            .filter_map(|e| e.2["text"].as_str())
+            .collect();
+        assert_eq!(
+            text.trim(),
+            result.trim(),
+            "the streamed text is the result"
+        );
+
+        // A second run, killed with the server while its text streams.
+        let id = start_run(&s, "Go.");
+        let seen = read_until_first_text(&s, &id);
+        assert_eq!(seen.first().map(String::as_str), Some("status"), "{seen:?}");
+        id
+        // Dropping the server sends SIGKILL.
+    };
+
+    let s = Server::start(dir.path(), &[&program], &args, &[]);
+    let j = s.get(&format!("/v1/runs/{id}")).json();
+    assert_eq!(j["status"], "paused", "the interrupted run: {j}");
+    let listed = s.get("/v1/runs").json();
+    assert_eq!(listed["runs"].as_array().map(Vec::len), Some(2), "{listed}");
+    let r = s.post(&format!("/v1/runs/{id}/resume"), "{}");
+    assert_eq!(r.status, 202, "{}", r.body);
+    let j = wait_final(&s, &id);
+    assert_eq!(j["status"], "succeeded", "{j}");
+    assert_eq!(j["resumes"], 1, "{j}");
+    assert!(
+        j["result"].as_str().is_some_and(|t| !t.trim().is_empty()),
+        "{j}"
+    );
+    // Its events, replayed after the restart, end with the resumed run's `done`.
+    let events = sse_events(&s.get(&format!("/v1/runs/{id}/events")).body);
+    let ids: Vec<u64> = events.iter().map(|e| e.0).collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids in order: {ids:?}");
+    assert_eq!(
+        events.last().map(|e| (e.1.as_str(), e.2["status"].clone())),
+        Some(("done", json!("succeeded"))),
+        "{events:?}"
+    );
 }
