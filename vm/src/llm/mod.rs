@@ -577,6 +577,39 @@ pub trait AttemptObserver: Send + Sync {
     fn on_attempt(&self, attempt: &Attempt);
 }
 
+/// A blocking call of a wrapper whose calls all go through its `start`:
+/// waits for the one outcome, then hands its attempts to `observer`.
+/// `call` names the call when no outcome ever arrives ("the hedged call").
+pub fn complete_through_start<B: LlmBackend + ?Sized>(
+    backend: &B,
+    request: &LlmRequest,
+    cancel: &CancelToken,
+    observer: &dyn AttemptObserver,
+    call: &str,
+) -> Result<LlmResponse, LlmError> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    backend.start(
+        request.clone(),
+        cancel.clone(),
+        Box::new(move |r, a| {
+            let _ = tx.send((r, a));
+        }),
+    );
+    match rx.recv() {
+        Ok((result, attempts)) => {
+            for a in &attempts {
+                observer.on_attempt(a);
+            }
+            result
+        }
+        Err(_) => Err(LlmError::new(
+            backend.name(),
+            LlmErrorKind::Cancelled,
+            format!("{call} ended without an outcome"),
+        )),
+    }
+}
+
 /// Discards attempts.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NoObserver;

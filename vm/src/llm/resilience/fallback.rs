@@ -226,7 +226,7 @@ impl LlmBackend for Fallback {
         cancel: &CancelToken,
         observer: &dyn AttemptObserver,
     ) -> Result<LlmResponse, LlmError> {
-        super::complete_through_start(self, request, cancel, observer, "the call")
+        crate::llm::complete_through_start(self, request, cancel, observer, "the call")
     }
 
     /// Calls go through `start` (a scheduled reply could not fall back);

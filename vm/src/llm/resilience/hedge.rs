@@ -475,7 +475,7 @@ impl LlmBackend for Hedge {
         cancel: &CancelToken,
         observer: &dyn AttemptObserver,
     ) -> Result<LlmResponse, LlmError> {
-        super::complete_through_start(self, request, cancel, observer, "the hedged call")
+        crate::llm::complete_through_start(self, request, cancel, observer, "the hedged call")
     }
 
     fn starts_without_waiting(&self) -> bool {

@@ -329,21 +329,13 @@ impl LlmBackend for Limited {
         request: &LlmRequest,
         cancel: &CancelToken,
     ) -> Result<LlmResponse, LlmError> {
-        let (tx, rx) = std::sync::mpsc::channel();
-        self.start(
-            request.clone(),
-            cancel.clone(),
-            Box::new(move |r, _| {
-                let _ = tx.send(r);
-            }),
-        );
-        rx.recv().unwrap_or_else(|_| {
-            Err(LlmError::new(
-                self.name(),
-                LlmErrorKind::Cancelled,
-                "the call ended without an outcome",
-            ))
-        })
+        crate::llm::complete_through_start(
+            self,
+            request,
+            cancel,
+            &crate::llm::NoObserver,
+            "the call",
+        )
     }
 
     fn starts_without_waiting(&self) -> bool {
