@@ -8,14 +8,16 @@
 //! Ignored by plain `cargo test` ("needs PostgreSQL and python3: run ./test").
 #![allow(clippy::unwrap_used)]
 
+mod fleet_support;
+
 use ais_testkit::pg::PgServer;
 use ais_vm::journal::Status;
 use ais_vm::store::postgres::PgStore;
 use ais_vm::store::Store;
+use fleet_support::{aisc, wait_until};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
 /// Four independent calls (a fan-out) per run.
 const FAN: &str = r#"agent A {
@@ -79,17 +81,6 @@ impl Drop for Provider {
     }
 }
 
-fn aisc(dir: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_aisc"));
-    c.env_remove("OPENAI_API_KEY")
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("AIS_STORE")
-        .env("HOME", dir)
-        .env("NO_COLOR", "1")
-        .current_dir(dir);
-    c
-}
-
 fn setup(dir: &Path, port: u16, limits: &str) -> (String, String) {
     let config = dir.join("config.toml");
     std::fs::write(
@@ -139,15 +130,7 @@ fn worker(dir: &Path, url: &str, config: &str, log: &str) -> Child {
 }
 
 fn worker_n(dir: &Path, url: &str, config: &str, log: &str, slots: &str) -> Child {
-    let log = std::fs::File::create(dir.join(log)).unwrap();
-    aisc(dir)
-        .args(["worker", "--store", url, "--config", config])
-        .args(["--memory", ":memory:", "--concurrency", slots])
-        .args(["--poll-ms", "50"])
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap()
+    fleet_support::worker(dir, url, config, log, &["--concurrency", slots])
 }
 
 fn completed(store: &PgStore) -> usize {
@@ -157,23 +140,6 @@ fn completed(store: &PgStore) -> usize {
         .iter()
         .filter(|r| r.status == Status::Completed)
         .count()
-}
-
-fn wait_until(dir: &Path, what: &str, mut done: impl FnMut() -> bool) {
-    for _ in 0..2400 {
-        if done() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let mut logs = String::new();
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        if e.path().extension().is_some_and(|x| x == "log") {
-            let text = std::fs::read_to_string(e.path()).unwrap_or_default();
-            logs.push_str(&format!("--- {}\n{text}\n", e.path().display()));
-        }
-    }
-    panic!("gave up waiting for {what}\n{logs}");
 }
 
 #[test]

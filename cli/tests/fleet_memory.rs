@@ -17,13 +17,15 @@
 //! Ignored by plain `cargo test` ("needs PostgreSQL: run ./test").
 #![allow(clippy::unwrap_used)]
 
+mod fleet_support;
+
 use ais_testkit::mock::MockServer;
 use ais_testkit::pg::PgServer;
 use ais_vm::journal::{self, Status};
 use ais_vm::store::postgres::PgStore;
+use fleet_support::{aisc, wait_until};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::process::Child;
 
 /// Keeps an untrusted page (a tool's reply) in the episodic log.
 const SCRAPER: &str = r#"agent Scraper {
@@ -44,17 +46,6 @@ const COPIER: &str = r#"agent Scraper {
     }
 }
 "#;
-
-fn aisc(dir: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_aisc"));
-    c.env_remove("OPENAI_API_KEY")
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("AIS_STORE")
-        .env("HOME", dir)
-        .env("NO_COLOR", "1")
-        .current_dir(dir);
-    c
-}
 
 fn setup(dir: &Path, mock: &MockServer) -> String {
     let fetch = dir.join("fetch.sh");
@@ -112,16 +103,8 @@ fn enqueue(dir: &Path, url: &str, config: &str, prog: &Path, args: &[&str]) -> S
 }
 
 fn worker(dir: &Path, url: &str, config: &str, log: &str) -> Child {
-    let log = std::fs::File::create(dir.join(log)).unwrap();
-    aisc(dir)
-        .args([
-            "worker", "--store", url, "--config", config, "--memory", ":memory:",
-        ])
-        .args(["--concurrency", "4", "--lease-secs", "5", "--poll-ms", "50"])
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap()
+    let args = ["--concurrency", "4", "--lease-secs", "5"];
+    fleet_support::worker(dir, url, config, log, &args)
 }
 
 fn ended(store: &PgStore, id: &str) -> bool {
@@ -129,24 +112,6 @@ fn ended(store: &PgStore, id: &str) -> bool {
         journal::load_record_in(store, id).unwrap().info.status,
         Status::Completed | Status::Failed
     )
-}
-
-/// Polls (a bounded number of times: a hang fails, with the workers' logs).
-fn wait_until(dir: &Path, what: &str, mut done: impl FnMut() -> bool) {
-    for _ in 0..1200 {
-        if done() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let mut logs = String::new();
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        if e.path().extension().is_some_and(|x| x == "log") {
-            let text = std::fs::read_to_string(e.path()).unwrap_or_default();
-            logs.push_str(&format!("--- {}\n{text}\n", e.path().display()));
-        }
-    }
-    panic!("gave up waiting for {what}\n{logs}");
 }
 
 #[test]

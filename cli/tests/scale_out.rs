@@ -14,14 +14,17 @@
 //! without PostgreSQL they fail, naming the fix.
 #![allow(clippy::unwrap_used)]
 
+mod fleet_support;
+
 use ais_testkit::mock::MockServer;
 use ais_testkit::pg::PgServer;
 use ais_vm::journal::{self, Status};
 use ais_vm::store::postgres::PgStore;
 use ais_vm::store::Store;
+use fleet_support::{aisc, wait_until};
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 /// Four dependent LLM calls; every prompt starts with the run's tag.
@@ -35,17 +38,6 @@ const CHAIN: &str = r#"agent A {
     }
 }
 "#;
-
-fn aisc(dir: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_aisc"));
-    c.env_remove("OPENAI_API_KEY")
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("AIS_STORE")
-        .env("HOME", dir)
-        .env("NO_COLOR", "1")
-        .current_dir(dir);
-    c
-}
 
 fn setup(dir: &Path, mock: &MockServer) -> (String, String) {
     let config = dir.join("config.toml");
@@ -111,24 +103,8 @@ fn worker_with(
     log: &str,
     extra: &[&str],
 ) -> Child {
-    let log = std::fs::File::create(dir.join(log)).unwrap();
-    aisc(dir)
-        .args([
-            "worker", "--store", url, "--config", config, "--memory", ":memory:",
-        ])
-        .args([
-            "--concurrency",
-            "4",
-            "--lease-secs",
-            lease,
-            "--poll-ms",
-            "50",
-        ])
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap()
+    let args = ["--concurrency", "4", "--lease-secs", lease];
+    fleet_support::worker(dir, url, config, log, &[&args[..], extra].concat())
 }
 
 fn signal(child: &Child, sig: &str) {
@@ -148,25 +124,6 @@ fn prompt(r: &ais_testkit::mock::MockRequest) -> String {
         .and_then(|m| m["content"].as_str())
         .unwrap_or_default()
         .to_string()
-}
-
-/// Polls `done` (a bounded number of times: a hang fails, with the
-/// workers' logs).
-fn wait_until(dir: &Path, what: &str, mut done: impl FnMut() -> bool) {
-    for _ in 0..1200 {
-        if done() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let mut logs = String::new();
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        if e.path().extension().is_some_and(|x| x == "log") {
-            let text = std::fs::read_to_string(e.path()).unwrap_or_default();
-            logs.push_str(&format!("--- {}\n{text}\n", e.path().display()));
-        }
-    }
-    panic!("gave up waiting for {what}\n{logs}");
 }
 
 #[test]
