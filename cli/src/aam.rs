@@ -36,6 +36,23 @@ impl MemoryArgs {
             .filter(|s| !s.trim().is_empty())
     }
 
+    /// The fleet's PostgreSQL store (`--store`, `AIS_STORE` or the config),
+    /// opened; without one, says `why` one is needed and gives exit code 2;
+    /// when it cannot be opened, says why and gives 1.
+    pub fn fleet_store(&self, why: &str) -> Result<std::sync::Arc<dyn ais_vm::store::Store>, i32> {
+        let Some(url) = self
+            .store_url()
+            .filter(|u| ais_vm::store::is_postgres_url(u))
+        else {
+            eprintln!("error: {why}: give `--store postgres://...` (or set AIS_STORE)");
+            return Err(2);
+        };
+        ais_vm::store::open(&url).map_err(|e| {
+            eprintln!("error: {e}");
+            1
+        })
+    }
+
     /// The store at `--store` (a URL), opened once per process: a server
     /// journals every run through one pool and one set of group-commit
     /// writers rather than connecting per run.

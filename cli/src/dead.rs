@@ -7,17 +7,7 @@ use ais_vm::store::Store;
 use std::sync::Arc;
 
 fn open(mem: &MemoryArgs) -> Result<Arc<dyn Store>, i32> {
-    let Some(url) = mem
-        .store_url()
-        .filter(|u| ais_vm::store::is_postgres_url(u))
-    else {
-        eprintln!("error: dead runs are kept by a shared store's queue: give `--store postgres://...` (or set AIS_STORE)");
-        return Err(2);
-    };
-    ais_vm::store::open(&url).map_err(|e| {
-        eprintln!("error: {e}");
-        1
-    })
+    mem.fleet_store("dead runs are kept by a shared store's queue")
 }
 
 /// `aisc runs --dead`.

@@ -50,14 +50,9 @@ fn prepare(
     run: &RunArgs,
     flag: &str,
 ) -> Result<Queued, i32> {
-    let Some(url) = run.memory.store_url() else {
-        eprintln!("error: `{flag}` queues runs in a shared store: give `--store postgres://...` (or set AIS_STORE)");
-        return Err(2);
-    };
-    let store = ais_vm::store::open(&url).map_err(|e| {
-        eprintln!("error: {e}");
-        1
-    })?;
+    let store = run
+        .memory
+        .fleet_store(&format!("`{flag}` queues runs in a shared store"))?;
     let artifact = ais_ir::bytecode::encode(&loaded.program).map_err(|e| {
         eprintln!("error: cannot encode the program for the run queue: {e}");
         1
@@ -192,16 +187,9 @@ pub fn schedule(
 
 /// `aisc schedules [remove ID]`: lists the store's schedules, or deletes one.
 pub fn schedules(remove: Option<&str>, memory: &super::aam::MemoryArgs, json: bool) -> i32 {
-    let Some(url) = memory.store_url() else {
-        eprintln!("error: schedules live in a shared store: give `--store postgres://...` (or set AIS_STORE)");
-        return 2;
-    };
-    let store = match ais_vm::store::open(&url) {
+    let store = match memory.fleet_store("schedules live in a shared store") {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return 1;
-        }
+        Err(code) => return code,
     };
     if let Some(id) = remove {
         return match store.remove_schedule(id) {

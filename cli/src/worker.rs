@@ -138,21 +138,15 @@ impl Ended {
 /// `aisc worker`: takes queued runs until stopped (or idle, with
 /// `--until-idle`). Exit code 0, or 1 when the store cannot be used.
 pub fn worker(w: &WorkerArgs, backend: &BackendArgs) -> i32 {
-    let Some(url) = w
+    let store = match w
         .memory
-        .store_url()
-        .filter(|u| ais_vm::store::is_postgres_url(u))
-    else {
-        eprintln!("error: a worker takes runs from a shared store: give `--store postgres://...` (or set AIS_STORE)");
-        return 2;
-    };
-    let store = match ais_vm::store::open(&url) {
+        .fleet_store("a worker takes runs from a shared store")
+    {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return 1;
-        }
+        Err(code) => return code,
     };
+    // The URL the store was opened from, for the fleet's limits.
+    let url = w.memory.store_url().unwrap_or_default();
     let mut setup = match RunSetup::load(backend) {
         Ok(s) => s,
         Err(SetupError::Config(e)) => {

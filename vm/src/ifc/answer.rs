@@ -98,16 +98,7 @@ fn normalise(w: &str) -> String {
 
 /// ` w1 w2 … `: the normalised words of `s`.
 fn words_run(s: &str) -> String {
-    let mut run = String::from(" ");
-    for w in s
-        .split_whitespace()
-        .map(normalise)
-        .filter(|w| !w.is_empty())
-    {
-        run.push_str(&w);
-        run.push(' ');
-    }
-    run
+    super::values::words_run_by(s, normalise)
 }
 
 /// The items of `s`, each normalised to its run of words (without the

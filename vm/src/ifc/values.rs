@@ -129,6 +129,13 @@ fn normalise(w: &str) -> String {
 
 /// ` w1 w2 … `: the normalised words of `s`, one space apart and around.
 fn words_run(s: &str) -> String {
+    words_run_by(s, normalise)
+}
+
+/// ` w1 w2 … `: the words of `s` as `normalise` makes them, the empty ones
+/// left out, one space apart and around (so a run is found inside another
+/// only at word boundaries).
+pub(super) fn words_run_by(s: &str, normalise: impl Fn(&str) -> String) -> String {
     let mut run = String::from(" ");
     for w in s
         .split_whitespace()
