@@ -127,17 +127,19 @@ fn a_side_effect_killed_in_flight_is_reported_in_doubt() {
     setup(dir.path(), &server);
     std::fs::write(
         dir.path().join("p.ais"),
-        "agent A {\n  @entry flow main() -> json {\n    return inv(\"goals_add\", \"{{\\\"name\\\": \\\"g\\\"}}\")\n  }\n}\n",
+        "agent A {\n  @entry flow main() -> json {\n    return inv(\"enqueue\", \"{{\\\"queue\\\": \\\"q\\\", \\\"job\\\": \\\"g\\\"}}\")\n  }\n}\n",
     )
     .unwrap();
-    // Write 1 is the tool's intent: the process dies before the call.
+    // `enqueue` appends a job: not idempotent (the catalogue), so a call
+    // cut off is in doubt. Write 1 is the tool's intent: the process dies
+    // before the call.
     let killed = aisc(dir.path(), &["run", "p.ais"], Some(1));
     assert!(!killed.status.success());
     let resumed = aisc(dir.path(), &["resume", "last"], None);
     assert!(!resumed.status.success());
     let err = String::from_utf8_lossy(&resumed.stderr);
     assert!(err.contains("journal.in_doubt"), "{err}");
-    assert!(err.contains("goals_add"), "{err}");
+    assert!(err.contains("enqueue"), "{err}");
 }
 
 #[test]
