@@ -496,12 +496,16 @@ fn failed_runs_are_retried_by_policy_then_dead_and_requeued() {
     );
     let store = PgStore::connect(&url).unwrap();
     let mut w = worker_n(dir, &url, &config, "w.log", "2");
+    // Completed in the store, and said so by the worker (its line comes
+    // after the store's commit).
+    let said = format!("run {retried}: completed");
     wait_until(dir, "the retried run", || {
         store
             .list_runs()
             .unwrap()
             .iter()
             .any(|r| r.id == retried && r.status == Status::Completed)
+            && std::fs::read_to_string(dir.join("w.log")).is_ok_and(|l| l.contains(&said))
     });
     let log = std::fs::read_to_string(dir.join("w.log")).unwrap();
     assert!(
@@ -509,7 +513,6 @@ fn failed_runs_are_retried_by_policy_then_dead_and_requeued() {
             && log.contains("queued again for attempt 2 of 4"),
         "{log}"
     );
-    assert!(log.contains(&format!("run {retried}: completed")), "{log}");
     let listed = aisc_ok(dir, &["runs", "--dead", "--store", &url]);
     assert!(listed.contains(&dead), "{listed}");
     assert!(!listed.contains(&retried), "{listed}");
