@@ -12,6 +12,7 @@
 //! checked: the assertions are on structure — exit codes, counts, JSON
 //! validity, error codes.
 
+mod llama_support;
 mod serve_support;
 
 use ais_vm::llm::http::{HttpBackend, HttpOptions, Protocol};
@@ -20,96 +21,22 @@ use ais_vm::llm::{
     ToolSpec, Turn,
 };
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// One model server at a time.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+use llama_support::{env, serial, workspace, LlamaServer};
 
-fn serial() -> MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
+/// The configurations and options these tests use with a [`LlamaServer`].
+trait Recipes {
+    fn config(&self) -> String;
+    fn config_with_ask_limit(&self, ask: u32) -> String;
+    fn options(&self) -> HttpOptions;
 }
 
-fn env(var: &str) -> String {
-    std::env::var(var).unwrap_or_else(|_| {
-        panic!("{var} is not set: run ./test (scripts/provision/llama.sh provisions llama-server)")
-    })
-}
-
-/// A `llama-server` on a free loopback port, killed when dropped.
-struct LlamaServer {
-    child: Child,
-    port: u16,
-    log: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl LlamaServer {
-    fn start(extra: &[&str]) -> LlamaServer {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let log = dir.path().join("llama-server.log");
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free port");
-        let child = Command::new(env("AIS_LLAMA_SERVER"))
-            .args(["-m", &env("AIS_LLAMA_MODEL")])
-            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-            .args(["--parallel", "2", "--threads", "2", "--no-webui"])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("log file"))
-            .spawn()
-            .expect("llama-server starts");
-        let mut s = LlamaServer {
-            child,
-            port,
-            log,
-            _dir: dir,
-        };
-        // Loading takes seconds; bounded at 10 minutes for a loaded
-        // machine, and a server that exits fails at once with its log.
-        for _ in 0..6000 {
-            if let Ok(Some(status)) = s.child.try_wait() {
-                panic!("llama-server exited ({status}):\n{}", s.log_text());
-            }
-            if s.get("/health").is_some_and(|(code, _)| code == 200) {
-                return s;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        panic!("llama-server did not become healthy:\n{}", s.log_text());
-    }
-
-    fn base_url(&self) -> String {
-        format!("http://127.0.0.1:{}/v1", self.port)
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// A plain `GET` (status, body).
-    fn get(&self, path: &str) -> Option<(u16, String)> {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
-        s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
-        write!(
-            s,
-            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-        )
-        .ok()?;
-        let mut text = String::new();
-        s.read_to_string(&mut text).ok()?;
-        let code = text.split_whitespace().nth(1)?.parse().ok()?;
-        let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
-        Some((code, body))
-    }
-
+impl Recipes for LlamaServer {
     /// The documented llama.cpp recipe (docs/backends.md), with small
     /// completion limits so a loaded 2-core machine runs the tier in
     /// minutes.
@@ -135,20 +62,6 @@ impl LlamaServer {
         o.timeout = Duration::from_secs(600);
         o
     }
-}
-
-impl Drop for LlamaServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-        .to_path_buf()
 }
 
 /// `aisc run EXAMPLE ARGS --report-json` in a fresh directory holding the
@@ -178,49 +91,6 @@ fn run_example(server: &LlamaServer, example: &str, args: &[&str]) -> (i32, Valu
 
 fn summary(report: &Value, key: &str) -> u64 {
     report["summary"][key].as_u64().unwrap_or(u64::MAX)
-}
-
-#[test]
-#[ignore = "needs llama-server: run ./test"]
-fn examples_of_asks_exit_zero_with_the_documented_recipe() {
-    let _one = serial();
-    let server = LlamaServer::start(&[]);
-    // Their `// Run:` lines; ops a 135M model can serve (`ask`, `think`,
-    // `merge`, branches).
-    let cases: [(&str, &[&str], u64); 3] = [
-        (
-            "04_scalability_n2.ais",
-            &["--arg", "topic=urban cycling infrastructure"],
-            2,
-        ),
-        (
-            "01_parallel_research.ais",
-            &["--arg", "topic=solid-state batteries"],
-            5,
-        ),
-        (
-            "09_conditional_routing.ais",
-            &[
-                "--arg",
-                "ticket=The app crashes when I open the settings page.",
-            ],
-            2,
-        ),
-    ];
-    for (example, args, calls) in cases {
-        let (code, report, stderr) = run_example(&server, example, args);
-        assert_eq!(code, 0, "{example}: {stderr}");
-        assert_eq!(report["ok"], true, "{example}: {report}");
-        assert_eq!(report["simulated"], false, "{example}");
-        if example != "09_conditional_routing.ais" {
-            assert_eq!(summary(&report, "llm_calls"), calls, "{example}: {report}");
-        } else {
-            // One classification, then one call on the branch taken.
-            assert!(summary(&report, "llm_calls") >= 1, "{report}");
-        }
-        assert!(summary(&report, "input_tokens") > 0, "{example}: {report}");
-        assert!(report["result"].is_string(), "{example}: {report}");
-    }
 }
 
 #[test]
