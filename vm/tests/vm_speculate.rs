@@ -266,3 +266,100 @@ fn a_speculated_reply_is_journaled_only_when_adopted() {
     assert_eq!(done_asks(dir.path(), "r1"), 2, "classifier + the taken arm");
     assert_eq!(sent.lock().unwrap().len(), 1);
 }
+
+/// The classifier is an `ask`, the arms `think`s: over HTTP (the loopback
+/// mock provider), the arms' requests are sent with the classifier's; the
+/// mock's replies match no case, so `default` is taken and the other two
+/// are cancelled in flight, long before the mock would answer them.
+const ROUTER_HTTP: &str = r#"
+agent @Router {
+  flow @main(%ticket: str) -> str entry {
+    %0 = template %ticket {template = "Classify this ticket: {0}"} : str
+    %1 = ask %0 : str
+    %2 = switch %1 : str {
+      case "billing" {
+        %3 = template %ticket {template = "Billing answer for {0}"} : str
+        %4 = think %3 : str
+        %5 = inv %4 {tool = "notify"} : json
+        yield %4
+      }
+      case "technical" {
+        %6 = template %ticket {template = "Technical answer for {0}"} : str
+        %7 = think %6 : str
+        %8 = inv %7 {tool = "notify"} : json
+        yield %7
+      }
+      default {
+        %9 = template %ticket {template = "Escalation for {0}"} : str
+        %10 = think %9 : str
+        %11 = inv %10 {tool = "notify"} : json
+        yield %10
+      }
+    }
+    return %2
+  }
+}
+"#;
+
+#[test]
+fn over_http_the_losers_are_cancelled_in_flight_and_every_request_is_counted() {
+    use ais_testkit::llm::{mock, options as http_options};
+    use ais_vm::llm::http::{HttpBackend, Protocol};
+    let p = program(ROUTER_HTTP);
+    let run_http = |speculate: Option<Speculate>| {
+        let server = mock();
+        server.set_kind_latency("ask", Duration::from_millis(100));
+        server.set_kind_latency("think", Duration::from_millis(1500));
+        let backend = Arc::new(HttpBackend::new(http_options(&server, Protocol::OpenAi)));
+        let (h, sent) = host();
+        let r = ais_vm::run(&p, &options(2, speculate), backend, h);
+        (r, sent, server.request_count())
+    };
+    let (want, want_sent, want_requests) = run_http(None);
+    let want_out = want.outcome.unwrap();
+    assert_eq!(want_requests, 2);
+    let (got, sent, requests) = run_http(budget(2));
+    assert_eq!(got.outcome.unwrap(), want_out);
+    assert_eq!(*sent.lock().unwrap(), *want_sent.lock().unwrap());
+    assert_eq!(sent.lock().unwrap().len(), 1);
+    // The classifier, and each arm's call once (the taken arm's adopted).
+    assert_eq!(requests, 4);
+    let s = got.summary.speculation.unwrap();
+    assert_eq!((s.speculated, s.adopted, s.discarded), (3, 1, 2));
+    // Cancelled before the mock answered: nothing used, nothing billed to
+    // the client; their requests still count.
+    assert_eq!(s.extra_output_tokens, 0, "{s:?}");
+    assert_eq!(got.summary.llm_attempts, want.summary.llm_attempts + 2);
+    assert!(s.saved_ms >= 50.0, "{s:?}");
+}
+
+#[test]
+fn the_budget_is_read_from_the_configuration() {
+    use ais_vm::config::Config;
+    let path = std::path::Path::new("config.toml");
+    let c = Config::parse(
+        "speculate = { max_extra_calls = 2, max_extra_cost = 0.01 }\n",
+        path,
+    )
+    .unwrap();
+    assert_eq!(
+        c.speculate,
+        Some(Speculate {
+            max_extra_calls: 2,
+            max_extra_cost_usd: 0.01
+        })
+    );
+    assert_eq!(Config::parse("", path).unwrap().speculate, None);
+    for bad in [
+        "speculate = { max_extra_calls = -1, max_extra_cost = 0.01 }",
+        "speculate = { max_extra_calls = 2, max_extra_cost = -0.5 }",
+        "speculate = { max_extra_calls = 2 }",
+        "speculate = { max_extra_calls = 2, max_extra_cost = 0.01, arms = 3 }",
+    ] {
+        let e = Config::parse(bad, path).unwrap_err();
+        assert!(
+            e.to_string().contains("speculate") || e.to_string().contains("max_extra"),
+            "{bad}: {e}"
+        );
+    }
+}

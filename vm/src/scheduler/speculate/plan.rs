@@ -95,11 +95,7 @@ fn deciding_llms(code: &RegionCode, producer: &HashMap<u32, u32>, slot: u32) -> 
             continue;
         };
         match exec::class(instr.opcode) {
-            Class::Llm if !exec::on_agent_lane(instr) => {
-                if !out.contains(&op) {
-                    out.push(op);
-                }
-            }
+            Class::Llm if !exec::on_agent_lane(instr) && !out.contains(&op) => out.push(op),
             Class::Pure => todo.extend_from_slice(code.data(instr)),
             _ => {}
         }

@@ -155,7 +155,7 @@ impl Table {
                     .ok()
                     .or_else(|| e.req.model.clone())
                     .unwrap_or_default();
-                spend(&mut st.spent, model, reply.as_ref().ok(), &attempts);
+                spend(&mut st.spent, model, reply.as_ref().ok(), Some(&attempts));
             }
             (None, _) => {
                 e.progress = Progress::Done {
@@ -331,23 +331,29 @@ fn discard(spent: &mut Spent, e: &mut Entry) {
         Progress::Due { reply, .. } => {
             let r = reply.as_ref().and_then(|r| r.as_ref().ok());
             let model = r.map_or(model, |r| r.model.clone());
-            spend(spent, model, r, &[]);
+            spend(spent, model, r, None);
         }
         Progress::Done {
             reply, attempts, ..
         } => {
             let r = reply.as_ref().and_then(|r| r.as_ref().ok());
             let model = r.map_or(model, |r| r.model.clone());
-            spend(spent, model, r, &attempts);
+            spend(spent, model, r, Some(&attempts));
         }
         Progress::Settled => {}
     }
 }
 
-fn spend(spent: &mut Spent, model: String, reply: Option<&LlmResponse>, attempts: &[Attempt]) {
-    let usage = crate::llm::call_usage(reply, attempts);
-    // A scheduled reply has no attempts: it was one request.
-    spent.attempts += (attempts.len() as u64).max(1);
+/// Accounts a discarded call: its usage, and its requests (`attempts`;
+/// `None`: a scheduled reply, which was one request).
+fn spend(
+    spent: &mut Spent,
+    model: String,
+    reply: Option<&LlmResponse>,
+    attempts: Option<&[Attempt]>,
+) {
+    let usage = crate::llm::call_usage(reply, attempts.unwrap_or(&[]));
+    spent.attempts += attempts.map_or(1, |a| a.len() as u64);
     spent.by_model.push((model, usage));
 }
 
