@@ -120,4 +120,21 @@ fn a_run_killed_mid_speculation_journals_no_speculated_reply() {
     assert_eq!(server.request_count(), 8);
     assert_eq!(done(d, &id, "ask"), 1);
     assert_eq!(done(d, &id, "think"), 1, "the taken arm only");
+
+    // The report shows what speculation did.
+    let o = aisc(d)
+        .args(["report", &id, "-o", "resumed.html"])
+        .output()
+        .expect("aisc report");
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let page = std::fs::read_to_string(d.join("resumed.html")).expect("page");
+    assert!(
+        page.contains("3 calls started early: 1 adopted, 2 discarded"),
+        "no speculation line in the report"
+    );
 }
