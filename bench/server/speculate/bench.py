@@ -92,6 +92,19 @@ def ours(aisc, cfg, args, extra):
     return p.returncode == 0, s, p.stderr[-400:]
 
 
+def langgraph(py, port, args):
+    """LangGraph's equivalent (bench/server/cache/lg_cache.py w09): the
+    classifier node, then a conditional edge to one arm node."""
+    p = subprocess.run([py, os.path.join(os.path.dirname(HERE), "cache", "lg_cache.py"), "w09",
+                        "--style", "par", "--base-url", f"http://127.0.0.1:{port}/v1",
+                        "--args", json.dumps(args)], capture_output=True, text=True, timeout=600)
+    try:
+        out = json.loads(p.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        return False, None, p.stderr[-400:]
+    return bool(out.get("ok")), out.get("in_process_ms"), p.stderr[-400:]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=10)
@@ -106,7 +119,10 @@ def main():
     srv, port = start_server("--seed", str(a.seed), "--p50-ms", str(a.p50_ms), "--slow-frac", "0")
     cfg = os.path.join(tempfile.mkdtemp(), "bench.toml")
     config(cfg, port, a.max_extra_calls, a.max_extra_cost)
+    py = os.path.join(ROOT, "bench/langgraph/.venv/bin/python")
     modes = {"spec": [], "nospec": ["--no-speculate"]}
+    if os.path.exists(py):
+        modes["langgraph"] = None
     res = {m: [] for m in modes}
     try:
         for i in range(a.runs):
@@ -114,7 +130,11 @@ def main():
                 args = {"ticket": TICKETS[i % len(TICKETS)],
                         "manual": make_manual(f"{m}-{i}", a.doc_tokens)}
                 before = admin(port, "/admin/counters")
-                ok, s, err = ours(a.aisc, cfg, args, extra)
+                if extra is None:
+                    ok, ms, err = langgraph(py, port, args)
+                    s = {"makespan_ms": ms}
+                else:
+                    ok, s, err = ours(a.aisc, cfg, args, extra)
                 after = admin(port, "/admin/counters")
                 if not ok:
                     print(m, err, file=sys.stderr)
@@ -142,7 +162,8 @@ def main():
         "| server-billed $/1k runs | client-counted $/1k runs | adopted / discarded (total) | extra cost seen $/1k runs |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    label = {"spec": "ours, speculation", "nospec": "ours, `--no-speculate`"}
+    label = {"spec": "ours, speculation", "nospec": "ours, `--no-speculate`",
+             "langgraph": "LangGraph (conditional edge)"}
     for m in modes:
         xs = res[m]
         if not xs:
