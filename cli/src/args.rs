@@ -26,6 +26,10 @@ pub struct RunArgs {
     /// Concurrent calls per backend (default: the backend's limit).
     #[arg(long)]
     pub concurrency: Option<usize>,
+    /// Never speculate branch arms, whatever the configuration's
+    /// `speculate` budget (docs/runtime.md, "Speculation").
+    #[arg(long)]
+    pub no_speculate: bool,
     /// Write per-op events as JSON lines.
     #[arg(long, value_name = "PATH")]
     pub events: Option<PathBuf>,

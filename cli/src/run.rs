@@ -174,6 +174,7 @@ pub fn prepare_run(
             .unwrap_or(ais_vm::scheduler::limits::DEFAULT_MAX_VALUE_BYTES),
         telemetry_text: text_policy(&run.telemetry, settings),
         flow_policy: with_remote_agents(settings.config.policy.clone(), &setup.aam),
+        speculate: settings.config.speculate.filter(|_| !run.no_speculate),
         ..RunOptions::default()
     };
     let mut aam = setup.aam.clone();
@@ -412,6 +413,18 @@ pub fn run_loaded(
             s.peak_parallelism,
             s.sched_overhead_us_per_op,
         );
+        if let Some(sp) = &s.speculation {
+            eprintln!(
+                "speculation: {} calls started before their branch was decided, {} adopted, {} discarded; {:.1} ms saved; extra cost ${:.6} (budget {} calls, ${:.4}; in the cost above)",
+                sp.speculated,
+                sp.adopted,
+                sp.discarded,
+                sp.saved_ms,
+                sp.extra_cost_usd,
+                sp.max_extra_calls,
+                sp.max_extra_cost_usd,
+            );
+        }
         eprintln!("{}", super::aam::run_footer(&host));
     }
     if let Some(path) = &run.report_json {

@@ -275,6 +275,7 @@ fn resume_in(
         workers: r.workers,
         policy: "fifo".into(),
         concurrency: None,
+        no_speculate: false,
         events: None,
         trace: None,
         report_json: None,

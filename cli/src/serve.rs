@@ -193,6 +193,7 @@ impl CliEngine {
             workers: Some(self.runs.workers.max(1)),
             policy: "fifo".into(),
             concurrency: None,
+            no_speculate: false,
             events: None,
             trace: None,
             report_json: None,

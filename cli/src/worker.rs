@@ -480,6 +480,7 @@ fn execute(
         workers: Some(w.workers.max(1)),
         policy: "fifo".into(),
         concurrency: None,
+        no_speculate: false,
         events: None,
         trace: None,
         report_json: None,

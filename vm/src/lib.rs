@@ -25,6 +25,6 @@ pub mod value;
 
 pub use error::RunError;
 pub use host::{Host, HostError};
-pub use scheduler::{run, Policy, RunOptions, RunReport};
+pub use scheduler::{run, Policy, RunOptions, RunReport, Speculate, SpeculationSummary};
 pub use telemetry::{OpEvent, RunSummary};
 pub use value::Val;

@@ -553,6 +553,7 @@ pub fn totals(summary: &Map<String, Json>, events: &[Map<String, Json>], path: &
         "requests": g("llm_attempts"),
         "retries": g("llm_retries"),
         "failed_ops": g("failed_ops"),
+        "speculation": g("speculation"),
     })
 }
 

@@ -138,12 +138,32 @@ fn total_line(totals: &Json) -> String {
         ("retries", u("retries").to_string()),
         ("failed ops", u("failed_ops").to_string()),
     ];
+    let spec = speculation_line(totals.get("speculation"));
     let mut o = String::from(r#"<dl class="totals">"#);
-    for (k, v) in items {
+    for (k, v) in items.into_iter().chain(spec.map(|v| ("speculation", v))) {
         let _ = write!(o, "<div><dt>{}</dt><dd>{}</dd></div>", esc(k), esc(&v));
     }
     o.push_str("</dl>");
     o
+}
+
+/// What speculation of branch arms did (`None`: it was off): calls
+/// started early, adopted and discarded, the time adopted calls had
+/// already run, and the discarded calls' cost against the budget.
+fn speculation_line(s: Option<&Json>) -> Option<String> {
+    let s = s.filter(|s| s.is_object())?;
+    let f = |k: &str| s.get(k).and_then(Json::as_f64).unwrap_or(0.0);
+    let u = |k: &str| s.get(k).and_then(Json::as_u64).unwrap_or(0);
+    Some(format!(
+        "{} calls started early: {} adopted, {} discarded; {:.1} ms saved; extra ${:.6} (budget {} calls, ${:.4})",
+        u("speculated"),
+        u("adopted"),
+        u("discarded"),
+        f("saved_ms"),
+        f("extra_cost_usd"),
+        u("max_extra_calls"),
+        f("max_extra_cost_usd"),
+    ))
 }
 
 /// A run's part of the page: its events, the critical path (indices into

@@ -248,6 +248,18 @@ pub fn run_vm(
     workers: usize,
     replies: Replies,
 ) -> Observed {
+    run_vm_speculating(program, code, args, workers, replies, None)
+}
+
+/// [`run_vm`] with a speculation budget (`tests/speculation.rs`).
+pub fn run_vm_speculating(
+    program: &Program,
+    code: &bytecode::Program,
+    args: &[(String, Json)],
+    workers: usize,
+    replies: Replies,
+    speculate: Option<ais_vm::Speculate>,
+) -> Observed {
     let backend = Arc::new(fake_model(replies));
     let log = Arc::new(Mutex::new(Vec::new()));
     let host = Arc::new(host_with_tools(log.clone()));
@@ -264,6 +276,7 @@ pub fn run_vm(
             mode: ais_ir::ifc::Mode::Off,
             ..Default::default()
         },
+        speculate,
         ..RunOptions::default()
     };
     let report = ais_vm::run(code, &options, backend.clone(), host.clone());

@@ -36,6 +36,9 @@ pub struct Config {
     pub aam: AamSections,
     /// `[policy]`: the information-flow policy (`crate::ifc`).
     pub policy: ais_ir::ifc::FlowPolicy,
+    /// `speculate`: the run's budget for speculated branch arms (`None`:
+    /// no speculation).
+    pub speculate: Option<crate::scheduler::Speculate>,
 }
 
 /// Per-run resource limits from the config file.
@@ -123,6 +126,30 @@ impl Config {
                 None => None,
             },
         };
+        let speculate = match &file.speculate {
+            Some(s) => {
+                let v = s.get_ref();
+                let calls = u32::try_from(v.max_extra_calls).ok();
+                let cost = Some(v.max_extra_cost).filter(|c| c.is_finite() && *c >= 0.0);
+                match (calls, cost) {
+                    (Some(max_extra_calls), Some(max_extra_cost_usd)) => {
+                        Some(crate::scheduler::Speculate {
+                            max_extra_calls,
+                            max_extra_cost_usd,
+                        })
+                    }
+                    _ => {
+                        return Err(ConfigError::at(
+                            &src,
+                            s.span(),
+                            "speculate: max_extra_calls must be a non-negative integer and max_extra_cost a non-negative number of USD",
+                            Some("e.g. speculate = { max_extra_calls = 4, max_extra_cost = 0.05 }; 0 turns speculation off".into()),
+                        ))
+                    }
+                }
+            }
+            None => None,
+        };
         let mut telemetry = super::TextPolicy::default();
         if let Some(n) = &file.telemetry.text_limit {
             if *n.get_ref() < 0 {
@@ -192,6 +219,7 @@ impl Config {
             otlp: file.telemetry.otlp,
             aam,
             policy: file.policy.unwrap_or_default(),
+            speculate,
         };
         Ok(config)
     }
@@ -216,6 +244,7 @@ impl Config {
             otlp: None,
             aam: AamSections::default(),
             policy: ais_ir::ifc::FlowPolicy::default(),
+            speculate: None,
         }
     }
 

@@ -33,6 +33,9 @@ pub(crate) struct FileConfig {
     pub(crate) max_tokens: FileMaxTokens,
     #[serde(default)]
     pub(crate) limits: FileLimits,
+    /// `speculate = { max_extra_calls, max_extra_cost }`: the run's budget
+    /// for speculated branch arms (`crate::scheduler` `speculate`).
+    pub(crate) speculate: Option<Spanned<FileSpeculate>>,
     #[serde(default)]
     pub(crate) telemetry: FileTelemetry,
     // The Agent Abstract Machine's sections.
@@ -58,6 +61,16 @@ pub(crate) struct FileLimits {
     pub(crate) max_live_frames: Option<Spanned<i64>>,
     pub(crate) max_call_depth: Option<Spanned<i64>>,
     pub(crate) max_value_bytes: Option<Spanned<i64>>,
+}
+
+/// `speculate = { ... }`: both limits are required (speculation spends
+/// money on arms that are not taken; no default amount is assumed).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FileSpeculate {
+    pub(crate) max_extra_calls: i64,
+    /// USD.
+    pub(crate) max_extra_cost: f64,
 }
 
 /// `[telemetry]`: what run events keep of prompts, replies and tool

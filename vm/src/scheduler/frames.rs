@@ -633,7 +633,10 @@ impl<'r> Run<'r> {
         // shape needs no edit here, an unknown shape fails to compile.
         match instr.opcode.info().regions {
             RegionSpec::IfElse | RegionSpec::Switch => {
-                let r = exec::select_branch(flow, instr, first()?)?;
+                let r = first().and_then(|c| exec::select_branch(flow, instr, c));
+                // Calls speculated for the arms not taken are discarded.
+                self.spec_resolve(frame.id, op, r.as_ref().ok().copied());
+                let r = r?;
                 let child = self.new_frame(
                     frame.unit,
                     frame.flow,

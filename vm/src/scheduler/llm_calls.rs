@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 /// requests they sent. A transport stops a cancelled exchange at once, so
 /// this bounds only a call that does not notice, or one still waiting for
 /// admission to a shared backend (`aisc serve`), which sent nothing.
-const CANCEL_GRACE: Duration = Duration::from_secs(5);
+pub(super) const CANCEL_GRACE: Duration = Duration::from_secs(5);
 
 /// LLM calls started on a backend that does not wait (see
 /// [`Run::pump_llm`]): what each is for, by token.
@@ -39,6 +39,9 @@ pub(super) struct Pending<'r> {
         Duration,
         Result<crate::llm::LlmResponse, crate::llm::LlmError>,
     )>,
+    /// A speculated call of the same request this call adopts
+    /// (`speculate`): its reply, not a new call, settles this one.
+    pub(super) adopted: Option<usize>,
 }
 
 /// Tokens are distinct sequential numbers: hashing them is a multiply.
@@ -246,7 +249,7 @@ impl<'r> Run<'r> {
                 pending.call.track = Track::Llm(slot);
                 match &pending.scheduled {
                     Some((delay, _)) => due.push((Instant::now() + *delay, token)),
-                    None => started.push((token, pending.req.clone())),
+                    None => started.push((token, pending.req.clone(), pending.adopted)),
                 }
                 g.table.insert(token, pending);
             }
@@ -257,22 +260,25 @@ impl<'r> Run<'r> {
         if started.is_empty() {
             return;
         }
-        let calls = started
-            .into_iter()
-            .map(|(token, req)| {
-                let inbox = Arc::clone(&self.inbox);
-                let done: crate::llm::OnDone = Box::new(move |result, attempts| {
-                    // After the run ends nobody takes it; it is dropped.
-                    inbox.arrive(Outcome {
-                        token,
-                        result,
-                        attempts,
-                    });
+        let mut calls = Vec::with_capacity(started.len());
+        for (token, req, adopted) in started {
+            let inbox = Arc::clone(&self.inbox);
+            let done: crate::llm::OnDone = Box::new(move |result, attempts| {
+                // After the run ends nobody takes it; it is dropped.
+                inbox.arrive(Outcome {
+                    token,
+                    result,
+                    attempts,
                 });
-                (req, self.cancel.clone(), done)
-            })
-            .collect();
-        self.backend.start_many(calls);
+            });
+            match adopted {
+                Some(i) => self.spec_attach(i, done),
+                None => calls.push((req, self.cancel.clone(), done)),
+            }
+        }
+        if !calls.is_empty() {
+            self.backend.start_many(calls);
+        }
     }
 
     /// One call's request and, when the backend has its reply at once, the
@@ -307,13 +313,20 @@ impl<'r> Run<'r> {
         };
         call.jkey = jkey;
         let token = self.next_call.fetch_add(1, Ordering::Relaxed);
-        let scheduled = self.backend.scheduled_reply(&req);
+        let (scheduled, adopted) = match self.spec_adopt(&call.frame, op, &req) {
+            Some(super::speculate::Adopted::Scheduled(delay, reply)) => {
+                (Some((delay, reply)), None)
+            }
+            Some(super::speculate::Adopted::Started(i)) => (None, Some(i)),
+            None => (self.backend.scheduled_reply(&req), None),
+        };
         Some((
             token,
             Pending {
                 call,
                 req,
                 scheduled,
+                adopted,
             },
         ))
     }

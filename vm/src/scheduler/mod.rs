@@ -27,6 +27,8 @@
 //! - `tool_loop`: LLM ops that offer their model tools: model turns and
 //!   the tool calls they ask for, each through the gate, the host and
 //!   telemetry like the program's own;
+//! - `speculate`: arms of branches decided by an LLM reply, started
+//!   before it arrives and adopted or discarded when it does;
 //! - `progress`, `limits`, `policy`: the progress line, resource limits,
 //!   the I/O queues' ordering policy.
 
@@ -43,11 +45,13 @@ mod llm_calls;
 mod observe;
 pub mod policy;
 mod progress;
+mod speculate;
 mod tool_loop;
 mod worker;
 
 pub use inner_plan::LinkedPlan;
 pub use launch::run;
+pub use speculate::{Speculate, SpeculationSummary};
 
 use llm_calls::{Calls, Inbox};
 use worker::Sleep;
@@ -126,6 +130,10 @@ pub struct RunOptions {
     /// shows the lines a kill left journaled and unshown, once. `None`:
     /// lines a resumed run replays are never shown again.
     pub stdout_marks: Option<std::path::PathBuf>,
+    /// Start the likely arms of branches decided by an LLM reply before
+    /// the reply arrives, within this budget (`None`: never; see
+    /// `speculate`).
+    pub speculate: Option<Speculate>,
 }
 
 impl Default for RunOptions {
@@ -151,6 +159,7 @@ impl Default for RunOptions {
             flow_approver: None,
             label_trace: None,
             stdout_marks: None,
+            speculate: None,
         }
     }
 }
@@ -232,6 +241,8 @@ struct Run<'r> {
     text: &'r crate::telemetry::TextPolicy,
     /// Slack-free ops per region, for `LlmRequest::critical`.
     critical: critical::CriticalOps,
+    /// Calls of undecided branches' arms, held aside (`speculate`).
+    spec: speculate::Spec,
 }
 
 impl<'r> Run<'r> {

@@ -271,6 +271,9 @@ pub struct RunSummary {
     /// from the program's own flow count on.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub linked_flows: Vec<String>,
+    /// What speculation of branch arms did (`None`: it was off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculation: Option<crate::scheduler::SpeculationSummary>,
 }
 
 impl RunSummary {

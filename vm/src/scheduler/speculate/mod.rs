@@ -1,0 +1,349 @@
+//! Speculation of `if` / `switch` arms (issue 36): when the condition of a
+//! branch is an LLM reply and that call has just started, the arms' leading
+//! LLM calls whose inputs are already known start too, within the run's
+//! budget (`speculate = { max_extra_cost, max_extra_calls }`). Their
+//! replies are held aside ([`table`]), not journaled. When the branch is
+//! decided, the taken arm's ops adopt their replies (journaled then, by the
+//! op's own completion, as if the call had just been made) and the other
+//! arms' calls are cancelled and discarded: never journaled, never
+//! delivered, their spend reported as speculation's extra cost.
+//!
+//! Safe by construction ([`plan`]): only LLM calls without tools are
+//! speculated (the op table's `Llm` class: no side effect); tools, memory,
+//! messages, prints and approvals only ever run in the taken arm. A resumed
+//! run replays the condition from the journal, so nothing is speculated
+//! for it, and a held reply is never in the journal.
+//!
+//! Only backends that start calls without waiting are speculated on (HTTP
+//! providers, the simulator): a speculated call needs no thread.
+
+mod plan;
+mod table;
+
+use super::Run;
+use crate::frame::{Frame, Role};
+use crate::llm::LlmRequest;
+use crate::sync::lock;
+use serde::{Deserialize, Serialize};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub(super) use table::Adopted;
+
+/// A run's speculation budget: at most `max_extra_calls` LLM calls and
+/// `max_extra_cost_usd` spent on arms that are not taken. Either at 0:
+/// no speculation.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Speculate {
+    pub max_extra_calls: u32,
+    pub max_extra_cost_usd: f64,
+}
+
+impl Speculate {
+    fn on(&self) -> bool {
+        self.max_extra_calls > 0 && self.max_extra_cost_usd > 0.0
+    }
+}
+
+/// What speculation did in a run (the run summary's `speculation`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SpeculationSummary {
+    /// LLM calls started before their branch was decided.
+    pub speculated: u64,
+    /// Of those, calls whose arm was taken: their op used the reply.
+    pub adopted: u64,
+    /// Calls of arms not taken (cancelled; never journaled).
+    pub discarded: u64,
+    /// Tokens and cost (at the configured prices) of the discarded calls,
+    /// included in the run's `cost_usd`.
+    pub extra_input_tokens: u64,
+    pub extra_output_tokens: u64,
+    pub extra_cost_usd: f64,
+    /// Time adopted calls had already run when their op started (the
+    /// critical-path time speculation took off the run, at most).
+    pub saved_ms: f64,
+    /// The budget the run had.
+    pub max_extra_calls: u32,
+    pub max_extra_cost_usd: f64,
+}
+
+/// A branch speculated on: the arms' calls that may turn out extra, and
+/// their estimated cost, until it is decided.
+struct Charge {
+    frame: u64,
+    control: u32,
+    calls: u64,
+    micro_usd: u64,
+    resolved: bool,
+}
+
+/// The run's speculation state.
+pub(super) struct Spec {
+    budget: Option<Speculate>,
+    triggers: plan::Triggers,
+    table: Arc<table::Table>,
+    charges: Mutex<Vec<Charge>>,
+}
+
+impl Spec {
+    pub(super) fn new(program: &ais_ir::bytecode::Program, budget: Option<Speculate>) -> Spec {
+        let budget = budget.filter(Speculate::on);
+        Spec {
+            triggers: if budget.is_some() {
+                plan::Triggers::of(program)
+            } else {
+                plan::Triggers::default()
+            },
+            budget,
+            table: Arc::default(),
+            charges: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn off(&self) -> bool {
+        self.budget.is_none() || self.triggers.is_empty()
+    }
+}
+
+impl<'r> Run<'r> {
+    /// LLM op `op` of `frame` has been admitted: when its reply decides a
+    /// branch, start the arms' known calls within the budget.
+    pub(super) fn speculate_after(&self, frame: &Arc<Frame<'r>>, op: u32) {
+        let spec = &self.spec;
+        if spec.off()
+            || !self.llm_async
+            || !std::ptr::eq(frame.unit.program, self.program)
+            || self.halted()
+            || self.pausing()
+        {
+            return;
+        }
+        let Some(budget) = spec.budget else { return };
+        for &control in spec.triggers.get(frame.flow, frame.region, op) {
+            if lock(&spec.charges)
+                .iter()
+                .any(|c| c.frame == frame.id && c.control == control)
+            {
+                continue;
+            }
+            let agent = self.agent_name(frame.agent);
+            let (arms, exhaustive) = plan::arms(self.program, frame, control, agent);
+            let Some((calls, charge, micro)) = self.within_budget(&budget, arms, exhaustive) else {
+                continue;
+            };
+            {
+                let mut g = lock(&spec.charges);
+                if g.iter()
+                    .any(|c| c.frame == frame.id && c.control == control)
+                {
+                    continue;
+                }
+                g.push(Charge {
+                    frame: frame.id,
+                    control,
+                    calls: charge,
+                    micro_usd: micro,
+                    resolved: false,
+                });
+            }
+            for c in calls {
+                let key = table::Key {
+                    frame: frame.id,
+                    control,
+                    region: c.region,
+                    op: c.op,
+                };
+                self.start_speculated(key, c.req);
+            }
+        }
+    }
+
+    /// The calls of `arms` to start, how many of them may turn out extra
+    /// and their estimated cost (micro-USD), or `None` when none fit the budget (calls and cost) or the
+    /// backend's free slots. All arms when they fit: with arms covering
+    /// every outcome, one is taken, so its calls are not extra; else arms
+    /// in order while they fit, all counted extra.
+    fn within_budget(
+        &self,
+        budget: &Speculate,
+        arms: Vec<Vec<plan::Candidate>>,
+        exhaustive: bool,
+    ) -> Option<(Vec<plan::Candidate>, u64, u64)> {
+        let (discarded, _) = self.spec.table.counts();
+        let (outstanding, outstanding_cost) = {
+            let g = lock(&self.spec.charges);
+            g.iter()
+                .filter(|c| !c.resolved)
+                .fold((0u64, 0u64), |(n, m), c| (n + c.calls, m + c.micro_usd))
+        };
+        let room = u64::from(budget.max_extra_calls).saturating_sub(discarded + outstanding);
+        let max_micro = (budget.max_extra_cost_usd * 1e6) as u64;
+        let spent = self.spec_spent_micro();
+        let cost_room = max_micro.saturating_sub(spent + outstanding_cost);
+        let free = self
+            .llm_limit
+            .saturating_sub(self.llm.busy.load(std::sync::atomic::Ordering::SeqCst))
+            .saturating_sub(self.spec.table.in_flight())
+            // The deciding call itself may still wait for a slot.
+            .saturating_sub(1) as u64;
+        let counts: Vec<u64> = arms.iter().map(|a| a.len() as u64).collect();
+        let total: u64 = counts.iter().sum();
+        if total == 0 {
+            return None;
+        }
+        let all_cost: u64 = arms
+            .iter()
+            .flatten()
+            .map(|c| self.estimated_cost(&c.req))
+            .sum();
+        let cover = exhaustive && counts.iter().all(|&k| k > 0);
+        // With arms covering every outcome one is taken: at most the
+        // others are extra.
+        let (charge, extra_cost) = if cover {
+            (
+                total - counts.iter().copied().min().unwrap_or(0),
+                all_cost - self.cheapest(&arms).min(all_cost),
+            )
+        } else {
+            (total, all_cost)
+        };
+        if charge <= room && extra_cost <= cost_room && total <= free {
+            return Some((arms.into_iter().flatten().collect(), charge, extra_cost));
+        }
+        // Some arms, in order, each counted extra.
+        let mut out = Vec::new();
+        let (mut n, mut cost) = (0u64, 0u64);
+        for arm in arms {
+            let k = arm.len() as u64;
+            let c: u64 = arm.iter().map(|c| self.estimated_cost(&c.req)).sum();
+            if k == 0 || n + k > room.min(free) || cost + c > cost_room {
+                continue;
+            }
+            n += k;
+            cost += c;
+            out.extend(arm);
+        }
+        (!out.is_empty()).then_some((out, n, cost))
+    }
+
+    /// The estimated cost of the cheapest arm (the one that may be taken
+    /// when arms cover every outcome: not extra).
+    fn cheapest(&self, arms: &[Vec<plan::Candidate>]) -> u64 {
+        arms.iter()
+            .map(|a| a.iter().map(|c| self.estimated_cost(&c.req)).sum::<u64>())
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// A call's cost before it is made, in micro-USD: its serialised
+    /// request at 4 bytes a token, and its completion limit (256 tokens
+    /// when it has none).
+    fn estimated_cost(&self, req: &LlmRequest) -> u64 {
+        let bytes = serde_json::to_vec(req).map_or(0, |v| v.len()) as u64;
+        let usage = crate::llm::Usage {
+            prompt_tokens: bytes / 4,
+            completion_tokens: u64::from(req.max_tokens.unwrap_or(256)),
+            ..Default::default()
+        };
+        self.gate
+            .budget
+            .cost_of(req.model.as_deref().unwrap_or(""), &usage)
+    }
+
+    fn spec_spent_micro(&self) -> u64 {
+        self.spec
+            .table
+            .spent_micro(&|m, u| self.gate.budget.cost_of(m, u))
+    }
+
+    fn start_speculated(&self, key: table::Key, req: LlmRequest) {
+        let t = &self.spec.table;
+        if let Some((delay, reply)) = self.backend.scheduled_reply(&req) {
+            t.push_due(key, req, delay, reply);
+            return;
+        }
+        let cancel = self.cancel.child();
+        let i = t.push_running(key, req.clone(), cancel.clone());
+        self.backend
+            .start_many(vec![(req, cancel, table::on_done(t, i))]);
+    }
+
+    /// LLM op `op` of a taken arm is about to call: the held reply of the
+    /// same request, when there is one.
+    pub(super) fn spec_adopt(
+        &self,
+        frame: &Frame<'r>,
+        op: u32,
+        req: &LlmRequest,
+    ) -> Option<Adopted> {
+        if self.spec.off() {
+            return None;
+        }
+        let owner = frame.owner.as_ref()?;
+        if !matches!(owner.role, Role::Branch) {
+            return None;
+        }
+        self.spec.table.adopt(
+            table::Key {
+                frame: owner.frame.id,
+                control: owner.op,
+                region: frame.region,
+                op,
+            },
+            req,
+        )
+    }
+
+    /// Hands an adopted started call's reply to the op's completion.
+    pub(super) fn spec_attach(&self, i: usize, done: crate::llm::OnDone) {
+        self.spec.table.attach(i, done);
+    }
+
+    /// The branch of control op `control` of frame `frame` is decided
+    /// (`taken`: its region; `None` when the condition failed).
+    pub(super) fn spec_resolve(&self, frame: u64, control: u32, taken: Option<u32>) {
+        if self.spec.off() {
+            return;
+        }
+        {
+            let mut g = lock(&self.spec.charges);
+            let Some(c) = g
+                .iter_mut()
+                .find(|c| c.frame == frame && c.control == control && !c.resolved)
+            else {
+                return;
+            };
+            c.resolved = true;
+        }
+        self.spec.table.resolve(frame, control, taken);
+    }
+
+    /// After the run: held calls are discarded; the summary gets what
+    /// speculation did, and the discarded calls' cost and requests.
+    pub(super) fn spec_report(&self, summary: &mut crate::telemetry::RunSummary, grace: Duration) {
+        let Some(budget) = self.spec.budget else {
+            return;
+        };
+        self.spec.table.close(Instant::now() + grace);
+        let (speculated, adopted, discarded, saved, spent) = self.spec.table.totals();
+        let mut s = SpeculationSummary {
+            speculated,
+            adopted,
+            discarded,
+            saved_ms: saved.as_secs_f64() * 1e3,
+            max_extra_calls: budget.max_extra_calls,
+            max_extra_cost_usd: budget.max_extra_cost_usd,
+            ..SpeculationSummary::default()
+        };
+        let mut micro = 0u64;
+        for (model, usage) in &spent.by_model {
+            s.extra_input_tokens += usage.prompt_tokens;
+            s.extra_output_tokens += usage.completion_tokens;
+            micro += self.gate.budget.cost_of(model, usage);
+        }
+        s.extra_cost_usd = micro as f64 / 1e6;
+        summary.cost_usd += s.extra_cost_usd;
+        summary.llm_attempts += spent.attempts;
+        summary.speculation = Some(s);
+    }
+}
