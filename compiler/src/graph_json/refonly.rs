@@ -64,11 +64,13 @@ pub fn lower(
             }
             None => vec![b.konst(Attr::Bool(false), Type::Bool)],
         },
+        // The reference's op definitions require `error_handler` (its
+        // validator rejects an `ERR` without it); its runtime prints
+        // `message` when there is one.
         "ERR" => {
-            let m = match (text(attrs, "message")?, text(attrs, "error_handler")?) {
-                (Some(m), _) | (None, Some(m)) => m,
-                (None, None) => String::new(),
-            };
+            let handler = text(attrs, "error_handler")?
+                .ok_or("`ERR` needs `error_handler` (the reference's op definitions require it)")?;
+            let m = text(attrs, "message")?.unwrap_or(handler);
             vec![b.konst(Attr::Str(format!("Error: {m}")), Type::Str)]
         }
         "UPDATE_GOAL" => {

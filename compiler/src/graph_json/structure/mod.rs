@@ -1,0 +1,686 @@
+//! The structurizer: the reference's flat control flow (markers whose
+//! labels name nodes: `BRANCH_ON_VALUE`, a flat `SWITCH`, `TRY_CATCH` with
+//! `try_subgraph`/`catch_subgraph`) rewritten into our nested form
+//! (`regions` on a control node, `parent` on the nodes of each arm, `YIELD`
+//! nodes for the values that leave an arm), before the graph is lowered.
+//!
+//! A node belongs to an arm when it runs only if the arm's first node ran:
+//! it is the node the label names, or everything it depends on (by any
+//! edge) lies in that arm or around the marker. A node that depends on two
+//! arms of one marker is a join and runs after the marker; each value it
+//! takes from the arms becomes a result of the control node, the arms'
+//! values paired in edge order (a phi: whichever arm ran gives it; an arm
+//! with fewer values gives `null`). Result 0 of every control node is the
+//! last unused value of the arm that ran, so a graph without `RETURN`
+//! still returns what the reference returns (its last node's value).
+//!
+//! Nodes are placed in one topological pass over a region tree with jump
+//! pointers (`tree.rs`): O((N + E) log R) for N nodes, E edges and R arms,
+//! no recursion. Flow that does not nest (a label naming a node that runs
+//! before its marker, a node named by two labels, an arm's first node that
+//! also depends on another arm) is `G0013`.
+
+mod markers;
+mod tree;
+
+use super::errors::GraphError;
+use super::lower::Locator;
+use super::schema::{Dependency, Edge, Graph, Node, Parent, RegionSpec};
+use super::spans::Seg;
+use markers::{Kind, Marker, Names};
+use serde_json::{json, Value as Json};
+use std::collections::{BTreeMap, HashMap};
+use tree::{Arm, Tree};
+
+/// Structures every graph of the document in place.
+pub fn structurize(doc: &mut Graph, loc: &Locator) -> Result<(), GraphError> {
+    one(doc, &[], loc)?;
+    for (i, g) in doc.graphs.iter_mut().enumerate() {
+        one(g, &[Seg::Key("graphs"), Seg::Index(i)], loc)?;
+    }
+    Ok(())
+}
+
+/// A value an arm hands on: a node's result.
+#[derive(Clone, Copy, Debug)]
+struct Src {
+    from: u64,
+    result: Option<usize>,
+    /// The first edge it stands for, to keep operand order.
+    order: usize,
+}
+
+struct Ctl {
+    /// Id of the control node (the marker's, or a new one for `if`).
+    id: u64,
+    /// Region the control node is in.
+    region: usize,
+    /// Region of each arm (created on first use).
+    arms: Vec<Option<usize>>,
+    /// Per arm, the values its `YIELD` gives (None: `null`).
+    yields: Vec<Vec<Option<Src>>>,
+    /// Results so far (slot 0 is the arm's last unused value).
+    results: usize,
+}
+
+fn one(g: &mut Graph, prefix: &[Seg<'static>], loc: &Locator) -> Result<(), GraphError> {
+    // Our own nested documents, and documents the lowering will reject for
+    // their ids, are left as they are.
+    if g.nodes
+        .iter()
+        .any(|n| n.results.is_some() || n.parent.is_some() || !n.regions.is_empty())
+    {
+        return Ok(());
+    }
+    let n = g.nodes.len();
+    let mut ids: HashMap<u64, usize> = HashMap::with_capacity(n);
+    for (i, node) in g.nodes.iter().enumerate() {
+        match node.id {
+            Some(id) if !ids.contains_key(&id) => {
+                ids.insert(id, i);
+            }
+            _ => return Ok(()),
+        }
+    }
+    let names = Names::new(g, ids.clone());
+    let found = markers::find(g, &names);
+    if found.is_empty() {
+        return Ok(());
+    }
+    let attr_span = |i: usize, key: &str| {
+        let mut p: Vec<Seg<'_>> = prefix.to_vec();
+        p.extend([
+            Seg::Key("nodes"),
+            Seg::Index(i),
+            Seg::Key("attributes"),
+            Seg::Key(key),
+        ]);
+        loc.at(&p)
+    };
+    let idv: Vec<u64> = g.nodes.iter().map(|x| x.id.unwrap_or(0)).collect();
+    let id_of = |i: usize| idv[i];
+    let unstructured = |m: &Marker, arm: usize, message: String| GraphError::Unstructured {
+        message,
+        span: attr_span(m.node, &m.keys[arm]),
+    };
+
+    // Arm targets: each node is named by at most one label.
+    let mut target: Vec<Option<(usize, usize)>> = vec![None; n];
+    for (c, m) in found.iter().enumerate() {
+        for (a, t) in m.targets.iter().enumerate() {
+            let Some(t) = *t else { continue };
+            if t == m.node {
+                return Err(unstructured(
+                    m,
+                    a,
+                    format!("the label of node {} names the node itself", id_of(m.node)),
+                ));
+            }
+            if let Some((c2, _)) = target[t] {
+                return Err(unstructured(
+                    m,
+                    a,
+                    format!(
+                        "node {} is named by the labels of nodes {} and {}: an arm has one entry",
+                        id_of(t),
+                        id_of(found[c2].node),
+                        id_of(m.node)
+                    ),
+                ));
+            }
+            target[t] = Some((c, a));
+        }
+    }
+
+    // Predecessors by every edge; edges naming unknown nodes are the
+    // lowering's to report.
+    let mut preds: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for e in &g.edges {
+        let (Some(f), Some(&t)) = (e.from.and_then(|f| ids.get(&f)), ids.get(&e.to)) else {
+            continue;
+        };
+        preds[t].push(*f);
+    }
+    let Some(order) = topo(n, &preds, &target, &found, true) else {
+        // A cycle of the document's own edges is G0005 (the lowering's);
+        // otherwise a label names a node that runs before its marker.
+        let Some(plain) = topo(n, &preds, &target, &found, false) else {
+            return Ok(());
+        };
+        let mut pos = vec![0usize; n];
+        for (k, &i) in plain.iter().enumerate() {
+            pos[i] = k;
+        }
+        for m in &found {
+            for (a, t) in m.targets.iter().enumerate() {
+                if let Some(t) = *t {
+                    if pos[t] < pos[m.node] {
+                        return Err(unstructured(
+                            m,
+                            a,
+                            format!(
+                                "the label of node {} names node {}, which runs before it (a backward jump)",
+                                id_of(m.node),
+                                id_of(t)
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        return Ok(());
+    };
+
+    // Place every node in the region tree, in topological order.
+    let mut tree = Tree::new();
+    let mut region = vec![0usize; n];
+    let mut ctl_of: Vec<Option<usize>> = vec![None; n];
+    let mut next_id = g.nodes.iter().filter_map(|x| x.id).max().unwrap_or(0) + 1;
+    let mut ctls: Vec<Ctl> = Vec::with_capacity(found.len());
+    for (c, m) in found.iter().enumerate() {
+        ctl_of[m.node] = Some(c);
+        let id = if m.kind == Kind::If {
+            next_id += 1;
+            next_id - 1
+        } else {
+            id_of(m.node)
+        };
+        ctls.push(Ctl {
+            id,
+            region: 0,
+            arms: vec![None; m.targets.len()],
+            yields: vec![Vec::new(); m.targets.len()],
+            results: 1,
+        });
+    }
+    for &v in &order {
+        let mut deepest = 0usize;
+        for &p in &preds[v] {
+            if tree.depth(region[p]) > tree.depth(deepest) {
+                deepest = region[p];
+            }
+        }
+        let chain = preds[v].iter().all(|&p| tree.encloses(region[p], deepest));
+        let placed = if chain {
+            deepest
+        } else {
+            preds[v]
+                .iter()
+                .fold(deepest, |acc, &p| tree.lca(acc, region[p]))
+        };
+        region[v] = match target[v] {
+            Some((c, a)) => {
+                let rc = region[found[c].node];
+                if let Some(&p) = preds[v].iter().find(|&&p| !tree.encloses(region[p], rc)) {
+                    return Err(unstructured(
+                        &found[c],
+                        a,
+                        format!(
+                            "node {} begins an arm of node {} but also depends on node {}, which is in another arm",
+                            id_of(v),
+                            id_of(found[c].node),
+                            id_of(p)
+                        ),
+                    ));
+                }
+                let r = tree.add(rc, Arm { ctl: c, arm: a });
+                ctls[c].arms[a] = Some(r);
+                r
+            }
+            None => placed,
+        };
+        if let Some(c) = ctl_of[v] {
+            ctls[c].region = region[v];
+        }
+    }
+    for (c, ctl) in ctls.iter_mut().enumerate() {
+        for (a, r) in ctl.arms.iter_mut().enumerate() {
+            if r.is_none() {
+                *r = Some(tree.add(ctl.region, Arm { ctl: c, arm: a }));
+            }
+        }
+    }
+    let arm_region = |ctls: &[Ctl], c: usize, a: usize| ctls[c].arms[a].unwrap_or(0);
+    // Whether region `r` is inside an arm of control `c`.
+    let inside = |tree: &Tree, ctls: &[Ctl], c: usize, r: usize| {
+        let rc = ctls[c].region;
+        rc != r && tree.encloses(rc, r) && {
+            let child = tree.child_towards(rc, r);
+            tree.arm[child].is_some_and(|x| x.ctl == c)
+        }
+    };
+
+    // Slot 0: each arm's last unused value (a nested control node's slot 0
+    // counts as unused).
+    let mut used = vec![false; n];
+    for e in &g.edges {
+        if e.dependency == Dependency::Data {
+            if let Some(&f) = e.from.and_then(|f| ids.get(&f)) {
+                used[f] = true;
+            }
+        }
+    }
+    let mut last: HashMap<usize, Src> = HashMap::new();
+    for (k, &v) in order.iter().enumerate() {
+        let src = match ctl_of[v] {
+            Some(c) => Some(Src {
+                from: ctls[c].id,
+                result: Some(0),
+                order: k,
+            }),
+            None if !used[v] && has_value(&g.nodes[v]) => Some(Src {
+                from: id_of(v),
+                result: None,
+                order: k,
+            }),
+            None => None,
+        };
+        if let (Some(s), r) = (src, region[v]) {
+            if r != 0 {
+                last.insert(r, s);
+            }
+        }
+    }
+    for c in 0..ctls.len() {
+        for a in 0..ctls[c].arms.len() {
+            let r = arm_region(&ctls, c, a);
+            let s = last.get(&r).copied();
+            ctls[c].yields[a].push(s);
+        }
+    }
+
+    // Edges.
+    let pass_through: Vec<Option<Edge>> = (0..found.len())
+        .map(|c| {
+            let id = id_of(found[c].node);
+            g.edges
+                .iter()
+                .find(|e| e.to == id && e.dependency == Dependency::Data)
+                .cloned()
+        })
+        .collect();
+    // The switch's discriminant: the input `discriminant` names, else the
+    // first data input.
+    let discriminant: Vec<Option<usize>> = (0..found.len())
+        .map(|c| {
+            if !matches!(found[c].kind, Kind::Switch(_)) {
+                return None;
+            }
+            let m = &found[c];
+            let id = id_of(m.node);
+            let named = g.nodes[m.node]
+                .attributes
+                .get("discriminant")
+                .and_then(|d| names.resolve(&reference_of(d)?))
+                .map(id_of);
+            g.edges
+                .iter()
+                .position(|e| {
+                    e.to == id
+                        && e.dependency == Dependency::Data
+                        && (named.is_none() || e.from == named)
+                })
+                .or_else(|| {
+                    g.edges
+                        .iter()
+                        .position(|e| e.to == id && e.dependency == Dependency::Data)
+                })
+        })
+        .collect();
+    let mut keep: Vec<Option<Edge>> = Vec::with_capacity(g.edges.len());
+    let mut added: Vec<Edge> = Vec::new();
+    // Values leaving arms: (region, consumer node) -> sources, by depth.
+    let mut pending: BTreeMap<usize, BTreeMap<(usize, usize), Vec<Src>>> = BTreeMap::new();
+    let mut first_cut: HashMap<usize, usize> = HashMap::new();
+    for (k, e) in g.edges.iter().enumerate() {
+        let (Some(from), Some(&v)) = (e.from, ids.get(&e.to)) else {
+            keep.push(Some(e.clone()));
+            continue;
+        };
+        let Some(&u) = ids.get(&from) else {
+            keep.push(Some(e.clone()));
+            continue;
+        };
+        let (ru, rv) = (region[u], region[v]);
+        let data = e.dependency == Dependency::Data;
+        // Into an in-place control node: its operands are ours now.
+        if let Some(c) = ctl_of[v].filter(|&c| found[c].kind != Kind::If) {
+            let operand = discriminant[c] == Some(k);
+            let mut e = e.clone();
+            if data && !operand {
+                e.dependency = Dependency::Control;
+            }
+            if operand {
+                e.operand = Some(0);
+            }
+            keep.push(Some(e));
+            continue;
+        }
+        // Out of an in-place control node: its flat value is its first
+        // input passed on (what the reference's runtime gives).
+        if let Some(c) = ctl_of[u].filter(|&c| found[c].kind != Kind::If) {
+            let into_arm = inside(&tree, &ctls, c, rv);
+            match (&pass_through[c], data) {
+                (Some(p), true) => {
+                    let mut e2 = e.clone();
+                    e2.from = p.from;
+                    e2.param = p.param.clone();
+                    e2.result = p.result;
+                    keep.push(Some(e2));
+                }
+                _ if into_arm => keep.push(None),
+                _ => {
+                    let mut e2 = e.clone();
+                    e2.dependency = Dependency::Control;
+                    e2.result = None;
+                    keep.push(Some(e2));
+                }
+            }
+            continue;
+        }
+        if tree.encloses(ru, rv) {
+            keep.push(Some(e.clone()));
+            continue;
+        }
+        if !data {
+            // Ordering only: after the outermost control node left.
+            let a = tree.lca(ru, rv);
+            let child = tree.child_towards(a, ru);
+            let c = tree.arm[child].map_or(0, |x| x.ctl);
+            let mut e2 = e.clone();
+            e2.from = Some(ctls[c].id);
+            e2.dependency = Dependency::Control;
+            e2.result = None;
+            keep.push(Some(e2));
+            continue;
+        }
+        first_cut.entry(v).or_insert(k);
+        keep.push(None);
+        pending
+            .entry(tree.depth(ru))
+            .or_default()
+            .entry((ru, v))
+            .or_default()
+            .push(Src {
+                from,
+                result: e.result,
+                order: k,
+            });
+    }
+    // Lift the values leaving arms, deepest arms first: one result per
+    // position for each (control node, consumer), the arms paired.
+    let mut finals: HashMap<usize, Vec<Src>> = HashMap::new();
+    while let Some((_, items)) = pending.pop_last() {
+        let mut groups: BTreeMap<(usize, usize), Vec<(usize, Vec<Src>)>> = BTreeMap::new();
+        for ((r, v), mut srcs) in items {
+            srcs.sort_by_key(|s| s.order);
+            let arm = tree.arm[r].unwrap_or(Arm { ctl: 0, arm: 0 });
+            groups
+                .entry((arm.ctl, v))
+                .or_default()
+                .push((arm.arm, srcs));
+        }
+        for ((c, v), arms) in groups {
+            let width = arms.iter().map(|(_, s)| s.len()).max().unwrap_or(0);
+            let order = arms
+                .iter()
+                .flat_map(|(_, s)| s.iter().map(|x| x.order))
+                .min()
+                .unwrap_or(0);
+            let base = ctls[c].results;
+            ctls[c].results += width;
+            for a in 0..ctls[c].arms.len() {
+                let srcs = arms
+                    .iter()
+                    .find(|(x, _)| *x == a)
+                    .map(|(_, s)| s.as_slice())
+                    .unwrap_or(&[]);
+                for k in 0..width {
+                    let s = srcs.get(k).copied();
+                    ctls[c].yields[a].push(s);
+                }
+            }
+            let out: Vec<Src> = (0..width)
+                .map(|k| Src {
+                    from: ctls[c].id,
+                    result: Some(base + k),
+                    order,
+                })
+                .collect();
+            let rc = ctls[c].region;
+            if tree.encloses(rc, region[v]) {
+                finals.entry(v).or_default().extend(out);
+            } else {
+                pending
+                    .entry(tree.depth(rc))
+                    .or_default()
+                    .entry((rc, v))
+                    .or_default()
+                    .extend(out);
+            }
+        }
+    }
+
+    // The rewritten graph: the document's nodes and edges keep their
+    // places (diagnostics point at them); new ones follow.
+    let mut edges: Vec<Edge> = Vec::with_capacity(keep.len() + added.len());
+    for (k, e) in keep.into_iter().enumerate() {
+        match e {
+            Some(e) => edges.push(e),
+            None => {
+                let to = g.edges[k].to;
+                let Some(&v) = ids.get(&to) else { continue };
+                if first_cut.get(&v) == Some(&k) {
+                    let mut srcs = finals.remove(&v).unwrap_or_default();
+                    srcs.sort_by_key(|s| s.order);
+                    for s in srcs {
+                        edges.push(Edge {
+                            from: Some(s.from),
+                            to,
+                            dependency: Dependency::Data,
+                            param: None,
+                            result: s.result,
+                            region_arg: None,
+                            operand: None,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    let mut nodes_added: Vec<Node> = Vec::new();
+    for (c, m) in found.iter().enumerate() {
+        let ctl = &ctls[c];
+        let results = Some(vec!["json".to_string(); ctl.results]);
+        let parent = tree.arm[ctl.region].map(|x| Parent {
+            node: ctls[x.ctl].id,
+            region: x.arm,
+        });
+        match &m.kind {
+            Kind::If => {
+                nodes_added.push(Node {
+                    id: Some(ctl.id),
+                    name: format!("{}_if", g.nodes[m.node].name),
+                    op: Some("IF".into()),
+                    attributes: Default::default(),
+                    results,
+                    parent,
+                    regions: vec![
+                        region_spec("then", None, &[]),
+                        region_spec("else", None, &[]),
+                    ],
+                });
+                added.push(data_edge(id_of(m.node), ctl.id, None, Some(0)));
+            }
+            Kind::Switch(keys) => {
+                let node = &mut g.nodes[m.node];
+                node.attributes.clear();
+                node.results = results;
+                node.regions = keys
+                    .iter()
+                    .map(|k| region_spec("case", Some(k.clone()), &[]))
+                    .chain(std::iter::once(region_spec("default", None, &[])))
+                    .collect();
+            }
+            Kind::Try => {
+                let node = &mut g.nodes[m.node];
+                node.attributes.clear();
+                node.results = results;
+                node.regions = vec![
+                    region_spec("try", None, &[]),
+                    region_spec("catch", None, &["json"]),
+                ];
+            }
+        }
+        for (a, ys) in ctl.yields.iter().enumerate() {
+            let parent = Some(Parent {
+                node: ctl.id,
+                region: a,
+            });
+            let y = next_id;
+            next_id += 1;
+            for (k, s) in ys.iter().enumerate() {
+                let s = match s {
+                    Some(s) => *s,
+                    None => {
+                        let z = next_id;
+                        next_id += 1;
+                        nodes_added.push(Node {
+                            id: Some(z),
+                            name: format!("null_{z}"),
+                            op: Some("CONST_STR".into()),
+                            attributes: [(
+                                "value".to_string(),
+                                json!({"$kind": "json", "value": null}),
+                            )]
+                            .into_iter()
+                            .collect(),
+                            results: Some(vec!["json".into()]),
+                            parent: parent.clone(),
+                            regions: Vec::new(),
+                        });
+                        Src {
+                            from: z,
+                            result: None,
+                            order: 0,
+                        }
+                    }
+                };
+                added.push(data_edge(s.from, y, s.result, Some(k)));
+            }
+            nodes_added.push(Node {
+                id: Some(y),
+                name: format!("yield_{y}"),
+                op: Some("YIELD".into()),
+                attributes: Default::default(),
+                results: Some(Vec::new()),
+                parent,
+                regions: Vec::new(),
+            });
+        }
+    }
+    for (v, node) in g.nodes.iter_mut().enumerate() {
+        if let Some(x) = tree.arm[region[v]] {
+            node.parent = Some(Parent {
+                node: ctls[x.ctl].id,
+                region: x.arm,
+            });
+        }
+        // Reference nodes mixed with ours: ours are told apart by
+        // `results`, so the reference nodes keep none.
+    }
+    g.nodes.extend(nodes_added);
+    edges.extend(added);
+    g.edges = edges;
+    Ok(())
+}
+
+/// `{{node_7}}` (or a bare id) in an attribute: the label it names.
+fn reference_of(v: &Json) -> Option<Json> {
+    match v {
+        Json::String(s) => {
+            let s = s.trim();
+            let inner = s
+                .strip_prefix("{{")
+                .and_then(|r| r.strip_suffix("}}"))
+                .unwrap_or(s);
+            Some(Json::String(inner.trim().to_string()))
+        }
+        Json::Number(_) => Some(v.clone()),
+        _ => None,
+    }
+}
+
+/// Whether a node's first value is data (not only an ordering token), by
+/// the op table; the reference-only ops all have one but `AGENT`.
+fn has_value(n: &Node) -> bool {
+    use ais_ir::ops::{Canon, ResultRule};
+    let Some(op) = n.op.as_deref() else {
+        return false;
+    };
+    match ais_ir::Opcode::from_graph_name(op) {
+        Some(o) => match o.info().result_rule {
+            ResultRule::None => false,
+            ResultRule::Fixed(rs) => rs.first().is_some_and(|c| *c != Canon::Ord),
+            _ => true,
+        },
+        None => op != "AGENT",
+    }
+}
+
+fn region_spec(label: &str, key: Option<String>, args: &[&str]) -> RegionSpec {
+    RegionSpec {
+        label: label.to_string(),
+        key,
+        args: args.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+fn data_edge(from: u64, to: u64, result: Option<usize>, operand: Option<usize>) -> Edge {
+    Edge {
+        from: Some(from),
+        to,
+        dependency: Dependency::Data,
+        param: None,
+        result,
+        region_arg: None,
+        operand,
+    }
+}
+
+/// Kahn's order over `preds` (and, with `labels`, an edge from each marker
+/// to the nodes its labels name); `None` on a cycle.
+fn topo(
+    n: usize,
+    preds: &[Vec<usize>],
+    target: &[Option<(usize, usize)>],
+    found: &[Marker],
+    labels: bool,
+) -> Option<Vec<usize>> {
+    let mut succ: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut indeg = vec![0usize; n];
+    for (v, ps) in preds.iter().enumerate() {
+        for &p in ps {
+            succ[p].push(v);
+            indeg[v] += 1;
+        }
+        if labels {
+            if let Some((c, _)) = target[v] {
+                succ[found[c].node].push(v);
+                indeg[v] += 1;
+            }
+        }
+    }
+    let mut ready: std::collections::VecDeque<usize> = (0..n).filter(|&i| indeg[i] == 0).collect();
+    let mut out = Vec::with_capacity(n);
+    while let Some(i) = ready.pop_front() {
+        out.push(i);
+        for &j in &succ[i] {
+            indeg[j] -= 1;
+            if indeg[j] == 0 {
+                ready.push_back(j);
+            }
+        }
+    }
+    (out.len() == n).then_some(out)
+}
