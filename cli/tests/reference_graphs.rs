@@ -144,34 +144,52 @@ fn structured_flat_graphs_round_trip_to_the_same_ir() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let flat: Vec<PathBuf> = corpus("graphs")
         .into_iter()
-        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("flat_")))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("flat_"))
+        })
         .collect();
     assert!(flat.len() >= 4, "only {} flat graphs", flat.len());
     for f in flat {
         let path = f.to_string_lossy().into_owned();
         let ir = aisc(tmp.path(), &["build", &path, "--emit", "ir", "-O0"]);
-        assert!(ir.status.success(), "{path}: {}", String::from_utf8_lossy(&ir.stderr));
+        assert!(
+            ir.status.success(),
+            "{path}: {}",
+            String::from_utf8_lossy(&ir.stderr)
+        );
         let ir = String::from_utf8_lossy(&ir.stdout).into_owned();
         assert!(
-            ["if ", "switch ", "try_catch"].iter().any(|k| ir.contains(k)),
+            ["if ", "switch ", "try_catch", "loop "]
+                .iter()
+                .any(|k| ir.contains(k)),
             "{path}: not structured:\n{ir}"
         );
         let json = aisc(tmp.path(), &["build", &path, "--emit", "graph-json", "-O0"]);
-        assert!(json.status.success(), "{path}: {}", String::from_utf8_lossy(&json.stderr));
+        assert!(
+            json.status.success(),
+            "{path}: {}",
+            String::from_utf8_lossy(&json.stderr)
+        );
         let written = tmp.path().join("written.json");
         std::fs::write(&written, &json.stdout).expect("write");
         let back = aisc(
             tmp.path(),
             &["build", &written.to_string_lossy(), "--emit", "ir", "-O0"],
         );
-        assert!(back.status.success(), "{path}: {}", String::from_utf8_lossy(&back.stderr));
+        assert!(
+            back.status.success(),
+            "{path}: {}",
+            String::from_utf8_lossy(&back.stderr)
+        );
         assert_eq!(String::from_utf8_lossy(&back.stdout), ir, "{path}");
     }
 }
 
 /// A random structured program written flat, the reference's way: nested
 /// `BRANCH_ON_VALUE`s and flat `SWITCH`es whose labels name each arm's
-/// first node, each joined by a `MERGE` of its arms' last values. The
+/// first node, each joined by a `MERGE` of its arms' last values, and
+/// `LOOP_START`/`LOOP_END` loops over lists. The
 /// structurizer must give it back its structure: running it prints what
 /// the tree evaluates to (a join of arms is the taken arm's value, in a
 /// one-element array).
@@ -205,7 +223,7 @@ impl Flat {
 
     /// A block: (its first node, its last node, what its last node is).
     fn block(&mut self, depth: u32) -> (u64, u64, serde_json::Value) {
-        let kind = if depth == 0 { 0 } else { self.next(3) };
+        let kind = if depth == 0 { 0 } else { self.next(4) };
         match kind {
             0 => {
                 let id = self.nodes.len() as u64 + 1;
@@ -231,6 +249,35 @@ impl Flat {
                 self.edge(t1, j, "Data");
                 self.edge(e1, j, "Data");
                 (c, j, serde_json::json!([if cond == "a" { tv } else { ev }]))
+            }
+            2 => {
+                // A loop the reference's code generator's way: over a list,
+                // the body after `LOOP_START`, `LOOP_END` taking the body's
+                // last value (the last iteration's, or null for none).
+                let count = self.next(4);
+                let items: Vec<String> = (0..count).map(|i| format!("i{i}")).collect();
+                let c = self.node(
+                    "CONST_STR",
+                    serde_json::json!({ "value": serde_json::to_string(&items).expect("json") }),
+                );
+                let s = self.node(
+                    "LOOP_START",
+                    serde_json::json!({ "count_token": format!("{{{{node_{c}}}}}") }),
+                );
+                self.edge(c, s, "Data");
+                let (b0, b1, bv) = self.block(depth - 1);
+                self.edge(s, b0, "Control");
+                let e = self.node("LOOP_END", serde_json::json!({}));
+                self.edge(b1, e, "Data");
+                (
+                    c,
+                    e,
+                    if count == 0 {
+                        serde_json::Value::Null
+                    } else {
+                        bv
+                    },
+                )
             }
             _ => {
                 let arms = 1 + self.next(3) as usize;
@@ -286,7 +333,10 @@ fn random_flat_programs_run_as_their_structure_says() {
         };
         let depth = 1 + (case % 4) as u32;
         let (_, last, want) = g.block(depth);
-        let r = g.node("RETURN", serde_json::json!({ "token": format!("{{{{node_{last}}}}}") }));
+        let r = g.node(
+            "RETURN",
+            serde_json::json!({ "token": format!("{{{{node_{last}}}}}") }),
+        );
         g.edge(last, r, "Data");
         let doc = serde_json::json!({
             "name": format!("random_{case}"), "nodes": g.nodes, "edges": g.edges, "parameters": []
@@ -296,14 +346,25 @@ fn random_flat_programs_run_as_their_structure_says() {
         let p = path.to_string_lossy().into_owned();
         let out = aisc(
             tmp.path(),
-            &["run", &p, "--backend", "sim", "--sim-delay-scale", "0", "--memory", ":memory:"],
+            &[
+                "run",
+                &p,
+                "--backend",
+                "sim",
+                "--sim-delay-scale",
+                "0",
+                "--memory",
+                ":memory:",
+            ],
         );
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "case {case}: {stderr}\n{doc}");
         let stdout = String::from_utf8_lossy(&out.stdout);
-        // A text result is printed as it is, a list as JSON.
-        let got: serde_json::Value = serde_json::from_str(stdout.trim())
-            .unwrap_or_else(|_| serde_json::Value::String(stdout.trim().to_string()));
+        // A text result is printed as it is, a list as JSON, null as nothing.
+        let got: serde_json::Value = match stdout.trim() {
+            "" => serde_json::Value::Null,
+            t => serde_json::from_str(t).unwrap_or_else(|_| serde_json::Value::String(t.into())),
+        };
         assert_eq!(got, want, "case {case}: {doc}");
         structured += want.is_array() as usize;
     }

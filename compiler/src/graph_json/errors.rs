@@ -17,7 +17,7 @@ pub enum GraphError {
         suggestion: Option<String>,
         span: Span,
     },
-    #[error("the reference's flat `{op}` (cases naming the nodes to run) has no equivalent here")]
+    #[error("the reference's flat `{op}` names no node of the graph in its cases: there are no arms to make")]
     ReferenceOnlyOp { op: String, span: Span },
     #[error("node has no `id`")]
     MissingId { span: Span },
@@ -121,7 +121,7 @@ impl IntoDiagnostic for GraphError {
                 d.with_secondary(first, "first used here")
             }
             GraphError::ReferenceOnlyOp { .. } => d.with_note(
-                "write the cases as regions of the `SWITCH` node (`regions`, and `parent` on their nodes), see docs/graph-json.md",
+                "name each case's first node (`\"node_id\": 4`), or write the cases as regions of the `SWITCH` node (`regions`, and `parent` on their nodes), see docs/graph-json.md",
             ),
             GraphError::Unstructured { .. } => d.with_help(
                 "each label must name a node that runs after its marker and only through it; write a loop or a shared step as regions (`regions`, `parent`), see docs/graph-json.md",

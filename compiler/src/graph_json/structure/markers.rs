@@ -17,6 +17,9 @@ pub enum Kind {
     /// `TRY_CATCH` with `try_subgraph`/`catch_subgraph` naming nodes: the
     /// node itself becomes our `try_catch`; arms try, catch.
     Try,
+    /// `LOOP_START` with a `LOOP_END` after it: the node becomes our `loop`
+    /// over its input (or over `0..count`); one arm, the body.
+    Loop,
 }
 
 pub struct Marker {

@@ -83,8 +83,10 @@ fn one(g: &mut Graph, prefix: &[Seg<'static>], loc: &Locator) -> Result<(), Grap
         }
     }
     let names = Names::new(g, ids.clone());
-    let found = markers::find(g, &names);
-    if found.is_empty() {
+    let mut found = markers::find(g, &names);
+    let op_is = |i: usize, op: &str| g.nodes[i].op.as_deref() == Some(op);
+    let loops = (0..n).any(|i| op_is(i, "LOOP_START")) && (0..n).any(|i| op_is(i, "LOOP_END"));
+    if found.is_empty() && !loops {
         return Ok(());
     }
     let attr_span = |i: usize, key: &str| {
@@ -171,6 +173,38 @@ fn one(g: &mut Graph, prefix: &[Seg<'static>], loc: &Locator) -> Result<(), Grap
         return Ok(());
     };
 
+    // A `LOOP_START` from which a `LOOP_END` can be reached is a loop: its
+    // body is what depends on it, up to the `LOOP_END` (the reference's code
+    // generator writes a loop so). One without stays a flat marker.
+    if loops {
+        let mut succ: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (v, ps) in preds.iter().enumerate() {
+            for &p in ps {
+                succ[p].push(v);
+            }
+        }
+        let mut reaches_end = vec![false; n];
+        for &v in order.iter().rev() {
+            reaches_end[v] = succ[v]
+                .iter()
+                .any(|&w| op_is(w, "LOOP_END") || reaches_end[w]);
+        }
+        for v in 0..n {
+            if op_is(v, "LOOP_START") && reaches_end[v] && target[v].is_none() {
+                found.push(Marker {
+                    node: v,
+                    kind: Kind::Loop,
+                    targets: vec![None],
+                    keys: vec!["count_token".into()],
+                });
+            }
+        }
+        if found.is_empty() {
+            return Ok(());
+        }
+    }
+    let found = found;
+
     // Place every node in the region tree, in topological order.
     let mut tree = Tree::new();
     let mut region = vec![0usize; n];
@@ -193,21 +227,58 @@ fn one(g: &mut Graph, prefix: &[Seg<'static>], loc: &Locator) -> Result<(), Grap
             results: 1,
         });
     }
+    let is_loop = |c: usize| found[c].kind == Kind::Loop;
+    let mut closed = vec![false; found.len()];
+    let mut loop_ends: Vec<usize> = Vec::new();
     for &v in &order {
+        // What depends on a loop's `LOOP_START` is in its body.
+        let at = |p: usize, ctls: &[Ctl]| match ctl_of[p] {
+            Some(c) if is_loop(c) => ctls[c].arms[0].unwrap_or(region[p]),
+            _ => region[p],
+        };
         let mut deepest = 0usize;
         for &p in &preds[v] {
-            if tree.depth(region[p]) > tree.depth(deepest) {
-                deepest = region[p];
+            if tree.depth(at(p, &ctls)) > tree.depth(deepest) {
+                deepest = at(p, &ctls);
             }
         }
-        let chain = preds[v].iter().all(|&p| tree.encloses(region[p], deepest));
-        let placed = if chain {
+        let chain = preds[v]
+            .iter()
+            .all(|&p| tree.encloses(at(p, &ctls), deepest));
+        let mut placed = if chain {
             deepest
         } else {
             preds[v]
                 .iter()
-                .fold(deepest, |acc, &p| tree.lca(acc, region[p]))
+                .fold(deepest, |acc, &p| tree.lca(acc, at(p, &ctls)))
         };
+        // A `LOOP_END` closes the innermost loop around it, and runs after
+        // the loop.
+        if op_is(v, "LOOP_END") && ctl_of[v].is_none() {
+            let mut r = placed;
+            while r != 0 {
+                match tree.arm[r] {
+                    Some(a) if is_loop(a.ctl) => {
+                        if r != placed {
+                            return Err(unstructured(
+                                &found[a.ctl],
+                                0,
+                                format!(
+                                    "the `LOOP_END` node {} of the loop at node {} is inside a branch of the loop's body",
+                                    id_of(v),
+                                    id_of(found[a.ctl].node)
+                                ),
+                            ));
+                        }
+                        closed[a.ctl] = true;
+                        loop_ends.push(v);
+                        placed = tree.parent(r);
+                        break;
+                    }
+                    _ => r = tree.parent(r),
+                }
+            }
+        }
         region[v] = match target[v] {
             Some((c, a)) => {
                 let rc = region[found[c].node];
@@ -231,7 +302,20 @@ fn one(g: &mut Graph, prefix: &[Seg<'static>], loc: &Locator) -> Result<(), Grap
         };
         if let Some(c) = ctl_of[v] {
             ctls[c].region = region[v];
+            if is_loop(c) {
+                ctls[c].arms[0] = Some(tree.add(region[v], Arm { ctl: c, arm: 0 }));
+            }
         }
+    }
+    if let Some(c) = (0..found.len()).find(|&c| is_loop(c) && !closed[c]) {
+        return Err(unstructured(
+            &found[c],
+            0,
+            format!(
+                "the loop at node {} has no `LOOP_END` of its own (another loop's closes first)",
+                id_of(found[c].node)
+            ),
+        ));
     }
     for (c, ctl) in ctls.iter_mut().enumerate() {
         for (a, r) in ctl.arms.iter_mut().enumerate() {
@@ -303,6 +387,13 @@ fn one(g: &mut Graph, prefix: &[Seg<'static>], loc: &Locator) -> Result<(), Grap
     // first data input.
     let discriminant: Vec<Option<usize>> = (0..found.len())
         .map(|c| {
+            if found[c].kind == Kind::Loop {
+                let id = id_of(found[c].node);
+                return g
+                    .edges
+                    .iter()
+                    .position(|e| e.to == id && e.dependency == Dependency::Data);
+            }
             if !matches!(found[c].kind, Kind::Switch(_)) {
                 return None;
             }
@@ -360,6 +451,14 @@ fn one(g: &mut Graph, prefix: &[Seg<'static>], loc: &Locator) -> Result<(), Grap
         // input passed on (what the reference's runtime gives).
         if let Some(c) = ctl_of[u].filter(|&c| found[c].kind != Kind::If) {
             let into_arm = inside(&tree, &ctls, c, rv);
+            if is_loop(c) && into_arm && data {
+                // The item of the iteration.
+                let mut e2 = e.clone();
+                e2.region_arg = Some([0, 0]);
+                e2.result = None;
+                keep.push(Some(e2));
+                continue;
+            }
             match (&pass_through[c], data) {
                 (Some(p), true) => {
                     let mut e2 = e.clone();
@@ -531,6 +630,39 @@ fn one(g: &mut Graph, prefix: &[Seg<'static>], loc: &Locator) -> Result<(), Grap
                     region_spec("catch", None, &["json"]),
                 ];
             }
+            Kind::Loop => {
+                // Over its input, else over 0..count; every carried value
+                // starts as `null` and is the last iteration's value after.
+                let outer = tree.arm[ctl.region].map(|x| Parent {
+                    node: ctls[x.ctl].id,
+                    region: x.arm,
+                });
+                let node = &mut g.nodes[m.node];
+                let count =
+                    count(&node.attributes).map_err(|message| GraphError::BadAttribute {
+                        message,
+                        span: attr_span(m.node, "count_token"),
+                    })?;
+                node.op = Some("LOOP".into());
+                node.attributes.clear();
+                node.results = results;
+                let mut args = vec!["json", "number"];
+                args.extend(std::iter::repeat_n("json", ctl.results));
+                node.regions = vec![region_spec("body", None, &args)];
+                if discriminant[c].is_none() {
+                    let z = next_id;
+                    next_id += 1;
+                    let items: Vec<Json> = (0..count).map(|i| json!(i)).collect();
+                    nodes_added.push(const_node(z, "json", json!(items), outer.clone()));
+                    added.push(data_edge(z, ctl.id, None, Some(0)));
+                }
+                for k in 0..ctl.results {
+                    let z = next_id;
+                    next_id += 1;
+                    nodes_added.push(const_node(z, "json", Json::Null, outer.clone()));
+                    added.push(data_edge(z, ctl.id, None, Some(1 + k)));
+                }
+            }
         }
         for (a, ys) in ctl.yields.iter().enumerate() {
             let parent = Some(Parent {
@@ -545,20 +677,7 @@ fn one(g: &mut Graph, prefix: &[Seg<'static>], loc: &Locator) -> Result<(), Grap
                     None => {
                         let z = next_id;
                         next_id += 1;
-                        nodes_added.push(Node {
-                            id: Some(z),
-                            name: format!("null_{z}"),
-                            op: Some("CONST_STR".into()),
-                            attributes: [(
-                                "value".to_string(),
-                                json!({"$kind": "json", "value": null}),
-                            )]
-                            .into_iter()
-                            .collect(),
-                            results: Some(vec!["json".into()]),
-                            parent: parent.clone(),
-                            regions: Vec::new(),
-                        });
+                        nodes_added.push(const_node(z, "json", Json::Null, parent.clone()));
                         Src {
                             from: z,
                             result: None,
@@ -579,6 +698,17 @@ fn one(g: &mut Graph, prefix: &[Seg<'static>], loc: &Locator) -> Result<(), Grap
             });
         }
     }
+    // A `LOOP_END` that closes a loop is the loop's last value (its input,
+    // now the loop's result), passed on.
+    for &v in &loop_ends {
+        let id = id_of(v);
+        if edges
+            .iter()
+            .any(|e| e.to == id && e.dependency == Dependency::Data)
+        {
+            g.nodes[v].op = Some("JUMP".into());
+        }
+    }
     for (v, node) in g.nodes.iter_mut().enumerate() {
         if let Some(x) = tree.arm[region[v]] {
             node.parent = Some(Parent {
@@ -593,6 +723,47 @@ fn one(g: &mut Graph, prefix: &[Seg<'static>], loc: &Locator) -> Result<(), Grap
     edges.extend(added);
     g.edges = edges;
     Ok(())
+}
+
+/// A constant node of ours (tagged, so any JSON reads back as it is).
+fn const_node(id: u64, ty: &str, value: Json, parent: Option<Parent>) -> Node {
+    Node {
+        id: Some(id),
+        name: format!("const_{id}"),
+        op: Some("CONST_STR".into()),
+        attributes: [(
+            "value".to_string(),
+            json!({"$kind": "json", "value": value}),
+        )]
+        .into_iter()
+        .collect(),
+        results: Some(vec![ty.to_string()]),
+        parent,
+        regions: Vec::new(),
+    }
+}
+
+/// Most iterations a counted loop may have: its items are one constant.
+const MAX_COUNT: u64 = 100_000;
+
+/// A counted loop's iterations: `max_iterations`, else a numeric
+/// `count_token` or `count`, else 100 (the reference's default).
+fn count(attrs: &indexmap::IndexMap<String, Json>) -> Result<u64, String> {
+    let num = |k: &str| match attrs.get(k) {
+        Some(Json::Number(n)) => n.as_f64(),
+        Some(Json::String(s)) => s.trim().parse::<f64>().ok(),
+        _ => None,
+    };
+    let n = num("max_iterations")
+        .or_else(|| num("count_token"))
+        .or_else(|| num("count"))
+        .unwrap_or(100.0);
+    if !(0.0..=MAX_COUNT as f64).contains(&n) || n.fract() != 0.0 {
+        return Err(format!(
+            "a loop's count must be a whole number from 0 to {MAX_COUNT}, not {n}"
+        ));
+    }
+    Ok(n as u64)
 }
 
 /// `{{node_7}}` (or a bare id) in an attribute: the label it names.
