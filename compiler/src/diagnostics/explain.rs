@@ -1363,15 +1363,20 @@ Mark a flow `@entry`, or keep the value in a string."#,
         title: "flat control flow that does not nest",
         text: r#"The labels of the reference's flat markers (`BRANCH_ON_VALUE`
 `label_true`/`label_false`, a flat `SWITCH`'s `cases` and `default`,
-`TRY_CATCH` `try_subgraph`/`catch_subgraph`) name the first node of each arm.
-The structurizer turns them into regions; it refuses flow that has no
-nested form:
+`TRY_CATCH` `try_subgraph`/`catch_subgraph`) name the first node of each arm,
+and a `LOOP_START` ... `LOOP_END` pair encloses a loop's body. The
+structurizer turns them into regions; it refuses flow that has no nested
+form:
 
 - a label naming the marker itself, or a node that runs before the marker
   (a backward jump: write the loop as a `LOOP` node with a body region);
 - a node named by two labels (an arm has one entry);
 - an arm's first node that also depends on a node in another arm (the arms
-  would overlap).
+  would overlap);
+- a `LOOP_END` inside a branch of its loop's body, or a `LOOP_START` whose
+  body another loop's `LOOP_END` closes;
+- a `JUMP` whose `label` names a node it depends on (a loop without a
+  bound: write it as `LOOP_START` with its count ... `LOOP_END`).
 
     { "id": 2, "op": "BRANCH_ON_VALUE", "attributes": { "label_true": "1", ... } }
     // error if node 1 runs before node 2

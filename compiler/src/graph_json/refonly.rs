@@ -5,8 +5,9 @@
 //!   reference's `action`) and `claim`, through `INV`;
 //! - `RESUME`: the answer of the `PAUSE` with that `checkpoint_id`;
 //! - `JUMP`, `BRANCH_ON_VALUE`, `LOOP_START`, `LOOP_END`, `ERR`: the values
-//!   the reference's runtime gives them (its labels name nodes, which run in
-//!   dataflow order whatever the labels say);
+//!   the reference's runtime gives them (markers whose labels name nodes,
+//!   and `LOOP_START` ... `LOOP_END` pairs, were made regions first by
+//!   `structure/`; what is left here is the flat value);
 //! - `AGENT`: declarations of the graph's agent (`lower.rs`); no value.
 
 use super::build::{Build, DataIn};

@@ -1,8 +1,9 @@
 //! The structurizer: the reference's flat control flow (markers whose
 //! labels name nodes: `BRANCH_ON_VALUE`, a flat `SWITCH`, `TRY_CATCH` with
-//! `try_subgraph`/`catch_subgraph`) rewritten into our nested form
-//! (`regions` on a control node, `parent` on the nodes of each arm, `YIELD`
-//! nodes for the values that leave an arm), before the graph is lowered.
+//! `try_subgraph`/`catch_subgraph`; `LOOP_START` ... `LOOP_END` pairs)
+//! rewritten into our nested form (`regions` on a control node, `parent` on
+//! the nodes of each arm, `YIELD` nodes for the values that leave an arm),
+//! before the graph is lowered.
 //!
 //! A node belongs to an arm when it runs only if the arm's first node ran:
 //! it is the node the label names, or everything it depends on (by any
@@ -86,7 +87,15 @@ fn one(g: &mut Graph, prefix: &[Seg<'static>], loc: &Locator) -> Result<(), Grap
     let mut found = markers::find(g, &names);
     let op_is = |i: usize, op: &str| g.nodes[i].op.as_deref() == Some(op);
     let loops = (0..n).any(|i| op_is(i, "LOOP_START")) && (0..n).any(|i| op_is(i, "LOOP_END"));
-    if found.is_empty() && !loops {
+    // `JUMP`s whose label names another node.
+    let jumps: Vec<(usize, usize)> = (0..n)
+        .filter(|&i| op_is(i, "JUMP"))
+        .filter_map(|i| {
+            let x = names.resolve(g.nodes[i].attributes.get("label")?)?;
+            (x != i).then_some((i, x))
+        })
+        .collect();
+    if found.is_empty() && !loops && jumps.is_empty() {
         return Ok(());
     }
     let attr_span = |i: usize, key: &str| {
@@ -173,6 +182,38 @@ fn one(g: &mut Graph, prefix: &[Seg<'static>], loc: &Locator) -> Result<(), Grap
         return Ok(());
     };
 
+    // A `JUMP` back to a node it depends on is a loop with no bound (the
+    // reference bounds every loop: `LOOP_START` has a count); one forward
+    // orders nothing here, and is its value (its first input).
+    for &(j, x) in &jumps {
+        let mut seen = vec![false; n];
+        let mut stack = vec![j];
+        while let Some(v) = stack.pop() {
+            for &p in &preds[v] {
+                if !seen[p] {
+                    seen[p] = true;
+                    stack.push(p);
+                }
+            }
+        }
+        if seen[x] {
+            let m = Marker {
+                node: j,
+                kind: Kind::If,
+                targets: vec![Some(x)],
+                keys: vec!["label".into()],
+            };
+            return Err(unstructured(
+                &m,
+                0,
+                format!(
+                    "the `JUMP` at node {} goes back to node {}: a loop without a bound; write it as `LOOP_START` (with its count) ... `LOOP_END`",
+                    id_of(j),
+                    id_of(x)
+                ),
+            ));
+        }
+    }
     // A `LOOP_START` from which a `LOOP_END` can be reached is a loop: its
     // body is what depends on it, up to the `LOOP_END` (the reference's code
     // generator writes a loop so). One without stays a flat marker.
@@ -202,6 +243,9 @@ fn one(g: &mut Graph, prefix: &[Seg<'static>], loc: &Locator) -> Result<(), Grap
         if found.is_empty() {
             return Ok(());
         }
+    }
+    if found.is_empty() {
+        return Ok(());
     }
     let found = found;
 
