@@ -51,6 +51,9 @@ struct Src {
     order: usize,
 }
 
+/// Per arm of one control node, the values one consumer takes from it.
+type ArmValues = Vec<(usize, Vec<Src>)>;
+
 struct Ctl {
     /// Id of the control node (the marker's, or a new one for `if`).
     id: u64,
@@ -554,7 +557,7 @@ fn one(g: &mut Graph, prefix: &[Seg<'static>], loc: &Locator) -> Result<(), Grap
     // position for each (control node, consumer), the arms paired.
     let mut finals: HashMap<usize, Vec<Src>> = HashMap::new();
     while let Some((_, items)) = pending.pop_last() {
-        let mut groups: BTreeMap<(usize, usize), Vec<(usize, Vec<Src>)>> = BTreeMap::new();
+        let mut groups: BTreeMap<(usize, usize), ArmValues> = BTreeMap::new();
         for ((r, v), mut srcs) in items {
             srcs.sort_by_key(|s| s.order);
             let arm = tree.arm[r].unwrap_or(Arm { ctl: 0, arm: 0 });

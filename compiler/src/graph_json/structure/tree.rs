@@ -110,9 +110,10 @@ mod tests {
     fn ancestors_and_lca_on_a_deep_chain_and_a_fork() {
         let mut t = Tree::new();
         let mut chain = vec![0];
+        let mut last = 0;
         for i in 0..100 {
-            let r = t.add(*chain.last().unwrap(), Arm { ctl: i, arm: 0 });
-            chain.push(r);
+            last = t.add(last, Arm { ctl: i, arm: 0 });
+            chain.push(last);
         }
         let fork = t.add(chain[40], Arm { ctl: 999, arm: 1 });
         assert!(t.encloses(chain[10], chain[90]));
