@@ -192,6 +192,7 @@ fn one(g: &mut Graph, prefix: &[Seg<'static>], loc: &Locator) -> Result<(), Grap
         let mut seen = vec![false; n];
         let mut stack = vec![j];
         while let Some(v) = stack.pop() {
+            ais_ir::work::add(1 + preds[v].len());
             for &p in &preds[v] {
                 if !seen[p] {
                     seen[p] = true;
@@ -278,6 +279,7 @@ fn one(g: &mut Graph, prefix: &[Seg<'static>], loc: &Locator) -> Result<(), Grap
     let mut closed = vec![false; found.len()];
     let mut loop_ends: Vec<usize> = Vec::new();
     for &v in &order {
+        ais_ir::work::add(1 + preds[v].len());
         // What depends on a loop's `LOOP_START` is in its body.
         let at = |p: usize, ctls: &[Ctl]| match ctl_of[p] {
             Some(c) if is_loop(c) => ctls[c].arms[0].unwrap_or(region[p]),
@@ -322,7 +324,10 @@ fn one(g: &mut Graph, prefix: &[Seg<'static>], loc: &Locator) -> Result<(), Grap
                         placed = tree.parent(r);
                         break;
                     }
-                    _ => r = tree.parent(r),
+                    _ => {
+                        ais_ir::work::add(1);
+                        r = tree.parent(r)
+                    }
                 }
             }
         }
@@ -559,6 +564,7 @@ fn one(g: &mut Graph, prefix: &[Seg<'static>], loc: &Locator) -> Result<(), Grap
     while let Some((_, items)) = pending.pop_last() {
         let mut groups: BTreeMap<(usize, usize), ArmValues> = BTreeMap::new();
         for ((r, v), mut srcs) in items {
+            ais_ir::work::add(srcs.len());
             srcs.sort_by_key(|s| s.order);
             let arm = tree.arm[r].unwrap_or(Arm { ctl: 0, arm: 0 });
             groups

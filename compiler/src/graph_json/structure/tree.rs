@@ -59,6 +59,7 @@ impl Tree {
     fn lift(&self, mut r: usize, d: usize) -> usize {
         let mut diff = self.depth[r].saturating_sub(d);
         let mut k = 0;
+        ais_ir::work::add(1 + usize::BITS as usize - diff.leading_zeros() as usize);
         while diff > 0 {
             if diff & 1 == 1 {
                 r = self.up[r].get(k).copied().unwrap_or(0);
