@@ -235,7 +235,7 @@ fn one(g: &mut Graph, prefix: &[Seg<'static>], loc: &Locator) -> Result<(), Grap
                 .any(|&w| op_is(w, "LOOP_END") || reaches_end[w]);
         }
         for v in 0..n {
-            if op_is(v, "LOOP_START") && reaches_end[v] && target[v].is_none() {
+            if op_is(v, "LOOP_START") && reaches_end[v] {
                 found.push(Marker {
                     node: v,
                     kind: Kind::Loop,
@@ -257,7 +257,20 @@ fn one(g: &mut Graph, prefix: &[Seg<'static>], loc: &Locator) -> Result<(), Grap
     let mut tree = Tree::new();
     let mut region = vec![0usize; n];
     let mut ctl_of: Vec<Option<usize>> = vec![None; n];
-    let mut next_id = g.nodes.iter().filter_map(|x| x.id).max().unwrap_or(0) + 1;
+    // New nodes (an `if`, `YIELD`s, constants) take ids after the largest;
+    // there are fewer than 4 per node and edge of the document.
+    let largest = g.nodes.iter().filter_map(|x| x.id).max().unwrap_or(0);
+    let room = 4 * (n as u64 + g.edges.len() as u64) + 8;
+    let Some(mut next_id) = largest
+        .checked_add(1)
+        .filter(|b| b.checked_add(room).is_some())
+    else {
+        return Err(unstructured(
+            &found[0],
+            0,
+            format!("node id {largest} leaves no ids for the nodes the structured graph needs"),
+        ));
+    };
     let mut ctls: Vec<Ctl> = Vec::with_capacity(found.len());
     for (c, m) in found.iter().enumerate() {
         ctl_of[m.node] = Some(c);
