@@ -234,8 +234,8 @@ fn one(g: &mut Graph, prefix: &[Seg<'static>], loc: &Locator) -> Result<(), Grap
                 .iter()
                 .any(|&w| op_is(w, "LOOP_END") || reaches_end[w]);
         }
-        for v in 0..n {
-            if op_is(v, "LOOP_START") && reaches_end[v] {
+        for (v, &ends) in reaches_end.iter().enumerate() {
+            if ends && op_is(v, "LOOP_START") {
                 found.push(Marker {
                     node: v,
                     kind: Kind::Loop,
