@@ -226,6 +226,39 @@ proptest! {
         assert_coded(&mutated)?;
     }
 
+    /// The structurizer on mutated flat control flow (labels pointing
+    /// anywhere, edges gone): a coded error or a graph, never a panic.
+    #[test]
+    fn mutated_flat_control_flow_gives_coded_errors(pick in any::<usize>(), k in any::<u8>(), n in 0u64..12) {
+        let text = std::fs::read_to_string(root().join("tests/reference/graphs/flat_nested.json")).expect("seed");
+        prop_assert!(graph_json::compile(&text).is_ok());
+        let mut doc: serde_json::Value = serde_json::from_str(&text).expect("json");
+        let mut all = Vec::new();
+        paths(&doc, String::new(), &mut all);
+        let at = all[pick % all.len()].clone();
+        if let Some((parent, last)) = at.rsplit_once('/') {
+            let label = replacement(k, n).map(|v| match v {
+                serde_json::Value::String(_) => serde_json::json!(n.to_string()),
+                v => v,
+            });
+            if let Some(container) = doc.pointer_mut(parent) {
+                match (container, label) {
+                    (serde_json::Value::Object(o), None) => { o.remove(last); }
+                    (serde_json::Value::Object(o), Some(v)) => { o.insert(last.to_string(), v); }
+                    (serde_json::Value::Array(a), r) => {
+                        let i: usize = last.parse().expect("index");
+                        match r {
+                            None => { a.remove(i); }
+                            Some(v) => a[i] = v,
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        assert_coded(&serde_json::to_string_pretty(&doc).expect("json"))?;
+    }
+
     #[test]
     fn truncated_graphs_give_coded_errors(cut in any::<usize>()) {
         let text = seed();

@@ -136,3 +136,237 @@ fn reference_style_source_runs_with_its_expected_output() {
         }
     }
 }
+
+/// The structurizer's result survives the trip: a flat graph read, written
+/// as graph JSON (our nested form) and read again gives the same IR.
+#[test]
+fn structured_flat_graphs_round_trip_to_the_same_ir() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let flat: Vec<PathBuf> = corpus("graphs")
+        .into_iter()
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("flat_"))
+        })
+        .collect();
+    assert!(flat.len() >= 4, "only {} flat graphs", flat.len());
+    for f in flat {
+        let path = f.to_string_lossy().into_owned();
+        let ir = aisc(tmp.path(), &["build", &path, "--emit", "ir", "-O0"]);
+        assert!(
+            ir.status.success(),
+            "{path}: {}",
+            String::from_utf8_lossy(&ir.stderr)
+        );
+        let ir = String::from_utf8_lossy(&ir.stdout).into_owned();
+        assert!(
+            ["if ", "switch ", "try_catch", "loop "]
+                .iter()
+                .any(|k| ir.contains(k)),
+            "{path}: not structured:\n{ir}"
+        );
+        let json = aisc(tmp.path(), &["build", &path, "--emit", "graph-json", "-O0"]);
+        assert!(
+            json.status.success(),
+            "{path}: {}",
+            String::from_utf8_lossy(&json.stderr)
+        );
+        let written = tmp.path().join("written.json");
+        std::fs::write(&written, &json.stdout).expect("write");
+        let back = aisc(
+            tmp.path(),
+            &["build", &written.to_string_lossy(), "--emit", "ir", "-O0"],
+        );
+        assert!(
+            back.status.success(),
+            "{path}: {}",
+            String::from_utf8_lossy(&back.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&back.stdout), ir, "{path}");
+    }
+}
+
+/// A random structured program written flat, the reference's way: nested
+/// `BRANCH_ON_VALUE`s and flat `SWITCH`es whose labels name each arm's
+/// first node, each joined by a `MERGE` of its arms' last values, and
+/// `LOOP_START`/`LOOP_END` loops over lists. The
+/// structurizer must give it back its structure: running it prints what
+/// the tree evaluates to (a join of arms is the taken arm's value, in a
+/// one-element array).
+struct Flat {
+    nodes: Vec<serde_json::Value>,
+    edges: Vec<serde_json::Value>,
+    seed: u64,
+}
+
+impl Flat {
+    fn next(&mut self, n: u64) -> u64 {
+        // xorshift64: deterministic, no dependency.
+        self.seed ^= self.seed << 13;
+        self.seed ^= self.seed >> 7;
+        self.seed ^= self.seed << 17;
+        self.seed % n
+    }
+
+    fn node(&mut self, op: &str, attributes: serde_json::Value) -> u64 {
+        let id = self.nodes.len() as u64 + 1;
+        self.nodes.push(serde_json::json!({
+            "id": id, "name": format!("n{id}"), "op": op, "attributes": attributes
+        }));
+        id
+    }
+
+    fn edge(&mut self, from: u64, to: u64, dependency: &str) {
+        self.edges
+            .push(serde_json::json!({"from": from, "to": to, "dependency": dependency}));
+    }
+
+    /// A block: (its first node, its last node, what its last node is).
+    fn block(&mut self, depth: u32) -> (u64, u64, serde_json::Value) {
+        let kind = if depth == 0 { 0 } else { self.next(4) };
+        match kind {
+            0 => {
+                let id = self.nodes.len() as u64 + 1;
+                let v = format!("v{id}");
+                self.node("CONST_STR", serde_json::json!({ "value": v }));
+                (id, id, serde_json::Value::String(v))
+            }
+            1 => {
+                let cond = ["a", "b"][self.next(2) as usize];
+                let c = self.node("CONST_STR", serde_json::json!({ "value": cond }));
+                let b = self.node("BRANCH_ON_VALUE", serde_json::json!({ "value": "a" }));
+                self.edge(c, b, "Data");
+                let (t0, t1, tv) = self.block(depth - 1);
+                let (e0, e1, ev) = self.block(depth - 1);
+                let attrs = self.nodes[b as usize - 1]["attributes"]
+                    .as_object_mut()
+                    .expect("attributes");
+                attrs.insert("label_true".into(), t0.to_string().into());
+                attrs.insert("label_false".into(), e0.to_string().into());
+                self.edge(b, t0, "Control");
+                self.edge(b, e0, "Control");
+                let j = self.node("MERGE", serde_json::json!({ "strategy": "array" }));
+                self.edge(t1, j, "Data");
+                self.edge(e1, j, "Data");
+                (c, j, serde_json::json!([if cond == "a" { tv } else { ev }]))
+            }
+            2 => {
+                // A loop the reference's code generator's way: over a list,
+                // the body after `LOOP_START`, `LOOP_END` taking the body's
+                // last value (the last iteration's, or null for none).
+                let count = self.next(4);
+                let items: Vec<String> = (0..count).map(|i| format!("i{i}")).collect();
+                let c = self.node(
+                    "CONST_STR",
+                    serde_json::json!({ "value": serde_json::to_string(&items).expect("json") }),
+                );
+                let s = self.node(
+                    "LOOP_START",
+                    serde_json::json!({ "count_token": format!("{{{{node_{c}}}}}") }),
+                );
+                self.edge(c, s, "Data");
+                let (b0, b1, bv) = self.block(depth - 1);
+                self.edge(s, b0, "Control");
+                let e = self.node("LOOP_END", serde_json::json!({}));
+                self.edge(b1, e, "Data");
+                (
+                    c,
+                    e,
+                    if count == 0 {
+                        serde_json::Value::Null
+                    } else {
+                        bv
+                    },
+                )
+            }
+            _ => {
+                let arms = 1 + self.next(3) as usize;
+                let pick = self.next(arms as u64 + 1) as usize;
+                let key = format!("k{pick}");
+                let d = self.node("CONST_STR", serde_json::json!({ "value": key }));
+                let s = self.node("SWITCH", serde_json::json!({}));
+                self.edge(d, s, "Data");
+                let mut cases = Vec::new();
+                let mut lasts = Vec::new();
+                let mut taken = serde_json::Value::Null;
+                for k in 0..=arms {
+                    let (f, l, v) = self.block(depth - 1);
+                    self.edge(s, f, "Control");
+                    lasts.push(l);
+                    if k == pick {
+                        taken = v;
+                    }
+                    if k < arms {
+                        cases.push(serde_json::json!({"label": format!("k{k}"), "node_id": f}));
+                    } else {
+                        let attrs = self.nodes[s as usize - 1]["attributes"]
+                            .as_object_mut()
+                            .expect("attributes");
+                        attrs.insert("default".into(), f.to_string().into());
+                    }
+                }
+                // `pick == arms` is a key no case has: the default runs.
+                let attrs = self.nodes[s as usize - 1]["attributes"]
+                    .as_object_mut()
+                    .expect("attributes");
+                attrs.insert("discriminant".into(), format!("{{{{node_{d}}}}}").into());
+                attrs.insert("cases".into(), cases.into());
+                let j = self.node("MERGE", serde_json::json!({ "strategy": "array" }));
+                for l in lasts {
+                    self.edge(l, j, "Data");
+                }
+                (d, j, serde_json::json!([taken]))
+            }
+        }
+    }
+}
+
+#[test]
+fn random_flat_programs_run_as_their_structure_says() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mut structured = 0;
+    for case in 0..40u64 {
+        let mut g = Flat {
+            nodes: Vec::new(),
+            edges: Vec::new(),
+            seed: 0x9E37_79B9_7F4A_7C15 ^ (case + 1).wrapping_mul(0x2545_F491_4F6C_DD1D),
+        };
+        let depth = 1 + (case % 4) as u32;
+        let (_, last, want) = g.block(depth);
+        let r = g.node(
+            "RETURN",
+            serde_json::json!({ "token": format!("{{{{node_{last}}}}}") }),
+        );
+        g.edge(last, r, "Data");
+        let doc = serde_json::json!({
+            "name": format!("random_{case}"), "nodes": g.nodes, "edges": g.edges, "parameters": []
+        });
+        let path = tmp.path().join(format!("random_{case}.json"));
+        std::fs::write(&path, serde_json::to_string_pretty(&doc).expect("json")).expect("write");
+        let p = path.to_string_lossy().into_owned();
+        let out = aisc(
+            tmp.path(),
+            &[
+                "run",
+                &p,
+                "--backend",
+                "sim",
+                "--sim-delay-scale",
+                "0",
+                "--memory",
+                ":memory:",
+            ],
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "case {case}: {stderr}\n{doc}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        // A text result is printed as it is, a list as JSON, null as nothing.
+        let got: serde_json::Value = match stdout.trim() {
+            "" => serde_json::Value::Null,
+            t => serde_json::from_str(t).unwrap_or_else(|_| serde_json::Value::String(t.into())),
+        };
+        assert_eq!(got, want, "case {case}: {doc}");
+        structured += want.is_array() as usize;
+    }
+    assert!(structured >= 10, "only {structured} structured cases");
+}

@@ -1328,15 +1328,15 @@ is not JSON, a `space` that is no memory tier).
     Explanation {
         code: "G0010",
         title: "flat reference switch",
-        text: r#"The node is the reference's flat `SWITCH`: a `discriminant` and `cases`
-whose labels name the nodes to run. The other flat markers (`JUMP`,
-`BRANCH_ON_VALUE`, `LOOP_START`, `LOOP_END`, `ERR`), `AGENT`,
-`UPDATE_GOAL`, `CLAIM` and `RESUME` are read (docs/graph-json.md says as
-what); this one is not translated.
+        text: r#"The node is the reference's flat `SWITCH` whose `cases` name no node of
+the graph (neither an id nor a node name), so there is nothing to make its
+arms of. A flat `SWITCH` whose cases name nodes is structured into regions,
+as are `BRANCH_ON_VALUE` and `TRY_CATCH` labels (docs/graph-json.md, "Flat
+control flow").
 
-Write the cases as regions: the `SWITCH` node lists its `regions` (each with
-its case `key`), and the nodes inside name it as their `parent`
-(docs/graph-json.md)."#,
+Name each case's first node (`{"label": "math", "node_id": 4}`), or write
+the cases as regions: the `SWITCH` node lists its `regions` (each with its
+case `key`), and the nodes inside name it as their `parent`."#,
     },
     Explanation {
         code: "G0011",
@@ -1357,6 +1357,32 @@ flow (a graph document names the flow to run), or an attribute holds a
 number JSON cannot (NaN, infinity).
 
 Mark a flow `@entry`, or keep the value in a string."#,
+    },
+    Explanation {
+        code: "G0013",
+        title: "flat control flow that does not nest",
+        text: r#"The labels of the reference's flat markers (`BRANCH_ON_VALUE`
+`label_true`/`label_false`, a flat `SWITCH`'s `cases` and `default`,
+`TRY_CATCH` `try_subgraph`/`catch_subgraph`) name the first node of each arm,
+and a `LOOP_START` ... `LOOP_END` pair encloses a loop's body. The
+structurizer turns them into regions; it refuses flow that has no nested
+form:
+
+- a label naming the marker itself, or a node that runs before the marker
+  (a backward jump: write the loop as a `LOOP` node with a body region);
+- a node named by two labels (an arm has one entry);
+- an arm's first node that also depends on a node in another arm (the arms
+  would overlap);
+- a `LOOP_END` inside a branch of its loop's body, or a `LOOP_START` whose
+  body another loop's `LOOP_END` closes;
+- a `JUMP` whose `label` names a node it depends on (a loop without a
+  bound: write it as `LOOP_START` with its count ... `LOOP_END`).
+
+    { "id": 2, "op": "BRANCH_ON_VALUE", "attributes": { "label_true": "1", ... } }
+    // error if node 1 runs before node 2
+
+Name a node that runs only through the marker, or write the regions
+yourself (`regions`, `parent`; docs/graph-json.md)."#,
     },
 ];
 

@@ -17,7 +17,7 @@ pub enum GraphError {
         suggestion: Option<String>,
         span: Span,
     },
-    #[error("the reference's flat `{op}` (cases naming the nodes to run) has no equivalent here")]
+    #[error("the reference's flat `{op}` names no node of the graph in its cases: there are no arms to make")]
     ReferenceOnlyOp { op: String, span: Span },
     #[error("node has no `id`")]
     MissingId { span: Span },
@@ -37,6 +37,8 @@ pub enum GraphError {
     BadAttribute { message: String, span: Span },
     #[error("bad graph structure: {message}")]
     BadStructure { message: String, span: Span },
+    #[error("flat control flow that does not nest: {message}")]
+    Unstructured { message: String, span: Span },
     #[error("cannot write graph JSON: {message}")]
     NotRepresentable { message: String },
 }
@@ -56,6 +58,7 @@ impl GraphError {
             GraphError::ReferenceOnlyOp { .. } => "G0010",
             GraphError::BadStructure { .. } => "G0011",
             GraphError::NotRepresentable { .. } => "G0012",
+            GraphError::Unstructured { .. } => "G0013",
         }
     }
 
@@ -73,7 +76,8 @@ impl GraphError {
             | GraphError::MissingEntry { span }
             | GraphError::BadParameter { span, .. }
             | GraphError::BadAttribute { span, .. }
-            | GraphError::BadStructure { span, .. } => *span,
+            | GraphError::BadStructure { span, .. }
+            | GraphError::Unstructured { span, .. } => *span,
             GraphError::NotRepresentable { .. } => Span::new(0, 0),
         }
     }
@@ -97,6 +101,7 @@ impl IntoDiagnostic for GraphError {
             GraphError::BadAttribute { .. } => "this attribute",
             GraphError::BadStructure { .. } => "here",
             GraphError::NotRepresentable { .. } => "",
+            GraphError::Unstructured { .. } => "this label",
         };
         let d = Diagnostic::error(self.code(), self.to_string(), span);
         let d = if label.is_empty() {
@@ -116,7 +121,10 @@ impl IntoDiagnostic for GraphError {
                 d.with_secondary(first, "first used here")
             }
             GraphError::ReferenceOnlyOp { .. } => d.with_note(
-                "write the cases as regions of the `SWITCH` node (`regions`, and `parent` on their nodes), see docs/graph-json.md",
+                "name each case's first node (`\"node_id\": 4`), or write the cases as regions of the `SWITCH` node (`regions`, and `parent` on their nodes), see docs/graph-json.md",
+            ),
+            GraphError::Unstructured { .. } => d.with_help(
+                "each label must name a node that runs after its marker and only through it; write a loop or a shared step as regions (`regions`, `parent`), see docs/graph-json.md",
             ),
             GraphError::MissingEntry { .. } => {
                 d.with_help("add `\"metadata\": {\"is_entry\": true}` to the flow to run")

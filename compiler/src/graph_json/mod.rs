@@ -1,7 +1,7 @@
 //! The reference A-PXM implementation's JSON graph format as a second front
 //! end: `aisc check|build|run FILE.json` read it ([`compile`]) and
 //! `aisc build --emit=graph-json` writes it ([`emit`]). The format, the op
-//! mapping and the error codes (`G0001`–`G0012`) are in docs/graph-json.md.
+//! mapping and the error codes (`G0001`–`G0013`) are in docs/graph-json.md.
 
 mod attrs;
 mod build;
@@ -15,6 +15,7 @@ mod reference;
 mod refonly;
 pub mod schema;
 mod spans;
+mod structure;
 
 pub use emit::emit;
 pub use errors::GraphError;
@@ -34,11 +35,14 @@ pub fn is_graph_json(path: &Path, text: &str) -> bool {
 /// Parses, validates and lowers a graph document to verified IR. Every
 /// problem is a coded diagnostic whose span points into `text`.
 pub fn compile(text: &str) -> Result<ais_ir::Module, Vec<Diagnostic>> {
-    let doc: schema::Graph = match serde_json::from_str(text) {
+    let mut doc: schema::Graph = match serde_json::from_str(text) {
         Ok(d) => d,
         Err(e) => return Err(vec![json_error(text, &e).into_diagnostic()]),
     };
     let loc = lower::Locator::new(text);
+    if let Err(e) = structure::structurize(&mut doc, &loc) {
+        return Err(vec![e.into_diagnostic()]);
+    }
     let module = lower::lower_document(&doc, &loc).map_err(|es| {
         es.into_iter()
             .map(IntoDiagnostic::into_diagnostic)

@@ -5,8 +5,9 @@
 //!   reference's `action`) and `claim`, through `INV`;
 //! - `RESUME`: the answer of the `PAUSE` with that `checkpoint_id`;
 //! - `JUMP`, `BRANCH_ON_VALUE`, `LOOP_START`, `LOOP_END`, `ERR`: the values
-//!   the reference's runtime gives them (its labels name nodes, which run in
-//!   dataflow order whatever the labels say);
+//!   the reference's runtime gives them (markers whose labels name nodes,
+//!   and `LOOP_START` ... `LOOP_END` pairs, were made regions first by
+//!   `structure/`; what is left here is the flat value);
 //! - `AGENT`: declarations of the graph's agent (`lower.rs`); no value.
 
 use super::build::{Build, DataIn};
@@ -64,11 +65,13 @@ pub fn lower(
             }
             None => vec![b.konst(Attr::Bool(false), Type::Bool)],
         },
+        // The reference's op definitions require `error_handler` (its
+        // validator rejects an `ERR` without it); its runtime prints
+        // `message` when there is one.
         "ERR" => {
-            let m = match (text(attrs, "message")?, text(attrs, "error_handler")?) {
-                (Some(m), _) | (None, Some(m)) => m,
-                (None, None) => String::new(),
-            };
+            let handler = text(attrs, "error_handler")?
+                .ok_or("`ERR` needs `error_handler` (the reference's op definitions require it)")?;
+            let m = text(attrs, "message")?.unwrap_or(handler);
             vec![b.konst(Attr::Str(format!("Error: {m}")), Type::Str)]
         }
         "UPDATE_GOAL" => {
