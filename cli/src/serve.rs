@@ -204,6 +204,7 @@ impl CliEngine {
             budget: b,
             telemetry: Default::default(),
             detach: false,
+            thread: None,
             schedule: None,
             tz: "UTC".into(),
 
