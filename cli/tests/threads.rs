@@ -213,7 +213,7 @@ fn runs_on_one_thread_take_turns_or_are_rejected_while_one_is_under_way() {
     let s = Server::start(
         dir.path(),
         &[&p],
-        &["--sim-delay-scale", "20", "--max-concurrent-runs", "4"],
+        &["--sim-delay-scale", "5", "--max-concurrent-runs", "4"],
         &[],
     );
     let (st, _) = send(&s, "POST", "/v1/threads", json!({"thread_id": "q"}));
@@ -460,19 +460,25 @@ fn a2a_messages_with_one_context_id_are_runs_on_one_thread() {
             message["contextId"] = c.into();
         }
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
-                          "params": {"message": message, "configuration": {"returnImmediately": false}}});
-        let (st, j) = send(&s, "POST", "/a2a/Chat", body);
-        assert_eq!(st, 200, "{j}");
+                          "params": {"message": message}});
+        let text = body.to_string();
+        let r = request(
+            s.addr,
+            "POST",
+            "/a2a/Chat",
+            &[("Content-Type", "application/json"), ("A2A-Version", "1.0")],
+            Some(text.as_bytes()),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        let j = r.json();
         j["result"]["task"].clone()
     };
     let t1 = send_msg(Some("conv-7"), "hello");
     assert_eq!(t1["contextId"], "conv-7", "{t1}");
     let t2 = send_msg(Some("conv-7"), "again");
     assert_eq!(t2["contextId"], "conv-7");
-    let id2 = t2["id"].as_str().unwrap();
-    let r2 = s.wait_final(id2);
-    let text = r2["result"].as_str().unwrap();
-    assert!(text.contains(r#""answer":"heard hello"#), "{text}");
+    let text = t2["artifacts"][0]["parts"][0]["text"].as_str().unwrap();
+    assert!(text.contains(r#""answer":"heard hello"#), "{t2}");
     let h = s.get("/v1/threads/conv-7/history").json();
     assert_eq!(h["runs"].as_array().map(Vec::len), Some(2), "{h}");
     // Without a context id the reply names a new thread to continue.
