@@ -496,3 +496,44 @@ fn a2a_messages_with_one_context_id_are_runs_on_one_thread() {
         "{r4}"
     );
 }
+
+#[test]
+#[ignore = "needs the A2A Python SDK: run ./test"]
+fn the_official_a2a_client_continues_a_conversation_by_its_context_id() {
+    let python = serve_support::sdk_venv(
+        "A2A",
+        &["a2a-sdk==1.3.0", "httpx==0.28.1"],
+        "import a2a.client, httpx",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), "chat.ais", CHAT);
+    let s = Server::start(dir.path(), &[&p], &["--sim-delay-scale", "0"], &[]);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/a2a/thread_client.py");
+    let o = std::process::Command::new(python)
+        .arg(script)
+        .arg(format!("http://{}/a2a/Chat", s.addr))
+        .current_dir(dir.path())
+        .env("HOME", dir.path())
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "client failed: {out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r: Json = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(r["first"]["contextId"], "sdk-conv", "{r}");
+    assert_eq!(r["first"]["text"], "heard hello; before: []; mood: null");
+    assert_eq!(r["second"]["contextId"], "sdk-conv");
+    let second = r["second"]["text"].as_str().unwrap();
+    assert!(second.contains(r#""answer":"heard hello; before: []; mood: null""#), "{r}");
+    let ctx = r["fresh"]["contextId"].as_str().unwrap();
+    assert!(ctx.starts_with("ctx-"), "{r}");
+    assert_eq!(r["follow"]["contextId"], ctx);
+    assert!(
+        r["follow"]["text"].as_str().unwrap().contains(r#""input":{"msg":"fresh"}"#),
+        "{r}"
+    );
+    assert_eq!(r["follow"]["state"], "TASK_STATE_COMPLETED");
+}
