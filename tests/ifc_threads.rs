@@ -80,13 +80,12 @@ fn run(dir: &Path, sent: &Arc<AtomicUsize>, body: &str) -> RunReport {
         journal: Some(Arc::new(journal)),
         ..RunOptions::default()
     };
-    let report = ais_vm::run(
+    ais_vm::run(
         &prog,
         &options,
         Arc::new(FakeBackend::new()),
         Arc::new(h) as Arc<dyn Host>,
-    );
-    report
+    )
 }
 
 fn denied(r: &RunReport) -> bool {

@@ -527,12 +527,18 @@ fn the_official_a2a_client_continues_a_conversation_by_its_context_id() {
     assert_eq!(r["first"]["text"], "heard hello; before: []; mood: null");
     assert_eq!(r["second"]["contextId"], "sdk-conv");
     let second = r["second"]["text"].as_str().unwrap();
-    assert!(second.contains(r#""answer":"heard hello; before: []; mood: null""#), "{r}");
+    assert!(
+        second.contains(r#""answer":"heard hello; before: []; mood: null""#),
+        "{r}"
+    );
     let ctx = r["fresh"]["contextId"].as_str().unwrap();
     assert!(ctx.starts_with("ctx-"), "{r}");
     assert_eq!(r["follow"]["contextId"], ctx);
     assert!(
-        r["follow"]["text"].as_str().unwrap().contains(r#""input":{"msg":"fresh"}"#),
+        r["follow"]["text"]
+            .as_str()
+            .unwrap()
+            .contains(r#""input":{"msg":"fresh"}"#),
         "{r}"
     );
     assert_eq!(r["follow"]["state"], "TASK_STATE_COMPLETED");

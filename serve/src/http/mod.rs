@@ -13,6 +13,7 @@
 //! `Host` and `Origin` headers (403).
 
 mod guard;
+mod memory;
 mod routes;
 mod stream;
 mod threads;

@@ -219,7 +219,9 @@ pub(crate) fn route(ctx: &Arc<Ctx>, head: &Head, body: &[u8]) -> Reply {
     let path = head.path.as_str();
     let query = head.query.as_str();
     let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
-    if let Some(r) = super::threads::route(ctx, head, &segs, body) {
+    if let Some(r) = super::threads::route(ctx, head, &segs, body)
+        .or_else(|| super::memory::route(ctx, head, &segs, body))
+    {
         return match r {
             Ok((status, body)) => Reply::json(status, &body),
             Err(e) => Reply::error(&e),

@@ -132,6 +132,13 @@ impl Registry {
         self.lock().by_id.get(id).cloned()
     }
 
+    /// The agent store of served runs (for the memory API).
+    pub(crate) fn agent_store(
+        &self,
+    ) -> Result<Option<Arc<dyn ais_vm::store::AgentStore>>, ApiError> {
+        self.engine.agent_store()
+    }
+
     fn journal_dir(&self) -> Option<PathBuf> {
         self.engine.journal_dir()
     }
