@@ -543,3 +543,48 @@ fn the_official_a2a_client_continues_a_conversation_by_its_context_id() {
     );
     assert_eq!(r["follow"]["state"], "TASK_STATE_COMPLETED");
 }
+
+#[test]
+#[ignore = "needs PostgreSQL: run ./test"]
+fn runs_on_a_thread_handed_to_a_worker_see_the_thread_too() {
+    let pg = ais_testkit::pg::PgServer::start();
+    let url = pg.database("threads_fleet");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let p = write(dir, "chat.ais", CHAT);
+    let s = Server::start(
+        dir,
+        &[&p],
+        &["--store", &url, "--memory", ":memory:", "--enqueue"],
+        &[],
+    );
+    let mut w = serve_support::worker(
+        dir,
+        &[
+            "--store",
+            &url,
+            "--memory",
+            ":memory:",
+            "--poll-ms",
+            "50",
+            "--lease-secs",
+            "5",
+        ],
+        &[],
+    );
+    let (st, _) = send(&s, "POST", "/v1/threads", json!({"thread_id": "fleet-1"}));
+    assert_eq!(st, 201);
+    let first = run_on(&s, "fleet-1", "hello");
+    assert_eq!(first["result"], "heard hello; before: []; mood: null");
+    let second = run_on(&s, "fleet-1", "again");
+    let text = second["result"].as_str().unwrap();
+    assert!(
+        text.contains(r#""answer":"heard hello; before: []; mood: null""#),
+        "{text}"
+    );
+    let state = s.get("/v1/threads/fleet-1/state").json();
+    assert_eq!(state["values"]["last"], "again", "{state}");
+    assert_eq!(state["version"], 2);
+    let _ = w.kill();
+    let _ = w.wait();
+}
