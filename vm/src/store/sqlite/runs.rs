@@ -141,7 +141,6 @@ fn init(conn: &Connection) -> rusqlite::Result<()> {
             return Err(e);
         }
     }
-    super::threads::init(conn)?;
     let v: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     if v == 0 {
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;

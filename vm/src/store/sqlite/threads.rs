@@ -1,7 +1,8 @@
 //! Threads in the memory directory's `runs.db` (`store/thread.rs`). A state
 //! change is a read-modify-write in one `BEGIN IMMEDIATE` transaction, so
 //! two processes on the same directory (a server and `aisc run`) cannot
-//! lose each other's writes.
+//! lose each other's writes. The tables are made by the first thread, so
+//! the journal of a directory that never had one keeps its layout.
 
 use super::runs::{now_ms, SqliteStore};
 use crate::store::rows::JournalError;
@@ -11,9 +12,8 @@ use crate::store::thread::{
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde_json::Value as Json;
 
-/// Created with the rest of the schema (tables added since schema 1 are
-/// created when missing, like its added columns).
-pub(super) fn init(conn: &Connection) -> rusqlite::Result<()> {
+/// Makes the tables if missing (by whatever makes a thread).
+fn init(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(
         "CREATE TABLE IF NOT EXISTS threads (
             id TEXT PRIMARY KEY,
@@ -31,6 +31,16 @@ pub(super) fn init(conn: &Connection) -> rusqlite::Result<()> {
             run TEXT NOT NULL UNIQUE,
             PRIMARY KEY (thread, seq)
          );",
+    )
+}
+
+/// Has a thread ever been made here? (Reads of a journal without the
+/// tables find nothing.)
+fn has_tables(c: &Connection) -> rusqlite::Result<bool> {
+    c.query_row(
+        "SELECT COUNT(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'thread_runs'",
+        [],
+        |r| r.get(0),
     )
 }
 
@@ -53,6 +63,9 @@ fn info_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<ThreadInfo> {
 }
 
 fn get(c: &Connection, id: &str) -> rusqlite::Result<Option<ThreadInfo>> {
+    if !has_tables(c)? {
+        return Ok(None);
+    }
     c.query_row(
         &format!("SELECT {COLUMNS} FROM threads WHERE id = ?1"),
         [id],
@@ -77,6 +90,7 @@ impl SqliteStore {
         metadata: &Json,
     ) -> Result<ThreadInfo, JournalError> {
         let conn = self.conn();
+        init(&conn).map_err(self.err())?;
         let n = insert(&conn, id, metadata).map_err(self.err())?;
         if n == 0 {
             return Err(JournalError::new(
@@ -95,6 +109,9 @@ impl SqliteStore {
 
     pub(crate) fn threads_sqlite(&self, limit: usize) -> Result<Vec<ThreadInfo>, JournalError> {
         let conn = self.conn();
+        if !has_tables(&conn).map_err(self.err())? {
+            return Ok(Vec::new());
+        }
         let mut st = conn
             .prepare(&format!(
                 "SELECT {COLUMNS} FROM threads ORDER BY created_ms DESC, id DESC LIMIT ?1"
@@ -140,6 +157,9 @@ impl SqliteStore {
 
     pub(crate) fn delete_thread_sqlite(&self, id: &str) -> Result<bool, JournalError> {
         let mut conn = self.conn();
+        if !has_tables(&conn).map_err(self.err())? {
+            return Ok(false);
+        }
         let tx = conn.transaction().map_err(self.err())?;
         tx.execute("DELETE FROM thread_runs WHERE thread = ?1", [id])
             .map_err(self.err())?;
@@ -160,6 +180,7 @@ impl SqliteStore {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(self.err())?;
+        init(&tx).map_err(self.err())?;
         if create {
             insert(&tx, thread, &Json::Object(Default::default())).map_err(self.err())?;
         }
@@ -191,6 +212,9 @@ impl SqliteStore {
         thread: &str,
     ) -> Result<Vec<(i64, String)>, JournalError> {
         let conn = self.conn();
+        if !has_tables(&conn).map_err(self.err())? {
+            return Ok(Vec::new());
+        }
         let mut st = conn
             .prepare("SELECT seq, run FROM thread_runs WHERE thread = ?1 ORDER BY seq")
             .map_err(self.err())?;
@@ -205,13 +229,16 @@ impl SqliteStore {
         &self,
         run: &str,
     ) -> Result<Option<(String, i64)>, JournalError> {
-        self.conn()
-            .query_row(
-                "SELECT thread, seq FROM thread_runs WHERE run = ?1",
-                [run],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()
-            .map_err(self.err())
+        let conn = self.conn();
+        if !has_tables(&conn).map_err(self.err())? {
+            return Ok(None);
+        }
+        conn.query_row(
+            "SELECT thread, seq FROM thread_runs WHERE run = ?1",
+            [run],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()
+        .map_err(self.err())
     }
 }
