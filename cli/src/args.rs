@@ -66,6 +66,11 @@ pub struct RunArgs {
     /// print its id, instead of running it here.
     #[arg(long, alias = "enqueue")]
     pub detach: bool,
+    /// Make the run on thread ID (created on first use): its
+    /// `thread_history()` and `thread_state()` see the thread's earlier
+    /// runs and state (docs/language.md, "Threads").
+    #[arg(long, value_name = "ID", conflicts_with_all = ["detach", "schedule"])]
+    pub thread: Option<String>,
     /// Store a schedule in the `--store` instead of running: the run is
     /// queued for the workers at every tick of this cron expression (five
     /// fields, or six with seconds first); prints the schedule's id.

@@ -27,6 +27,7 @@ mod runs;
 mod serve;
 mod steps;
 mod stream;
+mod threads;
 mod tools;
 mod tools_config;
 mod tty;
@@ -220,6 +221,17 @@ pub enum Command {
         #[arg(long)]
         dead: bool,
     },
+    /// List the threads (`aisc run --thread ID` and `POST /v1/threads` make
+    /// them), or show one with its state and runs (`aisc threads show ID`).
+    Threads {
+        #[command(subcommand)]
+        action: Option<ThreadsAction>,
+        #[command(flatten)]
+        memory: aam::MemoryArgs,
+        /// JSON output (for the list: one object per line).
+        #[arg(long, global = true)]
+        json: bool,
+    },
     /// List the store's schedules (`aisc run --schedule CRON` adds one), or
     /// remove one (`aisc schedules remove ID`).
     Schedules {
@@ -407,6 +419,15 @@ pub enum RunsAction {
 }
 
 #[derive(Subcommand, Debug)]
+pub enum ThreadsAction {
+    /// A thread: its metadata, state (with version) and runs in order.
+    Show {
+        /// A thread id from `aisc threads`.
+        id: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
 pub enum SchedulesAction {
     /// Delete a schedule; the runs it already queued stay.
     Remove {
@@ -589,6 +610,16 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
             json,
             ..
         } => runs::show(&memory, &run_id, json),
+        Command::Threads {
+            action,
+            memory,
+            json,
+        } => {
+            let show = action
+                .as_ref()
+                .map(|ThreadsAction::Show { id }| id.as_str());
+            threads::threads(show, &memory, json)
+        }
         Command::Schedules {
             action,
             memory,

@@ -228,6 +228,10 @@ pub fn prepare_run(
             .map_err(SetupError::Other)?,
         ),
     };
+    // A run made on a thread finds it through its journal's store.
+    if let Some(j) = &options.journal {
+        host.bind_threads(j.store().clone());
+    }
     let telemetry = super::report::otlp::with_trace(
         keep_telemetry(&run.memory, &mut options),
         &settings.config,
@@ -330,6 +334,12 @@ pub fn run_loaded(
         .as_ref()
         .filter(|_| kept)
         .map(|j| j.run_id().to_string());
+    if let Some(t) = &run.thread {
+        if let Err(e) = link_thread(t, kept, options.journal.as_deref()) {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    }
     let memory_flag = super::aam::memory_flag(host.storage());
     stop_on_interrupt(resumable_id.clone(), memory_flag.clone());
     // Printed lines go to this process's stdout (`TtyConsole`): the marks
@@ -669,4 +679,29 @@ fn program_sources(name: &str, source: &str) -> ais_ir::SourceMap {
     let path = Path::new(name);
     ais_compiler::program::parse_program(name, Some(path), source, &ais_compiler::program::FsLoader)
         .sources
+}
+
+/// `aisc run --thread ID`: records the run as the thread's next one
+/// (creating the thread on first use) before it starts, so its
+/// `thread_*` tools find it.
+fn link_thread(
+    thread: &str,
+    kept: bool,
+    journal: Option<&ais_vm::journal::Journal>,
+) -> Result<(), String> {
+    if !ais_vm::store::thread::valid_id(thread) {
+        return Err(format!(
+            "`{thread}` is not a thread id (1 to 128 characters of A-Z a-z 0-9 . _ : -)"
+        ));
+    }
+    let Some(j) = journal.filter(|_| kept) else {
+        return Err(
+            "--thread keeps the thread in the run journal, and `--memory :memory:` keeps none"
+                .into(),
+        );
+    };
+    j.store()
+        .link_thread_run(thread, j.run_id(), true)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }

@@ -287,6 +287,7 @@ fn resume_in(
         budget: r.budget.clone(),
         telemetry: Default::default(),
         detach: false,
+        thread: None,
         schedule: None,
         tz: "UTC".into(),
 

@@ -205,6 +205,7 @@ impl CliEngine {
             budget: b,
             telemetry: Default::default(),
             detach: false,
+            thread: None,
             schedule: None,
             tz: "UTC".into(),
 
@@ -405,6 +406,32 @@ impl Engine for CliEngine {
 
     fn journal_dir(&self) -> Option<PathBuf> {
         journal::dir_of(&self.runs.memory.storage())
+    }
+
+    fn agent_store(&self) -> Result<Option<Arc<dyn ais_vm::store::AgentStore>>, ApiError> {
+        let failed = |e: ais_vm::HostError| {
+            ApiError::internal(format!("cannot open the agent store: {}", e.message))
+        };
+        if let Some(url) = self.runs.memory.store_url() {
+            return ais_vm::store::open_agent_postgres(&url)
+                .map(Some)
+                .map_err(failed);
+        }
+        match self.runs.memory.storage() {
+            ais_vm::aam::Storage::Dir(d) => {
+                // Before any run made it.
+                std::fs::create_dir_all(&d).map_err(|e| {
+                    ApiError::internal(format!(
+                        "cannot create the memory directory `{}`: {e}",
+                        d.display()
+                    ))
+                })?;
+                ais_vm::store::open_agent_sqlite(Some(&d.join(ais_vm::aam::DB_FILE)))
+                    .map(|(s, _)| Some(s))
+                    .map_err(failed)
+            }
+            ais_vm::aam::Storage::Ephemeral => Ok(None),
+        }
     }
 
     fn journal_store(&self) -> Option<Arc<dyn Store>> {

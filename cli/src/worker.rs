@@ -492,6 +492,7 @@ fn execute(
         budget: w.budget.clone(),
         telemetry: Default::default(),
         detach: false,
+        thread: None,
         schedule: None,
         tz: "UTC".into(),
 

@@ -480,20 +480,46 @@ impl A2a {
         let ix = self.index();
         let skill = self.pick_skill(&ix, agent, message, params)?;
         let args = arguments(skill, parts)?;
-        let entry = self
-            .registry
-            .start_run(
+        let given = message
+            .get("contextId")
+            .and_then(Json::as_str)
+            .filter(|c| !c.is_empty());
+        // A context is a thread (made on first use): the run sees the
+        // context's earlier runs and state. Without a journal to keep
+        // threads in (`--memory :memory:`) it is only an id, as before.
+        // A context the client did not name is a new thread, whose id the
+        // reply carries: the client continues the conversation with it.
+        let on_thread = if self.registry.thread_store().is_ok() {
+            match given {
+                Some(c) if ais_vm::store::thread::valid_id(c) => Some(c.to_string()),
+                Some(_) => None,
+                None => Some(format!("ctx-{}", crate::registry::new_thread_id())),
+            }
+        } else {
+            None
+        };
+        let entry = match &on_thread {
+            Some(ctx) => self.registry.start_thread_run(
+                ctx,
                 &skill.program,
                 Some(&skill.id),
                 &args,
                 BudgetSpec::default(),
-            )
-            .map_err(|e| RpcError::from_api(&e).with("skill", skill.id.as_str()))?;
-        let context_id = message
-            .get("contextId")
-            .and_then(Json::as_str)
-            .filter(|c| !c.is_empty())
-            .map_or_else(|| format!("ctx-{}", entry.id), str::to_string);
+                Default::default(),
+                crate::registry::Multitask::Enqueue,
+                true,
+            ),
+            None => self.registry.start_run(
+                &skill.program,
+                Some(&skill.id),
+                &args,
+                BudgetSpec::default(),
+            ),
+        }
+        .map_err(|e| RpcError::from_api(&e).with("skill", skill.id.as_str()))?;
+        let context_id = on_thread
+            .or_else(|| given.map(str::to_string))
+            .unwrap_or_else(|| format!("ctx-{}", entry.id));
         let mut user = message.clone();
         user["taskId"] = entry.id.as_str().into();
         user["contextId"] = context_id.as_str().into();

@@ -163,6 +163,12 @@ pub trait Engine: Send + Sync {
     fn journal_store(&self) -> Option<Arc<dyn ais_vm::store::Store>> {
         None
     }
+    /// The agent store served runs keep long-term memory in (the memory
+    /// directory's `memory.db`, or the `--store`), for the memory API
+    /// (`/v1/agents/{agent}/memory`). Default: none (`--memory :memory:`).
+    fn agent_store(&self) -> Result<Option<Arc<dyn ais_vm::store::AgentStore>>, ApiError> {
+        Ok(None)
+    }
     /// The LLM backend's name (for metrics).
     fn backend_name(&self) -> String;
     /// Forks the journaled run `id` at step `at` (a step number or key

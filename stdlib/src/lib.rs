@@ -398,6 +398,41 @@ pub const HOST_TOOLS: &[HostToolFacts] = &[
         },
         params: &["command", "cwd", "timeout_s"],
     },
+    // A run made on a thread (docs/language.md, "Threads"): its earlier
+    // runs and its state. Values keep the labels they were stored with
+    // (reported by the host, like `inbox`); the tools add no source.
+    HostToolFacts {
+        name: "thread_history",
+        provider: "aam.thread",
+        class: ToolClass::ReadOnly,
+        facts: Facts {
+            effect: Effect::ReadOnly,
+            ..Facts::LOCAL
+        },
+        params: &["limit"],
+    },
+    HostToolFacts {
+        name: "thread_state",
+        provider: "aam.thread",
+        class: ToolClass::ReadOnly,
+        facts: Facts {
+            effect: Effect::ReadOnly,
+            ..Facts::LOCAL
+        },
+        params: &["key"],
+    },
+    // Setting a key to a value twice leaves the same state: a call cut
+    // off by a crash is run again on resume, not left in doubt.
+    HostToolFacts {
+        name: "thread_set",
+        provider: "aam.thread",
+        class: ToolClass::Write,
+        facts: Facts {
+            effect: Effect::Idempotent,
+            ..Facts::LOCAL
+        },
+        params: &["key", "value"],
+    },
     // `{"clear": true}` empties the inbox.
     HostToolFacts {
         name: "inbox",

@@ -13,8 +13,10 @@
 //! `Host` and `Origin` headers (403).
 
 mod guard;
+mod memory;
 mod routes;
 mod stream;
+mod threads;
 
 use crate::a2a::{A2a, TaskFrames};
 use crate::error::ApiError;
@@ -332,7 +334,10 @@ async fn handle(ctx: Arc<Ctx>, req: Request<Incoming>) -> Result<Response<Body>,
         a2a_version: header(&req, "A2A-Version"),
         host: header(&req, "Host"),
     };
-    let body = if head.method == hyper::Method::POST {
+    let body = if matches!(
+        head.method,
+        hyper::Method::POST | hyper::Method::PUT | hyper::Method::PATCH
+    ) {
         match read_body(&ctx, req).await {
             Ok(b) => b,
             Err(e) => return Ok(response(&ctx, Reply::error(&e))),

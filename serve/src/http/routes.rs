@@ -82,7 +82,7 @@ impl Reply {
     }
 }
 
-fn query_param<'a>(query: &'a str, name: &str) -> Option<&'a str> {
+pub(super) fn query_param<'a>(query: &'a str, name: &str) -> Option<&'a str> {
     query
         .split('&')
         .filter_map(|kv| kv.split_once('=').or(Some((kv, ""))))
@@ -90,7 +90,7 @@ fn query_param<'a>(query: &'a str, name: &str) -> Option<&'a str> {
         .map(|(_, v)| v)
 }
 
-fn parse_json(body: &[u8]) -> Result<Json, ApiError> {
+pub(super) fn parse_json(body: &[u8]) -> Result<Json, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(Json::Null);
     }
@@ -106,13 +106,13 @@ fn parse_json(body: &[u8]) -> Result<Json, ApiError> {
 /// `POST /v1/runs`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct StartRequest {
-    program: String,
-    entry: Option<String>,
+pub(super) struct StartRequest {
+    pub program: String,
+    pub entry: Option<String>,
     #[serde(default)]
-    args: Json,
+    pub args: Json,
     #[serde(default)]
-    budget: BudgetSpec,
+    pub budget: BudgetSpec,
     /// With `aisc serve --enqueue`: the run's place in the fleet's queue
     /// (docs/scale-out.md).
     #[serde(default)]
@@ -121,6 +121,27 @@ struct StartRequest {
     concurrency_key: Option<String>,
     #[serde(default)]
     key_limit: Option<i32>,
+}
+
+impl StartRequest {
+    /// The run's place in the fleet's queue.
+    pub(super) fn queue_options(&self) -> Result<ais_vm::store::priority::QueueOptions, ApiError> {
+        if self.key_limit.is_some_and(|l| l < 1)
+            || (self.key_limit.is_some() && self.concurrency_key.is_none())
+        {
+            return Err(ApiError::bad_request(
+                "request.invalid",
+                "`key_limit` must be at least 1 and comes with a `concurrency_key`",
+                "send `\"concurrency_key\": \"tenant-a\", \"key_limit\": 2`",
+            ));
+        }
+        Ok(ais_vm::store::priority::QueueOptions {
+            priority: self.priority.unwrap_or(0),
+            key: self.concurrency_key.clone(),
+            key_limit: self.key_limit,
+            retry: None,
+        })
+    }
 }
 
 /// `POST /v1/runs/{id}/confirm`.
@@ -156,7 +177,7 @@ struct ResumeRequest {
     input: Option<Json>,
 }
 
-fn shape<T: for<'de> Deserialize<'de>>(j: Json, what: &str) -> Result<T, ApiError> {
+pub(super) fn shape<T: for<'de> Deserialize<'de>>(j: Json, what: &str) -> Result<T, ApiError> {
     serde_json::from_value(j).map_err(|e| {
         ApiError::bad_request(
             "request.invalid",
@@ -198,6 +219,14 @@ pub(crate) fn route(ctx: &Arc<Ctx>, head: &Head, body: &[u8]) -> Reply {
     let path = head.path.as_str();
     let query = head.query.as_str();
     let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    if let Some(r) = super::threads::route(ctx, head, &segs, body)
+        .or_else(|| super::memory::route(ctx, head, &segs, body))
+    {
+        return match r {
+            Ok((status, body)) => Reply::json(status, &body),
+            Err(e) => Reply::error(&e),
+        };
+    }
     let result: Result<(u16, Json), ApiError> = match (&head.method, segs.as_slice()) {
         (&Method::GET, ["health"]) => {
             let g = ctx.registry.gauges();
@@ -259,19 +288,7 @@ pub(crate) fn route(ctx: &Arc<Ctx>, head: &Head, body: &[u8]) -> Reply {
                 shape::<StartRequest>(j, "POST /v1/runs")
             })
             .and_then(|r| {
-                if r.key_limit.is_some_and(|l| l < 1) || (r.key_limit.is_some() && r.concurrency_key.is_none()) {
-                    return Err(ApiError::bad_request(
-                        "request.invalid",
-                        "`key_limit` must be at least 1 and comes with a `concurrency_key`",
-                        "send `\"concurrency_key\": \"tenant-a\", \"key_limit\": 2`",
-                    ));
-                }
-                let queue = ais_vm::store::priority::QueueOptions {
-                    priority: r.priority.unwrap_or(0),
-                    key: r.concurrency_key,
-                    key_limit: r.key_limit,
-                    retry: None,
-                };
+                let queue = r.queue_options()?;
                 ctx.registry.start_run_queued(
                     &r.program,
                     r.entry.as_deref(),
@@ -390,7 +407,7 @@ pub(crate) fn route(ctx: &Arc<Ctx>, head: &Head, body: &[u8]) -> Reply {
         _ => Err(ApiError::not_found(
             "request.not_found",
             format!("no endpoint {path}"),
-            "endpoints: /console, /v1/programs, /v1/runs, /v1/runs/{id}, /v1/runs/{id}/events, /health, /metrics, /mcp, /a2a, /a2a/{Agent}, /.well-known/agent-card.json",
+            "endpoints: /console, /v1/programs, /v1/runs, /v1/threads, /v1/runs/{id}, /v1/runs/{id}/events, /health, /metrics, /mcp, /a2a, /a2a/{Agent}, /.well-known/agent-card.json",
         )),
     };
     match result {

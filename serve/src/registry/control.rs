@@ -52,6 +52,24 @@ impl Registry {
         budget: BudgetSpec,
         queue: ais_vm::store::priority::QueueOptions,
     ) -> Result<Arc<RunEntry>, ApiError> {
+        self.start_run_with(program, entry, args, budget, queue, |p, _| Ok(p))
+    }
+
+    /// [`Registry::start_run_queued`], the prepared run passed through
+    /// `wrap` before it is queued (a thread's run is linked to its thread
+    /// and waits its turn); an error of `wrap` discards the run.
+    pub(super) fn start_run_with(
+        &self,
+        program: &str,
+        entry: Option<&str>,
+        args: &Json,
+        budget: BudgetSpec,
+        queue: ais_vm::store::priority::QueueOptions,
+        wrap: impl FnOnce(
+            Box<dyn crate::engine::Prepared>,
+            &Cancel,
+        ) -> Result<Box<dyn crate::engine::Prepared>, ApiError>,
+    ) -> Result<Arc<RunEntry>, ApiError> {
         let (served, mut spec) = self.check(program, entry, args)?;
         spec.budget = budget;
         spec.queue = queue;
@@ -69,8 +87,18 @@ impl Registry {
                 return Err(e);
             }
         };
+        let id = prepared.id().to_string();
+        let prepared = match wrap(prepared, &cancel) {
+            Ok(p) => p,
+            Err(e) => {
+                // `wrap` consumed it; the journal's run row stays as a
+                // run that never started (`aisc runs` shows it).
+                self.release();
+                return Err(e);
+            }
+        };
         let entry = Arc::new(RunEntry {
-            id: prepared.id().to_string(),
+            id,
             program: served.file.clone(),
             entry: spec.entry.clone(),
             created_ms: now_ms(),

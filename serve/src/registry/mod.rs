@@ -17,8 +17,10 @@ mod executor;
 mod journaled;
 mod programs;
 mod retention;
+mod threads;
 
 pub use crate::run::{RunEntry, Status};
+pub use threads::{new_thread_id, Multitask};
 
 /// Limits of the registry.
 #[derive(Clone, Debug)]
@@ -64,6 +66,8 @@ pub struct Registry {
     backend: String,
     /// Ended runs dropped from memory so far (`prune`).
     dropped: AtomicUsize,
+    /// The turns of runs on threads (`threads.rs`).
+    gates: threads::Gates,
 }
 
 impl Registry {
@@ -90,6 +94,7 @@ impl Registry {
             metrics: Arc::new(Metrics::default()),
             backend,
             dropped: AtomicUsize::new(0),
+            gates: threads::Gates::default(),
         });
         reg.prune_event_files();
         for i in 0..config.max_concurrent {
@@ -125,6 +130,13 @@ impl Registry {
 
     pub fn get(&self, id: &str) -> Option<Arc<RunEntry>> {
         self.lock().by_id.get(id).cloned()
+    }
+
+    /// The agent store of served runs (for the memory API).
+    pub(crate) fn agent_store(
+        &self,
+    ) -> Result<Option<Arc<dyn ais_vm::store::AgentStore>>, ApiError> {
+        self.engine.agent_store()
     }
 
     fn journal_dir(&self) -> Option<PathBuf> {

@@ -33,6 +33,9 @@ pub const AAM_TOOL_NAMES: &[&str] = &[
     "claim",
     "inbox",
     "bash",
+    "thread_history",
+    "thread_state",
+    "thread_set",
 ];
 
 mod beliefs;
@@ -48,6 +51,7 @@ mod memory;
 pub mod messaging;
 pub mod remote;
 pub mod stm;
+mod thread;
 mod tool_registry;
 pub mod tools;
 
@@ -214,6 +218,10 @@ pub struct AamHost {
     /// Every tool's declaration (`crate::catalogue`): aliases resolve
     /// through it before access is checked.
     catalogue: Arc<ais_ir::catalogue::Declarations>,
+    /// The run store of this run's journal: where the thread the run was
+    /// made on lives (`thread.rs`); unset: no thread (the `thread_*`
+    /// tools then say so).
+    threads: std::sync::OnceLock<Arc<dyn crate::store::Store>>,
 }
 
 fn new_run_id() -> String {
@@ -286,6 +294,7 @@ impl AamHost {
             answers: crate::sync::AskOnce::default(),
             warnings: Vec::new(),
             catalogue: Arc::new(cfg.declarations()),
+            threads: std::sync::OnceLock::new(),
             settings: ais_stdlib::Settings {
                 workspace: cfg.workspace.clone(),
                 http_timeout: cfg.http_timeout,

@@ -140,6 +140,30 @@ impl AamHost {
             Origin::Shell,
         ));
         self.add_tool(aam(
+            "thread_history",
+            Kind::Thread("history"),
+            "The earlier runs of the thread this run was made on, oldest first: [{run, input, answer, status}] ({\"limit\": N}: the last N, default 20)",
+            json!({"type": ["object", "null"], "properties": {
+                "limit": {"type": "integer", "minimum": 0}}}),
+            Origin::Aam,
+        ));
+        self.add_tool(aam(
+            "thread_state",
+            Kind::Thread("state"),
+            "The state of the thread this run was made on (an object), or the value of one of its keys ({\"key\": K}; null when unset)",
+            json!({"type": ["object", "null"], "properties": {
+                "key": {"type": "string"}}}),
+            Origin::Aam,
+        ));
+        self.add_tool(aam(
+            "thread_set",
+            Kind::Thread("set"),
+            "Set a key of the state of the thread this run was made on: {key, value} -> {key, version} (a null value removes the key)",
+            json!({"type": "object", "required": ["key", "value"], "properties": {
+                "key": {"type": "string", "minLength": 1}, "value": {}}}),
+            Origin::Aam,
+        ));
+        self.add_tool(aam(
             "inbox",
             Kind::Inbox,
             "Messages received by the agent, oldest first ({\"clear\": true} empties the inbox)",
@@ -404,6 +428,7 @@ impl AamHost {
             Kind::Queue(op) => self.queue_op(agent, op, args, cancel),
             Kind::Goals(op) => self.goal_op(agent, op, args),
             Kind::Inbox => self.inbox_tool(agent, args),
+            Kind::Thread(op) => self.thread_op(op, args),
         }
     }
 

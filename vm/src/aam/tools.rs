@@ -72,6 +72,8 @@ pub enum Kind {
     /// `enqueue` / `claim` on a named work queue (`super::queue`).
     Queue(&'static str),
     Inbox,
+    /// `thread_history` / `thread_state` / `thread_set` (`super::thread`).
+    Thread(&'static str),
     /// Any other tool: its provider runs it.
     Provided(Arc<dyn ToolProvider>),
 }

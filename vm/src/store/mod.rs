@@ -26,9 +26,11 @@ pub mod rows;
 pub mod schedule;
 pub mod sqlite;
 pub mod storage;
+pub mod thread;
 
 pub use agent::AgentStore;
 pub use rows::{JournalError, RunInfo, Status, Step};
+use serde_json::Value as Json;
 use std::path::Path;
 use std::sync::Arc;
 pub use storage::Storage;
@@ -272,6 +274,57 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// ids queued.
     fn fire_schedules(&self) -> Result<Vec<String>, JournalError> {
         Err(schedule::no_schedules(self.backend()))
+    }
+    /// Creates thread `id` (`thread.rs`) with `metadata` (a JSON object)
+    /// and an empty state; [`thread::EXISTS`] when the id is taken.
+    fn create_thread(&self, id: &str, metadata: &Json) -> Result<thread::ThreadInfo, JournalError> {
+        let _ = (id, metadata);
+        Err(thread::no_threads(self.backend()))
+    }
+    /// Thread `id`, or `None`.
+    fn thread(&self, id: &str) -> Result<Option<thread::ThreadInfo>, JournalError> {
+        let _ = id;
+        Err(thread::no_threads(self.backend()))
+    }
+    /// Every thread, newest first, at most `limit`.
+    fn threads(&self, limit: usize) -> Result<Vec<thread::ThreadInfo>, JournalError> {
+        let _ = limit;
+        Err(thread::no_threads(self.backend()))
+    }
+    /// Replaces the state of thread `id` with what `change` makes of the
+    /// current one, in one transaction with the thread row locked, and
+    /// bumps its version; `change` may refuse (its error is returned, and
+    /// nothing is written). `None` when there is no such thread.
+    fn update_thread_state(
+        &self,
+        id: &str,
+        change: &mut dyn FnMut(&thread::ThreadInfo) -> Result<thread::NewState, JournalError>,
+    ) -> Result<Option<thread::ThreadInfo>, JournalError> {
+        let _ = (id, change);
+        Err(thread::no_threads(self.backend()))
+    }
+    /// Deletes thread `id` and its links to runs (the runs stay); `false`
+    /// if none.
+    fn delete_thread(&self, id: &str) -> Result<bool, JournalError> {
+        let _ = id;
+        Err(thread::no_threads(self.backend()))
+    }
+    /// Records run `run` as thread `thread`'s next run; returns its place
+    /// (1 for the first). When the thread does not exist it is created if
+    /// `create`, else [`thread::NOT_FOUND`].
+    fn link_thread_run(&self, thread: &str, run: &str, create: bool) -> Result<i64, JournalError> {
+        let _ = (thread, run, create);
+        Err(thread::no_threads(self.backend()))
+    }
+    /// The runs of thread `thread`: `(seq, run id)`, oldest first.
+    fn thread_runs(&self, thread: &str) -> Result<Vec<(i64, String)>, JournalError> {
+        let _ = thread;
+        Err(thread::no_threads(self.backend()))
+    }
+    /// The thread run `run` was made on, with its place: `(thread, seq)`.
+    fn thread_of_run(&self, run: &str) -> Result<Option<(String, i64)>, JournalError> {
+        let _ = run;
+        Ok(None)
     }
     /// Applies the schema migrations this binary knows; `(from, to)`.
     fn migrate(&self) -> Result<(i64, i64), JournalError>;

@@ -21,6 +21,7 @@ mod retry;
 mod schedule;
 pub mod schema;
 mod state;
+mod threads;
 
 use super::{Claim, Entry, NewRun, RunRow, RunState, Store, StoreStatus, WorkerStats};
 use crate::store::rows::{JournalError, RunInfo, Status, Step};
@@ -591,6 +592,48 @@ impl Store for PgStore {
 
     fn fire_schedules(&self) -> Result<Vec<String>, JournalError> {
         self.fire_schedules_pg()
+    }
+
+    fn create_thread(
+        &self,
+        id: &str,
+        metadata: &serde_json::Value,
+    ) -> Result<crate::store::thread::ThreadInfo, JournalError> {
+        self.create_thread_pg(id, metadata)
+    }
+
+    fn thread(&self, id: &str) -> Result<Option<crate::store::thread::ThreadInfo>, JournalError> {
+        self.thread_pg(id)
+    }
+
+    fn threads(&self, limit: usize) -> Result<Vec<crate::store::thread::ThreadInfo>, JournalError> {
+        self.threads_pg(limit)
+    }
+
+    fn update_thread_state(
+        &self,
+        id: &str,
+        change: &mut dyn FnMut(
+            &crate::store::thread::ThreadInfo,
+        ) -> Result<crate::store::thread::NewState, JournalError>,
+    ) -> Result<Option<crate::store::thread::ThreadInfo>, JournalError> {
+        self.update_thread_state_pg(id, change)
+    }
+
+    fn delete_thread(&self, id: &str) -> Result<bool, JournalError> {
+        self.delete_thread_pg(id)
+    }
+
+    fn link_thread_run(&self, thread: &str, run: &str, create: bool) -> Result<i64, JournalError> {
+        self.link_thread_run_pg(thread, run, create)
+    }
+
+    fn thread_runs(&self, thread: &str) -> Result<Vec<(i64, String)>, JournalError> {
+        self.thread_runs_pg(thread)
+    }
+
+    fn thread_of_run(&self, run: &str) -> Result<Option<(String, i64)>, JournalError> {
+        self.thread_of_run_pg(run)
     }
 
     fn migrate(&self) -> Result<(i64, i64), JournalError> {

@@ -168,6 +168,24 @@ const MIGRATIONS: &[&str] = &[
     // 9: a claim's lease (`claim(queue:, lease_ms:)`): when it runs out the
     // job can be claimed again; NULL: claimed for good.
     "ALTER TABLE queue_jobs ADD COLUMN IF NOT EXISTS lease_until_ms BIGINT;",
+    // 11 (10 is the webhooks' outbox; renumbered at merge): threads
+    // (store/thread.rs), a conversation's state and its runs in order.
+    "CREATE TABLE IF NOT EXISTS threads (
+        id TEXT PRIMARY KEY,
+        created_ms BIGINT NOT NULL,
+        updated_ms BIGINT NOT NULL,
+        metadata TEXT NOT NULL,
+        state TEXT NOT NULL,
+        labels TEXT NOT NULL,
+        version BIGINT NOT NULL DEFAULT 0,
+        n_runs BIGINT NOT NULL DEFAULT 0
+     );
+     CREATE TABLE IF NOT EXISTS thread_runs (
+        thread TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        run TEXT NOT NULL UNIQUE,
+        PRIMARY KEY (thread, seq)
+     );",
 ];
 
 /// The schema version this binary writes and reads.

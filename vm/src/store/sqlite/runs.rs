@@ -335,11 +335,11 @@ impl SqliteStore {
         }
     }
 
-    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
+    pub(super) fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
         self.conn.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn err(&self) -> impl Fn(rusqlite::Error) -> JournalError + '_ {
+    pub(super) fn err(&self) -> impl Fn(rusqlite::Error) -> JournalError + '_ {
         db_err(&self.path)
     }
 }
@@ -597,6 +597,48 @@ impl Store for SqliteStore {
             .and_then(Iterator::collect::<Result<Vec<_>, _>>)
             .map_err(self.err())?;
         Ok(steps)
+    }
+
+    fn create_thread(
+        &self,
+        id: &str,
+        metadata: &serde_json::Value,
+    ) -> Result<crate::store::thread::ThreadInfo, JournalError> {
+        self.create_thread_sqlite(id, metadata)
+    }
+
+    fn thread(&self, id: &str) -> Result<Option<crate::store::thread::ThreadInfo>, JournalError> {
+        self.thread_sqlite(id)
+    }
+
+    fn threads(&self, limit: usize) -> Result<Vec<crate::store::thread::ThreadInfo>, JournalError> {
+        self.threads_sqlite(limit)
+    }
+
+    fn update_thread_state(
+        &self,
+        id: &str,
+        change: &mut dyn FnMut(
+            &crate::store::thread::ThreadInfo,
+        ) -> Result<crate::store::thread::NewState, JournalError>,
+    ) -> Result<Option<crate::store::thread::ThreadInfo>, JournalError> {
+        self.update_thread_state_sqlite(id, change)
+    }
+
+    fn delete_thread(&self, id: &str) -> Result<bool, JournalError> {
+        self.delete_thread_sqlite(id)
+    }
+
+    fn link_thread_run(&self, thread: &str, run: &str, create: bool) -> Result<i64, JournalError> {
+        self.link_thread_run_sqlite(thread, run, create)
+    }
+
+    fn thread_runs(&self, thread: &str) -> Result<Vec<(i64, String)>, JournalError> {
+        self.thread_runs_sqlite(thread)
+    }
+
+    fn thread_of_run(&self, run: &str) -> Result<Option<(String, i64)>, JournalError> {
+        self.thread_of_run_sqlite(run)
     }
 
     fn migrate(&self) -> Result<(i64, i64), JournalError> {
