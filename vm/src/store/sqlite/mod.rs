@@ -8,6 +8,7 @@ pub mod episodic;
 mod memory;
 mod queue;
 pub mod runs;
+mod webhook;
 
 pub use agent::SqliteAgentStore;
 pub(crate) use runs::hex;
