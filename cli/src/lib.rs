@@ -30,6 +30,7 @@ mod stream;
 mod tools;
 mod tools_config;
 mod tty;
+mod webhooks;
 mod worker;
 
 use clap::{Parser, Subcommand, ValueEnum};

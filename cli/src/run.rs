@@ -144,6 +144,11 @@ pub fn prepare_run(
         .route(&setup.llm, &loaded.program.named_backends())
         .map_err(SetupError::Config)?;
     let journal_args = args.clone();
+    // Checked before anything is journaled: a refused URL starts no run.
+    let hooks = run
+        .webhooks
+        .checked()
+        .map_err(|e| SetupError::Other(e.to_string()))?;
     let budget = super::journal::budget(&run.budget, settings).map_err(SetupError::Other)?;
     let mut options = RunOptions {
         entry: run.entry.clone(),
@@ -227,6 +232,12 @@ pub fn prepare_run(
             .map_err(SetupError::Other)?,
         ),
     };
+    if let (false, Some(j)) = (hooks.is_empty(), &options.journal) {
+        // Stored before the run starts, so its end finds them.
+        j.store()
+            .add_webhooks(j.run_id(), &hooks)
+            .map_err(|e| SetupError::Other(format!("cannot store the webhooks: {e}")))?;
+    }
     let telemetry = super::report::otlp::with_trace(
         keep_telemetry(&run.memory, &mut options),
         &settings.config,
@@ -351,6 +362,9 @@ pub fn run_loaded(
         k.finish(&loaded.program, &report);
     }
     super::report::otlp::flush(telemetry.as_ref());
+    if let Some(j) = &options.journal {
+        super::webhooks::flush_run(j.store(), j.run_id(), run.quiet);
+    }
     let code = match &report.outcome {
         Ok(value) => {
             let text = match value {

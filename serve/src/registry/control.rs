@@ -39,7 +39,7 @@ impl Registry {
         args: &Json,
         budget: BudgetSpec,
     ) -> Result<Arc<RunEntry>, ApiError> {
-        self.start_run_queued(program, entry, args, budget, Default::default())
+        self.start_run_queued(program, entry, args, budget, Default::default(), Vec::new())
     }
 
     /// [`Registry::start_run`] with a place in the fleet's queue (`aisc
@@ -51,10 +51,12 @@ impl Registry {
         args: &Json,
         budget: BudgetSpec,
         queue: ais_vm::store::priority::QueueOptions,
+        webhooks: Vec<ais_vm::store::webhook::Hook>,
     ) -> Result<Arc<RunEntry>, ApiError> {
         let (served, mut spec) = self.check(program, entry, args)?;
         spec.budget = budget;
         spec.queue = queue;
+        spec.webhooks = webhooks;
         self.reserve()?;
         let log = Arc::new(EventLog::new());
         let cancel = Cancel::new();

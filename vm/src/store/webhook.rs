@@ -114,22 +114,27 @@ fn bounded(text: &str) -> (&str, bool) {
     (&text[..end], true)
 }
 
-/// A run's error text as `{code, message}`: `code: message` when the text
-/// starts with a dotted code (as the VM's errors do), else `run.failed`.
+/// Whether `c` looks like an error code (`arith.div_by_zero`).
+fn is_code(c: &str) -> bool {
+    !c.is_empty()
+        && c.len() <= 64
+        && c.chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || ch == '.' || ch == '_')
+        && c.contains(['.', '_'])
+}
+
+/// A run's error text as `{code, message}`: the code the text ends with
+/// (`... [arith.div_by_zero]`, as a run's failure is recorded) or starts
+/// with (`llm.timeout: ...`), else `run.failed`.
 pub fn error_json(text: &str) -> Json {
     let (text, cut) = bounded(text);
-    let (code, message) = match text.split_once(": ") {
-        Some((c, m))
-            if !c.is_empty()
-                && c.len() <= 64
-                && c.chars()
-                    .all(|ch| ch.is_ascii_alphanumeric() || ch == '.' || ch == '_')
-                && c.contains(|ch: char| ch == '.' || ch == '_') =>
-        {
-            (c, m)
-        }
-        _ => ("run.failed", text),
-    };
+    let suffix = text
+        .strip_suffix(']')
+        .and_then(|t| t.rsplit_once(" ["))
+        .filter(|(_, c)| is_code(c))
+        .map(|(m, c)| (c, m));
+    let prefix = text.split_once(": ").filter(|(c, _)| is_code(c));
+    let (code, message) = suffix.or(prefix).unwrap_or(("run.failed", text));
     let mut e = json!({"code": code, "message": message});
     if cut {
         e["truncated"] = Json::Bool(true);
@@ -349,6 +354,9 @@ mod tests {
         assert_eq!(v["data"]["error"]["code"], "llm.timeout");
         assert_eq!(v["data"]["error"]["message"], "the backend did not answer");
         assert_eq!(error_json("plain words: here")["code"], "run.failed");
+        let e = error_json("`div` in @T.main failed: division by zero [arith.div_by_zero]");
+        assert_eq!(e["code"], "arith.div_by_zero");
+        assert_eq!(e["message"], "`div` in @T.main failed: division by zero");
         let long = "é".repeat(MAX_TEXT);
         let mut f = facts("completed");
         f.result = Some(&long);

@@ -60,7 +60,7 @@ impl Sent {
     pub fn line(&self) -> String {
         let a = &self.attempt;
         let what = match (&a.outcome, a.http_status, &a.error) {
-            (Outcome::Delivered, Some(s), _) => format!("delivered (HTTP {s}"),
+            (Outcome::Delivered, Some(s), _) => format!("delivered (HTTP {s}, "),
             (o, s, e) => {
                 let why = match (s, e) {
                     (_, Some(e)) => e.clone(),
