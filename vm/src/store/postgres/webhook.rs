@@ -84,8 +84,8 @@ pub(super) fn outbox(tx: &mut Transaction<'_>, run: &str) -> Result<(), postgres
     Ok(())
 }
 
-/// Copies the subscriptions of `from` (a schedule) to run `to`, in the
-/// transaction that queues it.
+/// Copies the subscriptions of `from` (a schedule, or a dead run requeued
+/// with new inputs) to run `to`, in the transaction that queues it.
 pub(super) fn copy_hooks(
     tx: &mut Transaction<'_>,
     from: &str,
