@@ -11,183 +11,24 @@
 #![allow(clippy::unwrap_used)]
 
 mod serve_support;
+mod webhook_support;
 
 use ais_testkit::pg::PgServer;
-use ais_vm::webhook::sign::Secret;
 use serde_json::Value as Json;
 use serve_support::{write, Server};
-use std::collections::{BTreeSet, VecDeque};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::collections::BTreeSet;
+use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Output};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+use webhook_support::{Answer, Got, Receiver, SECRET};
 
 const OK: &str =
     "agent T {\n    @entry flow main(n: str) -> str {\n        return \"done \" + n\n    }\n}\n";
 const FAILS: &str = "agent T {\n    @entry flow main(n: str) -> str {\n        let _z = 1 / 0\n        return n\n    }\n}\n";
 const PAUSES: &str = "agent T {\n    @entry flow main(n: str) -> str {\n        let a = pause(\"Approve {n}?\")\n        return \"answer {a}\"\n    }\n}\n";
-
-/// How the receiver answers one request.
-#[derive(Debug, Clone)]
-enum Answer {
-    Status(u16, Option<&'static str>),
-    /// Waits this long before answering 200 (a delivery in flight).
-    Hang(Duration),
-}
-
-/// One request the receiver got.
-#[derive(Debug, Clone)]
-struct Got {
-    id: String,
-    signed: bool,
-    body: Json,
-    /// The status it answered.
-    answered: u16,
-}
-
-/// The receiver: a loopback listener and what it got.
-struct Receiver {
-    addr: SocketAddr,
-    got: Arc<Mutex<Vec<Got>>>,
-    script: Arc<Mutex<VecDeque<Answer>>>,
-    hanging: Arc<AtomicBool>,
-    stop: Arc<AtomicBool>,
-}
-
-impl Receiver {
-    fn start(script: Vec<Answer>) -> Receiver {
-        Receiver::on(TcpListener::bind("127.0.0.1:0").unwrap(), script)
-    }
-
-    fn on(listener: TcpListener, script: Vec<Answer>) -> Receiver {
-        let addr = listener.local_addr().unwrap();
-        let r = Receiver {
-            addr,
-            got: Arc::default(),
-            script: Arc::new(Mutex::new(script.into())),
-            hanging: Arc::default(),
-            stop: Arc::default(),
-        };
-        let (got, script, hanging, stop) = (
-            r.got.clone(),
-            r.script.clone(),
-            r.hanging.clone(),
-            r.stop.clone(),
-        );
-        std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                if stop.load(Ordering::SeqCst) {
-                    return;
-                }
-                let Ok(conn) = conn else { continue };
-                let (got, script, hanging) = (got.clone(), script.clone(), hanging.clone());
-                std::thread::spawn(move || serve_one(conn, &got, &script, &hanging));
-            }
-        });
-        r
-    }
-
-    fn url(&self) -> String {
-        format!("http://{}/hooks/ais", self.addr)
-    }
-
-    fn got(&self) -> Vec<Got> {
-        self.got.lock().unwrap().clone()
-    }
-
-    /// The ids answered 2xx.
-    fn delivered(&self) -> BTreeSet<String> {
-        self.got()
-            .into_iter()
-            .filter(|g| g.answered == 200)
-            .map(|g| g.id)
-            .collect()
-    }
-}
-
-impl Drop for Receiver {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        let _ = TcpStream::connect(self.addr);
-    }
-}
-
-fn serve_one(
-    conn: TcpStream,
-    got: &Mutex<Vec<Got>>,
-    script: &Mutex<VecDeque<Answer>>,
-    hanging: &AtomicBool,
-) {
-    let mut reader = BufReader::new(conn.try_clone().unwrap());
-    let mut headers = Vec::new();
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        let line = line.trim_end().to_string();
-        if line.is_empty() {
-            break;
-        }
-        if let Some((k, v)) = line.split_once(':') {
-            headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
-        }
-    }
-    let header = |name: &str| {
-        headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.clone())
-            .unwrap_or_default()
-    };
-    let len: usize = header("content-length").parse().unwrap_or(0);
-    let mut body = vec![0; len];
-    if reader.read_exact(&mut body).is_err() {
-        return;
-    }
-    let body = String::from_utf8(body).unwrap();
-    let id = header("webhook-id");
-    let ts: i64 = header("webhook-timestamp").parse().unwrap_or(0);
-    let signed =
-        Secret::parse(SECRET)
-            .unwrap()
-            .verify(&id, ts, &body, &header("webhook-signature"));
-    let answer = script
-        .lock()
-        .unwrap()
-        .pop_front()
-        .unwrap_or(Answer::Status(200, None));
-    let (status, retry_after) = match answer {
-        Answer::Status(s, r) => (s, r),
-        Answer::Hang(d) => {
-            hanging.store(true, Ordering::SeqCst);
-            std::thread::sleep(d);
-            (200, None)
-        }
-    };
-    let mut conn = conn;
-    let extra = retry_after
-        .map(|r| format!("Retry-After: {r}\r\n"))
-        .unwrap_or_default();
-    let written = write!(
-        conn,
-        "HTTP/1.1 {status} X\r\nContent-Length: 2\r\nConnection: close\r\n{extra}\r\nok"
-    )
-    .and_then(|()| conn.flush());
-    // An answer the sender never read (it was killed) was not delivered.
-    let answered = if written.is_ok() { status } else { 0 };
-    got.lock().unwrap().push(Got {
-        id,
-        signed,
-        body: serde_json::from_str(&body).unwrap_or(Json::Null),
-        answered,
-    });
-}
 
 /// The environment of every `aisc` here: the secret, loopback allowed,
 /// short backoffs.
@@ -799,9 +640,15 @@ fn kill_9_between_completion_and_delivery_and_mid_delivery_loses_no_event() {
     // Every event delivered at least once, none invented.
     assert_eq!(rx.delivered(), ids);
     let got = rx.got();
-    // Worker B sent all six; the one in flight when it died was sent again
-    // by C (its claim was never recorded): the receiver sees that id twice.
-    assert_eq!(got.len(), 7, "{got:#?}");
+    // The delivery in flight when B died was sent again by C (B never
+    // recorded it): the receiver sees that id at least twice. (B may have
+    // sent others it had no time to record: they come again too.)
+    let most = ids
+        .iter()
+        .map(|id| got.iter().filter(|g| &g.id == id).count())
+        .max()
+        .unwrap_or(0);
+    assert!(most >= 2 && got.len() >= 7, "{got:#?}");
     assert!(got.iter().all(|g| g.signed));
     assert!(got.iter().all(|g| ids.contains(&g.id)));
     assert!(got
