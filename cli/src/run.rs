@@ -62,6 +62,12 @@ pub fn run(
         render_arg_error(out, &e);
         return 2;
     }
+    if run.detach || run.schedule.is_some() {
+        // Its `[webhooks]` (allowed addresses) check the run's webhooks.
+        if let Ok((settings, _)) = super::config::load_all(backend) {
+            ais_vm::webhook::configure(&settings.config.webhooks);
+        }
+    }
     if run.detach {
         return super::queue::detach(file, &loaded, &args, run);
     }
@@ -94,6 +100,7 @@ pub enum SetupError {
 impl RunSetup {
     pub fn load(backend: &BackendArgs) -> Result<RunSetup, SetupError> {
         let (settings, aam) = super::config::load_all(backend).map_err(SetupError::Config)?;
+        ais_vm::webhook::configure(&settings.config.webhooks);
         let llm = settings
             .build_run()
             .map_err(|e| SetupError::Other(e.to_string()))?;

@@ -336,6 +336,55 @@ fn a_receiver_that_is_down_gets_the_delivery_when_it_comes_up() {
 }
 
 #[test]
+fn the_configuration_names_the_secret_variable_and_allows_private_addresses() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let p = write(dir, "ok.ais", OK);
+    let config = write(
+        dir,
+        "config.toml",
+        "[webhooks]\nsecret_env = \"HOOK_KEY\"\nallow_private = true\nbackoff_ms = 100\n",
+    );
+    let rx = Receiver::start(vec![Answer::Status(502, None)]);
+    // No AIS_WEBHOOK_* variable: the file says where the secret is and
+    // that loopback is allowed.
+    let o = aisc(
+        dir,
+        &[
+            "run",
+            &p,
+            "--config",
+            &config,
+            "--arg",
+            "n=1",
+            "-q",
+            "--webhook",
+            &rx.url(),
+            "--memory",
+            "mem",
+        ],
+        &[("HOOK_KEY", SECRET)],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!text(&o).contains("MfKQ9r8"), "{}", text(&o));
+    let got = rx.got();
+    assert_eq!(got.len(), 2, "one 502, then delivered: {got:#?}");
+    assert!(got.iter().all(|g| g.signed));
+    assert_eq!(rx.delivered().len(), 1);
+    // An unknown key is an error that names it.
+    let bad = write(dir, "bad.toml", "[webhooks]\nsecret = \"inline\"\n");
+    let o = aisc(
+        dir,
+        &[
+            "run", &p, "--config", &bad, "--arg", "n=1", "--memory", "mem",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("secret"), "{}", text(&o));
+}
+
+#[test]
 fn private_addresses_are_refused_before_any_run_unless_allowed() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();

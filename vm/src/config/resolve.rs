@@ -36,6 +36,8 @@ pub struct Config {
     pub aam: AamSections,
     /// `[policy]`: the information-flow policy (`crate::ifc`).
     pub policy: ais_ir::ifc::FlowPolicy,
+    /// `[webhooks]`: signing and sending (`crate::webhook::Settings`).
+    pub webhooks: super::webhooks::WebhooksSection,
 }
 
 /// Per-run resource limits from the config file.
@@ -192,6 +194,7 @@ impl Config {
             otlp: file.telemetry.otlp,
             aam,
             policy: file.policy.unwrap_or_default(),
+            webhooks: file.webhooks,
         };
         Ok(config)
     }
@@ -216,6 +219,7 @@ impl Config {
             otlp: None,
             aam: AamSections::default(),
             policy: ais_ir::ifc::FlowPolicy::default(),
+            webhooks: Default::default(),
         }
     }
 

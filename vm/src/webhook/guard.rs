@@ -2,7 +2,7 @@
 //! without a guard it reaches the services on the worker's own network
 //! (SSRF). Loopback, private, link-local (cloud metadata), shared,
 //! multicast and unspecified addresses are refused unless the operator
-//! allows them (`AIS_WEBHOOK_ALLOW_PRIVATE=1`). The check runs when a URL
+//! allows them (`AIS_WEBHOOK_ALLOW_PRIVATE=1`, `[webhooks] allow_private`). The check runs when a URL
 //! is declared (literal addresses) and again on every connection, on the
 //! addresses the name resolves to then ([`GuardedResolver`]), so a name
 //! that later resolves to a private address is refused too.
@@ -91,7 +91,7 @@ impl Resolver for GuardedResolver {
                 return Err(ureq::Error::Io(std::io::Error::new(
                     std::io::ErrorKind::PermissionDenied,
                     format!(
-                        "refused: {} resolves to the non-public address {} (set AIS_WEBHOOK_ALLOW_PRIVATE=1 to allow it)",
+                        "refused: {} resolves to the non-public address {} (AIS_WEBHOOK_ALLOW_PRIVATE=1 or `[webhooks] allow_private = true` allows it)",
                         uri.host().unwrap_or_default(),
                         bad.ip()
                     ),

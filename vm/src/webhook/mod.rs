@@ -13,6 +13,7 @@ pub mod deliver;
 pub mod guard;
 pub mod sign;
 
+use crate::config::webhooks::WebhooksSection;
 use crate::store::webhook::{Hook, EVENTS};
 
 /// The most webhooks one run may have.
@@ -28,11 +29,11 @@ pub enum WebhookError {
     Url { url: String, why: String },
     #[error("webhook.events: `{event}` is not a webhook event (expected some of completed, failed, paused)")]
     Event { event: String },
-    #[error("webhook.private: `{url}` names the non-public address {addr}; webhooks may only reach public addresses unless AIS_WEBHOOK_ALLOW_PRIVATE=1")]
+    #[error("webhook.private: `{url}` names the non-public address {addr}; webhooks may only reach public addresses unless AIS_WEBHOOK_ALLOW_PRIVATE=1 or `[webhooks] allow_private = true`")]
     Private { url: String, addr: String },
     #[error("webhook.count: at most {MAX_HOOKS} webhooks per run, got {0}")]
     TooMany(usize),
-    #[error("webhook.secret: no webhook secret: set AIS_WEBHOOK_SECRET (a `whsec_...` base64 secret, or any text) so deliveries are signed")]
+    #[error("webhook.secret: no webhook secret: set AIS_WEBHOOK_SECRET (a `whsec_...` base64 secret, or any text), or the variable `[webhooks] secret_env` names, so deliveries are signed")]
     NoSecret,
 }
 
@@ -83,36 +84,76 @@ impl Default for Settings {
     }
 }
 
+/// The `[webhooks]` section of this process's configuration, once the
+/// edge has read it ([`configure`]).
+static CONFIGURED: std::sync::OnceLock<WebhooksSection> = std::sync::OnceLock::new();
+
+/// Makes `[webhooks]` of the configuration this process loaded the base
+/// of [`Settings::from_process`] (the first call wins).
+pub fn configure(section: &WebhooksSection) {
+    let _ = CONFIGURED.set(section.clone());
+}
+
 impl Settings {
     /// The settings of the environment `var` reads (`std::env::var` in
     /// the product).
     pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Settings {
+        Settings::from_config(&WebhooksSection::default(), var)
+    }
+
+    /// The settings of `[webhooks]` with the environment over it: each
+    /// `AIS_WEBHOOK_*` variable wins over its key; the secret is read from
+    /// the variable `secret_env` names, else `AIS_WEBHOOK_SECRET`.
+    pub fn from_config(file: &WebhooksSection, var: impl Fn(&str) -> Option<String>) -> Settings {
         let d = Settings::default();
-        let num = |name: &str, default: i64, min: i64, max: i64| {
+        let num = |name: &str, key: Option<i64>, default: i64, max: i64| {
             var(name)
                 .and_then(|v| v.trim().parse::<i64>().ok())
-                .map_or(default, |v| v.clamp(min, max))
+                .or(key)
+                .map_or(default, |v| v.clamp(1, max))
         };
+        let secret = file
+            .secret_env
+            .as_deref()
+            .and_then(&var)
+            .or_else(|| var("AIS_WEBHOOK_SECRET"));
         Settings {
-            secret: var("AIS_WEBHOOK_SECRET").and_then(|s| sign::Secret::parse(&s)),
+            secret: secret.and_then(|s| sign::Secret::parse(&s)),
             allow_private: var("AIS_WEBHOOK_ALLOW_PRIVATE")
-                .is_some_and(|v| matches!(v.trim(), "1" | "true" | "yes")),
-            max_attempts: i32::try_from(num("AIS_WEBHOOK_MAX_ATTEMPTS", 10, 1, 100)).unwrap_or(10),
-            backoff_ms: num("AIS_WEBHOOK_BACKOFF_MS", d.backoff_ms, 1, 86_400_000),
-            max_backoff_ms: num(
-                "AIS_WEBHOOK_MAX_BACKOFF_MS",
-                d.max_backoff_ms,
-                1,
+                .map_or(file.allow_private.unwrap_or(false), |v| {
+                    matches!(v.trim(), "1" | "true" | "yes")
+                }),
+            max_attempts: i32::try_from(num(
+                "AIS_WEBHOOK_MAX_ATTEMPTS",
+                file.max_attempts,
+                10,
+                100,
+            ))
+            .unwrap_or(10),
+            backoff_ms: num(
+                "AIS_WEBHOOK_BACKOFF_MS",
+                file.backoff_ms,
+                d.backoff_ms,
                 86_400_000,
             ),
-            timeout_ms: u64::try_from(num("AIS_WEBHOOK_TIMEOUT_MS", 10_000, 100, 600_000))
-                .unwrap_or(10_000),
+            max_backoff_ms: num(
+                "AIS_WEBHOOK_MAX_BACKOFF_MS",
+                file.max_backoff_ms,
+                d.max_backoff_ms,
+                86_400_000,
+            ),
+            timeout_ms: u64::try_from(
+                num("AIS_WEBHOOK_TIMEOUT_MS", file.timeout_ms, 10_000, 600_000).max(100),
+            )
+            .unwrap_or(10_000),
         }
     }
 
-    /// The settings of this process's environment.
+    /// The settings of this process: its configuration's `[webhooks]` (if
+    /// [`configure`]d) under its environment.
     pub fn from_process() -> Settings {
-        Settings::from_env(|k| std::env::var(k).ok())
+        let file = CONFIGURED.get().cloned().unwrap_or_default();
+        Settings::from_config(&file, |k| std::env::var(k).ok())
     }
 }
 
@@ -250,5 +291,26 @@ mod tests {
             !format!("{s:?}").contains("MfKQ9r8"),
             "the secret never prints"
         );
+        // `[webhooks]` under the environment.
+        let file = WebhooksSection {
+            secret_env: Some("HOOK_KEY".into()),
+            allow_private: Some(true),
+            max_attempts: Some(4),
+            ..WebhooksSection::default()
+        };
+        let s = Settings::from_config(&file, |k| match k {
+            "HOOK_KEY" => Some("text secret".into()),
+            "AIS_WEBHOOK_MAX_ATTEMPTS" => Some("6".into()),
+            _ => None,
+        });
+        assert_eq!(s.secret, sign::Secret::parse("text secret"));
+        assert!(s.allow_private);
+        assert_eq!(s.max_attempts, 6, "the environment wins");
+        let s = Settings::from_config(&file, |k| match k {
+            "AIS_WEBHOOK_ALLOW_PRIVATE" => Some("0".into()),
+            _ => None,
+        });
+        assert!(!s.allow_private && s.secret.is_none());
+        assert_eq!(s.max_attempts, 4);
     }
 }
