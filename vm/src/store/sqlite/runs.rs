@@ -21,7 +21,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 /// The schema version this binary writes and reads (2: webhooks, the
-/// tables of `super::webhook`).
+/// tables of `super::webhook`, created with a run's first subscription).
 pub const SCHEMA_VERSION: i64 = 2;
 
 #[derive(Debug)]
@@ -143,10 +143,11 @@ fn init(conn: &Connection) -> rusqlite::Result<()> {
         }
     }
     let v: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    if v < SCHEMA_VERSION {
-        // A newer database is refused by `open`; its tables stay untouched.
-        conn.execute_batch(super::webhook::TABLES)?;
-        conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    if v == 0 {
+        // Version 2 (webhooks) is stamped when a run first subscribes
+        // (`super::webhook::ensure`): a journal without webhooks stays
+        // readable by an older aisc.
+        conn.pragma_update(None, "user_version", 1)?;
     }
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! The webhook outbox in SQLite (`crate::store::webhook`; the same three
-//! tables as PostgreSQL, in `runs.db` from schema version 2). [`outbox`]
-//! runs inside the group commit that records a run's state.
+//! tables as PostgreSQL, in `runs.db` from schema version 2, created when
+//! a run first subscribes). [`outbox`] runs inside the group commit that
+//! records a run's state.
 
 use crate::store::rows::llm_op_names;
 use crate::store::webhook::{
@@ -8,7 +9,7 @@ use crate::store::webhook::{
 };
 use rusqlite::{params, Connection, OptionalExtension};
 
-/// The tables (created by `init`, idempotent).
+/// The tables (idempotent).
 pub(super) const TABLES: &str = "CREATE TABLE IF NOT EXISTS run_webhooks (
         run TEXT NOT NULL,
         url TEXT NOT NULL,
@@ -42,9 +43,28 @@ pub(super) const TABLES: &str = "CREATE TABLE IF NOT EXISTS run_webhooks (
         PRIMARY KEY (delivery, n)
      );";
 
+/// Whether the tables exist (a journal where no run ever subscribed has
+/// none: its layout and version stay as an older aisc wrote them).
+fn present(c: &Connection) -> rusqlite::Result<bool> {
+    c.query_row(
+        "SELECT COUNT(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'run_webhooks'",
+        [],
+        |r| r.get(0),
+    )
+}
+
+/// Creates the tables and stamps schema version 2 (idempotent).
+fn ensure(c: &Connection) -> rusqlite::Result<()> {
+    c.execute_batch(TABLES)?;
+    c.pragma_update(None, "user_version", super::runs::SCHEMA_VERSION)
+}
+
 /// Writes, in the transaction that just recorded run `run`'s state, one
 /// delivery per subscription that wants that state.
 pub(super) fn outbox(c: &Connection, run: &str, now: i64) -> rusqlite::Result<()> {
+    if !present(c)? {
+        return Ok(());
+    }
     let hooks: Vec<Hook> = c
         .prepare_cached("SELECT url, events FROM run_webhooks WHERE run = ?1 ORDER BY url")?
         .query_map([run], |r| {
@@ -132,6 +152,7 @@ pub(super) fn outbox(c: &Connection, run: &str, now: i64) -> rusqlite::Result<()
 }
 
 pub(super) fn add_webhooks(c: &Connection, subject: &str, hooks: &[Hook]) -> rusqlite::Result<()> {
+    ensure(c)?;
     for h in hooks {
         c.execute(
             "INSERT INTO run_webhooks (run, url, events) VALUES (?1, ?2, ?3)
@@ -150,6 +171,9 @@ pub(super) fn claim(
     limit: i64,
     now: i64,
 ) -> rusqlite::Result<Vec<Due>> {
+    if !present(c)? {
+        return Ok(Vec::new());
+    }
     let due: Vec<Due> = c
         .prepare(
             "SELECT id, run, url, event, body, attempts FROM webhook_deliveries
@@ -179,6 +203,9 @@ pub(super) fn claim(
 
 /// Records an attempt under `owner`'s claim; `false` when the claim was lost.
 pub(super) fn record(c: &Connection, owner: &str, a: &Attempt, now: i64) -> rusqlite::Result<bool> {
+    if !present(c)? {
+        return Ok(false);
+    }
     let next = match a.outcome {
         Outcome::Retry { next_ms } => Some(next_ms),
         _ => None,
@@ -202,6 +229,9 @@ pub(super) fn record(c: &Connection, owner: &str, a: &Attempt, now: i64) -> rusq
 }
 
 pub(super) fn deliveries(c: &Connection, run: &str) -> rusqlite::Result<Vec<DeliveryInfo>> {
+    if !present(c)? {
+        return Ok(Vec::new());
+    }
     let mut out: Vec<DeliveryInfo> = c
         .prepare(
             "SELECT id, url, event, status, created_ms, next_ms, ended_ms
@@ -241,6 +271,9 @@ pub(super) fn deliveries(c: &Connection, run: &str) -> rusqlite::Result<Vec<Deli
 }
 
 pub(super) fn counts(c: &Connection) -> rusqlite::Result<Counts> {
+    if !present(c)? {
+        return Ok(Counts::default());
+    }
     let mut counts = Counts::default();
     let mut st = c.prepare(
         "SELECT status, COUNT(*), COALESCE(SUM(attempts), 0) FROM webhook_deliveries GROUP BY status",
