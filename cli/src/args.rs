@@ -87,6 +87,8 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub queue: QueueArgs,
+    #[command(flatten)]
+    pub webhooks: super::webhooks::WebhookArgs,
 }
 
 /// What the run's events keep of prompts, replies and tool arguments

@@ -31,6 +31,7 @@ mod threads;
 mod tools;
 mod tools_config;
 mod tty;
+mod webhooks;
 mod worker;
 
 use clap::{Parser, Subcommand, ValueEnum};

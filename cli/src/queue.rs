@@ -89,11 +89,19 @@ pub fn detach(
     args: &[(String, serde_json::Value)],
     run: &RunArgs,
 ) -> i32 {
+    let hooks = match run.webhooks.hooks() {
+        Ok(h) => h,
+        Err(code) => return code,
+    };
     let q = match prepare(file, loaded, args, run, "--detach") {
         Ok(q) => q,
         Err(code) => return code,
     };
     let id = queued_run_id();
+    // Before the run is queued: a worker may end it at once.
+    if let Err(code) = super::webhooks::subscribe(q.store.as_ref(), &id, &hooks) {
+        return code;
+    }
     let queued = q.store.enqueue_with(
         &NewRun {
             id: &id,
@@ -147,11 +155,19 @@ pub fn schedule(
                 return 2;
             }
         };
+    let hooks = match run.webhooks.hooks() {
+        Ok(h) => h,
+        Err(code) => return code,
+    };
     let q = match prepare(file, loaded, args, run, "--schedule") {
         Ok(q) => q,
         Err(code) => return code,
     };
     let id = schedule_id();
+    // Every tick's run inherits them (copied when it is queued).
+    if let Err(code) = super::webhooks::subscribe(q.store.as_ref(), &id, &hooks) {
+        return code;
+    }
     let stored = q.store.add_schedule(&NewSchedule {
         id: &id,
         cron,

@@ -62,6 +62,12 @@ pub fn run(
         render_arg_error(out, &e);
         return 2;
     }
+    if run.detach || run.schedule.is_some() {
+        // Its `[webhooks]` (allowed addresses) check the run's webhooks.
+        if let Ok((settings, _)) = super::config::load_all(backend) {
+            ais_vm::webhook::configure(&settings.config.webhooks);
+        }
+    }
     if run.detach {
         return super::queue::detach(file, &loaded, &args, run);
     }
@@ -94,6 +100,7 @@ pub enum SetupError {
 impl RunSetup {
     pub fn load(backend: &BackendArgs) -> Result<RunSetup, SetupError> {
         let (settings, aam) = super::config::load_all(backend).map_err(SetupError::Config)?;
+        ais_vm::webhook::configure(&settings.config.webhooks);
         let llm = settings
             .build_run()
             .map_err(|e| SetupError::Other(e.to_string()))?;
@@ -144,6 +151,11 @@ pub fn prepare_run(
         .route(&setup.llm, &loaded.program.named_backends())
         .map_err(SetupError::Config)?;
     let journal_args = args.clone();
+    // Checked before anything is journaled: a refused URL starts no run.
+    let hooks = run
+        .webhooks
+        .checked()
+        .map_err(|e| SetupError::Other(e.to_string()))?;
     let budget = super::journal::budget(&run.budget, settings).map_err(SetupError::Other)?;
     let mut options = RunOptions {
         entry: run.entry.clone(),
@@ -231,6 +243,12 @@ pub fn prepare_run(
     // A run made on a thread finds it through its journal's store.
     if let Some(j) = &options.journal {
         host.bind_threads(j.store().clone());
+    }
+    if let (false, Some(j)) = (hooks.is_empty(), &options.journal) {
+        // Stored before the run starts, so its end finds them.
+        j.store()
+            .add_webhooks(j.run_id(), &hooks)
+            .map_err(|e| SetupError::Other(format!("cannot store the webhooks: {e}")))?;
     }
     let telemetry = super::report::otlp::with_trace(
         keep_telemetry(&run.memory, &mut options),
@@ -362,6 +380,9 @@ pub fn run_loaded(
         k.finish(&loaded.program, &report);
     }
     super::report::otlp::flush(telemetry.as_ref());
+    if let Some(j) = &options.journal {
+        super::webhooks::flush_run(j.store(), j.run_id(), run.quiet);
+    }
     let code = match &report.outcome {
         Ok(value) => {
             let text = match value {

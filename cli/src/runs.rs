@@ -292,6 +292,7 @@ fn resume_in(
         tz: "UTC".into(),
 
         queue: Default::default(),
+        webhooks: Default::default(),
     };
     Ok(super::run::run_loaded(
         out,
@@ -327,8 +328,24 @@ pub fn show(mem: &MemoryArgs, run_id: &str, json: bool) -> i32 {
             return 1;
         }
     };
+    // The run's webhook deliveries, with their attempts.
+    let deliveries = match mem.store_url() {
+        Some(url) => ais_vm::store::open(&url),
+        None => journal::dir_of(&mem.storage()).map_or_else(
+            || {
+                Err(journal::JournalError {
+                    code: "journal.none",
+                    message: String::new(),
+                })
+            },
+            |d| ais_vm::store::open(&d.display().to_string()),
+        ),
+    }
+    .and_then(|s| s.deliveries(run_id))
+    .unwrap_or_default();
     if json {
         let mut j = info_json(&r.info);
+        j["webhooks"] = super::webhooks::deliveries_json(&deliveries);
         j["args"] = r
             .args
             .iter()
@@ -383,5 +400,6 @@ pub fn show(mem: &MemoryArgs, run_id: &str, json: bool) -> i32 {
             ),
         }
     }
+    super::webhooks::print_deliveries(&deliveries);
     0
 }

@@ -210,6 +210,7 @@ impl CliEngine {
             tz: "UTC".into(),
 
             queue: Default::default(),
+            webhooks: Default::default(),
         }
     }
 
@@ -306,6 +307,7 @@ impl Engine for CliEngine {
                 args: serde_json::to_string(&spec.args).unwrap_or_else(|_| "[]".into()),
                 cancel: edge.cancel,
                 queue: spec.queue.clone(),
+                webhooks: spec.webhooks.clone(),
             }));
         }
         if !spec.queue.is_default() {
@@ -316,7 +318,24 @@ impl Engine for CliEngine {
             ));
         }
         let run = self.run_args(spec.entry.clone(), &spec.budget);
-        self.finish_prepare(loaded, spec.args.clone(), &run, &spec.budget, edge, None)
+        let prepared =
+            self.finish_prepare(loaded, spec.args.clone(), &run, &spec.budget, edge, None)?;
+        if spec.webhooks.is_empty() {
+            return Ok(prepared);
+        }
+        // Stored before the run starts, in the store it is journaled in.
+        let stored = self.fork_store().and_then(|store| {
+            store
+                .add_webhooks(prepared.id(), &spec.webhooks)
+                .map_err(|e| ApiError::internal(format!("cannot store the webhooks: {e}")))
+        });
+        match stored {
+            Ok(()) => Ok(prepared),
+            Err(e) => {
+                prepared.discard("its webhooks could not be stored");
+                Err(e)
+            }
+        }
     }
 
     fn prepare_resume(
@@ -678,6 +697,7 @@ pub fn serve(
         Err(code) => return code,
     };
     let mcp = Arc::new(ais_serve::mcp::Mcp::new(registry.clone()));
+    let stop_webhooks = deliver_in_background(runs);
     let n = registry.programs().len();
     let place = match runs.memory.store_url() {
         Some(url) if runs.enqueue => format!(
@@ -700,6 +720,9 @@ pub fn serve(
             if n == 1 { "" } else { "s" },
         );
     });
+    if let Some(stop) = stop_webhooks {
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
     match result {
         Ok(()) => 0,
         Err(e) => {
@@ -707,6 +730,25 @@ pub fn serve(
             2
         }
     }
+}
+
+/// Starts sending the webhook deliveries of the store runs are journaled
+/// in (`--store`, else the memory directory's); returns its stop flag.
+fn deliver_in_background(runs: &ServedRunArgs) -> Option<Arc<std::sync::atomic::AtomicBool>> {
+    let store = match runs.memory.store_url() {
+        Some(url) => MemoryArgs::shared_store(&url).ok()?,
+        None => {
+            let dir = journal::dir_of(&runs.memory.storage())?;
+            ais_vm::store::open(&dir.display().to_string()).ok()?
+        }
+    };
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = stop.clone();
+    std::thread::Builder::new()
+        .name("ais-webhooks".into())
+        .spawn(move || super::webhooks::deliver_loop(store, &flag, false))
+        .ok()?;
+    Some(stop)
 }
 
 /// True when every address `listen` resolves to is a loopback one (an

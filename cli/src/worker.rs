@@ -224,6 +224,12 @@ pub fn worker(w: &WorkerArgs, backend: &BackendArgs) -> i32 {
             let (store, stop, done) = (&store, &stop, &done);
             s.spawn(move || schedules::fire_loop(store.as_ref(), stop, done, w.quiet));
         }
+        {
+            // Webhook deliveries of the store (any run's, not only this
+            // worker's): one last look once the worker is done.
+            let (store, done) = (store.clone(), &done);
+            s.spawn(move || super::webhooks::deliver_loop(store, done, w.quiet));
+        }
         for slot in 0..w.concurrency {
             let (store, setup, failed, me) = (&store, &setup, &failed, &me);
             let (stop, running, live) = (&stop, &running, &live);
@@ -497,6 +503,7 @@ fn execute(
         tz: "UTC".into(),
 
         queue: Default::default(),
+        webhooks: Default::default(),
     };
     let edge = RunEdge {
         console: None,

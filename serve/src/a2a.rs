@@ -506,6 +506,7 @@ impl A2a {
                 &args,
                 BudgetSpec::default(),
                 Default::default(),
+                Vec::new(),
                 crate::registry::Multitask::Enqueue,
                 true,
             ),

@@ -93,6 +93,8 @@ pub struct RunSpec {
     /// Priority and concurrency key in the fleet's queue (an engine that
     /// runs programs itself refuses anything but the default).
     pub queue: ais_vm::store::priority::QueueOptions,
+    /// Webhooks of the run (checked: `ais_vm::webhook::declare`).
+    pub webhooks: Vec<ais_vm::store::webhook::Hook>,
 }
 
 /// What the server gives a run: where printed lines and warnings go, who

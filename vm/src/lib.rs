@@ -22,6 +22,7 @@ pub mod sync;
 pub mod telemetry;
 pub mod tx;
 pub mod value;
+pub mod webhook;
 
 pub use error::RunError;
 pub use host::{Host, HostError};

@@ -18,6 +18,8 @@ pub(super) struct QueuedRun {
     pub(super) cancel: ais_serve::Cancel,
     /// Priority and concurrency key (`POST /v1/runs`).
     pub(super) queue: ais_vm::store::priority::QueueOptions,
+    /// Stored before the run is queued (a worker may end it at once).
+    pub(super) webhooks: Vec<ais_vm::store::webhook::Hook>,
 }
 
 /// How often a queued run's row is read while a worker runs it.
@@ -27,6 +29,11 @@ impl QueuedRun {
     fn wait(&self) -> Result<serde_json::Value, serde_json::Value> {
         let err =
             |code: &str, message: String| serde_json::json!({"code": code, "message": message});
+        if !self.webhooks.is_empty() {
+            self.store
+                .add_webhooks(&self.id, &self.webhooks)
+                .map_err(|e| err(e.code, e.message))?;
+        }
         self.store
             .enqueue_with(
                 &NewRun {

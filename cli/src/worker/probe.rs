@@ -152,6 +152,9 @@ fn metrics(p: &Probe<'_>) -> String {
         if let Ok(v) = p.store.queue_view() {
             out.push_str(&ais_serve::render_queue(&v));
         }
+        if let Ok(c) = p.store.delivery_counts() {
+            out.push_str(&c.prometheus());
+        }
     }
     if let Some(Ok(load)) = p.limiter.map(|l| l.load()) {
         out.push_str(&fleet_limits(&load));

@@ -121,10 +121,54 @@ pub(super) struct StartRequest {
     concurrency_key: Option<String>,
     #[serde(default)]
     key_limit: Option<i32>,
+    /// POST the run's completion, failure or pause to these URLs, signed
+    /// (docs/serve.md, "Webhooks").
+    #[serde(default)]
+    webhooks: Vec<WebhookRequest>,
+}
+
+/// One webhook of `POST /v1/runs`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WebhookRequest {
+    url: String,
+    /// Some of `completed`, `failed`, `paused` (default: all three).
+    #[serde(default)]
+    events: Option<Vec<String>>,
+}
+
+/// The webhooks of a request, checked as `aisc run --webhook` checks them.
+fn webhooks(list: &[WebhookRequest]) -> Result<Vec<ais_vm::store::webhook::Hook>, ApiError> {
+    let settings = ais_vm::webhook::Settings::from_process();
+    if list.len() > ais_vm::webhook::MAX_HOOKS {
+        let e = ais_vm::webhook::WebhookError::TooMany(list.len());
+        return Err(ApiError::bad_request(
+            e.code(),
+            e.to_string(),
+            "send fewer webhooks",
+        ));
+    }
+    list.iter()
+        .map(|w| {
+            let events = w.events.as_ref().map(|e| e.join(","));
+            ais_vm::webhook::declare(&w.url, events.as_deref(), &settings).map_err(|e| {
+                ApiError::bad_request(
+                    e.code(),
+                    e.to_string(),
+                    "send `\"webhooks\": [{\"url\": \"https://example.com/hook\", \"events\": [\"completed\", \"failed\"]}]`",
+                )
+            })
+        })
+        .collect()
 }
 
 impl StartRequest {
     /// The run's place in the fleet's queue.
+    /// The request's webhooks, checked (`webhooks`).
+    pub(super) fn hooks(&self) -> Result<Vec<ais_vm::store::webhook::Hook>, ApiError> {
+        webhooks(&self.webhooks)
+    }
+
     pub(super) fn queue_options(&self) -> Result<ais_vm::store::priority::QueueOptions, ApiError> {
         if self.key_limit.is_some_and(|l| l < 1)
             || (self.key_limit.is_some() && self.concurrency_key.is_none())
@@ -295,6 +339,7 @@ pub(crate) fn route(ctx: &Arc<Ctx>, head: &Head, body: &[u8]) -> Reply {
                     &r.args,
                     r.budget,
                     queue,
+                    webhooks(&r.webhooks)?,
                 )
             })
             .map(|e| {

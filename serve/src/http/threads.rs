@@ -147,6 +147,7 @@ fn start_run(ctx: &Arc<Ctx>, id: &str, query: &str, body: &[u8]) -> Result<(u16,
     };
     let r = shape::<StartRequest>(j, "POST /v1/threads/{id}/runs")?;
     let queue = r.queue_options()?;
+    let hooks = r.hooks()?;
     let e = ctx.registry.start_thread_run(
         id,
         &r.program,
@@ -154,6 +155,7 @@ fn start_run(ctx: &Arc<Ctx>, id: &str, query: &str, body: &[u8]) -> Result<(u16,
         &r.args,
         r.budget,
         queue,
+        hooks,
         multitask,
         false,
     )?;

@@ -39,7 +39,7 @@ impl Registry {
         args: &Json,
         budget: BudgetSpec,
     ) -> Result<Arc<RunEntry>, ApiError> {
-        self.start_run_queued(program, entry, args, budget, Default::default())
+        self.start_run_queued(program, entry, args, budget, Default::default(), Vec::new())
     }
 
     /// [`Registry::start_run`] with a place in the fleet's queue (`aisc
@@ -51,8 +51,9 @@ impl Registry {
         args: &Json,
         budget: BudgetSpec,
         queue: ais_vm::store::priority::QueueOptions,
+        webhooks: Vec<ais_vm::store::webhook::Hook>,
     ) -> Result<Arc<RunEntry>, ApiError> {
-        self.start_run_with(program, entry, args, budget, queue, |p, _| Ok(p))
+        self.start_run_with(program, entry, args, budget, queue, webhooks, |p, _| Ok(p))
     }
 
     /// [`Registry::start_run_queued`], the prepared run passed through
@@ -65,6 +66,7 @@ impl Registry {
         args: &Json,
         budget: BudgetSpec,
         queue: ais_vm::store::priority::QueueOptions,
+        webhooks: Vec<ais_vm::store::webhook::Hook>,
         wrap: impl FnOnce(
             Box<dyn crate::engine::Prepared>,
             &Cancel,
@@ -73,6 +75,7 @@ impl Registry {
         let (served, mut spec) = self.check(program, entry, args)?;
         spec.budget = budget;
         spec.queue = queue;
+        spec.webhooks = webhooks;
         self.reserve()?;
         let log = Arc::new(EventLog::new());
         let cancel = Cancel::new();

@@ -176,6 +176,9 @@ impl Registry {
                     if let Ok(v) = store.queue_view() {
                         text.push_str(&crate::metrics::render_queue(&v));
                     }
+                    if let Ok(c) = store.delivery_counts() {
+                        text.push_str(&c.prometheus());
+                    }
                 }
                 Ok(_) => {}
                 // A scrape must still answer: the store's error is a comment.

@@ -103,6 +103,7 @@ impl Registry {
                 args,
                 budget: BudgetSpec::default(),
                 queue: Default::default(),
+                webhooks: Vec::new(),
             },
         ))
     }

@@ -434,6 +434,7 @@ impl Registry {
         args: &Json,
         budget: BudgetSpec,
         queue: ais_vm::store::priority::QueueOptions,
+        webhooks: Vec<ais_vm::store::webhook::Hook>,
         multitask: Multitask,
         create: bool,
     ) -> Result<Arc<RunEntry>, ApiError> {
@@ -453,19 +454,27 @@ impl Registry {
             return Err(busy(thread_id));
         }
         let gate = self.gates.of(thread_id);
-        self.start_run_with(program, entry, args, budget, queue, |prepared, cancel| {
-            // Linked before it is queued: wherever it runs, its tools find
-            // the thread; its ticket is taken in the same order.
-            if let Err(e) = store.link_thread_run(thread_id, prepared.id(), create) {
-                prepared.discard("its thread could not be linked");
-                return Err(store_error(e));
-            }
-            Ok(Box::new(OnThread {
-                inner: prepared,
-                turn: Turn::take(gate),
-                cancel: cancel.clone(),
-            }))
-        })
+        self.start_run_with(
+            program,
+            entry,
+            args,
+            budget,
+            queue,
+            webhooks,
+            |prepared, cancel| {
+                // Linked before it is queued: wherever it runs, its tools find
+                // the thread; its ticket is taken in the same order.
+                if let Err(e) = store.link_thread_run(thread_id, prepared.id(), create) {
+                    prepared.discard("its thread could not be linked");
+                    return Err(store_error(e));
+                }
+                Ok(Box::new(OnThread {
+                    inner: prepared,
+                    turn: Turn::take(gate),
+                    cancel: cancel.clone(),
+                }))
+            },
+        )
     }
 }
 

@@ -40,6 +40,7 @@ pub mod schema;
 mod show;
 pub mod telemetry;
 mod text;
+pub mod webhooks;
 
 pub use backend::{BackendConfig, FleetLimits, HeaderValue, Origin, MAX_RETRIES};
 pub use doctor::{DoctorEntry, DoctorReport};

@@ -39,6 +39,8 @@ pub struct Config {
     /// `speculate`: the run's budget for speculated branch arms (`None`:
     /// no speculation).
     pub speculate: Option<crate::scheduler::Speculate>,
+    /// `[webhooks]`: signing and sending (`crate::webhook::Settings`).
+    pub webhooks: super::webhooks::WebhooksSection,
 }
 
 /// Per-run resource limits from the config file.
@@ -220,6 +222,7 @@ impl Config {
             aam,
             policy: file.policy.unwrap_or_default(),
             speculate,
+            webhooks: file.webhooks,
         };
         Ok(config)
     }
@@ -245,6 +248,7 @@ impl Config {
             aam: AamSections::default(),
             policy: ais_ir::ifc::FlowPolicy::default(),
             speculate: None,
+            webhooks: Default::default(),
         }
     }
 

@@ -52,6 +52,9 @@ pub(crate) struct FileConfig {
     /// `[policy]` (see `ais_ir::ifc`, `docs/security.md`).
     #[serde(default)]
     pub(crate) policy: Option<ais_ir::ifc::FlowPolicy>,
+    /// `[webhooks]` (`super::webhooks`).
+    #[serde(default)]
+    pub(crate) webhooks: super::webhooks::WebhooksSection,
 }
 
 /// `[limits]`: per-run resource limits (see `scheduler::limits`).

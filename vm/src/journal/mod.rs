@@ -31,7 +31,7 @@ pub use load::{
 
 pub use fork::{fork_cost, fork_in, fork_steps, ForkAt, ForkCost, ForkStep, Forked};
 
-pub use crate::store::rows::{JournalError, RunInfo, Status, Step, DB_FILE};
+pub use crate::store::rows::{llm_op_names, JournalError, RunInfo, Status, Step, DB_FILE};
 
 pub use record::{decode_vals, encode_vals, Record, Resolution};
 
@@ -590,16 +590,6 @@ fn replay_of(store: &dyn Store, run_id: &str) -> Result<HashMap<String, Rec>, Jo
             )
         })
         .collect())
-}
-
-/// The mnemonics of the LLM ops, from the op table: entries record an op
-/// by its mnemonic.
-pub fn llm_op_names() -> Vec<&'static str> {
-    ais_ir::Opcode::ALL
-        .iter()
-        .filter(|op| op.info().llm.is_some())
-        .map(|op| op.mnemonic())
-        .collect()
 }
 
 /// The mnemonics of the LLM ops, as a SQL list (`'ask', 'think', ...`),

@@ -27,6 +27,7 @@ pub mod schedule;
 pub mod sqlite;
 pub mod storage;
 pub mod thread;
+pub mod webhook;
 
 pub use agent::AgentStore;
 pub use rows::{JournalError, RunInfo, Status, Step};
@@ -325,6 +326,47 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn thread_of_run(&self, run: &str) -> Result<Option<(String, i64)>, JournalError> {
         let _ = run;
         Ok(None)
+    }
+
+    /// Subscribes `subject` (a run, or a schedule whose runs inherit it)
+    /// to webhooks (`webhook.rs`). Written before the run is queued or
+    /// started, so its state change finds it.
+    fn add_webhooks(&self, subject: &str, hooks: &[webhook::Hook]) -> Result<(), JournalError> {
+        let _ = (subject, hooks);
+        Err(JournalError::new(
+            "store.unsupported",
+            format!("the {} store keeps no webhooks", self.backend()),
+        ))
+    }
+    /// Claims up to `limit` due webhook deliveries for `owner` for
+    /// `lease_ms` (rows another process holds are skipped).
+    fn claim_deliveries(
+        &self,
+        owner: &str,
+        lease_ms: i64,
+        limit: i64,
+    ) -> Result<Vec<webhook::Due>, JournalError> {
+        let _ = (owner, lease_ms, limit);
+        Ok(Vec::new())
+    }
+    /// Records an attempt of a delivery `owner` claimed, and its outcome;
+    /// `false` when the claim was lost (another process has the row now).
+    fn record_attempt(
+        &self,
+        owner: &str,
+        attempt: &webhook::Attempt,
+    ) -> Result<bool, JournalError> {
+        let _ = (owner, attempt);
+        Ok(false)
+    }
+    /// Run `run`'s webhook deliveries with their attempts, oldest first.
+    fn deliveries(&self, run: &str) -> Result<Vec<webhook::DeliveryInfo>, JournalError> {
+        let _ = run;
+        Ok(Vec::new())
+    }
+    /// Webhook deliveries by status (`/metrics`).
+    fn delivery_counts(&self) -> Result<webhook::Counts, JournalError> {
+        Ok(webhook::Counts::default())
     }
     /// Applies the schema migrations this binary knows; `(from, to)`.
     fn migrate(&self) -> Result<(i64, i64), JournalError>;

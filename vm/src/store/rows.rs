@@ -74,3 +74,13 @@ pub struct Step {
     pub op: String,
     pub tokens: i64,
 }
+
+/// The mnemonics of the LLM ops, from the op table: entries record an op
+/// by its mnemonic (a run's LLM usage counts these).
+pub fn llm_op_names() -> Vec<&'static str> {
+    ais_ir::Opcode::ALL
+        .iter()
+        .filter(|op| op.info().llm.is_some())
+        .map(|op| op.mnemonic())
+        .collect()
+}

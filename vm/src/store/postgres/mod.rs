@@ -22,6 +22,7 @@ mod schedule;
 pub mod schema;
 mod state;
 mod threads;
+mod webhook;
 
 use super::{Claim, Entry, NewRun, RunRow, RunState, Store, StoreStatus, WorkerStats};
 use crate::store::rows::{JournalError, RunInfo, Status, Step};
@@ -358,14 +359,21 @@ impl Store for PgStore {
         result: Option<&str>,
         error: Option<&str>,
     ) -> Result<(), JournalError> {
+        // The run's state and its webhook deliveries in one transaction.
         let n = self.with(|c| {
-            c.execute(
+            let mut tx = c.transaction()?;
+            let n = tx.execute(
                 &format!(
                     "UPDATE runs SET status = $3, ended_ms = {NOW_MS}, result = $4, error = $5,
                      lease_until = NULL WHERE id = $1 AND fence = $2"
                 ),
                 &[&id, &fence, &status, &result, &error],
-            )
+            )?;
+            if n == 1 {
+                webhook::outbox(&mut tx, id)?;
+            }
+            tx.commit()?;
+            Ok(n)
         })?;
         if n == 0 {
             return Err(super::fenced(id, fence));
@@ -468,15 +476,19 @@ impl Store for PgStore {
             let mut tx = c.transaction()?;
             // A run whose workers keep dying (a program that crashes
             // them, say) is failed rather than taken over forever.
-            tx.execute(
+            let given_up = tx.query(
                 &format!(
                     "UPDATE runs SET status = 'failed', ended_ms = {NOW_MS}, lease_until = NULL,
                      fence = fence + 1,
                      error = 'taken over ' || takeovers || ' times: its workers keep dying; `aisc resume` retries it'
-                     WHERE status = 'running' AND lease_until < {NOW_MS} AND takeovers >= $1"
+                     WHERE status = 'running' AND lease_until < {NOW_MS} AND takeovers >= $1
+                     RETURNING id"
                 ),
                 &[&MAX_TAKEOVERS],
             )?;
+            for r in &given_up {
+                webhook::outbox(&mut tx, r.get(0))?;
+            }
             // Highest priority first, then oldest; a queued run only while
             // its concurrency key is under its limit (`priority`).
             let Some(row) = tx.query_opt(
@@ -555,14 +567,20 @@ impl Store for PgStore {
 
     fn cancel(&self, id: &str, error: &str) -> Result<bool, JournalError> {
         let n = self.with(|c| {
-            c.execute(
+            let mut tx = c.transaction()?;
+            let n = tx.execute(
                 &format!(
                     "UPDATE runs SET status = 'failed', ended_ms = {NOW_MS}, owner = NULL,
                      lease_until = NULL, fence = fence + 1, error = $2
                      WHERE id = $1 AND status IN ('queued', 'running')"
                 ),
                 &[&id, &error],
-            )
+            )?;
+            if n == 1 {
+                webhook::outbox(&mut tx, id)?;
+            }
+            tx.commit()?;
+            Ok(n)
         })?;
         Ok(n == 1)
     }
@@ -634,6 +652,42 @@ impl Store for PgStore {
 
     fn thread_of_run(&self, run: &str) -> Result<Option<(String, i64)>, JournalError> {
         self.thread_of_run_pg(run)
+    }
+
+    fn add_webhooks(
+        &self,
+        subject: &str,
+        hooks: &[crate::store::webhook::Hook],
+    ) -> Result<(), JournalError> {
+        self.add_webhooks_pg(subject, hooks)
+    }
+
+    fn claim_deliveries(
+        &self,
+        owner: &str,
+        lease_ms: i64,
+        limit: i64,
+    ) -> Result<Vec<crate::store::webhook::Due>, JournalError> {
+        self.claim_deliveries_pg(owner, lease_ms, limit)
+    }
+
+    fn record_attempt(
+        &self,
+        owner: &str,
+        attempt: &crate::store::webhook::Attempt,
+    ) -> Result<bool, JournalError> {
+        self.record_attempt_pg(owner, attempt)
+    }
+
+    fn deliveries(
+        &self,
+        run: &str,
+    ) -> Result<Vec<crate::store::webhook::DeliveryInfo>, JournalError> {
+        self.deliveries_pg(run)
+    }
+
+    fn delivery_counts(&self) -> Result<crate::store::webhook::Counts, JournalError> {
+        self.delivery_counts_pg()
     }
 
     fn migrate(&self) -> Result<(i64, i64), JournalError> {

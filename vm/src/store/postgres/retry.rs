@@ -125,6 +125,8 @@ impl PgStore {
                         ),
                         &[&id, &new_id, &args],
                     )?;
+                    // Its webhooks too.
+                    super::webhook::copy_hooks(&mut tx, id, new_id)?;
                     tx.execute(
                         "UPDATE runs SET dead = false, requeued_as = $2 WHERE id = $1",
                         &[&id, &new_id],

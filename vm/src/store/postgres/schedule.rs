@@ -64,7 +64,13 @@ impl PgStore {
     }
 
     pub(super) fn remove_schedule_pg(&self, id: &str) -> Result<bool, JournalError> {
-        let n = self.with(|c| c.execute("DELETE FROM schedules WHERE id = $1", &[&id]))?;
+        let n = self.with(|c| {
+            let mut tx = c.transaction()?;
+            let n = tx.execute("DELETE FROM schedules WHERE id = $1", &[&id])?;
+            tx.execute("DELETE FROM run_webhooks WHERE run = $1", &[&id])?;
+            tx.commit()?;
+            Ok(n)
+        })?;
         Ok(n > 0)
     }
 
@@ -114,6 +120,7 @@ impl PgStore {
                         ],
                     )?;
                     if n > 0 {
+                        super::webhook::copy_hooks(&mut tx, &id, &run)?;
                         queued.push(run.clone());
                     }
                     last = Some(run);

@@ -168,8 +168,43 @@ const MIGRATIONS: &[&str] = &[
     // 9: a claim's lease (`claim(queue:, lease_ms:)`): when it runs out the
     // job can be claimed again; NULL: claimed for good.
     "ALTER TABLE queue_jobs ADD COLUMN IF NOT EXISTS lease_until_ms BIGINT;",
-    // 11 (10 is the webhooks' outbox; renumbered at merge): threads
-    // (store/thread.rs), a conversation's state and its runs in order.
+    // 10: webhooks (store/webhook.rs): a run's (or a schedule's)
+    // subscriptions, the outbox of deliveries (one row per event, written
+    // with the run's state) and each delivery's attempts.
+    "CREATE TABLE run_webhooks (
+        run TEXT NOT NULL,
+        url TEXT NOT NULL,
+        events TEXT NOT NULL,
+        PRIMARY KEY (run, url)
+     );
+     CREATE TABLE webhook_deliveries (
+        id TEXT PRIMARY KEY,
+        run TEXT NOT NULL,
+        url TEXT NOT NULL,
+        event TEXT NOT NULL,
+        body TEXT NOT NULL,
+        status TEXT NOT NULL,
+        attempts INT NOT NULL DEFAULT 0,
+        next_ms BIGINT NOT NULL,
+        owner TEXT,
+        lease_until_ms BIGINT,
+        created_ms BIGINT NOT NULL,
+        ended_ms BIGINT,
+        last_error TEXT
+     );
+     CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_ms) WHERE status = 'pending';
+     CREATE INDEX webhook_deliveries_by_run ON webhook_deliveries (run);
+     CREATE TABLE webhook_attempts (
+        delivery TEXT NOT NULL,
+        n INT NOT NULL,
+        at_ms BIGINT NOT NULL,
+        duration_ms BIGINT NOT NULL,
+        http_status INT,
+        error TEXT,
+        PRIMARY KEY (delivery, n)
+     );",
+    // 11: threads (store/thread.rs): a conversation's state and its runs
+    // in order.
     "CREATE TABLE IF NOT EXISTS threads (
         id TEXT PRIMARY KEY,
         created_ms BIGINT NOT NULL,

@@ -9,6 +9,7 @@ mod memory;
 mod queue;
 pub mod runs;
 mod threads;
+mod webhook;
 
 pub use agent::SqliteAgentStore;
 pub(crate) use runs::hex;

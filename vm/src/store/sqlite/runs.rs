@@ -20,8 +20,9 @@ use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-/// The schema version this binary writes and reads.
-pub const SCHEMA_VERSION: i64 = 1;
+/// The schema version this binary writes and reads (2: webhooks, the
+/// tables of `super::webhook`, created with a run's first subscription).
+pub const SCHEMA_VERSION: i64 = 2;
 
 #[derive(Debug)]
 pub struct SqliteStore {
@@ -143,7 +144,10 @@ fn init(conn: &Connection) -> rusqlite::Result<()> {
     }
     let v: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     if v == 0 {
-        conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+        // Version 2 (webhooks) is stamped when a run first subscribes
+        // (`super::webhook::ensure`): a journal without webhooks stays
+        // readable by an older aisc.
+        conn.pragma_update(None, "user_version", 1)?;
     }
     Ok(())
 }
@@ -522,13 +526,17 @@ impl Store for SqliteStore {
             result.map(str::to_string),
             error.map(str::to_string),
         );
+        // The run's state and its webhook deliveries in one transaction.
         self.grouped("journal.db", move |c| {
-            c.execute(
+            let n = c.execute(
                 "UPDATE runs SET status = ?2, ended_ms = ?3, result = ?4, error = ?5,
                  lease_until = NULL WHERE id = ?1",
                 params![row.0, row.1, row.2, row.3, row.4],
-            )
-            .map(|_| ())
+            )?;
+            if n == 1 {
+                super::webhook::outbox(c, &row.0, row.2)?;
+            }
+            Ok(())
         })
     }
 
@@ -639,6 +647,56 @@ impl Store for SqliteStore {
 
     fn thread_of_run(&self, run: &str) -> Result<Option<(String, i64)>, JournalError> {
         self.thread_of_run_sqlite(run)
+    }
+
+    fn add_webhooks(
+        &self,
+        subject: &str,
+        hooks: &[crate::store::webhook::Hook],
+    ) -> Result<(), JournalError> {
+        let (subject, hooks) = (subject.to_string(), hooks.to_vec());
+        self.grouped("journal.db", move |c| {
+            super::webhook::add_webhooks(c, &subject, &hooks)
+        })
+    }
+
+    fn claim_deliveries(
+        &self,
+        owner: &str,
+        lease_ms: i64,
+        limit: i64,
+    ) -> Result<Vec<crate::store::webhook::Due>, JournalError> {
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(self.err())?;
+        let due =
+            super::webhook::claim(&tx, owner, lease_ms, limit, now_ms()).map_err(self.err())?;
+        tx.commit().map_err(self.err())?;
+        Ok(due)
+    }
+
+    fn record_attempt(
+        &self,
+        owner: &str,
+        attempt: &crate::store::webhook::Attempt,
+    ) -> Result<bool, JournalError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(self.err())?;
+        let ok = super::webhook::record(&tx, owner, attempt, now_ms()).map_err(self.err())?;
+        tx.commit().map_err(self.err())?;
+        Ok(ok)
+    }
+
+    fn deliveries(
+        &self,
+        run: &str,
+    ) -> Result<Vec<crate::store::webhook::DeliveryInfo>, JournalError> {
+        super::webhook::deliveries(&self.conn(), run).map_err(self.err())
+    }
+
+    fn delivery_counts(&self) -> Result<crate::store::webhook::Counts, JournalError> {
+        super::webhook::counts(&self.conn()).map_err(self.err())
     }
 
     fn migrate(&self) -> Result<(i64, i64), JournalError> {
