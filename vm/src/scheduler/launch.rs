@@ -183,6 +183,7 @@ pub fn run(
         observer_arc: options.observer.as_ref().map(|o| o.0.clone()),
         text: &options.telemetry_text,
         critical: super::critical::CriticalOps::default(),
+        warmup: super::warmup::Warmup::default(),
     };
     // Room for one event per op of the program (capped), so recording does
     // not regrow and copy the vector while the run is timed; pages are only
@@ -369,6 +370,7 @@ pub fn run(
     summary.setup_ms = t0 as f64 / 1e6;
     summary.makespan_ms = end.saturating_sub(t0) as f64 / 1e6;
     summary.frames = run.next_frame.load(Ordering::Relaxed);
+    summary.cache_warmup_holds = run.warmup.holds();
     summary.absorb(&events);
     let worker_ops: u64 = run.done_ops.iter().map(|c| c.load(Ordering::Relaxed)).sum();
     let overhead_ns: u64 = stats

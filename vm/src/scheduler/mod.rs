@@ -28,7 +28,9 @@
 //!   the tool calls they ask for, each through the gate, the host and
 //!   telemetry like the program's own;
 //! - `progress`, `limits`, `policy`: the progress line, resource limits,
-//!   the I/O queues' ordering policy.
+//!   the I/O queues' ordering policy;
+//! - `warmup`: fan-out calls that share a long prompt prefix wait for the
+//!   first one's reply to start, so they read the provider's cache.
 
 mod critical;
 pub(crate) mod early_calls;
@@ -44,6 +46,7 @@ mod observe;
 pub mod policy;
 mod progress;
 mod tool_loop;
+mod warmup;
 mod worker;
 
 pub use inner_plan::LinkedPlan;
@@ -232,6 +235,8 @@ struct Run<'r> {
     text: &'r crate::telemetry::TextPolicy,
     /// Slack-free ops per region, for `LlmRequest::critical`.
     critical: critical::CriticalOps,
+    /// Calls held behind the one writing their prompt-cache prefix.
+    warmup: warmup::Warmup<'r>,
 }
 
 impl<'r> Run<'r> {

@@ -245,6 +245,10 @@ pub struct RunSummary {
     /// Input tokens written to provider prompt caches.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cache_write_tokens: u64,
+    /// LLM calls held until another call's reply started, so they read
+    /// the prefix it wrote to the provider's cache (`scheduler/warmup.rs`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_warmup_holds: u64,
     /// Cost of the run's LLM calls at the configured prices (USD; 0 when
     /// the backend has no `prices`).
     pub cost_usd: f64,
@@ -353,11 +357,17 @@ impl RunSummary {
     /// A few human-readable lines (what `aisc run` prints on stderr).
     pub fn render(&self) -> String {
         // Shown only when a provider reported prompt caching.
-        let cached = match (self.cache_read_tokens, self.cache_write_tokens) {
+        let mut cached = match (self.cache_read_tokens, self.cache_write_tokens) {
             (0, 0) => String::new(),
             (r, 0) => format!(" ({r} cached)"),
             (r, w) => format!(" ({r} cached, {w} written to cache)"),
         };
+        if self.cache_warmup_holds > 0 {
+            cached.push_str(&format!(
+                " ({} call(s) held for cache warm-up)",
+                self.cache_warmup_holds
+            ));
+        }
         format!(
             "makespan {:.2} ms (critical path estimate {} ms) · {} ops in {} frames · parallelism avg {:.2}, peak {}\n\
              LLM calls {} ({} attempts, {} retries; {}{} in / {} out tokens; cost ${:.6}) · tool calls {} · failed {} · cancelled {}\n\

@@ -1,0 +1,222 @@
+//! Fan-out warm-up of the provider's prompt cache (`scheduler/warmup.rs`):
+//! calls that share a long prefix wait for the first one's reply to start,
+//! so they read what it wrote. Asserted on the mock server's arrival log
+//! (which replies had started or ended when each request arrived), never
+//! on clocks.
+
+use ais_testkit::llm::{mock, options};
+use ais_testkit::mock::{Arrival, MockServer};
+use ais_vm::llm::cache::WarmupMode;
+use ais_vm::llm::http::{HttpBackend, Protocol};
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+const PROMPTS: [&str; 3] = ["List the risks", "List the costs", "List the dates"];
+
+/// Three calls over one document (hinted as the `cache-layout` pass
+/// does), beside a chain of `chain` calls that do not share it: with a
+/// chain of three the fan-out has slack (off the critical path), with
+/// none it is the critical path.
+fn program(chain: usize) -> ais_ir::bytecode::Program {
+    let mut ir = String::from("agent @A {\n  flow @main(%doc: str, %q: str) -> str entry {\n");
+    for (i, p) in PROMPTS.iter().enumerate() {
+        ir.push_str(&format!(
+            "    %p{i} = const {{value = \"{p}\"}} : str\n    %f{i} = ask %p{i}, %doc {{context = json [\"doc\"], cache_key = \"A.main#0\", cache_prefix = json [1], cache_points = json [\"context:1\"]}} : str\n"
+        ));
+    }
+    let mut last = "%q".to_string();
+    for i in 0..chain {
+        ir.push_str(&format!(
+            "    %t{i} = template {last} {{template = \"Step {i} after: {{0}}\"}} : str\n    %c{i} = ask %t{i} : str\n"
+        ));
+        last = format!("%c{i}");
+    }
+    let joined = if chain > 0 {
+        format!("%f0, %f1, %f2, {last}")
+    } else {
+        "%f0, %f1, %f2".to_string()
+    };
+    let holes = if chain > 0 {
+        "{0}|{1}|{2}|{3}"
+    } else {
+        "{0}|{1}|{2}"
+    };
+    ir.push_str(&format!(
+        "    %all = template {joined} {{template = \"{holes}\"}} : str\n    return %all\n  }}\n}}\n"
+    ));
+    let m = ais_ir::parse_module(&ir).expect("valid IR");
+    ais_ir::bytecode::compile(&m).expect("codegen")
+}
+
+struct Outcome {
+    value: Value,
+    holds: u64,
+    /// (request number, its arrival) of the fan-out's requests.
+    fan: Vec<(usize, Arrival)>,
+}
+
+fn run(
+    server: &MockServer,
+    protocol: Protocol,
+    mode: WarmupMode,
+    stream: bool,
+    doc_words: usize,
+    chain: usize,
+) -> Outcome {
+    let mut o = options(server, protocol);
+    o.cache_warmup = mode;
+    o.stream = stream;
+    o.retry.max_retries = 0;
+    let backend = Arc::new(HttpBackend::new(o));
+    let opts = ais_vm::RunOptions {
+        args: vec![
+            ("doc".into(), json!("contract clause ".repeat(doc_words))),
+            ("q".into(), json!("begin")),
+        ],
+        ..ais_vm::RunOptions::default()
+    };
+    let report = ais_vm::run(
+        &program(chain),
+        &opts,
+        backend,
+        Arc::new(ais_testkit::MemoryHost::new()),
+    );
+    let value = report.outcome.expect("the run succeeds");
+    let arrivals = server.arrivals();
+    let fan = server
+        .requests()
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| {
+            let body = r.body.to_string();
+            PROMPTS.iter().any(|p| body.contains(p))
+        })
+        .map(|(i, _)| (i, arrivals[i].clone()))
+        .collect();
+    Outcome {
+        value,
+        holds: report.summary.cache_warmup_holds,
+        fan,
+    }
+}
+
+/// A server whose streamed replies start after 150 ms and end well
+/// after (events 400 ms apart).
+fn slow_stream() -> MockServer {
+    let server = mock();
+    server.set_latency(Duration::from_millis(150));
+    server.set_stream_interval(Duration::from_millis(400));
+    server
+}
+
+/// The fan-out's first request went alone; each other one arrived after
+/// its reply started, and (streamed) before it ended.
+fn assert_held(out: &Outcome, before_end: bool) {
+    assert_eq!(out.fan.len(), 3, "three fan-out requests");
+    let (lead, lead_arrival) = &out.fan[0];
+    for (other, _) in &out.fan[1..] {
+        assert!(
+            !lead_arrival.replies_started.contains(other),
+            "the leader was sent before the others' replies"
+        );
+    }
+    for (n, a) in &out.fan[1..] {
+        assert!(
+            a.replies_started.contains(lead),
+            "request {n} was sent before the leader's reply started: {a:?}"
+        );
+        if before_end {
+            assert!(
+                !a.replies_ended.contains(lead),
+                "request {n} waited for the leader's whole reply, not its first byte: {a:?}"
+            );
+        }
+    }
+    assert_eq!(out.holds, 2);
+}
+
+/// No fan-out request waited for another's reply.
+fn assert_not_held(out: &Outcome) {
+    assert_eq!(out.fan.len(), 3, "three fan-out requests");
+    let ids: Vec<usize> = out.fan.iter().map(|(n, _)| *n).collect();
+    for (n, a) in &out.fan {
+        assert!(
+            !a.replies_started.iter().any(|s| ids.contains(s)),
+            "request {n} waited for a fan-out reply: {a:?}"
+        );
+    }
+    assert_eq!(out.holds, 0);
+}
+
+#[test]
+fn a_fan_out_with_slack_waits_for_the_first_calls_first_byte() {
+    let server = slow_stream();
+    // ~1500 tokens of shared document: above OpenAI's 1024.
+    let out = run(&server, Protocol::OpenAi, WarmupMode::Auto, true, 400, 3);
+    assert_held(&out, true);
+}
+
+#[test]
+fn a_whole_reply_releases_the_others_when_it_arrives() {
+    let server = mock();
+    server.set_latency(Duration::from_millis(100));
+    let out = run(&server, Protocol::OpenAi, WarmupMode::Auto, false, 400, 3);
+    assert_held(&out, false);
+    let lead = out.fan[0].0;
+    for (_, a) in &out.fan[1..] {
+        assert!(a.replies_ended.contains(&lead), "{a:?}");
+    }
+}
+
+#[test]
+fn anthropic_holds_calls_that_carry_a_breakpoint() {
+    let server = slow_stream();
+    let out = run(&server, Protocol::Anthropic, WarmupMode::Auto, true, 400, 3);
+    assert_held(&out, true);
+}
+
+#[test]
+fn no_hold_below_the_providers_minimum() {
+    let server = slow_stream();
+    // ~200 tokens: nothing to cache.
+    let out = run(&server, Protocol::OpenAi, WarmupMode::Auto, true, 50, 3);
+    assert_not_held(&out);
+}
+
+#[test]
+fn off_disables_the_warm_up() {
+    let server = slow_stream();
+    let out = run(&server, Protocol::OpenAi, WarmupMode::Off, true, 400, 3);
+    assert_not_held(&out);
+}
+
+#[test]
+fn on_the_critical_path_auto_holds_only_when_a_hit_pays_for_the_wait() {
+    // The fan-out is the whole run and nothing has been observed yet: a
+    // hold would lengthen the run by the leader's time to first token.
+    let server = slow_stream();
+    let out = run(&server, Protocol::OpenAi, WarmupMode::Auto, true, 400, 0);
+    assert_not_held(&out);
+    // `always` holds regardless.
+    let server = slow_stream();
+    let out = run(&server, Protocol::OpenAi, WarmupMode::Always, true, 400, 0);
+    assert_held(&out, true);
+}
+
+#[test]
+fn results_are_the_same_with_and_without_the_warm_up() {
+    for protocol in [Protocol::OpenAi, Protocol::Anthropic] {
+        let server = mock();
+        let off = run(&server, protocol, WarmupMode::Off, true, 400, 3);
+        let server = mock();
+        let on = run(&server, protocol, WarmupMode::Always, true, 400, 3);
+        assert_eq!(on.holds, 2);
+        assert_eq!(off.holds, 0);
+        assert_eq!(on.value, off.value, "{protocol:?}");
+        assert!(on
+            .value
+            .as_str()
+            .is_some_and(|s| s.matches('|').count() == 3));
+    }
+}
