@@ -204,19 +204,72 @@ fn on_the_critical_path_auto_holds_only_when_a_hit_pays_for_the_wait() {
     assert_held(&out, true);
 }
 
+/// What the model reads of a request: its system text and its messages'
+/// text, whatever blocks a protocol splits them into (Anthropic's cache
+/// breakpoints split the message; the mock echoes one block).
+fn read_text(body: &Value) -> String {
+    fn text(v: &Value) -> String {
+        match v {
+            Value::String(s) => s.clone(),
+            Value::Array(blocks) => blocks.iter().map(text).collect(),
+            Value::Object(o) => o.get("text").map(text).unwrap_or_default(),
+            _ => String::new(),
+        }
+    }
+    let mut out = text(&body["system"]);
+    for m in body["messages"].as_array().into_iter().flatten() {
+        out.push_str(&text(&m["content"]));
+    }
+    out
+}
+
 #[test]
-fn results_are_the_same_with_and_without_the_warm_up() {
+fn requests_and_results_are_the_same_with_and_without_the_warm_up() {
     for protocol in [Protocol::OpenAi, Protocol::Anthropic] {
-        let server = mock();
-        let off = run(&server, protocol, WarmupMode::Off, true, 400, 3);
-        let server = mock();
-        let on = run(&server, protocol, WarmupMode::Always, true, 400, 3);
+        let off_server = mock();
+        let off = run(&off_server, protocol, WarmupMode::Off, true, 400, 3);
+        let on_server = mock();
+        let on = run(&on_server, protocol, WarmupMode::Always, true, 400, 3);
         assert_eq!(on.holds, 2);
         assert_eq!(off.holds, 0);
-        assert_eq!(on.value, off.value, "{protocol:?}");
+        let mut sent_off: Vec<String> = off_server
+            .requests()
+            .iter()
+            .map(|r| read_text(&r.body))
+            .collect();
+        let mut sent_on: Vec<String> = on_server
+            .requests()
+            .iter()
+            .map(|r| read_text(&r.body))
+            .collect();
+        sent_off.sort();
+        sent_on.sort();
+        assert_eq!(sent_off.len(), 6);
+        assert_eq!(sent_on, sent_off, "{protocol:?}: the model reads the same");
         assert!(on
             .value
             .as_str()
             .is_some_and(|s| s.matches('|').count() == 3));
+        if protocol == Protocol::OpenAi {
+            // One text per message: the mock's echo is the same too.
+            assert_eq!(on.value, off.value);
+        }
+    }
+}
+
+#[test]
+fn anthropic_calls_sent_beside_their_leader_carry_no_breakpoint() {
+    // Critical fan-out, nothing observed: not held, so the two calls that
+    // go beside the leader cannot read its prefix and must not pay a
+    // cache write for it.
+    let server = slow_stream();
+    let out = run(&server, Protocol::Anthropic, WarmupMode::Auto, true, 400, 0);
+    assert_not_held(&out);
+    let requests = server.requests();
+    let marked = |n: usize| requests[n].body.to_string().contains("cache_control");
+    let (lead, _) = &out.fan[0];
+    assert!(marked(*lead), "the leader writes the prefix");
+    for (n, _) in &out.fan[1..] {
+        assert!(!marked(*n), "request {n} carries a breakpoint");
     }
 }

@@ -158,12 +158,12 @@ mod tests {
         let sa = shared_prefix("x", &a, &[&ca[0]], 1024, WarmupMode::Auto);
         let sb = shared_prefix("x", &b, &[&cb[0]], 1024, WarmupMode::Auto);
         let sc = shared_prefix("x", &c, &[&cc[0]], 1024, WarmupMode::Auto);
-        let (sa, sb, sc) = (sa.unwrap(), sb.unwrap(), sc.unwrap());
+        let (sa, sb, sc) = (sa.expect("a"), sb.expect("b"), sc.expect("c"));
         assert_eq!(sa.class, sb.class, "the prompt is not part of the prefix");
         assert_ne!(sa.class, sc.class);
         assert!(sa.tokens >= 1250 && sa.cacheable(), "{sa:?}");
         assert!(!sc.cacheable(), "a short document is below the minimum");
-        let other_backend = shared_prefix("y", &a, &[&ca[0]], 1024, WarmupMode::Auto).unwrap();
+        let other_backend = shared_prefix("y", &a, &[&ca[0]], 1024, WarmupMode::Auto).expect("y");
         assert_ne!(sa.class, other_backend.class);
     }
 

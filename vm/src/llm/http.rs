@@ -569,9 +569,6 @@ impl LlmBackend for HttpBackend {
 
     fn shared_prefix(&self, request: &LlmRequest) -> Option<crate::llm::cache::SharedPrefix> {
         let o = &self.core.opts;
-        if o.cache_warmup == crate::llm::cache::WarmupMode::Off {
-            return None;
-        }
         let p = self.core.prepare(request);
         let min = self.core.wire.cache_min_tokens(&p)?;
         let blocks: Vec<_> = request

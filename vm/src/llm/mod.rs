@@ -494,9 +494,10 @@ pub trait LlmBackend: Send + Sync {
     }
 
     /// What `request` shares with other requests through the provider's
-    /// prompt cache, when the backend's `cache_warmup` allows the scheduler
-    /// to hold calls behind one that writes it (`scheduler/warmup.rs`).
-    /// `None` (the default): the backend caches nothing, or warm-up is off.
+    /// prompt cache, and the backend's `cache_warmup` setting: the
+    /// scheduler may hold calls behind one that writes it
+    /// (`scheduler/warmup.rs`). `None` (the default): the backend caches
+    /// nothing.
     fn shared_prefix(&self, request: &LlmRequest) -> Option<cache::SharedPrefix> {
         let _ = request;
         None

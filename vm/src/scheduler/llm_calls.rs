@@ -467,6 +467,9 @@ impl<'r> Run<'r> {
         };
         let (admit, pending) = self.warmup.admit(token, &prefix, pending);
         let mut pending = pending?;
+        if admit == super::warmup::Admit::Cold {
+            pending.req.cache.points.clear();
+        }
         if admit == super::warmup::Admit::Lead {
             let inbox = Arc::clone(&self.inbox);
             let inner = pending.req.on_text.take();
