@@ -273,3 +273,41 @@ fn anthropic_calls_sent_beside_their_leader_carry_no_breakpoint() {
         assert!(!marked(*n), "request {n} carries a breakpoint");
     }
 }
+
+#[test]
+fn a_call_that_waits_for_its_leaders_value_finds_the_class_warm() {
+    // The second call uses the first one's reply: it starts after it, so
+    // it is neither held nor sent without its breakpoint.
+    let hint = "context = json [\"doc\"], cache_key = \"A.main#0\", cache_prefix = json [1], cache_points = json [\"context:1\"]";
+    let ir = format!(
+        "agent @A {{\n  flow @main(%doc: str) -> str entry {{\n    %0 = const {{value = \"Draft\"}} : str\n    %1 = ask %0, %doc {{{hint}}} : str\n    %2 = template %1 {{template = \"Review: {{0}}\"}} : str\n    %3 = ask %2, %doc {{{hint}}} : str\n    return %3\n  }}\n}}\n"
+    );
+    let program =
+        ais_ir::bytecode::compile(&ais_ir::parse_module(&ir).expect("IR")).expect("codegen");
+    for stream in [false, true] {
+        let server = mock();
+        let mut o = options(&server, Protocol::Anthropic);
+        o.cache_warmup = WarmupMode::Always;
+        o.stream = stream;
+        let opts = ais_vm::RunOptions {
+            args: vec![("doc".into(), json!("contract clause ".repeat(400)))],
+            ..ais_vm::RunOptions::default()
+        };
+        let report = ais_vm::run(
+            &program,
+            &opts,
+            Arc::new(HttpBackend::new(o)),
+            Arc::new(ais_testkit::MemoryHost::new()),
+        );
+        assert!(report.outcome.is_ok(), "{:?}", report.outcome);
+        assert_eq!(report.summary.cache_warmup_holds, 0);
+        let requests = server.requests();
+        assert_eq!(requests.len(), 2);
+        for r in &requests {
+            assert!(
+                r.body.to_string().contains("cache_control"),
+                "stream {stream}"
+            );
+        }
+    }
+}

@@ -165,6 +165,11 @@ def main():
                         continue
                     seed = f"{w}-{m}" if a.same_doc else f"{w}-{m}-{i}"
                     args = make_args(make_doc(seed, a.doc_tokens))
+                    if a.same_doc:
+                        # Same document, other requests: a run's prompts are its own.
+                        for k in ("ticket", "topic", "task"):
+                            if k in args:
+                                args[k] += f" (request {i + 1})"
                     before = admin(port, "/admin/counters")
                     if m == "langgraph":
                         p = subprocess.run([py, os.path.join(HERE, "lg_cache.py"), w, "--style", "par",

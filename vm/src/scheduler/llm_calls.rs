@@ -444,12 +444,12 @@ impl<'r> Run<'r> {
             }
         };
         self.warmup.observe(&pending.req, &attempts);
-        let ok = result.is_ok();
+        // A leader that was not streamed releases its class now, before
+        // its value makes calls of its class ready (they find it warm).
+        self.warm_release(token, result.is_ok());
         let (value, info) = self.llm_outcome(&pending.req, result, attempts);
         let ev = self.settle(pending.call, value, info);
         self.call_finished(&self.llm);
-        // A leader that was not streamed releases its class now.
-        self.warm_release(token, ok);
         self.pump_llm();
         ev
     }
