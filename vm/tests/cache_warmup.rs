@@ -52,6 +52,8 @@ fn program(chain: usize) -> ais_ir::bytecode::Program {
 struct Outcome {
     value: Value,
     holds: u64,
+    /// The run summary as `aisc run` prints it.
+    rendered: String,
     /// (request number, its arrival) of the fan-out's requests.
     fan: Vec<(usize, Arrival)>,
 }
@@ -97,6 +99,7 @@ fn run(
     Outcome {
         value,
         holds: report.summary.cache_warmup_holds,
+        rendered: report.summary.render(),
         fan,
     }
 }
@@ -155,6 +158,12 @@ fn a_fan_out_with_slack_waits_for_the_first_calls_first_byte() {
     // ~1500 tokens of shared document: above OpenAI's 1024.
     let out = run(&server, Protocol::OpenAi, WarmupMode::Auto, true, 400, 3);
     assert_held(&out, true);
+    assert!(
+        out.rendered
+            .contains("0 retries, 2 held for cache warm-up;"),
+        "{}",
+        out.rendered
+    );
 }
 
 #[test]

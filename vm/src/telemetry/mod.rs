@@ -357,20 +357,19 @@ impl RunSummary {
     /// A few human-readable lines (what `aisc run` prints on stderr).
     pub fn render(&self) -> String {
         // Shown only when a provider reported prompt caching.
-        let mut cached = match (self.cache_read_tokens, self.cache_write_tokens) {
+        let cached = match (self.cache_read_tokens, self.cache_write_tokens) {
             (0, 0) => String::new(),
             (r, 0) => format!(" ({r} cached)"),
             (r, w) => format!(" ({r} cached, {w} written to cache)"),
         };
-        if self.cache_warmup_holds > 0 {
-            cached.push_str(&format!(
-                " ({} call(s) held for cache warm-up)",
-                self.cache_warmup_holds
-            ));
-        }
+        // Shown only when the warm-up held a call (scheduler/warmup.rs).
+        let held = match self.cache_warmup_holds {
+            0 => String::new(),
+            n => format!(", {n} held for cache warm-up"),
+        };
         format!(
             "makespan {:.2} ms (critical path estimate {} ms) · {} ops in {} frames · parallelism avg {:.2}, peak {}\n\
-             LLM calls {} ({} attempts, {} retries; {}{} in / {} out tokens; cost ${:.6}) · tool calls {} · failed {} · cancelled {}\n\
+             LLM calls {} ({} attempts, {} retries{}; {}{} in / {} out tokens; cost ${:.6}) · tool calls {} · failed {} · cancelled {}\n\
              {} workers · concurrency {} ({}) · scheduler overhead {:.3} µs/op · setup {:.2} ms",
             self.makespan_ms,
             self.critical_path_estimate_ms,
@@ -381,6 +380,7 @@ impl RunSummary {
             self.llm_calls,
             self.llm_attempts,
             self.llm_retries,
+            held,
             self.input_tokens,
             cached,
             self.output_tokens,
