@@ -568,6 +568,14 @@ impl LlmBackend for HttpBackend {
     }
 
     fn shared_prefix(&self, request: &LlmRequest) -> Option<crate::llm::cache::SharedPrefix> {
+        // Nothing but the system text to share: no class (see
+        // `cache::shared_prefix`), and no request to render.
+        if request.cache.key.is_none()
+            && request.cache.prefix.is_empty()
+            && request.tools.is_empty()
+        {
+            return None;
+        }
         let o = &self.core.opts;
         let p = self.core.prepare(request);
         let min = self.core.wire.cache_min_tokens(&p)?;

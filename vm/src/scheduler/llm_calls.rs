@@ -465,7 +465,10 @@ impl<'r> Run<'r> {
         let Some(prefix) = self.backend.shared_prefix(&pending.req) else {
             return Some((token, pending));
         };
-        let (admit, pending) = self.warmup.admit(token, &prefix, pending);
+        let (critical, backend) = (pending.req.critical, pending.req.backend.clone());
+        let (admit, pending) = self
+            .warmup
+            .admit(token, &prefix, critical, &backend, pending);
         let mut pending = pending?;
         if admit == super::warmup::Admit::Cold {
             pending.req.cache.points.clear();

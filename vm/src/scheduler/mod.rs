@@ -236,7 +236,7 @@ struct Run<'r> {
     /// Slack-free ops per region, for `LlmRequest::critical`.
     critical: critical::CriticalOps,
     /// Calls held behind the one writing their prompt-cache prefix.
-    warmup: warmup::Warmup<'r>,
+    warmup: warmup::Warmup<llm_calls::Pending<'r>>,
 }
 
 impl<'r> Run<'r> {

@@ -33,9 +33,10 @@
 //! cache write (1.25× at Anthropic) for a prefix the leader writes anyway.
 //!
 //! A held call keeps its place in the backend's concurrency limit (it has
-//! been admitted), so the hold never lets another call overtake it.
+//! been admitted), so the hold never lets another call overtake it. The
+//! held calls are the scheduler's (`T`: `llm_calls::Pending`); this
+//! module only decides and keeps them.
 
-use super::llm_calls::Pending;
 use crate::llm::cache::{SharedPrefix, WarmupMode};
 use crate::llm::{Attempt, LlmRequest};
 use crate::sync::lock;
@@ -46,19 +47,31 @@ use std::time::{Duration, Instant};
 /// Weight of a new observation in the latency averages.
 const EWMA: f64 = 0.3;
 
-#[derive(Default)]
-pub(super) struct Warmup<'r> {
-    state: Mutex<State<'r>>,
+pub(super) struct Warmup<T> {
+    state: Mutex<State<T>>,
 }
 
-#[derive(Default)]
-struct State<'r> {
+impl<T> Default for Warmup<T> {
+    fn default() -> Self {
+        Warmup {
+            state: Mutex::new(State {
+                classes: HashMap::new(),
+                leaders: HashMap::new(),
+                held: HashMap::new(),
+                seen: HashMap::new(),
+                holds: 0,
+            }),
+        }
+    }
+}
+
+struct State<T> {
     /// Classes whose leader is out, or whose prefix is cached.
     classes: HashMap<u64, Class>,
     /// The class of each leader in flight, by call token.
     leaders: HashMap<u64, u64>,
     /// Held calls by class, in the order they were held.
-    held: HashMap<u64, Vec<(u64, Pending<'r>)>>,
+    held: HashMap<u64, Vec<(u64, T)>>,
     /// Latency seen per backend (the request's `backend:`, `None`: the
     /// run's default).
     seen: HashMap<Option<String>, Observed>,
@@ -145,15 +158,18 @@ pub(super) fn worth_holding(
     }
 }
 
-impl<'r> Warmup<'r> {
-    /// Decides for call `token` of class `prefix`, and holds `pending`
-    /// when it must wait (returned otherwise).
+impl<T> Warmup<T> {
+    /// Decides for call `token` of class `prefix` (on the critical path or
+    /// not, to backend `backend`: the request's `backend:`), and holds
+    /// `pending` when it must wait (returned otherwise).
     pub(super) fn admit(
         &self,
         token: u64,
         prefix: &SharedPrefix,
-        pending: Pending<'r>,
-    ) -> (Admit, Option<Pending<'r>>) {
+        critical: bool,
+        backend: &Option<String>,
+        pending: T,
+    ) -> (Admit, Option<T>) {
         if !prefix.cacheable() {
             return (Admit::Go, Some(pending));
         }
@@ -167,12 +183,8 @@ impl<'r> Warmup<'r> {
             }
             Some(Class::Warm) => (Admit::Go, Some(pending)),
             Some(Class::Leading(since)) => {
-                let seen = g
-                    .seen
-                    .get(&pending.req.backend)
-                    .copied()
-                    .unwrap_or_default();
-                if !worth_holding(prefix.mode, pending.req.critical, &seen, since.elapsed()) {
+                let seen = g.seen.get(backend).copied().unwrap_or_default();
+                if !worth_holding(prefix.mode, critical, &seen, since.elapsed()) {
                     return (Admit::Cold, Some(pending));
                 }
                 g.holds += 1;
@@ -188,7 +200,7 @@ impl<'r> Warmup<'r> {
     /// Leader `token`'s reply started (`ok`), or the leader ended without
     /// a reply: its class is warm (or cold again), and the calls it held
     /// go. Nothing when `token` leads nothing (any more).
-    pub(super) fn release(&self, token: u64, ok: bool) -> Vec<(u64, Pending<'r>)> {
+    pub(super) fn release(&self, token: u64, ok: bool) -> Vec<(u64, T)> {
         let mut g = lock(&self.state);
         let Some(class) = g.leaders.remove(&token) else {
             return Vec::new();
@@ -221,7 +233,7 @@ impl<'r> Warmup<'r> {
     }
 
     /// The run is over: the calls still held, which never started.
-    pub(super) fn take_all(&self) -> Vec<(u64, Pending<'r>)> {
+    pub(super) fn take_all(&self) -> Vec<(u64, T)> {
         let mut g = lock(&self.state);
         g.leaders.clear();
         g.held.drain().flat_map(|(_, calls)| calls).collect()
