@@ -170,6 +170,10 @@ impl LlmBackend for CancellableBackend {
         self.inner.starts_without_waiting()
     }
 
+    fn shared_prefix(&self, request: &LlmRequest) -> Option<ais_vm::llm::cache::SharedPrefix> {
+        self.inner.shared_prefix(request)
+    }
+
     fn start(&self, request: LlmRequest, cancel: CancelToken, done: OnDone) {
         self.cancel.note(&cancel);
         if self.cancel.is_cancelled() {

@@ -245,6 +245,10 @@ impl LlmBackend for FairRun {
     fn server_info(&self) -> Option<ais_vm::llm::providers::ServerInfo> {
         self.inner.server_info()
     }
+
+    fn shared_prefix(&self, request: &LlmRequest) -> Option<ais_vm::llm::cache::SharedPrefix> {
+        self.inner.shared_prefix(request)
+    }
 }
 
 #[cfg(test)]

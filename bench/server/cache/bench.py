@@ -6,12 +6,18 @@ independent benchmark server (bench/server/server.py), interleaved, in the
 same minutes.
 
 Every run gets a document of its own (same size, different text), so no
-run reads what another wrote: the cache hits counted are within a run.
+run reads what another wrote: the cache hits counted are within a run
+(`--same-doc`: one document for every run, as a manual that does not
+change between requests). Ours runs with the backend's `cache_warmup`
+at its default (auto) and at each other setting of `--warmup`.
 Reported per workload and runtime: input tokens, of them read from the
-cache and written to it, input cost (the server's prices), makespan.
+cache and written to it, input cost (the server's prices), calls held by
+the warm-up, makespan; and whether our run reports counted the same
+tokens as the server.
 
   python3 bench/server/cache/bench.py [--runs N] [--p50-ms MS] [--aisc PATH]
-      [--protocol openai|anthropic] [--doc-tokens N]
+      [--protocol openai|anthropic] [--doc-tokens N] [--only w01,w09,w10,w12]
+      [--warmup auto,off,always] [--same-doc]
 """
 import argparse
 import json
@@ -36,7 +42,11 @@ WORKLOADS = {
             lambda doc: {"ticket": "I was charged twice for my subscription this month.", "manual": doc}),
     "w10": ("w10_review_doc.ais", "Review pipeline over a contract (6 calls, 5 after fusion)",
             lambda doc: {"task": "a one-page brief for the board", "doc": doc}),
+    "w12": ("w12_fanout_doc.ais", "Fan-out over a document, nothing before it (4 calls)",
+            lambda doc: {"topic": "the supply contract", "doc": doc}),
 }
+# Workloads lg_cache.py has an equivalent of.
+LANGGRAPH = {"w01", "w09", "w10"}
 WORDS = ("clause party notice payment term renewal liability warranty delivery service level "
          "breach remedy audit data privacy invoice currency schedule milestone acceptance "
          "termination dispute arbitration confidentiality indemnity insurance").split()
@@ -57,7 +67,7 @@ def make_doc(seed, tokens):
     return " ".join(out)
 
 
-def config(path, port, protocol):
+def config(path, port, protocol, warmup="auto"):
     base = f"http://127.0.0.1:{port}" + ("/v1" if protocol == "openai" else "")
     with open(path, "w") as f:
         f.write(f"""[[llm_backends]]
@@ -67,6 +77,7 @@ base_url = "{base}"
 concurrency = 16
 stream = false
 retries = 0
+cache_warmup = "{warmup}"
 [llm_backends.models]
 ask = "bench-ask"
 think = "bench-think"
@@ -92,7 +103,19 @@ def ours_with(aisc, prog, cfg, args, extra):
     except (OSError, ValueError):
         rep = {}
     os.unlink(report)
-    return {"ok": p.returncode == 0, "ms": rep.get("summary", {}).get("makespan_ms"), "stderr": p.stderr[-400:]}
+    return {"ok": p.returncode == 0, "ms": rep.get("summary", {}).get("makespan_ms"), "stderr": p.stderr[-400:],
+            "summary": rep.get("summary", {})}
+
+
+def report_agrees(summary, d):
+    """Our run's own summary counts the tokens the server counted (input
+    including cached and written, cached, written): usage is read, not
+    guessed, in both protocols."""
+    ours = (summary.get("input_tokens", 0), summary.get("cache_read_tokens", 0),
+            summary.get("cache_write_tokens", 0))
+    server = (d["input_tokens"] + d["cached_tokens"] + d["cache_write_tokens"], d["cached_tokens"],
+              d["cache_write_tokens"])
+    return ours == server, ours, server
 
 
 def input_cost(c, proto):
@@ -109,16 +132,27 @@ def main():
     ap.add_argument("--doc-tokens", type=int, default=3000)
     ap.add_argument("--protocol", choices=["openai", "anthropic"], default="openai")
     ap.add_argument("--aisc", default=os.path.join(ROOT, "target/debug/aisc"))
-    ap.add_argument("--only", default="w01,w09,w10")
+    ap.add_argument("--only", default="w01,w09,w10,w12")
+    ap.add_argument("--same-doc", action="store_true",
+                    help="one document per workload and runtime for every run (a manual that does not "
+                         "change between requests): later runs read what earlier ones wrote")
+    ap.add_argument("--warmup", default="auto,off",
+                    help="cache_warmup settings to run ours with the pass under (auto, off, always)")
     ap.add_argument("--out")
     a = ap.parse_args()
     py = os.path.join(ROOT, "bench/langgraph/.venv/bin/python")
     if not os.path.exists(py) or a.protocol != "openai":
         py = None  # LangGraph's runtime here speaks OpenAI only
     srv, port = start_server("--seed", str(a.seed), "--p50-ms", str(a.p50_ms), "--slow-frac", "0")
-    cfg = os.path.join(tempfile.mkdtemp(), "bench.toml")
-    config(cfg, port, a.protocol)
-    modes = ["pass", "nopass"] + (["langgraph"] if py else [])
+    cfgdir = tempfile.mkdtemp()
+    warmups = [w for w in a.warmup.split(",") if w]
+    cfgs = {}
+    for w in set(warmups) | {"auto"}:
+        cfgs[w] = os.path.join(cfgdir, f"bench-{w}.toml")
+        config(cfgs[w], port, a.protocol, w)
+    # "pass": ours at -O1 with the default warm-up (auto); "pass-<w>": another setting.
+    modes = ["pass"] + [f"pass-{w}" for w in warmups if w != "auto"] + ["nopass"] + (["langgraph"] if py else [])
+    disagreements = []
     rows = {}
     try:
         for w in a.only.split(","):
@@ -127,7 +161,15 @@ def main():
             res = {m: [] for m in modes}
             for i in range(a.runs):
                 for m in modes:
-                    args = make_args(make_doc(f"{w}-{m}-{i}", a.doc_tokens))
+                    if m == "langgraph" and w not in LANGGRAPH:
+                        continue
+                    seed = f"{w}-{m}" if a.same_doc else f"{w}-{m}-{i}"
+                    args = make_args(make_doc(seed, a.doc_tokens))
+                    if a.same_doc:
+                        # Same document, other requests: a run's prompts are its own.
+                        for k in ("ticket", "topic", "task"):
+                            if k in args:
+                                args[k] += f" (request {i + 1})"
                     before = admin(port, "/admin/counters")
                     if m == "langgraph":
                         p = subprocess.run([py, os.path.join(HERE, "lg_cache.py"), w, "--style", "par",
@@ -140,12 +182,18 @@ def main():
                             print(p.stderr[-600:], file=sys.stderr)
                         ok, ms = out.get("ok"), out.get("in_process_ms")
                     else:
+                        cfg = cfgs[m[len("pass-"):]] if m.startswith("pass-") else cfgs["auto"]
                         r = ours_with(a.aisc, prog, cfg, args, ["--passes", NO_PASS] if m == "nopass" else [])
                         ok, ms = r["ok"], r["ms"]
                         if not ok:
                             print(m, r["stderr"], file=sys.stderr)
                     after = admin(port, "/admin/counters")
                     d = {k: after[k] - before[k] for k in ("input_tokens", "cached_tokens", "cache_write_tokens", "answered")}
+                    if ok and m != "langgraph":
+                        agrees, ours, server = report_agrees(r["summary"], d)
+                        d["holds"] = r["summary"].get("cache_warmup_holds", 0)
+                        if not agrees:
+                            disagreements.append(f"{w} {m} run {i + 1}: ours {ours}, server {server}")
                     if ok and ms is not None:
                         d["ms"] = ms
                         d["cost"] = input_cost(d, a.protocol)
@@ -157,12 +205,14 @@ def main():
         srv.kill()
         srv.wait()
     lines = [f"Protocol {a.protocol}, server p50 {a.p50_ms:.0f} ms (no slow tail), seed {a.seed}, "
-             f"a ~{a.doc_tokens}-token document per run, {a.runs} runs per runtime, interleaved; "
+             f"a ~{a.doc_tokens}-token document {'per workload and runtime, the same in every run' if a.same_doc else 'per run'}, {a.runs} runs per runtime, interleaved; "
              f"cost in dollars per 1000 runs at the server's {a.protocol} prices; medians.\n",
-             "| workload | runtime | calls | input tokens | cache reads | cache writes | input cost $/1k runs | vs without the pass | makespan ms |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
-    label = {"pass": "ours, `cache-layout` (-O1)", "nopass": "ours, without the pass",
+             "| workload | runtime | calls | input tokens | cache reads | cache writes | input cost $/1k runs | vs without the pass | held | makespan ms |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    label = {"pass": "ours, `cache-layout` (-O1), warm-up auto", "nopass": "ours, without the pass",
              "langgraph": "LangGraph (prompt, then context)"}
+    for w in warmups:
+        label[f"pass-{w}"] = f"ours, `cache-layout` (-O1), warm-up {w}"
     summary = {}
     for w, (title, res) in rows.items():
         base = statistics.median(x["cost"] for x in res["nopass"]) if res.get("nopass") else None
@@ -173,9 +223,15 @@ def main():
             med = lambda k: statistics.median(x[k] for x in xs)  # noqa: E731
             cost = med("cost")
             rel = f"{100 * (cost / base - 1):+.0f} %" if base else ""
+            holds = f"{med('holds'):.0f}" if m != "langgraph" else ""
             lines.append(f"| {title} | {label[m]} | {med('answered'):.0f} | {med('input_tokens') + med('cached_tokens') + med('cache_write_tokens'):.0f} | "
-                         f"{med('cached_tokens'):.0f} | {med('cache_write_tokens'):.0f} | {cost * 1000:.3f} | {rel} | {med('ms'):.0f} |")
+                         f"{med('cached_tokens'):.0f} | {med('cache_write_tokens'):.0f} | {cost * 1000:.3f} | {rel} | {holds} | {med('ms'):.0f} |")
             summary[f"{w}/{m}"] = {"cost": cost, "ms": med("ms")}
+    lines.append("")
+    if disagreements:
+        lines.append("Our run reports disagree with the server's counters: " + "; ".join(disagreements))
+    else:
+        lines.append("Every run of ours reported the same input, cached and written tokens as the server counted.")
     text = "\n".join(lines) + "\n"
     print(text)
     print(json.dumps(summary))

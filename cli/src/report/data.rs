@@ -257,6 +257,10 @@ fn derived_summary(events: &[Map<String, Json>]) -> Map<String, Json> {
         "cache_read_tokens".into(),
         json!(sum("gen_ai.usage.cache_read.input_tokens")),
     );
+    m.insert(
+        "cache_write_tokens".into(),
+        json!(sum("gen_ai.usage.cache_creation.input_tokens")),
+    );
     m.insert("cost_usd".into(), json!(cost));
     m.insert("llm_retries".into(), json!(retries));
     // Every request sent, those of calls the run's end cancelled too.
@@ -549,6 +553,7 @@ pub fn totals(summary: &Map<String, Json>, events: &[Map<String, Json>], path: &
         "input_tokens": g("input_tokens"),
         "output_tokens": g("output_tokens"),
         "cache_read_tokens": g("cache_read_tokens"),
+        "cache_write_tokens": g("cache_write_tokens"),
         "cost_usd": g("cost_usd"),
         "requests": g("llm_attempts"),
         "retries": g("llm_retries"),
@@ -585,6 +590,21 @@ mod parse_tests {
         // The totals read the new names.
         assert_eq!(super::derived_summary(&events)["cost_usd"], 0.5);
         assert_eq!(super::derived_summary(&events)["llm_retries"], 1);
+    }
+
+    #[test]
+    fn cache_reads_and_writes_are_totalled_from_the_events() {
+        let lines = concat!(
+            r#"{"type":"op","op":0,"start_ns":1,"gen_ai.operation.name":"chat","gen_ai.usage.input_tokens":2000,"gen_ai.usage.cache_read.input_tokens":1500,"gen_ai.usage.cache_creation.input_tokens":400}"#,
+            "\n",
+            r#"{"type":"op","op":1,"start_ns":2,"gen_ai.operation.name":"chat","gen_ai.usage.input_tokens":3000,"gen_ai.usage.cache_creation.input_tokens":2900}"#,
+            "\n"
+        );
+        let (events, _) = super::parse(lines).expect("parses");
+        let s = super::derived_summary(&events);
+        assert_eq!(s["input_tokens"], 5000);
+        assert_eq!(s["cache_read_tokens"], 1500);
+        assert_eq!(s["cache_write_tokens"], 3300);
     }
 
     #[test]

@@ -124,10 +124,15 @@ fn total_line(totals: &Json) -> String {
         ("tool calls", u("tool_calls").to_string()),
         (
             "tokens",
-            match u("cache_read_tokens") {
-                0 => format!("{} in / {} out", u("input_tokens"), u("output_tokens")),
-                cached => format!(
+            match (u("cache_read_tokens"), u("cache_write_tokens")) {
+                (0, 0) => format!("{} in / {} out", u("input_tokens"), u("output_tokens")),
+                (cached, 0) => format!(
                     "{} in ({cached} cached) / {} out",
+                    u("input_tokens"),
+                    u("output_tokens")
+                ),
+                (cached, written) => format!(
+                    "{} in ({cached} cached, {written} written to cache) / {} out",
                     u("input_tokens"),
                     u("output_tokens")
                 ),

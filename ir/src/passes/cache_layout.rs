@@ -26,7 +26,9 @@
 //!   kind, system text, tools, model, backend and shared blocks).
 //! - `cache_points`: Anthropic breakpoints at the ends of the shared parts:
 //!   `tools` when the op offers tools, `context:N` after the N shared
-//!   blocks, and `context` (the whole first message) when the op offers
+//!   blocks (when the class has two calls or more, or a loop repeats it:
+//!   a read can follow; concurrent calls read through the runtime's
+//!   fan-out warm-up), and `context` (the whole first message) when the op offers
 //!   tools, because each turn of a tool exchange sends it again. At most
 //!   three, within Anthropic's four.
 //!
@@ -95,17 +97,20 @@ impl Pass for CacheLayout {
             planned.push((si, lead, n, key));
         }
         // A breakpoint after the shared blocks pays a cache write (1.25x
-        // at Anthropic); it is placed only where a read can follow: a call
-        // of the class starts after another answered, or a loop repeats it.
-        let mut anc = Ancestry::default();
+        // at Anthropic); it is placed only where a read can follow: a class
+        // of two calls or more, or a loop repeats the call.
         let warm: HashSet<usize> = members
             .iter()
             .filter(|(_, idx)| {
                 let of_class: Vec<&Site> = idx.iter().map(|&i| &sites[i]).collect();
-                of_class
-                    .iter()
-                    .any(|s| s.lead(&graph).iter().any(|&j| s.contexts[j].loop_invariant))
-                    || warm_calls(&graph, m, &mut anc, &of_class) > 0
+                // Calls of a class that run at once can read it too: the
+                // runtime's warm-up sends one first and the others once its
+                // reply started, and sends the others without breakpoints
+                // when it does not (vm scheduler/warmup.rs).
+                of_class.len() >= 2
+                    || of_class
+                        .iter()
+                        .any(|s| s.lead(&graph).iter().any(|&j| s.contexts[j].loop_invariant))
             })
             .map(|(n, _)| *n)
             .collect();

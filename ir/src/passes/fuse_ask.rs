@@ -28,7 +28,14 @@
 //! one LLM call placed where `an` was; `an`'s uses move to it. The fused
 //! prompt keeps every step's instruction and context verbatim, numbered,
 //! with earlier results referenced as `[result of step K]`, and asks for the
-//! final result only (format: [`split_fused_prompt`]).
+//! final result only (format: [`split_fused_prompt`]). A step's context
+//! that is a value from outside the chain (a parameter, another call's
+//! result) stays a context block of the fused call, under its label, once
+//! however many steps use it, and the step refers to it as
+//! `[context block K: label]` ([`context_marker`]): so a document every
+//! call of a flow sends remains a block of its own, which `cache-layout`
+//! can put in the prefix the calls share (issue 36), instead of text
+//! inside one call's prompt.
 
 use super::pipeline::{bool_option, usize_option, PassSpec, PipelineError};
 use super::util::{
@@ -56,6 +63,39 @@ const HEADING: &str = "\n\n### Step ";
 /// How an op's context operand is labelled inside a step (1-based).
 fn context_label(j: usize) -> String {
     format!("\n\nContext {j}:\n")
+}
+
+/// The reference to the fused call's context block `k` (1-based), labelled
+/// `label`, inside a step of its prompt.
+pub fn context_marker(k: usize, label: &str) -> String {
+    format!("[context block {k}: {label}]")
+}
+
+/// A context label as it can appear in a marker and a template.
+fn marker_label(label: &str) -> String {
+    label
+        .chars()
+        .filter(|c| !matches!(c, '[' | ']' | '{' | '}' | '\n' | '\r'))
+        .collect()
+}
+
+/// The labels an LLM op gives its context operands (its `context`
+/// attribute; codegen's default where it has none).
+fn context_labels(dfg: &Dfg, op: Op) -> Vec<Option<String>> {
+    let given = dfg.ops.get(op).and_then(|d| match d.attrs.get("context") {
+        Some(Attr::Json(serde_json::Value::Array(a))) => Some(a.clone()),
+        _ => None,
+    });
+    let n = data_operands(dfg, op).len().saturating_sub(1);
+    (0..n)
+        .map(|i| {
+            given
+                .as_ref()
+                .and_then(|a| a.get(i))
+                .and_then(|l| l.as_str())
+                .map(str::to_string)
+        })
+        .collect()
 }
 
 /// The reference to the result of step `k` inside a fused prompt.
@@ -327,7 +367,10 @@ impl FuseAsk {
         };
         let dfg = &flow.dfg;
         let n = chain.members.len();
-        // Render the fused prompt.
+        // Render the fused prompt. Contexts that are values from outside
+        // the chain become the fused call's context blocks (see the module
+        // documentation): (value, label).
+        let mut blocks: Vec<(Value, String)> = Vec::new();
         let mut pieces = vec![Piece::Text(header(n))];
         for (k, &member) in chain.members.iter().enumerate() {
             pieces.push(Piece::Text(format!("{HEADING}{}\n", k + 1)));
@@ -348,11 +391,33 @@ impl FuseAsk {
                 step: k,
                 glue: &glue,
             };
+            let labels = context_labels(dfg, member);
             for (j, v) in data_operands(dfg, member).into_iter().enumerate() {
-                if j > 0 {
-                    pieces.push(Piece::Text(context_label(j)));
+                if j == 0 {
+                    r.render(v, &mut pieces, 0);
+                    continue;
                 }
-                r.render(v, &mut pieces, 0);
+                pieces.push(Piece::Text(context_label(j)));
+                let mut own = Vec::new();
+                r.render(v, &mut own, 0);
+                if own != [Piece::Hole(v)] {
+                    pieces.extend(own);
+                    continue;
+                }
+                let k = match blocks.iter().position(|(b, _)| *b == v) {
+                    Some(k) => k,
+                    None => {
+                        let label = labels
+                            .get(j - 1)
+                            .cloned()
+                            .flatten()
+                            .unwrap_or_else(|| format!("context {}", blocks.len() + 1));
+                        blocks.push((v, label));
+                        blocks.len() - 1
+                    }
+                };
+                let label = marker_label(&blocks[k].1);
+                pieces.push(Piece::Text(context_marker(k + 1, &label)));
             }
         }
         let (text, holes) = assemble(&pieces);
@@ -443,9 +508,16 @@ impl FuseAsk {
         };
         let prompt = dfg.ops[prompt_op].results[0];
         let mut operands = vec![prompt];
+        operands.extend(blocks.iter().map(|(v, _)| *v));
         operands.extend(tokens);
         let call = dfg.create_op(opcode, &operands, &[result_ty]);
         dfg.ops[call].attrs = attrs;
+        if !blocks.is_empty() {
+            let labels = blocks.iter().map(|(_, l)| l.clone().into()).collect();
+            dfg.ops[call]
+                .attrs
+                .set("context", Attr::Json(serde_json::Value::Array(labels)));
+        }
         if !span.is_dummy() {
             dfg.set_span(prompt_op, span);
             dfg.set_span(call, span);

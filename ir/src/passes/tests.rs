@@ -399,20 +399,45 @@ fn answer(prompt: &str, contexts: &[String]) -> String {
     for (j, c) in contexts.iter().enumerate() {
         rendered.push_str(&format!("\n\nContext {}:\n{c}", j + 1));
     }
-    if contexts.is_empty() {
-        if let Some(steps) = split_fused_prompt(prompt) {
-            let mut results: Vec<String> = Vec::new();
-            for step in steps {
-                let mut text = step;
-                for (k, r) in results.iter().enumerate() {
-                    text = text.replace(&result_marker(k + 1), r);
-                }
-                results.push(fake_llm(&text));
+    if let Some(steps) = split_fused_prompt(prompt) {
+        let mut results: Vec<String> = Vec::new();
+        for step in steps {
+            let mut text = expand_context_markers(&step, contexts);
+            for (k, r) in results.iter().enumerate() {
+                text = text.replace(&result_marker(k + 1), r);
             }
-            return results.pop().unwrap_or_default();
+            results.push(fake_llm(&text));
         }
+        return results.pop().unwrap_or_default();
     }
     fake_llm(&rendered)
+}
+
+/// A fused step's `[context block K: label]` markers replaced by the
+/// fused call's context texts (as the unfused step had them inline).
+fn expand_context_markers(step: &str, contexts: &[String]) -> String {
+    let mut out = String::new();
+    let mut rest = step;
+    while let Some(i) = rest.find("[context block ") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + "[context block ".len()..];
+        let k = after
+            .split_once(':')
+            .and_then(|(n, _)| n.parse::<usize>().ok())
+            .and_then(|k| contexts.get(k.checked_sub(1)?));
+        match (k, after.find(']')) {
+            (Some(text), Some(end)) => {
+                out.push_str(text);
+                rest = &after[end + 1..];
+            }
+            _ => {
+                out.push_str("[context block ");
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 fn fill_template(t: &str, args: &[String]) -> String {

@@ -219,6 +219,25 @@ struct Shared {
     probes: Mutex<Vec<Arc<MockRequest>>>,
     /// Fixed JSON answers by path, for requests that are not completions.
     routes: Mutex<HashMap<String, Value>>,
+    /// Completion requests (by number) whose reply's first / last byte
+    /// has gone out, in that order.
+    replies_started: Mutex<Vec<usize>>,
+    replies_ended: Mutex<Vec<usize>>,
+    /// What had gone out when each completion request arrived.
+    arrivals: Mutex<Vec<Arrival>>,
+}
+
+/// What the server had answered when a completion request arrived (in
+/// request order, [`MockServer::arrivals`]): the order of requests and
+/// replies, without clocks.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Arrival {
+    /// Requests (numbered from 0 in arrival order, as in
+    /// [`MockServer::requests`]) whose reply's first byte had been sent (a
+    /// streamed reply's head).
+    pub replies_started: Vec<usize>,
+    /// Requests whose reply had been sent in full.
+    pub replies_ended: Vec<usize>,
 }
 
 /// The mock server; stops when dropped.
@@ -338,6 +357,12 @@ impl MockServer {
             .collect()
     }
 
+    /// For each completion request received so far, in order, which
+    /// replies had started and ended when it arrived.
+    pub fn arrivals(&self) -> Vec<Arrival> {
+        lock(&self.shared.arrivals).clone()
+    }
+
     /// The last request received.
     pub fn last_request(&self) -> Option<MockRequest> {
         lock(&self.shared.requests)
@@ -371,6 +396,8 @@ fn reply_for(
             at: received,
             bytes,
             close,
+            first: None,
+            last: None,
         }]
     };
     let streams = stream::wants_stream(req);
@@ -480,6 +507,8 @@ fn answer(
         at,
         bytes,
         close: false,
+        first: None,
+        last: None,
     }]
 }
 

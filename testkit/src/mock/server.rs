@@ -38,6 +38,10 @@ pub(super) struct Pending {
     pub bytes: Vec<u8>,
     /// The connection ends once this is written.
     pub close: bool,
+    /// The first / last piece of the reply to completion request N
+    /// (noted in [`super::Arrival`]s).
+    pub first: Option<usize>,
+    pub last: Option<usize>,
 }
 
 struct Conn {
@@ -248,6 +252,12 @@ impl EventLoop {
         let now = Instant::now();
         while conn.pending.front().is_some_and(|p| p.at <= now) && !conn.close_when_written {
             if let Some(p) = conn.pending.pop_front() {
+                if let Some(n) = p.first {
+                    lock(&self.shared.replies_started).push(n);
+                }
+                if let Some(n) = p.last {
+                    lock(&self.shared.replies_ended).push(n);
+                }
                 conn.output.extend_from_slice(&p.bytes);
                 conn.close_when_written = p.close;
             }
@@ -336,14 +346,28 @@ fn answer_request(shared: &Shared, head: Head, body: &[u8], received: Instant) -
             at: received,
             bytes,
             close,
+            first: None,
+            last: None,
         }];
     }
-    lock(&shared.requests).push(Arc::clone(&request));
+    let n = {
+        let mut requests = lock(&shared.requests);
+        requests.push(Arc::clone(&request));
+        requests.len() - 1
+    };
+    lock(&shared.arrivals).push(super::Arrival {
+        replies_started: lock(&shared.replies_started).clone(),
+        replies_ended: lock(&shared.replies_ended).clone(),
+    });
     shared.count.fetch_add(1, Ordering::SeqCst);
     let scripted = lock(&shared.script).pop_front().unwrap_or_default();
     let mut pieces = reply_for(shared, &request, scripted, received);
+    if let Some(first) = pieces.first_mut() {
+        first.first = Some(n);
+    }
     if let Some(last) = pieces.last_mut() {
         last.close |= close;
+        last.last = Some(n);
     }
     pieces
 }

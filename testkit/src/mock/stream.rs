@@ -234,6 +234,8 @@ pub(super) fn pieces(
         at,
         bytes: head.into_bytes(),
         close: false,
+        first: None,
+        last: None,
     }];
     let mut due = at;
     for (i, e) in events.into_iter().enumerate() {
@@ -249,6 +251,8 @@ pub(super) fn pieces(
             at: due,
             bytes,
             close: false,
+            first: None,
+            last: None,
         });
     }
     if until_close {
@@ -258,6 +262,8 @@ pub(super) fn pieces(
             at: due,
             bytes: b"0\r\n\r\n".to_vec(),
             close: false,
+            first: None,
+            last: None,
         });
     }
     if let Some(last) = out.last_mut() {

@@ -141,6 +141,7 @@ impl Settings {
             reasoning_model: b.reasoning_model,
             headers,
             stream: b.stream,
+            cache_warmup: b.cache_warmup,
         };
         Ok(Arc::new(HttpBackend::new(opts)))
     }

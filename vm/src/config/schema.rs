@@ -137,6 +137,7 @@ pub(crate) struct FileBackend {
     pub(crate) accept_incomplete: Option<bool>,
     pub(crate) reasoning_model: Option<bool>,
     pub(crate) stream: Option<bool>,
+    pub(crate) cache_warmup: Option<crate::llm::cache::WarmupMode>,
     pub(crate) probe: Option<bool>,
     pub(crate) headers: Option<BTreeMap<String, Spanned<String>>>,
     pub(crate) temperature: Option<Spanned<f64>>,

@@ -98,6 +98,7 @@ impl Settings {
                 let _ = writeln!(o, "transport = {}", q(transport));
                 let _ = writeln!(o, "accept_incomplete = {}", b.accept_incomplete);
                 let _ = writeln!(o, "stream = {}", b.stream);
+                let _ = writeln!(o, "cache_warmup = \"{}\"", b.cache_warmup.name());
                 let _ = writeln!(o, "probe = {}", b.probe);
                 if !b.headers.is_empty() {
                     // Literal values are hidden too: they are often keys.

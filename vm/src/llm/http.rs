@@ -567,6 +567,27 @@ impl LlmBackend for HttpBackend {
         self.start_many(vec![(request, cancel, done)]);
     }
 
+    fn shared_prefix(&self, request: &LlmRequest) -> Option<crate::llm::cache::SharedPrefix> {
+        // Nothing but the system text to share: no class (see
+        // `cache::shared_prefix`), and no request to render.
+        if request.cache.key.is_none()
+            && request.cache.prefix.is_empty()
+            && request.tools.is_empty()
+        {
+            return None;
+        }
+        let o = &self.core.opts;
+        let p = self.core.prepare(request);
+        let min = self.core.wire.cache_min_tokens(&p)?;
+        let blocks: Vec<_> = request
+            .cache
+            .prefix
+            .iter()
+            .filter_map(|&i| request.context.get(i))
+            .collect();
+        crate::llm::cache::shared_prefix(&o.name, &p, &blocks, min, o.cache_warmup)
+    }
+
     fn start_many(&self, calls: Vec<(LlmRequest, CancelToken, OnDone)>) {
         if let Some(ev) = &self.core.events {
             return HttpCore::start_evented(&self.core, ev, calls);

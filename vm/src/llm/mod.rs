@@ -6,6 +6,7 @@
 //! backend (`http`, shared transport and retry policy) speaks one of the
 //! wire protocols registered in `providers` (one folder each).
 
+pub mod cache;
 pub mod http;
 pub mod jsonschema;
 pub mod kinds;
@@ -489,6 +490,16 @@ pub trait LlmBackend: Send + Sync {
     /// asked now if not yet known; `None` for backends that have no server
     /// to ask. `aisc doctor` reports it.
     fn server_info(&self) -> Option<providers::ServerInfo> {
+        None
+    }
+
+    /// What `request` shares with other requests through the provider's
+    /// prompt cache, and the backend's `cache_warmup` setting: the
+    /// scheduler may hold calls behind one that writes it
+    /// (`scheduler/warmup.rs`). `None` (the default): the backend caches
+    /// nothing.
+    fn shared_prefix(&self, request: &LlmRequest) -> Option<cache::SharedPrefix> {
+        let _ = request;
         None
     }
 

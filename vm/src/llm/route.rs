@@ -101,6 +101,10 @@ impl LlmBackend for Router {
         self.all().all(|b| b.starts_without_waiting())
     }
 
+    fn shared_prefix(&self, request: &LlmRequest) -> Option<super::cache::SharedPrefix> {
+        self.pick(request).ok()?.shared_prefix(request)
+    }
+
     fn start(&self, request: LlmRequest, cancel: CancelToken, done: OnDone) {
         match self.pick(&request) {
             Ok(b) => b.start(request, cancel, done),

@@ -184,6 +184,7 @@ pub fn run(
         text: &options.telemetry_text,
         critical: super::critical::CriticalOps::default(),
         spec: super::speculate::Spec::new(program, options.speculate),
+        warmup: super::warmup::Warmup::default(),
     };
     // Room for one event per op of the program (capped), so recording does
     // not regrow and copy the vector while the run is timed; pages are only
@@ -370,6 +371,7 @@ pub fn run(
     summary.setup_ms = t0 as f64 / 1e6;
     summary.makespan_ms = end.saturating_sub(t0) as f64 / 1e6;
     summary.frames = run.next_frame.load(Ordering::Relaxed);
+    summary.cache_warmup_holds = run.warmup.holds();
     summary.absorb(&events);
     run.spec_report(&mut summary, super::llm_calls::CANCEL_GRACE);
     let worker_ops: u64 = run.done_ops.iter().map(|c| c.load(Ordering::Relaxed)).sum();

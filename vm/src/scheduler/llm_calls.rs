@@ -92,6 +92,8 @@ pub(super) struct InboxState {
     pub(super) arrived: Vec<Outcome>,
     /// Scheduled replies by due time (the replies wait in the calls table).
     pub(super) due: std::collections::BinaryHeap<std::cmp::Reverse<(Instant, u64)>>,
+    /// Leaders whose reply started (`warmup`).
+    pub(super) first_bytes: Vec<u64>,
     pub(super) stop: bool,
 }
 
@@ -100,11 +102,18 @@ pub(super) struct InboxState {
 pub(super) struct Ready {
     pub(super) arrived: Vec<Outcome>,
     pub(super) due: Vec<u64>,
+    pub(super) first_bytes: Vec<u64>,
 }
 
 impl Inbox {
     pub(super) fn arrive(&self, o: Outcome) {
         lock(&self.state).arrived.push(o);
+        self.cv.notify_one();
+    }
+
+    /// Call `token`'s reply started (its first streamed text).
+    pub(super) fn first_byte(&self, token: u64) {
+        lock(&self.state).first_bytes.push(token);
         self.cv.notify_one();
     }
 
@@ -153,6 +162,7 @@ impl Inbox {
             let mut ready = Ready {
                 arrived: std::mem::take(&mut g.arrived),
                 due: Vec::new(),
+                first_bytes: std::mem::take(&mut g.first_bytes),
             };
             while let Some(std::cmp::Reverse((at, token))) = g.due.peek().copied() {
                 if at > now {
@@ -161,7 +171,7 @@ impl Inbox {
                 g.due.pop();
                 ready.due.push(token);
             }
-            if !ready.arrived.is_empty() || !ready.due.is_empty() {
+            if !ready.arrived.is_empty() || !ready.due.is_empty() || !ready.first_bytes.is_empty() {
                 return Some(ready);
             }
             let next = g.due.peek().map(|std::cmp::Reverse((at, _))| *at);
@@ -231,9 +241,19 @@ impl<'r> Run<'r> {
         let mut prepared = Vec::with_capacity(jobs.len());
         for job in jobs {
             if let Some(p) = self.prepare_llm(job) {
-                prepared.push(p);
+                // A call that can read what another is writing to the
+                // provider's cache may wait for it (`warmup`).
+                if let Some(p) = self.warm_up(p) {
+                    prepared.push(p);
+                }
             }
         }
+        self.launch_llms(prepared);
+    }
+
+    /// Starts prepared calls: registers them, then hands them to the
+    /// backend (or the inbox's timers).
+    fn launch_llms(&self, prepared: Vec<(u64, Pending<'r>)>) {
         if prepared.is_empty() {
             return;
         }
@@ -341,6 +361,9 @@ impl<'r> Run<'r> {
             self.sleep.notify_all();
         };
         while let Some(ready) = self.inbox.take(&soon) {
+            for token in ready.first_bytes {
+                self.warm_release(token, true);
+            }
             let settled_due = !ready.due.is_empty();
             let outcomes = ready.arrived.into_iter().map(|o| (o.token, Some(o)));
             let due = ready.due.into_iter().map(|t| (t, None));
@@ -370,6 +393,17 @@ impl<'r> Run<'r> {
             .map(|o| (o.token, o))
             .collect();
         let now = self.now();
+        for (_, Pending { call: c, .. }) in self.warmup.take_all() {
+            self.call_finished(&self.llm);
+            if let Some(ev) = self
+                .record
+                .then(|| c.event(now, Status::Cancelled, None))
+                .flatten()
+            {
+                self.observe_op(&ev);
+                events.push(ev);
+            }
+        }
         let (table, mut dropped) = {
             let mut g = lock(&self.calls);
             let table: Vec<_> = g.table.drain().collect();
@@ -422,10 +456,70 @@ impl<'r> Run<'r> {
                 return None;
             }
         };
+        self.warmup.observe(&pending.req, &attempts);
+        // A leader that was not streamed releases its class now, before
+        // its value makes calls of its class ready (they find it warm).
+        self.warm_release(token, result.is_ok());
         let (value, info) = self.llm_outcome(&pending.req, result, attempts);
         let ev = self.settle(pending.call, value, info);
         self.call_finished(&self.llm);
         self.pump_llm();
         ev
+    }
+
+    /// Admits prepared call `p` through the warm-up (`warmup`): the call
+    /// back when it goes now (a leader's text sink then reports its first
+    /// text), `None` when it is held.
+    fn warm_up(&self, p: (u64, Pending<'r>)) -> Option<(u64, Pending<'r>)> {
+        let (token, pending) = p;
+        if pending.scheduled.is_some() {
+            return Some((token, pending));
+        }
+        let Some(prefix) = self.backend.shared_prefix(&pending.req) else {
+            return Some((token, pending));
+        };
+        let (critical, backend) = (pending.req.critical, pending.req.backend.clone());
+        let (admit, pending) = self
+            .warmup
+            .admit(token, &prefix, critical, &backend, pending);
+        let mut pending = pending?;
+        if admit == super::warmup::Admit::Cold {
+            pending.req.cache.points.clear();
+        }
+        if admit == super::warmup::Admit::Lead {
+            let inbox = Arc::clone(&self.inbox);
+            let inner = pending.req.on_text.take();
+            let told = std::sync::atomic::AtomicBool::new(false);
+            pending.req.on_text = Some(crate::llm::TextSink::new(move |e| {
+                if matches!(e, crate::llm::TextEvent::Delta { .. })
+                    && !told.swap(true, Ordering::AcqRel)
+                {
+                    inbox.first_byte(token);
+                }
+                if let Some(sink) = &inner {
+                    sink.send(e);
+                }
+            }));
+        }
+        Some((token, pending))
+    }
+
+    /// Leader `token`'s reply started or it ended (`ok`: with a reply):
+    /// the calls it held start, except those no longer wanted.
+    fn warm_release(&self, token: u64, ok: bool) {
+        let mut go = Vec::new();
+        for (t, pending) in self.warmup.release(token, ok) {
+            match self.unwanted(&pending.call) {
+                Some(ev) => {
+                    if let Some(ev) = ev {
+                        self.observe_op(&ev);
+                        lock(&self.calls).events.push(ev);
+                    }
+                    self.call_finished(&self.llm);
+                }
+                None => go.push((t, pending)),
+            }
+        }
+        self.launch_llms(go);
     }
 }

@@ -30,7 +30,9 @@
 //! - `speculate`: arms of branches decided by an LLM reply, started
 //!   before it arrives and adopted or discarded when it does;
 //! - `progress`, `limits`, `policy`: the progress line, resource limits,
-//!   the I/O queues' ordering policy.
+//!   the I/O queues' ordering policy;
+//! - `warmup`: fan-out calls that share a long prompt prefix wait for the
+//!   first one's reply to start, so they read the provider's cache.
 
 mod critical;
 pub(crate) mod early_calls;
@@ -47,6 +49,7 @@ pub mod policy;
 mod progress;
 mod speculate;
 mod tool_loop;
+mod warmup;
 mod worker;
 
 pub use inner_plan::LinkedPlan;
@@ -243,6 +246,8 @@ struct Run<'r> {
     critical: critical::CriticalOps,
     /// Calls of undecided branches' arms, held aside (`speculate`).
     spec: speculate::Spec,
+    /// Calls held behind the one writing their prompt-cache prefix.
+    warmup: warmup::Warmup<llm_calls::Pending<'r>>,
 }
 
 impl<'r> Run<'r> {

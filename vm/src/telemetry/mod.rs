@@ -245,6 +245,10 @@ pub struct RunSummary {
     /// Input tokens written to provider prompt caches.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cache_write_tokens: u64,
+    /// LLM calls held until another call's reply started, so they read
+    /// the prefix it wrote to the provider's cache (`scheduler/warmup.rs`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_warmup_holds: u64,
     /// Cost of the run's LLM calls at the configured prices (USD; 0 when
     /// the backend has no `prices`).
     pub cost_usd: f64,
@@ -361,9 +365,14 @@ impl RunSummary {
             (r, 0) => format!(" ({r} cached)"),
             (r, w) => format!(" ({r} cached, {w} written to cache)"),
         };
+        // Shown only when the warm-up held a call (scheduler/warmup.rs).
+        let held = match self.cache_warmup_holds {
+            0 => String::new(),
+            n => format!(", {n} held for cache warm-up"),
+        };
         format!(
             "makespan {:.2} ms (critical path estimate {} ms) · {} ops in {} frames · parallelism avg {:.2}, peak {}\n\
-             LLM calls {} ({} attempts, {} retries; {}{} in / {} out tokens; cost ${:.6}) · tool calls {} · failed {} · cancelled {}\n\
+             LLM calls {} ({} attempts, {} retries{}; {}{} in / {} out tokens; cost ${:.6}) · tool calls {} · failed {} · cancelled {}\n\
              {} workers · concurrency {} ({}) · scheduler overhead {:.3} µs/op · setup {:.2} ms",
             self.makespan_ms,
             self.critical_path_estimate_ms,
@@ -374,6 +383,7 @@ impl RunSummary {
             self.llm_calls,
             self.llm_attempts,
             self.llm_retries,
+            held,
             self.input_tokens,
             cached,
             self.output_tokens,

@@ -72,6 +72,9 @@ pub struct BackendConfig {
     pub reasoning_model: Option<bool>,
     /// Ask HTTP backends for streamed replies (`stream`, default true).
     pub stream: bool,
+    /// Fan-out warm-up of the provider's prompt cache (`cache_warmup`,
+    /// default auto; `scheduler/warmup.rs`).
+    pub cache_warmup: crate::llm::cache::WarmupMode,
     /// Read the server's limits before the first call (`probe`; default:
     /// on for plain `http://` servers, which are local or self-hosted).
     pub probe: bool,
@@ -111,6 +114,7 @@ impl BackendConfig {
             accept_incomplete: false,
             reasoning_model: None,
             stream: true,
+            cache_warmup: crate::llm::cache::WarmupMode::Auto,
             probe: false,
             headers: Vec::new(),
             temperature: None,
@@ -363,6 +367,9 @@ pub(crate) fn resolve_backend(src: &Source, fb: FileBackend) -> Result<BackendCo
     }
     if let Some(r) = fb.reasoning_model {
         b.reasoning_model = Some(r);
+    }
+    if let Some(mode) = fb.cache_warmup {
+        b.cache_warmup = mode;
     }
     if let Some(on) = fb.stream {
         b.stream = on;

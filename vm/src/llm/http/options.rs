@@ -174,6 +174,10 @@ pub struct HttpOptions {
     /// event transport for loopback servers). Streamed calls run on the
     /// thread transport and time out when idle for `timeout`.
     pub stream: bool,
+    /// Hold calls of a fan-out behind the one that writes their shared
+    /// prefix to the provider's cache (config key `cache_warmup`;
+    /// `scheduler/warmup.rs`).
+    pub cache_warmup: crate::llm::cache::WarmupMode,
 }
 
 impl HttpOptions {
@@ -198,6 +202,7 @@ impl HttpOptions {
             accept_incomplete: false,
             reasoning_model: None,
             headers: Vec::new(),
+            cache_warmup: crate::llm::cache::WarmupMode::Auto,
             stream: false,
         }
     }

@@ -108,6 +108,14 @@ pub trait WireProtocol: Send + Sync {
     /// The tokens a reply reports; read also from replies that are
     /// rejected, since they were spent.
     fn usage(&self, v: &Value) -> Usage;
+    /// The shortest prefix (tokens) the provider caches for prepared
+    /// request `p`, when `p` can write or read a cached prefix at all;
+    /// `None` (the default): the protocol has no prompt cache the VM can
+    /// count on (`llm::cache`, fan-out warm-up).
+    fn cache_min_tokens(&self, p: &Prepared) -> Option<u64> {
+        let _ = p;
+        None
+    }
     /// Adjusts a reply before it is judged (Anthropic's reply tool).
     fn finish_reply(&self, reply: &mut Reply, p: &Prepared, mode: StructuredMode) {
         let _ = (reply, p, mode);

@@ -282,4 +282,9 @@ impl LlmBackend for Fallback {
     fn server_info(&self) -> Option<crate::llm::providers::ServerInfo> {
         self.chain.backends[0].server_info()
     }
+
+    /// The first backend's: it answers unless it cannot.
+    fn shared_prefix(&self, request: &LlmRequest) -> Option<crate::llm::cache::SharedPrefix> {
+        self.chain.backends[0].shared_prefix(request)
+    }
 }

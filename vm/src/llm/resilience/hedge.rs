@@ -498,4 +498,8 @@ impl LlmBackend for Hedge {
     fn server_info(&self) -> Option<crate::llm::providers::ServerInfo> {
         self.inner.server_info()
     }
+
+    fn shared_prefix(&self, request: &LlmRequest) -> Option<crate::llm::cache::SharedPrefix> {
+        self.inner.shared_prefix(request)
+    }
 }

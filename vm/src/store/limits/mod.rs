@@ -354,4 +354,8 @@ impl LlmBackend for Limited {
     fn server_info(&self) -> Option<crate::llm::providers::ServerInfo> {
         self.inner.server_info()
     }
+
+    fn shared_prefix(&self, request: &LlmRequest) -> Option<crate::llm::cache::SharedPrefix> {
+        self.inner.shared_prefix(request)
+    }
 }

@@ -40,6 +40,15 @@ impl WireProtocol for Anthropic {
         endpoint(base)
     }
 
+    /// Only requests with a `cache_control` breakpoint write or read the
+    /// cache; the minimum is per model (Anthropic's prompt-caching page).
+    fn cache_min_tokens(&self, p: &Prepared) -> Option<u64> {
+        if p.cache.points.is_empty() {
+            return None;
+        }
+        Some(min_cacheable_tokens(&p.model))
+    }
+
     fn headers(&self, key: Option<&Secret>) -> Vec<(&'static str, String)> {
         headers(key)
     }
@@ -162,3 +171,33 @@ pub(crate) fn incomplete(stop_reason: &str) -> Option<Incomplete> {
     }
 }
 
+
+/// The shortest prompt prefix Anthropic caches for `model`: 4096 tokens
+/// for Claude Opus 4.5 and Haiku 4.5, 2048 for the Haiku 3 models, 1024
+/// for the others (Sonnet, Opus 4/4.1, and names it does not know).
+pub fn min_cacheable_tokens(model: &str) -> u64 {
+    let m = model.to_ascii_lowercase();
+    let has = |a: &str, b: &str| m.contains(a) && (m.contains(b) || m.contains(&b.replace('-', ".")));
+    if has("haiku", "4-5") || has("opus", "4-5") {
+        4096
+    } else if m.contains("haiku") {
+        2048
+    } else {
+        1024
+    }
+}
+
+#[cfg(test)]
+mod cache_minimum_tests {
+    use super::min_cacheable_tokens;
+
+    #[test]
+    fn minimum_is_per_model() {
+        assert_eq!(min_cacheable_tokens("claude-sonnet-4-20250514"), 1024);
+        assert_eq!(min_cacheable_tokens("claude-haiku-4-5"), 4096);
+        assert_eq!(min_cacheable_tokens("claude-opus-4.5"), 4096);
+        assert_eq!(min_cacheable_tokens("claude-3-5-haiku-latest"), 2048);
+        assert_eq!(min_cacheable_tokens("claude-opus-4-1"), 1024);
+        assert_eq!(min_cacheable_tokens("bench"), 1024);
+    }
+}

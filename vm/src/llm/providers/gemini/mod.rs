@@ -45,6 +45,12 @@ impl WireProtocol for Gemini {
         }
     }
 
+    /// Implicit caching: from 4096 tokens on the Pro models, 1024 on the
+    /// others (Gemini 2.5's documented minimums).
+    fn cache_min_tokens(&self, p: &Prepared) -> Option<u64> {
+        Some(if p.model.contains("pro") { 4096 } else { 1024 })
+    }
+
     fn request_url(&self, endpoint: &str, model: &str, stream: bool) -> String {
         let (url, query) = match endpoint.split_once('?') {
             Some((u, q)) => (u, Some(q)),

@@ -41,6 +41,11 @@ impl WireProtocol for OpenAi {
         endpoint(base)
     }
 
+    /// Automatic prefix caching from 1024 tokens, for every model.
+    fn cache_min_tokens(&self, _p: &Prepared) -> Option<u64> {
+        Some(1024)
+    }
+
     fn headers(&self, key: Option<&Secret>) -> Vec<(&'static str, String)> {
         headers(key)
     }
