@@ -52,10 +52,10 @@ def pct(xs, q):
     return xs[min(len(xs) - 1, max(0, int(round(q * (len(xs) - 1)))))]
 
 
-def ours(aisc, program, config, args, backend=None):
+def ours(aisc, program, config, args, backend=None, memory=":memory:"):
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         report = f.name
-    cmd = [aisc, "run", program, "--config", config, "-q", "--memory", ":memory:", "--report-json", report]
+    cmd = [aisc, "run", program, "--config", config, "-q", "--memory", memory, "--report-json", report]
     if backend:
         cmd += ["--backend", backend]
     for k, v in args.items():
@@ -145,10 +145,13 @@ def fan_out(a, py, out):
         config(plain, port, False)
         prog = os.path.join(ROOT, "examples/04_scalability_n64.ais")
         topic = {"topic": "urban cycling infrastructure"}
-        res = {"hedged": [], "plain": [], "langgraph": []}
-        extra = {"hedged": [], "plain": [], "langgraph": []}
+        # Fresh processes sharing a memory directory: the hedge's latency
+        # history is kept there (`latency.json`) from one run to the next.
+        memdir = os.path.join(d, "memory")
+        res = {"hedged": [], "history": [], "plain": [], "langgraph": []}
+        extra = {"hedged": [], "history": [], "plain": [], "langgraph": []}
         for i in range(a.runs):
-            for name in ("hedged", "plain", "langgraph"):
+            for name in ("hedged", "history", "plain", "langgraph"):
                 if name == "langgraph" and not py:
                     continue
                 before = admin(port, "/admin/counters")["requests"]
@@ -157,7 +160,8 @@ def fan_out(a, py, out):
                                   "--base-url", f"http://127.0.0.1:{port}/v1", "--args", json.dumps(topic))
                     ok, ms = r.get("ok"), r.get("in_process_ms")
                 else:
-                    r = ours(a.aisc, prog, hedged if name == "hedged" else plain, topic)
+                    r = ours(a.aisc, prog, plain if name == "plain" else hedged, topic,
+                             memory=memdir if name == "history" else ":memory:")
                     ok, ms = r["ok"], r["ms"]
                     if not ok:
                         print(name, r["stderr"], file=sys.stderr)
@@ -175,7 +179,9 @@ def fan_out(a, py, out):
         srv.kill()
         srv.wait()
     rows = []
-    for name, label in (("hedged", "ours, hedged (p95, max_extra 0.1)"), ("plain", "ours, no hedging"),
+    for name, label in (("hedged", "ours, hedged (p95, max_extra 0.1), `--memory :memory:` (no latency history)"),
+                        ("history", "ours, hedged, fresh `aisc run` per run, latency history in the memory directory"),
+                        ("plain", "ours, no hedging"),
                         ("langgraph", "LangGraph (hand-parallel, `Send`)"),
                         ("served", "ours, hedged, runs of one `aisc serve` (latency history kept)")):
         xs = res.get(name)

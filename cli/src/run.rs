@@ -133,6 +133,14 @@ pub struct PreparedRun {
     pub telemetry: Option<super::report::otlp::RunTelemetry>,
 }
 
+/// After a run: keeps the latencies its hedged backends observed for the
+/// next process (`llm::resilience::history`); a failure is a warning.
+pub fn keep_latency_history() {
+    if let Some(w) = ais_vm::llm::resilience::history::save() {
+        eprintln!("warning: {w}");
+    }
+}
+
 /// Builds a run the same way for `aisc run`, `aisc resume` and `aisc
 /// serve`: budget and limits from the flags and the config, the AAM host on
 /// the memory directory, and the journal (a new run, or `resume`: an
@@ -219,6 +227,12 @@ pub fn prepare_run(
             return Err(SetupError::Other(format!(
                 "no tool provides the declared capability {list}; nothing was called.\n  = help: configure a tool of that name ([[tools.subprocess]], an MCP server in [[mcp_servers]], or [tools.search] for `search`), or remove the declaration; `aisc tools` lists the tools a run has"
             )));
+        }
+    }
+    // Hedges start from the latencies earlier processes observed.
+    if let Some(dir) = ais_vm::journal::dir_of(&run.memory.storage()) {
+        if let Some(w) = ais_vm::llm::resilience::history::attach(&dir) {
+            notes.push(format!("warning: {w}"));
         }
     }
     let name = loaded
@@ -369,6 +383,7 @@ pub fn run_loaded(
         options.stdout_marks = Some(ais_vm::journal::marks_path(&dir, j.run_id()));
     }
     let report = ais_vm::run(&loaded.program, &options, llm_backend, host.clone());
+    keep_latency_history();
     let s = &report.summary;
     // The exports are written whatever the outcome: a failed run's telemetry
     // up to the failure is what its user needs most.

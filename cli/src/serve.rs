@@ -158,6 +158,7 @@ impl Prepared for CliPrepared {
         };
         let host = cancel.host(run.host);
         let report = ais_vm::run(&loaded.program, &run.options, backend, host);
+        run::keep_latency_history();
         if let Some(k) = &run.telemetry {
             k.finish(&loaded.program, &report);
         }

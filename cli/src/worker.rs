@@ -530,6 +530,7 @@ fn execute(
         prepared.backend,
         prepared.host,
     );
+    super::run::keep_latency_history();
     // This attempt's telemetry, whatever became of the run.
     if let Some(k) = &prepared.telemetry {
         k.finish(&loaded.program, &report);

@@ -670,3 +670,67 @@ fn a_hedged_call_in_a_run_is_one_call_with_two_attempts() {
     assert!(hedged[0].attempts.iter().all(|a| a.hedge.is_some()));
     assert_eq!(hedged[0].attempts[0].error.as_deref(), Some("cancelled"));
 }
+
+#[test]
+fn a_fresh_process_hedges_from_the_latency_history_on_disk() {
+    use ais_vm::llm::resilience::history;
+    let earlier = tempfile::tempdir().unwrap();
+    // A corrupt file is ignored with a warning, never an error.
+    std::fs::write(earlier.path().join(history::FILE), "{not json").unwrap();
+    let w = history::attach(earlier.path()).expect("a warning about the corrupt file");
+    assert_eq!(w.code(), "H002", "{w}");
+    // An earlier process: 20 answers of a named (shared) hedge, saved.
+    let a = Scripted::new("hist-a", |_, _| Act::After(Duration::from_millis(10)));
+    let ha = Hedge::new(backend(&a), p95());
+    warm_up(&ha);
+    assert!(history::save().is_none(), "the save succeeds");
+    let kept = history::stored(earlier.path(), "hist-a", LlmOpKind::Ask).unwrap();
+    assert_eq!(kept.len(), 20, "the corrupt file was replaced");
+    assert!(kept.iter().all(|d| *d >= Duration::from_millis(10)));
+    // Nothing new observed: a second save leaves the file as it is.
+    assert!(history::save().is_none());
+    assert_eq!(
+        history::stored(earlier.path(), "hist-a", LlmOpKind::Ask)
+            .unwrap()
+            .len(),
+        20
+    );
+
+    // The next process: the same history under the name of a backend it
+    // has never called (this test's process cannot forget `hist-a`).
+    let next = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(earlier.path().join(history::FILE)).unwrap();
+    std::fs::write(
+        next.path().join(history::FILE),
+        text.replace("hist-a", "hist-b"),
+    )
+    .unwrap();
+    let b = Scripted::new("hist-b", |r, n| match (r.prompt.as_str(), n) {
+        ("slow", 0) => Act::Hang,
+        _ => Act::After(Duration::ZERO),
+    });
+    // Built before the history is attached, as `aisc run` does; a budget
+    // of one extra request per call, so the first call may be hedged.
+    let hb = Hedge::new(
+        backend(&b),
+        HedgeConfig {
+            after: HedgeAfter::Quantile(0.95),
+            max_extra: 1.0,
+        },
+    );
+    assert!(history::attach(next.path()).is_none());
+    // Its very first call is late by the history's p95: it is hedged
+    // (without history it would wait for its hanging request forever).
+    let (r, attempts) = outcome(&start(&hb, req("slow", true), &CancelToken::new()));
+    assert!(r.is_ok());
+    assert_eq!(attempts.len(), 2, "{attempts:?}");
+    assert_eq!((b.requests_for("slow"), hb.stats().hedges), (2, 1));
+    // Its answer joins the history: 20 older latencies, then this one.
+    assert!(history::save().is_none());
+    assert_eq!(
+        history::stored(next.path(), "hist-b", LlmOpKind::Ask)
+            .unwrap()
+            .len(),
+        21
+    );
+}

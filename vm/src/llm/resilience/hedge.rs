@@ -10,7 +10,7 @@
 //! per backend name in the process, so the runs of `aisc serve` share
 //! what earlier runs observed.
 
-use super::sketch::LatencySketch;
+use super::sketch::{LatencySketch, WINDOW};
 use super::{HedgeAfter, HedgeConfig};
 use crate::llm::{
     Attempt, AttemptObserver, CancelToken, LlmBackend, LlmError, LlmErrorKind, LlmOpKind,
@@ -66,6 +66,9 @@ struct State {
     credit: u64,
     stats: HedgeStats,
     watching: bool,
+    /// Latencies observed since the history file was last written
+    /// (`super::history`), at most a window's worth per kind.
+    fresh: HashMap<LlmOpKind, Vec<Duration>>,
 }
 
 struct CallState {
@@ -101,7 +104,13 @@ impl Hedge {
     pub fn new(inner: Arc<dyn LlmBackend>, cfg: HedgeConfig) -> Hedge {
         let shared = lock(registry())
             .entry(inner.name().to_string())
-            .or_insert_with(|| Arc::new(Shared::new()))
+            .or_insert_with(|| {
+                let shared = Shared::new();
+                // A backend first built after the history file was read
+                // starts from what earlier processes observed.
+                super::history::seed(inner.name(), &mut lock(&shared.state).sketches);
+                Arc::new(shared)
+            })
             .clone();
         Hedge { inner, cfg, shared }
     }
@@ -274,6 +283,11 @@ fn leg_done(
             .entry(call.req.kind)
             .or_default()
             .record(latency);
+        let fresh = st.fresh.entry(call.req.kind).or_default();
+        if fresh.len() == WINDOW {
+            fresh.remove(0);
+        }
+        fresh.push(latency);
         if leg > 0 {
             st.stats.hedge_wins += 1;
         }
@@ -437,6 +451,28 @@ fn threshold(st: &State, kind: LlmOpKind, after: HedgeAfter, now: Instant) -> Op
             st.sketches.get(&kind)?.quantile(q, &out)
         }
     }
+}
+
+/// Seeds every hedged backend of the process with `seed(name, sketches)`
+/// (the history file was just read).
+pub(super) fn seed_all(mut seed: impl FnMut(&str, &mut HashMap<LlmOpKind, LatencySketch>)) {
+    for (name, shared) in lock(registry()).iter() {
+        seed(name, &mut lock(&shared.state).sketches);
+    }
+}
+
+/// Takes the latencies each hedged backend observed since the last call,
+/// by backend name and op kind.
+pub(super) fn take_fresh() -> Vec<(String, LlmOpKind, Vec<Duration>)> {
+    let mut out = Vec::new();
+    for (name, shared) in lock(registry()).iter() {
+        for (kind, lat) in std::mem::take(&mut lock(&shared.state).fresh) {
+            if !lat.is_empty() {
+                out.push((name.clone(), kind, lat));
+            }
+        }
+    }
+    out
 }
 
 impl Shared {

@@ -15,6 +15,7 @@
 
 mod fallback;
 mod hedge;
+pub mod history;
 mod sketch;
 
 pub use fallback::{falls_back, Fallback};

@@ -6,8 +6,8 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-/// Answers remembered per op kind.
-const WINDOW: usize = 256;
+/// Answers remembered per op kind (also per kind in the history file).
+pub(super) const WINDOW: usize = 256;
 /// Observations (answers plus calls in flight old enough to count)
 /// needed before a quantile is trusted.
 const MIN_SAMPLES: usize = 16;
@@ -24,6 +24,21 @@ impl LatencySketch {
             self.recent.pop_front();
         }
         self.recent.push_back(latency);
+    }
+
+    /// Puts latencies observed before this process (oldest first) behind
+    /// the ones it has seen, keeping the newest [`WINDOW`].
+    pub fn seed(&mut self, older: &[Duration]) {
+        let room = WINDOW - self.recent.len();
+        let start = older.len().saturating_sub(room);
+        for &d in older[start..].iter().rev() {
+            self.recent.push_front(d);
+        }
+    }
+
+    /// The latencies remembered, oldest first.
+    pub fn latencies(&self) -> impl Iterator<Item = Duration> + '_ {
+        self.recent.iter().copied()
     }
 
     pub fn len(&self) -> usize {
@@ -105,6 +120,24 @@ mod tests {
         }
         // 64 calls just started say nothing about the tail.
         assert_eq!(s.quantile(0.95, &[ms(0); 64]), Some(ms(95)));
+    }
+
+    #[test]
+    fn seeded_history_sits_behind_new_answers() {
+        let mut s = LatencySketch::default();
+        s.record(ms(1));
+        s.seed(
+            &(0..WINDOW as u64 + 10)
+                .map(|i| ms(100 + i))
+                .collect::<Vec<_>>(),
+        );
+        let all: Vec<_> = s.latencies().collect();
+        assert_eq!(all.len(), WINDOW);
+        // The newest seeded latencies survive, in order, before the answer
+        // this process saw.
+        assert_eq!(all[0], ms(100 + 11));
+        assert_eq!(all[WINDOW - 2], ms(100 + WINDOW as u64 + 9));
+        assert_eq!(all[WINDOW - 1], ms(1));
     }
 
     #[test]
