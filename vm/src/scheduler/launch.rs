@@ -181,6 +181,11 @@ pub fn run(
         linked: Mutex::new(Vec::new()),
         observer: options.observer.as_ref().map(|o| &*o.0),
         observer_arc: options.observer.as_ref().map(|o| o.0.clone()),
+        flow_calls: options
+            .observer
+            .as_ref()
+            .filter(|o| o.0.wants_flow_calls())
+            .map(|_| super::flow_calls::FlowCallLog::default()),
         text: &options.telemetry_text,
         critical: super::critical::CriticalOps::default(),
     };
@@ -370,6 +375,9 @@ pub fn run(
     summary.makespan_ms = end.saturating_sub(t0) as f64 / 1e6;
     summary.frames = run.next_frame.load(Ordering::Relaxed);
     summary.absorb(&events);
+    if let (Some(log), Some(o)) = (&run.flow_calls, run.observer) {
+        o.flow_calls(&log.finish(&events, t0));
+    }
     let worker_ops: u64 = run.done_ops.iter().map(|c| c.load(Ordering::Relaxed)).sum();
     let overhead_ns: u64 = stats
         .iter()
