@@ -361,7 +361,7 @@ fn a_stuck_collector_fills_the_queue_and_later_spans_are_dropped_not_waited_for(
     };
     let offer = |op| {
         let e = ev(op);
-        trace.op(&crate::observe::OpUpdate {
+        trace.call(&crate::observe::OpUpdate {
             event: &e,
             flow: "A.main",
             agent: "A",
