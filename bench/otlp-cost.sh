@@ -11,11 +11,14 @@
 # column compares export with the no-op observer.
 #
 # Usage: bench/otlp-cost.sh            (needs valgrind; a few minutes)
+#        OTLP_COST_BIN=path bench/otlp-cost.sh   (measure that vm_scheduler
+#        bench binary instead of building this tree's: a before/after pair)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null || { echo "otlp-cost: valgrind is not installed" >&2; exit 2; }
 
-bin=$(cargo bench -p ais-vm --bench vm_scheduler --no-run --message-format=json 2>/dev/null |
+bin=${OTLP_COST_BIN:-}
+[ -n "$bin" ] || bin=$(cargo bench -p ais-vm --bench vm_scheduler --no-run --message-format=json 2>/dev/null |
     python3 -c 'import json,sys
 for l in sys.stdin:
     m = json.loads(l)

@@ -396,9 +396,23 @@ impl RunObserver for Both {
         self.1.op(u);
     }
 
+    fn call(&self, u: &OpUpdate<'_>) {
+        self.0.call(u);
+        self.1.call(u);
+    }
+
     fn text(&self, u: &ais_vm::observe::TextUpdate<'_>) {
         self.0.text(u);
         self.1.text(u);
+    }
+
+    fn wants_flow_calls(&self) -> bool {
+        self.0.wants_flow_calls() || self.1.wants_flow_calls()
+    }
+
+    fn flow_calls(&self, calls: &[ais_vm::observe::FlowCall]) {
+        self.0.flow_calls(calls);
+        self.1.flow_calls(calls);
     }
 }
 

@@ -9,8 +9,15 @@
 //! never wait for the run.
 //!
 //! `otlp` is one such observer: it exports a run as OpenTelemetry spans.
+//! It asks for the run's flow calls ([`FlowCall`]), which the scheduler
+//! records from its frames as they start and complete, and for the events
+//! of calls only ([`RunObserver::call`]): nothing per op of a graph of
+//! cheap ops beyond what any observer costs.
 
+pub(crate) mod flow_calls;
 pub mod otlp;
+
+pub use flow_calls::{fold_flow_calls, FlowCall};
 
 use crate::llm::TextEvent;
 use crate::telemetry::OpEvent;
@@ -69,7 +76,20 @@ pub trait RunObserver: Send + Sync {
     }
     fn start(&self, _update: &OpStart<'_>) {}
     fn op(&self, _update: &OpUpdate<'_>) {}
+    /// An LLM or tool call finished (cancelled or not), or an op failed
+    /// (a pause among them): called after [`RunObserver::op`] with the same
+    /// update, for an observer that only wants these and would otherwise
+    /// look at every op to find them.
+    fn call(&self, _update: &OpUpdate<'_>) {}
     fn text(&self, _update: &TextUpdate<'_>) {}
+    /// Whether [`RunObserver::flow_calls`] is wanted: the scheduler then
+    /// records each flow call's extent as its frame starts and completes.
+    fn wants_flow_calls(&self) -> bool {
+        false
+    }
+    /// The run's flow calls by id, once, as the run ends (before its
+    /// report is returned), on the report's clock.
+    fn flow_calls(&self, _calls: &[FlowCall]) {}
 }
 
 /// The observer a run reports to ([`crate::RunOptions::observer`]).

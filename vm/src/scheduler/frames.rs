@@ -120,6 +120,8 @@ impl<'r> Run<'r> {
         sink: &Sink<'_, 'r>,
     ) -> Result<(), OpError> {
         let now = self.now();
+        // Before any op of the frame can run (and complete it).
+        self.call_opened(frame, now);
         for &r in &frame.code.roots {
             self.push(
                 sink,
@@ -279,6 +281,7 @@ impl<'r> Run<'r> {
         if frame.is_cancelled() {
             return None;
         }
+        self.call_closed(frame);
         let ys = frame.yielded.get().cloned().unwrap_or_default();
         let Some(owner) = &frame.owner else {
             // The entry flow is done; the run ends once no handler runs.

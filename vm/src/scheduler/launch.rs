@@ -181,6 +181,11 @@ pub fn run(
         linked: Mutex::new(Vec::new()),
         observer: options.observer.as_ref().map(|o| &*o.0),
         observer_arc: options.observer.as_ref().map(|o| o.0.clone()),
+        flow_calls: options
+            .observer
+            .as_ref()
+            .filter(|o| o.0.wants_flow_calls())
+            .map(|_| super::flow_calls::FlowCallLog::default()),
         text: &options.telemetry_text,
         critical: super::critical::CriticalOps::default(),
         spec: super::speculate::Spec::new(program, options.speculate),
@@ -374,6 +379,9 @@ pub fn run(
     summary.cache_warmup_holds = run.warmup.holds();
     summary.absorb(&events);
     run.spec_report(&mut summary, super::llm_calls::CANCEL_GRACE);
+    if let (Some(log), Some(o)) = (&run.flow_calls, run.observer) {
+        o.flow_calls(&log.finish(&events, t0));
+    }
     let worker_ops: u64 = run.done_ops.iter().map(|c| c.load(Ordering::Relaxed)).sum();
     let overhead_ns: u64 = stats
         .iter()

@@ -37,6 +37,7 @@
 mod critical;
 pub(crate) mod early_calls;
 mod flow_ask;
+mod flow_calls;
 mod frames;
 mod gate;
 mod inner_plan;
@@ -241,6 +242,8 @@ struct Run<'r> {
     observer: Option<&'r dyn crate::observe::RunObserver>,
     /// The same observer, for text sinks (they are `'static`).
     observer_arc: Option<observe::SharedObserver>,
+    /// The flow calls' extents, for an observer that wants them.
+    flow_calls: Option<flow_calls::FlowCallLog>,
     text: &'r crate::telemetry::TextPolicy,
     /// Slack-free ops per region, for `LlmRequest::critical`.
     critical: critical::CriticalOps,

@@ -5,18 +5,31 @@ use super::Run;
 use crate::frame::Frame;
 use crate::llm::{TextEvent, TextSink};
 use crate::observe::{OpStart, OpUpdate, RunObserver, TextUpdate};
-use crate::telemetry::OpEvent;
+use crate::telemetry::{OpEvent, Status, Track};
 use std::sync::Arc;
 
 impl<'r> Run<'r> {
-    /// Hands a recorded event to the observer, if any.
+    /// Hands a recorded event to the observer, if any: every event to
+    /// [`RunObserver::op`], a call's or a failure's to
+    /// [`RunObserver::call`] too; a failure also fails its flow call.
     pub(super) fn observe_op(&self, event: &OpEvent) {
         if let Some(o) = self.observer {
-            o.op(&OpUpdate {
+            let u = OpUpdate {
                 event,
                 flow: &self.flow_label(event.flow),
                 agent: self.agent_name(event.agent),
-            });
+            };
+            o.op(&u);
+            let call = match event.track {
+                Track::Llm(_) | Track::Tool(_) => true,
+                Track::Worker(_) => event.status == Status::Failed,
+            };
+            if call {
+                o.call(&u);
+                if crate::observe::flow_calls::is_failure(event) {
+                    self.call_failed(event.invocation.id);
+                }
+            }
         }
     }
 

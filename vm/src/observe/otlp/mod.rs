@@ -3,13 +3,14 @@
 //! by a background thread (`Pipeline`) so the run never waits for the
 //! collector. `docs/telemetry.md` describes the spans and attributes.
 //!
-//! Off the hot path: the thread that finished an op only clones the event
-//! of an LLM or tool call (every other op is skipped by one match) into a
-//! bounded queue with `try_send`; a full queue drops it and counts the
-//! drop. At a run's end its thread folds the events into stretches of one
-//! flow call each and queues them the same way; the flow-call spans are
-//! built from them on the pipeline's thread. Spans are built, encoded and
-//! POSTed on the pipeline's thread; an
+//! Off the hot path: a run's trace sees the events of LLM and tool calls
+//! only ([`RunObserver::call`]; other ops never reach it) and clones each
+//! into a bounded queue with `try_send`; a full queue drops it and counts
+//! the drop. At a run's end it queues the run's flow calls the same way,
+//! as the scheduler recorded them from its frames
+//! ([`RunObserver::flow_calls`]: no pass over the events); the flow-call
+//! spans are built from them on the pipeline's thread. Spans are built,
+//! encoded and POSTed on the pipeline's thread; an
 //! unreachable or slow collector costs dropped spans, never the run. After
 //! a failed request the thread stops building and encoding spans for a
 //! while (1 s, doubling up to 30 s while requests keep failing): what
@@ -46,7 +47,7 @@ enum Msg {
         agent: String,
     },
     /// A run ended: its flow-call spans are built on the pipeline's
-    /// thread, from what its own thread kept of its events.
+    /// thread, from its flow calls.
     Run {
         cx: Arc<RunContext>,
         end: Box<spans::RunEnd>,
@@ -321,6 +322,8 @@ pub struct RunTrace {
     cx: OnceLock<Arc<RunContext>>,
     pipeline: Arc<Pipeline>,
     sampled: bool,
+    /// The run's flow calls, from the scheduler as the run ended.
+    calls: Mutex<Option<Vec<crate::observe::FlowCall>>>,
 }
 
 fn unix_ns() -> u64 {
@@ -357,6 +360,7 @@ impl RunTrace {
             cx: OnceLock::new(),
             pipeline,
             sampled,
+            calls: Mutex::new(None),
         }
     }
 
@@ -384,12 +388,13 @@ impl RunTrace {
             .clone()
     }
 
-    /// The run ended: its flow calls' spans, from every event of its
-    /// report (`name(flow_id, agent_id)`: their names). This thread only
-    /// folds the events into stretches of one call ([`RunEnd::new`]);
-    /// the spans are built on the pipeline's thread, and not at all while
-    /// it backs off from a failed collector. Queued, not sent: the caller
-    /// never waits for the collector.
+    /// The run ended: its flow calls' spans, from the calls the scheduler
+    /// handed this trace as its observer or, when it was not the run's
+    /// observer, from the events of its report (`name(flow_id,
+    /// agent_id)`: their names, asked once per pair). The spans are built
+    /// on the pipeline's thread, and not at all while it backs off from a
+    /// failed collector. Queued, not sent: the caller never waits for the
+    /// collector.
     pub fn finish(
         &self,
         events: &[OpEvent],
@@ -402,8 +407,12 @@ impl RunTrace {
         }
         // The run clock at its end (no pass over the events for it).
         let cx = self.context((summary.makespan_ms * 1e6) as u64);
-        let end = RunEnd::new(events, summary, outcome, name);
-        if !end.stretches.is_empty() {
+        let recorded = self.calls.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let end = match recorded {
+            Some(calls) => RunEnd::of_calls(calls, summary, outcome, name),
+            None => RunEnd::new(events, summary, outcome, name),
+        };
+        if !end.calls.is_empty() {
             self.pipeline.offer(Msg::Run {
                 cx,
                 end: Box::new(end),
@@ -432,7 +441,15 @@ impl RunTrace {
 }
 
 impl RunObserver for RunTrace {
-    fn op(&self, u: &OpUpdate<'_>) {
+    fn wants_flow_calls(&self) -> bool {
+        self.sampled
+    }
+
+    fn flow_calls(&self, calls: &[crate::observe::FlowCall]) {
+        *self.calls.lock().unwrap_or_else(|e| e.into_inner()) = Some(calls.to_vec());
+    }
+
+    fn call(&self, u: &OpUpdate<'_>) {
         if !self.sampled || !spans::exported(u.event) {
             return;
         }

@@ -1,18 +1,20 @@
 //! A run's op events as OpenTelemetry spans, named by the GenAI semantic
 //! conventions: `invoke_agent {agent}` per flow call, `chat {model}` per
 //! LLM op (one CLIENT span over all its attempts), `execute_tool {tool}`
-//! per tool call, and `queue_wait` / `pause` spans. Pure functions: the
-//! exporter's thread calls them (`super::Pipeline`), but for
-//! [`RunEnd::new`], the one pass over a run's events made on its thread
-//! when it ends.
+//! per tool call, and `queue_wait` / `pause` spans. Pure functions, called
+//! on the exporter's thread (`super::Pipeline`); the flow calls come from
+//! the scheduler ([`crate::observe::FlowCall`]), so the run's own threads
+//! build nothing.
 //!
 //! Span ids are derived, not drawn: a child names its parent's id before
 //! the parent is built (an invocation's span is built when the run ends,
 //! its ops' spans as they finish).
 
+use crate::observe::flow_calls::is_pause;
+use crate::observe::{fold_flow_calls, FlowCall};
 use crate::telemetry::export::{input_messages, output_messages};
 use crate::telemetry::{
-    Invocation, OpEvent, RunSummary, Status, Track, OP_CHAT, OP_EXECUTE_TOOL, OP_INVOKE_AGENT,
+    OpEvent, RunSummary, Status, Track, OP_CHAT, OP_EXECUTE_TOOL, OP_INVOKE_AGENT,
 };
 use std::collections::BTreeMap;
 
@@ -220,13 +222,6 @@ pub fn exported(e: &OpEvent) -> bool {
         Track::Llm(_) | Track::Tool(_) => e.status != Status::Cancelled,
         Track::Worker(_) => e.status == Status::Failed && is_pause(e),
     }
-}
-
-fn is_pause(e: &OpEvent) -> bool {
-    e.detail
-        .as_ref()
-        .and_then(|d| d.error.as_deref())
-        .is_some_and(|c| c == crate::exec::PAUSED)
 }
 
 fn common(s: &mut Span, e: &OpEvent, flow: &str, agent: &str) {
@@ -455,51 +450,6 @@ pub fn op_spans(cx: &RunContext, e: &OpEvent, flow: &str, agent: &str) -> Vec<Sp
     out
 }
 
-/// A stretch of consecutive events of one flow call: what the run's
-/// thread keeps of its events (one pass, no map, no names looked up per
-/// event). The export thread merges the stretches into flow calls.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Stretch {
-    /// The flow call (`Invocation::id`) and the call that made it.
-    pub id: u64,
-    pub caller: Option<u64>,
-    pub flow: u32,
-    pub agent: u32,
-    /// Run-clock extent of the stretch's events (ready or start to end).
-    pub start: u64,
-    pub end: u64,
-    /// An op of the stretch failed (a pause is not a failure).
-    pub failed: bool,
-}
-
-/// The run's events folded into stretches of one flow call each (events
-/// of one call mostly come together: a worker's run of ops).
-pub fn stretches(events: &[OpEvent]) -> Vec<Stretch> {
-    let mut out: Vec<Stretch> = Vec::new();
-    for e in events {
-        let Invocation { id, caller } = e.invocation;
-        let start = e.ready_ns.min(e.start_ns);
-        let failed = e.status == Status::Failed && !is_pause(e);
-        match out.last_mut() {
-            Some(s) if s.id == id => {
-                s.start = s.start.min(start);
-                s.end = s.end.max(e.end_ns);
-                s.failed |= failed;
-            }
-            _ => out.push(Stretch {
-                id,
-                caller,
-                flow: e.flow,
-                agent: e.agent,
-                start,
-                end: e.end_ns,
-                failed,
-            }),
-        }
-    }
-    out
-}
-
 /// The run's totals its root span carries.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RunTotals {
@@ -529,11 +479,12 @@ impl RunTotals {
 }
 
 /// Everything the flow-call spans of a run are built from, owned: made
-/// on the run's thread at its end ([`RunEnd::new`], one pass over the
-/// events), turned into spans on the export thread ([`RunEnd::spans`]).
+/// on the run's thread at its end (its flow calls as the scheduler
+/// recorded them, and their names), turned into spans on the export
+/// thread ([`RunEnd::spans`]).
 #[derive(Clone, Debug)]
 pub struct RunEnd {
-    pub stretches: Vec<Stretch>,
+    pub calls: Vec<FlowCall>,
     /// (flow, agent) names of each (flow id, agent id) the run called.
     pub names: Vec<((u32, u32), (String, String))>,
     pub totals: RunTotals,
@@ -541,29 +492,41 @@ pub struct RunEnd {
 }
 
 impl RunEnd {
-    /// `name(flow_id, agent_id)` gives a flow call's (flow, agent) names;
-    /// asked once per distinct pair.
+    /// From a run's events: its flow calls folded from them
+    /// ([`fold_flow_calls`]), for a report whose run had no trace
+    /// observing it. `name(flow_id, agent_id)` gives a flow call's
+    /// (flow, agent) names.
     pub fn new(
         events: &[OpEvent],
         summary: &RunSummary,
         outcome: Outcome,
         name: &dyn Fn(u32, u32) -> (String, String),
     ) -> RunEnd {
-        let stretches = stretches(events);
+        RunEnd::of_calls(fold_flow_calls(events), summary, outcome, name)
+    }
+
+    /// From the run's flow calls; `name` is asked once per distinct
+    /// (flow, agent) pair.
+    pub fn of_calls(
+        calls: Vec<FlowCall>,
+        summary: &RunSummary,
+        outcome: Outcome,
+        name: &dyn Fn(u32, u32) -> (String, String),
+    ) -> RunEnd {
         let mut names: Vec<((u32, u32), (String, String))> = Vec::new();
         let mut last = None;
-        for s in &stretches {
-            let pair = (s.flow, s.agent);
+        for c in &calls {
+            let pair = (c.flow, c.agent);
             if last == Some(pair) {
                 continue;
             }
             last = Some(pair);
             if !names.iter().any(|(p, _)| *p == pair) {
-                names.push((pair, name(s.flow, s.agent)));
+                names.push((pair, name(c.flow, c.agent)));
             }
         }
         RunEnd {
-            stretches,
+            calls,
             names,
             totals: RunTotals::of(summary),
             outcome,
@@ -572,7 +535,7 @@ impl RunEnd {
 
     /// How many flow calls (spans) the run had.
     pub fn calls(&self) -> usize {
-        let mut ids: Vec<u64> = self.stretches.iter().map(|s| s.id).collect();
+        let mut ids: Vec<u64> = self.calls.iter().map(|c| c.id).collect();
         ids.sort_unstable();
         ids.dedup();
         ids.len()
@@ -583,7 +546,7 @@ impl RunEnd {
     /// entry flow's span is the attempt's root.
     pub fn spans(&self, cx: &RunContext) -> Vec<Span> {
         let mut calls: BTreeMap<u64, Call> = BTreeMap::new();
-        for s in &self.stretches {
+        for s in &self.calls {
             let into = calls.entry(s.id).or_insert(Call {
                 caller: s.caller,
                 flow: s.flow,
@@ -592,8 +555,8 @@ impl RunEnd {
                 end: 0,
                 failed: false,
             });
-            into.start = into.start.min(s.start);
-            into.end = into.end.max(s.end);
+            into.start = into.start.min(s.start_ns);
+            into.end = into.end.max(s.end_ns);
             into.failed |= s.failed;
         }
         // A call covers the calls it made: widen every caller up the chain
@@ -678,7 +641,7 @@ impl RunEnd {
     }
 }
 
-/// One flow call as its stretches show it.
+/// One flow call, widened over the calls it made.
 #[derive(Debug)]
 struct Call {
     caller: Option<u64>,

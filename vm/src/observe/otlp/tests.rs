@@ -265,7 +265,7 @@ fn flow_calls_nest_by_caller_and_cover_their_callees() {
 }
 
 #[test]
-fn the_run_thread_keeps_stretches_and_asks_each_name_once() {
+fn flow_calls_folded_from_events_ask_each_name_once() {
     let c = cx(false);
     let call = |id, caller| Invocation { id, caller };
     // Call 0 runs, calls 5, runs again: three stretches, two calls.
@@ -275,12 +275,13 @@ fn the_run_thread_keeps_stretches_and_asks_each_name_once() {
         event(5, 0, call(5, Some(0)), Track::Worker(0), (3, 4, 7)),
         event(2, 0, call(0, None), Track::Worker(0), (7, 8, 9)),
     ];
-    let kept = spans::stretches(&events);
+    let folded = crate::observe::fold_flow_calls(&events);
     assert_eq!(
-        kept.iter()
-            .map(|s| (s.id, s.start, s.end))
+        folded
+            .iter()
+            .map(|s| (s.id, s.caller, s.start_ns, s.end_ns))
             .collect::<Vec<_>>(),
-        [(0, 0, 3), (5, 3, 7), (0, 7, 9)]
+        [(0, None, 0, 9), (5, Some(0), 3, 7)]
     );
     let summary = RunSummary {
         makespan_ms: 0.00001,
@@ -295,10 +296,10 @@ fn the_run_thread_keeps_stretches_and_asks_each_name_once() {
     // Events 0 and 5 share flow and agent here: one pair, one question.
     assert_eq!(asked.get(), 1);
     assert_eq!(end.calls(), 2);
-    // Built from the stretches, the spans are those of the whole events.
+    // The same calls handed over as records give the same spans.
     assert_eq!(
-        end.spans(&c),
-        spans::invocation_spans(&c, &events, &summary, Outcome::Ok, &name)
+        spans::RunEnd::of_calls(folded, &summary, Outcome::Ok, &name).spans(&c),
+        end.spans(&c)
     );
 }
 
@@ -360,7 +361,7 @@ fn a_stuck_collector_fills_the_queue_and_later_spans_are_dropped_not_waited_for(
     };
     let offer = |op| {
         let e = ev(op);
-        trace.op(&crate::observe::OpUpdate {
+        trace.call(&crate::observe::OpUpdate {
             event: &e,
             flow: "A.main",
             agent: "A",
