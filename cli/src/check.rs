@@ -123,7 +123,7 @@ fn flow_findings(
         drop(file);
         module
     });
-    match compiled.map(|module| ais_ir::bytecode::compile(&module)) {
+    match compiled.map(ais_ir::bytecode::compile_owned) {
         Ok(Ok(p)) => ais_compiler::flows::check(&p, policy)
             .iter()
             .map(ais_compiler::flows::Finding::to_diagnostic)

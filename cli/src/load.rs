@@ -74,7 +74,8 @@ pub fn load_in(
         eprintln!("error: {e}");
         return None;
     }
-    match bytecode::compile(&compiled.module) {
+    // Only the program is kept: each flow's graph is freed once compiled.
+    match bytecode::compile_owned(compiled.module) {
         Ok(program) => Some(Loaded {
             program,
             source: Some((name, source)),

@@ -110,6 +110,11 @@ impl<K: EntityRef, V> Arena<K, V> {
         }
     }
 
+    /// Gives back the room kept for more entries (see [`crate::Dfg::shrink_to_fit`]).
+    pub fn shrink_to_fit(&mut self) {
+        self.items.shrink_to_fit();
+    }
+
     pub fn push(&mut self, value: V) -> K {
         let k = K::new(self.items.len());
         self.items.push(value);

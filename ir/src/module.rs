@@ -495,6 +495,17 @@ impl OpSpans {
 }
 
 impl Dfg {
+    /// Gives back the room the arenas keep for more entries: a built flow
+    /// otherwise holds up to twice its ops and values (they grow by
+    /// doubling), which was a third of a large program's peak memory,
+    /// reached while the syntax tree is still alive (issue 40).
+    pub fn shrink_to_fit(&mut self) {
+        self.values.shrink_to_fit();
+        self.ops.shrink_to_fit();
+        self.regions.shrink_to_fit();
+        self.spans.0.shrink_to_fit();
+    }
+
     pub fn make_value(&mut self, ty: Type, def: ValueDef) -> Value {
         self.values.push(ValueData { ty, def })
     }
@@ -604,34 +615,43 @@ impl Dfg {
     }
 
     /// Pre-order walk of the live ops under `region` (an op, then its regions).
+    ///
+    /// An explicit stack (nesting follows the input) and a visited vector by
+    /// region number (a hashed set per walk was a large part of the walks
+    /// the pass manager and the passes make per flow; issue 40).
     pub fn walk_region(&self, region: Region) -> Vec<Op> {
+        /// A frame not yet entered (its region may have been seen).
+        const UNENTERED: usize = usize::MAX;
         let mut out = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        self.walk_into(region, &mut out, &mut seen);
-        out
-    }
-
-    fn walk_into(
-        &self,
-        region: Region,
-        out: &mut Vec<Op>,
-        seen: &mut std::collections::HashSet<Region>,
-    ) {
         // `seen` guards against malformed graphs with region cycles.
-        if !seen.insert(region) {
-            return;
-        }
-        let Some(rd) = self.regions.get(region) else {
-            return;
-        };
-        for &op in &rd.ops {
-            out.push(op);
-            if let Some(od) = self.ops.get(op) {
-                for &r in &od.regions {
-                    self.walk_into(r, out, seen);
+        let mut seen = vec![false; self.regions.len()];
+        // Each frame: a region and where the walk is in its ops.
+        let mut stack: Vec<(Region, usize)> = vec![(region, UNENTERED)];
+        while let Some((r, next)) = stack.last_mut() {
+            if *next == UNENTERED {
+                match seen.get_mut(r.as_u32() as usize) {
+                    Some(s) if !*s => {
+                        *s = true;
+                        *next = 0;
+                    }
+                    _ => {
+                        stack.pop();
+                        continue;
+                    }
                 }
             }
+            let Some(&op) = self.regions.get(*r).and_then(|rd| rd.ops.get(*next)) else {
+                stack.pop();
+                continue;
+            };
+            *next += 1;
+            out.push(op);
+            if let Some(od) = self.ops.get(op) {
+                // Last first: the first region is walked first.
+                stack.extend(od.regions.iter().rev().map(|&c| (c, UNENTERED)));
+            }
         }
+        out
     }
 
     /// Uses of `v` by live ops under `root`, as `(op, operand index)`.

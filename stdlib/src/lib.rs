@@ -129,6 +129,15 @@ pub const ALIASES: &[(&str, &str)] = &[
     ("search_web", "search"),
 ];
 
+/// The built-in tool `name` (aliases included), from [`builtins`] built
+/// once: the table carries JSON schemas, and the compiler asks for a tool
+/// by name at every call it checks and lowers (rebuilding the table each
+/// time was 7 % of a large build; issue 40).
+pub fn builtin(name: &str) -> Option<&'static BuiltinInfo> {
+    static ALL: std::sync::OnceLock<Vec<BuiltinInfo>> = std::sync::OnceLock::new();
+    ALL.get_or_init(builtins).iter().find(|b| b.name == name)
+}
+
 /// The built-in tools implemented in this crate, aliases included.
 pub fn builtins() -> Vec<BuiltinInfo> {
     let mut all = primary_builtins();

@@ -118,9 +118,7 @@ impl ToolAccess {
 /// Everything not known to be read-only is side-effecting.
 pub fn tool_access(agent: &AgentInfo, providers: &Providers, name: &str) -> ToolAccess {
     let declared_read_only = agent.capabilities.get(name).is_some_and(|c| c.read_only);
-    let builtin = ais_stdlib::builtins()
-        .into_iter()
-        .find(|b| b.name == name)
+    let builtin = ais_stdlib::builtin(name)
         .map(|b| (b.provider, b.class))
         .or_else(|| {
             ais_stdlib::HOST_TOOLS

@@ -221,6 +221,8 @@ impl<'a> FlowLowerer<'a> {
                 &[],
             );
         }
+        // Built: the arenas' spare room would stay allocated to the end.
+        self.flow.dfg.shrink_to_fit();
         self.flow
     }
 
@@ -1610,11 +1612,11 @@ impl<'a> FlowLowerer<'a> {
                 "read_only": matches!(access, ToolAccess::Read(_)),
             });
         }
-        match ais_stdlib::builtins().into_iter().find(|b| b.name == name) {
+        match ais_stdlib::builtin(name) {
             Some(b) => json!({
                 "name": name,
                 "description": b.description,
-                "parameters": b.input_schema,
+                "parameters": b.input_schema.clone(),
                 "read_only": b.class == ais_stdlib::ToolClass::ReadOnly,
             }),
             None => json!({

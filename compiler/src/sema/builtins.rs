@@ -319,9 +319,7 @@ pub fn builtin_tool_schema(name: &str) -> Option<(Vec<String>, bool)> {
     if let Some(h) = ais_stdlib::HOST_TOOLS.iter().find(|h| h.name == name) {
         return Some((h.params.iter().map(|p| p.to_string()).collect(), false));
     }
-    let b = ais_stdlib::builtins()
-        .into_iter()
-        .find(|b| b.name == name)?;
+    let b = ais_stdlib::builtin(name)?;
     let schema = &b.input_schema;
     let mut params: Vec<String> = schema
         .get("required")

@@ -2,9 +2,10 @@
 
 use super::*;
 use crate::entity::{AgentId, FlowId, Op, Region, Value};
-use crate::module::{AgentIndex, Attr, BeliefInit, FlowData, Module, ValueDef};
+use crate::module::{AgentIndex, Attr, BeliefInit, Dfg, FlowData, Module, ValueDef};
 use crate::ops::{ImmKind, RegionSpec};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use std::borrow::Cow;
 
 /// Why a module could not be compiled. `compile` expects a module the
 /// verifier accepted; these errors report what it would have caught.
@@ -85,6 +86,32 @@ fn json_const(v: &serde_json::Value) -> Const {
 
 /// Lowers a verified module to bytecode. The result passes [`validate`].
 pub fn compile(module: &Module) -> Result<Program, CompileError> {
+    compile_flows(module, |a, f| Cow::Borrowed(&module.agents[a].flows[f].dfg))
+}
+
+/// [`compile`], consuming the module: each flow's graph is freed once its
+/// code is generated, so the module and the program are not both whole in
+/// memory at the peak (`aisc build` and `aisc run`, which keep only the
+/// program; issue 40).
+pub fn compile_owned(mut module: Module) -> Result<Program, CompileError> {
+    // The graphs leave the module (in its order) so that the names the
+    // code generator resolves calls by stay borrowed from it.
+    let mut dfgs: Vec<Dfg> = Vec::new();
+    for (_, agent) in module.agents.iter_mut() {
+        for (_, flow) in agent.flows.iter_mut() {
+            dfgs.push(std::mem::take(&mut flow.dfg));
+        }
+    }
+    let mut dfgs = dfgs.into_iter();
+    compile_flows(&module, |_, _| Cow::Owned(dfgs.next().unwrap_or_default()))
+}
+
+/// The code generator proper; `dfg_of` gives each flow's graph, in module
+/// order, when its turn comes.
+fn compile_flows<'m>(
+    module: &'m Module,
+    mut dfg_of: impl FnMut(AgentId, FlowId) -> Cow<'m, Dfg>,
+) -> Result<Program, CompileError> {
     let agent_index = module.agent_index();
     let mut cx = Ctx {
         types: Vec::new(),
@@ -173,9 +200,11 @@ pub fn compile(module: &Module) -> Result<Program, CompileError> {
         for (fid, flow) in agent.flows.iter() {
             code.flows.push(flow_index[&(aid, fid)]);
             let name = format!("{}.{}", agent.name, flow.name);
+            let dfg = dfg_of(aid, fid);
             let gen = FlowGen {
                 agents: &agent_index,
                 flow,
+                dfg: &dfg,
                 name: &name,
                 flow_index: &flow_index,
                 region_ids: HashMap::default(),
@@ -200,7 +229,9 @@ pub fn compile(module: &Module) -> Result<Program, CompileError> {
 
 struct FlowGen<'a> {
     agents: &'a AgentIndex<'a>,
+    /// The flow's name, parameters and result (its graph is `dfg`).
     flow: &'a FlowData,
+    dfg: &'a Dfg,
     name: &'a str,
     flow_index: &'a HashMap<(AgentId, FlowId), u32>,
     region_ids: HashMap<Region, u32>,
@@ -236,7 +267,6 @@ impl FlowGen<'_> {
         let mut param_types = Vec::new();
         for (n, v) in &self.flow.params {
             let t = self
-                .flow
                 .dfg
                 .values
                 .get(*v)
@@ -270,14 +300,12 @@ impl FlowGen<'_> {
         self.region_ids.insert(r, id);
         order.push(r);
         let rd = self
-            .flow
             .dfg
             .regions
             .get(r)
             .ok_or_else(|| self.dangling(format!("region {r}")))?;
         for &op in &rd.ops {
             let od = self
-                .flow
                 .dfg
                 .ops
                 .get(op)
@@ -292,7 +320,7 @@ impl FlowGen<'_> {
     /// Values used in `r` (or captured by its nested regions) but defined
     /// outside it, in first-use order. Children are computed first.
     fn compute_captures(&self, r: Region) -> Result<Vec<Value>, CompileError> {
-        let dfg = &self.flow.dfg;
+        let dfg = self.dfg;
         let rd = dfg
             .regions
             .get(r)
@@ -330,8 +358,7 @@ impl FlowGen<'_> {
         kind: RegionKind,
         args: &[Value],
     ) -> Result<(), CompileError> {
-        let flow: &FlowData = self.flow;
-        let dfg = &flow.dfg;
+        let dfg = self.dfg;
         let rd = dfg
             .regions
             .get(r)
@@ -463,7 +490,7 @@ impl FlowGen<'_> {
             .copied()
             .ok_or_else(|| CompileError::UnknownValue {
                 flow: self.name.to_string(),
-                value: match self.flow.dfg.values.get(v).map(|d| d.def) {
+                value: match self.dfg.values.get(v).map(|d| d.def) {
                     Some(ValueDef::Param(i)) => format!("parameter {i}"),
                     _ => v.to_string(),
                 },
@@ -471,7 +498,7 @@ impl FlowGen<'_> {
     }
 
     fn imm(&self, cx: &mut Ctx, op: Op) -> Result<Imm, CompileError> {
-        let od = &self.flow.dfg.ops[op];
+        let od = &self.dfg.ops[op];
         let attrs = &od.attrs;
         let bad = |attr: &'static str| CompileError::BadAttr {
             flow: self.name.to_string(),
@@ -529,7 +556,7 @@ impl FlowGen<'_> {
                 let t = od
                     .results
                     .first()
-                    .and_then(|&v| self.flow.dfg.values.get(v))
+                    .and_then(|&v| self.dfg.values.get(v))
                     .map(|d| d.ty.clone())
                     .ok_or_else(|| bad("result"))?;
                 Imm::Cast(cx.intern(&t))

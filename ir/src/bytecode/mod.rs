@@ -37,7 +37,7 @@ mod inspect;
 mod validate;
 
 pub use artifact::{decode, encode, EncodeError, LoadError, FORMAT_VERSION, HEADER_LEN, MAGIC};
-pub use codegen::{compile, CompileError};
+pub use codegen::{compile, compile_owned, CompileError};
 pub use inspect::inspect;
 pub use validate::validate;
 

@@ -97,6 +97,25 @@ fn reencode(p: &Program) -> Vec<u8> {
     with_checksum(out)
 }
 
+/// The consuming code generator (which frees each flow's graph as it goes)
+/// gives the same program, calls across agents resolved, and reports the
+/// same error for a module `compile` rejects.
+#[test]
+fn compile_owned_matches_compile() {
+    let m = crate::parse_module(SRC).unwrap();
+    let by_ref = compile(&m).unwrap();
+    assert_eq!(compile_owned(m).unwrap(), by_ref);
+
+    // `@A.main` calls `@B.helper`: renamed, the call no longer resolves.
+    let mut m = crate::parse_module(SRC).unwrap();
+    let (_, b) = m.agents.iter_mut().nth(1).unwrap();
+    let (_, h) = b.flows.iter_mut().next().unwrap();
+    h.name = "gone".into();
+    let err = compile(&m).unwrap_err();
+    assert!(matches!(err, CompileError::UnknownCallee { .. }), "{err}");
+    assert_eq!(compile_owned(m).unwrap_err(), err);
+}
+
 #[test]
 fn compiles_regions_slots_and_consumers() {
     let p = program();

@@ -32,7 +32,7 @@ pub fn validate(p: &Program) -> Result<(), LoadError> {
     for (ai, a) in p.agents.iter().enumerate() {
         let at = || format!("agent {ai} ({})", a.name);
         for &f in &a.flows {
-            range(at(), "flow", f, nf)?;
+            range(at, "flow", f, nf)?;
             if owner[f as usize].replace(ai).is_some() {
                 return Err(invalid(at(), format!("flow {f} listed twice")));
             }
@@ -42,18 +42,18 @@ pub fn validate(p: &Program) -> Result<(), LoadError> {
         }
         for b in &a.beliefs {
             match b.init {
-                BeliefInitCode::Const(c) => range(at(), "constant", c, nc)?,
-                BeliefInitCode::Flow(f) => range(at(), "flow", f, nf)?,
+                BeliefInitCode::Const(c) => range(at, "constant", c, nc)?,
+                BeliefInitCode::Flow(f) => range(at, "flow", f, nf)?,
             }
         }
         for c in &a.capabilities {
             for (_, t) in &c.params {
-                range(at(), "type", *t, nt)?;
+                range(at, "type", *t, nt)?;
             }
-            range(at(), "type", c.result, nt)?;
+            range(at, "type", c.result, nt)?;
         }
         for h in &a.handlers {
-            range(at(), "flow", h.flow, nf)?;
+            range(at, "flow", h.flow, nf)?;
         }
     }
     for (fi, f) in p.flows.iter().enumerate() {
@@ -88,12 +88,19 @@ pub fn validate(p: &Program) -> Result<(), LoadError> {
     Ok(())
 }
 
-fn range(at: String, what: &'static str, index: u32, len: usize) -> Result<(), LoadError> {
+/// `at` names the place only when the index is out of range: formatting
+/// it for every check was most of the validator's allocations (issue 40).
+fn range(
+    at: impl FnOnce() -> String,
+    what: &'static str,
+    index: u32,
+    len: usize,
+) -> Result<(), LoadError> {
     if (index as usize) < len {
         Ok(())
     } else {
         Err(LoadError::IndexOutOfRange {
-            at,
+            at: at(),
             what,
             index: u64::from(index),
             len: len as u64,
@@ -161,11 +168,11 @@ impl FlowCheck<'_> {
     fn run(&self) -> Result<(), LoadError> {
         let f = self.flow;
         let fat = || format!("flow {} ({})", self.fi, f.name);
-        range(fat(), "agent", f.agent, self.p.agents.len())?;
+        range(fat, "agent", f.agent, self.p.agents.len())?;
         for (_, t) in &f.params {
-            range(fat(), "type", *t, self.types.len())?;
+            range(fat, "type", *t, self.types.len())?;
         }
-        range(fat(), "type", f.result, self.types.len())?;
+        range(fat, "type", f.result, self.types.len())?;
         let nr = f.regions.len();
         if nr == 0 {
             return Err(invalid(fat(), "no body region".into()));
@@ -176,7 +183,7 @@ impl FlowCheck<'_> {
         for (ri, r) in f.regions.iter().enumerate() {
             for (oi, op) in r.ops.iter().enumerate() {
                 for &c in &op.regions {
-                    range(self.at(ri, Some(oi)), "region", c, nr)?;
+                    range(|| self.at(ri, Some(oi)), "region", c, nr)?;
                     if c == 0 || parent[c as usize].replace((ri, oi)).is_some() {
                         return Err(invalid(
                             self.at(ri, Some(oi)),
@@ -226,7 +233,7 @@ impl FlowCheck<'_> {
         let at = |o: Option<usize>| self.at(ri, o);
         let ns = r.slot_types.len();
         for &t in &r.slot_types {
-            range(at(None), "type", t, self.types.len())?;
+            range(|| at(None), "type", t, self.types.len())?;
         }
         // Captures index the parent region's slots.
         let parent_slots = match parent {
@@ -237,7 +244,7 @@ impl FlowCheck<'_> {
             return Err(invalid(at(None), "a body cannot capture values".into()));
         }
         for &c in &r.captures {
-            range(at(None), "parent slot", c, parent_slots)?;
+            range(|| at(None), "parent slot", c, parent_slots)?;
         }
         let first = r.n_args as usize + r.captures.len();
         if first > ns {
@@ -503,7 +510,7 @@ impl FlowCheck<'_> {
                 let Imm::Callee(c) = op.imm else {
                     return Err(ill("`flow.call` without a callee".into()));
                 };
-                range(self.at(ri, Some(oi)), "flow", c, self.p.flows.len())?;
+                range(|| self.at(ri, Some(oi)), "flow", c, self.p.flows.len())?;
                 let callee = &self.p.flows[c as usize];
                 let rt = self.ty(callee.result);
                 let mut want: Vec<Type> = Vec::new();
@@ -550,7 +557,7 @@ impl FlowCheck<'_> {
         }
         let ok = match &op.imm {
             Imm::Const(c) => {
-                range(at(), "constant", *c, self.p.consts.len())?;
+                range(at, "constant", *c, self.p.consts.len())?;
                 true
             }
             Imm::None | Imm::Template(_) | Imm::Field(_) | Imm::Tier(_) | Imm::Query { .. } => true,
@@ -568,14 +575,14 @@ impl FlowCheck<'_> {
                 true
             }
             Imm::Cast(t) => {
-                range(at(), "type", *t, self.types.len())?;
+                range(at, "type", *t, self.types.len())?;
                 let r = &self.flow.regions[ri];
                 let res = r.slot_types.get(op.result as usize).copied();
                 res.map(|x| self.ty(x)) == Some(self.ty(*t))
             }
             Imm::Belief(n) => !n.is_empty(),
             Imm::Callee(c) => {
-                range(at(), "flow", *c, self.p.flows.len())?;
+                range(at, "flow", *c, self.p.flows.len())?;
                 let callee = &self.p.flows[*c as usize];
                 let r = &self.flow.regions[ri];
                 let data = r.data(op);

@@ -12,10 +12,13 @@
 use super::util::{def_op, erase_ops};
 use super::{Changed, Pass};
 use crate::entity::{Region, Value};
-use crate::module::{Dfg, FlowData, Module};
+use crate::module::{Attr, Attrs, Dfg, FlowData, Module};
 use crate::ops::Effect;
 use crate::printer::attr_text;
 use rustc_hash::FxHashMap as HashMap;
+use smallvec::SmallVec;
+use std::fmt::Write;
+use std::rc::Rc;
 
 #[derive(Debug, Default)]
 pub struct Cse {
@@ -46,13 +49,40 @@ impl Pass for Cse {
     }
 }
 
-/// What makes two ops identical.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// What makes two ops identical. Inline vectors and the attributes as one
+/// string: a key per eligible op, built with a vector per part and a string
+/// per attribute (and cloned whole when kept), was most of this pass's
+/// allocations (issue 40).
+#[derive(Debug, PartialEq, Eq, Hash)]
 struct Key {
     opcode: crate::ops::Opcode,
-    operands: Vec<Value>,
-    attrs: Vec<String>,
-    types: Vec<crate::types::Type>,
+    operands: SmallVec<[Value; 4]>,
+    attrs: String,
+    types: SmallVec<[crate::types::Type; 2]>,
+}
+
+/// The attributes as one string, each part length-prefixed so that
+/// different lists never give the same text. A number is compared by its
+/// bits (`0` and `-0` differ, as their printed forms do).
+fn attrs_key(attrs: &Attrs) -> String {
+    let mut out = String::new();
+    for (name, a) in attrs.iter() {
+        let _ = write!(out, "{}:{name}", name.len());
+        let _ = match a {
+            Attr::Flag => write!(out, "F;"),
+            Attr::Bool(b) => write!(out, "B{};", u8::from(*b)),
+            Attr::Number(n) => write!(out, "N{:x};", n.to_bits()),
+            Attr::Str(s) => write!(out, "S{}:{s};", s.len()),
+            Attr::Symbol { agent, flow } => {
+                write!(out, "Y{}:{agent}{}:{flow};", agent.len(), flow.len())
+            }
+            Attr::Type(_) | Attr::Json(_) => {
+                let text = attr_text(name, a);
+                write!(out, "T{}:{text};", text.len())
+            }
+        };
+    }
+    out
 }
 
 /// The identical ops seen so far, visible from the region being walked: one
@@ -60,7 +90,7 @@ struct Key {
 /// a lookup per enclosing region for every op).
 #[derive(Default)]
 struct Scopes {
-    seen: HashMap<Key, Vec<Value>>,
+    seen: HashMap<Rc<Key>, SmallVec<[Value; 2]>>,
     /// Merged results and what replaces them; applied to every operand once,
     /// at the end (replacing uses op by op scanned the flow per merge).
     replaced: HashMap<Value, Value>,
@@ -100,7 +130,7 @@ impl Cse {
             let Some(&op) = frame.ops.get(frame.next) else {
                 if let Some(done) = stack.pop() {
                     for key in done.added {
-                        scopes.seen.remove(&key);
+                        scopes.seen.remove(&*key);
                     }
                 }
                 continue;
@@ -126,7 +156,7 @@ impl Cse {
             let key = Key {
                 opcode: od.opcode,
                 operands: od.operands.iter().map(|&v| scopes.resolve(v)).collect(),
-                attrs: od.attrs.iter().map(|(n, a)| attr_text(n, a)).collect(),
+                attrs: attrs_key(&od.attrs),
                 types: od
                     .results
                     .iter()
@@ -156,8 +186,8 @@ impl Cse {
                 // before: the innermost definition wins).
                 Some(_) => {}
                 None => {
-                    let results = od.results.to_vec();
-                    scopes.seen.insert(key.clone(), results);
+                    let key = Rc::new(key);
+                    scopes.seen.insert(Rc::clone(&key), od.results.clone());
                     if let Some(top) = stack.last_mut() {
                         top.added.push(key);
                     }
@@ -173,7 +203,7 @@ struct Frame {
     region: Region,
     ops: Vec<crate::entity::Op>,
     next: usize,
-    added: Vec<Key>,
+    added: Vec<Rc<Key>>,
 }
 
 impl Frame {

@@ -4,10 +4,11 @@
 
 use super::{OptLevel, Pass, Pipeline, PipelineError};
 use crate::entity::Op;
+use crate::ops::Effect;
 use crate::printer::print_module;
 use crate::verifier::{verify_errors, VerifyError};
 use crate::Module;
-use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use rustc_hash::FxHashMap as HashMap;
 use std::fmt::Write;
 use std::time::{Duration, Instant};
 
@@ -210,8 +211,7 @@ impl PassManager {
     pub fn run(&mut self, m: &mut Module) -> Result<Stats, VerifyFailure> {
         let start = Instant::now();
         let mut stats = Stats::default();
-        let mut live = live_ops(m);
-        let mut calls = super::util::llm_call_count(m);
+        let mut live = Census::of(m);
         for (name, pass) in &mut self.passes {
             let short = pass.name();
             if self.print.before_all || self.print.before.iter().any(|p| p == short) {
@@ -221,22 +221,21 @@ impl PassManager {
             let t0 = Instant::now();
             let changed = pass.run(m).changed();
             let time = t0.elapsed();
-            let after = live_ops(m);
-            let calls_after = super::util::llm_call_count(m);
+            let (ops_before, calls) = (live.ops, live.llm_calls);
+            let (after, removed, added) = Census::after(m, live.flows);
             stats.passes.push(PassStats {
                 name: name.clone(),
                 changed,
                 time,
-                ops_before: live.values().map(HashSet::len).sum(),
-                ops_after: after.values().map(HashSet::len).sum(),
-                removed: only_in(&live, &after),
-                added: only_in(&after, &live),
+                ops_before,
+                ops_after: after.ops,
+                removed,
+                added,
                 llm_calls_before: calls,
-                llm_calls_after: calls_after,
+                llm_calls_after: after.llm_calls,
                 counters: pass.counters(),
             });
             live = after;
-            calls = calls_after;
             let wanted = self.print.after_all
                 || self.print.after.iter().any(|p| p == short)
                 || (self.print.after_change && changed);
@@ -264,30 +263,90 @@ impl PassManager {
     }
 }
 
-/// Live ops, keyed by agent name, flow name and op id.
-/// Live ops per flow, keyed by the flow's names (ids change when `dce`
-/// drops flows). One key per flow, not per op: keying every op by two
-/// strings made the statistics the slowest part of a large build.
-type LiveOps = HashMap<(String, String), HashSet<Op>>;
+/// Live ops of each flow (sorted by id), by agent name and flow name (ids
+/// change when `dce` drops flows). Nested maps so that the next census
+/// looks a flow up by its borrowed names and takes the keys over: cloning
+/// both names and hashing every op into a set, for every flow after every
+/// pass, made the statistics a large part of a many-flow build (issue 40).
+type LiveOps = HashMap<String, HashMap<String, Vec<Op>>>;
 
-fn live_ops(m: &Module) -> LiveOps {
-    let mut out = LiveOps::default();
-    for a in m.agents.values() {
-        for f in a.flows.values() {
-            out.entry((a.name.clone(), f.name.clone()))
-                .or_default()
-                .extend(f.walk());
-        }
-    }
-    out
+/// What the statistics count of a module between passes.
+struct Census {
+    flows: LiveOps,
+    ops: usize,
+    llm_calls: usize,
 }
 
-/// Ops live in `a` and not in `b`.
-fn only_in(a: &LiveOps, b: &LiveOps) -> usize {
-    a.iter()
-        .map(|(k, ops)| match b.get(k) {
-            Some(other) => ops.difference(other).count(),
-            None => ops.len(),
-        })
-        .sum()
+impl Census {
+    fn of(m: &Module) -> Census {
+        Census::after(m, LiveOps::default()).0
+    }
+
+    /// The census of `m`, with the ops removed from and added to `before`
+    /// (the previous census's flows, whose keys it reuses).
+    fn after(m: &Module, mut before: LiveOps) -> (Census, usize, usize) {
+        let mut census = Census {
+            flows: LiveOps::default(),
+            ops: 0,
+            llm_calls: 0,
+        };
+        let (mut removed, mut added) = (0, 0);
+        for a in m.agents.values() {
+            let (key, mut old) = before
+                .remove_entry(a.name.as_str())
+                .unwrap_or_else(|| (a.name.clone(), HashMap::default()));
+            let flows = census.flows.entry(key).or_default();
+            for f in a.flows.values() {
+                let mut live = f.walk();
+                census.llm_calls += live
+                    .iter()
+                    .filter(|&&o| {
+                        f.dfg
+                            .ops
+                            .get(o)
+                            .is_some_and(|d| d.opcode.effect() == Effect::Llm)
+                    })
+                    .count();
+                live.sort_unstable();
+                census.ops += live.len();
+                let (key, was) = old
+                    .remove_entry(f.name.as_str())
+                    .unwrap_or_else(|| (f.name.clone(), Vec::new()));
+                let (r, a) = difference(&was, &live);
+                removed += r;
+                added += a;
+                flows.insert(key, live);
+            }
+            // Flows (and below, agents) that are gone.
+            removed += old.values().map(Vec::len).sum::<usize>();
+        }
+        removed += before
+            .values()
+            .flat_map(HashMap::values)
+            .map(Vec::len)
+            .sum::<usize>();
+        (census, removed, added)
+    }
+}
+
+/// Ops only in `a` and ops only in `b`, both sorted.
+fn difference(a: &[Op], b: &[Op]) -> (usize, usize) {
+    let (mut i, mut j, mut only_a, mut only_b) = (0, 0, 0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => {
+                only_a += 1;
+                i += 1;
+            }
+            std::cmp::Ordering::Greater => {
+                only_b += 1;
+                j += 1;
+            }
+            std::cmp::Ordering::Equal => {
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    (only_a + a.len() - i, only_b + b.len() - j)
 }

@@ -254,6 +254,10 @@ agent @C {
         stats.passes[0].counters,
         vec![("dead ops", 1), ("dead flows", 3), ("dead agents", 1)]
     );
+    // The statistics count the ops of dropped flows and agents as removed.
+    let p = &stats.passes[0];
+    assert_eq!((p.ops_before, p.ops_after), (9, 5));
+    assert_eq!((p.removed, p.added), (4, 0));
 }
 
 #[test]

@@ -332,25 +332,6 @@ pub(crate) fn template_safe(s: &str) -> bool {
     !s.contains('{') && !s.contains('}')
 }
 
-/// Number of live LLM calls (ops of the `llm` effect class) in a module.
-pub(crate) fn llm_call_count(m: &crate::Module) -> usize {
-    m.agents
-        .values()
-        .flat_map(|a| a.flows.values())
-        .map(|f| {
-            f.walk()
-                .into_iter()
-                .filter(|&o| {
-                    f.dfg
-                        .ops
-                        .get(o)
-                        .is_some_and(|d| d.opcode.effect() == Effect::Llm)
-                })
-                .count()
-        })
-        .sum()
-}
-
 /// Erases the pure, region-free ops among `candidates` that the rewrites
 /// left without uses and that cannot fail, and then their inputs in turn. Ops that were unused
 /// before canonicalize are left to `dce`.
