@@ -59,6 +59,7 @@ impl Registry {
     /// [`Registry::start_run_queued`], the prepared run passed through
     /// `wrap` before it is queued (a thread's run is linked to its thread
     /// and waits its turn); an error of `wrap` discards the run.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn start_run_with(
         &self,
         program: &str,
