@@ -7,9 +7,13 @@ use super::lexer::{lex, LexError, LexErrorKind, Spanned, StrLit, Tok};
 use ais_ir::{Diagnostic, IntoDiagnostic, Span};
 use lalrpop_util::{ErrorRecovery, ParseError};
 
+// `grammar.rs` is LALRPOP's output for `grammar.lalrpop`, checked in so that
+// building does not run LALRPOP (issue 33: it and its dependencies were a
+// share of every fresh build). `tests/grammar_generated.rs` regenerates it
+// and fails if the two differ; `AIS_BLESS=1` rewrites it.
 #[allow(clippy::all, clippy::unwrap_used, unused_qualifications, unused_parens)]
 mod generated {
-    include!(concat!(env!("OUT_DIR"), "/syntax/grammar.rs"));
+    include!("grammar.rs");
 }
 
 /// An error raised by a grammar action (a well-formed but invalid construct).
