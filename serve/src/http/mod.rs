@@ -346,7 +346,7 @@ async fn handle(ctx: Arc<Ctx>, req: Request<Incoming>) -> Result<Response<Body>,
         Bytes::new()
     };
     let c = ctx.clone();
-    let reply = tokio::task::spawn_blocking(move || routes::route(&c, &head, &body))
+    let reply = tokio::task::spawn_blocking(move || answer(&c, &head, &body))
         .await
         .unwrap_or_else(|_| Reply::error(&ApiError::internal("the request's handler panicked")));
     let opened = match reply {
@@ -358,4 +358,20 @@ async fn handle(ctx: Arc<Ctx>, req: Request<Incoming>) -> Result<Response<Body>,
         Ok(body) => sse_response(&ctx, body),
         Err(e) => response(&ctx, Reply::error(&e)),
     })
+}
+
+/// Answers one request: the thread and memory endpoints, else the rest
+/// (`routes`). Dispatched here so that `routes` does not depend on the
+/// modules that use its request helpers.
+fn answer(ctx: &Arc<Ctx>, head: &Head, body: &[u8]) -> Reply {
+    let segs: Vec<&str> = head.path.trim_matches('/').split('/').collect();
+    if let Some(r) =
+        threads::route(ctx, head, &segs, body).or_else(|| memory::route(ctx, head, &segs, body))
+    {
+        return match r {
+            Ok((status, body)) => Reply::json(status, &body),
+            Err(e) => Reply::error(&e),
+        };
+    }
+    routes::route(ctx, head, &segs, body)
 }

@@ -257,21 +257,13 @@ fn method_not_allowed(head: &Head, allow: &str, hint: &str) -> Reply {
     }
 }
 
-/// Answers one request.
-pub(crate) fn route(ctx: &Arc<Ctx>, head: &Head, body: &[u8]) -> Reply {
+/// Answers one request that `threads` and `memory` did not take
+/// (`super::answer`).
+pub(crate) fn route(ctx: &Arc<Ctx>, head: &Head, segs: &[&str], body: &[u8]) -> Reply {
     use hyper::Method;
     let path = head.path.as_str();
     let query = head.query.as_str();
-    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
-    if let Some(r) = super::threads::route(ctx, head, &segs, body)
-        .or_else(|| super::memory::route(ctx, head, &segs, body))
-    {
-        return match r {
-            Ok((status, body)) => Reply::json(status, &body),
-            Err(e) => Reply::error(&e),
-        };
-    }
-    let result: Result<(u16, Json), ApiError> = match (&head.method, segs.as_slice()) {
+    let result: Result<(u16, Json), ApiError> = match (&head.method, segs) {
         (&Method::GET, ["health"]) => {
             let g = ctx.registry.gauges();
             Ok((

@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 
 /// The schema version this binary writes and reads (2: webhooks, the
 /// tables of `super::webhook`, created with a run's first subscription).
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = super::webhook::SCHEMA_VERSION;
 
 #[derive(Debug)]
 pub struct SqliteStore {

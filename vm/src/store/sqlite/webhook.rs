@@ -53,10 +53,14 @@ fn present(c: &Connection) -> rusqlite::Result<bool> {
     )
 }
 
+/// The journal's schema version with these tables (`runs.rs` writes and
+/// reads this version).
+pub(super) const SCHEMA_VERSION: i64 = 2;
+
 /// Creates the tables and stamps schema version 2 (idempotent).
 fn ensure(c: &Connection) -> rusqlite::Result<()> {
     c.execute_batch(TABLES)?;
-    c.pragma_update(None, "user_version", super::runs::SCHEMA_VERSION)
+    c.pragma_update(None, "user_version", SCHEMA_VERSION)
 }
 
 /// Writes, in the transaction that just recorded run `run`'s state, one
