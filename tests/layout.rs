@@ -123,26 +123,6 @@ const MAX_LINES: usize = 800;
 /// what both sides used below them). A cycle found must lie inside one of
 /// these; any other cycle fails. This list only shrinks.
 const KNOWN_CYCLES: &[(&str, &[&str])] = &[
-    // Came with this session's merges (threads' AAM tools reading the
-    // store, speculation and warm-up in the scheduler, the webhook
-    // outbox): to be untied next, by moving what both sides use below them.
-    (
-        "vm",
-        &[
-            "aam",
-            "catalogue",
-            "config",
-            "frame",
-            "interp",
-            "journal",
-            "observe",
-            "plan",
-            "prefetch",
-            "scheduler",
-            "store",
-            "telemetry",
-        ],
-    ),
     // The hedge's registry and the latency history file read each other.
     (
         "vm",

@@ -17,6 +17,7 @@ pub mod plan;
 pub(crate) mod prefetch;
 pub mod progress;
 pub mod scheduler;
+pub mod speculation;
 pub mod store;
 pub mod sync;
 pub mod telemetry;

@@ -38,7 +38,7 @@ pub struct Config {
     pub policy: ais_ir::ifc::FlowPolicy,
     /// `speculate`: the run's budget for speculated branch arms (`None`:
     /// no speculation).
-    pub speculate: Option<crate::scheduler::Speculate>,
+    pub speculate: Option<crate::speculation::Speculate>,
     /// `[webhooks]`: signing and sending (`crate::webhook::Settings`).
     pub webhooks: super::webhooks::WebhooksSection,
 }
@@ -135,7 +135,7 @@ impl Config {
                 let cost = Some(v.max_extra_cost).filter(|c| c.is_finite() && *c >= 0.0);
                 match (calls, cost) {
                     (Some(max_extra_calls), Some(max_extra_cost_usd)) => {
-                        Some(crate::scheduler::Speculate {
+                        Some(crate::speculation::Speculate {
                             max_extra_calls,
                             max_extra_cost_usd,
                         })

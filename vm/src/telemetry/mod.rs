@@ -277,7 +277,7 @@ pub struct RunSummary {
     pub linked_flows: Vec<String>,
     /// What speculation of branch arms did (`None`: it was off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub speculation: Option<crate::scheduler::SpeculationSummary>,
+    pub speculation: Option<crate::speculation::SpeculationSummary>,
 }
 
 impl RunSummary {

@@ -24,48 +24,11 @@ use super::Run;
 use crate::frame::{Frame, Role};
 use crate::llm::LlmRequest;
 use crate::sync::lock;
-use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+pub use crate::speculation::{Speculate, SpeculationSummary};
 pub(super) use table::Adopted;
-
-/// A run's speculation budget: at most `max_extra_calls` LLM calls and
-/// `max_extra_cost_usd` spent on arms that are not taken. Either at 0:
-/// no speculation.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Speculate {
-    pub max_extra_calls: u32,
-    pub max_extra_cost_usd: f64,
-}
-
-impl Speculate {
-    fn on(&self) -> bool {
-        self.max_extra_calls > 0 && self.max_extra_cost_usd > 0.0
-    }
-}
-
-/// What speculation did in a run (the run summary's `speculation`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct SpeculationSummary {
-    /// LLM calls started before their branch was decided.
-    pub speculated: u64,
-    /// Of those, calls whose arm was taken: their op used the reply.
-    pub adopted: u64,
-    /// Calls of arms not taken (cancelled; never journaled).
-    pub discarded: u64,
-    /// Tokens and cost (at the configured prices) of the discarded calls,
-    /// included in the run's `cost_usd`.
-    pub extra_input_tokens: u64,
-    pub extra_output_tokens: u64,
-    pub extra_cost_usd: f64,
-    /// Time adopted calls had already run when their op started (the
-    /// critical-path time speculation took off the run, at most).
-    pub saved_ms: f64,
-    /// The budget the run had.
-    pub max_extra_calls: u32,
-    pub max_extra_cost_usd: f64,
-}
 
 /// A branch speculated on: the arms' calls that may turn out extra, and
 /// their estimated cost, until it is decided.
@@ -87,7 +50,7 @@ pub(super) struct Spec {
 
 impl Spec {
     pub(super) fn new(program: &ais_ir::bytecode::Program, budget: Option<Speculate>) -> Spec {
-        let budget = budget.filter(Speculate::on);
+        let budget = budget.filter(Speculate::is_on);
         Spec {
             triggers: if budget.is_some() {
                 plan::Triggers::of(program)
