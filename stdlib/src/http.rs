@@ -49,9 +49,11 @@ pub(crate) fn agent_for(url: &str, timeout: Duration) -> ureq::Agent {
     )
 }
 
-/// Is `ip` a destination inside the machine or its networks: loopback,
-/// unspecified, private (RFC 1918, unique-local), carrier-grade NAT,
-/// link-local (cloud metadata services live there), broadcast, multicast?
+/// Is `ip` a destination inside the machine or its networks, or no public
+/// unicast address at all: loopback, unspecified, private (RFC 1918,
+/// unique-local), carrier-grade NAT, link-local (cloud metadata services
+/// live there), broadcast, multicast, documentation and reserved ranges?
+/// The one SSRF rule: `http_get` and webhook deliveries both ask it.
 pub fn is_private(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(a) => {
@@ -62,9 +64,12 @@ pub fn is_private(ip: IpAddr) -> bool {
                 || a.is_link_local()
                 || a.is_broadcast()
                 || a.is_multicast()
+                || a.is_documentation()
                 || o[0] == 0
                 || (o[0] == 100 && (64..128).contains(&o[1]))
                 || (o[0] == 192 && o[1] == 0 && o[2] == 0)
+                // Benchmarking 198.18.0.0/15, reserved 240.0.0.0/4.
+                || (o[0] == 198 && (o[1] & 0xfe) == 18)
                 || o[0] >= 240
         }
         IpAddr::V6(a) => {
@@ -79,7 +84,9 @@ pub fn is_private(ip: IpAddr) -> bool {
                 || (s[0] & 0xffc0) == 0xfe80
                 // 6to4 and NAT64 forms embed an IPv4 address.
                 || s[0] == 0x2002
-                || (s[0] == 0x64 && s[1] == 0xff9b)
+                || s[0] == 0x0064
+                // Documentation 2001:db8::/32.
+                || (s[0] == 0x2001 && s[1] == 0x0db8)
         }
     }
 }

@@ -7,48 +7,13 @@
 //! addresses the name resolves to then ([`GuardedResolver`]), so a name
 //! that later resolves to a private address is refused too.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv6Addr};
 use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
 
 /// Whether `ip` is a public unicast address (one a webhook may reach when
-/// private ones are not allowed).
+/// private ones are not allowed): the same rule as `http_get`'s.
 pub fn is_public(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => public_v4(v4),
-        IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return public_v4(v4);
-            }
-            let s = v6.segments();
-            !(v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                // Unique local fc00::/7, link-local fe80::/10.
-                || (s[0] & 0xfe00) == 0xfc00
-                || (s[0] & 0xffc0) == 0xfe80
-                // NAT64 of a private v4 is not worth telling apart.
-                || s[0] == 0x0064
-                // Documentation 2001:db8::/32.
-                || (s[0] == 0x2001 && s[1] == 0x0db8))
-        }
-    }
-}
-
-fn public_v4(ip: Ipv4Addr) -> bool {
-    let o = ip.octets();
-    !(ip.is_loopback()
-        || ip.is_private()
-        || ip.is_link_local()
-        || ip.is_unspecified()
-        || ip.is_broadcast()
-        || ip.is_multicast()
-        || ip.is_documentation()
-        || o[0] == 0
-        // Shared address space 100.64.0.0/10 (carrier NAT).
-        || (o[0] == 100 && (o[1] & 0xc0) == 64)
-        // Reserved 240.0.0.0/4 and benchmarking 198.18.0.0/15.
-        || o[0] >= 240
-        || (o[0] == 198 && (o[1] & 0xfe) == 18))
+    !ais_stdlib::http::is_private(ip)
 }
 
 /// The address a URL's host names literally (`127.0.0.1`, `[::1]`), if it
