@@ -11,6 +11,10 @@
 
 #[path = "support/ifc_policy.rs"]
 mod ifc_policy;
+#[path = "support/mail_agent.rs"]
+mod mail_agent;
+
+use mail_agent::{denied, program};
 
 use ais_ir::ifc::{FlowPolicy, SinkRule};
 use ais_testkit::fake::FakeBackend;
@@ -19,23 +23,6 @@ use ais_vm::{Host, RunError, RunOptions, RunReport};
 use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-
-fn program(body: &str) -> ais_ir::bytecode::Program {
-    let src = format!(
-        r#"agent A {{
-    capability fetch_page(url: str) -> str;
-    capability read_note(name: str) -> str;
-    capability send(to: str, note: str) -> json;
-
-    @entry flow main() -> str {{
-        {body}
-    }}
-}}
-"#
-    );
-    let m = ais_compiler::driver::lower_source(&src).unwrap_or_else(|d| panic!("{d:?}"));
-    ais_ir::bytecode::compile(&m).unwrap()
-}
 
 fn policy() -> FlowPolicy {
     let mut p = ifc_policy::mail_policy();
@@ -77,10 +64,6 @@ fn run(host: &Arc<MemoryHost>, body: &str) -> RunReport {
         Arc::new(FakeBackend::new()),
         host.clone() as Arc<dyn Host>,
     )
-}
-
-fn denied(r: &RunReport) -> bool {
-    matches!(&r.outcome, Err(RunError::OpFailed { code, .. }) if code == "policy.denied")
 }
 
 const STORE_PAGE: &str = "let doc = fetch_page(\"https://example.test\")\n        umem(doc, \"ltm\", \"contact\")\n        return \"stored\"";

@@ -13,6 +13,10 @@
 
 #[path = "support/ifc_policy.rs"]
 mod ifc_policy;
+#[path = "support/mail_agent.rs"]
+mod mail_agent;
+
+use mail_agent::{denied, program};
 
 use ais_ir::ifc::{FlowPolicy, SinkRule};
 use ais_testkit::fake::{text_reply, FakeBackend};
@@ -23,23 +27,6 @@ use ais_vm::{Host, RunError, RunOptions, RunReport};
 use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-
-fn program(body: &str) -> ais_ir::bytecode::Program {
-    let src = format!(
-        r#"agent A {{
-    capability fetch_page(url: str) -> str;
-    capability read_note(name: str) -> str;
-    capability send(to: str, note: str) -> json;
-
-    @entry flow main() -> str {{
-        {body}
-    }}
-}}
-"#
-    );
-    let m = ais_compiler::driver::lower_source(&src).unwrap_or_else(|d| panic!("{d:?}"));
-    ais_ir::bytecode::compile(&m).unwrap()
-}
 
 /// `fetch_page` is untrusted; the agent may keep untrusted text with the
 /// storing tools (they are sinks by default), so the reads must keep it
@@ -118,10 +105,6 @@ fn model() -> FakeBackend {
         r.finish_reason = "tool_calls".into();
         Some(Ok(r))
     })
-}
-
-fn denied(r: &RunReport) -> bool {
-    matches!(&r.outcome, Err(RunError::OpFailed { code, .. }) if code == "policy.denied")
 }
 
 /// A fresh place per call.

@@ -10,6 +10,10 @@
 
 #[path = "support/ifc_policy.rs"]
 mod ifc_policy;
+#[path = "support/mail_agent.rs"]
+mod mail_agent;
+
+use mail_agent::{denied, program};
 
 use ais_ir::ifc::{FlowPolicy, SinkRule};
 use ais_testkit::fake::FakeBackend;
@@ -20,23 +24,6 @@ use serde_json::json;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-
-fn program(body: &str) -> ais_ir::bytecode::Program {
-    let src = format!(
-        r#"agent A {{
-    capability fetch_page(url: str) -> str;
-    capability read_note(name: str) -> str;
-    capability send(to: str, note: str) -> json;
-
-    @entry flow main() -> str {{
-        {body}
-    }}
-}}
-"#
-    );
-    let m = ais_compiler::driver::lower_source(&src).unwrap_or_else(|d| panic!("{d:?}"));
-    ais_ir::bytecode::compile(&m).unwrap()
-}
 
 /// `fetch_page` is untrusted; writing it into the thread's state is
 /// allowed (the state is the agent's own), sending it is not.
@@ -86,10 +73,6 @@ fn run(dir: &Path, sent: &Arc<AtomicUsize>, body: &str) -> RunReport {
         Arc::new(FakeBackend::new()),
         Arc::new(h) as Arc<dyn Host>,
     )
-}
-
-fn denied(r: &RunReport) -> bool {
-    matches!(&r.outcome, Err(RunError::OpFailed { code, .. }) if code == "policy.denied")
 }
 
 /// Run 1 takes text from `source` and answers with it (and writes it to
