@@ -3,9 +3,12 @@
 //! flight, has journaled none of them; its resume decides the branch and
 //! journals the taken arm's call once, nothing of the others.
 
+#[path = "support/isolated_aisc.rs"]
+mod isolated_aisc;
 use ais_testkit::mock::MockServer;
+use isolated_aisc::aisc;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 const ROUTER: &str = r#"agent Router {
@@ -20,19 +23,6 @@ const ROUTER: &str = r#"agent Router {
     }
 }
 "#;
-
-fn aisc(dir: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_aisc"));
-    c.env_remove("OPENAI_API_KEY")
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("APXM_CONFIG")
-        .env_remove("APXM_BACKEND")
-        .env_remove("AIS_STORE")
-        .env("HOME", dir)
-        .env("NO_COLOR", "1")
-        .current_dir(dir);
-    c
-}
 
 /// The journal's completed steps of `id` by op name.
 fn done(dir: &Path, id: &str, op: &str) -> usize {

@@ -6,11 +6,14 @@
 
 mod serve_support;
 
+#[path = "support/isolated_aisc.rs"]
+mod isolated_aisc;
 use ais_testkit::mock::MockServer;
+use isolated_aisc::aisc;
 use serde_json::{json, Value as Json};
 use serve_support::{write, Server};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::Duration;
 
 const STEPS: &str = r#"agent Steps {
@@ -23,19 +26,6 @@ const STEPS: &str = r#"agent Steps {
     }
 }
 "#;
-
-fn aisc(dir: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_aisc"));
-    c.env_remove("OPENAI_API_KEY")
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("APXM_CONFIG")
-        .env_remove("APXM_BACKEND")
-        .env_remove("AIS_STORE")
-        .env("HOME", dir)
-        .env("NO_COLOR", "1")
-        .current_dir(dir);
-    c
-}
 
 fn output(dir: &Path, args: &[&str]) -> Output {
     aisc(dir).args(args).output().expect("aisc runs")
