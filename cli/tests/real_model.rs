@@ -23,7 +23,6 @@ use ais_vm::llm::{
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -67,26 +66,11 @@ impl Recipes for LlamaServer {
 /// `aisc run EXAMPLE ARGS --report-json` in a fresh directory holding the
 /// server's configuration: exit code and the report.
 fn run_example(server: &LlamaServer, example: &str, args: &[&str]) -> (i32, Value, String) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::create_dir_all(dir.path().join(".apxm")).expect("config dir");
-    std::fs::write(dir.path().join(".apxm/config.toml"), server.config()).expect("config");
-    let out = Command::new(env!("CARGO_BIN_EXE_aisc"))
-        .current_dir(dir.path())
-        .arg("run")
-        .arg(workspace().join("examples").join(example))
-        .args(args)
-        .args(["--report-json", "report.json"])
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("APXM_BACKEND")
-        .env_remove("APXM_CONFIG")
-        .output()
-        .expect("aisc runs");
-    let report = std::fs::read_to_string(dir.path().join("report.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or(Value::Null);
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    (out.status.code().unwrap_or(-1), report, stderr)
+    llama_support::run_with_config(
+        &server.config(),
+        &workspace().join("examples").join(example),
+        args,
+    )
 }
 
 fn summary(report: &Value, key: &str) -> u64 {

@@ -175,32 +175,10 @@ fn run(
     file: &Path,
     args: &[String],
 ) -> (i32, Value, String) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::create_dir_all(dir.path().join(".apxm")).expect("config dir");
     let config = recipe
         .config
         .replace("http://127.0.0.1:8080/v1", &server.base_url());
-    std::fs::write(dir.path().join(".apxm/config.toml"), config).expect("config");
-    let out = Command::new(env!("CARGO_BIN_EXE_aisc"))
-        .current_dir(dir.path())
-        .arg("run")
-        .arg(file)
-        .args(args)
-        .args(["--report-json", "report.json"])
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("APXM_BACKEND")
-        .env_remove("APXM_CONFIG")
-        .output()
-        .expect("aisc runs");
-    let report = std::fs::read_to_string(dir.path().join("report.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or(Value::Null);
-    (
-        out.status.code().unwrap_or(-1),
-        report,
-        String::from_utf8_lossy(&out.stderr).to_string(),
-    )
+    llama_support::run_with_config(&config, file, args)
 }
 
 fn count(report: &Value, key: &str) -> u64 {

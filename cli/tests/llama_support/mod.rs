@@ -123,3 +123,37 @@ impl Drop for LlamaServer {
         let _ = self.child.wait();
     }
 }
+
+/// `aisc run FILE ARGS --report-json` in a fresh directory whose
+/// `.apxm/config.toml` is `config`, with no provider key, backend or
+/// configuration from the environment: exit code, report (null when none
+/// was written) and stderr.
+pub fn run_with_config<S: AsRef<std::ffi::OsStr>>(
+    config: &str,
+    file: &Path,
+    args: &[S],
+) -> (i32, serde_json::Value, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(dir.path().join(".apxm")).expect("config dir");
+    std::fs::write(dir.path().join(".apxm/config.toml"), config).expect("config");
+    let out = Command::new(env!("CARGO_BIN_EXE_aisc"))
+        .current_dir(dir.path())
+        .arg("run")
+        .arg(file)
+        .args(args)
+        .args(["--report-json", "report.json"])
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("APXM_BACKEND")
+        .env_remove("APXM_CONFIG")
+        .output()
+        .expect("aisc runs");
+    let report = std::fs::read_to_string(dir.path().join("report.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(serde_json::Value::Null);
+    (
+        out.status.code().unwrap_or(-1),
+        report,
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
