@@ -46,19 +46,27 @@ fn reference_graphs_run_with_their_expected_output() {
     let tmp = tempfile::tempdir().expect("tempdir");
     for f in files {
         let path = f.to_string_lossy().into_owned();
-        let out = aisc(
-            tmp.path(),
-            &[
-                "run",
-                &path,
-                "--backend",
-                "sim",
-                "--sim-delay-scale",
-                "0",
-                "--memory",
-                ":memory:",
-            ],
-        );
+        let mut args: Vec<String> = [
+            "run",
+            &path,
+            "--backend",
+            "sim",
+            "--sim-delay-scale",
+            "0",
+            "--memory",
+            ":memory:",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        // `NAME.args`: the run's arguments, one `name=value` a line.
+        if let Ok(given) = std::fs::read_to_string(f.with_extension("args")) {
+            for kv in given.lines().filter(|l| !l.trim().is_empty()) {
+                args.extend(["--arg".to_string(), kv.to_string()]);
+            }
+        }
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = aisc(tmp.path(), &a);
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
@@ -74,6 +82,44 @@ fn reference_graphs_run_with_their_expected_output() {
             assert_eq!(stdout, want, "{path}");
         }
     }
+}
+
+/// The guides' worker graph starts with a `GUARD` that has no input: it
+/// checks the run's input (`--arg input=...`). Without one the run does
+/// not start (exit 2, naming the argument); with an empty one the guard
+/// halts with its message before any tool call, since what follows the
+/// guard by a `Data` edge waits for it.
+#[test]
+fn an_input_less_guard_checks_the_runs_input() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let f =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/reference/graphs/guarded_worker.json");
+    let path = f.to_string_lossy().into_owned();
+    let run = [
+        "run",
+        &path,
+        "--backend",
+        "sim",
+        "--memory",
+        ":memory:",
+        "-q",
+    ];
+    let out = aisc(tmp.path(), &run);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--arg input=VALUE"), "{err}");
+
+    let report = tmp.path().join("r.json");
+    let report_s = report.to_string_lossy().into_owned();
+    let mut a: Vec<&str> = run.to_vec();
+    a.extend(["--arg", "input=", "--report-json", &report_s]);
+    let out = aisc(tmp.path(), &a);
+    assert_eq!(out.status.code(), Some(1));
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).expect("report")).expect("json");
+    assert_eq!(r["error"]["message"], "No input provided", "{r}");
+    assert_eq!(r["error"]["cause"], "guard.failed", "{r}");
+    assert_eq!(r["summary"]["tool_calls"], 0, "{r}");
 }
 
 #[test]

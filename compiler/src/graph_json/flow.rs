@@ -543,6 +543,26 @@ impl<'g, 'l> FlowLowering<'g, 'l> {
         }))
     }
 
+    /// The ordering token of the reference `GUARD` (halting) that feeds
+    /// node `i` by its `Data` edge `e`: its value is only "passed", so what
+    /// depends on it must also wait for it (the reference runs a node
+    /// after its inputs' nodes; a `CLAIM` after a guard must not take a
+    /// job the guard would have refused).
+    fn guard_token(&self, i: usize, e: usize) -> Option<Value> {
+        let input = self.inputs[i].iter().find(|x| x.edge == e)?;
+        let Source::Node { node, result: None } = input.source else {
+            return None;
+        };
+        let n = &self.g.g.nodes[node];
+        if n.op.as_deref() != Some("GUARD") || n.results.is_some() {
+            return None;
+        }
+        match self.values.get(node)?.as_slice() {
+            [_, t] => Some(*t),
+            _ => None,
+        }
+    }
+
     fn id(&self, i: usize) -> u64 {
         self.g.g.nodes[i].id.unwrap_or_default()
     }
@@ -719,7 +739,16 @@ impl<'g, 'l> FlowLowering<'g, 'l> {
                         value: v,
                         from: self.g.g.edges[e].from,
                     });
+                    if let Some(t) = self.guard_token(i, e) {
+                        if !tokens.contains(&t) {
+                            tokens.push(t);
+                        }
+                    }
                 }
+            }
+            if !opcode.info().takes_ord && refonly.is_none() {
+                // A pure op has no effect to order; it needs no token.
+                tokens.retain(|t| operands.iter().any(|(v, _)| v == t));
             }
             let inputs = DataIn { data, tokens };
             let mut b = Build::new(flow, region, span);

@@ -137,6 +137,12 @@ pub fn lower_document(doc: &Graph, loc: &Locator) -> Result<Module, Vec<GraphErr
                 let ty = param_type(&p.type_name).unwrap_or(Type::Json);
                 f.add_param(p.name.clone(), ty);
             }
+            if f.entry && f.params.is_empty() && guards_run_input(g.g) {
+                // The graph checks the run's input (the guides'
+                // `coordinated-worker`: "No input provided"): it gets one,
+                // `--arg input=TEXT`, a text as the reference's are.
+                f.add_param(RUN_INPUT, Type::Str);
+            }
             if let Some(r) = g.g.metadata.get("result") {
                 f.result = r.as_str().and_then(Type::parse).ok_or_else(|| {
                     vec![GraphError::BadStructure {
@@ -180,6 +186,23 @@ pub fn lower_document(doc: &Graph, loc: &Locator) -> Result<Module, Vec<GraphErr
         declare(&mut module.agents[aid], d, ai, loc)?;
     }
     Ok(module)
+}
+
+/// The parameter an entry graph without parameters gets when a `GUARD`
+/// in it has no input: the run's input (docs/graph-json.md).
+pub const RUN_INPUT: &str = "input";
+
+/// Whether a reference `GUARD` node (not ours: ours carry `results`) has no
+/// `Data` input, so that it checks the run's input.
+fn guards_run_input(g: &Graph) -> bool {
+    g.nodes.iter().any(|n| {
+        n.op.as_deref() == Some("GUARD")
+            && n.results.is_none()
+            && !g
+                .edges
+                .iter()
+                .any(|e| Some(e.to) == n.id && e.dependency == super::schema::Dependency::Data)
+    })
 }
 
 /// `metadata.is_entry` absent means `true`, as in the reference.

@@ -432,9 +432,14 @@ fn guard(
     let on_fail = text(attrs, "on_fail")?
         .unwrap_or_else(|| "halt".into())
         .to_ascii_lowercase();
-    let x = match data.first() {
-        Some(d) => d.value,
-        None => b.konst(Attr::Json(Json::Null), Type::Null),
+    // Without an input the guard checks the graph's first parameter: the
+    // run's input (an entry graph without parameters gets `input` for it,
+    // `lower.rs`) or a call's first argument; the reference's runtime
+    // gives such a guard `null`, so its guides' guard could never pass.
+    let x = match (data.first(), b.flow.params.first()) {
+        (Some(d), _) => d.value,
+        (None, Some(&(_, p))) => p,
+        (None, None) => b.konst(Attr::Json(Json::Null), Type::Null),
     };
     let cond = condition_value(&condition, x, b)?;
     match on_fail.as_str() {
