@@ -122,6 +122,89 @@ fn an_input_less_guard_checks_the_runs_input() {
     assert_eq!(r["summary"]["tool_calls"], 0, "{r}");
 }
 
+/// A lone graph's `FLOW_CALL` to an agent it does not define (the
+/// reference's op definition's own example) checks with the warning
+/// `G0014` and fails when the call runs, naming the agent, before what
+/// depends on it; a misspelling of an agent the document defines, or any
+/// unknown agent in a whole program (`graphs`), stays the error `V0019`.
+#[test]
+fn flow_calls_to_absent_agents_warn_in_a_lone_graph_and_fail_in_a_program() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let graph = |agent: &str, whole: bool| {
+        let mut g = serde_json::json!({
+            "name": "caller",
+            "nodes": [
+                {"id": 1, "name": "topic", "op": "CONST_STR", "attributes": {"value": "tides"}},
+                {"id": 4, "name": "call", "op": "FLOW_CALL", "attributes": {"agent_name": agent, "flow_name": "analyze", "args": {"topic": "{{node_1}}"}}},
+                {"id": 5, "name": "after", "op": "PRINT", "attributes": {"message": "reached"}}
+            ],
+            "edges": [
+                {"from": 1, "to": 4, "dependency": "Data"},
+                {"from": 4, "to": 5, "dependency": "Data"}
+            ],
+            "parameters": []
+        });
+        if whole {
+            g["graphs"] = serde_json::json!([{
+                "name": "helper",
+                "nodes": [{"id": 1, "name": "x", "op": "ASK", "attributes": {"template_str": "hi"}}],
+                "metadata": {"is_entry": false}
+            }]);
+        }
+        g
+    };
+    let write = |name: &str, g: &serde_json::Value| {
+        let p = tmp.path().join(name);
+        std::fs::write(&p, g.to_string()).expect("write");
+        p.to_string_lossy().into_owned()
+    };
+
+    let lone = write("lone.json", &graph("researcher", false));
+    let out = aisc(tmp.path(), &["check", &lone]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("[G0014] Warning") && err.contains("`researcher`"),
+        "{err}"
+    );
+    assert!(err.contains("0 errors, 1 warning"), "{err}");
+    let out = aisc(
+        tmp.path(),
+        &[
+            "run",
+            &lone,
+            "--backend",
+            "sim",
+            "--memory",
+            ":memory:",
+            "-q",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("`@researcher.analyze`: this program has no agent `researcher`"),
+        "{err}"
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("reached"));
+
+    // `caller` is the lone graph's agent: `calller` is a misspelling of it.
+    let typo = write("typo.json", &graph("calller", false));
+    let out = aisc(tmp.path(), &["check", &typo]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("[V0019]") && err.contains("`@calller.analyze`"),
+        "{err}"
+    );
+
+    let whole = write("whole.json", &graph("researcher", true));
+    let out = aisc(tmp.path(), &["check", &whole]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("[V0019]") && !err.contains("G0014"), "{err}");
+}
+
 #[test]
 fn invalid_reference_graphs_are_rejected_with_their_code() {
     let files = corpus("invalid");

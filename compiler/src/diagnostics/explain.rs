@@ -1384,6 +1384,25 @@ form:
 Name a node that runs only through the marker, or write the regions
 yourself (`regions`, `parent`; docs/graph-json.md)."#,
     },
+    Explanation {
+        code: "G0014",
+        title: "call to an agent the document does not define",
+        text: r#"A warning. A `FLOW_CALL` in a lone graph (a document with no `graphs`
+and no `agents`) names an agent the document does not define and that is
+not a misspelling of one it does. The reference resolves the agent at run
+time, among the agents registered with its runtime; `aisc` runs a document
+with the agents it defines, so the document checks and runs, and the call
+fails (`guard.failed`, naming the agent) if it is reached.
+
+    { "id": 4, "op": "FLOW_CALL",
+      "attributes": { "agent_name": "researcher", "flow_name": "analyze" } }
+
+Add the agent's flows to the document's `graphs` (each with
+`metadata.source_agent`), or write the program as AIS source and `import`
+the agent. In a whole program (with `graphs` or `agents`), or when the name
+is close to an agent the document defines, the call is an error instead
+(`V0019`)."#,
+    },
 ];
 
 pub fn explain(code: &str) -> Option<&'static str> {

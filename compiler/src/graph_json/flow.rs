@@ -65,6 +65,15 @@ pub(super) struct FlowLowering<'g, 'l> {
     refonly: Vec<Option<&'static str>>,
     /// `PAUSE` answers by `checkpoint_id`, for `RESUME`.
     pauses: HashMap<String, Value>,
+    /// Nodes whose value stands for "this passed" beside an ordering token
+    /// (a halting `GUARD`, a `FLOW_CALL` to an absent agent): what they
+    /// feed by a `Data` edge also waits for the token.
+    gated: std::collections::HashSet<usize>,
+    /// Whether the document is a whole program (more than one graph, or
+    /// declared agents): a call to an agent it does not define is then a
+    /// mistake (`V0019`), not an agent from elsewhere.
+    whole_program: bool,
+    pub(super) warnings: Vec<GraphError>,
 }
 
 impl<'g, 'l> FlowLowering<'g, 'l> {
@@ -72,6 +81,7 @@ impl<'g, 'l> FlowLowering<'g, 'l> {
         g: &'g GraphAt<'g>,
         loc: &'l Locator,
         results: &'l HashMap<(String, String), Type>,
+        whole_program: bool,
     ) -> Self {
         FlowLowering {
             g,
@@ -90,6 +100,9 @@ impl<'g, 'l> FlowLowering<'g, 'l> {
             body_nodes: Vec::new(),
             refonly: Vec::new(),
             pauses: HashMap::new(),
+            gated: Default::default(),
+            whole_program,
+            warnings: Vec::new(),
         }
     }
 
@@ -112,8 +125,9 @@ impl<'g, 'l> FlowLowering<'g, 'l> {
         self.loc.at(&p)
     }
 
+    /// Lowers the graph into `flow`; its warnings are left in `warnings`.
     pub(super) fn run(
-        mut self,
+        &mut self,
         flow: &mut FlowData,
         declared: bool,
     ) -> Result<(), Vec<GraphError>> {
@@ -543,7 +557,7 @@ impl<'g, 'l> FlowLowering<'g, 'l> {
         }))
     }
 
-    /// The ordering token of the reference `GUARD` (halting) that feeds
+    /// The ordering token of a gated node (a halting `GUARD`) that feeds
     /// node `i` by its `Data` edge `e`: its value is only "passed", so what
     /// depends on it must also wait for it (the reference runs a node
     /// after its inputs' nodes; a `CLAIM` after a guard must not take a
@@ -553,14 +567,36 @@ impl<'g, 'l> FlowLowering<'g, 'l> {
         let Source::Node { node, result: None } = input.source else {
             return None;
         };
-        let n = &self.g.g.nodes[node];
-        if n.op.as_deref() != Some("GUARD") || n.results.is_some() {
+        if !self.gated.contains(&node) {
             return None;
         }
         match self.values.get(node)?.as_slice() {
             [_, t] => Some(*t),
             _ => None,
         }
+    }
+
+    /// The agent and flow of a reference `FLOW_CALL` to an agent from
+    /// elsewhere: a lone graph (not a whole program) naming an agent it
+    /// does not define and that is no misspelling of one it does (the
+    /// reference resolves agents at run time, among those registered).
+    /// Anything else stays a call, checked by the verifier (`V0019`).
+    fn external_callee(
+        &self,
+        attrs: &indexmap::IndexMap<String, serde_json::Value>,
+    ) -> Option<(String, String)> {
+        let agent = attrs.get("agent_name")?.as_str()?;
+        let callee = attrs.get("flow_name")?.as_str()?;
+        if self.whole_program {
+            return None;
+        }
+        let known: Vec<String> = self.results.keys().map(|(a, _)| a.clone()).collect();
+        let lower = agent.to_ascii_lowercase();
+        let near = known
+            .iter()
+            .any(|k| k == agent || k.to_ascii_lowercase() == lower)
+            || crate::sema::closest(agent, known.iter()).is_some();
+        (!near).then(|| (agent.to_string(), callee.to_string()))
     }
 
     fn id(&self, i: usize) -> u64 {
@@ -725,9 +761,10 @@ impl<'g, 'l> FlowLowering<'g, 'l> {
         let mut attrs = ais_ir::Attrs::default();
         let mut consumed: &[&str] = &[];
         if sugar {
+            let attrs_span = self.field_span(i, "attributes");
             let bad = |message: String| GraphError::BadAttribute {
                 message,
-                span: self.field_span(i, "attributes"),
+                span: attrs_span,
             };
             let mut data = Vec::new();
             let mut tokens = Vec::new();
@@ -752,12 +789,29 @@ impl<'g, 'l> FlowLowering<'g, 'l> {
             }
             let inputs = DataIn { data, tokens };
             let mut b = Build::new(flow, region, span);
-            let expanded = match refonly {
-                Some(name) => {
+            let external = match (opcode, refonly) {
+                (Opcode::FlowCall, None) => self.external_callee(&node.attributes),
+                _ => None,
+            };
+            let is_external = external.is_some();
+            let expanded = match (refonly, external) {
+                (_, Some((agent, callee))) => {
+                    let message = format!(
+                        "`FLOW_CALL` to `@{agent}.{callee}`: this program has no agent `{agent}` (a graph document runs with the agents it defines; add the agent's flows to its `graphs`)"
+                    );
+                    self.warnings.push(GraphError::ExternalAgent {
+                        agent: agent.clone(),
+                        span: attrs_span,
+                    });
+                    Ok(Expanded::Values(external_call(&mut b, message, &inputs.tokens)))
+                }
+                (Some(name), None) => {
                     super::refonly::lower(name, &node.attributes, &mut b, inputs, &self.pauses)
                         .map(Expanded::Values)
                 }
-                None => super::reference::expand(opcode, &node.attributes, &mut b, inputs),
+                (None, None) => {
+                    super::reference::expand(opcode, &node.attributes, &mut b, inputs)
+                }
             }
             .map_err(bad)?;
             match expanded {
@@ -771,6 +825,12 @@ impl<'g, 'l> FlowLowering<'g, 'l> {
                             message: format!("`{}` has no attribute `{k}`", opcode.graph_name()),
                             span: self.field_span(i, "attributes"),
                         });
+                    }
+                    let gated = (opcode == Opcode::Guard || is_external)
+                        && vs.len() == 2
+                        && *flow.dfg.value_type(vs[1]) == Type::Ord;
+                    if gated {
+                        self.gated.insert(i);
                     }
                     self.types[i] = vs.iter().map(|&v| flow.dfg.value_type(v).clone()).collect();
                     if self.values.len() < self.g.g.nodes.len() {
@@ -884,4 +944,17 @@ impl<'g, 'l> FlowLowering<'g, 'l> {
                 .map_or(Type::Void, |v| flow.dfg.value_type(v).clone());
         }
     }
+}
+
+/// A call to an agent the program does not have: a `guard` that fails with
+/// `message` when the call would run (after its ordering inputs), and a
+/// `null` value that waits for it (the node is gated).
+fn external_call(b: &mut Build<'_>, message: String, tokens: &[Value]) -> Vec<Value> {
+    let no = b.konst(Attr::Bool(false), Type::Bool);
+    let m = b.konst(Attr::Str(message), Type::Str);
+    let mut operands = vec![no, m];
+    operands.extend(tokens.iter().copied());
+    let t = b.op1(Opcode::Guard, &operands, Type::Ord, Vec::new());
+    let null = b.konst(Attr::Json(serde_json::Value::Null), Type::Null);
+    vec![null, t]
 }

@@ -49,7 +49,11 @@ impl GraphAt<'_> {
     }
 }
 
-pub fn lower_document(doc: &Graph, loc: &Locator) -> Result<Module, Vec<GraphError>> {
+/// The module and the document's warnings (`G0014`).
+pub fn lower_document(
+    doc: &Graph,
+    loc: &Locator,
+) -> Result<(Module, Vec<GraphError>), Vec<GraphError>> {
     let graphs = name_graphs(doc, loc)?;
     for g in &graphs {
         reference_rules(g, loc)?;
@@ -166,12 +170,16 @@ pub fn lower_document(doc: &Graph, loc: &Locator) -> Result<Module, Vec<GraphErr
                 .map(|(_, f)| ((a.name.clone(), f.name.clone()), f.result.clone()))
         })
         .collect();
+    let whole_program = !doc.graphs.is_empty() || !doc.agents.is_empty();
+    let mut warnings = Vec::new();
     for ((_, agent), mine) in module.agents.iter_mut().zip(&placed) {
         let ids: Vec<_> = agent.flows.iter().map(|(k, _)| k).collect();
         for (fid, g) in ids.into_iter().zip(mine) {
             let declared = g.g.metadata.contains_key("result");
             let flow = &mut agent.flows[fid];
-            FlowLowering::new(g, loc, &results).run(flow, declared)?;
+            let mut lowering = FlowLowering::new(g, loc, &results, whole_program);
+            lowering.run(flow, declared)?;
+            warnings.append(&mut lowering.warnings);
         }
     }
     for ((_, agent), mine) in module.agents.iter_mut().zip(&placed) {
@@ -185,7 +193,7 @@ pub fn lower_document(doc: &Graph, loc: &Locator) -> Result<Module, Vec<GraphErr
         };
         declare(&mut module.agents[aid], d, ai, loc)?;
     }
-    Ok(module)
+    Ok((module, warnings))
 }
 
 /// The parameter an entry graph without parameters gets when a `GUARD`
