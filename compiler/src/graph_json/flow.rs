@@ -700,6 +700,25 @@ impl<'g, 'l> FlowLowering<'g, 'l> {
         let node = &self.g.g.nodes[i];
         let opcode = self.opcodes[i];
         let span = self.node_span(i);
+        if opcode == Opcode::Switch && node.results.is_none() && node.regions.is_empty() {
+            let no_cases = ["cases", "case_labels", "case_regions"].iter().all(|k| {
+                node.attributes
+                    .get(*k)
+                    .is_none_or(|v| v.as_array().is_some_and(Vec::is_empty))
+            });
+            if no_cases {
+                // No case and no default to run: the reference's switch
+                // is `null` (after its inputs, which are ordinary nodes).
+                let mut b = Build::new(flow, region, span);
+                let null = b.konst(ais_ir::Attr::Json(serde_json::Value::Null), Type::Null);
+                self.types[i] = vec![Type::Null];
+                if self.values.len() < self.g.g.nodes.len() {
+                    self.values.resize(self.g.g.nodes.len(), Vec::new());
+                }
+                self.values[i] = vec![null];
+                return Ok(());
+            }
+        }
         if opcode == Opcode::Switch
             && node.results.is_none()
             && node.regions.is_empty()
