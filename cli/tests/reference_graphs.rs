@@ -205,6 +205,50 @@ fn flow_calls_to_absent_agents_warn_in_a_lone_graph_and_fail_in_a_program() {
     assert!(err.contains("[V0019]") && !err.contains("G0014"), "{err}");
 }
 
+/// The reference's `EXC` runs `code` in a sandbox: here the confined
+/// `bash` tool, denied unless the configuration allows it for the agent,
+/// then its `{exit_code, stdout, ...}`.
+#[test]
+fn exc_code_is_the_confined_bash_tool() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let g = serde_json::json!({
+        "name": "Coder",
+        "nodes": [{"id": 1, "name": "run", "op": "EXC", "attributes": {"code": "echo hi", "sandbox_config": {}}}]
+    });
+    let path = tmp.path().join("exc.json");
+    std::fs::write(&path, g.to_string()).expect("write");
+    let path = path.to_string_lossy().into_owned();
+    let run = [
+        "run",
+        &path,
+        "--backend",
+        "sim",
+        "--memory",
+        ":memory:",
+        "-q",
+    ];
+    let out = aisc(tmp.path(), &run);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("may not call tool `bash`") && err.contains("tool.denied"),
+        "{err}"
+    );
+
+    std::fs::create_dir(tmp.path().join(".apxm")).expect("mkdir");
+    std::fs::write(
+        tmp.path().join(".apxm/config.toml"),
+        "[access.allow]\nCoder = [\"bash\"]\n",
+    )
+    .expect("config");
+    let out = aisc(tmp.path(), &run);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json result");
+    assert_eq!(v["stdout"], "hi\n", "{v}");
+    assert_eq!(v["exit_code"], 0, "{v}");
+}
+
 #[test]
 fn invalid_reference_graphs_are_rejected_with_their_code() {
     let files = corpus("invalid");

@@ -19,6 +19,10 @@ mod structure;
 
 pub use emit::emit;
 pub use errors::GraphError;
+/// Our name of an LLM option the reference's code generator spells
+/// another way (`system_prompt` is `system`); shared with source's
+/// reference spellings (`syntax/refargs.rs`).
+pub use reference::renamed as reference_name;
 
 use ais_ir::{Diagnostic, IntoDiagnostic, Span};
 use std::path::Path;

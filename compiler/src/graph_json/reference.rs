@@ -163,16 +163,27 @@ pub fn expand(
                 attrs: out,
             }
         }
-        O::Exec => {
-            let code = match text(attrs, "code")? {
-                Some(c) => b.text(&c, &data),
-                None => match data.first() {
-                    Some(d) => d.value,
-                    None => return Err("`EXC` needs `code` or an input".into()),
-                },
-            };
-            plain(with_tokens(vec![code]))
-        }
+        O::Exec => match text(attrs, "code")? {
+            // The reference's `EXC` runs `code` in its sandbox: here the
+            // confined `bash` tool (denied unless allowed), the code its
+            // command; the value is bash's `{exit_code, stdout, stderr,
+            // truncated}`. Without `code`, ours: the tool its input names.
+            Some(c) => {
+                let code = b.text(&c, &data);
+                let args = b.object(vec![Json::String("command".into())], &[code]);
+                let vs = b.op(
+                    Opcode::Inv,
+                    &with_tokens(vec![args]),
+                    &[Type::Json, Type::Ord],
+                    vec![("tool".to_string(), Attr::Str("bash".into()))],
+                );
+                Expanded::Values(vs)
+            }
+            None => match data.first() {
+                Some(d) => plain(with_tokens(vec![d.value])),
+                None => return Err("`EXC` needs `code` or an input".into()),
+            },
+        },
         O::Qmem | O::Umem => {
             let tier = first_text(attrs, &["memory_tier", "space"])?
                 .map(|t| t.to_ascii_lowercase())
