@@ -249,6 +249,41 @@ fn exc_code_is_the_confined_bash_tool() {
     assert_eq!(v["exit_code"], 0, "{v}");
 }
 
+/// `aisc ops` shows the reference's spellings: both attribute names, the
+/// LLM options it names otherwise, a control op's flat form, and how a
+/// reference-only op is read (with the attributes read and not used).
+#[test]
+fn ops_show_the_reference_spellings() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let show = |name: &str| {
+        let out = aisc(tmp.path(), &["ops", name]);
+        assert!(out.status.success(), "{name}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let ask = show("ASK");
+    assert!(
+        ask.contains("template_str") && ask.contains("system_prompt (= system)"),
+        "{ask}"
+    );
+    let reflect = show("reflect");
+    assert!(
+        reflect.contains("trace_query") && reflect.contains("trace_id"),
+        "{reflect}"
+    );
+    let switch = show("switch");
+    assert!(
+        switch.contains("flat form:  discriminant, cases, case_labels, default"),
+        "{switch}"
+    );
+    let claim = show("CLAIM");
+    assert!(
+        claim.contains("server_url") && claim.contains("lease_ms"),
+        "{claim}"
+    );
+    let exc = show("EXC");
+    assert!(exc.contains("code, sandbox_config"), "{exc}");
+}
+
 #[test]
 fn invalid_reference_graphs_are_rejected_with_their_code() {
     let files = corpus("invalid");

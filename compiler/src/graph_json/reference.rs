@@ -22,16 +22,10 @@ pub enum Expanded {
     Values(Vec<Value>),
 }
 
-/// Reference attribute names that are ours under another name.
-const RENAMES: &[(&str, &str)] = &[
-    ("system_prompt", "system"),
-    ("token_budget", "budget_tokens"),
-    ("budget", "budget_tokens"),
-    ("output_schema", "schema"),
-];
-
+/// Reference attribute names that are ours under another name (the op
+/// table's).
 pub fn renamed(name: &str) -> &str {
-    RENAMES
+    ais_ir::ops::REFERENCE_LLM_RENAMES
         .iter()
         .find(|(r, _)| *r == name)
         .map_or(name, |(_, ours)| ours)
