@@ -463,6 +463,22 @@ fn guard(
     }
 }
 
+/// `x` as a number constant when it is a text constant that reads as one.
+fn numeric_const(b: &mut Build<'_>, x: Value) -> Option<Value> {
+    let ais_ir::ValueDef::Result(op, 0) = b.flow.dfg.values.get(x)?.def else {
+        return None;
+    };
+    let o = &b.flow.dfg.ops[op];
+    if o.opcode != Opcode::Const {
+        return None;
+    }
+    let n = match o.attrs.get("value")? {
+        Attr::Str(s) => s.trim().parse::<f64>().ok().filter(|n| n.is_finite())?,
+        _ => return None,
+    };
+    Some(b.konst(Attr::Number(n), Type::Number))
+}
+
 /// The reference's condition language (shared with source `guard`), as
 /// pure ops over `x`.
 pub fn condition_value(condition: &str, x: Value, b: &mut Build<'_>) -> Result<Value, String> {
@@ -507,6 +523,11 @@ pub fn condition_value(condition: &str, x: Value, b: &mut Build<'_>) -> Result<V
             }
         }
         Cond::Compare(op, Rhs::Number(n)) => {
+            // The reference compares text that reads as a number as that
+            // number: a constant input (`CONST_STR "0.9"`) is folded here.
+            // (Text computed at run time is compared as it is: ordering
+            // text with a number is a `type.not_comparable` failure.)
+            let x = numeric_const(b, x).unwrap_or(x);
             let k = b.konst(Attr::Number(n), Type::Number);
             let opcode = match op {
                 ">" => Opcode::Gt,
@@ -516,7 +537,7 @@ pub fn condition_value(condition: &str, x: Value, b: &mut Build<'_>) -> Result<V
                 "==" => Opcode::Eq,
                 _ => Opcode::Ne,
             };
-            cmp(b, opcode, k)
+            b.op1(opcode, &[x, k], Type::Bool, Vec::new())
         }
         Cond::Compare(op, Rhs::Text(t)) => {
             let s = b.op1(Opcode::ToStr, &[x], Type::Str, Vec::new());
