@@ -284,6 +284,42 @@ fn ops_show_the_reference_spellings() {
     assert!(exc.contains("code, sandbox_config"), "{exc}");
 }
 
+/// A broadcast `communicate` whose value is used means every agent's
+/// reply in the reference, one message here: warning `W0011`; as a
+/// statement (a message) it is not warned about.
+#[test]
+fn a_used_broadcast_is_warned_about() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let program = |body: &str| {
+        format!(
+            "agent Lead {{\n    @entry\n    flow main() -> str {{\n        {body}\n        return \"sent\"\n    }}\n}}\nagent Critic {{\n    flow main(message: str) -> str {{ return \"ok\" }}\n}}\n"
+        )
+    };
+    let used = tmp.path().join("used.ais");
+    std::fs::write(
+        &used,
+        program("let all = communicate(target_agent: \"Critic\", message: \"vote\", protocol: \"broadcast\")\n        print(all)"),
+    )
+    .expect("write");
+    let out = aisc(tmp.path(), &["check", &used.to_string_lossy()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("[W0011] Warning"), "{err}");
+
+    let sent = tmp.path().join("sent.ais");
+    std::fs::write(
+        &sent,
+        program(
+            "communicate(target_agent: \"Critic\", message: \"vote\", protocol: \"broadcast\")",
+        ),
+    )
+    .expect("write");
+    let out = aisc(tmp.path(), &["check", &sent.to_string_lossy()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("0 errors, 0 warnings"), "{err}");
+}
+
 #[test]
 fn invalid_reference_graphs_are_rejected_with_their_code() {
     let files = corpus("invalid");

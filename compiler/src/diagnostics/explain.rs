@@ -648,6 +648,25 @@ the list):
 To keep the joined text, use it as text."#,
     },
     Explanation {
+        code: "W0011",
+        title: "broadcast `communicate` used for its value",
+        text: r#"`communicate(to, message, protocol: "broadcast")` sends one message to
+`to` here; its value is that agent's reply (when it has a reply flow), else
+`null`. The reference's broadcast sends the message to
+every agent that has a reply flow and answers with the list of their
+replies, so a program written for it that reads the value changes
+meaning here:
+
+    let votes = communicate(target_agent: "*", message: q, protocol: "broadcast")   // warning
+
+For every agent's reply, call their reply flows (they run in parallel):
+
+    let votes = [Critic.main(q), Editor.main(q)]
+
+To send only, write the `communicate(...)` as a statement (its value
+unused)."#,
+    },
+    Explanation {
         code: "W0005",
         title: "no entry flow",
         text: r#"No flow is marked `@entry` and the program has more than one flow, so
