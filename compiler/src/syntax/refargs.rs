@@ -334,6 +334,11 @@ fn call(kind: K, args: &mut Vec<Expr>, span: Span) -> Option<Expr> {
             }
         }
         K::WaitAll | K::Merge => {
+            let strategy = if kind == K::Merge {
+                take(args, "strategy")
+            } else {
+                None
+            };
             if let Some(mut t) = take(args, "tokens") {
                 match std::mem::replace(&mut t.kind, ExprKind::Error) {
                     ExprKind::List(items) => {
@@ -343,6 +348,9 @@ fn call(kind: K, args: &mut Vec<Expr>, span: Span) -> Option<Expr> {
                     }
                     kind => push_positional(args, Expr { kind, span: t.span }),
                 }
+            }
+            if let Some(st) = strategy {
+                return merge_strategy(st, args, span);
             }
         }
         K::Fence => {
@@ -369,6 +377,51 @@ fn call(kind: K, args: &mut Vec<Expr>, span: Span) -> Option<Expr> {
         K::Solve => {}
     }
     None
+}
+
+/// `merge(..., strategy:)` (the graph format's `MERGE` strategies):
+/// `array` the list of the inputs, `concat` their texts joined, `sum`
+/// their total (both `+` over the inputs), `join` ours (texts joined by
+/// blank lines). Another strategy stays a named argument, refused by the
+/// checker (`E0121`, as before).
+fn merge_strategy(st: Expr, args: &mut Vec<Expr>, span: Span) -> Option<Expr> {
+    let name = match &st.kind {
+        ExprKind::Str(s) if !s.has_holes() => s.text().to_ascii_lowercase(),
+        _ => {
+            args.push(named("strategy", st, span));
+            return None;
+        }
+    };
+    let inputs =
+        |args: &mut Vec<Expr>| -> Vec<Expr> { args.drain(..positional_end(args)).collect() };
+    match name.as_str() {
+        "join" => None,
+        "array" => Some(Expr {
+            kind: ExprKind::List(inputs(args)),
+            span,
+        }),
+        "concat" | "sum" => {
+            let mut items = inputs(args).into_iter();
+            let first = items.next().unwrap_or_else(|| {
+                if name == "sum" {
+                    Expr {
+                        kind: ExprKind::Number(0.0),
+                        span,
+                    }
+                } else {
+                    lit("", span)
+                }
+            });
+            Some(items.fold(first, |acc, x| Expr {
+                kind: ExprKind::Binary(BinaryOp::Add, Box::new(acc), Box::new(x)),
+                span,
+            }))
+        }
+        _ => {
+            args.push(named("strategy", st, span));
+            None
+        }
+    }
 }
 
 /// `guard(value, condition: "...", on_fail:, error_message:)`: the
