@@ -135,17 +135,20 @@ fn flow_findings(
 /// `aisc check` on a graph-JSON file; true when it failed.
 fn check_graph(out: &mut Output, name: &str, source: &str) -> bool {
     // Region nesting is recursive: deep stack, as for source.
-    match driver::with_deep_stack(|| graph_json::compile(source)) {
-        Ok(m) => {
+    match driver::with_deep_stack(|| graph_json::compile_with_warnings(source)) {
+        Ok((m, warnings)) => {
+            out.diagnostics(name, source, &warnings);
             let agents = m.agents.len();
             let flows: usize = m.agents.iter().map(|(_, a)| a.flows.len()).sum();
+            let w = warnings.len();
             out.summary(
                 &format!(
-                    "{name}: {agents} agent{}, {flows} flow{}; 0 errors, 0 warnings",
+                    "{name}: {agents} agent{}, {flows} flow{}; 0 errors, {w} warning{}",
                     plural(agents),
                     plural(flows),
+                    plural(w),
                 ),
-                serde_json::json!({"file": name, "agents": agents, "flows": flows, "errors": 0, "warnings": 0}),
+                serde_json::json!({"file": name, "agents": agents, "flows": flows, "errors": 0, "warnings": w}),
             );
             false
         }

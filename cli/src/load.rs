@@ -265,12 +265,12 @@ pub(crate) fn compile_input(
 ) {
     let name = path.display().to_string();
     if graph_json::is_graph_json(path, source) {
-        let compiled = driver::with_deep_stack(|| graph_json::compile(source)).map(|module| {
-            driver::Compiled {
+        let compiled = driver::with_deep_stack(|| graph_json::compile_with_warnings(source)).map(
+            |(module, diagnostics)| driver::Compiled {
                 module,
-                diagnostics: Vec::new(),
-            }
-        });
+                diagnostics,
+            },
+        );
         return (ais_ir::SourceMap::single(name, source), compiled);
     }
     driver::with_deep_stack(|| {

@@ -64,6 +64,8 @@ fn as_json(op: Opcode) -> Json {
         "regions": format!("{:?}", i.regions).to_lowercase(),
         "reference": op.reference_form(),
         "reference_attributes": op.reference_attrs(),
+        "reference_flat_attributes": op.reference_flat_attrs(),
+        "reference_renames": if i.llm.is_some() { ais_ir::ops::REFERENCE_LLM_RENAMES } else { &[] },
     })
 }
 
@@ -192,4 +194,17 @@ fn describe(op: Opcode, line: &mut impl FnMut(String)) {
             format!("; attributes {}", op.reference_attrs().join(", "))
         }
     ));
+    if i.llm.is_some() {
+        let renames: Vec<String> = ais_ir::ops::REFERENCE_LLM_RENAMES
+            .iter()
+            .map(|(r, ours)| format!("{r} (= {ours})"))
+            .collect();
+        line(format!("  also:       {}", renames.join(", ")));
+    }
+    if !op.reference_flat_attrs().is_empty() {
+        line(format!(
+            "  flat form:  {}",
+            op.reference_flat_attrs().join(", ")
+        ));
+    }
 }

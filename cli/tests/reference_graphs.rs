@@ -46,19 +46,27 @@ fn reference_graphs_run_with_their_expected_output() {
     let tmp = tempfile::tempdir().expect("tempdir");
     for f in files {
         let path = f.to_string_lossy().into_owned();
-        let out = aisc(
-            tmp.path(),
-            &[
-                "run",
-                &path,
-                "--backend",
-                "sim",
-                "--sim-delay-scale",
-                "0",
-                "--memory",
-                ":memory:",
-            ],
-        );
+        let mut args: Vec<String> = [
+            "run",
+            &path,
+            "--backend",
+            "sim",
+            "--sim-delay-scale",
+            "0",
+            "--memory",
+            ":memory:",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        // `NAME.args`: the run's arguments, one `name=value` a line.
+        if let Ok(given) = std::fs::read_to_string(f.with_extension("args")) {
+            for kv in given.lines().filter(|l| !l.trim().is_empty()) {
+                args.extend(["--arg".to_string(), kv.to_string()]);
+            }
+        }
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = aisc(tmp.path(), &a);
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
@@ -74,6 +82,242 @@ fn reference_graphs_run_with_their_expected_output() {
             assert_eq!(stdout, want, "{path}");
         }
     }
+}
+
+/// The guides' worker graph starts with a `GUARD` that has no input: it
+/// checks the run's input (`--arg input=...`). Without one the run does
+/// not start (exit 2, naming the argument); with an empty one the guard
+/// halts with its message before any tool call, since what follows the
+/// guard by a `Data` edge waits for it.
+#[test]
+fn an_input_less_guard_checks_the_runs_input() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let f =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/reference/graphs/guarded_worker.json");
+    let path = f.to_string_lossy().into_owned();
+    let run = [
+        "run",
+        &path,
+        "--backend",
+        "sim",
+        "--memory",
+        ":memory:",
+        "-q",
+    ];
+    let out = aisc(tmp.path(), &run);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--arg input=VALUE"), "{err}");
+
+    let report = tmp.path().join("r.json");
+    let report_s = report.to_string_lossy().into_owned();
+    let mut a: Vec<&str> = run.to_vec();
+    a.extend(["--arg", "input=", "--report-json", &report_s]);
+    let out = aisc(tmp.path(), &a);
+    assert_eq!(out.status.code(), Some(1));
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).expect("report")).expect("json");
+    assert_eq!(r["error"]["message"], "No input provided", "{r}");
+    assert_eq!(r["error"]["cause"], "guard.failed", "{r}");
+    assert_eq!(r["summary"]["tool_calls"], 0, "{r}");
+}
+
+/// A lone graph's `FLOW_CALL` to an agent it does not define (the
+/// reference's op definition's own example) checks with the warning
+/// `G0014` and fails when the call runs, naming the agent, before what
+/// depends on it; a misspelling of an agent the document defines, or any
+/// unknown agent in a whole program (`graphs`), stays the error `V0019`.
+#[test]
+fn flow_calls_to_absent_agents_warn_in_a_lone_graph_and_fail_in_a_program() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let graph = |agent: &str, whole: bool| {
+        let mut g = serde_json::json!({
+            "name": "caller",
+            "nodes": [
+                {"id": 1, "name": "topic", "op": "CONST_STR", "attributes": {"value": "tides"}},
+                {"id": 4, "name": "call", "op": "FLOW_CALL", "attributes": {"agent_name": agent, "flow_name": "analyze", "args": {"topic": "{{node_1}}"}}},
+                {"id": 5, "name": "after", "op": "PRINT", "attributes": {"message": "reached"}}
+            ],
+            "edges": [
+                {"from": 1, "to": 4, "dependency": "Data"},
+                {"from": 4, "to": 5, "dependency": "Data"}
+            ],
+            "parameters": []
+        });
+        if whole {
+            g["graphs"] = serde_json::json!([{
+                "name": "helper",
+                "nodes": [{"id": 1, "name": "x", "op": "ASK", "attributes": {"template_str": "hi"}}],
+                "metadata": {"is_entry": false}
+            }]);
+        }
+        g
+    };
+    let write = |name: &str, g: &serde_json::Value| {
+        let p = tmp.path().join(name);
+        std::fs::write(&p, g.to_string()).expect("write");
+        p.to_string_lossy().into_owned()
+    };
+
+    let lone = write("lone.json", &graph("researcher", false));
+    let out = aisc(tmp.path(), &["check", &lone]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("[G0014] Warning") && err.contains("`researcher`"),
+        "{err}"
+    );
+    assert!(err.contains("0 errors, 1 warning"), "{err}");
+    let out = aisc(
+        tmp.path(),
+        &[
+            "run",
+            &lone,
+            "--backend",
+            "sim",
+            "--memory",
+            ":memory:",
+            "-q",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("`@researcher.analyze`: this program has no agent `researcher`"),
+        "{err}"
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("reached"));
+
+    // `caller` is the lone graph's agent: `calller` is a misspelling of it.
+    let typo = write("typo.json", &graph("calller", false));
+    let out = aisc(tmp.path(), &["check", &typo]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("[V0019]") && err.contains("`@calller.analyze`"),
+        "{err}"
+    );
+
+    let whole = write("whole.json", &graph("researcher", true));
+    let out = aisc(tmp.path(), &["check", &whole]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("[V0019]") && !err.contains("G0014"), "{err}");
+}
+
+/// The reference's `EXC` runs `code` in a sandbox: here the confined
+/// `bash` tool, denied unless the configuration allows it for the agent,
+/// then its `{exit_code, stdout, ...}`.
+#[test]
+fn exc_code_is_the_confined_bash_tool() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let g = serde_json::json!({
+        "name": "Coder",
+        "nodes": [{"id": 1, "name": "run", "op": "EXC", "attributes": {"code": "echo hi", "sandbox_config": {}}}]
+    });
+    let path = tmp.path().join("exc.json");
+    std::fs::write(&path, g.to_string()).expect("write");
+    let path = path.to_string_lossy().into_owned();
+    let run = [
+        "run",
+        &path,
+        "--backend",
+        "sim",
+        "--memory",
+        ":memory:",
+        "-q",
+    ];
+    let out = aisc(tmp.path(), &run);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("may not call tool `bash`") && err.contains("tool.denied"),
+        "{err}"
+    );
+
+    std::fs::create_dir(tmp.path().join(".apxm")).expect("mkdir");
+    std::fs::write(
+        tmp.path().join(".apxm/config.toml"),
+        "[access.allow]\nCoder = [\"bash\"]\n",
+    )
+    .expect("config");
+    let out = aisc(tmp.path(), &run);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json result");
+    assert_eq!(v["stdout"], "hi\n", "{v}");
+    assert_eq!(v["exit_code"], 0, "{v}");
+}
+
+/// `aisc ops` shows the reference's spellings: both attribute names, the
+/// LLM options it names otherwise, a control op's flat form, and how a
+/// reference-only op is read (with the attributes read and not used).
+#[test]
+fn ops_show_the_reference_spellings() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let show = |name: &str| {
+        let out = aisc(tmp.path(), &["ops", name]);
+        assert!(out.status.success(), "{name}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let ask = show("ASK");
+    assert!(
+        ask.contains("template_str") && ask.contains("system_prompt (= system)"),
+        "{ask}"
+    );
+    let reflect = show("reflect");
+    assert!(
+        reflect.contains("trace_query") && reflect.contains("trace_id"),
+        "{reflect}"
+    );
+    let switch = show("switch");
+    assert!(
+        switch.contains("flat form:  discriminant, cases, case_labels, default"),
+        "{switch}"
+    );
+    let claim = show("CLAIM");
+    assert!(
+        claim.contains("server_url") && claim.contains("lease_ms"),
+        "{claim}"
+    );
+    let exc = show("EXC");
+    assert!(exc.contains("code, sandbox_config"), "{exc}");
+}
+
+/// A broadcast `communicate` whose value is used means every agent's
+/// reply in the reference, one message here: warning `W0011`; as a
+/// statement (a message) it is not warned about.
+#[test]
+fn a_used_broadcast_is_warned_about() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let program = |body: &str| {
+        format!(
+            "agent Lead {{\n    @entry\n    flow main() -> str {{\n        {body}\n        return \"sent\"\n    }}\n}}\nagent Critic {{\n    flow main(message: str) -> str {{ return \"ok\" }}\n}}\n"
+        )
+    };
+    let used = tmp.path().join("used.ais");
+    std::fs::write(
+        &used,
+        program("let all = communicate(target_agent: \"Critic\", message: \"vote\", protocol: \"broadcast\")\n        print(all)"),
+    )
+    .expect("write");
+    let out = aisc(tmp.path(), &["check", &used.to_string_lossy()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("[W0011] Warning"), "{err}");
+
+    let sent = tmp.path().join("sent.ais");
+    std::fs::write(
+        &sent,
+        program(
+            "communicate(target_agent: \"Critic\", message: \"vote\", protocol: \"broadcast\")",
+        ),
+    )
+    .expect("write");
+    let out = aisc(tmp.path(), &["check", &sent.to_string_lossy()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("0 errors, 0 warnings"), "{err}");
 }
 
 #[test]

@@ -11,7 +11,8 @@ mod reference;
 
 pub use kinds::*;
 pub use reference::{
-    reference_required, REFERENCE_ONLY_OPS, REFERENCE_ONLY_READ_AS, REFERENCE_OPS,
+    reference_required, REFERENCE_LLM_RENAMES, REFERENCE_ONLY_OPS, REFERENCE_ONLY_READ_AS,
+    REFERENCE_OPS,
 };
 use serde::{Deserialize, Serialize};
 use std::fmt;

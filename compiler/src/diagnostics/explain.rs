@@ -648,6 +648,25 @@ the list):
 To keep the joined text, use it as text."#,
     },
     Explanation {
+        code: "W0011",
+        title: "broadcast `communicate` used for its value",
+        text: r#"`communicate(to, message, protocol: "broadcast")` sends one message to
+`to` here; its value is that agent's reply (when it has a reply flow), else
+`null`. The reference's broadcast sends the message to
+every agent that has a reply flow and answers with the list of their
+replies, so a program written for it that reads the value changes
+meaning here:
+
+    let votes = communicate(target_agent: "*", message: q, protocol: "broadcast")   // warning
+
+For every agent's reply, call their reply flows (they run in parallel):
+
+    let votes = [Critic.main(q), Editor.main(q)]
+
+To send only, write the `communicate(...)` as a statement (its value
+unused)."#,
+    },
+    Explanation {
         code: "W0005",
         title: "no entry flow",
         text: r#"No flow is marked `@entry` and the program has more than one flow, so
@@ -1383,6 +1402,25 @@ form:
 
 Name a node that runs only through the marker, or write the regions
 yourself (`regions`, `parent`; docs/graph-json.md)."#,
+    },
+    Explanation {
+        code: "G0014",
+        title: "call to an agent the document does not define",
+        text: r#"A warning. A `FLOW_CALL` in a lone graph (a document with no `graphs`
+and no `agents`) names an agent the document does not define and that is
+not a misspelling of one it does. The reference resolves the agent at run
+time, among the agents registered with its runtime; `aisc` runs a document
+with the agents it defines, so the document checks and runs, and the call
+fails (`guard.failed`, naming the agent) if it is reached.
+
+    { "id": 4, "op": "FLOW_CALL",
+      "attributes": { "agent_name": "researcher", "flow_name": "analyze" } }
+
+Add the agent's flows to the document's `graphs` (each with
+`metadata.source_agent`), or write the program as AIS source and `import`
+the agent. In a whole program (with `graphs` or `agents`), or when the name
+is close to an agent the document defines, the call is an error instead
+(`V0019`)."#,
     },
 ];
 

@@ -33,6 +33,13 @@ pub fn encode(op: Opcode, name: &str, a: &Attr) -> Result<Value, GraphError> {
 
 /// The attribute a JSON value denotes, or a message saying why it is none.
 pub fn decode(op: Opcode, name: &str, v: &Value) -> Result<Attr, String> {
+    if name == "tools" && op.info().llm.is_some() {
+        let inner = match v.get("$kind") {
+            Some(Value::String(k)) if k == "json" => v.get("value").unwrap_or(v),
+            _ => v,
+        };
+        return offered_tools(inner).map(Attr::Json);
+    }
     if let Some(obj) = v.as_object() {
         if obj.len() == 2 {
             if let (Some(Value::String(kind)), Some(inner)) = (obj.get("$kind"), obj.get("value")) {
@@ -65,6 +72,38 @@ pub fn decode(op: Opcode, name: &str, v: &Value) -> Result<Attr, String> {
         Some(AttrKind::Json) => Ok(Attr::Json(v.clone())),
         Some(AttrKind::Literal) | None => Ok(literal(v)),
     }
+}
+
+/// An LLM op's `tools`: our declarations (`name`, `description`,
+/// `parameters`, `read_only`) as written, or the reference's tool names
+/// (`"tools": ["bash", "read"]`), declared as the source front end declares
+/// a built-in it offers (its own schema; any other name takes an object).
+fn offered_tools(v: &Value) -> Result<Value, String> {
+    let bad =
+        |what: String| format!("`tools` must be a list of tool names or declarations: {what}");
+    let Value::Array(items) = v else {
+        return Err(bad(format!("not {v}")));
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for t in items {
+        out.push(match t {
+            Value::String(name) if !name.is_empty() => crate::lower::builtin_offer(name),
+            Value::Object(o) => {
+                let ok = o.get("name").and_then(Value::as_str).is_some_and(|n| !n.is_empty())
+                    && o.get("description").is_none_or(Value::is_string)
+                    && o.get("parameters").is_none_or(Value::is_object)
+                    && o.get("read_only").is_none_or(Value::is_boolean);
+                if !ok {
+                    return Err(bad(format!(
+                        "{t} needs a non-empty `name`, and `description` text, `parameters` an object, `read_only` a bool when given"
+                    )));
+                }
+                t.clone()
+            }
+            other => return Err(bad(format!("{other} is neither"))),
+        });
+    }
+    Ok(Value::Array(out))
 }
 
 fn literal(v: &Value) -> Attr {

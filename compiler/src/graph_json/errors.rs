@@ -41,6 +41,9 @@ pub enum GraphError {
     Unstructured { message: String, span: Span },
     #[error("cannot write graph JSON: {message}")]
     NotRepresentable { message: String },
+    /// A warning: a lone graph calls an agent it does not define.
+    #[error("`FLOW_CALL` to the agent `{agent}`, which this document does not define: the call fails when it runs")]
+    ExternalAgent { agent: String, span: Span },
 }
 
 impl GraphError {
@@ -59,6 +62,7 @@ impl GraphError {
             GraphError::BadStructure { .. } => "G0011",
             GraphError::NotRepresentable { .. } => "G0012",
             GraphError::Unstructured { .. } => "G0013",
+            GraphError::ExternalAgent { .. } => "G0014",
         }
     }
 
@@ -77,7 +81,8 @@ impl GraphError {
             | GraphError::BadParameter { span, .. }
             | GraphError::BadAttribute { span, .. }
             | GraphError::BadStructure { span, .. }
-            | GraphError::Unstructured { span, .. } => *span,
+            | GraphError::Unstructured { span, .. }
+            | GraphError::ExternalAgent { span, .. } => *span,
             GraphError::NotRepresentable { .. } => Span::new(0, 0),
         }
     }
@@ -102,8 +107,13 @@ impl IntoDiagnostic for GraphError {
             GraphError::BadStructure { .. } => "here",
             GraphError::NotRepresentable { .. } => "",
             GraphError::Unstructured { .. } => "this label",
+            GraphError::ExternalAgent { .. } => "this call",
         };
-        let d = Diagnostic::error(self.code(), self.to_string(), span);
+        let d = if matches!(self, GraphError::ExternalAgent { .. }) {
+            Diagnostic::warning(self.code(), self.to_string(), span)
+        } else {
+            Diagnostic::error(self.code(), self.to_string(), span)
+        };
         let d = if label.is_empty() {
             d
         } else {
@@ -129,6 +139,9 @@ impl IntoDiagnostic for GraphError {
             GraphError::MissingEntry { .. } => {
                 d.with_help("add `\"metadata\": {\"is_entry\": true}` to the flow to run")
             }
+            GraphError::ExternalAgent { .. } => d.with_help(
+                "add the agent's flows to the document's `graphs` (with `metadata.source_agent`), or write the program as AIS source with an `import`",
+            ),
             _ => d,
         }
     }

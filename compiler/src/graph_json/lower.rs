@@ -49,7 +49,11 @@ impl GraphAt<'_> {
     }
 }
 
-pub fn lower_document(doc: &Graph, loc: &Locator) -> Result<Module, Vec<GraphError>> {
+/// The module and the document's warnings (`G0014`).
+pub fn lower_document(
+    doc: &Graph,
+    loc: &Locator,
+) -> Result<(Module, Vec<GraphError>), Vec<GraphError>> {
     let graphs = name_graphs(doc, loc)?;
     for g in &graphs {
         reference_rules(g, loc)?;
@@ -137,6 +141,12 @@ pub fn lower_document(doc: &Graph, loc: &Locator) -> Result<Module, Vec<GraphErr
                 let ty = param_type(&p.type_name).unwrap_or(Type::Json);
                 f.add_param(p.name.clone(), ty);
             }
+            if f.entry && f.params.is_empty() && guards_run_input(g.g) {
+                // The graph checks the run's input (the guides'
+                // `coordinated-worker`: "No input provided"): it gets one,
+                // `--arg input=TEXT`, a text as the reference's are.
+                f.add_param(RUN_INPUT, Type::Str);
+            }
             if let Some(r) = g.g.metadata.get("result") {
                 f.result = r.as_str().and_then(Type::parse).ok_or_else(|| {
                     vec![GraphError::BadStructure {
@@ -160,12 +170,16 @@ pub fn lower_document(doc: &Graph, loc: &Locator) -> Result<Module, Vec<GraphErr
                 .map(|(_, f)| ((a.name.clone(), f.name.clone()), f.result.clone()))
         })
         .collect();
+    let whole_program = !doc.graphs.is_empty() || !doc.agents.is_empty();
+    let mut warnings = Vec::new();
     for ((_, agent), mine) in module.agents.iter_mut().zip(&placed) {
         let ids: Vec<_> = agent.flows.iter().map(|(k, _)| k).collect();
         for (fid, g) in ids.into_iter().zip(mine) {
             let declared = g.g.metadata.contains_key("result");
             let flow = &mut agent.flows[fid];
-            FlowLowering::new(g, loc, &results).run(flow, declared)?;
+            let mut lowering = FlowLowering::new(g, loc, &results, whole_program);
+            lowering.run(flow, declared)?;
+            warnings.append(&mut lowering.warnings);
         }
     }
     for ((_, agent), mine) in module.agents.iter_mut().zip(&placed) {
@@ -179,7 +193,24 @@ pub fn lower_document(doc: &Graph, loc: &Locator) -> Result<Module, Vec<GraphErr
         };
         declare(&mut module.agents[aid], d, ai, loc)?;
     }
-    Ok(module)
+    Ok((module, warnings))
+}
+
+/// The parameter an entry graph without parameters gets when a `GUARD`
+/// in it has no input: the run's input (docs/graph-json.md).
+pub const RUN_INPUT: &str = "input";
+
+/// Whether a reference `GUARD` node (not ours: ours carry `results`) has no
+/// `Data` input, so that it checks the run's input.
+fn guards_run_input(g: &Graph) -> bool {
+    g.nodes.iter().any(|n| {
+        n.op.as_deref() == Some("GUARD")
+            && n.results.is_none()
+            && !g
+                .edges
+                .iter()
+                .any(|e| Some(e.to) == n.id && e.dependency == super::schema::Dependency::Data)
+    })
 }
 
 /// `metadata.is_entry` absent means `true`, as in the reference.

@@ -19,6 +19,10 @@ mod structure;
 
 pub use emit::emit;
 pub use errors::GraphError;
+/// Our name of an LLM option the reference's code generator spells
+/// another way (`system_prompt` is `system`); shared with source's
+/// reference spellings (`syntax/refargs.rs`).
+pub use reference::renamed as reference_name;
 
 use ais_ir::{Diagnostic, IntoDiagnostic, Span};
 use std::path::Path;
@@ -35,6 +39,13 @@ pub fn is_graph_json(path: &Path, text: &str) -> bool {
 /// Parses, validates and lowers a graph document to verified IR. Every
 /// problem is a coded diagnostic whose span points into `text`.
 pub fn compile(text: &str) -> Result<ais_ir::Module, Vec<Diagnostic>> {
+    compile_with_warnings(text).map(|(m, _)| m)
+}
+
+/// [`compile`], with the document's warnings (`G0014`).
+pub fn compile_with_warnings(
+    text: &str,
+) -> Result<(ais_ir::Module, Vec<Diagnostic>), Vec<Diagnostic>> {
     let mut doc: schema::Graph = match serde_json::from_str(text) {
         Ok(d) => d,
         Err(e) => return Err(vec![json_error(text, &e).into_diagnostic()]),
@@ -43,7 +54,7 @@ pub fn compile(text: &str) -> Result<ais_ir::Module, Vec<Diagnostic>> {
     if let Err(e) = structure::structurize(&mut doc, &loc) {
         return Err(vec![e.into_diagnostic()]);
     }
-    let module = lower::lower_document(&doc, &loc).map_err(|es| {
+    let (module, warnings) = lower::lower_document(&doc, &loc).map_err(|es| {
         es.into_iter()
             .map(IntoDiagnostic::into_diagnostic)
             .collect::<Vec<_>>()
@@ -53,7 +64,11 @@ pub fn compile(text: &str) -> Result<ais_ir::Module, Vec<Diagnostic>> {
         .filter(Diagnostic::is_error)
         .collect();
     if problems.is_empty() {
-        Ok(module)
+        let warnings = warnings
+            .into_iter()
+            .map(IntoDiagnostic::into_diagnostic)
+            .collect();
+        Ok((module, warnings))
     } else {
         Err(problems)
     }

@@ -22,16 +22,10 @@ pub enum Expanded {
     Values(Vec<Value>),
 }
 
-/// Reference attribute names that are ours under another name.
-const RENAMES: &[(&str, &str)] = &[
-    ("system_prompt", "system"),
-    ("token_budget", "budget_tokens"),
-    ("budget", "budget_tokens"),
-    ("output_schema", "schema"),
-];
-
+/// Reference attribute names that are ours under another name (the op
+/// table's).
 pub fn renamed(name: &str) -> &str {
-    RENAMES
+    ais_ir::ops::REFERENCE_LLM_RENAMES
         .iter()
         .find(|(r, _)| *r == name)
         .map_or(name, |(_, ours)| ours)
@@ -163,16 +157,27 @@ pub fn expand(
                 attrs: out,
             }
         }
-        O::Exec => {
-            let code = match text(attrs, "code")? {
-                Some(c) => b.text(&c, &data),
-                None => match data.first() {
-                    Some(d) => d.value,
-                    None => return Err("`EXC` needs `code` or an input".into()),
-                },
-            };
-            plain(with_tokens(vec![code]))
-        }
+        O::Exec => match text(attrs, "code")? {
+            // The reference's `EXC` runs `code` in its sandbox: here the
+            // confined `bash` tool (denied unless allowed), the code its
+            // command; the value is bash's `{exit_code, stdout, stderr,
+            // truncated}`. Without `code`, ours: the tool its input names.
+            Some(c) => {
+                let code = b.text(&c, &data);
+                let args = b.object(vec![Json::String("command".into())], &[code]);
+                let vs = b.op(
+                    Opcode::Inv,
+                    &with_tokens(vec![args]),
+                    &[Type::Json, Type::Ord],
+                    vec![("tool".to_string(), Attr::Str("bash".into()))],
+                );
+                Expanded::Values(vs)
+            }
+            None => match data.first() {
+                Some(d) => plain(with_tokens(vec![d.value])),
+                None => return Err("`EXC` needs `code` or an input".into()),
+            },
+        },
         O::Qmem | O::Umem => {
             let tier = first_text(attrs, &["memory_tier", "space"])?
                 .map(|t| t.to_ascii_lowercase())
@@ -432,9 +437,14 @@ fn guard(
     let on_fail = text(attrs, "on_fail")?
         .unwrap_or_else(|| "halt".into())
         .to_ascii_lowercase();
-    let x = match data.first() {
-        Some(d) => d.value,
-        None => b.konst(Attr::Json(Json::Null), Type::Null),
+    // Without an input the guard checks the graph's first parameter: the
+    // run's input (an entry graph without parameters gets `input` for it,
+    // `lower.rs`) or a call's first argument; the reference's runtime
+    // gives such a guard `null`, so its guides' guard could never pass.
+    let x = match (data.first(), b.flow.params.first()) {
+        (Some(d), _) => d.value,
+        (None, Some(&(_, p))) => p,
+        (None, None) => b.konst(Attr::Json(Json::Null), Type::Null),
     };
     let cond = condition_value(&condition, x, b)?;
     match on_fail.as_str() {
@@ -451,6 +461,22 @@ fn guard(
         }
         other => Err(format!("`on_fail` is `halt` or `skip`, not `{other}`")),
     }
+}
+
+/// `x` as a number constant when it is a text constant that reads as one.
+fn numeric_const(b: &mut Build<'_>, x: Value) -> Option<Value> {
+    let ais_ir::ValueDef::Result(op, 0) = b.flow.dfg.values.get(x)?.def else {
+        return None;
+    };
+    let o = &b.flow.dfg.ops[op];
+    if o.opcode != Opcode::Const {
+        return None;
+    }
+    let n = match o.attrs.get("value")? {
+        Attr::Str(s) => s.trim().parse::<f64>().ok().filter(|n| n.is_finite())?,
+        _ => return None,
+    };
+    Some(b.konst(Attr::Number(n), Type::Number))
 }
 
 /// The reference's condition language (shared with source `guard`), as
@@ -497,6 +523,11 @@ pub fn condition_value(condition: &str, x: Value, b: &mut Build<'_>) -> Result<V
             }
         }
         Cond::Compare(op, Rhs::Number(n)) => {
+            // The reference compares text that reads as a number as that
+            // number: a constant input (`CONST_STR "0.9"`) is folded here.
+            // (Text computed at run time is compared as it is: ordering
+            // text with a number is a `type.not_comparable` failure.)
+            let x = numeric_const(b, x).unwrap_or(x);
             let k = b.konst(Attr::Number(n), Type::Number);
             let opcode = match op {
                 ">" => Opcode::Gt,
@@ -506,7 +537,7 @@ pub fn condition_value(condition: &str, x: Value, b: &mut Build<'_>) -> Result<V
                 "==" => Opcode::Eq,
                 _ => Opcode::Ne,
             };
-            cmp(b, opcode, k)
+            b.op1(opcode, &[x, k], Type::Bool, Vec::new())
         }
         Cond::Compare(op, Rhs::Text(t)) => {
             let s = b.op1(Opcode::ToStr, &[x], Type::Str, Vec::new());

@@ -1612,21 +1612,7 @@ impl<'a> FlowLowerer<'a> {
                 "read_only": matches!(access, ToolAccess::Read(_)),
             });
         }
-        match ais_stdlib::builtin(name) {
-            Some(b) => json!({
-                "name": name,
-                "description": b.description,
-                "parameters": b.input_schema.clone(),
-                "read_only": b.class == ais_stdlib::ToolClass::ReadOnly,
-            }),
-            None => json!({
-                "name": name,
-                "parameters": {"type": "object"},
-                "read_only": ais_stdlib::HOST_TOOLS
-                    .iter()
-                    .any(|h| h.name == name && h.class == ais_stdlib::ToolClass::ReadOnly),
-            }),
-        }
+        builtin_offer(name)
     }
 
     fn builtin(&mut self, kind: BuiltinKind, all_args: &[Expr], span: Span) -> Option<Value> {
@@ -2016,5 +2002,27 @@ fn ty_schema(t: &crate::sema::Ty) -> serde_json::Value {
         Ty::Bool => json!({"type": "boolean"}),
         Ty::List(inner) => json!({"type": "array", "items": ty_schema(inner)}),
         _ => json!({}),
+    }
+}
+
+/// A tool that is not a capability of the agent, as an LLM op offers it: a
+/// built-in with its own schema, else a host tool taking an object (also
+/// the graph-JSON reader's, for the reference's `tools` names).
+pub(crate) fn builtin_offer(name: &str) -> serde_json::Value {
+    use serde_json::json;
+    match ais_stdlib::builtin(name) {
+        Some(b) => json!({
+            "name": name,
+            "description": b.description,
+            "parameters": b.input_schema.clone(),
+            "read_only": b.class == ais_stdlib::ToolClass::ReadOnly,
+        }),
+        None => json!({
+            "name": name,
+            "parameters": {"type": "object"},
+            "read_only": ais_stdlib::HOST_TOOLS
+                .iter()
+                .any(|h| h.name == name && h.class == ais_stdlib::ToolClass::ReadOnly),
+        }),
     }
 }

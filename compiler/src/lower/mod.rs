@@ -15,6 +15,7 @@ use ais_ir::{
     AgentData, BeliefDecl, BeliefInit, Capability, GoalDecl, Handler, MemoryDecl, Module, Tier,
     Type,
 };
+pub(crate) use flow::builtin_offer;
 use flow::{Ctx, FlowLowerer};
 
 /// The IR type of a language type.

@@ -159,6 +159,8 @@ pub enum SemaError {
         span: Span,
         recipient: Span,
     },
+    #[error("`communicate` with `protocol: \"broadcast\"` goes to its one recipient here, and its value is used: the reference answers with every agent's reply as a list")]
+    BroadcastValueUsed { span: Span },
     #[error("`merge` joins its inputs into one text here (the reference's is a list), and this result is {how}")]
     MergeUsedAsList {
         how: &'static str,
@@ -239,6 +241,7 @@ impl SemaError {
             SingleBraceHole { .. } => "W0008",
             GuardTextCondition { .. } => "W0009",
             MergeUsedAsList { .. } => "W0010",
+            BroadcastValueUsed { .. } => "W0011",
         }
     }
 
@@ -282,6 +285,7 @@ impl SemaError {
             | CommunicateShadowed { span, .. }
             | NoReplyFlow { span, .. }
             | MergeUsedAsList { span, .. }
+            | BroadcastValueUsed { span }
             | DuplicateCase { span, .. }
             | BadOperands { span, .. }
             | UnusedVariable { span, .. }
@@ -362,6 +366,9 @@ impl IntoDiagnostic for SemaError {
                 }
             }
             .with_help("for the list of the inputs (the reference's `MERGE`), write `[a, b]` or `wait_all(a, b)`; to keep the text, use it as text"),
+            BroadcastValueUsed { .. } => d
+                .with_label("the recipient's reply, or `null`, here")
+                .with_help("for every agent's reply, call their reply flows: `[A.main(m), B.main(m)]`; to send only, write the `communicate(...)` as a statement"),
             EmptyToolName { .. } => d
                 .with_label("this names no tool")
                 .with_help("write the tool's name, e.g. inv(\"web_search\", args)"),

@@ -7,6 +7,9 @@
 //!   reply over HTTP. Either way the value the program reads is not an
 //!   answer, so it is an error naming the agent. Fire-and-forget is written
 //!   as a statement (the value unused), which stays a message.
+//! - `W0011`: a used `communicate(..., protocol: "broadcast")`: one
+//!   message to its recipient here; the reference's value is the list of
+//!   every agent's reply.
 //! - `W0010`: a `merge(...)` result used as a list (iterated by `loop`, or
 //!   indexed). `merge` joins texts here; the reference's `MERGE` is a list
 //!   of its inputs. The list is written `[a, b]` (or `wait_all(a, b)`).
@@ -211,6 +214,26 @@ impl<'a> Walk<'a> {
         };
         if !self.builtin(&id.name, BuiltinKind::Communicate) {
             return;
+        }
+        let protocol = args
+            .iter()
+            .find_map(|a| match &a.kind {
+                ExprKind::Named(n, v) if n.name == "protocol" => Some(&**v),
+                _ => None,
+            })
+            .or_else(|| {
+                args.get(2)
+                    .filter(|a| !matches!(a.kind, ExprKind::Named(..)))
+            });
+        if let Some(Expr {
+            kind: ExprKind::Str(p),
+            ..
+        }) = protocol
+        {
+            if !p.has_holes() && p.text().eq_ignore_ascii_case("broadcast") {
+                self.out.push(SemaError::BroadcastValueUsed { span });
+                return;
+            }
         }
         let recipient = args
             .iter()

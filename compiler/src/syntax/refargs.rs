@@ -125,6 +125,12 @@ fn expr(sh: &Shadowed, e: &mut Expr) {
             if sh.contains(&id.name) {
                 return;
             }
+            if id.name == "claim" {
+                // The AAM tool `claim`; the reference's server address is
+                // its own (the queue here is the run's store).
+                take(args, "server_url");
+                return;
+            }
             let Some(b) = builtins::lookup(&id.name) else {
                 return;
             };
@@ -157,6 +163,20 @@ fn first_of(args: &mut Vec<Expr>, names: &[&str]) -> Option<Expr> {
         }
     }
     out
+}
+
+/// The reference code generator's names of LLM options that are ours
+/// under another name (`system_prompt`, `token_budget`, `output_schema`:
+/// the graph-JSON reader's table).
+fn rename_llm(args: &mut [Expr]) {
+    for a in args.iter_mut() {
+        if let ExprKind::Named(n, _) = &mut a.kind {
+            let ours = crate::graph_json::reference_name(&n.name);
+            if ours != n.name {
+                n.name = ours.to_string();
+            }
+        }
+    }
 }
 
 /// Where the positional arguments end.
@@ -198,6 +218,9 @@ fn call(kind: K, args: &mut Vec<Expr>, span: Span) -> Option<Expr> {
     };
     match kind {
         K::Verify => {
+            if let Some(t) = take(args, "template_str") {
+                insert_front(args, t);
+            }
             let claim = take(args, "claim");
             let evidence = take(args, "evidence");
             if let Some(ev) = evidence {
@@ -208,6 +231,7 @@ fn call(kind: K, args: &mut Vec<Expr>, span: Span) -> Option<Expr> {
             }
         }
         K::Plan => {
+            rename_llm(args);
             if let Some(c) = take(args, "constraints") {
                 push_positional(args, c);
             }
@@ -224,6 +248,7 @@ fn call(kind: K, args: &mut Vec<Expr>, span: Span) -> Option<Expr> {
             }
         }
         K::Reason | K::Ask | K::Think | K::Llm => {
+            rename_llm(args);
             if let Some(s) = take(args, "structured") {
                 if matches!(s.kind, ExprKind::Bool(true)) {
                     let schema = lit(r#"{"type": "object"}"#, s.span);
@@ -271,6 +296,8 @@ fn call(kind: K, args: &mut Vec<Expr>, span: Span) -> Option<Expr> {
             }
         }
         K::Inv => {
+            // Per tool in the configuration here (`[tools.NAME] timeout_s`).
+            take(args, "timeout_ms");
             if let Some(p) = first_of(args, &["parameters", "params_json"]) {
                 push_positional(args, p);
             }
@@ -281,7 +308,24 @@ fn call(kind: K, args: &mut Vec<Expr>, span: Span) -> Option<Expr> {
         K::Exec => {
             take(args, "sandbox_config");
             if let Some(c) = take(args, "code") {
-                insert_front(args, c);
+                // The reference's `EXC` runs code in its sandbox: here the
+                // confined `bash` tool (denied unless allowed), with the
+                // code as its command. Ours, `exec(name, ...)`, calls a
+                // tool by name.
+                let callee = Expr {
+                    kind: ExprKind::Var(Ident {
+                        name: "bash".to_string(),
+                        span,
+                    }),
+                    span,
+                };
+                return Some(Expr {
+                    kind: ExprKind::Call {
+                        callee: Box::new(callee),
+                        args: vec![c],
+                    },
+                    span,
+                });
             }
         }
         K::Print => {
@@ -290,6 +334,11 @@ fn call(kind: K, args: &mut Vec<Expr>, span: Span) -> Option<Expr> {
             }
         }
         K::WaitAll | K::Merge => {
+            let strategy = if kind == K::Merge {
+                take(args, "strategy")
+            } else {
+                None
+            };
             if let Some(mut t) = take(args, "tokens") {
                 match std::mem::replace(&mut t.kind, ExprKind::Error) {
                     ExprKind::List(items) => {
@@ -299,6 +348,9 @@ fn call(kind: K, args: &mut Vec<Expr>, span: Span) -> Option<Expr> {
                     }
                     kind => push_positional(args, Expr { kind, span: t.span }),
                 }
+            }
+            if let Some(st) = strategy {
+                return merge_strategy(st, args, span);
             }
         }
         K::Fence => {
@@ -325,6 +377,51 @@ fn call(kind: K, args: &mut Vec<Expr>, span: Span) -> Option<Expr> {
         K::Solve => {}
     }
     None
+}
+
+/// `merge(..., strategy:)` (the graph format's `MERGE` strategies):
+/// `array` the list of the inputs, `concat` their texts joined, `sum`
+/// their total (both `+` over the inputs), `join` ours (texts joined by
+/// blank lines). Another strategy stays a named argument, refused by the
+/// checker (`E0121`, as before).
+fn merge_strategy(st: Expr, args: &mut Vec<Expr>, span: Span) -> Option<Expr> {
+    let name = match &st.kind {
+        ExprKind::Str(s) if !s.has_holes() => s.text().to_ascii_lowercase(),
+        _ => {
+            args.push(named("strategy", st, span));
+            return None;
+        }
+    };
+    let inputs =
+        |args: &mut Vec<Expr>| -> Vec<Expr> { args.drain(..positional_end(args)).collect() };
+    match name.as_str() {
+        "join" => None,
+        "array" => Some(Expr {
+            kind: ExprKind::List(inputs(args)),
+            span,
+        }),
+        "concat" | "sum" => {
+            let mut items = inputs(args).into_iter();
+            let first = items.next().unwrap_or_else(|| {
+                if name == "sum" {
+                    Expr {
+                        kind: ExprKind::Number(0.0),
+                        span,
+                    }
+                } else {
+                    lit("", span)
+                }
+            });
+            Some(items.fold(first, |acc, x| Expr {
+                kind: ExprKind::Binary(BinaryOp::Add, Box::new(acc), Box::new(x)),
+                span,
+            }))
+        }
+        _ => {
+            args.push(named("strategy", st, span));
+            None
+        }
+    }
 }
 
 /// `guard(value, condition: "...", on_fail:, error_message:)`: the

@@ -91,7 +91,34 @@ pub fn reference_required(op: &str) -> Option<&'static [&'static str]> {
         .map(|(_, r)| *r)
 }
 
+/// LLM options the reference's code generator spells another way, and
+/// ours: read under both names in graph JSON and as named arguments.
+pub const REFERENCE_LLM_RENAMES: &[(&str, &str)] = &[
+    ("system_prompt", "system"),
+    ("token_budget", "budget_tokens"),
+    ("budget", "budget_tokens"),
+    ("output_schema", "schema"),
+];
+
 impl Opcode {
+    /// The flat form's attributes of a control op of ours (the reference's
+    /// markers, structured into it by the graph-JSON reader).
+    pub fn reference_flat_attrs(self) -> &'static [&'static str] {
+        match self {
+            Opcode::Switch => &["discriminant", "cases", "case_labels", "default"],
+            Opcode::If => &[
+                "token",
+                "value",
+                "label_true",
+                "true_label",
+                "label_false",
+                "false_label",
+            ],
+            Opcode::Loop => &["count_token", "max_iterations", "count"],
+            _ => &[],
+        }
+    }
+
     /// The reference's attribute names of an op we have (both spellings: its
     /// op definitions' and its code generator's).
     pub fn reference_attrs(self) -> &'static [&'static str] {
@@ -177,12 +204,12 @@ impl Opcode {
 /// and written as (source), for `aisc ops NAME`.
 pub const REFERENCE_ONLY_READ_AS: &[(&str, &str)] = &[
     ("AGENT", "declarations of the graph's agent: `beliefs` (object), `goals` (texts); `memory` and `capabilities` need none"),
-    ("JUMP", "its first input, passed on (labels are not acted on, as in the reference's runtime)"),
-    ("BRANCH_ON_VALUE", "whether the text of `token` (or its input) equals `value`; `label_true`/`label_false` are not acted on"),
-    ("LOOP_START", "the number `max_iterations` (or a numeric `count_token`, default 100)"),
-    ("LOOP_END", "whether its input is above 0"),
-    ("ERR", "the text \"Error: \" + `message` (or `error_handler`)"),
+    ("JUMP", "its first input, passed on; a `label` naming a node it depends on (a backward jump) is G0013"),
+    ("BRANCH_ON_VALUE", "an `if` on whether the text of `token` (or its input) equals `value`, when `label_true`/`true_label` and `label_false`/`false_label` name nodes (the arms); else that comparison's value"),
+    ("LOOP_START", "with a `LOOP_END` after it: a `loop` over its input, or over 0..`max_iterations` (or a numeric `count_token`/`count`, default 100); alone: that number"),
+    ("LOOP_END", "closes the `LOOP_START` it follows (the loop's value); alone: whether its input is above 0"),
+    ("ERR", "the text \"Error: \" + `message` (or `error_handler`, which the reference requires)"),
     ("UPDATE_GOAL", "the AAM tool `update_goal` with `goal_id`, `action` (set|remove|clear), `priority`; source: `update_goal(goal_id:, action:, priority:)`"),
-    ("CLAIM", "the AAM tool `claim` on `queue`: the job leased for `lease_ms` (default: for good), waiting up to `max_wait_ms` (default: none) for one; `task_data`, `task_id`, `claim_token`; source: `claim(queue:, lease_ms:, max_wait_ms:)`"),
-    ("RESUME", "the answer of the `PAUSE` whose `checkpoint_id` is `checkpoint`; source: `resume(checkpoint:)`"),
+    ("CLAIM", "the AAM tool `claim` on `queue`: the job leased for `lease_ms` (default: for good), waiting up to `max_wait_ms` (default: none) for one; `task_data`, `task_id`, `claim_token`; `server_url` read, not used; source: `claim(queue:, lease_ms:, max_wait_ms:, server_url:)`"),
+    ("RESUME", "the answer of the `PAUSE` whose `checkpoint_id` is `checkpoint`; `poll_max_attempts`, `poll_interval_ms`, `server_url` read, not used; source: `resume(checkpoint:)`"),
 ];

@@ -3,6 +3,8 @@
 //! lowered region by region in a stable topological order. Longer than
 //! most files: the passes share one context and read best together.
 
+mod calls;
+
 use super::attrs;
 use super::build::{Build, Data, DataIn};
 use super::errors::GraphError;
@@ -65,6 +67,15 @@ pub(super) struct FlowLowering<'g, 'l> {
     refonly: Vec<Option<&'static str>>,
     /// `PAUSE` answers by `checkpoint_id`, for `RESUME`.
     pauses: HashMap<String, Value>,
+    /// Nodes whose value stands for "this passed" beside an ordering token
+    /// (a halting `GUARD`, a `FLOW_CALL` to an absent agent): what they
+    /// feed by a `Data` edge also waits for the token.
+    gated: std::collections::HashSet<usize>,
+    /// Whether the document is a whole program (more than one graph, or
+    /// declared agents): a call to an agent it does not define is then a
+    /// mistake (`V0019`), not an agent from elsewhere.
+    whole_program: bool,
+    pub(super) warnings: Vec<GraphError>,
 }
 
 impl<'g, 'l> FlowLowering<'g, 'l> {
@@ -72,6 +83,7 @@ impl<'g, 'l> FlowLowering<'g, 'l> {
         g: &'g GraphAt<'g>,
         loc: &'l Locator,
         results: &'l HashMap<(String, String), Type>,
+        whole_program: bool,
     ) -> Self {
         FlowLowering {
             g,
@@ -90,6 +102,9 @@ impl<'g, 'l> FlowLowering<'g, 'l> {
             body_nodes: Vec::new(),
             refonly: Vec::new(),
             pauses: HashMap::new(),
+            gated: Default::default(),
+            whole_program,
+            warnings: Vec::new(),
         }
     }
 
@@ -112,8 +127,9 @@ impl<'g, 'l> FlowLowering<'g, 'l> {
         self.loc.at(&p)
     }
 
+    /// Lowers the graph into `flow`; its warnings are left in `warnings`.
     pub(super) fn run(
-        mut self,
+        &mut self,
         flow: &mut FlowData,
         declared: bool,
     ) -> Result<(), Vec<GraphError>> {
@@ -644,6 +660,25 @@ impl<'g, 'l> FlowLowering<'g, 'l> {
         let node = &self.g.g.nodes[i];
         let opcode = self.opcodes[i];
         let span = self.node_span(i);
+        if opcode == Opcode::Switch && node.results.is_none() && node.regions.is_empty() {
+            let no_cases = ["cases", "case_labels", "case_regions"].iter().all(|k| {
+                node.attributes
+                    .get(*k)
+                    .is_none_or(|v| v.as_array().is_some_and(Vec::is_empty))
+            });
+            if no_cases {
+                // No case and no default to run: the reference's switch
+                // is `null` (after its inputs, which are ordinary nodes).
+                let mut b = Build::new(flow, region, span);
+                let null = b.konst(ais_ir::Attr::Json(serde_json::Value::Null), Type::Null);
+                self.types[i] = vec![Type::Null];
+                if self.values.len() < self.g.g.nodes.len() {
+                    self.values.resize(self.g.g.nodes.len(), Vec::new());
+                }
+                self.values[i] = vec![null];
+                return Ok(());
+            }
+        }
         if opcode == Opcode::Switch
             && node.results.is_none()
             && node.regions.is_empty()
@@ -705,9 +740,10 @@ impl<'g, 'l> FlowLowering<'g, 'l> {
         let mut attrs = ais_ir::Attrs::default();
         let mut consumed: &[&str] = &[];
         if sugar {
+            let attrs_span = self.field_span(i, "attributes");
             let bad = |message: String| GraphError::BadAttribute {
                 message,
-                span: self.field_span(i, "attributes"),
+                span: attrs_span,
             };
             let mut data = Vec::new();
             let mut tokens = Vec::new();
@@ -719,16 +755,42 @@ impl<'g, 'l> FlowLowering<'g, 'l> {
                         value: v,
                         from: self.g.g.edges[e].from,
                     });
+                    if let Some(t) = self.guard_token(i, e) {
+                        if !tokens.contains(&t) {
+                            tokens.push(t);
+                        }
+                    }
                 }
+            }
+            if !opcode.info().takes_ord && refonly.is_none() {
+                // A pure op has no effect to order; it needs no token.
+                tokens.retain(|t| operands.iter().any(|(v, _)| v == t));
             }
             let inputs = DataIn { data, tokens };
             let mut b = Build::new(flow, region, span);
-            let expanded = match refonly {
-                Some(name) => {
+            let external = match (opcode, refonly) {
+                (Opcode::FlowCall, None) => self.external_callee(&node.attributes),
+                _ => None,
+            };
+            let is_external = external.is_some();
+            let expanded = match (refonly, external) {
+                (_, Some((agent, callee))) => {
+                    let message = format!(
+                        "`FLOW_CALL` to `@{agent}.{callee}`: this program has no agent `{agent}` (a graph document runs with the agents it defines; add the agent's flows to its `graphs`)"
+                    );
+                    self.warnings.push(GraphError::ExternalAgent {
+                        agent: agent.clone(),
+                        span: attrs_span,
+                    });
+                    Ok(Expanded::Values(calls::external_call(&mut b, message, &inputs.tokens)))
+                }
+                (Some(name), None) => {
                     super::refonly::lower(name, &node.attributes, &mut b, inputs, &self.pauses)
                         .map(Expanded::Values)
                 }
-                None => super::reference::expand(opcode, &node.attributes, &mut b, inputs),
+                (None, None) => {
+                    super::reference::expand(opcode, &node.attributes, &mut b, inputs)
+                }
             }
             .map_err(bad)?;
             match expanded {
@@ -742,6 +804,12 @@ impl<'g, 'l> FlowLowering<'g, 'l> {
                             message: format!("`{}` has no attribute `{k}`", opcode.graph_name()),
                             span: self.field_span(i, "attributes"),
                         });
+                    }
+                    let gated = (opcode == Opcode::Guard || is_external)
+                        && vs.len() == 2
+                        && *flow.dfg.value_type(vs[1]) == Type::Ord;
+                    if gated {
+                        self.gated.insert(i);
                     }
                     self.types[i] = vs.iter().map(|&v| flow.dfg.value_type(v).clone()).collect();
                     if self.values.len() < self.g.g.nodes.len() {
