@@ -112,7 +112,7 @@ impl TryFrom<toml::Value> for WebhooksSection {
 mod tests {
     use super::*;
 
-    #[derive(Deserialize)]
+    #[derive(Debug, Deserialize)]
     struct File {
         #[serde(default)]
         webhooks: WebhooksSection,
