@@ -8,6 +8,7 @@ pub mod episodic;
 mod memory;
 mod queue;
 pub mod runs;
+mod retention;
 mod threads;
 mod webhook;
 

@@ -704,13 +704,7 @@ impl Store for SqliteStore {
     }
 
     fn prune_deliveries(&self, ended_before_ms: i64, limit: i64) -> Result<i64, JournalError> {
-        let mut conn = self.conn();
-        let tx = conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(self.err())?;
-        let n = super::webhook::prune(&tx, ended_before_ms, limit).map_err(self.err())?;
-        tx.commit().map_err(self.err())?;
-        Ok(n)
+        self.prune_deliveries_sqlite(ended_before_ms, limit)
     }
 
     fn migrate(&self) -> Result<(i64, i64), JournalError> {
