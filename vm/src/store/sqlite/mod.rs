@@ -7,8 +7,8 @@ pub mod agent;
 pub mod episodic;
 mod memory;
 mod queue;
-pub mod runs;
 mod retention;
+pub mod runs;
 mod threads;
 mod webhook;
 
