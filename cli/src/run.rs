@@ -101,6 +101,10 @@ impl RunSetup {
     pub fn load(backend: &BackendArgs) -> Result<RunSetup, SetupError> {
         let (settings, aam) = super::config::load_all(backend).map_err(SetupError::Config)?;
         ais_vm::webhook::configure(&settings.config.webhooks);
+        // A `[[webhooks]]` entry that would be refused for every run stops
+        // the process at start.
+        ais_vm::webhook::configured_hooks()
+            .map_err(|e| SetupError::Other(format!("[[webhooks]] in the configuration: {e}")))?;
         let llm = settings
             .build_run()
             .map_err(|e| SetupError::Other(e.to_string()))?;
@@ -374,6 +378,12 @@ pub fn run_loaded(
     }
     let memory_flag = super::aam::memory_flag(host.storage());
     stop_on_interrupt(resumable_id.clone(), memory_flag.clone());
+    if let (Some(t), Some(j)) = (&run.thread, &options.journal) {
+        if let Err(e) = wait_for_turn(t, j, run.quiet) {
+            eprintln!("error: cannot tell whether thread {t}'s earlier runs ended: {e}");
+            return 2;
+        }
+    }
     // Printed lines go to this process's stdout (`TtyConsole`): the marks
     // of which reached it make them exactly-once across kill + resume.
     if let (Some(dir), Some(j)) = (
@@ -715,6 +725,31 @@ fn program_sources(name: &str, source: &str) -> ais_ir::SourceMap {
     let path = Path::new(name);
     ais_compiler::program::parse_program(name, Some(path), source, &ais_compiler::program::FsLoader)
         .sources
+}
+
+/// How often `aisc run --thread` asks whether its turn came.
+const TURN_LOOK: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// `aisc run --thread ID`: waits until no run of the thread linked before
+/// this one (by a server, a worker, another `aisc run`) is queued or
+/// running, so the run sees every earlier run's answer and state writes.
+/// Ctrl-C stops the wait as it stops a run.
+fn wait_for_turn(
+    thread: &str,
+    j: &ais_vm::journal::Journal,
+    quiet: bool,
+) -> Result<(), ais_vm::store::JournalError> {
+    let mut said = false;
+    // A store error ends the wait (the store retries what it can):
+    // starting out of turn would let two runs write the thread at once.
+    while let Some(first) = j.store().thread_waits_for(j.run_id())? {
+        if !said && !quiet {
+            eprintln!("waiting for run {first} of thread {thread} to end");
+            said = true;
+        }
+        std::thread::sleep(TURN_LOOK);
+    }
+    Ok(())
 }
 
 /// `aisc run --thread ID`: records the run as the thread's next one

@@ -292,6 +292,16 @@ impl Engine for CliEngine {
             .get(&program.file)
             .cloned()
             .ok_or_else(|| ApiError::internal(format!("`{}` is not loaded", program.file)))?;
+        // The request's webhooks and the configuration's `[[webhooks]]`.
+        let webhooks = ais_vm::webhook::configured_hooks()
+            .and_then(|c| ais_vm::webhook::merge(spec.webhooks.clone(), &c))
+            .map_err(|e| {
+                ApiError::bad_request(
+                    e.code(),
+                    e.to_string(),
+                    "at most 16 webhooks per run, the configuration's included",
+                )
+            })?;
         if let (true, Some(store)) = (self.runs.enqueue, &self.store) {
             let artifact = ais_ir::bytecode::encode(&loaded.program).map_err(|e| {
                 ApiError::internal(format!("cannot encode the program for the run queue: {e}"))
@@ -308,7 +318,8 @@ impl Engine for CliEngine {
                 args: serde_json::to_string(&spec.args).unwrap_or_else(|_| "[]".into()),
                 cancel: edge.cancel,
                 queue: spec.queue.clone(),
-                webhooks: spec.webhooks.clone(),
+                webhooks,
+                in_store: false,
             }));
         }
         if !spec.queue.is_default() {
@@ -321,13 +332,13 @@ impl Engine for CliEngine {
         let run = self.run_args(spec.entry.clone(), &spec.budget);
         let prepared =
             self.finish_prepare(loaded, spec.args.clone(), &run, &spec.budget, edge, None)?;
-        if spec.webhooks.is_empty() {
+        if webhooks.is_empty() {
             return Ok(prepared);
         }
         // Stored before the run starts, in the store it is journaled in.
         let stored = self.fork_store().and_then(|store| {
             store
-                .add_webhooks(prepared.id(), &spec.webhooks)
+                .add_webhooks(prepared.id(), &webhooks)
                 .map_err(|e| ApiError::internal(format!("cannot store the webhooks: {e}")))
         });
         match stored {

@@ -49,16 +49,20 @@ impl WebhookArgs {
 }
 
 impl WebhookArgs {
-    /// The subscriptions, checked (URL, address, events).
+    /// The subscriptions, checked (URL, address, events): these options'
+    /// and the configuration's `[[webhooks]]` (the options' events win
+    /// for a URL both name).
     pub fn checked(&self) -> Result<Vec<Hook>, ais_vm::webhook::WebhookError> {
-        if self.webhook.is_empty() {
-            return Ok(Vec::new());
-        }
-        declare_all(
-            &self.webhook,
-            Some(&self.webhook_events),
-            &Settings::from_process(),
-        )
+        let own = if self.webhook.is_empty() {
+            Vec::new()
+        } else {
+            declare_all(
+                &self.webhook,
+                Some(&self.webhook_events),
+                &Settings::from_process(),
+            )?
+        };
+        ais_vm::webhook::merge(own, &ais_vm::webhook::configured_hooks()?)
     }
 }
 
@@ -72,6 +76,19 @@ pub fn subscribe(store: &dyn Store, subject: &str, hooks: &[Hook]) -> Result<(),
         eprintln!("error: cannot store the webhooks: {e}");
         1
     })
+}
+
+/// Subscribes run `run`, taken by a worker, to the configuration's
+/// `[[webhooks]]` (checked when the worker started). A store error is
+/// printed and the run goes on: its own webhooks are stored already.
+pub fn subscribe_configured(store: &dyn Store, run: &str) {
+    let hooks = ais_vm::webhook::configured_hooks().unwrap_or_default();
+    if hooks.is_empty() {
+        return;
+    }
+    if let Err(e) = store.add_webhooks(run, &hooks) {
+        eprintln!("error: run {run}: cannot store the configuration's webhooks: {e}");
+    }
 }
 
 /// After `aisc run` (or `aisc resume`) ends run `run`: sends its due

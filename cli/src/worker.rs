@@ -445,6 +445,9 @@ fn execute(
     lease_ms: i64,
 ) -> Ended {
     let heartbeat = Heartbeat::start(store.clone(), claim, lease_ms);
+    // Before the run can end: its state change finds them (again on a
+    // takeover: the same rows).
+    super::webhooks::subscribe_configured(store.as_ref(), &claim.id);
     // A run that cannot start because its stored program or arguments are
     // corrupt is failed under this claim's fence, not passed on; a store
     // error leaves it to the lease (another worker tries again).

@@ -126,6 +126,23 @@ pub trait Prepared: Send {
     fn execute(self: Box<Self>) -> Finished;
     /// It will never run (cancelled while queued): its journal says so.
     fn discard(self: Box<Self>, reason: &str);
+    /// Makes it thread `thread`'s next run in `store` (created first if
+    /// `create`); returns its place, the order its turn comes in. A run
+    /// journaled at preparation is linked; a run handed to the fleet's
+    /// queue is queued and linked in one transaction instead.
+    fn join_thread(
+        &mut self,
+        store: &dyn ais_vm::store::Store,
+        thread: &str,
+        create: bool,
+    ) -> Result<i64, ais_vm::store::JournalError> {
+        store.link_thread_run(thread, self.id(), create)
+    }
+    /// The run it must wait for before it starts (an earlier run of its
+    /// thread, `registry/threads.rs`); asked again while it waits.
+    fn waits_for(&self) -> Option<String> {
+        None
+    }
 }
 
 /// A journaled run reopened for resuming.

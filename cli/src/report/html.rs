@@ -177,7 +177,54 @@ pub type RunView<'a> = (&'a [Map<String, Json>], &'a [usize], &'a Json);
 
 /// The whole page; `run` is `None` for a static graph. `notes` are shown
 /// above everything (partial telemetry, earlier attempts).
-pub fn page(title: &str, graph_svg: &str, run: Option<RunView<'_>>, notes: &[String]) -> String {
+/// The run's webhook deliveries and each attempt (number, HTTP status,
+/// error, duration) from the store: URLs with their credentials masked;
+/// the errors were masked when recorded; no signature or secret is kept.
+/// Empty when the run has none.
+pub fn webhooks_section(list: &[ais_vm::store::webhook::DeliveryInfo]) -> String {
+    if list.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        r#"<h2>Webhooks</h2><p class="hint">Deliveries of this run's events (sent after the run; read from the store when this page was made).</p><table class="webhooks"><tr><th>delivery</th><th>event</th><th>status</th><th>URL</th><th>attempt</th><th>HTTP</th><th>error</th><th>ms</th></tr>"#,
+    );
+    for d in list {
+        let url = ais_vm::llm::secret::redact_url(&d.url);
+        let head = format!(
+            "<td>{}</td><td>run.{}</td><td>{}</td><td>{}</td>",
+            esc(&d.id),
+            esc(&d.event),
+            esc(&d.status),
+            esc(&url)
+        );
+        if d.attempts.is_empty() {
+            let _ = write!(
+                out,
+                "<tr>{head}<td>none yet</td><td></td><td></td><td></td></tr>"
+            );
+        }
+        for a in &d.attempts {
+            let _ = write!(
+                out,
+                "<tr>{head}<td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                a.n,
+                a.http_status.map(|s| s.to_string()).unwrap_or_default(),
+                esc(a.error.as_deref().unwrap_or("")),
+                a.duration_ms
+            );
+        }
+    }
+    out.push_str("</table>");
+    out
+}
+
+pub fn page(
+    title: &str,
+    graph_svg: &str,
+    run: Option<RunView<'_>>,
+    notes: &[String],
+    webhooks: &str,
+) -> String {
     let mut body = String::new();
     for n in notes {
         let _ = write!(body, r#"<p class="notice">{}</p>"#, esc(n));
@@ -185,6 +232,7 @@ pub fn page(title: &str, graph_svg: &str, run: Option<RunView<'_>>, notes: &[Str
     let data = match run {
         Some((events, critical, totals)) => {
             body.push_str(&total_line(totals));
+            body.push_str(webhooks);
             let _ = write!(
                 body,
                 r#"<h2>Dataflow graph</h2><p class="hint">Colour: kind of op; border: status (green ok, red failed, dashed cancelled, faded: did not run). A green solid arrow marks the branch taken. Click an op for its prompt, reply and tool arguments.</p><div id="graph" class="scroll">{graph_svg}</div><h2>Timeline</h2><p class="hint">One row per worker and call lane; outlined in red: the critical path.</p><div id="timeline" class="scroll">{}</div>"#,
@@ -224,6 +272,7 @@ aside{overflow:auto;border-left:1px solid #ccd;padding:8px 14px;background:#fbfb
 .totals{display:flex;flex-wrap:wrap;gap:6px 18px;margin:10px 0}
 .totals div{background:#eef2f8;border-radius:6px;padding:4px 10px}
 .totals dt{font-size:11px;color:#556}.totals dd{margin:0;font-weight:600}
+.webhooks{font-size:12px;border-collapse:collapse}.webhooks td,.webhooks th{padding:1px 8px 1px 0;text-align:left}
 .timeline .track{font-size:11px;fill:#445}.timeline .lane{stroke:#eee}
 .timeline .axis{font-size:10px;fill:#667}
 .bar{cursor:pointer;stroke:#fff;stroke-width:.5}

@@ -48,11 +48,18 @@ pub fn report_html(
     } else {
         format!("aisc report · run {}", run.id)
     };
+    // The run's webhook deliveries, from the store it is journaled in.
+    let deliveries = match store {
+        Some(s) => s.deliveries(&run.id),
+        None => ais_vm::store::open(&dir.display().to_string()).and_then(|s| s.deliveries(&run.id)),
+    }
+    .unwrap_or_default();
     let page = html::page(
         &title,
         &svg::graph_svg(&g),
         Some((&run.events, &critical, &totals)),
         &notes,
+        &html::webhooks_section(&deliveries),
     );
     Ok((page, notes))
 }
@@ -120,7 +127,7 @@ pub fn graph(out: &mut Output, file: &Path, opt: &OptArgs, dest: &Path) -> i32 {
     let svg = svg::graph_svg(&g);
     if html {
         let title = format!("aisc graph · {}", file.display());
-        write(dest, &html::page(&title, &svg, None, &[]))
+        write(dest, &html::page(&title, &svg, None, &[], ""))
     } else {
         write(
             dest,

@@ -20,32 +20,38 @@ pub(super) struct QueuedRun {
     pub(super) queue: ais_vm::store::priority::QueueOptions,
     /// Stored before the run is queued (a worker may end it at once).
     pub(super) webhooks: Vec<ais_vm::store::webhook::Hook>,
+    /// Queued already (with its thread, `join_thread`): the executor only
+    /// follows it.
+    pub(super) in_store: bool,
 }
 
 /// How often a queued run's row is read while a worker runs it.
 const POLL: std::time::Duration = std::time::Duration::from_millis(50);
 
 impl QueuedRun {
+    fn new_run(&self) -> NewRun<'_> {
+        NewRun {
+            id: &self.id,
+            program: &self.program,
+            artifact: &self.artifact,
+            entry: self.entry.as_deref(),
+            args: &self.args,
+        }
+    }
+
     fn wait(&self) -> Result<serde_json::Value, serde_json::Value> {
         let err =
             |code: &str, message: String| serde_json::json!({"code": code, "message": message});
-        if !self.webhooks.is_empty() {
+        if !self.in_store {
+            if !self.webhooks.is_empty() {
+                self.store
+                    .add_webhooks(&self.id, &self.webhooks)
+                    .map_err(|e| err(e.code, e.message))?;
+            }
             self.store
-                .add_webhooks(&self.id, &self.webhooks)
+                .enqueue_with(&self.new_run(), &self.queue)
                 .map_err(|e| err(e.code, e.message))?;
         }
-        self.store
-            .enqueue_with(
-                &NewRun {
-                    id: &self.id,
-                    program: &self.program,
-                    artifact: &self.artifact,
-                    entry: self.entry.as_deref(),
-                    args: &self.args,
-                },
-                &self.queue,
-            )
-            .map_err(|e| err(e.code, e.message))?;
         loop {
             if self.cancel.is_cancelled() {
                 // Issue 32, defect 8: the cancel must reach the store (no
@@ -122,7 +128,28 @@ impl Prepared for QueuedRun {
         Finished { outcome, summary }
     }
 
-    fn discard(self: Box<Self>, _reason: &str) {
-        // Never queued: nothing in the store to end.
+    fn discard(self: Box<Self>, reason: &str) {
+        // Only a run queued with its thread is in the store: no worker
+        // may take it now.
+        if self.in_store {
+            let _ = self.store.cancel(&self.id, reason);
+        }
+    }
+
+    /// Queued in the fleet's store at once, linked to its thread in the
+    /// same transaction: its place in the thread is the store's, and the
+    /// workers' claim keeps it queued until the runs before it end.
+    fn join_thread(
+        &mut self,
+        store: &dyn Store,
+        thread: &str,
+        create: bool,
+    ) -> Result<i64, ais_vm::store::JournalError> {
+        if !self.webhooks.is_empty() {
+            self.store.add_webhooks(&self.id, &self.webhooks)?;
+        }
+        let seq = store.enqueue_on_thread(&self.new_run(), &self.queue, thread, create)?;
+        self.in_store = true;
+        Ok(seq)
     }
 }

@@ -11,10 +11,20 @@ use crossbeam::channel::Receiver;
 use serde_json::json;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
+
+/// How often parked runs ask the store whether their turn came.
+const TURN_LOOK: Duration = Duration::from_millis(100);
 
 impl Registry {
     pub(super) fn executor(&self, rx: &Receiver<Job>) {
         for Job { entry, prepared } in rx.iter() {
+            if entry.state().status == Status::Queued && !entry.cancel.is_cancelled() {
+                if let Some(first) = prepared.waits_for() {
+                    self.park(Job { entry, prepared }, &first);
+                    continue;
+                }
+            }
             let go = {
                 let mut st = entry.lock();
                 if st.status == Status::Queued && !entry.cancel.is_cancelled() {
@@ -65,7 +75,56 @@ impl Registry {
             };
             entry.settle(status, result, error, summary);
             self.pending.fetch_sub(1, Ordering::SeqCst);
+            // A parked run of the same thread may go now.
+            self.parked_cv.notify_all();
             self.prune();
+        }
+    }
+
+    /// Sets a run aside, still queued, until its thread's turn comes: it
+    /// holds no executor meanwhile (the run it waits for may need one).
+    fn park(&self, job: Job, first: &str) {
+        job.entry
+            .events
+            .push("status", json!({"status": "queued", "waiting_for": first}));
+        self.parked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(job);
+    }
+
+    /// Puts parked runs whose turn came (or that were cancelled) back in
+    /// the executors' queue: at once when a run ends here, and every
+    /// [`TURN_LOOK`] for runs that end elsewhere (another server, a
+    /// worker). Ends with the registry.
+    pub(super) fn unpark_loop(weak: &std::sync::Weak<Registry>) {
+        loop {
+            let Some(reg) = weak.upgrade() else { return };
+            let waiting = {
+                let g = reg.parked.lock().unwrap_or_else(|e| e.into_inner());
+                let (mut g, _) = reg
+                    .parked_cv
+                    .wait_timeout(g, TURN_LOOK)
+                    .unwrap_or_else(|e| e.into_inner());
+                std::mem::take(&mut *g)
+            };
+            let mut still = Vec::new();
+            for job in waiting {
+                if job.entry.cancel.is_cancelled() || job.prepared.waits_for().is_none() {
+                    if let Err(e) = reg.tx.send(job) {
+                        // No executor left: the server is stopping.
+                        still.push(e.into_inner());
+                    }
+                } else {
+                    still.push(job);
+                }
+            }
+            if !still.is_empty() {
+                let mut g = reg.parked.lock().unwrap_or_else(|e| e.into_inner());
+                // Parked meanwhile after those, in the order they came.
+                still.append(&mut g);
+                *g = still;
+            }
         }
     }
 

@@ -66,8 +66,12 @@ pub struct Registry {
     backend: String,
     /// Ended runs dropped from memory so far (`prune`).
     dropped: AtomicUsize,
-    /// The turns of runs on threads (`threads.rs`).
+    /// The runs of each thread in flight here (`threads.rs`).
     gates: threads::Gates,
+    /// Runs waiting for their thread's turn, off the executors
+    /// (`executor.rs`); the condvar is signalled when a run ends here.
+    parked: Mutex<Vec<Job>>,
+    parked_cv: std::sync::Condvar,
 }
 
 impl Registry {
@@ -95,6 +99,8 @@ impl Registry {
             backend,
             dropped: AtomicUsize::new(0),
             gates: threads::Gates::default(),
+            parked: Mutex::default(),
+            parked_cv: std::sync::Condvar::new(),
         });
         reg.prune_event_files();
         for i in 0..config.max_concurrent {
@@ -104,6 +110,10 @@ impl Registry {
                 .name(format!("ais-serve-run-{i}"))
                 .spawn(move || r.executor(&rx))?;
         }
+        let weak = Arc::downgrade(&reg);
+        std::thread::Builder::new()
+            .name("ais-serve-turns".into())
+            .spawn(move || Registry::unpark_loop(&weak))?;
         Ok(reg)
     }
 

@@ -3,11 +3,11 @@
 //! store before it is queued, so its `thread_*` tools find the thread
 //! wherever it runs (here, or on a worker of the fleet).
 //!
-//! Runs on one thread take turns: each waits until the thread's earlier
-//! runs accepted by this server have ended, in the order they were
-//! accepted (LangGraph's `multitask_strategy: "enqueue"`, the default);
-//! with `"reject"` a new run is refused (409 `thread.busy`) while another
-//! is queued or running.
+//! Runs on one thread take turns across the fleet: the store numbers a
+//! thread's runs as they are linked, and each waits, queued, until every
+//! run linked before it has ended, wherever it ran (LangGraph's
+//! `multitask_strategy: "enqueue"`, the default); with `"reject"` a new
+//! run is refused (409 `thread.busy`) while another is queued or running.
 
 use super::Registry;
 use crate::engine::{BudgetSpec, Finished, Prepared};
@@ -16,9 +16,8 @@ use crate::run::RunEntry;
 use ais_vm::store::thread::{self, NewState, ThreadInfo, ThreadTurn};
 use ais_vm::store::{JournalError, Store};
 use serde_json::{json, Map, Value as Json};
-use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Condvar, Mutex};
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 /// What a new run does when its thread has one queued or running.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -40,111 +39,58 @@ impl Multitask {
     }
 }
 
-/// The turns of one thread's runs in this server: tickets handed out in
-/// acceptance order, the one whose turn it is, and tickets ended before
-/// their turn (runs discarded while queued), passed over when it comes.
-#[derive(Default)]
-pub(super) struct Gate {
-    turns: Mutex<Turns>,
-    cv: Condvar,
-}
-
-#[derive(Default)]
-struct Turns {
-    next: u64,
-    serving: u64,
-    ended_early: BTreeSet<u64>,
-}
-
-impl Turns {
-    fn outstanding(&self) -> u64 {
-        self.next - self.serving - self.ended_early.len() as u64
-    }
-}
-
-/// The gates of the threads with runs in this server (a gate whose runs
-/// have all ended is dropped when the next run of another thread comes).
-#[derive(Default)]
-pub(super) struct Gates(Mutex<HashMap<String, Arc<Gate>>>);
+/// The runs of each thread accepted by this server and not ended (for
+/// `busy` and `DELETE`); an entry is removed when its count drops to 0,
+/// so the map holds only threads with runs in flight here.
+#[derive(Default, Clone)]
+pub(super) struct Gates(Arc<Mutex<HashMap<String, usize>>>);
 
 impl Gates {
-    fn of(&self, thread: &str) -> Arc<Gate> {
-        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        // Bounded by the threads with runs in flight, not by every thread
-        // ever seen.
-        g.retain(|k, gate| {
-            k == thread || Arc::strong_count(gate) > 1 || gate.lock().outstanding() > 0
-        });
-        g.entry(thread.to_string()).or_default().clone()
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Runs of `thread` accepted and not ended.
-    fn outstanding(&self, thread: &str) -> u64 {
-        let g = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        g.get(thread).map_or(0, |g| g.lock().outstanding())
-    }
-}
-
-impl Gate {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Turns> {
-        self.turns.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-/// A ticket: its run may go when the gate serves it; dropped (the run
-/// ended, or was discarded), the next ticket's run goes.
-struct Turn {
-    gate: Arc<Gate>,
-    ticket: u64,
-}
-
-impl Turn {
-    fn take(gate: Arc<Gate>) -> Turn {
-        let ticket = {
-            let mut t = gate.lock();
-            t.next += 1;
-            t.next - 1
-        };
-        Turn { gate, ticket }
-    }
-
-    /// Waits for this ticket's turn, or until `stop` says to stop waiting.
-    fn wait(&self, stop: impl Fn() -> bool) {
-        let mut t = self.gate.lock();
-        while t.serving != self.ticket && !stop() {
-            // Woken by the turn before ending; the timeout only notices a
-            // cancel.
-            t = self
-                .gate
-                .cv
-                .wait_timeout(t, Duration::from_millis(100))
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+    /// Counts one more run of `thread` until the guard is dropped.
+    fn hold(&self, thread: &str) -> Held {
+        *self.lock().entry(thread.to_string()).or_default() += 1;
+        Held {
+            gates: self.clone(),
+            thread: thread.to_string(),
         }
     }
+
+    /// Runs of `thread` accepted here and not ended.
+    fn outstanding(&self, thread: &str) -> usize {
+        self.lock().get(thread).copied().unwrap_or(0)
+    }
 }
 
-impl Drop for Turn {
+/// One run of a thread counted in [`Gates`].
+struct Held {
+    gates: Gates,
+    thread: String,
+}
+
+impl Drop for Held {
     fn drop(&mut self) {
-        let mut t = self.gate.lock();
-        t.ended_early.insert(self.ticket);
-        loop {
-            let s = t.serving;
-            if !t.ended_early.remove(&s) {
-                break;
+        let mut g = self.gates.lock();
+        if let Some(n) = g.get_mut(&self.thread) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                g.remove(&self.thread);
             }
-            t.serving += 1;
         }
-        drop(t);
-        self.gate.cv.notify_all();
     }
 }
 
-/// A run of a thread: waits its turn, then runs.
+/// A run of a thread. Its turn is the store's to say: it may start when
+/// no run linked to the thread before it (on this server, another, or a
+/// worker of the fleet) is queued or running. Until then the executor
+/// parks it, still `queued` (`executor.rs`), and asks again.
 struct OnThread {
     inner: Box<dyn Prepared>,
-    turn: Turn,
-    cancel: crate::cancel::Cancel,
+    store: Arc<dyn Store>,
+    _held: Held,
 }
 
 impl Prepared for OnThread {
@@ -153,19 +99,20 @@ impl Prepared for OnThread {
     }
 
     fn execute(self: Box<Self>) -> Finished {
-        let OnThread {
-            inner,
-            turn,
-            cancel,
-        } = *self;
-        turn.wait(|| cancel.is_cancelled());
-        let f = inner.execute();
-        drop(turn);
-        f
+        self.inner.execute()
     }
 
     fn discard(self: Box<Self>, reason: &str) {
         self.inner.discard(reason);
+    }
+
+    fn waits_for(&self) -> Option<String> {
+        match self.store.thread_waits_for(self.inner.id()) {
+            Ok(w) => w,
+            // Asked again at the next look; starting out of turn would
+            // let two runs write the thread at once.
+            Err(e) => Some(format!("(the store did not answer: {})", e.code)),
+        }
     }
 }
 
@@ -453,7 +400,6 @@ impl Registry {
         if multitask == Multitask::Reject && exists && self.busy(thread_id)? {
             return Err(busy(thread_id));
         }
-        let gate = self.gates.of(thread_id);
         self.start_run_with(
             program,
             entry,
@@ -461,17 +407,18 @@ impl Registry {
             budget,
             queue,
             webhooks,
-            |prepared, cancel| {
+            |mut prepared, _cancel| {
                 // Linked before it is queued: wherever it runs, its tools find
-                // the thread; its ticket is taken in the same order.
-                if let Err(e) = store.link_thread_run(thread_id, prepared.id(), create) {
+                // the thread, and the store's order is its turn.
+                let held = self.gates.hold(thread_id);
+                if let Err(e) = prepared.join_thread(store.as_ref(), thread_id, create) {
                     prepared.discard("its thread could not be linked");
                     return Err(store_error(e));
                 }
                 Ok(Box::new(OnThread {
                     inner: prepared,
-                    turn: Turn::take(gate),
-                    cancel: cancel.clone(),
+                    store: store.clone(),
+                    _held: held,
                 }))
             },
         )

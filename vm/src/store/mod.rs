@@ -327,6 +327,28 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         let _ = run;
         Ok(None)
     }
+    /// The run that run `run` waits for before it may start: the first run
+    /// of its thread linked before it (a lower seq, the order the store
+    /// gave at linking) that is still queued or running; `None` when it
+    /// may start (or is on no thread). `thread.rs`, "Turns".
+    fn thread_waits_for(&self, run: &str) -> Result<Option<String>, JournalError> {
+        let _ = run;
+        Ok(None)
+    }
+    /// Queues `run` (as [`Store::enqueue_with`]) and links it to `thread`
+    /// as its next run (as [`Store::link_thread_run`]) in one transaction:
+    /// no worker sees it queued and unlinked, and no link stays without
+    /// its run. Returns its place.
+    fn enqueue_on_thread(
+        &self,
+        run: &NewRun<'_>,
+        q: &priority::QueueOptions,
+        thread: &str,
+        create: bool,
+    ) -> Result<i64, JournalError> {
+        let _ = (run, q, thread, create);
+        Err(no_queue(self.backend()))
+    }
 
     /// Subscribes `subject` (a run, or a schedule whose runs inherit it)
     /// to webhooks (`webhook.rs`). Written before the run is queued or
@@ -367,6 +389,13 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Webhook deliveries by status (`/metrics`).
     fn delivery_counts(&self) -> Result<webhook::Counts, JournalError> {
         Ok(webhook::Counts::default())
+    }
+    /// Deletes at most `limit` ended deliveries (delivered or failed)
+    /// whose end is before `ended_before_ms`, with their attempts (their
+    /// retention, `webhook::deliver`); returns how many.
+    fn prune_deliveries(&self, ended_before_ms: i64, limit: i64) -> Result<i64, JournalError> {
+        let _ = (ended_before_ms, limit);
+        Ok(0)
     }
     /// Applies the schema migrations this binary knows; `(from, to)`.
     fn migrate(&self) -> Result<(i64, i64), JournalError>;

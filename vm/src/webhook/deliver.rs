@@ -21,6 +21,13 @@ const BATCH: i64 = 8;
 /// How often an idle loop looks for due deliveries.
 pub const LOOK_EVERY: Duration = Duration::from_millis(200);
 
+/// How often the loop deletes ended deliveries past their retention.
+const PRUNE_EVERY: Duration = Duration::from_secs(60);
+
+/// Rows deleted per statement when pruning, and statements per pass.
+pub const PRUNE_BATCH: i64 = 500;
+const PRUNE_BATCHES: usize = 10;
+
 /// The most bytes of a receiver's answer read (and dropped).
 const MAX_ANSWER: u64 = 64 * 1024;
 
@@ -28,7 +35,6 @@ const MAX_ANSWER: u64 = 64 * 1024;
 pub struct Deliverer {
     store: Arc<dyn Store>,
     settings: Settings,
-    secret: super::sign::Secret,
     agent: ureq::Agent,
     /// This process as the owner of its claims.
     owner: String,
@@ -147,7 +153,9 @@ impl Deliverer {
     /// The deliverer of `store`; `None` when `settings` has no secret
     /// (this process then sends nothing: never an unsigned delivery).
     pub fn new(store: Arc<dyn Store>, settings: Settings) -> Option<Deliverer> {
-        let secret = settings.secret.clone()?;
+        if settings.secret.is_none() && settings.url_secrets.is_empty() {
+            return None;
+        }
         let config = ureq::Agent::config_builder()
             .timeout_global(Some(Duration::from_millis(settings.timeout_ms)))
             .http_status_as_error(false)
@@ -165,11 +173,16 @@ impl Deliverer {
             GuardedResolver::new(settings.allow_private),
         );
         let mut masker = Masker::new();
-        masker.add(secret.text());
+        for secret in settings
+            .secret
+            .iter()
+            .chain(settings.url_secrets.iter().map(|(_, s)| s))
+        {
+            masker.add(secret.text());
+        }
         Some(Deliverer {
             store,
             settings,
-            secret,
             agent,
             owner: format!("{}/webhooks", crate::store::lease::this_process()),
             masker,
@@ -201,7 +214,8 @@ impl Deliverer {
         });
         for r in results {
             match r {
-                Ok(Ok(sent)) => out.push(sent),
+                Ok(Ok(Some(sent))) => out.push(sent),
+                Ok(Ok(None)) => {}
                 Ok(Err(e)) => return Err(e),
                 // A panicking attempt leaves its row claimed; the lease
                 // runs out and it is tried again.
@@ -211,23 +225,29 @@ impl Deliverer {
         Ok(out)
     }
 
-    /// Sends `due` once and records the attempt.
-    fn deliver(&self, due: Due) -> Result<Sent, JournalError> {
+    /// Sends `due` once and records the attempt. A delivery to a URL this
+    /// process has no secret for (its `[[webhooks]]` entry names a
+    /// variable unset here, and there is no process secret) is not sent:
+    /// its claim runs out and a process with the secret takes it.
+    fn deliver(&self, due: Due) -> Result<Option<Sent>, JournalError> {
         let n = due.attempts + 1;
-        let attempt = self.attempt(&due, n);
+        let Some(secret) = self.settings.secret_for(&due.url) else {
+            return Ok(None);
+        };
+        let attempt = self.attempt(&due, n, secret);
         let recorded = self.store.record_attempt(&self.owner, &attempt)?;
-        Ok(Sent {
+        Ok(Some(Sent {
             due,
             attempt,
             recorded,
-        })
+        }))
     }
 
     /// One POST of `due` as attempt `n`.
-    fn attempt(&self, due: &Due, n: i32) -> Attempt {
+    fn attempt(&self, due: &Due, n: i32, secret: &super::sign::Secret) -> Attempt {
         let at_ms = now_ms();
         let timestamp = at_ms / 1000;
-        let signature = self.secret.sign(&due.id, timestamp, &due.body);
+        let signature = secret.sign(&due.id, timestamp, &due.body);
         let started = Instant::now();
         let sent = self
             .agent
@@ -307,8 +327,15 @@ impl Deliverer {
     /// per store error (the next look tries again). After `stop`, one more
     /// look sends what is due then.
     pub fn run(&self, stop: &AtomicBool, log: &(dyn Fn(&str) + Sync)) {
+        let mut pruned_at: Option<Instant> = None;
         loop {
             let stopping = stop.load(Ordering::SeqCst);
+            if pruned_at.is_none_or(|t| t.elapsed() >= PRUNE_EVERY) {
+                pruned_at = Some(Instant::now());
+                if let Err(e) = self.prune() {
+                    log(&format!("error: webhooks: pruning ended deliveries: {e}"));
+                }
+            }
             match self.pump() {
                 Ok(sent) => {
                     for s in &sent {
@@ -325,6 +352,23 @@ impl Deliverer {
             }
             std::thread::sleep(LOOK_EVERY);
         }
+    }
+
+    /// Deletes ended deliveries (delivered or failed) older than the
+    /// retention, with their attempts, in batches of [`PRUNE_BATCH`] and
+    /// at most [`PRUNE_BATCHES`] per call (a backlog is worked off over
+    /// the next looks, never in one long transaction). Returns how many.
+    pub fn prune(&self) -> Result<i64, JournalError> {
+        let before = now_ms().saturating_sub(self.settings.retention_ms);
+        let mut total = 0;
+        for _ in 0..PRUNE_BATCHES {
+            let n = self.store.prune_deliveries(before, PRUNE_BATCH)?;
+            total += n;
+            if n < PRUNE_BATCH {
+                break;
+            }
+        }
+        Ok(total)
     }
 
     /// Sends the deliveries of run `run` that are due or become due within

@@ -69,7 +69,18 @@ pub struct Settings {
     pub max_backoff_ms: i64,
     /// `AIS_WEBHOOK_TIMEOUT_MS` (default 10000): one attempt's time limit.
     pub timeout_ms: u64,
+    /// `AIS_WEBHOOK_RETENTION_DAYS` or `retention_days` (default 7), in
+    /// ms: how long an ended delivery and its attempts are kept.
+    pub retention_ms: i64,
+    /// The secrets of `[[webhooks]]` entries with a `secret_env`, by URL:
+    /// a delivery to one of these URLs is signed with it.
+    pub url_secrets: Vec<(String, sign::Secret)>,
 }
+
+/// Default days an ended delivery is kept.
+pub const RETENTION_DAYS: i64 = 7;
+
+const DAY_MS: i64 = 86_400_000;
 
 impl Default for Settings {
     fn default() -> Self {
@@ -80,6 +91,8 @@ impl Default for Settings {
             backoff_ms: 1000,
             max_backoff_ms: 3_600_000,
             timeout_ms: 10_000,
+            retention_ms: RETENTION_DAYS * DAY_MS,
+            url_secrets: Vec::new(),
         }
     }
 }
@@ -146,7 +159,31 @@ impl Settings {
                 num("AIS_WEBHOOK_TIMEOUT_MS", file.timeout_ms, 10_000, 600_000).max(100),
             )
             .unwrap_or(10_000),
+            // 0 is allowed: ended deliveries are deleted at the next prune.
+            retention_ms: var("AIS_WEBHOOK_RETENTION_DAYS")
+                .and_then(|v| v.trim().parse::<i64>().ok())
+                .or(file.retention_days)
+                .map_or(RETENTION_DAYS, |d| d.clamp(0, 36_500))
+                * DAY_MS,
+            url_secrets: file
+                .hooks
+                .iter()
+                .filter_map(|h| {
+                    let text = var(h.secret_env.as_deref()?)?;
+                    Some((h.url.clone(), sign::Secret::parse(&text)?))
+                })
+                .collect(),
         }
+    }
+
+    /// The secret a delivery to `url` is signed with: its `[[webhooks]]`
+    /// entry's, else the process's.
+    pub fn secret_for(&self, url: &str) -> Option<&sign::Secret> {
+        self.url_secrets
+            .iter()
+            .find(|(u, _)| u == url)
+            .map(|(_, s)| s)
+            .or(self.secret.as_ref())
     }
 
     /// The settings of this process: its configuration's `[webhooks]` (if
@@ -215,6 +252,41 @@ pub fn declare(url: &str, events: Option<&str>, settings: &Settings) -> Result<H
         url: url.to_string(),
         events,
     })
+}
+
+/// The `[[webhooks]]` of this process's configuration ([`configure`]),
+/// checked as `--webhook` is: added to every run it starts, queues or
+/// takes.
+pub fn configured_hooks() -> Result<Vec<Hook>, WebhookError> {
+    let Some(file) = CONFIGURED.get() else {
+        return Ok(Vec::new());
+    };
+    let settings = Settings::from_process();
+    file.hooks
+        .iter()
+        .map(|h| {
+            declare(
+                &h.url,
+                h.events.as_ref().map(|e| e.joined()).as_deref(),
+                &settings,
+            )
+        })
+        .collect()
+}
+
+/// `hooks` (a run's own) with `extra` (the configuration's) added, except
+/// where the run has the URL already (its own events win); at most
+/// [`MAX_HOOKS`].
+pub fn merge(mut hooks: Vec<Hook>, extra: &[Hook]) -> Result<Vec<Hook>, WebhookError> {
+    for h in extra {
+        if !hooks.iter().any(|o| o.url == h.url) {
+            hooks.push(h.clone());
+        }
+    }
+    if hooks.len() > MAX_HOOKS {
+        return Err(WebhookError::TooMany(hooks.len()));
+    }
+    Ok(hooks)
 }
 
 /// Declares every `urls` with the same `events` (at most [`MAX_HOOKS`]).
@@ -312,5 +384,65 @@ mod tests {
         });
         assert!(!s.allow_private && s.secret.is_none());
         assert_eq!(s.max_attempts, 4);
+        assert_eq!(s.retention_ms, RETENTION_DAYS * DAY_MS);
+    }
+
+    #[test]
+    fn configured_hooks_have_their_own_secrets_and_merge_under_a_runs_own() {
+        use crate::config::webhooks::{Events, HookEntry};
+        let file = WebhooksSection {
+            retention_days: Some(2),
+            hooks: vec![
+                HookEntry {
+                    url: "https://a.example/h".into(),
+                    events: Some(Events::List(vec!["failed".into()])),
+                    secret_env: Some("A_KEY".into()),
+                },
+                HookEntry {
+                    url: "https://b.example/h".into(),
+                    events: None,
+                    secret_env: Some("UNSET".into()),
+                },
+            ],
+            ..WebhooksSection::default()
+        };
+        let s = Settings::from_config(&file, |k| match k {
+            "A_KEY" => Some("a secret".into()),
+            "AIS_WEBHOOK_SECRET" => Some("process secret".into()),
+            _ => None,
+        });
+        assert_eq!(s.retention_ms, 2 * DAY_MS);
+        assert_eq!(
+            s.secret_for("https://a.example/h"),
+            sign::Secret::parse("a secret").as_ref()
+        );
+        assert_eq!(
+            s.secret_for("https://b.example/h"),
+            sign::Secret::parse("process secret").as_ref(),
+            "an unset secret_env falls back to the process's"
+        );
+        assert!(!format!("{s:?}").contains("a secret"));
+        let own = vec![Hook {
+            url: "https://a.example/h".into(),
+            events: "completed".into(),
+        }];
+        let extra = vec![
+            Hook {
+                url: "https://a.example/h".into(),
+                events: "failed".into(),
+            },
+            Hook {
+                url: "https://b.example/h".into(),
+                events: "completed,failed,paused".into(),
+            },
+        ];
+        let m = merge(own, &extra).expect("two hooks");
+        assert_eq!(m.len(), 2);
+        assert_eq!(m[0].events, "completed", "the run's own events win");
+        let many = vec![extra[1].clone(); MAX_HOOKS];
+        assert_eq!(
+            merge(many, &extra[..1]).map_err(|e| e.code()),
+            Err("webhook.count")
+        );
     }
 }

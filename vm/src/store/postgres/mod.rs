@@ -490,15 +490,17 @@ impl Store for PgStore {
                 webhook::outbox(&mut tx, r.get(0))?;
             }
             // Highest priority first, then oldest; a queued run only while
-            // its concurrency key is under its limit (`priority`).
+            // its concurrency key is under its limit (`priority`) and its
+            // thread's earlier runs have ended (`threads`).
             let Some(row) = tx.query_opt(
                 &format!(
                     "SELECT id, status, concurrency_key, key_limit FROM runs
-                     WHERE (status = 'queued' AND {}
+                     WHERE (status = 'queued' AND {} AND {}
                             AND (not_before_ms IS NULL OR not_before_ms <= {NOW_MS}))
                      OR (status = 'running' AND lease_until < {NOW_MS})
                      ORDER BY priority DESC, started_ms, id LIMIT 1 FOR UPDATE SKIP LOCKED",
-                    priority::UNDER_KEY_LIMIT
+                    priority::UNDER_KEY_LIMIT,
+                    threads::TURN_CLAIMABLE
                 ),
                 &[],
             )?
@@ -654,6 +656,20 @@ impl Store for PgStore {
         self.thread_of_run_pg(run)
     }
 
+    fn thread_waits_for(&self, run: &str) -> Result<Option<String>, JournalError> {
+        self.thread_waits_for_pg(run)
+    }
+
+    fn enqueue_on_thread(
+        &self,
+        run: &NewRun<'_>,
+        q: &crate::store::priority::QueueOptions,
+        thread: &str,
+        create: bool,
+    ) -> Result<i64, JournalError> {
+        self.enqueue_on_thread_pg(run, q, thread, create)
+    }
+
     fn add_webhooks(
         &self,
         subject: &str,
@@ -688,6 +704,10 @@ impl Store for PgStore {
 
     fn delivery_counts(&self) -> Result<crate::store::webhook::Counts, JournalError> {
         self.delivery_counts_pg()
+    }
+
+    fn prune_deliveries(&self, ended_before_ms: i64, limit: i64) -> Result<i64, JournalError> {
+        self.prune_deliveries_pg(ended_before_ms, limit)
     }
 
     fn migrate(&self) -> Result<(i64, i64), JournalError> {

@@ -33,40 +33,48 @@ pub(super) fn key_full(
     Ok(running >= i64::from(limit))
 }
 
+/// Inserts `run` as queued with its priority and key in one statement (a
+/// worker never sees it without them); on `c`, so a caller can put it in
+/// a transaction (`threads.rs`).
+pub(super) fn insert_queued(
+    c: &mut impl postgres::GenericClient,
+    run: &NewRun<'_>,
+    q: &QueueOptions,
+) -> Result<u64, postgres::Error> {
+    let sha = crate::store::hex(&Sha256::digest(run.artifact));
+    c.execute(
+        &format!(
+            "INSERT INTO runs (id, status, owner, queued_ms, started_ms, program, artifact,
+             artifact_sha256, entry, args, priority, concurrency_key, key_limit,
+             max_attempts, backoff_ms, retry_on)
+             VALUES ($1, 'queued', NULL, {NOW_MS}, {NOW_MS}, $2, $3, $4, $5, $6, $7, $8, $9,
+             $10, $11, $12)"
+        ),
+        &[
+            &run.id,
+            &run.program,
+            &run.artifact,
+            &sha,
+            &run.entry,
+            &run.args,
+            &q.priority,
+            &q.key,
+            &q.key_limit,
+            &q.retry.as_ref().map(|r| r.attempts),
+            &q.retry.as_ref().map(|r| r.backoff_ms),
+            &q.retry.as_ref().map(|r| r.on.join(",")),
+        ],
+    )
+}
+
 impl PgStore {
-    /// Queues `run` with its priority and key in one statement (a worker
-    /// never sees it without them).
+    /// Queues `run` with its priority and key.
     pub(super) fn enqueue_keyed(
         &self,
         run: &NewRun<'_>,
         q: &QueueOptions,
     ) -> Result<(), JournalError> {
-        let sha = crate::store::hex(&Sha256::digest(run.artifact));
-        self.with(|c| {
-            c.execute(
-                &format!(
-                    "INSERT INTO runs (id, status, owner, queued_ms, started_ms, program, artifact,
-                     artifact_sha256, entry, args, priority, concurrency_key, key_limit,
-                     max_attempts, backoff_ms, retry_on)
-                     VALUES ($1, 'queued', NULL, {NOW_MS}, {NOW_MS}, $2, $3, $4, $5, $6, $7, $8, $9,
-                     $10, $11, $12)"
-                ),
-                &[
-                    &run.id,
-                    &run.program,
-                    &run.artifact,
-                    &sha,
-                    &run.entry,
-                    &run.args,
-                    &q.priority,
-                    &q.key,
-                    &q.key_limit,
-                    &q.retry.as_ref().map(|r| r.attempts),
-                    &q.retry.as_ref().map(|r| r.backoff_ms),
-                    &q.retry.as_ref().map(|r| r.on.join(",")),
-                ],
-            )
-        })?;
+        self.with(|c| insert_queued(c, run, q))?;
         Ok(())
     }
 

@@ -221,6 +221,10 @@ const MIGRATIONS: &[&str] = &[
         run TEXT NOT NULL UNIQUE,
         PRIMARY KEY (thread, seq)
      );",
+    // 12: ended webhook deliveries by age, for their retention
+    // (webhook::Deliverer::prune deletes them in bounded batches).
+    "CREATE INDEX IF NOT EXISTS webhook_deliveries_ended ON webhook_deliveries (ended_ms)
+        WHERE status <> 'pending';",
 ];
 
 /// The schema version this binary writes and reads.

@@ -1,14 +1,31 @@
 //! Threads in PostgreSQL (`store/thread.rs`, migration 11): the thread row
 //! is locked (`FOR UPDATE`) for a state change and for numbering a new
 //! run, so servers and workers of a fleet write one thread in turn.
+//!
+//! Turns across the fleet: a queued run on a thread is claimed by a worker
+//! only when no run linked before it is queued or running
+//! ([`TURN_CLAIMABLE`], part of the claim in `mod.rs`); a run executed by
+//! a server itself waits for [`PgStore::thread_waits_for_pg`] to say none.
 
 use super::{PgStore, NOW_MS};
+use crate::store::priority::QueueOptions;
 use crate::store::rows::JournalError;
 use crate::store::thread::{
     labels_of, labels_text, not_found, object_of, NewState, ThreadInfo, EXISTS,
 };
+use crate::store::NewRun;
 use postgres::GenericClient;
 use serde_json::Value as Json;
+
+/// The claim's condition on a queued run (`runs`): no run of its thread
+/// linked before it is queued or running. Raw statuses: a running run
+/// whose lease ran out is about to be taken over, so it still holds its
+/// turn. Both lookups use `thread_runs`' keys (`run` unique, `(thread,
+/// seq)` primary).
+pub(super) const TURN_CLAIMABLE: &str = "NOT EXISTS (SELECT 1 FROM thread_runs me
+    JOIN thread_runs e ON e.thread = me.thread AND e.seq < me.seq
+    JOIN runs p ON p.id = e.run
+    WHERE me.run = runs.id AND p.status IN ('queued', 'running'))";
 
 const COLUMNS: &str = "id, created_ms, updated_ms, metadata, state, labels, version, n_runs";
 
@@ -163,6 +180,67 @@ impl PgStore {
             Ok(Some(seq))
         })?;
         seq.ok_or_else(|| not_found(thread))
+    }
+
+    pub(super) fn enqueue_on_thread_pg(
+        &self,
+        run: &NewRun<'_>,
+        q: &QueueOptions,
+        thread: &str,
+        create: bool,
+    ) -> Result<i64, JournalError> {
+        let seq = self.with(|c| {
+            let mut tx = c.transaction()?;
+            if create {
+                insert(&mut tx, thread, &Json::Object(Default::default()))?;
+            }
+            // The thread row's lock (taken by the update) orders the links.
+            let row = tx.query_opt(
+                &format!(
+                    "UPDATE threads SET n_runs = n_runs + 1, updated_ms = {NOW_MS}
+                     WHERE id = $1 RETURNING n_runs"
+                ),
+                &[&thread],
+            )?;
+            let Some(row) = row else {
+                return Ok(None);
+            };
+            let seq: i64 = row.get(0);
+            super::priority::insert_queued(&mut tx, run, q)?;
+            tx.execute(
+                "INSERT INTO thread_runs (thread, seq, run) VALUES ($1, $2, $3)",
+                &[&thread, &seq, &run.id],
+            )?;
+            tx.commit()?;
+            Ok(Some(seq))
+        })?;
+        seq.ok_or_else(|| not_found(thread))
+    }
+
+    pub(super) fn thread_waits_for_pg(&self, run: &str) -> Result<Option<String>, JournalError> {
+        let rows = self.with(|c| {
+            c.query(
+                "SELECT p.id, p.status, p.owner, p.lease_until FROM thread_runs me
+                 JOIN thread_runs e ON e.thread = me.thread AND e.seq < me.seq
+                 JOIN runs p ON p.id = e.run
+                 WHERE me.run = $1 AND p.status IN ('queued', 'running')
+                 ORDER BY e.seq",
+                &[&run],
+            )
+        })?;
+        Ok(rows.iter().find_map(|r| {
+            let status: &str = r.get(1);
+            let owner: Option<&str> = r.get(2);
+            let lease: Option<i64> = r.get(3);
+            // A run executed without a lease by a process of this host
+            // that is gone (a killed `aisc serve` or `aisc run`) will not
+            // end by itself: it no longer holds the thread (resuming it is
+            // the operator's call). One under a lease is taken over.
+            let dead = status == "running"
+                && lease.is_none()
+                && owner.and_then(super::owner_alive) == Some(false);
+            (!dead).then(|| r.get::<_, String>(0))
+        }))
     }
 
     pub(super) fn thread_runs_pg(&self, thread: &str) -> Result<Vec<(i64, String)>, JournalError> {

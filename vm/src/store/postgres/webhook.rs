@@ -224,6 +224,32 @@ impl PgStore {
         })
     }
 
+    pub(super) fn prune_deliveries_pg(
+        &self,
+        ended_before_ms: i64,
+        limit: i64,
+    ) -> Result<i64, JournalError> {
+        self.with(|c| {
+            let mut tx = c.transaction()?;
+            let ids: Vec<String> = tx
+                .query(
+                    "DELETE FROM webhook_deliveries WHERE id IN (SELECT id FROM webhook_deliveries
+                        WHERE status <> 'pending' AND ended_ms < $1 LIMIT $2)
+                     RETURNING id",
+                    &[&ended_before_ms, &limit],
+                )?
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            tx.execute(
+                "DELETE FROM webhook_attempts WHERE delivery = ANY($1)",
+                &[&ids],
+            )?;
+            tx.commit()?;
+            Ok(i64::try_from(ids.len()).unwrap_or(i64::MAX))
+        })
+    }
+
     pub(super) fn delivery_counts_pg(&self) -> Result<Counts, JournalError> {
         self.with(|c| {
             let mut counts = Counts::default();

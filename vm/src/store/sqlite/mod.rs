@@ -7,6 +7,7 @@ pub mod agent;
 pub mod episodic;
 mod memory;
 mod queue;
+mod retention;
 pub mod runs;
 mod threads;
 mod webhook;

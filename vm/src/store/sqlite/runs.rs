@@ -649,6 +649,10 @@ impl Store for SqliteStore {
         self.thread_of_run_sqlite(run)
     }
 
+    fn thread_waits_for(&self, run: &str) -> Result<Option<String>, JournalError> {
+        self.thread_waits_for_sqlite(run)
+    }
+
     fn add_webhooks(
         &self,
         subject: &str,
@@ -697,6 +701,10 @@ impl Store for SqliteStore {
 
     fn delivery_counts(&self) -> Result<crate::store::webhook::Counts, JournalError> {
         super::webhook::counts(&self.conn()).map_err(self.err())
+    }
+
+    fn prune_deliveries(&self, ended_before_ms: i64, limit: i64) -> Result<i64, JournalError> {
+        self.prune_deliveries_sqlite(ended_before_ms, limit)
     }
 
     fn migrate(&self) -> Result<(i64, i64), JournalError> {

@@ -225,6 +225,47 @@ impl SqliteStore {
         Ok(rows)
     }
 
+    /// The first run of `run`'s thread linked before it that is still
+    /// queued or running, by the run rows' derived status (a run whose
+    /// process is gone is `interrupted`: it no longer holds the thread).
+    pub(crate) fn thread_waits_for_sqlite(
+        &self,
+        run: &str,
+    ) -> Result<Option<String>, JournalError> {
+        let earlier: Vec<String> = {
+            let conn = self.conn();
+            if !has_tables(&conn).map_err(self.err())? {
+                return Ok(None);
+            }
+            let mut st = conn
+                .prepare(
+                    "SELECT p.id FROM thread_runs me
+                     JOIN thread_runs e ON e.thread = me.thread AND e.seq < me.seq
+                     JOIN runs p ON p.id = e.run
+                     WHERE me.run = ?1 AND p.status IN ('queued', 'running')
+                     ORDER BY e.seq",
+                )
+                .map_err(self.err())?;
+            let rows = st
+                .query_map([run], |r| r.get(0))
+                .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+                .map_err(self.err())?;
+            rows
+        };
+        for id in earlier {
+            let row = crate::store::Store::run_row(self, &id)?;
+            if row.is_some_and(|r| {
+                matches!(
+                    r.info.status,
+                    crate::store::Status::Queued | crate::store::Status::Running
+                )
+            }) {
+                return Ok(Some(id));
+            }
+        }
+        Ok(None)
+    }
+
     pub(crate) fn thread_of_run_sqlite(
         &self,
         run: &str,

@@ -274,6 +274,26 @@ pub(super) fn deliveries(c: &Connection, run: &str) -> rusqlite::Result<Vec<Deli
     Ok(out)
 }
 
+/// Deletes at most `limit` ended deliveries (delivered or failed) that
+/// ended before `ended_before_ms`, with their attempts; returns how many.
+pub(super) fn prune(c: &Connection, ended_before_ms: i64, limit: i64) -> rusqlite::Result<i64> {
+    if !present(c)? {
+        return Ok(0);
+    }
+    // The same ordered set twice, in one transaction (the caller's).
+    const SET: &str = "SELECT id FROM webhook_deliveries WHERE status <> 'pending'
+        AND ended_ms < ?1 ORDER BY ended_ms, id LIMIT ?2";
+    c.execute(
+        &format!("DELETE FROM webhook_attempts WHERE delivery IN ({SET})"),
+        params![ended_before_ms, limit],
+    )?;
+    let n = c.execute(
+        &format!("DELETE FROM webhook_deliveries WHERE id IN ({SET})"),
+        params![ended_before_ms, limit],
+    )?;
+    Ok(i64::try_from(n).unwrap_or(i64::MAX))
+}
+
 pub(super) fn counts(c: &Connection) -> rusqlite::Result<Counts> {
     if !present(c)? {
         return Ok(Counts::default());
