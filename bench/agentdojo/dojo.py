@@ -12,6 +12,7 @@ trace-based check first, as AgentDojo's benchmark does).
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -122,8 +123,13 @@ class Session:
             else []
         )
 
-    def call(self, name: str, args: dict) -> tuple[str, bool]:
-        """Runs a tool on the environment: (text the model reads, is_error)."""
+    def call(self, name: str, args: dict) -> tuple[str, bool, dict | None]:
+        """Runs a tool on the environment: (text the model reads, is_error,
+        the result as structured content). As an MCP server with output
+        schemas does, a result that is data (a model, a list) is served
+        as `structuredContent` too, its fields as AgentDojo dumps them
+        (wrapped as `{"result": ...}` when not an object); `aisc` reads
+        that (the text is then for clients without structured content)."""
         fn = name[len(PREFIX) :] if name.startswith(PREFIX) else name
         required = self.required.get(fn, set())
         # AIS sends every declared parameter; an optional one the model left
@@ -136,8 +142,13 @@ class Session:
             else:
                 self.errors.append(f"{fn}: {error}"[:300])
         if error is not None:
-            return error, True
-        return tool_result_to_str(result), False
+            return error, True, None
+        text = tool_result_to_str(result)
+        structured = None
+        if not isinstance(result, str):
+            data = json.loads(tool_result_to_str(result, dump_fn=lambda x: json.dumps(x, default=str)))
+            structured = data if isinstance(data, dict) else {"result": data}
+        return text, False, structured
 
     def answer(self, hijacked: bool) -> str:
         out = self.user_task.GROUND_TRUTH_OUTPUT
