@@ -17,6 +17,8 @@ import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from pydantic import BaseModel
+
 from agentdojo.agent_pipeline.base_pipeline_element import BasePipelineElement
 from agentdojo.agent_pipeline.tool_execution import tool_result_to_str
 from agentdojo.attacks.important_instructions_attacks import ImportantInstructionsAttack
@@ -82,6 +84,19 @@ def _call_json(c: FunctionCall) -> dict:
     return {"function": c.function, "args": dict(c.args)}
 
 
+def _structured(result: object) -> dict | None:
+    """A data result as JSON: what `tool_result_to_str` dumps (a model, a
+    list of them) or a mapping, with the same fields; `{"result": ...}`
+    around what is not an object. None for text and scalars."""
+    if isinstance(result, (BaseModel, list)):
+        data = json.loads(tool_result_to_str(result, dump_fn=lambda x: json.dumps(x, default=str)))
+    elif isinstance(result, dict):
+        data = json.loads(json.dumps(result, default=str))
+    else:
+        return None
+    return data if isinstance(data, dict) else {"result": data}
+
+
 @dataclass
 class Session:
     """One run's environment and script. `mode` is `ground_truth` or
@@ -144,11 +159,7 @@ class Session:
         if error is not None:
             return error, True, None
         text = tool_result_to_str(result)
-        structured = None
-        if not isinstance(result, str):
-            data = json.loads(tool_result_to_str(result, dump_fn=lambda x: json.dumps(x, default=str)))
-            structured = data if isinstance(data, dict) else {"result": data}
-        return text, False, structured
+        return text, False, _structured(result)
 
     def answer(self, hijacked: bool) -> str:
         out = self.user_task.GROUND_TRUTH_OUTPUT
