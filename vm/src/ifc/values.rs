@@ -160,9 +160,10 @@ fn number_of(w: &str) -> Option<f64> {
         .filter(|f| f.is_finite())
 }
 
-/// Whole fields kept per listing, at most (past it, fewer values are
-/// vouched for, never more).
+/// Whole fields kept per listing, at most, and their characters (past
+/// either, fewer values are vouched for, never more).
 const MAX_ITEMS: usize = 100_000;
+const MAX_ITEM_CHARS: usize = 1_000_000;
 
 /// The whole fields of a listing's or a lookup's results: the items a
 /// value may be chosen among (`choice`, `lookup`). Never a word of a
@@ -171,6 +172,7 @@ const MAX_ITEMS: usize = 100_000;
 struct Items {
     strings: HashSet<String>,
     numbers: Vec<f64>,
+    chars: usize,
 }
 
 impl Items {
@@ -189,7 +191,9 @@ impl Items {
                         return self.add(&inner, field, depth + 1);
                     }
                 }
-                if field.is_none() && s.len() <= MAX_WHOLE {
+                if field.is_none() && s.len() <= MAX_WHOLE && self.chars + s.len() <= MAX_ITEM_CHARS
+                {
+                    self.chars += s.len();
                     self.strings.insert(normalise(s));
                 }
             }
@@ -500,6 +504,18 @@ mod tests {
         assert!(!p.vouches(&who, &json!("see www.evil.test"), &all));
         // A choice names only the listing it was given for.
         assert!(!p.vouches(&ch, &json!("Eve"), &all));
+        // Bounded: past a million characters a listing keeps nothing more.
+        let big = ValuePools::with_items(vec![], vec![], vec!["big".into()]);
+        let names: Vec<String> = (0..300)
+            .map(|i| format!("{i:04}{}", "x".repeat(3996)))
+            .collect();
+        big.note_read("big", &json!(names), false);
+        assert!(big.vouches(&ch_of("big"), &json!(names[0]), &all));
+        assert!(!big.vouches(&ch_of("big"), &json!(names[299]), &all));
+    }
+
+    fn ch_of(tool: &str) -> ArgRule {
+        choice_rule(&[tool], &[])
     }
 
     #[test]
