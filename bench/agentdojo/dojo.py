@@ -12,9 +12,12 @@ trace-based check first, as AgentDojo's benchmark does).
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
+
+from pydantic import BaseModel
 
 from agentdojo.agent_pipeline.base_pipeline_element import BasePipelineElement
 from agentdojo.agent_pipeline.tool_execution import tool_result_to_str
@@ -81,6 +84,19 @@ def _call_json(c: FunctionCall) -> dict:
     return {"function": c.function, "args": dict(c.args)}
 
 
+def _structured(result: object) -> dict | None:
+    """A data result as JSON: what `tool_result_to_str` dumps (a model, a
+    list of them) or a mapping, with the same fields; `{"result": ...}`
+    around what is not an object. None for text and scalars."""
+    if isinstance(result, (BaseModel, list)):
+        data = json.loads(tool_result_to_str(result, dump_fn=lambda x: json.dumps(x, default=str)))
+    elif isinstance(result, dict):
+        data = json.loads(json.dumps(result, default=str))
+    else:
+        return None
+    return data if isinstance(data, dict) else {"result": data}
+
+
 @dataclass
 class Session:
     """One run's environment and script. `mode` is `ground_truth` or
@@ -122,8 +138,13 @@ class Session:
             else []
         )
 
-    def call(self, name: str, args: dict) -> tuple[str, bool]:
-        """Runs a tool on the environment: (text the model reads, is_error)."""
+    def call(self, name: str, args: dict) -> tuple[str, bool, dict | None]:
+        """Runs a tool on the environment: (text the model reads, is_error,
+        the result as structured content). As an MCP server with output
+        schemas does, a result that is data (a model, a list) is served
+        as `structuredContent` too, its fields as AgentDojo dumps them
+        (wrapped as `{"result": ...}` when not an object); `aisc` reads
+        that (the text is then for clients without structured content)."""
         fn = name[len(PREFIX) :] if name.startswith(PREFIX) else name
         required = self.required.get(fn, set())
         # AIS sends every declared parameter; an optional one the model left
@@ -136,8 +157,9 @@ class Session:
             else:
                 self.errors.append(f"{fn}: {error}"[:300])
         if error is not None:
-            return error, True
-        return tool_result_to_str(result), False
+            return error, True, None
+        text = tool_result_to_str(result)
+        return text, False, _structured(result)
 
     def answer(self, hijacked: bool) -> str:
         out = self.user_task.GROUND_TRUTH_OUTPUT

@@ -51,6 +51,8 @@ def handle(base: str, session: str, msg: dict) -> dict | None:
         p = msg.get("params") or {}
         r = post(base, f"/env/{session}/call", {"name": p.get("name"), "arguments": p.get("arguments") or {}})
         result = {"content": [{"type": "text", "text": r["text"]}], "isError": r["is_error"]}
+        if r.get("structured") is not None:
+            result["structuredContent"] = r["structured"]
     elif method == "ping":
         result = {}
     else:

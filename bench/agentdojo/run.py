@@ -92,8 +92,8 @@ class Handler(BaseHTTPRequestHandler):
                 if parts[2] == "tools":
                     return self._send(200, {"tools": tool_schemas(s.suite_name)})
                 if parts[2] == "call":
-                    text, err = s.call(body.get("name", ""), body.get("arguments") or {})
-                    return self._send(200, {"text": text, "is_error": err})
+                    text, err, structured = s.call(body.get("name", ""), body.get("arguments") or {})
+                    return self._send(200, {"text": text, "is_error": err, "structured": structured})
                 if parts[2] == "close":
                     if REGISTRY.keep is not None:
                         (REGISTRY.keep / f"{parts[1]}.post_environment.json").write_text(s.post_environment_json())

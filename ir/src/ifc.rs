@@ -145,6 +145,24 @@ pub struct ArgRule {
     /// injection wrote.
     #[serde(default)]
     pub relayed: bool,
+    /// Trusted tools whose results are the user's own collection (an
+    /// address book, a channel's members): a whole field of their result
+    /// vouches for the value even when the call was keyed by untrusted
+    /// data (`search_contacts(name)` with a name read from an e-mail).
+    /// The rule's author states that the tool never echoes its key; only
+    /// whole fields count, never a word of a sentence. The attacker can
+    /// then pick any item of the collection.
+    #[serde(default)]
+    pub lookup: Vec<String>,
+    /// Listings that are the complete set of legitimate options (the
+    /// user's channels, the senders of messages the platform
+    /// authenticates): `TOOL` (any field of its result) or `TOOL:FIELD`
+    /// (only the fields named `FIELD`). A value equal to a whole such
+    /// field passes as a *choice*, even when the tool is untrusted and
+    /// its call keyed by anything: the attacker can steer the choice to
+    /// another item of the listing, never outside it.
+    #[serde(default)]
+    pub choice: Vec<String>,
     /// Overrides the sink's and the policy's `on_deny` for this argument.
     pub on_deny: Option<OnDeny>,
 }
@@ -467,7 +485,10 @@ impl FlowPolicy {
     /// check does not report it.
     pub fn judged_by_value(&self, sink: &str, arg: &str) -> bool {
         self.arg_rule(sink, arg).is_some_and(|r| {
-            r.relayed || !r.values.is_empty() || r.from.iter().any(|s| self.trusted(s))
+            r.relayed
+                || !r.values.is_empty()
+                || !r.choice.is_empty()
+                || r.from.iter().chain(&r.lookup).any(|s| self.trusted(s))
         })
     }
 
@@ -491,6 +512,37 @@ impl FlowPolicy {
             .flat_map(|r| r.args.values())
             .flat_map(|a| a.from.iter())
             .filter(|s| self.trusted(s))
+            .cloned()
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// The trusted tools some argument rule names in `lookup`: the
+    /// runtime keeps the whole fields of their results, however keyed.
+    pub fn lookup_sources(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .sinks
+            .values()
+            .flat_map(|r| r.args.values())
+            .flat_map(|a| a.lookup.iter())
+            .filter(|s| self.trusted(s))
+            .cloned()
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// The listings some argument rule names in `choice` (`TOOL` or
+    /// `TOOL:FIELD`): the runtime keeps the whole fields of their results.
+    pub fn choice_sources(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .sinks
+            .values()
+            .flat_map(|r| r.args.values())
+            .flat_map(|a| a.choice.iter())
             .cloned()
             .collect();
         out.sort();

@@ -88,7 +88,11 @@ impl LabelTrace {
 
 impl Labels {
     pub fn new(policy: FlowPolicy) -> Labels {
-        let values = ValuePools::new(policy.value_sources());
+        let values = ValuePools::with_items(
+            policy.value_sources(),
+            policy.lookup_sources(),
+            policy.choice_sources(),
+        );
         let mut l = Labels {
             policy,
             names: Mutex::new(Vec::new()),
@@ -557,7 +561,12 @@ impl Labels {
         if rule.quarantined && bad & !self.quarantine == 0 {
             return true;
         }
-        if rule.values.is_empty() && rule.from.is_empty() && !rule.relayed {
+        if rule.values.is_empty()
+            && rule.from.is_empty()
+            && rule.lookup.is_empty()
+            && rule.choice.is_empty()
+            && !rule.relayed
+        {
             return false;
         }
         value().is_some_and(|v| {
@@ -598,19 +607,28 @@ impl Labels {
         self.note_result(source, true, v);
     }
 
+    /// Does every value in `args` come from trusted data this run (the
+    /// request, a trusted tool's reply some rule compares against)? Then
+    /// a trusted tool called with them computed its reply from trusted
+    /// data, whatever else the exchange read (a contact looked up by a
+    /// name the user typed).
+    pub fn keyed_by_trusted(&self, args: &serde_json::Value) -> bool {
+        self.policy.enforced() && self.values.held(args)
+    }
+
     /// Keeps what a source produced: for the argument rules that compare
     /// against it when `vouches` (it was computed from trusted data), and
     /// for judging the answer (`answer`) in any case.
     #[inline]
     pub fn note_result(&self, source: &str, vouches: bool, v: impl FnOnce() -> serde_json::Value) {
-        let pool = vouches && self.values.wants(source);
+        let pool = self.values.wants(source);
         let read = self.reads_for_answer();
         if !pool && !read {
             return;
         }
         let v = v();
         if pool {
-            self.values.note(source, &v);
+            self.values.note_read(source, &v, vouches);
         }
         if read {
             self.read_answer_text(source, &v);
