@@ -87,8 +87,9 @@ impl Phoenix {
             log,
         };
         // Ready when its health check answers (start-up migrates a fresh
-        // SQLite database: seconds on this machine).
-        for _ in 0..1200 {
+        // SQLite database: seconds on this machine when idle, minutes with
+        // the three tests' Phoenixes starting at once on a loaded one).
+        for _ in 0..6000 {
             if let Some(status) = p.child.try_wait().expect("try_wait") {
                 panic!(
                     "Phoenix exited ({status}) before it was ready:\n{}",

@@ -105,16 +105,17 @@ pub fn with_trace(
 }
 
 /// For a resumed run (resumed, or taken from a queue by a worker): which
-/// attempt this is (the store counts resumes and takeovers) and when the
-/// run began (Unix ms), for its root span. One read of the run's row; when
-/// it fails, the spans still join the earlier attempts' (their ids do not
-/// depend on it) and say attempt 1.
+/// attempt this is (the store counts resumes and takeovers) and, after a
+/// first attempt, when the run began (Unix ms; a fleet run: when it was
+/// queued), for its root span. One read of the run's row; when it fails,
+/// the spans still join the earlier attempts' (their ids do not depend on
+/// it) and say attempt 1.
 fn attempt_of(store: &dyn ais_vm::store::Store, run_id: &str) -> (u32, Option<i64>) {
     match store.run_row(run_id) {
-        Ok(Some(row)) => (
-            u32::try_from(row.info.resumes.saturating_add(1)).unwrap_or(u32::MAX),
-            Some(row.info.started_ms),
-        ),
+        Ok(Some(row)) => {
+            let n = u32::try_from(row.info.resumes.saturating_add(1)).unwrap_or(u32::MAX);
+            (n, (n > 1).then_some(row.info.started_ms))
+        }
         _ => (1, None),
     }
 }
