@@ -134,6 +134,7 @@ mod tests {
         text(&p, 1, None, delta("again"));
         let ev = OpEvent {
             frame: 0,
+            frame_key: 0,
             flow: 0,
             region: 0,
             op: 1,

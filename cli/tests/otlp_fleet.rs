@@ -2,7 +2,8 @@
 //! a queued run and is killed after its first LLM call, worker B takes it
 //! over when A's lease expires and finishes it; both export to one OTLP
 //! collector (`ais_testkit::otlp`) and every span carries the trace id of
-//! the run. Needs PostgreSQL (the shared run store), as
+//! the run; A's spans name the root B sends (`cli/tests/otlp_phoenix.rs`
+//! checks the same in Arize Phoenix). Needs PostgreSQL (the shared run store), as
 //! `cli/tests/scale_out.rs`.
 
 use ais_testkit::mock::{MockReply, MockServer};
@@ -170,6 +171,18 @@ fn a_run_taken_over_by_another_worker_is_one_trace() {
     let roots: Vec<&ReceivedSpan> = spans.iter().filter(|s| s.parent.is_none()).collect();
     assert_eq!(roots.len(), 1, "{spans:#?}");
     assert_eq!(roots[0].attr("ais.run.resumed"), true);
+    assert_eq!(roots[0].attr("ais.run.attempt"), 2);
+    // A's spans and B's hang under that root: span ids are the same in
+    // every attempt, so every parent named is in the trace.
+    let ids: std::collections::HashSet<&str> = spans.iter().map(|s| s.span_id.as_str()).collect();
+    assert_eq!(ids.len(), spans.len(), "{spans:#?}");
+    assert!(
+        spans
+            .iter()
+            .all(|s| s.parent.as_deref().is_none_or(|p| ids.contains(p))),
+        "{spans:#?}"
+    );
+    assert!(from_a.iter().all(|s| s.attr("ais.run.attempt") == 1));
     assert_eq!(roots[0].attr("ais.run.outcome"), "ok");
     assert_eq!(roots[0].attr("ais.run.id"), id.as_str());
     // B's LLM requests are its chat spans (A's completed call it replays

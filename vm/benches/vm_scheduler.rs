@@ -197,7 +197,7 @@ fn run(p: &Program, o: &RunOptions, backend: Arc<FakeBackend>) -> ais_vm::RunRep
                 let t = Arc::new(ais_vm::observe::otlp::RunTrace::new(
                     pipeline.clone(),
                     "bench",
-                    false,
+                    1,
                     Default::default(),
                 ));
                 o.observer = Some(ais_vm::observe::Observer(t.clone()));

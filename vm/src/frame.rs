@@ -63,12 +63,51 @@ pub(crate) struct LoopState {
     pub last: OnceLock<Results>,
 }
 
+/// splitmix64's finaliser: spreads a value's bits (frame paths).
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A frame's dynamic identity: its owner's path, the op that started it,
+/// how (the loop index of an iteration), and the flow (telemetry id),
+/// region and agent it runs. Like the journal's `op_key` it is the same in
+/// every execution of a run whatever the scheduling order (frames are
+/// started by ops, not by time), so a resumed attempt's frames have the
+/// paths of the interrupted attempt's (trace span ids, `observe::otlp`).
+/// A few multiplications per frame: no hashing of the whole chain.
+pub(crate) fn path_key(owner: Option<&Owner<'_>>, flow: u32, region: u32, agent: u32) -> u64 {
+    let mut h = match owner {
+        None => mix(0x6169_732e_656e_7472), // "ais.entr"
+        Some(o) => {
+            let (tag, idx): (u64, u64) = match &o.role {
+                Role::Call => (1, 0),
+                Role::Branch => (2, 0),
+                Role::Try => (3, 0),
+                Role::Catch => (4, 0),
+                Role::Iter { index, .. } => (5, *index as u64),
+                Role::Handler => (6, 0),
+                Role::Plan => (7, 0),
+            };
+            let h = mix(o.frame.path ^ ((u64::from(o.op) << 8) | tag));
+            mix(h.wrapping_add(idx))
+        }
+    };
+    h = mix(h ^ ((u64::from(flow) << 32) | u64::from(region)));
+    mix(h.wrapping_add(u64::from(agent)))
+}
+
 /// Aligned to two cache lines so that, inside its `Arc`, the reference
 /// count (written by any worker whenever a task of the frame is queued or
 /// dropped) does not share a line with the fields every op reads.
 #[repr(align(128))]
 pub(crate) struct Frame<'r> {
     pub id: u64,
+    /// The frame's dynamic identity ([`path_key`]): the same in every
+    /// attempt of a run, where `id` counts frames as they start.
+    pub path: u64,
     pub flow: u32,
     pub region: u32,
     pub agent: u32,
@@ -128,18 +167,32 @@ impl<'r> Frame<'r> {
         let slots = (0..code.n_slots()).map(|_| OnceLock::new()).collect();
         let labels = (0..code.n_slots()).map(|_| AtomicU64::new(0)).collect();
         let pending = code.pending.iter().map(|&p| AtomicU32::new(p)).collect();
+        let path = path_key(
+            owner.as_ref(),
+            unit.base.saturating_add(flow),
+            region,
+            agent,
+        );
         let invocation = match &owner {
-            None => crate::telemetry::Invocation { id, caller: None },
+            None => crate::telemetry::Invocation {
+                id,
+                caller: None,
+                key: path,
+                caller_key: None,
+            },
             Some(o) if matches!(o.role, Role::Call | Role::Handler | Role::Plan) => {
                 crate::telemetry::Invocation {
                     id,
                     caller: Some(o.frame.invocation.id),
+                    key: path,
+                    caller_key: Some(o.frame.invocation.key),
                 }
             }
             Some(o) => o.frame.invocation,
         };
         Frame {
             id,
+            path,
             flow,
             region,
             agent,

@@ -77,7 +77,7 @@ fn traced_run(pipeline: Arc<Pipeline>, run_id: &str) -> ais_vm::RunReport {
     let trace = Arc::new(RunTrace::new(
         pipeline,
         run_id,
-        false,
+        1,
         [("fake".to_string(), "ais.simulator".to_string())].into(),
     ));
     let o = RunOptions {
@@ -218,6 +218,38 @@ fn a_runs_spans_reach_the_collector_with_the_genai_names_and_parents() {
     let all = format!("{spans:?}");
     assert!(all.contains("[secret]"));
     assert!(!all.contains(SECRET));
+}
+
+#[test]
+fn every_attempt_of_a_run_gives_its_spans_the_same_ids() {
+    // Two executions of one run (as a resumed attempt re-executes it):
+    // frame ids are counted anew and the workers interleave differently,
+    // but each span keeps its id and its parent.
+    let shape = |run: &str| {
+        let collector = Collector::start();
+        let pipeline = Pipeline::start(settings(&collector.endpoint(), false)).unwrap();
+        assert!(traced_run(pipeline.clone(), run).outcome.is_ok());
+        assert!(pipeline.flush(Duration::from_secs(60)));
+        let mut v: Vec<(String, Option<String>, String)> = collector
+            .spans()
+            .into_iter()
+            .map(|s| (s.span_id, s.parent, s.name))
+            .collect();
+        v.sort();
+        v
+    };
+    let first = shape("run-otlp-3");
+    assert_eq!(first.len(), 8, "{first:#?}");
+    assert_eq!(shape("run-otlp-3"), first);
+    // Unique, and every parent is in the trace.
+    let ids: std::collections::HashSet<&str> = first.iter().map(|s| s.0.as_str()).collect();
+    assert_eq!(ids.len(), first.len());
+    assert!(first
+        .iter()
+        .all(|s| s.1.as_deref().is_none_or(|p| ids.contains(p))));
+    // Another run: other ids.
+    let other = shape("run-otlp-4");
+    assert!(other.iter().all(|s| !ids.contains(s.0.as_str())));
 }
 
 #[test]

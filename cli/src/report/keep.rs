@@ -434,6 +434,7 @@ mod tests {
     fn event(op: u32, opcode: Opcode, track: Track) -> OpEvent {
         OpEvent {
             frame: 0,
+            frame_key: 0,
             flow: 0,
             region: 0,
             op,

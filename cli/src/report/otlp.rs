@@ -74,7 +74,8 @@ pub fn with_trace(
     resumed: bool,
 ) -> Option<RunTelemetry> {
     let trace = settings(config).and_then(|s| {
-        let run_id = options.journal.as_ref()?.run_id().to_string();
+        let journal = options.journal.as_ref()?;
+        let run_id = journal.run_id().to_string();
         let pipeline = match Pipeline::shared(&s) {
             Ok(p) => p,
             Err(e) => {
@@ -82,12 +83,16 @@ pub fn with_trace(
                 return None;
             }
         };
-        Some(Arc::new(RunTrace::new(
-            pipeline,
-            &run_id,
-            resumed,
-            providers(config),
-        )))
+        let (attempt, began) = if resumed {
+            attempt_of(journal.store().as_ref(), &run_id)
+        } else {
+            (1, None)
+        };
+        let trace = RunTrace::new(pipeline, &run_id, attempt, providers(config));
+        Some(Arc::new(match began {
+            Some(ms) => trace.run_started(ms),
+            None => trace,
+        }))
     });
     if let Some(t) = &trace {
         let mine: Arc<dyn RunObserver> = t.clone();
@@ -97,6 +102,22 @@ pub fn with_trace(
         }));
     }
     (keeper.is_some() || trace.is_some()).then_some(RunTelemetry { keeper, trace })
+}
+
+/// For a resumed run (resumed, or taken from a queue by a worker): which
+/// attempt this is (the store counts resumes and takeovers) and, after a
+/// first attempt, when the run began (Unix ms; a fleet run: when it was
+/// queued), for its root span. One read of the run's row; when it fails,
+/// the spans still join the earlier attempts' (their ids do not depend on
+/// it) and say attempt 1.
+fn attempt_of(store: &dyn ais_vm::store::Store, run_id: &str) -> (u32, Option<i64>) {
+    match store.run_row(run_id) {
+        Ok(Some(row)) => {
+            let n = u32::try_from(row.info.resumes.saturating_add(1)).unwrap_or(u32::MAX);
+            (n, (n > 1).then_some(row.info.started_ms))
+        }
+        _ => (1, None),
+    }
 }
 
 /// At the end of a one-shot process: waits (up to the export timeout) for

@@ -15,6 +15,10 @@ pub struct FlowCall {
     /// (`None` for the entry flow).
     pub id: u64,
     pub caller: Option<u64>,
+    /// The same call's identity in every attempt of the run, and its
+    /// caller's ([`Invocation::key`]): its span's id.
+    pub key: u64,
+    pub caller_key: Option<u64>,
     /// The flow's telemetry id and its agent, as in its ops' events.
     pub flow: u32,
     pub agent: u32,
@@ -56,7 +60,12 @@ pub fn fold_flow_calls(events: &[OpEvent]) -> Vec<FlowCall> {
             .or_insert(s);
     };
     for e in events {
-        let Invocation { id, caller } = e.invocation;
+        let Invocation {
+            id,
+            caller,
+            key,
+            caller_key,
+        } = e.invocation;
         let start = e.ready_ns.min(e.start_ns);
         let failed = is_failure(e);
         match &mut run {
@@ -69,6 +78,8 @@ pub fn fold_flow_calls(events: &[OpEvent]) -> Vec<FlowCall> {
                 let next = FlowCall {
                     id,
                     caller,
+                    key,
+                    caller_key,
                     flow: e.flow,
                     agent: e.agent,
                     start_ns: start,

@@ -40,6 +40,8 @@ impl FlowCallLog {
                 call: FlowCall {
                     id: inv.id,
                     caller: inv.caller,
+                    key: inv.key,
+                    caller_key: inv.caller_key,
                     flow: frame.flow_id(),
                     agent: frame.agent,
                     start_ns: now,

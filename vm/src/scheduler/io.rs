@@ -198,6 +198,7 @@ impl Call<'_> {
         let instr = self.frame.code.ops.get(self.op as usize)?;
         Some(OpEvent {
             frame: self.frame.id,
+            frame_key: self.frame.path,
             flow: self.frame.flow_id(),
             region: self.frame.region,
             op: self.op,

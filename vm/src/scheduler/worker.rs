@@ -377,6 +377,7 @@ impl<'r> Run<'r> {
         let end = self.now();
         cx.busy_ns += end - start;
         let (id, flow, agent, region) = (frame.id, frame.flow_id(), frame.agent, frame.region);
+        let frame_key = frame.path;
         let invocation = frame.invocation;
         let mut next = None;
         let mut error = None;
@@ -403,6 +404,7 @@ impl<'r> Run<'r> {
         if self.record {
             let ev = OpEvent {
                 frame: id,
+                frame_key,
                 flow,
                 region,
                 op,

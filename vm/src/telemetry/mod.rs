@@ -179,6 +179,12 @@ pub struct Invocation {
     pub id: u64,
     /// The invocation that made the call; `None` for the entry flow.
     pub caller: Option<u64>,
+    /// The call's identity across the attempts of a run (its frame's path,
+    /// `crate::frame::path_key`), and its caller's: trace span ids.
+    #[serde(skip)]
+    pub key: u64,
+    #[serde(skip)]
+    pub caller_key: Option<u64>,
 }
 
 /// One executed op.
@@ -186,6 +192,10 @@ pub struct Invocation {
 pub struct OpEvent {
     /// Frame (region instance) id.
     pub frame: u64,
+    /// The frame's identity across the attempts of a run
+    /// (`crate::frame::path_key`; 0 when not known): trace span ids.
+    #[serde(skip)]
+    pub frame_key: u64,
     pub flow: u32,
     /// The region of the flow the frame runs (0: the body), with `op` the
     /// op's index in it.

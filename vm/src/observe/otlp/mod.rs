@@ -333,35 +333,42 @@ fn unix_ns() -> u64 {
 }
 
 impl RunTrace {
-    /// The trace of run `run_id` (an attempt of it: `resumed` when it
-    /// replays an earlier one), sent through `pipeline`. `providers`:
+    /// The trace of attempt `attempt` of run `run_id` (1: its first; each
+    /// resume or takeover adds one), sent through `pipeline`. `providers`:
     /// `gen_ai.provider.name` by backend name.
     pub fn new(
         pipeline: Arc<Pipeline>,
         run_id: &str,
-        resumed: bool,
+        attempt: u32,
         providers: std::collections::BTreeMap<String, String>,
     ) -> RunTrace {
         let trace_id = spans::trace_id(run_id);
         let sampled = spans::sampled(&trace_id, pipeline.settings.sample_ratio);
-        // Frame ids restart at every attempt: the salt keeps two attempts'
-        // span ids apart.
-        let salt = unix_ns() ^ (u64::from(std::process::id()) << 32);
         RunTrace {
             template: RunContext {
                 trace_id,
-                salt,
                 run_id: run_id.to_string(),
+                attempt: attempt.max(1),
+                run_start_unix_ns: None,
                 base_unix_ns: 0,
                 providers,
                 capture_content: pipeline.settings.capture_content,
-                resumed,
             },
             cx: OnceLock::new(),
             pipeline,
             sampled,
             calls: Mutex::new(None),
         }
+    }
+
+    /// The run began at `unix_ms` (an earlier attempt began it): the root
+    /// span this attempt may send starts there.
+    pub fn run_started(mut self, unix_ms: i64) -> RunTrace {
+        let ns = u64::try_from(unix_ms)
+            .unwrap_or(0)
+            .saturating_mul(1_000_000);
+        self.template.run_start_unix_ns = (ns > 0).then_some(ns);
+        self
     }
 
     pub fn trace_id(&self) -> [u8; 16] {
@@ -388,13 +395,18 @@ impl RunTrace {
             .clone()
     }
 
-    /// The run ended: its flow calls' spans, from the calls the scheduler
-    /// handed this trace as its observer or, when it was not the run's
-    /// observer, from the events of its report (`name(flow_id,
+    /// The attempt ended: its flow calls' spans, from the calls the
+    /// scheduler handed this trace as its observer or, when it was not the
+    /// run's observer, from the events of its report (`name(flow_id,
     /// agent_id)`: their names, asked once per pair). The spans are built
     /// on the pipeline's thread, and not at all while it backs off from a
     /// failed collector. Queued, not sent: the caller never waits for the
     /// collector.
+    ///
+    /// Only the attempt that ends the run sends them (the root among
+    /// them, so once per run): an attempt that paused leaves them to the
+    /// attempt that resumes it, which recreates every flow call (a call's
+    /// span has the same id in every attempt) and covers the run.
     pub fn finish(
         &self,
         events: &[OpEvent],
@@ -402,7 +414,7 @@ impl RunTrace {
         outcome: Outcome,
         name: &dyn Fn(u32, u32) -> (String, String),
     ) {
-        if !self.sampled {
+        if !self.sampled || outcome == Outcome::Paused {
             return;
         }
         // The run clock at its end (no pass over the events for it).
@@ -421,13 +433,16 @@ impl RunTrace {
     }
 
     /// [`RunTrace::finish`] with names and outcome from the program and
-    /// the report.
+    /// the report. An attempt fenced out (another worker took the run
+    /// over while it went on) sends no flow-call spans: the run is not
+    /// its to end.
     pub fn finish_report(&self, program: &ais_ir::bytecode::Program, report: &crate::RunReport) {
         let outcome = match &report.outcome {
             Ok(_) => Outcome::Ok,
             Err(crate::RunError::OpFailed { code, .. }) if code == crate::exec::PAUSED => {
                 Outcome::Paused
             }
+            Err(crate::RunError::OpFailed { code, .. }) if code == crate::store::FENCED => return,
             Err(_) => Outcome::Failed,
         };
         let name = |flow: u32, agent: u32| {

@@ -6,9 +6,14 @@
 //! the scheduler ([`crate::observe::FlowCall`]), so the run's own threads
 //! build nothing.
 //!
-//! Span ids are derived, not drawn: a child names its parent's id before
-//! the parent is built (an invocation's span is built when the run ends,
-//! its ops' spans as they finish).
+//! Span ids are derived, not drawn: from the run's trace id and the
+//! op's or flow call's identity across attempts (its frame's path,
+//! `crate::frame::path_key`: flows, ops and loop indices from the entry
+//! down), so that a child names its parent's id before the parent is
+//! built (an invocation's span is built when the run ends, its ops' spans
+//! as they finish) and the same logical span has the same id in every
+//! attempt of the run: the spans a killed worker sent and those of the
+//! worker that took the run over hang under one root.
 
 use crate::observe::flow_calls::is_pause;
 use crate::observe::{fold_flow_calls, FlowCall};
@@ -102,23 +107,24 @@ impl Span {
 }
 
 /// The trace of one run: its id (from the run id, so that every attempt
-/// and every worker of a run adds to one trace), the attempt's id salt,
+/// and every worker of a run adds to one trace), which attempt this is,
 /// and what spans need from the run's setup.
 #[derive(Clone, Debug)]
 pub struct RunContext {
     pub trace_id: [u8; 16],
-    /// Distinguishes this attempt's span ids from another attempt's (frame
-    /// ids restart at every attempt).
-    pub salt: u64,
     pub run_id: String,
+    /// The attempt (1 for a run's first; a resume or a worker's takeover
+    /// adds one): `ais.run.attempt` of the spans this attempt executed.
+    pub attempt: u32,
+    /// Unix time the run began (ns), when an earlier attempt began it: the
+    /// root span starts there.
+    pub run_start_unix_ns: Option<u64>,
     /// Unix time of the run clock's 0 (ns).
     pub base_unix_ns: u64,
     /// `gen_ai.provider.name` by backend name (the backend's protocol);
     /// a backend not listed is named as the config names it.
     pub providers: BTreeMap<String, String>,
     pub capture_content: bool,
-    /// The run resumed an earlier attempt (its journal replays ops).
-    pub resumed: bool,
 }
 
 /// The trace id of run `run_id`.
@@ -160,8 +166,10 @@ enum IdKind {
     Wait = 4,
 }
 
-fn span_id(salt: u64, kind: IdKind, a: u64, b: u64) -> [u8; 8] {
-    let h = mix(mix(mix(salt ^ kind as u64).wrapping_add(a)).wrapping_add(b));
+/// A span's id: from its trace (`seed`), what it is, and its identity in
+/// the run (`a`: a frame's path, `b`: an op in it).
+fn span_id(seed: u64, kind: IdKind, a: u64, b: u64) -> [u8; 8] {
+    let h = mix(mix(mix(seed ^ kind as u64).wrapping_add(a)).wrapping_add(b));
     let h = if h == 0 { 1 } else { h };
     h.to_be_bytes()
 }
@@ -171,13 +179,30 @@ impl RunContext {
         self.base_unix_ns.saturating_add(ns)
     }
 
-    /// The span id of a flow call.
-    pub fn invocation_span(&self, inv: u64) -> [u8; 8] {
-        span_id(self.salt, IdKind::Invocation, inv, 0)
+    /// Whether an earlier attempt of the run came before this one.
+    pub fn resumed(&self) -> bool {
+        self.attempt > 1
+    }
+
+    /// Seeds span ids with the trace, so that two runs' ids differ.
+    fn seed(&self) -> u64 {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&self.trace_id[..8]);
+        u64::from_be_bytes(b)
+    }
+
+    /// The span id of a flow call, by its key ([`crate::telemetry::Invocation::key`]).
+    pub fn invocation_span(&self, key: u64) -> [u8; 8] {
+        span_id(self.seed(), IdKind::Invocation, key, 0)
+    }
+
+    /// The span id of op `op` of the frame whose path is `frame_key`.
+    pub fn op_span_id(&self, frame_key: u64, op: u32) -> [u8; 8] {
+        span_id(self.seed(), IdKind::Op, frame_key, u64::from(op))
     }
 
     fn op_span(&self, e: &OpEvent) -> [u8; 8] {
-        span_id(self.salt, IdKind::Op, e.frame, u64::from(e.op))
+        self.op_span_id(e.frame_key, e.op)
     }
 
     fn span(
@@ -224,8 +249,11 @@ pub fn exported(e: &OpEvent) -> bool {
     }
 }
 
-fn common(s: &mut Span, e: &OpEvent, flow: &str, agent: &str) {
+fn common(cx: &RunContext, s: &mut Span, e: &OpEvent, flow: &str, agent: &str) {
     s.attributes.extend([
+        // The attempt that executed the op: a call an interrupted attempt
+        // made and this one repeats has its span again, with this number.
+        ("ais.run.attempt", cx.attempt.into()),
         ("gen_ai.agent.name", agent.into()),
         ("ais.flow", flow.into()),
         ("ais.opcode", e.opcode.mnemonic().into()),
@@ -252,7 +280,7 @@ fn common(s: &mut Span, e: &OpEvent, flow: &str, agent: &str) {
 
 /// The spans of one exported op event ([`exported`]).
 pub fn op_spans(cx: &RunContext, e: &OpEvent, flow: &str, agent: &str) -> Vec<Span> {
-    let parent = Some(cx.invocation_span(e.invocation.id));
+    let parent = Some(cx.invocation_span(e.invocation.key));
     let mut out = Vec::new();
     let lane = match e.track {
         Track::Llm(_) => "llm",
@@ -261,7 +289,7 @@ pub fn op_spans(cx: &RunContext, e: &OpEvent, flow: &str, agent: &str) -> Vec<Sp
     };
     if !matches!(e.track, Track::Worker(_)) && e.queue_wait_ns() >= QUEUE_WAIT_SPAN_NS {
         let mut w = cx.span(
-            span_id(cx.salt, IdKind::Wait, e.frame, u64::from(e.op)),
+            span_id(cx.seed(), IdKind::Wait, e.frame_key, u64::from(e.op)),
             parent,
             "queue_wait".to_string(),
             SpanKind::Internal,
@@ -284,7 +312,7 @@ pub fn op_spans(cx: &RunContext, e: &OpEvent, flow: &str, agent: &str) -> Vec<Sp
             SpanKind::Internal,
             (e.start_ns, e.end_ns),
         );
-        common(&mut s, e, flow, agent);
+        common(cx, &mut s, e, flow, agent);
         s.error = None; // a pause is not a failure
         s.attributes.retain(|(k, _)| *k != "error.type");
         s.attributes.push(("ais.paused", true.into()));
@@ -336,7 +364,7 @@ pub fn op_spans(cx: &RunContext, e: &OpEvent, flow: &str, agent: &str) -> Vec<Sp
             s.attributes
                 .push(("ais.llm.time_to_first_token_ms", ft.into()));
         }
-        common(&mut s, e, flow, agent);
+        common(cx, &mut s, e, flow, agent);
         if cx.capture_content {
             if !l.prompt.is_empty() {
                 s.attributes.push((
@@ -387,9 +415,9 @@ pub fn op_spans(cx: &RunContext, e: &OpEvent, flow: &str, agent: &str) -> Vec<Sp
         for (i, c) in l.tool_calls.iter().enumerate() {
             let mut ts = cx.span(
                 span_id(
-                    cx.salt,
+                    cx.seed(),
                     IdKind::ToolCall,
-                    e.frame,
+                    e.frame_key,
                     (u64::from(e.op) << 20) | i as u64,
                 ),
                 Some(id),
@@ -440,7 +468,7 @@ pub fn op_spans(cx: &RunContext, e: &OpEvent, flow: &str, agent: &str) -> Vec<Sp
     if let Some(t) = e.detail.as_ref().and_then(|d| d.tool.as_deref()) {
         s.attributes.push(("gen_ai.tool.name", t.into()));
     }
-    common(&mut s, e, flow, agent);
+    common(cx, &mut s, e, flow, agent);
     if cx.capture_content {
         if let Some(a) = e.detail.as_ref().and_then(|d| d.arguments.as_deref()) {
             s.attributes.push(("gen_ai.tool.call.arguments", a.into()));
@@ -549,6 +577,8 @@ impl RunEnd {
         for s in &self.calls {
             let into = calls.entry(s.id).or_insert(Call {
                 caller: s.caller,
+                key: s.key,
+                caller_key: s.caller_key,
                 flow: s.flow,
                 agent: s.agent,
                 start: u64::MAX,
@@ -583,18 +613,19 @@ impl RunEnd {
         };
         let (outcome, totals) = (self.outcome, &self.totals);
         let mut out = Vec::with_capacity(calls.len());
-        for (id, c) in &calls {
+        for c in calls.values() {
             let (flow, agent) = name(c.flow, c.agent);
             // A caller with no events of its own (it cannot happen: its call
             // op is one) would leave the span without a parent: root it.
             let parent = c
                 .caller
                 .filter(|p| calls.contains_key(p))
+                .and(c.caller_key)
                 .map(|p| cx.invocation_span(p));
             let root = c.caller.is_none();
             let start = if root { 0 } else { c.start };
             let mut s = cx.span(
-                cx.invocation_span(*id),
+                cx.invocation_span(c.key),
                 parent,
                 format!("{OP_INVOKE_AGENT} {agent}"),
                 SpanKind::Internal,
@@ -611,6 +642,10 @@ impl RunEnd {
             }
             if root {
                 s.end_unix_ns = s.end_unix_ns.max(cx.at(totals.makespan_ns));
+                // Over the whole run, the attempts before this one too.
+                if let Some(t) = cx.run_start_unix_ns {
+                    s.start_unix_ns = s.start_unix_ns.min(t);
+                }
                 s.attributes.extend([
                     (
                         "ais.run.outcome",
@@ -621,7 +656,9 @@ impl RunEnd {
                         }
                         .into(),
                     ),
-                    ("ais.run.resumed", cx.resumed.into()),
+                    ("ais.run.resumed", cx.resumed().into()),
+                    // The attempt that ended the run (the one that sent it).
+                    ("ais.run.attempt", cx.attempt.into()),
                     ("gen_ai.usage.input_tokens", totals.input_tokens.into()),
                     ("gen_ai.usage.output_tokens", totals.output_tokens.into()),
                     (
@@ -645,6 +682,8 @@ impl RunEnd {
 #[derive(Debug)]
 struct Call {
     caller: Option<u64>,
+    key: u64,
+    caller_key: Option<u64>,
     flow: u32,
     agent: u32,
     start: u64,

@@ -14,18 +14,20 @@ use std::io::{Read, Write};
 fn cx(capture: bool) -> RunContext {
     RunContext {
         trace_id: spans::trace_id("run-1"),
-        salt: 7,
         run_id: "run-1".into(),
+        attempt: 1,
+        run_start_unix_ns: None,
         base_unix_ns: 1_000_000_000,
         providers: [("priced".to_string(), "openai".to_string())].into(),
         capture_content: capture,
-        resumed: false,
     }
 }
 
 fn event(frame: u64, op: u32, inv: Invocation, track: Track, times: (u64, u64, u64)) -> OpEvent {
     OpEvent {
         frame,
+        // Paths stand apart from ids here, as in a run.
+        frame_key: frame + 1000,
         flow: 0,
         region: 0,
         op,
@@ -89,9 +91,21 @@ fn llm(attempts: Vec<AttemptRecord>) -> Box<LlmInfo> {
     })
 }
 
+/// A flow call whose key (its identity across attempts) is its id.
+fn inv(id: u64, caller: Option<u64>) -> Invocation {
+    Invocation {
+        id,
+        caller,
+        key: id,
+        caller_key: caller,
+    }
+}
+
 const ENTRY: Invocation = Invocation {
     id: 0,
     caller: None,
+    key: 0,
+    caller_key: None,
 };
 
 #[test]
@@ -214,14 +228,8 @@ fn tool_ops_pauses_and_plain_ops_are_told_apart() {
 #[test]
 fn flow_calls_nest_by_caller_and_cover_their_callees() {
     let c = cx(false);
-    let callee = |id| Invocation {
-        id,
-        caller: Some(0),
-    };
-    let grand = Invocation {
-        id: 9,
-        caller: Some(5),
-    };
+    let callee = |id| inv(id, Some(0));
+    let grand = inv(9, Some(5));
     // Entry 0 fans out to 5 and 6 (siblings); 5 calls 9; a branch frame
     // (12) of 9 still belongs to call 9.
     let events = vec![
@@ -267,7 +275,7 @@ fn flow_calls_nest_by_caller_and_cover_their_callees() {
 #[test]
 fn flow_calls_folded_from_events_ask_each_name_once() {
     let c = cx(false);
-    let call = |id, caller| Invocation { id, caller };
+    let call = inv;
     // Call 0 runs, calls 5, runs again: three stretches, two calls.
     let events = vec![
         event(0, 0, call(0, None), Track::Worker(0), (0, 1, 2)),
@@ -304,16 +312,68 @@ fn flow_calls_folded_from_events_ask_each_name_once() {
 }
 
 #[test]
-fn a_run_is_one_trace_in_every_process_and_attempts_do_not_collide() {
+fn a_run_is_one_trace_in_every_process_and_a_span_has_one_id_in_every_attempt() {
     assert_eq!(spans::trace_id("r-7"), spans::trace_id("r-7"));
     assert_ne!(spans::trace_id("r-7"), spans::trace_id("r-8"));
-    let a = cx(false);
-    let b = RunContext {
-        salt: 8,
+    let first = cx(false);
+    // A worker taking the run over: its second attempt, another clock.
+    let second = RunContext {
+        attempt: 2,
+        base_unix_ns: 9_000_000_000,
+        run_start_unix_ns: Some(first.base_unix_ns),
         ..cx(false)
     };
-    assert_eq!(a.trace_id, b.trace_id);
-    assert_ne!(a.invocation_span(0), b.invocation_span(0));
+    let other_run = RunContext {
+        trace_id: spans::trace_id("run-2"),
+        run_id: "run-2".into(),
+        ..cx(false)
+    };
+    // One op of one flow call, as each attempt reports it (frame ids are
+    // counted anew in every attempt; the frame's path is the same).
+    let mut e = event(4, 2, inv(3, Some(0)), Track::Llm(0), (1, 1, 2));
+    e.llm = Some(llm(vec![attempt(1, None, None)]));
+    let mut again = e.clone();
+    again.frame = 17;
+    again.invocation.id = 11;
+    let a = spans::op_spans(&first, &e, "A.main", "A");
+    let b = spans::op_spans(&second, &again, "A.main", "A");
+    let ids = |s: &[spans::Span]| -> Vec<([u8; 8], Option<[u8; 8]>)> {
+        s.iter().map(|s| (s.span_id, s.parent)).collect()
+    };
+    assert_eq!(ids(&a), ids(&b));
+    assert_eq!(
+        a.last().map(|s| s.parent),
+        Some(Some(first.invocation_span(3)))
+    );
+    // Which attempt executed it.
+    assert_eq!(a[1].attr("ais.run.attempt"), Some(&Attr::Int(1)));
+    assert_eq!(b[1].attr("ais.run.attempt"), Some(&Attr::Int(2)));
+    // Another run's same op: another id (and another trace).
+    let c = spans::op_spans(&other_run, &e, "A.main", "A");
+    assert_ne!(ids(&a), ids(&c));
+    assert_ne!(first.invocation_span(3), other_run.invocation_span(3));
+    // Different ops and frames of one run never share an id.
+    let mut seen = std::collections::HashSet::new();
+    for frame in 0..50 {
+        for op in 0..50 {
+            assert!(seen.insert(first.op_span_id(frame, op)));
+        }
+        assert!(seen.insert(first.invocation_span(frame)));
+    }
+    // The root the second attempt sends covers the run from its start, in
+    // the first attempt, and says which attempt ended it.
+    let summary = RunSummary {
+        makespan_ms: 1.0,
+        ..RunSummary::default()
+    };
+    let name = |_: u32, _: u32| ("F".to_string(), "A".to_string());
+    let events = [event(0, 0, ENTRY, Track::Worker(0), (5, 5, 6))];
+    let roots = spans::invocation_spans(&second, &events, &summary, Outcome::Ok, &name);
+    assert_eq!(roots.len(), 1);
+    assert_eq!(roots[0].span_id, first.invocation_span(0));
+    assert_eq!(roots[0].start_unix_ns, first.base_unix_ns);
+    assert_eq!(roots[0].attr("ais.run.attempt"), Some(&Attr::Int(2)));
+    assert_eq!(roots[0].attr("ais.run.resumed"), Some(&Attr::Bool(true)));
     // Sampling by trace id: all or nothing at the ends, about half at 0.5.
     let ids: Vec<[u8; 16]> = (0..400)
         .map(|i| spans::trace_id(&format!("r{i}")))
@@ -353,7 +413,7 @@ fn a_stuck_collector_fills_the_queue_and_later_spans_are_dropped_not_waited_for(
         let _ = conn.write_all(b"HTTP/1.1 503 Busy\r\ncontent-length: 0\r\n\r\n");
     });
     let p = Pipeline::start(settings(url, 4)).expect("start");
-    let trace = RunTrace::new(p.clone(), "stuck", false, BTreeMap::new());
+    let trace = RunTrace::new(p.clone(), "stuck", 1, BTreeMap::new());
     let ev = |op| {
         let mut e = event(0, op, ENTRY, Track::Llm(0), (0, 0, 1));
         e.llm = Some(llm(vec![attempt(1, None, None)]));
@@ -388,4 +448,30 @@ fn a_stuck_collector_fills_the_queue_and_later_spans_are_dropped_not_waited_for(
     assert_eq!(s.failed, 2 + 4);
     assert_eq!(s.requests, 1);
     assert!(s.last_error.is_some());
+}
+
+#[test]
+fn only_the_attempt_that_ends_the_run_sends_its_flow_calls_and_root() {
+    // A collector that is not there: every request made fails, and is
+    // counted; an attempt that sends nothing makes none.
+    let url = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        format!("http://{}/v1/traces", l.local_addr().expect("addr"))
+    };
+    let p = Pipeline::start(settings(url, 16)).expect("start");
+    let events = [event(0, 0, ENTRY, Track::Worker(0), (0, 1, 2))];
+    let summary = RunSummary::default();
+    let name = |_: u32, _: u32| ("F".to_string(), "A".to_string());
+    // Paused: the attempt that resumes the run sends them.
+    let paused = RunTrace::new(p.clone(), "r", 1, BTreeMap::new());
+    paused.finish(&events, &summary, Outcome::Paused, &name);
+    assert!(p.flush(Duration::from_secs(600)));
+    assert_eq!(p.stats().requests, 0);
+    assert_eq!(p.stats().failed, 0);
+    // Ended (here: failed): its one flow call, the root, is sent.
+    let ended = RunTrace::new(p.clone(), "r", 2, BTreeMap::new());
+    ended.finish(&events, &summary, Outcome::Failed, &name);
+    assert!(p.flush(Duration::from_secs(600)));
+    assert_eq!(p.stats().requests, 1);
+    assert_eq!(p.stats().failed, 1);
 }
