@@ -143,11 +143,6 @@ const KNOWN_CYCLES: &[(&str, &[&str])] = &[
             "telemetry",
         ],
     ),
-    // The hedge's registry and the latency history file read each other.
-    (
-        "vm",
-        &["llm::resilience::hedge", "llm::resilience::history"],
-    ),
 ];
 
 /// Source files over [`MAX_LINES`] known today, to be split by concept.

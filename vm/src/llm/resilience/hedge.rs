@@ -108,7 +108,7 @@ impl Hedge {
                 let shared = Shared::new();
                 // A backend first built after the history file was read
                 // starts from what earlier processes observed.
-                super::history::seed(inner.name(), &mut lock(&shared.state).sketches);
+                super::seed_from_history(inner.name(), &mut lock(&shared.state).sketches);
                 Arc::new(shared)
             })
             .clone();
@@ -279,15 +279,28 @@ fn leg_done(
         return;
     };
     if ok {
-        st.sketches
-            .entry(call.req.kind)
-            .or_default()
-            .record(latency);
-        let fresh = st.fresh.entry(call.req.kind).or_default();
-        if fresh.len() == WINDOW {
-            fresh.remove(0);
+        // The winner's latency, and each request cancelled after waiting
+        // longer than that: it took at least so long. Leaving the
+        // cancelled ones out would keep the slow requests that hedging
+        // cut short out of the history, and the quantile would sink
+        // (more hedges each time the history is used again).
+        let kind = call.req.kind;
+        let mut seen = vec![latency];
+        seen.extend(
+            call.legs
+                .iter()
+                .filter(|l| !l.finished)
+                .map(|l| now.saturating_duration_since(l.started))
+                .filter(|&d| d > latency),
+        );
+        for d in seen {
+            st.sketches.entry(kind).or_default().record(d);
+            let fresh = st.fresh.entry(kind).or_default();
+            if fresh.len() == WINDOW {
+                fresh.remove(0);
+            }
+            fresh.push(d);
         }
-        fresh.push(latency);
         if leg > 0 {
             st.stats.hedge_wins += 1;
         }
@@ -372,8 +385,13 @@ fn watch(shared: &Arc<Shared>, inner: &Arc<dyn LlmBackend>, cfg: HedgeConfig) {
         }
         let now = Instant::now();
         let mut thresholds: HashMap<LlmOpKind, Option<Duration>> = HashMap::new();
-        let mut late: Vec<(u64, Instant)> = Vec::new();
+        // Late calls: id, first request's start, and when the call is
+        // overdue (late by the threshold twice over).
+        let mut late: Vec<(u64, Instant, Instant)> = Vec::new();
+        // Calls late or late within half a threshold.
+        let mut crowd = 0usize;
         let mut next: Option<Instant> = None;
+        let mut soonest = |at: Instant| next = Some(next.map_or(at, |n: Instant| n.min(at)));
         for (&id, call) in &st.calls {
             if !call.hedgeable || call.legs.len() >= MAX_LEGS || call.cancel.is_cancelled() {
                 continue;
@@ -387,16 +405,36 @@ fn watch(shared: &Arc<Shared>, inner: &Arc<dyn LlmBackend>, cfg: HedgeConfig) {
                 continue;
             };
             let due = last.started + t;
+            if due <= now + t / 2 {
+                crowd += 1;
+            }
             if due <= now {
-                late.push((id, call.legs[0].started));
+                late.push((id, call.legs[0].started, due + t));
             } else {
-                next = Some(next.map_or(due, |n: Instant| n.min(due)));
+                soonest(due);
             }
         }
+        // More calls late, or about to be, than the budget can hedge (a
+        // fan-out sent at once crosses the threshold together, its calls
+        // microseconds to milliseconds apart): a hedge now would go to
+        // whichever call started first, not to the straggler, and the
+        // budget would be gone when the straggler shows. So wait while
+        // the calls that are merely a little late answer (each answer
+        // wakes this loop); a call late twice over is hedged regardless.
+        let can_hedge = (st.credit / ONE) as usize;
+        if crowd > can_hedge {
+            late.retain(|&(_, _, overdue)| {
+                let keep = overdue <= now;
+                if !keep {
+                    soonest(overdue);
+                }
+                keep
+            });
+        }
         // The oldest late calls first, when the budget cannot cover all.
-        late.sort_by_key(|(_, started)| *started);
+        late.sort_by_key(|&(_, started, _)| started);
         let mut legs = Vec::new();
-        for (id, _) in late {
+        for (id, _, _) in late {
             if st.credit < ONE {
                 let first = st
                     .calls
