@@ -770,13 +770,21 @@ fn a_fresh_process_hedges_from_the_latency_history_on_disk() {
         ("slow", 0) => Act::Hang,
         _ => Act::After(Duration::ZERO),
     });
-    // Built before the history is attached, as `aisc run` does; a budget
-    // of one extra request per call, so the first call may be hedged.
+    // The earlier process's 20 calls at max_extra 0.5 earned 10 hedges
+    // and spent none: the file keeps them.
+    assert_eq!(
+        history::stored_credit(earlier.path(), "hist-a").unwrap(),
+        10.0
+    );
+    // Built before the history is attached, as `aisc run` does. One call
+    // at max_extra 0.1 earns a tenth of a hedge: its hedge is paid from
+    // the credit the earlier process left, as a long-running server's
+    // would be.
     let hb = Hedge::new(
         backend(&b),
         HedgeConfig {
             after: HedgeAfter::Quantile(0.95),
-            max_extra: 1.0,
+            max_extra: 0.1,
         },
     );
     assert!(resilience::attach_history(next.path()).is_none());
@@ -794,4 +802,7 @@ fn a_fresh_process_hedges_from_the_latency_history_on_disk() {
     assert_eq!(kept.len(), 22, "{kept:?}");
     assert!(kept[21] > kept[20], "{kept:?}");
     assert!(kept[21] >= Duration::from_millis(10), "{kept:?}");
+    // 10 + 0.1 earned - 1 spent.
+    let left = history::stored_credit(next.path(), "hist-b").unwrap();
+    assert!((left - 9.1).abs() < 1e-9, "{left}");
 }

@@ -64,6 +64,10 @@ struct State {
     next_id: u64,
     /// Hedges earned and not spent, in millionths of a request.
     credit: u64,
+    /// Credit earned minus credit spent since the history file was last
+    /// written: the file keeps the balance, so a fresh process with
+    /// history has the budget a long-running server would have.
+    credit_change: i64,
     stats: HedgeStats,
     watching: bool,
     /// Latencies observed since the history file was last written
@@ -108,7 +112,17 @@ impl Hedge {
                 let shared = Shared::new();
                 // A backend first built after the history file was read
                 // starts from what earlier processes observed.
-                super::seed_from_history(inner.name(), &mut lock(&shared.state).sketches);
+                {
+                    let mut st = lock(&shared.state);
+                    let st = &mut *st;
+                    super::seed_from_history(
+                        inner.name(),
+                        Seed {
+                            sketches: &mut st.sketches,
+                            credit: &mut st.credit,
+                        },
+                    );
+                }
                 Arc::new(shared)
             })
             .clone();
@@ -150,7 +164,9 @@ impl Hedge {
         st.next_id += 1;
         st.stats.calls += 1;
         let earn = (self.cfg.max_extra * ONE as f64).round() as u64;
+        let before = st.credit;
         st.credit = (st.credit + earn).min(earn * CREDIT_CALLS + ONE);
+        st.credit_change += st.credit as i64 - before as i64;
         st.calls.insert(
             id,
             CallState {
@@ -446,6 +462,7 @@ fn watch(shared: &Arc<Shared>, inner: &Arc<dyn LlmBackend>, cfg: HedgeConfig) {
                 continue;
             }
             st.credit -= ONE;
+            st.credit_change -= ONE as i64;
             st.stats.hedges += 1;
             let Some(call) = st.calls.get_mut(&id) else {
                 continue;
@@ -491,23 +508,54 @@ fn threshold(st: &State, kind: LlmOpKind, after: HedgeAfter, now: Instant) -> Op
     }
 }
 
-/// Seeds every hedged backend of the process with `seed(name, sketches)`
-/// (the history file was just read).
-pub(super) fn seed_all(mut seed: impl FnMut(&str, &mut HashMap<LlmOpKind, LatencySketch>)) {
+/// What a hedged backend starts from: the latencies and the unspent
+/// hedge credit earlier processes left (`super::history`).
+pub(super) struct Seed<'a> {
+    pub(super) sketches: &'a mut HashMap<LlmOpKind, LatencySketch>,
+    /// In millionths of a request.
+    pub(super) credit: &'a mut u64,
+}
+
+/// Seeds every hedged backend of the process with `seed(name, …)` (the
+/// history file was just read).
+pub(super) fn seed_all(mut seed: impl FnMut(&str, Seed<'_>)) {
     for (name, shared) in lock(registry()).iter() {
-        seed(name, &mut lock(&shared.state).sketches);
+        let mut st = lock(&shared.state);
+        let st = &mut *st;
+        seed(
+            name,
+            Seed {
+                sketches: &mut st.sketches,
+                credit: &mut st.credit,
+            },
+        );
     }
 }
 
-/// Takes the latencies each hedged backend observed since the last call,
-/// by backend name and op kind.
-pub(super) fn take_fresh() -> Vec<(String, LlmOpKind, Vec<Duration>)> {
+/// What one hedged backend observed since the last [`take_fresh`].
+pub(super) struct Fresh {
+    pub(super) name: String,
+    pub(super) latencies: Vec<(LlmOpKind, Vec<Duration>)>,
+    /// Credit earned minus spent, in millionths of a request.
+    pub(super) credit_change: i64,
+}
+
+/// Takes what each hedged backend observed since the last call.
+pub(super) fn take_fresh() -> Vec<Fresh> {
     let mut out = Vec::new();
     for (name, shared) in lock(registry()).iter() {
-        for (kind, lat) in std::mem::take(&mut lock(&shared.state).fresh) {
-            if !lat.is_empty() {
-                out.push((name.clone(), kind, lat));
-            }
+        let mut st = lock(&shared.state);
+        let latencies: Vec<_> = std::mem::take(&mut st.fresh)
+            .into_iter()
+            .filter(|(_, l)| !l.is_empty())
+            .collect();
+        let credit_change = std::mem::take(&mut st.credit_change);
+        if !latencies.is_empty() || credit_change != 0 {
+            out.push(Fresh {
+                name: name.clone(),
+                latencies,
+                credit_change,
+            });
         }
     }
     out

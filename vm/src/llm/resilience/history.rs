@@ -10,9 +10,10 @@
 //! hint: a missing one is empty, an unreadable or corrupt one is ignored
 //! with a warning, and a failed write costs the history, never the run.
 
-use super::sketch::{LatencySketch, WINDOW};
+use super::hedge::{Fresh, Seed};
+use super::sketch::WINDOW;
 use crate::llm::LlmOpKind;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -33,7 +34,15 @@ type Latencies = BTreeMap<String, BTreeMap<String, Vec<u64>>>;
 struct HistoryFile {
     version: u32,
     backends: Latencies,
+    /// Unspent hedge credit by backend, in millionths of a request (absent
+    /// in files written before it was kept).
+    #[serde(default)]
+    credit: BTreeMap<String, u64>,
 }
+
+/// Credit kept per backend at most: a thousand calls' worth at the
+/// largest `max_extra` (each process caps it again at its own).
+const MAX_CREDIT: u64 = 1000 * 1_000_000;
 
 /// Why the history could not be used or kept. Never fatal: the edge shows
 /// it as a warning and the run goes on.
@@ -64,6 +73,7 @@ impl HistoryWarning {
 #[derive(Clone, Debug, Default)]
 pub(super) struct Loaded {
     backends: Latencies,
+    credit: BTreeMap<String, u64>,
 }
 
 /// Reads `path` (a missing file is an empty history; an unreadable or
@@ -73,6 +83,7 @@ pub(super) fn load(path: &Path) -> (Loaded, Option<HistoryWarning>) {
         Ok(f) => (
             Loaded {
                 backends: f.backends,
+                credit: f.credit,
             },
             None,
         ),
@@ -81,8 +92,12 @@ pub(super) fn load(path: &Path) -> (Loaded, Option<HistoryWarning>) {
 }
 
 impl Loaded {
-    /// Seeds the sketches of backend `name` with what the file holds for it.
-    pub(super) fn seed(&self, name: &str, sketches: &mut HashMap<LlmOpKind, LatencySketch>) {
+    /// Seeds backend `name` with what the file holds for it: its
+    /// latencies, and the hedge credit earlier processes left unspent.
+    pub(super) fn seed(&self, name: &str, seed: Seed<'_>) {
+        if let Some(c) = self.credit.get(name) {
+            *seed.credit = seed.credit.saturating_add((*c).min(MAX_CREDIT));
+        }
         let Some(kinds) = self.backends.get(name) else {
             return;
         };
@@ -91,7 +106,7 @@ impl Loaded {
                 continue;
             };
             let older: Vec<Duration> = micros.iter().map(|&m| Duration::from_micros(m)).collect();
-            sketches.entry(kind).or_default().seed(&older);
+            seed.sketches.entry(kind).or_default().seed(&older);
         }
     }
 }
@@ -100,27 +115,35 @@ impl Loaded {
 /// into the file at `path` as it is now (other processes may have written
 /// it since it was loaded; a corrupt file is replaced) and replaces it
 /// atomically. The caller serialises saves of one process.
-pub(super) fn merge_into(
-    path: &Path,
-    fresh: Vec<(String, LlmOpKind, Vec<Duration>)>,
-) -> Option<HistoryWarning> {
+pub(super) fn merge_into(path: &Path, fresh: Vec<Fresh>) -> Option<HistoryWarning> {
     if fresh.is_empty() {
         return None;
     }
     let mut file = read(path).unwrap_or_default();
     file.version = VERSION;
     let mut touched = Vec::new();
-    for (name, kind, latencies) in fresh {
-        let list = file
-            .backends
-            .entry(name.clone())
-            .or_default()
-            .entry(kind.name().to_string())
-            .or_default();
-        list.extend(latencies.iter().map(|d| micros(*d)));
-        let excess = list.len().saturating_sub(WINDOW);
-        list.drain(..excess);
-        touched.push(name);
+    for f in fresh {
+        for (kind, latencies) in f.latencies {
+            let list = file
+                .backends
+                .entry(f.name.clone())
+                .or_default()
+                .entry(kind.name().to_string())
+                .or_default();
+            list.extend(latencies.iter().map(|d| micros(*d)));
+            let excess = list.len().saturating_sub(WINDOW);
+            list.drain(..excess);
+        }
+        // The balance: what this process earned minus what it spent,
+        // added to what the file holds now (other processes' too).
+        let credit = file.credit.entry(f.name.clone()).or_default();
+        *credit = if f.credit_change >= 0 {
+            credit.saturating_add(f.credit_change.unsigned_abs())
+        } else {
+            credit.saturating_sub(f.credit_change.unsigned_abs())
+        }
+        .min(MAX_CREDIT);
+        touched.push(f.name);
     }
     // Bounded: backends this save did not touch go first.
     while file.backends.len() > MAX_BACKENDS {
@@ -135,6 +158,9 @@ pub(super) fn merge_into(
         };
         file.backends.remove(&old);
     }
+    let backends = &file.backends;
+    file.credit
+        .retain(|k, _| backends.contains_key(k) || touched.contains(k));
     write(path, &file).err()
 }
 
@@ -203,4 +229,11 @@ pub fn stored(dir: &Path, backend: &str, kind: LlmOpKind) -> Result<Vec<Duration
         .and_then(|k| k.get(kind.name()))
         .map(|m| m.iter().map(|&u| Duration::from_micros(u)).collect())
         .unwrap_or_default())
+}
+
+/// A history file's unspent hedge credit for one backend, in requests
+/// (tests, `aisc` diagnostics).
+pub fn stored_credit(dir: &Path, backend: &str) -> Result<f64, HistoryWarning> {
+    let file = read(&dir.join(FILE))?;
+    Ok(file.credit.get(backend).copied().unwrap_or(0) as f64 / 1e6)
 }

@@ -24,7 +24,6 @@ pub use sketch::LatencySketch;
 
 use crate::sync::lock;
 use history::HistoryWarning;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -57,15 +56,15 @@ pub fn attach_history(dir: &Path) -> Option<HistoryWarning> {
     });
     // Without ATTACHED held: building a hedge takes the registry's lock
     // and then ATTACHED's (`seed_from_history`).
-    hedge::seed_all(|name, sketches| loaded.seed(name, sketches));
+    hedge::seed_all(|name, seed| loaded.seed(name, seed));
     warning
 }
 
 /// Seeds the sketches of hedged backend `name` from the attached history
 /// (nothing when none is attached).
-fn seed_from_history(name: &str, sketches: &mut HashMap<crate::llm::LlmOpKind, LatencySketch>) {
+fn seed_from_history(name: &str, seed: hedge::Seed<'_>) {
     if let Some(a) = lock(&ATTACHED).as_ref() {
-        a.loaded.seed(name, sketches);
+        a.loaded.seed(name, seed);
     }
 }
 
