@@ -310,10 +310,6 @@ impl<'r> Run<'r> {
                 r
             }
             Class::Llm | Class::Tool => {
-                if class == Class::Llm {
-                    // Its reply may decide a branch: start the arms' calls.
-                    self.speculate_after(&frame, op);
-                }
                 let prio = frame.tail_ms.saturating_add(instr.rem_ms);
                 let agent = frame.agent;
                 let tools = exec::on_agent_lane(instr);
