@@ -357,6 +357,32 @@ mod tests {
     }
 
     #[test]
+    fn speculated_calls_wait_for_a_leader_out_and_go_with_its_release() {
+        let prefix = |mode| SharedPrefix {
+            class: 7,
+            tokens: 2000,
+            min_tokens: 1024,
+            mode,
+        };
+        let w: Warmup<u32> = Warmup::default();
+        // No leader yet: a speculated call goes at once.
+        assert!(!w.hold_speculated(&prefix(WarmupMode::Auto), 0));
+        let (admit, _) = w.admit(1, &prefix(WarmupMode::Auto), true, &None, 10);
+        assert_eq!(admit, Admit::Lead);
+        // The leader is out: speculated calls wait, unless the warm-up is off.
+        assert!(w.hold_speculated(&prefix(WarmupMode::Auto), 3));
+        assert!(w.hold_speculated(&prefix(WarmupMode::Always), 4));
+        assert!(!w.hold_speculated(&prefix(WarmupMode::Off), 5));
+        assert_eq!(w.holds(), 2);
+        // Its reply started: they go, in the order they were held.
+        let (held, speculated) = w.release(1, true);
+        assert!(held.is_empty());
+        assert_eq!(speculated, vec![3, 4]);
+        // The class is warm: nothing waits any more.
+        assert!(!w.hold_speculated(&prefix(WarmupMode::Auto), 6));
+    }
+
+    #[test]
     fn averages_follow_new_observations() {
         let mut a = None;
         fold(&mut a, 1.0);
