@@ -795,8 +795,9 @@ fn a_fresh_process_hedges_from_the_latency_history_on_disk() {
     assert_eq!(attempts.len(), 2, "{attempts:?}");
     assert_eq!((b.requests_for("slow"), hb.stats().hedges), (2, 1));
     // Its answer joins the history: 20 older latencies, then the hedge's
-    // answer and the cancelled first request's wait (it took at least
-    // that long; left out, the history would lose its slow requests).
+    // answer and how long the cancelled first request had waited when the
+    // hedge went (it took at least that long; left out, the history would
+    // lose its slow requests).
     assert!(resilience::save_history().is_none());
     let kept = history::stored(next.path(), "hist-b", LlmOpKind::Ask).unwrap();
     assert_eq!(kept.len(), 22, "{kept:?}");

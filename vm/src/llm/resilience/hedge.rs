@@ -295,18 +295,23 @@ fn leg_done(
         return;
     };
     if ok {
-        // The winner's latency, and each request cancelled after waiting
-        // longer than that: it took at least so long. Leaving the
-        // cancelled ones out would keep the slow requests that hedging
-        // cut short out of the history, and the quantile would sink
-        // (more hedges each time the history is used again).
+        // The winner's latency, and for each request cancelled after
+        // waiting longer than that, how long it had waited when it was
+        // found late (the next request was sent): it took at least so
+        // long. Left out, the requests hedging cut short would vanish
+        // from the history and the quantile would sink run after run;
+        // counted at their whole wait (threshold plus the winner's
+        // latency), every hedge would push the quantile up by a winner's
+        // latency. At the moment they were found late, the quantile stays
+        // where the share of late requests puts it.
         let kind = call.req.kind;
         let mut seen = vec![latency];
         seen.extend(
             call.legs
                 .iter()
-                .filter(|l| !l.finished)
-                .map(|l| now.saturating_duration_since(l.started))
+                .zip(call.legs.iter().skip(1))
+                .filter(|(l, _)| !l.finished)
+                .map(|(l, next)| next.started.saturating_duration_since(l.started))
                 .filter(|&d| d > latency),
         );
         for d in seen {
