@@ -287,6 +287,10 @@ def main():
         fan_out(a, py, out)
     if a.only in (None, "outage"):
         outage(a, py, out)
+    # The machine is shared: its load is part of the figures.
+    l1, l5, l15 = os.getloadavg()
+    out.insert(2, f"Load average at the end: {l1:.1f} / {l5:.1f} / {l15:.1f} (1 / 5 / 15 min), "
+                  f"{os.cpu_count()} CPUs.\n")
     text = "\n".join(out) + "\n"
     with open(a.out, "w") as f:
         f.write(text)

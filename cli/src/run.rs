@@ -140,7 +140,7 @@ pub struct PreparedRun {
 /// After a run: keeps the latencies its hedged backends observed for the
 /// next process (`llm::resilience::history`); a failure is a warning.
 pub fn keep_latency_history() {
-    if let Some(w) = ais_vm::llm::resilience::history::save() {
+    if let Some(w) = ais_vm::llm::resilience::save_history() {
         eprintln!("warning: {w}");
     }
 }
@@ -235,7 +235,7 @@ pub fn prepare_run(
     }
     // Hedges start from the latencies earlier processes observed.
     if let Some(dir) = ais_vm::journal::dir_of(&run.memory.storage()) {
-        if let Some(w) = ais_vm::llm::resilience::history::attach(&dir) {
+        if let Some(w) = ais_vm::llm::resilience::attach_history(&dir) {
             notes.push(format!("warning: {w}"));
         }
     }

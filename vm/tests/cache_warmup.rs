@@ -330,3 +330,102 @@ fn a_call_that_waits_for_its_leaders_value_finds_the_class_warm() {
         }
     }
 }
+
+/// A classifier over the document decides which of three arms runs; each
+/// arm asks about the same document (one prefix class with the
+/// classifier).
+fn routed() -> ais_ir::bytecode::Program {
+    let hint = "context = json [\"doc\"], cache_key = \"R.main#0\", cache_prefix = json [1], cache_points = json [\"context:1\"]";
+    let arm = |n: usize, label: &str| {
+        format!(
+            "      %p{n} = const {{value = \"{label} answer\"}} : str\n      %a{n} = ask %p{n}, %doc {{{hint}}} : str\n      yield %a{n}\n"
+        )
+    };
+    let ir = format!(
+        "agent @R {{\n  flow @main(%doc: str) -> str entry {{\n    %q = const {{value = \"Classify the document\"}} : str\n    %c = ask %q, %doc {{{hint}}} : str\n    %r = switch %c : str {{\n      case \"billing\" {{\n{}      }}\n      case \"technical\" {{\n{}      }}\n      default {{\n{}      }}\n    }}\n    return %r\n  }}\n}}\n",
+        arm(1, "Billing"),
+        arm(2, "Technical"),
+        arm(3, "Escalation")
+    );
+    let m = ais_ir::parse_module(&ir).expect("valid IR");
+    ais_ir::bytecode::compile(&m).expect("codegen")
+}
+
+/// Runs [`routed`] with speculation; the classifier's request number, and
+/// the arms' requests (number, arrival, body).
+fn run_routed(
+    server: &MockServer,
+    mode: WarmupMode,
+) -> (ais_vm::RunReport, usize, Vec<(usize, Arrival, Value)>) {
+    let mut o = options(server, Protocol::OpenAi);
+    o.cache_warmup = mode;
+    o.stream = true;
+    o.retry.max_retries = 0;
+    let opts = ais_vm::RunOptions {
+        args: vec![("doc".into(), json!("contract clause ".repeat(400)))],
+        speculate: Some(ais_vm::Speculate {
+            max_extra_calls: 3,
+            max_extra_cost_usd: 1.0,
+        }),
+        ..ais_vm::RunOptions::default()
+    };
+    let report = ais_vm::run(
+        &routed(),
+        &opts,
+        Arc::new(HttpBackend::new(o)),
+        Arc::new(ais_testkit::MemoryHost::new()),
+    );
+    let arrivals = server.arrivals();
+    let requests = server.requests();
+    let classifier = requests
+        .iter()
+        .position(|r| r.body.to_string().contains("Classify the document"))
+        .expect("the classifier was sent");
+    let arms = requests
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.body.to_string().contains(" answer"))
+        .map(|(i, r)| (i, arrivals[i].clone(), r.body.clone()))
+        .collect();
+    (report, classifier, arms)
+}
+
+#[test]
+fn speculated_arms_wait_for_the_classifiers_prefix_to_be_cached() {
+    let server = slow_stream();
+    let (report, classifier, arms) = run_routed(&server, WarmupMode::Auto);
+    assert!(report.outcome.is_ok(), "{:?}", report.outcome);
+    let s = report.summary.speculation.expect("speculation ran");
+    assert_eq!((s.speculated, s.adopted, s.discarded), (3, 1, 2), "{s:?}");
+    // Every arm's request went once (the taken one adopted), after the
+    // classifier's reply started (its prefix was cached: the provider
+    // answers it at the cached price) and before it ended (speculation
+    // still ran ahead of the decision), carrying the class's cache key.
+    assert_eq!(arms.len(), 3, "{arms:?}");
+    for (n, a, body) in &arms {
+        assert!(
+            a.replies_started.contains(&classifier),
+            "speculated request {n} was sent before the classifier's reply started: {a:?}"
+        );
+        assert!(
+            !a.replies_ended.contains(&classifier),
+            "speculated request {n} waited for the whole classifier reply: {a:?}"
+        );
+        assert!(body.get("prompt_cache_key").is_some(), "{body}");
+    }
+    assert_eq!(report.summary.cache_warmup_holds, 3);
+
+    // With the warm-up off, the same speculated calls go at once, beside
+    // the classifier: none could read its prefix.
+    let server = slow_stream();
+    let (report, classifier, arms) = run_routed(&server, WarmupMode::Off);
+    assert!(report.outcome.is_ok());
+    assert_eq!(arms.len(), 3, "{arms:?}");
+    for (n, a, _) in &arms {
+        assert!(
+            !a.replies_started.contains(&classifier),
+            "request {n} waited with the warm-up off: {a:?}"
+        );
+    }
+    assert_eq!(report.summary.cache_warmup_holds, 0);
+}

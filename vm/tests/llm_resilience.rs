@@ -374,6 +374,67 @@ fn hedges_stay_within_the_budget() {
     assert_eq!(h.stats().hedges, 5);
 }
 
+#[test]
+fn a_fan_out_crossing_the_threshold_together_saves_its_hedges_for_the_stragglers() {
+    // 20 calls earn 2 hedges (max_extra 0.1). Six calls are a little late
+    // (500 ms against a 400 ms threshold) and started first; two hang
+    // until hedged. All eight are late at 400 ms: hedging the oldest then
+    // would spend the budget on the six, which answer on their own, and
+    // leave the two without a hedge.
+    let s = Scripted::new("h5", |r, n| match (r.prompt.as_str(), n) {
+        (p, 0) if p.starts_with("straggler") => Act::Hang,
+        (p, _) if p.starts_with("straggler") => Act::After(Duration::ZERO),
+        (p, _) if p.starts_with("late") => Act::After(Duration::from_millis(500)),
+        _ => Act::After(Duration::ZERO),
+    });
+    let h = Hedge::isolated(
+        backend(&s),
+        HedgeConfig {
+            after: HedgeAfter::Fixed(Duration::from_millis(400)),
+            max_extra: 0.1,
+        },
+    );
+    let prompts: Vec<String> = (0..6)
+        .map(|i| format!("late {i}"))
+        .chain((0..2).map(|i| format!("straggler {i}")))
+        .chain((0..12).map(|i| format!("quick {i}")))
+        .collect();
+    let cancel = CancelToken::new();
+    let (tx, rx) = mpsc::channel::<(String, Outcome)>();
+    let batch = prompts
+        .iter()
+        .map(|p| {
+            let (tx, p2) = (tx.clone(), p.clone());
+            let done: OnDone = Box::new(move |r, a| {
+                let _ = tx.send((p2, (r, a)));
+            });
+            (req(p, true), cancel.clone(), done)
+        })
+        .collect();
+    h.start_many(batch);
+    let mut settled = HashMap::new();
+    for _ in 0..prompts.len() {
+        let (p, (r, attempts)) = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("every call settles");
+        assert!(r.is_ok(), "{p}: {r:?} {:?}", h.stats());
+        settled.insert(p, attempts.len());
+    }
+    for i in 0..2 {
+        assert_eq!(settled[&format!("straggler {i}")], 2, "hedged once");
+        assert_eq!(s.requests_for(&format!("straggler {i}")), 2);
+    }
+    for i in 0..6 {
+        assert_eq!(
+            s.requests_for(&format!("late {i}")),
+            1,
+            "late {i} not hedged"
+        );
+    }
+    let st = h.stats();
+    assert_eq!((st.hedges, st.hedge_wins, st.denied), (2, 2, 0));
+}
+
 fn chain(a: &Arc<Scripted>, b: &Arc<Scripted>) -> Fallback {
     Fallback::new(backend(a), vec![backend(b)])
 }
@@ -673,22 +734,22 @@ fn a_hedged_call_in_a_run_is_one_call_with_two_attempts() {
 
 #[test]
 fn a_fresh_process_hedges_from_the_latency_history_on_disk() {
-    use ais_vm::llm::resilience::history;
+    use ais_vm::llm::resilience::{self, history};
     let earlier = tempfile::tempdir().unwrap();
     // A corrupt file is ignored with a warning, never an error.
     std::fs::write(earlier.path().join(history::FILE), "{not json").unwrap();
-    let w = history::attach(earlier.path()).expect("a warning about the corrupt file");
+    let w = resilience::attach_history(earlier.path()).expect("a warning about the corrupt file");
     assert_eq!(w.code(), "H002", "{w}");
     // An earlier process: 20 answers of a named (shared) hedge, saved.
     let a = Scripted::new("hist-a", |_, _| Act::After(Duration::from_millis(10)));
     let ha = Hedge::new(backend(&a), p95());
     warm_up(&ha);
-    assert!(history::save().is_none(), "the save succeeds");
+    assert!(resilience::save_history().is_none(), "the save succeeds");
     let kept = history::stored(earlier.path(), "hist-a", LlmOpKind::Ask).unwrap();
     assert_eq!(kept.len(), 20, "the corrupt file was replaced");
     assert!(kept.iter().all(|d| *d >= Duration::from_millis(10)));
     // Nothing new observed: a second save leaves the file as it is.
-    assert!(history::save().is_none());
+    assert!(resilience::save_history().is_none());
     assert_eq!(
         history::stored(earlier.path(), "hist-a", LlmOpKind::Ask)
             .unwrap()
@@ -709,28 +770,40 @@ fn a_fresh_process_hedges_from_the_latency_history_on_disk() {
         ("slow", 0) => Act::Hang,
         _ => Act::After(Duration::ZERO),
     });
-    // Built before the history is attached, as `aisc run` does; a budget
-    // of one extra request per call, so the first call may be hedged.
+    // The earlier process's 20 calls at max_extra 0.5 earned 10 hedges
+    // and spent none: the file keeps them.
+    assert_eq!(
+        history::stored_credit(earlier.path(), "hist-a").unwrap(),
+        10.0
+    );
+    // Built before the history is attached, as `aisc run` does. One call
+    // at max_extra 0.1 earns a tenth of a hedge: its hedge is paid from
+    // the credit the earlier process left, as a long-running server's
+    // would be.
     let hb = Hedge::new(
         backend(&b),
         HedgeConfig {
             after: HedgeAfter::Quantile(0.95),
-            max_extra: 1.0,
+            max_extra: 0.1,
         },
     );
-    assert!(history::attach(next.path()).is_none());
+    assert!(resilience::attach_history(next.path()).is_none());
     // Its very first call is late by the history's p95: it is hedged
     // (without history it would wait for its hanging request forever).
     let (r, attempts) = outcome(&start(&hb, req("slow", true), &CancelToken::new()));
     assert!(r.is_ok());
     assert_eq!(attempts.len(), 2, "{attempts:?}");
     assert_eq!((b.requests_for("slow"), hb.stats().hedges), (2, 1));
-    // Its answer joins the history: 20 older latencies, then this one.
-    assert!(history::save().is_none());
-    assert_eq!(
-        history::stored(next.path(), "hist-b", LlmOpKind::Ask)
-            .unwrap()
-            .len(),
-        21
-    );
+    // Its answer joins the history: 20 older latencies, then the hedge's
+    // answer and how long the cancelled first request had waited when the
+    // hedge went (it took at least that long; left out, the history would
+    // lose its slow requests).
+    assert!(resilience::save_history().is_none());
+    let kept = history::stored(next.path(), "hist-b", LlmOpKind::Ask).unwrap();
+    assert_eq!(kept.len(), 22, "{kept:?}");
+    assert!(kept[21] > kept[20], "{kept:?}");
+    assert!(kept[21] >= Duration::from_millis(10), "{kept:?}");
+    // 10 + 0.1 earned - 1 spent.
+    let left = history::stored_credit(next.path(), "hist-b").unwrap();
+    assert!((left - 9.1).abs() < 1e-9, "{left}");
 }

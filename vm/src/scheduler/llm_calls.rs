@@ -241,11 +241,16 @@ impl<'r> Run<'r> {
         let mut prepared = Vec::with_capacity(jobs.len());
         for job in jobs {
             if let Some(p) = self.prepare_llm(job) {
+                let (frame, op) = (Arc::clone(&p.1.call.frame), p.1.call.op);
                 // A call that can read what another is writing to the
                 // provider's cache may wait for it (`warmup`).
                 if let Some(p) = self.warm_up(p) {
                     prepared.push(p);
                 }
+                // Its reply may decide a branch: start the arms' calls,
+                // now that the warm-up knows whether this call leads its
+                // prefix class (speculated calls of the class wait for it).
+                self.speculate_after(&frame, op);
             }
         }
         self.launch_llms(prepared);
@@ -472,7 +477,9 @@ impl<'r> Run<'r> {
     /// text), `None` when it is held.
     fn warm_up(&self, p: (u64, Pending<'r>)) -> Option<(u64, Pending<'r>)> {
         let (token, pending) = p;
-        if pending.scheduled.is_some() {
+        // A scheduled reply waits for nobody; an adopted speculated call
+        // was sent already, or waits for its class in the table.
+        if pending.scheduled.is_some() || pending.adopted.is_some() {
             return Some((token, pending));
         }
         let Some(prefix) = self.backend.shared_prefix(&pending.req) else {
@@ -508,7 +515,9 @@ impl<'r> Run<'r> {
     /// the calls it held start, except those no longer wanted.
     fn warm_release(&self, token: u64, ok: bool) {
         let mut go = Vec::new();
-        for (t, pending) in self.warmup.release(token, ok) {
+        let (held, speculated) = self.warmup.release(token, ok);
+        self.spec_release(speculated);
+        for (t, pending) in held {
             match self.unwanted(&pending.call) {
                 Some(ev) => {
                     if let Some(ev) = ev {

@@ -58,6 +58,7 @@ impl<T> Default for Warmup<T> {
                 classes: HashMap::new(),
                 leaders: HashMap::new(),
                 held: HashMap::new(),
+                spec_held: HashMap::new(),
                 seen: HashMap::new(),
                 holds: 0,
             }),
@@ -72,6 +73,9 @@ struct State<T> {
     leaders: HashMap<u64, u64>,
     /// Held calls by class, in the order they were held.
     held: HashMap<u64, Vec<(u64, T)>>,
+    /// Held speculated calls by class (their index in the speculation
+    /// table), in the order they were held.
+    spec_held: HashMap<u64, Vec<usize>>,
     /// Latency seen per backend (the request's `backend:`, `None`: the
     /// run's default).
     seen: HashMap<Option<String>, Observed>,
@@ -197,20 +201,43 @@ impl<T> Warmup<T> {
         }
     }
 
+    /// Whether speculated call `index` (of the speculation table) waits
+    /// for the leader of its class: it does whenever a leader is out,
+    /// unless the backend's `cache_warmup` is `off`. A speculated call is
+    /// ahead of its branch, off the critical path by construction, so the
+    /// wait costs the run nothing and the call reads the prefix at the
+    /// cached price (else it would pay for a prefix the leader is writing).
+    pub(super) fn hold_speculated(&self, prefix: &SharedPrefix, index: usize) -> bool {
+        if !prefix.cacheable() || prefix.mode == WarmupMode::Off {
+            return false;
+        }
+        let mut g = lock(&self.state);
+        if !matches!(g.classes.get(&prefix.class), Some(Class::Leading(_))) {
+            return false;
+        }
+        g.holds += 1;
+        g.spec_held.entry(prefix.class).or_default().push(index);
+        true
+    }
+
     /// Leader `token`'s reply started (`ok`), or the leader ended without
     /// a reply: its class is warm (or cold again), and the calls it held
-    /// go. Nothing when `token` leads nothing (any more).
-    pub(super) fn release(&self, token: u64, ok: bool) -> Vec<(u64, T)> {
+    /// go, with the speculated calls it held (their table indices).
+    /// Nothing when `token` leads nothing (any more).
+    pub(super) fn release(&self, token: u64, ok: bool) -> (Vec<(u64, T)>, Vec<usize>) {
         let mut g = lock(&self.state);
         let Some(class) = g.leaders.remove(&token) else {
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         };
         if ok {
             g.classes.insert(class, Class::Warm);
         } else {
             g.classes.remove(&class);
         }
-        g.held.remove(&class).unwrap_or_default()
+        (
+            g.held.remove(&class).unwrap_or_default(),
+            g.spec_held.remove(&class).unwrap_or_default(),
+        )
     }
 
     /// Notes a settled call's latency, split by whether it read the cache.
@@ -236,6 +263,9 @@ impl<T> Warmup<T> {
     pub(super) fn take_all(&self) -> Vec<(u64, T)> {
         let mut g = lock(&self.state);
         g.leaders.clear();
+        // Held speculated calls never started: the speculation table
+        // discards them at its close.
+        g.spec_held.clear();
         g.held.drain().flat_map(|(_, calls)| calls).collect()
     }
 
@@ -324,6 +354,32 @@ mod tests {
             &Observed::default(),
             Duration::ZERO
         ));
+    }
+
+    #[test]
+    fn speculated_calls_wait_for_a_leader_out_and_go_with_its_release() {
+        let prefix = |mode| SharedPrefix {
+            class: 7,
+            tokens: 2000,
+            min_tokens: 1024,
+            mode,
+        };
+        let w: Warmup<u32> = Warmup::default();
+        // No leader yet: a speculated call goes at once.
+        assert!(!w.hold_speculated(&prefix(WarmupMode::Auto), 0));
+        let (admit, _) = w.admit(1, &prefix(WarmupMode::Auto), true, &None, 10);
+        assert_eq!(admit, Admit::Lead);
+        // The leader is out: speculated calls wait, unless the warm-up is off.
+        assert!(w.hold_speculated(&prefix(WarmupMode::Auto), 3));
+        assert!(w.hold_speculated(&prefix(WarmupMode::Always), 4));
+        assert!(!w.hold_speculated(&prefix(WarmupMode::Off), 5));
+        assert_eq!(w.holds(), 2);
+        // Its reply started: they go, in the order they were held.
+        let (held, speculated) = w.release(1, true);
+        assert!(held.is_empty());
+        assert_eq!(speculated, vec![3, 4]);
+        // The class is warm: nothing waits any more.
+        assert!(!w.hold_speculated(&prefix(WarmupMode::Auto), 6));
     }
 
     #[test]

@@ -310,13 +310,15 @@ impl<'r> Run<'r> {
                 r
             }
             Class::Llm | Class::Tool => {
-                if class == Class::Llm {
-                    // Its reply may decide a branch: start the arms' calls.
-                    self.speculate_after(&frame, op);
-                }
                 let prio = frame.tail_ms.saturating_add(instr.rem_ms);
                 let agent = frame.agent;
                 let tools = exec::on_agent_lane(instr);
+                if class == Class::Llm && tools {
+                    // Its reply may decide a branch: start the arms' calls
+                    // (a call on the LLM lane does so when it starts, after
+                    // its prompt-cache warm-up admission: `llm_calls.rs`).
+                    self.speculate_after(&frame, op);
+                }
                 let lane = match class {
                     _ if tools => &self.agent,
                     Class::Llm => &self.llm,

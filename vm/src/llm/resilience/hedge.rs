@@ -64,6 +64,10 @@ struct State {
     next_id: u64,
     /// Hedges earned and not spent, in millionths of a request.
     credit: u64,
+    /// Credit earned minus credit spent since the history file was last
+    /// written: the file keeps the balance, so a fresh process with
+    /// history has the budget a long-running server would have.
+    credit_change: i64,
     stats: HedgeStats,
     watching: bool,
     /// Latencies observed since the history file was last written
@@ -108,7 +112,17 @@ impl Hedge {
                 let shared = Shared::new();
                 // A backend first built after the history file was read
                 // starts from what earlier processes observed.
-                super::history::seed(inner.name(), &mut lock(&shared.state).sketches);
+                {
+                    let mut st = lock(&shared.state);
+                    let st = &mut *st;
+                    super::seed_from_history(
+                        inner.name(),
+                        Seed {
+                            sketches: &mut st.sketches,
+                            credit: &mut st.credit,
+                        },
+                    );
+                }
                 Arc::new(shared)
             })
             .clone();
@@ -150,7 +164,9 @@ impl Hedge {
         st.next_id += 1;
         st.stats.calls += 1;
         let earn = (self.cfg.max_extra * ONE as f64).round() as u64;
+        let before = st.credit;
         st.credit = (st.credit + earn).min(earn * CREDIT_CALLS + ONE);
+        st.credit_change += st.credit as i64 - before as i64;
         st.calls.insert(
             id,
             CallState {
@@ -279,15 +295,33 @@ fn leg_done(
         return;
     };
     if ok {
-        st.sketches
-            .entry(call.req.kind)
-            .or_default()
-            .record(latency);
-        let fresh = st.fresh.entry(call.req.kind).or_default();
-        if fresh.len() == WINDOW {
-            fresh.remove(0);
+        // The winner's latency, and for each request cancelled after
+        // waiting longer than that, how long it had waited when it was
+        // found late (the next request was sent): it took at least so
+        // long. Left out, the requests hedging cut short would vanish
+        // from the history and the quantile would sink run after run;
+        // counted at their whole wait (threshold plus the winner's
+        // latency), every hedge would push the quantile up by a winner's
+        // latency. At the moment they were found late, the quantile stays
+        // where the share of late requests puts it.
+        let kind = call.req.kind;
+        let mut seen = vec![latency];
+        seen.extend(
+            call.legs
+                .iter()
+                .zip(call.legs.iter().skip(1))
+                .filter(|(l, _)| !l.finished)
+                .map(|(l, next)| next.started.saturating_duration_since(l.started))
+                .filter(|&d| d > latency),
+        );
+        for d in seen {
+            st.sketches.entry(kind).or_default().record(d);
+            let fresh = st.fresh.entry(kind).or_default();
+            if fresh.len() == WINDOW {
+                fresh.remove(0);
+            }
+            fresh.push(d);
         }
-        fresh.push(latency);
         if leg > 0 {
             st.stats.hedge_wins += 1;
         }
@@ -372,8 +406,13 @@ fn watch(shared: &Arc<Shared>, inner: &Arc<dyn LlmBackend>, cfg: HedgeConfig) {
         }
         let now = Instant::now();
         let mut thresholds: HashMap<LlmOpKind, Option<Duration>> = HashMap::new();
-        let mut late: Vec<(u64, Instant)> = Vec::new();
+        // Late calls: id, first request's start, and when the call is
+        // overdue (late by the threshold twice over).
+        let mut late: Vec<(u64, Instant, Instant)> = Vec::new();
+        // Calls late or late within half a threshold.
+        let mut crowd = 0usize;
         let mut next: Option<Instant> = None;
+        let mut soonest = |at: Instant| next = Some(next.map_or(at, |n: Instant| n.min(at)));
         for (&id, call) in &st.calls {
             if !call.hedgeable || call.legs.len() >= MAX_LEGS || call.cancel.is_cancelled() {
                 continue;
@@ -387,16 +426,36 @@ fn watch(shared: &Arc<Shared>, inner: &Arc<dyn LlmBackend>, cfg: HedgeConfig) {
                 continue;
             };
             let due = last.started + t;
+            if due <= now + t / 2 {
+                crowd += 1;
+            }
             if due <= now {
-                late.push((id, call.legs[0].started));
+                late.push((id, call.legs[0].started, due + t));
             } else {
-                next = Some(next.map_or(due, |n: Instant| n.min(due)));
+                soonest(due);
             }
         }
+        // More calls late, or about to be, than the budget can hedge (a
+        // fan-out sent at once crosses the threshold together, its calls
+        // microseconds to milliseconds apart): a hedge now would go to
+        // whichever call started first, not to the straggler, and the
+        // budget would be gone when the straggler shows. So wait while
+        // the calls that are merely a little late answer (each answer
+        // wakes this loop); a call late twice over is hedged regardless.
+        let can_hedge = (st.credit / ONE) as usize;
+        if crowd > can_hedge {
+            late.retain(|&(_, _, overdue)| {
+                let keep = overdue <= now;
+                if !keep {
+                    soonest(overdue);
+                }
+                keep
+            });
+        }
         // The oldest late calls first, when the budget cannot cover all.
-        late.sort_by_key(|(_, started)| *started);
+        late.sort_by_key(|&(_, started, _)| started);
         let mut legs = Vec::new();
-        for (id, _) in late {
+        for (id, _, _) in late {
             if st.credit < ONE {
                 let first = st
                     .calls
@@ -408,6 +467,7 @@ fn watch(shared: &Arc<Shared>, inner: &Arc<dyn LlmBackend>, cfg: HedgeConfig) {
                 continue;
             }
             st.credit -= ONE;
+            st.credit_change -= ONE as i64;
             st.stats.hedges += 1;
             let Some(call) = st.calls.get_mut(&id) else {
                 continue;
@@ -453,23 +513,54 @@ fn threshold(st: &State, kind: LlmOpKind, after: HedgeAfter, now: Instant) -> Op
     }
 }
 
-/// Seeds every hedged backend of the process with `seed(name, sketches)`
-/// (the history file was just read).
-pub(super) fn seed_all(mut seed: impl FnMut(&str, &mut HashMap<LlmOpKind, LatencySketch>)) {
+/// What a hedged backend starts from: the latencies and the unspent
+/// hedge credit earlier processes left (`super::history`).
+pub(super) struct Seed<'a> {
+    pub(super) sketches: &'a mut HashMap<LlmOpKind, LatencySketch>,
+    /// In millionths of a request.
+    pub(super) credit: &'a mut u64,
+}
+
+/// Seeds every hedged backend of the process with `seed(name, …)` (the
+/// history file was just read).
+pub(super) fn seed_all(mut seed: impl FnMut(&str, Seed<'_>)) {
     for (name, shared) in lock(registry()).iter() {
-        seed(name, &mut lock(&shared.state).sketches);
+        let mut st = lock(&shared.state);
+        let st = &mut *st;
+        seed(
+            name,
+            Seed {
+                sketches: &mut st.sketches,
+                credit: &mut st.credit,
+            },
+        );
     }
 }
 
-/// Takes the latencies each hedged backend observed since the last call,
-/// by backend name and op kind.
-pub(super) fn take_fresh() -> Vec<(String, LlmOpKind, Vec<Duration>)> {
+/// What one hedged backend observed since the last [`take_fresh`].
+pub(super) struct Fresh {
+    pub(super) name: String,
+    pub(super) latencies: Vec<(LlmOpKind, Vec<Duration>)>,
+    /// Credit earned minus spent, in millionths of a request.
+    pub(super) credit_change: i64,
+}
+
+/// Takes what each hedged backend observed since the last call.
+pub(super) fn take_fresh() -> Vec<Fresh> {
     let mut out = Vec::new();
     for (name, shared) in lock(registry()).iter() {
-        for (kind, lat) in std::mem::take(&mut lock(&shared.state).fresh) {
-            if !lat.is_empty() {
-                out.push((name.clone(), kind, lat));
-            }
+        let mut st = lock(&shared.state);
+        let latencies: Vec<_> = std::mem::take(&mut st.fresh)
+            .into_iter()
+            .filter(|(_, l)| !l.is_empty())
+            .collect();
+        let credit_change = std::mem::take(&mut st.credit_change);
+        if !latencies.is_empty() || credit_change != 0 {
+            out.push(Fresh {
+                name: name.clone(),
+                latencies,
+                credit_change,
+            });
         }
     }
     out

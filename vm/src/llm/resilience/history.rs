@@ -4,20 +4,17 @@
 //! "late" means; with it, a process starts from the last [`WINDOW`]
 //! latencies per backend and op kind that earlier processes observed.
 //!
-//! [`attach`] reads the file once per process (and seeds every hedged
-//! backend, including those built later); [`save`] merges what this
-//! process observed since the last save into the file as it is now (other
-//! processes may have written it) and replaces it atomically. The file is
-//! only a hint: a missing one is empty, an unreadable or corrupt one is
-//! ignored with a warning, and a failed write costs the history, never
-//! the run.
+//! This module only reads, merges and writes the file; which file the
+//! process uses, and the seeding of the hedges from it, are the parent's
+//! (`super::attach_history`, `super::save_history`). The file is only a
+//! hint: a missing one is empty, an unreadable or corrupt one is ignored
+//! with a warning, and a failed write costs the history, never the run.
 
-use super::sketch::{LatencySketch, WINDOW};
+use super::hedge::{Fresh, Seed};
+use super::sketch::WINDOW;
 use crate::llm::LlmOpKind;
-use crate::sync::lock;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::Duration;
 
 /// The file's name in the memory directory.
@@ -37,7 +34,15 @@ type Latencies = BTreeMap<String, BTreeMap<String, Vec<u64>>>;
 struct HistoryFile {
     version: u32,
     backends: Latencies,
+    /// Unspent hedge credit by backend, in millionths of a request (absent
+    /// in files written before it was kept).
+    #[serde(default)]
+    credit: BTreeMap<String, u64>,
 }
+
+/// Credit kept per backend at most: a thousand calls' worth at the
+/// largest `max_extra` (each process caps it again at its own).
+const MAX_CREDIT: u64 = 1000 * 1_000_000;
 
 /// Why the history could not be used or kept. Never fatal: the edge shows
 /// it as a warning and the run goes on.
@@ -64,85 +69,81 @@ impl HistoryWarning {
     }
 }
 
-struct Attached {
-    path: PathBuf,
-    loaded: Latencies,
+/// The latencies of a history file, ready to seed hedges from.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Loaded {
+    backends: Latencies,
+    credit: BTreeMap<String, u64>,
 }
 
-static ATTACHED: Mutex<Option<Attached>> = Mutex::new(None);
-/// Held while a save reads, merges and writes, so the runs of one
-/// process that end together do not overwrite each other's latencies.
-static SAVING: Mutex<()> = Mutex::new(());
-
-/// Uses `dir/latency.json` as this process's latency history: reads it
-/// (once per path) and seeds every hedged backend with it. The backends of
-/// the process share one history, so a second directory replaces the
-/// first.
-pub fn attach(dir: &Path) -> Option<HistoryWarning> {
-    let path = dir.join(FILE);
-    if lock(&ATTACHED).as_ref().is_some_and(|a| a.path == path) {
-        return None;
-    }
-    let (file, warning) = match read(&path) {
-        Ok(f) => (f, None),
-        Err(w) => (HistoryFile::default(), Some(w)),
-    };
-    *lock(&ATTACHED) = Some(Attached {
-        path,
-        loaded: file.backends.clone(),
-    });
-    // Without ATTACHED held: building a hedge takes the registry's lock
-    // and then ATTACHED's (`seed`).
-    super::hedge::seed_all(|name, sketches| seed_from(&file.backends, name, sketches));
-    warning
-}
-
-/// Seeds the sketches of backend `name` from the attached history.
-pub(super) fn seed(name: &str, sketches: &mut HashMap<LlmOpKind, LatencySketch>) {
-    if let Some(a) = lock(&ATTACHED).as_ref() {
-        seed_from(&a.loaded, name, sketches);
+/// Reads `path` (a missing file is an empty history; an unreadable or
+/// corrupt one is empty too, with its warning).
+pub(super) fn load(path: &Path) -> (Loaded, Option<HistoryWarning>) {
+    match read(path) {
+        Ok(f) => (
+            Loaded {
+                backends: f.backends,
+                credit: f.credit,
+            },
+            None,
+        ),
+        Err(w) => (Loaded::default(), Some(w)),
     }
 }
 
-fn seed_from(from: &Latencies, name: &str, sketches: &mut HashMap<LlmOpKind, LatencySketch>) {
-    let Some(kinds) = from.get(name) else {
-        return;
-    };
-    for (kind, micros) in kinds {
-        let Some(kind) = kind_named(kind) else {
-            continue;
+impl Loaded {
+    /// Seeds backend `name` with what the file holds for it: its
+    /// latencies, and the hedge credit earlier processes left unspent.
+    pub(super) fn seed(&self, name: &str, seed: Seed<'_>) {
+        if let Some(c) = self.credit.get(name) {
+            *seed.credit = seed.credit.saturating_add((*c).min(MAX_CREDIT));
+        }
+        let Some(kinds) = self.backends.get(name) else {
+            return;
         };
-        let older: Vec<Duration> = micros.iter().map(|&m| Duration::from_micros(m)).collect();
-        sketches.entry(kind).or_default().seed(&older);
+        for (kind, micros) in kinds {
+            let Some(kind) = kind_named(kind) else {
+                continue;
+            };
+            let older: Vec<Duration> = micros.iter().map(|&m| Duration::from_micros(m)).collect();
+            seed.sketches.entry(kind).or_default().seed(&older);
+        }
     }
 }
 
-/// Merges the latencies observed since the last save into the history
-/// file. Nothing happens when no history is attached or nothing was
-/// observed (no hedged backend answered).
-pub fn save() -> Option<HistoryWarning> {
-    let path = lock(&ATTACHED).as_ref()?.path.clone();
-    let _saving = lock(&SAVING);
-    let fresh = super::hedge::take_fresh();
+/// Merges `fresh` (latencies by backend name and op kind, oldest first)
+/// into the file at `path` as it is now (other processes may have written
+/// it since it was loaded; a corrupt file is replaced) and replaces it
+/// atomically. The caller serialises saves of one process.
+pub(super) fn merge_into(path: &Path, fresh: Vec<Fresh>) -> Option<HistoryWarning> {
     if fresh.is_empty() {
         return None;
     }
-    // What other processes wrote since this one read the file counts too;
-    // a corrupt file is replaced (its warning was shown when attaching).
-    let mut file = read(&path).unwrap_or_default();
+    let mut file = read(path).unwrap_or_default();
     file.version = VERSION;
     let mut touched = Vec::new();
-    for (name, kind, latencies) in fresh {
-        let list = file
-            .backends
-            .entry(name.clone())
-            .or_default()
-            .entry(kind.name().to_string())
-            .or_default();
-        list.extend(latencies.iter().map(|d| micros(*d)));
-        let excess = list.len().saturating_sub(WINDOW);
-        list.drain(..excess);
-        touched.push(name);
+    for f in fresh {
+        for (kind, latencies) in f.latencies {
+            let list = file
+                .backends
+                .entry(f.name.clone())
+                .or_default()
+                .entry(kind.name().to_string())
+                .or_default();
+            list.extend(latencies.iter().map(|d| micros(*d)));
+            let excess = list.len().saturating_sub(WINDOW);
+            list.drain(..excess);
+        }
+        // The balance: what this process earned minus what it spent,
+        // added to what the file holds now (other processes' too).
+        let credit = file.credit.entry(f.name.clone()).or_default();
+        *credit = if f.credit_change >= 0 {
+            credit.saturating_add(f.credit_change.unsigned_abs())
+        } else {
+            credit.saturating_sub(f.credit_change.unsigned_abs())
+        }
+        .min(MAX_CREDIT);
+        touched.push(f.name);
     }
     // Bounded: backends this save did not touch go first.
     while file.backends.len() > MAX_BACKENDS {
@@ -157,7 +158,10 @@ pub fn save() -> Option<HistoryWarning> {
         };
         file.backends.remove(&old);
     }
-    write(&path, &file).err()
+    let backends = &file.backends;
+    file.credit
+        .retain(|k, _| backends.contains_key(k) || touched.contains(k));
+    write(path, &file).err()
 }
 
 fn micros(d: Duration) -> u64 {
@@ -225,4 +229,11 @@ pub fn stored(dir: &Path, backend: &str, kind: LlmOpKind) -> Result<Vec<Duration
         .and_then(|k| k.get(kind.name()))
         .map(|m| m.iter().map(|&u| Duration::from_micros(u)).collect())
         .unwrap_or_default())
+}
+
+/// A history file's unspent hedge credit for one backend, in requests
+/// (tests, `aisc` diagnostics).
+pub fn stored_credit(dir: &Path, backend: &str) -> Result<f64, HistoryWarning> {
+    let file = read(&dir.join(FILE))?;
+    Ok(file.credit.get(backend).copied().unwrap_or(0) as f64 / 1e6)
 }

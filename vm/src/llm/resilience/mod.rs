@@ -22,7 +22,60 @@ pub use fallback::{falls_back, Fallback};
 pub use hedge::{Hedge, HedgeStats};
 pub use sketch::LatencySketch;
 
+use crate::sync::lock;
+use history::HistoryWarning;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::Duration;
+
+/// The latency history this process uses (`history`): its file and what
+/// it held when attached.
+struct Attached {
+    path: PathBuf,
+    loaded: history::Loaded,
+}
+
+static ATTACHED: Mutex<Option<Attached>> = Mutex::new(None);
+/// Held while a save reads, merges and writes, so the runs of one
+/// process that end together do not overwrite each other's latencies.
+static SAVING: Mutex<()> = Mutex::new(());
+
+/// Uses `dir/latency.json` as this process's latency history: reads it
+/// (once per path) and seeds every hedged backend with it, including
+/// those built later ([`seed_from_history`]). The backends of the process
+/// share one history, so a second directory replaces the first.
+pub fn attach_history(dir: &Path) -> Option<HistoryWarning> {
+    let path = dir.join(history::FILE);
+    if lock(&ATTACHED).as_ref().is_some_and(|a| a.path == path) {
+        return None;
+    }
+    let (loaded, warning) = history::load(&path);
+    *lock(&ATTACHED) = Some(Attached {
+        path,
+        loaded: loaded.clone(),
+    });
+    // Without ATTACHED held: building a hedge takes the registry's lock
+    // and then ATTACHED's (`seed_from_history`).
+    hedge::seed_all(|name, seed| loaded.seed(name, seed));
+    warning
+}
+
+/// Seeds the sketches of hedged backend `name` from the attached history
+/// (nothing when none is attached).
+fn seed_from_history(name: &str, seed: hedge::Seed<'_>) {
+    if let Some(a) = lock(&ATTACHED).as_ref() {
+        a.loaded.seed(name, seed);
+    }
+}
+
+/// Merges the latencies the hedged backends observed since the last save
+/// into the attached history file. Nothing happens when no history is
+/// attached or nothing was observed.
+pub fn save_history() -> Option<HistoryWarning> {
+    let path = lock(&ATTACHED).as_ref()?.path.clone();
+    let _saving = lock(&SAVING);
+    history::merge_into(&path, hedge::take_fresh())
+}
 
 /// How a hedged call's attempts are told apart: their message starts so.
 const HEDGE_NOTE: &str = "hedged ";

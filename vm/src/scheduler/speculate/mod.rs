@@ -226,9 +226,33 @@ impl<'r> Run<'r> {
             return;
         }
         let cancel = self.cancel.child();
+        // A call whose prompt prefix a leader is writing to the provider's
+        // cache waits for it like any other call of its class (`warmup`).
+        if let Some(prefix) = self.backend.shared_prefix(&req) {
+            let i = t.push_waiting(key, req, cancel);
+            if !self.warmup.hold_speculated(&prefix, i) {
+                self.spec_release(vec![i]);
+            }
+            return;
+        }
         let i = t.push_running(key, req.clone(), cancel.clone());
         self.backend
             .start_many(vec![(req, cancel, table::on_done(t, i))]);
+    }
+
+    /// Speculated calls held for the warm-up go now (those still wanted).
+    pub(super) fn spec_release(&self, held: Vec<usize>) {
+        let t = &self.spec.table;
+        let calls: Vec<_> = held
+            .into_iter()
+            .filter_map(|i| {
+                let (req, cancel) = t.start_held(i)?;
+                Some((req, cancel, table::on_done(t, i)))
+            })
+            .collect();
+        if !calls.is_empty() {
+            self.backend.start_many(calls);
+        }
     }
 
     /// LLM op `op` of a taken arm is about to call: the held reply of the

@@ -31,6 +31,9 @@ enum Fate {
 }
 
 enum Progress {
+    /// Not sent yet: it waits for the leader of its prompt-cache class
+    /// (`scheduler::warmup`); an adopting op's completion waits here.
+    Waiting(Option<OnDone>),
     /// Started on the backend; an adopting op's completion waits here.
     Running(Option<OnDone>),
     /// A backend that knows its replies at once (the simulator, fakes):
@@ -95,6 +98,34 @@ impl Table {
         cancel: crate::llm::CancelToken,
     ) -> usize {
         self.push(key, req, cancel, Progress::Running(None))
+    }
+
+    /// A call held for the warm-up of its prefix: [`Table::start_held`]
+    /// sends it.
+    pub(super) fn push_waiting(
+        &self,
+        key: Key,
+        req: LlmRequest,
+        cancel: crate::llm::CancelToken,
+    ) -> usize {
+        self.push(key, req, cancel, Progress::Waiting(None))
+    }
+
+    /// Held call `i` may go now: its request and cancel token, or `None`
+    /// when it is no longer wanted (its branch was decided against it, or
+    /// the run ended). From here it is a running call.
+    pub(super) fn start_held(&self, i: usize) -> Option<(LlmRequest, crate::llm::CancelToken)> {
+        let mut g = lock(&self.state);
+        let e = g.entries.get_mut(i)?;
+        if e.fate == Fate::Discarded {
+            return None;
+        }
+        let Progress::Waiting(w) = &mut e.progress else {
+            return None;
+        };
+        e.progress = Progress::Running(w.take());
+        e.started = Instant::now();
+        Some((e.req.clone(), e.cancel.clone()))
     }
 
     pub(super) fn push_due(&self, key: Key, req: LlmRequest, delay: Duration, reply: Reply) {
@@ -208,6 +239,9 @@ impl Table {
                 st.saved += now.saturating_duration_since(e.started);
                 Some(Adopted::Started(i))
             }
+            // Not sent yet: the op's completion waits for it like for a
+            // running one, and nothing was saved.
+            Progress::Waiting(_) => Some(Adopted::Started(i)),
             Progress::Settled => None,
         };
         drop(g);
@@ -232,6 +266,7 @@ impl Table {
                 done(reply, attempts);
             }
             Progress::Running(_) => e.progress = Progress::Running(Some(done)),
+            Progress::Waiting(_) => e.progress = Progress::Waiting(Some(done)),
             other => e.progress = other,
         }
     }
@@ -327,6 +362,8 @@ fn discard(spent: &mut Spent, e: &mut Entry) {
     let model = e.req.model.clone().unwrap_or_default();
     match std::mem::replace(&mut e.progress, Progress::Settled) {
         Progress::Running(w) => e.progress = Progress::Running(w),
+        // Never sent: nothing spent.
+        Progress::Waiting(_) => {}
         // A scheduled reply was the call: the backend counted it.
         Progress::Due { reply, .. } => {
             let r = reply.as_ref().and_then(|r| r.as_ref().ok());
