@@ -8,8 +8,17 @@
 //! ([`SqliteStore::shared`]), and journal writes are group-committed: a
 //! writer queues its entries, and whoever holds the connection next
 //! commits everything queued in one transaction, so concurrent runs (a
-//! server) and concurrent ops (a fan-out) share one disk flush instead of
-//! paying one each.
+//! server) and concurrent ops (a fan-out) share one transaction.
+//!
+//! Durability is a second step, outside the connection's lock: a group
+//! is committed with `synchronous = NORMAL` (appended to the WAL: it
+//! survives this process, not yet a power loss), and a writer whose write
+//! is *shown* (see `docs/reliability.md`, "What is durable when") then
+//! waits for an fsync of the WAL that covers its commit ([`SqliteStore::
+//! sync`]). One fsync covers every commit before it, so the writers
+//! waiting meanwhile share it, and a write nobody depends on yet (the row
+//! of a run whose id no one was given, an LLM call's answer) does not wait
+//! for one at all: it becomes durable with the next shown write.
 
 use crate::store::lease;
 use crate::store::rows::{JournalError, RunInfo, Status, Step, DB_FILE};
@@ -30,8 +39,18 @@ pub struct SqliteStore {
     path: String,
     /// Writes waiting for the next group commit.
     pending: Mutex<Vec<Pending>>,
-    /// Journal transactions committed (writes / commits: the batching).
+    /// Journal transactions committed (writes / commits: the batching);
+    /// also the sequence number [`SqliteStore::sync`] covers up to.
     commits: std::sync::atomic::AtomicU64,
+    /// The WAL file, when the database is on disk in WAL mode: grouped
+    /// commits append to it without an fsync, and `sync` fsyncs it.
+    /// `None` (in memory, or WAL refused): every commit is as configured.
+    wal: Option<std::path::PathBuf>,
+    /// The commits (by `commits`) a WAL fsync has covered. Held during
+    /// the fsync, so writers arriving meanwhile wait and share the next.
+    synced: Mutex<u64>,
+    /// WAL fsyncs done (for tests: the fsyncs per shown write).
+    fsyncs: std::sync::atomic::AtomicU64,
     /// The heartbeat of this process's runs, started with its first run
     /// (a database on disk only); it stops when the store is dropped.
     heartbeat: std::sync::OnceLock<Arc<()>>,
@@ -213,11 +232,26 @@ impl SqliteStore {
                 ),
             ));
         }
+        // Only a database on disk in WAL mode commits groups without an
+        // fsync: fsyncing the WAL then covers them (see `sync`).
+        let wal = match dir {
+            Some(_) => {
+                let mode: String = conn
+                    .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+                    .map_err(db_err(&path))?;
+                mode.eq_ignore_ascii_case("wal")
+                    .then(|| std::path::PathBuf::from(format!("{path}-wal")))
+            }
+            None => None,
+        };
         Ok(SqliteStore {
             conn: Mutex::new(conn),
             path,
             pending: Mutex::new(Vec::new()),
             commits: std::sync::atomic::AtomicU64::new(0),
+            wal,
+            synced: Mutex::new(0),
+            fsyncs: std::sync::atomic::AtomicU64::new(0),
             heartbeat: std::sync::OnceLock::new(),
         })
     }
@@ -270,10 +304,60 @@ impl SqliteStore {
         })
     }
 
-    /// Runs `job` in the next group commit and returns once that commit
-    /// is durable. Whoever gets the connection commits everything queued
-    /// by then: while one commit flushes, the next batch gathers.
+    /// Runs `job` in the next group commit; returns once that commit is
+    /// durable (`shown`), or once it survives this process (not `shown`:
+    /// the next shown write makes it durable too). Whoever gets the
+    /// connection commits everything queued by then.
     fn grouped(
+        &self,
+        code: &'static str,
+        shown: bool,
+        job: impl FnOnce(&Connection) -> rusqlite::Result<()> + Send + 'static,
+    ) -> Result<(), JournalError> {
+        self.committed(code, job)?;
+        if shown {
+            self.sync(code)?;
+        }
+        Ok(())
+    }
+
+    /// Waits until every commit made so far is durable: the WAL is fsynced
+    /// once for all the writers waiting (a writer that arrives while an
+    /// fsync runs waits for it, then usually finds its commit covered by
+    /// the next one, which it does for everyone queued behind it).
+    pub fn sync(&self, code: &'static str) -> Result<(), JournalError> {
+        use std::sync::atomic::Ordering;
+        let Some(wal) = &self.wal else {
+            return Ok(());
+        };
+        let target = self.commits.load(Ordering::SeqCst);
+        // Held for an fsync (milliseconds): waiters sleep on it rather
+        // than spin and yield as `crate::sync::lock` does.
+        let mut synced = self.synced.lock().unwrap_or_else(|e| e.into_inner());
+        if *synced >= target {
+            return Ok(());
+        }
+        // Every commit counted by now has its frames in the WAL file.
+        let upto = self.commits.load(Ordering::SeqCst);
+        // Opened by name each time: the file is SQLite's (it may be
+        // recreated when every connection closed; ours stays open, but a
+        // descriptor kept here would then name a deleted file).
+        std::fs::File::open(wal)
+            .and_then(|f| f.sync_data())
+            .map_err(|e| {
+                JournalError::new(
+                    code,
+                    format!("cannot make the run journal `{}` durable: {e}", self.path),
+                )
+            })?;
+        self.fsyncs.fetch_add(1, Ordering::Relaxed);
+        *synced = upto;
+        Ok(())
+    }
+
+    /// Runs `job` in the next group commit (see [`SqliteStore::grouped`])
+    /// and returns once it is committed.
+    fn committed(
         &self,
         code: &'static str,
         job: impl FnOnce(&Connection) -> rusqlite::Result<()> + Send + 'static,
@@ -314,6 +398,10 @@ impl SqliteStore {
         let (dones, jobs): (Vec<_>, Vec<_>) =
             batch.into_iter().map(|p| (p.done, (p.code, p.job))).unzip();
         let mut each = Vec::with_capacity(jobs.len());
+        // Appended without an fsync (see the module docs); the connection
+        // is back to `FULL` for everything else that commits on it.
+        let relaxed =
+            self.wal.is_some() && conn.execute_batch("PRAGMA synchronous = NORMAL").is_ok();
         let whole = (|| {
             let mut tx = conn.transaction()?;
             for (code, job) in jobs {
@@ -329,14 +417,70 @@ impl SqliteStore {
         .map_err(|e| fail("journal.write", e));
         if whole.is_ok() {
             self.commits
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
+        // A connection left at `NORMAL` would commit everything else
+        // without an fsync: the writers hear of it (their rows are
+        // committed; a resume replays them).
+        let whole = match relaxed {
+            true => whole.and(
+                conn.execute_batch("PRAGMA synchronous = FULL")
+                    .map_err(|e| fail("journal.write", e)),
+            ),
+            false => whole,
+        };
         for (done, r) in dones
             .into_iter()
             .zip(each.into_iter().map(Some).chain(std::iter::repeat(None)))
         {
             *lock(&done) = Some(whole.clone().and(r.unwrap_or(Ok(()))));
         }
+    }
+
+    /// A new run's row, running in this process; durable before this
+    /// returns when `shown` (see [`SqliteStore::grouped`]).
+    fn insert_run(&self, run: &NewRun<'_>, shown: bool) -> Result<i64, JournalError> {
+        self.start_heartbeat();
+        let now = now_ms();
+        let row = (
+            run.id.to_string(),
+            i64::from(std::process::id()),
+            now,
+            run.program.to_string(),
+            run.artifact.to_vec(),
+            hex(&Sha256::digest(run.artifact)),
+            run.entry.map(str::to_string),
+            run.args.to_string(),
+            lease::this_process(),
+            now + lease::LEASE_MS,
+        );
+        self.grouped("journal.db", shown, move |c| {
+            c.execute(
+                "INSERT INTO runs (id, status, pid, started_ms, program, artifact, artifact_sha256, entry, args,
+                    owner, lease_until)
+                 VALUES (?1, 'running', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                params![row.0, row.1, row.2, row.3, row.4, row.5, row.6, row.7, row.8, row.9],
+            )
+            .map(|_| ())
+        })?;
+        Ok(0)
+    }
+
+    /// Entries of run `id`, durable before this returns when `shown`.
+    fn write_entries(&self, id: &str, entries: &[Entry], shown: bool) -> Result<(), JournalError> {
+        let (run, entries) = (id.to_string(), entries.to_vec());
+        self.grouped("journal.write", shown, move |c| {
+            let mut st = c.prepare_cached(
+                "INSERT OR REPLACE INTO entries (run, key, seq, kind, op, input_hash, value, tokens, labels)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )?;
+            for e in &entries {
+                st.execute(params![
+                    run, e.key, e.seq, e.kind, e.op, e.hash, e.value, e.tokens, e.labels
+                ])?;
+            }
+            Ok(())
+        })
     }
 
     pub(super) fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
@@ -358,30 +502,11 @@ impl Store for SqliteStore {
     }
 
     fn begin_run(&self, run: &NewRun<'_>) -> Result<i64, JournalError> {
-        self.start_heartbeat();
-        let now = now_ms();
-        let row = (
-            run.id.to_string(),
-            i64::from(std::process::id()),
-            now,
-            run.program.to_string(),
-            run.artifact.to_vec(),
-            hex(&Sha256::digest(run.artifact)),
-            run.entry.map(str::to_string),
-            run.args.to_string(),
-            lease::this_process(),
-            now + lease::LEASE_MS,
-        );
-        self.grouped("journal.db", move |c| {
-            c.execute(
-                "INSERT INTO runs (id, status, pid, started_ms, program, artifact, artifact_sha256, entry, args,
-                    owner, lease_until)
-                 VALUES (?1, 'running', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-                params![row.0, row.1, row.2, row.3, row.4, row.5, row.6, row.7, row.8, row.9],
-            )
-            .map(|_| ())
-        })?;
-        Ok(0)
+        self.insert_run(run, true)
+    }
+
+    fn begin_run_unshown(&self, run: &NewRun<'_>) -> Result<i64, JournalError> {
+        self.insert_run(run, false)
     }
 
     fn run_state(&self, id: &str) -> Result<Option<RunState>, JournalError> {
@@ -485,19 +610,11 @@ impl Store for SqliteStore {
     }
 
     fn write(&self, id: &str, _fence: i64, entries: &[Entry]) -> Result<(), JournalError> {
-        let (run, entries) = (id.to_string(), entries.to_vec());
-        self.grouped("journal.write", move |c| {
-            let mut st = c.prepare_cached(
-                "INSERT OR REPLACE INTO entries (run, key, seq, kind, op, input_hash, value, tokens, labels)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            )?;
-            for e in &entries {
-                st.execute(params![
-                    run, e.key, e.seq, e.kind, e.op, e.hash, e.value, e.tokens, e.labels
-                ])?;
-            }
-            Ok(())
-        })
+        self.write_entries(id, entries, true)
+    }
+
+    fn write_unshown(&self, id: &str, _fence: i64, entries: &[Entry]) -> Result<(), JournalError> {
+        self.write_entries(id, entries, false)
     }
 
     fn waiting(&self, id: &str) -> Result<Option<(String, String, Option<String>)>, JournalError> {
@@ -526,8 +643,9 @@ impl Store for SqliteStore {
             result.map(str::to_string),
             error.map(str::to_string),
         );
-        // The run's state and its webhook deliveries in one transaction.
-        self.grouped("journal.db", move |c| {
+        // The run's state and its webhook deliveries in one transaction;
+        // shown (a result returned, a status listed).
+        self.grouped("journal.db", true, move |c| {
             let n = c.execute(
                 "UPDATE runs SET status = ?2, ended_ms = ?3, result = ?4, error = ?5,
                  lease_until = NULL WHERE id = ?1",
@@ -655,7 +773,7 @@ impl Store for SqliteStore {
         hooks: &[crate::store::webhook::Hook],
     ) -> Result<(), JournalError> {
         let (subject, hooks) = (subject.to_string(), hooks.to_vec());
-        self.grouped("journal.db", move |c| {
+        self.grouped("journal.db", true, move |c| {
             super::webhook::add_webhooks(c, &subject, &hooks)
         })
     }
@@ -745,6 +863,74 @@ mod tests {
             tokens: 1,
             labels: None,
         }
+    }
+
+    fn fsyncs(store: &SqliteStore) -> u64 {
+        store.fsyncs.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// A run row and LLM answers nobody was shown wait for no fsync (and
+    /// are read back at once); the run's outcome waits for one, which
+    /// covers them; shown writes waiting together share one fsync; the
+    /// connection is back to `synchronous = FULL` for its other users.
+    #[test]
+    fn unshown_writes_wait_for_no_fsync_and_a_shown_one_covers_them() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Arc::new(SqliteStore::open(Some(dir.path())).expect("open"));
+        assert!(store.wal.is_some(), "a journal on disk is in WAL mode");
+        let run = |id| NewRun {
+            id,
+            program: "p",
+            artifact: b"a",
+            entry: None,
+            args: "[]",
+        };
+        store.begin_run_unshown(&run("r1")).expect("begin");
+        for i in 0..10 {
+            store.write_unshown("r1", 0, &[entry(i)]).expect("write");
+        }
+        assert_eq!(fsyncs(&store), 0);
+        assert_eq!(store.entries("r1").expect("entries").len(), 10);
+        store
+            .finish("r1", 0, "completed", Some("\"x\""), None)
+            .expect("finish");
+        assert_eq!(fsyncs(&store), 1);
+        // Nothing committed since: nothing to sync.
+        store.sync("journal.write").expect("sync");
+        assert_eq!(fsyncs(&store), 1);
+        let mode: i64 = store
+            .conn()
+            .query_row("PRAGMA synchronous", [], |r| r.get(0))
+            .expect("pragma");
+        assert_eq!(mode, 2, "FULL");
+
+        // 16 shown writes committed while an fsync is under way share the next.
+        store.begin_run(&run("r2")).expect("begin");
+        let before = fsyncs(&store);
+        let held = lock(&store.synced);
+        let writers: Vec<_> = (0..16)
+            .map(|i| {
+                let s = store.clone();
+                std::thread::spawn(move || s.write("r2", 0, &[entry(100 + i)]))
+            })
+            .collect();
+        // All 16 committed: each waits for the fsync held here.
+        while store.entries("r2").map(|e| e.len()).unwrap_or(0) < 16 {
+            std::thread::yield_now();
+        }
+        drop(held);
+        for w in writers {
+            assert_eq!(w.join().expect("writer"), Ok(()));
+        }
+        assert_eq!(fsyncs(&store) - before, 1);
+
+        // Another connection (a restarted process) reads them all.
+        drop(store);
+        let again = SqliteStore::open(Some(dir.path())).expect("reopen");
+        let r1 = again.run_row("r1").expect("read").expect("r1");
+        assert_eq!(r1.result.as_deref(), Some("\"x\""));
+        assert_eq!(again.entries("r1").expect("entries").len(), 10);
+        assert_eq!(again.entries("r2").expect("entries").len(), 16);
     }
 
     /// 64 writers queued while a commit holds the connection share the next
