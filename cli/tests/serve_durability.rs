@@ -33,6 +33,10 @@ fn try_post(addr: SocketAddr, path: &str, body: &str) -> Option<(u16, Json)> {
     s.write_all(body.as_bytes()).ok()?;
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).ok()?;
+    // Killed mid-answer: nothing, or a head without its body.
+    if !raw.starts_with(b"HTTP/") {
+        return None;
+    }
     let r = parse(&raw);
     let j = serde_json::from_str::<Json>(&r.body).ok()?;
     (r.status != 0).then_some((r.status, j))
