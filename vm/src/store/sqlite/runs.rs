@@ -235,12 +235,15 @@ impl SqliteStore {
         // Only a database on disk in WAL mode commits groups without an
         // fsync: fsyncing the WAL then covers them (see `sync`).
         let wal = match dir {
-            Some(_) => {
+            Some(d) => {
                 let mode: String = conn
                     .query_row("PRAGMA journal_mode", [], |r| r.get(0))
                     .map_err(db_err(&path))?;
+                // SQLite names it after the database file, byte for byte.
+                let mut wal = d.join(DB_FILE).into_os_string();
+                wal.push("-wal");
                 mode.eq_ignore_ascii_case("wal")
-                    .then(|| std::path::PathBuf::from(format!("{path}-wal")))
+                    .then(|| std::path::PathBuf::from(wal))
             }
             None => None,
         };
@@ -342,8 +345,14 @@ impl SqliteStore {
         // Opened by name each time: the file is SQLite's (it may be
         // recreated when every connection closed; ours stays open, but a
         // descriptor kept here would then name a deleted file).
+        // No WAL file: SQLite checkpointed it into the database (syncing
+        // both) and removed it, so what it held is durable already.
         std::fs::File::open(wal)
             .and_then(|f| f.sync_data())
+            .or_else(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => Ok(()),
+                _ => Err(e),
+            })
             .map_err(|e| {
                 JournalError::new(
                     code,
