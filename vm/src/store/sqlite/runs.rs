@@ -1,29 +1,16 @@
 //! The embedded run store: one SQLite database per memory directory
-//! (`runs.db`, WAL, `synchronous = FULL`), versioned with `PRAGMA
-//! user_version`. One process owns a run: its lease, kept fresh by a
-//! heartbeat, says so (`crate::store::lease`; the recorded pid is only
-//! shown); fences are accepted and ignored.
+//! (`runs.db`, WAL), versioned with `PRAGMA user_version`. One process
+//! owns a run: its lease, kept fresh by a heartbeat, says so
+//! (`crate::store::lease`; the recorded pid is only shown); fences are
+//! accepted and ignored.
 //!
 //! A process opens each directory's database once while it is in use
-//! ([`SqliteStore::shared`]), and journal writes are group-committed: a
-//! writer queues its entries, and whoever holds the connection next
-//! commits everything queued in one transaction, so concurrent runs (a
-//! server) and concurrent ops (a fan-out) share one transaction.
-//!
-//! Durability is a second step, outside the connection's lock: a group
-//! is committed with `synchronous = NORMAL` (appended to the WAL: it
-//! survives this process, not yet a power loss), and a writer whose write
-//! is *shown* (see `docs/reliability.md`, "What is durable when") then
-//! waits for an fsync of the WAL that covers its commit ([`SqliteStore::
-//! sync`]). One fsync covers every commit before it, so the writers
-//! waiting meanwhile share it, and a write nobody depends on yet (the row
-//! of a run whose id no one was given, an LLM call's answer) does not wait
-//! for one at all: it becomes durable with the next shown write.
+//! ([`SqliteStore::shared`]); its journal writes are group-committed, and
+//! durable when shown (`super::group`).
 
 use crate::store::lease;
 use crate::store::rows::{JournalError, RunInfo, Status, Step, DB_FILE};
 use crate::store::{Entry, NewRun, RunRow, RunState, Store, StoreStatus};
-use crate::sync::lock;
 use rusqlite::{params, Connection, OptionalExtension};
 use sha2::{Digest, Sha256};
 use std::path::Path;
@@ -37,44 +24,11 @@ pub const SCHEMA_VERSION: i64 = super::webhook::SCHEMA_VERSION;
 pub struct SqliteStore {
     conn: Mutex<Connection>,
     path: String,
-    /// Writes waiting for the next group commit.
-    pending: Mutex<Vec<Pending>>,
-    /// Journal transactions committed (writes / commits: the batching);
-    /// also the sequence number [`SqliteStore::sync`] covers up to.
-    commits: std::sync::atomic::AtomicU64,
-    /// The WAL file, when the database is on disk in WAL mode: grouped
-    /// commits append to it without an fsync, and `sync` fsyncs it.
-    /// `None` (in memory, or WAL refused): every commit is as configured.
-    wal: Option<std::path::PathBuf>,
-    /// The commits (by `commits`) a WAL fsync has covered. Held during
-    /// the fsync, so writers arriving meanwhile wait and share the next.
-    synced: Mutex<u64>,
-    /// WAL fsyncs done (for tests: the fsyncs per shown write).
-    fsyncs: std::sync::atomic::AtomicU64,
+    /// The group commit of journal writes, and their fsyncs.
+    pub(super) group: super::group::Group,
     /// The heartbeat of this process's runs, started with its first run
     /// (a database on disk only); it stops when the store is dropped.
     heartbeat: std::sync::OnceLock<Arc<()>>,
-}
-
-/// A write waiting for the next group commit (its statements, run in a
-/// savepoint of the group's transaction so one failing write fails only
-/// itself), and where its outcome goes.
-struct Pending {
-    job: Job,
-    /// `journal.write` for entries, `journal.db` for run rows.
-    code: &'static str,
-    done: Arc<Mutex<Option<Result<(), JournalError>>>>,
-}
-
-/// The statements of one grouped write.
-type Job = Box<dyn FnOnce(&Connection) -> rusqlite::Result<()> + Send>;
-
-impl std::fmt::Debug for Pending {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pending")
-            .field("code", &self.code)
-            .finish_non_exhaustive()
-    }
 }
 
 /// The stores this process has open, by database file.
@@ -250,11 +204,7 @@ impl SqliteStore {
         Ok(SqliteStore {
             conn: Mutex::new(conn),
             path,
-            pending: Mutex::new(Vec::new()),
-            commits: std::sync::atomic::AtomicU64::new(0),
-            wal,
-            synced: Mutex::new(0),
-            fsyncs: std::sync::atomic::AtomicU64::new(0),
+            group: super::group::Group::new(wal),
             heartbeat: std::sync::OnceLock::new(),
         })
     }
@@ -308,142 +258,20 @@ impl SqliteStore {
     }
 
     /// Runs `job` in the next group commit; returns once that commit is
-    /// durable (`shown`), or once it survives this process (not `shown`:
-    /// the next shown write makes it durable too). Whoever gets the
-    /// connection commits everything queued by then.
+    /// durable (`shown`), or once it survives this process (see
+    /// `super::group`).
     fn grouped(
         &self,
         code: &'static str,
         shown: bool,
         job: impl FnOnce(&Connection) -> rusqlite::Result<()> + Send + 'static,
     ) -> Result<(), JournalError> {
-        self.committed(code, job)?;
-        if shown {
-            self.sync(code)?;
-        }
-        Ok(())
+        self.group.run(&self.conn, &self.path, code, shown, job)
     }
 
-    /// Waits until every commit made so far is durable: the WAL is fsynced
-    /// once for all the writers waiting (a writer that arrives while an
-    /// fsync runs waits for it, then usually finds its commit covered by
-    /// the next one, which it does for everyone queued behind it).
+    /// Waits until every journal commit made so far is durable.
     pub fn sync(&self, code: &'static str) -> Result<(), JournalError> {
-        use std::sync::atomic::Ordering;
-        let Some(wal) = &self.wal else {
-            return Ok(());
-        };
-        let target = self.commits.load(Ordering::SeqCst);
-        // Held for an fsync (milliseconds): waiters sleep on it rather
-        // than spin and yield as `crate::sync::lock` does.
-        let mut synced = self.synced.lock().unwrap_or_else(|e| e.into_inner());
-        if *synced >= target {
-            return Ok(());
-        }
-        // Every commit counted by now has its frames in the WAL file.
-        let upto = self.commits.load(Ordering::SeqCst);
-        // Opened by name each time: the file is SQLite's (it may be
-        // recreated when every connection closed; ours stays open, but a
-        // descriptor kept here would then name a deleted file).
-        // No WAL file: SQLite checkpointed it into the database (syncing
-        // both) and removed it, so what it held is durable already.
-        std::fs::File::open(wal)
-            .and_then(|f| f.sync_data())
-            .or_else(|e| match e.kind() {
-                std::io::ErrorKind::NotFound => Ok(()),
-                _ => Err(e),
-            })
-            .map_err(|e| {
-                JournalError::new(
-                    code,
-                    format!("cannot make the run journal `{}` durable: {e}", self.path),
-                )
-            })?;
-        self.fsyncs.fetch_add(1, Ordering::Relaxed);
-        *synced = upto;
-        Ok(())
-    }
-
-    /// Runs `job` in the next group commit (see [`SqliteStore::grouped`])
-    /// and returns once it is committed.
-    fn committed(
-        &self,
-        code: &'static str,
-        job: impl FnOnce(&Connection) -> rusqlite::Result<()> + Send + 'static,
-    ) -> Result<(), JournalError> {
-        let done = Arc::new(Mutex::new(None));
-        lock(&self.pending).push(Pending {
-            job: Box::new(job),
-            code,
-            done: done.clone(),
-        });
-        let mut conn = self.conn();
-        if let Some(r) = lock(&done).take() {
-            return r;
-        }
-        self.commit_pending(&mut conn);
-        let r = lock(&done).take();
-        r.unwrap_or_else(|| {
-            Err(JournalError::new(
-                code,
-                "the journal write was lost before its commit (internal)",
-            ))
-        })
-    }
-
-    /// Commits every queued write in one transaction (the caller holds
-    /// the connection), and tells each writer how it went.
-    fn commit_pending(&self, conn: &mut Connection) {
-        let batch = std::mem::take(&mut *lock(&self.pending));
-        if batch.is_empty() {
-            return;
-        }
-        let fail = |code: &'static str, e: rusqlite::Error| {
-            JournalError::new(
-                code,
-                format!("cannot write the run journal `{}`: {e}", self.path),
-            )
-        };
-        let (dones, jobs): (Vec<_>, Vec<_>) =
-            batch.into_iter().map(|p| (p.done, (p.code, p.job))).unzip();
-        let mut each = Vec::with_capacity(jobs.len());
-        // Appended without an fsync (see the module docs); the connection
-        // is back to `FULL` for everything else that commits on it.
-        let relaxed =
-            self.wal.is_some() && conn.execute_batch("PRAGMA synchronous = NORMAL").is_ok();
-        let whole = (|| {
-            let mut tx = conn.transaction()?;
-            for (code, job) in jobs {
-                let r = (|| {
-                    let sp = tx.savepoint()?;
-                    job(&sp)?;
-                    sp.commit()
-                })();
-                each.push(r.map_err(|e| fail(code, e)));
-            }
-            tx.commit()
-        })()
-        .map_err(|e| fail("journal.write", e));
-        if whole.is_ok() {
-            self.commits
-                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        }
-        // A connection left at `NORMAL` would commit everything else
-        // without an fsync: the writers hear of it (their rows are
-        // committed; a resume replays them).
-        let whole = match relaxed {
-            true => whole.and(
-                conn.execute_batch("PRAGMA synchronous = FULL")
-                    .map_err(|e| fail("journal.write", e)),
-            ),
-            false => whole,
-        };
-        for (done, r) in dones
-            .into_iter()
-            .zip(each.into_iter().map(Some).chain(std::iter::repeat(None)))
-        {
-            *lock(&done) = Some(whole.clone().and(r.unwrap_or(Ok(()))));
-        }
+        self.group.sync(&self.path, code)
     }
 
     /// A new run's row, running in this process; durable before this
@@ -874,74 +702,6 @@ mod tests {
         }
     }
 
-    fn fsyncs(store: &SqliteStore) -> u64 {
-        store.fsyncs.load(std::sync::atomic::Ordering::SeqCst)
-    }
-
-    /// A run row and LLM answers nobody was shown wait for no fsync (and
-    /// are read back at once); the run's outcome waits for one, which
-    /// covers them; shown writes waiting together share one fsync; the
-    /// connection is back to `synchronous = FULL` for its other users.
-    #[test]
-    fn unshown_writes_wait_for_no_fsync_and_a_shown_one_covers_them() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let store = Arc::new(SqliteStore::open(Some(dir.path())).expect("open"));
-        assert!(store.wal.is_some(), "a journal on disk is in WAL mode");
-        let run = |id| NewRun {
-            id,
-            program: "p",
-            artifact: b"a",
-            entry: None,
-            args: "[]",
-        };
-        store.begin_run_unshown(&run("r1")).expect("begin");
-        for i in 0..10 {
-            store.write_unshown("r1", 0, &[entry(i)]).expect("write");
-        }
-        assert_eq!(fsyncs(&store), 0);
-        assert_eq!(store.entries("r1").expect("entries").len(), 10);
-        store
-            .finish("r1", 0, "completed", Some("\"x\""), None)
-            .expect("finish");
-        assert_eq!(fsyncs(&store), 1);
-        // Nothing committed since: nothing to sync.
-        store.sync("journal.write").expect("sync");
-        assert_eq!(fsyncs(&store), 1);
-        let mode: i64 = store
-            .conn()
-            .query_row("PRAGMA synchronous", [], |r| r.get(0))
-            .expect("pragma");
-        assert_eq!(mode, 2, "FULL");
-
-        // 16 shown writes committed while an fsync is under way share the next.
-        store.begin_run(&run("r2")).expect("begin");
-        let before = fsyncs(&store);
-        let held = lock(&store.synced);
-        let writers: Vec<_> = (0..16)
-            .map(|i| {
-                let s = store.clone();
-                std::thread::spawn(move || s.write("r2", 0, &[entry(100 + i)]))
-            })
-            .collect();
-        // All 16 committed: each waits for the fsync held here.
-        while store.entries("r2").map(|e| e.len()).unwrap_or(0) < 16 {
-            std::thread::yield_now();
-        }
-        drop(held);
-        for w in writers {
-            assert_eq!(w.join().expect("writer"), Ok(()));
-        }
-        assert_eq!(fsyncs(&store) - before, 1);
-
-        // Another connection (a restarted process) reads them all.
-        drop(store);
-        let again = SqliteStore::open(Some(dir.path())).expect("reopen");
-        let r1 = again.run_row("r1").expect("read").expect("r1");
-        assert_eq!(r1.result.as_deref(), Some("\"x\""));
-        assert_eq!(again.entries("r1").expect("entries").len(), 10);
-        assert_eq!(again.entries("r2").expect("entries").len(), 16);
-    }
-
     /// 64 writers queued while a commit holds the connection share the next
     /// transaction; each gets its outcome and every entry is durable.
     #[test]
@@ -958,7 +718,10 @@ mod tests {
             args: "[]",
         };
         store.begin_run(&run).expect("begin");
-        let before = store.commits.load(std::sync::atomic::Ordering::Relaxed);
+        let before = store
+            .group
+            .commits
+            .load(std::sync::atomic::Ordering::Relaxed);
         let held = store.conn();
         let writers: Vec<_> = (0..64)
             .map(|i| {
@@ -966,7 +729,7 @@ mod tests {
                 std::thread::spawn(move || s.write("r1", 0, &[entry(i)]))
             })
             .collect();
-        while store.pending.lock().map(|p| p.len()).unwrap_or(0) < 64 {
+        while store.group.pending.lock().map(|p| p.len()).unwrap_or(0) < 64 {
             std::thread::yield_now();
         }
         drop(held);
@@ -974,7 +737,11 @@ mod tests {
             assert_eq!(w.join().expect("writer"), Ok(()));
         }
         assert_eq!(
-            store.commits.load(std::sync::atomic::Ordering::Relaxed) - before,
+            store
+                .group
+                .commits
+                .load(std::sync::atomic::Ordering::Relaxed)
+                - before,
             1
         );
         assert_eq!(store.entries("r1").expect("entries").len(), 64);
