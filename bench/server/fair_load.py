@@ -64,31 +64,58 @@ def one_run(port, program, q):
     data = json.loads(r.read())
     ms = (time.perf_counter() - t) * 1000.0
     c.close()
-    return ms, r.status, data.get("status")
+    return ms, r.status, data.get("status"), phases(ms, data)
 
 
-def load(port, clients, seconds):
+def phases(ms, data):
+    """Where a run's latency went, from its timestamps (server clock, ms):
+    waiting for an executor (created -> started), running (started ->
+    ended; of which `llm_wait`: the longest an op waited in the run's
+    scheduler queue), and outside the run (the rest of the client's time:
+    connection, request, setup before `created`, answer)."""
+    try:
+        queued = data["started_ms"] - data["created_ms"]
+        running = data["ended_ms"] - data["started_ms"]
+        wait = data.get("summary", {}).get("max_queue_wait_ms", 0.0)
+        return queued, running, wait, ms - (data["ended_ms"] - data["created_ms"])
+    except (KeyError, TypeError):
+        return None
+
+
+def load(port, clients, seconds, longs=True):
+    """`clients` clients, even ones looping on the short program, odd ones
+    on the long one (`longs=False`: odd ones idle: the short runs alone)."""
     stop = time.monotonic() + seconds
-    short, long_, bad = [], [], []
+    short, long_, bad, short_phases = [], [], [], []
     lock = threading.Lock()
 
     def client(i):
         prog = "short" if i % 2 == 0 else "long"
         n = 0
         while time.monotonic() < stop:
-            ms, st, status = one_run(port, prog, f"c{i} r{n}")
+            ms, st, status, ph = one_run(port, prog, f"c{i} r{n}")
             n += 1
             with lock:
                 if status != "succeeded":
                     bad.append((prog, st, status))
                 (short if prog == "short" else long_).append(ms)
+                if prog == "short" and ph is not None:
+                    short_phases.append(ph)
 
-    ts = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    ts = [threading.Thread(target=client, args=(i,)) for i in range(clients) if longs or i % 2 == 0]
     for t in ts:
         t.start()
     for t in ts:
         t.join()
-    return short, long_, bad
+    return short, long_, bad, short_phases
+
+
+def phase_text(ph):
+    """p50 / p99 of each phase of the short runs, ms."""
+    if not ph:
+        return "-"
+    cols = list(zip(*ph))
+    return " · ".join(f"{pct(c, 0.5):.0f} / {pct(c, 0.99):.0f}" for c in cols)
 
 
 def main():
@@ -98,6 +125,7 @@ def main():
     ap.add_argument("--clients", type=int, default=128)
     ap.add_argument("--p50-ms", type=float, default=50)
     ap.add_argument("--out", default=os.path.join(ROOT, "docs/bench/serve-fair.md"))
+    ap.add_argument("--modes", default="las,fifo,off", help="admission modes to measure, in order")
     a = ap.parse_args()
     srv, sport = start_server("--p50-ms", str(a.p50_ms), "--slow-frac", "0")
     d = tempfile.mkdtemp()
@@ -114,20 +142,28 @@ ask = "bench-ask"
 """)
     rows = []
     try:
-        for fair in ("las", "fifo", "off"):
-            serve, port = start_serve(a.aisc, cfg, fair, a.clients)
+        for fair in a.modes.split(","):
+            # `short-only`: least attained service with the long clients
+            # idle: the short runs' own queueing (64 one-call runs at once
+            # for 16 slots), the bound of any admission order.
+            serve, port = start_serve(a.aisc, cfg, "las" if fair == "short-only" else fair, a.clients)
             try:
-                solo = [one_run(port, "short", f"solo {i}")[0] for i in range(30)]
+                solo_runs = [one_run(port, "short", f"solo {i}") for i in range(30)]
+                solo = [r[0] for r in solo_runs]
+                solo_phases = [r[3] for r in solo_runs if r[3] is not None]
                 admin(sport, "/admin/reset", {})
-                short, long_, bad = load(port, a.clients, a.seconds)
+                load_avg = os.getloadavg()[0]
+                short, long_, bad, short_phases = load(port, a.clients, a.seconds, fair != "short-only")
+                load_avg = (load_avg, os.getloadavg()[0])
                 c = admin(sport, "/admin/counters")
             finally:
                 serve.kill()
                 serve.wait()
             s50, s99 = pct(solo, 0.5), pct(solo, 0.99)
             m50, m99 = pct(short, 0.5), pct(short, 0.99)
-            rows.append((fair, s50, s99, len(short), m50, m99, len(long_), pct(long_, 0.5), pct(long_, 0.99),
-                         c["in_flight_peak"], len(bad)))
+            rows.append((fair, s50, s99, len(short), m50, m99, len(long_), pct(long_, 0.5) if long_ else 0, pct(long_, 0.99) if long_ else 0,
+                         c["in_flight_peak"], len(bad), phase_text(solo_phases), phase_text(short_phases),
+                         load_avg))
             print(rows[-1], file=sys.stderr)
     finally:
         srv.kill()
@@ -139,13 +175,25 @@ ask = "bench-ask"
            f"One `aisc serve` with `concurrency = 16` on its backend, `--max-concurrent-runs {a.clients}`; "
            f"{a.clients} keep-alive-less clients, half looping on a one-call program, half on a fifty-call "
            "fan-out, `POST /v1/runs?wait=true`, latency at the client. Solo: 30 short runs, one client, same server.\n",
-           "| admission | short solo p50 / p99 ms | short runs | short p50 / p99 ms | short p99 / solo p99 | long runs | long p50 / p99 ms | peak calls at the model server | failed runs |",
-           "|---|---|---:|---|---:|---:|---|---:|---:|"]
-    for fair, s50, s99, ns, m50, m99, nl, l50, l99, peak, bad in rows:
+           "| admission | short solo p50 / p99 ms | short runs | short p50 / p99 ms | short p99 / solo p99 | long runs | long p50 / p99 ms | peak calls at the model server | failed runs | load average |",
+           "|---|---|---:|---|---:|---:|---|---:|---:|---|"]
+    for fair, s50, s99, ns, m50, m99, nl, l50, l99, peak, bad, _, _, (la0, la1) in rows:
         label = {"las": "least attained service (default)", "fifo": "shared slots, arrival order (`AIS_SERVE_FAIR=fifo`)",
-                 "off": "no shared slots: each run limits itself (`AIS_SERVE_FAIR=off`)"}[fair]
+                 "off": "no shared slots: each run limits itself (`AIS_SERVE_FAIR=off`)",
+                 "short-only": "the short clients alone (least attained service, long clients idle)"}[fair]
+        long_text = f"{l50:.0f} / {l99:.0f}" if nl else "-"
         out.append(f"| {label} | {s50:.0f} / {s99:.0f} | {ns} | "
-                   f"{m50:.0f} / {m99:.0f} | {m99 / s99:.2f} | {nl} | {l50:.0f} / {l99:.0f} | {peak} | {bad} |")
+                   f"{m50:.0f} / {m99:.0f} | {m99 / s99:.2f} | {nl} | {long_text} | {peak} | {bad} | "
+                   f"{la0:.1f} → {la1:.1f} |")
+    out += ["",
+            "Where a short run's time went (p50 / p99 ms of each phase, from the run's timestamps): "
+            "waiting for an executor · running · of which the longest an op waited in its scheduler's "
+            "queue · outside the run (connection, request, setup, answer).",
+            "",
+            "| admission | solo | under load |",
+            "|---|---|---|"]
+    for fair, *rest in rows:
+        out.append(f"| {fair} | {rest[10]} | {rest[11]} |")
     text = "\n".join(out) + "\n"
     with open(a.out, "w") as f:
         f.write(text)

@@ -6,6 +6,7 @@
 use super::aam::MemoryArgs;
 use super::load::Loaded;
 use ais_vm::journal::{self, Budget, Journal};
+use ais_vm::store::sqlite::SqliteStore;
 use std::sync::Arc;
 
 /// Run limits beyond `--token-budget` (shared by `run` and `resume`).
@@ -103,8 +104,10 @@ pub fn budget(b: &BudgetArgs, settings: &ais_vm::config::Settings) -> Result<Bud
     })
 }
 
-/// Starts the journal of a new run (in memory for `--memory :memory:`).
+/// Starts the journal of a new run (in memory for `--memory :memory:`);
+/// `unshown`: see [`Journal::begin_unshown_in`].
 pub fn begin(
+    unshown: bool,
     mem: &MemoryArgs,
     run_id: &str,
     name: &str,
@@ -114,15 +117,17 @@ pub fn begin(
 ) -> Result<Arc<Journal>, String> {
     let bytes = ais_ir::bytecode::encode(&loaded.program)
         .map_err(|e| format!("cannot encode the program for the run journal: {e}"))?;
-    let mut j = match mem.store_url() {
-        Some(url) => {
-            let store = MemoryArgs::shared_store(&url).map_err(|e| e.to_string())?;
-            Journal::begin_in(store, run_id, name, &bytes, entry, args)
-        }
-        None => {
-            let dir = journal::dir_of(&mem.storage());
-            Journal::begin(dir.as_deref(), run_id, name, &bytes, entry, args)
-        }
+    let store: Arc<dyn ais_vm::store::Store> = match mem.store_url() {
+        Some(url) => MemoryArgs::shared_store(&url).map_err(|e| e.to_string())?,
+        None => match journal::dir_of(&mem.storage()) {
+            Some(dir) => SqliteStore::shared(&dir).map_err(|e| e.to_string())?,
+            None => Arc::new(SqliteStore::open(None).map_err(|e| e.to_string())?),
+        },
+    };
+    let mut j = if unshown {
+        Journal::begin_unshown_in(store, run_id, name, &bytes, entry, args)
+    } else {
+        Journal::begin_in(store, run_id, name, &bytes, entry, args)
     }
     .map_err(|e| e.to_string())?;
     j.set_idempotent_tools(idempotent_tools());

@@ -120,6 +120,9 @@ pub struct RunEdge {
     pub confirm: ais_vm::aam::Confirm,
     pub progress: Option<ais_vm::progress::ProgressSink>,
     pub observer: Option<ais_vm::observe::Observer>,
+    /// Nobody is given the run's id before its end (`aisc serve`'s
+    /// `?wait=true`): its journal row is not waited for on disk.
+    pub unshown: bool,
 }
 
 /// A run ready to start: its options (journal included), its host (with
@@ -248,6 +251,7 @@ pub fn prepare_run(
         Some(j) => Some(j),
         None => Some(
             super::journal::begin(
+                edge.unshown,
                 &run.memory,
                 host.run_id(),
                 &name,
@@ -340,6 +344,7 @@ pub fn run_loaded(
         observer: run.stream.then(|| {
             ais_vm::observe::Observer(Arc::new(crate::stream::TextPrinter::new(std::io::stderr())))
         }),
+        unshown: false,
     };
     let PreparedRun {
         mut options,

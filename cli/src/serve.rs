@@ -227,6 +227,7 @@ impl CliEngine {
             },
             progress: None,
             observer: Some(edge.observer),
+            unshown: edge.unshown,
         }
     }
 

@@ -517,6 +517,7 @@ fn execute(
         },
         progress: None,
         observer: None,
+        unshown: false,
     };
     let prepared =
         match super::run::prepare_run(setup, &loaded, stored.args, &run, edge, Some(j.clone())) {

@@ -107,6 +107,11 @@ pub struct RunEdge {
     /// `confirm` event, `POST /v1/runs/{id}/confirm`): for an engine that
     /// asks (`aisc serve --ask`); others confirm or refuse themselves.
     pub confirm: Arc<dyn ais_vm::aam::Confirmer>,
+    /// Nobody is given the run's id before its end (`POST
+    /// /v1/runs?wait=true` answers with the finished run): its journal
+    /// row need not be durable before it starts, only its outcome before
+    /// it is returned (`docs/reliability.md`, "What is durable when").
+    pub unshown: bool,
 }
 
 /// A run's end: the entry flow's value or the structured error

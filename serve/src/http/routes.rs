@@ -325,20 +325,30 @@ pub(crate) fn route(ctx: &Arc<Ctx>, head: &Head, segs: &[&str], body: &[u8]) -> 
             })
             .and_then(|r| {
                 let queue = r.queue_options()?;
-                ctx.registry.start_run_queued(
-                    &r.program,
-                    r.entry.as_deref(),
-                    &r.args,
-                    r.budget,
-                    queue,
-                    webhooks(&r.webhooks)?,
-                )
-            })
-            .map(|e| {
-                if query_param(query, "wait") == Some("true") {
+                let wait = query_param(query, "wait") == Some("true");
+                let e = if wait {
+                    ctx.registry.start_run_answered_at_end(
+                        &r.program,
+                        r.entry.as_deref(),
+                        &r.args,
+                        r.budget,
+                        queue,
+                        webhooks(&r.webhooks)?,
+                    )
+                } else {
+                    ctx.registry.start_run_queued(
+                        &r.program,
+                        r.entry.as_deref(),
+                        &r.args,
+                        r.budget,
+                        queue,
+                        webhooks(&r.webhooks)?,
+                    )
+                }?;
+                if wait {
                     e.wait();
                 }
-                (201, e.to_json())
+                Ok((201, e.to_json()))
             }),
         (&Method::GET, ["v1", "runs"]) => {
             let status = match query_param(query, "status") {

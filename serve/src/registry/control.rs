@@ -28,6 +28,7 @@ impl Registry {
                 backend: self.backend.clone(),
             })),
             cancel: cancel.clone(),
+            unshown: false,
         }
     }
 
@@ -40,6 +41,29 @@ impl Registry {
         budget: BudgetSpec,
     ) -> Result<Arc<RunEntry>, ApiError> {
         self.start_run_queued(program, entry, args, budget, Default::default(), Vec::new())
+    }
+
+    /// [`Registry::start_run_queued`] for a caller that waits for the
+    /// run's end before it answers (`POST /v1/runs?wait=true`): nobody
+    /// learns the run's id before its outcome, which is durable by then,
+    /// so its journal row is not waited for on disk first.
+    pub fn start_run_answered_at_end(
+        &self,
+        program: &str,
+        entry: Option<&str>,
+        args: &Json,
+        budget: BudgetSpec,
+        queue: ais_vm::store::priority::QueueOptions,
+        webhooks: Vec<ais_vm::store::webhook::Hook>,
+    ) -> Result<Arc<RunEntry>, ApiError> {
+        self.start_as(
+            program,
+            entry,
+            args,
+            (budget, queue, webhooks),
+            true,
+            |p, _| Ok(p),
+        )
     }
 
     /// [`Registry::start_run`] with a place in the fleet's queue (`aisc
@@ -73,6 +97,26 @@ impl Registry {
             &Cancel,
         ) -> Result<Box<dyn crate::engine::Prepared>, ApiError>,
     ) -> Result<Arc<RunEntry>, ApiError> {
+        self.start_as(program, entry, args, (budget, queue, webhooks), false, wrap)
+    }
+
+    /// [`Registry::start_run_with`]; `unshown`: see [`RunEdge::unshown`].
+    fn start_as(
+        &self,
+        program: &str,
+        entry: Option<&str>,
+        args: &Json,
+        (budget, queue, webhooks): (
+            BudgetSpec,
+            ais_vm::store::priority::QueueOptions,
+            Vec<ais_vm::store::webhook::Hook>,
+        ),
+        unshown: bool,
+        wrap: impl FnOnce(
+            Box<dyn crate::engine::Prepared>,
+            &Cancel,
+        ) -> Result<Box<dyn crate::engine::Prepared>, ApiError>,
+    ) -> Result<Arc<RunEntry>, ApiError> {
         let (served, mut spec) = self.check(program, entry, args)?;
         spec.budget = budget;
         spec.queue = queue;
@@ -81,10 +125,9 @@ impl Registry {
         let log = Arc::new(EventLog::new());
         let cancel = Cancel::new();
         let asker = crate::console::Asker::new(log.clone(), cancel.clone());
-        let prepared = match self
-            .engine
-            .prepare(&served, &spec, self.edge(&log, &cancel, &asker))
-        {
+        let mut edge = self.edge(&log, &cancel, &asker);
+        edge.unshown = unshown;
+        let prepared = match self.engine.prepare(&served, &spec, edge) {
             Ok(p) => p,
             Err(e) => {
                 self.release();

@@ -10,9 +10,15 @@
 //! control ops are not journaled: on resume they are recomputed from the
 //! replayed effects. See `docs/reliability.md`.
 //!
-//! Durability: every entry is committed (SQLite: `synchronous = FULL`,
-//! group commit within a process; PostgreSQL: group commit, fence-checked)
-//! before the op's consumers fire. A side-effecting tool call writes an `intent` row first.
+//! Durability: every entry is committed before the op's consumers fire
+//! (SQLite: group commit within a process; PostgreSQL: group commit,
+//! fence-checked). A side-effecting tool call writes an `intent` row
+//! first. What is *shown* or is a side effect (an intent, a print, a
+//! memory write, a run's outcome) is durable (fsynced) before the write
+//! returns; an LLM call's answer and the row of a run nobody was given
+//! the id of ([`Journal::begin_unshown_in`]) only survive the process
+//! until the next durable write of the process covers them (a lost answer
+//! is asked again on resume). See `docs/reliability.md`.
 //!
 //! Fault injection: a [`WriteObserver`] installed with
 //! [`set_write_observer`] sees every journal write as it commits. The
@@ -173,13 +179,38 @@ impl Journal {
         args: &[(String, Json)],
     ) -> Result<Journal, JournalError> {
         let args_text = serde_json::to_string(args).unwrap_or_else(|_| "[]".into());
-        let fence = store.begin_run(&NewRun {
+        let run = NewRun {
             id: run_id,
             program,
             artifact,
             entry,
             args: &args_text,
-        })?;
+        };
+        let fence = store.begin_run(&run)?;
+        Ok(Journal::with(store, run_id, fence, HashMap::new()))
+    }
+
+    /// [`Journal::begin_in`] for a run whose id nobody is given before
+    /// its end (`aisc serve`'s `POST /v1/runs?wait=true`): the run row is
+    /// not waited for on disk ([`Store::begin_run_unshown`]); the run's
+    /// outcome, durable before it is returned, makes it durable with it.
+    pub fn begin_unshown_in(
+        store: Arc<dyn Store>,
+        run_id: &str,
+        program: &str,
+        artifact: &[u8],
+        entry: Option<&str>,
+        args: &[(String, Json)],
+    ) -> Result<Journal, JournalError> {
+        let args_text = serde_json::to_string(args).unwrap_or_else(|_| "[]".into());
+        let run = NewRun {
+            id: run_id,
+            program,
+            artifact,
+            entry,
+            args: &args_text,
+        };
+        let fence = store.begin_run_unshown(&run)?;
         Ok(Journal::with(store, run_id, fence, HashMap::new()))
     }
 
@@ -428,7 +459,13 @@ impl Journal {
             tokens: i64::try_from(tokens).unwrap_or(i64::MAX),
             labels,
         };
-        self.check_fence(self.store.write(&self.run_id, self.fence, &[entry]))?;
+        let entries = [entry];
+        let written = if kind == "done" && is_llm_op(op) {
+            self.store.write_unshown(&self.run_id, self.fence, &entries)
+        } else {
+            self.store.write(&self.run_id, self.fence, &entries)
+        };
+        self.check_fence(written)?;
         self.count_write();
         Ok(())
     }
@@ -590,6 +627,16 @@ fn replay_of(store: &dyn Store, run_id: &str) -> Result<HashMap<String, Rec>, Jo
             )
         })
         .collect())
+}
+
+/// Whether `op` (a mnemonic) is an LLM op: its answer is not a side
+/// effect, so its entry need not be durable before the run goes on
+/// ([`Store::write_unshown`]).
+fn is_llm_op(op: &str) -> bool {
+    static NAMES: OnceLock<HashSet<&'static str>> = OnceLock::new();
+    NAMES
+        .get_or_init(|| llm_op_names().into_iter().collect())
+        .contains(op)
 }
 
 /// The mnemonics of the LLM ops, as a SQL list (`'ask', 'think', ...`),

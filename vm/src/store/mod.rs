@@ -145,6 +145,13 @@ pub trait Store: Send + Sync + std::fmt::Debug {
 
     /// Records a new run as running in this process; returns its fence.
     fn begin_run(&self, run: &NewRun<'_>) -> Result<i64, JournalError>;
+    /// [`Store::begin_run`] for a run whose id nobody is given before it
+    /// ends (`aisc serve`'s `?wait=true`): the row need not be durable
+    /// yet, only survive this process; the run's result, which is durable
+    /// before anyone sees it, makes it durable too. Default: durable.
+    fn begin_run_unshown(&self, run: &NewRun<'_>) -> Result<i64, JournalError> {
+        self.begin_run(run)
+    }
     fn run_state(&self, id: &str) -> Result<Option<RunState>, JournalError>;
     /// Every entry of run `id`.
     fn entries(&self, id: &str) -> Result<Vec<Entry>, JournalError>;
@@ -156,6 +163,13 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Writes (or replaces, by key) entries of run `id` under `fence`;
     /// returns once they are durable.
     fn write(&self, id: &str, fence: i64, entries: &[Entry]) -> Result<(), JournalError>;
+    /// [`Store::write`] of entries nothing shown depends on yet (an LLM
+    /// call's answer: lost, it is asked again on resume): returns once
+    /// they survive this process; durable with the run's next durable
+    /// write. Default: durable.
+    fn write_unshown(&self, id: &str, fence: i64, entries: &[Entry]) -> Result<(), JournalError> {
+        self.write(id, fence, entries)
+    }
     /// The entry a paused run waits at: `(key, input hash, message JSON)`.
     fn waiting(&self, id: &str) -> Result<Option<(String, String, Option<String>)>, JournalError>;
     /// Stores a run's outcome (`completed`, `failed`, `paused`) under `fence`.

@@ -5,6 +5,7 @@
 
 pub mod agent;
 pub mod episodic;
+mod group;
 mod memory;
 mod queue;
 mod retention;

@@ -1,20 +1,16 @@
 //! The embedded run store: one SQLite database per memory directory
-//! (`runs.db`, WAL, `synchronous = FULL`), versioned with `PRAGMA
-//! user_version`. One process owns a run: its lease, kept fresh by a
-//! heartbeat, says so (`crate::store::lease`; the recorded pid is only
-//! shown); fences are accepted and ignored.
+//! (`runs.db`, WAL), versioned with `PRAGMA user_version`. One process
+//! owns a run: its lease, kept fresh by a heartbeat, says so
+//! (`crate::store::lease`; the recorded pid is only shown); fences are
+//! accepted and ignored.
 //!
 //! A process opens each directory's database once while it is in use
-//! ([`SqliteStore::shared`]), and journal writes are group-committed: a
-//! writer queues its entries, and whoever holds the connection next
-//! commits everything queued in one transaction, so concurrent runs (a
-//! server) and concurrent ops (a fan-out) share one disk flush instead of
-//! paying one each.
+//! ([`SqliteStore::shared`]); its journal writes are group-committed, and
+//! durable when shown (`super::group`).
 
 use crate::store::lease;
 use crate::store::rows::{JournalError, RunInfo, Status, Step, DB_FILE};
 use crate::store::{Entry, NewRun, RunRow, RunState, Store, StoreStatus};
-use crate::sync::lock;
 use rusqlite::{params, Connection, OptionalExtension};
 use sha2::{Digest, Sha256};
 use std::path::Path;
@@ -28,34 +24,11 @@ pub const SCHEMA_VERSION: i64 = super::webhook::SCHEMA_VERSION;
 pub struct SqliteStore {
     conn: Mutex<Connection>,
     path: String,
-    /// Writes waiting for the next group commit.
-    pending: Mutex<Vec<Pending>>,
-    /// Journal transactions committed (writes / commits: the batching).
-    commits: std::sync::atomic::AtomicU64,
+    /// The group commit of journal writes, and their fsyncs.
+    pub(super) group: super::group::Group,
     /// The heartbeat of this process's runs, started with its first run
     /// (a database on disk only); it stops when the store is dropped.
     heartbeat: std::sync::OnceLock<Arc<()>>,
-}
-
-/// A write waiting for the next group commit (its statements, run in a
-/// savepoint of the group's transaction so one failing write fails only
-/// itself), and where its outcome goes.
-struct Pending {
-    job: Job,
-    /// `journal.write` for entries, `journal.db` for run rows.
-    code: &'static str,
-    done: Arc<Mutex<Option<Result<(), JournalError>>>>,
-}
-
-/// The statements of one grouped write.
-type Job = Box<dyn FnOnce(&Connection) -> rusqlite::Result<()> + Send>;
-
-impl std::fmt::Debug for Pending {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pending")
-            .field("code", &self.code)
-            .finish_non_exhaustive()
-    }
 }
 
 /// The stores this process has open, by database file.
@@ -213,11 +186,25 @@ impl SqliteStore {
                 ),
             ));
         }
+        // Only a database on disk in WAL mode commits groups without an
+        // fsync: fsyncing the WAL then covers them (see `sync`).
+        let wal = match dir {
+            Some(d) => {
+                let mode: String = conn
+                    .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+                    .map_err(db_err(&path))?;
+                // SQLite names it after the database file, byte for byte.
+                let mut wal = d.join(DB_FILE).into_os_string();
+                wal.push("-wal");
+                mode.eq_ignore_ascii_case("wal")
+                    .then(|| std::path::PathBuf::from(wal))
+            }
+            None => None,
+        };
         Ok(SqliteStore {
             conn: Mutex::new(conn),
             path,
-            pending: Mutex::new(Vec::new()),
-            commits: std::sync::atomic::AtomicU64::new(0),
+            group: super::group::Group::new(wal),
             heartbeat: std::sync::OnceLock::new(),
         })
     }
@@ -270,73 +257,67 @@ impl SqliteStore {
         })
     }
 
-    /// Runs `job` in the next group commit and returns once that commit
-    /// is durable. Whoever gets the connection commits everything queued
-    /// by then: while one commit flushes, the next batch gathers.
+    /// Runs `job` in the next group commit; returns once that commit is
+    /// durable (`shown`), or once it survives this process (see
+    /// `super::group`).
     fn grouped(
         &self,
         code: &'static str,
+        shown: bool,
         job: impl FnOnce(&Connection) -> rusqlite::Result<()> + Send + 'static,
     ) -> Result<(), JournalError> {
-        let done = Arc::new(Mutex::new(None));
-        lock(&self.pending).push(Pending {
-            job: Box::new(job),
-            code,
-            done: done.clone(),
-        });
-        let mut conn = self.conn();
-        if let Some(r) = lock(&done).take() {
-            return r;
-        }
-        self.commit_pending(&mut conn);
-        let r = lock(&done).take();
-        r.unwrap_or_else(|| {
-            Err(JournalError::new(
-                code,
-                "the journal write was lost before its commit (internal)",
-            ))
-        })
+        self.group.run(&self.conn, &self.path, code, shown, job)
     }
 
-    /// Commits every queued write in one transaction (the caller holds
-    /// the connection), and tells each writer how it went.
-    fn commit_pending(&self, conn: &mut Connection) {
-        let batch = std::mem::take(&mut *lock(&self.pending));
-        if batch.is_empty() {
-            return;
-        }
-        let fail = |code: &'static str, e: rusqlite::Error| {
-            JournalError::new(
-                code,
-                format!("cannot write the run journal `{}`: {e}", self.path),
+    /// Waits until every journal commit made so far is durable.
+    pub fn sync(&self, code: &'static str) -> Result<(), JournalError> {
+        self.group.sync(&self.path, code)
+    }
+
+    /// A new run's row, running in this process; durable before this
+    /// returns when `shown` (see [`SqliteStore::grouped`]).
+    fn insert_run(&self, run: &NewRun<'_>, shown: bool) -> Result<i64, JournalError> {
+        self.start_heartbeat();
+        let now = now_ms();
+        let row = (
+            run.id.to_string(),
+            i64::from(std::process::id()),
+            now,
+            run.program.to_string(),
+            run.artifact.to_vec(),
+            hex(&Sha256::digest(run.artifact)),
+            run.entry.map(str::to_string),
+            run.args.to_string(),
+            lease::this_process(),
+            now + lease::LEASE_MS,
+        );
+        self.grouped("journal.db", shown, move |c| {
+            c.execute(
+                "INSERT INTO runs (id, status, pid, started_ms, program, artifact, artifact_sha256, entry, args,
+                    owner, lease_until)
+                 VALUES (?1, 'running', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                params![row.0, row.1, row.2, row.3, row.4, row.5, row.6, row.7, row.8, row.9],
             )
-        };
-        let (dones, jobs): (Vec<_>, Vec<_>) =
-            batch.into_iter().map(|p| (p.done, (p.code, p.job))).unzip();
-        let mut each = Vec::with_capacity(jobs.len());
-        let whole = (|| {
-            let mut tx = conn.transaction()?;
-            for (code, job) in jobs {
-                let r = (|| {
-                    let sp = tx.savepoint()?;
-                    job(&sp)?;
-                    sp.commit()
-                })();
-                each.push(r.map_err(|e| fail(code, e)));
+            .map(|_| ())
+        })?;
+        Ok(0)
+    }
+
+    /// Entries of run `id`, durable before this returns when `shown`.
+    fn write_entries(&self, id: &str, entries: &[Entry], shown: bool) -> Result<(), JournalError> {
+        let (run, entries) = (id.to_string(), entries.to_vec());
+        self.grouped("journal.write", shown, move |c| {
+            let mut st = c.prepare_cached(
+                "INSERT OR REPLACE INTO entries (run, key, seq, kind, op, input_hash, value, tokens, labels)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )?;
+            for e in &entries {
+                st.execute(params![
+                    run, e.key, e.seq, e.kind, e.op, e.hash, e.value, e.tokens, e.labels
+                ])?;
             }
-            tx.commit()
-        })()
-        .map_err(|e| fail("journal.write", e));
-        if whole.is_ok() {
-            self.commits
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
-        for (done, r) in dones
-            .into_iter()
-            .zip(each.into_iter().map(Some).chain(std::iter::repeat(None)))
-        {
-            *lock(&done) = Some(whole.clone().and(r.unwrap_or(Ok(()))));
-        }
+            Ok(())
+        })
     }
 
     pub(super) fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
@@ -358,30 +339,11 @@ impl Store for SqliteStore {
     }
 
     fn begin_run(&self, run: &NewRun<'_>) -> Result<i64, JournalError> {
-        self.start_heartbeat();
-        let now = now_ms();
-        let row = (
-            run.id.to_string(),
-            i64::from(std::process::id()),
-            now,
-            run.program.to_string(),
-            run.artifact.to_vec(),
-            hex(&Sha256::digest(run.artifact)),
-            run.entry.map(str::to_string),
-            run.args.to_string(),
-            lease::this_process(),
-            now + lease::LEASE_MS,
-        );
-        self.grouped("journal.db", move |c| {
-            c.execute(
-                "INSERT INTO runs (id, status, pid, started_ms, program, artifact, artifact_sha256, entry, args,
-                    owner, lease_until)
-                 VALUES (?1, 'running', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-                params![row.0, row.1, row.2, row.3, row.4, row.5, row.6, row.7, row.8, row.9],
-            )
-            .map(|_| ())
-        })?;
-        Ok(0)
+        self.insert_run(run, true)
+    }
+
+    fn begin_run_unshown(&self, run: &NewRun<'_>) -> Result<i64, JournalError> {
+        self.insert_run(run, false)
     }
 
     fn run_state(&self, id: &str) -> Result<Option<RunState>, JournalError> {
@@ -485,19 +447,11 @@ impl Store for SqliteStore {
     }
 
     fn write(&self, id: &str, _fence: i64, entries: &[Entry]) -> Result<(), JournalError> {
-        let (run, entries) = (id.to_string(), entries.to_vec());
-        self.grouped("journal.write", move |c| {
-            let mut st = c.prepare_cached(
-                "INSERT OR REPLACE INTO entries (run, key, seq, kind, op, input_hash, value, tokens, labels)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            )?;
-            for e in &entries {
-                st.execute(params![
-                    run, e.key, e.seq, e.kind, e.op, e.hash, e.value, e.tokens, e.labels
-                ])?;
-            }
-            Ok(())
-        })
+        self.write_entries(id, entries, true)
+    }
+
+    fn write_unshown(&self, id: &str, _fence: i64, entries: &[Entry]) -> Result<(), JournalError> {
+        self.write_entries(id, entries, false)
     }
 
     fn waiting(&self, id: &str) -> Result<Option<(String, String, Option<String>)>, JournalError> {
@@ -526,8 +480,9 @@ impl Store for SqliteStore {
             result.map(str::to_string),
             error.map(str::to_string),
         );
-        // The run's state and its webhook deliveries in one transaction.
-        self.grouped("journal.db", move |c| {
+        // The run's state and its webhook deliveries in one transaction;
+        // shown (a result returned, a status listed).
+        self.grouped("journal.db", true, move |c| {
             let n = c.execute(
                 "UPDATE runs SET status = ?2, ended_ms = ?3, result = ?4, error = ?5,
                  lease_until = NULL WHERE id = ?1",
@@ -659,7 +614,7 @@ impl Store for SqliteStore {
         hooks: &[crate::store::webhook::Hook],
     ) -> Result<(), JournalError> {
         let (subject, hooks) = (subject.to_string(), hooks.to_vec());
-        self.grouped("journal.db", move |c| {
+        self.grouped("journal.db", true, move |c| {
             super::webhook::add_webhooks(c, &subject, &hooks)
         })
     }
@@ -771,7 +726,10 @@ mod tests {
             args: "[]",
         };
         store.begin_run(&run).expect("begin");
-        let before = store.commits.load(std::sync::atomic::Ordering::Relaxed);
+        let before = store
+            .group
+            .commits
+            .load(std::sync::atomic::Ordering::Relaxed);
         let held = store.conn();
         let writers: Vec<_> = (0..64)
             .map(|i| {
@@ -779,7 +737,7 @@ mod tests {
                 std::thread::spawn(move || s.write("r1", 0, &[entry(i)]))
             })
             .collect();
-        while store.pending.lock().map(|p| p.len()).unwrap_or(0) < 64 {
+        while store.group.pending.lock().map(|p| p.len()).unwrap_or(0) < 64 {
             std::thread::yield_now();
         }
         drop(held);
@@ -787,7 +745,11 @@ mod tests {
             assert_eq!(w.join().expect("writer"), Ok(()));
         }
         assert_eq!(
-            store.commits.load(std::sync::atomic::Ordering::Relaxed) - before,
+            store
+                .group
+                .commits
+                .load(std::sync::atomic::Ordering::Relaxed)
+                - before,
             1
         );
         assert_eq!(store.entries("r1").expect("entries").len(), 64);
