@@ -303,17 +303,31 @@ pub fn optimize(
         None => PassManager::new(opts.level),
     };
     pm.verify_each(opts.verify_each);
-    pm.run(module).map_err(|f| {
-        format!(
-            "internal compiler error: pass `{}` produced invalid IR: {}",
-            f.pass,
-            f.errors
-                .iter()
-                .map(|e| e.to_string())
-                .collect::<Vec<_>>()
-                .join("; ")
-        )
-    })
+    pm.run(module).map_err(pass_failure)
+}
+
+/// [`optimize`] without the per-pass statistics (for a caller that does
+/// not show them: they cost a walk of every flow after every pass).
+pub fn optimize_unmeasured(module: &mut ais_ir::Module, opts: &OptOptions) -> Result<(), String> {
+    use ais_ir::passes::PassManager;
+    let mut pm = match &opts.pipeline {
+        Some(p) => PassManager::parse(p).map_err(|e| format!("invalid --passes: {e}"))?,
+        None => PassManager::new(opts.level),
+    };
+    pm.verify_each(opts.verify_each);
+    pm.run_unmeasured(module).map_err(pass_failure)
+}
+
+fn pass_failure(f: ais_ir::passes::VerifyFailure) -> String {
+    format!(
+        "internal compiler error: pass `{}` produced invalid IR: {}",
+        f.pass,
+        f.errors
+            .iter()
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+            .join("; ")
+    )
 }
 
 #[cfg(test)]
