@@ -141,14 +141,17 @@ impl PathNode {
 /// `aisc check`'s allocations on programs with tools; issue 40). `None`
 /// is the empty label, without an allocation.
 #[derive(Clone, Debug, Default)]
-struct Lab(Option<Rc<Vec<(Rc<str>, Path)>>>);
+struct Lab(Option<Rc<Vec<Source>>>);
+
+/// A source's name and the first path from it.
+type Source = (Rc<str>, Path);
 
 impl Lab {
     fn new() -> Lab {
         Lab(None)
     }
 
-    fn entries(&self) -> &[(Rc<str>, Path)] {
+    fn entries(&self) -> &[Source] {
         self.0.as_deref().map_or(&[], Vec::as_slice)
     }
 
@@ -164,7 +167,7 @@ impl Lab {
         self.entries().binary_search_by(|(k, _)| (**k).cmp(key))
     }
 
-    fn insert(&mut self, at: usize, entry: (Rc<str>, Path)) {
+    fn insert(&mut self, at: usize, entry: Source) {
         Rc::make_mut(self.0.get_or_insert_with(Default::default)).insert(at, entry);
     }
 
