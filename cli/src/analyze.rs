@@ -47,7 +47,7 @@ pub fn analyze(out: &mut Output, path: &std::path::Path, opt: &OptArgs, json_out
         }
     };
     out.diagnostics_map(&sources, &compiled.diagnostics);
-    if let Err(e) = driver::optimize(&mut compiled.module, &opt.options()) {
+    if let Err(e) = driver::optimize_unmeasured(&mut compiled.module, &opt.options()) {
         eprintln!("error: {e}");
         return 1;
     }

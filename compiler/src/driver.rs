@@ -47,16 +47,35 @@ pub fn check_source_in(source: &str, env: &sema::Environment) -> FrontEnd {
     check_source_here(source, env)
 }
 
+thread_local! {
+    /// Set on a thread [`with_deep_stack`] started.
+    static ON_DEEP_STACK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// Runs `f` on a thread with a large stack. The parser is table driven, but
 /// the checker and the tree's destructor recurse over nesting, and a
 /// pathological (or generated) input must not overflow a small default stack.
+///
+/// Called again on such a thread (`aisc` runs its whole command on one, and
+/// the commands call this around each phase), `f` runs right there. Besides
+/// sparing a thread, this keeps a whole compilation on one thread, and so in
+/// one glibc malloc arena: a new thread gets an arena of its own, where
+/// the memory the front end freed (the syntax tree, each flow's graph once
+/// compiled) could not serve the later phases on the calling thread. That
+/// split made `aisc build` peak 40 % higher and `aisc check` 55 % higher
+/// (`agents`, 100k ops; docs/bench/compile-scale.md).
 pub fn with_deep_stack<T: Send>(f: impl FnOnce() -> T + Send) -> T {
     const STACK: usize = 512 << 20; // reserved address space; only touched pages cost memory
+    if ON_DEEP_STACK.with(|d| d.get()) {
+        return f();
+    }
     std::thread::scope(|scope| {
         match std::thread::Builder::new()
             .stack_size(STACK)
-            .spawn_scoped(scope, f)
-        {
+            .spawn_scoped(scope, || {
+                ON_DEEP_STACK.with(|d| d.set(true));
+                f()
+            }) {
             Ok(handle) => match handle.join() {
                 Ok(v) => v,
                 Err(panic) => std::panic::resume_unwind(panic),
@@ -284,15 +303,49 @@ pub fn optimize(
         None => PassManager::new(opts.level),
     };
     pm.verify_each(opts.verify_each);
-    pm.run(module).map_err(|f| {
-        format!(
-            "internal compiler error: pass `{}` produced invalid IR: {}",
-            f.pass,
-            f.errors
-                .iter()
-                .map(|e| e.to_string())
-                .collect::<Vec<_>>()
-                .join("; ")
-        )
-    })
+    pm.run(module).map_err(pass_failure)
+}
+
+/// [`optimize`] without the per-pass statistics (for a caller that does
+/// not show them: they cost a walk of every flow after every pass).
+pub fn optimize_unmeasured(module: &mut ais_ir::Module, opts: &OptOptions) -> Result<(), String> {
+    use ais_ir::passes::PassManager;
+    let mut pm = match &opts.pipeline {
+        Some(p) => PassManager::parse(p).map_err(|e| format!("invalid --passes: {e}"))?,
+        None => PassManager::new(opts.level),
+    };
+    pm.verify_each(opts.verify_each);
+    pm.run_unmeasured(module).map_err(pass_failure)
+}
+
+fn pass_failure(f: ais_ir::passes::VerifyFailure) -> String {
+    format!(
+        "internal compiler error: pass `{}` produced invalid IR: {}",
+        f.pass,
+        f.errors
+            .iter()
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+            .join("; ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_deep_stack;
+
+    /// A nested call stays on the deep thread (one thread, so one malloc
+    /// arena, for a whole compilation), and a call from elsewhere gets one.
+    #[test]
+    fn nested_deep_stack_runs_on_the_same_thread() {
+        let here = std::thread::current().id();
+        let (outer, inner) = with_deep_stack(|| {
+            let outer = std::thread::current().id();
+            (outer, with_deep_stack(|| std::thread::current().id()))
+        });
+        assert_ne!(outer, here);
+        assert_eq!(inner, outer);
+        // The flag belongs to the deep thread: this one still spawns.
+        assert_ne!(with_deep_stack(|| std::thread::current().id()), here);
+    }
 }

@@ -14,6 +14,7 @@
 use ais_ir::bytecode::{FlowCode, Imm, Instr, Program, RegionCode};
 use ais_ir::ifc::{sink_of, FlowPolicy, QUARANTINE};
 use ais_ir::{Diagnostic, Effect, Opcode, RegionSpec, Span};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -71,13 +72,22 @@ impl Finding {
     }
 }
 
+/// A hop while the analysis runs: most texts are fixed (an op's mnemonic,
+/// "memory read"), and one is made for every op on every sweep, so they
+/// are not copied into a `String` until a finding reports them.
+#[derive(Clone, Debug)]
+struct Step {
+    span: Span,
+    what: Cow<'static, str>,
+}
+
 /// A path: its newest hop and the path before it, shared by every label
 /// that extends it. Labels used to copy each path (hop texts and all) into
 /// every value it reached: most of `aisc check`'s memory on programs with
 /// tools (issue 40).
 #[derive(Debug)]
 struct PathNode {
-    hop: Hop,
+    hop: Step,
     /// Hops in the path, this one included (at most [`MAX_HOPS`]).
     len: usize,
     prev: Option<Path>,
@@ -86,7 +96,7 @@ struct PathNode {
 type Path = Rc<PathNode>;
 
 impl PathNode {
-    fn start(hop: Hop) -> Path {
+    fn start(hop: Step) -> Path {
         Rc::new(PathNode {
             hop,
             len: 1,
@@ -96,7 +106,7 @@ impl PathNode {
 
     /// The path extended by `hop` (itself when full, or when it already
     /// ends there).
-    fn extend(path: &Path, hop: Option<&Hop>) -> Path {
+    fn extend(path: &Path, hop: Option<&Step>) -> Path {
         match hop {
             Some(h) if path.len < MAX_HOPS && path.hop.span != h.span => Rc::new(PathNode {
                 hop: h.clone(),
@@ -112,7 +122,10 @@ impl PathNode {
         let mut out = Vec::with_capacity(path.len);
         let mut at = Some(path);
         while let Some(n) = at {
-            out.push(n.hop.clone());
+            out.push(Hop {
+                span: n.hop.span,
+                what: n.hop.what.to_string(),
+            });
             at = n.prev.as_ref();
         }
         out.reverse();
@@ -122,30 +135,45 @@ impl PathNode {
 
 /// Untrusted sources by name (sorted, as a map would be), each with the
 /// first path that reached it. A sorted vector: values carry a few sources
-/// at most, and a map's node cost more than the entries.
+/// at most, and a map's node cost more than the entries. Shared, copied on
+/// write: most values carry their operands' label unchanged, and every op
+/// reads its inputs' labels on every sweep (a copy each was most of
+/// `aisc check`'s allocations on programs with tools; issue 40). `None`
+/// is the empty label, without an allocation.
 #[derive(Clone, Debug, Default)]
-struct Lab(Vec<(Rc<str>, Path)>);
+struct Lab(Option<Rc<Vec<Source>>>);
+
+/// A source's name and the first path from it.
+type Source = (Rc<str>, Path);
 
 impl Lab {
     fn new() -> Lab {
-        Lab(Vec::new())
+        Lab(None)
+    }
+
+    fn entries(&self) -> &[Source] {
+        self.0.as_deref().map_or(&[], Vec::as_slice)
     }
 
     fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.entries().is_empty()
     }
 
     fn keys(&self) -> impl Iterator<Item = &str> {
-        self.0.iter().map(|(k, _)| &**k)
+        self.entries().iter().map(|(k, _)| &**k)
     }
 
     fn find(&self, key: &str) -> Result<usize, usize> {
-        self.0.binary_search_by(|(k, _)| (**k).cmp(key))
+        self.entries().binary_search_by(|(k, _)| (**k).cmp(key))
+    }
+
+    fn insert(&mut self, at: usize, entry: Source) {
+        Rc::make_mut(self.0.get_or_insert_with(Default::default)).insert(at, entry);
     }
 
     /// The sources with their paths, for a finding.
     fn sources(&self) -> BTreeMap<String, Vec<Hop>> {
-        self.0
+        self.entries()
             .iter()
             .map(|(k, p)| (k.to_string(), PathNode::hops(p)))
             .collect()
@@ -153,11 +181,25 @@ impl Lab {
 }
 
 /// Adds `src`'s sources to `dst` (paths extended by `hop`); true if new.
-fn merge(dst: &mut Lab, src: &Lab, hop: Option<&Hop>) -> bool {
+fn merge(dst: &mut Lab, src: &Lab, hop: Option<&Step>) -> bool {
+    let entries = src.entries();
+    if entries.is_empty() {
+        return false;
+    }
+    if hop.is_none() && dst.is_empty() {
+        // What the loop below would build: the same entries, shared.
+        *dst = src.clone();
+        return true;
+    }
+    if let (Some(d), Some(s)) = (&dst.0, &src.0) {
+        if Rc::ptr_eq(d, s) {
+            return false;
+        }
+    }
     let mut changed = false;
-    for (k, path) in &src.0 {
+    for (k, path) in entries {
         if let Err(at) = dst.find(k) {
-            dst.0.insert(at, (k.clone(), PathNode::extend(path, hop)));
+            dst.insert(at, (k.clone(), PathNode::extend(path, hop)));
             changed = true;
         }
     }
@@ -195,8 +237,8 @@ fn tier_index(instr: &Instr) -> usize {
     }
 }
 
-fn hop(instr: &Instr, what: impl Into<String>) -> Hop {
-    Hop {
+fn hop(instr: &Instr, what: impl Into<Cow<'static, str>>) -> Step {
+    Step {
         span: instr.span,
         what: what.into(),
     }
@@ -277,12 +319,11 @@ fn analyse(program: &Program, policy: &FlowPolicy, entry: Option<&EntryLabels>) 
 }
 
 impl State<'_> {
-    fn source(&self, name: &str, h: Hop) -> Lab {
-        let mut l = Lab::new();
-        if !self.policy.trusted(name) {
-            l.0.push((Rc::from(name), PathNode::start(h)));
+    fn source(&self, name: &str, h: Step) -> Lab {
+        if self.policy.trusted(name) {
+            return Lab::new();
         }
-        l
+        Lab(Some(Rc::new(vec![(Rc::from(name), PathNode::start(h))])))
     }
 
     /// Entry arguments and messages (handler parameters); `entry`: the
@@ -291,9 +332,9 @@ impl State<'_> {
         let given = entry.and_then(|e| Some((self.program.find_entry(None).ok()? as usize, e)));
         if let Some((fi, e)) = given {
             let f = &self.program.flows[fi];
-            let h = |name: &str| Hop {
+            let h = |name: &str| Step {
                 span: f.span,
-                what: format!("{} carry data from `{name}`", e.origin),
+                what: format!("{} carry data from `{name}`", e.origin).into(),
             };
             for (p, names) in e.params.iter().enumerate().take(f.params.len()) {
                 for n in names {
@@ -308,7 +349,7 @@ impl State<'_> {
         }
         for (fi, f) in self.program.flows.iter().enumerate() {
             if f.entry && given.is_none_or(|(g, _)| g != fi) {
-                let h = Hop {
+                let h = Step {
                     span: f.span,
                     what: "entry argument".into(),
                 };
@@ -336,9 +377,9 @@ impl State<'_> {
                 let Some(f) = self.program.flows.get(h.flow as usize) else {
                     continue;
                 };
-                let hp = Hop {
+                let hp = Step {
                     span: f.span,
-                    what: format!("a message from another agent (`on {}`)", h.event),
+                    what: format!("a message from another agent (`on {}`)", h.event).into(),
                 };
                 let l = self.source("@message", hp);
                 for p in 0..f.params.len() {
@@ -351,7 +392,7 @@ impl State<'_> {
     /// A message between agents of the program: every handler's
     /// parameters carry what any `communicate` sent (over-approximated:
     /// any message may reach any handler).
-    fn message_sent(&mut self, input: &Lab, at: &Hop) -> bool {
+    fn message_sent(&mut self, input: &Lab, at: &Step) -> bool {
         let mut changed = false;
         for a in &self.program.agents {
             for h in &a.handlers {
@@ -373,7 +414,7 @@ impl State<'_> {
             .unwrap_or_default()
     }
 
-    fn set(&mut self, f: usize, r: usize, s: u32, l: &Lab, h: Option<&Hop>) -> bool {
+    fn set(&mut self, f: usize, r: usize, s: u32, l: &Lab, h: Option<&Step>) -> bool {
         match self.slots[f][r].get_mut(s as usize) {
             Some(d) => merge(d, l, h),
             None => false,
@@ -568,7 +609,7 @@ impl State<'_> {
     /// What a hop through `instr` says: its mnemonic, and for an LLM op
     /// with a `schema:` under `[policy.quarantine] schemas`, why it is not
     /// quarantined (the hint a user needs to make it so).
-    fn hop_text(&self, instr: &Instr) -> String {
+    fn hop_text(&self, instr: &Instr) -> Cow<'static, str> {
         let m = instr.opcode.mnemonic();
         match &instr.imm {
             Imm::Llm(a) if self.policy.quarantine.schemas && a.schema.is_some() => {
@@ -578,11 +619,11 @@ impl State<'_> {
                     Some("it offers tools".into())
                 };
                 match why {
-                    Some(w) => format!("{m} (not quarantined: {w})"),
-                    None => m.to_string(),
+                    Some(w) => format!("{m} (not quarantined: {w})").into(),
+                    None => m.into(),
                 }
             }
-            _ => m.to_string(),
+            _ => m.into(),
         }
     }
 

@@ -255,7 +255,10 @@ impl FlowData {
 
     /// All live ops in pre-order (an op before the ops of its regions).
     pub fn walk(&self) -> Vec<Op> {
-        self.dfg.walk_region(self.body)
+        // Sized for every op of the flow once: growing by doubling was
+        // most of the allocations of `aisc build` (every pass and census
+        // walks each flow).
+        self.dfg.walk_from(self.body, self.dfg.ops.len())
     }
 }
 
@@ -620,13 +623,20 @@ impl Dfg {
     /// region number (a hashed set per walk was a large part of the walks
     /// the pass manager and the passes make per flow; issue 40).
     pub fn walk_region(&self, region: Region) -> Vec<Op> {
+        let direct = self.regions.get(region).map_or(0, |rd| rd.ops.len());
+        self.walk_from(region, direct)
+    }
+
+    /// [`Dfg::walk_region`] into a vector of `capacity`.
+    fn walk_from(&self, region: Region, capacity: usize) -> Vec<Op> {
         /// A frame not yet entered (its region may have been seen).
         const UNENTERED: usize = usize::MAX;
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(capacity);
         // `seen` guards against malformed graphs with region cycles.
         let mut seen = vec![false; self.regions.len()];
         // Each frame: a region and where the walk is in its ops.
-        let mut stack: Vec<(Region, usize)> = vec![(region, UNENTERED)];
+        let mut stack: Vec<(Region, usize)> = Vec::with_capacity(8);
+        stack.push((region, UNENTERED));
         while let Some((r, next)) = stack.last_mut() {
             if *next == UNENTERED {
                 match seen.get_mut(r.as_u32() as usize) {

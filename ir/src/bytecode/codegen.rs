@@ -363,14 +363,15 @@ impl FlowGen<'_> {
             .regions
             .get(r)
             .ok_or_else(|| self.dangling(format!("region {r}")))?;
-        let caps = self.captures.get(&r).cloned().unwrap_or_default();
+        let caps: &[Value] = self.captures.get(&r).map_or(&[], Vec::as_slice);
         let mut slots: HashMap<Value, u32> = HashMap::default();
         let mut slot_types = Vec::new();
-        let vty = |v: Value| dfg.values.get(v).map(|d| d.ty.clone());
+        // Borrowed: a type is only compared or interned here.
+        let vty = |v: Value| dfg.values.get(v).map(|d| &d.ty);
         for &v in args.iter().chain(caps.iter()) {
             let t = vty(v).ok_or_else(|| self.dangling(format!("value {v}")))?;
             slots.insert(v, u32_of(slot_types.len(), "slots")?);
-            slot_types.push(cx.intern(&t));
+            slot_types.push(cx.intern(t));
         }
         let mut ops = Vec::new();
         let mut operands: Vec<u32> = Vec::new();
@@ -386,7 +387,7 @@ impl FlowGen<'_> {
             let mut n_tokens = 0;
             if info.takes_ord {
                 for &v in od.operands.iter().rev() {
-                    if vty(v) == Some(Type::Ord) {
+                    if vty(v) == Some(&Type::Ord) {
                         n_tokens += 1;
                     } else {
                         break;
@@ -413,7 +414,7 @@ impl FlowGen<'_> {
             for &v in &od.results {
                 let t = vty(v).ok_or_else(|| self.dangling(format!("value {v}")))?;
                 slots.insert(v, u32_of(slot_types.len(), "slots")?);
-                slot_types.push(cx.intern(&t));
+                slot_types.push(cx.intern(t));
             }
             let mut regions = Vec::new();
             for (i, &c) in od.regions.iter().enumerate() {

@@ -209,9 +209,22 @@ impl PassManager {
     /// Runs every pass in order. Stops at the first pass after which the
     /// module does not verify (only with `verify_each`).
     pub fn run(&mut self, m: &mut Module) -> Result<Stats, VerifyFailure> {
+        self.run_passes(m, true)
+    }
+
+    /// [`PassManager::run`] without the statistics: the census they take
+    /// after every pass (a walk of every flow, its live ops sorted and
+    /// compared with the previous census) was a tenth of an `aisc build`
+    /// that does not show them (issue 40).
+    pub fn run_unmeasured(&mut self, m: &mut Module) -> Result<(), VerifyFailure> {
+        self.run_passes(m, false).map(drop)
+    }
+
+    /// The passes in order; with `measure`, each one's [`PassStats`].
+    fn run_passes(&mut self, m: &mut Module, measure: bool) -> Result<Stats, VerifyFailure> {
         let start = Instant::now();
         let mut stats = Stats::default();
-        let mut live = Census::of(m);
+        let mut live = measure.then(|| Census::of(m));
         for (name, pass) in &mut self.passes {
             let short = pass.name();
             if self.print.before_all || self.print.before.iter().any(|p| p == short) {
@@ -221,21 +234,23 @@ impl PassManager {
             let t0 = Instant::now();
             let changed = pass.run(m).changed();
             let time = t0.elapsed();
-            let (ops_before, calls) = (live.ops, live.llm_calls);
-            let (after, removed, added) = Census::after(m, live.flows);
-            stats.passes.push(PassStats {
-                name: name.clone(),
-                changed,
-                time,
-                ops_before,
-                ops_after: after.ops,
-                removed,
-                added,
-                llm_calls_before: calls,
-                llm_calls_after: after.llm_calls,
-                counters: pass.counters(),
-            });
-            live = after;
+            if let Some(before) = live.take() {
+                let (ops_before, calls) = (before.ops, before.llm_calls);
+                let (after, removed, added) = Census::after(m, before.flows);
+                stats.passes.push(PassStats {
+                    name: name.clone(),
+                    changed,
+                    time,
+                    ops_before,
+                    ops_after: after.ops,
+                    removed,
+                    added,
+                    llm_calls_before: calls,
+                    llm_calls_after: after.llm_calls,
+                    counters: pass.counters(),
+                });
+                live = Some(after);
+            }
             let wanted = self.print.after_all
                 || self.print.after.iter().any(|p| p == short)
                 || (self.print.after_change && changed);

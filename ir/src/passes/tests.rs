@@ -87,6 +87,21 @@ fn preset_o1_is_the_same_pipeline() {
 }
 
 #[test]
+fn unmeasured_run_gives_the_same_module() {
+    let mut measured = parse(CHAIN5);
+    PassManager::new(OptLevel::O1)
+        .run(&mut measured)
+        .expect("ok");
+    let mut plain = parse(CHAIN5);
+    PassManager::new(OptLevel::O1)
+        .run_unmeasured(&mut plain)
+        .expect("ok");
+    let out = print_module(&plain);
+    assert_eq!(out, print_module(&measured));
+    assert_eq!(count(&out, "= ask"), 1, "{out}");
+}
+
+#[test]
 fn max_depth_splits_chains() {
     let (out, _) = run(CHAIN5, "fuse-ask{max-depth=3}");
     assert_eq!(count(&out, "= ask"), 2, "{out}");

@@ -27,12 +27,13 @@ pub(crate) struct FlowFacts {
 impl FlowFacts {
     pub fn new(flow: &FlowData) -> FlowFacts {
         let dfg = &flow.dfg;
-        let mut order = Vec::new();
+        // Sized once (at most every op is live), not grown by doubling.
+        let mut order = Vec::with_capacity(dfg.ops.len());
         let mut region = vec![None; dfg.ops.len()];
         let mut seen = vec![false; dfg.regions.len()];
         // An explicit stack of (region, next op index): the walk's depth
         // follows the input's nesting.
-        let mut stack: Vec<(Region, usize)> = Vec::new();
+        let mut stack: Vec<(Region, usize)> = Vec::with_capacity(8);
         if let Some(s) = seen.get_mut(flow.body.index()) {
             *s = true;
             stack.push((flow.body, 0));
