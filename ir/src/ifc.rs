@@ -506,43 +506,32 @@ impl FlowPolicy {
     /// The sources whose values some argument rule names in `from` (and
     /// that are trusted): the runtime keeps their values to compare.
     pub fn value_sources(&self) -> Vec<String> {
-        let mut out: Vec<String> = self
-            .sinks
-            .values()
-            .flat_map(|r| r.args.values())
-            .flat_map(|a| a.from.iter())
-            .filter(|s| self.trusted(s))
-            .cloned()
-            .collect();
-        out.sort();
-        out.dedup();
+        let mut out = self.named_by_arg_rules(|a| &a.from);
+        out.retain(|s| self.trusted(s));
         out
     }
 
     /// The trusted tools some argument rule names in `lookup`: the
     /// runtime keeps the whole fields of their results, however keyed.
     pub fn lookup_sources(&self) -> Vec<String> {
-        let mut out: Vec<String> = self
-            .sinks
-            .values()
-            .flat_map(|r| r.args.values())
-            .flat_map(|a| a.lookup.iter())
-            .filter(|s| self.trusted(s))
-            .cloned()
-            .collect();
-        out.sort();
-        out.dedup();
+        let mut out = self.named_by_arg_rules(|a| &a.lookup);
+        out.retain(|s| self.trusted(s));
         out
     }
 
     /// The listings some argument rule names in `choice` (`TOOL` or
     /// `TOOL:FIELD`): the runtime keeps the whole fields of their results.
     pub fn choice_sources(&self) -> Vec<String> {
+        self.named_by_arg_rules(|a| &a.choice)
+    }
+
+    /// Every name one list of the argument rules holds, sorted, once each.
+    fn named_by_arg_rules(&self, list: impl Fn(&ArgRule) -> &Vec<String>) -> Vec<String> {
         let mut out: Vec<String> = self
             .sinks
             .values()
             .flat_map(|r| r.args.values())
-            .flat_map(|a| a.choice.iter())
+            .flat_map(|a| list(a).iter())
             .cloned()
             .collect();
         out.sort();

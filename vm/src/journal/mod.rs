@@ -178,16 +178,7 @@ impl Journal {
         entry: Option<&str>,
         args: &[(String, Json)],
     ) -> Result<Journal, JournalError> {
-        let args_text = serde_json::to_string(args).unwrap_or_else(|_| "[]".into());
-        let run = NewRun {
-            id: run_id,
-            program,
-            artifact,
-            entry,
-            args: &args_text,
-        };
-        let fence = store.begin_run(&run)?;
-        Ok(Journal::with(store, run_id, fence, HashMap::new()))
+        Journal::begin_row(store, run_id, program, artifact, entry, args, false)
     }
 
     /// [`Journal::begin_in`] for a run whose id nobody is given before
@@ -202,6 +193,18 @@ impl Journal {
         entry: Option<&str>,
         args: &[(String, Json)],
     ) -> Result<Journal, JournalError> {
+        Journal::begin_row(store, run_id, program, artifact, entry, args, true)
+    }
+
+    fn begin_row(
+        store: Arc<dyn Store>,
+        run_id: &str,
+        program: &str,
+        artifact: &[u8],
+        entry: Option<&str>,
+        args: &[(String, Json)],
+        unshown: bool,
+    ) -> Result<Journal, JournalError> {
         let args_text = serde_json::to_string(args).unwrap_or_else(|_| "[]".into());
         let run = NewRun {
             id: run_id,
@@ -210,7 +213,11 @@ impl Journal {
             entry,
             args: &args_text,
         };
-        let fence = store.begin_run_unshown(&run)?;
+        let fence = if unshown {
+            store.begin_run_unshown(&run)?
+        } else {
+            store.begin_run(&run)?
+        };
         Ok(Journal::with(store, run_id, fence, HashMap::new()))
     }
 

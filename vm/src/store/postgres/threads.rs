@@ -156,30 +156,7 @@ impl PgStore {
         run: &str,
         create: bool,
     ) -> Result<i64, JournalError> {
-        let seq = self.with(|c| {
-            let mut tx = c.transaction()?;
-            if create {
-                insert(&mut tx, thread, &Json::Object(Default::default()))?;
-            }
-            let row = tx.query_opt(
-                &format!(
-                    "UPDATE threads SET n_runs = n_runs + 1, updated_ms = {NOW_MS}
-                     WHERE id = $1 RETURNING n_runs"
-                ),
-                &[&thread],
-            )?;
-            let Some(row) = row else {
-                return Ok(None);
-            };
-            let seq: i64 = row.get(0);
-            tx.execute(
-                "INSERT INTO thread_runs (thread, seq, run) VALUES ($1, $2, $3)",
-                &[&thread, &seq, &run],
-            )?;
-            tx.commit()?;
-            Ok(Some(seq))
-        })?;
-        seq.ok_or_else(|| not_found(thread))
+        self.link_on_thread(thread, run, create, None)
     }
 
     pub(super) fn enqueue_on_thread_pg(
@@ -188,6 +165,19 @@ impl PgStore {
         q: &QueueOptions,
         thread: &str,
         create: bool,
+    ) -> Result<i64, JournalError> {
+        self.link_on_thread(thread, run.id, create, Some((run, q)))
+    }
+
+    /// Gives `run` the thread's next number (creating the thread first
+    /// when `create`), in one transaction with its queued row when
+    /// `queued`.
+    fn link_on_thread(
+        &self,
+        thread: &str,
+        run: &str,
+        create: bool,
+        queued: Option<(&NewRun<'_>, &QueueOptions)>,
     ) -> Result<i64, JournalError> {
         let seq = self.with(|c| {
             let mut tx = c.transaction()?;
@@ -206,10 +196,12 @@ impl PgStore {
                 return Ok(None);
             };
             let seq: i64 = row.get(0);
-            super::priority::insert_queued(&mut tx, run, q)?;
+            if let Some((new, q)) = queued {
+                super::priority::insert_queued(&mut tx, new, q)?;
+            }
             tx.execute(
                 "INSERT INTO thread_runs (thread, seq, run) VALUES ($1, $2, $3)",
-                &[&thread, &seq, &run.id],
+                &[&thread, &seq, &run],
             )?;
             tx.commit()?;
             Ok(Some(seq))
