@@ -11,17 +11,12 @@ mod serve_support;
 mod webhook_support;
 
 use ais_testkit::pg::PgServer;
-use serde_json::Value as Json;
 use serve_support::{write, Server};
 use std::path::Path;
-use std::process::{Command, Output};
-use std::time::Duration;
-use webhook_support::{Answer, Receiver, SECRET};
-
-const OK: &str =
-    "agent T {\n    @entry flow main(n: str) -> str {\n        return \"done \" + n\n    }\n}\n";
-const FAILS: &str = "agent T {\n    @entry flow main(n: str) -> str {\n        let _z = 1 / 0\n        return n\n    }\n}\n";
-const PAUSES: &str = "agent T {\n    @entry flow main(n: str) -> str {\n        let a = pause(\"Approve {n}?\")\n        return \"answer {a}\"\n    }\n}\n";
+use std::process::Command;
+use webhook_support::{
+    aisc, deliveries, run_ids, text, wait_for, Answer, Receiver, FAILS, OK, PAUSES, SECRET,
+};
 
 /// Loopback allowed, short backoffs, and the entry's secret in `HOOK_A`:
 /// no `AIS_WEBHOOK_SECRET`, so only the entry's secret can sign.
@@ -34,30 +29,6 @@ fn env() -> Vec<(&'static str, &'static str)> {
     ]
 }
 
-fn aisc(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_aisc"));
-    c.args(args)
-        .current_dir(dir)
-        .env("HOME", dir)
-        .env("NO_COLOR", "1")
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("AIS_STORE")
-        .env_remove("AIS_WEBHOOK_SECRET")
-        .env_remove("AIS_WEBHOOK_ALLOW_PRIVATE");
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.output().unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
 /// `[[webhooks]]` with one entry for `url`: completed and failed only.
 fn config(dir: &Path, url: &str) -> String {
     write(
@@ -67,38 +38,6 @@ fn config(dir: &Path, url: &str) -> String {
             "[[webhooks]]\nurl = \"{url}\"\nevents = [\"completed\", \"failed\"]\nsecret_env = \"HOOK_A\"\n"
         ),
     )
-}
-
-/// `aisc runs show ID --json`'s `webhooks`.
-fn deliveries(dir: &Path, id: &str, store: &[&str]) -> Vec<Json> {
-    let mut args = vec!["runs", "show", id, "--json"];
-    args.extend_from_slice(store);
-    let o = aisc(dir, &args, &[]);
-    assert!(o.status.success(), "{}", text(&o));
-    let j: Json = serde_json::from_slice(&o.stdout).unwrap();
-    j["webhooks"].as_array().cloned().unwrap_or_default()
-}
-
-/// The run ids of `aisc runs --json`.
-fn run_ids(dir: &Path, store: &[&str]) -> Vec<String> {
-    let mut args = vec!["runs", "--json"];
-    args.extend_from_slice(store);
-    let o = aisc(dir, &args, &[]);
-    String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Json>(l).ok())
-        .map(|j| j["id"].as_str().unwrap().to_string())
-        .collect()
-}
-
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    for _ in 0..2400 {
-        if done() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("gave up waiting for {what}");
 }
 
 #[test]

@@ -1,4 +1,5 @@
-//! The webhook receiver of `webhooks.rs`: an HTTP server on loopback (a
+//! What the webhook tests share: the programs, an isolated `aisc`, and the
+//! receiver: an HTTP server on loopback (a
 //! thread per connection) that checks every signature with the secret,
 //! keeps what it got, and answers as the test scripts it.
 #![allow(dead_code, clippy::unwrap_used)]
@@ -8,9 +9,78 @@ use serde_json::Value as Json;
 use std::collections::{BTreeSet, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Command, Output};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// A run that completes, one that fails and one that pauses.
+pub const OK: &str =
+    "agent T {\n    @entry flow main(n: str) -> str {\n        return \"done \" + n\n    }\n}\n";
+pub const FAILS: &str = "agent T {\n    @entry flow main(n: str) -> str {\n        let _z = 1 / 0\n        return n\n    }\n}\n";
+pub const PAUSES: &str = "agent T {\n    @entry flow main(n: str) -> str {\n        let a = pause(\"Approve {n}?\")\n        return \"answer {a}\"\n    }\n}\n";
+
+/// `aisc ARGS` in `dir` with `env` and nothing of the caller's provider
+/// key, store or webhook settings.
+pub fn aisc(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_aisc"));
+    c.args(args)
+        .current_dir(dir)
+        .env("HOME", dir)
+        .env("NO_COLOR", "1")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("AIS_STORE")
+        .env_remove("AIS_WEBHOOK_SECRET")
+        .env_remove("AIS_WEBHOOK_ALLOW_PRIVATE");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+/// Its stdout and stderr, as text.
+pub fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// `aisc runs show ID --json`'s `webhooks`.
+pub fn deliveries(dir: &Path, id: &str, store: &[&str]) -> Vec<Json> {
+    let mut args = vec!["runs", "show", id, "--json"];
+    args.extend_from_slice(store);
+    let o = aisc(dir, &args, &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!text(&o).contains("MfKQ9r8"), "the secret never prints");
+    let j: Json = serde_json::from_slice(&o.stdout).unwrap();
+    j["webhooks"].as_array().cloned().unwrap_or_default()
+}
+
+/// The run ids of `aisc runs --json`.
+pub fn run_ids(dir: &Path, store: &[&str]) -> Vec<String> {
+    let mut args = vec!["runs", "--json"];
+    args.extend_from_slice(store);
+    let o = aisc(dir, &args, &[]);
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Json>(l).ok())
+        .map(|j| j["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Polls `done` every 50 ms, for at most two minutes.
+pub fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    for _ in 0..2400 {
+        if done() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("gave up waiting for {what}");
+}
 
 /// The secret every `aisc` of the tests signs with.
 pub const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
