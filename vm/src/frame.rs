@@ -36,6 +36,23 @@ pub(crate) enum Role {
     Plan,
 }
 
+impl Role {
+    /// How a frame was started, as a tag and the loop index (0 outside a
+    /// loop): the part of a frame's dynamic identity its owner op leaves
+    /// open (the journal's `op_key`, the trace's [`path_key`]).
+    pub(crate) fn tag_and_index(&self) -> (u8, u64) {
+        match self {
+            Role::Call => (1, 0),
+            Role::Branch => (2, 0),
+            Role::Try => (3, 0),
+            Role::Catch => (4, 0),
+            Role::Iter { index, .. } => (5, *index as u64),
+            Role::Handler => (6, 0),
+            Role::Plan => (7, 0),
+        }
+    }
+}
+
 /// A compiled program the run executes: the developer's, or an inner plan
 /// linked while the run goes (`scheduler::inner_plan`). A frame's `flow`
 /// indexes its unit's flows; in telemetry its flow id is `base + flow`, so
@@ -82,16 +99,8 @@ pub(crate) fn path_key(owner: Option<&Owner<'_>>, flow: u32, region: u32, agent:
     let mut h = match owner {
         None => mix(0x6169_732e_656e_7472), // "ais.entr"
         Some(o) => {
-            let (tag, idx): (u64, u64) = match &o.role {
-                Role::Call => (1, 0),
-                Role::Branch => (2, 0),
-                Role::Try => (3, 0),
-                Role::Catch => (4, 0),
-                Role::Iter { index, .. } => (5, *index as u64),
-                Role::Handler => (6, 0),
-                Role::Plan => (7, 0),
-            };
-            let h = mix(o.frame.path ^ ((u64::from(o.op) << 8) | tag));
+            let (tag, idx) = o.role.tag_and_index();
+            let h = mix(o.frame.path ^ ((u64::from(o.op) << 8) | u64::from(tag)));
             mix(h.wrapping_add(idx))
         }
     };

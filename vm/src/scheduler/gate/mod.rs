@@ -105,7 +105,6 @@ impl EffectId {
 /// execution of the same program with the same inputs, whatever the
 /// scheduling order, because frames are started by ops, not by time.
 pub(crate) fn op_key(frame: &Frame<'_>, op: u32) -> String {
-    use crate::frame::Role;
     let mut h = Sha256::new();
     h.update(op.to_le_bytes());
     let mut f = frame;
@@ -114,15 +113,7 @@ pub(crate) fn op_key(frame: &Frame<'_>, op: u32) -> String {
         h.update(f.region.to_le_bytes());
         let Some(o) = &f.owner else { break };
         h.update(o.op.to_le_bytes());
-        let (tag, idx): (u8, u64) = match &o.role {
-            Role::Call => (1, 0),
-            Role::Branch => (2, 0),
-            Role::Try => (3, 0),
-            Role::Catch => (4, 0),
-            Role::Iter { index, .. } => (5, *index as u64),
-            Role::Handler => (6, 0),
-            Role::Plan => (7, 0),
-        };
+        let (tag, idx) = o.role.tag_and_index();
         h.update([tag]);
         h.update(idx.to_le_bytes());
         f = &o.frame;
