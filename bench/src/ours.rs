@@ -348,6 +348,7 @@ fn probe_request(i: usize) -> LlmRequest {
         turns: Vec::new(),
         on_text: None,
         critical: false,
+        attained: Default::default(),
     }
 }
 

@@ -8,6 +8,7 @@ use super::journal::{idempotent_tools, BudgetArgs};
 use super::load::Loaded;
 use super::run::{RunEdge, RunSetup, SetupError};
 use super::BackendArgs;
+use ais_serve::fair::FairShare;
 use ais_vm::journal::{self, Journal};
 use ais_vm::store::{Claim, Store};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -165,6 +166,12 @@ pub fn worker(w: &WorkerArgs, backend: &BackendArgs) -> i32 {
             return 1;
         }
     };
+    // The calls of this worker's runs share the backend least attained
+    // service first, as in `aisc serve`; under fleet limits each call
+    // carries its run's service to the store, which lets the fleet's least
+    // served run go next (docs/scale-out.md).
+    let fair = FairShare::gates(&*setup.llm.backend)
+        .then(|| FairShare::new(setup.llm.backend.concurrency()));
     let lease_ms = (w.lease_secs.max(0.05) * 1000.0) as i64;
     let listener = match w.listen.as_deref().map(probe::bind) {
         Some(Ok(l)) => Some(l),
@@ -231,7 +238,7 @@ pub fn worker(w: &WorkerArgs, backend: &BackendArgs) -> i32 {
             s.spawn(move || super::webhooks::deliver_loop(store, done, w.quiet));
         }
         for slot in 0..w.concurrency {
-            let (store, setup, failed, me) = (&store, &setup, &failed, &me);
+            let (store, setup, failed, me, fair) = (&store, &setup, &failed, &me, &fair);
             let (stop, running, live) = (&stop, &running, &live);
             s.spawn(move || {
                 let owner = format!("{me}/{slot}");
@@ -262,7 +269,7 @@ pub fn worker(w: &WorkerArgs, backend: &BackendArgs) -> i32 {
                         continue;
                     };
                     lock(running).push(claim.clone());
-                    let ended = execute(store, setup, w, &claim, lease_ms);
+                    let ended = execute(store, setup, fair.as_ref(), w, &claim, lease_ms);
                     lock(running).retain(|c| c.id != claim.id);
                     if matches!(ended, Ended::Lost) {
                         let _ = store.note_worker(&owner, 1, 0);
@@ -440,6 +447,7 @@ impl Drop for Heartbeat {
 fn execute(
     store: &Arc<dyn Store>,
     setup: &RunSetup,
+    fair: Option<&Arc<FairShare>>,
     w: &WorkerArgs,
     claim: &Claim,
     lease_ms: i64,
@@ -528,12 +536,11 @@ fn execute(
                 return Ended::Error(msg);
             }
         };
-    let report = ais_vm::run(
-        &loaded.program,
-        &prepared.options,
-        prepared.backend,
-        prepared.host,
-    );
+    let backend = match fair {
+        Some(f) => f.for_run(prepared.backend),
+        None => prepared.backend,
+    };
+    let report = ais_vm::run(&loaded.program, &prepared.options, backend, prepared.host);
     super::run::keep_latency_history();
     // This attempt's telemetry, whatever became of the run.
     if let Some(k) = &prepared.telemetry {

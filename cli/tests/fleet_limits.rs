@@ -546,3 +546,95 @@ fn failed_runs_are_retried_by_policy_then_dead_and_requeued() {
     let row = store.run_row(&edited).unwrap().unwrap();
     assert!(row.args.contains("edited"), "{}", row.args);
 }
+
+/// Sixteen independent calls: a long run.
+const WIDE: &str = r#"agent A {
+    @entry flow main(n: str) -> str {
+        ask("{n} 1") -> a1
+        ask("{n} 2") -> a2
+        ask("{n} 3") -> a3
+        ask("{n} 4") -> a4
+        ask("{n} 5") -> a5
+        ask("{n} 6") -> a6
+        ask("{n} 7") -> a7
+        ask("{n} 8") -> a8
+        ask("{n} 9") -> a9
+        ask("{n} 10") -> a10
+        ask("{n} 11") -> a11
+        ask("{n} 12") -> a12
+        ask("{n} 13") -> a13
+        ask("{n} 14") -> a14
+        ask("{n} 15") -> a15
+        ask("{n} 16") -> a16
+        return a16
+    }
+}
+"#;
+
+/// One call: a short run.
+const ONE: &str = r#"agent A {
+    @entry flow main(n: str) -> str {
+        ask("{n} only") -> a
+        return a
+    }
+}
+"#;
+
+/// Least attained service across the fleet (issue 36), end to end: two
+/// slots for the whole fleet, held by workers A and C, each running a
+/// sixteen-call run; worker B's one-call run ends before either, every
+/// call is made once and the fleet never has more than two in flight.
+/// (That a free slot waits for the least served process is asserted step
+/// by step in `vm/tests/fleet_limits.rs`; here the order of polls decides
+/// too much to count requests.)
+#[test]
+#[ignore = "needs PostgreSQL and python3: run ./test"]
+fn a_short_run_on_one_worker_goes_before_long_runs_on_others() {
+    let pg = PgServer::start();
+    let url = pg.url();
+    let provider = Provider::start(&["--p50-ms", "150"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (config, _) = setup(dir, provider.port, "fleet_concurrency = 2");
+    let (wide, one) = (dir.join("wide.ais"), dir.join("one.ais"));
+    std::fs::write(&wide, WIDE).unwrap();
+    std::fs::write(&one, ONE).unwrap();
+    let (wide, one) = (wide.display().to_string(), one.display().to_string());
+    let store = PgStore::connect(&url).unwrap();
+    let requests = || provider.counters()["requests"].as_i64().unwrap();
+    let status = |id: &str| {
+        let runs = store.list_runs().unwrap();
+        runs.iter().find(|r| r.id == id).map(|r| r.status)
+    };
+    let long_a = enqueue_one(dir, &url, &config, &wide, "long a", &[]);
+    let mut a = worker_n(dir, &url, &config, "a.log", "1");
+    wait_until(dir, "A's claim", || status(&long_a) != Some(Status::Queued));
+    let long_c = enqueue_one(dir, &url, &config, &wide, "long c", &[]);
+    let mut c = worker_n(dir, &url, &config, "c.log", "1");
+    wait_until(dir, "the long runs' first calls", || requests() >= 4);
+    let short = enqueue_one(dir, &url, &config, &one, "short", &[]);
+    let mut b = worker_n(dir, &url, &config, "b.log", "1");
+    let mut claimed_at = 0;
+    wait_until(dir, "B's claim", || {
+        claimed_at = requests();
+        status(&short) != Some(Status::Queued)
+    });
+    let mut done_at = 0;
+    wait_until(dir, "the short run", || {
+        done_at = requests();
+        status(&short) == Some(Status::Completed)
+    });
+    wait_until(dir, "the long runs", || completed(&store) == 3);
+    for w in [&mut a, &mut b, &mut c] {
+        let _ = w.kill();
+        let _ = w.wait();
+    }
+    let ends = ended(&store, &[short, long_a, long_c]);
+    let counters = provider.counters();
+    eprintln!(
+        "fleet LAS: B claimed at request {claimed_at}, its run done by request {done_at}; {counters}"
+    );
+    assert_eq!(counters["requests"].as_i64(), Some(33), "{counters}");
+    assert_eq!(counters["in_flight_peak"].as_i64(), Some(2), "{counters}");
+    assert!(ends[0] < ends[1] && ends[0] < ends[2], "ends {ends:?}");
+}

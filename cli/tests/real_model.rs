@@ -90,6 +90,7 @@ fn streaming_usage_schema_and_the_servers_limits() {
     let mut req = LlmRequest {
         cache: Default::default(),
         critical: false,
+        attained: Default::default(),
         on_text: Some(TextSink::new(move |e: &TextEvent| {
             if let TextEvent::Delta { text, .. } = e {
                 sink.lock()

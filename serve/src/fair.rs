@@ -232,7 +232,10 @@ impl LlmBackend for FairRun {
         true
     }
 
-    fn start(&self, request: LlmRequest, cancel: CancelToken, done: OnDone) {
+    fn start(&self, mut request: LlmRequest, cancel: CancelToken, done: OnDone) {
+        // Below this share (a fleet's slots), the call is still ordered by
+        // its run's service.
+        request.attained = ais_vm::llm::attained::Attained::of(&self.service);
         self.share.submit(Waiting {
             backend: Arc::clone(&self.inner),
             request,
@@ -317,6 +320,7 @@ mod tests {
             turns: Vec::new(),
             on_text: None,
             critical: false,
+            attained: Default::default(),
             cache: Default::default(),
         }
     }

@@ -458,6 +458,7 @@ mod tests {
             turns: Vec::new(),
             on_text: None,
             critical: false,
+            attained: Default::default(),
         }
     }
 

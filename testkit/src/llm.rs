@@ -28,6 +28,7 @@ pub fn request(kind: LlmOpKind, prompt: &str) -> LlmRequest {
         turns: Vec::new(),
         on_text: None,
         critical: false,
+        attained: Default::default(),
     }
 }
 

@@ -153,6 +153,7 @@ fn ask() -> LlmRequest {
     let mut r = LlmRequest {
         cache: Default::default(),
         critical: false,
+        attained: Default::default(),
         kind: LlmOpKind::Ask,
         agent: "T".into(),
         system: None,

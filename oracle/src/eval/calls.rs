@@ -464,6 +464,7 @@ impl<'p> Interpreter<'p> {
             turns: Vec::new(),
             on_text: None,
             critical: false,
+            attained: Default::default(),
         };
         let response = self
             .backend

@@ -86,6 +86,7 @@ impl Settings {
             turns: Vec::new(),
             on_text: None,
             critical: false,
+            attained: Default::default(),
         };
         let started = Instant::now();
         match backend.complete(&request, &CancelToken::new()) {

@@ -64,6 +64,7 @@ pub fn llm_request(agent: &str, instr: &Instr, args: &[Val]) -> Result<LlmReques
         cache: attrs.map(cache_hints).unwrap_or_default(),
         on_text: None,
         critical: false,
+        attained: Default::default(),
     })
 }
 

@@ -129,6 +129,7 @@ mod tests {
             cache: Default::default(),
             on_text: None,
             critical: false,
+            attained: Default::default(),
         };
         if prefix {
             r.cache = CacheHints {

@@ -6,6 +6,7 @@
 //! backend (`http`, shared transport and retry policy) speaks one of the
 //! wire protocols registered in `providers` (one folder each).
 
+pub mod attained;
 pub mod cache;
 pub mod http;
 pub mod jsonschema;
@@ -83,6 +84,10 @@ pub struct LlmRequest {
     /// what is asked, so never serialised (record keys ignore it).
     #[serde(skip)]
     pub critical: bool,
+    /// The attained service of the call's run, for admission by least
+    /// attained service (`attained`); never serialised.
+    #[serde(skip)]
+    pub attained: attained::Attained,
 }
 
 /// A tool offered to the model: its name as the program knows it (backends

@@ -410,6 +410,7 @@ mod tests {
             cache: Default::default(),
             on_text: None,
             critical: false,
+            attained: Default::default(),
         }
     }
 

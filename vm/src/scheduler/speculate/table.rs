@@ -400,6 +400,7 @@ fn same_request(a: &LlmRequest, b: &LlmRequest) -> bool {
     let strip = |r: &LlmRequest| LlmRequest {
         on_text: None,
         critical: false,
+        attained: Default::default(),
         ..r.clone()
     };
     strip(a) == strip(b)

@@ -54,7 +54,14 @@ impl Limiter for LocalLimiter {
         false
     }
 
-    fn try_take(&self, backend: &str, limits: &FleetLimits) -> Result<Take, JournalError> {
+    /// `service` does not matter here: this process's gate already
+    /// starts its least served run's call first.
+    fn try_take(
+        &self,
+        backend: &str,
+        limits: &FleetLimits,
+        _service: u64,
+    ) -> Result<Take, JournalError> {
         let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(self.with(backend, |b| {
             let now = Instant::now();

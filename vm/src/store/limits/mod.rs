@@ -11,6 +11,13 @@
 //! worker or a server). Waiting calls queue in the process; one
 //! dispatcher thread per backend asks the store for slots, so a process
 //! polls the store once per wait, not once per waiting call.
+//!
+//! Admission is by least attained service (issue 36): the process's next
+//! call is the waiting one whose run has had the fewest calls so far
+//! ([`crate::llm::attained`]; arrival order among equals), and the store
+//! hands a free slot to the process whose next call's run is the least
+//! served across the fleet, so a one-call run on one worker is not queued
+//! behind a fifty-call run on another.
 
 pub mod local;
 pub mod postgres;
@@ -64,8 +71,21 @@ pub trait Limiter: Send + Sync + std::fmt::Debug {
     /// True when the limits hold across processes (PostgreSQL), false when
     /// only inside this one.
     fn fleet_wide(&self) -> bool;
-    /// A slot for one call to `backend` under `limits`, or how long to wait.
-    fn try_take(&self, backend: &str, limits: &FleetLimits) -> Result<Take, JournalError>;
+    /// A slot for one call to `backend` under `limits`, or how long to
+    /// wait. `service` is the attained service of the run whose call would
+    /// take it: a fleet-wide store gives a free slot to a process whose
+    /// next call has more only when no other process is waiting with less.
+    fn try_take(
+        &self,
+        backend: &str,
+        limits: &FleetLimits,
+        service: u64,
+    ) -> Result<Take, JournalError>;
+    /// This process has no call waiting for `backend` any more (its claim
+    /// to go first ends).
+    fn stop_waiting(&self, _backend: &str) -> Result<(), JournalError> {
+        Ok(())
+    }
     /// Gives back slot `token`, counting the `tokens` the call used against
     /// the per-minute window.
     fn give_back(&self, backend: &str, token: &str, tokens: u64) -> Result<(), JournalError>;
@@ -120,7 +140,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// One backend's slots in this process: calls waiting for one, in order.
+/// One backend's slots in this process: calls waiting for one, in arrival
+/// order (taken least attained service first).
 struct Gate {
     name: String,
     limiter: Arc<dyn Limiter>,
@@ -175,7 +196,8 @@ impl Gate {
         }
     }
 
-    /// Hands slots to waiting calls in arrival order until none waits.
+    /// Hands slots to waiting calls, least attained service first, until
+    /// none waits.
     fn dispatch(self: Arc<Self>) {
         let mut down_since: Option<Instant> = None;
         loop {
@@ -187,6 +209,7 @@ impl Gate {
             if st.waiting.is_empty() {
                 st.dispatcher = false;
                 drop(st);
+                let _ = self.limiter.stop_waiting(&self.name);
                 self.fail(
                     gone,
                     LlmErrorKind::Cancelled,
@@ -195,16 +218,21 @@ impl Gate {
                 return;
             }
             st.freed = 0;
+            let service = next(&st.waiting).map_or(0, |(_, s)| s);
             drop(st);
             self.fail(
                 gone,
                 LlmErrorKind::Cancelled,
                 "cancelled while waiting for a fleet slot",
             );
-            let wait = match self.limiter.try_take(&self.name, &self.limits) {
+            let wait = match self.limiter.try_take(&self.name, &self.limits, service) {
                 Ok(Take::Slot(token)) => {
                     down_since = None;
-                    let Some(w) = lock(&self.state).waiting.pop_front() else {
+                    let taken = {
+                        let mut st = lock(&self.state);
+                        next(&st.waiting).and_then(|(i, _)| st.waiting.remove(i))
+                    };
+                    let Some(w) = taken else {
                         let _ = self.limiter.give_back(&self.name, &token, 0);
                         continue;
                     };
@@ -281,6 +309,16 @@ impl Gate {
         self.wake.notify_all();
         (w.done)(result, attempts);
     }
+}
+
+/// The call to start next and its run's attained service: the least
+/// served run's, the earliest among equals.
+fn next(waiting: &VecDeque<Waiting>) -> Option<(usize, u64)> {
+    waiting
+        .iter()
+        .map(|w| w.request.attained.get())
+        .enumerate()
+        .min_by_key(|&(i, s)| (s, i))
 }
 
 /// Records attempts and pauses the fleet on a `Retry-After`.

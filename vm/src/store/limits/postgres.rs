@@ -7,6 +7,12 @@
 //! counters. A slot is taken under that row's lock (`FOR UPDATE`), so the
 //! count of calls in flight and the insert of a new one are one step for
 //! the whole fleet.
+//!
+//! A process told to wait leaves a `backend_waiters` row (schema version
+//! 13) with the attained service of the run its next call belongs to,
+//! renewed at each of its polls and expiring [`WAITER_LEASE_MS`] after the
+//! last: a free slot goes to a process with more only while no live row
+//! says less, so the least served run of the fleet goes next.
 
 use super::{BackendLoad, Limiter, Take, POLL, SLOT_LEASE_MS};
 use crate::config::FleetLimits;
@@ -19,6 +25,10 @@ use std::time::Duration;
 
 const MINUTE_MS: i64 = 60_000;
 
+/// How long a waiting process's claim to go first outlives its last poll
+/// (polls come at most `POLL * 8` apart: see `limits::Gate::dispatch`).
+pub const WAITER_LEASE_MS: i64 = 1000;
+
 #[derive(Debug)]
 pub struct PgLimiter {
     inner: Arc<Inner>,
@@ -28,7 +38,8 @@ pub struct PgLimiter {
 struct Inner {
     pool: Pool,
     location: String,
-    /// This process (`host:pid:start`) and a counter name its slots.
+    /// This limiter (`host:pid:start/n`: one per process and store, but
+    /// each its own claimant) and a counter name its slots.
     owner: String,
     next: AtomicU64,
     /// Slots this process holds: the only ones it renews.
@@ -43,7 +54,11 @@ impl PgLimiter {
         let inner = Arc::new(Inner {
             pool: Pool::new(config, 4),
             location,
-            owner: crate::store::lease::this_process(),
+            owner: {
+                static INSTANCES: AtomicU64 = AtomicU64::new(0);
+                let n = INSTANCES.fetch_add(1, Ordering::Relaxed);
+                format!("{}/{n}", crate::store::lease::this_process())
+            },
             next: AtomicU64::new(0),
             held: Mutex::default(),
         });
@@ -126,8 +141,14 @@ impl Limiter for PgLimiter {
         true
     }
 
-    fn try_take(&self, backend: &str, limits: &FleetLimits) -> Result<Take, JournalError> {
+    fn try_take(
+        &self,
+        backend: &str,
+        limits: &FleetLimits,
+        service: u64,
+    ) -> Result<Take, JournalError> {
         let me = &self.inner;
+        let service = i64::try_from(service).unwrap_or(i64::MAX);
         let token = format!("{}#{}", me.owner, me.next.fetch_add(1, Ordering::Relaxed));
         let cap = |v: Option<u64>| v.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
         let (conc, rpm, tpm) = (
@@ -182,8 +203,23 @@ impl Limiter for PgLimiter {
                     &[&backend],
                 )?
                 .get(0);
-            if conc.is_some_and(|c| in_flight >= c) {
+            // A process whose next call's run is less served waits too:
+            // it goes first.
+            let behind: bool = tx
+                .query_one(
+                    "SELECT EXISTS (SELECT 1 FROM backend_waiters WHERE backend = $1
+                     AND owner <> $2 AND until_ms > $3 AND service < $4)",
+                    &[&backend, &me.owner, &now, &service],
+                )?
+                .get(0);
+            if conc.is_some_and(|c| in_flight >= c) || behind {
                 wait(&mut tx)?;
+                tx.execute(
+                    "INSERT INTO backend_waiters (backend, owner, service, until_ms)
+                     VALUES ($1, $2, $3, $4) ON CONFLICT (backend, owner)
+                     DO UPDATE SET service = EXCLUDED.service, until_ms = EXCLUDED.until_ms",
+                    &[&backend, &me.owner, &service, &(now + WAITER_LEASE_MS)],
+                )?;
                 tx.commit()?;
                 return Ok(Take::Wait(POLL));
             }
@@ -224,6 +260,17 @@ impl Limiter for PgLimiter {
             }
             tx.commit()
         })
+    }
+
+    fn stop_waiting(&self, backend: &str) -> Result<(), JournalError> {
+        let owner = &self.inner.owner;
+        self.inner.with(|c| {
+            c.execute(
+                "DELETE FROM backend_waiters WHERE backend = $1 AND owner = $2",
+                &[&backend, owner],
+            )
+        })?;
+        Ok(())
     }
 
     fn pause(&self, backend: &str, pause: Duration) -> Result<(), JournalError> {

@@ -225,6 +225,16 @@ const MIGRATIONS: &[&str] = &[
     // (webhook::Deliverer::prune deletes them in bounded batches).
     "CREATE INDEX IF NOT EXISTS webhook_deliveries_ended ON webhook_deliveries (ended_ms)
         WHERE status <> 'pending';",
+    // 13: processes waiting for a fleet slot, with the attained service of
+    // their next call's run (store/limits/postgres.rs: least attained
+    // service across the fleet).
+    "CREATE TABLE IF NOT EXISTS backend_waiters (
+        backend TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        service BIGINT NOT NULL,
+        until_ms BIGINT NOT NULL,
+        PRIMARY KEY (backend, owner)
+     );",
 ];
 
 /// The schema version this binary writes and reads.
