@@ -1,6 +1,6 @@
 //! Checkpoints of the run journal's WAL, off the writers' path.
 //!
-//! Left to itself, SQLite checkpoints a WAL database once the WAL passes
+//! Left to itself, SQLite checkpoints a WAL database once the WAL holds
 //! 1000 pages, in the connection whose commit took it there: inside that
 //! commit, with the store's connection held, it copies the pages into the
 //! database and fsyncs both files. In a fresh `aisc run` that commit is
@@ -11,32 +11,44 @@
 //! milliseconds, and the run's makespan grows by that much.
 //!
 //! So the journal's connection never checkpoints (`wal_autocheckpoint =
-//! 0`). After a commit that grew the WAL by [`WAL_LIMIT`] bytes since the
-//! last checkpoint was asked for, a thread of the store checkpoints it on
-//! a connection of its own, `PASSIVE`ly: it blocks neither writers nor
+//! 0`). After a commit that leaves [`PAGES`] frames or more in the WAL
+//! not yet checkpointed, a thread of the store checkpoints it on a
+//! connection of its own, `PASSIVE`ly: it blocks neither writers nor
 //! readers, and what it does not finish (a process that exits meanwhile)
 //! the next one does. Durability is unchanged: a shown write still waits
 //! for its WAL fsync (`Group::sync`); a checkpoint only moves committed
-//! frames into the database. SQLite restarts the WAL from its start once
-//! a checkpoint has copied all of it, and truncates the file then
-//! (`journal_size_limit = 0`), so the file's length is what was written
-//! since.
+//! frames into the database. The WAL file is reused as SQLite always
+//! does (not truncated: an fsync of a file that grew would also write its
+//! size).
+//!
+//! How many frames wait: the WAL index (`runs.db-shm`, whose layout
+//! SQLite documents, <https://sqlite.org/walformat.html>) holds the last
+//! frame committed (`mxFrame`, header offset 16) and the last one copied
+//! into the database (`nBackfill`, offset 96), both 32-bit in the
+//! machine's byte order. It is read after each commit, under the store's
+//! connection lock (one read of 100 bytes); a value torn by another
+//! process writing meanwhile only moves one checkpoint a commit earlier
+//! or later.
 
 use crate::sync::{lock, wait_until};
 use rusqlite::Connection;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
-/// WAL growth (bytes) between checkpoints: SQLite's own threshold of
-/// 1000 pages of 4 KiB.
-pub(super) const WAL_LIMIT: u64 = 1000 * 4096;
+/// Frames in the WAL, not yet checkpointed, that start a checkpoint:
+/// SQLite's own default.
+pub(super) const PAGES: u32 = 1000;
+
+/// Where the WAL index header keeps `mxFrame` and the checkpoint info
+/// `nBackfill` (walformat.html, "The WAL-Index Header").
+const MX_FRAME: usize = 16;
+const N_BACKFILL: usize = 96;
 
 /// Hands the checkpoints of `conn` (the store's connection to a WAL
 /// database) to a [`Checkpointer`].
 pub(super) fn hand_over(conn: &Connection) -> rusqlite::Result<()> {
-    conn.pragma_update(None, "wal_autocheckpoint", 0)?;
-    conn.pragma_update(None, "journal_size_limit", 0)
+    conn.pragma_update(None, "wal_autocheckpoint", 0)
 }
 
 /// Asks for checkpoints of one WAL database and makes them on a thread
@@ -45,9 +57,11 @@ pub(super) fn hand_over(conn: &Connection) -> rusqlite::Result<()> {
 #[derive(Debug)]
 pub(super) struct Checkpointer {
     db: PathBuf,
-    wal: PathBuf,
-    /// The WAL's length when the last checkpoint was asked for.
-    mark: AtomicU64,
+    shm: PathBuf,
+    /// The WAL index, opened at the first commit (`None`: it cannot be
+    /// read, and SQLite's frames go uncheckpointed until the store is
+    /// reopened; readers still find them in the WAL).
+    index: OnceLock<Option<std::fs::File>>,
     shared: Arc<Shared>,
     started: Mutex<bool>,
 }
@@ -67,33 +81,40 @@ struct State {
 }
 
 impl Checkpointer {
-    pub(super) fn new(db: PathBuf, wal: PathBuf) -> Checkpointer {
+    pub(super) fn new(db: PathBuf, shm: PathBuf) -> Checkpointer {
         Checkpointer {
             db,
-            wal,
-            mark: AtomicU64::new(0),
+            shm,
+            index: OnceLock::new(),
             shared: Arc::default(),
             started: Mutex::new(false),
         }
     }
 
-    /// After a commit: asks for a checkpoint when the WAL grew by
-    /// [`WAL_LIMIT`] since the last one was asked for (one `stat`).
+    /// After a commit: asks for a checkpoint when [`PAGES`] frames or
+    /// more wait in the WAL.
     pub(super) fn committed(&self) {
-        let Ok(len) = std::fs::metadata(&self.wal).map(|m| m.len()) else {
-            return;
-        };
-        let mark = self.mark.load(Ordering::Relaxed);
-        // Shorter than at the mark: SQLite restarted the WAL.
-        let base = if len < mark { 0 } else { mark };
-        if len < base + WAL_LIMIT {
-            if base != mark {
-                self.mark.store(base, Ordering::Relaxed);
-            }
-            return;
+        if self.waiting_frames().is_some_and(|n| n >= PAGES) {
+            self.ask();
         }
-        self.mark.store(len, Ordering::Relaxed);
-        self.ask();
+    }
+
+    /// Frames committed to the WAL and not yet copied into the database.
+    pub(super) fn waiting_frames(&self) -> Option<u32> {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut f = self
+            .index
+            .get_or_init(|| std::fs::File::open(&self.shm).ok())
+            .as_ref()?;
+        let mut head = [0u8; N_BACKFILL + 4];
+        f.seek(SeekFrom::Start(0)).ok()?;
+        f.read_exact(&mut head).ok()?;
+        let word = |at: usize| {
+            let mut w = [0u8; 4];
+            w.copy_from_slice(&head[at..at + 4]);
+            u32::from_ne_bytes(w)
+        };
+        Some(word(MX_FRAME).saturating_sub(word(N_BACKFILL)))
     }
 
     fn ask(&self) {
@@ -109,8 +130,11 @@ impl Checkpointer {
                 .is_ok();
         }
         drop(started);
-        lock(&self.shared.state).asked = true;
-        self.shared.wake.notify_one();
+        let mut st = lock(&self.shared.state);
+        if !st.asked {
+            st.asked = true;
+            self.shared.wake.notify_one();
+        }
     }
 
     /// Checkpoints made so far.
