@@ -39,6 +39,8 @@ pub(super) struct Group {
     pub(super) synced: Mutex<u64>,
     /// WAL fsyncs done (for tests: the fsyncs per shown write).
     pub(super) fsyncs: AtomicU64,
+    /// Checkpoints of the WAL, made off the writers' path (`wal` only).
+    pub(super) checkpoint: Option<super::checkpoint::Checkpointer>,
 }
 
 /// A write waiting for the next group commit (its statements, run in a
@@ -65,7 +67,17 @@ impl std::fmt::Debug for Pending {
 impl Group {
     /// `wal`: the database's WAL file when it is on disk in WAL mode.
     pub(super) fn new(wal: Option<PathBuf>) -> Group {
+        // SQLite names the WAL and its index after the database:
+        // `NAME-wal`, `NAME-shm`.
+        let checkpoint = wal.as_ref().and_then(|w| {
+            let db = w.file_name()?.to_str()?.strip_suffix("-wal")?;
+            Some(super::checkpoint::Checkpointer::new(
+                w.with_file_name(db),
+                w.with_file_name(format!("{db}-shm")),
+            ))
+        });
         Group {
+            checkpoint,
             pending: Mutex::new(Vec::new()),
             commits: AtomicU64::new(0),
             wal,
@@ -194,6 +206,9 @@ impl Group {
         .map_err(|e| fail("journal.write", e));
         if whole.is_ok() {
             self.commits.fetch_add(1, Ordering::SeqCst);
+            if let Some(c) = &self.checkpoint {
+                c.committed();
+            }
         }
         // A connection left at `NORMAL` would commit everything else
         // without an fsync: the writers hear of it (their rows are
@@ -303,5 +318,66 @@ mod tests {
         assert_eq!(r1.result.as_deref(), Some("\"x\""));
         assert_eq!(again.entries("r1").expect("entries").len(), 10);
         assert_eq!(again.entries("r2").expect("entries").len(), 16);
+    }
+
+    /// A fan-out's answers never wait for a checkpoint: the journal's
+    /// connection makes none; the store's thread makes one once `PAGES`
+    /// frames wait in the WAL, and the WAL starts over after it.
+    #[test]
+    fn the_wal_is_checkpointed_off_the_writers_path() {
+        use super::super::checkpoint::PAGES;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = SqliteStore::open(Some(dir.path())).expect("open");
+        let auto: i64 = store
+            .conn()
+            .query_row("PRAGMA wal_autocheckpoint", [], |r| r.get(0))
+            .expect("pragma");
+        assert_eq!(auto, 0, "the journal's connection does not checkpoint");
+        let cp = store
+            .group
+            .checkpoint
+            .as_ref()
+            .expect("a WAL database has a checkpointer");
+        let run = NewRun {
+            id: "r1",
+            program: "p",
+            artifact: b"a",
+            entry: None,
+            args: "[]",
+        };
+        store.begin_run_unshown(&run).expect("begin");
+        assert_eq!(cp.done(), 0);
+        let big = |i: usize| Entry {
+            value: Some(format!("\"{}\"", "x".repeat(16 * 1024))),
+            ..entry(i)
+        };
+        // Each write appends its pages to the WAL and none checkpoints
+        // them, until the commit that leaves `PAGES` waiting asks for it.
+        let mut n = 0;
+        while cp.waiting_frames().expect("WAL index") < PAGES && n < 4096 {
+            store.write_unshown("r1", 0, &[big(n)]).expect("write");
+            n += 1;
+        }
+        assert!(n < 4096, "{n} writes never filled the WAL");
+        cp.wait_for(1);
+        assert!(cp.done() >= 1, "the store's thread checkpointed");
+        assert_eq!(
+            cp.waiting_frames(),
+            Some(0),
+            "it copied every frame committed before it was asked"
+        );
+        assert_eq!(fsyncs(&store), 0, "no write waited for an fsync");
+        let db = std::fs::metadata(dir.path().join(crate::store::rows::DB_FILE))
+            .expect("db")
+            .len();
+        assert!(
+            db >= u64::from(PAGES) * 4096 / 2,
+            "the frames moved into the database ({db} bytes)"
+        );
+        // The next commit starts the WAL over.
+        store.write_unshown("r1", 0, &[entry(n)]).expect("write");
+        let left = cp.waiting_frames().expect("WAL index");
+        assert!(left < 16, "the WAL started over ({left} frames wait)");
+        assert_eq!(store.entries("r1").expect("entries").len(), n + 1);
     }
 }

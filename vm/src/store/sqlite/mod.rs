@@ -4,6 +4,7 @@
 //! work queues, the episodic log).
 
 pub mod agent;
+mod checkpoint;
 pub mod episodic;
 mod group;
 mod memory;

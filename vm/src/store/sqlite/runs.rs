@@ -196,8 +196,14 @@ impl SqliteStore {
                 // SQLite names it after the database file, byte for byte.
                 let mut wal = d.join(DB_FILE).into_os_string();
                 wal.push("-wal");
-                mode.eq_ignore_ascii_case("wal")
-                    .then(|| std::path::PathBuf::from(wal))
+                let wal = mode
+                    .eq_ignore_ascii_case("wal")
+                    .then(|| std::path::PathBuf::from(wal));
+                // Checkpoints are made off the writers' path.
+                if wal.is_some() {
+                    super::checkpoint::hand_over(&conn).map_err(db_err(&path))?;
+                }
+                wal
             }
             None => None,
         };
