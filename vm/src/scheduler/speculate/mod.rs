@@ -384,9 +384,14 @@ impl<'r> Run<'r> {
     /// reads), with no idempotency key (a read-only call needs none).
     pub(super) fn spec_tool_loop(&self) -> Vec<crate::telemetry::OpEvent> {
         while let Some(job) = self.spec.tools.next() {
+            // A tool that panics fails its call; an op waiting to adopt
+            // it must not wait forever.
             let call = || {
-                self.host
-                    .invoke_tool(&job.agent, &job.tool, &job.args, &job.cancel)
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    self.host
+                        .invoke_tool(&job.agent, &job.tool, &job.args, &job.cancel)
+                }))
+                .unwrap_or_else(|_| Err(HostError::new("tool.panicked", "the tool panicked")))
             };
             let (outcome, read) = if self.labels.off() {
                 (call(), Vec::new())
