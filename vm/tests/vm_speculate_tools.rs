@@ -410,3 +410,96 @@ fn a_tool_call_carrying_untrusted_data_is_never_speculated() {
     let (s, lookups) = go(false);
     assert_eq!((s.tool_speculated, lookups), (0, 1), "{s:?}");
 }
+
+/// Four arms, each one subprocess tool call with a known argument.
+const ROUTER_AAM: &str = r#"
+agent @Router {
+  flow @main(%ticket: str) -> json entry {
+    %0 = template %ticket {template = "Classify this ticket: {0}"} : str
+    %1 = ask %0 : str
+    %2 = switch %1 : json {
+      case "allowed" {
+        %3 = object %ticket {keys = json ["q"]} : json
+        %4 = inv %3 {tool = "kb"} : json
+        yield %4
+      }
+      case "denied" {
+        %5 = object %ticket {keys = json ["q"]} : json
+        %6 = inv %5 {tool = "kb_denied"} : json
+        yield %6
+      }
+      case "destructive" {
+        %7 = object %ticket {keys = json ["q"]} : json
+        %8 = inv %7 {tool = "kb_destructive"} : json
+        yield %8
+      }
+      default {
+        %9 = object %ticket {keys = json ["q"]} : json
+        %10 = inv %9 {tool = "kb_other"} : json
+        yield %10
+      }
+    }
+    return %2
+  }
+}
+"#;
+
+#[test]
+fn the_host_s_access_policy_and_confirmations_bound_what_is_speculated() {
+    let p = program(ROUTER_AAM);
+    let dir = tempfile::tempdir().unwrap();
+    let tools = ["kb", "kb_denied", "kb_destructive", "kb_other"];
+    let mut config = String::new();
+    for t in tools {
+        // Each tool logs the calls it receives, then answers.
+        let script = dir.path().join(format!("{t}.sh"));
+        let log = dir.path().join(format!("{t}.log"));
+        std::fs::write(
+            &script,
+            format!(
+                "cat >> '{}'\necho >> '{}'\nsleep 0.05\necho '{{\"tool\": \"{t}\"}}'\n",
+                log.display(),
+                log.display()
+            ),
+        )
+        .unwrap();
+        config.push_str(&format!(
+            "[[tools.subprocess]]\nname = \"{t}\"\ncommand = [\"sh\", \"{}\"]\neffect = \"read-only\"\ndestructive = {}\n",
+            script.display(),
+            t == "kb_destructive"
+        ));
+    }
+    config.push_str("[access.allow]\nRouter = [\"kb\", \"kb_destructive\", \"kb_other\"]\n");
+    let received = |t: &str| {
+        std::fs::read_to_string(dir.path().join(format!("{t}.log")))
+            .map_or(0, |s| s.lines().filter(|l| !l.trim().is_empty()).count())
+    };
+    let aam = ais_vm::aam::config::AamConfig::parse(&config, None).unwrap();
+    let mut o = options(budget(8), true);
+    o.flow_policy.catalogue = Arc::new(aam.declarations());
+    let host = Arc::new(
+        ais_vm::aam::AamHost::open(ais_vm::aam::AamOptions {
+            storage: ais_vm::aam::Storage::Ephemeral,
+            config: aam,
+            confirm: ais_vm::aam::Confirm::Deny,
+            console: None,
+        })
+        .unwrap(),
+    );
+    let r = ais_vm::run(&p, &o, backend("allowed", Duration::from_millis(150)), host);
+    assert_eq!(r.outcome.unwrap(), json!({ "tool": "kb" }));
+    // Speculated: the two tools the agent may call unasked; the taken
+    // one's call was adopted (received once), the other discarded. The
+    // tool `[access]` denies and the destructive one (it would need
+    // `--yes`) were never started.
+    let s = r.summary.speculation.unwrap();
+    assert_eq!(received("kb"), 1, "{s:?}");
+    assert_eq!(received("kb_other"), 1, "{s:?}");
+    assert_eq!(received("kb_denied"), 0);
+    assert_eq!(received("kb_destructive"), 0);
+    assert_eq!(
+        (s.tool_speculated, s.tool_adopted, s.tool_discarded),
+        (2, 1, 1),
+        "{s:?}"
+    );
+}
