@@ -476,8 +476,9 @@ pub fn run_loaded(
         );
         if let Some(sp) = &s.speculation {
             eprintln!(
-                "speculation: {} calls started before their branch was decided, {} adopted, {} discarded; {:.1} ms saved; extra cost ${:.6} (budget {} calls, ${:.4}; in the cost above)",
+                "speculation: {} calls started before their branch was decided ({} of them tool calls), {} adopted, {} discarded; {:.1} ms saved; extra cost ${:.6} (budget {} calls, ${:.4}; in the cost above)",
                 sp.speculated,
+                sp.tool_speculated,
                 sp.adopted,
                 sp.discarded,
                 sp.saved_ms,

@@ -73,6 +73,14 @@ pub trait Host: Send + Sync {
         let _ = idempotency_key;
         self.invoke_tool(agent, tool, args, cancel)
     }
+    /// Would a call of `tool` by `agent` run without anyone being asked:
+    /// allowed by the host's access policy and needing no confirmation?
+    /// Speculation starts only such calls (`scheduler` `speculate`). A
+    /// host with no access policy and no confirmations: yes (the default).
+    fn may_call_unasked(&self, agent: &str, tool: &str) -> bool {
+        let _ = (agent, tool);
+        true
+    }
     /// `exec(command, args...)`. Blocking allowed (runs on an I/O thread).
     fn exec(&self, agent: &str, args: &[Json], cancel: &CancelToken) -> Result<Json, HostError>;
     /// `qmem(query) {tier}`.

@@ -5,7 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
-/// A run's speculation budget: at most `max_extra_calls` LLM calls and
+/// A run's speculation budget: at most `max_extra_calls` calls (LLM and
+/// read-only tool calls) and
 /// `max_extra_cost_usd` spent on arms that are not taken. Either at 0:
 /// no speculation.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -24,12 +25,20 @@ impl Speculate {
 /// What speculation did in a run (the run summary's `speculation`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SpeculationSummary {
-    /// LLM calls started before their branch was decided.
+    /// Calls (LLM and read-only tool calls) started before their branch
+    /// was decided.
     pub speculated: u64,
     /// Of those, calls whose arm was taken: their op used the reply.
     pub adopted: u64,
     /// Calls of arms not taken (cancelled; never journaled).
     pub discarded: u64,
+    /// Of `speculated`, `adopted` and `discarded`: the tool calls.
+    #[serde(default)]
+    pub tool_speculated: u64,
+    #[serde(default)]
+    pub tool_adopted: u64,
+    #[serde(default)]
+    pub tool_discarded: u64,
     /// Tokens and cost (at the configured prices) of the discarded calls,
     /// included in the run's `cost_usd`.
     pub extra_input_tokens: u64,

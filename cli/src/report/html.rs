@@ -153,14 +153,24 @@ fn total_line(totals: &Json) -> String {
 }
 
 /// What speculation of branch arms did (`None`: it was off): calls
-/// started early, adopted and discarded, the time adopted calls had
+/// started early (LLM and read-only tool calls, the tool calls also
+/// apart), adopted and discarded, the time adopted calls had
 /// already run, and the discarded calls' cost against the budget.
 fn speculation_line(s: Option<&Json>) -> Option<String> {
     let s = s.filter(|s| s.is_object())?;
     let f = |k: &str| s.get(k).and_then(Json::as_f64).unwrap_or(0.0);
     let u = |k: &str| s.get(k).and_then(Json::as_u64).unwrap_or(0);
+    // Read-only tool calls among them (absent in older summaries).
+    let tools = match u("tool_speculated") {
+        0 => String::new(),
+        n => format!(
+            " (tool calls: {n} started, {} adopted, {} discarded)",
+            u("tool_adopted"),
+            u("tool_discarded")
+        ),
+    };
     Some(format!(
-        "{} calls started early: {} adopted, {} discarded; {:.1} ms saved; extra ${:.6} (budget {} calls, ${:.4})",
+        "{} calls started early: {} adopted, {} discarded{tools}; {:.1} ms saved; extra ${:.6} (budget {} calls, ${:.4})",
         u("speculated"),
         u("adopted"),
         u("discarded"),

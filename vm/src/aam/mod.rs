@@ -521,6 +521,12 @@ impl Host for AamHost {
         })
     }
 
+    fn may_call_unasked(&self, agent: &str, tool: &str) -> bool {
+        // A tool not registered yet (an MCP server not started) is not
+        // known to need no confirmation.
+        self.may_call(agent, tool).is_ok() && self.tool(tool).is_some_and(|t| !t.destructive)
+    }
+
     fn exec(&self, agent: &str, args: &[Json], cancel: &CancelToken) -> Result<Json, HostError> {
         let t0 = Instant::now();
         let Some((cmd, rest)) = args.split_first() else {

@@ -300,17 +300,19 @@ impl<'r> Run<'r> {
                 }));
             }
             let key = jkey.as_ref().and_then(|id| self.idempotency_key(id));
-            (self.tool_op_call(frame, agent, instr, &args, key), None)
+            (self.tool_op_call(frame, op, agent, instr, &args, key), None)
         };
         call.jkey = jkey;
         self.settle(call, result, info)
     }
 
-    /// A tool op's call, or in an inner plan, the result of the same call
-    /// started early while the plan was streaming in.
+    /// A tool op's call, or the result of the same call started early: in
+    /// an inner plan while the plan was streaming in, in a branch's arm
+    /// before the branch was decided (speculation).
     fn tool_op_call(
         &self,
         frame: &Frame<'r>,
+        op: u32,
         agent: &str,
         instr: &ais_ir::bytecode::Instr,
         args: &[Val],
@@ -320,6 +322,14 @@ impl<'r> Run<'r> {
             (frame.unit.prefetch, &instr.imm, args.first())
         {
             if let Some(r) = pre.take(t, &a.to_json()) {
+                return r.map(Val::from_json).map_err(OpError::from);
+            }
+        }
+        if let (ais_ir::bytecode::Imm::Tool(t), Some(a)) = (&instr.imm, args.first()) {
+            if let Some((r, read)) = self.spec_adopt_tool(frame, op, t, &a.to_json()) {
+                if !read.is_empty() && !self.labels.off() {
+                    frame.add_label(instr.result, self.labels.of_names(&read));
+                }
                 return r.map(Val::from_json).map_err(OpError::from);
             }
         }

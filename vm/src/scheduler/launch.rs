@@ -290,6 +290,25 @@ pub fn run(
                 }
             }
         }
+        // Speculated tool calls block: they run on threads of their own.
+        let spec_threads = if run.llm_async && spawn_err.is_none() {
+            run.spec.tool_threads()
+        } else {
+            0
+        };
+        for i in 0..spec_threads {
+            match std::thread::Builder::new()
+                .name(format!("ais-spec-tool-{i}"))
+                .stack_size(256 * 1024)
+                .spawn_scoped(s, move || run.spec_tool_loop())
+            {
+                Ok(h) => io_handles.push(h),
+                Err(e) => {
+                    spawn_err = Some(e.to_string());
+                    break;
+                }
+            }
+        }
         let progress = options
             .progress
             .as_ref()

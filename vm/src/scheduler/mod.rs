@@ -317,6 +317,7 @@ impl<'r> Run<'r> {
         self.tool.close();
         self.agent.close();
         self.inbox.stop();
+        self.spec_stop();
         self.sleep.notify_all();
     }
 }

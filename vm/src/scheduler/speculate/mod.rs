@@ -8,22 +8,30 @@
 //! arms' calls are cancelled and discarded: never journaled, never
 //! delivered, their spend reported as speculation's extra cost.
 //!
-//! Safe by construction ([`plan`]): only LLM calls without tools are
-//! speculated (the op table's `Llm` class: no side effect); tools, memory,
-//! messages, prints and approvals only ever run in the taken arm. A resumed
-//! run replays the condition from the journal, so nothing is speculated
-//! for it, and a held reply is never in the journal.
+//! Safe by construction ([`plan`]): only LLM calls without tools (the op
+//! table's `Llm` class: no side effect) and `inv` calls of tools the
+//! catalogue declares read-only, which the host runs unasked and whose
+//! inputs no sink check would look at, are speculated; every other tool,
+//! memory, messages, prints and approvals only ever run in the taken arm.
+//! Tool calls are held aside in [`tools`] and made on the run's
+//! speculation threads (a tool call blocks). A resumed run replays the
+//! condition from the journal, so nothing is speculated for it, and a
+//! held reply is never in the journal.
 //!
 //! Only backends that start calls without waiting are speculated on (HTTP
-//! providers, the simulator): a speculated call needs no thread.
+//! providers, the simulator): a speculated LLM call needs no thread.
 
 mod plan;
 mod table;
+mod tools;
 
 use super::Run;
 use crate::frame::{Frame, Role};
+use crate::host::HostError;
 use crate::llm::LlmRequest;
 use crate::sync::lock;
+use ais_ir::catalogue::Effect;
+use serde_json::Value as Json;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -45,8 +53,12 @@ pub(super) struct Spec {
     budget: Option<Speculate>,
     triggers: plan::Triggers,
     table: Arc<table::Table>,
+    tools: tools::Tools,
     charges: Mutex<Vec<Charge>>,
 }
+
+/// Most speculation threads (each makes one tool call at a time).
+const MAX_TOOL_THREADS: usize = 8;
 
 impl Spec {
     pub(super) fn new(program: &ais_ir::bytecode::Program, budget: Option<Speculate>) -> Spec {
@@ -59,12 +71,21 @@ impl Spec {
             },
             budget,
             table: Arc::default(),
+            tools: tools::Tools::default(),
             charges: Mutex::new(Vec::new()),
         }
     }
 
     fn off(&self) -> bool {
         self.budget.is_none() || self.triggers.is_empty()
+    }
+
+    /// The speculation threads the run needs for tool calls (0: none).
+    pub(super) fn tool_threads(&self) -> usize {
+        if self.off() {
+            return 0;
+        }
+        self.triggers.tool_ops().min(MAX_TOOL_THREADS)
     }
 }
 
@@ -90,7 +111,19 @@ impl<'r> Run<'r> {
                 continue;
             }
             let agent = self.agent_name(frame.agent);
-            let (arms, exhaustive) = plan::arms(self.program, frame, control, agent);
+            let may_call = |tool: &str| self.may_speculate_tool(agent, tool);
+            let labels_off = self.labels.off();
+            let gate = plan::ToolGate {
+                may_call: &may_call,
+                labels: (!labels_off)
+                    .then(|| {
+                        plan::condition_label(self.program, &self.labels, frame, control, op)
+                            .map(|pc| (&self.labels, pc))
+                    })
+                    .flatten(),
+                labels_off,
+            };
+            let (arms, exhaustive) = plan::arms(self.program, frame, control, agent, &gate);
             let Some((calls, charge, micro)) = self.within_budget(&budget, arms, exhaustive) else {
                 continue;
             };
@@ -116,9 +149,28 @@ impl<'r> Run<'r> {
                     region: c.region,
                     op: c.op,
                 };
-                self.start_speculated(key, c.req);
+                match c.call {
+                    plan::Call::Llm(req) => self.start_speculated(key, *req),
+                    plan::Call::Tool { tool, args } => {
+                        spec.tools.push(key, agent, tool, args, self.cancel.child())
+                    }
+                }
             }
         }
+    }
+
+    /// May an arm's call of `tool` start before its branch is decided?
+    /// Only when the catalogue declares the tool read-only (never by its
+    /// name) and the host would run it for `agent` without asking anyone.
+    fn may_speculate_tool(&self, agent: &str, tool: &str) -> bool {
+        self.spec.tool_threads() > 0
+            && self
+                .labels
+                .policy
+                .catalogue
+                .get(tool)
+                .is_some_and(|d| d.effect == Effect::ReadOnly)
+            && self.host.may_call_unasked(agent, tool)
     }
 
     /// The calls of `arms` to start, how many of them may turn out extra
@@ -133,6 +185,7 @@ impl<'r> Run<'r> {
         exhaustive: bool,
     ) -> Option<(Vec<plan::Candidate>, u64, u64)> {
         let (discarded, _) = self.spec.table.counts();
+        let discarded = discarded + self.spec.tools.discarded();
         let (outstanding, outstanding_cost) = {
             let g = lock(&self.spec.charges);
             g.iter()
@@ -154,11 +207,15 @@ impl<'r> Run<'r> {
         if total == 0 {
             return None;
         }
-        let all_cost: u64 = arms
-            .iter()
-            .flatten()
-            .map(|c| self.estimated_cost(&c.req))
-            .sum();
+        // Only LLM calls take the backend's slots (tool calls run on the
+        // speculation threads).
+        let llm_calls = |a: &[plan::Candidate]| {
+            a.iter()
+                .filter(|c| matches!(c.call, plan::Call::Llm(_)))
+                .count() as u64
+        };
+        let all_llm: u64 = arms.iter().map(|a| llm_calls(a)).sum();
+        let all_cost: u64 = arms.iter().flatten().map(|c| self.estimated_cost(c)).sum();
         let cover = exhaustive && counts.iter().all(|&k| k > 0);
         // With arms covering every outcome one is taken: at most the
         // others are extra.
@@ -170,19 +227,21 @@ impl<'r> Run<'r> {
         } else {
             (total, all_cost)
         };
-        if charge <= room && extra_cost <= cost_room && total <= free {
+        if charge <= room && extra_cost <= cost_room && all_llm <= free {
             return Some((arms.into_iter().flatten().collect(), charge, extra_cost));
         }
         // Some arms, in order, each counted extra.
         let mut out = Vec::new();
-        let (mut n, mut cost) = (0u64, 0u64);
+        let (mut n, mut llm, mut cost) = (0u64, 0u64, 0u64);
         for arm in arms {
             let k = arm.len() as u64;
-            let c: u64 = arm.iter().map(|c| self.estimated_cost(&c.req)).sum();
-            if k == 0 || n + k > room.min(free) || cost + c > cost_room {
+            let l = llm_calls(&arm);
+            let c: u64 = arm.iter().map(|c| self.estimated_cost(c)).sum();
+            if k == 0 || n + k > room || llm + l > free || cost + c > cost_room {
                 continue;
             }
             n += k;
+            llm += l;
             cost += c;
             out.extend(arm);
         }
@@ -193,15 +252,24 @@ impl<'r> Run<'r> {
     /// when arms cover every outcome: not extra).
     fn cheapest(&self, arms: &[Vec<plan::Candidate>]) -> u64 {
         arms.iter()
-            .map(|a| a.iter().map(|c| self.estimated_cost(&c.req)).sum::<u64>())
+            .map(|a| a.iter().map(|c| self.estimated_cost(c)).sum::<u64>())
             .min()
             .unwrap_or(0)
     }
 
-    /// A call's cost before it is made, in micro-USD: its serialised
+    /// A call's cost before it is made, in micro-USD: a tool call's is 0
+    /// (tools have no price).
+    fn estimated_cost(&self, c: &plan::Candidate) -> u64 {
+        match &c.call {
+            plan::Call::Llm(req) => self.estimated_llm_cost(req),
+            plan::Call::Tool { .. } => 0,
+        }
+    }
+
+    /// An LLM call's cost before it is made, in micro-USD: its serialised
     /// request at 4 bytes a token, and its completion limit (256 tokens
     /// when it has none).
-    fn estimated_cost(&self, req: &LlmRequest) -> u64 {
+    fn estimated_llm_cost(&self, req: &LlmRequest) -> u64 {
         let bytes = serde_json::to_vec(req).map_or(0, |v| v.len()) as u64;
         let usage = crate::llm::Usage {
             prompt_tokens: bytes / 4,
@@ -281,6 +349,66 @@ impl<'r> Run<'r> {
         )
     }
 
+    /// Tool op `op` of a taken arm is about to call `tool` with `args`:
+    /// the outcome of the speculated call of the same request (waiting for
+    /// it while it runs), and the labelled stored values it read.
+    pub(super) fn spec_adopt_tool(
+        &self,
+        frame: &Frame<'r>,
+        op: u32,
+        tool: &str,
+        args: &Json,
+    ) -> Option<(Result<Json, HostError>, Vec<String>)> {
+        if self.spec.tool_threads() == 0 {
+            return None;
+        }
+        let owner = frame.owner.as_ref()?;
+        if !matches!(owner.role, Role::Branch) {
+            return None;
+        }
+        self.spec.tools.adopt(
+            table::Key {
+                frame: owner.frame.id,
+                control: owner.op,
+                region: frame.region,
+                op,
+            },
+            tool,
+            args,
+        )
+    }
+
+    /// A speculation thread: makes the queued tool calls until the run
+    /// ends. A call runs like its op's would (the host's access control,
+    /// limits and log; `crate::host::flow` for the labels of what it
+    /// reads), with no idempotency key (a read-only call needs none).
+    pub(super) fn spec_tool_loop(&self) -> Vec<crate::telemetry::OpEvent> {
+        while let Some(job) = self.spec.tools.next() {
+            // A tool that panics fails its call; an op waiting to adopt
+            // it must not wait forever.
+            let call = || {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    self.host
+                        .invoke_tool(&job.agent, &job.tool, &job.args, &job.cancel)
+                }))
+                .unwrap_or_else(|_| Err(HostError::new("tool.panicked", "the tool panicked")))
+            };
+            let (outcome, read) = if self.labels.off() {
+                (call(), Vec::new())
+            } else {
+                crate::host::flow::with(Vec::new(), call)
+            };
+            self.spec.tools.finish(job.index, outcome, read);
+        }
+        Vec::new()
+    }
+
+    /// The run is over: held tool calls are discarded, the speculation
+    /// threads stop.
+    pub(super) fn spec_stop(&self) {
+        self.spec.tools.stop();
+    }
+
     /// Hands an adopted started call's reply to the op's completion.
     pub(super) fn spec_attach(&self, i: usize, done: crate::llm::OnDone) {
         self.spec.table.attach(i, done);
@@ -303,6 +431,7 @@ impl<'r> Run<'r> {
             c.resolved = true;
         }
         self.spec.table.resolve(frame, control, taken);
+        self.spec.tools.resolve(frame, control, taken);
     }
 
     /// After the run: held calls are discarded; the summary gets what
@@ -312,12 +441,17 @@ impl<'r> Run<'r> {
             return;
         };
         self.spec.table.close(Instant::now() + grace);
+        self.spec.tools.stop();
         let (speculated, adopted, discarded, saved, spent) = self.spec.table.totals();
+        let t = self.spec.tools.totals();
         let mut s = SpeculationSummary {
-            speculated,
-            adopted,
-            discarded,
-            saved_ms: saved.as_secs_f64() * 1e3,
+            speculated: speculated + t.started,
+            adopted: adopted + t.adopted,
+            discarded: discarded + t.discarded,
+            tool_speculated: t.started,
+            tool_adopted: t.adopted,
+            tool_discarded: t.discarded,
+            saved_ms: (saved + t.saved).as_secs_f64() * 1e3,
             max_extra_calls: budget.max_extra_calls,
             max_extra_cost_usd: budget.max_extra_cost_usd,
             ..SpeculationSummary::default()
