@@ -696,3 +696,52 @@ agent Coder {
         assert_eq!(o.as_ref().unwrap(), &json!("v0cccccccc"));
     }
 }
+
+#[test]
+fn switch_whose_arms_call_tools_yielded_the_ordering_token() {
+    // An arm that is a tool call (`=> read_file(...)`, a capability, an
+    // arm block ending in one) gave the switch no value: its type was
+    // found for flows and built-ins only, so the arm yielded the tool's
+    // ordering token and the switch's value was null.
+    let source = r#"
+agent A {
+    capability lookup(key: str) -> str
+    @entry flow main(c: str) -> str {
+        let x = switch c {
+            case "a" => read_file("a.txt")
+            case "b" => lookup(c)
+            default => { let p = "b.txt"; read_file(p) }
+        }
+        return x
+    }
+}
+"#;
+    let host = || {
+        let h = MemoryHost::new();
+        h.register_tool("read_file", |args| {
+            Ok(json!(format!(
+                "content of {}",
+                args["path"].as_str().unwrap_or("?")
+            )))
+        });
+        h.register_tool("lookup", |args| {
+            Ok(json!(format!(
+                "found {}",
+                args["key"].as_str().unwrap_or("?")
+            )))
+        });
+        Arc::new(h)
+    };
+    for (c, want) in [
+        ("a", "content of a.txt"),
+        ("b", "found b"),
+        ("z", "content of b.txt"),
+    ] {
+        for (i, (outcome, _)) in run_matrix(source, &[("c", json!(c))], 1, host)
+            .into_iter()
+            .enumerate()
+        {
+            assert_eq!(outcome, Ok(json!(want)), "c = {c}, run {i}");
+        }
+    }
+}

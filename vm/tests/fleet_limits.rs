@@ -30,16 +30,21 @@ impl LlmBackend for Counting {
         self.calls.fetch_add(1, Ordering::SeqCst);
         std::thread::sleep(Duration::from_millis(15));
         self.now.fetch_sub(1, Ordering::SeqCst);
-        Ok(LlmResponse {
-            text: req.prompt.clone(),
-            json: None,
-            usage: Usage::default(),
-            finish_reason: "stop".into(),
-            model: "p".into(),
-            latency: Duration::ZERO,
-            simulated: false,
-            tool_calls: Vec::new(),
-        })
+        Ok(echo(req))
+    }
+}
+
+/// The reply of the test providers: the prompt back.
+fn echo(req: &LlmRequest) -> LlmResponse {
+    LlmResponse {
+        text: req.prompt.clone(),
+        json: None,
+        usage: Usage::default(),
+        finish_reason: "stop".into(),
+        model: "p".into(),
+        latency: Duration::ZERO,
+        simulated: false,
+        tool_calls: Vec::new(),
     }
 }
 
@@ -151,16 +156,7 @@ impl LlmBackend for Ordered {
                 let _ = rx.recv();
             }
         }
-        Ok(LlmResponse {
-            text: req.prompt.clone(),
-            json: None,
-            usage: Usage::default(),
-            finish_reason: "stop".into(),
-            model: "p".into(),
-            latency: Duration::ZERO,
-            simulated: false,
-            tool_calls: Vec::new(),
-        })
+        Ok(echo(req))
     }
 }
 
@@ -228,31 +224,24 @@ fn across_the_fleet_a_free_slot_waits_for_the_least_served_process() {
         PgLimiter::connect(&url).unwrap(),
     );
     let one = limits(1);
+    let waits =
+        |l: &PgLimiter, service| matches!(l.try_take("p", &one, service).unwrap(), Take::Wait(_));
     let slot = |t: Take| match t {
         Take::Slot(token) => token,
         Take::Wait(d) => panic!("told to wait {d:?}"),
     };
     let a = slot(long.try_take("p", &one, 5).unwrap());
     // The fresh run's process finds the slot taken and waits.
-    assert!(matches!(
-        fresh.try_take("p", &one, 0).unwrap(),
-        Take::Wait(_)
-    ));
+    assert!(waits(&fresh, 0));
     long.give_back("p", &a, 0).unwrap();
     // The slot is free, but the long run's process has had more service.
-    assert!(matches!(
-        long.try_take("p", &one, 5).unwrap(),
-        Take::Wait(_)
-    ));
+    assert!(waits(&long, 5));
     let b = slot(fresh.try_take("p", &one, 0).unwrap());
     fresh.give_back("p", &b, 0).unwrap();
     fresh.stop_waiting("p").unwrap();
     let c = slot(long.try_take("p", &one, 5).unwrap());
     // Equal service holds no one back.
-    assert!(matches!(
-        fresh.try_take("p", &one, 5).unwrap(),
-        Take::Wait(_)
-    ));
+    assert!(waits(&fresh, 5));
     long.give_back("p", &c, 0).unwrap();
     let d = slot(long.try_take("p", &one, 5).unwrap());
     long.give_back("p", &d, 0).unwrap();
@@ -260,15 +249,9 @@ fn across_the_fleet_a_free_slot_waits_for_the_least_served_process() {
     // A waiting process that is gone (no more polls) holds no one back
     // once its claim lapses.
     let e = slot(long.try_take("p", &one, 5).unwrap());
-    assert!(matches!(
-        fresh.try_take("p", &one, 0).unwrap(),
-        Take::Wait(_)
-    ));
+    assert!(waits(&fresh, 0));
     long.give_back("p", &e, 0).unwrap();
-    assert!(matches!(
-        long.try_take("p", &one, 5).unwrap(),
-        Take::Wait(_)
-    ));
+    assert!(waits(&long, 5));
     std::thread::sleep(Duration::from_millis(
         u64::try_from(WAITER_LEASE_MS).unwrap() + 200,
     ));

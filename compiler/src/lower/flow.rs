@@ -1203,15 +1203,22 @@ impl<'a> FlowLowerer<'a> {
                         .map_or(Type::Json, |b| ty_to_ir(&b.ty)),
                 ),
             },
+            // What `call` lowers each callee to (a tool's `inv` is JSON
+            // unless its capability declares data).
             ExprKind::Call { callee, .. } => match &callee.kind {
                 ExprKind::Var(id) => {
                     if let Some(f) = self.ctx.agent.flows.get(&id.name) {
                         ir_result(&f.ret)
                     } else if let Some(c) = self.ctx.agent.capabilities.get(&id.name) {
-                        ir_result(&c.ret)
+                        Some(ir_result(&c.ret).unwrap_or(Type::Json))
+                    } else if let Some(b) = builtins::lookup(&id.name) {
+                        ir_result(&(b.result)())
                     } else {
-                        builtins::lookup(&id.name).and_then(|b| ir_result(&(b.result)()))
+                        self.ctx.index.tool_params(&id.name).map(|_| Type::Json)
                     }
+                }
+                ExprKind::Member(t, _) if matches!(&t.kind, ExprKind::Var(a) if self.ctx.index.is_remote_agent(&a.name)) => {
+                    Some(Type::Json)
                 }
                 ExprKind::Member(t, f) => match &t.kind {
                     ExprKind::Var(a) => self
