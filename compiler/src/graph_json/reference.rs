@@ -524,10 +524,25 @@ pub fn condition_value(condition: &str, x: Value, b: &mut Build<'_>) -> Result<V
         }
         Cond::Compare(op, Rhs::Number(n)) => {
             // The reference compares text that reads as a number as that
-            // number: a constant input (`CONST_STR "0.9"`) is folded here.
-            // (Text computed at run time is compared as it is: ordering
-            // text with a number is a `type.not_comparable` failure.)
-            let x = numeric_const(b, x).unwrap_or(x);
+            // number: a constant input (`CONST_STR "0.9"`) is folded here,
+            // text computed at run time (an LLM reply "0.93") is read by
+            // `to_num`, which fails naming the guard when it is not a
+            // number (the reference would take the condition as failed,
+            // silently for `skip`). `==`/`!=` compare as they are.
+            let ordering = matches!(op, ">" | ">=" | "<" | "<=");
+            let x = match numeric_const(b, x) {
+                Some(n) => n,
+                None if !ordering || *b.flow.dfg.value_type(x) == Type::Number => x,
+                None => {
+                    let who = if b.node.is_empty() {
+                        format!("GUARD `{condition}`")
+                    } else {
+                        format!("GUARD `{}` (`{condition}`)", b.node)
+                    };
+                    let w = b.konst(Attr::Str(who), Type::Str);
+                    b.op1(Opcode::ToNum, &[x, w], Type::Number, Vec::new())
+                }
+            };
             let k = b.konst(Attr::Number(n), Type::Number);
             let opcode = match op {
                 ">" => Opcode::Gt,
