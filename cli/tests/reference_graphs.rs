@@ -419,6 +419,45 @@ fn a_promptless_ask_asks_the_runs_input_and_err_reads_any_of_its_names() {
     assert!(ir.contains("\"Error: try_catch_recovery\""), "{ir}");
 }
 
+/// The reference's getting-started tool use as written offers `search` to
+/// the `ask` that picks the topic: the simulated model calls it, and the
+/// reply then reaching `search`'s query is denied by the information-flow
+/// check. The corpus's `tool_use_topic.ais` (no `tools:` member) runs.
+#[test]
+fn a_topic_asked_with_search_offered_is_denied_as_a_search_query() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let corpus =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/reference/source/tool_use_topic.ais");
+    let fixed = std::fs::read_to_string(&corpus).expect("corpus");
+    let written = fixed.replacen(
+        "capability search(query: str) -> str;",
+        "capability search(query: str) -> str;\n    tools: [search]",
+        1,
+    );
+    assert_ne!(written, fixed);
+    let f = tmp.path().join("tool_use.ais");
+    std::fs::write(&f, written).expect("write");
+    let path = f.to_string_lossy().into_owned();
+    let out = aisc(
+        tmp.path(),
+        &[
+            "run",
+            &path,
+            "--backend",
+            "sim",
+            "--memory",
+            ":memory:",
+            "-q",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("policy.denied") && err.contains("`search` argument `query`"),
+        "{err}"
+    );
+}
+
 #[test]
 fn invalid_reference_graphs_are_rejected_with_their_code() {
     let files = corpus("invalid");
