@@ -268,14 +268,17 @@ pub fn expand(
         O::FlowCall => {
             let agent = text(attrs, "agent_name")?.ok_or("`FLOW_CALL` needs `agent_name`")?;
             let flow = text(attrs, "flow_name")?.ok_or("`FLOW_CALL` needs `flow_name`")?;
-            let mut operands: Vec<Value> = data.iter().map(|d| d.value).collect();
-            if operands.is_empty() {
-                if let Some(Json::Object(args)) = attrs.get("args") {
-                    for v in args.values() {
-                        operands.push(b.json(v, &data));
-                    }
+            // `args` (the callee's arguments in order; `{{node_N}}` is that
+            // input) says what the call passes when it is given; else the
+            // data inputs are the arguments. (The reference's runtime
+            // passes its inputs; its generator writes `args` beside the
+            // edges that carry them.)
+            let operands: Vec<Value> = match attrs.get("args") {
+                Some(Json::Object(args)) if !args.is_empty() => {
+                    args.values().map(|v| b.json(v, &data)).collect()
                 }
-            }
+                _ => data.iter().map(|d| d.value).collect(),
+            };
             Expanded::Op {
                 operands: with_tokens(operands),
                 attrs: vec![("callee".to_string(), Attr::Symbol { agent, flow })],
