@@ -6,7 +6,9 @@ nothing of it is copied into this repository) and prints, for `aisc`:
 
   - its valid graph documents (examples, guides, README, CLI templates, CLI
     and MCP tests) that `aisc check` accepts and `aisc run --backend sim`
-    runs;
+    runs, counted two ways: each distinct document by the reference's full
+    rules, and issue 37's count (once per file, by its graph crate's
+    structural rules only: 34 valid, 15 invalid);
   - its invalid graph documents that `aisc check` rejects with the code
     matching the reference's reason;
   - its op definitions' attributes accepted under the reference's names, and
