@@ -1781,6 +1781,10 @@ impl<'a> FlowLowerer<'a> {
             }
             K::ToNum => {
                 let x = self.value(args.first()?);
+                if self.ty(x) == Type::Number {
+                    // Already a number (a guard's value usually is).
+                    return Some(x);
+                }
                 let who = match args.get(1) {
                     Some(a) => {
                         let w = self.value(a);
