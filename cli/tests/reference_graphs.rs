@@ -320,6 +320,144 @@ fn a_used_broadcast_is_warned_about() {
     assert!(err.contains("0 errors, 0 warnings"), "{err}");
 }
 
+/// A numeric `GUARD` over text computed at run time reads the text as a
+/// number (`tests/reference/graphs/guard_reply_text.json` and
+/// `source/guard_reply.ais` pass with "0.93"); text that is not a number
+/// fails the run naming the guard, in graph JSON and in source, before
+/// what the guard gates runs.
+#[test]
+fn a_numeric_guard_reads_text_as_a_number_or_fails_naming_itself() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/reference");
+    let cases = [
+        (
+            dir.join("graphs/guard_reply_text.json"),
+            "confidence=high",
+            // Either guard may read it first; each names itself.
+            "`): str `high` is not a number",
+        ),
+        (
+            dir.join("source/guard_reply.ais"),
+            "score=high",
+            "guard `> 0.8`: str `high` is not a number",
+        ),
+    ];
+    for (file, arg, want) in cases {
+        let path = file.to_string_lossy().into_owned();
+        let run = [
+            "run",
+            &path,
+            "--backend",
+            "sim",
+            "--memory",
+            ":memory:",
+            "-q",
+            "--arg",
+            arg,
+        ];
+        let out = aisc(tmp.path(), &run);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{path}: {err}");
+        assert!(
+            err.contains(want)
+                && err.contains("type.not_a_number")
+                && err.to_lowercase().contains("guard `"),
+            "{path}: {err}"
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(!stdout.contains("passed"), "{path}: {stdout}");
+    }
+}
+
+/// An `ASK` with neither `template_str` nor an input asks the run's input,
+/// with the warning G0015; without `--arg input=...` the run does not
+/// start. An `ERR` with only `recovery_template` (the reference's guides
+/// and its generator) is the text `Error: ` + that template.
+#[test]
+fn a_promptless_ask_asks_the_runs_input_and_err_reads_any_of_its_names() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/reference/graphs");
+    let ask = dir
+        .join("ask_run_input.json")
+        .to_string_lossy()
+        .into_owned();
+    let out = aisc(tmp.path(), &["check", &ask]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("[G0015] Warning") && err.contains("asks the run's input"),
+        "{err}"
+    );
+    let run = [
+        "run",
+        &ask,
+        "--backend",
+        "sim",
+        "--memory",
+        ":memory:",
+        "-q",
+    ];
+    let out = aisc(tmp.path(), &run);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--arg input=VALUE"));
+    let mut with: Vec<&str> = run.to_vec();
+    with.extend(["--arg", "input=Name a prime"]);
+    let out = aisc(tmp.path(), &with);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Answer for: Name a prime"));
+
+    let err_graph = serde_json::json!({
+        "name": "e",
+        "nodes": [{"id": 1, "name": "recover", "op": "ERR", "attributes": {"recovery_template": "try_catch_recovery"}}],
+        "edges": [],
+        "metadata": {"result": "str"}
+    });
+    let f = tmp.path().join("err.json");
+    std::fs::write(&f, err_graph.to_string()).expect("write");
+    let out = aisc(tmp.path(), &["build", &f.to_string_lossy(), "--emit", "ir"]);
+    let ir = String::from_utf8_lossy(&out.stdout);
+    assert!(ir.contains("\"Error: try_catch_recovery\""), "{ir}");
+}
+
+/// The reference's getting-started tool use as written offers `search` to
+/// the `ask` that picks the topic: the simulated model calls it, and the
+/// reply then reaching `search`'s query is denied by the information-flow
+/// check. The corpus's `tool_use_topic.ais` (no `tools:` member) runs.
+#[test]
+fn a_topic_asked_with_search_offered_is_denied_as_a_search_query() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let corpus =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/reference/source/tool_use_topic.ais");
+    let fixed = std::fs::read_to_string(&corpus).expect("corpus");
+    let written = fixed.replacen(
+        "capability search(query: str) -> str;",
+        "capability search(query: str) -> str;\n    tools: [search]",
+        1,
+    );
+    assert_ne!(written, fixed);
+    let f = tmp.path().join("tool_use.ais");
+    std::fs::write(&f, written).expect("write");
+    let path = f.to_string_lossy().into_owned();
+    let out = aisc(
+        tmp.path(),
+        &[
+            "run",
+            &path,
+            "--backend",
+            "sim",
+            "--memory",
+            ":memory:",
+            "-q",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("policy.denied") && err.contains("`search` argument `query`"),
+        "{err}"
+    );
+}
+
 #[test]
 fn invalid_reference_graphs_are_rejected_with_their_code() {
     let files = corpus("invalid");

@@ -154,7 +154,7 @@ opcodes! {
     Add = "add", Sub = "sub", Mul = "mul", Div = "div", Mod = "mod", Neg = "neg",
     Eq = "eq", Ne = "ne", Lt = "lt", Le = "le", Gt = "gt", Ge = "ge",
     And = "and", Or = "or", Not = "not", ToStr = "to_str", ToBool = "to_bool",
-    Cast = "cast", Object = "object",
+    ToNum = "to_num", Cast = "cast", Object = "object",
     Ask = "ask", Think = "think", Reason = "reason", Llm = "llm",
     Plan = "plan", Reflect = "reflect", Verify = "verify", Solve = "solve",
     Inv = "inv", Exec = "exec",
@@ -300,6 +300,15 @@ impl Opcode {
             O::ToBool => {
                 i.operands = Fixed(1);
                 i.result_rule = ResultRule::Fixed(&[C::Bool]);
+            }
+            // A number, or text that reads as one (trimmed), as the reference's
+            // `GUARD` reads an LLM reply; `true`/`false` are 1/0. Anything
+            // else fails `type.not_a_number`, its message led by operand 1
+            // (what wanted the number, e.g. the guard).
+            O::ToNum => {
+                i.operands = Fixed(2);
+                i.operand_types = &[T::Value, T::Str];
+                i.result_rule = ResultRule::Fixed(&[C::Number]);
             }
             // `{keys[0]: operand 0, keys[1]: operand 1, ...}` (capability arguments).
             O::Object => {
@@ -517,7 +526,7 @@ impl Opcode {
             O::Yield | O::Return => Failure::Never,
             O::Add | O::Sub | O::Mul | O::Div | O::Mod | O::Neg => Failure::OnValues,
             O::Lt | O::Le | O::Gt | O::Ge | O::And | O::Or | O::Not => Failure::OnValues,
-            O::Index | O::Member | O::Cast => Failure::OnValues,
+            O::Index | O::Member | O::Cast | O::ToNum => Failure::OnValues,
             O::If | O::Switch | O::Loop | O::TryCatch => Failure::Control,
             _ => match effect {
                 Effect::Pure => Failure::OnValues,

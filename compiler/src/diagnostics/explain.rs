@@ -1422,6 +1422,25 @@ the agent. In a whole program (with `graphs` or `agents`), or when the name
 is close to an agent the document defines, the call is an error instead
 (`V0019`)."#,
     },
+    Explanation {
+        code: "G0015",
+        title: "LLM node with no prompt asks the run's input",
+        text: r#"A warning. A reference `ASK` (or `THINK`, `REASON`) node has neither
+`template_str` (nor `prompt`) nor a `Data` input to stand for its prompt.
+The reference's op definitions require `template_str`; its graph lowering
+writes `{0}` (the first input) for a missing one, and its runtime then
+sends `{0}` literally when there is no input. Here the node asks the
+graph's first parameter: the run's input. An entry graph without
+parameters gets one, `input: str` (`aisc run g.json --arg input=TEXT`), as
+it does for a `GUARD` without an input.
+
+    { "id": 1, "name": "n", "op": "ASK", "attributes": {} }
+    // aisc run g.json --arg input="What is 2+2?"
+
+Give the node a `template_str`, or a `Data` edge from the node whose
+value is the prompt. A graph that is not an entry and has no parameters
+has no input to ask: that is `G0009`."#,
+    },
 ];
 
 pub fn explain(code: &str) -> Option<&'static str> {

@@ -22,6 +22,8 @@ pub struct Build<'a> {
     pub flow: &'a mut FlowData,
     pub region: Region,
     pub span: Span,
+    /// The node's name, for messages at run time (a guard's).
+    pub node: String,
     /// Inputs consumed by a `{{node_N}}` reference.
     used: Vec<Value>,
 }
@@ -32,6 +34,7 @@ impl<'a> Build<'a> {
             flow,
             region,
             span,
+            node: String::new(),
             used: Vec::new(),
         }
     }

@@ -44,6 +44,14 @@ pub enum GraphError {
     /// A warning: a lone graph calls an agent it does not define.
     #[error("`FLOW_CALL` to the agent `{agent}`, which this document does not define: the call fails when it runs")]
     ExternalAgent { agent: String, span: Span },
+    /// A warning: a reference LLM node with neither a prompt attribute nor
+    /// an input asks the run's input (docs/graph-json.md).
+    #[error("`{op}` has no `template_str` and no input: it asks the run's input (`{param}`)")]
+    RunInputPrompt {
+        op: String,
+        param: String,
+        span: Span,
+    },
 }
 
 impl GraphError {
@@ -63,7 +71,16 @@ impl GraphError {
             GraphError::NotRepresentable { .. } => "G0012",
             GraphError::Unstructured { .. } => "G0013",
             GraphError::ExternalAgent { .. } => "G0014",
+            GraphError::RunInputPrompt { .. } => "G0015",
         }
+    }
+
+    /// Whether the document still checks and runs (a warning, not an error).
+    pub fn is_warning(&self) -> bool {
+        matches!(
+            self,
+            GraphError::ExternalAgent { .. } | GraphError::RunInputPrompt { .. }
+        )
     }
 
     pub fn span(&self) -> Span {
@@ -82,7 +99,8 @@ impl GraphError {
             | GraphError::BadAttribute { span, .. }
             | GraphError::BadStructure { span, .. }
             | GraphError::Unstructured { span, .. }
-            | GraphError::ExternalAgent { span, .. } => *span,
+            | GraphError::ExternalAgent { span, .. }
+            | GraphError::RunInputPrompt { span, .. } => *span,
             GraphError::NotRepresentable { .. } => Span::new(0, 0),
         }
     }
@@ -108,8 +126,9 @@ impl IntoDiagnostic for GraphError {
             GraphError::NotRepresentable { .. } => "",
             GraphError::Unstructured { .. } => "this label",
             GraphError::ExternalAgent { .. } => "this call",
+            GraphError::RunInputPrompt { .. } => "no prompt here",
         };
-        let d = if matches!(self, GraphError::ExternalAgent { .. }) {
+        let d = if self.is_warning() {
             Diagnostic::warning(self.code(), self.to_string(), span)
         } else {
             Diagnostic::error(self.code(), self.to_string(), span)
@@ -141,6 +160,9 @@ impl IntoDiagnostic for GraphError {
             }
             GraphError::ExternalAgent { .. } => d.with_help(
                 "add the agent's flows to the document's `graphs` (with `metadata.source_agent`), or write the program as AIS source with an `import`",
+            ),
+            GraphError::RunInputPrompt { .. } => d.with_help(
+                "give the node a `template_str`, or a `Data` edge from the node whose value is the prompt",
             ),
             _ => d,
         }

@@ -141,8 +141,8 @@ pub fn lower_document(
                 let ty = param_type(&p.type_name).unwrap_or(Type::Json);
                 f.add_param(p.name.clone(), ty);
             }
-            if f.entry && f.params.is_empty() && guards_run_input(g.g) {
-                // The graph checks the run's input (the guides'
+            if f.entry && f.params.is_empty() && reads_run_input(g.g) {
+                // The graph checks or asks the run's input (the guides'
                 // `coordinated-worker`: "No input provided"): it gets one,
                 // `--arg input=TEXT`, a text as the reference's are.
                 f.add_param(RUN_INPUT, Type::Str);
@@ -197,20 +197,30 @@ pub fn lower_document(
 }
 
 /// The parameter an entry graph without parameters gets when a `GUARD`
-/// in it has no input: the run's input (docs/graph-json.md).
+/// or an LLM node without a prompt in it has no input: the run's input
+/// (docs/graph-json.md).
 pub const RUN_INPUT: &str = "input";
 
-/// Whether a reference `GUARD` node (not ours: ours carry `results`) has no
-/// `Data` input, so that it checks the run's input.
-fn guards_run_input(g: &Graph) -> bool {
+/// Whether a reference node (not ours: ours carry `results`) reads the
+/// run's input: a `GUARD` without a `Data` input, or an LLM node with
+/// neither its prompt attribute nor a `Data` input (`G0015`).
+fn reads_run_input(g: &Graph) -> bool {
     g.nodes.iter().any(|n| {
-        n.op.as_deref() == Some("GUARD")
-            && n.results.is_none()
+        let op = n.op.as_deref().unwrap_or_default();
+        n.results.is_none()
             && !g
                 .edges
                 .iter()
                 .any(|e| Some(e.to) == n.id && e.dependency == super::schema::Dependency::Data)
+            && (op == "GUARD" || asks_nothing(op, &n.attributes))
     })
+}
+
+/// An LLM node of the reference's without its prompt attribute
+/// (`template_str`): with no input either, it asks the run's input.
+pub fn asks_nothing(op: &str, attrs: &indexmap::IndexMap<String, serde_json::Value>) -> bool {
+    ais_ir::Opcode::from_graph_name(op).is_some_and(|o| o.info().llm.is_some())
+        && super::reference::missing_required(op, attrs).is_some()
 }
 
 /// `metadata.is_entry` absent means `true`, as in the reference.

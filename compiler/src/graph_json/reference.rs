@@ -268,14 +268,17 @@ pub fn expand(
         O::FlowCall => {
             let agent = text(attrs, "agent_name")?.ok_or("`FLOW_CALL` needs `agent_name`")?;
             let flow = text(attrs, "flow_name")?.ok_or("`FLOW_CALL` needs `flow_name`")?;
-            let mut operands: Vec<Value> = data.iter().map(|d| d.value).collect();
-            if operands.is_empty() {
-                if let Some(Json::Object(args)) = attrs.get("args") {
-                    for v in args.values() {
-                        operands.push(b.json(v, &data));
-                    }
+            // `args` (the callee's arguments in order; `{{node_N}}` is that
+            // input) says what the call passes when it is given; else the
+            // data inputs are the arguments. (The reference's runtime
+            // passes its inputs; its generator writes `args` beside the
+            // edges that carry them.)
+            let operands: Vec<Value> = match attrs.get("args") {
+                Some(Json::Object(args)) if !args.is_empty() => {
+                    args.values().map(|v| b.json(v, &data)).collect()
                 }
-            }
+                _ => data.iter().map(|d| d.value).collect(),
+            };
             Expanded::Op {
                 operands: with_tokens(operands),
                 attrs: vec![("callee".to_string(), Attr::Symbol { agent, flow })],
@@ -524,10 +527,25 @@ pub fn condition_value(condition: &str, x: Value, b: &mut Build<'_>) -> Result<V
         }
         Cond::Compare(op, Rhs::Number(n)) => {
             // The reference compares text that reads as a number as that
-            // number: a constant input (`CONST_STR "0.9"`) is folded here.
-            // (Text computed at run time is compared as it is: ordering
-            // text with a number is a `type.not_comparable` failure.)
-            let x = numeric_const(b, x).unwrap_or(x);
+            // number: a constant input (`CONST_STR "0.9"`) is folded here,
+            // text computed at run time (an LLM reply "0.93") is read by
+            // `to_num`, which fails naming the guard when it is not a
+            // number (the reference would take the condition as failed,
+            // silently for `skip`). `==`/`!=` compare as they are.
+            let ordering = matches!(op, ">" | ">=" | "<" | "<=");
+            let x = match numeric_const(b, x) {
+                Some(n) => n,
+                None if !ordering || *b.flow.dfg.value_type(x) == Type::Number => x,
+                None => {
+                    let who = if b.node.is_empty() {
+                        format!("GUARD `{condition}`")
+                    } else {
+                        format!("GUARD `{}` (`{condition}`)", b.node)
+                    };
+                    let w = b.konst(Attr::Str(who), Type::Str);
+                    b.op1(Opcode::ToNum, &[x, w], Type::Number, Vec::new())
+                }
+            };
             let k = b.konst(Attr::Number(n), Type::Number);
             let opcode = match op {
                 ">" => Opcode::Gt,

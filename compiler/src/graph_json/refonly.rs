@@ -65,13 +65,22 @@ pub fn lower(
             }
             None => vec![b.konst(Attr::Bool(false), Type::Bool)],
         },
-        // The reference's op definitions require `error_handler` (its
-        // validator rejects an `ERR` without it); its runtime prints
-        // `message` when there is one.
+        // The reference's runtime gives an `ERR` the text `Error: {message}`
+        // (its `err` handler; the scheduler, not the node, carries the
+        // failure on). Its op definitions name the node's `error_handler`,
+        // its graph lowering and guides a `recovery_template`: neither is
+        // run by its runtime, so here either stands in for a missing
+        // `message` (in that order). One of the three is needed: without
+        // any the node says nothing (the reference's runtime fails it).
         "ERR" => {
-            let handler = text(attrs, "error_handler")?
-                .ok_or("`ERR` needs `error_handler` (the reference's op definitions require it)")?;
-            let m = text(attrs, "message")?.unwrap_or(handler);
+            let m = match text(attrs, "message")? {
+                Some(m) => m,
+                None => text(attrs, "error_handler")?
+                    .or(text(attrs, "recovery_template")?)
+                    .ok_or(
+                        "`ERR` needs `message`, `error_handler` or `recovery_template` (the reference's runtime reads `message`)",
+                    )?,
+            };
             vec![b.konst(Attr::Str(format!("Error: {m}")), Type::Str)]
         }
         "UPDATE_GOAL" => {

@@ -1786,6 +1786,22 @@ impl<'a> FlowLowerer<'a> {
                 self.record_write(&[Chain::Io], t);
                 None
             }
+            K::ToNum => {
+                let x = self.value(args.first()?);
+                if self.ty(x) == Type::Number {
+                    // Already a number (a guard's value usually is).
+                    return Some(x);
+                }
+                let who = match args.get(1) {
+                    Some(a) => {
+                        let w = self.value(a);
+                        self.coerce(w, &Type::Str)
+                    }
+                    None => self.const_str("to_num"),
+                };
+                self.span = span;
+                Some(self.ins1(Opcode::ToNum, &[x, who], vec![], Type::Number))
+            }
             K::Pause => {
                 let mut vs = vec![self.value(args.first()?)];
                 self.span = span;

@@ -25,6 +25,7 @@ pub enum BuiltinKind {
     Communicate,
     Pause,
     Guard,
+    ToNum,
 }
 
 /// How the checker treats particular argument positions.
@@ -239,6 +240,16 @@ pub static BUILTINS: &[Builtin] = &[
         roles: &[Value, Value],
         result: || Ty::Void,
         summary: "a precondition: fails with `guard.failed` and the message when the condition is false",
+    },
+    Builtin {
+        kind: K::ToNum,
+        name: "to_num",
+        aliases: &[],
+        min_args: 1,
+        max_args: Some(2),
+        roles: &[Value, Value],
+        result: || Ty::Number,
+        summary: "a number, or text that reads as one (an LLM reply \"0.93\"); else fails `type.not_a_number`, its message led by the second argument",
     },
     Builtin {
         kind: K::Pause,

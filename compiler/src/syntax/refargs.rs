@@ -374,7 +374,7 @@ fn call(kind: K, args: &mut Vec<Expr>, span: Span) -> Option<Expr> {
             }
         }
         K::Guard => return guard(args, span),
-        K::Solve => {}
+        K::Solve | K::ToNum => {}
     }
     None
 }
@@ -488,6 +488,22 @@ fn condition(text: &str, x: Expr, span: Span) -> Expr {
             } else {
                 full
             }
+        }
+        // An ordering reads text as a number (an LLM reply "0.93"), as the
+        // reference's guard does; text that is not one fails naming the
+        // guard (`to_num`).
+        Cond::Compare(op @ (">" | ">=" | "<" | "<="), Rhs::Number(n)) => {
+            let x = match x.kind {
+                ExprKind::Number(_) => x,
+                _ => k(ExprKind::Call {
+                    callee: Box::new(k(ExprKind::Var(Ident {
+                        name: "to_num".into(),
+                        span,
+                    }))),
+                    args: vec![x, lit(&format!("guard `{text}`"), span)],
+                }),
+            };
+            bin(binary(op), x, k(ExprKind::Number(n)))
         }
         Cond::Compare(op, Rhs::Number(n)) => bin(binary(op), x, k(ExprKind::Number(n))),
         Cond::Compare(op @ ("==" | "!="), Rhs::Text(t)) => bin(binary(op), x, lit(&t, span)),

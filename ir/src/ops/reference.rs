@@ -208,7 +208,7 @@ pub const REFERENCE_ONLY_READ_AS: &[(&str, &str)] = &[
     ("BRANCH_ON_VALUE", "an `if` on whether the text of `token` (or its input) equals `value`, when `label_true`/`true_label` and `label_false`/`false_label` name nodes (the arms); else that comparison's value"),
     ("LOOP_START", "with a `LOOP_END` after it: a `loop` over its input, or over 0..`max_iterations` (or a numeric `count_token`/`count`, default 100); alone: that number"),
     ("LOOP_END", "closes the `LOOP_START` it follows (the loop's value); alone: whether its input is above 0"),
-    ("ERR", "the text \"Error: \" + `message` (or `error_handler`, which the reference requires)"),
+    ("ERR", "the text \"Error: \" + `message` (else `error_handler`, else `recovery_template`: the reference's runtime runs neither); in a `TRY_CATCH` catch arm, the arm's value"),
     ("UPDATE_GOAL", "the AAM tool `update_goal` with `goal_id`, `action` (set|remove|clear), `priority`; source: `update_goal(goal_id:, action:, priority:)`"),
     ("CLAIM", "the AAM tool `claim` on `queue`: the job leased for `lease_ms` (default: for good), waiting up to `max_wait_ms` (default: none) for one; `task_data`, `task_id`, `claim_token`; `server_url` read, not used; source: `claim(queue:, lease_ms:, max_wait_ms:, server_url:)`"),
     ("RESUME", "the answer of the `PAUSE` whose `checkpoint_id` is `checkpoint`; `poll_max_attempts`, `poll_interval_ms`, `server_url` read, not used; source: `resume(checkpoint:)`"),

@@ -188,7 +188,14 @@ pub(super) fn apply(
         }
         "update" => {
             let name = name.or_else(|| args.get("goal_id").and_then(Json::as_str));
-            if let Some(action) = args.get("action").and_then(Json::as_str) {
+            // The reference's form (`goal_id`) without `action` is a `set`,
+            // its default.
+            let action = args.get("action").and_then(Json::as_str).or_else(|| {
+                args.get("goal_id")
+                    .is_some_and(Json::is_string)
+                    .then_some("set")
+            });
+            if let Some(action) = action {
                 return reference_update(gs, action, name.unwrap_or_default(), args, next_order);
             }
             let name = name.unwrap_or_default().to_string();

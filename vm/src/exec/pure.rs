@@ -179,6 +179,33 @@ pub fn eval_pure(program: &Program, instr: &Instr, args: &[Val]) -> Result<Val, 
         O::Not => Val::Bool(!boolean(arg(args, 0)?)?),
         O::ToStr => Val::str(arg(args, 0)?.text()),
         O::ToBool => Val::Bool(truthy(arg(args, 0)?)),
+        O::ToNum => {
+            let v = arg(args, 0)?;
+            let n = match v {
+                Val::Bool(b) => Some(if *b { 1.0 } else { 0.0 }),
+                Val::Str(s) => s.trim().parse::<f64>().ok().filter(|n| n.is_finite()),
+                Val::Json(j) => match &**j {
+                    Json::String(s) => s.trim().parse::<f64>().ok().filter(|n| n.is_finite()),
+                    other => other.as_f64(),
+                },
+                other => other.as_num(),
+            };
+            match n {
+                Some(n) => Val::Num(n),
+                None => {
+                    return Err(OpError::new(
+                        "type.not_a_number",
+                        format!(
+                            "{}: {} `{}` is not a number",
+                            arg(args, 1)?.text(),
+                            v.kind(),
+                            short(&v.text())
+                        ),
+                    )
+                    .with_payload(json!({"value": v.to_json()})))
+                }
+            }
+        }
         O::Object => {
             let Imm::Keys(keys) = &instr.imm else {
                 return Err(OpError::new("internal.object", "bad keys"));
