@@ -163,6 +163,16 @@ pub struct ArgRule {
     /// another item of the listing, never outside it.
     #[serde(default)]
     pub choice: Vec<String>,
+    /// Fields of records the user's request selected: `TOOL:FIELD`. When
+    /// every argument of a call to `TOOL` was trusted data (the request's
+    /// words: `read_inbox("Bob")`, `search_calendar_events("Introductory
+    /// meeting")`), the fields named `FIELD` of its result vouch as a
+    /// `from` source does (whole, an item, a word, words in a row), even
+    /// though the tool is untrusted. The attacker can pick only among
+    /// what those fields of the selected records hold: an injection
+    /// elsewhere cannot, one inside such a field can (`docs/security.md`).
+    #[serde(default)]
+    pub selected: Vec<String>,
     /// Overrides the sink's and the policy's `on_deny` for this argument.
     pub on_deny: Option<OnDeny>,
 }
@@ -488,6 +498,7 @@ impl FlowPolicy {
             r.relayed
                 || !r.values.is_empty()
                 || !r.choice.is_empty()
+                || !r.selected.is_empty()
                 || r.from.iter().chain(&r.lookup).any(|s| self.trusted(s))
         })
     }
@@ -523,6 +534,12 @@ impl FlowPolicy {
     /// `TOOL:FIELD`): the runtime keeps the whole fields of their results.
     pub fn choice_sources(&self) -> Vec<String> {
         self.named_by_arg_rules(|a| &a.choice)
+    }
+
+    /// The `TOOL:FIELD` entries some argument rule names in `selected`:
+    /// the runtime keeps those fields of the calls the request keyed.
+    pub fn selected_sources(&self) -> Vec<String> {
+        self.named_by_arg_rules(|a| &a.selected)
     }
 
     /// Every name one list of the argument rules holds, sorted, once each.

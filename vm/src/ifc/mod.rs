@@ -95,7 +95,8 @@ impl Labels {
             policy.value_sources(),
             policy.lookup_sources(),
             policy.choice_sources(),
-        );
+        )
+        .selecting(policy.selected_sources());
         let mut l = Labels {
             policy,
             names: Mutex::new(Vec::new()),
@@ -568,6 +569,7 @@ impl Labels {
             && rule.from.is_empty()
             && rule.lookup.is_empty()
             && rule.choice.is_empty()
+            && rule.selected.is_empty()
             && !rule.relayed
         {
             return false;
