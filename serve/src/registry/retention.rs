@@ -18,9 +18,9 @@ impl Registry {
         }
         let dropped = {
             let mut runs = self.lock();
-            // Called at every run's end: a registry within its limit (the
-            // usual case) needs no scan, and a scan reads each run's status
-            // without copying its result or cloning its id.
+            // Called at every run's end: a registry within its limit needs
+            // no scan, and a scan reads each run's status without copying
+            // its result or cloning its id.
             if runs.by_id.len() <= self.config.keep_runs {
                 return;
             }
