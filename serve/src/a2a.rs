@@ -630,7 +630,7 @@ impl A2a {
                 Err(_) => RpcError::task_not_found(id),
             });
         };
-        if entry.state().status.is_final() {
+        if entry.status().is_final() {
             return Err(RpcError::new(
                 UNSUPPORTED_OPERATION,
                 "UNSUPPORTED_OPERATION",

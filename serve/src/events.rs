@@ -101,13 +101,22 @@ impl EventLog {
 
     /// Appends the events from now on (and the ones so far) to `path`.
     pub fn attach_file(&self, path: &Path) {
-        if let Some(parent) = path.parent() {
-            let _ = std::fs::create_dir_all(parent);
-        }
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path);
+        let open = || {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+        };
+        // The directory is made when the first run needs it, not probed
+        // per run: `mkdir` of an existing directory still takes its
+        // parent's lock, which every run's setup then waits on.
+        let file = match open() {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => match path.parent() {
+                Some(parent) => std::fs::create_dir_all(parent).and_then(|()| open()),
+                None => Err(e),
+            },
+            r => r,
+        };
         let mut st = self.lock();
         st.path = Some(path.to_path_buf());
         if let Ok(mut f) = file {

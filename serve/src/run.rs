@@ -91,6 +91,12 @@ impl RunEntry {
         self.lock().clone()
     }
 
+    /// The run's status, without copying its result and summary (read for
+    /// every held run when the registry is pruned or counted).
+    pub fn status(&self) -> Status {
+        self.lock().status
+    }
+
     /// Waits until the run has ended.
     pub fn wait(&self) -> RunState {
         let st = self.lock();

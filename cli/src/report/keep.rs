@@ -5,20 +5,21 @@
 //! Attempt 1 of run `ID` is `telemetry/ID.jsonl` in the memory directory,
 //! attempt `n` (a resume, a worker's takeover) `telemetry/ID.n.jsonl`. A
 //! file starts with an `attempt` header line (`"state": "running"`), then
-//! one `--events` op line per event as the run records it (from a writer
-//! thread: the observer only hands the event over). When the run ends an
-//! `end` line and the `summary` line are appended (or, if the file missed
-//! an event, it is rewritten whole). No fsync: the goal is to survive the
+//! one `--events` op line per event as the run records it (from the
+//! process's one writer thread: the observer only queues the event). When
+//! the run ends, the run's own thread appends what is still queued, an
+//! `end` line and the `summary` line (or, if the file missed an event,
+//! rewrites it whole). No fsync: the goal is to survive the
 //! process; the journal is the durable record.
 
 use ais_ir::bytecode::Program;
 use ais_vm::observe::{OpUpdate, RunObserver};
 use ais_vm::telemetry::{OpEvent, RunSummary, Status, Track};
 use serde_json::{json, Map, Value as Json};
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex, RwLock};
+use std::sync::{mpsc, Arc, Mutex, OnceLock, Weak};
 
 /// The first line of a kept telemetry file.
 pub const HEADER_TYPE: &str = "attempt";
@@ -125,7 +126,8 @@ fn header(run_id: &str, attempt: u32, started_ms: u64, state: &str) -> Map<Strin
     h
 }
 
-/// What the writer thread is sent.
+/// What the run's observer hands over: the event and the names it was
+/// given (the program is not at hand while streaming).
 struct Update {
     event: OpEvent,
     flow: String,
@@ -146,23 +148,69 @@ impl Warn {
     }
 }
 
+/// Where an attempt's file stands.
+enum Place {
+    /// Not created yet (the writer, or whoever needs it first, creates it).
+    Pending,
+    Open {
+        attempt: u32,
+        path: PathBuf,
+        file: std::fs::File,
+    },
+    /// Could not be created (warned): nothing is kept.
+    Failed,
+    /// Finished or discarded: nothing more is written.
+    Closed { attempt: u32, path: PathBuf },
+}
+
+/// The file side of a keeper, locked while the file is created or written
+/// (by the process's writer or by the run's end), never by the run's
+/// observer.
+struct FileState {
+    place: Place,
+    /// Events in the file.
+    written: usize,
+    /// A write failed: the file misses events (the end rewrites it whole).
+    failed: bool,
+}
+
+/// A stopped attempt's file, for its end.
+struct Stopped {
+    attempt: u32,
+    path: PathBuf,
+    /// Still open (`None` when it was stopped before).
+    file: Option<std::fs::File>,
+    /// Events in the file; `None` after a write failure.
+    streamed: Option<usize>,
+}
+
+/// The events the run recorded that the file does not hold yet.
+#[derive(Default)]
+struct Queue {
+    updates: Vec<Update>,
+    /// Handed to the writer and not taken by it yet: one wake-up per batch.
+    scheduled: bool,
+}
+
 /// Streams one attempt's events to its file; the run's observer (composed
 /// with the edge's own). `finish` completes the file.
 ///
-/// The writer thread also creates the file: creating a file costs about a
-/// millisecond on some file systems (a virtual disk here), which a served
-/// run should not wait for. Events the run records meanwhile wait in the
-/// channel.
+/// One writer thread per process (`writer`) creates the files and appends
+/// the events: the observer only queues an event, and no thread is started
+/// per run. Creating a file costs about a millisecond on some file systems
+/// (a virtual disk here), which a run should not wait for. The run's end
+/// does not wait for the writer either: it takes what is queued and
+/// completes the file itself (creating it if the writer has not yet), so a
+/// run's end never waits on a thread that has not been scheduled.
 pub struct Keeper {
+    /// Itself, for handing to the writer from the observer.
+    me: Weak<Keeper>,
+    dir: PathBuf,
     run_id: String,
     started_ms: u64,
-    tx: RwLock<Option<mpsc::Sender<Update>>>,
-    writer: Mutex<Option<std::thread::JoinHandle<Option<usize>>>>,
-    /// Where the writer put the file: `(attempt, path)`, `None` if it could
-    /// not create one (then it has warned).
-    placed: Mutex<mpsc::Receiver<Option<(u32, PathBuf)>>>,
-    place: std::sync::OnceLock<Option<(u32, PathBuf)>>,
-    warn: Arc<Warn>,
+    file: Mutex<FileState>,
+    queue: Mutex<Queue>,
+    warn: Warn,
 }
 
 /// Creates the next attempt's file of run `run_id` in `dir`: the first
@@ -170,113 +218,203 @@ pub struct Keeper {
 /// share a file) rather than by listing the directory, which holds every
 /// run's files.
 fn create_attempt(dir: &Path, run_id: &str) -> std::io::Result<(u32, PathBuf, std::fs::File)> {
-    std::fs::create_dir_all(dir.join("telemetry"))?;
     let mut n = 1;
     loop {
         let path = attempt_path(dir, run_id, n);
-        match std::fs::OpenOptions::new()
+        let opened = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
-            .open(&path)
-        {
+            .open(&path);
+        match opened {
             Ok(f) => return Ok((n, path, f)),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 100_000 => n += 1,
+            // The directory is made once, when the first file needs it.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && n == 1 => {
+                std::fs::create_dir_all(dir.join("telemetry"))?;
+                let f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(&path);
+                match f {
+                    Ok(f) => return Ok((n, path, f)),
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => n += 1,
+                    Err(e) => return Err(e),
+                }
+            }
             Err(e) => return Err(e),
         }
     }
 }
 
+/// The process's telemetry writer: one thread, started on first use, that
+/// creates kept files and appends queued events. `None` when the thread
+/// could not be started: then the run's end does the writing.
+fn writer() -> Option<&'static mpsc::Sender<Arc<Keeper>>> {
+    static WRITER: OnceLock<Option<mpsc::Sender<Arc<Keeper>>>> = OnceLock::new();
+    WRITER
+        .get_or_init(|| {
+            let (tx, rx) = mpsc::channel::<Arc<Keeper>>();
+            std::thread::Builder::new()
+                .name("ais-telemetry".into())
+                .spawn(move || {
+                    while let Ok(k) = rx.recv() {
+                        k.write_queued();
+                    }
+                })
+                .ok()
+                .map(|_| tx)
+        })
+        .as_ref()
+}
+
 impl Keeper {
     /// Starts keeping run `run_id`'s next attempt in memory directory
-    /// `dir`; the error is the writer thread's (no telemetry is kept).
+    /// `dir`: the process's writer creates the file.
     pub fn start(dir: &Path, run_id: &str) -> std::io::Result<Arc<Keeper>> {
-        let started_ms = now_ms();
-        let warn = Arc::new(Warn(AtomicBool::new(false)));
-        let (tx, rx) = mpsc::channel::<Update>();
-        let (placed_tx, placed_rx) = mpsc::sync_channel(1);
-        let (dir, id, wwarn) = (dir.to_path_buf(), run_id.to_string(), warn.clone());
-        let writer = std::thread::Builder::new()
-            .name("ais-telemetry".into())
-            .spawn(move || {
-                let created = create_attempt(&dir, &id).and_then(|(n, path, file)| {
-                    let mut out = BufWriter::new(file);
-                    let h = Json::Object(header(&id, n, started_ms, "running"));
-                    serde_json::to_writer(&mut out, &h)?;
-                    out.write_all(b"\n")?;
-                    out.flush()?;
-                    Ok((n, path, out))
-                });
-                let (attempt, wpath, mut out) = match created {
-                    Ok(c) => c,
-                    Err(e) => {
-                        wwarn.once(&dir.join("telemetry"), &e);
-                        let _ = placed_tx.send(None);
-                        // Drain what the run sends; nothing is kept.
-                        while rx.recv().is_ok() {}
-                        return None;
-                    }
-                };
-                let _ = placed_tx.send(Some((attempt, wpath.clone())));
-                // One line per event; after a failure, nothing more.
-                let write = |u: Update, out: &mut BufWriter<std::fs::File>| {
-                    let line = op_line(Err((&u.flow, &u.agent)), &u.event, attempt);
-                    serde_json::to_writer(&mut *out, &Json::Object(line))
-                        .map_err(std::io::Error::from)
-                        .and_then(|()| out.write_all(b"\n"))
-                };
-                let mut failed = false;
-                let mut written = 0usize;
-                // Flushed whenever no more events wait: a small batch under
-                // load, one event at a time otherwise.
-                while let Ok(first) = rx.recv() {
-                    for u in std::iter::once(first).chain(rx.try_iter()) {
-                        if failed {
-                            continue;
-                        }
-                        match write(u, &mut out) {
-                            Ok(()) => written += 1,
-                            Err(e) => {
-                                failed = true;
-                                wwarn.once(&wpath, &e);
-                            }
-                        }
-                    }
-                    if let Err(e) = out.flush() {
-                        failed = true;
-                        wwarn.once(&wpath, &e);
-                    }
-                }
-                (!failed).then_some(written)
-            })?;
-        Ok(Arc::new(Keeper {
+        let keeper = Arc::new_cyclic(|me| Keeper {
+            me: me.clone(),
+            dir: dir.to_path_buf(),
             run_id: run_id.to_string(),
-            started_ms,
-            tx: RwLock::new(Some(tx)),
-            writer: Mutex::new(Some(writer)),
-            placed: Mutex::new(placed_rx),
-            place: std::sync::OnceLock::new(),
-            warn,
-        }))
+            started_ms: now_ms(),
+            file: Mutex::new(FileState {
+                place: Place::Pending,
+                written: 0,
+                failed: false,
+            }),
+            queue: Mutex::new(Queue {
+                updates: Vec::new(),
+                scheduled: true,
+            }),
+            warn: Warn(AtomicBool::new(false)),
+        });
+        match writer() {
+            Some(w) if w.send(keeper.clone()).is_ok() => {}
+            // No writer: the file is created now, by the run.
+            _ => {
+                keeper.lock_queue().scheduled = false;
+                keeper.write_queued();
+            }
+        }
+        Ok(keeper)
     }
 
-    /// The attempt's number and file, once the writer has created it
-    /// (waits for that); `None` if it could not.
-    pub fn placed(&self) -> Option<(u32, &Path)> {
-        self.place
-            .get_or_init(|| {
-                let rx = self.placed.lock().unwrap_or_else(|e| e.into_inner());
-                rx.recv().ok().flatten()
-            })
-            .as_ref()
-            .map(|(n, p)| (*n, p.as_path()))
+    fn lock_file(&self) -> std::sync::MutexGuard<'_, FileState> {
+        self.file.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Stops streaming and waits for the writer to write what it was sent:
-    /// how many events the file holds (`None` after a write failure).
-    fn stop(&self) -> Option<usize> {
-        drop(self.tx.write().unwrap_or_else(|e| e.into_inner()).take());
-        let writer = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take();
-        writer.and_then(|w| w.join().ok().flatten())
+    fn lock_queue(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Creates the file (with its header) if no one has: under the file's
+    /// lock, so exactly once per attempt.
+    fn ensure_open(&self, st: &mut FileState) {
+        if !matches!(st.place, Place::Pending) {
+            return;
+        }
+        let created = create_attempt(&self.dir, &self.run_id).and_then(|(n, path, mut file)| {
+            let h = Json::Object(header(&self.run_id, n, self.started_ms, "running"));
+            let mut line = serde_json::to_vec(&h)?;
+            line.push(b'\n');
+            file.write_all(&line)?;
+            Ok((n, path, file))
+        });
+        st.place = match created {
+            Ok((attempt, path, file)) => Place::Open {
+                attempt,
+                path,
+                file,
+            },
+            Err(e) => {
+                self.warn.once(&self.dir.join("telemetry"), &e);
+                Place::Failed
+            }
+        };
+    }
+
+    /// The writer's work on this keeper (or the run's, without a writer):
+    /// creates the file if needed and appends what is queued, in one write.
+    fn write_queued(&self) {
+        let mut st = self.lock_file();
+        self.lock_queue().scheduled = false;
+        self.ensure_open(&mut st);
+        self.append_queued(&mut st);
+    }
+
+    /// Appends the queued events to an open file (one write); after a
+    /// failure, nothing more. Called with the file's lock held.
+    fn append_queued(&self, st: &mut FileState) {
+        let updates = std::mem::take(&mut self.lock_queue().updates);
+        let Place::Open {
+            attempt,
+            path,
+            file,
+        } = &mut st.place
+        else {
+            return;
+        };
+        if st.failed || updates.is_empty() {
+            return;
+        }
+        let mut bytes = Vec::new();
+        for u in &updates {
+            let line = op_line(Err((&u.flow, &u.agent)), &u.event, *attempt);
+            if serde_json::to_writer(&mut bytes, &Json::Object(line)).is_err() {
+                st.failed = true;
+                return;
+            }
+            bytes.push(b'\n');
+        }
+        match file.write_all(&bytes) {
+            Ok(()) => st.written += updates.len(),
+            Err(e) => {
+                st.failed = true;
+                self.warn.once(path, &e);
+            }
+        }
+    }
+
+    /// The attempt's number and file, created now if the writer has not
+    /// yet; `None` if it could not be.
+    pub fn placed(&self) -> Option<(u32, PathBuf)> {
+        let mut st = self.lock_file();
+        self.ensure_open(&mut st);
+        match &st.place {
+            Place::Open { attempt, path, .. } | Place::Closed { attempt, path } => {
+                Some((*attempt, path.clone()))
+            }
+            Place::Pending | Place::Failed => None,
+        }
+    }
+
+    /// Ends streaming: the file (created now if need be) holds every event
+    /// queued so far, and nothing more is streamed to it. Returns the
+    /// attempt, its file (open for the end's lines) and how many events it
+    /// holds (`None` after a write failure); `None` when there is no file.
+    fn stop(&self) -> Option<Stopped> {
+        let mut st = self.lock_file();
+        self.ensure_open(&mut st);
+        self.append_queued(&mut st);
+        let streamed = (!st.failed).then_some(st.written);
+        let (attempt, path, file) = match std::mem::replace(&mut st.place, Place::Failed) {
+            Place::Open {
+                attempt,
+                path,
+                file,
+            } => (attempt, path, Some(file)),
+            Place::Closed { attempt, path } => (attempt, path, None),
+            Place::Pending | Place::Failed => return None,
+        };
+        st.place = Place::Closed {
+            attempt,
+            path: path.clone(),
+        };
+        Some(Stopped {
+            attempt,
+            path,
+            file,
+            streamed,
+        })
     }
 
     /// Completes the file from the run's report. When the file already
@@ -286,10 +424,16 @@ impl Keeper {
     /// streamed) it is rewritten whole through a temporary file: header
     /// (`complete`), every event in start order, `end`, summary.
     pub fn finish(&self, program: &Program, report: &ais_vm::RunReport) {
-        let streamed = self.stop();
-        let Some((attempt, path)) = self.placed() else {
-            return; // no file: the writer warned
+        let Some(Stopped {
+            attempt,
+            path,
+            file,
+            streamed,
+        }) = self.stop()
+        else {
+            return; // no file: warned when it could not be created
         };
+        let path = path.as_path();
         let outcome = match &report.outcome {
             Ok(_) => "ok",
             Err(ais_vm::RunError::OpFailed { code, .. }) if code == ais_vm::exec::PAUSED => {
@@ -314,13 +458,14 @@ impl Keeper {
         }
         let mut bytes = Vec::new();
         let written = (|| -> std::io::Result<()> {
-            if streamed == Some(report.events.len()) {
-                serde_json::to_writer(&mut bytes, &end)?;
-                bytes.push(b'\n');
-                serde_json::to_writer(&mut bytes, &s)?;
-                bytes.push(b'\n');
-                let mut f = std::fs::OpenOptions::new().append(true).open(path)?;
-                return f.write_all(&bytes);
+            if let (Some(mut file), Some(n)) = (file, streamed) {
+                if n == report.events.len() {
+                    serde_json::to_writer(&mut bytes, &end)?;
+                    bytes.push(b'\n');
+                    serde_json::to_writer(&mut bytes, &s)?;
+                    bytes.push(b'\n');
+                    return file.write_all(&bytes);
+                }
             }
             let h = header(&self.run_id, attempt, self.started_ms, "complete");
             serde_json::to_writer(&mut bytes, &Json::Object(h))?;
@@ -344,23 +489,34 @@ impl Keeper {
     /// The run never started (a served run discarded before it ran): its
     /// attempt leaves no file.
     pub fn discard(&self) {
-        let _ = self.stop();
-        if let Some((_, path)) = self.placed() {
-            let _ = std::fs::remove_file(path);
+        self.lock_queue().updates.clear();
+        let mut st = self.lock_file();
+        match std::mem::replace(&mut st.place, Place::Failed) {
+            Place::Open { path, .. } | Place::Closed { path, .. } => {
+                let _ = std::fs::remove_file(path);
+            }
+            Place::Pending | Place::Failed => {}
         }
     }
 }
 
 impl RunObserver for Keeper {
     fn op(&self, u: &OpUpdate<'_>) {
-        let tx = self.tx.read().unwrap_or_else(|e| e.into_inner());
-        if let Some(tx) = tx.as_ref() {
-            // A closed channel means the writer stopped: nothing to do.
-            let _ = tx.send(Update {
+        let wake = {
+            let mut q = self.lock_queue();
+            q.updates.push(Update {
                 event: u.event.clone(),
                 flow: u.flow.to_string(),
                 agent: u.agent.to_string(),
             });
+            !std::mem::replace(&mut q.scheduled, true)
+        };
+        if wake {
+            // The writer holds the keeper until it has written; without a
+            // writer, the run's end writes what is queued.
+            if let (Some(w), Some(me)) = (writer(), self.me.upgrade()) {
+                let _ = w.send(me);
+            }
         }
     }
 }
@@ -463,8 +619,8 @@ mod tests {
     #[test]
     fn each_attempt_gets_its_own_file_and_streams_its_events() {
         let dir = tempfile::tempdir().expect("tempdir");
-        // Attempts of a run are sequential: the first has its file (its
-        // writer thread creates it) before the second starts.
+        // Attempts of a run are sequential: the first has its file (the
+        // writer, or `placed`, creates it) before the second starts.
         let first = Keeper::start(dir.path(), "r-1").expect("first");
         assert_eq!(first.placed().expect("placed").0, 1);
         let second = Keeper::start(dir.path(), "r-1").expect("second");
@@ -492,13 +648,61 @@ mod tests {
             agent: "A",
         });
         second.stop();
-        let kept = lines(second.placed().expect("placed").1);
+        let kept = lines(&second.placed().expect("placed").1);
         assert_eq!(kept[0]["type"], "attempt");
         assert_eq!(kept[0]["state"], "running");
         assert_eq!(kept[1]["op"], 4);
         assert_eq!(kept[1]["flow"], "A.main");
         // An LLM op that completed on a worker in a later attempt: replayed.
         assert_eq!(kept[1]["replayed"], true);
+    }
+
+    #[test]
+    fn runs_ending_while_the_writer_works_each_complete_their_own_file() {
+        // The process's one writer and each run's end race to create and
+        // append: every file still gets its header once, every event once
+        // and in order, then the end, without being rewritten.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = program();
+        let events: Vec<OpEvent> = (0..3)
+            .map(|i| event(i, Opcode::Const, Track::Worker(0)))
+            .collect();
+        let report = ais_vm::RunReport {
+            outcome: Ok(Json::Null),
+            summary: RunSummary::default(),
+            events: events.clone(),
+            plans: Vec::new(),
+        };
+        let runs: Vec<String> = (0..40).map(|i| format!("r{i}")).collect();
+        std::thread::scope(|s| {
+            for id in &runs {
+                let (dir, p, events, report) = (dir.path(), &p, &events, &report);
+                s.spawn(move || {
+                    let k = Keeper::start(dir, id).expect("start");
+                    for e in events {
+                        k.op(&OpUpdate {
+                            event: e,
+                            flow: "A.main",
+                            agent: "A",
+                        });
+                    }
+                    k.finish(p, report);
+                });
+            }
+        });
+        for id in &runs {
+            let kept = lines(&attempt_path(dir.path(), id, 1));
+            let types: Vec<&str> = kept.iter().map(line_type).collect();
+            assert_eq!(
+                types,
+                ["attempt", "op", "op", "op", "end", "summary"],
+                "{id}"
+            );
+            assert_eq!(kept[0]["state"], "running", "{id}: appended, not rewritten");
+            let ops: Vec<u64> = kept[1..4].iter().filter_map(|l| l["op"].as_u64()).collect();
+            assert_eq!(ops, [0, 1, 2], "{id}");
+            assert_eq!(attempts(dir.path(), id).len(), 1, "{id}: one file");
+        }
     }
 
     #[test]
@@ -535,7 +739,7 @@ mod tests {
             agent: "A",
         });
         k.finish(&p, &report);
-        let kept = lines(k.placed().expect("placed").1);
+        let kept = lines(&k.placed().expect("placed").1);
         let types: Vec<&str> = kept.iter().map(line_type).collect();
         assert_eq!(types, ["attempt", "op", "end", "summary"]);
         assert_eq!(kept[0]["state"], "running");
@@ -543,7 +747,7 @@ mod tests {
         // An event the file missed: rewritten whole, complete.
         let k = Keeper::start(dir.path(), "q").expect("start");
         k.finish(&p, &report);
-        let kept = lines(k.placed().expect("placed").1);
+        let kept = lines(&k.placed().expect("placed").1);
         let types: Vec<&str> = kept.iter().map(line_type).collect();
         assert_eq!(types, ["attempt", "op", "end", "summary"]);
         assert_eq!(kept[0]["state"], "complete");

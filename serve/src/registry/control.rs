@@ -172,7 +172,7 @@ impl Registry {
     ) -> Result<Arc<RunEntry>, ApiError> {
         let old = self.get(id);
         if let Some(e) = &old {
-            let s = e.state().status;
+            let s = e.status();
             if !s.resumable() {
                 return Err(ApiError::conflict(
                     "run.not_resumable",

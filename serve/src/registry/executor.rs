@@ -19,7 +19,7 @@ const TURN_LOOK: Duration = Duration::from_millis(100);
 impl Registry {
     pub(super) fn executor(&self, rx: &Receiver<Job>) {
         for Job { entry, prepared } in rx.iter() {
-            if entry.state().status == Status::Queued && !entry.cancel.is_cancelled() {
+            if entry.status() == Status::Queued && !entry.cancel.is_cancelled() {
                 if let Some(first) = prepared.waits_for() {
                     self.park(Job { entry, prepared }, &first);
                     continue;
@@ -37,7 +37,7 @@ impl Registry {
             };
             if !go {
                 prepared.discard("cancelled before it started");
-                if !entry.state().status.is_final() {
+                if !entry.status().is_final() {
                     entry.settle(Status::Cancelled, None, Some(cancelled_error()), None);
                 }
                 self.pending.fetch_sub(1, Ordering::SeqCst);

@@ -63,7 +63,7 @@ impl Registry {
             }
         }
         for e in mine {
-            if status.is_none_or(|w| w == e.state().status) {
+            if status.is_none_or(|w| w == e.status()) {
                 out.push(e.to_json());
             }
         }

@@ -158,7 +158,7 @@ impl Registry {
         let mut counts = [0usize; 6];
         let runs = self.lock();
         for e in runs.by_id.values() {
-            let s = e.state().status;
+            let s = e.status();
             if let Some(i) = Status::ALL.iter().position(|x| *x == s) {
                 counts[i] += 1;
             }

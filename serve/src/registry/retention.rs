@@ -18,22 +18,29 @@ impl Registry {
         }
         let dropped = {
             let mut runs = self.lock();
-            let ended: Vec<String> = runs
-                .order
-                .iter()
-                .filter(|id| {
-                    runs.by_id.get(*id).is_some_and(|e| {
-                        !matches!(e.state().status, Status::Queued | Status::Running)
-                    })
-                })
-                .cloned()
-                .collect();
-            let excess = ended.len().saturating_sub(self.config.keep_runs);
-            let drop: std::collections::HashSet<&String> = ended.iter().take(excess).collect();
-            if !drop.is_empty() {
+            // Called at every run's end: a registry within its limit needs
+            // no scan, and a scan reads each run's status without copying
+            // its result or cloning its id.
+            if runs.by_id.len() <= self.config.keep_runs {
+                return;
+            }
+            let ended = |e: &std::sync::Arc<crate::run::RunEntry>| {
+                !matches!(e.status(), Status::Queued | Status::Running)
+            };
+            let n_ended = runs.by_id.values().filter(|e| ended(e)).count();
+            let excess = n_ended.saturating_sub(self.config.keep_runs);
+            if excess > 0 {
                 let Runs { by_id, order } = &mut *runs;
-                order.retain(|id| !drop.contains(id));
-                by_id.retain(|id, _| !drop.contains(id));
+                // The oldest `excess` ended runs, in arrival order.
+                let mut left = excess;
+                order.retain(|id| {
+                    if left == 0 || !by_id.get(id).is_some_and(&ended) {
+                        return true;
+                    }
+                    left -= 1;
+                    by_id.remove(id);
+                    false
+                });
             }
             excess
         };
