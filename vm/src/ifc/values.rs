@@ -46,12 +46,8 @@ impl Pool {
         }
         match v {
             Json::String(s) => {
-                // Text holding JSON (a tool's reply as a string): its fields.
-                let t = s.trim_start();
-                if t.starts_with('{') || t.starts_with('[') {
-                    if let Ok(inner) = serde_json::from_str::<Json>(s) {
-                        self.add(&inner, depth + 1);
-                    }
+                if let Some(inner) = json_in_text(s) {
+                    self.add(&inner, depth + 1);
                 }
                 if s.len() <= MAX_WHOLE {
                     self.word(s);
@@ -209,12 +205,8 @@ impl Items {
         }
         match v {
             Json::String(s) => {
-                // Text holding JSON (a tool's reply as a string): its fields.
-                let t = s.trim_start();
-                if t.starts_with('{') || t.starts_with('[') {
-                    if let Ok(inner) = serde_json::from_str::<Json>(s) {
-                        return self.add(&inner, field, depth + 1);
-                    }
+                if let Some(inner) = json_in_text(s) {
+                    return self.add(&inner, field, depth + 1);
                 }
                 if field.is_none() && s.len() <= MAX_WHOLE && self.chars + s.len() <= MAX_ITEM_CHARS
                 {
@@ -471,12 +463,8 @@ fn add_field(
     }
     match v {
         Json::String(s) => {
-            // Text holding JSON (a tool's reply as a string): its fields.
-            let t = s.trim_start();
-            if t.starts_with('{') || t.starts_with('[') {
-                if let Ok(inner) = serde_json::from_str::<Json>(s) {
-                    add_field(pool, &inner, Some(field), only, depth + 1);
-                }
+            if let Some(inner) = json_in_text(s) {
+                add_field(pool, &inner, Some(field), only, depth + 1);
             }
         }
         Json::Array(xs) => xs
@@ -524,6 +512,17 @@ fn leaves_of(v: &Json, out: &mut Vec<Leaf>, depth: u32) {
         Json::Array(xs) => xs.iter().for_each(|x| leaves_of(x, out, depth + 1)),
         Json::Object(m) => m.values().for_each(|x| leaves_of(x, out, depth + 1)),
         Json::Null => {}
+    }
+}
+
+/// Text holding JSON (a tool's reply as a string): that JSON, whose
+/// fields are read like a structured reply's.
+fn json_in_text(s: &str) -> Option<Json> {
+    let t = s.trim_start();
+    if t.starts_with('{') || t.starts_with('[') {
+        serde_json::from_str(s).ok()
+    } else {
+        None
     }
 }
 
