@@ -179,6 +179,51 @@ impl<K: EntityRef, V> std::ops::IndexMut<K> for Arena<K, V> {
     }
 }
 
+/// A set of keys of one arena as a bit per key: for sets that grow to hold
+/// most of a flow's ops or values (the verifier's "seen" and "in scope"), a
+/// bit vector indexed by the dense number stays small and in order where a
+/// hash set of a million keys was resized, rehashed and missed the cache on
+/// every probe (issue 40).
+#[derive(Clone, Default, Debug)]
+pub struct DenseSet<K> {
+    bits: Vec<u64>,
+    _key: PhantomData<K>,
+}
+
+impl<K: EntityRef> DenseSet<K> {
+    /// Room for keys `0..len` without growing (later keys grow it).
+    pub fn with_len(len: usize) -> Self {
+        DenseSet {
+            bits: vec![0; len.div_ceil(64)],
+            _key: PhantomData,
+        }
+    }
+
+    /// Adds `k`; false if it was already there.
+    pub fn insert(&mut self, k: K) -> bool {
+        let (w, b) = (k.index() / 64, k.index() % 64);
+        if w >= self.bits.len() {
+            self.bits.resize(w + 1, 0);
+        }
+        let word = &mut self.bits[w];
+        let was = *word & (1 << b) != 0;
+        *word |= 1 << b;
+        !was
+    }
+
+    pub fn remove(&mut self, k: K) {
+        if let Some(word) = self.bits.get_mut(k.index() / 64) {
+            *word &= !(1 << (k.index() % 64));
+        }
+    }
+
+    pub fn contains(&self, k: K) -> bool {
+        self.bits
+            .get(k.index() / 64)
+            .is_some_and(|w| w & (1 << (k.index() % 64)) != 0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,5 +238,23 @@ mod tests {
         assert_eq!(a.keys().collect::<Vec<_>>(), vec![x, y]);
         assert_eq!(a.get(Op::from_u32(7)), None);
         assert_eq!(format!("{y}"), "op1");
+    }
+
+    #[test]
+    fn dense_set_inserts_removes_and_grows() {
+        let mut s: DenseSet<Value> = DenseSet::with_len(3);
+        assert!(s.insert(Value::from_u32(1)));
+        assert!(!s.insert(Value::from_u32(1)));
+        assert!(s.contains(Value::from_u32(1)));
+        assert!(!s.contains(Value::from_u32(2)));
+        // Past the sized length: grows instead of failing.
+        assert!(s.insert(Value::from_u32(200)));
+        assert!(s.contains(Value::from_u32(200)));
+        assert!(!s.contains(Value::from_u32(199)));
+        s.remove(Value::from_u32(1));
+        assert!(!s.contains(Value::from_u32(1)));
+        // Removing or asking far out of range is a no-op, not a panic.
+        s.remove(Value::from_u32(u32::MAX));
+        assert!(!s.contains(Value::from_u32(u32::MAX)));
     }
 }

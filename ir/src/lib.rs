@@ -28,7 +28,7 @@ pub mod verifier;
 pub mod work;
 
 pub use diag::{Diagnostic, IntoDiagnostic, Label, Severity, Span};
-pub use entity::{AgentId, Arena, EntityRef, FlowId, Op, Region, Value};
+pub use entity::{AgentId, Arena, DenseSet, EntityRef, FlowId, Op, Region, Value};
 pub use graph::{to_dot, to_mermaid};
 pub use module::{
     AgentData, AgentIndex, Attr, AttrName, Attrs, BeliefDecl, BeliefInit, Capability, Dfg,

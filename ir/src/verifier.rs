@@ -9,7 +9,7 @@
 //! for warnings (see `docs/ir.md`).
 
 use crate::diag::{Diagnostic, IntoDiagnostic, Severity};
-use crate::entity::{Op, Region, Value};
+use crate::entity::{DenseSet, EntityRef, Op, Region, Value};
 use crate::module::{AgentData, AgentIndex, Attr, Dfg, FlowData, Module, OpData, Tier, ValueDef};
 use crate::ops::{AttrKind, Effect, Opcode, RegionSpec, ResultRule};
 use crate::printer::value_names;
@@ -465,8 +465,8 @@ fn verify_agent(m: &Module, index: &AgentIndex<'_>, a: &AgentData, out: &mut Vec
             names: std::cell::OnceCell::new(),
             out,
             scopes: Vec::new(),
-            visible: HashSet::default(),
-            seen: HashSet::default(),
+            visible: DenseSet::with_len(f.dfg.values.len()),
+            seen: DenseSet::with_len(f.dfg.values.len()),
         };
         fv.run();
     }
@@ -497,8 +497,8 @@ fn structure(f: &FlowData, out: &mut Vec<VerifyError>) {
         });
         return;
     }
-    let mut seen_ops = HashSet::default();
-    let mut seen_regions = HashSet::default();
+    let mut seen_ops = DenseSet::with_len(dfg.ops.len());
+    let mut seen_regions = DenseSet::with_len(dfg.regions.len());
     let mut stack = vec![(f.body, None::<Op>)];
     while let Some((r, parent)) = stack.pop() {
         let Some(rd) = dfg.regions.get(r) else {
@@ -608,9 +608,9 @@ struct FlowVerifier<'a> {
     scopes: Vec<Vec<Value>>,
     /// The values of all `scopes`: one lookup per operand, however deep the
     /// nesting (a lookup per enclosing region made deep flows O(ops × depth)).
-    visible: HashSet<Value>,
+    visible: DenseSet<Value>,
     /// Every value defined so far in the walk (to tell "later" from "elsewhere").
-    seen: HashSet<Value>,
+    seen: DenseSet<Value>,
 }
 
 impl FlowVerifier<'_> {
@@ -652,7 +652,7 @@ impl FlowVerifier<'_> {
     }
 
     fn in_scope(&self, v: Value) -> bool {
-        self.visible.contains(&v)
+        self.visible.contains(v)
     }
 
     fn define(&mut self, v: Value) {
@@ -664,7 +664,7 @@ impl FlowVerifier<'_> {
 
     fn pop_scope(&mut self) {
         for v in self.scopes.pop().unwrap_or_default() {
-            self.visible.remove(&v);
+            self.visible.remove(v);
         }
     }
 
@@ -688,7 +688,7 @@ impl FlowVerifier<'_> {
             for &v in &od.operands {
                 if !self.in_scope(v) {
                     let value = self.name(v);
-                    self.push(if self.seen.contains(&v) {
+                    self.push(if self.seen.contains(v) {
                         VerifyError::OutOfScope { value, span }
                     } else {
                         VerifyError::UseBeforeDef { value, span }
@@ -718,7 +718,9 @@ impl FlowVerifier<'_> {
             for &v in &od.results {
                 self.define(v);
             }
-            self.seen.extend(od.results.iter().copied());
+            for &v in &od.results {
+                self.seen.insert(v);
+            }
             for &child in &od.regions {
                 self.region(child, false);
             }
@@ -1387,22 +1389,24 @@ impl FlowVerifier<'_> {
     /// of an `if`/`switch` are exclusive; `catch` runs after `try` has ended).
     fn ord_writes(&mut self) {
         let mut writers: HashMap<(Value, crate::MemResource), Op> = HashMap::default();
-        // Region → parent region, to tell nesting from siblings.
-        let mut parent: HashMap<Region, Region> = HashMap::default();
-        // Op → the region holding it, built once (`Dfg::region_of` scans
-        // every region, which made this check quadratic).
-        let mut home: HashMap<Op, Region> = HashMap::default();
+        // Region → parent region, to tell nesting from siblings, and op →
+        // the region holding it, built once (`Dfg::region_of` scans every
+        // region, which made this check quadratic); by number, not hashed.
+        let mut parent: Vec<Option<Region>> = vec![None; self.dfg.regions.len()];
+        let mut home: Vec<Option<Region>> = vec![None; self.dfg.ops.len()];
         let mut stack = vec![self.flow.body];
         while let Some(r) = stack.pop() {
             let Some(rd) = self.dfg.regions.get(r) else {
                 continue;
             };
             for &op in &rd.ops {
-                if home.insert(op, r).is_some() {
-                    continue;
+                match home.get_mut(op.index()) {
+                    Some(slot @ None) => *slot = Some(r),
+                    _ => continue,
                 }
                 for &inner in &self.dfg.ops[op].regions {
-                    if parent.insert(inner, r).is_none() {
+                    if let Some(slot @ None) = parent.get_mut(inner.index()) {
+                        *slot = Some(r);
                         stack.push(inner);
                     }
                 }
@@ -1412,11 +1416,12 @@ impl FlowVerifier<'_> {
             if inner == outer {
                 return true;
             }
-            match parent.get(&inner) {
-                Some(&p) => inner = p,
+            match parent.get(inner.index()).copied().flatten() {
+                Some(p) => inner = p,
                 None => return false,
             }
         };
+        let home_of = |op: Op| home.get(op.index()).copied().flatten();
         for op in self.dfg.walk_region(self.flow.body) {
             let od = &self.dfg.ops[op];
             if od.opcode.effect() != Effect::MemWrite {
@@ -1430,8 +1435,8 @@ impl FlowVerifier<'_> {
                     continue;
                 }
                 if let Some(&first) = writers.get(&(v, res.clone())) {
-                    let nested = match (home.get(&first), home.get(&op)) {
-                        (Some(&a), Some(&b)) => encloses(a, b) || encloses(b, a),
+                    let nested = match (home_of(first), home_of(op)) {
+                        (Some(a), Some(b)) => encloses(a, b) || encloses(b, a),
                         _ => true,
                     };
                     if first != op && nested {
@@ -1451,14 +1456,19 @@ impl FlowVerifier<'_> {
     }
 
     fn unused(&mut self) {
-        let uses = self.dfg.use_counts(self.flow.body);
+        let mut used = DenseSet::with_len(self.dfg.values.len());
+        for op in self.dfg.walk_region(self.flow.body) {
+            for &v in &self.dfg.ops[op].operands {
+                used.insert(v);
+            }
+        }
         for op in self.dfg.walk_region(self.flow.body) {
             let od = &self.dfg.ops[op];
             if !od.opcode.is_pure() {
                 continue;
             }
             for &r in &od.results {
-                if !uses.contains_key(&r) {
+                if !used.contains(r) {
                     let e = VerifyError::UnusedValue {
                         value: self.name(r),
                         op: od.opcode.mnemonic(),

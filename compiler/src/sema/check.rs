@@ -10,10 +10,13 @@ use super::types::Ty;
 use crate::syntax::ast::*;
 use crate::syntax::lexer::StrPart;
 use ais_ir::Span;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
+use smallvec::SmallVec;
+use std::rc::Rc;
 
 struct Var {
-    name: String,
+    /// Shared with the by-name index (one allocation per binding, not two).
+    name: Rc<str>,
     ty: Ty,
     span: Span,
     used: bool,
@@ -53,8 +56,10 @@ pub(super) struct Checker<'a> {
     errors: &'a mut Vec<SemaError>,
     scopes: Vec<Vec<Var>>,
     /// Name → (scope, index) of each visible variable with that name,
-    /// innermost last; kept in step with `scopes`.
-    by_name: HashMap<String, Vec<(usize, usize)>>,
+    /// innermost last; kept in step with `scopes`. Fx-hashed with the
+    /// stack inline: SipHash and a `Vec` per name were a growing share of
+    /// a long flow's check (issue 40).
+    by_name: HashMap<Rc<str>, SmallVec<[(usize, usize); 1]>>,
     flow: Option<FlowCtx>,
     /// The body being checked contains a statement that failed to parse: name
     /// errors there are likely consequences of it, so they are not reported.
@@ -73,7 +78,7 @@ impl<'a> Checker<'a> {
             errors,
             resolutions: Resolutions::default(),
             scopes: Vec::new(),
-            by_name: HashMap::new(),
+            by_name: HashMap::default(),
             flow: None,
             lenient: false,
         }
@@ -120,7 +125,7 @@ impl<'a> Checker<'a> {
             params
                 .iter()
                 .map(|p| Var {
-                    name: p.name.clone(),
+                    name: Rc::from(p.name.as_str()),
                     ty: p.ty.clone(),
                     span: p.span,
                     used: false,
@@ -151,7 +156,7 @@ impl<'a> Checker<'a> {
         });
         let mut fields: Vec<Var> = Vec::new();
         for f in &handler.fields {
-            if let Some(first) = fields.iter().find(|v| v.name == f.name.name) {
+            if let Some(first) = fields.iter().find(|v| *v.name == *f.name.name) {
                 self.report(SemaError::Duplicate {
                     kind: "field",
                     name: f.name.name.clone(),
@@ -161,7 +166,7 @@ impl<'a> Checker<'a> {
                 continue;
             }
             fields.push(Var {
-                name: f.name.name.clone(),
+                name: Rc::from(f.name.name.as_str()),
                 ty: f.ty.as_ref().map_or(Ty::Str, Ty::from_ast),
                 span: f.name.span,
                 used: false,
@@ -203,7 +208,7 @@ impl<'a> Checker<'a> {
             for v in scope {
                 if v.warn_unused && !v.used && !v.name.starts_with('_') {
                     self.report(SemaError::UnusedVariable {
-                        name: v.name,
+                        name: v.name.to_string(),
                         span: v.span,
                     });
                 }
@@ -215,12 +220,17 @@ impl<'a> Checker<'a> {
         let depth = self.scopes.len().saturating_sub(1);
         self.resolutions.defs.push((name.span, ty.clone()));
         if let Some(scope) = self.scopes.last_mut() {
-            self.by_name
-                .entry(name.name.clone())
-                .or_default()
-                .push((depth, scope.len()));
+            let shared: Rc<str> = Rc::from(name.name.as_str());
+            match self.by_name.get_mut(&*shared) {
+                Some(stack) => stack.push((depth, scope.len())),
+                None => {
+                    let mut stack = SmallVec::new();
+                    stack.push((depth, scope.len()));
+                    self.by_name.insert(shared.clone(), stack);
+                }
+            }
             scope.push(Var {
-                name: name.name.clone(),
+                name: shared,
                 ty,
                 span: name.span,
                 used: false,
@@ -252,7 +262,7 @@ impl<'a> Checker<'a> {
     /// in this one. The variable counts as used.
     fn outer_binding(&mut self, name: &Ident) -> Option<(Ty, Span)> {
         let inner = self.scopes.len().checked_sub(1)?;
-        let &(s, _) = self.by_name.get(&name.name)?.last()?;
+        let &(s, _) = self.by_name.get(name.name.as_str())?.last()?;
         if inner == 0 || s >= inner {
             return None;
         }
@@ -280,7 +290,7 @@ impl<'a> Checker<'a> {
         let mut names: Vec<String> = self
             .scopes
             .iter()
-            .flat_map(|s| s.iter().map(|v| v.name.clone()))
+            .flat_map(|s| s.iter().map(|v| v.name.to_string()))
             .collect();
         names.extend(self.agent.beliefs.keys().cloned());
         names

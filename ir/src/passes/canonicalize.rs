@@ -37,6 +37,7 @@ use crate::module::{Attr, Dfg, FlowData, Module};
 use crate::ops::Opcode;
 use crate::types::Type;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use std::borrow::Cow;
 
 #[derive(Debug, Default)]
 pub struct Canonicalize {
@@ -189,7 +190,7 @@ impl Canonicalize {
         let mut expanded: Vec<Piece> = Vec::new();
         for piece in pieces {
             match piece {
-                TemplatePiece::Text(t) => expanded.push(Piece::Text(t)),
+                TemplatePiece::Text(t) => expanded.push(Piece::Text(t.into())),
                 TemplatePiece::Hole(n) => {
                     let Some(&v) = operands.get(n) else {
                         return Rewrite::None;
@@ -227,46 +228,20 @@ impl Canonicalize {
         if absorbed_by(dfg, facts, od.results[0], Opcode::Concat) {
             return Rewrite::None;
         }
-        let operands = od.operands.to_vec();
-        let mut parts: Vec<Piece> = Vec::new();
-        flatten_concat(dfg, p, facts, &operands, &mut parts);
-        // Join adjacent texts, drop empty ones.
-        let mut joined: Vec<Piece> = Vec::new();
-        for p in parts {
-            match (joined.last_mut(), p) {
-                (_, Piece::Text(t)) if t.is_empty() => {}
-                (Some(Piece::Text(prev)), Piece::Text(t)) => prev.push_str(&t),
-                (_, p) => joined.push(p),
-            }
-        }
-        match joined.as_slice() {
-            [] => return replace_with_const(dfg, p, op, Attr::Str(String::new()), Type::Str),
-            [Piece::Text(t)] => {
-                let t = t.clone();
-                return replace_with_const(dfg, p, op, Attr::Str(t), Type::Str);
-            }
-            [Piece::Value(v)] if dfg.value_type(*v) == &Type::Str => {
-                let v = *v;
-                return replace_with_value(dfg, p, op, v);
-            }
-            _ => {}
-        }
-        // Rebuild the operand list only if it differs.
-        let same = joined.len() == operands.len()
-            && joined.iter().zip(&operands).all(|(p, &v)| match p {
-                Piece::Value(x) => *x == v,
-                Piece::Text(t) => const_str(dfg, v) == Some(t.as_str()),
-            });
-        if same {
-            return Rewrite::None;
-        }
+        let fold = plan_concat(dfg, p, facts, &od.operands);
+        let joined = match fold {
+            ConcatFold::Const(t) => return replace_with_const(dfg, p, op, Attr::Str(t), Type::Str),
+            ConcatFold::Value(v) => return replace_with_value(dfg, p, op, v),
+            ConcatFold::Keep => return Rewrite::None,
+            ConcatFold::Operands(joined) => joined,
+        };
         let span = dfg.span(op);
         let mut new_operands = Vec::new();
         for piece in joined {
             match piece {
                 Piece::Value(v) => new_operands.push(v),
                 Piece::Text(t) => {
-                    let c = make_const(dfg, p, op, Attr::Str(t), Type::Str, span);
+                    let c = make_const(dfg, p, op, Attr::Str(t.into_owned()), Type::Str, span);
                     new_operands.push(c);
                 }
             }
@@ -325,11 +300,62 @@ fn operand_defs(dfg: &Dfg, op: Op) -> Vec<Op> {
         .collect()
 }
 
-/// A piece of a string being folded: literal text or a value's text.
+/// A piece of a string being folded: literal text or a value's text. The
+/// text is borrowed from the constant it comes from until it must change
+/// (copying every constant's text on every round was an allocation per op).
 #[derive(Clone, Debug, PartialEq)]
-enum Piece {
-    Text(String),
+enum Piece<'a> {
+    Text(Cow<'a, str>),
     Value(Value),
+}
+
+impl Piece<'_> {
+    fn into_owned(self) -> Piece<'static> {
+        match self {
+            Piece::Text(t) => Piece::Text(Cow::Owned(t.into_owned())),
+            Piece::Value(v) => Piece::Value(v),
+        }
+    }
+}
+
+/// What a `str` concat becomes, decided on borrowed texts: most concats
+/// stay as they are after the first round.
+enum ConcatFold {
+    Const(String),
+    Value(Value),
+    Keep,
+    /// New operands (texts become constants).
+    Operands(Vec<Piece<'static>>),
+}
+
+fn plan_concat(dfg: &Dfg, p: &Pending, facts: &FlowFacts, operands: &[Value]) -> ConcatFold {
+    let mut parts: Vec<Piece> = Vec::new();
+    flatten_concat(dfg, p, facts, operands, &mut parts);
+    // Join adjacent texts, drop empty ones.
+    let mut joined: Vec<Piece> = Vec::new();
+    for piece in parts {
+        match (joined.last_mut(), piece) {
+            (_, Piece::Text(t)) if t.is_empty() => {}
+            (Some(Piece::Text(prev)), Piece::Text(t)) => prev.to_mut().push_str(&t),
+            (_, piece) => joined.push(piece),
+        }
+    }
+    match joined.as_slice() {
+        [] => return ConcatFold::Const(String::new()),
+        [Piece::Text(t)] => return ConcatFold::Const(t.to_string()),
+        [Piece::Value(v)] if dfg.value_type(*v) == &Type::Str => return ConcatFold::Value(*v),
+        _ => {}
+    }
+    // Rebuild the operand list only if it differs.
+    let same = joined.len() == operands.len()
+        && joined.iter().zip(operands).all(|(piece, &v)| match piece {
+            Piece::Value(x) => *x == v,
+            Piece::Text(t) => const_str(dfg, v) == Some(&**t),
+        });
+    if same {
+        return ConcatFold::Keep;
+    }
+    ConcatFold::Operands(joined.into_iter().map(Piece::into_owned).collect())
 }
 
 /// Appends the pieces of `v` as a template operand: a brace-free constant
@@ -337,7 +363,13 @@ enum Piece {
 /// way down, a shared one by one level per round), anything else stays a
 /// value. An explicit stack, not recursion: chains can be as long as the
 /// program.
-fn expand_value(dfg: &Dfg, p: &Pending, facts: &FlowFacts, v: Value, out: &mut Vec<Piece>) {
+fn expand_value<'a>(
+    dfg: &'a Dfg,
+    p: &Pending,
+    facts: &FlowFacts,
+    v: Value,
+    out: &mut Vec<Piece<'a>>,
+) {
     // Pieces still to emit, last first; `true` marks a value to expand.
     let mut todo: Vec<(Piece, bool)> = vec![(Piece::Value(v), true)];
     while let Some((piece, expand)) = todo.pop() {
@@ -350,7 +382,7 @@ fn expand_value(dfg: &Dfg, p: &Pending, facts: &FlowFacts, v: Value, out: &mut V
         };
         if let Some(s) = const_str(dfg, v) {
             if template_safe(s) {
-                out.push(Piece::Text(s.to_string()));
+                out.push(Piece::Text(Cow::Borrowed(s)));
                 continue;
             }
         }
@@ -359,7 +391,7 @@ fn expand_value(dfg: &Dfg, p: &Pending, facts: &FlowFacts, v: Value, out: &mut V
                 let deep = single_use(facts, v);
                 for p in pieces.into_iter().rev() {
                     todo.push(match p {
-                        TemplatePiece::Text(t) => (Piece::Text(t), false),
+                        TemplatePiece::Text(t) => (Piece::Text(t.into()), false),
                         TemplatePiece::Hole(n) => (Piece::Value(operands[n]), deep),
                     });
                 }
@@ -433,18 +465,18 @@ fn assemble(pieces: &[Piece]) -> (String, Vec<Value>) {
 /// The pieces of a concat of `operands`: constant strings are text, inner
 /// `str` concats used only here are flattened (all the way down), anything
 /// else stays a value.
-fn flatten_concat(
-    dfg: &Dfg,
+fn flatten_concat<'a>(
+    dfg: &'a Dfg,
     p: &Pending,
     facts: &FlowFacts,
     operands: &[Value],
-    out: &mut Vec<Piece>,
+    out: &mut Vec<Piece<'a>>,
 ) {
     let mut todo: Vec<Value> = operands.iter().rev().copied().collect();
     while let Some(v) = todo.pop() {
         let v = p.resolve(v);
         if let Some(s) = const_str(dfg, v) {
-            out.push(Piece::Text(s.to_string()));
+            out.push(Piece::Text(Cow::Borrowed(s)));
             continue;
         }
         let inner = def_op(dfg, v).and_then(|o| dfg.ops.get(o));
