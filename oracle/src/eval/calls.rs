@@ -290,6 +290,26 @@ impl<'p> Interpreter<'p> {
                 }
             }
             "fence" => Ok(Json::Null),
+            // Text read as a number (a numeric guard over an LLM reply).
+            "to_num" => {
+                let values = self.args(frame, args)?;
+                let v = values.first().cloned().unwrap_or(Json::Null);
+                let n = match &v {
+                    Json::Bool(b) => Some(if *b { 1.0 } else { 0.0 }),
+                    Json::String(s) => s.trim().parse::<f64>().ok().filter(|n| n.is_finite()),
+                    other => other.as_f64(),
+                };
+                match n.and_then(serde_json::Number::from_f64) {
+                    Some(n) => Ok(Json::Number(n)),
+                    None => {
+                        let what = values.get(1).map(text).unwrap_or_else(|| "to_num".into());
+                        fail(
+                            "type.not_a_number",
+                            format!("{what}: `{}` is not a number", text(&v)),
+                        )
+                    }
+                }
+            }
             "guard" => {
                 let values = self.args(frame, args)?;
                 let holds = values.first().is_some_and(value::truthy);
