@@ -198,7 +198,9 @@ ask = "bench-ask"
            "| admission | short solo p50 / p99 ms | short runs | short p50 / p99 ms | short p99 / solo p99 | long runs | long p50 / p99 ms | peak calls at the model server | failed runs | load average |",
            "|---|---|---:|---|---:|---:|---|---:|---:|---|"]
     for fair, s50, s99, ns, m50, m99, nl, l50, l99, peak, bad, _, _, (la0, la1) in rows:
-        label = {"las": "least attained service (default)", "fifo": "shared slots, arrival order (`AIS_SERVE_FAIR=fifo`)",
+        label = {"las": "least attained service, each run starting at the LLM calls it is sure to make (default)",
+                 "las-uncounted": "least attained service from zero (`AIS_SERVE_FAIR=las-uncounted`)",
+                 "fifo": "shared slots, arrival order (`AIS_SERVE_FAIR=fifo`)",
                  "off": "no shared slots: each run limits itself (`AIS_SERVE_FAIR=off`)",
                  "short-only": "the short clients alone (least attained service, long clients idle)"}[fair]
         long_text = f"{l50:.0f} / {l99:.0f}" if nl else "-"

@@ -128,6 +128,9 @@ struct CliEngine {
     /// The run backend's slots, shared by the runs least attained service
     /// first (`ais_serve::fair`); `None` for the simulator.
     fair: Option<Arc<ais_serve::fair::FairShare>>,
+    /// A run starts with the LLM calls it is sure to make as service
+    /// (off only for the benchmark's baseline).
+    credit: bool,
 }
 
 struct CliPrepared {
@@ -136,6 +139,8 @@ struct CliPrepared {
     run: run::PreparedRun,
     cancel: ais_serve::Cancel,
     fair: Option<Arc<ais_serve::fair::FairShare>>,
+    /// The run's starting service: the LLM calls it is sure to make.
+    credit: u64,
 }
 
 impl Prepared for CliPrepared {
@@ -149,11 +154,12 @@ impl Prepared for CliPrepared {
             run,
             cancel,
             fair,
+            credit,
             ..
         } = *self;
         let backend = cancel.backend(run.backend);
         let backend = match &fair {
-            Some(f) => f.for_run(backend),
+            Some(f) => f.for_run(backend, credit),
             None => backend,
         };
         let host = cancel.host(run.host);
@@ -251,12 +257,21 @@ impl CliEngine {
             || prepared.host.run_id().to_string(),
             |j| j.run_id().to_string(),
         );
+        let credit = if self.credit {
+            let program = &loaded.program;
+            program
+                .find_entry(prepared.options.entry.as_deref())
+                .map_or(0, |e| program.sure_llm_calls(e))
+        } else {
+            0
+        };
         Ok(Box::new(CliPrepared {
             id,
             loaded,
             run: prepared,
             cancel,
             fair: self.fair.clone(),
+            credit,
         }))
     }
 }
@@ -640,7 +655,8 @@ fn start(
             return Err(1);
         }
     }
-    // AIS_SERVE_FAIR=fifo | off: the benchmark's baselines (docs/serve.md).
+    // AIS_SERVE_FAIR=fifo | off | las-uncounted: the benchmark's baselines
+    // (docs/serve.md).
     let mode = std::env::var("AIS_SERVE_FAIR").unwrap_or_default();
     let fair =
         (mode != "off" && ais_serve::fair::FairShare::gates(&*setup.llm.backend)).then(|| {
@@ -649,6 +665,7 @@ fn start(
     let engine = CliEngine {
         store,
         fair,
+        credit: mode != "las-uncounted",
         setup,
         runs: runs.clone(),
         loaded: std::sync::RwLock::new(loaded),

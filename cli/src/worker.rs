@@ -537,7 +537,13 @@ fn execute(
             }
         };
     let backend = match fair {
-        Some(f) => f.for_run(prepared.backend),
+        Some(f) => {
+            let credit = loaded
+                .program
+                .find_entry(stored.info.entry.as_deref())
+                .map_or(0, |e| loaded.program.sure_llm_calls(e));
+            f.for_run(prepared.backend, credit)
+        }
         None => prepared.backend,
     };
     let report = ais_vm::run(&loaded.program, &prepared.options, backend, prepared.host);

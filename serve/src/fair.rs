@@ -80,12 +80,18 @@ impl FairShare {
     }
 
     /// `backend` (the run's, with its cancellation) calling through the
-    /// shared slots, counting this run's service.
-    pub fn for_run(self: &Arc<Self>, backend: Arc<dyn LlmBackend>) -> Arc<dyn LlmBackend> {
+    /// shared slots, counting this run's service from `credit`: the LLM
+    /// calls the run is sure to make (`Program::sure_llm_calls`), so that
+    /// a run known to be long does not start level with a one-call run.
+    pub fn for_run(
+        self: &Arc<Self>,
+        backend: Arc<dyn LlmBackend>,
+        credit: u64,
+    ) -> Arc<dyn LlmBackend> {
         Arc::new(FairRun {
             share: Arc::clone(self),
             inner: backend,
-            service: Arc::new(AtomicU64::new(0)),
+            service: Arc::new(AtomicU64::new(credit)),
         })
     }
 
@@ -371,8 +377,8 @@ mod tests {
             order: Mutex::default(),
             release: Mutex::default(),
         });
-        let long = share.for_run(gate.clone());
-        let short = share.for_run(gate.clone());
+        let long = share.for_run(gate.clone(), 0);
+        let short = share.for_run(gate.clone(), 0);
         let (tx, rx) = mpsc::channel();
         let cb = |tx: &mpsc::Sender<String>, name: &str| -> OnDone {
             let (tx, name) = (tx.clone(), name.to_string());
@@ -406,13 +412,38 @@ mod tests {
     }
 
     #[test]
+    fn a_run_sure_to_be_long_waits_behind_a_fresh_short_one() {
+        let gate = Arc::new(Gate {
+            order: Mutex::default(),
+            release: Mutex::default(),
+        });
+        let share = FairShare::new(1);
+        let first = share.for_run(gate.clone(), 0);
+        // Neither has had a call; the compiler says one will make 50.
+        let long = share.for_run(gate.clone(), 50);
+        let short = share.for_run(gate.clone(), 1);
+        let none = || -> OnDone { Box::new(|_, _| {}) };
+        first.start(request("first"), CancelToken::new(), none());
+        wait_started(&gate, 1);
+        long.start(request("long 1"), CancelToken::new(), none());
+        short.start(request("short 1"), CancelToken::new(), none());
+        for n in 2..=3 {
+            release_one(&gate, 1);
+            wait_started(&gate, n);
+        }
+        release_one(&gate, 1);
+        let order = gate.order.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        assert_eq!(order, vec!["first", "short 1", "long 1"]);
+    }
+
+    #[test]
     fn a_cancelled_waiting_call_ends_without_a_slot() {
         let gate = Arc::new(Gate {
             order: Mutex::default(),
             release: Mutex::default(),
         });
         let share = FairShare::new(1);
-        let run = share.for_run(gate.clone());
+        let run = share.for_run(gate.clone(), 0);
         let (tx, rx) = mpsc::channel();
         run.start(request("a"), CancelToken::new(), Box::new(|_, _| {}));
         wait_started(&gate, 1);

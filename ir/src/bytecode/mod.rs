@@ -32,6 +32,7 @@
 //! readable dump.
 
 mod artifact;
+mod calls;
 mod codegen;
 mod inspect;
 mod validate;

@@ -384,3 +384,34 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn sure_llm_calls_count_the_body_and_its_callees_not_arms_or_loops() {
+    let p = program();
+    let main = p.find_entry(None).unwrap();
+    let helper = p.find_entry(Some("B.helper")).unwrap();
+    // `ask` and the helper's `reason`; the `think` in a switch arm may not run.
+    assert_eq!(p.sure_llm_calls(main), 2);
+    assert_eq!(p.sure_llm_calls(helper), 1);
+    // A flow that calls itself counts that call as 0, and ends.
+    let m = crate::parse_module(
+        r#"
+agent @A {
+  flow @r(%q: str) -> str entry {
+    %0 = ask %q : str
+    %1 = flow.call %0 {callee = @A.s} : str
+    return %1
+  }
+  flow @s(%q: str) -> str {
+    %0 = think %q : str
+    %1 = flow.call %0 {callee = @A.r} : str
+    return %1
+  }
+}
+"#,
+    )
+    .unwrap();
+    let p = compile(&m).unwrap();
+    let r = p.find_entry(None).unwrap();
+    assert_eq!(p.sure_llm_calls(r), 2);
+}
