@@ -257,21 +257,17 @@ impl CliEngine {
             || prepared.host.run_id().to_string(),
             |j| j.run_id().to_string(),
         );
-        let credit = if self.credit {
-            let program = &loaded.program;
-            program
-                .find_entry(prepared.options.entry.as_deref())
-                .map_or(0, |e| program.sure_llm_calls(e))
-        } else {
-            0
-        };
+        let entry = prepared.options.entry.as_deref();
+        let credit = self
+            .credit
+            .then(|| loaded.program.entry_sure_llm_calls(entry));
         Ok(Box::new(CliPrepared {
             id,
             loaded,
             run: prepared,
             cancel,
             fair: self.fair.clone(),
-            credit,
+            credit: credit.unwrap_or(0),
         }))
     }
 }
@@ -727,7 +723,7 @@ pub fn serve(
         Err(code) => return code,
     };
     let mcp = Arc::new(ais_serve::mcp::Mcp::new(registry.clone()));
-    let stop_webhooks = deliver_in_background(runs);
+    let stop_webhooks = super::webhooks::deliver_served_in_background(&runs.memory);
     let n = registry.programs().len();
     let place = match runs.memory.store_url() {
         Some(url) if runs.enqueue => format!(
@@ -760,25 +756,6 @@ pub fn serve(
             2
         }
     }
-}
-
-/// Starts sending the webhook deliveries of the store runs are journaled
-/// in (`--store`, else the memory directory's); returns its stop flag.
-fn deliver_in_background(runs: &ServedRunArgs) -> Option<Arc<std::sync::atomic::AtomicBool>> {
-    let store = match runs.memory.store_url() {
-        Some(url) => MemoryArgs::shared_store(&url).ok()?,
-        None => {
-            let dir = journal::dir_of(&runs.memory.storage())?;
-            ais_vm::store::open(&dir.display().to_string()).ok()?
-        }
-    };
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let flag = stop.clone();
-    std::thread::Builder::new()
-        .name("ais-webhooks".into())
-        .spawn(move || super::webhooks::deliver_loop(store, &flag, false))
-        .ok()?;
-    Some(stop)
 }
 
 /// True when every address `listen` resolves to is a loopback one (an

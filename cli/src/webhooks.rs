@@ -204,3 +204,24 @@ fn time(ms: i64) -> String {
     let t = ais_stdlib::time::rfc3339(u64::try_from(ms).unwrap_or(0));
     t.chars().take(19).collect::<String>().replace('T', " ")
 }
+
+/// Starts sending the webhook deliveries of the store runs are journaled
+/// in (`--store`, else the memory directory's); returns its stop flag.
+pub(crate) fn deliver_served_in_background(
+    memory: &super::aam::MemoryArgs,
+) -> Option<Arc<AtomicBool>> {
+    let store = match memory.store_url() {
+        Some(url) => super::aam::MemoryArgs::shared_store(&url).ok()?,
+        None => {
+            let dir = ais_vm::journal::dir_of(&memory.storage())?;
+            ais_vm::store::open(&dir.display().to_string()).ok()?
+        }
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    std::thread::Builder::new()
+        .name("ais-webhooks".into())
+        .spawn(move || deliver_loop(store, &flag, false))
+        .ok()?;
+    Some(stop)
+}

@@ -540,8 +540,7 @@ fn execute(
         Some(f) => {
             let credit = loaded
                 .program
-                .find_entry(stored.info.entry.as_deref())
-                .map_or(0, |e| loaded.program.sure_llm_calls(e));
+                .entry_sure_llm_calls(stored.info.entry.as_deref());
             f.for_run(prepared.backend, credit)
         }
         None => prepared.backend,

@@ -56,4 +56,10 @@ impl Program {
             Some(n) => n,
         }
     }
+
+    /// [`Program::sure_llm_calls`] of the entry flow `name` picks (0 when
+    /// it picks none: the run fails before any call).
+    pub fn entry_sure_llm_calls(&self, name: Option<&str>) -> u64 {
+        self.find_entry(name).map_or(0, |e| self.sure_llm_calls(e))
+    }
 }
