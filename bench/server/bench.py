@@ -52,10 +52,13 @@ def pct(xs, q):
     return xs[min(len(xs) - 1, max(0, int(round(q * (len(xs) - 1)))))]
 
 
-def ours(aisc, program, config, args, backend=None, memory=":memory:"):
+def ours(aisc, program, config, args, backend=None, memory=":memory:", extra=()):
+    """One `aisc run`: whether it exited 0, its makespan, the end of its
+    stderr and its report (shared by the benchmarks under bench/server)."""
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         report = f.name
-    cmd = [aisc, "run", program, "--config", config, "-q", "--memory", memory, "--report-json", report]
+    cmd = [aisc, "run", program, "--config", config, "-q", "--memory", memory, "--report-json", report,
+           *extra]
     if backend:
         cmd += ["--backend", backend]
     for k, v in args.items():

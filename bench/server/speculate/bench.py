@@ -30,6 +30,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from bench import admin, start_server  # noqa: E402
+from bench import ours as run_ours  # noqa: E402
 from server import PRICES  # noqa: E402
 
 PROGRAM = os.path.join(os.path.dirname(HERE), "cache", "w09_routing_manual.ais")
@@ -75,21 +76,8 @@ output_per_mtok = {p['output']}
 
 
 def ours(aisc, cfg, args, extra):
-    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
-        report = f.name
-    cmd = [aisc, "run", PROGRAM, "--config", cfg, "-q", "--memory", ":memory:",
-           "--report-json", report, *extra]
-    for k, v in args.items():
-        cmd += ["--arg", f"{k}={v}"]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    try:
-        with open(report) as f:
-            rep = json.load(f)
-    except (OSError, ValueError):
-        rep = {}
-    os.unlink(report)
-    s = rep.get("summary", {})
-    return p.returncode == 0, s, p.stderr[-400:]
+    r = run_ours(aisc, PROGRAM, cfg, args, extra=extra)
+    return r["ok"], r["report"].get("summary", {}), r["stderr"]
 
 
 def langgraph(py, port, args):

@@ -21,10 +21,8 @@ saved).
       [--tool-ms MS] [--max-extra-calls N] [--aisc PATH] [--out FILE]
 """
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 
@@ -33,6 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from bench import admin, start_server  # noqa: E402
+from bench import ours as run_ours  # noqa: E402
 
 PROGRAM = os.path.join(HERE, "w09_routing_tools.ais")
 TICKETS = [
@@ -89,20 +88,8 @@ def tool_calls(log):
 
 
 def ours(aisc, cfg, args, extra):
-    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
-        report = f.name
-    cmd = [aisc, "run", PROGRAM, "--config", cfg, "-q", "--memory", ":memory:",
-           "--report-json", report, *extra]
-    for k, v in args.items():
-        cmd += ["--arg", f"{k}={v}"]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    try:
-        with open(report) as f:
-            rep = json.load(f)
-    except (OSError, ValueError):
-        rep = {}
-    os.unlink(report)
-    return p.returncode == 0, rep.get("summary", {}), p.stderr[-600:]
+    r = run_ours(aisc, PROGRAM, cfg, args, extra=extra)
+    return r["ok"], r["report"].get("summary", {}), r["stderr"]
 
 
 def main():
