@@ -258,16 +258,18 @@ impl CliEngine {
             |j| j.run_id().to_string(),
         );
         let entry = prepared.options.entry.as_deref();
-        let credit = self
-            .credit
-            .then(|| loaded.program.entry_sure_llm_calls(entry));
+        let credit = if self.credit {
+            loaded.program.entry_sure_llm_calls(entry)
+        } else {
+            0
+        };
         Ok(Box::new(CliPrepared {
             id,
             loaded,
             run: prepared,
             cancel,
             fair: self.fair.clone(),
-            credit: credit.unwrap_or(0),
+            credit,
         }))
     }
 }

@@ -200,6 +200,9 @@ impl Gate {
     /// none waits.
     fn dispatch(self: Arc<Self>) {
         let mut down_since: Option<Instant> = None;
+        // Told to wait since this dispatcher started: the store may hold
+        // this process's claim to go first, to be withdrawn at the end.
+        let mut waited = false;
         loop {
             let mut st = lock(&self.state);
             // Calls cancelled while waiting end now, without a slot.
@@ -209,7 +212,9 @@ impl Gate {
             if st.waiting.is_empty() {
                 st.dispatcher = false;
                 drop(st);
-                let _ = self.limiter.stop_waiting(&self.name);
+                if waited {
+                    let _ = self.limiter.stop_waiting(&self.name);
+                }
                 self.fail(
                     gone,
                     LlmErrorKind::Cancelled,
@@ -241,6 +246,7 @@ impl Gate {
                 }
                 Ok(Take::Wait(d)) => {
                     down_since = None;
+                    waited = true;
                     d.min(POLL * 8)
                 }
                 Err(e) => {

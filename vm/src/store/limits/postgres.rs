@@ -197,21 +197,15 @@ impl Limiter for PgLimiter {
                 "DELETE FROM backend_calls WHERE backend = $1 AND until_ms <= $2",
                 &[&backend, &now],
             )?;
-            let in_flight: i64 = tx
-                .query_one(
-                    "SELECT COUNT(*) FROM backend_calls WHERE backend = $1",
-                    &[&backend],
-                )?
-                .get(0);
-            // A process whose next call's run is less served waits too:
-            // it goes first.
-            let behind: bool = tx
-                .query_one(
-                    "SELECT EXISTS (SELECT 1 FROM backend_waiters WHERE backend = $1
-                     AND owner <> $2 AND until_ms > $3 AND service < $4)",
-                    &[&backend, &me.owner, &now, &service],
-                )?
-                .get(0);
+            // The calls in flight, and whether a process whose next call's
+            // run is less served waits (it goes first): one round trip.
+            let row = tx.query_one(
+                "SELECT (SELECT COUNT(*) FROM backend_calls WHERE backend = $1),
+                 EXISTS (SELECT 1 FROM backend_waiters WHERE backend = $1
+                 AND owner <> $2 AND until_ms > $3 AND service < $4)",
+                &[&backend, &me.owner, &now, &service],
+            )?;
+            let (in_flight, behind): (i64, bool) = (row.get(0), row.get(1));
             if conc.is_some_and(|c| in_flight >= c) || behind {
                 wait(&mut tx)?;
                 tx.execute(

@@ -231,23 +231,11 @@ impl Group {
 
 #[cfg(test)]
 mod tests {
+    use super::super::runs::tests::entry;
     use super::super::SqliteStore;
     use crate::store::{Entry, NewRun, Store};
     use crate::sync::lock;
     use std::sync::Arc;
-
-    fn entry(i: usize) -> Entry {
-        Entry {
-            key: format!("k{i}"),
-            seq: i as i64,
-            kind: "done".into(),
-            op: "ask".into(),
-            hash: "h".into(),
-            value: Some(format!("\"v{i}\"")),
-            tokens: 1,
-            labels: None,
-        }
-    }
 
     fn fsyncs(store: &SqliteStore) -> u64 {
         store.group.fsyncs.load(std::sync::atomic::Ordering::SeqCst)

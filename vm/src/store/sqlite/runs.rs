@@ -700,10 +700,11 @@ impl Store for SqliteStore {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn entry(i: usize) -> Entry {
+    /// An LLM op's entry, numbered `i` (shared with `group`'s tests).
+    pub(in crate::store::sqlite) fn entry(i: usize) -> Entry {
         Entry {
             key: format!("k{i}"),
             seq: i as i64,
