@@ -7,6 +7,7 @@
 //! world and are never undone.
 
 use crate::value::text;
+use ais_vm::store::MemQuery;
 use serde_json::Value as Json;
 use std::collections::BTreeMap;
 
@@ -42,9 +43,10 @@ impl World {
         store.push((key, value));
     }
 
-    /// `qmem(query, tier [, limit])`: a key returns its value; `"*"` or `""`
-    /// every value; otherwise values whose key or text contains the query
-    /// (case-insensitive). `limit` keeps the most recent hits.
+    /// `qmem(query, tier [, limit])`, matched as the VM's memory matches
+    /// it ([`MemQuery`]: a key returns its value; `"*"` or `""` every value;
+    /// `p*` keys starting with `p`; else every word of the query). `limit`
+    /// keeps the most recent hits.
     pub fn mem_query(&self, agent: &str, tier: &str, query: &Json, limit: Option<usize>) -> Json {
         let empty = Vec::new();
         let store = self
@@ -52,18 +54,15 @@ impl World {
             .get(&(agent.to_string(), tier.to_string()))
             .unwrap_or(&empty);
         let q = text(query);
-        if let Some((_, v)) = store.iter().rev().find(|(k, _)| *k == q) {
-            return v.clone();
+        let query = MemQuery::parse(&q);
+        if let Some(key) = query.exact_key() {
+            if let Some((_, v)) = store.iter().rev().find(|(k, _)| k == key) {
+                return v.clone();
+            }
         }
-        let needle = q.to_lowercase();
         let mut hits: Vec<Json> = store
             .iter()
-            .filter(|(k, v)| {
-                q.is_empty()
-                    || q == "*"
-                    || k.to_lowercase().contains(&needle)
-                    || text(v).to_lowercase().contains(&needle)
-            })
+            .filter(|(k, v)| query.matches(k, v))
             .map(|(_, v)| v.clone())
             .collect();
         if let Some(n) = limit {

@@ -6,6 +6,7 @@
 use ais_ir::Tier;
 use ais_vm::host::{Host, HostError, Message, ToolFn};
 use ais_vm::llm::CancelToken;
+use ais_vm::store::MemQuery;
 use ais_vm::sync::lock;
 use serde_json::{json, Value as Json};
 use std::collections::HashMap;
@@ -175,17 +176,15 @@ impl Host for MemoryHost {
         let tiers = self.tiers(agent);
         let store = lock(&tiers[tier_index(tier)]);
         let q = text_of(query);
-        if let Some(e) = store.iter().rev().find(|e| e.key == q) {
-            return Ok(e.value.clone());
+        let query = MemQuery::parse(&q);
+        if let Some(k) = query.exact_key() {
+            if let Some(e) = store.iter().rev().find(|e| e.key == k) {
+                return Ok(e.value.clone());
+            }
         }
-        let all = q.is_empty() || q == "*";
-        let needle = q.to_lowercase();
         let hits: Vec<Json> = store
             .iter()
-            .filter(|e| {
-                all || e.key.to_lowercase().contains(&needle)
-                    || text_of(&e.value).to_lowercase().contains(&needle)
-            })
+            .filter(|e| query.matches(&e.key, &e.value))
             .map(|e| e.value.clone())
             .collect();
         Ok(Json::Array(hits))

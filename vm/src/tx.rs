@@ -21,12 +21,13 @@
 //!
 //! Overlay rules for `qmem` inside a body: a query equal to the key of a
 //! buffered keyed write returns that value; otherwise the parent's list
-//! result gets the buffered values that match the query (`*`/empty: all;
-//! `p*`: keys starting with `p`; words: every word in the key or text,
-//! ignoring case) appended, oldest first.
+//! result gets the buffered values that match the query appended, oldest
+//! first; matching is the AAM's ([`MemQuery`]).
 
+use crate::aam::content_key;
 use crate::host::{Host, HostError, Message};
 use crate::llm::CancelToken;
+use crate::store::query::{text_of, MemQuery};
 use crate::value::Val;
 use ais_ir::Tier;
 use serde_json::Value as Json;
@@ -216,26 +217,6 @@ impl<'h> Tx<'h> {
     }
 }
 
-fn text_of(v: &Json) -> String {
-    match v {
-        Json::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
-/// Does a buffered write `(key, value)` match query `q` (a list query)?
-fn matches(q: &str, key: Option<&str>, value: &Json) -> bool {
-    if q.is_empty() || q == "*" {
-        return true;
-    }
-    if let Some(p) = q.strip_suffix('*') {
-        return key.is_some_and(|k| k.starts_with(p));
-    }
-    let hay = format!("{} {}", key.unwrap_or_default(), text_of(value)).to_lowercase();
-    q.split_whitespace()
-        .all(|w| hay.contains(&w.to_lowercase()))
-}
-
 impl Host for Tx<'_> {
     fn pause(&self, agent: &str, message: &str) -> Option<Json> {
         self.parent().pause(agent, message)
@@ -279,7 +260,10 @@ impl Host for Tx<'_> {
 
     fn mem_query(&self, agent: &str, tier: Tier, query: &Json) -> Result<Json, HostError> {
         let q = text_of(query);
-        let mine: Vec<(Option<String>, Json)> = self
+        let parsed = MemQuery::parse(&q);
+        // A write with no key is stored under its content key (as the AAM
+        // does), which a prefix query may name.
+        let mine: Vec<(String, Json)> = self
             .log()
             .iter()
             .filter_map(|e| match e {
@@ -289,18 +273,23 @@ impl Host for Tx<'_> {
                     value,
                     key,
                     ..
-                } if a == agent && *t == tier => Some((key.as_ref().map(text_of), value.clone())),
+                } if a == agent && *t == tier => Some((
+                    key.as_ref().map_or_else(|| content_key(value), text_of),
+                    value.clone(),
+                )),
                 _ => None,
             })
             .collect();
-        if let Some((_, v)) = mine.iter().rev().find(|(k, _)| k.as_deref() == Some(&q)) {
-            return Ok(v.clone());
+        if let Some(k) = parsed.exact_key() {
+            if let Some((_, v)) = mine.iter().rev().find(|(key, _)| key == k) {
+                return Ok(v.clone());
+            }
         }
         let mut r = self.parent().mem_query(agent, tier, query)?;
         if let Json::Array(xs) = &mut r {
             xs.extend(
                 mine.into_iter()
-                    .filter(|(k, v)| matches(&q, k.as_deref(), v))
+                    .filter(|(k, v)| parsed.matches(k, v))
                     .map(|(_, v)| v),
             );
         }

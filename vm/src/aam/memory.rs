@@ -5,11 +5,11 @@
 //! outlive a run hold are kept (docs/security.md, "Labels across runs").
 
 use super::ltm::text_of;
-use super::{episodic, words, AamHost, LTM_NS, TRACE_QUERY};
+use super::{episodic, AamHost, LTM_NS, TRACE_QUERY};
 use crate::host::{flow, HostError};
+use crate::store::MemQuery;
 use ais_ir::Tier;
 use serde_json::{json, Value as Json};
-use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
@@ -49,15 +49,6 @@ fn note_labels(record: &Json) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Does `text` contain every word of `query` (as whole words)?
-fn matches_all(query_words: &[String], text: &str) -> bool {
-    if query_words.is_empty() {
-        return false;
-    }
-    let have: HashSet<String> = words(text).into_iter().collect();
-    query_words.iter().all(|w| have.contains(w))
-}
-
 /// The key `umem(value)` stores under when no key is given: `#` and the
 /// first 16 hex digits of the SHA-256 of the value's JSON text.
 pub fn content_key(value: &Json) -> String {
@@ -81,40 +72,33 @@ fn content_hash(text: &str) -> String {
 impl AamHost {
     pub(super) fn query(&self, agent: &str, tier: Tier, q: &str) -> Result<Json, HostError> {
         let list = |xs: Vec<Json>| Ok(Json::Array(xs));
-        let everything = q.is_empty() || q == "*";
-        let prefix = q.strip_suffix('*').filter(|_| !everything);
+        let query = MemQuery::parse(q);
         match tier {
             Tier::Stm => {
-                if !everything && prefix.is_none() {
-                    if let Some(v) = self.stm_get(agent, q)? {
+                if let Some(k) = query.exact_key() {
+                    if let Some(v) = self.stm_get(agent, k)? {
                         return Ok(v);
                     }
                 }
                 let all = self.stm_entries(agent)?;
-                let ws = words(q);
                 list(
                     all.into_iter()
-                        .filter(|(k, v, _)| {
-                            everything
-                                || prefix.map_or_else(
-                                    || matches_all(&ws, &format!("{k} {}", text_of(v))),
-                                    |p| k.starts_with(p),
-                                )
-                        })
+                        .filter(|(k, v, _)| query.matches(k, v))
                         .map(|(_, v, _)| v)
                         .collect(),
                 )
             }
             Tier::Ltm => {
-                let rows = if everything {
-                    self.ltm.all(agent, LTM_NS)?
-                } else if let Some(p) = prefix {
-                    self.ltm.prefix(agent, LTM_NS, p)?
-                } else if let Some(e) = self.ltm.get(agent, LTM_NS, q)? {
-                    self.read_labels("ltm", &e.labels)?;
-                    return Ok(e.value);
-                } else {
-                    self.ltm.search_all(agent, LTM_NS, q)?
+                let rows = match query {
+                    MemQuery::Everything => self.ltm.all(agent, LTM_NS)?,
+                    MemQuery::Prefix(p) => self.ltm.prefix(agent, LTM_NS, p)?,
+                    MemQuery::Words { exact, .. } => {
+                        if let Some(e) = self.ltm.get(agent, LTM_NS, exact)? {
+                            self.read_labels("ltm", &e.labels)?;
+                            return Ok(e.value);
+                        }
+                        self.ltm.search_all(agent, LTM_NS, q)?
+                    }
                 };
                 for e in &rows {
                     self.read_labels("ltm", &e.labels)?;
@@ -153,27 +137,15 @@ impl AamHost {
                         r.clone()
                     }
                 };
-                if !everything && prefix.is_none() {
-                    if let Some(r) = recs.iter().rev().find(|r| key_of(r) == q) {
+                if let Some(k) = query.exact_key() {
+                    if let Some(r) = recs.iter().rev().find(|r| key_of(r) == k) {
                         self.read_labels("episodic", &note_labels(r))?;
                         return Ok(value_of(r));
                     }
                 }
-                let ws = words(q);
                 let hits: Vec<&Json> = recs
                     .iter()
-                    .filter(|r| {
-                        everything
-                            || prefix.map_or_else(
-                                || {
-                                    matches_all(
-                                        &ws,
-                                        &format!("{} {}", key_of(r), text_of(&value_of(r))),
-                                    )
-                                },
-                                |p| key_of(r).starts_with(p),
-                            )
-                    })
+                    .filter(|r| query.matches(&key_of(r), &value_of(r)))
                     .collect();
                 for r in &hits {
                     self.read_labels("episodic", &note_labels(r))?;

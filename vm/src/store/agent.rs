@@ -14,7 +14,6 @@
 
 use crate::host::HostError;
 use serde_json::Value as Json;
-use std::collections::HashSet;
 
 /// One stored long-term memory entry.
 #[derive(Clone, Debug, PartialEq)]
@@ -69,22 +68,7 @@ pub fn text_of(v: &Json) -> String {
     }
 }
 
-/// The lower-cased words (alphanumeric runs) of `s`: what keyword search
-/// matches on, in every tier and every store.
-pub fn words(s: &str) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    let mut seen = HashSet::new();
-    for w in s
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-    {
-        let w = w.to_lowercase();
-        if seen.insert(w.clone()) {
-            out.push(w);
-        }
-    }
-    out
-}
+pub use super::query::words;
 
 /// A change to one agent's goal list (a JSON array of goal rows), applied
 /// under the store's lock for that list.

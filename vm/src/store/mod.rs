@@ -21,6 +21,7 @@ pub mod limits;
 pub mod open_once;
 pub mod postgres;
 pub mod priority;
+pub mod query;
 pub mod retry;
 pub mod rows;
 pub mod schedule;
@@ -30,6 +31,7 @@ pub mod thread;
 pub mod webhook;
 
 pub use agent::AgentStore;
+pub use query::MemQuery;
 pub use rows::{JournalError, RunInfo, Status, Step};
 use serde_json::Value as Json;
 use std::path::Path;
