@@ -57,12 +57,14 @@ impl FlowLowering<'_, '_> {
                 let k = match (result, input.dependency) {
                     (Some(k), _) => k,
                     (None, Dependency::Data) => 0,
-                    // Reference ordering edges: the ord token if there is one.
-                    (None, Dependency::Effect) => match ord_at {
+                    // Reference ordering edges (`Effect`, and `Control`:
+                    // run after): the ord token if there is one. A pure
+                    // node's value exists before anything reads it, so an
+                    // edge from it orders nothing observable.
+                    (None, Dependency::Effect | Dependency::Control) => match ord_at {
                         Some(k) => k,
                         None => return Ok(None),
                     },
-                    (None, Dependency::Control) => return Ok(None),
                 };
                 match vals.get(k) {
                     Some(v) => *v,
@@ -87,7 +89,13 @@ impl FlowLowering<'_, '_> {
         let mut placed: Vec<Option<(Value, usize)>> = Vec::new();
         let mut data = Vec::new();
         let mut tokens = Vec::new();
+        // A `Control` edge into an op that takes no ordering token (a pure
+        // op, which runs when its data exists) orders nothing.
+        let takes_tokens = self.opcodes[i].info().takes_ord || self.refonly[i].is_some();
         for input in &self.inputs[i] {
+            if input.dependency == Dependency::Control && input.operand.is_none() && !takes_tokens {
+                continue;
+            }
             let Some(v) = self.value_of(flow, input)? else {
                 continue;
             };
