@@ -76,6 +76,58 @@ fn features() -> gen::Features {
     }
 }
 
+/// Forks `source`'s run at its first step with no edit and runs the fork:
+/// (original, fork).
+fn original_and_fork(source: &str, args: &[(String, Json)]) -> (Seen, Seen) {
+    let lowered = compile_source(source).unwrap().module;
+    let code = support::compile(&lowered, OptLevel::O1);
+    let artifact = ais_ir::bytecode::encode(&code).unwrap();
+    let original = Journal::begin(None, "orig", "gen.ais", &artifact, None, args).unwrap();
+    let store = original.store().clone();
+    let first = run(&code, args, Arc::new(original));
+    let forked = journal::fork_in(&store, "orig", &ForkAt::Step(1), None).unwrap();
+    let j = Journal::resume_in(store.clone(), &forked.id).unwrap();
+    (first, run(&code, args, Arc::new(j)))
+}
+
+/// The shrunk case this test once found: the `try` body failed in the
+/// original (0 / 0), so the fork runs it again, live, after replaying the
+/// belief writes before it. A replayed write of state that ends with the
+/// process (beliefs of a host that does not keep them, short-term memory)
+/// was not written again, so the body read the initial values and
+/// succeeded. Short-term memory the same way.
+#[test]
+fn ops_run_again_after_replayed_state_writes_read_what_they_wrote() {
+    let source = r#"agent A {
+    beliefs { mood: "calm", count = 0 }
+    @entry flow main(s: str) -> str {
+        count = count + (0 + inv("t.record", "{{}}"))
+        mood = "billing"
+        umem("noted", "stm", "note")
+        try {
+            let _v1 = (0 / (count + -1))
+            s = "t<{mood}>"
+        } catch {
+        }
+        try {
+            let n = "" + qmem("note", "stm")
+            if n == "noted" {
+                let _v2 = 0 / (count - count)
+            }
+            s = s + " missed the note"
+        } catch {
+        }
+        return s + " " + mood + " " + count
+    }
+}
+"#;
+    let args = vec![("s".to_string(), Json::String("kept".into()))];
+    let (first, again) = original_and_fork(source, &args);
+    assert_eq!(first.result, Ok(Json::String("kept billing 1".into())));
+    assert_eq!(again.result, first.result);
+    assert_eq!(again.llm_calls, 0);
+}
+
 proptest! {
     #![proptest_config(config())]
 

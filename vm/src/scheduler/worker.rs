@@ -127,6 +127,42 @@ impl<'r> Run<'r> {
         !cx.local.is_empty()
     }
 
+    /// An inline op on the frame's host (its `try` body's buffer when in
+    /// one). With labels on, a message keeps its body's labels in the
+    /// mailbox, a memory write its value's; `inbox()` and a memory read give
+    /// back the labels of what they return (`crate::host::flow`), joined
+    /// into the result's.
+    fn exec_inline(
+        &self,
+        frame: &Frame<'r>,
+        instr: &ais_ir::bytecode::Instr,
+        args: &[Val],
+        label: u64,
+        labels_on: bool,
+    ) -> Result<Results, OpError> {
+        let host: &dyn Host = match &frame.tx {
+            Some(tx) => tx.as_ref(),
+            None => self.host,
+        };
+        let agent = self.agent_name(frame.agent);
+        if labels_on
+            && matches!(
+                instr.opcode,
+                Opcode::Communicate | Opcode::Umem | Opcode::Qmem
+            )
+        {
+            let writing = self.labels.names(label);
+            let (r, read) =
+                crate::host::flow::with(writing, || exec::exec_inline(host, agent, instr, args));
+            if !read.is_empty() {
+                frame.add_label(instr.result, self.labels.of_names(&read));
+            }
+            r
+        } else {
+            exec::exec_inline(host, agent, instr, args)
+        }
+    }
+
     /// Runs one ready op; returns the next op to run on this worker, if
     /// its completion made one ready.
     pub(super) fn execute(&self, t: Task<'r>, cx: &mut WorkerCtx<'r>) -> Option<Task<'r>> {
@@ -231,7 +267,17 @@ impl<'r> Run<'r> {
         // completes later (frames it started, or the I/O executor).
         let r: Result<Option<Results>, OpError> = match class {
             _ if replayed.is_some() => {
-                let r = replayed.unwrap_or(Ok(Results::new())).map(Some);
+                let mut r = replayed.unwrap_or(Ok(Results::new())).map(Some);
+                if r.is_ok() && restores_state(instr) {
+                    // State that lives only as long as the process (short-
+                    // term memory, beliefs unless the store keeps them) is
+                    // written again as the earlier attempt wrote it, so an
+                    // op that runs live after it reads what it read then.
+                    // An idempotent write: the same value under the same key.
+                    if let Err(e) = self.exec_inline(&frame, instr, &args, label, labels_on) {
+                        r = Err(e);
+                    }
+                }
                 if r.is_ok() && instr.opcode == Opcode::Communicate {
                     match &frame.tx {
                         // Delivered by an earlier attempt; its handlers
@@ -249,33 +295,11 @@ impl<'r> Run<'r> {
                 .and_then(|v| limits::check_value(&v, self.max_value_bytes).map(|()| v))
                 .map(|v| Some(smallvec![v])),
             Class::Inline => {
-                let host: &dyn Host = match &frame.tx {
-                    Some(tx) => tx.as_ref(),
-                    None => self.host,
-                };
                 let r = if instr.opcode == Opcode::Print {
                     // Journaled before it is shown (`gate::outbox`).
                     self.print_op(&frame, &args, jkey.as_ref())
-                } else if labels_on
-                    && matches!(
-                        instr.opcode,
-                        Opcode::Communicate | Opcode::Umem | Opcode::Qmem
-                    )
-                {
-                    // A message keeps its body's labels in the mailbox, a
-                    // memory write its value's; `inbox()` and a memory
-                    // read give back the labels of what they return
-                    // (`crate::host::flow`), joined into the result's.
-                    let writing = self.labels.names(label);
-                    let (r, read) = crate::host::flow::with(writing, || {
-                        exec::exec_inline(host, self.agent_name(frame.agent), instr, &args)
-                    });
-                    if !read.is_empty() {
-                        frame.add_label(instr.result, self.labels.of_names(&read));
-                    }
-                    r
                 } else {
-                    exec::exec_inline(host, self.agent_name(frame.agent), instr, &args)
+                    self.exec_inline(&frame, instr, &args, label, labels_on)
                 };
                 let r = r
                     .map_err(|e| self.note_pause(e, jkey.as_ref()))
@@ -570,5 +594,18 @@ impl<'r> Run<'r> {
             && [&self.llm, &self.tool, &self.agent]
                 .iter()
                 .all(|lane| lane.busy.load(Ordering::SeqCst) == 0 && lane.queued() == 0)
+    }
+}
+
+/// A journaled write of state that lives only as long as the process: a
+/// resumed (or forked) attempt writes it again when it replays the op.
+/// Short-term memory and beliefs; not long-term memory or the episodic
+/// log, which the store keeps (an episodic note written again would be a
+/// second note).
+fn restores_state(instr: &ais_ir::bytecode::Instr) -> bool {
+    match instr.opcode {
+        Opcode::BeliefSet => true,
+        Opcode::Umem => matches!(&instr.imm, Imm::Tier(t) if t.tier() == ais_ir::Tier::Stm),
+        _ => false,
     }
 }
