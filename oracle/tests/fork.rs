@@ -28,9 +28,22 @@ struct Seen {
 }
 
 fn run(code: &ais_ir::bytecode::Program, args: &[(String, Json)], j: Arc<Journal>) -> Seen {
-    let backend = Arc::new(fake_model(Replies::Hashed));
     let log = Arc::new(Mutex::new(Vec::new()));
     let host = Arc::new(host_with_tools(log.clone()));
+    run_on(code, args, j, &host, &log)
+}
+
+/// [`run`] on a given host whose tools log into `log`.
+fn run_on(
+    code: &ais_ir::bytecode::Program,
+    args: &[(String, Json)],
+    j: Arc<Journal>,
+    host: &Arc<ais_testkit::MemoryHost>,
+    log: &Arc<Mutex<Vec<String>>>,
+) -> Seen {
+    let backend = Arc::new(fake_model(Replies::Hashed));
+    let tools_before = log.lock().unwrap().len();
+    let printed_before = host.printed().len();
     let options = RunOptions {
         workers: Some(2),
         args: args.to_vec(),
@@ -45,10 +58,10 @@ fn run(code: &ais_ir::bytecode::Program, args: &[(String, Json)], j: Arc<Journal
     };
     let report = ais_vm::run(code, &options, backend.clone(), host.clone());
     let llm_calls = backend.requests().len();
-    let tool_calls = log.lock().unwrap().len();
+    let tool_calls = log.lock().unwrap().len() - tools_before;
     Seen {
         result: report.outcome.map(|v| normalize(&v)).map_err(|_| ()),
-        printed: host.printed(),
+        printed: host.printed().split_off(printed_before),
         llm_calls,
         tool_calls,
     }
@@ -126,6 +139,37 @@ fn ops_run_again_after_replayed_state_writes_read_what_they_wrote() {
     assert_eq!(first.result, Ok(Json::String("kept billing 1".into())));
     assert_eq!(again.result, first.result);
     assert_eq!(again.llm_calls, 0);
+}
+
+/// Where beliefs outlive a run (a shared store), a resumed or forked run
+/// does not write a replayed belief update again: the store has it, and
+/// another run may have changed it since (here to 42), which a write of
+/// the old value would undo.
+#[test]
+fn replayed_belief_updates_are_not_written_again_where_the_store_keeps_beliefs() {
+    let source = r#"agent A {
+    beliefs { count = 0 }
+    @entry flow main() -> number {
+        count = count + 1
+        return count
+    }
+}
+"#;
+    let code = support::compile(&compile_source(source).unwrap().module, OptLevel::O1);
+    let artifact = ais_ir::bytecode::encode(&code).unwrap();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let host = Arc::new(host_with_tools(log.clone()).keeping_beliefs());
+    let original = Journal::begin(None, "orig", "gen.ais", &artifact, None, &[]).unwrap();
+    let store = original.store().clone();
+    let first = run_on(&code, &[], Arc::new(original), &host, &log);
+    assert_eq!(first.result, Ok(serde_json::json!(1.0)));
+    ais_vm::Host::belief_set(host.as_ref(), "A", "count", &serde_json::json!(42)).unwrap();
+    let forked = journal::fork_in(&store, "orig", &ForkAt::Step(1), None).unwrap();
+    let j = Journal::resume_in(store.clone(), &forked.id).unwrap();
+    let again = run_on(&code, &[], Arc::new(j), &host, &log);
+    assert_eq!(again.result, first.result);
+    let now = ais_vm::Host::belief_get(host.as_ref(), "A", "count").unwrap();
+    assert_eq!(now, serde_json::json!(42));
 }
 
 proptest! {

@@ -262,6 +262,10 @@ impl Host for CancellableHost {
         self.inner.belief_init(agent, name, value)
     }
 
+    fn beliefs_outlive_run(&self) -> bool {
+        self.inner.beliefs_outlive_run()
+    }
+
     fn print(&self, agent: &str, line: &str) {
         if !self.cancel.is_cancelled() {
             self.inner.print(agent, line);

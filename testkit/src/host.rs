@@ -50,6 +50,8 @@ pub struct MemoryHost {
     /// as the host, across runs): `Host::stored_labels`.
     stored_labels: Mutex<HashMap<String, Vec<String>>>,
     echo: bool,
+    /// Beliefs outlive a run, as in a shared store ([`MemoryHost::keeping_beliefs`]).
+    keeps_beliefs: bool,
 }
 
 fn tier_index(t: Tier) -> usize {
@@ -77,6 +79,7 @@ impl MemoryHost {
             outbox: Mutex::default(),
             stored_labels: Mutex::default(),
             echo: false,
+            keeps_beliefs: false,
         };
         host.register_tool("echo", |args| Ok(args.clone()));
         host
@@ -87,6 +90,15 @@ impl MemoryHost {
         MemoryHost {
             echo: true,
             ..MemoryHost::new()
+        }
+    }
+
+    /// A host whose beliefs outlive a run, as a shared store's do: a run's
+    /// initial value does not replace one already there.
+    pub fn keeping_beliefs(self) -> MemoryHost {
+        MemoryHost {
+            keeps_beliefs: true,
+            ..self
         }
     }
 
@@ -231,6 +243,19 @@ impl Host for MemoryHost {
     fn belief_set(&self, agent: &str, name: &str, value: &Json) -> Result<(), HostError> {
         lock(&self.beliefs).insert((agent.to_string(), name.to_string()), value.clone());
         Ok(())
+    }
+
+    fn belief_init(&self, agent: &str, name: &str, value: &Json) -> Result<(), HostError> {
+        let mut all = lock(&self.beliefs);
+        let key = (agent.to_string(), name.to_string());
+        if !(self.keeps_beliefs && all.contains_key(&key)) {
+            all.insert(key, value.clone());
+        }
+        Ok(())
+    }
+
+    fn beliefs_outlive_run(&self) -> bool {
+        self.keeps_beliefs
     }
 
     fn stored_labels(&self, tier: &str) -> Result<Vec<String>, HostError> {

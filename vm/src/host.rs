@@ -101,6 +101,12 @@ pub trait Host: Send + Sync {
     fn belief_init(&self, agent: &str, name: &str, value: &Json) -> Result<(), HostError> {
         self.belief_set(agent, name, value)
     }
+    /// Do beliefs outlive the run (a shared store)? Then a resumed run
+    /// does not write a replayed belief update again: the store has it,
+    /// and another run may have updated it since.
+    fn beliefs_outlive_run(&self) -> bool {
+        false
+    }
     /// The sources (by name) of what earlier runs wrote into `tier`
     /// (`"ltm"`, `"episodic"` or `"belief"`) where it outlives a run, so a
     /// read in this run carries them (docs/security.md, "Labels across

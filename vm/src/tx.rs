@@ -328,6 +328,10 @@ impl Host for Tx<'_> {
         }
     }
 
+    fn beliefs_outlive_run(&self) -> bool {
+        self.parent().beliefs_outlive_run()
+    }
+
     fn belief_set(&self, agent: &str, name: &str, value: &Json) -> Result<(), HostError> {
         // An unknown belief fails now, as it would outside a body.
         let set_here = self.log().iter().any(

@@ -573,6 +573,10 @@ impl Host for AamHost {
         self.belief_init_logged(agent, name, value)
     }
 
+    fn beliefs_outlive_run(&self) -> bool {
+        self.ltm.agent_state_outlives_run()
+    }
+
     fn stored_labels(&self, tier: &str) -> Result<Vec<String>, HostError> {
         match tier {
             "workspace" => crate::catalogue::labels::load(&self.settings.workspace),

@@ -268,7 +268,7 @@ impl<'r> Run<'r> {
         let r: Result<Option<Results>, OpError> = match class {
             _ if replayed.is_some() => {
                 let mut r = replayed.unwrap_or(Ok(Results::new())).map(Some);
-                if r.is_ok() && restores_state(instr) {
+                if r.is_ok() && restores_state(instr, self.host) {
                     // State that lives only as long as the process (short-
                     // term memory, beliefs unless the store keeps them) is
                     // written again as the earlier attempt wrote it, so an
@@ -599,12 +599,12 @@ impl<'r> Run<'r> {
 
 /// A journaled write of state that lives only as long as the process: a
 /// resumed (or forked) attempt writes it again when it replays the op.
-/// Short-term memory and beliefs; not long-term memory or the episodic
-/// log, which the store keeps (an episodic note written again would be a
-/// second note).
-fn restores_state(instr: &ais_ir::bytecode::Instr) -> bool {
+/// Short-term memory, and beliefs unless `host` keeps them; not long-term
+/// memory or the episodic log, which the store keeps (an episodic note
+/// written again would be a second note).
+fn restores_state(instr: &ais_ir::bytecode::Instr, host: &dyn Host) -> bool {
     match instr.opcode {
-        Opcode::BeliefSet => true,
+        Opcode::BeliefSet => !host.beliefs_outlive_run(),
         Opcode::Umem => matches!(&instr.imm, Imm::Tier(t) if t.tier() == ais_ir::Tier::Stm),
         _ => false,
     }
