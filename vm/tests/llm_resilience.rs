@@ -473,12 +473,31 @@ fn a_history_slower_than_now_gives_way_to_the_fan_outs_own_answers() {
         assert!(r.is_ok(), "{p}: {r:?}");
         order.push((p, attempts.len()));
     }
-    // The straggler settles last, on its hedge; nothing else was hedged.
-    assert_eq!(order.last(), Some(&("straggler".to_string(), 2)));
-    assert!(order[..19].iter().all(|(_, n)| *n == 1), "{order:?}");
-    assert_eq!(s.requests(), 21);
+    // The straggler is answered by a hedge; nothing else was hedged. (Its
+    // hedge may get a hedge of its own: the fan-out's median is a
+    // millisecond or two, and a loaded machine can take longer than that
+    // to start a request. Which outcome reaches this channel first is the
+    // callbacks' race, not the hedge's order.)
+    let legs = order
+        .iter()
+        .find(|(p, _)| p == "straggler")
+        .map(|(_, n)| *n)
+        .unwrap();
+    assert!((2..=3).contains(&legs), "{order:?}");
+    assert!(
+        order.iter().filter(|(_, n)| *n == 1).count() == 19,
+        "{order:?}"
+    );
+    // A request cancelled before its thread ran still reaches the backend.
+    eventually("every request has reached the backend", || {
+        s.requests() >= 19 + legs
+    });
+    assert_eq!(s.requests(), 19 + legs);
     let st = h.stats();
-    assert_eq!((st.calls, st.hedges, st.hedge_wins), (20, 1, 1));
+    assert_eq!(
+        (st.calls, st.hedges, st.hedge_wins),
+        (20, legs as u64 - 1, 1)
+    );
 }
 
 #[test]
@@ -522,14 +541,25 @@ fn a_hedge_that_is_itself_late_is_hedged_again_after_the_median_not_a_whole_thre
     let (first, (r, attempts)) = rx.recv_timeout(Duration::from_secs(90)).unwrap();
     assert_eq!(first, "tail", "the hedged call settles first");
     assert!(r.is_ok(), "{r:?}");
+    // Three requests: the first cancelled, one hedge answered, the other
+    // cancelled (which hedge reached the backend first, and so hung, is
+    // the threads' race).
     assert_eq!(attempts.len(), 3, "{attempts:?}");
-    assert!(attempts[2].is_ok());
-    assert!(attempts[..2]
-        .iter()
-        .all(|a| a.error == Some(LlmErrorKind::Cancelled)));
+    assert_eq!(attempts[0].error, Some(LlmErrorKind::Cancelled));
+    assert_eq!(attempts.iter().filter(|a| a.is_ok()).count(), 1);
+    assert_eq!(
+        attempts
+            .iter()
+            .filter(|a| a.error == Some(LlmErrorKind::Cancelled))
+            .count(),
+        2
+    );
     let (second, (r, _)) = rx.recv_timeout(Duration::from_secs(90)).unwrap();
     assert_eq!(second, "witness");
     assert!(r.is_ok());
+    eventually("every request has reached the backend", || {
+        s.requests_for("tail") >= 3
+    });
     assert_eq!(s.requests_for("tail"), 3);
     let st = h.stats();
     assert_eq!((st.calls, st.hedges, st.hedge_wins), (2, 2, 1));
