@@ -435,6 +435,136 @@ fn a_fan_out_crossing_the_threshold_together_saves_its_hedges_for_the_stragglers
     assert_eq!((st.hedges, st.hedge_wins, st.denied), (2, 2, 0));
 }
 
+#[test]
+fn a_history_slower_than_now_gives_way_to_the_fan_outs_own_answers() {
+    // The history says the backend takes two minutes (written while it
+    // was that slow); now 19 of a 20-way fan-out answer at once and one
+    // hangs until hedged. The fan-out's own answers put its p95 at the
+    // 19th answer: the hanging call is past it, and is hedged. Going by
+    // the history alone it would wait two minutes for a hedge (and fail
+    // first: the scripted hang ends after one).
+    let s = Scripted::new("h6", |r, n| match (r.prompt.as_str(), n) {
+        ("straggler", 0) => Act::Hang,
+        _ => Act::After(Duration::ZERO),
+    });
+    let h = Hedge::isolated(backend(&s), p95());
+    h.seed_latencies(LlmOpKind::Ask, &[Duration::from_secs(120); 256]);
+    let cancel = CancelToken::new();
+    let (tx, rx) = mpsc::channel::<(String, Outcome)>();
+    let prompts: Vec<String> = std::iter::once("straggler".to_string())
+        .chain((0..19).map(|i| format!("quick {i}")))
+        .collect();
+    let batch = prompts
+        .iter()
+        .map(|p| {
+            let (tx, p2) = (tx.clone(), p.clone());
+            let done: OnDone = Box::new(move |r, a| {
+                let _ = tx.send((p2, (r, a)));
+            });
+            (req(p, true), cancel.clone(), done)
+        })
+        .collect();
+    h.start_many(batch);
+    let mut order = Vec::new();
+    for _ in 0..prompts.len() {
+        let (p, (r, attempts)) = rx
+            .recv_timeout(Duration::from_secs(90))
+            .expect("every call settles");
+        assert!(r.is_ok(), "{p}: {r:?}");
+        order.push((p, attempts.len()));
+    }
+    // The straggler is answered by a hedge; nothing else was hedged. (Its
+    // hedge may get a hedge of its own: the fan-out's median is a
+    // millisecond or two, and a loaded machine can take longer than that
+    // to start a request. Which outcome reaches this channel first is the
+    // callbacks' race, not the hedge's order.)
+    let legs = order
+        .iter()
+        .find(|(p, _)| p == "straggler")
+        .map(|(_, n)| *n)
+        .unwrap();
+    assert!((2..=3).contains(&legs), "{order:?}");
+    assert!(
+        order.iter().filter(|(_, n)| *n == 1).count() == 19,
+        "{order:?}"
+    );
+    // A request cancelled before its thread ran still reaches the backend.
+    eventually("every request has reached the backend", || {
+        s.requests() >= 19 + legs
+    });
+    assert_eq!(s.requests(), 19 + legs);
+    let st = h.stats();
+    assert_eq!(
+        (st.calls, st.hedges, st.hedge_wins),
+        (20, legs as u64 - 1, 1)
+    );
+}
+
+#[test]
+fn a_hedge_that_is_itself_late_is_hedged_again_after_the_median_not_a_whole_threshold() {
+    // The history: a median of 1 ms, a p95 of 1 s. The call's first
+    // request and its first hedge hang; the third request answers at
+    // once. The first hedge goes at 1 s; the next one once the hedge has
+    // waited the median, not another second. A call off the critical
+    // path, started with it and answering at 1.5 s, settles after it
+    // (waiting a whole threshold again, the hedged call would settle at
+    // 2 s, after it).
+    let s = Scripted::new("h7", |r, n| match (r.prompt.as_str(), n) {
+        ("tail", 0 | 1) => Act::Hang,
+        ("tail", _) => Act::After(Duration::ZERO),
+        _ => Act::After(Duration::from_millis(1500)),
+    });
+    let h = Hedge::isolated(
+        backend(&s),
+        HedgeConfig {
+            after: HedgeAfter::Quantile(0.95),
+            max_extra: 1.0,
+        },
+    );
+    let history: Vec<Duration> = std::iter::repeat_n(Duration::from_millis(1), 200)
+        .chain(std::iter::repeat_n(Duration::from_secs(1), 56))
+        .collect();
+    h.seed_latencies(LlmOpKind::Ask, &history);
+    let cancel = CancelToken::new();
+    let (tx, rx) = mpsc::channel::<(&str, Outcome)>();
+    let batch = [("tail", true), ("witness", false)]
+        .into_iter()
+        .map(|(p, critical)| {
+            let tx = tx.clone();
+            let done: OnDone = Box::new(move |r, a| {
+                let _ = tx.send((p, (r, a)));
+            });
+            (req(p, critical), cancel.clone(), done)
+        })
+        .collect();
+    h.start_many(batch);
+    let (first, (r, attempts)) = rx.recv_timeout(Duration::from_secs(90)).unwrap();
+    assert_eq!(first, "tail", "the hedged call settles first");
+    assert!(r.is_ok(), "{r:?}");
+    // Three requests: the first cancelled, one hedge answered, the other
+    // cancelled (which hedge reached the backend first, and so hung, is
+    // the threads' race).
+    assert_eq!(attempts.len(), 3, "{attempts:?}");
+    assert_eq!(attempts[0].error, Some(LlmErrorKind::Cancelled));
+    assert_eq!(attempts.iter().filter(|a| a.is_ok()).count(), 1);
+    assert_eq!(
+        attempts
+            .iter()
+            .filter(|a| a.error == Some(LlmErrorKind::Cancelled))
+            .count(),
+        2
+    );
+    let (second, (r, _)) = rx.recv_timeout(Duration::from_secs(90)).unwrap();
+    assert_eq!(second, "witness");
+    assert!(r.is_ok());
+    eventually("every request has reached the backend", || {
+        s.requests_for("tail") >= 3
+    });
+    assert_eq!(s.requests_for("tail"), 3);
+    let st = h.stats();
+    assert_eq!((st.calls, st.hedges, st.hedge_wins), (2, 2, 1));
+}
+
 fn chain(a: &Arc<Scripted>, b: &Arc<Scripted>) -> Fallback {
     Fallback::new(backend(a), vec![backend(b)])
 }

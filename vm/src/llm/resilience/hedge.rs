@@ -22,7 +22,8 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Requests per call at most: the first and up to two hedges (a hedge
-/// that is itself late is hedged once more, budget permitting).
+/// still out after the median latency is hedged once more, budget
+/// permitting: see [`delays`]).
 const MAX_LEGS: usize = 3;
 /// Unused hedge credit is capped at this many calls' worth, so a long
 /// quiet spell cannot buy a burst of hedges later.
@@ -59,7 +60,10 @@ struct Shared {
 
 #[derive(Default)]
 struct State {
+    /// What this process observed, behind what the history file held.
     sketches: HashMap<LlmOpKind, LatencySketch>,
+    /// What this process observed itself (no history): see [`threshold`].
+    own: HashMap<LlmOpKind, LatencySketch>,
     calls: HashMap<u64, CallState>,
     next_id: u64,
     /// Hedges earned and not spent, in millionths of a request.
@@ -140,6 +144,16 @@ impl Hedge {
 
     pub fn stats(&self) -> HedgeStats {
         lock(&self.shared.state).stats
+    }
+
+    /// Puts `older` (oldest first) behind the latencies of `kind` this
+    /// hedge has seen, as a history file would (tests, benchmarks).
+    pub fn seed_latencies(&self, kind: LlmOpKind, older: &[Duration]) {
+        lock(&self.shared.state)
+            .sketches
+            .entry(kind)
+            .or_default()
+            .seed(older);
     }
 
     /// Registers a call and returns its first leg, ready to start.
@@ -316,6 +330,7 @@ fn leg_done(
         );
         for d in seen {
             st.sketches.entry(kind).or_default().record(d);
+            st.own.entry(kind).or_default().record(d);
             let fresh = st.fresh.entry(kind).or_default();
             if fresh.len() == WINDOW {
                 fresh.remove(0);
@@ -405,7 +420,7 @@ fn watch(shared: &Arc<Shared>, inner: &Arc<dyn LlmBackend>, cfg: HedgeConfig) {
             return;
         }
         let now = Instant::now();
-        let mut thresholds: HashMap<LlmOpKind, Option<Duration>> = HashMap::new();
+        let mut thresholds: HashMap<LlmOpKind, Option<(Duration, Duration)>> = HashMap::new();
         // Late calls: id, first request's start, and when the call is
         // overdue (late by the threshold twice over).
         let mut late: Vec<(u64, Instant, Instant)> = Vec::new();
@@ -418,13 +433,16 @@ fn watch(shared: &Arc<Shared>, inner: &Arc<dyn LlmBackend>, cfg: HedgeConfig) {
                 continue;
             }
             let kind = call.req.kind;
-            let t = *thresholds
+            let delays = *thresholds
                 .entry(kind)
-                .or_insert_with(|| threshold(&st, kind, cfg.after, now));
-            let Some(t) = t else { continue };
+                .or_insert_with(|| delays(&st, kind, cfg.after, now));
+            let Some((first, later)) = delays else {
+                continue;
+            };
             let Some(last) = call.legs.last() else {
                 continue;
             };
+            let t = if call.legs.len() > 1 { later } else { first };
             let due = last.started + t;
             if due <= now + t / 2 {
                 crowd += 1;
@@ -495,8 +513,48 @@ fn watch(shared: &Arc<Shared>, inner: &Arc<dyn LlmBackend>, cfg: HedgeConfig) {
     }
 }
 
+/// How long a call of `kind` waits for its first hedge, and a hedge for
+/// the next one (`None`: not known yet).
+///
+/// A call whose hedge is out is already in the tail: its first request
+/// has waited past the threshold, and the hedge is a fresh draw. Waiting
+/// a whole threshold again before the next request put such a call at
+/// twice the threshold plus a latency, which is what the slowest runs of
+/// a hedged fan-out were made of when a hedge was itself slow. The next
+/// request goes once the hedge has waited the median latency instead (a
+/// hedge that has not answered by then is as likely slow as not, and
+/// its call's first request is late by a median more than the
+/// threshold); only calls with both requests out that long pay for it.
+/// A configured delay is kept for every request.
+fn delays(
+    st: &State,
+    kind: LlmOpKind,
+    after: HedgeAfter,
+    now: Instant,
+) -> Option<(Duration, Duration)> {
+    let first = threshold(st, kind, after, now)?;
+    let later = match after {
+        HedgeAfter::Fixed(d) => d,
+        HedgeAfter::Quantile(_) => {
+            threshold(st, kind, HedgeAfter::Quantile(0.5), now).map_or(first, |m| m.min(first))
+        }
+    };
+    Some((first, later))
+}
+
 /// When a call of `kind` is late: the configured delay, or the quantile
 /// of the answers so far and the calls out (`None`: not known yet).
+///
+/// The quantile is taken twice: over the history (what earlier processes
+/// left, then this one's answers) and over this process's own answers
+/// alone; the earlier of the two wins. A history written while the
+/// machine or the provider was slower than now (one loaded run fills a
+/// quarter of the window with a 64-way fan-out) would otherwise hold a
+/// fresh process's hedges back for runs on end, while its own fan-out
+/// already shows where its tail starts: once 61 of 64 calls have
+/// answered, the three out are past its p95, whatever the history says.
+/// The history still decides before the process has seen enough answers
+/// of its own, which is what it is for.
 fn threshold(st: &State, kind: LlmOpKind, after: HedgeAfter, now: Instant) -> Option<Duration> {
     match after {
         HedgeAfter::Fixed(d) => Some(d),
@@ -508,7 +566,12 @@ fn threshold(st: &State, kind: LlmOpKind, after: HedgeAfter, now: Instant) -> Op
                 .filter_map(|c| c.legs.first())
                 .map(|l| now.saturating_duration_since(l.started))
                 .collect();
-            st.sketches.get(&kind)?.quantile(q, &out)
+            let all = st.sketches.get(&kind).and_then(|s| s.quantile(q, &out));
+            let own = st.own.get(&kind).and_then(|s| s.quantile(q, &out));
+            match (all, own) {
+                (Some(a), Some(o)) => Some(a.min(o)),
+                (a, o) => a.or(o),
+            }
         }
     }
 }
