@@ -440,6 +440,7 @@ mod tests {
             untrusted: vec!["reviews".into()],
             answer: AnswerRule {
                 untrusted: AnswerMode::Values,
+                ..AnswerRule::default()
             },
             ..FlowPolicy::default()
         })
