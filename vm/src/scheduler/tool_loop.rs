@@ -603,6 +603,8 @@ impl<'r> Run<'r> {
                 let status = if e.code == "tool.denied" {
                     "refused"
                 } else {
+                    // It ran, and may have written before it failed.
+                    self.labels.note_tool_ran(&call.name);
                     "error"
                 };
                 Ok(Answer {

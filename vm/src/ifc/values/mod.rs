@@ -215,7 +215,10 @@ impl ValuePools {
                 continue;
             }
             if let Some((field, key)) = field.and_then(ranked) {
-                if self.wrote.load(Ordering::Acquire) {
+                // Ranked over the listing the request asked for: a call
+                // keyed by injected data (a search matching only the
+                // target) would rank the attacker's pick first.
+                if !vouches || self.wrote.load(Ordering::Acquire) {
                     continue;
                 }
                 let entry = items

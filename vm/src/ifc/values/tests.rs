@@ -322,11 +322,15 @@ fn a_ranked_choice_is_the_top_record_of_a_listing_read_before_any_write() {
             {"id_": "11", "size": 2048, "content": "recipes"},
             {"id_": "13", "size": 120, "content": "Q1 sales"}
         ]}),
-        false,
+        true,
     );
     let all = |_: &str| true;
     let largest = ch_of(spec);
     assert!(p.vouches(&largest, &json!("11"), &all));
+    // A listing keyed by untrusted data (a search an injection worded to
+    // match only its target) ranks nothing.
+    p.note_read("files", &json!([{"id_": "13", "size": 120}]), false);
+    assert!(!p.vouches(&largest, &json!("13"), &all));
     // The attack: any other file of the listing, the forged one included.
     assert!(!p.vouches(&largest, &json!("13"), &all));
     assert!(!p.vouches(&largest, &json!("3"), &all));
@@ -337,11 +341,11 @@ fn a_ranked_choice_is_the_top_record_of_a_listing_read_before_any_write() {
     p.note_read(
         "files",
         &json!({"result": [{"id_": "13", "size": 50000}, {"id_": "11", "size": 2048}]}),
-        false,
+        true,
     );
     assert!(!p.vouches(&largest, &json!("13"), &all));
     // A malformed rank (`?min=`) chooses nothing.
     let q = ValuePools::with_items(vec![], vec![], vec!["files:id_?min=size".into()]);
-    q.note_read("files", &json!([{"id_": "1", "size": 1}]), false);
+    q.note_read("files", &json!([{"id_": "1", "size": 1}]), true);
     assert!(!q.vouches(&ch_of("files:id_?min=size"), &json!("1"), &all));
 }
