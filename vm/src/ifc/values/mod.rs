@@ -172,7 +172,8 @@ impl ValuePools {
 
     /// Keeps a value `source` produced: for `from` only when `vouches` (it
     /// was computed from trusted data); its whole fields for `lookup` and
-    /// `choice` in any case.
+    /// `choice` in any case (a ranked choice, `?max=`, only when
+    /// `vouches`).
     pub fn note_read(&self, source: &str, v: &Json, vouches: bool) {
         self.note_keyed(source, None, v, vouches);
     }
