@@ -81,6 +81,11 @@ pub struct FlowPolicy {
 pub struct AnswerRule {
     #[serde(default)]
     pub untrusted: AnswerMode,
+    /// Fields of records the request selected, as for an argument's
+    /// `selected` (`TOOL:FIELD`, `?KEY=PATTERN`, `?KEY=@key`): with
+    /// `untrusted = "values"` the answer may repeat their phrases.
+    #[serde(default)]
+    pub selected: Vec<String>,
 }
 
 /// What an answer that carries untrusted data becomes.

@@ -621,11 +621,33 @@ impl Labels {
         self.policy.enforced() && self.values.held(args)
     }
 
+    /// A call to `tool` ran: when the tool has side effects, a listing
+    /// read after it ranks nothing for a `choice` by `?max=` (the run
+    /// may have changed the ranking itself).
+    pub fn note_tool_ran(&self, tool: &str) {
+        if self.policy.enforced() && self.policy.is_sink(tool) {
+            self.values.note_effect();
+        }
+    }
+
     /// Keeps what a source produced: for the argument rules that compare
     /// against it when `vouches` (it was computed from trusted data), and
     /// for judging the answer (`answer`) in any case.
     #[inline]
     pub fn note_result(&self, source: &str, vouches: bool, v: impl FnOnce() -> serde_json::Value) {
+        self.note_call_result(source, None, vouches, v);
+    }
+
+    /// [`Labels::note_result`] of a tool call whose arguments were `args`
+    /// (a record condition `?KEY=@key` compares the record's name with
+    /// them; without them it admits no record).
+    pub fn note_call_result(
+        &self,
+        source: &str,
+        args: Option<&serde_json::Value>,
+        vouches: bool,
+        v: impl FnOnce() -> serde_json::Value,
+    ) {
         let pool = self.values.wants(source);
         let read = self.reads_for_answer();
         if !pool && !read {
@@ -633,10 +655,13 @@ impl Labels {
         }
         let v = v();
         if pool {
-            self.values.note_read(source, &v, vouches);
+            self.values.note_keyed(source, args, &v, vouches);
         }
         if read {
             self.read_answer_text(source, &v);
+            if vouches {
+                self.read_selected_text(source, args, &v);
+            }
         }
     }
 }

@@ -466,6 +466,7 @@ impl<'r> Run<'r> {
                 if let ais_ir::bytecode::Imm::Tool(t) = &instr.imm {
                     let vouches = self.labels.is_trusted(frame.label(instr.result));
                     self.labels.note_result(t, vouches, || v.to_json());
+                    self.labels.note_tool_ran(t);
                 }
                 if let Some(t) = self.complete_op(
                     frame.clone(),

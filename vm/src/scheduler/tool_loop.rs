@@ -587,7 +587,9 @@ impl<'r> Run<'r> {
                 let vouches = unsteered
                     || self.labels.is_trusted(label)
                     || self.labels.keyed_by_trusted(&args);
-                self.labels.note_result(&call.name, vouches, || v.to_json());
+                self.labels
+                    .note_call_result(&call.name, Some(&args), vouches, || v.to_json());
+                self.labels.note_tool_ran(&call.name);
                 Ok(Answer {
                     content: result_text(&v.to_json()),
                     is_error: false,
@@ -601,6 +603,8 @@ impl<'r> Run<'r> {
                 let status = if e.code == "tool.denied" {
                     "refused"
                 } else {
+                    // It ran, and may have written before it failed.
+                    self.labels.note_tool_ran(&call.name);
                     "error"
                 };
                 Ok(Answer {

@@ -249,6 +249,7 @@ impl<'r> Run<'r> {
                     if let Some(v) = vals.first() {
                         let vouches = self.labels.is_trusted(l);
                         self.labels.note_result(t, vouches, || v.to_json());
+                        self.labels.note_tool_ran(t);
                     }
                 }
                 // What the earlier attempt recorded joins what the

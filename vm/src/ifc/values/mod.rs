@@ -17,6 +17,7 @@ use crate::sync::lock;
 use ais_ir::ifc::ArgRule;
 use serde_json::Value as Json;
 use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use words::{normalise, Pool, MAX_WHOLE};
 
@@ -106,6 +107,10 @@ pub struct ValuePools {
     selections: Mutex<BTreeMap<String, Pool>>,
     /// Keyed by the `lookup` tool or the `choice` entry.
     items: Mutex<BTreeMap<String, Items>>,
+    /// A side-effecting call has run: from then on a ranked choice
+    /// (`?max=`) keeps nothing, since the run itself may have changed the
+    /// ranking (appended to a file to make it the largest).
+    wrote: AtomicBool,
 }
 
 /// The tool a `choice` entry names and the field it keeps, if any.
@@ -135,6 +140,7 @@ impl ValuePools {
             pools: Mutex::new(BTreeMap::new()),
             items: Mutex::new(BTreeMap::new()),
             selections: Mutex::new(BTreeMap::new()),
+            wrote: AtomicBool::new(false),
         }
     }
 
@@ -154,6 +160,11 @@ impl ValuePools {
             || self.selected.iter().any(|c| choice_parts(c).0 == source)
     }
 
+    /// A side-effecting call ran: later listings rank nothing (`?max=`).
+    pub fn note_effect(&self) {
+        self.wrote.store(true, Ordering::Release);
+    }
+
     /// Keeps a value `source` computed from trusted data.
     pub fn note(&self, source: &str, v: &Json) {
         self.note_read(source, v, true);
@@ -161,8 +172,15 @@ impl ValuePools {
 
     /// Keeps a value `source` produced: for `from` only when `vouches` (it
     /// was computed from trusted data); its whole fields for `lookup` and
-    /// `choice` in any case.
+    /// `choice` in any case (a ranked choice, `?max=`, only when
+    /// `vouches`).
     pub fn note_read(&self, source: &str, v: &Json, vouches: bool) {
+        self.note_keyed(source, None, v, vouches);
+    }
+
+    /// [`ValuePools::note_read`] of a call whose arguments were `key`
+    /// (a record condition `?KEY=@key` compares against them).
+    pub fn note_keyed(&self, source: &str, key: Option<&Json>, v: &Json, vouches: bool) {
         if vouches && self.wanted.iter().any(|s| s == source) {
             lock(&self.pools)
                 .entry(source.to_string())
@@ -173,9 +191,14 @@ impl ValuePools {
             for spec in &self.selected {
                 let (tool, field) = choice_parts(spec);
                 if tool == source {
-                    let (field, only) = record_condition(field);
                     let mut sel = lock(&self.selections);
-                    add_field(sel.entry(spec.clone()).or_default(), v, field, only, 0);
+                    let pool = sel.entry(spec.clone()).or_default();
+                    for x in selected_fields(field, key, v) {
+                        if let Json::Object(entries) = &x {
+                            entries.keys().for_each(|k| pool.word(k));
+                        }
+                        pool.add(&x, 0);
+                    }
                 }
             }
         }
@@ -189,7 +212,24 @@ impl ValuePools {
         }
         for spec in &self.choices {
             let (tool, field) = choice_parts(spec);
-            if tool == source {
+            if tool != source {
+                continue;
+            }
+            if let Some((field, key)) = field.and_then(ranked) {
+                // Ranked over the listing the request asked for: a call
+                // keyed by injected data (a search matching only the
+                // target) would rank the attacker's pick first.
+                if !vouches || self.wrote.load(Ordering::Acquire) {
+                    continue;
+                }
+                let entry = items
+                    .get_or_insert_with(|| lock(&self.items))
+                    .entry(format!("choice {spec}"))
+                    .or_default();
+                for x in top_ranked(v, field, key) {
+                    entry.add(&x, None, 0);
+                }
+            } else {
                 items
                     .get_or_insert_with(|| lock(&self.items))
                     .entry(format!("choice {spec}"))
@@ -253,9 +293,59 @@ impl ValuePools {
     }
 }
 
+/// `FIELD?max=KEY`: the field, and the numeric field whose greatest value
+/// picks the record (`id?max=size`: the largest file's id).
+fn ranked(field: &str) -> Option<(&str, &str)> {
+    let (field, cond) = field.split_once('?')?;
+    Some((field, cond.strip_prefix("max=")?))
+}
+
+/// The `field` values of the records of one listing `v` (objects holding
+/// `field` and a number under `key`, at any depth) whose `key` is the
+/// greatest: several when they tie. Text inside a record is never parsed
+/// for records (a file's content could hold a forged one); only a reply
+/// that is JSON text as a whole is read as its JSON.
+fn top_ranked(v: &Json, field: &str, key: &str) -> Vec<Json> {
+    fn walk<'a>(v: &'a Json, field: &str, key: &str, out: &mut Vec<(f64, &'a Json)>, depth: u32) {
+        if depth > 32 {
+            return;
+        }
+        match v {
+            Json::Array(xs) => xs.iter().for_each(|x| walk(x, field, key, out, depth + 1)),
+            Json::Object(m) => {
+                if let (Some(f), Some(n)) = (m.get(field), m.get(key).and_then(Json::as_f64)) {
+                    out.push((n, f));
+                }
+                m.values().for_each(|x| walk(x, field, key, out, depth + 1));
+            }
+            _ => {}
+        }
+    }
+    let parsed;
+    let v = match v.as_str().and_then(json_in_text) {
+        Some(inner) => {
+            parsed = inner;
+            &parsed
+        }
+        None => v,
+    };
+    let mut found = Vec::new();
+    walk(v, field, key, &mut found, 0);
+    let top = found
+        .iter()
+        .map(|(n, _)| *n)
+        .fold(f64::NEG_INFINITY, f64::max);
+    found
+        .into_iter()
+        .filter(|(n, _)| *n == top)
+        .map(|(_, f)| f.clone())
+        .collect()
+}
+
 /// `FIELD?KEY=PATTERN`: the field, and the condition a record must meet
 /// for its field to count (its `KEY` is a string matching `PATTERN`, `*`
-/// any characters, case-insensitively).
+/// any characters, case-insensitively; `@key`: a string made of the words
+/// of the call's arguments, the record the request named by its name).
 fn record_condition(field: Option<&str>) -> (Option<&str>, Option<(&str, &str)>) {
     match field.and_then(|f| f.split_once('?')) {
         Some((f, cond)) => match cond.split_once('=') {
@@ -286,46 +376,83 @@ fn glob(pattern: &str, s: &str) -> bool {
     rest.len() >= last.len() && rest.ends_with(last)
 }
 
-/// Adds to `pool` the values under the object keys named `field` (at any
-/// depth; all of `v` without one) of the records that meet `only`. A
-/// field holding a mapping (`shared_with: {address: permission}`) gives
-/// its keys too.
-fn add_field(
-    pool: &mut Pool,
+/// The words of a name or a key: letters and digits, lower case.
+fn name_words(s: &str) -> Vec<String> {
+    s.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+/// Is `name` the key's words, in order, and nothing else (but a file
+/// extension: `vacation-plans.docx` is named by `vacation plans`)? A
+/// name that merely contains them (`tips-for-team-building.docx` for
+/// `team building`) is another record.
+fn names_key(name: &str, key: Option<&Json>) -> bool {
+    let mut wanted = Vec::new();
+    if let Some(k) = key {
+        let mut leaves = Vec::new();
+        leaves_of(k, &mut leaves, 0);
+        for l in leaves {
+            if let Leaf::Word(w) = l {
+                wanted.extend(name_words(&w));
+            }
+        }
+    }
+    let stem = name.rsplit_once('.').map_or(name, |(stem, _)| stem);
+    !wanted.is_empty() && (name_words(name) == wanted || name_words(stem) == wanted)
+}
+
+/// The values of the fields a `selected` entry's `FIELD?CONDITION` part
+/// names (all of `v` without one) in the records of `v` that meet the
+/// condition; `key`: the arguments of the call that returned `v`.
+pub(super) fn selected_fields(field: Option<&str>, key: Option<&Json>, v: &Json) -> Vec<Json> {
+    let (field, only) = record_condition(field);
+    let Some(field) = field else {
+        return vec![v.clone()];
+    };
+    let mut out = Vec::new();
+    collect_field(v, field, only, key, &mut out, 0);
+    out
+}
+
+/// Pushes onto `out` the values under the object keys named `field` (at
+/// any depth) of the records that meet `only`.
+fn collect_field(
     v: &Json,
-    field: Option<&str>,
+    field: &str,
     only: Option<(&str, &str)>,
+    key: Option<&Json>,
+    out: &mut Vec<Json>,
     depth: u32,
 ) {
-    let Some(field) = field else {
-        return pool.add(v, depth);
-    };
     if depth > 32 {
         return;
     }
     match v {
         Json::String(s) => {
             if let Some(inner) = json_in_text(s) {
-                add_field(pool, &inner, Some(field), only, depth + 1);
+                collect_field(&inner, field, only, key, out, depth + 1);
             }
         }
         Json::Array(xs) => xs
             .iter()
-            .for_each(|x| add_field(pool, x, Some(field), only, depth + 1)),
+            .for_each(|x| collect_field(x, field, only, key, out, depth + 1)),
         Json::Object(m) => {
-            let meets = only.is_none_or(|(key, pattern)| {
-                m.get(key)
-                    .and_then(Json::as_str)
-                    .is_some_and(|s| glob(pattern, s))
+            let meets = only.is_none_or(|(k, pattern)| {
+                m.get(k).and_then(Json::as_str).is_some_and(|s| {
+                    if pattern == "@key" {
+                        names_key(s, key)
+                    } else {
+                        glob(pattern, s)
+                    }
+                })
             });
             for (k, x) in m {
                 if k != field {
-                    add_field(pool, x, Some(field), only, depth + 1);
+                    collect_field(x, field, only, key, out, depth + 1);
                 } else if meets {
-                    if let Json::Object(entries) = x {
-                        entries.keys().for_each(|k| pool.word(k));
-                    }
-                    pool.add(x, depth + 1);
+                    out.push(x.clone());
                 }
             }
         }
