@@ -63,6 +63,10 @@ impl Registry {
             return;
         }
         let events = crate::events::EventLog::dir(&dir);
+        let files = std::fs::read_dir(&events).map_or(0, Iterator::count);
+        if self.pruned_files.swap(files, Ordering::Relaxed) == files {
+            return;
+        }
         let held: HashSet<String> = self.lock().by_id.keys().cloned().collect();
         let current: Vec<String> = super::control::event_segments(&dir)
             .current()
