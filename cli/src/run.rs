@@ -273,7 +273,7 @@ pub fn prepare_run(
             .map_err(|e| SetupError::Other(format!("cannot store the webhooks: {e}")))?;
     }
     let telemetry = super::report::otlp::with_trace(
-        keep_telemetry(&run.memory, &mut options),
+        keep_telemetry(&run.memory, &mut options, !resumed),
         &settings.config,
         &mut options,
         resumed,
@@ -293,11 +293,12 @@ pub fn prepare_run(
 fn keep_telemetry(
     memory: &super::aam::MemoryArgs,
     options: &mut RunOptions,
+    fresh: bool,
 ) -> Option<Arc<super::report::keep::Keeper>> {
     use super::report::keep::{Both, Keeper};
     let dir = ais_vm::journal::dir_of(&memory.storage())?;
     let id = options.journal.as_ref()?.run_id().to_string();
-    let keeper = match Keeper::start(&dir, &id) {
+    let keeper = match Keeper::start(&dir, &id, fresh) {
         Ok(k) => k,
         Err(e) => {
             eprintln!("warning: the run's telemetry is not kept for `aisc report`: {e}");

@@ -36,8 +36,8 @@ pub struct ServedRunArgs {
     /// back from the journal (0: all; with --memory :memory: all are kept).
     #[arg(long, value_name = "N", default_value_t = 1000)]
     pub keep_runs: usize,
-    /// Event files kept under the memory directory's serve/events/, newest
-    /// first (0: all).
+    /// The events of at least the newest N runs kept under the memory
+    /// directory's serve/events/ (older segments are removed whole; 0: all).
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     pub keep_event_files: usize,
     /// Scheduler worker threads per run.

@@ -568,22 +568,36 @@ fn a_paused_run_is_answered_through_resume_with_input() {
 /// A long-lived server keeps only the newest ended runs in memory
 /// (`--keep-runs`); older ones are still listed, described with their
 /// result and their events, read back from the journal and the event
-/// files. A restarted server keeps only the newest event files
-/// (`--keep-event-files`).
+/// segments (one per server process, no file per run). A restarted server
+/// keeps the events of the newest runs (`--keep-event-files`), removing
+/// whole older segments.
 #[test]
 fn old_runs_leave_memory_but_stay_retrievable_and_event_files_are_pruned() {
     let dir = tempfile::tempdir().expect("tempdir");
     let pure = write(dir.path(), "pure.ais", PURE);
     let mut ids = Vec::new();
+    let run = |s: &Server, i: usize| {
+        let r = s.post(
+            "/v1/runs?wait=true",
+            &json!({"program": "pure.ais", "args": {"topic": format!("t{i}")}}).to_string(),
+        );
+        assert_eq!(r.json()["status"], "succeeded", "{}", r.body);
+        r.json()["id"].as_str().expect("id").to_string()
+    };
+    let events = dir.path().join(".apxm/serve/events");
+    let segments = || {
+        std::fs::read_dir(&events)
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| e.file_name().to_string_lossy().ends_with(".seg"))
+                    .count()
+            })
+            .unwrap_or(0)
+    };
     {
         let s = Server::start(dir.path(), &[&pure], &["--keep-runs", "2"], &[]);
         for i in 0..5 {
-            let r = s.post(
-                "/v1/runs?wait=true",
-                &json!({"program": "pure.ais", "args": {"topic": format!("t{i}")}}).to_string(),
-            );
-            assert_eq!(r.json()["status"], "succeeded", "{}", r.body);
-            ids.push(r.json()["id"].as_str().expect("id").to_string());
+            ids.push(run(&s, i));
         }
         let all = s.get("/v1/runs").json();
         let listed: Vec<&str> = all["runs"]
@@ -600,15 +614,26 @@ fn old_runs_leave_memory_but_stay_retrievable_and_event_files_are_pruned() {
         assert_eq!(first["result"], "about t0", "{first}");
         let ev = s.get(&format!("/v1/runs/{}/events", ids[0]));
         assert_eq!(ev.status, 200);
+        assert!(ev.body.contains("event: status"), "{}", ev.body);
         assert!(ev.body.contains("event: done"), "{}", ev.body);
     }
-    let events = dir.path().join(".apxm/serve/events");
-    let count = || std::fs::read_dir(&events).map(|d| d.count()).unwrap_or(0);
-    assert_eq!(count(), 5);
+    assert_eq!(segments(), 1, "five runs, one segment");
+    {
+        let s = Server::start(dir.path(), &[&pure], &[], &[]);
+        for i in 5..7 {
+            ids.push(run(&s, i));
+        }
+    }
+    assert_eq!(segments(), 2);
     let s = Server::start(dir.path(), &[&pure], &["--keep-event-files", "2"], &[]);
-    assert_eq!(count(), 2);
-    // The newest runs keep their events.
-    let ev = s.get(&format!("/v1/runs/{}/events", ids[4]));
+    // The second segment holds the two newest runs: the first goes.
+    assert_eq!(segments(), 1);
+    let ev = s.get(&format!("/v1/runs/{}/events", ids[6]));
+    assert!(ev.body.contains("event: status"), "{}", ev.body);
+    assert!(ev.body.contains("event: done"), "{}", ev.body);
+    // A pruned run's events: only the end the journal knows.
+    let ev = s.get(&format!("/v1/runs/{}/events", ids[0]));
+    assert!(!ev.body.contains("event: status"), "{}", ev.body);
     assert!(ev.body.contains("event: done"), "{}", ev.body);
 }
 

@@ -73,6 +73,24 @@ fn telemetry_dir(dir: &Path) -> std::path::PathBuf {
     dir.join(".apxm").join("telemetry")
 }
 
+/// Every line of attempt `n` of run `id` kept in the memory directory
+/// `.apxm` (a new run's in the segments, a resume's in its own file).
+fn attempt(dir: &Path, id: &str, n: u32) -> Vec<Json> {
+    let memory = dir.join(".apxm");
+    let found = ais_cli::report::keep::attempts(&memory, id);
+    let Some((_, kept)) = found.iter().find(|(m, _)| *m == n) else {
+        return Vec::new();
+    };
+    parsed(&kept.read(&memory).unwrap_or_default())
+}
+
+fn parsed(text: &str) -> Vec<Json> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).expect("each kept line is JSON"))
+        .collect()
+}
+
 #[test]
 fn a_killed_run_keeps_its_telemetry_and_a_resume_keeps_its_own_attempt() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -107,19 +125,13 @@ fn a_killed_run_keeps_its_telemetry_and_a_resume_keeps_its_own_attempt() {
         alive(&mut child, "its second LLM call");
     }
     server.set_latency(Duration::from_secs(600));
-    // The first attempt's file: polled until it holds the two answered
-    // calls and the third call is in flight.
-    let first = loop {
-        let found: Vec<_> = std::fs::read_dir(telemetry_dir(dir.path()))
-            .map(|d| d.flatten().map(|e| e.path()).collect())
-            .unwrap_or_default();
-        if let [one] = found.as_slice() {
-            let text = std::fs::read_to_string(one).unwrap_or_default();
-            let whole: Vec<Json> = text
-                .lines()
-                .filter_map(|l| serde_json::from_str(l).ok())
-                .collect();
-            if llm_ops(&whole) >= 2 && server.request_count() >= 3 {
+    // The first attempt (the lines of the one run kept in the segments):
+    // polled until it holds the two answered calls and the third call is
+    // in flight.
+    let id = loop {
+        let keys = ais_vm::telemetry::segments::keys(&telemetry_dir(dir.path()), |_| true);
+        if let [one] = keys.as_slice() {
+            if llm_ops(&attempt(dir.path(), one, 1)) >= 2 && server.request_count() >= 3 {
                 break one.clone();
             }
         }
@@ -129,18 +141,18 @@ fn a_killed_run_keeps_its_telemetry_and_a_resume_keeps_its_own_attempt() {
     let status = child.wait().expect("wait");
     assert_eq!(status.code(), None, "killed by a signal");
 
-    let kept = lines(&first);
+    let kept = attempt(dir.path(), &id, 1);
     let header = &kept[0];
     assert_eq!(header["type"], "attempt", "{header}");
     assert_eq!(header["attempt"], 1);
     assert_eq!(header["state"], "running");
     assert!(of_type(&kept, "summary").is_empty(), "{kept:?}");
     assert_eq!(llm_ops(&kept), 2, "{kept:?}");
-    let id = header["run_id"].as_str().expect("run id").to_string();
-    assert_eq!(
-        first.file_name().and_then(|n| n.to_str()),
-        Some(format!("{id}.jsonl").as_str())
-    );
+    assert_eq!(header["run_id"], id.as_str());
+    // No file of its own.
+    assert!(!telemetry_dir(dir.path())
+        .join(format!("{id}.jsonl"))
+        .exists());
 
     // The report draws what was kept and says it stops there.
     let o = output(dir.path(), &["report", &id, "-o", "killed.html"]);
@@ -161,7 +173,7 @@ fn a_killed_run_keeps_its_telemetry_and_a_resume_keeps_its_own_attempt() {
     server.set_latency(Duration::ZERO);
     let o = output(dir.path(), &["resume", &id, "--config", &config, "-q"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_eq!(lines(&first), kept);
+    assert_eq!(attempt(dir.path(), &id, 1), kept);
     let second = telemetry_dir(dir.path()).join(format!("{id}.2.jsonl"));
     let kept2 = lines(&second);
     assert_eq!(kept2[0]["type"], "attempt", "{}", kept2[0]);
@@ -185,7 +197,10 @@ fn a_killed_run_keeps_its_telemetry_and_a_resume_keeps_its_own_attempt() {
     let page = std::fs::read_to_string(dir.path().join("resumed.html")).expect("page");
     assert!(page.contains("attempt 2"), "the title names the attempt");
     assert!(page.contains("1 earlier attempt"));
-    assert!(page.contains(&format!("{id}.jsonl")));
+    assert!(
+        page.contains(&format!("{id} in telemetry/*.seg")),
+        "names the first attempt"
+    );
     assert!(!page.contains("Incomplete telemetry"));
 }
 
@@ -203,7 +218,7 @@ fn a_served_run_keeps_reportable_telemetry() {
     assert_eq!(j["status"], "succeeded", "{j}");
     let id = j["id"].as_str().expect("id").to_string();
 
-    let kept = lines(&telemetry_dir(dir.path()).join(format!("{id}.jsonl")));
+    let kept = attempt(dir.path(), &id, 1);
     assert_eq!(completed(&kept)["outcome"], "ok");
     assert_eq!(of_type(&kept, "summary").len(), 1);
     assert!(llm_ops(&kept) >= 1, "{kept:?}");

@@ -2,14 +2,17 @@
 //! of an LLM reply as it streams), `text_reset` (an attempt's text is void),
 //! `print` (a line the program printed), `warning`, `status` (queued,
 //! running, ...) and a last `done`. Kept in memory for the clients that
-//! watch the run (SSE) and appended to `<memory>/serve/events/<id>.jsonl`,
-//! so a finished run's events can be replayed after a restart.
+//! watch the run (SSE) and appended, as the run's lines, to the process's
+//! current segment in `<memory>/serve/events/` (`ais_vm::telemetry::segments`:
+//! no file per run), so a finished run's events can be replayed after a
+//! restart. Servers before segments wrote `serve/events/<id>.jsonl`, which
+//! is still read.
 
 use crate::metrics::Metrics;
 use ais_vm::llm::TextEvent;
 use ais_vm::observe::{OpStart, OpUpdate, RunObserver, TextUpdate};
+use ais_vm::telemetry::segments::{self, Segments};
 use serde_json::{json, Value as Json};
-use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
@@ -34,10 +37,11 @@ impl Event {
 struct LogState {
     events: Vec<Arc<Event>>,
     done: bool,
-    /// Open while the run can still add events (closed at `done`: a
-    /// server that has run many runs holds no descriptor per run).
-    file: Option<std::fs::File>,
-    path: Option<PathBuf>,
+    /// Where the events are kept on disk: the process's segments and the
+    /// run's key (its id).
+    sink: Option<(Arc<Segments>, String)>,
+    /// Events already on disk (written here, or loaded).
+    kept: usize,
 }
 
 /// The events of one run.
@@ -65,33 +69,42 @@ impl EventLog {
         EventLog::default()
     }
 
-    /// The events file of run `id` under the memory directory.
-    pub fn path(dir: &Path, id: &str) -> PathBuf {
-        dir.join("serve").join("events").join(format!("{id}.jsonl"))
+    /// The directory of the servers' event segments under the memory
+    /// directory.
+    pub fn dir(memory: &Path) -> PathBuf {
+        memory.join("serve").join("events")
     }
 
-    /// The events written by an earlier process (a torn last line is
-    /// dropped); `done` when its last event is `done`.
-    pub fn load(path: &Path) -> EventLog {
-        let log = EventLog::new();
-        if let Ok(f) = std::fs::File::open(path) {
-            let mut st = log.lock();
-            for line in std::io::BufReader::new(f).lines() {
-                let Ok(line) = line else { break };
-                let Ok(j) = serde_json::from_str::<Json>(&line) else {
-                    continue;
-                };
-                let (Some(id), Some(kind)) = (j["id"].as_u64(), j["event"].as_str()) else {
-                    continue;
-                };
-                st.done = kind == "done";
-                st.events.push(Arc::new(Event {
-                    id,
-                    kind: kind.to_string(),
-                    data: j["data"].clone(),
-                }));
-            }
+    /// The events file of run `id` written by a server before segments.
+    fn old_path(memory: &Path, id: &str) -> PathBuf {
+        Self::dir(memory).join(format!("{id}.jsonl"))
+    }
+
+    /// The events of run `id` written by earlier processes (a torn last
+    /// line is dropped); `done` when its last event is `done`.
+    pub fn load(memory: &Path, id: &str) -> EventLog {
+        let mut text = std::fs::read(Self::old_path(memory, id)).unwrap_or_default();
+        if let Some(more) = segments::read(&Self::dir(memory), id) {
+            text.extend_from_slice(&more);
         }
+        let log = EventLog::new();
+        let mut st = log.lock();
+        for line in text.split(|b| *b == b'\n') {
+            let Ok(j) = serde_json::from_slice::<Json>(line) else {
+                continue;
+            };
+            let (Some(id), Some(kind)) = (j["id"].as_u64(), j["event"].as_str()) else {
+                continue;
+            };
+            st.done = kind == "done";
+            st.events.push(Arc::new(Event {
+                id,
+                kind: kind.to_string(),
+                data: j["data"].clone(),
+            }));
+        }
+        st.kept = st.events.len();
+        drop(st);
         log
     }
 
@@ -99,34 +112,17 @@ impl EventLog {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Appends the events from now on (and the ones so far) to `path`.
-    pub fn attach_file(&self, path: &Path) {
-        let open = || {
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-        };
-        // The directory is made when the first run needs it, not probed
-        // per run: `mkdir` of an existing directory still takes its
-        // parent's lock, which every run's setup then waits on.
-        let file = match open() {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => match path.parent() {
-                Some(parent) => std::fs::create_dir_all(parent).and_then(|()| open()),
-                None => Err(e),
-            },
-            r => r,
-        };
+    /// Keeps the events from now on (and the ones so far not yet kept) as
+    /// run `id`'s lines in `segments`.
+    pub fn attach(&self, segments: Arc<Segments>, id: &str) {
         let mut st = self.lock();
-        st.path = Some(path.to_path_buf());
-        if let Ok(mut f) = file {
-            for e in &st.events {
-                let _ = f.write_all(file_line(e).as_bytes());
-            }
-            if !st.done {
-                st.file = Some(f);
-            }
+        let mut bytes = Vec::new();
+        for e in &st.events[st.kept..] {
+            bytes.extend_from_slice(file_line(e).as_bytes());
         }
+        let _ = segments.append(id, &bytes);
+        st.kept = st.events.len();
+        st.sink = Some((segments, id.to_string()));
     }
 
     /// Adds an event; returns its id.
@@ -141,14 +137,15 @@ impl EventLog {
             kind: kind.to_string(),
             data,
         });
-        if let Some(f) = &mut st.file {
-            let _ = f.write_all(file_line(&e).as_bytes());
-        }
+        let kept = st.sink.as_ref().map(|(segments, key)| {
+            // A write failure costs the replay after a restart, never the run.
+            let _ = segments.append(key, file_line(&e).as_bytes());
+        });
         st.events.push(e);
-        st.done = kind == "done";
-        if st.done {
-            st.file = None;
+        if kept.is_some() {
+            st.kept = st.events.len();
         }
+        st.done = kind == "done";
         drop(st);
         self.changed.send_modify(|n| *n = n.wrapping_add(1));
         id
@@ -156,13 +153,7 @@ impl EventLog {
 
     /// Opens a finished log again (the run is resumed).
     pub fn reopen(&self) {
-        let mut st = self.lock();
-        st.done = false;
-        if st.file.is_none() {
-            if let Some(p) = &st.path {
-                st.file = std::fs::OpenOptions::new().append(true).open(p).ok();
-            }
-        }
+        self.lock().done = false;
     }
 
     pub fn is_done(&self) -> bool {
@@ -321,23 +312,63 @@ impl ais_vm::aam::Console for LogConsole {
 mod tests {
     use super::*;
 
+    fn kinds(log: &EventLog) -> Vec<String> {
+        log.all().iter().map(|e| e.kind.clone()).collect()
+    }
+
     #[test]
-    fn the_file_is_closed_at_done_and_reopened_for_a_resume() {
-        let dir = std::env::temp_dir().join(format!("ais-serve-events-{}", std::process::id()));
-        let path = EventLog::path(&dir, "r1");
+    fn a_resumed_run_continues_its_lines_and_runs_share_one_segment() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let segments = Arc::new(Segments::new(&EventLog::dir(dir.path()), 1 << 20));
         let log = EventLog::new();
-        log.attach_file(&path);
+        log.push("status", json!({"status": "queued"}));
+        // Events before the log was attached are kept too, once.
+        log.attach(segments.clone(), "r1");
         log.push("status", json!({"status": "running"}));
+        let other = EventLog::new();
+        other.attach(segments.clone(), "r2");
+        other.push("done", json!({"status": "succeeded"}));
         log.push("done", json!({"status": "failed"}));
-        assert!(log.lock().file.is_none());
-        log.reopen();
-        assert!(log.lock().file.is_some());
-        log.push("status", json!({"status": "running"}));
-        log.push("done", json!({"status": "succeeded"}));
-        let again = EventLog::load(&path);
-        let kinds: Vec<String> = again.all().iter().map(|e| e.kind.clone()).collect();
-        let _ = std::fs::remove_dir_all(&dir);
-        assert_eq!(kinds, ["status", "done", "status", "done"]);
+        assert_eq!(log.push("print", json!({"line": "late"})), 0, "after done");
+        // A later process resumes it: loaded, reopened, attached again.
+        let again = EventLog::load(dir.path(), "r1");
+        assert_eq!(kinds(&again), ["status", "status", "done"]);
         assert!(again.is_done());
+        again.reopen();
+        let later = Arc::new(Segments::new(&EventLog::dir(dir.path()), 1 << 20));
+        again.attach(later, "r1");
+        again.push("status", json!({"status": "running"}));
+        again.push("done", json!({"status": "succeeded"}));
+        let last = EventLog::load(dir.path(), "r1");
+        let ids: Vec<u64> = last.all().iter().map(|e| e.id).collect();
+        assert_eq!(ids, [1, 2, 3, 4, 5], "no event kept twice");
+        assert_eq!(kinds(&EventLog::load(dir.path(), "r2")), ["done"]);
+        // Two processes' segments and the index: no file per run.
+        let files = std::fs::read_dir(EventLog::dir(dir.path()))
+            .expect("dir")
+            .count();
+        assert_eq!(files, 3);
+    }
+
+    #[test]
+    fn an_event_file_of_an_older_server_is_still_read() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let old = EventLog::old_path(dir.path(), "r1");
+        std::fs::create_dir_all(old.parent().expect("parent")).expect("mkdir");
+        let line = |id: u64, kind: &str| {
+            file_line(&Event {
+                id,
+                kind: kind.into(),
+                data: json!({}),
+            })
+        };
+        std::fs::write(
+            &old,
+            line(1, "status") + &line(2, "done") + "{\"id\": 3, \"ev",
+        )
+        .expect("write");
+        let log = EventLog::load(dir.path(), "r1");
+        assert_eq!(kinds(&log), ["status", "done"]);
+        assert!(log.is_done());
     }
 }

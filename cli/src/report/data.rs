@@ -6,7 +6,7 @@
 use ais_ir::bytecode::{Imm, Program, RegionKind};
 use serde_json::{json, Map, Value as Json};
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Why a report cannot be made.
 #[derive(Debug, thiserror::Error)]
@@ -32,7 +32,7 @@ pub struct RunData {
     pub summary: Map<String, Json>,
     /// The attempt shown (from 1) and the earlier attempts' files.
     pub attempt: u32,
-    pub earlier: Vec<PathBuf>,
+    pub earlier: Vec<super::keep::Kept>,
     /// False when the file has no summary: the attempt is still running or
     /// its process ended (killed, crashed) before the run did.
     pub complete: bool,
@@ -54,11 +54,7 @@ impl RunData {
             ));
         }
         if !self.earlier.is_empty() {
-            let files: Vec<String> = self
-                .earlier
-                .iter()
-                .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-                .collect();
+            let files: Vec<String> = self.earlier.iter().map(super::keep::Kept::name).collect();
             let replayed = self
                 .events
                 .iter()
@@ -94,18 +90,18 @@ pub fn load(
         message: e.to_string(),
     })?;
     let mut attempts = super::keep::attempts(dir, &id);
-    let Some((attempt, path)) = attempts.pop() else {
+    let Some((attempt, kept)) = attempts.pop() else {
         return Err(ReportError::NoTelemetry {
             path: super::keep::attempt_path(dir, &id, 1).display().to_string(),
             id,
         });
     };
-    let text = std::fs::read_to_string(&path).map_err(|e| ReportError::Read {
-        path: path.display().to_string(),
+    let text = kept.read(dir).map_err(|e| ReportError::Read {
+        path: kept.name(),
         message: e.to_string(),
     })?;
     let (events, summary) = parse(&text).map_err(|message| ReportError::Read {
-        path: path.display().to_string(),
+        path: kept.name(),
         message,
     })?;
     let complete = summary.is_some();

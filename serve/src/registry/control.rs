@@ -157,7 +157,7 @@ impl Registry {
             asker,
         });
         if let Some(dir) = self.engine.journal_dir() {
-            entry.events.attach_file(&EventLog::path(&dir, &entry.id));
+            entry.events.attach(event_segments(&dir), &entry.id);
         }
         Ok(self.enqueue(entry, prepared))
     }
@@ -183,7 +183,7 @@ impl Registry {
         }
         let log = match (&old, self.journal_dir()) {
             (Some(e), _) => e.events.clone(),
-            (None, Some(dir)) => Arc::new(EventLog::load(&EventLog::path(&dir, id))),
+            (None, Some(dir)) => Arc::new(EventLog::load(&dir, id)),
             (None, None) => return Err(unknown_run(id)),
         };
         self.reserve()?;
@@ -217,9 +217,9 @@ impl Registry {
             asker,
         });
         if old.is_none() {
-            // The file is appended to from here on.
+            // Its events are kept by this process from here on.
             if let Some(dir) = self.journal_dir() {
-                entry.events.attach_file(&EventLog::path(&dir, id));
+                entry.events.attach(event_segments(&dir), id);
             }
         }
         Ok(self.enqueue(entry, prepared))
@@ -290,4 +290,9 @@ impl Registry {
         e.asker.answer(request, allow)?;
         Ok(e)
     }
+}
+
+/// This process's event segments in memory directory `dir`.
+pub(super) fn event_segments(dir: &std::path::Path) -> Arc<ais_vm::telemetry::segments::Segments> {
+    ais_vm::telemetry::segments::Segments::shared(&EventLog::dir(dir))
 }

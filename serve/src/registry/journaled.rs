@@ -77,7 +77,7 @@ impl Registry {
         }
         let j = self.describe(id)?;
         let dir = self.journal_dir().ok_or_else(|| unknown_run(id))?;
-        let log = EventLog::load(&EventLog::path(&dir, id));
+        let log = EventLog::load(&dir, id);
         if !log.is_done() {
             // Nothing more will come from this process: the log ends with
             // what the journal says.
@@ -111,7 +111,7 @@ fn journal_status(dir: Option<&std::path::Path>, info: &ais_vm::journal::RunInfo
             // A cancelled run is `failed` in the journal; its event log
             // says it was cancelled.
             let cancelled = dir.is_some_and(|dir| {
-                EventLog::load(&EventLog::path(dir, &info.id))
+                EventLog::load(dir, &info.id)
                     .all()
                     .last()
                     .is_some_and(|e| e.kind == "done" && e.data["status"] == "cancelled")

@@ -66,6 +66,10 @@ pub struct Registry {
     backend: String,
     /// Ended runs dropped from memory so far (`prune`).
     dropped: AtomicUsize,
+    /// The files of `serve/events/` when they were last pruned: pruning
+    /// reads the segments' index, which grows with every run, so it is
+    /// done again only when a segment or a file came or went.
+    pruned_files: AtomicUsize,
     /// The runs of each thread in flight here (`threads.rs`).
     gates: threads::Gates,
     /// Runs waiting for their thread's turn, off the executors
@@ -98,6 +102,7 @@ impl Registry {
             metrics: Arc::new(Metrics::default()),
             backend,
             dropped: AtomicUsize::new(0),
+            pruned_files: AtomicUsize::new(usize::MAX),
             gates: threads::Gates::default(),
             parked: Mutex::default(),
             parked_cv: std::sync::Condvar::new(),

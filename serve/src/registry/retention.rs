@@ -1,8 +1,9 @@
 //! What the registry keeps: ended runs held in memory up to `keep_runs`,
-//! event files on disk up to `keep_event_files` (the journal and the
-//! files still answer for the runs dropped from memory).
+//! the events of at least `keep_event_files` runs on disk (the journal and
+//! the event segments still answer for the runs dropped from memory).
 
 use super::{Registry, Runs, Status};
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 
@@ -50,8 +51,10 @@ impl Registry {
         }
     }
 
-    /// Deletes the oldest event files beyond `keep_event_files`, except
-    /// those of runs held in memory.
+    /// Keeps the events of the newest `keep_event_files` runs at least:
+    /// removes the oldest whole segments beyond them, and the oldest event
+    /// files of servers before segments; never those of runs held in
+    /// memory, nor the segment this process writes.
     pub fn prune_event_files(&self) {
         let (Some(dir), keep) = (self.journal_dir(), self.config.keep_event_files) else {
             return;
@@ -59,12 +62,23 @@ impl Registry {
         if keep == 0 {
             return;
         }
-        let events = dir.join("serve").join("events");
+        let events = crate::events::EventLog::dir(&dir);
+        let files = std::fs::read_dir(&events).map_or(0, Iterator::count);
+        if self.pruned_files.swap(files, Ordering::Relaxed) == files {
+            return;
+        }
+        let held: HashSet<String> = self.lock().by_id.keys().cloned().collect();
+        let current: Vec<String> = super::control::event_segments(&dir)
+            .current()
+            .into_iter()
+            .collect();
+        ais_vm::telemetry::segments::prune(&events, keep, &current, &held);
         let Ok(read) = std::fs::read_dir(&events) else {
             return;
         };
         let mut files: Vec<(std::time::SystemTime, PathBuf)> = read
             .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".jsonl"))
             .filter_map(|e| {
                 let at = e.metadata().ok()?.modified().ok()?;
                 Some((at, e.path()))
@@ -74,7 +88,6 @@ impl Registry {
             return;
         }
         files.sort();
-        let held: std::collections::HashSet<String> = self.lock().by_id.keys().cloned().collect();
         let excess = files.len() - keep;
         for (_, path) in files.into_iter().take(excess) {
             let id = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");

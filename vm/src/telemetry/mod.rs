@@ -4,6 +4,7 @@
 //! Times are nanoseconds since the run started (the entry frame was created).
 
 pub(crate) mod export;
+pub mod segments;
 mod text;
 
 pub use export::{

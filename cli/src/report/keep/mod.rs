@@ -2,21 +2,32 @@
 //! a process that dies (SIGKILL, OOM, power) still leaves what it did for
 //! `aisc report`.
 //!
-//! Attempt 1 of run `ID` is `telemetry/ID.jsonl` in the memory directory,
-//! attempt `n` (a resume, a worker's takeover) `telemetry/ID.n.jsonl`. A
-//! file starts with an `attempt` header line (`"state": "running"`), then
+//! A new run's attempt (attempt 1: `aisc run`, a served run) is kept as
+//! the lines of key `ID` in the process's segments of `telemetry/` in the
+//! memory directory (`ais_vm::telemetry::segments`): no file per run, which
+//! cost a served run about a millisecond of kernel CPU. An attempt whose
+//! number is not known in advance (a resume, a worker's takeover) gets a
+//! file of its own, `telemetry/ID.n.jsonl` (`ID.jsonl` for attempt 1),
+//! numbered by probing; runs before segments kept every attempt so. An
+//! attempt starts with an `attempt` header line (`"state": "running"`), then
 //! one `--events` op line per event as the run records it (from the
 //! process's one writer thread: the observer only queues the event). When
 //! the run ends, the run's own thread appends what is still queued, an
 //! `end` line and the `summary` line (or, if the file missed an event,
-//! rewrites it whole). No fsync: the goal is to survive the
+//! writes it whole again: a file is replaced, a segment gets a second
+//! header and the reader keeps what follows the last one). No fsync: the goal is to survive the
 //! process; the journal is the durable record.
+
+mod kept;
+
+pub use kept::{attempt_path, attempts, safe_id, Kept};
+use kept::{create_attempt, Out, DISCARD_TYPE};
 
 use ais_ir::bytecode::Program;
 use ais_vm::observe::{OpUpdate, RunObserver};
+use ais_vm::telemetry::segments::Segments;
 use ais_vm::telemetry::{OpEvent, RunSummary, Status, Track};
 use serde_json::{json, Map, Value as Json};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex, OnceLock, Weak};
@@ -25,58 +36,6 @@ use std::sync::{mpsc, Arc, Mutex, OnceLock, Weak};
 pub const HEADER_TYPE: &str = "attempt";
 /// The line before the summary of a completed attempt.
 pub const END_TYPE: &str = "end";
-
-/// Run ids are made by the host; keep only safe characters anyway (no
-/// `.`, so `ID.2.jsonl` cannot be another run's first attempt).
-pub fn safe_id(run_id: &str) -> String {
-    run_id
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
-
-/// The file of attempt `n` (from 1) of a run.
-pub fn attempt_path(dir: &Path, run_id: &str, n: u32) -> PathBuf {
-    let safe = safe_id(run_id);
-    let name = if n <= 1 {
-        format!("{safe}.jsonl")
-    } else {
-        format!("{safe}.{n}.jsonl")
-    };
-    dir.join("telemetry").join(name)
-}
-
-/// The attempts of a run that kept telemetry, in order: `(n, path)`.
-pub fn attempts(dir: &Path, run_id: &str) -> Vec<(u32, PathBuf)> {
-    let safe = safe_id(run_id);
-    let Ok(entries) = std::fs::read_dir(dir.join("telemetry")) else {
-        return Vec::new();
-    };
-    let mut found: Vec<(u32, PathBuf)> = entries
-        .filter_map(Result::ok)
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let rest = name.strip_prefix(&safe)?.strip_suffix(".jsonl")?;
-            let n = match rest {
-                "" => 1,
-                r => r
-                    .strip_prefix('.')?
-                    .parse::<u32>()
-                    .ok()
-                    .filter(|n| *n >= 2)?,
-            };
-            Some((n, e.path()))
-        })
-        .collect();
-    found.sort();
-    found
-}
 
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
@@ -138,11 +97,10 @@ struct Update {
 struct Warn(AtomicBool);
 
 impl Warn {
-    fn once(&self, path: &Path, e: &std::io::Error) {
+    fn once(&self, place: &str, e: &std::io::Error) {
         if !self.0.swap(true, Ordering::SeqCst) {
             eprintln!(
-                "warning: the run's telemetry is no longer kept in `{}` for `aisc report`: {e}",
-                path.display()
+                "warning: the run's telemetry is no longer kept in {place} for `aisc report`: {e}"
             );
         }
     }
@@ -154,13 +112,16 @@ enum Place {
     Pending,
     Open {
         attempt: u32,
-        path: PathBuf,
-        file: std::fs::File,
+        kept: Kept,
+        out: Out,
     },
     /// Could not be created (warned): nothing is kept.
     Failed,
     /// Finished or discarded: nothing more is written.
-    Closed { attempt: u32, path: PathBuf },
+    Closed {
+        attempt: u32,
+        kept: Kept,
+    },
 }
 
 /// The file side of a keeper, locked while the file is created or written
@@ -177,9 +138,9 @@ struct FileState {
 /// A stopped attempt's file, for its end.
 struct Stopped {
     attempt: u32,
-    path: PathBuf,
+    kept: Kept,
     /// Still open (`None` when it was stopped before).
-    file: Option<std::fs::File>,
+    out: Option<Out>,
     /// Events in the file; `None` after a write failure.
     streamed: Option<usize>,
 }
@@ -207,43 +168,12 @@ pub struct Keeper {
     me: Weak<Keeper>,
     dir: PathBuf,
     run_id: String,
+    /// A new run: its attempt is the first, kept in the segments.
+    fresh: bool,
     started_ms: u64,
     file: Mutex<FileState>,
     queue: Mutex<Queue>,
     warn: Warn,
-}
-
-/// Creates the next attempt's file of run `run_id` in `dir`: the first
-/// free number, probed with `create_new` (so that two processes never
-/// share a file) rather than by listing the directory, which holds every
-/// run's files.
-fn create_attempt(dir: &Path, run_id: &str) -> std::io::Result<(u32, PathBuf, std::fs::File)> {
-    let mut n = 1;
-    loop {
-        let path = attempt_path(dir, run_id, n);
-        let opened = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path);
-        match opened {
-            Ok(f) => return Ok((n, path, f)),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 100_000 => n += 1,
-            // The directory is made once, when the first file needs it.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && n == 1 => {
-                std::fs::create_dir_all(dir.join("telemetry"))?;
-                let f = std::fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .open(&path);
-                match f {
-                    Ok(f) => return Ok((n, path, f)),
-                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => n += 1,
-                    Err(e) => return Err(e),
-                }
-            }
-            Err(e) => return Err(e),
-        }
-    }
 }
 
 /// The process's telemetry writer: one thread, started on first use, that
@@ -269,12 +199,14 @@ fn writer() -> Option<&'static mpsc::Sender<Arc<Keeper>>> {
 
 impl Keeper {
     /// Starts keeping run `run_id`'s next attempt in memory directory
-    /// `dir`: the process's writer creates the file.
-    pub fn start(dir: &Path, run_id: &str) -> std::io::Result<Arc<Keeper>> {
+    /// `dir` (`fresh`: a new run, its first attempt): the process's writer
+    /// creates the file.
+    pub fn start(dir: &Path, run_id: &str, fresh: bool) -> std::io::Result<Arc<Keeper>> {
         let keeper = Arc::new_cyclic(|me| Keeper {
             me: me.clone(),
             dir: dir.to_path_buf(),
             run_id: run_id.to_string(),
+            fresh,
             started_ms: now_ms(),
             file: Mutex::new(FileState {
                 place: Place::Pending,
@@ -312,21 +244,19 @@ impl Keeper {
         if !matches!(st.place, Place::Pending) {
             return;
         }
-        let created = create_attempt(&self.dir, &self.run_id).and_then(|(n, path, mut file)| {
-            let h = Json::Object(header(&self.run_id, n, self.started_ms, "running"));
-            let mut line = serde_json::to_vec(&h)?;
-            line.push(b'\n');
-            file.write_all(&line)?;
-            Ok((n, path, file))
-        });
+        let created =
+            create_attempt(&self.dir, &self.run_id, self.fresh).and_then(|(n, kept, mut out)| {
+                let h = Json::Object(header(&self.run_id, n, self.started_ms, "running"));
+                let mut line = serde_json::to_vec(&h)?;
+                line.push(b'\n');
+                out.write_all(&line)?;
+                Ok((n, kept, out))
+            });
         st.place = match created {
-            Ok((attempt, path, file)) => Place::Open {
-                attempt,
-                path,
-                file,
-            },
+            Ok((attempt, kept, out)) => Place::Open { attempt, kept, out },
             Err(e) => {
-                self.warn.once(&self.dir.join("telemetry"), &e);
+                self.warn
+                    .once(&self.dir.join("telemetry").display().to_string(), &e);
                 Place::Failed
             }
         };
@@ -345,12 +275,7 @@ impl Keeper {
     /// failure, nothing more. Called with the file's lock held.
     fn append_queued(&self, st: &mut FileState) {
         let updates = std::mem::take(&mut self.lock_queue().updates);
-        let Place::Open {
-            attempt,
-            path,
-            file,
-        } = &mut st.place
-        else {
+        let Place::Open { attempt, kept, out } = &mut st.place else {
             return;
         };
         if st.failed || updates.is_empty() {
@@ -365,23 +290,23 @@ impl Keeper {
             }
             bytes.push(b'\n');
         }
-        match file.write_all(&bytes) {
+        match out.write_all(&bytes) {
             Ok(()) => st.written += updates.len(),
             Err(e) => {
                 st.failed = true;
-                self.warn.once(path, &e);
+                self.warn.once(&kept.name(), &e);
             }
         }
     }
 
-    /// The attempt's number and file, created now if the writer has not
-    /// yet; `None` if it could not be.
-    pub fn placed(&self) -> Option<(u32, PathBuf)> {
+    /// The attempt's number and where it is kept, created now if the
+    /// writer has not yet; `None` if it could not be.
+    pub fn placed(&self) -> Option<(u32, Kept)> {
         let mut st = self.lock_file();
         self.ensure_open(&mut st);
         match &st.place {
-            Place::Open { attempt, path, .. } | Place::Closed { attempt, path } => {
-                Some((*attempt, path.clone()))
+            Place::Open { attempt, kept, .. } | Place::Closed { attempt, kept } => {
+                Some((*attempt, kept.clone()))
             }
             Place::Pending | Place::Failed => None,
         }
@@ -396,23 +321,19 @@ impl Keeper {
         self.ensure_open(&mut st);
         self.append_queued(&mut st);
         let streamed = (!st.failed).then_some(st.written);
-        let (attempt, path, file) = match std::mem::replace(&mut st.place, Place::Failed) {
-            Place::Open {
-                attempt,
-                path,
-                file,
-            } => (attempt, path, Some(file)),
-            Place::Closed { attempt, path } => (attempt, path, None),
+        let (attempt, kept, out) = match std::mem::replace(&mut st.place, Place::Failed) {
+            Place::Open { attempt, kept, out } => (attempt, kept, Some(out)),
+            Place::Closed { attempt, kept } => (attempt, kept, None),
             Place::Pending | Place::Failed => return None,
         };
         st.place = Place::Closed {
             attempt,
-            path: path.clone(),
+            kept: kept.clone(),
         };
         Some(Stopped {
             attempt,
-            path,
-            file,
+            kept,
+            out,
             streamed,
         })
     }
@@ -426,14 +347,13 @@ impl Keeper {
     pub fn finish(&self, program: &Program, report: &ais_vm::RunReport) {
         let Some(Stopped {
             attempt,
-            path,
-            file,
+            kept,
+            mut out,
             streamed,
         }) = self.stop()
         else {
             return; // no file: warned when it could not be created
         };
-        let path = path.as_path();
         let outcome = match &report.outcome {
             Ok(_) => "ok",
             Err(ais_vm::RunError::OpFailed { code, .. }) if code == ais_vm::exec::PAUSED => {
@@ -458,13 +378,13 @@ impl Keeper {
         }
         let mut bytes = Vec::new();
         let written = (|| -> std::io::Result<()> {
-            if let (Some(mut file), Some(n)) = (file, streamed) {
+            if let (Some(out), Some(n)) = (&mut out, streamed) {
                 if n == report.events.len() {
                     serde_json::to_writer(&mut bytes, &end)?;
                     bytes.push(b'\n');
                     serde_json::to_writer(&mut bytes, &s)?;
                     bytes.push(b'\n');
-                    return file.write_all(&bytes);
+                    return out.write_all(&bytes);
                 }
             }
             let h = header(&self.run_id, attempt, self.started_ms, "complete");
@@ -479,10 +399,16 @@ impl Keeper {
             bytes.push(b'\n');
             serde_json::to_writer(&mut bytes, &s)?;
             bytes.push(b'\n');
-            replace(path, &bytes)
+            match &kept {
+                Kept::File(path) => replace(path, &bytes),
+                // The reader keeps what follows the last header.
+                Kept::Segment(key) => {
+                    Segments::shared(&self.dir.join("telemetry")).append(key, &bytes)
+                }
+            }
         })();
         if let Err(e) = written {
-            self.warn.once(path, &e);
+            self.warn.once(&kept.name(), &e);
         }
     }
 
@@ -492,8 +418,26 @@ impl Keeper {
         self.lock_queue().updates.clear();
         let mut st = self.lock_file();
         match std::mem::replace(&mut st.place, Place::Failed) {
-            Place::Open { path, .. } | Place::Closed { path, .. } => {
+            Place::Open {
+                kept: Kept::File(path),
+                ..
+            }
+            | Place::Closed {
+                kept: Kept::File(path),
+                ..
+            } => {
                 let _ = std::fs::remove_file(path);
+            }
+            Place::Open {
+                kept: Kept::Segment(key),
+                ..
+            }
+            | Place::Closed {
+                kept: Kept::Segment(key),
+                ..
+            } => {
+                let line = format!("{}\n", json!({"type": DISCARD_TYPE}));
+                let _ = Segments::shared(&self.dir.join("telemetry")).append(&key, line.as_bytes());
             }
             Place::Pending | Place::Failed => {}
         }
@@ -573,192 +517,4 @@ impl RunObserver for Both {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use ais_ir::Opcode;
-
-    fn program() -> Program {
-        Program {
-            source: None,
-            types: Vec::new(),
-            consts: Vec::new(),
-            agents: Vec::new(),
-            flows: Vec::new(),
-        }
-    }
-
-    fn event(op: u32, opcode: Opcode, track: Track) -> OpEvent {
-        OpEvent {
-            frame: 0,
-            frame_key: 0,
-            flow: 0,
-            region: 0,
-            op,
-            opcode,
-            agent: 0,
-            invocation: Default::default(),
-            track,
-            worker: 0,
-            ready_ns: 1,
-            start_ns: 2,
-            end_ns: 3,
-            status: Status::Ok,
-            llm: None,
-            detail: None,
-        }
-    }
-
-    fn lines(path: &Path) -> Vec<Json> {
-        std::fs::read_to_string(path)
-            .expect("kept")
-            .lines()
-            .map(|l| serde_json::from_str(l).expect("JSON line"))
-            .collect()
-    }
-
-    #[test]
-    fn each_attempt_gets_its_own_file_and_streams_its_events() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        // Attempts of a run are sequential: the first has its file (the
-        // writer, or `placed`, creates it) before the second starts.
-        let first = Keeper::start(dir.path(), "r-1").expect("first");
-        assert_eq!(first.placed().expect("placed").0, 1);
-        let second = Keeper::start(dir.path(), "r-1").expect("second");
-        assert_eq!(second.placed().expect("placed").0, 2);
-        assert!(first
-            .placed()
-            .expect("placed")
-            .1
-            .ends_with("telemetry/r-1.jsonl"));
-        assert!(second
-            .placed()
-            .expect("placed")
-            .1
-            .ends_with("telemetry/r-1.2.jsonl"));
-        // Another run whose id starts the same is not an attempt of this one.
-        let other = Keeper::start(dir.path(), "r-10").expect("other");
-        assert_eq!(other.placed().expect("placed").0, 1);
-        let found: Vec<u32> = attempts(dir.path(), "r-1").iter().map(|a| a.0).collect();
-        assert_eq!(found, [1, 2]);
-
-        let e = event(4, Opcode::Ask, Track::Worker(0));
-        second.op(&OpUpdate {
-            event: &e,
-            flow: "A.main",
-            agent: "A",
-        });
-        second.stop();
-        let kept = lines(&second.placed().expect("placed").1);
-        assert_eq!(kept[0]["type"], "attempt");
-        assert_eq!(kept[0]["state"], "running");
-        assert_eq!(kept[1]["op"], 4);
-        assert_eq!(kept[1]["flow"], "A.main");
-        // An LLM op that completed on a worker in a later attempt: replayed.
-        assert_eq!(kept[1]["replayed"], true);
-    }
-
-    #[test]
-    fn runs_ending_while_the_writer_works_each_complete_their_own_file() {
-        // The process's one writer and each run's end race to create and
-        // append: every file still gets its header once, every event once
-        // and in order, then the end, without being rewritten.
-        let dir = tempfile::tempdir().expect("tempdir");
-        let p = program();
-        let events: Vec<OpEvent> = (0..3)
-            .map(|i| event(i, Opcode::Const, Track::Worker(0)))
-            .collect();
-        let report = ais_vm::RunReport {
-            outcome: Ok(Json::Null),
-            summary: RunSummary::default(),
-            events: events.clone(),
-            plans: Vec::new(),
-        };
-        let runs: Vec<String> = (0..40).map(|i| format!("r{i}")).collect();
-        std::thread::scope(|s| {
-            for id in &runs {
-                let (dir, p, events, report) = (dir.path(), &p, &events, &report);
-                s.spawn(move || {
-                    let k = Keeper::start(dir, id).expect("start");
-                    for e in events {
-                        k.op(&OpUpdate {
-                            event: e,
-                            flow: "A.main",
-                            agent: "A",
-                        });
-                    }
-                    k.finish(p, report);
-                });
-            }
-        });
-        for id in &runs {
-            let kept = lines(&attempt_path(dir.path(), id, 1));
-            let types: Vec<&str> = kept.iter().map(line_type).collect();
-            assert_eq!(
-                types,
-                ["attempt", "op", "op", "op", "end", "summary"],
-                "{id}"
-            );
-            assert_eq!(kept[0]["state"], "running", "{id}: appended, not rewritten");
-            let ops: Vec<u64> = kept[1..4].iter().filter_map(|l| l["op"].as_u64()).collect();
-            assert_eq!(ops, [0, 1, 2], "{id}");
-            assert_eq!(attempts(dir.path(), id).len(), 1, "{id}: one file");
-        }
-    }
-
-    #[test]
-    fn only_later_attempts_mark_calls_answered_on_a_worker_as_replayed() {
-        let on_worker = event(0, Opcode::Ask, Track::Worker(0));
-        let on_lane = event(0, Opcode::Ask, Track::Llm(0));
-        let pure = event(0, Opcode::Const, Track::Worker(0));
-        assert!(!is_replayed(&on_worker, 1));
-        assert!(is_replayed(&on_worker, 2));
-        assert!(!is_replayed(&on_lane, 2));
-        assert!(!is_replayed(&pure, 2));
-    }
-
-    fn line_type(l: &Json) -> &str {
-        l["type"].as_str().unwrap_or("")
-    }
-
-    #[test]
-    fn finishing_completes_the_file_and_a_failed_write_costs_only_the_telemetry() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let p = program();
-        let e = event(1, Opcode::Const, Track::Worker(0));
-        let report = ais_vm::RunReport {
-            outcome: Ok(Json::Null),
-            summary: RunSummary::default(),
-            events: vec![e.clone()],
-            plans: Vec::new(),
-        };
-        // Every event streamed: the end and summary lines are appended.
-        let k = Keeper::start(dir.path(), "r").expect("start");
-        k.op(&OpUpdate {
-            event: &e,
-            flow: "A.main",
-            agent: "A",
-        });
-        k.finish(&p, &report);
-        let kept = lines(&k.placed().expect("placed").1);
-        let types: Vec<&str> = kept.iter().map(line_type).collect();
-        assert_eq!(types, ["attempt", "op", "end", "summary"]);
-        assert_eq!(kept[0]["state"], "running");
-        assert_eq!(kept[2]["outcome"], "ok");
-        // An event the file missed: rewritten whole, complete.
-        let k = Keeper::start(dir.path(), "q").expect("start");
-        k.finish(&p, &report);
-        let kept = lines(&k.placed().expect("placed").1);
-        let types: Vec<&str> = kept.iter().map(line_type).collect();
-        assert_eq!(types, ["attempt", "op", "end", "summary"]);
-        assert_eq!(kept[0]["state"], "complete");
-        assert_eq!(kept[2]["outcome"], "ok");
-
-        let gone = Keeper::start(dir.path(), "s").expect("start");
-        // Once its file exists, the directory goes away.
-        let _ = gone.placed();
-        std::fs::remove_dir_all(dir.path().join("telemetry")).expect("remove");
-        gone.finish(&p, &report);
-        assert!(gone.warn.0.load(Ordering::SeqCst), "warned");
-        assert!(!gone.placed().expect("placed").1.exists());
-    }
-}
+mod tests;
