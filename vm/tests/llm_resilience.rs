@@ -188,6 +188,28 @@ fn outcome(rx: &mpsc::Receiver<Outcome>) -> Outcome {
 }
 
 /// Waits (at most a minute) until `f` holds.
+/// Starts one critical call per prompt as one batch; each settles into
+/// the receiver with its prompt.
+fn start_prompts(
+    h: &Hedge,
+    prompts: &[String],
+    cancel: &CancelToken,
+) -> mpsc::Receiver<(String, Outcome)> {
+    let (tx, rx) = mpsc::channel();
+    let batch = prompts
+        .iter()
+        .map(|p| {
+            let (tx, p2) = (tx.clone(), p.clone());
+            let done: OnDone = Box::new(move |r, a| {
+                let _ = tx.send((p2, (r, a)));
+            });
+            (req(p, true), cancel.clone(), done)
+        })
+        .collect();
+    h.start_many(batch);
+    rx
+}
+
 fn eventually(what: &str, f: impl Fn() -> bool) {
     let until = Instant::now() + Duration::from_secs(60);
     while !f() {
@@ -400,18 +422,7 @@ fn a_fan_out_crossing_the_threshold_together_saves_its_hedges_for_the_stragglers
         .chain((0..12).map(|i| format!("quick {i}")))
         .collect();
     let cancel = CancelToken::new();
-    let (tx, rx) = mpsc::channel::<(String, Outcome)>();
-    let batch = prompts
-        .iter()
-        .map(|p| {
-            let (tx, p2) = (tx.clone(), p.clone());
-            let done: OnDone = Box::new(move |r, a| {
-                let _ = tx.send((p2, (r, a)));
-            });
-            (req(p, true), cancel.clone(), done)
-        })
-        .collect();
-    h.start_many(batch);
+    let rx = start_prompts(&h, &prompts, &cancel);
     let mut settled = HashMap::new();
     for _ in 0..prompts.len() {
         let (p, (r, attempts)) = rx
@@ -502,17 +513,17 @@ fn a_history_slower_than_now_gives_way_to_the_fan_outs_own_answers() {
 
 #[test]
 fn a_hedge_that_is_itself_late_is_hedged_again_after_the_median_not_a_whole_threshold() {
-    // The history: a median of 1 ms, a p95 of 1 s. The call's first
+    // The history: a median of 1 ms, a p95 of 3 s. The call's first
     // request and its first hedge hang; the third request answers at
-    // once. The first hedge goes at 1 s; the next one once the hedge has
-    // waited the median, not another second. A call off the critical
-    // path, started with it and answering at 1.5 s, settles after it
-    // (waiting a whole threshold again, the hedged call would settle at
-    // 2 s, after it).
+    // once. The first hedge goes at 3 s; the next one once the hedge has
+    // waited the median, not another 3 s. A call off the critical path,
+    // started with it and answering at 4.5 s, settles after it (waiting a
+    // whole threshold again, the hedged call would settle at 6 s, after
+    // it). 1.5 s either way: a loaded machine does not change the order.
     let s = Scripted::new("h7", |r, n| match (r.prompt.as_str(), n) {
         ("tail", 0 | 1) => Act::Hang,
         ("tail", _) => Act::After(Duration::ZERO),
-        _ => Act::After(Duration::from_millis(1500)),
+        _ => Act::After(Duration::from_millis(4500)),
     });
     let h = Hedge::isolated(
         backend(&s),
@@ -522,7 +533,7 @@ fn a_hedge_that_is_itself_late_is_hedged_again_after_the_median_not_a_whole_thre
         },
     );
     let history: Vec<Duration> = std::iter::repeat_n(Duration::from_millis(1), 200)
-        .chain(std::iter::repeat_n(Duration::from_secs(1), 56))
+        .chain(std::iter::repeat_n(Duration::from_secs(3), 56))
         .collect();
     h.seed_latencies(LlmOpKind::Ask, &history);
     let cancel = CancelToken::new();
