@@ -115,6 +115,12 @@ impl<K: EntityRef, V> Arena<K, V> {
         self.items.shrink_to_fit();
     }
 
+    /// Room for `additional` more entries, allocated at once (a flow's
+    /// arenas are sized from its statements before lowering: issue 40).
+    pub fn reserve(&mut self, additional: usize) {
+        self.items.reserve(additional);
+    }
+
     pub fn push(&mut self, value: V) -> K {
         let k = K::new(self.items.len());
         self.items.push(value);

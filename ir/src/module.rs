@@ -498,6 +498,16 @@ impl OpSpans {
 }
 
 impl Dfg {
+    /// Room for `ops` more ops and `values` more values (and the ops'
+    /// spans), allocated once: a large flow's arenas otherwise grow by
+    /// doubling, each step a copy and a free of the previous block
+    /// (issue 40). [`Dfg::shrink_to_fit`] gives back what was not used.
+    pub fn reserve(&mut self, ops: usize, values: usize) {
+        self.ops.reserve(ops);
+        self.values.reserve(values);
+        self.spans.0.reserve(ops);
+    }
+
     /// Gives back the room the arenas keep for more entries: a built flow
     /// otherwise holds up to twice its ops and values (they grow by
     /// doubling), which was a third of a large program's peak memory,

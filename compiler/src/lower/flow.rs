@@ -203,6 +203,7 @@ impl<'a> FlowLowerer<'a> {
                 self.st.ret_val = Some(placeholder);
             }
         }
+        self.reserve(body.stmts.len());
         let done = self.stmts(&body.stmts, true);
         if !done {
             self.span = Span::new(
@@ -224,6 +225,25 @@ impl<'a> FlowLowerer<'a> {
         // Built: the arenas' spare room would stay allocated to the end.
         self.flow.dfg.shrink_to_fit();
         self.flow
+    }
+
+    /// Sizes the arenas, the body's op list and the name index for a body
+    /// of `stmts` top-level statements, so a long flow allocates each once
+    /// instead of doubling them (each doubling a copy, and a free that
+    /// made glibc consolidate its free lists: issue 40). Two ops and
+    /// values per statement is what a `let` of a binary expression
+    /// lowers to; nested blocks and long expressions grow past it as
+    /// before, and [`ais_ir::Dfg::shrink_to_fit`] returns what is unused.
+    fn reserve(&mut self, stmts: usize) {
+        let ops = stmts.saturating_mul(2);
+        self.flow.dfg.reserve(ops, ops);
+        if let Some(region) = self.flow.dfg.regions.get_mut(self.region) {
+            region.ops.reserve(ops);
+        }
+        self.st.by_name.reserve(stmts);
+        if let Some(scope) = self.st.scopes.last_mut() {
+            scope.reserve(stmts);
+        }
     }
 
     // ------------------------------------------------------------ op creation

@@ -133,6 +133,7 @@ impl<'a> Checker<'a> {
                 })
                 .collect(),
         );
+        self.reserve(flow.body.stmts.len());
         let info = self.check_stmts(&flow.body.stmts);
         self.pop_scope();
         if info.falls_through && !ret.is_void() {
@@ -183,6 +184,19 @@ impl<'a> Checker<'a> {
     }
 
     // ------------------------------------------------------------ scopes
+
+    /// Sizes the name index, the innermost scope and the resolution lists
+    /// for a body of `stmts` top-level statements (most bind a name or use
+    /// one), so a long flow allocates them once instead of rehashing and
+    /// copying them as they double (issue 40).
+    fn reserve(&mut self, stmts: usize) {
+        self.by_name.reserve(stmts);
+        if let Some(scope) = self.scopes.last_mut() {
+            scope.reserve(stmts);
+        }
+        self.resolutions.defs.reserve(stmts);
+        self.resolutions.uses.reserve(stmts);
+    }
 
     fn push_scope(&mut self, vars: Vec<Var>) {
         let depth = self.scopes.len();
