@@ -461,21 +461,10 @@ fn a_history_slower_than_now_gives_way_to_the_fan_outs_own_answers() {
     let h = Hedge::isolated(backend(&s), p95());
     h.seed_latencies(LlmOpKind::Ask, &[Duration::from_secs(120); 256]);
     let cancel = CancelToken::new();
-    let (tx, rx) = mpsc::channel::<(String, Outcome)>();
     let prompts: Vec<String> = std::iter::once("straggler".to_string())
         .chain((0..19).map(|i| format!("quick {i}")))
         .collect();
-    let batch = prompts
-        .iter()
-        .map(|p| {
-            let (tx, p2) = (tx.clone(), p.clone());
-            let done: OnDone = Box::new(move |r, a| {
-                let _ = tx.send((p2, (r, a)));
-            });
-            (req(p, true), cancel.clone(), done)
-        })
-        .collect();
-    h.start_many(batch);
+    let rx = start_prompts(&h, &prompts, &cancel);
     let mut order = Vec::new();
     for _ in 0..prompts.len() {
         let (p, (r, attempts)) = rx

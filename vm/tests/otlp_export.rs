@@ -230,9 +230,12 @@ fn every_attempt_of_a_run_gives_its_spans_the_same_ids() {
         let pipeline = Pipeline::start(settings(&collector.endpoint(), false)).unwrap();
         assert!(traced_run(pipeline.clone(), run).outcome.is_ok());
         assert!(pipeline.flush(Duration::from_secs(60)));
+        // A `queue_wait` span is sent only for an op that waited 1 ms or
+        // more for a lane, which a loaded machine decides: left out.
         let mut v: Vec<(String, Option<String>, String)> = collector
             .spans()
             .into_iter()
+            .filter(|s| s.name != "queue_wait")
             .map(|s| (s.span_id, s.parent, s.name))
             .collect();
         v.sort();
